@@ -1,0 +1,71 @@
+package pg
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// StatementCounter counts the statements a pool sends, by statement name (the
+// "-- name:" of sql/*.sql; "other" for ad-hoc SQL). Tests use it to hold the
+// statements-per-step budget; the bench reports it.
+type StatementCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+var statementNames = func() map[string]string {
+	m := map[string]string{}
+	for name, sql := range statements {
+		m[sql] = name
+	}
+	return m
+}()
+
+// TraceQueryStart implements pgx.QueryTracer.
+func (c *StatementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	name, ok := statementNames[data.SQL]
+	if !ok {
+		name = "other"
+		if strings.HasPrefix(strings.TrimSpace(data.SQL), "-- probe") {
+			return ctx
+		}
+	}
+	c.mu.Lock()
+	if c.counts == nil {
+		c.counts = map[string]int{}
+	}
+	c.counts[name]++
+	c.mu.Unlock()
+	return ctx
+}
+
+// TraceQueryEnd implements pgx.QueryTracer.
+func (c *StatementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// Count is how many times statement name ran.
+func (c *StatementCounter) Count(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[name]
+}
+
+// Snapshot copies every count.
+func (c *StatementCounter) Snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.counts))
+	for k, v := range c.counts {
+		out[k] = v
+	}
+	return out
+}
+
+// Reset zeroes every count.
+func (c *StatementCounter) Reset() {
+	c.mu.Lock()
+	c.counts = nil
+	c.mu.Unlock()
+}

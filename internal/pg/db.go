@@ -1,0 +1,153 @@
+// Package pg is gendurable's only door to PostgreSQL: the connection pool, every SQL
+// statement (embedded from sql/*.sql, one typed wrapper each), the migrations runner,
+// LISTEN/NOTIFY, and a local cluster starter for development and tests. Nothing above
+// this package sees pgx types; driver errors leave it as the sentinel errors of errors.go.
+package pg
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DB is a pool of connections to gendurable's database.
+type DB struct {
+	pool *pgxpool.Pool
+}
+
+// Options tunes Open. The zero value is a sensible default.
+type Options struct {
+	// MaxConns caps the pool (default: pgxpool's default, max(4, NumCPU)).
+	MaxConns int32
+	// Counter, when set, counts every statement the pool runs (tests and the bench).
+	Counter *StatementCounter
+}
+
+// Open connects to url and checks the connection.
+func Open(ctx context.Context, url string, opts Options) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("pg: parse database url: %w", err)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.Counter != nil {
+		cfg.ConnConfig.Tracer = opts.Counter
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = "gendurable"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pg: connect: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pg: ping: %w", err)
+	}
+	return &DB{pool: pool}, nil
+}
+
+// Close closes every connection.
+func (db *DB) Close() { db.pool.Close() }
+
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error { return translate(db.pool.Ping(ctx)) }
+
+// PoolStats is a snapshot of the pool for metrics.
+type PoolStats struct {
+	Total, Idle, InUse, Max int32
+	AcquireCount           int64
+	AcquireWait            time.Duration
+}
+
+// Stats reports the pool's current state.
+func (db *DB) Stats() PoolStats {
+	s := db.pool.Stat()
+	return PoolStats{
+		Total: s.TotalConns(), Idle: s.IdleConns(), InUse: s.AcquiredConns(), Max: s.MaxConns(),
+		AcquireCount: s.AcquireCount(), AcquireWait: s.AcquireDuration(),
+	}
+}
+
+// Exec runs one statement that returns no rows (tests, tools and the bench).
+func (db *DB) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := db.pool.Exec(ctx, sql, args...)
+	if err != nil {
+		return 0, translate(err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// QueryStrings runs one statement and returns its rows with every column rendered as
+// text (NULL as ""). For tests, EXPLAIN output and diagnostics, not the hot path.
+func (db *DB) QueryStrings(ctx context.Context, sql string, args ...any) ([][]string, error) {
+	rows, err := db.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	var out [][]string
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			return nil, translate(err)
+		}
+		row := make([]string, len(vals))
+		for i, v := range vals {
+			if v != nil {
+				row[i] = fmt.Sprint(v)
+			}
+		}
+		out = append(out, row)
+	}
+	return out, translate(rows.Err())
+}
+
+// QueryInt runs a statement returning one integer (tests and diagnostics).
+func (db *DB) QueryInt(ctx context.Context, sql string, args ...any) (int64, error) {
+	var n int64
+	err := db.pool.QueryRow(ctx, sql, args...).Scan(&n)
+	return n, translate(err)
+}
+
+// collect runs a query and scans each row with scan.
+func collect[T any](ctx context.Context, db *DB, sql string, scan func(pgx.Rows) (T, error), args ...any) ([]T, error) {
+	rows, err := db.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, translate(err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(err)
+	}
+	return out, nil
+}
+
+// CheckStatements prepares every embedded statement once, so a schema/SQL mismatch is
+// reported at start-up (and by the tests) rather than at the first job.
+func (db *DB) CheckStatements(ctx context.Context) error {
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return translate(err)
+	}
+	defer conn.Release()
+	for name, sql := range statements {
+		if _, err := conn.Conn().Prepare(ctx, "", sql); err != nil {
+			return fmt.Errorf("pg: statement %s: %w", name, err)
+		}
+	}
+	return nil
+}

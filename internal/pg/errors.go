@@ -1,0 +1,69 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Sentinel errors every layer above pg matches with errors.Is. The engine re-exports them.
+var (
+	// ErrNotFound: the row addressed does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the change collides with the current state (a live key held by
+	// another job, a job in a status that does not allow the change).
+	ErrConflict = errors.New("conflict")
+	// ErrLeaseLost: an outcome or heartbeat carried a lease token that is no longer the
+	// job's current one; nothing was changed.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrInvalid: the database refused a value (a CHECK or a foreign key).
+	ErrInvalid = errors.New("invalid")
+	// ErrRetryable: a transient conflict (deadlock, serialization, a unique race between
+	// two claims); the same call may succeed if repeated.
+	ErrRetryable = errors.New("transient conflict")
+)
+
+// translate turns a driver error into a sentinel-wrapped error, keeping the detail.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "23505": // unique_violation
+			if pgErr.ConstraintName == "jobs_concurrency_exclusive" || pgErr.ConstraintName == "rate_buckets_pkey" ||
+				pgErr.ConstraintName == "gate_slots_pkey" {
+				return fmt.Errorf("%w: %w", ErrRetryable, pgErr)
+			}
+			return fmt.Errorf("%w: %w", ErrConflict, pgErr)
+		case "23503", "23514", "22P02", "22003", "23502": // fk, check, bad text repr, out of range, not null
+			if pgErr.ConstraintName == "gate_slots_check" || pgErr.ConstraintName == "rate_buckets_tokens_check" {
+				return fmt.Errorf("%w: %w", ErrRetryable, pgErr)
+			}
+			return fmt.Errorf("%w: %w", ErrInvalid, pgErr)
+		case "40P01", "40001": // deadlock_detected, serialization_failure
+			return fmt.Errorf("%w: %w", ErrRetryable, pgErr)
+		}
+	}
+	return fmt.Errorf("pg: %w", err)
+}
+
+// ConstraintOf reports the constraint a translated error names ("" when none): the
+// caller can tell which live key collided, for instance.
+func ConstraintOf(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.ConstraintName
+	}
+	return ""
+}

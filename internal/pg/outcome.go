@@ -1,0 +1,66 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Outcome kinds understood by JobApplyOutcomes (see gendurable_outcome_status).
+const (
+	KindNext  = "next"
+	KindAwait = "await"
+	KindSpawn = "spawn"
+	KindDone  = "done"
+	KindFail  = "fail"
+	KindRetry = "retry"
+)
+
+// OutcomeRecord is one step's outcome, fenced by its lease token.
+type OutcomeRecord struct {
+	ID    int64  `json:"id"`
+	Token string `json:"token"`
+	// Kind is one of the Kind constants; Label is what the history row records
+	// ("next", "retry", "error", "timeout"…).
+	Kind    string `json:"kind"`
+	Label   string `json:"label"`
+	Step    int    `json:"step"`
+	Attempt int    `json:"attempt"`
+
+	State  json.RawMessage `json:"state,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  json.RawMessage `json:"error,omitempty"`
+	// DelayMS delays a next or retry; TimeoutMS bounds an await (nil: no deadline).
+	DelayMS   *int64 `json:"delay_ms,omitempty"`
+	TimeoutMS *int64 `json:"timeout_ms,omitempty"`
+	// Awaiting lists the signal names an await waits for (nil: any).
+	Awaiting []string `json:"awaiting,omitempty"`
+	// Children is the JSON array of JobInsert-shaped children of a spawn.
+	Children   json.RawMessage `json:"children,omitempty"`
+	HTTPStatus *int            `json:"http_status,omitempty"`
+	StartedAt  time.Time       `json:"started_at"`
+}
+
+// OutcomeApplied reports one applied outcome; records missing from the answer were
+// fenced off (their lease token is no longer current).
+type OutcomeApplied struct {
+	ID     int64
+	Status string
+	Queue  string
+	// Ready: the job is runnable now (a feeder may claim it at once).
+	Ready bool
+}
+
+// JobApplyOutcomes applies a batch of outcomes in one statement (sql/outcome.sql).
+func (db *DB) JobApplyOutcomes(ctx context.Context, recs []OutcomeRecord) ([]OutcomeApplied, error) {
+	payload, err := json.Marshal(recs)
+	if err != nil {
+		return nil, err
+	}
+	return collect(ctx, db, stmt("JobApplyOutcomes"), func(r pgx.Rows) (OutcomeApplied, error) {
+		var a OutcomeApplied
+		return a, r.Scan(&a.ID, &a.Status, &a.Queue, &a.Ready)
+	}, payload)
+}

@@ -1,0 +1,58 @@
+package pg
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Queue is a queue's settings.
+type Queue struct {
+	Name                 string
+	Paused               bool
+	MaxInFlight          int
+	Batch                int
+	CreatedAt, UpdatedAt time.Time
+}
+
+// QueueUpsert changes a queue's settings; nil fields keep their value.
+type QueueUpsert struct {
+	Name        string
+	Paused      *bool
+	MaxInFlight *int
+	Batch       *int
+}
+
+func scanQueue(r pgx.Row) (Queue, error) {
+	var q Queue
+	err := r.Scan(&q.Name, &q.Paused, &q.MaxInFlight, &q.Batch, &q.CreatedAt, &q.UpdatedAt)
+	return q, err
+}
+
+// QueueUpsert creates or changes a queue.
+func (db *DB) QueueUpsert(ctx context.Context, p QueueUpsert) (Queue, error) {
+	q, err := scanQueue(db.pool.QueryRow(ctx, stmt("QueueUpsert"), p.Name, p.Paused, p.MaxInFlight, p.Batch))
+	return q, translate(err)
+}
+
+// QueueList returns every queue's settings.
+func (db *DB) QueueList(ctx context.Context) ([]Queue, error) {
+	return collect(ctx, db, stmt("QueueList"), func(r pgx.Rows) (Queue, error) { return scanQueue(r) })
+}
+
+// QueueCount is the number of jobs of one queue in one status.
+type QueueCount struct {
+	Queue          string
+	Status         string
+	N              int64
+	OldestRunnable *time.Time
+}
+
+// QueueCounts counts jobs per queue and status; queue nil counts every queue.
+func (db *DB) QueueCounts(ctx context.Context, queue *string) ([]QueueCount, error) {
+	return collect(ctx, db, stmt("QueueCounts"), func(r pgx.Rows) (QueueCount, error) {
+		var c QueueCount
+		return c, r.Scan(&c.Queue, &c.Status, &c.N, &c.OldestRunnable)
+	}, queue)
+}

@@ -1,0 +1,111 @@
+-- name: JobApplyOutcomes
+-- Applies a batch of step outcomes in one statement: one jsonb record per step.
+--
+-- Fencing: a row changes only while it is still `executing` under the lease token the
+-- step was given; a stale outcome matches nothing and the caller sees it missing from
+-- the result. The new status is decided by gendurable_outcome_status() on the row's
+-- latest version: when this UPDATE waited on a signal delivery's row lock, Postgres
+-- re-evaluates the SET list on the delivered version, so an `await` that raced a signal
+-- sees inbox_seq > claim_inbox_seq and parks as runnable (no lost wakeup).
+-- Consuming the signals the step saw is the watermark consumed_seq := claim_inbox_seq.
+-- In the same statement: the steps history row, the children of a `spawn`, and the
+-- parent join (pending_children - 1, woken at zero) for outcomes that end a child.
+-- Index use: jobs_pkey per step (+ per distinct parent); no scan grows with the table.
+WITH o AS (
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS o(
+        id bigint, token uuid, kind text, label text, step int, attempt int,
+        state jsonb, result jsonb, error jsonb, delay_ms bigint, timeout_ms bigint,
+        awaiting text[], children jsonb, http_status int, started_at timestamptz)
+),
+updated AS (
+    UPDATE jobs j
+    SET status = gendurable_outcome_status(o.kind, j.attempt, j.max_attempts, j.cancel_requested,
+                                           j.inbox_seq > j.claim_inbox_seq,
+                                           coalesce(jsonb_array_length(o.children), 0)),
+        eligible_at = CASE gendurable_outcome_status(o.kind, j.attempt, j.max_attempts, j.cancel_requested,
+                                                     j.inbox_seq > j.claim_inbox_seq,
+                                                     coalesce(jsonb_array_length(o.children), 0))
+            WHEN 'runnable' THEN
+                CASE WHEN o.kind IN ('await', 'spawn') THEN now()
+                     ELSE now() + coalesce(o.delay_ms, 0) * interval '1 millisecond' END
+            WHEN 'awaiting' THEN
+                CASE WHEN o.timeout_ms IS NULL THEN 'infinity'::timestamptz
+                     ELSE now() + o.timeout_ms * interval '1 millisecond' END
+            ELSE j.eligible_at END,
+        finished_at = CASE WHEN gendurable_outcome_status(o.kind, j.attempt, j.max_attempts, j.cancel_requested,
+                                                          j.inbox_seq > j.claim_inbox_seq,
+                                                          coalesce(jsonb_array_length(o.children), 0))
+                               IN ('done', 'failed', 'cancelled') THEN now() END,
+        wake = CASE WHEN o.kind = 'await' AND j.inbox_seq > j.claim_inbox_seq THEN 'signal'
+                    WHEN o.kind = 'spawn' AND coalesce(jsonb_array_length(o.children), 0) = 0 THEN 'children'
+                    END,
+        step = CASE WHEN o.kind IN ('next', 'await', 'spawn', 'done') THEN j.step + 1 ELSE j.step END,
+        attempt = CASE WHEN o.kind IN ('next', 'await', 'spawn', 'done') THEN 0 ELSE j.attempt END,
+        consumed_seq = CASE WHEN o.kind IN ('next', 'await', 'spawn', 'done') THEN j.claim_inbox_seq
+                            ELSE j.consumed_seq END,
+        state = CASE WHEN o.kind IN ('next', 'await', 'spawn') AND o.state IS NOT NULL THEN o.state
+                     ELSE j.state END,
+        result = CASE WHEN o.kind = 'done' THEN o.result ELSE j.result END,
+        error = CASE WHEN o.kind IN ('fail', 'retry') THEN o.error
+                     WHEN o.kind IN ('next', 'await', 'spawn', 'done') THEN NULL
+                     ELSE j.error END,
+        awaiting = CASE WHEN o.kind = 'await' THEN o.awaiting END,
+        pending_children = CASE WHEN o.kind = 'spawn' THEN coalesce(jsonb_array_length(o.children), 0)
+                                ELSE j.pending_children END,
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        lease_owner = NULL,
+        gate_shard = NULL,
+        updated_at = now()
+    FROM o
+    WHERE j.id = o.id
+      AND j.status = 'executing'
+      AND j.lease_token = o.token
+    RETURNING j.id, j.status, j.queue, j.parent_id, j.eligible_at
+),
+history AS (
+    INSERT INTO steps (job_id, step, attempt, outcome, http_status, started_at, finished_at, error)
+    SELECT u.id, o.step, o.attempt, o.label, o.http_status, o.started_at, now(), o.error
+    FROM updated u JOIN o ON o.id = u.id
+),
+children AS (
+    INSERT INTO jobs (queue, handler, input, key, priority, eligible_at, concurrency_key,
+                      rate_limit, rate_key, rate_weight, max_attempts, parent_id)
+    SELECT coalesce(c.queue, u.queue), c.handler, coalesce(c.input, '{}'::jsonb), c.key,
+           coalesce(c.priority, 5),
+           coalesce(c.run_at, now() + coalesce(c.delay_ms, 0) * interval '1 millisecond'),
+           c.concurrency_key, c.rate_limit, c.rate_key, coalesce(c.rate_weight, 1),
+           coalesce(c.max_attempts, h.max_attempts, 5), u.id
+    FROM updated u
+    JOIN o ON o.id = u.id AND o.kind = 'spawn'
+    CROSS JOIN LATERAL jsonb_to_recordset(o.children) AS c(
+        queue text, handler text, input jsonb, key text, priority smallint, run_at timestamptz,
+        delay_ms bigint, concurrency_key text, rate_limit text, rate_key text, rate_weight int,
+        max_attempts int)
+    LEFT JOIN handlers h ON h.name = c.handler
+    WHERE u.status IN ('awaiting', 'runnable')
+    RETURNING queue
+),
+joined AS (
+    UPDATE jobs p
+    SET pending_children = p.pending_children - d.n,
+        status = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'runnable'
+                      ELSE p.status END,
+        wake = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'children'
+                    ELSE p.wake END,
+        eligible_at = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN now()
+                           ELSE p.eligible_at END,
+        updated_at = now()
+    FROM (SELECT parent_id, count(*) AS n FROM updated
+          WHERE parent_id IS NOT NULL AND status IN ('done', 'failed', 'cancelled')
+          GROUP BY parent_id ORDER BY parent_id) d
+    WHERE p.id = d.parent_id AND p.pending_children > 0
+    RETURNING p.queue, p.status
+),
+notified AS (
+    SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
+    FROM (SELECT queue FROM joined WHERE status = 'runnable'
+          UNION SELECT queue FROM children) q
+)
+SELECT u.id, u.status, u.queue, u.eligible_at <= now() AS ready
+FROM updated u, notified;

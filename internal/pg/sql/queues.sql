@@ -1,0 +1,25 @@
+-- name: QueueUpsert
+-- Creates or changes a queue's settings; NULL parameters keep the current value.
+INSERT INTO queues AS q (name, paused, max_in_flight, batch)
+VALUES ($1, coalesce($2, false), coalesce($3, 100), coalesce($4, 50))
+ON CONFLICT (name) DO UPDATE
+SET paused = coalesce($2, q.paused),
+    max_in_flight = coalesce($3, q.max_in_flight),
+    batch = coalesce($4, q.batch),
+    updated_at = now()
+RETURNING q.name, q.paused, q.max_in_flight, q.batch, q.created_at, q.updated_at;
+
+-- name: QueueList
+-- Every queue's settings (the feeders reload these every second).
+SELECT q.name, q.paused, q.max_in_flight, q.batch, q.created_at, q.updated_at
+FROM queues q ORDER BY q.name;
+
+-- name: QueueCounts
+-- Jobs per status of queue $1 (NULL: all queues), and the age of the oldest runnable job.
+-- Live statuses are counted from their partial indexes; terminal ones are bounded by the
+-- GC retention. Cost: proportional to the jobs of the queue.
+SELECT j.queue, j.status, count(*) AS n,
+       min(j.eligible_at) FILTER (WHERE j.status = 'runnable') AS oldest_runnable
+FROM jobs j
+WHERE $1::text IS NULL OR j.queue = $1
+GROUP BY j.queue, j.status;

@@ -1,0 +1,81 @@
+-- name: JobReapExpiredLeases
+-- Takes back up to $1 steps whose lease expired (their process died or hung): runnable
+-- again, or failed when the attempts are used up, cancelled when a cancel was requested.
+-- Ordered by expiry and SKIP LOCKED, so several reapers share the work without waiting.
+-- Writes the steps history row and joins the parent of a child that ended.
+-- Index use: jobs_lease range scan (only expired rows are read), jobs_pkey per row.
+WITH expired AS (
+    SELECT id FROM jobs
+    WHERE status = 'executing' AND lease_expires_at < now()
+    ORDER BY lease_expires_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+),
+updated AS (
+    UPDATE jobs j
+    SET status = CASE WHEN j.cancel_requested THEN 'cancelled'
+                      WHEN j.attempt >= j.max_attempts THEN 'failed'
+                      ELSE 'runnable' END,
+        error = jsonb_build_object('message', 'lease expired: the step did not report in time',
+                                   'lease_owner', j.lease_owner),
+        eligible_at = now(),
+        finished_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts THEN now() END,
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        lease_owner = NULL,
+        gate_shard = NULL,
+        updated_at = now()
+    FROM expired e
+    WHERE j.id = e.id AND j.status = 'executing' AND j.lease_expires_at < now()
+    RETURNING j.id, j.status, j.queue, j.parent_id, j.step, j.attempt, j.attempted_at, j.error
+),
+history AS (
+    INSERT INTO steps (job_id, step, attempt, outcome, http_status, started_at, finished_at, error)
+    SELECT u.id, u.step, u.attempt, 'lease_expired', NULL, coalesce(u.attempted_at, now()), now(), u.error
+    FROM updated u
+),
+joined AS (
+    UPDATE jobs p
+    SET pending_children = p.pending_children - d.n,
+        status = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'runnable'
+                      ELSE p.status END,
+        wake = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'children'
+                    ELSE p.wake END,
+        eligible_at = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN now()
+                           ELSE p.eligible_at END,
+        updated_at = now()
+    FROM (SELECT parent_id, count(*) AS n FROM updated
+          WHERE parent_id IS NOT NULL AND status IN ('failed', 'cancelled')
+          GROUP BY parent_id ORDER BY parent_id) d
+    WHERE p.id = d.parent_id AND p.pending_children > 0
+    RETURNING p.queue, p.status
+),
+notified AS (
+    SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
+    FROM (SELECT queue FROM updated WHERE status = 'runnable'
+          UNION SELECT queue FROM joined WHERE status = 'runnable') q
+)
+SELECT u.id, u.status FROM updated u, notified;
+
+-- name: JobWakeExpiredAwaits
+-- Wakes up to $1 awaiting jobs whose wait deadline passed (wake = 'timeout').
+-- Index use: jobs_await_deadline range scan, jobs_pkey per row.
+WITH due AS (
+    SELECT id FROM jobs
+    WHERE status = 'awaiting' AND eligible_at <= now()
+    ORDER BY eligible_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+),
+woken AS (
+    UPDATE jobs j
+    SET status = 'runnable', wake = 'timeout', eligible_at = now(), updated_at = now()
+    FROM due
+    WHERE j.id = due.id AND j.status = 'awaiting' AND j.eligible_at <= now()
+    RETURNING j.id, j.queue
+),
+notified AS (
+    SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
+    FROM (SELECT DISTINCT queue FROM woken) q
+)
+SELECT w.id FROM woken w, notified;

@@ -1,0 +1,57 @@
+package pg
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"strings"
+)
+
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+// statements maps a statement name ("-- name: X" in sql/*.sql) to its SQL text.
+var statements = loadStatements(sqlFiles)
+
+var nameLine = regexp.MustCompile(`(?m)^-- name: (\w+)\s*$`)
+
+func loadStatements(fsys fs.FS) map[string]string {
+	out := map[string]string{}
+	files, err := fs.Glob(fsys, "sql/*.sql")
+	if err != nil {
+		panic(err)
+	}
+	for _, f := range files {
+		b, err := fs.ReadFile(fsys, f)
+		if err != nil {
+			panic(err)
+		}
+		text := string(b)
+		idx := nameLine.FindAllStringSubmatchIndex(text, -1)
+		for i, m := range idx {
+			end := len(text)
+			if i+1 < len(idx) {
+				end = idx[i+1][0]
+			}
+			name := text[m[2]:m[3]]
+			if _, dup := out[name]; dup {
+				panic(fmt.Sprintf("pg: statement %s defined twice", name))
+			}
+			out[name] = strings.TrimSpace(text[m[0]:end])
+		}
+	}
+	return out
+}
+
+// stmt returns the SQL of a named statement and panics on a typo (caught by any test).
+func stmt(name string) string {
+	s, ok := statements[name]
+	if !ok {
+		panic("pg: no statement named " + name)
+	}
+	return s
+}
+
+// Statement returns the SQL text of a named statement, for tests that EXPLAIN it.
+func Statement(name string) string { return stmt(name) }
