@@ -180,3 +180,11 @@ RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
         WHEN kind = 'spawn' THEN CASE WHEN children = 0 THEN 'runnable' ELSE 'awaiting' END
     END
 $$;
+
+-- Exponential backoff with jitter for the attempt that just failed: base · 2^(attempt-1),
+-- capped at max, then a uniform draw in [½, 1] of that (so retries of a burst spread out).
+CREATE FUNCTION gendurable_backoff_ms(attempt integer, base_ms integer, max_ms integer)
+RETURNS bigint LANGUAGE sql VOLATILE AS $$
+    SELECT (least(max_ms::float8, base_ms * power(2::float8, least(greatest(attempt - 1, 0), 40)))
+            * (0.5 + random() / 2))::bigint
+$$;

@@ -151,3 +151,19 @@ func (db *DB) CheckStatements(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ExplainAnalyze runs sql under EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) inside a
+// transaction that is rolled back, so a data-modifying statement changes nothing, and
+// returns the JSON plan.
+func (db *DB) ExplainAnalyze(ctx context.Context, sql string, args ...any) ([]byte, error) {
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	var plan []byte
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, args...).Scan(&plan); err != nil {
+		return nil, translate(err)
+	}
+	return plan, nil
+}

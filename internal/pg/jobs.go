@@ -57,7 +57,7 @@ func (j *Job) scanTargets() []any {
 
 // JobInsert is one job to insert. Nil fields take the column or handler default.
 type JobInsert struct {
-	Queue          string          `json:"queue"`
+	Queue          string          `json:"queue,omitempty"`
 	Handler        string          `json:"handler"`
 	Input          json.RawMessage `json:"input,omitempty"`
 	Key            *string         `json:"key,omitempty"`

@@ -3,7 +3,6 @@ package pg
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -24,15 +23,14 @@ type OutcomeRecord struct {
 	Token string `json:"token"`
 	// Kind is one of the Kind constants; Label is what the history row records
 	// ("next", "retry", "error", "timeout"…).
-	Kind    string `json:"kind"`
-	Label   string `json:"label"`
-	Step    int    `json:"step"`
-	Attempt int    `json:"attempt"`
+	Kind  string `json:"kind"`
+	Label string `json:"label"`
 
 	State  json.RawMessage `json:"state,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  json.RawMessage `json:"error,omitempty"`
-	// DelayMS delays a next or retry; TimeoutMS bounds an await (nil: no deadline).
+	// DelayMS delays a next or retry (a retry without one backs off exponentially with
+	// jitter from the handler's settings); TimeoutMS bounds an await (nil: no deadline).
 	DelayMS   *int64 `json:"delay_ms,omitempty"`
 	TimeoutMS *int64 `json:"timeout_ms,omitempty"`
 	// Awaiting lists the signal names an await waits for (nil: any).
@@ -40,7 +38,6 @@ type OutcomeRecord struct {
 	// Children is the JSON array of JobInsert-shaped children of a spawn.
 	Children   json.RawMessage `json:"children,omitempty"`
 	HTTPStatus *int            `json:"http_status,omitempty"`
-	StartedAt  time.Time       `json:"started_at"`
 }
 
 // OutcomeApplied reports one applied outcome; records missing from the answer were

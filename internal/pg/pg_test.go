@@ -80,9 +80,9 @@ func TestInsertClaimOutcomeRoundTrip(t *testing.T) {
 		t.Fatalf("claim row: %+v", c)
 	}
 	applied, err := db.JobApplyOutcomes(ctx, []pg.OutcomeRecord{
-		{ID: c.ID, Token: c.LeaseToken, Kind: pg.KindNext, Label: "next", Step: c.Step, Attempt: c.Attempt,
-			State: json.RawMessage(`{"s":1}`), StartedAt: c.ClaimedAt},
-		{ID: claimed[1].ID, Token: "00000000-0000-0000-0000-000000000000", Kind: pg.KindDone, Label: "done", StartedAt: c.ClaimedAt},
+		{ID: c.ID, Token: c.LeaseToken, Kind: pg.KindNext, Label: "next",
+			State: json.RawMessage(`{"s":1}`)},
+		{ID: claimed[1].ID, Token: "00000000-0000-0000-0000-000000000000", Kind: pg.KindDone, Label: "done"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func TestInsertClaimOutcomeRoundTrip(t *testing.T) {
 		t.Fatalf("job after next: step=%d attempt=%d state=%s", j.Step, j.Attempt, j.State)
 	}
 	steps, err := db.StepList(ctx, c.ID, 10)
-	if err != nil || len(steps) != 1 || steps[0].Outcome != "next" {
+	if err != nil || len(steps) != 1 || steps[0].Outcome != "next" || steps[0].Step != 0 || steps[0].Attempt != 1 {
 		t.Fatalf("steps: %+v %v", steps, err)
 	}
 }

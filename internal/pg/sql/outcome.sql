@@ -13,9 +13,12 @@
 -- Index use: jobs_pkey per step (+ per distinct parent); no scan grows with the table.
 WITH o AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS o(
-        id bigint, token uuid, kind text, label text, step int, attempt int,
-        state jsonb, result jsonb, error jsonb, delay_ms bigint, timeout_ms bigint,
-        awaiting text[], children jsonb, http_status int, started_at timestamptz)
+        id bigint, token uuid, kind text, label text, state jsonb, result jsonb, error jsonb,
+        delay_ms bigint, timeout_ms bigint, awaiting text[], children jsonb, http_status int)
+),
+-- The step and attempt being completed, as claimed (they do not change under a lease).
+before AS (
+    SELECT j.id, j.step, j.attempt, j.attempted_at FROM jobs j JOIN o ON o.id = j.id
 ),
 updated AS (
     UPDATE jobs j
@@ -27,6 +30,9 @@ updated AS (
                                                      coalesce(jsonb_array_length(o.children), 0))
             WHEN 'runnable' THEN
                 CASE WHEN o.kind IN ('await', 'spawn') THEN now()
+                     WHEN o.kind = 'retry' THEN now() + coalesce(o.delay_ms,
+                         (SELECT gendurable_backoff_ms(j.attempt, h.backoff_base_ms, h.backoff_max_ms)
+                          FROM handlers h WHERE h.name = j.handler), 1000) * interval '1 millisecond'
                      ELSE now() + coalesce(o.delay_ms, 0) * interval '1 millisecond' END
             WHEN 'awaiting' THEN
                 CASE WHEN o.timeout_ms IS NULL THEN 'infinity'::timestamptz
@@ -65,8 +71,8 @@ updated AS (
 ),
 history AS (
     INSERT INTO steps (job_id, step, attempt, outcome, http_status, started_at, finished_at, error)
-    SELECT u.id, o.step, o.attempt, o.label, o.http_status, o.started_at, now(), o.error
-    FROM updated u JOIN o ON o.id = u.id
+    SELECT u.id, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error
+    FROM updated u JOIN o ON o.id = u.id JOIN before b ON b.id = u.id
 ),
 children AS (
     INSERT INTO jobs (queue, handler, input, key, priority, eligible_at, concurrency_key,

@@ -18,7 +18,8 @@ updated AS (
                       ELSE 'runnable' END,
         error = jsonb_build_object('message', 'lease expired: the step did not report in time',
                                    'lease_owner', j.lease_owner),
-        eligible_at = now(),
+        eligible_at = now() + coalesce((SELECT gendurable_backoff_ms(j.attempt, h.backoff_base_ms, h.backoff_max_ms)
+                                        FROM handlers h WHERE h.name = j.handler), 1000) * interval '1 millisecond',
         finished_at = CASE WHEN j.cancel_requested OR j.attempt >= j.max_attempts THEN now() END,
         lease_token = NULL,
         lease_expires_at = NULL,

@@ -1,0 +1,272 @@
+// Package dispatch runs steps: a feeder per queue claims runnable steps in batches, each
+// step is POSTed to its handler's webhook (signed, Standard Webhooks), leases are kept
+// alive by one heartbeat statement per tick, and the answers are written back through
+// the engine in batched outcome statements.
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/internal/pg"
+)
+
+// Config tunes a Dispatcher. Zero values take the defaults given.
+type Config struct {
+	// MaxBodyBytes caps step request and response bodies (default 1 MiB).
+	MaxBodyBytes int
+	// PollMin and PollMax bound the idle polling backoff of a feeder (default 50ms, 1s).
+	// NOTIFY wakes a feeder at once; polling catches delayed jobs and missed notifies.
+	PollMin, PollMax time.Duration
+	// QueueRefresh is how often queue settings (paused, max_in_flight, batch) and new
+	// queues are picked up (default 1s).
+	QueueRefresh time.Duration
+	// ShutdownGrace is how long Stop lets running steps finish before it abandons them
+	// to lease expiry (default 15s).
+	ShutdownGrace time.Duration
+	// OutcomeWorkers is how many outcome statements may run at once (default 4).
+	OutcomeWorkers int
+	// OutcomeBatch is the most outcomes one statement writes (default 128; 1 turns
+	// batching off).
+	OutcomeBatch int
+	// OutcomeLinger is how long a flush waits for more outcomes once one is pending
+	// (default 0: flush at once; batches still form while a flush is in progress).
+	OutcomeLinger time.Duration
+	// DialControl vets every address a webhook call dials (the SSRF guard); nil allows all.
+	DialControl func(network, address string, c syscall.RawConn) error
+	// Queues restricts the dispatcher to these queues (default: every queue).
+	Queues []string
+}
+
+func (c *Config) applyDefaults() {
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	if c.PollMin == 0 {
+		c.PollMin = 50 * time.Millisecond
+	}
+	if c.PollMax == 0 {
+		c.PollMax = time.Second
+	}
+	if c.QueueRefresh == 0 {
+		c.QueueRefresh = time.Second
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = 15 * time.Second
+	}
+	if c.OutcomeWorkers == 0 {
+		c.OutcomeWorkers = 4
+	}
+	if c.OutcomeBatch == 0 {
+		c.OutcomeBatch = 128
+	}
+}
+
+// Dispatcher runs the steps of every queue (or of Config.Queues) for one process.
+type Dispatcher struct {
+	eng     *engine.Engine
+	cfg     Config
+	log     *slog.Logger
+	metrics *Metrics
+	client  *http.Client
+
+	leases    *leaseRegistry
+	completer *completer
+
+	mu      sync.Mutex
+	feeders map[string]*feeder
+
+	runCtx     context.Context // feeders, listener, refresher: cancelled first at Stop
+	stopRun    context.CancelFunc
+	callCtx    context.Context // webhook calls: cancelled when the grace period ends
+	stopCalls  context.CancelFunc
+	background sync.WaitGroup
+	steps      sync.WaitGroup
+	running    atomic.Int64
+	started    bool
+	stopOnce   sync.Once
+}
+
+// New returns a stopped dispatcher.
+func New(eng *engine.Engine, cfg Config, log *slog.Logger, metrics *Metrics) *Dispatcher {
+	cfg.applyDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	d := &Dispatcher{eng: eng, cfg: cfg, log: log.With("service", "dispatcher"), metrics: metrics,
+		feeders: map[string]*feeder{}}
+	d.client = newHTTPClient(cfg.DialControl)
+	d.leases = newLeaseRegistry()
+	d.completer = newCompleter(eng, cfg, metrics, d.log)
+	return d
+}
+
+// newHTTPClient is the webhook client: pooled keep-alive connections, no proxy from the
+// environment, redirects never followed, every dialled address vetted by control.
+func newHTTPClient(control func(network, address string, c syscall.RawConn) error) *http.Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: control}
+	transport := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           dialer.DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+	return &http.Client{
+		Transport:     transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// Start begins claiming and running steps.
+func (d *Dispatcher) Start(ctx context.Context) {
+	d.runCtx, d.stopRun = context.WithCancel(context.WithoutCancel(ctx))
+	d.callCtx, d.stopCalls = context.WithCancel(context.WithoutCancel(ctx))
+	d.started = true
+	d.completer.start()
+	d.background.Add(3)
+	go func() { defer d.background.Done(); d.refreshLoop() }()
+	go func() { defer d.background.Done(); d.listen() }()
+	go func() { defer d.background.Done(); d.heartbeatLoop() }()
+}
+
+// Stop stops claiming, lets running steps finish and write their outcomes for up to
+// ShutdownGrace (or until ctx ends), then abandons the rest: their leases expire and the
+// reaper runs them again (at-least-once; nothing is lost).
+func (d *Dispatcher) Stop(ctx context.Context) {
+	if !d.started {
+		return
+	}
+	d.stopOnce.Do(func() { d.stop(ctx) })
+}
+
+func (d *Dispatcher) stop(ctx context.Context) {
+	d.stopRun() // feeders, listener and refresher end; no more claims
+	d.mu.Lock()
+	for _, f := range d.feeders {
+		f.stopAndWait()
+	}
+	d.mu.Unlock()
+	finished := make(chan struct{})
+	go func() { d.steps.Wait(); close(finished) }()
+	grace := time.NewTimer(d.cfg.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-finished:
+	case <-grace.C:
+		d.log.Warn("shutdown grace period over; abandoning running steps to lease expiry", "running", d.running.Load())
+	case <-ctx.Done():
+		d.log.Warn("shutdown cut short; abandoning running steps to lease expiry", "running", d.running.Load())
+	}
+	d.stopCalls()
+	d.steps.Wait()
+	d.completer.stop()
+	d.background.Wait()
+}
+
+// Running is how many steps this dispatcher has in flight (tests, metrics).
+func (d *Dispatcher) Running() int { return int(d.running.Load()) }
+
+// refreshLoop reloads queue settings and starts feeders for new queues.
+func (d *Dispatcher) refreshLoop() {
+	t := time.NewTicker(d.cfg.QueueRefresh)
+	defer t.Stop()
+	for {
+		d.refreshQueues()
+		select {
+		case <-d.runCtx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (d *Dispatcher) refreshQueues() {
+	queues, err := d.eng.DB().QueueList(d.runCtx)
+	if err != nil {
+		if d.runCtx.Err() == nil {
+			d.log.Error("loading queue settings failed", "err", err)
+		}
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.runCtx.Err() != nil {
+		return
+	}
+	for _, q := range queues {
+		if !d.serves(q.Name) {
+			continue
+		}
+		f, ok := d.feeders[q.Name]
+		if !ok {
+			f = newFeeder(d, q)
+			d.feeders[q.Name] = f
+			f.start()
+			continue
+		}
+		f.update(q)
+	}
+}
+
+func (d *Dispatcher) serves(queue string) bool {
+	if len(d.cfg.Queues) == 0 {
+		return true
+	}
+	for _, q := range d.cfg.Queues {
+		if q == queue {
+			return true
+		}
+	}
+	return false
+}
+
+// listen wakes the feeder of every queue named by a NOTIFY; an unknown queue (just
+// created by an insert) triggers a settings refresh.
+func (d *Dispatcher) listen() {
+	d.eng.DB().Listen(d.runCtx, pg.JobsChannel, func(queue string) {
+		if queue == "" { // (re)connected: anything may have been missed
+			d.wakeAll()
+			return
+		}
+		d.mu.Lock()
+		f, ok := d.feeders[queue]
+		d.mu.Unlock()
+		if ok {
+			f.wake()
+		} else if d.serves(queue) {
+			d.refreshQueues()
+		}
+	})
+}
+
+func (d *Dispatcher) wakeAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, f := range d.feeders {
+		f.wake()
+	}
+}
+
+func (d *Dispatcher) feederOf(queue string) *feeder {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.feeders[queue]
+}
+
+// errLeaseLost is the cancel cause of a call whose lease a heartbeat found lost.
+var errLeaseLost = errors.New("lease lost")

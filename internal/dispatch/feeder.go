@@ -1,0 +1,149 @@
+package dispatch
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/internal/pg"
+)
+
+// feeder keeps up to max_in_flight steps of one queue running: it claims in batches,
+// refills as steps finish, wakes on NOTIFY, and polls with backoff while idle.
+type feeder struct {
+	d        *Dispatcher
+	queue    string
+	settings atomic.Pointer[pg.Queue]
+	inFlight atomic.Int64
+	wakeCh   chan struct{} // new work may be ready (NOTIFY, a runnable outcome)
+	slotCh   chan struct{} // a step finished and freed its slot
+	ctx      context.Context
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+func newFeeder(d *Dispatcher, q pg.Queue) *feeder {
+	f := &feeder{d: d, queue: q.Name, wakeCh: make(chan struct{}, 1), slotCh: make(chan struct{}, 1),
+		done: make(chan struct{})}
+	f.settings.Store(&q)
+	f.ctx, f.cancel = context.WithCancel(d.runCtx)
+	return f
+}
+
+func (f *feeder) start() { go f.loop() }
+
+func (f *feeder) stopAndWait() {
+	f.cancel()
+	<-f.done
+}
+
+// update takes new settings; they apply from the next claim.
+func (f *feeder) update(q pg.Queue) {
+	old := f.settings.Swap(&q)
+	if old.Paused != q.Paused || old.MaxInFlight != q.MaxInFlight || old.Batch != q.Batch {
+		f.wake()
+	}
+}
+
+func (f *feeder) wake() {
+	select {
+	case f.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (f *feeder) slotFreed() {
+	select {
+	case f.slotCh <- struct{}{}:
+	default:
+	}
+}
+
+func (f *feeder) loop() {
+	defer close(f.done)
+	d := f.d
+	poll := d.cfg.PollMin
+	backlog := false
+	for f.ctx.Err() == nil {
+		s := f.settings.Load()
+		if s.Paused {
+			f.waitFor(f.wakeCh, d.cfg.PollMax)
+			continue
+		}
+		free := s.MaxInFlight - int(f.inFlight.Load())
+		want := min(free, s.Batch)
+		// Under a backlog, wait for a worthwhile number of free slots rather than
+		// claiming one row per finished step: fewer, fuller picks.
+		threshold := max(1, min(s.Batch, s.MaxInFlight)/2)
+		if want <= 0 || (backlog && want < threshold && f.inFlight.Load() > 0) {
+			f.waitFor(f.slotCh, d.cfg.PollMax)
+			continue
+		}
+		started := time.Now()
+		steps, contended, err := d.eng.Claim(f.ctx, f.queue, want)
+		d.metrics.Picks.WithLabelValues(f.queue).Inc()
+		d.metrics.PickDuration.WithLabelValues(f.queue).Observe(time.Since(started).Seconds())
+		if contended > 0 {
+			d.metrics.PickContended.WithLabelValues(f.queue).Add(float64(contended))
+		}
+		if err != nil {
+			if f.ctx.Err() == nil {
+				d.log.Error("pick failed", "queue", f.queue, "err", err)
+			}
+			f.waitFor(f.wakeCh, poll)
+			poll = min(2*poll, d.cfg.PollMax)
+			continue
+		}
+		d.metrics.PickRows.WithLabelValues(f.queue).Observe(float64(len(steps)))
+		for _, st := range steps {
+			f.launch(st)
+		}
+		if len(steps) == want {
+			backlog = true
+			poll = d.cfg.PollMin
+			continue
+		}
+		backlog = false
+		if len(steps) > 0 {
+			poll = d.cfg.PollMin
+		}
+		f.waitFor(f.wakeCh, poll)
+		if len(steps) == 0 {
+			poll = min(2*poll, d.cfg.PollMax)
+		}
+	}
+}
+
+// waitFor blocks until ch fires, timeout passes or the feeder stops.
+func (f *feeder) waitFor(ch <-chan struct{}, timeout time.Duration) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-f.ctx.Done():
+	}
+}
+
+// launch starts one claimed step.
+func (f *feeder) launch(st engine.Step) {
+	d := f.d
+	f.inFlight.Add(1)
+	d.running.Add(1)
+	d.steps.Add(1)
+	d.metrics.InFlight.WithLabelValues(f.queue).Inc()
+	ctx, cancel := context.WithCancelCause(d.callCtx)
+	d.leases.add(st.ID, st.LeaseToken, cancel)
+	go d.runStep(ctx, f, st)
+}
+
+// release frees a step's slot.
+func (f *feeder) release() {
+	d := f.d
+	f.inFlight.Add(-1)
+	d.running.Add(-1)
+	d.metrics.InFlight.WithLabelValues(f.queue).Dec()
+	f.slotFreed()
+	d.steps.Done()
+}

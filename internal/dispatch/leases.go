@@ -1,0 +1,126 @@
+package dispatch
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/pg"
+)
+
+// leaseRegistry holds the leases of this process's running steps (until their outcome
+// is written), with the cancel function of each webhook call.
+type leaseRegistry struct {
+	mu     sync.Mutex
+	leases map[int64]heldLease
+}
+
+type heldLease struct {
+	token  string
+	cancel context.CancelCauseFunc
+	// completing: the call is over and its outcome is queued for writing; a heartbeat
+	// that misses it raced the outcome itself (the completer reports a real loss).
+	completing bool
+}
+
+func newLeaseRegistry() *leaseRegistry { return &leaseRegistry{leases: map[int64]heldLease{}} }
+
+func (r *leaseRegistry) add(id int64, token string, cancel context.CancelCauseFunc) {
+	r.mu.Lock()
+	r.leases[id] = heldLease{token: token, cancel: cancel}
+	r.mu.Unlock()
+}
+
+func (r *leaseRegistry) remove(id int64) {
+	r.mu.Lock()
+	if l, ok := r.leases[id]; ok {
+		l.cancel(nil)
+		delete(r.leases, id)
+	}
+	r.mu.Unlock()
+}
+
+func (r *leaseRegistry) markCompleting(id int64) {
+	r.mu.Lock()
+	if l, ok := r.leases[id]; ok {
+		l.completing = true
+		r.leases[id] = l
+	}
+	r.mu.Unlock()
+}
+
+func (r *leaseRegistry) snapshot() []pg.Lease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]pg.Lease, 0, len(r.leases))
+	for id, l := range r.leases {
+		out = append(out, pg.Lease{JobID: id, Token: l.token})
+	}
+	return out
+}
+
+// lost cancels the calls of leases that a heartbeat found gone and returns them; leases
+// whose call already finished (removed, or completing) are not losses.
+func (r *leaseRegistry) lost(leases []pg.Lease) []pg.Lease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var gone []pg.Lease
+	for _, l := range leases {
+		if h, ok := r.leases[l.JobID]; ok && h.token == l.Token && !h.completing {
+			h.cancel(errLeaseLost)
+			delete(r.leases, l.JobID)
+			gone = append(gone, l)
+		}
+	}
+	return gone
+}
+
+// heartbeatLoop extends every held lease with one statement every third of the lease
+// TTL; a lease missing from the answer was lost (reaped and maybe re-claimed elsewhere):
+// its call is abandoned, since its outcome would be refused anyway.
+func (d *Dispatcher) heartbeatLoop() {
+	interval := d.eng.Config().LeaseTTL / 3
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.callCtx.Done():
+			return
+		case <-t.C:
+		}
+		if d.runCtx.Err() != nil && d.running.Load() == 0 {
+			return
+		}
+		held := d.leases.snapshot()
+		if len(held) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(d.callCtx, interval)
+		extended, err := d.eng.ExtendLeases(ctx, held)
+		cancel()
+		if err != nil {
+			if d.callCtx.Err() == nil {
+				d.log.Error("heartbeat failed", "leases", len(held), "err", err)
+			}
+			continue
+		}
+		if len(extended) == len(held) {
+			continue
+		}
+		ok := make(map[int64]bool, len(extended))
+		for _, e := range extended {
+			ok[e.JobID] = true
+		}
+		var missing []pg.Lease
+		for _, l := range held {
+			if !ok[l.JobID] {
+				missing = append(missing, l)
+			}
+		}
+		gone := d.leases.lost(missing)
+		for _, l := range gone {
+			d.log.Warn("lease lost; abandoning the step's webhook call", "job_id", l.JobID)
+		}
+		d.metrics.LeaseLost.WithLabelValues("heartbeat").Add(float64(len(gone)))
+	}
+}

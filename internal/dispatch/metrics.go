@@ -1,0 +1,52 @@
+package dispatch
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the dispatcher's Prometheus instruments (names prefixed gendurable_).
+type Metrics struct {
+	Steps           *prometheus.CounterVec   // steps finished, by queue, handler, outcome label
+	WebhookDuration *prometheus.HistogramVec // webhook call latency, by handler and status class
+	InFlight        *prometheus.GaugeVec     // steps running now, by queue
+	LeaseLost       *prometheus.CounterVec   // outcomes or heartbeats fenced off, by where
+	Picks           *prometheus.CounterVec   // pick statements, by queue
+	PickRows        *prometheus.HistogramVec // rows claimed per pick, by queue
+	PickDuration    *prometheus.HistogramVec // pick statement latency, by queue
+	PickContended   *prometheus.CounterVec   // picks retried after a concurrency-key race
+	OutcomeBatch    prometheus.Histogram     // outcomes written per statement
+}
+
+// NewMetrics creates the instruments and registers them on reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Steps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gendurable_steps_total",
+			Help: "Steps finished, by queue, handler and outcome (next, done, retry, timeout, http_error…)."},
+			[]string{"queue", "handler", "outcome"}),
+		WebhookDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gendurable_webhook_duration_seconds",
+			Help:    "Latency of step webhook calls, by handler and status class (2xx, 4xx, 5xx, error).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}},
+			[]string{"handler", "class"}),
+		InFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gendurable_in_flight_steps",
+			Help: "Steps this process is running now, by queue."}, []string{"queue"}),
+		LeaseLost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gendurable_lease_lost_total",
+			Help: "Outcomes and heartbeats refused because the lease token was no longer current, by where."},
+			[]string{"where"}),
+		Picks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gendurable_picks_total",
+			Help: "Pick statements run, by queue."}, []string{"queue"}),
+		PickRows: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gendurable_pick_rows",
+			Help: "Rows claimed per pick, by queue.", Buckets: []float64{0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}},
+			[]string{"queue"}),
+		PickDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gendurable_pick_duration_seconds",
+			Help: "Latency of the pick statement, by queue.", Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12)},
+			[]string{"queue"}),
+		PickContended: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gendurable_pick_contended_total",
+			Help: "Picks retried after losing a concurrency-key, gate or rate-bucket race to another process."},
+			[]string{"queue"}),
+		OutcomeBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gendurable_outcome_batch_size",
+			Help: "Outcomes written by one statement.", Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200}}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Steps, m.WebhookDuration, m.InFlight, m.LeaseLost, m.Picks, m.PickRows,
+			m.PickDuration, m.PickContended, m.OutcomeBatch)
+	}
+	return m
+}

@@ -1,0 +1,79 @@
+// Package engine is gendurable's state machine: it validates what clients ask for,
+// claims runnable steps, turns a step's answer into the job's next state (one statement
+// in internal/pg), and runs the maintenance services (reaper). It decides; internal/pg
+// writes; internal/dispatch talks to webhooks; internal/httpapi talks to clients.
+package engine
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/pg"
+)
+
+// The errors every caller matches with errors.Is (defined by pg, where driver errors
+// are translated, and re-exported here for the layers above).
+var (
+	ErrNotFound  = pg.ErrNotFound
+	ErrConflict  = pg.ErrConflict
+	ErrLeaseLost = pg.ErrLeaseLost
+	ErrInvalid   = pg.ErrInvalid
+	ErrRetryable = pg.ErrRetryable
+)
+
+// Config holds the engine's settings.
+type Config struct {
+	// LeaseTTL is how long a claimed step is leased before it must be heartbeated
+	// (default 30s; heartbeats run every third of it).
+	LeaseTTL time.Duration
+	// SignalCap is the most signals one step request shows (default 100).
+	SignalCap int
+	// ChildrenCap is the most children one step request shows (default 1000).
+	ChildrenCap int
+	// Owner names this process in lease_owner (default host:pid).
+	Owner string
+}
+
+func (c *Config) applyDefaults() error {
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 30 * time.Second
+	}
+	if c.LeaseTTL < 100*time.Millisecond {
+		return fmt.Errorf("engine: lease TTL %s is below 100ms", c.LeaseTTL)
+	}
+	if c.SignalCap == 0 {
+		c.SignalCap = 100
+	}
+	if c.ChildrenCap == 0 {
+		c.ChildrenCap = 1000
+	}
+	if c.Owner == "" {
+		c.Owner = defaultOwner()
+	}
+	return nil
+}
+
+// Engine applies gendurable's state changes to one database.
+type Engine struct {
+	db  *pg.DB
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns an engine over db.
+func New(db *pg.DB, cfg Config, log *slog.Logger) (*Engine, error) {
+	if err := cfg.applyDefaults(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{db: db, cfg: cfg, log: log}, nil
+}
+
+// Config returns the engine's effective settings.
+func (e *Engine) Config() Config { return e.cfg }
+
+// DB returns the database the engine writes to.
+func (e *Engine) DB() *pg.DB { return e.db }

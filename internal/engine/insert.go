@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/pg"
+)
+
+// MaxBatch is the most jobs one batch insert takes.
+const MaxBatch = 10000
+
+// NewJob is a job a client asks to insert.
+type NewJob struct {
+	Handler        string
+	Queue          string // default "default"
+	Input          json.RawMessage
+	Key            *string
+	Priority       *int // 0-9, lower first, default 5
+	RunAt          *time.Time
+	Delay          *time.Duration
+	ConcurrencyKey *string
+	RateLimit      *RateLimitRef
+	MaxAttempts    *int
+}
+
+// RateLimitRef names the token bucket a job draws from.
+type RateLimitRef struct {
+	Name   string
+	Key    string
+	Weight int
+}
+
+// DefaultQueue is the queue of a job that names none.
+const DefaultQueue = "default"
+
+// toInsert validates one job (field paths under prefix) and converts it.
+func (j NewJob) toInsert(v *validator, prefix string) pg.JobInsert {
+	in := pg.JobInsert{Handler: j.Handler, Queue: j.Queue, Input: j.Input, Key: j.Key,
+		ConcurrencyKey: j.ConcurrencyKey, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt}
+	if in.Queue == "" {
+		in.Queue = DefaultQueue
+	}
+	v.name(prefix+"handler", j.Handler)
+	v.name(prefix+"queue", in.Queue)
+	v.keyText(prefix+"key", j.Key)
+	v.keyText(prefix+"concurrency_key", j.ConcurrencyKey)
+	if j.Priority != nil {
+		if *j.Priority < 0 || *j.Priority > 9 {
+			v.add(prefix+"priority", "must be between 0 (most urgent) and 9, got %d", *j.Priority)
+		}
+		in.Priority = j.Priority
+	}
+	if j.MaxAttempts != nil && (*j.MaxAttempts < 1 || *j.MaxAttempts > 1000) {
+		v.add(prefix+"max_attempts", "must be between 1 and 1000, got %d", *j.MaxAttempts)
+	}
+	if j.RunAt != nil && j.Delay != nil {
+		v.add(prefix+"delay", "give run_at or delay, not both")
+	}
+	if j.Delay != nil {
+		if *j.Delay < 0 {
+			v.add(prefix+"delay", "must not be negative")
+		}
+		ms := j.Delay.Milliseconds()
+		in.DelayMS = &ms
+	}
+	if len(j.Input) > 0 && !json.Valid(j.Input) {
+		v.add(prefix+"input", "is not valid JSON")
+	}
+	if j.RateLimit != nil {
+		v.name(prefix+"rate_limit/name", j.RateLimit.Name)
+		w := j.RateLimit.Weight
+		if w == 0 {
+			w = 1
+		}
+		if w < 1 {
+			v.add(prefix+"rate_limit/weight", "must be at least 1")
+		}
+		in.RateLimit, in.RateKey, in.RateWeight = &j.RateLimit.Name, &j.RateLimit.Key, &w
+	}
+	return in
+}
+
+// InsertJobs validates and inserts jobs in one statement, answering in request order.
+// A job whose key a live job holds answers that job (Deduplicated). Any invalid job or
+// unknown handler refuses the whole batch with a *ValidationError; nothing is written.
+func (e *Engine) InsertJobs(ctx context.Context, jobs []NewJob) ([]pg.JobInserted, error) {
+	return e.insertJobs(ctx, jobs, true)
+}
+
+func (e *Engine) insertJobs(ctx context.Context, jobs []NewJob, batch bool) ([]pg.JobInserted, error) {
+	v := &validator{}
+	if len(jobs) == 0 {
+		v.add("jobs", "must hold at least one job")
+	}
+	if len(jobs) > MaxBatch {
+		v.add("jobs", "holds %d jobs, more than the %d a batch may hold", len(jobs), MaxBatch)
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	items := make([]pg.JobInsert, len(jobs))
+	for i, j := range jobs {
+		prefix := ""
+		if batch {
+			prefix = fmt.Sprintf("jobs/%d/", i)
+		}
+		items[i] = j.toInsert(v, prefix)
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	out, err := e.db.JobInsertMany(ctx, items)
+	var unknown *pg.UnknownHandlersError
+	if errors.As(err, &unknown) {
+		for i, j := range jobs {
+			for _, n := range unknown.Names {
+				if j.Handler == n {
+					prefix := ""
+					if batch {
+						prefix = fmt.Sprintf("jobs/%d/", i)
+					}
+					v.add(prefix+"handler", "no handler named %q is registered (PUT /v1/handlers/%s first)", n, n)
+				}
+			}
+		}
+		return nil, v.err()
+	}
+	return out, err
+}
+
+// InsertJob inserts one job (field errors name the field without a "jobs/N/" prefix).
+func (e *Engine) InsertJob(ctx context.Context, job NewJob) (pg.JobInserted, error) {
+	out, err := e.insertJobs(ctx, []NewJob{job}, false)
+	if err != nil {
+		return pg.JobInserted{}, err
+	}
+	return out[0], nil
+}

@@ -1,0 +1,245 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/gendurable/gendurable/webhook"
+)
+
+// Outcome is what a step's answer asks for, decoded and validated, ready to be written.
+type Outcome struct {
+	// Kind is one of pg.KindNext, KindAwait, KindSpawn, KindDone, KindFail, KindRetry.
+	Kind string
+	// Label is what the steps history records: the answer ("next", "done"…) or the
+	// failure ("error", "timeout", "http_500"…).
+	Label      string
+	State      json.RawMessage
+	Result     json.RawMessage
+	Error      json.RawMessage
+	Delay      *time.Duration
+	Timeout    *time.Duration
+	Awaiting   []string
+	Children   []pg.JobInsert
+	HTTPStatus *int
+}
+
+// DecodeResponse reads a handler's answer (the body of a 200, or the outcome posted for
+// an asynchronous step). Exactly one of next, await, spawn, done, fail, retry must be
+// given; unknown fields are refused so that a typo is reported instead of ignored.
+func DecodeResponse(body []byte) (Outcome, error) {
+	var r webhook.Response
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Outcome{}, fmt.Errorf("the answer is not a valid step response: %v", err)
+	}
+	if dec.More() {
+		return Outcome{}, fmt.Errorf("the answer has data after the JSON object")
+	}
+	return FromResponse(r)
+}
+
+// FromResponse validates a decoded answer.
+func FromResponse(r webhook.Response) (Outcome, error) {
+	set := 0
+	for _, p := range []bool{r.Next != nil, r.Await != nil, r.Spawn != nil, r.Done != nil, r.Fail != nil, r.Retry != nil} {
+		if p {
+			set++
+		}
+	}
+	if set != 1 {
+		return Outcome{}, fmt.Errorf("the answer must hold exactly one of next, await, spawn, done, fail, retry (it holds %d)", set)
+	}
+	switch {
+	case r.Next != nil:
+		o := Outcome{Kind: pg.KindNext, Label: "next", State: jsonOrNil(r.Next.State)}
+		if r.Next.Delay > 0 {
+			o.Delay = ptr(time.Duration(r.Next.Delay))
+		}
+		return o, nil
+	case r.Await != nil:
+		o := Outcome{Kind: pg.KindAwait, Label: "await", State: jsonOrNil(r.Await.State)}
+		if len(r.Await.Signals) > 0 {
+			o.Awaiting = r.Await.Signals
+		}
+		if r.Await.Timeout > 0 {
+			o.Timeout = ptr(time.Duration(r.Await.Timeout))
+		}
+		return o, nil
+	case r.Spawn != nil:
+		return spawnOutcome(r.Spawn)
+	case r.Done != nil:
+		return Outcome{Kind: pg.KindDone, Label: "done", Result: jsonOrNil(r.Done.Result)}, nil
+	case r.Fail != nil:
+		e := jsonOrNil(r.Fail.Error)
+		if e == nil {
+			e = errorJSON("the handler failed the job", nil)
+		}
+		return Outcome{Kind: pg.KindFail, Label: "fail", Error: e}, nil
+	default:
+		o := Outcome{Kind: pg.KindRetry, Label: "retry", Error: jsonOrNil(r.Retry.Error)}
+		if o.Error == nil {
+			o.Error = errorJSON("the handler asked for a retry", nil)
+		}
+		if r.Retry.Delay > 0 {
+			o.Delay = ptr(time.Duration(r.Retry.Delay))
+		}
+		return o, nil
+	}
+}
+
+func spawnOutcome(s *webhook.Spawn) (Outcome, error) {
+	if len(s.Children) > MaxBatch {
+		return Outcome{}, fmt.Errorf("spawn holds %d children, more than %d", len(s.Children), MaxBatch)
+	}
+	v := &validator{}
+	children := make([]pg.JobInsert, len(s.Children))
+	for i, c := range s.Children {
+		nj := NewJob{Handler: c.Handler, Queue: c.Queue, Input: c.Input, Priority: c.Priority, MaxAttempts: c.MaxAttempts}
+		if c.Key != "" {
+			nj.Key = &c.Key
+		}
+		if c.ConcurrencyKey != "" {
+			nj.ConcurrencyKey = &c.ConcurrencyKey
+		}
+		if c.Delay > 0 {
+			nj.Delay = ptr(time.Duration(c.Delay))
+		}
+		children[i] = nj.toInsert(v, fmt.Sprintf("spawn/children/%d/", i))
+		if c.Queue == "" {
+			children[i].Queue = "" // the parent's queue, filled in by the outcome statement
+		}
+	}
+	if err := v.err(); err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Kind: pg.KindSpawn, Label: "spawn", State: jsonOrNil(s.State), Children: children}, nil
+}
+
+// ErrorOutcome is a retryable failure of an attempt (transport error, bad status, bad
+// answer): attempt+1 with backoff (or after retryAfter), failed once attempts run out.
+func ErrorOutcome(label, message string, httpStatus *int, retryAfter *time.Duration, detail map[string]any) Outcome {
+	return Outcome{Kind: pg.KindRetry, Label: label, Error: errorJSON(message, detail), HTTPStatus: httpStatus, Delay: retryAfter}
+}
+
+// FailOutcome ends the job as failed at once with message (a step that can never work).
+func FailOutcome(label, message string, detail map[string]any) Outcome {
+	return Outcome{Kind: pg.KindFail, Label: label, Error: errorJSON(message, detail)}
+}
+
+func errorJSON(message string, detail map[string]any) json.RawMessage {
+	m := map[string]any{"message": message}
+	for k, v := range detail {
+		m[k] = v
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// jsonOrNil treats a missing value and JSON null alike: "not given".
+func jsonOrNil(b json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(b)) == 0 || bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		return nil
+	}
+	return b
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// StepOutcome is an outcome for one leased step.
+type StepOutcome struct {
+	JobID int64
+	Token string
+	Outcome
+}
+
+func (s StepOutcome) record() (pg.OutcomeRecord, error) {
+	r := pg.OutcomeRecord{ID: s.JobID, Token: s.Token, Kind: s.Kind, Label: s.Label, State: s.State,
+		Result: s.Result, Error: s.Error, Awaiting: s.Awaiting, HTTPStatus: s.HTTPStatus}
+	if s.Delay != nil {
+		r.DelayMS = ptr(s.Delay.Milliseconds())
+	}
+	if s.Timeout != nil {
+		r.TimeoutMS = ptr(s.Timeout.Milliseconds())
+	}
+	if s.Kind == pg.KindSpawn {
+		b, err := json.Marshal(s.Children)
+		if err != nil {
+			return r, err
+		}
+		r.Children = b
+	}
+	return r, nil
+}
+
+// ApplyOutcomes writes a batch of outcomes with one statement and reports the ones that
+// applied; an outcome missing from the answer carried a stale lease token and changed
+// nothing. A transient conflict (deadlock between two batches joining the same parents)
+// is retried. A spawn whose child key a live job holds turns into a retryable error of
+// that step rather than failing the batch.
+func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]pg.OutcomeApplied, error) {
+	recs := make([]pg.OutcomeRecord, len(outcomes))
+	for i, o := range outcomes {
+		r, err := o.record()
+		if err != nil {
+			return nil, err
+		}
+		recs[i] = r
+	}
+	var applied []pg.OutcomeApplied
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		applied, err = e.db.JobApplyOutcomes(ctx, recs)
+		if !errors.Is(err, ErrRetryable) {
+			break
+		}
+	}
+	if errors.Is(err, ErrConflict) && hasSpawn(outcomes) {
+		return e.applyOneByOne(ctx, outcomes)
+	}
+	return applied, err
+}
+
+func hasSpawn(outcomes []StepOutcome) bool {
+	for _, o := range outcomes {
+		if o.Kind == pg.KindSpawn {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Engine) applyOneByOne(ctx context.Context, outcomes []StepOutcome) ([]pg.OutcomeApplied, error) {
+	var all []pg.OutcomeApplied
+	for _, o := range outcomes {
+		got, err := e.ApplyOutcomes(ctx, []StepOutcome{o})
+		if errors.Is(err, ErrConflict) && o.Kind == pg.KindSpawn {
+			o.Outcome = ErrorOutcome("error", "spawn refused: a child's key is held by a live job ("+err.Error()+")", o.HTTPStatus, nil, nil)
+			got, err = e.ApplyOutcomes(ctx, []StepOutcome{o})
+		}
+		if err != nil {
+			return all, err
+		}
+		all = append(all, got...)
+	}
+	return all, nil
+}
+
+// ApplyOutcome writes one outcome (the asynchronous-step API); ErrLeaseLost when the
+// token is not the job's current one.
+func (e *Engine) ApplyOutcome(ctx context.Context, o StepOutcome) (pg.OutcomeApplied, error) {
+	got, err := e.ApplyOutcomes(ctx, []StepOutcome{o})
+	if err != nil {
+		return pg.OutcomeApplied{}, err
+	}
+	if len(got) == 0 {
+		return pg.OutcomeApplied{}, ErrLeaseLost
+	}
+	return got[0], nil
+}

@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// ReaperConfig tunes the Reaper.
+type ReaperConfig struct {
+	// Interval between sweeps (default 1s).
+	Interval time.Duration
+	// Batch is the most rows one statement takes back (default 1000); a full batch is
+	// followed at once by another sweep.
+	Batch int
+}
+
+// ReaperStats counts what one sweep did.
+type ReaperStats struct {
+	Reaped      int // expired leases taken back
+	AwaitsWoken int // awaits past their deadline made runnable
+}
+
+// Reaper takes back steps whose lease expired (their process died or hung) and wakes
+// awaits whose deadline passed. Several reapers (one per server process) share the work
+// safely: every sweep is ordered and SKIP LOCKED, and its cost is proportional to the
+// rows it finds, not to the table.
+type Reaper struct {
+	engine *Engine
+	cfg    ReaperConfig
+	log    *slog.Logger
+	// OnSweep, when set, is called after each sweep (tests wait on it; metrics count).
+	OnSweep func(ReaperStats, error)
+
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+// NewReaper returns a stopped reaper.
+func (e *Engine) NewReaper(cfg ReaperConfig) *Reaper {
+	if cfg.Interval == 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = 1000
+	}
+	return &Reaper{engine: e, cfg: cfg, log: e.log.With("service", "reaper")}
+}
+
+// Sweep runs one pass: expired leases, then expired awaits, each batch-bounded.
+func (r *Reaper) Sweep(ctx context.Context) (ReaperStats, error) {
+	var st ReaperStats
+	reaped, err := r.engine.db.JobReapExpiredLeases(ctx, r.cfg.Batch)
+	if err != nil {
+		return st, err
+	}
+	st.Reaped = len(reaped)
+	for _, x := range reaped {
+		r.log.Warn("lease expired; step taken back", "job_id", x.JobID, "status", x.Status)
+	}
+	st.AwaitsWoken, err = r.engine.db.JobWakeExpiredAwaits(ctx, r.cfg.Batch)
+	return st, err
+}
+
+// Start runs sweeps every Interval until Stop.
+func (r *Reaper) Start(ctx context.Context) {
+	r.stop = make(chan struct{})
+	r.done.Add(1)
+	go func() {
+		defer r.done.Done()
+		t := time.NewTicker(r.cfg.Interval)
+		defer t.Stop()
+		for {
+			st, err := r.Sweep(ctx)
+			if err != nil && ctx.Err() == nil {
+				r.log.Error("reaper sweep failed", "err", err)
+			}
+			if r.OnSweep != nil {
+				r.OnSweep(st, err)
+			}
+			if err == nil && (st.Reaped == r.cfg.Batch || st.AwaitsWoken == r.cfg.Batch) {
+				continue // more to take back
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// Stop ends the loop and waits for the current sweep.
+func (r *Reaper) Stop() {
+	if r.stop != nil {
+		close(r.stop)
+		r.done.Wait()
+	}
+}

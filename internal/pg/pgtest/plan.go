@@ -1,0 +1,68 @@
+package pgtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// PlanNode is one node of an EXPLAIN (ANALYZE, FORMAT JSON) plan.
+type PlanNode struct {
+	NodeType          string     `json:"Node Type"`
+	RelationName      string     `json:"Relation Name"`
+	IndexName         string     `json:"Index Name"`
+	ActualRows        float64    `json:"Actual Rows"`
+	ActualLoops       float64    `json:"Actual Loops"`
+	RowsRemovedFilter float64    `json:"Rows Removed by Filter"`
+	Plans             []PlanNode `json:"Plans"`
+}
+
+// ParsePlan reads the JSON output of EXPLAIN (FORMAT JSON).
+func ParsePlan(b []byte) (PlanNode, error) {
+	var top []struct {
+		Plan PlanNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(b, &top); err != nil || len(top) == 0 {
+		return PlanNode{}, fmt.Errorf("pgtest: bad plan: %v", err)
+	}
+	return top[0].Plan, nil
+}
+
+// Walk calls fn on every node, depth first.
+func (n PlanNode) Walk(fn func(PlanNode)) {
+	fn(n)
+	for _, c := range n.Plans {
+		c.Walk(fn)
+	}
+}
+
+// MaxRowsRead is the largest number of rows any single scan node read from relation:
+// rows it returned plus rows its filter removed, over all its loops (the measure of
+// "rows read" that does not depend on which plan Postgres picks).
+func (n PlanNode) MaxRowsRead(relation string) float64 {
+	var most float64
+	n.Walk(func(p PlanNode) {
+		if p.RelationName != relation || !strings.Contains(p.NodeType, "Scan") {
+			return
+		}
+		loops := max(p.ActualLoops, 1)
+		if read := (p.ActualRows + p.RowsRemovedFilter) * loops; read > most {
+			most = read
+		}
+	})
+	return most
+}
+
+// Uses reports whether some node scans index.
+func (n PlanNode) Uses(index string) bool {
+	found := false
+	n.Walk(func(p PlanNode) { found = found || p.IndexName == index })
+	return found
+}
+
+// HasSeqScan reports whether some node sequentially scans relation.
+func (n PlanNode) HasSeqScan(relation string) bool {
+	found := false
+	n.Walk(func(p PlanNode) { found = found || (p.NodeType == "Seq Scan" && p.RelationName == relation) })
+	return found
+}

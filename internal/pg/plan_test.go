@@ -1,0 +1,83 @@
+package pg_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/gendurable/gendurable/internal/pg/pgtest"
+)
+
+// seedJobs bulk-loads n runnable jobs on queue with generate_series (fixture only).
+func seedJobs(t *testing.T, db *pg.DB, queue string, n int, extra string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := db.Exec(ctx, `INSERT INTO handlers (name, url, secret) VALUES ('h', 'http://example.test/', 'whsec_x')
+		ON CONFLICT DO NOTHING`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `INSERT INTO jobs (queue, handler, max_attempts, priority, eligible_at`+extra+`)
+		SELECT $1, 'h', 5, (i % 10)::smallint, now() - (i % 1000) * interval '1 second'`+map[bool]string{true: ", 'k' || i", false: ""}[extra != ""]+`
+		FROM generate_series(1, $2) i`, queue, n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `ANALYZE jobs`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The pick reads about `batch` rows whatever the backlog (seed 003's test): every scan
+// node reads at most 2 × batch rows of jobs with 100 000 runnable rows queued.
+func TestPickReadsAtMostTwiceTheBatch(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	seedJobs(t, db, "bulk", 100_000, "")
+	seedJobs(t, db, "other", 20_000, "")
+	for _, batch := range []int{1, 10, 50, 200} {
+		raw, err := db.ExplainAnalyze(context.Background(), pg.Statement("JobClaimBatch"),
+			"bulk", batch, int64(30_000), "explain", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := pgtest.ParsePlan(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !plan.Uses("jobs_pick") || plan.HasSeqScan("jobs") {
+			t.Fatalf("batch %d: the pick does not ride jobs_pick:\n%s", batch, raw)
+		}
+		read := plan.MaxRowsRead("jobs")
+		t.Logf("batch %d: at most %.0f rows of jobs read by one node (100 000 runnable queued)", batch, read)
+		if read > float64(2*batch) {
+			t.Fatalf("batch %d: a plan node read %.0f rows of jobs, more than 2 × batch:\n%s", batch, read, raw)
+		}
+	}
+}
+
+// Statement budget: a pick of B rows is one statement.
+func TestPickIsOneStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	counter := &pg.StatementCounter{}
+	db := pgtest.Open(t, url, pg.Options{Counter: counter})
+	seedJobs(t, db, "q", 500, "")
+	counter.Reset()
+	got, err := db.JobClaimBatch(ctx, pg.JobClaimParams{Queue: "q", Limit: 50, LeaseTTL: time.Minute, Owner: "t", SignalCap: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 50 {
+		t.Fatalf("claimed %d rows, want 50", len(got))
+	}
+	if total := counter.Snapshot(); total["JobClaimBatch"] != 1 || len(total) != 1 {
+		t.Fatalf("a pick of 50 rows ran %v, want exactly one JobClaimBatch", total)
+	}
+	// Claimed in priority, eligibility, id order.
+	for i := 1; i < len(got); i++ {
+		if got[i].ID == got[i-1].ID {
+			t.Fatal("duplicate row claimed")
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package webhook
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Standard Webhooks header names.
+const (
+	HeaderID        = "webhook-id"
+	HeaderTimestamp = "webhook-timestamp"
+	HeaderSignature = "webhook-signature"
+)
+
+// SecretPrefix starts every signing secret.
+const SecretPrefix = "whsec_"
+
+// NewSecret returns a fresh signing secret: "whsec_" + base64 of 32 random bytes.
+func NewSecret() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return SecretPrefix + base64.StdEncoding.EncodeToString(b)
+}
+
+// secretKey decodes a "whsec_…" secret into its HMAC key.
+func secretKey(secret string) ([]byte, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, SecretPrefix))
+	if err != nil || len(key) == 0 {
+		return nil, fmt.Errorf("webhook: secret is not whsec_ followed by base64")
+	}
+	return key, nil
+}
+
+// ValidSecret reports whether secret has the whsec_ + base64 form.
+func ValidSecret(secret string) bool {
+	if !strings.HasPrefix(secret, SecretPrefix) {
+		return false
+	}
+	key, err := secretKey(secret)
+	return err == nil && len(key) >= 16
+}
+
+// Sign returns the "v1,<base64 HMAC-SHA256>" signature of id.timestamp.body.
+func Sign(secret, id string, timestamp time.Time, body []byte) (string, error) {
+	key, err := secretKey(secret)
+	if err != nil {
+		return "", err
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(id + "." + strconv.FormatInt(timestamp.Unix(), 10) + "."))
+	mac.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil)), nil
+}
+
+// SetHeaders signs body with every secret given (one signature each, space-separated, as
+// during a rotation window) and sets the three Standard Webhooks headers.
+func SetHeaders(h http.Header, id string, timestamp time.Time, body []byte, secrets ...string) error {
+	sigs := make([]string, 0, len(secrets))
+	for _, s := range secrets {
+		sig, err := Sign(s, id, timestamp, body)
+		if err != nil {
+			return err
+		}
+		sigs = append(sigs, sig)
+	}
+	h.Set(HeaderID, id)
+	h.Set(HeaderTimestamp, strconv.FormatInt(timestamp.Unix(), 10))
+	h.Set(HeaderSignature, strings.Join(sigs, " "))
+	return nil
+}
+
+// ErrBadSignature is returned by Verify when no signature matches.
+var ErrBadSignature = errors.New("webhook: no matching signature")
+
+// DefaultTolerance is how far a webhook-timestamp may be from now.
+const DefaultTolerance = 5 * time.Minute
+
+// Verify checks a request's Standard Webhooks headers against body and secret: one of
+// the space-separated v1 signatures must match and the timestamp must be within
+// tolerance of now (DefaultTolerance when zero).
+func Verify(secret string, h http.Header, body []byte, tolerance time.Duration) error {
+	if tolerance == 0 {
+		tolerance = DefaultTolerance
+	}
+	id, tsText, sigs := h.Get(HeaderID), h.Get(HeaderTimestamp), h.Get(HeaderSignature)
+	if id == "" || tsText == "" || sigs == "" {
+		return fmt.Errorf("webhook: missing %s, %s or %s header", HeaderID, HeaderTimestamp, HeaderSignature)
+	}
+	ts, err := strconv.ParseInt(tsText, 10, 64)
+	if err != nil {
+		return fmt.Errorf("webhook: bad %s", HeaderTimestamp)
+	}
+	at := time.Unix(ts, 0)
+	if d := time.Since(at); d > tolerance || d < -tolerance {
+		return fmt.Errorf("webhook: timestamp %s is outside the tolerance of %s", at.UTC().Format(time.RFC3339), tolerance)
+	}
+	want, err := Sign(secret, id, at, body)
+	if err != nil {
+		return err
+	}
+	for _, s := range strings.Fields(sigs) {
+		if hmac.Equal([]byte(s), []byte(want)) {
+			return nil
+		}
+	}
+	return ErrBadSignature
+}
