@@ -42,7 +42,8 @@ updated AS (
                                                           j.inbox_seq > j.claim_inbox_seq,
                                                           coalesce(jsonb_array_length(o.children), 0))
                                IN ('done', 'failed', 'cancelled') THEN now() END,
-        wake = CASE WHEN o.kind = 'await' AND j.inbox_seq > j.claim_inbox_seq THEN 'signal'
+        wake = CASE WHEN o.kind = 'retry' THEN j.wake  -- the same step again: same reason
+                    WHEN o.kind = 'await' AND j.inbox_seq > j.claim_inbox_seq THEN 'signal'
                     WHEN o.kind = 'spawn' AND coalesce(jsonb_array_length(o.children), 0) = 0 THEN 'children'
                     END,
         step = CASE WHEN o.kind IN ('next', 'await', 'spawn', 'done') THEN j.step + 1 ELSE j.step END,

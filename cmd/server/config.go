@@ -1,0 +1,114 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is everything the server reads from its environment and flags (flags win).
+type config struct {
+	DatabaseURL          string
+	DevPostgres          string
+	Addr                 string
+	APIToken             string
+	AllowPrivateWebhooks bool
+	WebhookAllowCIDRs    []netip.Prefix
+	LeaseTTL             time.Duration
+	Migrate              bool
+	Dispatch             bool
+	Queues               []string
+	ShutdownGrace        time.Duration
+	MaxBodyBytes         int64
+	DBMaxConns           int
+	LogLevel             slog.Level
+}
+
+// loadConfig reads the environment (getenv) and then the flags in args.
+func loadConfig(args []string, getenv func(string) string) (config, error) {
+	var c config
+	var errs []error
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	boolean := func(name string, def bool) bool {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q is not a boolean", name, v))
+		}
+		return b
+	}
+	duration := func(name, def string) time.Duration {
+		v := env(name, def)
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a positive duration such as 30s", name, v))
+		}
+		return d
+	}
+	integer := func(name string, def int) int {
+		v := env(name, strconv.Itoa(def))
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a positive integer", name, v))
+		}
+		return n
+	}
+	fs := flag.NewFlagSet("gendurable", flag.ContinueOnError)
+	fs.StringVar(&c.DatabaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
+	fs.StringVar(&c.DevPostgres, "dev-postgres", getenv("GENDURABLE_DEV_POSTGRES"),
+		"when no database URL is given, start a private PostgreSQL cluster in this directory (make run uses ./.data)")
+	fs.StringVar(&c.Addr, "addr", env("GENDURABLE_ADDR", ":8080"), "listen address (env GENDURABLE_ADDR)")
+	c.APIToken = getenv("GENDURABLE_API_TOKEN")
+	fs.BoolVar(&c.AllowPrivateWebhooks, "allow-private-webhooks", boolean("GENDURABLE_ALLOW_PRIVATE_WEBHOOKS", false),
+		"allow handler URLs on loopback and private networks (env GENDURABLE_ALLOW_PRIVATE_WEBHOOKS)")
+	c.LeaseTTL = duration("GENDURABLE_LEASE_TTL", "30s")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "step lease TTL; heartbeats every third (env GENDURABLE_LEASE_TTL)")
+	fs.BoolVar(&c.Migrate, "migrate", boolean("GENDURABLE_MIGRATE", true), "apply migrations at start-up (env GENDURABLE_MIGRATE)")
+	fs.BoolVar(&c.Dispatch, "dispatch", boolean("GENDURABLE_DISPATCH", true),
+		"run steps in this process; false serves the API only (env GENDURABLE_DISPATCH)")
+	c.ShutdownGrace = duration("GENDURABLE_SHUTDOWN_GRACE", "15s")
+	c.MaxBodyBytes = int64(integer("GENDURABLE_MAX_BODY_BYTES", 1<<20))
+	c.DBMaxConns = integer("GENDURABLE_DB_MAX_CONNS", 20)
+	queues := env("GENDURABLE_QUEUES", "")
+	cidrs := env("GENDURABLE_WEBHOOK_ALLOW_CIDRS", "")
+	level := env("GENDURABLE_LOG_LEVEL", "info")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	for _, q := range strings.Split(queues, ",") {
+		if q = strings.TrimSpace(q); q != "" {
+			c.Queues = append(c.Queues, q)
+		}
+	}
+	for _, s := range strings.Split(cidrs, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("GENDURABLE_WEBHOOK_ALLOW_CIDRS: %q is not a CIDR prefix", s))
+			continue
+		}
+		c.WebhookAllowCIDRs = append(c.WebhookAllowCIDRs, p)
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(level)); err != nil {
+		errs = append(errs, fmt.Errorf("GENDURABLE_LOG_LEVEL=%q is not debug, info, warn or error", level))
+	}
+	if c.DatabaseURL == "" && c.DevPostgres == "" {
+		errs = append(errs, errors.New("set DATABASE_URL to your PostgreSQL (or run `make run`, which starts a private cluster)"))
+	}
+	return c, errors.Join(errs...)
+}

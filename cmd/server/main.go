@@ -1,0 +1,152 @@
+// Command server runs gendurable: the REST API, the dashboard, and (unless
+// GENDURABLE_DISPATCH=false) the dispatcher that runs steps, with the reaper.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gendurable/gendurable/internal/dispatch"
+	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/internal/httpapi"
+	"github.com/gendurable/gendurable/internal/netguard"
+	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/gendurable/gendurable/web"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	cfg, err := loadConfig(args, os.Getenv)
+	log := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	if err != nil {
+		log.Error("invalid configuration", "err", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, cfg, log); err != nil {
+		log.Error("server stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// serve runs the service until ctx ends, then shuts down gracefully: the dispatcher
+// stops claiming and lets running steps finish (up to the grace period; the rest are
+// left to lease expiry, never lost), then the HTTP server drains its requests.
+func serve(ctx context.Context, cfg config, log *slog.Logger) error {
+	dbURL := cfg.DatabaseURL
+	if dbURL == "" {
+		cluster, url, err := startDevPostgres(ctx, cfg.DevPostgres, log)
+		if err != nil {
+			return err
+		}
+		defer cluster.Stop()
+		dbURL = url
+	}
+	db, err := pg.Open(ctx, dbURL, pg.Options{MaxConns: int32(cfg.DBMaxConns)})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if cfg.Migrate {
+		applied, err := db.Migrate(ctx)
+		if err != nil {
+			return err
+		}
+		if len(applied) > 0 {
+			log.Info("migrations applied", "versions", applied)
+		}
+	}
+	if err := db.CheckStatements(ctx); err != nil {
+		return fmt.Errorf("the database schema does not match this build (run migrations): %w", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	eng, err := engine.New(db, engine.Config{LeaseTTL: cfg.LeaseTTL}, log)
+	if err != nil {
+		return err
+	}
+	guard := &netguard.Guard{AllowPrivate: cfg.AllowPrivateWebhooks, Allow: cfg.WebhookAllowCIDRs}
+	api, err := httpapi.New(eng, httpapi.Config{
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		APIToken:     cfg.APIToken,
+		Guard:        guard,
+		Metrics:      promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Dashboard:    web.Handler(),
+	}, log)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Addr: cfg.Addr, Handler: api, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 60 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("gendurable is serving", "addr", ln.Addr().String(), "dispatch", cfg.Dispatch,
+		"allow_private_webhooks", cfg.AllowPrivateWebhooks, "auth", cfg.APIToken != "")
+
+	var disp *dispatch.Dispatcher
+	var reaper *engine.Reaper
+	if cfg.Dispatch {
+		disp = dispatch.New(eng, dispatch.Config{DialControl: guard.Control, ShutdownGrace: cfg.ShutdownGrace,
+			Queues: cfg.Queues}, log, dispatch.NewMetrics(reg))
+		disp.Start(ctx)
+		reaper = eng.NewReaper(engine.ReaperConfig{})
+		reaper.Start(ctx)
+	}
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "grace", cfg.ShutdownGrace.String())
+	case err := <-serveErr:
+		return err
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace+10*time.Second)
+	defer cancel()
+	if disp != nil {
+		disp.Stop(shutdownCtx)
+		reaper.Stop()
+	}
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("HTTP shutdown", "err", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// startDevPostgres starts (creating on first use) the private cluster of `make run`.
+func startDevPostgres(ctx context.Context, dir string, log *slog.Logger) (*pg.Cluster, string, error) {
+	const port = 54329
+	log.Info("starting the private PostgreSQL cluster", "dir", dir, "port", port)
+	c, err := pg.StartCluster(ctx, pg.ClusterOptions{Dir: dir, Port: port, ListenTCP: true})
+	if err != nil {
+		return nil, "", err
+	}
+	if err := pg.EnsureDatabase(ctx, c.URL("postgres"), "gendurable"); err != nil {
+		_ = c.Stop()
+		return nil, "", err
+	}
+	log.Info("private PostgreSQL is up", "psql", fmt.Sprintf("psql %s", c.TCPURL("gendurable")))
+	return c, c.URL("gendurable"), nil
+}

@@ -1,0 +1,429 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/gendurable/gendurable/webhook"
+)
+
+// GetHealth answers while the process is up.
+func (s *Server) GetHealth(context.Context, GetHealthRequestObject) (GetHealthResponseObject, error) {
+	return GetHealth200JSONResponse{Status: "ok"}, nil
+}
+
+// GetReady answers 200 once the database answers and every migration is applied.
+func (s *Server) GetReady(ctx context.Context, _ GetReadyRequestObject) (GetReadyResponseObject, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	pending, err := s.db.MigrationsPending(ctx)
+	if err != nil {
+		detail := "the database does not answer: " + err.Error()
+		return GetReady503ApplicationProblemPlusJSONResponse{Type: problemType("not-ready"), Title: "Not ready",
+			Status: http.StatusServiceUnavailable, Detail: &detail}, nil
+	}
+	if pending > 0 {
+		detail := fmt.Sprintf("%d migrations are not applied yet", pending)
+		return GetReady503ApplicationProblemPlusJSONResponse{Type: problemType("not-ready"), Title: "Not ready",
+			Status: http.StatusServiceUnavailable, Detail: &detail}, nil
+	}
+	return GetReady200JSONResponse{Status: "ready", PendingMigrations: &pending}, nil
+}
+
+// newJob translates a wire job into an engine job.
+func newJob(in JobInsert) engine.NewJob {
+	j := engine.NewJob{Handler: in.Handler, Key: in.Key, Priority: in.Priority, RunAt: in.RunAt,
+		ConcurrencyKey: in.ConcurrencyKey, MaxAttempts: in.MaxAttempts}
+	if in.Queue != nil {
+		j.Queue = *in.Queue
+	}
+	if in.Input != nil {
+		j.Input = *in.Input
+	}
+	if in.Delay != nil {
+		d, _ := time.ParseDuration(*in.Delay) // the schema pattern admits only valid durations
+		j.Delay = &d
+	}
+	if in.RateLimit != nil {
+		j.RateLimit = &engine.RateLimitRef{Name: in.RateLimit.Name}
+		if in.RateLimit.Key != nil {
+			j.RateLimit.Key = *in.RateLimit.Key
+		}
+		if in.RateLimit.Weight != nil {
+			j.RateLimit.Weight = *in.RateLimit.Weight
+		}
+	}
+	return j
+}
+
+// InsertJob inserts one job: 201, or 200 with the live job holding its key.
+func (s *Server) InsertJob(ctx context.Context, req InsertJobRequestObject) (InsertJobResponseObject, error) {
+	got, err := s.eng.InsertJob(ctx, newJob(*req.Body))
+	if err != nil {
+		return nil, err
+	}
+	status := http.StatusCreated
+	if got.Deduplicated {
+		status = http.StatusOK
+	}
+	return jsonResponse{status: status, body: jobInsertedBody{Job: jobBody(got.Job), Deduplicated: got.Deduplicated}}, nil
+}
+
+// InsertJobs inserts a batch in one statement, answering in request order.
+func (s *Server) InsertJobs(ctx context.Context, req InsertJobsRequestObject) (InsertJobsResponseObject, error) {
+	jobs := make([]engine.NewJob, len(req.Body.Jobs))
+	for i, in := range req.Body.Jobs {
+		jobs[i] = newJob(in)
+	}
+	got, err := s.eng.InsertJobs(ctx, jobs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]jobInsertedBody, len(got))
+	for i, g := range got {
+		out[i] = jobInsertedBody{Job: jobBody(g.Job), Deduplicated: g.Deduplicated}
+	}
+	return jsonResponse{status: http.StatusOK, body: struct {
+		Jobs []jobInsertedBody `json:"jobs"`
+	}{out}}, nil
+}
+
+func parseCursor(c *string) *int64 {
+	if c == nil {
+		return nil
+	}
+	n, err := strconv.ParseInt(*c, 10, 64)
+	if err != nil {
+		return nil
+	}
+	return &n
+}
+
+func jobPage(jobs []pg.Job, limit int) JobPage {
+	page := JobPage{Jobs: make([]Job, len(jobs))}
+	for i, j := range jobs {
+		page.Jobs[i] = jobBody(j)
+	}
+	if len(jobs) == limit && limit > 0 {
+		c := strconv.FormatInt(jobs[len(jobs)-1].ID, 10)
+		page.NextCursor = &c
+	}
+	return page
+}
+
+// ListJobs lists jobs newest first with keyset pagination.
+func (s *Server) ListJobs(ctx context.Context, req ListJobsRequestObject) (ListJobsResponseObject, error) {
+	p := req.Params
+	limit := 50
+	if p.Limit != nil {
+		limit = *p.Limit
+	}
+	var status *string
+	if p.Status != nil {
+		st := string(*p.Status)
+		status = &st
+	}
+	jobs, err := s.db.JobList(ctx, pg.JobListParams{Queue: p.Queue, Status: status, Handler: p.Handler, Key: p.Key,
+		Before: parseCursor(p.Cursor), Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	return ListJobs200JSONResponse(jobPage(jobs, limit)), nil
+}
+
+// GetJob returns one job with its inbox and children counts.
+func (s *Server) GetJob(ctx context.Context, req GetJobRequestObject) (GetJobResponseObject, error) {
+	d, err := s.db.JobGet(ctx, req.Id)
+	if err != nil {
+		return nil, notFound(err, "job", req.Id)
+	}
+	return jsonResponse{status: http.StatusOK, body: jobDetailBody{Job: jobBody(d.Job), SignalsTotal: d.InboxSeq,
+		SignalsPending: d.InboxSeq - d.ConsumedSeq, ChildrenTotal: d.ChildrenTotal, ChildrenFinished: d.ChildrenFinished}}, nil
+}
+
+func notFound(err error, what string, id int64) error {
+	if err == engine.ErrNotFound {
+		return fmt.Errorf("%w: no %s with id %d", engine.ErrNotFound, what, id)
+	}
+	return err
+}
+
+// ListJobSteps returns a job's attempt history.
+func (s *Server) ListJobSteps(ctx context.Context, req ListJobStepsRequestObject) (ListJobStepsResponseObject, error) {
+	if _, err := s.db.JobGet(ctx, req.Id); err != nil {
+		return nil, notFound(err, "job", req.Id)
+	}
+	limit := 200
+	if req.Params.Limit != nil {
+		limit = *req.Params.Limit
+	}
+	steps, err := s.db.StepList(ctx, req.Id, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := StepPage{Steps: make([]Step, len(steps))}
+	for i, st := range steps {
+		out.Steps[i] = Step{Id: st.ID, Step: st.Step, Attempt: st.Attempt, Outcome: st.Outcome, HttpStatus: st.HTTPStatus,
+			StartedAt: st.StartedAt, FinishedAt: st.FinishedAt, Error: st.Error,
+			DurationMs: float32(st.FinishedAt.Sub(st.StartedAt).Microseconds()) / 1000}
+		if out.Steps[i].Error == nil {
+			out.Steps[i].Error = json.RawMessage("null")
+		}
+	}
+	return ListJobSteps200JSONResponse(out), nil
+}
+
+// ListJobSignals returns a job's inbox.
+func (s *Server) ListJobSignals(ctx context.Context, req ListJobSignalsRequestObject) (ListJobSignalsResponseObject, error) {
+	if _, err := s.db.JobGet(ctx, req.Id); err != nil {
+		return nil, notFound(err, "job", req.Id)
+	}
+	limit := 200
+	if req.Params.Limit != nil {
+		limit = *req.Params.Limit
+	}
+	entries, err := s.db.SignalList(ctx, req.Id, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := SignalPage{Signals: make([]Signal, len(entries))}
+	for i, e := range entries {
+		out.Signals[i] = Signal{Id: e.ID, Seq: e.Seq, Name: e.Name, Payload: e.Payload, CreatedAt: e.CreatedAt, Consumed: e.Consumed}
+		if out.Signals[i].Payload == nil {
+			out.Signals[i].Payload = json.RawMessage("null")
+		}
+	}
+	return ListJobSignals200JSONResponse(out), nil
+}
+
+// SendSignal delivers a signal to a job by id.
+func (s *Server) SendSignal(ctx context.Context, req SendSignalRequestObject) (SendSignalResponseObject, error) {
+	var payload json.RawMessage
+	if req.Body.Payload != nil {
+		payload = *req.Body.Payload
+	}
+	sent, err := s.eng.Signal(ctx, engine.SignalTarget{JobID: &req.Id}, req.Body.Name, payload)
+	if err != nil {
+		return nil, notFound(err, "job", req.Id)
+	}
+	return SendSignal202JSONResponse{SignalId: sent.SignalID, JobId: sent.JobID, Woke: sent.Woke}, nil
+}
+
+// SendSignalByKey delivers a signal to the live job holding a key.
+func (s *Server) SendSignalByKey(ctx context.Context, req SendSignalByKeyRequestObject) (SendSignalByKeyResponseObject, error) {
+	var payload json.RawMessage
+	if req.Body.Payload != nil {
+		payload = *req.Body.Payload
+	}
+	sent, err := s.eng.Signal(ctx, engine.SignalTarget{Key: &req.Body.Key}, req.Body.Name, payload)
+	if err == engine.ErrNotFound {
+		return nil, fmt.Errorf("%w: no live job holds key %q", engine.ErrNotFound, req.Body.Key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return SendSignalByKey202JSONResponse{SignalId: sent.SignalID, JobId: sent.JobID, Woke: sent.Woke}, nil
+}
+
+// ListJobChildren lists a job's children.
+func (s *Server) ListJobChildren(ctx context.Context, req ListJobChildrenRequestObject) (ListJobChildrenResponseObject, error) {
+	limit := 50
+	if req.Params.Limit != nil {
+		limit = *req.Params.Limit
+	}
+	jobs, err := s.eng.Children(ctx, req.Id, parseCursor(req.Params.Cursor), limit)
+	if err != nil {
+		return nil, notFound(err, "job", req.Id)
+	}
+	return ListJobChildren200JSONResponse(jobPage(jobs, limit)), nil
+}
+
+// CancelJob cancels a live job and its live children.
+func (s *Server) CancelJob(ctx context.Context, req CancelJobRequestObject) (CancelJobResponseObject, error) {
+	if err := s.eng.Cancel(ctx, req.Id); err != nil {
+		return nil, notFound(err, "job", req.Id)
+	}
+	d, err := s.db.JobGet(ctx, req.Id)
+	if err != nil {
+		return nil, err
+	}
+	return CancelJob200JSONResponse(jobBody(d.Job)), nil
+}
+
+// RetryJob makes a failed or cancelled job runnable again.
+func (s *Server) RetryJob(ctx context.Context, req RetryJobRequestObject) (RetryJobResponseObject, error) {
+	if err := s.eng.Retry(ctx, req.Id); err != nil {
+		return nil, notFound(err, "job", req.Id)
+	}
+	d, err := s.db.JobGet(ctx, req.Id)
+	if err != nil {
+		return nil, err
+	}
+	return RetryJob200JSONResponse(jobBody(d.Job)), nil
+}
+
+// HeartbeatStep extends an asynchronous step's lease.
+func (s *Server) HeartbeatStep(ctx context.Context, req HeartbeatStepRequestObject) (HeartbeatStepResponseObject, error) {
+	ext, err := s.eng.Heartbeat(ctx, req.Id, req.Body.Token.String())
+	if err != nil {
+		return nil, err
+	}
+	return HeartbeatStep200JSONResponse{LeaseExpiresAt: ext.ExpiresAt}, nil
+}
+
+// CompleteStep applies an asynchronous step's outcome, fenced by its lease token.
+func (s *Server) CompleteStep(ctx context.Context, req CompleteStepRequestObject) (CompleteStepResponseObject, error) {
+	body := map[string]any{}
+	for name, part := range map[string]*map[string]any{"next": req.Body.Next, "await": req.Body.Await,
+		"spawn": req.Body.Spawn, "done": req.Body.Done, "fail": req.Body.Fail, "retry": req.Body.Retry} {
+		if part != nil {
+			body[name] = *part
+		}
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	outcome, err := engine.DecodeResponse(raw)
+	if err != nil {
+		if verr, ok := err.(*engine.ValidationError); ok {
+			return nil, verr
+		}
+		return nil, &engine.ValidationError{Errors: []engine.FieldError{{Field: "body", Message: err.Error()}}}
+	}
+	applied, err := s.eng.ApplyOutcome(ctx, engine.StepOutcome{JobID: req.Id, Token: req.Body.Token.String(), Outcome: outcome})
+	if err != nil {
+		return nil, err
+	}
+	return CompleteStep200JSONResponse{JobId: applied.ID, Status: JobStatus(applied.Status)}, nil
+}
+
+// ListHandlers lists every registered handler.
+func (s *Server) ListHandlers(ctx context.Context, _ ListHandlersRequestObject) (ListHandlersResponseObject, error) {
+	hs, err := s.db.HandlerList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := HandlerList{Handlers: make([]HandlerConfig, len(hs))}
+	for i, h := range hs {
+		out.Handlers[i] = handlerBody(h)
+	}
+	return ListHandlers200JSONResponse(out), nil
+}
+
+// GetHandler returns one handler.
+func (s *Server) GetHandler(ctx context.Context, req GetHandlerRequestObject) (GetHandlerResponseObject, error) {
+	h, err := s.db.HandlerGet(ctx, req.Name)
+	if err == engine.ErrNotFound {
+		return nil, fmt.Errorf("%w: no handler named %q", engine.ErrNotFound, req.Name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return GetHandler200JSONResponse(handlerBody(h)), nil
+}
+
+// PutHandler registers or changes a handler after vetting its URL.
+func (s *Server) PutHandler(ctx context.Context, req PutHandlerRequestObject) (PutHandlerResponseObject, error) {
+	b := req.Body
+	var fields []engine.FieldError
+	if err := s.cfg.Guard.CheckURL(ctx, b.Url); err != nil {
+		fields = append(fields, engine.FieldError{Field: "url", Message: err.Error()})
+	}
+	if b.Secret != nil && !webhook.ValidSecret(*b.Secret) {
+		fields = append(fields, engine.FieldError{Field: "secret", Message: "must be whsec_ followed by the base64 of at least 16 bytes"})
+	}
+	p := pg.HandlerUpsert{Name: req.Name, URL: b.Url, Secret: b.Secret, NewSecret: webhook.NewSecret(), MaxAttempts: b.MaxAttempts}
+	for _, d := range []struct {
+		field string
+		in    *string
+		out   **int
+		min   time.Duration
+	}{{"timeout", b.Timeout, &p.TimeoutMS, time.Millisecond}, {"backoff_base", b.BackoffBase, &p.BackoffBaseMS, 0},
+		{"backoff_max", b.BackoffMax, &p.BackoffMaxMS, 0}} {
+		if d.in == nil {
+			continue
+		}
+		v, err := time.ParseDuration(*d.in)
+		if err != nil || v < d.min || v > 24*time.Hour {
+			fields = append(fields, engine.FieldError{Field: d.field, Message: "must be a duration between " + d.min.String() + " and 24h"})
+			continue
+		}
+		ms := int(v.Milliseconds())
+		*d.out = &ms
+	}
+	if len(fields) > 0 {
+		return nil, &engine.ValidationError{Errors: fields}
+	}
+	h, err := s.db.HandlerUpsert(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return PutHandler200JSONResponse(handlerBody(h)), nil
+}
+
+// DeleteHandler removes a handler.
+func (s *Server) DeleteHandler(ctx context.Context, req DeleteHandlerRequestObject) (DeleteHandlerResponseObject, error) {
+	if err := s.db.HandlerDelete(ctx, req.Name); err != nil {
+		if err == engine.ErrNotFound {
+			return nil, fmt.Errorf("%w: no handler named %q", engine.ErrNotFound, req.Name)
+		}
+		return nil, err
+	}
+	return DeleteHandler204Response{}, nil
+}
+
+// ListQueues lists every queue with its counts.
+func (s *Server) ListQueues(ctx context.Context, _ ListQueuesRequestObject) (ListQueuesResponseObject, error) {
+	qs, err := s.db.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := s.db.QueueCounts(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := QueueList{Queues: make([]Queue, len(qs))}
+	for i, q := range qs {
+		out.Queues[i] = queueBody(q, counts)
+	}
+	return ListQueues200JSONResponse(out), nil
+}
+
+// GetQueue returns one queue with its counts.
+func (s *Server) GetQueue(ctx context.Context, req GetQueueRequestObject) (GetQueueResponseObject, error) {
+	qs, err := s.db.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range qs {
+		if q.Name == req.Name {
+			counts, err := s.db.QueueCounts(ctx, &req.Name)
+			if err != nil {
+				return nil, err
+			}
+			return GetQueue200JSONResponse(queueBody(q, counts)), nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no queue named %q", engine.ErrNotFound, req.Name)
+}
+
+// PutQueue creates a queue or changes its settings.
+func (s *Server) PutQueue(ctx context.Context, req PutQueueRequestObject) (PutQueueResponseObject, error) {
+	q, err := s.db.QueueUpsert(ctx, pg.QueueUpsert{Name: req.Name, Paused: req.Body.Paused,
+		MaxInFlight: req.Body.MaxInFlight, Batch: req.Body.Batch})
+	if err != nil {
+		return nil, err
+	}
+	counts, err := s.db.QueueCounts(ctx, &req.Name)
+	if err != nil {
+		return nil, err
+	}
+	return PutQueue200JSONResponse(queueBody(q, counts)), nil
+}

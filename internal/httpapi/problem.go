@@ -1,0 +1,74 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/gendurable/gendurable/internal/engine"
+)
+
+// problemType builds the type URI of a problem kind.
+func problemType(kind string) string { return "urn:gendurable:problem:" + kind }
+
+// writeProblem writes an RFC 9457 problem document.
+func writeProblem(w http.ResponseWriter, status int, kind, title, detail string, fields []FieldError) {
+	p := Problem{Type: problemType(kind), Title: title, Status: status}
+	if detail != "" {
+		p.Detail = &detail
+	}
+	if len(fields) > 0 {
+		p.Errors = &fields
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// errorMapper is the one table from errors to HTTP problems. Only 5xx are logged as
+// errors; 4xx are the client's to fix.
+type errorMapper struct{ log *slog.Logger }
+
+func (m errorMapper) write(w http.ResponseWriter, r *http.Request, err error) {
+	var verr *engine.ValidationError
+	var maxBytes *http.MaxBytesError
+	switch {
+	case errors.As(err, &verr):
+		fields := make([]FieldError, len(verr.Errors))
+		for i, f := range verr.Errors {
+			fields[i] = FieldError{Field: f.Field, Message: f.Message}
+		}
+		writeProblem(w, http.StatusUnprocessableEntity, "validation", "The request is not valid", verr.Error(), fields)
+	case errors.As(err, &maxBytes):
+		writeProblem(w, http.StatusRequestEntityTooLarge, "too-large", "The request body is too large",
+			"the body is over the limit of "+itoa(maxBytes.Limit)+" bytes", nil)
+	case errors.Is(err, engine.ErrNotFound):
+		writeProblem(w, http.StatusNotFound, "not-found", "Not found", detailOf(err, "no such resource"), nil)
+	case errors.Is(err, engine.ErrLeaseLost):
+		writeProblem(w, http.StatusConflict, "lease-lost", "The lease token is not current",
+			"the step's lease token is not the job's current one (the step was taken back, finished or re-claimed); nothing was changed", nil)
+	case errors.Is(err, engine.ErrConflict):
+		writeProblem(w, http.StatusConflict, "conflict", "Conflict with the current state", err.Error(), nil)
+	case errors.Is(err, engine.ErrInvalid):
+		writeProblem(w, http.StatusUnprocessableEntity, "validation", "The request is not valid", err.Error(), nil)
+	case errors.Is(err, errUnauthorized):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gendurable"`)
+		writeProblem(w, http.StatusUnauthorized, "unauthorized", "Authentication required",
+			"send Authorization: Bearer <token>", nil)
+	default:
+		m.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeProblem(w, http.StatusInternalServerError, "internal", "Internal error",
+			"the server could not complete the request; see its logs", nil)
+	}
+}
+
+func detailOf(err error, fallback string) string {
+	if err == nil || err == engine.ErrNotFound {
+		return fallback
+	}
+	return err.Error()
+}
+
+var errUnauthorized = errors.New("unauthorized")

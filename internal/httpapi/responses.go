@@ -1,0 +1,102 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/pg"
+)
+
+// jobBody is a job on the wire (schema Job); the responses that extend it (JobInserted,
+// JobDetail) embed it so that the conversion below is the only one.
+func jobBody(j pg.Job) Job {
+	out := Job{
+		Id: j.ID, Queue: j.Queue, Handler: j.Handler, Status: JobStatus(j.Status), Priority: j.Priority,
+		Input: j.Input, State: j.State, Result: j.Result, Error: j.Error, Step: j.Step, Attempt: j.Attempt,
+		MaxAttempts: j.MaxAttempts, Key: j.Key, ConcurrencyKey: j.ConcurrencyKey, ParentId: j.ParentID,
+		PendingChildren: j.PendingChildren, Wake: j.Wake, CancelRequested: &j.CancelRequested,
+		LeaseExpiresAt: j.LeaseExpiresAt, LeaseOwner: j.LeaseOwner, AttemptedAt: j.AttemptedAt,
+		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt,
+	}
+	if !j.EligibleAt.Equal(infinity) && j.EligibleAt.Year() < 9999 {
+		at := j.EligibleAt
+		out.EligibleAt = &at
+	}
+	if j.Awaiting != nil {
+		out.Awaiting = &j.Awaiting
+	}
+	if j.RateLimit != nil {
+		out.RateLimit = &RateLimitRef{Name: *j.RateLimit, Key: j.RateKey, Weight: &j.RateWeight}
+	}
+	if out.Input == nil {
+		out.Input = json.RawMessage("null")
+	}
+	return out
+}
+
+// infinity is how pgx reads 'infinity'::timestamptz (an await without a deadline).
+var infinity = time.Date(294276, 12, 31, 23, 59, 59, 999999000, time.UTC)
+
+type jobInsertedBody struct {
+	Job
+	Deduplicated bool `json:"deduplicated"`
+}
+
+type jobDetailBody struct {
+	Job
+	SignalsTotal     int64 `json:"signals_total"`
+	SignalsPending   int64 `json:"signals_pending"`
+	ChildrenTotal    int   `json:"children_total"`
+	ChildrenFinished int   `json:"children_finished"`
+}
+
+// jsonResponse answers any operation whose body is built from the types above.
+type jsonResponse struct {
+	status int
+	body   any
+}
+
+func (r jsonResponse) write(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(r.status)
+	return json.NewEncoder(w).Encode(r.body)
+}
+
+func (r jsonResponse) VisitInsertJobResponse(w http.ResponseWriter) error  { return r.write(w) }
+func (r jsonResponse) VisitInsertJobsResponse(w http.ResponseWriter) error { return r.write(w) }
+func (r jsonResponse) VisitGetJobResponse(w http.ResponseWriter) error     { return r.write(w) }
+
+func handlerBody(h pg.Handler) HandlerConfig {
+	return HandlerConfig{Name: h.Name, Url: h.URL, Secret: h.Secret, MaxAttempts: h.MaxAttempts,
+		Timeout: msDuration(h.TimeoutMS), BackoffBase: msDuration(h.BackoffBaseMS), BackoffMax: msDuration(h.BackoffMaxMS),
+		CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
+}
+
+func msDuration(ms int) string { return (time.Duration(ms) * time.Millisecond).String() }
+
+func queueBody(q pg.Queue, counts []pg.QueueCount) Queue {
+	out := Queue{Name: q.Name, Paused: q.Paused, MaxInFlight: q.MaxInFlight, Batch: q.Batch,
+		CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}
+	for _, c := range counts {
+		if c.Queue != q.Name {
+			continue
+		}
+		switch c.Status {
+		case "runnable":
+			out.Counts.Runnable = c.N
+			out.OldestRunnableAt = c.OldestRunnable
+		case "executing":
+			out.Counts.Executing = c.N
+		case "awaiting":
+			out.Counts.Awaiting = c.N
+		case "done":
+			out.Counts.Done = c.N
+		case "failed":
+			out.Counts.Failed = c.N
+		case "cancelled":
+			out.Counts.Cancelled = c.N
+		}
+	}
+	return out
+}

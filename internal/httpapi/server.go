@@ -1,0 +1,196 @@
+// Package httpapi is gendurable's REST API: the chi strict server generated from
+// openapi.yaml (api.gen.go), kin-openapi validation in front of it, RFC 9457 problems,
+// and thin handlers that translate between the wire and the engine.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	gendurable "github.com/gendurable/gendurable"
+	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/internal/netguard"
+	"github.com/gendurable/gendurable/internal/pg"
+)
+
+// Config holds the API's settings.
+type Config struct {
+	// MaxBodyBytes caps a request body (default 1 MiB); MaxBatchBodyBytes caps the
+	// batch insert's (default 32 MiB).
+	MaxBodyBytes, MaxBatchBodyBytes int64
+	// APIToken, when set, is required as "Authorization: Bearer <token>" on /v1 and the
+	// dashboard; /healthz, /readyz, /metrics and /openapi.yaml stay open.
+	APIToken string
+	// Guard vets handler URLs at registration (nil: allow any http(s) URL).
+	Guard *netguard.Guard
+	// Metrics serves /metrics (nil: not served).
+	Metrics http.Handler
+	// Dashboard serves / (nil: not served).
+	Dashboard http.Handler
+}
+
+// Server implements the generated StrictServerInterface.
+type Server struct {
+	eng *engine.Engine
+	db  *pg.DB
+	cfg Config
+	log *slog.Logger
+}
+
+var _ StrictServerInterface = (*Server)(nil)
+
+// New builds the HTTP handler of the whole service.
+func New(eng *engine.Engine, cfg Config, log *slog.Logger) (http.Handler, error) {
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.MaxBatchBodyBytes == 0 {
+		cfg.MaxBatchBodyBytes = 32 << 20
+	}
+	if cfg.Guard == nil {
+		cfg.Guard = &netguard.Guard{AllowPrivate: true}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{eng: eng, db: eng.DB(), cfg: cfg, log: log}
+	errs := errorMapper{log: log}
+	v, err := newValidator(bodyLimits{regular: cfg.MaxBodyBytes, batch: cfg.MaxBatchBodyBytes}, errs)
+	if err != nil {
+		return nil, err
+	}
+	r := chi.NewRouter()
+	r.Use(requestLog(log), recoverer(errs))
+	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(gendurable.OpenAPI)
+	})
+	if cfg.Metrics != nil {
+		r.Handle("/metrics", cfg.Metrics)
+	}
+	strict := NewStrictHandlerWithOptions(s, nil, StrictHTTPServerOptions{
+		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeProblem(w, http.StatusBadRequest, "malformed", "The request could not be read", err.Error(), nil)
+		},
+		ResponseErrorHandlerFunc: errs.write,
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(s.authenticate(errs), v.middleware)
+		HandlerWithOptions(strict, ChiServerOptions{BaseRouter: r,
+			ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+				writeProblem(w, http.StatusBadRequest, "malformed", "The request could not be read", err.Error(), nil)
+			}})
+	})
+	if cfg.Dashboard != nil {
+		r.Handle("/*", cfg.Dashboard)
+	}
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, http.StatusNotFound, "not-found", "Not found", "no route for "+r.URL.Path, nil)
+	})
+	return r, nil
+}
+
+// authenticate requires the API token on /v1 when one is configured.
+func (s *Server) authenticate(errs errorMapper) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if s.cfg.APIToken != "" && strings.HasPrefix(r.URL.Path, "/v1/") {
+				got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+				if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.APIToken)) != 1 {
+					errs.write(w, r, errUnauthorized)
+					return
+				}
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+type ctxKey int
+
+const requestIDKey ctxKey = 0
+
+var saneRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// RequestID returns the id of the request being served ("" outside one).
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// requestLog gives every request an id (X-Request-Id, kept when the client sent a sane
+// one) and logs it once it is served. Authorization headers are never logged.
+func requestLog(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id := r.Header.Get("X-Request-Id")
+			if !saneRequestID.MatchString(id) {
+				b := make([]byte, 8)
+				_, _ = rand.Read(b)
+				id = hex.EncodeToString(b)
+			}
+			w.Header().Set("X-Request-Id", id)
+			rec := &statusRecorder{ResponseWriter: w}
+			started := time.Now()
+			next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+			level := slog.LevelInfo
+			if rec.status >= 500 {
+				level = slog.LevelError
+			}
+			if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics" {
+				level = slog.LevelDebug
+			}
+			log.Log(r.Context(), level, "request", "request_id", id, "method", r.Method, "path", r.URL.Path,
+				"status", rec.status, "duration_ms", float64(time.Since(started).Microseconds())/1000)
+		})
+	}
+}
+
+// recoverer turns a handler panic into a 500 problem.
+func recoverer(errs errorMapper) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				if v := recover(); v != nil {
+					if v == http.ErrAbortHandler {
+						panic(v)
+					}
+					errs.log.Error("handler panicked", "path", r.URL.Path, "panic", v)
+					writeProblem(w, http.StatusInternalServerError, "internal", "Internal error", "", nil)
+				}
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}

@@ -1,0 +1,68 @@
+-- name: SignalDeliver
+-- Delivers a signal in one statement. The target is job $1, or the live job holding key
+-- $2. Its row is locked whatever its status (FOR UPDATE, then a CASE on status, never a
+-- status filter in the lock): a status-filtered update would skip a job that is still
+-- executing and about to park, which is how wakeups get lost. Under that lock inbox_seq
+-- is bumped and stamps the signal, so a park racing this delivery sees the new value
+-- (see outcome.sql). An awaiting job waiting for this name (or any name) and for no
+-- children becomes runnable. A finished job gets nothing (the caller answers 409).
+-- Index use: jobs_pkey (or jobs_live_key), signals_inbox. No scan grows with the table.
+WITH target AS (
+    SELECT j.id, j.status
+    FROM jobs j
+    WHERE j.id = coalesce($1::bigint,
+                          (SELECT k.id FROM jobs k
+                           WHERE k.key = $2 AND k.status IN ('runnable', 'executing', 'awaiting')))
+    FOR UPDATE
+),
+delivered AS (
+    UPDATE jobs j
+    SET inbox_seq = j.inbox_seq + 1,
+        status = CASE WHEN j.status = 'awaiting' AND j.pending_children = 0
+                           AND (j.awaiting IS NULL OR $3 = ANY (j.awaiting))
+                      THEN 'runnable' ELSE j.status END,
+        wake = CASE WHEN j.status = 'awaiting' AND j.pending_children = 0
+                         AND (j.awaiting IS NULL OR $3 = ANY (j.awaiting))
+                    THEN 'signal' ELSE j.wake END,
+        eligible_at = CASE WHEN j.status = 'awaiting' AND j.pending_children = 0
+                                AND (j.awaiting IS NULL OR $3 = ANY (j.awaiting))
+                           THEN now() ELSE j.eligible_at END,
+        updated_at = now()
+    FROM target t
+    WHERE j.id = t.id AND j.status IN ('runnable', 'executing', 'awaiting')
+    RETURNING j.id, j.inbox_seq, j.queue, (t.status = 'awaiting' AND j.status = 'runnable') AS woke
+),
+inserted AS (
+    INSERT INTO signals (job_id, seq, name, payload)
+    SELECT d.id, d.inbox_seq, $3, $4 FROM delivered d
+    RETURNING id
+),
+notified AS (
+    SELECT count(pg_notify('gendurable_jobs', d.queue)) AS n FROM delivered d WHERE d.woke
+)
+SELECT t.id, t.status, i.id, coalesce(d.woke, false)
+FROM target t
+LEFT JOIN delivered d ON true
+LEFT JOIN inserted i ON true
+CROSS JOIN notified;
+
+-- name: SignalLoadInboxes
+-- The signals each claimed step is shown: for each (job, after, upto) the inbox entries
+-- with after < seq <= upto, oldest first. One statement per pick batch; a range scan of
+-- signals_inbox per job, bounded by the per-step cap.
+SELECT s.job_id, s.id, s.seq, s.name, s.payload, s.created_at
+FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS w(job_id, after_seq, upto_seq)
+JOIN signals s ON s.job_id = w.job_id AND s.seq > w.after_seq AND s.seq <= w.upto_seq
+ORDER BY s.job_id, s.seq;
+
+-- name: SignalList
+-- A job's inbox, oldest first, with whether each signal was consumed (signals_inbox).
+SELECT s.id, s.seq, s.name, s.payload, s.created_at, s.seq <= j.consumed_seq AS consumed
+FROM signals s JOIN jobs j ON j.id = s.job_id
+WHERE s.job_id = $1
+ORDER BY s.seq
+LIMIT $2;
+
+-- name: SignalCounts
+-- Signals delivered to job $1 and how many are not consumed yet.
+SELECT j.inbox_seq, j.inbox_seq - j.consumed_seq FROM jobs j WHERE j.id = $1;
