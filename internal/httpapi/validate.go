@@ -160,7 +160,9 @@ func schemaField(prefix string, se *openapi3.SchemaError) FieldError {
 		path = append(path, m[1])
 		reason = "is not a known field"
 	} else if m := missingProperty.FindStringSubmatch(reason); m != nil {
-		path = append(path, m[1])
+		if len(path) == 0 || path[len(path)-1] != m[1] {
+			path = append(path, m[1])
+		}
 		reason = "is required"
 	}
 	field := strings.Join(path, "/")

@@ -1,0 +1,50 @@
+# gendurable — `make help` lists the targets.
+
+SHELL := /bin/bash
+GO    ?= go
+BIN   := bin
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: run
+run: ## Run the server on :8080 (a private PostgreSQL under ./.data unless DATABASE_URL is set)
+	GENDURABLE_ALLOW_PRIVATE_WEBHOOKS=$${GENDURABLE_ALLOW_PRIVATE_WEBHOOKS:-true} \
+	GENDURABLE_DEV_POSTGRES=$${GENDURABLE_DEV_POSTGRES:-./.data} \
+	$(GO) run ./cmd/server
+
+.PHONY: test
+test: ## Run every test with the race detector (starts a throwaway PostgreSQL unless TEST_DATABASE_URL is set)
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+.PHONY: test-short
+test-short: ## Run the tests without the race detector
+	$(GO) test -count=1 ./...
+
+.PHONY: build
+build: ## Build the server and the example webhook into bin/
+	$(GO) build -o $(BIN)/gendurable ./cmd/server
+	$(GO) build -o $(BIN)/example-webhook ./examples/webhook
+
+.PHONY: generate
+generate: ## Regenerate the API server from openapi.yaml
+	$(GO) generate ./internal/httpapi/...
+
+.PHONY: check-generated
+check-generated: generate ## Fail when generated code is stale
+	@git diff --exit-code -- internal/httpapi/api.gen.go || \
+		(echo "internal/httpapi/api.gen.go is stale: run 'make generate' and commit it" && exit 1)
+
+.PHONY: lint
+lint: ## gofmt, go vet and golangci-lint (installed on first use)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	@command -v golangci-lint >/dev/null || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.6.2
+	PATH=$$PATH:$$($(GO) env GOPATH)/bin golangci-lint run ./...
+
+.PHONY: clean
+clean: ## Remove build output (not the ./.data cluster)
+	rm -rf $(BIN)
