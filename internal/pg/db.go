@@ -61,8 +61,8 @@ func (db *DB) Ping(ctx context.Context) error { return translate(db.pool.Ping(ct
 // PoolStats is a snapshot of the pool for metrics.
 type PoolStats struct {
 	Total, Idle, InUse, Max int32
-	AcquireCount           int64
-	AcquireWait            time.Duration
+	AcquireCount            int64
+	AcquireWait             time.Duration
 }
 
 // Stats reports the pool's current state.
