@@ -48,3 +48,7 @@ lint: ## gofmt, go vet and golangci-lint (installed on first use)
 .PHONY: clean
 clean: ## Remove build output (not the ./.data cluster)
 	rm -rf $(BIN)
+
+.PHONY: bench
+bench: ## Run the drain benchmarks (real PostgreSQL, real webhook)
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/dispatch/

@@ -83,7 +83,7 @@ func newReceiver(t testing.TB, respond func(w http.ResponseWriter, req *webhook.
 		r.calls = append(r.calls, sr)
 		r.headers = append(r.headers, req.Header.Clone())
 		r.mu.Unlock()
-		r.respond(w, &sr)
+		r.respond(&ctxWriter{ResponseWriter: w, ctx: req.Context()}, &sr)
 	}))
 	t.Cleanup(r.srv.Close)
 	return r
@@ -195,3 +195,12 @@ func jsonEqual(got json.RawMessage, want string) bool {
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
 }
+
+// ctxWriter carries the request's context to respond functions (reqContext).
+type ctxWriter struct {
+	http.ResponseWriter
+	ctx context.Context
+}
+
+// reqContext is the context of the request a respond function is answering.
+func reqContext(w http.ResponseWriter) context.Context { return w.(*ctxWriter).ctx }

@@ -1,0 +1,58 @@
+package dispatch_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/dispatch"
+	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/gendurable/gendurable/webhook"
+)
+
+// BenchmarkDrainOneStepJobs drains 10 000 one-step jobs through a real (in-process)
+// webhook and reports steps/s and statements per step. cmd/bench measures the same with
+// the receiver in its own process.
+func BenchmarkDrainOneStepJobs(b *testing.B) {
+	const jobs = 10000
+	for range b.N {
+		b.StopTimer()
+		h := newHarness(b, 30*time.Second)
+		rcv := newReceiver(b, func(w http.ResponseWriter, req *webhook.StepRequest) {
+			answer(w, webhook.Response{Done: &webhook.Done{}})
+		})
+		h.handler(b, "h", rcv.srv.URL, 3)
+		batch := make([]engine.NewJob, jobs)
+		for i := range batch {
+			batch[i] = engine.NewJob{Handler: "h"}
+		}
+		h.insert(b, batch...)
+		if _, err := h.db.QueueUpsert(context.Background(), pg.QueueUpsert{Name: "default", MaxInFlight: ptr(200), Batch: ptr(100)}); err != nil {
+			b.Fatal(err)
+		}
+		h.counter.Reset()
+		b.StartTimer()
+		started := time.Now()
+		d := startDispatcher(b, h.eng, dispatch.Config{})
+		for {
+			n, err := h.db.QueryInt(context.Background(), `-- probe
+				SELECT count(*) FROM jobs WHERE status = 'done'`)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n == jobs {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		elapsed := time.Since(started)
+		b.StopTimer()
+		d.Stop(context.Background())
+		c := h.counter.Snapshot()
+		b.ReportMetric(float64(jobs)/elapsed.Seconds(), "steps/s")
+		b.ReportMetric(float64(c["JobApplyOutcomes"])/jobs, "outcome-stmts/step")
+		b.ReportMetric(float64(c["JobClaimBatch"])/jobs, "claim-stmts/step")
+	}
+}
