@@ -23,7 +23,7 @@ func BenchmarkDrainOneStepJobs(b *testing.B) {
 		rcv := newReceiver(b, func(w http.ResponseWriter, req *webhook.StepRequest) {
 			answer(w, webhook.Response{Done: &webhook.Done{}})
 		})
-		h.handler(b, "h", rcv.srv.URL, 3)
+		h.handler(b, "h", rcv.URL, 3)
 		batch := make([]engine.NewJob, jobs)
 		for i := range batch {
 			batch[i] = engine.NewJob{Handler: "h"}

@@ -68,7 +68,7 @@ func TestReaperReclaimsExpiredLease(t *testing.T) {
 	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
 		answer(w, webhook.Response{Done: &webhook.Done{}})
 	})
-	h.handler(t, "h", rcv.srv.URL, 3)
+	h.handler(t, "h", rcv.URL, 3)
 	job := h.insert(t, engine.NewJob{Handler: "h"})[0]
 	// A "process" claims the step and dies: nobody heartbeats or answers.
 	if steps, _, err := h.eng.Claim(ctx, "default", 1); err != nil || len(steps) != 1 {
@@ -123,7 +123,7 @@ func TestTwoDispatchersDrainWithoutDoubleOutcomes(t *testing.T) {
 		n.(*atomic.Int32).Add(1)
 		answer(w, webhook.Response{Done: &webhook.Done{}})
 	})
-	h.handler(t, "h", rcv.srv.URL, 3)
+	h.handler(t, "h", rcv.URL, 3)
 	const total = 5000
 	jobs := make([]engine.NewJob, total)
 	for i := range jobs {
@@ -183,7 +183,7 @@ func TestPlainStepIsOneOutcomeStatement(t *testing.T) {
 	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
 		answer(w, webhook.Response{Done: &webhook.Done{}})
 	})
-	h.handler(t, "h", rcv.srv.URL, 3)
+	h.handler(t, "h", rcv.URL, 3)
 	job := h.insert(t, engine.NewJob{Handler: "h"})[0]
 	h.counter.Reset()
 	d := startDispatcher(t, h.eng, dispatch.Config{QueueRefresh: time.Hour, PollMin: time.Hour, PollMax: time.Hour})

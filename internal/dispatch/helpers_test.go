@@ -2,18 +2,7 @@ package dispatch_test
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,84 +10,24 @@ import (
 	"github.com/gendurable/gendurable/internal/engine"
 	"github.com/gendurable/gendurable/internal/pg"
 	"github.com/gendurable/gendurable/internal/pg/pgtest"
-	"github.com/gendurable/gendurable/webhook"
+	"github.com/gendurable/gendurable/internal/webhooktest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-const testSecret = "whsec_dGhpcy1pcy1hLXRlc3Qtc2lnbmluZy1rZXktMzJieXRlcw=="
+const testSecret = webhooktest.Secret
 
-// verifyStandardWebhook checks a request's signature the way the Standard Webhooks
-// specification describes it, written independently of package webhook.
-func verifyStandardWebhook(secret string, h http.Header, body []byte) error {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
-	if err != nil {
-		return err
-	}
-	id, ts := h.Get("webhook-id"), h.Get("webhook-timestamp")
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || id == "" {
-		return fmt.Errorf("missing id or timestamp")
-	}
-	if d := time.Since(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
-		return fmt.Errorf("timestamp too far from now")
-	}
-	mac := hmac.New(sha256.New, key)
-	fmt.Fprintf(mac, "%s.%s.%s", id, ts, body)
-	want := base64.StdEncoding.EncodeToString(mac.Sum(nil))
-	for _, part := range strings.Split(h.Get("webhook-signature"), " ") {
-		version, sig, _ := strings.Cut(part, ",")
-		if version == "v1" && hmac.Equal([]byte(sig), []byte(want)) {
-			return nil
-		}
-	}
-	return fmt.Errorf("no valid v1 signature")
+type receiver struct{ *webhooktest.Receiver }
+
+func newReceiver(t testing.TB, respond webhooktest.Respond) *receiver {
+	return &receiver{webhooktest.New(t, respond)}
 }
 
-// receiver is a webhook server that verifies and records every step it is sent and
-// answers with respond.
-type receiver struct {
-	t       testing.TB
-	srv     *httptest.Server
-	mu      sync.Mutex
-	calls   []webhook.StepRequest
-	headers []http.Header
-	respond func(w http.ResponseWriter, req *webhook.StepRequest)
-}
-
-func newReceiver(t testing.TB, respond func(w http.ResponseWriter, req *webhook.StepRequest)) *receiver {
-	r := &receiver{t: t, respond: respond}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
-		if err := verifyStandardWebhook(testSecret, req.Header, body); err != nil {
-			t.Errorf("signature check failed: %v", err)
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
-		var sr webhook.StepRequest
-		if err := json.Unmarshal(body, &sr); err != nil {
-			t.Errorf("bad step request: %v", err)
-		}
-		r.mu.Lock()
-		r.calls = append(r.calls, sr)
-		r.headers = append(r.headers, req.Header.Clone())
-		r.mu.Unlock()
-		r.respond(&ctxWriter{ResponseWriter: w, ctx: req.Context()}, &sr)
-	}))
-	t.Cleanup(r.srv.Close)
-	return r
-}
-
-func (r *receiver) Calls() []webhook.StepRequest {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]webhook.StepRequest(nil), r.calls...)
-}
-
-func answer(w http.ResponseWriter, resp webhook.Response) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(resp)
-}
+var (
+	answer     = webhooktest.Answer
+	reqContext = webhooktest.Context
+	jsonEqual  = webhooktest.JSONEqual
+)
 
 type harness struct {
 	db      *pg.DB
@@ -184,23 +113,3 @@ func hasStatus(s string) func(pg.JobDetail) bool {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// jsonEqual compares two JSON documents by value.
-func jsonEqual(got json.RawMessage, want string) bool {
-	var a, b any
-	if json.Unmarshal(got, &a) != nil || json.Unmarshal([]byte(want), &b) != nil {
-		return false
-	}
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return string(x) == string(y)
-}
-
-// ctxWriter carries the request's context to respond functions (reqContext).
-type ctxWriter struct {
-	http.ResponseWriter
-	ctx context.Context
-}
-
-// reqContext is the context of the request a respond function is answering.
-func reqContext(w http.ResponseWriter) context.Context { return w.(*ctxWriter).ctx }

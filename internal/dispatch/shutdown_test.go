@@ -27,7 +27,7 @@ func TestLostLeaseCancelsTheWebhookCall(t *testing.T) {
 		}
 		cancelled <- struct{}{}
 	})
-	h.handler(t, "slow", rcv.srv.URL, 5)
+	h.handler(t, "slow", rcv.URL, 5)
 	job := h.insert(t, engine.NewJob{Handler: "slow"})[0]
 	startDispatcher(t, h.eng, dispatch.Config{})
 	<-entered
@@ -59,7 +59,7 @@ func TestStopLetsRunningStepsFinish(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		answer(w, webhook.Response{Done: &webhook.Done{}})
 	})
-	h.handler(t, "h", rcv.srv.URL, 3)
+	h.handler(t, "h", rcv.URL, 3)
 	job := h.insert(t, engine.NewJob{Handler: "h"})[0]
 	d := startDispatcher(t, h.eng, dispatch.Config{ShutdownGrace: 10 * time.Second})
 	<-entered
@@ -83,7 +83,7 @@ func TestStopPastGraceLeavesTheStepToLeaseExpiry(t *testing.T) {
 		case <-reqContext(w).Done():
 		}
 	})
-	h.handler(t, "h", rcv.srv.URL, 3)
+	h.handler(t, "h", rcv.URL, 3)
 	job := h.insert(t, engine.NewJob{Handler: "h"})[0]
 	d := startDispatcher(t, h.eng, dispatch.Config{ShutdownGrace: 200 * time.Millisecond})
 	<-entered

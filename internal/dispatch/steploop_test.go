@@ -31,7 +31,7 @@ func TestThreeStepJobCarriesStateToDone(t *testing.T) {
 		}
 		answer(w, webhook.Response{Done: &webhook.Done{Result: b}})
 	})
-	h.handler(t, "three", rcv.srv.URL, 3)
+	h.handler(t, "three", rcv.URL, 3)
 	job := h.insert(t, engine.NewJob{Handler: "three", Input: json.RawMessage(`{"user":7}`)})[0]
 	startDispatcher(t, h.eng, dispatch.Config{})
 
@@ -78,8 +78,8 @@ func TestFailuresAreRetriedThenFail(t *testing.T) {
 			answer(w, webhook.Response{Done: &webhook.Done{}})
 		}
 	})
-	h.handler(t, "flaky", flaky.srv.URL, 5)
-	if _, err := h.db.HandlerUpsert(context.Background(), pg.HandlerUpsert{Name: "flaky", URL: flaky.srv.URL,
+	h.handler(t, "flaky", flaky.URL, 5)
+	if _, err := h.db.HandlerUpsert(context.Background(), pg.HandlerUpsert{Name: "flaky", URL: flaky.URL,
 		TimeoutMS: ptr(1000)}); err != nil {
 		t.Fatal(err)
 	}
@@ -119,16 +119,16 @@ func TestRetryAfterIsHonouredAndRedirectsAreNotFollowed(t *testing.T) {
 		http.Error(w, "slow down", http.StatusTooManyRequests)
 	})
 	redirect := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
-		http.Redirect(w, &http.Request{}, target.srv.URL, http.StatusTemporaryRedirect)
+		http.Redirect(w, &http.Request{}, target.URL, http.StatusTemporaryRedirect)
 	})
-	h.handler(t, "busy", busy.srv.URL, 3)
-	h.handler(t, "redirect", redirect.srv.URL, 1)
+	h.handler(t, "busy", busy.URL, 3)
+	h.handler(t, "redirect", redirect.URL, 1)
 	b := h.insert(t, engine.NewJob{Handler: "busy"})[0]
 	r := h.insert(t, engine.NewJob{Handler: "redirect"})[0]
 	startDispatcher(t, h.eng, dispatch.Config{})
 
 	bj := waitJob(t, h.db, b.ID, 10*time.Second, func(j pg.JobDetail) bool { return j.Attempt == 1 && j.Status == "runnable" })
-	if wait := time.Until(bj.EligibleAt); wait < 100*time.Second || wait > 121*time.Second {
+	if wait := time.Until(*bj.EligibleAt); wait < 100*time.Second || wait > 121*time.Second {
 		t.Fatalf("Retry-After: 120 not honoured: next attempt in %s", wait)
 	}
 	rj := waitJob(t, h.db, r.ID, 10*time.Second, hasStatus("failed"))

@@ -19,10 +19,7 @@ func jobBody(j pg.Job) Job {
 		LeaseExpiresAt: j.LeaseExpiresAt, LeaseOwner: j.LeaseOwner, AttemptedAt: j.AttemptedAt,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt,
 	}
-	if !j.EligibleAt.Equal(infinity) && j.EligibleAt.Year() < 9999 {
-		at := j.EligibleAt
-		out.EligibleAt = &at
-	}
+	out.EligibleAt = j.EligibleAt
 	if j.Awaiting != nil {
 		out.Awaiting = &j.Awaiting
 	}
@@ -34,9 +31,6 @@ func jobBody(j pg.Job) Job {
 	}
 	return out
 }
-
-// infinity is how pgx reads 'infinity'::timestamptz (an await without a deadline).
-var infinity = time.Date(294276, 12, 31, 23, 59, 59, 999999000, time.UTC)
 
 type jobInsertedBody struct {
 	Job

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Job is one row of jobs, as the API shows it (the lease token is never exposed).
@@ -18,7 +19,9 @@ type Job struct {
 	Handler         string
 	Status          string
 	Priority        int
-	EligibleAt      time.Time
+	// EligibleAt is when a runnable job may run, or an awaiting job's deadline; nil for
+	// an await without a deadline.
+	EligibleAt      *time.Time
 	Input           json.RawMessage
 	State           json.RawMessage
 	Result          json.RawMessage
@@ -47,7 +50,7 @@ type Job struct {
 }
 
 func (j *Job) scanTargets() []any {
-	return []any{&j.ID, &j.Queue, &j.Handler, &j.Status, &j.Priority, &j.EligibleAt,
+	return []any{&j.ID, &j.Queue, &j.Handler, &j.Status, &j.Priority, &finiteTime{&j.EligibleAt},
 		&j.Input, &j.State, &j.Result, &j.Error, &j.Step, &j.Attempt, &j.MaxAttempts, &j.Key,
 		&j.ConcurrencyKey, &j.RateLimit, &j.RateKey, &j.RateWeight, &j.ParentID,
 		&j.PendingChildren, &j.Awaiting, &j.Wake, &j.InboxSeq, &j.ConsumedSeq,
@@ -260,4 +263,18 @@ func (db *DB) StepList(ctx context.Context, jobID int64, limit int) ([]Step, err
 		var s Step
 		return s, r.Scan(&s.ID, &s.Step, &s.Attempt, &s.Outcome, &s.HTTPStatus, &s.StartedAt, &s.FinishedAt, &s.Error)
 	}, jobID, limit)
+}
+
+// finiteTime scans a timestamptz into a *time.Time, reading ±infinity (and NULL) as nil.
+type finiteTime struct{ dst **time.Time }
+
+// ScanTimestamptz implements pgtype.TimestamptzScanner.
+func (f *finiteTime) ScanTimestamptz(v pgtype.Timestamptz) error {
+	if !v.Valid || v.InfinityModifier != pgtype.Finite {
+		*f.dst = nil
+		return nil
+	}
+	t := v.Time
+	*f.dst = &t
+	return nil
 }

@@ -19,8 +19,7 @@ type SignalDelivered struct {
 // one statement (sql/signal.sql). ErrNotFound when there is no such job.
 func (db *DB) SignalDeliver(ctx context.Context, id *int64, key *string, name string, payload []byte) (SignalDelivered, error) {
 	var d SignalDelivered
-	var notified int64
-	err := db.pool.QueryRow(ctx, stmt("SignalDeliver"), id, key, name, payload).Scan(&d.JobID, &d.JobStatus, &d.SignalID, &d.Woke, &notified)
+	err := db.pool.QueryRow(ctx, stmt("SignalDeliver"), id, key, name, payload).Scan(&d.JobID, &d.JobStatus, &d.SignalID, &d.Woke)
 	return d, translate(err)
 }
 
