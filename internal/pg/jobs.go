@@ -14,11 +14,11 @@ import (
 
 // Job is one row of jobs, as the API shows it (the lease token is never exposed).
 type Job struct {
-	ID              int64
-	Queue           string
-	Handler         string
-	Status          string
-	Priority        int
+	ID       int64
+	Queue    string
+	Handler  string
+	Status   string
+	Priority int
 	// EligibleAt is when a runnable job may run, or an awaiting job's deadline; nil for
 	// an await without a deadline.
 	EligibleAt      *time.Time
