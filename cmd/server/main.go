@@ -108,12 +108,15 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 
 	var disp *dispatch.Dispatcher
 	var reaper *engine.Reaper
+	var reconciler *engine.Reconciler
 	if cfg.Dispatch {
 		disp = dispatch.New(eng, dispatch.Config{DialControl: guard.Control, ShutdownGrace: cfg.ShutdownGrace,
 			Queues: cfg.Queues}, log, dispatch.NewMetrics(reg))
 		disp.Start(ctx)
 		reaper = eng.NewReaper(engine.ReaperConfig{})
 		reaper.Start(ctx)
+		reconciler = eng.NewReconciler(engine.ReconcilerConfig{})
+		reconciler.Start(ctx)
 	}
 
 	select {
@@ -127,6 +130,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if disp != nil {
 		disp.Stop(shutdownCtx)
 		reaper.Stop()
+		reconciler.Stop()
 	}
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("HTTP shutdown", "err", err)

@@ -29,7 +29,7 @@ func (d *Dispatcher) runStep(ctx context.Context, f *feeder, st engine.Step) {
 		return
 	}
 	d.leases.markCompleting(st.ID)
-	d.completer.submit(engine.StepOutcome{JobID: st.ID, Token: st.LeaseToken, Outcome: outcome},
+	d.completer.submit(engine.StepOutcome{JobID: st.ID, Token: st.LeaseToken, NoGateSlot: st.GateShard == nil, Outcome: outcome},
 		func(applied *pg.OutcomeApplied, err error) {
 			d.leases.remove(st.ID)
 			d.metrics.Steps.WithLabelValues(st.Queue, st.Handler, outcome.Label).Inc()

@@ -33,6 +33,8 @@ func BenchmarkDrainOneStepJobs(b *testing.B) {
 			b.Fatal(err)
 		}
 		h.counter.Reset()
+		_, _ = h.db.Exec(context.Background(), `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`)
+		_, _ = h.db.Exec(context.Background(), `SELECT pg_stat_statements_reset()`)
 		b.StartTimer()
 		started := time.Now()
 		d := startDispatcher(b, h.eng, dispatch.Config{})
@@ -50,9 +52,22 @@ func BenchmarkDrainOneStepJobs(b *testing.B) {
 		elapsed := time.Since(started)
 		b.StopTimer()
 		d.Stop(context.Background())
+		if rows, err := h.db.QueryStrings(context.Background(), `-- probe
+			SELECT calls, round(total_exec_time::numeric, 1), round(total_plan_time::numeric, 1), left(regexp_replace(query, '\s+', ' ', 'g'), 60)
+			FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+			ORDER BY total_exec_time + total_plan_time DESC LIMIT 6`); err != nil {
+			b.Logf("pg_stat_statements: %v", err)
+		} else {
+			for _, r := range rows {
+				b.Logf("calls=%s exec_ms=%s plan_ms=%s %s", r[0], r[1], r[2], r[3])
+			}
+		}
 		c := h.counter.Snapshot()
 		b.ReportMetric(float64(jobs)/elapsed.Seconds(), "steps/s")
 		b.ReportMetric(float64(c["JobApplyOutcomes"])/jobs, "outcome-stmts/step")
 		b.ReportMetric(float64(c["JobClaimBatch"])/jobs, "claim-stmts/step")
+		b.ReportMetric(float64(h.counter.Time("JobClaimBatch").Microseconds())/float64(max(c["JobClaimBatch"], 1)), "µs/claim")
+		b.ReportMetric(float64(h.counter.Time("JobApplyOutcomes").Microseconds())/float64(max(c["JobApplyOutcomes"], 1)), "µs/outcome-stmt")
+		b.ReportMetric(float64(c["JobReadyExists"]), "throttle-probes")
 	}
 }

@@ -198,7 +198,7 @@ func TestPlainStepIsOneOutcomeStatement(t *testing.T) {
 	// the LISTEN connecting). JobGet is this test's own polling.
 	for name := range counts {
 		switch name {
-		case "JobApplyOutcomes", "JobClaimBatch", "QueueList", "other", "JobGet":
+		case "JobApplyOutcomes", "JobClaimBatch", "JobReadyExists", "QueueList", "other", "JobGet":
 		default:
 			t.Fatalf("a plain step ran %s: %v", name, counts)
 		}

@@ -107,6 +107,12 @@ func (f *feeder) loop() {
 		backlog = false
 		if len(steps) > 0 {
 			poll = d.cfg.PollMin
+		} else if throttled, err := d.eng.QueueThrottled(f.ctx, f.queue); err == nil && throttled {
+			// Due work held back by a gate or a rate limit: retry soon (a token refills,
+			// a slot comes back when a step ends), without backing off as when idle.
+			d.metrics.PickThrottled.WithLabelValues(f.queue).Inc()
+			f.waitFor(f.wakeCh, d.cfg.PollMin, f.slotCh)
+			continue
 		}
 		f.waitFor(f.wakeCh, poll)
 		if len(steps) == 0 {
@@ -115,12 +121,17 @@ func (f *feeder) loop() {
 	}
 }
 
-// waitFor blocks until ch fires, timeout passes or the feeder stops.
-func (f *feeder) waitFor(ch <-chan struct{}, timeout time.Duration) {
+// waitFor blocks until ch (or also) fires, timeout passes or the feeder stops.
+func (f *feeder) waitFor(ch <-chan struct{}, timeout time.Duration, also ...<-chan struct{}) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
+	var other <-chan struct{}
+	if len(also) > 0 {
+		other = also[0]
+	}
 	select {
 	case <-ch:
+	case <-other:
 	case <-t.C:
 	case <-f.ctx.Done():
 	}

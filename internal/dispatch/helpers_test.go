@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -113,3 +114,5 @@ func hasStatus(s string) func(pg.JobDetail) bool {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func fmtSscan(s string, f *float64) (int, error) { return fmt.Sscan(s, f) }

@@ -12,6 +12,7 @@ type Metrics struct {
 	PickRows        *prometheus.HistogramVec // rows claimed per pick, by queue
 	PickDuration    *prometheus.HistogramVec // pick statement latency, by queue
 	PickContended   *prometheus.CounterVec   // picks retried after a concurrency-key race
+	PickThrottled   *prometheus.CounterVec   // empty picks while due work waited on a gate or rate limit
 	OutcomeBatch    prometheus.Histogram     // outcomes written per statement
 }
 
@@ -41,12 +42,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		PickContended: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gendurable_pick_contended_total",
 			Help: "Picks retried after losing a concurrency-key, gate or rate-bucket race to another process."},
 			[]string{"queue"}),
+		PickThrottled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gendurable_pick_throttled_total",
+			Help: "Empty picks while due jobs waited on a gate or a rate limit."}, []string{"queue"}),
 		OutcomeBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gendurable_outcome_batch_size",
 			Help: "Outcomes written by one statement.", Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200}}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Steps, m.WebhookDuration, m.InFlight, m.LeaseLost, m.Picks, m.PickRows,
-			m.PickDuration, m.PickContended, m.OutcomeBatch)
+			m.PickDuration, m.PickContended, m.PickThrottled, m.OutcomeBatch)
 	}
 	return m
 }

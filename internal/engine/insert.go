@@ -114,18 +114,14 @@ func (e *Engine) insertJobs(ctx context.Context, jobs []NewJob, batch bool) ([]p
 		return nil, err
 	}
 	out, err := e.db.JobInsertMany(ctx, items)
-	var unknown *pg.UnknownHandlersError
-	if errors.As(err, &unknown) {
-		for i, j := range jobs {
-			for _, n := range unknown.Names {
-				if j.Handler == n {
-					prefix := ""
-					if batch {
-						prefix = fmt.Sprintf("jobs/%d/", i)
-					}
-					v.add(prefix+"handler", "no handler named %q is registered (PUT /v1/handlers/%s first)", n, n)
-				}
+	var refused *pg.InsertRefusedError
+	if errors.As(err, &refused) {
+		for _, p := range refused.Problems {
+			prefix := ""
+			if batch {
+				prefix = fmt.Sprintf("jobs/%d/", p.Index)
 			}
+			v.add(prefix+p.Field, "%s", p.Message)
 		}
 		return nil, v.err()
 	}

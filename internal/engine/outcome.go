@@ -156,6 +156,9 @@ func ptr[T any](v T) *T { return &v }
 type StepOutcome struct {
 	JobID int64
 	Token string
+	// NoGateSlot: the caller knows the step holds no gate slot (the dispatcher does, from
+	// the claim); outcomes that all say so are written without the gate credit.
+	NoGateSlot bool
 	Outcome
 }
 
@@ -192,10 +195,14 @@ func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]p
 		}
 		recs[i] = r
 	}
+	credit := false
+	for _, o := range outcomes {
+		credit = credit || !o.NoGateSlot
+	}
 	var applied []pg.OutcomeApplied
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
-		applied, err = e.db.JobApplyOutcomes(ctx, recs)
+		applied, err = e.db.JobApplyOutcomes(ctx, recs, credit)
 		if !errors.Is(err, ErrRetryable) {
 			break
 		}

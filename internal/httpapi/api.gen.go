@@ -68,6 +68,28 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
+// Gate defines model for Gate.
+type Gate struct {
+	// Available Free slots now.
+	Available int       `json:"available"`
+	CreatedAt time.Time `json:"created_at"`
+	Key       string    `json:"key"`
+	Limit     int       `json:"limit"`
+	Shards    int       `json:"shards"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// GateList defines model for GateList.
+type GateList struct {
+	Gates []Gate `json:"gates"`
+}
+
+// GatePut defines model for GatePut.
+type GatePut struct {
+	Limit  int  `json:"limit"`
+	Shards *int `json:"shards,omitempty"`
+}
+
 // HandlerConfig defines model for HandlerConfig.
 type HandlerConfig struct {
 	// BackoffBase A Go duration such as "500ms", "30s", "1h30m".
@@ -392,6 +414,31 @@ type QueuePut struct {
 	Paused      *bool `json:"paused,omitempty"`
 }
 
+// RateLimit defines model for RateLimit.
+type RateLimit struct {
+	// Buckets Keys that have a bucket.
+	Buckets   int64     `json:"buckets"`
+	Burst     float64   `json:"burst"`
+	CreatedAt time.Time `json:"created_at"`
+	Name      string    `json:"name"`
+	Rate      float64   `json:"rate"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// RateLimitList defines model for RateLimitList.
+type RateLimitList struct {
+	RateLimits []RateLimit `json:"rate_limits"`
+}
+
+// RateLimitPut defines model for RateLimitPut.
+type RateLimitPut struct {
+	// Burst Most tokens a bucket holds.
+	Burst float64 `json:"burst"`
+
+	// Rate Tokens added per second.
+	Rate float64 `json:"rate"`
+}
+
 // RateLimitRef defines model for RateLimitRef.
 type RateLimitRef struct {
 	Key *string `json:"key,omitempty"`
@@ -510,6 +557,9 @@ type ListJobStepsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// PutGateJSONRequestBody defines body for PutGate for application/json ContentType.
+type PutGateJSONRequestBody = GatePut
+
 // PutHandlerJSONRequestBody defines body for PutHandler for application/json ContentType.
 type PutHandlerJSONRequestBody = HandlerPut
 
@@ -531,6 +581,9 @@ type SendSignalJSONRequestBody = SignalSend
 // PutQueueJSONRequestBody defines body for PutQueue for application/json ContentType.
 type PutQueueJSONRequestBody = QueuePut
 
+// PutRateLimitJSONRequestBody defines body for PutRateLimit for application/json ContentType.
+type PutRateLimitJSONRequestBody = RateLimitPut
+
 // SendSignalByKeyJSONRequestBody defines body for SendSignalByKey for application/json ContentType.
 type SendSignalByKeyJSONRequestBody = SignalSendByKey
 
@@ -542,6 +595,18 @@ type ServerInterface interface {
 	// GetReady The database is reachable and migrated.
 	// (GET /readyz)
 	GetReady(w http.ResponseWriter, r *http.Request)
+
+	// (GET /v1/gates)
+	ListGates(w http.ResponseWriter, r *http.Request)
+
+	// (DELETE /v1/gates/{key})
+	DeleteGate(w http.ResponseWriter, r *http.Request, key string)
+
+	// (GET /v1/gates/{key})
+	GetGate(w http.ResponseWriter, r *http.Request, key string)
+	// PutGate Let up to `limit` jobs with this concurrency key execute at once.
+	// (PUT /v1/gates/{key})
+	PutGate(w http.ResponseWriter, r *http.Request, key string)
 
 	// (GET /v1/handlers)
 	ListHandlers(w http.ResponseWriter, r *http.Request)
@@ -599,6 +664,18 @@ type ServerInterface interface {
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 	// (PUT /v1/queues/{name})
 	PutQueue(w http.ResponseWriter, r *http.Request, name Name)
+
+	// (GET /v1/rate-limits)
+	ListRateLimits(w http.ResponseWriter, r *http.Request)
+
+	// (DELETE /v1/rate-limits/{name})
+	DeleteRateLimit(w http.ResponseWriter, r *http.Request, name Name)
+
+	// (GET /v1/rate-limits/{name})
+	GetRateLimit(w http.ResponseWriter, r *http.Request, name Name)
+	// PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
+	// (PUT /v1/rate-limits/{name})
+	PutRateLimit(w http.ResponseWriter, r *http.Request, name Name)
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	// (POST /v1/signals)
 	SendSignalByKey(w http.ResponseWriter, r *http.Request)
@@ -617,6 +694,27 @@ func (_ Unimplemented) GetHealth(w http.ResponseWriter, r *http.Request) {
 // GetReady The database is reachable and migrated.
 // (GET /readyz)
 func (_ Unimplemented) GetReady(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// (GET /v1/gates)
+func (_ Unimplemented) ListGates(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// (DELETE /v1/gates/{key})
+func (_ Unimplemented) DeleteGate(w http.ResponseWriter, r *http.Request, key string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// (GET /v1/gates/{key})
+func (_ Unimplemented) GetGate(w http.ResponseWriter, r *http.Request, key string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PutGate Let up to `limit` jobs with this concurrency key execute at once.
+// (PUT /v1/gates/{key})
+func (_ Unimplemented) PutGate(w http.ResponseWriter, r *http.Request, key string) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -729,6 +827,27 @@ func (_ Unimplemented) PutQueue(w http.ResponseWriter, r *http.Request, name Nam
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// (GET /v1/rate-limits)
+func (_ Unimplemented) ListRateLimits(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// (DELETE /v1/rate-limits/{name})
+func (_ Unimplemented) DeleteRateLimit(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// (GET /v1/rate-limits/{name})
+func (_ Unimplemented) GetRateLimit(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
+// (PUT /v1/rate-limits/{name})
+func (_ Unimplemented) PutRateLimit(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // SendSignalByKey Deliver a signal to the live job holding a key.
 // (POST /v1/signals)
 func (_ Unimplemented) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
@@ -763,6 +882,98 @@ func (siw *ServerInterfaceWrapper) GetReady(w http.ResponseWriter, r *http.Reque
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetReady(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListGates operation middleware
+func (siw *ServerInterfaceWrapper) ListGates(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListGates(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteGate operation middleware
+func (siw *ServerInterfaceWrapper) DeleteGate(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "key" -------------
+	var key string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", chi.URLParam(r, "key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteGate(w, r, key)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetGate operation middleware
+func (siw *ServerInterfaceWrapper) GetGate(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "key" -------------
+	var key string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", chi.URLParam(r, "key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetGate(w, r, key)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutGate operation middleware
+func (siw *ServerInterfaceWrapper) PutGate(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "key" -------------
+	var key string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", chi.URLParam(r, "key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutGate(w, r, key)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1351,6 +1562,98 @@ func (siw *ServerInterfaceWrapper) PutQueue(w http.ResponseWriter, r *http.Reque
 	handler.ServeHTTP(w, r)
 }
 
+// ListRateLimits operation middleware
+func (siw *ServerInterfaceWrapper) ListRateLimits(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListRateLimits(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteRateLimit operation middleware
+func (siw *ServerInterfaceWrapper) DeleteRateLimit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteRateLimit(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetRateLimit operation middleware
+func (siw *ServerInterfaceWrapper) GetRateLimit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetRateLimit(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutRateLimit operation middleware
+func (siw *ServerInterfaceWrapper) PutRateLimit(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutRateLimit(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // SendSignalByKey operation middleware
 func (siw *ServerInterfaceWrapper) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
 
@@ -1544,6 +1847,30 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/v1/queues/{name}", wrapper.PutQueue)
 	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/gates", wrapper.ListGates)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/gates/{key}", wrapper.DeleteGate)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/gates/{key}", wrapper.GetGate)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/gates/{key}", wrapper.PutGate)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/rate-limits", wrapper.ListRateLimits)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/rate-limits/{name}", wrapper.DeleteRateLimit)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/rate-limits/{name}", wrapper.GetRateLimit)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/rate-limits/{name}", wrapper.PutRateLimit)
+	})
 
 	return r
 }
@@ -1602,6 +1929,156 @@ func (response GetReady503ApplicationProblemPlusJSONResponse) VisitGetReadyRespo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListGatesRequestObject struct {
+}
+
+type ListGatesResponseObject interface {
+	VisitListGatesResponse(w http.ResponseWriter) error
+}
+
+type ListGates200JSONResponse GateList
+
+func (response ListGates200JSONResponse) VisitListGatesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListGatesdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListGatesdefaultApplicationProblemPlusJSONResponse) VisitListGatesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteGateRequestObject struct {
+	Key string `json:"key"`
+}
+
+type DeleteGateResponseObject interface {
+	VisitDeleteGateResponse(w http.ResponseWriter) error
+}
+
+type DeleteGate204Response struct {
+}
+
+func (response DeleteGate204Response) VisitDeleteGateResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteGatedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response DeleteGatedefaultApplicationProblemPlusJSONResponse) VisitDeleteGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGateRequestObject struct {
+	Key string `json:"key"`
+}
+
+type GetGateResponseObject interface {
+	VisitGetGateResponse(w http.ResponseWriter) error
+}
+
+type GetGate200JSONResponse Gate
+
+func (response GetGate200JSONResponse) VisitGetGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGatedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetGatedefaultApplicationProblemPlusJSONResponse) VisitGetGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutGateRequestObject struct {
+	Key  string `json:"key"`
+	Body *PutGateJSONRequestBody
+}
+
+type PutGateResponseObject interface {
+	VisitPutGateResponse(w http.ResponseWriter) error
+}
+
+type PutGate200JSONResponse Gate
+
+func (response PutGate200JSONResponse) VisitPutGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutGatedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PutGatedefaultApplicationProblemPlusJSONResponse) VisitPutGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2361,6 +2838,156 @@ func (response PutQueuedefaultApplicationProblemPlusJSONResponse) VisitPutQueueR
 	return err
 }
 
+type ListRateLimitsRequestObject struct {
+}
+
+type ListRateLimitsResponseObject interface {
+	VisitListRateLimitsResponse(w http.ResponseWriter) error
+}
+
+type ListRateLimits200JSONResponse RateLimitList
+
+func (response ListRateLimits200JSONResponse) VisitListRateLimitsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRateLimitsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListRateLimitsdefaultApplicationProblemPlusJSONResponse) VisitListRateLimitsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteRateLimitRequestObject struct {
+	Name Name `json:"name"`
+}
+
+type DeleteRateLimitResponseObject interface {
+	VisitDeleteRateLimitResponse(w http.ResponseWriter) error
+}
+
+type DeleteRateLimit204Response struct {
+}
+
+func (response DeleteRateLimit204Response) VisitDeleteRateLimitResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteRateLimitdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response DeleteRateLimitdefaultApplicationProblemPlusJSONResponse) VisitDeleteRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRateLimitRequestObject struct {
+	Name Name `json:"name"`
+}
+
+type GetRateLimitResponseObject interface {
+	VisitGetRateLimitResponse(w http.ResponseWriter) error
+}
+
+type GetRateLimit200JSONResponse RateLimit
+
+func (response GetRateLimit200JSONResponse) VisitGetRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRateLimitdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetRateLimitdefaultApplicationProblemPlusJSONResponse) VisitGetRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutRateLimitRequestObject struct {
+	Name Name `json:"name"`
+	Body *PutRateLimitJSONRequestBody
+}
+
+type PutRateLimitResponseObject interface {
+	VisitPutRateLimitResponse(w http.ResponseWriter) error
+}
+
+type PutRateLimit200JSONResponse RateLimit
+
+func (response PutRateLimit200JSONResponse) VisitPutRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutRateLimitdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PutRateLimitdefaultApplicationProblemPlusJSONResponse) VisitPutRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type SendSignalByKeyRequestObject struct {
 	Body *SendSignalByKeyJSONRequestBody
 }
@@ -2408,6 +3035,18 @@ type StrictServerInterface interface {
 	// GetReady The database is reachable and migrated.
 	// (GET /readyz)
 	GetReady(ctx context.Context, request GetReadyRequestObject) (GetReadyResponseObject, error)
+
+	// (GET /v1/gates)
+	ListGates(ctx context.Context, request ListGatesRequestObject) (ListGatesResponseObject, error)
+
+	// (DELETE /v1/gates/{key})
+	DeleteGate(ctx context.Context, request DeleteGateRequestObject) (DeleteGateResponseObject, error)
+
+	// (GET /v1/gates/{key})
+	GetGate(ctx context.Context, request GetGateRequestObject) (GetGateResponseObject, error)
+	// PutGate Let up to `limit` jobs with this concurrency key execute at once.
+	// (PUT /v1/gates/{key})
+	PutGate(ctx context.Context, request PutGateRequestObject) (PutGateResponseObject, error)
 
 	// (GET /v1/handlers)
 	ListHandlers(ctx context.Context, request ListHandlersRequestObject) (ListHandlersResponseObject, error)
@@ -2465,6 +3104,18 @@ type StrictServerInterface interface {
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 	// (PUT /v1/queues/{name})
 	PutQueue(ctx context.Context, request PutQueueRequestObject) (PutQueueResponseObject, error)
+
+	// (GET /v1/rate-limits)
+	ListRateLimits(ctx context.Context, request ListRateLimitsRequestObject) (ListRateLimitsResponseObject, error)
+
+	// (DELETE /v1/rate-limits/{name})
+	DeleteRateLimit(ctx context.Context, request DeleteRateLimitRequestObject) (DeleteRateLimitResponseObject, error)
+
+	// (GET /v1/rate-limits/{name})
+	GetRateLimit(ctx context.Context, request GetRateLimitRequestObject) (GetRateLimitResponseObject, error)
+	// PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
+	// (PUT /v1/rate-limits/{name})
+	PutRateLimit(ctx context.Context, request PutRateLimitRequestObject) (PutRateLimitResponseObject, error)
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	// (POST /v1/signals)
 	SendSignalByKey(ctx context.Context, request SendSignalByKeyRequestObject) (SendSignalByKeyResponseObject, error)
@@ -2550,6 +3201,115 @@ func (sh *strictHandler) GetReady(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetReadyResponseObject); ok {
 		if err := validResponse.VisitGetReadyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListGates operation middleware
+func (sh *strictHandler) ListGates(w http.ResponseWriter, r *http.Request) {
+	var request ListGatesRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListGates(ctx, request.(ListGatesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListGates")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListGatesResponseObject); ok {
+		if err := validResponse.VisitListGatesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteGate operation middleware
+func (sh *strictHandler) DeleteGate(w http.ResponseWriter, r *http.Request, key string) {
+	var request DeleteGateRequestObject
+
+	request.Key = key
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteGate(ctx, request.(DeleteGateRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteGate")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteGateResponseObject); ok {
+		if err := validResponse.VisitDeleteGateResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetGate operation middleware
+func (sh *strictHandler) GetGate(w http.ResponseWriter, r *http.Request, key string) {
+	var request GetGateRequestObject
+
+	request.Key = key
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetGate(ctx, request.(GetGateRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetGate")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetGateResponseObject); ok {
+		if err := validResponse.VisitGetGateResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutGate operation middleware
+func (sh *strictHandler) PutGate(w http.ResponseWriter, r *http.Request, key string) {
+	var request PutGateRequestObject
+
+	request.Key = key
+
+	var body PutGateJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutGate(ctx, request.(PutGateRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutGate")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutGateResponseObject); ok {
+		if err := validResponse.VisitPutGateResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -3095,6 +3855,115 @@ func (sh *strictHandler) PutQueue(w http.ResponseWriter, r *http.Request, name N
 	}
 }
 
+// ListRateLimits operation middleware
+func (sh *strictHandler) ListRateLimits(w http.ResponseWriter, r *http.Request) {
+	var request ListRateLimitsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListRateLimits(ctx, request.(ListRateLimitsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListRateLimits")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListRateLimitsResponseObject); ok {
+		if err := validResponse.VisitListRateLimitsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteRateLimit operation middleware
+func (sh *strictHandler) DeleteRateLimit(w http.ResponseWriter, r *http.Request, name Name) {
+	var request DeleteRateLimitRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteRateLimit(ctx, request.(DeleteRateLimitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteRateLimit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteRateLimitResponseObject); ok {
+		if err := validResponse.VisitDeleteRateLimitResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetRateLimit operation middleware
+func (sh *strictHandler) GetRateLimit(w http.ResponseWriter, r *http.Request, name Name) {
+	var request GetRateLimitRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetRateLimit(ctx, request.(GetRateLimitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetRateLimit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetRateLimitResponseObject); ok {
+		if err := validResponse.VisitGetRateLimitResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutRateLimit operation middleware
+func (sh *strictHandler) PutRateLimit(w http.ResponseWriter, r *http.Request, name Name) {
+	var request PutRateLimitRequestObject
+
+	request.Name = name
+
+	var body PutRateLimitJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutRateLimit(ctx, request.(PutRateLimitRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutRateLimit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutRateLimitResponseObject); ok {
+		if err := validResponse.VisitPutRateLimitResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // SendSignalByKey operation middleware
 func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
 	var request SendSignalByKeyRequestObject
@@ -3131,79 +4000,90 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Fx9bttIlr/KA7eB2Agty3bS01EwWKSTnkmy2Y7b7sEAG3uVEvkkVkxVMVXFyOpEwJxmbrAX2KPMSRb1",
-	"wS+xKFGxnMbuzj9ptki+Kr7P3/sofw4iPs84Q6ZkMPocZESQOSoU5v9e88mrF/qCsmAUZEQlQRgwMsdg",
-	"FNA4CAOBH3MqMA5GSuQYBjJKcE70G1Mu5kTp55j6/lEQBnPK6DyfB6OTMFDLDO0tnKEIVqsw+NlQ9a5k",
-	"/rNpre8EToNR8C/H1bcc27vy2NBd6RUEyowziebLzgWfpDjXlxFnCpnSlyTLUhoRRTk7zuwTDz9IzvS9",
-	"fssVdM2KMcpI0EyTC0bBMwYXf3oOTx49/gM44gPz6e5dTfoZW76+fPuzvlx/eQn6DnwiaY6DIAxuj2b8",
-	"yDFS73FwQRb/jlKSGQarMHiRC2LfbZGCP3OI3W2QeZQAkXAVPB4O5/IqCOEqOBu6i5PkbDi/CvR6eEvm",
-	"WapXOxvKINQyUig0wf88eDc8enL98ODqamCvDv/1gMkvufzy3/8lv8zlF/ll/iU5PHz4XVDKXipB2Uzv",
-	"9E8U0/gnIbgwCih4hkJRK6apvtf+hHOiEuBTUAmCeSQEHMwG8IFP5PHZcSYoF1QtB77l5o5Ho8/r91Z1",
-	"HXvn1q5euC6J8ckHjJQm9pKwOEXxnLMpnbW3PyHRDZ9OxxMicZvmlAJbheV7c3K7y2uRQKIwHhPVsMCY",
-	"KDxS1BhRmx3kdqwlOc+sA1g3zcIKP7dflRgJVN5bejWeq102n2fxzpvPRbpdjs596GfLPVc7XONA2JRZ",
-	"UxQNDjd2vEE33lCp2pqR2Jvmmiqcy22samraqlyPCEGWrW8uyW/Y2LmVD4ljqmVA0vPaDqcklRj+vuq8",
-	"rppzcusiyHA43BxQ6srZdB2XdMYom4G9DweLRGI0hoegP+r7R9qrEAUpEqng5HuYLBXKw6cwQ4ZCSxsW",
-	"CTIgE4lMDaz2vEE2U0kwOtW7qrlFS/rds6P/IEe/DY+ePDy+fvjHz8PwdOX1g19jM1b/m1+YKJWNjo+B",
-	"C9CXUl//5eKNcZZSYSaBCITzt5e/YgyKtz7i0Q+Gt8UPP4Rb7EtvwqtmSFJNYF31M2QxZbPxnM7sl3T4",
-	"HamIyuV2+3bP+bbwmk/a6zuV8gRGp2tFZIlyIZApw7RaKKlt0ZHa7LVYnqZkoiOnxS0twZMFoUpfe5WV",
-	"pKA9mATCoHhSBzrQ1xKmXMCBXgL+CIQtD/VGS4fSWqpjL86JhEFEWITpWLMXpcK4RmTCeYrExhnOLG+i",
-	"5fgGl/qhrR/5NbEJUzqjkxTdS03e/NXYIYicMb2wYcmcLPUPT434YiRxShkak3a8c6wyNsw4Q8Our5Ma",
-	"Fohlk7EWeG4VBlPKqEzuqCrOr3tlS2Mv7m5rLWXZdjdT23lfEWuniWO8zahAeafPtJT4gtlP3fr8dhCT",
-	"EW3K4w4edSxQf985rSihaSyQdazigKf/7scccz+S0pFlnNI5tRE5Td9Og9G7zQK6IArf6FcucBqsrtc/",
-	"wiY8ebqLoLUnxR2fz7cil9d8cmkfNK9g1rbl51ynFjq6mgDld7ZfAxAX5AZ9rmMJBDIibjA2fkPkTAKZ",
-	"EcpGII3PDaGQdAguMA+2a+5aZDIpspV6Zbol22rq0nR1hYUWAiklWTgdx8Yy/rRBrDbZtp+um4FHpbvh",
-	"bdN7dUTaH4mKkh0RpU7YekPg13zyikkUypn8K/uSRoMWDhY/bAHHZtFNH3FRGs4+dovxVri+aUcvUBGa",
-	"9vcLGvOswvWtF0IeF4L0u6jyMcUVSTtwmTEQOXb60zPoFG+VhLe+sw7zGgTa22htPvR8dJvH15bLTrF2",
-	"014PDqoh6ccnpw0gfeLxTzGmZLkL4q8BgO1Vr68O9eveWQhMbbnoBpdPgejsibMYqOEaLBKaIhBI6SeL",
-	"wxKexhKoAoEqF0yCSojSd9aSjT4sulMWWA/IMU6JMevH65W5oQ0AUypkkdNZmk9q9IfhppDeRxjNKN8/",
-	"toeByNkOYc9fC+jyL6WTuqOHiTHObfXUnzas7arxeKdZnrtK3d38cNv/hgHDWzWOciF5H4jp89dNGh3c",
-	"vSwhEjKtRe+CImExJVWMcmWdV5kEhkHMmb47JTRFHahtUpY2+FTZxxuNlX+6Vchiy/gmr3qD8s1f3CLj",
-	"+16zFa2yu7lRxW8soC73lecGoWzekn3Nt4+il9C08jeoFAoZQkxnVMkQHowfhPBgoP8Z6X+OHjyFk6OT",
-	"0x8gSoggkX560Kx0V8Wc6+pyPBgdXX8ehienf/BXdt7mKuJzfJZlKfXJ6AOfjHtnbzuD7rbuWvy3oW5S",
-	"646sG3kBRvz5cH+zrFX9PdZJmVRa6/115/XCUI07iqrU/5b94XOtj5ELNpohi3Oh7XHkejKjTySlsQ24",
-	"W1VQ3y0W3cjRX4pAsV5RdZjZA8V47npym9ho6D63j96hA0DZeJrSWaJ2bAHwNEapxoVPu1PSn5FcdlWc",
-	"ds/9/E0At8b6R4dOECXXvV+2W/m/Lpl2DbJW8uth81UE6Pe8iSD9Hq1iUL/nXVTq93AZ674C7+8nTq7J",
-	"w9+MMSiuv+uytrwtp3NEO7fyNe0X5yyace2CLyRwhpDR6AailNC5BKJgztfQbB/A3HIGawVp0z/Qi0kU",
-	"n1BAJniEUroKigLOImwt2gOnd9r+ysO/BjzejYdlguNygcCTkLSr5s799QH5C6w459Y4abFjuHUcouW7",
-	"fHpk2wNtfY44k/m8s3r/FTGiNzrpjBQZWaacxLtUF/FjWwFfoE4yxRK4iFHAgqqEMlPu/8AnIzgJ4TSE",
-	"s3/87e/1un5Pj2NREX4sJk+qTa95/pK/3ULxJy6uZtHb0zgBb3M1Bdnu7Vwii3e0lEKS6w3OLen6rnLe",
-	"Tdf1d/y4/DdrxLub/Y6lh9+HBbZSu50R6q6JhCHU//kF99XSf03QlcxhTmJsdSmLMF6r6XeVBKoNhVWW",
-	"Ylb18sF1Ejqbux5Y5App40Z3lOXzicNC99DSa7fwlMrGVQqzvfXUW0DcppltGTG8VaEVSwgyIwsWggZP",
-	"IWjsFIJAJZYhcAHE/JILHBVdj9AMEYwNa0KIOGMYGR66X+qFgdj6XV/CJnaNOEWjqJfPXu+GFJxocrux",
-	"kab0mrpRaEKX2r2tGL2DDzL8r31SRbOA660b02ayXd3QEvXeMKL03jFy997Ze/1F86gjAGr82D/8ablu",
-	"DX6GZHsbdgYoF1QtLzU9h6GRCFs+N4sYd2R/KglolbHzm5RNuW9+0lUMjH/TOJhGCJzBOZdqJvDylze2",
-	"3p3lMkEJSKLE9DXNIIJ5SXEgsMBJwvnN4Io9T6n+7qKc/oFPJBAWg0T9jw3udqahWM2h/HL4wTAhNEM9",
-	"dsErpkG64gU0AlcFfiDNLNCBpoqxwU9wqQiLiYjhr3ZH8tCsXlTutU+XCxRXjLKK4AMJWgnBtCgHcIkI",
-	"MY/kcSa44hFPB/PYzKYUU0dQ3rhiV8wUfuwg0vpMrCaTzw0/DrrmcQ8HYMY/CpbozZkMxHwPYfDs/BUY",
-	"/QwBDVw8/nQCEUlTYIixhPfPcpVwQX8ztEfwo9EBuMqHw7PIvGgu8f3gipUFnlFQVYuCMPiEQrr+weBk",
-	"MDQeOENGMhqMgrPBcHBma4eJUbzjxIxD/aavZ3YwTRuGWf9VHIyCP6NyE1Nro8qnw+GGMeXdxpPdCp7p",
-	"5L9kg4bNBKN312Eg8/mcaIdi4nyR7FEJuZ2IIjOpbbD8EhlcayLHAkm83PitF/qJ3+dTzdIDLa/Hw7Nv",
-	"OQH+M1cg3OJbWB0TRSZEoua10AZtzFybpR2bw3gj/z+dHNcnTL1CeEOlelk8dJ+CqM3Bepjyk7FPt9uB",
-	"bYq6xNlPt9xojdUVK6rJ13VGHH/WmHplHXqKdtKlyZIX5veX5aTGGk8eefNRNMLY477DbgfRtbO9S6uY",
-	"M27LS2vnfUgrbJw96WhBVo+4gst1GLgO93qQZrgo9mnCAs8VEHhv537fwwyVBFKb631vx3X/8be/vwfO",
-	"TL7S5P953uC/mZD8kcfLfbP+PFfFgZX6gZfV/3qhVx7uAmdUKhQ65YgSwmZY4aFqnU1GXbSAOz3ba9ui",
-	"XdMpc7roY45iWR0vKga0djpPFPppVZlGL2KNLp2fYm1sbA/7s7WFitKW0qcm01aEWtu7GJXOBH6iPJeQ",
-	"kZkxHd/irlPesf7ZabPTag4SfRd49+Sjbgcr6sSrgY9hrQL7eGv19foeLa2YafDY2FuGjn13NzBtASaP",
-	"CLUfRKmq4ZbCpuzMmXa7XHoc6OnwxKJpZSS+0NSeOnwN729w+d4mObWpn4MiHQmh7NiEZTXo8IqR1KAf",
-	"Ox4UwulwWCxhp4MMvnlfnwwZgXZ9DoU3jdzOrbzmk3vyxrVpw2/rjBuDg55jhBXDG/w0grpBC2xPhyff",
-	"aj/FvX2oraVl+ktuWGxNW2ve/7hsh/kV+JlJWnVSDU49bM/gqSFPmWnz2xIlTnOJloGLhKcIhvSgW+Xk",
-	"/emcnaL99ipXH3zdIGU44ALqFnoYtji8R03IM1AcToYwHA5tXYQy235UROHcncHaoCSfabzalIYW/uP+",
-	"GOvmdztAlVHzu7PrrbUY606pKSVN+K3xp8UQLNjRBn8I2Al521PhZkSvwedj24BfP0ben2BXLHpWFbq4",
-	"aLYXqISy7V/0n58CYVUEMupiDvxovkiF2QN5xVyFGIgQ9BPKATwaPjH1KlegM6HNudeiUOyLQs/N4vev",
-	"RRv0B8hUQ2ntvZwZ7kOj7IfVw7tWJs1C80OhVT3M77h+ZmYTXn9eHUToAdv/iSa/GZr8tSz5VoditsPK",
-	"/fiUBIlQE7Sto7u6labavSxIX9r+0X1E9HIk9htH9OZUsK/s5u7tQz8sLeOBTDuwOHEplyxKBGc6MTQ9",
-	"gAPTlDC+1aAzjOF0eHpY1x/Xzml7kVp3c7/R5ddy26bwb/wc3pJIpUsTO/gUejVQ4cC0I8gcr9iExxQl",
-	"kLICRRwa1QH60EabRdHBsMtSCYyrWnulOH7MGXojjzszd4/KW+91fmP9XRuZ9uVB9tZ+ylEZF5b1BS7o",
-	"0OBemlr2YPfrri402d8VaYQVDjOHJffC+5y5qQOMTTmwRHMGc+hlYCr43ECP+on80ILdqUCZQHFAqA8c",
-	"qQ1hbUIjl+6xXmBkA1ywE0P9ZzDvFTDUhtO8Sd6E3+4XMJg8JAQ7TW3RAhwU83PatUmYpmQ2w7gZBYqJ",
-	"tq8GEt11rdOqruUGl2hsnP4iQZWgAKpgwW+wbJ0f+P7ygr6ecnHFVKI9N5mjGaAxKQRbOsqHA3hWLGJ6",
-	"/mVu4bx9QUkqsjS5LVXyilXJG5UgE75g+m1tAK7ljlk9YSnyE5NMeiLFJbLYTRLeU5yoZgx7hYnT/a/s",
-	"LVq4YdH9BAlHDMi6QP1623Y7xejLRqdjHvq/5XKKYSCPgF5SqbhY7tfluFgAiSXedD77T1WqwwOdgv3F",
-	"PnKPTK4ON3R22M0+qwJRUQ26awe3OOawarCj1mvvqrz94tpu98uTLjRjtrnHr79r97rVaq7Ys39/XZ4/",
-	"+cag/j4lUqtcmVF9IE7jqxazqf+h0gFXwoE5cqJTNw1FQqDsyB56gYhkoe0ANCDJuqLXYKQfr1dh106s",
-	"33fstav8/wrApuRQ/6sDGkwR2wbzRuXm2FU1D/ruWhujnSW0Bmz+tlrxx9RSHpE04VKNfhj+MDSG64gX",
-	"ByVsNFmF5f8Xi/p76PXM8sjURpDFGadMyRCIHU6UGMNkWU5QPpD1MsWgPnSgQUNt6XJcovabU9/aL7Wh",
-	"sdX16n8CAAD//w==",
+	"7Hz7bhs3uvirEPNbIDYylmUn6bYKih/cdHtJs00ad7HAiXxkauaThvGInJIcy2oiYJ9m3+C8wHmUfZID",
+	"3ubKkUa25OJc+kcqazjkx+9+1acgYouMUaBSBKNPQYY5XoAErv96zaY/fqs+EBqMggzLJAgDihcQjAIS",
+	"B2HA4beccIiDkeQ5hIGIElhg9caM8QWWah2VXzwPwmBBKFnki2B0FgZylYF5BHPgwXodBj/rXb0n6f9t",
+	"OutPHGbBKPh/p+VdTs1Tcar3XasTOIiMUQH6Zu84m6awUB8jRiVQqT7iLEtJhCVh9DQzK55+FIyqZ/2O",
+	"c/vqE2MQESeZ2i4YBRcUvf/uFfrq+Ys/I7v5QF/dvqu2vqCr15dvf1Yfmy+vkHqCbnGawyAIg7uTOTux",
+	"iFQwDt7j5V9BCDyHYB0G3+Ycm3dbW6HvGYrtYyTyKEFYoHHwYjhciHEQonHwbGg/nCXPhotxoM6DO7zI",
+	"UnXas6EIQkUjCVxt+O9HH4YnX109PRqPB+bT8f8/ouJzLj7/53+IzwvxWXxefE6Oj5/+KShoLyQndK4g",
+	"/Y5AGv+Fc8Y1A3KWAZfEkGmmnrWv8A7LBLEZkgkgvSREMJgP0Ec2FafPTjNOGCdyNfAdt7A4Gn1qPltX",
+	"eeyDPbt84arYjE0/QiTVZt9jCW2o8S0mKZ6m0Ib8Ow6ARMqkQJQtKwAWshAGEQcsIZ5gWROkGEs4kUTL",
+	"QutWN7Dy3CgMUrIgsvKkcoxIMI+F/1mexTuC0ECegsedXhwVVjBTu2btwC48vyFCtnE9x9J8IBIWYpt4",
+	"anqtiwMw53jVgt1s2QXGu9yoijgmiqY4fVeBZ4ZTAWEDxIIGC3xnVeBQ/7dZKVYpFMMM56nU64pdvni+",
+	"VatWr2XA8F3rB0zjFPgrRmdk3kbxFEc3bDabTLGAbQgu1M46LN5b4LtdXrsP+y/w3UTpo0UmOziaWvvS",
+	"elVAxEF6H6nTmCF3X+B3F5wwyHm6XRtZI6jWFjCXEDYwENZpVifFbpJnecMvfIl52F/+6py2TRCL7TcA",
+	"trs4PjI7N1mzpgS2aoCCOetm5JLMKaFzZJ6jo2UiIJqgp0hd6ovnyjZiiVLAQqKzL9B0JUEcv0RzoMAV",
+	"tdEyAYrwVACVA8M9b4DOZRKMzhVUFeNutv5wcfJv+OT34clXT0+vnn79aRier73W/D4yY/i/fsNEymx0",
+	"eooYR+qjUJ//9v6NNvlCQiYQ5oDevb38FWIkWesSz7/UuHVffLnNYCkgvGwGOFUbNFk/AxoTOp8syNzc",
+	"pEPvCIllLrbLt13nA+E1m3p8DMNSHvfO8przj6Kcc6BSI83vb9itNmstmqfWpTHed4vweImJVJ+9zIpT",
+	"pDSYQJgit1K5a0h9FmjGODpSR6CvEaarYwVooVBaR3XAYpVIGESYRpBOFHpBSIgrm0wZSwEbO8OowU20",
+	"mlj3aesl72ObICVzMk3BvlTHzd+1HCKeU6oO1ihZ4JX64qUmXww4TgkFLdIWdxZVWoYpo6DRdT+qgfO7",
+	"Nwmri0rWYTAjlIjkgaxi9bqXtiT2Ro9triU0265mKpD3JbFSmjCBu4xwEA+6ptmJLam56tb1252YDCtR",
+	"nnTgqOOA6vtWaUUJSWMOtOMUGz75n/6WQ+73pJRlmRTOLk7Tt7Ng9GEzgd5rx35B5HuYBeur5iVM2K49",
+	"396EVpoUdlyfb/VcXrPppVmoX4GsLcuvmAqQlXXVBsqvbO/jIC7xDfhUxwphlGF+A7HWGzynAuE5JnSE",
+	"hNa5IXKUDpE1zIPtnNuwTDrRY6heim6Btgq71FWdk1BHkIKSTulYNBb2p+3EmiCyqaerYuBh6W73tq69",
+	"OiztN1hGyY4e5Uc27e8Cv2bTH6kALq3I/2heOisCQvfFFudYH7rpEu8LwdkHtBBvddc3QfQtSEzS/npB",
+	"+TzrsAm6I/LEEdKvooplkkmcdvhlWkDExPJPT6Pj3io23vpO082rbdAGowV86Ll0G8dXBsuWsXbjXo8f",
+	"VPGkX5yd1xzpM49+iiHFq108/ooDsD13e29T39TOnENqkp43sHqJsIqeGI0R0VhDy4SkgDBKya3xwxKW",
+	"xgIRiTjInFOBZIKletIINvqg6EFRYNUgF5mgF8388tAYgBnhwsV0Zs+vKvsPw00mvQ8x6la+v20PA57T",
+	"+ycUHct06JdCST1Qw8QQ56YG4A8bGlDVlneK5Tubb36YHm7r3zCgcCcnUc4F6+Ni+vR1fY8O7F4WLhJQ",
+	"xUUfAhew6MIARLk0yqsIAsMgZlQ9nWGSgjLUJihLa3gq5eON8pX/cieBxgbxjRRqX6d8841b2/juq0FR",
+	"LLubGpXsxjjUBVx5rj2UzSCZ13xwuIpYXcrfgJTARYhiMidShOjJ5EmIngzUPyP1z8mTl+js5Oz8SxQl",
+	"mONIrR7U6zVlMueq/DgZjE6uPg3Ds/M/+zM7b3MZsQVcZFlKfDT6yKaT3tHbzk53m3eN/7chb1Kp8TWF",
+	"3Dkj/ni4v1hWalce6SRUSMX1/rxzMzFUwY4kMvW/Zb74VKnG5ZyO5kDjnCt5HNnK4ugWpyQ2BncrC6qn",
+	"7tCNGP3FGYpmRtX6zB5XjOW2srwJjXrfV2bpAyoAhE5mKZkncscSAEtjEHLidNqDgv4M56Ir4/Tgqpot",
+	"AtgzmpcOLSEKrHtvtlv6v0qZdg6ykvLrIfOlBei3XluQfktLG9RvvbVK/RYXtu4e/v5+7GSDHv5ijPbi",
+	"+qsuI8vbYjq7aSco9ym/WGVRt2vv2VIgRgFlJLpBUYrJQiAs0YI1vNk+DnNLGTQS0rp+oA4TwG+Bo4yz",
+	"CISwGRSJGI2gdWgPP71T9tce/BXusUeh5tENSNGG/CdY2TAkwbcqWDEra/nfbkae5lw0VA/LDXPaxTRf",
+	"TO/fhNCpYLnNyPU4d186kpuck7lyWGB0N+1XkMgvcWUo1F/sSqpvE73q7huBu4cMOkaoc9dfmZBIO6Si",
+	"YC0TBdcLDI54zX6GLhEpqesYoX7ur/bIOIYYZcBtYN7vUG9w6070oLRgio043d3/L5IONj4PPEmCTonp",
+	"E3gvodRmnm6QXj0lPlnx4cGU7NocHzEq8kVnRe0eOqN3xNCpXDK8ShmOd8n4w29tJvwWUnILfIUYj4Gj",
+	"JZEJoboE95FNR+gsROchevavf/yzj671pdDVqWHpwhmgG/qowG83UfzJBJtH7K2GLIG36SC3bTc4l0Dj",
+	"HSXFUbLZdLAlhbYrnXfjdXWPb1Y/GSHeXex3TAf+MSgw1ZPtiJAPDe71Rv3XL5mvvvVrAraMhRY4hlbn",
+	"gHOtK3W2rjRdCVBYZg70qV482OpeZ8OFJ1Sxye1JrWOhtHuHKLO3y+pSZpMyrbC9HNybQMykfto0onAn",
+	"Q0OWEIkML2mIVEATIhXPhIiD5KsQMY6w/ibnMHKVyFA39kw0akIUMUoh0ji031STdbHRu74kCt/V4rji",
+	"bS+d3axQOkzUsV0DpE69Om84Tuhiu7clonfQQRr/lSuVe7oQuvVgVk+AlQ8URb0PNCm9TzTdvU/2nhNV",
+	"OOowgCqm62/+FF23Gj+9ZRsM05eXcyJXl2o/61MD5qakpQ/R6sh8VWygWMZMBhA6Y77OfJvF0/pNxaYk",
+	"AsQoeseEnHO4/OWNCf6yXCQgEOAo0b0GujlIvyQZwmgJ04Sxm8GYvkqJurcrcX1kU4EwjZEA9Y8x7qbP",
+	"yJ1mI++iIUkjIdSNdubAMVWBs2TONUK2MvNE6P68I7UrxNp/QpcS0xjzGP3dQCSO9emumqZ0ulgCH1NC",
+	"yw2fCKSYEOm2gQG6BEAxi8RpxplkEUsHi1j3i7lOQFQ8GNMx1clY0xzYnLZQ2+QLjY+jrkmP4wHSLVkO",
+	"JQo4nRXQ98EUXbz70YRIIQLtLp7enqEIpymiALFA1xe5TBgnv+u9R+gbzQNonA+HzyL9ov4I14MxLZKu",
+	"o6DM4AZhcAtc2Jre4Gww1Bo4A4ozEoyCZ4Ph4JnJ5yea8U4T3aL4u+6GN82iSjD0+T/GwSj4HqTtYmwM",
+	"wZwPhxsGYHYbfLEneOZe/pYNajITjD5chYHIFwusFIq28y4BQwTKTZcingslg8VNRHClNjnlgOPVxru+",
+	"Vyv+mKvqoweKXi+Gzx5ztuhnJhG3h29BdYwlnmIBCtdcCbQWcyWWppUV4o34vz07LUYuvBR4Q4T8Xq84",
+	"IAmKeRAPLv6ixVIBOTDNCTZY9u9YgFhBb3n9WcqWJwpiztIGAk4/3cBqbZR4CiatUcfEt/r774vmpyoq",
+	"nnsDUJAQG3V8AytFIIyyFBOKfvr6DFX6NPRj3em19yuGnXLlv8h+aeqjp2Lag1AzrE07fvDFH02cSwsL",
+	"0tcEYTvPPUOLJtbqnlncKWBcX4WBbYFp9AASmbBcIqyhChFuc0m8INIku4sChDbbWL2lfGR09NPXZ8eD",
+	"Mb3UY2nKcur6EcTK9bg2Q0jXiLOleIkWjAMyX6EUpPk7Mo2PSksYT2Sai9WYquM5aDdeIY5wO/hGKFKI",
+	"T1NIjRGss9q7vGQ13cD9DYtXe+Wyd7l0I6FV8qz/WzJ3qd3fgER5plyza502vjb+nvZcZEJEizcMQ0C1",
+	"4rFZ8VXnfTqV/w9u0SFNcGUqqdMEWGgfrjfKOaQmIk4/KXHvYQV+KPpmexuCvcLdrdY7Ids7tdzUl18K",
+	"DkGtlob37VYusan2LmV7gSgsHZxarIzqvTZTWNdoDkp/Vqasrs3w1L/+8c9rpYEHPl1Xxf/+1V1lSu6R",
+	"Nd7jEL3Ufu9hToQEjhhHUYLpHMpIuDxnk1C7hrxOzfbaNMw1eEob/99y4KvS+rt2+Z1+oyD071XmmHpt",
+	"VuuZ8u9YaeLfA3zG0+n2bFq5Hp+jVWlCdINrGYdbwnKBMjyHwstqHG77FjvOf3Ze73vTP07wp8ALk2/3",
+	"Yn692Lxsvx1Wam8vttbdrg4oaa7D1CNjbylY9O3BvSDCZJBCpQdByLLV2MmUmQBQapf56svnwzPnjYDW",
+	"pR/Z9KXNrKDrG1hdm/RWpQf7yCWiwtJ9DYs6wPGY4lTHvaZMHaLz4dAdYXq1dWR7Xe3THSGl+q59rqfp",
+	"In7NpgfSxpXZj8dVxrUxDs9Pk5QIr+HThaKafc6HZ48Fj3u2D7Y1e+kAyLbuN7i1ov1Pi+YkPwNf6HSl",
+	"jmAse5hq8Uu9PaG66dIUp2CWCzAIXCYsBaS3HnSznDgcz5mZpsdnueoY0gYqoyPGUVVCj8MWhvfICSZE",
+	"Ohui4XBoIiRCTTOYxBIWdiJ+A5N8IvF6UwLS6Y/DIdZOU3U4VZrNH46ut0ZijDolOm6fsjutT91IkkkU",
+	"CL8J2MnzNr80pQcmang+Ne2QzZ+m6r9hly26KEscjNcLyypSdk2YLjZ+iTCtJFAUu+jxa4UXISF7IsbU",
+	"1gYR5pzcghig58OvdKXClma0abPq1ZUIfVbolT788Fy0gX8QnilXWmkvK4b74Chzsap5V8ykUKi/cFzV",
+	"Q/xOqxPMm/z1V+VYaA+3/f+8yUfzJn8tin3liPJ2t3I/OiUBzOUUTNPAQ9VKne1+cFtfms6BQ1j0YkDp",
+	"kS16fUbLl3azz/bBH2YvrYFMBtn+/oVY0SjhjKrAUFd/j3Q5WutW7Z1BjM6H58dV/rGF/LYWqfS17Ne6",
+	"/FqArUu+Ws/BHY5kutK2g81Qr9YZdKQL0XgBYzplMQGBcJGBwtYbVQb62Fibpatdm2OJQJTJSmHd/RgM",
+	"o+C1PPYXDA7IvNUul0fm38YAmy8OMo/2k47KGDeod35BBwf34tSi+2a/6uq92vYP9TTC0g97YEGzgvuc",
+	"2n4ziHU6sPDmtM+hjkEzzhba9aj+PlJonN0ZB5EgN67dxx2ptN9u8kYu7bJezsgGd8H0ivafiDmow1Bp",
+	"S/YGeVN2t1+HQcchITKzbcZbQEeuc1qpNoFmKZ7PIa5bAdfLfG9HojuvdV7mtWzLKom10l8mIBPgiEi0",
+	"ZDdQNE0d+X4HS32eMT6mulqn2EC3TuoQgq7szscDdOEO0d1eRWxhtb3bSUi80rEtkWJMy+CNCCQStqTq",
+	"bSUAttkKsmrA4uITHUx6LMUl0Nj2kB/ITpTd5b3MxPn+T/YmLeyYwH6MhN0M4SZB/XzbVjuu6XGj0tGL",
+	"/mepHNcG6iHQD0RIxlf7VTnWFqDEbF5XPvsPVcpRzk7C/mKWHBDJ5ahpZ4Vdw1kmiFw26KEVXDd0uq6h",
+	"o1Jr78q8/WLLbofFSZc3o8Hc4+0fWr1ulZpL9OxfXxfTwI/s1B+SIpXMlR7SQthyfFli1vk/kMrgCnSk",
+	"B4BV6KZckRARemJGkFGEs9BUAGouSZPROZZwUg6Udgp/MaZ4UAVQn37tVAIKaKSBPlS/ZQUtvRtuyjnb",
+	"HVpuSlVm54Ufsb1yA8AHIGmXxByQmPttxnnNpsZF1q61Itt1OTA9Qp+M93wDqxCZwdn19UvrLOt+fkYj",
+	"I703sHoixrQ67YyuzSvXdhi6o0uxTrH9q9TagPcjq9VHYZRSv17YhJWlQgbckI7DjLgyjKavI0llTNz1",
+	"POqp7uvtTYyVWN2fFCljGzMQeugAx5zyvyvK0Xnd6g/tqYgVm14Db+hTn2oox60+XCkVYUZ1jFrRPyfu",
+	"fj88ZRFOEybk6Mvhl0OtTuzmbg7ZuOzrsPjbHepvVKqm7050AhponDFCpQgRNrM/AmI0XRUDSk9ENRc8",
+	"qHZ2qciscnTRk1b5zvoIbWheVbp59USCma1SZ5xYOSqFVFSOrYlF5aTKrMf6av1fAQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

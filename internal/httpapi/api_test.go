@@ -106,6 +106,9 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, httpapi.Config{MaxBodyBytes: 4096, MaxBatchBodyBytes: 1 << 20, Guard: &netguard.Guard{}})
 	a.registerHandler("h")
+	if r := a.do("PUT", "/v1/rate-limits/tight", `{"rate": 1, "burst": 2}`); r.status != 200 {
+		t.Fatalf("rate limit: %d %s", r.status, r.body)
+	}
 	huge := `{"handler": "h", "input": "` + strings.Repeat("x", 5000) + `"}`
 	bigBatch := `{"jobs": [` + strings.TrimSuffix(strings.Repeat(`{"handler": "h"},`, 10001), ",") + `]}`
 	cases := []struct {
@@ -144,6 +147,13 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"list bad status", "GET", "/v1/jobs?status=sleeping", ``, 422, "query/status"},
 		{"job id not a number", "GET", "/v1/jobs/abc", ``, 422, "path/id"},
 		{"signal without name", "POST", "/v1/jobs/1/signals", `{"payload": {}}`, 422, "name"},
+		{"unknown rate limit", "POST", "/v1/jobs", `{"handler": "h", "rate_limit": {"name": "nope"}}`, 422, "rate_limit/name"},
+		{"weight over burst", "POST", "/v1/jobs", `{"handler": "h", "rate_limit": {"name": "tight", "weight": 3}}`, 422, "rate_limit/weight"},
+		{"batch weight over burst", "POST", "/v1/jobs/batch", `{"jobs": [{"handler": "h"}, {"handler": "h", "rate_limit": {"name": "tight", "weight": 9}}]}`, 422, "jobs/1/rate_limit/weight"},
+		{"gate limit zero", "PUT", "/v1/gates/k", `{"limit": 0}`, 422, "limit"},
+		{"gate shards 65", "PUT", "/v1/gates/k", `{"limit": 5, "shards": 65}`, 422, "shards"},
+		{"rate limit burst below 1", "PUT", "/v1/rate-limits/r", `{"rate": 1, "burst": 0.5}`, 422, "burst"},
+		{"rate limit negative rate", "PUT", "/v1/rate-limits/r", `{"rate": -1, "burst": 5}`, 422, "rate"},
 	}
 	for _, c := range cases {
 		r := a.do(c.method, c.path, c.body)
@@ -179,6 +189,12 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 	}
 	if n := a.count("queues"); n != 0 {
 		t.Fatalf("bad requests created %d queues", n)
+	}
+	if n := a.count("gates") + a.count("rate_buckets"); n != 0 {
+		t.Fatalf("bad requests created %d gates or buckets", n)
+	}
+	if n := a.count("rate_limits"); n != 1 {
+		t.Fatalf("bad requests changed the rate limits (%d rows)", n)
 	}
 }
 

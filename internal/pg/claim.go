@@ -41,6 +41,8 @@ type ClaimedJob struct {
 	ClaimInboxSeq   int64
 	InboxSeq        int64
 	PendingChildren int
+	// GateShard is the gate slot shard the step holds (nil when not gated).
+	GateShard *int
 
 	// The handler's settings; HandlerURL is nil when the handler is not registered.
 	HandlerURL              *string
@@ -59,9 +61,17 @@ func (db *DB) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]ClaimedJob
 		var c ClaimedJob
 		err := r.Scan(&c.ID, &c.Queue, &c.Handler, &c.Key, &c.Step, &c.Attempt, &c.MaxAttempts, &c.Input,
 			&c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt, &c.ClaimedAt, &c.Wake,
-			&c.ConsumedSeq, &c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren,
+			&c.ConsumedSeq, &c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.GateShard,
 			&c.HandlerURL, &c.Secret, &c.PreviousSecret, &c.PreviousSecretExpiresAt, &c.TimeoutMS,
 			&c.BackoffBaseMS, &c.BackoffMaxMS)
 		return c, err
 	}, p.Queue, p.Limit, p.LeaseTTL.Milliseconds(), p.Owner, p.SignalCap)
+}
+
+// JobReadyExists reports whether queue has a due runnable job (one jobs_pick probe): an
+// empty pick on such a queue was throttled, not idle.
+func (db *DB) JobReadyExists(ctx context.Context, queue string) (bool, error) {
+	var ok bool
+	err := db.pool.QueryRow(ctx, stmt("JobReadyExists"), queue).Scan(&ok)
+	return ok, translate(err)
 }

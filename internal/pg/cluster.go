@@ -51,6 +51,9 @@ var ErrNoPostgres = errors.New(`no PostgreSQL server binaries found (looked for 
 // postgresBinDir finds the directory holding initdb and postgres.
 func postgresBinDir() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real // /usr/local/bin/initdb -> /usr/lib/postgresql/15/bin/initdb: find lib/ beside it
+		}
 		dir := filepath.Dir(p)
 		if _, err := os.Stat(filepath.Join(dir, "postgres")); err == nil {
 			return dir, nil
@@ -138,7 +141,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	}
 	if _, err := os.Stat(filepath.Join(bin, "..", "lib", "pg_stat_statements.so")); err == nil {
 		args = append(args, "-c", "shared_preload_libraries=pg_stat_statements",
-			"-c", "pg_stat_statements.track=all")
+			"-c", "pg_stat_statements.track=all", "-c", "pg_stat_statements.track_planning=on")
 	}
 	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -14,6 +15,14 @@ import (
 type StatementCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
+	time   map[string]time.Duration
+}
+
+type traceKey struct{}
+
+type traceStart struct {
+	name string
+	at   time.Time
 }
 
 var statementNames = func() map[string]string {
@@ -36,14 +45,28 @@ func (c *StatementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, dat
 	c.mu.Lock()
 	if c.counts == nil {
 		c.counts = map[string]int{}
+		c.time = map[string]time.Duration{}
 	}
 	c.counts[name]++
 	c.mu.Unlock()
-	return ctx
+	return context.WithValue(ctx, traceKey{}, traceStart{name: name, at: time.Now()})
 }
 
 // TraceQueryEnd implements pgx.QueryTracer.
-func (c *StatementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *StatementCounter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	if st, ok := ctx.Value(traceKey{}).(traceStart); ok {
+		c.mu.Lock()
+		c.time[st.name] += time.Since(st.at)
+		c.mu.Unlock()
+	}
+}
+
+// Time is the total time statement name took, as the client saw it (round trips included).
+func (c *StatementCounter) Time(name string) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.time[name]
+}
 
 // Count is how many times statement name ran.
 func (c *StatementCounter) Count(name string) int {

@@ -82,19 +82,26 @@ type JobInserted struct {
 	Deduplicated bool
 }
 
-// UnknownHandlersError lists handler names a batch named that are not registered.
-type UnknownHandlersError struct{ Names []string }
+// InsertProblem says why one item of a refused batch cannot be inserted.
+type InsertProblem struct {
+	Index   int    // the item's position in the request
+	Field   string // "handler", "rate_limit/name", "rate_limit/weight"
+	Message string
+}
 
-func (e *UnknownHandlersError) Error() string {
-	return fmt.Sprintf("unknown handler(s): %v", e.Names)
+// InsertRefusedError lists what made JobInsertMany refuse a batch; nothing was written.
+type InsertRefusedError struct{ Problems []InsertProblem }
+
+func (e *InsertRefusedError) Error() string {
+	return fmt.Sprintf("insert refused: %d problem(s), first: %s", len(e.Problems), e.Problems[0].Message)
 }
 
 // Unwrap makes errors.Is(err, ErrInvalid) true.
-func (e *UnknownHandlersError) Unwrap() error { return ErrInvalid }
+func (e *InsertRefusedError) Unwrap() error { return ErrInvalid }
 
 // JobInsertMany inserts jobs in one statement (JobInsertMany in sql/jobs.sql) and
-// answers in request order. A batch naming an unknown handler writes nothing and
-// returns *UnknownHandlersError.
+// answers in request order. A batch naming an unknown handler or an impossible rate limit writes nothing and
+// returns *InsertRefusedError.
 func (db *DB) JobInsertMany(ctx context.Context, items []JobInsert) ([]JobInserted, error) {
 	if len(items) == 0 {
 		return nil, nil
@@ -161,23 +168,15 @@ func (db *DB) JobInsertMany(ctx context.Context, items []JobInsert) ([]JobInsert
 		return out, nil
 	}
 	if len(inserted) == 0 && len(existing) == 0 {
-		names := map[string]bool{}
-		var list []string
-		for _, it := range items {
-			if !names[it.Handler] {
-				names[it.Handler] = true
-				list = append(list, it.Handler)
-			}
-		}
-		missing, err := collect(ctx, db, stmt("HandlersMissing"), func(r pgx.Rows) (string, error) {
-			var s string
-			return s, r.Scan(&s)
-		}, list)
+		problems, err := collect(ctx, db, stmt("JobInsertProblems"), func(r pgx.Rows) (InsertProblem, error) {
+			var p InsertProblem
+			return p, r.Scan(&p.Index, &p.Field, &p.Message)
+		}, payload)
 		if err != nil {
 			return nil, err
 		}
-		if len(missing) > 0 {
-			return nil, &UnknownHandlersError{Names: missing}
+		if len(problems) > 0 {
+			return nil, &InsertRefusedError{Problems: problems}
 		}
 	}
 	// A key taken by a concurrent insert that committed after this statement's snapshot:

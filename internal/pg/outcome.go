@@ -51,12 +51,18 @@ type OutcomeApplied struct {
 }
 
 // JobApplyOutcomes applies a batch of outcomes in one statement (sql/outcome.sql).
-func (db *DB) JobApplyOutcomes(ctx context.Context, recs []OutcomeRecord) ([]OutcomeApplied, error) {
+// creditGates selects the variant that also gives back gate slots: it must be true when
+// any step of the batch may hold one.
+func (db *DB) JobApplyOutcomes(ctx context.Context, recs []OutcomeRecord, creditGates bool) ([]OutcomeApplied, error) {
 	payload, err := json.Marshal(recs)
 	if err != nil {
 		return nil, err
 	}
-	return collect(ctx, db, stmt("JobApplyOutcomes"), func(r pgx.Rows) (OutcomeApplied, error) {
+	name := "JobApplyOutcomes"
+	if creditGates {
+		name = "JobApplyOutcomesCrediting"
+	}
+	return collect(ctx, db, stmt(name), func(r pgx.Rows) (OutcomeApplied, error) {
 		var a OutcomeApplied
 		return a, r.Scan(&a.ID, &a.Status, &a.Queue, &a.Ready)
 	}, payload)

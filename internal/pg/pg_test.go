@@ -83,7 +83,7 @@ func TestInsertClaimOutcomeRoundTrip(t *testing.T) {
 		{ID: c.ID, Token: c.LeaseToken, Kind: pg.KindNext, Label: "next",
 			State: json.RawMessage(`{"s":1}`)},
 		{ID: claimed[1].ID, Token: "00000000-0000-0000-0000-000000000000", Kind: pg.KindDone, Label: "done"},
-	})
+	}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

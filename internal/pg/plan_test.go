@@ -81,3 +81,92 @@ func TestPickIsOneStatement(t *testing.T) {
 		}
 	}
 }
+
+// Flow control costs nothing on a queue that does not use it: the gate and rate-bucket
+// reads of the pick never execute, and the scan still stops at the batch.
+func TestPickPaysNothingForUnusedFlowControl(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	seedJobs(t, db, "plain", 100_000, "")
+	// Other queues do use gates and rate limits.
+	if _, err := db.Exec(ctx, `INSERT INTO rate_limits (name, rate, burst) VALUES ('api', 10, 10)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.GateUpsert(ctx, "tenant", 3, 2); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := db.ExplainAnalyze(ctx, pg.Statement("JobClaimBatch"), "plain", 50, int64(30_000), "explain", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pgtest.ParsePlan(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{"gate_slots", "rate_buckets", "rate_limits", "gates"} {
+		if !plan.NeverExecuted(rel) {
+			t.Errorf("the pick read %s on a queue without flow control:\n%s", rel, raw)
+		}
+	}
+	if read := plan.MaxRowsRead("jobs"); read > 100 {
+		t.Fatalf("a node read %.0f rows of jobs for a batch of 50", read)
+	}
+}
+
+// With gated and rate-limited rows in the window, admission does run, and still reads
+// only the batch from jobs.
+func TestPickAdmissionRunsWhenUsed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	seedJobs(t, db, "busy", 10_000, "")
+	if _, err := db.Exec(ctx, `INSERT INTO rate_limits (name, rate, burst) VALUES ('api', 10, 10)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.GateUpsert(ctx, "tenant", 3, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `UPDATE jobs SET concurrency_key = 'tenant' WHERE id % 3 = 0;
+		UPDATE jobs SET rate_limit = 'api', rate_key = 'k' || (id % 7) WHERE id % 3 = 1`); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := db.ExplainAnalyze(ctx, pg.Statement("JobClaimBatch"), "busy", 50, int64(30_000), "explain", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, _ := pgtest.ParsePlan(raw)
+	if plan.NeverExecuted("gate_slots") || plan.NeverExecuted("rate_limits") {
+		t.Fatalf("admission did not run with gated and rate-limited candidates:\n%s", raw)
+	}
+	if read := plan.MaxRowsRead("jobs"); read > 100 {
+		t.Fatalf("a node read %.0f rows of jobs for a batch of 50:\n%s", read, raw)
+	}
+}
+
+// A connection reuses a cached generic plan for a prepared statement once Postgres finds
+// it no costlier than the custom ones; a generic plan cannot see LIMIT $2. The pick must
+// still read only the batch then, and never scan the whole table.
+func TestPickGenericPlanStaysOnTheIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.Open(t, pgtest.NewDatabase(t), pg.Options{MaxConns: 1})
+	seedJobs(t, db, "q", 100_000, "")
+	if _, err := db.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, "PREPARE pick(text, int, bigint, text, int) AS "+pg.Statement("JobClaimBatch")); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := db.ExplainAnalyze(ctx, "EXECUTE pick('q', 50, 30000, 'explain', 100)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, _ := pgtest.ParsePlan(raw)
+	if plan.HasSeqScan("jobs") {
+		t.Fatalf("the generic plan of the pick scans jobs sequentially:\n%s", raw)
+	}
+	if read := plan.MaxRowsRead("jobs"); read > 100 {
+		t.Fatalf("the generic plan read %.0f rows of jobs for a batch of 50", read)
+	}
+}

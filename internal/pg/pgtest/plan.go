@@ -66,3 +66,17 @@ func (n PlanNode) HasSeqScan(relation string) bool {
 	n.Walk(func(p PlanNode) { found = found || (p.NodeType == "Seq Scan" && p.RelationName == relation) })
 	return found
 }
+
+// NeverExecuted reports whether every node that scans relation ran zero times (EXPLAIN's
+// "never executed"), and that at least one such node exists in the plan. (A
+// data-modifying CTE's own ModifyTable node always runs; what matters is its scan.)
+func (n PlanNode) NeverExecuted(relation string) bool {
+	seen, ran := false, false
+	n.Walk(func(p PlanNode) {
+		if p.RelationName == relation && strings.Contains(p.NodeType, "Scan") {
+			seen = true
+			ran = ran || p.ActualLoops > 0
+		}
+	})
+	return seen && !ran
+}

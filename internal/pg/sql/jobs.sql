@@ -15,6 +15,8 @@ WITH req AS (
 missing AS (
     SELECT 1 FROM req r
     WHERE NOT EXISTS (SELECT 1 FROM handlers h WHERE h.name = r.handler)
+       OR (r.rate_limit IS NOT NULL AND NOT EXISTS (
+               SELECT 1 FROM rate_limits l WHERE l.name = r.rate_limit AND l.burst >= coalesce(r.rate_weight, 1)))
     LIMIT 1
 ),
 new_queues AS (
@@ -59,10 +61,22 @@ FROM jobs j
 WHERE j.key IN (SELECT r.key FROM req r WHERE r.key IS NOT NULL)
   AND j.status IN ('runnable', 'executing', 'awaiting');
 
--- name: HandlersMissing
--- Names among $1 that have no handler row (the error path of JobInsertMany only).
-SELECT n FROM unnest($1::text[]) AS n
-WHERE NOT EXISTS (SELECT 1 FROM handlers h WHERE h.name = n);
+-- name: JobInsertProblems
+-- Why JobInsertMany refused a batch (its error path only): for each item, an unknown
+-- handler, an unknown rate limit, or a weight that can never fit the limit's burst.
+SELECT r.ord, 'handler', 'no handler named "' || r.handler || '" is registered (PUT /v1/handlers/' || r.handler || ' first)'
+FROM jsonb_to_recordset($1::jsonb) AS r(ord int, handler text)
+WHERE NOT EXISTS (SELECT 1 FROM handlers h WHERE h.name = r.handler)
+UNION ALL
+SELECT r.ord, 'rate_limit/name', 'no rate limit named "' || r.rate_limit || '" exists (PUT /v1/rate-limits/' || r.rate_limit || ' first)'
+FROM jsonb_to_recordset($1::jsonb) AS r(ord int, rate_limit text)
+WHERE r.rate_limit IS NOT NULL AND NOT EXISTS (SELECT 1 FROM rate_limits l WHERE l.name = r.rate_limit)
+UNION ALL
+SELECT r.ord, 'rate_limit/weight', 'weight ' || coalesce(r.rate_weight, 1) || ' can never fit: rate limit "' || l.name || '" has burst ' || l.burst
+FROM jsonb_to_recordset($1::jsonb) AS r(ord int, rate_limit text, rate_weight int)
+JOIN rate_limits l ON l.name = r.rate_limit
+WHERE l.burst < coalesce(r.rate_weight, 1)
+ORDER BY 1;
 
 -- name: JobGet
 -- One job by primary key, with its inbox and children counts (jobs_parent, signals_inbox).

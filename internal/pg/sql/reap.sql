@@ -2,10 +2,11 @@
 -- Takes back up to $1 steps whose lease expired (their process died or hung): runnable
 -- again, or failed when the attempts are used up, cancelled when a cancel was requested.
 -- Ordered by expiry and SKIP LOCKED, so several reapers share the work without waiting.
--- Writes the steps history row and joins the parent of a child that ended.
+-- Writes the steps history row, gives back the gate slot the step held, and joins the
+-- parent of a child that ended.
 -- Index use: jobs_lease range scan (only expired rows are read), jobs_pkey per row.
 WITH expired AS (
-    SELECT id FROM jobs
+    SELECT id, concurrency_key, gate_shard FROM jobs
     WHERE status = 'executing' AND lease_expires_at < now()
     ORDER BY lease_expires_at
     LIMIT $1
@@ -28,7 +29,17 @@ updated AS (
         updated_at = now()
     FROM expired e
     WHERE j.id = e.id AND j.status = 'executing' AND j.lease_expires_at < now()
+      AND j.id = ANY (ARRAY(SELECT e2.id FROM expired e2))  -- PK lookups under any plan
     RETURNING j.id, j.status, j.queue, j.parent_id, j.step, j.attempt, j.attempted_at, j.error
+),
+credited AS (
+    UPDATE gate_slots s
+    SET available = least(s.cap, s.available + d.n)
+    FROM (SELECT e.concurrency_key AS key, e.gate_shard AS shard, count(*) AS n
+          FROM updated u JOIN expired e ON e.id = u.id
+          WHERE e.gate_shard IS NOT NULL
+          GROUP BY 1, 2 ORDER BY 1, 2) d
+    WHERE s.key = d.key AND s.shard = d.shard
 ),
 history AS (
     INSERT INTO steps (job_id, step, attempt, outcome, http_status, started_at, finished_at, error)
@@ -73,6 +84,7 @@ woken AS (
     SET status = 'runnable', wake = 'timeout', eligible_at = now(), updated_at = now()
     FROM due
     WHERE j.id = due.id AND j.status = 'awaiting' AND j.eligible_at <= now()
+      AND j.id = ANY (ARRAY(SELECT d2.id FROM due d2))  -- PK lookups under any plan
     RETURNING j.id, j.queue
 ),
 notified AS (

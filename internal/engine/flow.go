@@ -1,0 +1,128 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/pg"
+)
+
+// SetGate creates or changes a gate: at most limit executing jobs with concurrency key
+// key, counted on shards slot rows (more shards, more independent credit chains).
+func (e *Engine) SetGate(ctx context.Context, key string, limit, shards int) (pg.Gate, error) {
+	v := &validator{}
+	v.keyText("key", &key)
+	if limit < 1 || limit > 1_000_000 {
+		v.add("limit", "must be between 1 and 1000000")
+	}
+	if shards < 1 || shards > 64 {
+		v.add("shards", "must be between 1 and 64")
+	}
+	if err := v.err(); err != nil {
+		return pg.Gate{}, err
+	}
+	return e.db.GateUpsert(ctx, key, limit, shards)
+}
+
+// SetRateLimit creates or changes a rate limit of rate tokens per second and at most
+// burst tokens stored per key.
+func (e *Engine) SetRateLimit(ctx context.Context, name string, rate, burst float64) (pg.RateLimit, error) {
+	v := &validator{}
+	v.name("name", name)
+	if rate < 0 || rate > 1e6 {
+		v.add("rate", "must be between 0 and 1000000 tokens per second")
+	}
+	if burst < 1 || burst > 1e9 {
+		v.add("burst", "must be between 1 and 1000000000")
+	}
+	if err := v.err(); err != nil {
+		return pg.RateLimit{}, err
+	}
+	return e.db.RateLimitUpsert(ctx, name, rate, burst)
+}
+
+// ReconcilerConfig tunes the Reconciler.
+type ReconcilerConfig struct {
+	// Interval between repairs (default 10s).
+	Interval time.Duration
+}
+
+// Reconciler repairs gate slot counters from the executing jobs. Normal operation keeps
+// them exact (the pick debits, the outcome and the reaper credit); the reconciler is the
+// safety net for anything else (a job row edited by hand, a gate reshaped while full).
+// It can only make a counter match the truth: slots held by executing jobs are never
+// handed out twice.
+type Reconciler struct {
+	engine *Engine
+	cfg    ReconcilerConfig
+	log    *slog.Logger
+	// OnRepair, when set, is called after each pass with the counters it changed.
+	OnRepair func([]pg.SlotRepair, error)
+	stop     chan struct{}
+	done     sync.WaitGroup
+}
+
+// NewReconciler returns a stopped reconciler.
+func (e *Engine) NewReconciler(cfg ReconcilerConfig) *Reconciler {
+	if cfg.Interval == 0 {
+		cfg.Interval = 10 * time.Second
+	}
+	return &Reconciler{engine: e, cfg: cfg, log: e.log.With("service", "reconciler")}
+}
+
+// Repair runs one pass.
+func (r *Reconciler) Repair(ctx context.Context) ([]pg.SlotRepair, error) {
+	repaired, err := r.engine.db.GateSlotsReconcile(ctx)
+	for _, x := range repaired {
+		r.log.Warn("gate slot counter repaired", "key", x.Key, "shard", x.Shard, "available", x.Available)
+	}
+	return repaired, err
+}
+
+// Start repairs every Interval until Stop.
+func (r *Reconciler) Start(ctx context.Context) {
+	r.stop = make(chan struct{})
+	r.done.Add(1)
+	go func() {
+		defer r.done.Done()
+		t := time.NewTicker(r.cfg.Interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.stop:
+				return
+			case <-t.C:
+			}
+			repaired, err := r.Repair(ctx)
+			if err != nil && ctx.Err() == nil {
+				r.log.Error("gate reconciliation failed", "err", err)
+			}
+			if r.OnRepair != nil {
+				r.OnRepair(repaired, err)
+			}
+		}
+	}()
+}
+
+// Stop ends the loop.
+func (r *Reconciler) Stop() {
+	if r.stop != nil {
+		close(r.stop)
+		r.done.Wait()
+	}
+}
+
+// QueueThrottled reports whether queue has due runnable jobs that its last empty pick
+// did not claim (held back by a gate or a rate limit).
+func (e *Engine) QueueThrottled(ctx context.Context, queue string) (bool, error) {
+	ok, err := e.db.JobReadyExists(ctx, queue)
+	if err != nil {
+		return false, fmt.Errorf("engine: %w", err)
+	}
+	return ok, nil
+}
