@@ -24,6 +24,7 @@ type config struct {
 	Dispatch             bool
 	Queues               []string
 	ShutdownGrace        time.Duration
+	Retention            time.Duration
 	MaxBodyBytes         int64
 	DBMaxConns           int
 	LogLevel             slog.Level
@@ -80,6 +81,7 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	fs.BoolVar(&c.Dispatch, "dispatch", boolean("GENDURABLE_DISPATCH", true),
 		"run steps in this process; false serves the API only (env GENDURABLE_DISPATCH)")
 	c.ShutdownGrace = duration("GENDURABLE_SHUTDOWN_GRACE", "15s")
+	c.Retention = duration("GENDURABLE_RETENTION", "168h")
 	c.MaxBodyBytes = int64(integer("GENDURABLE_MAX_BODY_BYTES", 1<<20))
 	c.DBMaxConns = integer("GENDURABLE_DB_MAX_CONNS", 20)
 	queues := env("GENDURABLE_QUEUES", "")

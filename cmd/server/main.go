@@ -83,6 +83,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	eng.SetMetrics(engine.NewMetrics(reg, db))
 	guard := &netguard.Guard{AllowPrivate: cfg.AllowPrivateWebhooks, Allow: cfg.WebhookAllowCIDRs}
 	api, err := httpapi.New(eng, httpapi.Config{
 		MaxBodyBytes: cfg.MaxBodyBytes,
@@ -109,6 +110,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	var disp *dispatch.Dispatcher
 	var reaper *engine.Reaper
 	var reconciler *engine.Reconciler
+	var gc *engine.GC
 	if cfg.Dispatch {
 		disp = dispatch.New(eng, dispatch.Config{DialControl: guard.Control, ShutdownGrace: cfg.ShutdownGrace,
 			Queues: cfg.Queues}, log, dispatch.NewMetrics(reg))
@@ -117,6 +119,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		reaper.Start(ctx)
 		reconciler = eng.NewReconciler(engine.ReconcilerConfig{})
 		reconciler.Start(ctx)
+		gc = eng.NewGC(engine.GCConfig{Retention: cfg.Retention})
+		gc.Start(ctx)
 	}
 
 	select {
@@ -131,6 +135,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		disp.Stop(shutdownCtx)
 		reaper.Stop()
 		reconciler.Stop()
+		gc.Stop()
 	}
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("HTTP shutdown", "err", err)

@@ -56,10 +56,14 @@ func (c *Config) applyDefaults() error {
 
 // Engine applies gendurable's state changes to one database.
 type Engine struct {
-	db  *pg.DB
-	cfg Config
-	log *slog.Logger
+	db      *pg.DB
+	cfg     Config
+	log     *slog.Logger
+	metrics *Metrics
 }
+
+// SetMetrics makes the engine and its services record into m.
+func (e *Engine) SetMetrics(m *Metrics) { e.metrics = m }
 
 // New returns an engine over db.
 func New(db *pg.DB, cfg Config, log *slog.Logger) (*Engine, error) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/gendurable/gendurable/webhook"
 )
 
 // SetGate creates or changes a gate: at most limit executing jobs with concurrency key
@@ -79,6 +80,9 @@ func (r *Reconciler) Repair(ctx context.Context) ([]pg.SlotRepair, error) {
 	for _, x := range repaired {
 		r.log.Warn("gate slot counter repaired", "key", x.Key, "shard", x.Shard, "available", x.Available)
 	}
+	if r.engine.metrics != nil {
+		r.engine.metrics.GateRepairs.Add(float64(len(repaired)))
+	}
 	return repaired, err
 }
 
@@ -125,4 +129,16 @@ func (e *Engine) QueueThrottled(ctx context.Context, queue string) (bool, error)
 		return false, fmt.Errorf("engine: %w", err)
 	}
 	return ok, nil
+}
+
+// RotateSecret makes secret (a fresh one when empty) the handler's signing secret and
+// keeps the current one valid for overlap: meanwhile steps carry both signatures.
+func (e *Engine) RotateSecret(ctx context.Context, handler, secret string, overlap time.Duration) (pg.Handler, error) {
+	if secret == "" {
+		secret = webhook.NewSecret()
+	}
+	if !webhook.ValidSecret(secret) {
+		return pg.Handler{}, &ValidationError{Errors: []FieldError{{Field: "secret", Message: "must be whsec_ followed by the base64 of at least 16 bytes"}}}
+	}
+	return e.db.HandlerRotateSecret(ctx, handler, secret, overlap)
 }

@@ -125,6 +125,15 @@ func (e *Engine) insertJobs(ctx context.Context, jobs []NewJob, batch bool) ([]p
 		}
 		return nil, v.err()
 	}
+	if err == nil && e.metrics != nil {
+		for _, j := range out {
+			if j.Deduplicated {
+				e.metrics.Deduplicated.Inc()
+			} else {
+				e.metrics.JobsInserted.WithLabelValues(j.Queue).Inc()
+			}
+		}
+	}
 	return out, err
 }
 

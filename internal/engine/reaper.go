@@ -58,8 +58,14 @@ func (r *Reaper) Sweep(ctx context.Context) (ReaperStats, error) {
 	st.Reaped = len(reaped)
 	for _, x := range reaped {
 		r.log.Warn("lease expired; step taken back", "job_id", x.JobID, "status", x.Status)
+		if r.engine.metrics != nil {
+			r.engine.metrics.Reaped.WithLabelValues(x.Status).Inc()
+		}
 	}
 	st.AwaitsWoken, err = r.engine.db.JobWakeExpiredAwaits(ctx, r.cfg.Batch)
+	if r.engine.metrics != nil {
+		r.engine.metrics.AwaitTimeouts.Add(float64(st.AwaitsWoken))
+	}
 	return st, err
 }
 

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path"
@@ -22,6 +23,60 @@ import (
 	"github.com/oapi-codegen/runtime"
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
+
+// Defines values for APIKeyScope.
+const (
+	APIKeyScopeAdmin APIKeyScope = "admin"
+	APIKeyScopeRead  APIKeyScope = "read"
+)
+
+// Valid indicates whether the value is a known member of the APIKeyScope enum.
+func (e APIKeyScope) Valid() bool {
+	switch e {
+	case APIKeyScopeAdmin:
+		return true
+	case APIKeyScopeRead:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for APIKeyCreateScope.
+const (
+	APIKeyCreateScopeAdmin APIKeyCreateScope = "admin"
+	APIKeyCreateScopeRead  APIKeyCreateScope = "read"
+)
+
+// Valid indicates whether the value is a known member of the APIKeyCreateScope enum.
+func (e APIKeyCreateScope) Valid() bool {
+	switch e {
+	case APIKeyCreateScopeAdmin:
+		return true
+	case APIKeyCreateScopeRead:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for APIKeyCreatedScope.
+const (
+	APIKeyCreatedScopeAdmin APIKeyCreatedScope = "admin"
+	APIKeyCreatedScopeRead  APIKeyCreatedScope = "read"
+)
+
+// Valid indicates whether the value is a known member of the APIKeyCreatedScope enum.
+func (e APIKeyCreatedScope) Valid() bool {
+	switch e {
+	case APIKeyCreatedScopeAdmin:
+		return true
+	case APIKeyCreatedScopeRead:
+		return true
+	default:
+		return false
+	}
+}
 
 // Defines values for JobStatus.
 const (
@@ -51,6 +106,55 @@ func (e JobStatus) Valid() bool {
 	default:
 		return false
 	}
+}
+
+// APIKey defines model for APIKey.
+type APIKey struct {
+	CreatedAt  time.Time  `json:"created_at"`
+	Id         int64      `json:"id"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+	Name       string     `json:"name"`
+
+	// Prefix The key's first characters.
+	Prefix    string      `json:"prefix"`
+	RevokedAt *time.Time  `json:"revoked_at"`
+	Scope     APIKeyScope `json:"scope"`
+}
+
+// APIKeyScope defines model for APIKey.Scope.
+type APIKeyScope string
+
+// APIKeyCreate defines model for APIKeyCreate.
+type APIKeyCreate struct {
+	Name  string            `json:"name"`
+	Scope APIKeyCreateScope `json:"scope"`
+}
+
+// APIKeyCreateScope defines model for APIKeyCreate.Scope.
+type APIKeyCreateScope string
+
+// APIKeyCreated defines model for APIKeyCreated.
+type APIKeyCreated struct {
+	CreatedAt time.Time `json:"created_at"`
+	Id        int64     `json:"id"`
+
+	// Key The key (gdk_…): shown once, stored only as a hash.
+	Key        string     `json:"key"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+	Name       string     `json:"name"`
+
+	// Prefix The key's first characters.
+	Prefix    string             `json:"prefix"`
+	RevokedAt *time.Time         `json:"revoked_at"`
+	Scope     APIKeyCreatedScope `json:"scope"`
+}
+
+// APIKeyCreatedScope defines model for APIKeyCreated.Scope.
+type APIKeyCreatedScope string
+
+// APIKeyList defines model for APIKeyList.
+type APIKeyList struct {
+	ApiKeys []APIKey `json:"api_keys"`
 }
 
 // AnyJSON Any JSON value.
@@ -104,7 +208,10 @@ type HandlerConfig struct {
 	CreatedAt   time.Time `json:"created_at"`
 	MaxAttempts int       `json:"max_attempts"`
 	Name        string    `json:"name"`
-	Secret      string    `json:"secret"`
+
+	// PreviousSecretExpiresAt Until when the previous secret still signs (a rotation's overlap).
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty"`
+	Secret                  string     `json:"secret"`
 
 	// Timeout A Go duration such as "500ms", "30s", "1h30m".
 	//
@@ -386,7 +493,10 @@ type Queue struct {
 	Name             string      `json:"name"`
 	OldestRunnableAt *time.Time  `json:"oldest_runnable_at"`
 	Paused           bool        `json:"paused"`
-	UpdatedAt        time.Time   `json:"updated_at"`
+
+	// Retention The queue's retention of finished jobs (null = server default).
+	Retention *string   `json:"retention,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // QueueCounts defines model for QueueCounts.
@@ -412,6 +522,9 @@ type QueuePut struct {
 	// MaxInFlight Steps one server process runs at once.
 	MaxInFlight *int  `json:"max_in_flight,omitempty"`
 	Paused      *bool `json:"paused,omitempty"`
+
+	// Retention How long this queue's finished jobs are kept; "0s" returns to the server's GENDURABLE_RETENTION.
+	Retention *Duration `json:"retention,omitempty"`
 }
 
 // RateLimit defines model for RateLimit.
@@ -446,6 +559,17 @@ type RateLimitRef struct {
 	// Name Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Name   Name `json:"name"`
 	Weight *int `json:"weight,omitempty"`
+}
+
+// SecretRotation defines model for SecretRotation.
+type SecretRotation struct {
+	// Overlap A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Overlap *Duration `json:"overlap,omitempty"`
+
+	// Secret The new secret (generated when absent).
+	Secret *string `json:"secret,omitempty"`
 }
 
 // Signal defines model for Signal.
@@ -557,11 +681,17 @@ type ListJobStepsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
+type CreateAPIKeyJSONRequestBody = APIKeyCreate
+
 // PutGateJSONRequestBody defines body for PutGate for application/json ContentType.
 type PutGateJSONRequestBody = GatePut
 
 // PutHandlerJSONRequestBody defines body for PutHandler for application/json ContentType.
 type PutHandlerJSONRequestBody = HandlerPut
+
+// RotateHandlerSecretJSONRequestBody defines body for RotateHandlerSecret for application/json ContentType.
+type RotateHandlerSecretJSONRequestBody = SecretRotation
 
 // InsertJobJSONRequestBody defines body for InsertJob for application/json ContentType.
 type InsertJobJSONRequestBody = JobInsert
@@ -595,6 +725,15 @@ type ServerInterface interface {
 	// GetReady The database is reachable and migrated.
 	// (GET /readyz)
 	GetReady(w http.ResponseWriter, r *http.Request)
+	// ListAPIKeys List API keys (never the keys themselves). Admin scope.
+	// (GET /v1/api-keys)
+	ListAPIKeys(w http.ResponseWriter, r *http.Request)
+	// CreateAPIKey Create an API key; the key is in this answer only. Admin scope.
+	// (POST /v1/api-keys)
+	CreateAPIKey(w http.ResponseWriter, r *http.Request)
+	// RevokeAPIKey Revoke an API key. Admin scope.
+	// (DELETE /v1/api-keys/{id})
+	RevokeAPIKey(w http.ResponseWriter, r *http.Request, id int64)
 
 	// (GET /v1/gates)
 	ListGates(w http.ResponseWriter, r *http.Request)
@@ -619,6 +758,9 @@ type ServerInterface interface {
 	// PutHandler Register or change a webhook handler.
 	// (PUT /v1/handlers/{name})
 	PutHandler(w http.ResponseWriter, r *http.Request, name Name)
+	// RotateHandlerSecret Replace the signing secret, keeping the old one valid for an overlap window.
+	// (POST /v1/handlers/{name}/rotate-secret)
+	RotateHandlerSecret(w http.ResponseWriter, r *http.Request, name Name)
 	// ListJobs List jobs, newest first.
 	// (GET /v1/jobs)
 	ListJobs(w http.ResponseWriter, r *http.Request, params ListJobsParams)
@@ -697,6 +839,24 @@ func (_ Unimplemented) GetReady(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListAPIKeys List API keys (never the keys themselves). Admin scope.
+// (GET /v1/api-keys)
+func (_ Unimplemented) ListAPIKeys(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateAPIKey Create an API key; the key is in this answer only. Admin scope.
+// (POST /v1/api-keys)
+func (_ Unimplemented) CreateAPIKey(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RevokeAPIKey Revoke an API key. Admin scope.
+// (DELETE /v1/api-keys/{id})
+func (_ Unimplemented) RevokeAPIKey(w http.ResponseWriter, r *http.Request, id int64) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // (GET /v1/gates)
 func (_ Unimplemented) ListGates(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -736,6 +896,12 @@ func (_ Unimplemented) GetHandler(w http.ResponseWriter, r *http.Request, name N
 // PutHandler Register or change a webhook handler.
 // (PUT /v1/handlers/{name})
 func (_ Unimplemented) PutHandler(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RotateHandlerSecret Replace the signing secret, keeping the old one valid for an overlap window.
+// (POST /v1/handlers/{name}/rotate-secret)
+func (_ Unimplemented) RotateHandlerSecret(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -882,6 +1048,60 @@ func (siw *ServerInterfaceWrapper) GetReady(w http.ResponseWriter, r *http.Reque
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetReady(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListAPIKeys operation middleware
+func (siw *ServerInterfaceWrapper) ListAPIKeys(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListAPIKeys(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateAPIKey operation middleware
+func (siw *ServerInterfaceWrapper) CreateAPIKey(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateAPIKey(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RevokeAPIKey operation middleware
+func (siw *ServerInterfaceWrapper) RevokeAPIKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id int64
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RevokeAPIKey(w, r, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1066,6 +1286,32 @@ func (siw *ServerInterfaceWrapper) PutHandler(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PutHandler(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RotateHandlerSecret operation middleware
+func (siw *ServerInterfaceWrapper) RotateHandlerSecret(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RotateHandlerSecret(w, r, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1871,6 +2117,18 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/v1/rate-limits/{name}", wrapper.PutRateLimit)
 	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/api-keys", wrapper.ListAPIKeys)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/api-keys", wrapper.CreateAPIKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/api-keys/{id}", wrapper.RevokeAPIKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/handlers/{name}/rotate-secret", wrapper.RotateHandlerSecret)
+	})
 
 	return r
 }
@@ -1929,6 +2187,116 @@ func (response GetReady503ApplicationProblemPlusJSONResponse) VisitGetReadyRespo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAPIKeysRequestObject struct {
+}
+
+type ListAPIKeysResponseObject interface {
+	VisitListAPIKeysResponse(w http.ResponseWriter) error
+}
+
+type ListAPIKeys200JSONResponse APIKeyList
+
+func (response ListAPIKeys200JSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAPIKeysdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListAPIKeysdefaultApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKeyRequestObject struct {
+	Body *CreateAPIKeyJSONRequestBody
+}
+
+type CreateAPIKeyResponseObject interface {
+	VisitCreateAPIKeyResponse(w http.ResponseWriter) error
+}
+
+type CreateAPIKey201JSONResponse APIKeyCreated
+
+func (response CreateAPIKey201JSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CreateAPIKeydefaultApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeAPIKeyRequestObject struct {
+	Id int64 `json:"id"`
+}
+
+type RevokeAPIKeyResponseObject interface {
+	VisitRevokeAPIKeyResponse(w http.ResponseWriter) error
+}
+
+type RevokeAPIKey204Response struct {
+}
+
+func (response RevokeAPIKey204Response) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type RevokeAPIKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RevokeAPIKeydefaultApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2222,6 +2590,46 @@ type PutHandlerdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response PutHandlerdefaultApplicationProblemPlusJSONResponse) VisitPutHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateHandlerSecretRequestObject struct {
+	Name Name `json:"name"`
+	Body *RotateHandlerSecretJSONRequestBody
+}
+
+type RotateHandlerSecretResponseObject interface {
+	VisitRotateHandlerSecretResponse(w http.ResponseWriter) error
+}
+
+type RotateHandlerSecret200JSONResponse HandlerConfig
+
+func (response RotateHandlerSecret200JSONResponse) VisitRotateHandlerSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateHandlerSecretdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RotateHandlerSecretdefaultApplicationProblemPlusJSONResponse) VisitRotateHandlerSecretResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -3035,6 +3443,15 @@ type StrictServerInterface interface {
 	// GetReady The database is reachable and migrated.
 	// (GET /readyz)
 	GetReady(ctx context.Context, request GetReadyRequestObject) (GetReadyResponseObject, error)
+	// ListAPIKeys List API keys (never the keys themselves). Admin scope.
+	// (GET /v1/api-keys)
+	ListAPIKeys(ctx context.Context, request ListAPIKeysRequestObject) (ListAPIKeysResponseObject, error)
+	// CreateAPIKey Create an API key; the key is in this answer only. Admin scope.
+	// (POST /v1/api-keys)
+	CreateAPIKey(ctx context.Context, request CreateAPIKeyRequestObject) (CreateAPIKeyResponseObject, error)
+	// RevokeAPIKey Revoke an API key. Admin scope.
+	// (DELETE /v1/api-keys/{id})
+	RevokeAPIKey(ctx context.Context, request RevokeAPIKeyRequestObject) (RevokeAPIKeyResponseObject, error)
 
 	// (GET /v1/gates)
 	ListGates(ctx context.Context, request ListGatesRequestObject) (ListGatesResponseObject, error)
@@ -3059,6 +3476,9 @@ type StrictServerInterface interface {
 	// PutHandler Register or change a webhook handler.
 	// (PUT /v1/handlers/{name})
 	PutHandler(ctx context.Context, request PutHandlerRequestObject) (PutHandlerResponseObject, error)
+	// RotateHandlerSecret Replace the signing secret, keeping the old one valid for an overlap window.
+	// (POST /v1/handlers/{name}/rotate-secret)
+	RotateHandlerSecret(ctx context.Context, request RotateHandlerSecretRequestObject) (RotateHandlerSecretResponseObject, error)
 	// ListJobs List jobs, newest first.
 	// (GET /v1/jobs)
 	ListJobs(ctx context.Context, request ListJobsRequestObject) (ListJobsResponseObject, error)
@@ -3201,6 +3621,87 @@ func (sh *strictHandler) GetReady(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetReadyResponseObject); ok {
 		if err := validResponse.VisitGetReadyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListAPIKeys operation middleware
+func (sh *strictHandler) ListAPIKeys(w http.ResponseWriter, r *http.Request) {
+	var request ListAPIKeysRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListAPIKeys(ctx, request.(ListAPIKeysRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListAPIKeys")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListAPIKeysResponseObject); ok {
+		if err := validResponse.VisitListAPIKeysResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateAPIKey operation middleware
+func (sh *strictHandler) CreateAPIKey(w http.ResponseWriter, r *http.Request) {
+	var request CreateAPIKeyRequestObject
+
+	var body CreateAPIKeyJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateAPIKey(ctx, request.(CreateAPIKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateAPIKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateAPIKeyResponseObject); ok {
+		if err := validResponse.VisitCreateAPIKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RevokeAPIKey operation middleware
+func (sh *strictHandler) RevokeAPIKey(w http.ResponseWriter, r *http.Request, id int64) {
+	var request RevokeAPIKeyRequestObject
+
+	request.Id = id
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RevokeAPIKey(ctx, request.(RevokeAPIKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RevokeAPIKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RevokeAPIKeyResponseObject); ok {
+		if err := validResponse.VisitRevokeAPIKeyResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -3419,6 +3920,42 @@ func (sh *strictHandler) PutHandler(w http.ResponseWriter, r *http.Request, name
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(PutHandlerResponseObject); ok {
 		if err := validResponse.VisitPutHandlerResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RotateHandlerSecret operation middleware
+func (sh *strictHandler) RotateHandlerSecret(w http.ResponseWriter, r *http.Request, name Name) {
+	var request RotateHandlerSecretRequestObject
+
+	request.Name = name
+
+	var body RotateHandlerSecretJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RotateHandlerSecret(ctx, request.(RotateHandlerSecretRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RotateHandlerSecret")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RotateHandlerSecretResponseObject); ok {
+		if err := validResponse.VisitRotateHandlerSecretResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -4000,90 +4537,102 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Hz7bhs3uvirEPNbIDYylmUn6bYKih/cdHtJs00ad7HAiXxkauaThvGInJIcy2oiYJ9m3+C8wHmUfZID",
-	"3ubKkUa25OJc+kcqazjkx+9+1acgYouMUaBSBKNPQYY5XoAErv96zaY/fqs+EBqMggzLJAgDihcQjAIS",
-	"B2HA4beccIiDkeQ5hIGIElhg9caM8QWWah2VXzwPwmBBKFnki2B0FgZylYF5BHPgwXodBj/rXb0n6f9t",
-	"OutPHGbBKPh/p+VdTs1Tcar3XasTOIiMUQH6Zu84m6awUB8jRiVQqT7iLEtJhCVh9DQzK55+FIyqZ/2O",
-	"c/vqE2MQESeZ2i4YBRcUvf/uFfrq+Ys/I7v5QF/dvqu2vqCr15dvf1Yfmy+vkHqCbnGawyAIg7uTOTux",
-	"iFQwDt7j5V9BCDyHYB0G3+Ycm3dbW6HvGYrtYyTyKEFYoHHwYjhciHEQonHwbGg/nCXPhotxoM6DO7zI",
-	"UnXas6EIQkUjCVxt+O9HH4YnX109PRqPB+bT8f8/ouJzLj7/53+IzwvxWXxefE6Oj5/+KShoLyQndK4g",
-	"/Y5AGv+Fc8Y1A3KWAZfEkGmmnrWv8A7LBLEZkgkgvSREMJgP0Ec2FafPTjNOGCdyNfAdt7A4Gn1qPltX",
-	"eeyDPbt84arYjE0/QiTVZt9jCW2o8S0mKZ6m0Ib8Ow6ARMqkQJQtKwAWshAGEQcsIZ5gWROkGEs4kUTL",
-	"QutWN7Dy3CgMUrIgsvKkcoxIMI+F/1mexTuC0ECegsedXhwVVjBTu2btwC48vyFCtnE9x9J8IBIWYpt4",
-	"anqtiwMw53jVgt1s2QXGu9yoijgmiqY4fVeBZ4ZTAWEDxIIGC3xnVeBQ/7dZKVYpFMMM56nU64pdvni+",
-	"VatWr2XA8F3rB0zjFPgrRmdk3kbxFEc3bDabTLGAbQgu1M46LN5b4LtdXrsP+y/w3UTpo0UmOziaWvvS",
-	"elVAxEF6H6nTmCF3X+B3F5wwyHm6XRtZI6jWFjCXEDYwENZpVifFbpJnecMvfIl52F/+6py2TRCL7TcA",
-	"trs4PjI7N1mzpgS2aoCCOetm5JLMKaFzZJ6jo2UiIJqgp0hd6ovnyjZiiVLAQqKzL9B0JUEcv0RzoMAV",
-	"tdEyAYrwVACVA8M9b4DOZRKMzhVUFeNutv5wcfJv+OT34clXT0+vnn79aRier73W/D4yY/i/fsNEymx0",
-	"eooYR+qjUJ//9v6NNvlCQiYQ5oDevb38FWIkWesSz7/UuHVffLnNYCkgvGwGOFUbNFk/AxoTOp8syNzc",
-	"pEPvCIllLrbLt13nA+E1m3p8DMNSHvfO8przj6Kcc6BSI83vb9itNmstmqfWpTHed4vweImJVJ+9zIpT",
-	"pDSYQJgit1K5a0h9FmjGODpSR6CvEaarYwVooVBaR3XAYpVIGESYRpBOFHpBSIgrm0wZSwEbO8OowU20",
-	"mlj3aesl72ObICVzMk3BvlTHzd+1HCKeU6oO1ihZ4JX64qUmXww4TgkFLdIWdxZVWoYpo6DRdT+qgfO7",
-	"Nwmri0rWYTAjlIjkgaxi9bqXtiT2Ro9triU0265mKpD3JbFSmjCBu4xwEA+6ptmJLam56tb1252YDCtR",
-	"nnTgqOOA6vtWaUUJSWMOtOMUGz75n/6WQ+73pJRlmRTOLk7Tt7Ng9GEzgd5rx35B5HuYBeur5iVM2K49",
-	"396EVpoUdlyfb/VcXrPppVmoX4GsLcuvmAqQlXXVBsqvbO/jIC7xDfhUxwphlGF+A7HWGzynAuE5JnSE",
-	"hNa5IXKUDpE1zIPtnNuwTDrRY6heim6Btgq71FWdk1BHkIKSTulYNBb2p+3EmiCyqaerYuBh6W73tq69",
-	"OiztN1hGyY4e5Uc27e8Cv2bTH6kALq3I/2heOisCQvfFFudYH7rpEu8LwdkHtBBvddc3QfQtSEzS/npB",
-	"+TzrsAm6I/LEEdKvooplkkmcdvhlWkDExPJPT6Pj3io23vpO082rbdAGowV86Ll0G8dXBsuWsXbjXo8f",
-	"VPGkX5yd1xzpM49+iiHFq108/ooDsD13e29T39TOnENqkp43sHqJsIqeGI0R0VhDy4SkgDBKya3xwxKW",
-	"xgIRiTjInFOBZIKletIINvqg6EFRYNUgF5mgF8388tAYgBnhwsV0Zs+vKvsPw00mvQ8x6la+v20PA57T",
-	"+ycUHct06JdCST1Qw8QQ56YG4A8bGlDVlneK5Tubb36YHm7r3zCgcCcnUc4F6+Ni+vR1fY8O7F4WLhJQ",
-	"xUUfAhew6MIARLk0yqsIAsMgZlQ9nWGSgjLUJihLa3gq5eON8pX/cieBxgbxjRRqX6d8841b2/juq0FR",
-	"LLubGpXsxjjUBVx5rj2UzSCZ13xwuIpYXcrfgJTARYhiMidShOjJ5EmIngzUPyP1z8mTl+js5Oz8SxQl",
-	"mONIrR7U6zVlMueq/DgZjE6uPg3Ds/M/+zM7b3MZsQVcZFlKfDT6yKaT3tHbzk53m3eN/7chb1Kp8TWF",
-	"3Dkj/ni4v1hWalce6SRUSMX1/rxzMzFUwY4kMvW/Zb74VKnG5ZyO5kDjnCt5HNnK4ugWpyQ2BncrC6qn",
-	"7tCNGP3FGYpmRtX6zB5XjOW2srwJjXrfV2bpAyoAhE5mKZkncscSAEtjEHLidNqDgv4M56Ir4/Tgqpot",
-	"AtgzmpcOLSEKrHtvtlv6v0qZdg6ykvLrIfOlBei3XluQfktLG9RvvbVK/RYXtu4e/v5+7GSDHv5ijPbi",
-	"+qsuI8vbYjq7aSco9ym/WGVRt2vv2VIgRgFlJLpBUYrJQiAs0YI1vNk+DnNLGTQS0rp+oA4TwG+Bo4yz",
-	"CISwGRSJGI2gdWgPP71T9tce/BXusUeh5tENSNGG/CdY2TAkwbcqWDEra/nfbkae5lw0VA/LDXPaxTRf",
-	"TO/fhNCpYLnNyPU4d186kpuck7lyWGB0N+1XkMgvcWUo1F/sSqpvE73q7huBu4cMOkaoc9dfmZBIO6Si",
-	"YC0TBdcLDI54zX6GLhEpqesYoX7ur/bIOIYYZcBtYN7vUG9w6070oLRgio043d3/L5IONj4PPEmCTonp",
-	"E3gvodRmnm6QXj0lPlnx4cGU7NocHzEq8kVnRe0eOqN3xNCpXDK8ShmOd8n4w29tJvwWUnILfIUYj4Gj",
-	"JZEJoboE95FNR+gsROchevavf/yzj671pdDVqWHpwhmgG/qowG83UfzJBJtH7K2GLIG36SC3bTc4l0Dj",
-	"HSXFUbLZdLAlhbYrnXfjdXWPb1Y/GSHeXex3TAf+MSgw1ZPtiJAPDe71Rv3XL5mvvvVrAraMhRY4hlbn",
-	"gHOtK3W2rjRdCVBYZg70qV482OpeZ8OFJ1Sxye1JrWOhtHuHKLO3y+pSZpMyrbC9HNybQMykfto0onAn",
-	"Q0OWEIkML2mIVEATIhXPhIiD5KsQMY6w/ibnMHKVyFA39kw0akIUMUoh0ji031STdbHRu74kCt/V4rji",
-	"bS+d3axQOkzUsV0DpE69Om84Tuhiu7clonfQQRr/lSuVe7oQuvVgVk+AlQ8URb0PNCm9TzTdvU/2nhNV",
-	"OOowgCqm62/+FF23Gj+9ZRsM05eXcyJXl2o/61MD5qakpQ/R6sh8VWygWMZMBhA6Y77OfJvF0/pNxaYk",
-	"AsQoeseEnHO4/OWNCf6yXCQgEOAo0b0GujlIvyQZwmgJ04Sxm8GYvkqJurcrcX1kU4EwjZEA9Y8x7qbP",
-	"yJ1mI++iIUkjIdSNdubAMVWBs2TONUK2MvNE6P68I7UrxNp/QpcS0xjzGP3dQCSO9emumqZ0ulgCH1NC",
-	"yw2fCKSYEOm2gQG6BEAxi8RpxplkEUsHi1j3i7lOQFQ8GNMx1clY0xzYnLZQ2+QLjY+jrkmP4wHSLVkO",
-	"JQo4nRXQ98EUXbz70YRIIQLtLp7enqEIpymiALFA1xe5TBgnv+u9R+gbzQNonA+HzyL9ov4I14MxLZKu",
-	"o6DM4AZhcAtc2Jre4Gww1Bo4A4ozEoyCZ4Ph4JnJ5yea8U4T3aL4u+6GN82iSjD0+T/GwSj4HqTtYmwM",
-	"wZwPhxsGYHYbfLEneOZe/pYNajITjD5chYHIFwusFIq28y4BQwTKTZcingslg8VNRHClNjnlgOPVxru+",
-	"Vyv+mKvqoweKXi+Gzx5ztuhnJhG3h29BdYwlnmIBCtdcCbQWcyWWppUV4o34vz07LUYuvBR4Q4T8Xq84",
-	"IAmKeRAPLv6ixVIBOTDNCTZY9u9YgFhBb3n9WcqWJwpiztIGAk4/3cBqbZR4CiatUcfEt/r774vmpyoq",
-	"nnsDUJAQG3V8AytFIIyyFBOKfvr6DFX6NPRj3em19yuGnXLlv8h+aeqjp2Lag1AzrE07fvDFH02cSwsL",
-	"0tcEYTvPPUOLJtbqnlncKWBcX4WBbYFp9AASmbBcIqyhChFuc0m8INIku4sChDbbWL2lfGR09NPXZ8eD",
-	"Mb3UY2nKcur6EcTK9bg2Q0jXiLOleIkWjAMyX6EUpPk7Mo2PSksYT2Sai9WYquM5aDdeIY5wO/hGKFKI",
-	"T1NIjRGss9q7vGQ13cD9DYtXe+Wyd7l0I6FV8qz/WzJ3qd3fgER5plyza502vjb+nvZcZEJEizcMQ0C1",
-	"4rFZ8VXnfTqV/w9u0SFNcGUqqdMEWGgfrjfKOaQmIk4/KXHvYQV+KPpmexuCvcLdrdY7Ids7tdzUl18K",
-	"DkGtlob37VYusan2LmV7gSgsHZxarIzqvTZTWNdoDkp/Vqasrs3w1L/+8c9rpYEHPl1Xxf/+1V1lSu6R",
-	"Nd7jEL3Ufu9hToQEjhhHUYLpHMpIuDxnk1C7hrxOzfbaNMw1eEob/99y4KvS+rt2+Z1+oyD071XmmHpt",
-	"VuuZ8u9YaeLfA3zG0+n2bFq5Hp+jVWlCdINrGYdbwnKBMjyHwstqHG77FjvOf3Ze73vTP07wp8ALk2/3",
-	"Yn692Lxsvx1Wam8vttbdrg4oaa7D1CNjbylY9O3BvSDCZJBCpQdByLLV2MmUmQBQapf56svnwzPnjYDW",
-	"pR/Z9KXNrKDrG1hdm/RWpQf7yCWiwtJ9DYs6wPGY4lTHvaZMHaLz4dAdYXq1dWR7Xe3THSGl+q59rqfp",
-	"In7NpgfSxpXZj8dVxrUxDs9Pk5QIr+HThaKafc6HZ48Fj3u2D7Y1e+kAyLbuN7i1ov1Pi+YkPwNf6HSl",
-	"jmAse5hq8Uu9PaG66dIUp2CWCzAIXCYsBaS3HnSznDgcz5mZpsdnueoY0gYqoyPGUVVCj8MWhvfICSZE",
-	"Ohui4XBoIiRCTTOYxBIWdiJ+A5N8IvF6UwLS6Y/DIdZOU3U4VZrNH46ut0ZijDolOm6fsjutT91IkkkU",
-	"CL8J2MnzNr80pQcmang+Ne2QzZ+m6r9hly26KEscjNcLyypSdk2YLjZ+iTCtJFAUu+jxa4UXISF7IsbU",
-	"1gYR5pzcghig58OvdKXClma0abPq1ZUIfVbolT788Fy0gX8QnilXWmkvK4b74Chzsap5V8ykUKi/cFzV",
-	"Q/xOqxPMm/z1V+VYaA+3/f+8yUfzJn8tin3liPJ2t3I/OiUBzOUUTNPAQ9VKne1+cFtfms6BQ1j0YkDp",
-	"kS16fUbLl3azz/bBH2YvrYFMBtn+/oVY0SjhjKrAUFd/j3Q5WutW7Z1BjM6H58dV/rGF/LYWqfS17Ne6",
-	"/FqArUu+Ws/BHY5kutK2g81Qr9YZdKQL0XgBYzplMQGBcJGBwtYbVQb62Fibpatdm2OJQJTJSmHd/RgM",
-	"o+C1PPYXDA7IvNUul0fm38YAmy8OMo/2k47KGDeod35BBwf34tSi+2a/6uq92vYP9TTC0g97YEGzgvuc",
-	"2n4ziHU6sPDmtM+hjkEzzhba9aj+PlJonN0ZB5EgN67dxx2ptN9u8kYu7bJezsgGd8H0ivafiDmow1Bp",
-	"S/YGeVN2t1+HQcchITKzbcZbQEeuc1qpNoFmKZ7PIa5bAdfLfG9HojuvdV7mtWzLKom10l8mIBPgiEi0",
-	"ZDdQNE0d+X4HS32eMT6mulqn2EC3TuoQgq7szscDdOEO0d1eRWxhtb3bSUi80rEtkWJMy+CNCCQStqTq",
-	"bSUAttkKsmrA4uITHUx6LMUl0Nj2kB/ITpTd5b3MxPn+T/YmLeyYwH6MhN0M4SZB/XzbVjuu6XGj0tGL",
-	"/mepHNcG6iHQD0RIxlf7VTnWFqDEbF5XPvsPVcpRzk7C/mKWHBDJ5ahpZ4Vdw1kmiFw26KEVXDd0uq6h",
-	"o1Jr78q8/WLLbofFSZc3o8Hc4+0fWr1ulZpL9OxfXxfTwI/s1B+SIpXMlR7SQthyfFli1vk/kMrgCnSk",
-	"B4BV6KZckRARemJGkFGEs9BUAGouSZPROZZwUg6Udgp/MaZ4UAVQn37tVAIKaKSBPlS/ZQUtvRtuyjnb",
-	"HVpuSlVm54Ufsb1yA8AHIGmXxByQmPttxnnNpsZF1q61Itt1OTA9Qp+M93wDqxCZwdn19UvrLOt+fkYj",
-	"I703sHoixrQ67YyuzSvXdhi6o0uxTrH9q9TagPcjq9VHYZRSv17YhJWlQgbckI7DjLgyjKavI0llTNz1",
-	"POqp7uvtTYyVWN2fFCljGzMQeugAx5zyvyvK0Xnd6g/tqYgVm14Db+hTn2oox60+XCkVYUZ1jFrRPyfu",
-	"fj88ZRFOEybk6Mvhl0OtTuzmbg7ZuOzrsPjbHepvVKqm7050AhponDFCpQgRNrM/AmI0XRUDSk9ENRc8",
-	"qHZ2qciscnTRk1b5zvoIbWheVbp59USCma1SZ5xYOSqFVFSOrYlF5aTKrMf6av1fAQAA//8=",
+	"7H35bhu3vvCrEPMdwDYylmUn6WkVFB/cJCdLc5LUTnGAG/nK1MxPEuMROSU5lnUSA+dp+gb3Be6j9Eku",
+	"uM3KkUa25OIu/SOVNRwuv32lvgYRm6eMApUiGHwNUszxHCRw/ddbNn7zQn0gNBgEKZazIAwonkMwCEgc",
+	"hAGH3zLCIQ4GkmcQBiKawRyrNyaMz7FU46j87kkQBnNCyTybB4PjMJDLFMwjmAIPbm/D4L2e1buS/t+q",
+	"tf7CYRIMgv93VJzlyDwVR3reW7UCB5EyKkCf7CNn4wTm6mPEqAQq1UecpgmJsCSMHqVmxKMvglH1rNty",
+	"bl69Ygwi4iRV0wWD4JSis789Rz88efpXZCfv6aPbd9XUpx/f/AxLjQjOUuCSmO1GHLCEeIRlBbYxlnAo",
+	"iQaPhamQnNBpcBsqBPnwUId9GCRYyFEmVk9PsyTB4wQc9BvLUYvAxoOUw4TcqEdVeHyaAbqC5Z5AE8KF",
+	"RNEMcxwp0uv5jsPhml3dc48iYqneJFBFiZ8DHM8J1bSF4+Ci8cZtmeo+G5K31Gimyk8XllFUA2ll78Ui",
+	"bPwFIqm2ZbD+XE+gyTCOiQISTj6WqGCCEwFhjTAc1Of45h3QqZwFg5N+X3Ob+/t4+4CowGDdiTQZ4iT5",
+	"MAkGn1dzjyX/27BO/1eGKbwEhPan8dXoj3/9fjBAYsYWFDEaQYiEZBxixGiyRFggjGZYzDykVTubWqp5",
+	"pIv8UO+IkE0GxSkZXcFSfyYS5mKdoMiP6lbCnONlYzf5vF4o0+Xb8w/vm5A5pUuknqBrnGSgznxzOGWH",
+	"dgIl0XpnePF3EAJPQc30IuPYvNuYCr1iKLaPkciimQLmMHja78/FMAjRMHjctx+OZ4/782Gg1oMbPE8V",
+	"J6qnik2wlMDVhP++/7l/+MPFo/3hsGc+Hfz/fSq+ZeLbf/6H+DYX38S3+bfZwcGjv/jEwN8IJPFLzhlv",
+	"ImGinjWP8BHLGWITJGeA9JAQQW/aQ1/YWBw9Pko5YZzIpVfqzC2MmoKthiizdvGCD1+vLH/XSOcaEyu2",
+	"6jv/GwdAImFSIMoWPa/0votqsOzU+D4hcyJLT0rLiBnmsfA/y9J4wy14eM6tni8VliBTE6+lBdvg7GfT",
+	"KZbQnUc1vtZxqJmybRsfM7mhRM9xMMc31mDq6/9Wm1BlDMUwwVki9bh8lu+erLXByscy2/Ad6zWmcQL8",
+	"OaMTMm2CeIyjKzaZjMZYwDoA52LnNszfm+ObTV67C/nP8c1IyaN5KlsoepUxc01YJkYCIg5yBDcp4SDs",
+	"8lXu/ZVKkqDFDKgWPe5VZF5FQpIkQYJMqUD7GHEm9aH2BGLXwBOcHiiGv6Oho5fwnkBNwQxVdoXx5vwd",
+	"BhlP1gtNa0eosfmeix3WEBVWSatKMZsJCEvCfhkxMw+7i4kqQ6yTF/n0Kza2udR4YK6rc1BFVq0VVDlx",
+	"VvnlnEwpoVPHH/uLmYBohB4hdajvnigVjiVKAAuJjr9D46UEcfAMTYECV9g2rIbHAqjsGeqp2MQlG8RM",
+	"/fn08N/w4T/7hz88Orp49OPXfnhy6zU67sIzhv6rJ5xJmQ6OjhDjSH0U6vOvZ++0eBASUoEwB/Txw/kn",
+	"iJFkjUM8+b5i2X+/Tq+qTXjJDHCiJqiTfgo0JnQ6mpOpOUmLeBQSy0ys5287zreFt2zsMYUMSXmsUEtr",
+	"zoyLMs6BSg00v1lkp7qnw4gXmEj12UusOEFKggmEKXIjlVWJ1GeBJoyjfbUE+hFhutTiPBcoTf/Zvxcr",
+	"RMIgwjSCZKTAC8J6VXbMmLEEsFGHjBrYRMuRtfLWHvIuKhQSMiXjBLyK7x+aDxHPKFULa5DM8VJ98Uyj",
+	"LwYcJ4SCZmkLOwsqzcOUUbiH9gPnHqx0wKzzdBsGE0KJmN2TVKxc9+K2cyiG0HS9mCntvCuKldCEmrFy",
+	"t2OamdiCmqOuHb/e1kqxYuVRC4xaFii/b4VWNCNJzIG2rGK9PP/T3zLI/Aaf0iyj3CbvFsY40/7HnMgz",
+	"mAS3F/VDmFikNtA7I1pJUthwfLbWcnnLxudmoH4F0iYvP2fKj1faVSsov7C9i4G4wFfgEx1LhFGK+RXE",
+	"Wm7wjAqEp5jQgbaVcRIih+kQWcXcW0+5vlCewXrBujnYSuRSFXWOQx1Cckw6oWPBmOufphFrfN26nC6z",
+	"gYek283bqvRq0bQ/YRnNNrQov7BxdxP4LRu/oQK4tCz/xrx0nPut7os1xrFedNUhznLG2cZuIV5rrq/a",
+	"0QuQmCTd5YKyeZqxTYfkkUOkX0TlwySTOGmxyzSDiJGln45Kx72VT7z2nbqZV5mguY3G5kPPof0x14Kw",
+	"NqNejx1UsqSfHp+sDZHHkODlJhZ/yQBYn5C6s6qvS2fOITGx2StYPkNYeU+MxohoqKHFjCSAMErItbHD",
+	"ZiyJBSIScZAZpwLJGZbqSc3Z6AKie3mBZYWcB6ye1pNmfaMAdIbI7tDM+UNp/n64SqV3QUZVy3fX7WHA",
+	"M3r3uKcjmRb5kgupe0qYGOLMJDb9bkNtV5XhrWz50YbF7yeHm/I3DCjcyFGUccG6mJg+eV2dowW657mJ",
+	"5JJgzmHR+QuIMmmEV+4EhkHMqHo6wSQBpaiNU5aAL2cWBu+UrfzyRgKNDeBrkd6uRvnqEzem8Z1Xb0WR",
+	"7GZiVLIrY1Dn+8oybaGs3pJ5zbcPl+avcvk7kBK4CFFMpkSKEO2N9kK011P/DNQ/h3vP0PHh8cn3tSxx",
+	"KaRTBHMuio+j3uDw4ms/PD75qz+y8yGTEZvDaZomxIejL2w86uy9bWx0N2nX2H8r4ialwoU6kztjxO8P",
+	"d2fLUorNw52ECqmo3rtSIzBUgo4kMvG/Zb74WkoaZpwOpkDjjCt+HNhyicE1TkhsFO5aElzq9LxZdCVE",
+	"f3GKoh5RtTazxxRjmS2XWQVGPe9zM/QeiQpCR5OETGdyw0wFS2IQcuRk2r2c/hRnoi3ixEEC9eeOP80A",
+	"aTW8J1A+DLEJckafTsHmMTIB/Bo4ssbAQa/Lzu6derQpCHvCOshDSwY5zr1w3Sz5UKaLZgS0FHDsIHEK",
+	"/dNtvNZf3YYWGrDbeKsTuw3ONe0dvI3taOkaPvypIE283QWnkSTrPEo7aetW7pL8saKqyn5nbCEQo4BS",
+	"El2hKMFkLhCWaM5qtnQXc70himrhcJ29UItZLk45i0AIG7+RuiansWgHL6Gr5OlmHxf+2kXd03jNFihh",
+	"dIrkjIhcbFUlFeaAriCVz9Aw6IthUDhRzORw9Nn3BHr18v2LX89Of3r3cnT28tPL95/efHhviv0aOM8d",
+	"Co8KyqIrkKIJ7Z9haR23Gb5W7p0ZWYmYtzPfOOOiJi5ZZhjKDqbZfHz36pJWlcRtDLPDutuS69xE6cyR",
+	"wxyim0nsHEV+KVE4j91FRYH1deKiPPvKzd1BbjhCqFLX35mQSJvwIictEzeopmQc8uqFKm1sXWDXEULN",
+	"XLBLxjHEKAVuQxndFvWGA9yKHpDmRLESppt7THmYxkY0Ak9YpZVjuoQqFlBIYE+ZT6diIR+v+OBwrjPx",
+	"Z7YyZUNI2CqWTUJobZUBypCksMgrA7wp/4Nt5vx9ktqkfD3F2YyKbN6akd1l6XZ7nRJeJgzHm2SM4Lcm",
+	"4F9AQq6BLxHjMXC0IHJGTDXTFzYeoOMQnYTo8R//+r2L5vGlYNSqYWGEm03XpHMO34tWpPiDUTYO3Vko",
+	"WwSvk8hu2vbtnAONH6aQe1M8d+b8/Bw/LW1HwuZCcMNw8p8DApN9Ww8Ied/gkJ6o+/gF8+VHlSQ0M6E5",
+	"jqFReeKco1Keti3MW2woLCJPelUvHGx2uLVgx+NsWsk+qlS8FFbALso0mmUZUqajIiy1vpygM4KYCR02",
+	"cUThRoYGLSESKV7QECmXNETKIw2V08CXIWIcYf1NxmHgMtmhLgwbadCEKGKUQqRhaL8pB3tjI3d9QTi+",
+	"qcZxyf9OMrue4XaQqEK7spEq9qq04Sihjew+FIDeQAZp+JeOVMzpgiCNB5NqALV4oDDqfaBR6X2i8e59",
+	"svWYuoJRiwJUXnl39afwulb56Smb2zDWW8aJXJ6r+ayHAZiblKheRIsj81U+gSIZ0y5H6IT5GlBsFFjL",
+	"N+VhkwgQo+gjE3LK4fyXd8YVTjMxA4EARzNdq6KLy/RLkiGMFjCeMXbVG9LnCVHndilS49nTGAlQ/xjl",
+	"/iz359VqNnaSF7RpIIS6UNMsOKSMgosC6DSryeztCV3fua9mVdYqkTN0LjGNMY/RP8yOxIFe3WVjlUwX",
+	"C+BDSmgx4Z5AigiRLjvpoXMAFLNIHKWcSRaxpDePdb2hqyRF+YMhHVIdzDfhi3oLopomm2t47Le1Px70",
+	"0D9cFbsJcQypjuvo82CKTj++MQ5jiECbi0fXxyjCSYIoQCzQ5WkmZ4yTf+q5B+gnTQNomPX7jyP9ov4I",
+	"l70hzYP2g6DIAARhcA1c2Jxw77jX1xI4BYpTEgyCx71+77HJB8004R3NdInrP3XTh3EpFGPo9d/EwSB4",
+	"BdJWwdY6Q0/6/RVdoZt1g9oVPM2gv6a9Cs8Eg88XYSCy+RwrgaL1vAuhEYEyU+WKp0LxYH4SEVyoSY44",
+	"4Hi58qxnasSfc1S9dE/h62n/8UM23L5nEnG7+BpQx1jiMRagYM0VQ2s2V2xpSqEhXgn/6+MjnJJD1wDo",
+	"RcI7IqRp+hO7xEOpSdEDkpeaO69gqawQ3ZOKGAUlCqMki9Up9Ss2ruBfKd96CfZleKq1tURQ4ED7VEkE",
+	"LTquTNQS5gKSaxAHPXQazwlFuo20Fb5hkDLhgadpLrVtlEZHgZA/sXi5ZVjavtzbqiYsCjnLeDzeydqx",
+	"D5X20TYwZqZyglzXEVl8KX7QDj8RVi3pftpumKtxxtFXEt8a/Z6Aif9VMXqmKbKE0Qpon3gSHIaEtwEC",
+	"M1UJBJ2Js3RhwufdX5RwYYGaNzK2yppXesQOJU3eZdkqZ9Qm744cB/BJwhaHasecJQVVaQAcfb2C5Uqa",
+	"eqG/f5XX6q6hKDM8rtA/RmmCCUU//3iMSmWF+rEuTN76EcNWNe4/yHZx6sOn0pE7wWaDgZrr1mEu7V6Q",
+	"PiYI2yjl4byrXDP4WW+j+NTtRRjYis1ayTqRM5ZJhPWuQoSbVBLPiTTZ0Txjrb0ErN5SLjna//nH44Pe",
+	"kJ7rZm9lqOuCA62f0aVp7b1EnC3EMzRnHJD5CiUgzd+RqdNXcsk4PuNMLIdULc9BRw0U4Ai37eSEIgX4",
+	"JIHE2NxVUvuYFaS2fb3qGqM7qdT/DsRdMn5AoixVnuClztldGvdSO0pai9ZpwxAElFPkqwVfuT21Vfi/",
+	"doN2afGXmmhbVYDd7f3lRtE2WwfE0VfF7h20wOu8zaOzItjqvtvFeuvOto4t16Ts54JdYKsh4X2zFUNs",
+	"nrNN2J7qPKCdXrOVEb2XJjV4iaag5GepKfjS5P3++Nfvl0oC93yyrgz/7Yu7UlP3A0u8h0F62YqeEiGV",
+	"k8BRNMN0CkXgrVhnA6Y+0rciwGGRGL4rMTFfpcOLTOl2bVEsCI3ZwoavdATNkgKKMOfazFgwEx2UGQft",
+	"2C50hIAlcTikIsWR2qdaXJEdoe7gh/lLByESDHGIgFwDFyjCFIkFkdFMiX+jntlCaeYIfFpZJ+KdGDt3",
+	"1yXsgmRrif/b5gVqfxaZGlWqzKmiIGA7pJsmOAIT46xcRBCiK4DU0QlLdMgE6VJkHXLF1F3YYYloNYW7",
+	"DolW3f3WdDD4HMvfMuDLwr51/Ysb3YQX+ucqkjadJqsUsftnLHVVbmF/xpZvt90byRN/DUneFeJuEshv",
+	"ZUnxFHI/ora4bSRpWf/xSbURQV9q5a0p8R8tv/con7zoh+qXSnueri3rudghk7qWHw97fqBgwbel6KHi",
+	"kVAxuJK/ee+X4ynTknnbJtRP+sfO3jZVQ1/Y+JlNVaDLK1hemnxRqSlu32V2wsJBC/PE+sGQ4kQHkk0V",
+	"XIhO+n23hGme04rgstw4NUBKuV/6xLhp63rLxjsS3qVm3Ic1Nyp9tZ4LMAuAV+Dpgi2afLYZQ12zH/ds",
+	"G2Rr5tKawfZS1qi1JP2P8nptPwGf6kCr9tGdDaLLr57p6Qk1qkdXe8AkE2AAuJixBJCeutdOcmJ3NGea",
+	"zB+e5Mp94SuwjPYZR2UOPQgbEN4iJZggwHEf9ft9EwMg1NTHKxtubq8oWkEkLlre5jM6+bE7wNr29hZ7",
+	"TJP5/cH1wXBMYdYROmY3Wp66HnETChN+FbCRO2DuM86D6Dmcj0yHyOb+hZuwTRedFjUDylIsV2oRbf+b",
+	"vhQX/XmmjMkiRKjIRRe4Krgon2RPDKkttkHKK7kG0UNP+j8YO9TUOmjVZsWrq7nxaaHnevHdU9EK+kF4",
+	"Im1u0LLhVrJZ+mBl9a6ISYFQf+GoqgP7HZWvlFllrz8v7unoYLb/nzX5YNbkp7x6prgzZr1ZuR2ZMgPM",
+	"5Riw3IZYqZLdazf1uSnF24VGzzvGH1ijV5vmfYFl+2wb9GHm0hLI5EjshWRiSaMZZ1Rf1ykhRfu6vkvL",
+	"Vm2dQYxO+icHZfqxlXFNKVIqFN2udvmUb1vXUGk5Bzc4kslS6w42QZ1qUdG+jnrgOQzpmMUEzG3ZJt6C",
+	"rTWqFPSB0Tb5laZmWSIQZbJUqeZu52PUG8ZyV0rtkHjLZaMPTL+1GwV8fpB5tKWoFeMG9M4uaKHgTpSa",
+	"l7NuV1ydqWn/VEsjLOywe6bsS7DPqC3ghlgHvHNrTtscahk04WyuTY/yhZWhMXYnHMQMuftzupgjpX6W",
+	"VdbIuR3WyRhZYS6Y5ovuTcI7NRhKfT5eJ2/MbrZrMGg/JESm3d/+RMW+a0UyVXOTBE+nEFe1gGsOurMh",
+	"0R7XOiniWrYHhMRa6C9mIGfAEZFowa4gr0Le911Mqj5PGB9SnY9WZKB7EUwoe2lnPuihU7eILp/OfQsr",
+	"7d1MQuKl9m2JFENaOG9E2B9jkMxG62/sda0lh6XcXe3TFOdAY9uUtSM9UbRrdVITJ9tf2Ru0sH1321ES",
+	"djKE6wj1021T7LgugpVCRw/6nyVyXF+FB0GviZCML7crcqwuQDMzeVX4bN9VKW63aEXsL2bIDoFc3L7R",
+	"WkOi91kEiFw06L41Cu4ejtsKOErVJG2Rt19s2m23MGmzZvQ2t3j6+9ZnNIopCvBsX17nF6Q8sFG/S4w0",
+	"67AtxRdFFDr+B1IpXIH29Z0oynVTpkiICD00t7KgCKehyQBUTJI6oXMs4bC4r6KV+fNbEHYqAKqXa7QK",
+	"AbVppDe9q4riElg6l5QV13hsUFRWiDJ7HckDFhCv2PAOUNrGMTtE5nbLzd6ysTGRtWmt0HZZ3McyQF+N",
+	"9az7acy9HLeXz6yxrBvkGI0M9+ofuhvS8mUq6NK8cmnvWmmpw61ibPsitXJ/zAOL1QchlEK+ntqAlcVC",
+	"Cty1Qk2IS8No/DqUlG6hcVW9+tKYy/VluiVf3R8UKXwbc8PCrh0cs8r/Li9Hx3XLNx8rjxWbWgOv61Nt",
+	"Eyz6lz9fKBFhel+NWNG/7+J+0CVhEU5mTMjB9/3v+1qc2MndxR7GZL8N87/dov5CpXL47lAHoIHGKSNU",
+	"ihBh00wrIEbjZd7xuyfKseBeubJLeWalpfOatNJ31kZo7uZ5qV5d99yYZmW1xqHlo4JJRWnZCluUVir1",
+	"T91e3P5XAAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -312,7 +312,7 @@ func (s *Server) ListHandlers(ctx context.Context, _ ListHandlersRequestObject) 
 	}
 	out := HandlerList{Handlers: make([]HandlerConfig, len(hs))}
 	for i, h := range hs {
-		out.Handlers[i] = handlerBody(h)
+		out.Handlers[i] = handlerBody(h, scopeOf(ctx))
 	}
 	return ListHandlers200JSONResponse(out), nil
 }
@@ -326,7 +326,7 @@ func (s *Server) GetHandler(ctx context.Context, req GetHandlerRequestObject) (G
 	if err != nil {
 		return nil, err
 	}
-	return GetHandler200JSONResponse(handlerBody(h)), nil
+	return GetHandler200JSONResponse(handlerBody(h, scopeOf(ctx))), nil
 }
 
 // PutHandler registers or changes a handler after vetting its URL.
@@ -365,7 +365,7 @@ func (s *Server) PutHandler(ctx context.Context, req PutHandlerRequestObject) (P
 	if err != nil {
 		return nil, err
 	}
-	return PutHandler200JSONResponse(handlerBody(h)), nil
+	return PutHandler200JSONResponse(handlerBody(h, scopeOf(ctx))), nil
 }
 
 // DeleteHandler removes a handler.
@@ -416,8 +416,15 @@ func (s *Server) GetQueue(ctx context.Context, req GetQueueRequestObject) (GetQu
 
 // PutQueue creates a queue or changes its settings.
 func (s *Server) PutQueue(ctx context.Context, req PutQueueRequestObject) (PutQueueResponseObject, error) {
-	q, err := s.db.QueueUpsert(ctx, pg.QueueUpsert{Name: req.Name, Paused: req.Body.Paused,
-		MaxInFlight: req.Body.MaxInFlight, Batch: req.Body.Batch})
+	p := pg.QueueUpsert{Name: req.Name, Paused: req.Body.Paused, MaxInFlight: req.Body.MaxInFlight, Batch: req.Body.Batch}
+	if req.Body.Retention != nil {
+		if d, err := time.ParseDuration(*req.Body.Retention); err == nil && d > 0 {
+			p.Retention = &d
+		} else {
+			p.ClearRetention = true // "0s": back to the server default
+		}
+	}
+	q, err := s.db.QueueUpsert(ctx, p)
 	if err != nil {
 		return nil, err
 	}

@@ -53,10 +53,13 @@ func (m errorMapper) write(w http.ResponseWriter, r *http.Request, err error) {
 		writeProblem(w, http.StatusConflict, "conflict", "Conflict with the current state", err.Error(), nil)
 	case errors.Is(err, engine.ErrInvalid):
 		writeProblem(w, http.StatusUnprocessableEntity, "validation", "The request is not valid", err.Error(), nil)
+	case errors.Is(err, errForbidden):
+		writeProblem(w, http.StatusForbidden, "forbidden", "Not allowed with this key",
+			"this API key has the read scope; changes and key management need an admin key", nil)
 	case errors.Is(err, errUnauthorized):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gendurable"`)
 		writeProblem(w, http.StatusUnauthorized, "unauthorized", "Authentication required",
-			"send Authorization: Bearer <token>", nil)
+			"send Authorization: Bearer <API token or key>; the key is missing, wrong or revoked", nil)
 	default:
 		m.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		writeProblem(w, http.StatusInternalServerError, "internal", "Internal error",

@@ -61,10 +61,15 @@ func (r jsonResponse) VisitInsertJobResponse(w http.ResponseWriter) error  { ret
 func (r jsonResponse) VisitInsertJobsResponse(w http.ResponseWriter) error { return r.write(w) }
 func (r jsonResponse) VisitGetJobResponse(w http.ResponseWriter) error     { return r.write(w) }
 
-func handlerBody(h pg.Handler) HandlerConfig {
-	return HandlerConfig{Name: h.Name, Url: h.URL, Secret: h.Secret, MaxAttempts: h.MaxAttempts,
+// handlerBody shows a handler; a read-scope caller sees its secret redacted.
+func handlerBody(h pg.Handler, scope string) HandlerConfig {
+	secret := h.Secret
+	if scope != scopeAdmin {
+		secret = "whsec_…(redacted: admin scope only)"
+	}
+	return HandlerConfig{Name: h.Name, Url: h.URL, Secret: secret, MaxAttempts: h.MaxAttempts,
 		Timeout: msDuration(h.TimeoutMS), BackoffBase: msDuration(h.BackoffBaseMS), BackoffMax: msDuration(h.BackoffMaxMS),
-		CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
+		PreviousSecretExpiresAt: h.PreviousSecretExpiresAt, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
 }
 
 func msDuration(ms int) string { return (time.Duration(ms) * time.Millisecond).String() }
@@ -72,6 +77,10 @@ func msDuration(ms int) string { return (time.Duration(ms) * time.Millisecond).S
 func queueBody(q pg.Queue, counts []pg.QueueCount) Queue {
 	out := Queue{Name: q.Name, Paused: q.Paused, MaxInFlight: q.MaxInFlight, Batch: q.Batch,
 		CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}
+	if q.Retention != nil {
+		r := q.Retention.String()
+		out.Retention = &r
+	}
 	for _, c := range counts {
 		if c.Queue != q.Name {
 			continue

@@ -6,12 +6,10 @@ package httpapi
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -27,8 +25,10 @@ type Config struct {
 	// MaxBodyBytes caps a request body (default 1 MiB); MaxBatchBodyBytes caps the
 	// batch insert's (default 32 MiB).
 	MaxBodyBytes, MaxBatchBodyBytes int64
-	// APIToken, when set, is required as "Authorization: Bearer <token>" on /v1 and the
-	// dashboard; /healthz, /readyz, /metrics and /openapi.yaml stay open.
+	// APIToken, when set, turns authentication on: every /v1 call needs
+	// "Authorization: Bearer <token>", this token (admin) or an API key (admin or read
+	// scope); /healthz, /readyz, /metrics and /openapi.yaml stay open, and the
+	// asynchronous-step endpoints are authorised by their lease token.
 	APIToken string
 	// Guard vets handler URLs at registration (nil: allow any http(s) URL).
 	Guard *netguard.Guard
@@ -40,10 +40,11 @@ type Config struct {
 
 // Server implements the generated StrictServerInterface.
 type Server struct {
-	eng *engine.Engine
-	db  *pg.DB
-	cfg Config
-	log *slog.Logger
+	eng  *engine.Engine
+	db   *pg.DB
+	cfg  Config
+	log  *slog.Logger
+	auth *authenticator
 }
 
 var _ StrictServerInterface = (*Server)(nil)
@@ -62,8 +63,9 @@ func New(eng *engine.Engine, cfg Config, log *slog.Logger) (http.Handler, error)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: eng, db: eng.DB(), cfg: cfg, log: log}
 	errs := errorMapper{log: log}
+	s := &Server{eng: eng, db: eng.DB(), cfg: cfg, log: log,
+		auth: &authenticator{token: cfg.APIToken, db: eng.DB(), errs: errs}}
 	v, err := newValidator(bodyLimits{regular: cfg.MaxBodyBytes, batch: cfg.MaxBatchBodyBytes}, errs)
 	if err != nil {
 		return nil, err
@@ -84,7 +86,7 @@ func New(eng *engine.Engine, cfg Config, log *slog.Logger) (http.Handler, error)
 		ResponseErrorHandlerFunc: errs.write,
 	})
 	r.Group(func(r chi.Router) {
-		r.Use(s.authenticate(errs), v.middleware)
+		r.Use(s.auth.middleware, v.middleware)
 		HandlerWithOptions(strict, ChiServerOptions{BaseRouter: r,
 			ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 				writeProblem(w, http.StatusBadRequest, "malformed", "The request could not be read", err.Error(), nil)
@@ -97,22 +99,6 @@ func New(eng *engine.Engine, cfg Config, log *slog.Logger) (http.Handler, error)
 		writeProblem(w, http.StatusNotFound, "not-found", "Not found", "no route for "+r.URL.Path, nil)
 	})
 	return r, nil
-}
-
-// authenticate requires the API token on /v1 when one is configured.
-func (s *Server) authenticate(errs errorMapper) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if s.cfg.APIToken != "" && strings.HasPrefix(r.URL.Path, "/v1/") {
-				got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-				if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.APIToken)) != 1 {
-					errs.write(w, r, errUnauthorized)
-					return
-				}
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
 }
 
 type ctxKey int

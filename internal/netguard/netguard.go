@@ -27,8 +27,8 @@ type Guard struct {
 	// Allow lists prefixes that are allowed even though they are not public
 	// (an internal network the operator trusts).
 	Allow []netip.Prefix
-	// Resolver resolves hosts at registration (default net.DefaultResolver).
-	Resolver *net.Resolver
+	// Lookup resolves a host at registration (default net.DefaultResolver.LookupNetIP).
+	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 type blockedRange struct {
@@ -167,11 +167,13 @@ func (g *Guard) CheckURL(ctx context.Context, raw string) error {
 		strings.HasSuffix(lower, ".internal") {
 		return fmt.Errorf("%w: %q names a local host", ErrBlocked, host)
 	}
-	r := g.Resolver
-	if r == nil {
-		r = net.DefaultResolver
+	lookup := g.Lookup
+	if lookup == nil {
+		lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
 	}
-	addrs, err := r.LookupNetIP(ctx, "ip", host)
+	addrs, err := lookup(ctx, host)
 	if err != nil {
 		return fmt.Errorf("cannot resolve %q: %v", host, err)
 	}

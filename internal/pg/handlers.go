@@ -62,3 +62,10 @@ func (db *DB) HandlerDelete(ctx context.Context, name string) error {
 	var n string
 	return translate(db.pool.QueryRow(ctx, stmt("HandlerDelete"), name).Scan(&n))
 }
+
+// HandlerRotateSecret makes secret the handler's signing secret and keeps the old one
+// valid (both signatures sent) for overlap.
+func (db *DB) HandlerRotateSecret(ctx context.Context, name, secret string, overlap time.Duration) (Handler, error) {
+	h, err := scanHandler(db.pool.QueryRow(ctx, stmt("HandlerRotateSecret"), name, secret, overlap.Milliseconds()))
+	return h, translate(err)
+}

@@ -13,6 +13,7 @@ type Queue struct {
 	Paused               bool
 	MaxInFlight          int
 	Batch                int
+	Retention            *time.Duration // nil: the server default
 	CreatedAt, UpdatedAt time.Time
 }
 
@@ -22,17 +23,31 @@ type QueueUpsert struct {
 	Paused      *bool
 	MaxInFlight *int
 	Batch       *int
+	// Retention sets the queue's retention; ClearRetention returns it to the default.
+	Retention      *time.Duration
+	ClearRetention bool
 }
 
 func scanQueue(r pgx.Row) (Queue, error) {
 	var q Queue
-	err := r.Scan(&q.Name, &q.Paused, &q.MaxInFlight, &q.Batch, &q.CreatedAt, &q.UpdatedAt)
+	var retentionMS *float64
+	err := r.Scan(&q.Name, &q.Paused, &q.MaxInFlight, &q.Batch, &retentionMS, &q.CreatedAt, &q.UpdatedAt)
+	if retentionMS != nil {
+		d := time.Duration(*retentionMS) * time.Millisecond
+		q.Retention = &d
+	}
 	return q, err
 }
 
 // QueueUpsert creates or changes a queue.
 func (db *DB) QueueUpsert(ctx context.Context, p QueueUpsert) (Queue, error) {
-	q, err := scanQueue(db.pool.QueryRow(ctx, stmt("QueueUpsert"), p.Name, p.Paused, p.MaxInFlight, p.Batch))
+	var retentionMS *int64
+	if p.Retention != nil {
+		ms := p.Retention.Milliseconds()
+		retentionMS = &ms
+	}
+	q, err := scanQueue(db.pool.QueryRow(ctx, stmt("QueueUpsert"), p.Name, p.Paused, p.MaxInFlight, p.Batch,
+		p.ClearRetention, retentionMS))
 	return q, translate(err)
 }
 

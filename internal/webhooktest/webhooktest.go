@@ -118,3 +118,14 @@ func JSONEqual(got json.RawMessage, want string) bool {
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
 }
+
+// NewRaw starts a webhook that hands each request's headers and body to fn unverified
+// (tests of signing itself) and returns its URL.
+func NewRaw(t testing.TB, fn func(h http.Header, body []byte, w http.ResponseWriter)) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		fn(req.Header, body, w)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}

@@ -26,3 +26,15 @@ FROM handlers h ORDER BY h.name;
 
 -- name: HandlerDelete
 DELETE FROM handlers WHERE name = $1 RETURNING name;
+
+-- name: HandlerRotateSecret
+-- Makes $2 the handler's secret and keeps the current one valid for signing for $3 ms
+-- (both signatures are sent meanwhile).
+UPDATE handlers h
+SET previous_secret = h.secret,
+    previous_secret_expires_at = now() + $3 * interval '1 millisecond',
+    secret = $2,
+    updated_at = now()
+WHERE h.name = $1
+RETURNING h.name, h.url, h.secret, h.previous_secret_expires_at, h.timeout_ms, h.max_attempts,
+          h.backoff_base_ms, h.backoff_max_ms, h.created_at, h.updated_at;

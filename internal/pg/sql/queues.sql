@@ -1,17 +1,19 @@
 -- name: QueueUpsert
--- Creates or changes a queue's settings; NULL parameters keep the current value.
-INSERT INTO queues AS q (name, paused, max_in_flight, batch)
-VALUES ($1, coalesce($2, false), coalesce($3, 100), coalesce($4, 50))
+-- Creates or changes a queue's settings; NULL parameters keep the current value
+-- ($5 = true clears the retention override, $6 sets it in ms).
+INSERT INTO queues AS q (name, paused, max_in_flight, batch, retention)
+VALUES ($1, coalesce($2, false), coalesce($3, 100), coalesce($4, 50), $6 * interval '1 millisecond')
 ON CONFLICT (name) DO UPDATE
 SET paused = coalesce($2, q.paused),
     max_in_flight = coalesce($3, q.max_in_flight),
     batch = coalesce($4, q.batch),
+    retention = CASE WHEN $5 THEN NULL ELSE coalesce($6 * interval '1 millisecond', q.retention) END,
     updated_at = now()
-RETURNING q.name, q.paused, q.max_in_flight, q.batch, q.created_at, q.updated_at;
+RETURNING q.name, q.paused, q.max_in_flight, q.batch, extract(epoch FROM q.retention) * 1000, q.created_at, q.updated_at;
 
 -- name: QueueList
 -- Every queue's settings (the feeders reload these every second).
-SELECT q.name, q.paused, q.max_in_flight, q.batch, q.created_at, q.updated_at
+SELECT q.name, q.paused, q.max_in_flight, q.batch, extract(epoch FROM q.retention) * 1000, q.created_at, q.updated_at
 FROM queues q ORDER BY q.name;
 
 -- name: QueueCounts

@@ -1,0 +1,170 @@
+package dispatch_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/gendurable/gendurable/internal/dispatch"
+	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/gendurable/gendurable/webhook"
+)
+
+// After a small drain the Prometheus counters agree with the database's own counts.
+func TestMetricsMatchTheDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarness(t, 30*time.Second)
+	reg := prometheus.NewRegistry()
+	h.eng.SetMetrics(engine.NewMetrics(reg, h.db))
+	m := dispatch.NewMetrics(reg)
+	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
+		switch {
+		case string(req.Job.Input) == `"fail"`:
+			answer(w, webhook.Response{Fail: &webhook.Fail{}})
+		case req.Job.Step == 0:
+			answer(w, webhook.Response{Next: &webhook.Next{}})
+		default:
+			answer(w, webhook.Response{Done: &webhook.Done{}})
+		}
+	})
+	h.handler(t, "h", rcv.URL, 3)
+	var jobs []engine.NewJob
+	for i := range 30 {
+		in := `"ok"`
+		if i%5 == 0 {
+			in = `"fail"`
+		}
+		jobs = append(jobs, engine.NewJob{Handler: "h", Input: []byte(in)})
+	}
+	h.insert(t, jobs...)
+	key := "dup"
+	h.insert(t, engine.NewJob{Handler: "h", Key: &key, Queue: "other"}, engine.NewJob{Handler: "h", Key: &key, Queue: "other"})
+	d := dispatch.New(h.eng, dispatch.Config{PollMin: 10 * time.Millisecond, QueueRefresh: 50 * time.Millisecond}, nil, m)
+	d.Start(ctx)
+	waitAllDoneOrFailed(t, h.db, 31)
+	d.Stop(ctx)
+
+	steps, _ := h.db.QueryInt(ctx, `SELECT count(*) FROM steps`)
+	done, _ := h.db.QueryInt(ctx, `SELECT count(*) FROM steps WHERE outcome = 'done'`)
+	fails, _ := h.db.QueryInt(ctx, `SELECT count(*) FROM steps WHERE outcome = 'fail'`)
+	if got := testutil.ToFloat64(m.Steps.WithLabelValues("default", "h", "next")) +
+		testutil.ToFloat64(m.Steps.WithLabelValues("default", "h", "done")) +
+		testutil.ToFloat64(m.Steps.WithLabelValues("default", "h", "fail")) +
+		testutil.ToFloat64(m.Steps.WithLabelValues("other", "h", "next")) +
+		testutil.ToFloat64(m.Steps.WithLabelValues("other", "h", "done")); got != float64(steps) {
+		t.Fatalf("steps_total adds up to %v, the steps table holds %d", got, steps)
+	}
+	if got := testutil.ToFloat64(m.Steps.WithLabelValues("default", "h", "done")) +
+		testutil.ToFloat64(m.Steps.WithLabelValues("other", "h", "done")); got != float64(done) {
+		t.Fatalf("done steps: metric %v, table %d", got, done)
+	}
+	if got := testutil.ToFloat64(m.Steps.WithLabelValues("default", "h", "fail")); got != float64(fails) {
+		t.Fatalf("failed steps: metric %v, table %d", got, fails)
+	}
+	jobsN, _ := h.db.QueryInt(ctx, `SELECT count(*) FROM jobs`)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inserted, dedup, depth float64
+	for _, f := range families {
+		for _, mm := range f.GetMetric() {
+			switch f.GetName() {
+			case "gendurable_jobs_inserted_total":
+				inserted += mm.GetCounter().GetValue()
+			case "gendurable_jobs_deduplicated_total":
+				dedup += mm.GetCounter().GetValue()
+			case "gendurable_queue_jobs":
+				depth += mm.GetGauge().GetValue()
+			}
+		}
+	}
+	if inserted != float64(jobsN) || dedup != 1 || depth != float64(jobsN) {
+		t.Fatalf("inserted %v, deduplicated %v, queue depth %v; the jobs table holds %d", inserted, dedup, depth, jobsN)
+	}
+}
+
+func waitAllDoneOrFailed(t *testing.T, db *pg.DB, total int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		n, _ := db.QueryInt(context.Background(), `SELECT count(*) FROM jobs WHERE status IN ('done', 'failed')`)
+		if n == total {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d jobs finished", n, total)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// GC deletes finished jobs past their retention with their history and inbox; live jobs,
+// children of a live parent, and queues with a longer retention keep theirs.
+func TestGCKeepsWhatIsStillNeeded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarness(t, 30*time.Second)
+	h.handler(t, "h", "http://127.0.0.1:1/", 3)
+	ids := map[string]int64{}
+	for _, name := range []string{"done", "failed", "cancelled", "live", "parent", "child", "kept"} {
+		q := "default"
+		if name == "kept" {
+			q = "archive"
+		}
+		ids[name] = h.insert(t, engine.NewJob{Handler: "h", Queue: q})[0].ID
+	}
+	if _, err := h.db.QueueUpsert(ctx, pg.QueueUpsert{Name: "archive", Retention: ptr(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	for name, status := range map[string]string{"done": "done", "failed": "failed", "cancelled": "cancelled", "child": "done", "kept": "done"} {
+		if _, err := h.db.Exec(ctx, `UPDATE jobs SET status = $2, finished_at = now() - interval '10 seconds' WHERE id = $1`, ids[name], status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.db.Exec(ctx, `UPDATE jobs SET status = 'awaiting', pending_children = 1, eligible_at = 'infinity' WHERE id = $1;`, ids["parent"]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.db.Exec(ctx, `UPDATE jobs SET parent_id = $1 WHERE id = $2`, ids["parent"], ids["child"]); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"done", "failed"} {
+		if _, err := h.db.Exec(ctx, `INSERT INTO steps (job_id, step, attempt, outcome, started_at, finished_at) VALUES ($1, 0, 1, 'done', now(), now())`, ids[name]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.db.Exec(ctx, `INSERT INTO signals (job_id, seq, name) VALUES ($1, 1, 's')`, ids[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gc := h.eng.NewGC(engine.GCConfig{Retention: time.Second})
+	n, err := gc.Sweep(ctx)
+	if err != nil || n != 3 {
+		t.Fatalf("GC deleted %d (%v), want the 3 finished jobs past retention", n, err)
+	}
+	for name, want := range map[string]bool{"done": false, "failed": false, "cancelled": false, "live": true,
+		"parent": true, "child": true, "kept": true} {
+		_, err := h.db.JobGet(ctx, ids[name])
+		if exists := err == nil; exists != want {
+			t.Errorf("%s: exists=%v after GC, want %v", name, exists, want)
+		}
+	}
+	if n, _ := h.db.QueryInt(ctx, `SELECT count(*) FROM steps`); n != 0 {
+		t.Fatalf("%d history rows of deleted jobs left", n)
+	}
+	if n, _ := h.db.QueryInt(ctx, `SELECT count(*) FROM signals`); n != 0 {
+		t.Fatalf("%d signals of deleted jobs left", n)
+	}
+	// Once the parent finishes, its child goes too.
+	if _, err := h.db.Exec(ctx, `UPDATE jobs SET status = 'done', finished_at = now() - interval '10 seconds' WHERE id = $1`, ids["parent"]); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := gc.Sweep(ctx); err != nil || n != 2 {
+		t.Fatalf("second sweep deleted %d (%v), want parent and child", n, err)
+	}
+}

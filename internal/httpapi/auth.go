@@ -1,0 +1,193 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/internal/pg"
+)
+
+// Scopes an API key may have.
+const (
+	scopeAdmin = "admin"
+	scopeRead  = "read"
+)
+
+// keyPrefix starts every API key.
+const keyPrefix = "gdk_"
+
+var errForbidden = errors.New("forbidden")
+
+type scopeKey struct{}
+
+// scopeOf is the scope the request was authenticated with (admin when auth is off).
+func scopeOf(ctx context.Context) string {
+	if s, ok := ctx.Value(scopeKey{}).(string); ok {
+		return s
+	}
+	return scopeAdmin
+}
+
+// leaseAuthorised are the routes whose credential is the step's lease token (a handler
+// reporting an asynchronous step needs no API key).
+var leaseAuthorised = regexp.MustCompile(`^/v1/jobs/[0-9]+/(heartbeat|outcome)$`)
+
+// authenticator checks bearer credentials when the server runs with an API token: the
+// token itself (admin) or an API key, whose hash is looked up (and cached for 5 s, so a
+// revocation takes effect within 5 s). Keys are never logged.
+type authenticator struct {
+	token string
+	db    *pg.DB
+	errs  errorMapper
+	mu    sync.Mutex
+	cache map[[32]byte]cachedKey
+}
+
+type cachedKey struct {
+	scope string
+	until time.Time
+}
+
+func (a *authenticator) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.token == "" || !strings.HasPrefix(r.URL.Path, "/v1/") || leaseAuthorised.MatchString(r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || got == "" {
+			a.errs.write(w, r, errUnauthorized)
+			return
+		}
+		scope := ""
+		if subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) == 1 {
+			scope = scopeAdmin
+		} else if strings.HasPrefix(got, keyPrefix) {
+			scope = a.lookup(r.Context(), got)
+		}
+		if scope == "" {
+			a.errs.write(w, r, errUnauthorized)
+			return
+		}
+		if scope != scopeAdmin && (r.Method != http.MethodGet && r.Method != http.MethodHead || strings.HasPrefix(r.URL.Path, "/v1/api-keys")) {
+			a.errs.write(w, r, errForbidden)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), scopeKey{}, scope)))
+	})
+}
+
+func (a *authenticator) lookup(ctx context.Context, key string) string {
+	hash := sha256.Sum256([]byte(key))
+	a.mu.Lock()
+	if c, ok := a.cache[hash]; ok && time.Now().Before(c.until) {
+		a.mu.Unlock()
+		return c.scope
+	}
+	a.mu.Unlock()
+	_, scope, err := a.db.APIKeyAuthenticate(ctx, hash[:])
+	if err != nil {
+		return ""
+	}
+	a.mu.Lock()
+	if a.cache == nil || len(a.cache) > 10000 {
+		a.cache = map[[32]byte]cachedKey{}
+	}
+	a.cache[hash] = cachedKey{scope: scope, until: time.Now().Add(5 * time.Second)}
+	a.mu.Unlock()
+	return scope
+}
+
+// forget drops every cached key (after a revocation in this process).
+func (a *authenticator) forget() {
+	a.mu.Lock()
+	a.cache = nil
+	a.mu.Unlock()
+}
+
+// newAPIKey returns a fresh key and the prefix shown in listings.
+func newAPIKey() (key, prefix string) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	key = keyPrefix + base64.RawURLEncoding.EncodeToString(b)
+	return key, key[:len(keyPrefix)+6]
+}
+
+func apiKeyBody(k pg.APIKey) APIKey {
+	return APIKey{Id: k.ID, Name: k.Name, Scope: APIKeyScope(k.Scope), Prefix: k.Prefix, CreatedAt: k.CreatedAt,
+		LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt}
+}
+
+type apiKeyCreatedBody struct {
+	APIKey
+	Key string `json:"key"`
+}
+
+func (r jsonResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error { return r.write(w) }
+
+// CreateAPIKey creates a key and shows it once.
+func (s *Server) CreateAPIKey(ctx context.Context, req CreateAPIKeyRequestObject) (CreateAPIKeyResponseObject, error) {
+	key, prefix := newAPIKey()
+	hash := sha256.Sum256([]byte(key))
+	k, err := s.db.APIKeyInsert(ctx, req.Body.Name, prefix, hash[:], string(req.Body.Scope))
+	if err != nil {
+		return nil, err
+	}
+	return jsonResponse{status: http.StatusCreated, body: apiKeyCreatedBody{APIKey: apiKeyBody(k), Key: key}}, nil
+}
+
+// ListAPIKeys lists keys (never the keys themselves).
+func (s *Server) ListAPIKeys(ctx context.Context, _ ListAPIKeysRequestObject) (ListAPIKeysResponseObject, error) {
+	ks, err := s.db.APIKeyList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := APIKeyList{ApiKeys: make([]APIKey, len(ks))}
+	for i, k := range ks {
+		out.ApiKeys[i] = apiKeyBody(k)
+	}
+	return ListAPIKeys200JSONResponse(out), nil
+}
+
+// RevokeAPIKey revokes a key.
+func (s *Server) RevokeAPIKey(ctx context.Context, req RevokeAPIKeyRequestObject) (RevokeAPIKeyResponseObject, error) {
+	if err := s.db.APIKeyRevoke(ctx, req.Id); err != nil {
+		return nil, notFound(err, "live API key", req.Id)
+	}
+	s.auth.forget()
+	return RevokeAPIKey204Response{}, nil
+}
+
+// RotateHandlerSecret replaces a handler's signing secret with an overlap window.
+func (s *Server) RotateHandlerSecret(ctx context.Context, req RotateHandlerSecretRequestObject) (RotateHandlerSecretResponseObject, error) {
+	secret, overlap := "", 24*time.Hour
+	if req.Body != nil {
+		if req.Body.Secret != nil {
+			secret = *req.Body.Secret
+		}
+		if req.Body.Overlap != nil {
+			d, err := time.ParseDuration(*req.Body.Overlap)
+			if err != nil || d > 30*24*time.Hour {
+				return nil, &engine.ValidationError{Errors: []engine.FieldError{{Field: "overlap", Message: "must be a duration of at most 720h"}}}
+			}
+			overlap = d
+		}
+	}
+	h, err := s.eng.RotateSecret(ctx, req.Name, secret, overlap)
+	if err != nil {
+		return nil, missing(err, "handler", req.Name)
+	}
+	return RotateHandlerSecret200JSONResponse(handlerBody(h, scopeOf(ctx))), nil
+}
