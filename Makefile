@@ -52,3 +52,13 @@ clean: ## Remove build output (not the ./.data cluster)
 .PHONY: bench
 bench: ## Run the drain benchmarks (real PostgreSQL, real webhook)
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/dispatch/
+
+.PHONY: web
+web: ## Rebuild the dashboard into web/dist (needs Node.js; the result is committed)
+	cd web && npm ci --no-audit --no-fund && npm run build
+
+.PHONY: check-web
+check-web: web ## Fail when the committed dashboard build is stale
+	@git diff --exit-code -- web/dist web/src/api-types.ts || \
+		(echo "web/dist is stale: run 'make web' and commit it" && exit 1)
+	@test -z "$$(git status --porcelain -- web/dist)" || (echo "web/dist has uncommitted files: run 'make web' and commit" && exit 1)

@@ -650,6 +650,19 @@ type StepPage struct {
 	Steps []Step `json:"steps"`
 }
 
+// Throughput defines model for Throughput.
+type Throughput struct {
+	Points []struct {
+		// Done Steps that finished their job.
+		Done int64 `json:"done"`
+
+		// Failed Failed attempts (errors
+		Failed int64     `json:"failed"`
+		Minute time.Time `json:"minute"`
+		Total  int64     `json:"total"`
+	} `json:"points"`
+}
+
 // JobID defines model for JobID.
 type JobID = int64
 
@@ -679,6 +692,11 @@ type ListJobSignalsParams struct {
 // ListJobStepsParams defines parameters for ListJobSteps.
 type ListJobStepsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// GetQueueThroughputParams defines parameters for GetQueueThroughput.
+type GetQueueThroughputParams struct {
+	Minutes *int `form:"minutes,omitempty" json:"minutes,omitempty"`
 }
 
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
@@ -806,6 +824,9 @@ type ServerInterface interface {
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 	// (PUT /v1/queues/{name})
 	PutQueue(w http.ResponseWriter, r *http.Request, name Name)
+	// GetQueueThroughput Steps finished per minute on the queue.
+	// (GET /v1/queues/{name}/throughput)
+	GetQueueThroughput(w http.ResponseWriter, r *http.Request, name Name, params GetQueueThroughputParams)
 
 	// (GET /v1/rate-limits)
 	ListRateLimits(w http.ResponseWriter, r *http.Request)
@@ -990,6 +1011,12 @@ func (_ Unimplemented) GetQueue(w http.ResponseWriter, r *http.Request, name Nam
 // PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 // (PUT /v1/queues/{name})
 func (_ Unimplemented) PutQueue(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetQueueThroughput Steps finished per minute on the queue.
+// (GET /v1/queues/{name}/throughput)
+func (_ Unimplemented) GetQueueThroughput(w http.ResponseWriter, r *http.Request, name Name, params GetQueueThroughputParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1808,6 +1835,48 @@ func (siw *ServerInterfaceWrapper) PutQueue(w http.ResponseWriter, r *http.Reque
 	handler.ServeHTTP(w, r)
 }
 
+// GetQueueThroughput operation middleware
+func (siw *ServerInterfaceWrapper) GetQueueThroughput(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetQueueThroughputParams
+
+	// ------------- Optional query parameter "minutes" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "minutes", r.URL.Query(), &params.Minutes, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "minutes"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "minutes", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetQueueThroughput(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListRateLimits operation middleware
 func (siw *ServerInterfaceWrapper) ListRateLimits(w http.ResponseWriter, r *http.Request) {
 
@@ -2128,6 +2197,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/handlers/{name}/rotate-secret", wrapper.RotateHandlerSecret)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/queues/{name}/throughput", wrapper.GetQueueThroughput)
 	})
 
 	return r
@@ -3246,6 +3318,46 @@ func (response PutQueuedefaultApplicationProblemPlusJSONResponse) VisitPutQueueR
 	return err
 }
 
+type GetQueueThroughputRequestObject struct {
+	Name   Name `json:"name"`
+	Params GetQueueThroughputParams
+}
+
+type GetQueueThroughputResponseObject interface {
+	VisitGetQueueThroughputResponse(w http.ResponseWriter) error
+}
+
+type GetQueueThroughput200JSONResponse Throughput
+
+func (response GetQueueThroughput200JSONResponse) VisitGetQueueThroughputResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueThroughputdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetQueueThroughputdefaultApplicationProblemPlusJSONResponse) VisitGetQueueThroughputResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListRateLimitsRequestObject struct {
 }
 
@@ -3524,6 +3636,9 @@ type StrictServerInterface interface {
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 	// (PUT /v1/queues/{name})
 	PutQueue(ctx context.Context, request PutQueueRequestObject) (PutQueueResponseObject, error)
+	// GetQueueThroughput Steps finished per minute on the queue.
+	// (GET /v1/queues/{name}/throughput)
+	GetQueueThroughput(ctx context.Context, request GetQueueThroughputRequestObject) (GetQueueThroughputResponseObject, error)
 
 	// (GET /v1/rate-limits)
 	ListRateLimits(ctx context.Context, request ListRateLimitsRequestObject) (ListRateLimitsResponseObject, error)
@@ -4392,6 +4507,33 @@ func (sh *strictHandler) PutQueue(w http.ResponseWriter, r *http.Request, name N
 	}
 }
 
+// GetQueueThroughput operation middleware
+func (sh *strictHandler) GetQueueThroughput(w http.ResponseWriter, r *http.Request, name Name, params GetQueueThroughputParams) {
+	var request GetQueueThroughputRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetQueueThroughput(ctx, request.(GetQueueThroughputRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetQueueThroughput")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetQueueThroughputResponseObject); ok {
+		if err := validResponse.VisitGetQueueThroughputResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListRateLimits operation middleware
 func (sh *strictHandler) ListRateLimits(w http.ResponseWriter, r *http.Request) {
 	var request ListRateLimitsRequestObject
@@ -4537,102 +4679,105 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H35bhu3vvCrEPMdwDYylmUn6WkVFB/cJCdLc5LUTnGAG/nK1MxPEuMROSU5lnUSA+dp+gb3Be6j9Eku",
-	"uM3KkUa25OIu/SOVNRwuv32lvgYRm6eMApUiGHwNUszxHCRw/ddbNn7zQn0gNBgEKZazIAwonkMwCEgc",
-	"hAGH3zLCIQ4GkmcQBiKawRyrNyaMz7FU46j87kkQBnNCyTybB4PjMJDLFMwjmAIPbm/D4L2e1buS/t+q",
-	"tf7CYRIMgv93VJzlyDwVR3reW7UCB5EyKkCf7CNn4wTm6mPEqAQq1UecpgmJsCSMHqVmxKMvglH1rNty",
-	"bl69Ygwi4iRV0wWD4JSis789Rz88efpXZCfv6aPbd9XUpx/f/AxLjQjOUuCSmO1GHLCEeIRlBbYxlnAo",
-	"iQaPhamQnNBpcBsqBPnwUId9GCRYyFEmVk9PsyTB4wQc9BvLUYvAxoOUw4TcqEdVeHyaAbqC5Z5AE8KF",
-	"RNEMcxwp0uv5jsPhml3dc48iYqneJFBFiZ8DHM8J1bSF4+Ci8cZtmeo+G5K31Gimyk8XllFUA2ll78Ui",
-	"bPwFIqm2ZbD+XE+gyTCOiQISTj6WqGCCEwFhjTAc1Of45h3QqZwFg5N+X3Ob+/t4+4CowGDdiTQZ4iT5",
-	"MAkGn1dzjyX/27BO/1eGKbwEhPan8dXoj3/9fjBAYsYWFDEaQYiEZBxixGiyRFggjGZYzDykVTubWqp5",
-	"pIv8UO+IkE0GxSkZXcFSfyYS5mKdoMiP6lbCnONlYzf5vF4o0+Xb8w/vm5A5pUuknqBrnGSgznxzOGWH",
-	"dgIl0XpnePF3EAJPQc30IuPYvNuYCr1iKLaPkciimQLmMHja78/FMAjRMHjctx+OZ4/782Gg1oMbPE8V",
-	"J6qnik2wlMDVhP++/7l/+MPFo/3hsGc+Hfz/fSq+ZeLbf/6H+DYX38S3+bfZwcGjv/jEwN8IJPFLzhlv",
-	"ImGinjWP8BHLGWITJGeA9JAQQW/aQ1/YWBw9Pko5YZzIpVfqzC2MmoKthiizdvGCD1+vLH/XSOcaEyu2",
-	"6jv/GwdAImFSIMoWPa/0votqsOzU+D4hcyJLT0rLiBnmsfA/y9J4wy14eM6tni8VliBTE6+lBdvg7GfT",
-	"KZbQnUc1vtZxqJmybRsfM7mhRM9xMMc31mDq6/9Wm1BlDMUwwVki9bh8lu+erLXByscy2/Ad6zWmcQL8",
-	"OaMTMm2CeIyjKzaZjMZYwDoA52LnNszfm+ObTV67C/nP8c1IyaN5KlsoepUxc01YJkYCIg5yBDcp4SDs",
-	"8lXu/ZVKkqDFDKgWPe5VZF5FQpIkQYJMqUD7GHEm9aH2BGLXwBOcHiiGv6Oho5fwnkBNwQxVdoXx5vwd",
-	"BhlP1gtNa0eosfmeix3WEBVWSatKMZsJCEvCfhkxMw+7i4kqQ6yTF/n0Kza2udR4YK6rc1BFVq0VVDlx",
-	"VvnlnEwpoVPHH/uLmYBohB4hdajvnigVjiVKAAuJjr9D46UEcfAMTYECV9g2rIbHAqjsGeqp2MQlG8RM",
-	"/fn08N/w4T/7hz88Orp49OPXfnhy6zU67sIzhv6rJ5xJmQ6OjhDjSH0U6vOvZ++0eBASUoEwB/Txw/kn",
-	"iJFkjUM8+b5i2X+/Tq+qTXjJDHCiJqiTfgo0JnQ6mpOpOUmLeBQSy0ys5287zreFt2zsMYUMSXmsUEtr",
-	"zoyLMs6BSg00v1lkp7qnw4gXmEj12UusOEFKggmEKXIjlVWJ1GeBJoyjfbUE+hFhutTiPBcoTf/Zvxcr",
-	"RMIgwjSCZKTAC8J6VXbMmLEEsFGHjBrYRMuRtfLWHvIuKhQSMiXjBLyK7x+aDxHPKFULa5DM8VJ98Uyj",
-	"LwYcJ4SCZmkLOwsqzcOUUbiH9gPnHqx0wKzzdBsGE0KJmN2TVKxc9+K2cyiG0HS9mCntvCuKldCEmrFy",
-	"t2OamdiCmqOuHb/e1kqxYuVRC4xaFii/b4VWNCNJzIG2rGK9PP/T3zLI/Aaf0iyj3CbvFsY40/7HnMgz",
-	"mAS3F/VDmFikNtA7I1pJUthwfLbWcnnLxudmoH4F0iYvP2fKj1faVSsov7C9i4G4wFfgEx1LhFGK+RXE",
-	"Wm7wjAqEp5jQgbaVcRIih+kQWcXcW0+5vlCewXrBujnYSuRSFXWOQx1Cckw6oWPBmOufphFrfN26nC6z",
-	"gYek283bqvRq0bQ/YRnNNrQov7BxdxP4LRu/oQK4tCz/xrx0nPut7os1xrFedNUhznLG2cZuIV5rrq/a",
-	"0QuQmCTd5YKyeZqxTYfkkUOkX0TlwySTOGmxyzSDiJGln45Kx72VT7z2nbqZV5mguY3G5kPPof0x14Kw",
-	"NqNejx1UsqSfHp+sDZHHkODlJhZ/yQBYn5C6s6qvS2fOITGx2StYPkNYeU+MxohoqKHFjCSAMErItbHD",
-	"ZiyJBSIScZAZpwLJGZbqSc3Z6AKie3mBZYWcB6ye1pNmfaMAdIbI7tDM+UNp/n64SqV3QUZVy3fX7WHA",
-	"M3r3uKcjmRb5kgupe0qYGOLMJDb9bkNtV5XhrWz50YbF7yeHm/I3DCjcyFGUccG6mJg+eV2dowW657mJ",
-	"5JJgzmHR+QuIMmmEV+4EhkHMqHo6wSQBpaiNU5aAL2cWBu+UrfzyRgKNDeBrkd6uRvnqEzem8Z1Xb0WR",
-	"7GZiVLIrY1Dn+8oybaGs3pJ5zbcPl+avcvk7kBK4CFFMpkSKEO2N9kK011P/DNQ/h3vP0PHh8cn3tSxx",
-	"KaRTBHMuio+j3uDw4ms/PD75qz+y8yGTEZvDaZomxIejL2w86uy9bWx0N2nX2H8r4ialwoU6kztjxO8P",
-	"d2fLUorNw52ECqmo3rtSIzBUgo4kMvG/Zb74WkoaZpwOpkDjjCt+HNhyicE1TkhsFO5aElzq9LxZdCVE",
-	"f3GKoh5RtTazxxRjmS2XWQVGPe9zM/QeiQpCR5OETGdyw0wFS2IQcuRk2r2c/hRnoi3ixEEC9eeOP80A",
-	"aTW8J1A+DLEJckafTsHmMTIB/Bo4ssbAQa/Lzu6derQpCHvCOshDSwY5zr1w3Sz5UKaLZgS0FHDsIHEK",
-	"/dNtvNZf3YYWGrDbeKsTuw3ONe0dvI3taOkaPvypIE283QWnkSTrPEo7aetW7pL8saKqyn5nbCEQo4BS",
-	"El2hKMFkLhCWaM5qtnQXc70himrhcJ29UItZLk45i0AIG7+RuiansWgHL6Gr5OlmHxf+2kXd03jNFihh",
-	"dIrkjIhcbFUlFeaAriCVz9Aw6IthUDhRzORw9Nn3BHr18v2LX89Of3r3cnT28tPL95/efHhviv0aOM8d",
-	"Co8KyqIrkKIJ7Z9haR23Gb5W7p0ZWYmYtzPfOOOiJi5ZZhjKDqbZfHz36pJWlcRtDLPDutuS69xE6cyR",
-	"wxyim0nsHEV+KVE4j91FRYH1deKiPPvKzd1BbjhCqFLX35mQSJvwIictEzeopmQc8uqFKm1sXWDXEULN",
-	"XLBLxjHEKAVuQxndFvWGA9yKHpDmRLESppt7THmYxkY0Ak9YpZVjuoQqFlBIYE+ZT6diIR+v+OBwrjPx",
-	"Z7YyZUNI2CqWTUJobZUBypCksMgrA7wp/4Nt5vx9ktqkfD3F2YyKbN6akd1l6XZ7nRJeJgzHm2SM4Lcm",
-	"4F9AQq6BLxHjMXC0IHJGTDXTFzYeoOMQnYTo8R//+r2L5vGlYNSqYWGEm03XpHMO34tWpPiDUTYO3Vko",
-	"WwSvk8hu2vbtnAONH6aQe1M8d+b8/Bw/LW1HwuZCcMNw8p8DApN9Ww8Ied/gkJ6o+/gF8+VHlSQ0M6E5",
-	"jqFReeKco1Keti3MW2woLCJPelUvHGx2uLVgx+NsWsk+qlS8FFbALso0mmUZUqajIiy1vpygM4KYCR02",
-	"cUThRoYGLSESKV7QECmXNETKIw2V08CXIWIcYf1NxmHgMtmhLgwbadCEKGKUQqRhaL8pB3tjI3d9QTi+",
-	"qcZxyf9OMrue4XaQqEK7spEq9qq04Sihjew+FIDeQAZp+JeOVMzpgiCNB5NqALV4oDDqfaBR6X2i8e59",
-	"svWYuoJRiwJUXnl39afwulb56Smb2zDWW8aJXJ6r+ayHAZiblKheRIsj81U+gSIZ0y5H6IT5GlBsFFjL",
-	"N+VhkwgQo+gjE3LK4fyXd8YVTjMxA4EARzNdq6KLy/RLkiGMFjCeMXbVG9LnCVHndilS49nTGAlQ/xjl",
-	"/iz359VqNnaSF7RpIIS6UNMsOKSMgosC6DSryeztCV3fua9mVdYqkTN0LjGNMY/RP8yOxIFe3WVjlUwX",
-	"C+BDSmgx4Z5AigiRLjvpoXMAFLNIHKWcSRaxpDePdb2hqyRF+YMhHVIdzDfhi3oLopomm2t47Le1Px70",
-	"0D9cFbsJcQypjuvo82CKTj++MQ5jiECbi0fXxyjCSYIoQCzQ5WkmZ4yTf+q5B+gnTQNomPX7jyP9ov4I",
-	"l70hzYP2g6DIAARhcA1c2Jxw77jX1xI4BYpTEgyCx71+77HJB8004R3NdInrP3XTh3EpFGPo9d/EwSB4",
-	"BdJWwdY6Q0/6/RVdoZt1g9oVPM2gv6a9Cs8Eg88XYSCy+RwrgaL1vAuhEYEyU+WKp0LxYH4SEVyoSY44",
-	"4Hi58qxnasSfc1S9dE/h62n/8UM23L5nEnG7+BpQx1jiMRagYM0VQ2s2V2xpSqEhXgn/6+MjnJJD1wDo",
-	"RcI7IqRp+hO7xEOpSdEDkpeaO69gqawQ3ZOKGAUlCqMki9Up9Ss2ruBfKd96CfZleKq1tURQ4ED7VEkE",
-	"LTquTNQS5gKSaxAHPXQazwlFuo20Fb5hkDLhgadpLrVtlEZHgZA/sXi5ZVjavtzbqiYsCjnLeDzeydqx",
-	"D5X20TYwZqZyglzXEVl8KX7QDj8RVi3pftpumKtxxtFXEt8a/Z6Aif9VMXqmKbKE0Qpon3gSHIaEtwEC",
-	"M1UJBJ2Js3RhwufdX5RwYYGaNzK2yppXesQOJU3eZdkqZ9Qm744cB/BJwhaHasecJQVVaQAcfb2C5Uqa",
-	"eqG/f5XX6q6hKDM8rtA/RmmCCUU//3iMSmWF+rEuTN76EcNWNe4/yHZx6sOn0pE7wWaDgZrr1mEu7V6Q",
-	"PiYI2yjl4byrXDP4WW+j+NTtRRjYis1ayTqRM5ZJhPWuQoSbVBLPiTTZ0Txjrb0ErN5SLjna//nH44Pe",
-	"kJ7rZm9lqOuCA62f0aVp7b1EnC3EMzRnHJD5CiUgzd+RqdNXcsk4PuNMLIdULc9BRw0U4Ai37eSEIgX4",
-	"JIHE2NxVUvuYFaS2fb3qGqM7qdT/DsRdMn5AoixVnuClztldGvdSO0pai9ZpwxAElFPkqwVfuT21Vfi/",
-	"doN2afGXmmhbVYDd7f3lRtE2WwfE0VfF7h20wOu8zaOzItjqvtvFeuvOto4t16Ts54JdYKsh4X2zFUNs",
-	"nrNN2J7qPKCdXrOVEb2XJjV4iaag5GepKfjS5P3++Nfvl0oC93yyrgz/7Yu7UlP3A0u8h0F62YqeEiGV",
-	"k8BRNMN0CkXgrVhnA6Y+0rciwGGRGL4rMTFfpcOLTOl2bVEsCI3ZwoavdATNkgKKMOfazFgwEx2UGQft",
-	"2C50hIAlcTikIsWR2qdaXJEdoe7gh/lLByESDHGIgFwDFyjCFIkFkdFMiX+jntlCaeYIfFpZJ+KdGDt3",
-	"1yXsgmRrif/b5gVqfxaZGlWqzKmiIGA7pJsmOAIT46xcRBCiK4DU0QlLdMgE6VJkHXLF1F3YYYloNYW7",
-	"DolW3f3WdDD4HMvfMuDLwr51/Ysb3YQX+ucqkjadJqsUsftnLHVVbmF/xpZvt90byRN/DUneFeJuEshv",
-	"ZUnxFHI/ora4bSRpWf/xSbURQV9q5a0p8R8tv/con7zoh+qXSnueri3rudghk7qWHw97fqBgwbel6KHi",
-	"kVAxuJK/ee+X4ynTknnbJtRP+sfO3jZVQ1/Y+JlNVaDLK1hemnxRqSlu32V2wsJBC/PE+sGQ4kQHkk0V",
-	"XIhO+n23hGme04rgstw4NUBKuV/6xLhp63rLxjsS3qVm3Ic1Nyp9tZ4LMAuAV+Dpgi2afLYZQ12zH/ds",
-	"G2Rr5tKawfZS1qi1JP2P8nptPwGf6kCr9tGdDaLLr57p6Qk1qkdXe8AkE2AAuJixBJCeutdOcmJ3NGea",
-	"zB+e5Mp94SuwjPYZR2UOPQgbEN4iJZggwHEf9ft9EwMg1NTHKxtubq8oWkEkLlre5jM6+bE7wNr29hZ7",
-	"TJP5/cH1wXBMYdYROmY3Wp66HnETChN+FbCRO2DuM86D6Dmcj0yHyOb+hZuwTRedFjUDylIsV2oRbf+b",
-	"vhQX/XmmjMkiRKjIRRe4Krgon2RPDKkttkHKK7kG0UNP+j8YO9TUOmjVZsWrq7nxaaHnevHdU9EK+kF4",
-	"Im1u0LLhVrJZ+mBl9a6ISYFQf+GoqgP7HZWvlFllrz8v7unoYLb/nzX5YNbkp7x6prgzZr1ZuR2ZMgPM",
-	"5Riw3IZYqZLdazf1uSnF24VGzzvGH1ijV5vmfYFl+2wb9GHm0hLI5EjshWRiSaMZZ1Rf1ykhRfu6vkvL",
-	"Vm2dQYxO+icHZfqxlXFNKVIqFN2udvmUb1vXUGk5Bzc4kslS6w42QZ1qUdG+jnrgOQzpmMUEzG3ZJt6C",
-	"rTWqFPSB0Tb5laZmWSIQZbJUqeZu52PUG8ZyV0rtkHjLZaMPTL+1GwV8fpB5tKWoFeMG9M4uaKHgTpSa",
-	"l7NuV1ydqWn/VEsjLOywe6bsS7DPqC3ghlgHvHNrTtscahk04WyuTY/yhZWhMXYnHMQMuftzupgjpX6W",
-	"VdbIuR3WyRhZYS6Y5ovuTcI7NRhKfT5eJ2/MbrZrMGg/JESm3d/+RMW+a0UyVXOTBE+nEFe1gGsOurMh",
-	"0R7XOiniWrYHhMRa6C9mIGfAEZFowa4gr0Le911Mqj5PGB9SnY9WZKB7EUwoe2lnPuihU7eILp/OfQsr",
-	"7d1MQuKl9m2JFENaOG9E2B9jkMxG62/sda0lh6XcXe3TFOdAY9uUtSM9UbRrdVITJ9tf2Ru0sH1321ES",
-	"djKE6wj1021T7LgugpVCRw/6nyVyXF+FB0GviZCML7crcqwuQDMzeVX4bN9VKW63aEXsL2bIDoFc3L7R",
-	"WkOi91kEiFw06L41Cu4ejtsKOErVJG2Rt19s2m23MGmzZvQ2t3j6+9ZnNIopCvBsX17nF6Q8sFG/S4w0",
-	"67AtxRdFFDr+B1IpXIH29Z0oynVTpkiICD00t7KgCKehyQBUTJI6oXMs4bC4r6KV+fNbEHYqAKqXa7QK",
-	"AbVppDe9q4riElg6l5QV13hsUFRWiDJ7HckDFhCv2PAOUNrGMTtE5nbLzd6ysTGRtWmt0HZZ3McyQF+N",
-	"9az7acy9HLeXz6yxrBvkGI0M9+ofuhvS8mUq6NK8cmnvWmmpw61ibPsitXJ/zAOL1QchlEK+ntqAlcVC",
-	"Cty1Qk2IS8No/DqUlG6hcVW9+tKYy/VluiVf3R8UKXwbc8PCrh0cs8r/Li9Hx3XLNx8rjxWbWgOv61Nt",
-	"Eyz6lz9fKBFhel+NWNG/7+J+0CVhEU5mTMjB9/3v+1qc2MndxR7GZL8N87/dov5CpXL47lAHoIHGKSNU",
-	"ihBh00wrIEbjZd7xuyfKseBeubJLeWalpfOatNJ31kZo7uZ5qV5d99yYZmW1xqHlo4JJRWnZCluUVir1",
-	"T91e3P5XAAAA//8=",
+	"7H37bttGvvCrDPgtEBulZdlJu62C4oObZNuk2Sa1UyxwIh95RP4kTkzNsDNDy9rEwD7NvsF5gfMo+yQH",
+	"c+N1KFG25OJc+kcqi8O5/O7X0ecgYouMUaBSBKPPQYY5XoAErv96w6avX6oPhAajIMMyCcKA4gUEo4DE",
+	"QRhw+D0nHOJgJHkOYSCiBBZYvTFjfIGlGkflN8+CMFgQShb5IhidhIFcZWAewRx4cHcXBr/oWb0r6f+t",
+	"W+tPHGbBKPh/x+VZjs1TcaznvVMrcBAZowL0yd5zNk1hoT5GjEqgUn3EWZaSCEvC6HFmRnz1STCqnvVb",
+	"zs2rV4xBRJxkarpgFJxRdP6XF+i7Z1//GdnJB/ro9l019dn71z/DSiOCswy4JGa7EQcsIZ5gWYNtjCUc",
+	"SaLBY2EqJCd0HtyFCkE+PDRhHwYpFnKSi/XT0zxN8TQFB/3WctQisPUg4zAjt+pRHR4fEkDXsHoi0Ixw",
+	"IVGUYI4jRXoD33E43LDrB+5RRCzTmwSqKPFjgOMFoZq2cBxctt64q1LdR0PylhrNVMXpwiqKGiCt7b1c",
+	"hE0/QSTVtgzWX+gJNBnGMVFAwun7ChXMcCogbBCGg/oC374FOpdJMDodDjW3ub9Pdg+IGgw2nUiTIU7T",
+	"d7Ng9HE991jyvwub9H9tmMJLQOhgHl9P/vWPfx6OkEjYkiJGIwiRkIxDjBhNVwgLhFGCReIhrcbZ1FLt",
+	"I10Wh3pLhGwzKM7I5BpW+jORsBCbBEVxVLcS5hyvWrsp5vVCma7eXLz7pQ2ZM7pC6gm6wWkO6sy3R3N2",
+	"ZCdQEm1wjpd/BSHwHNRML3OOzbutqdCPDMX2MRJ5lChgjoOvh8OFGAchGgdPh/bDSfJ0uBgHaj24xYtM",
+	"caJ6qtgESwlcTfjvBx+HR99dfnUwHg/Mp8P/f0DFl1x8+c//EF8W4ov4sviSHB5+9SefGPgLgTR+xTnj",
+	"bSTM1LP2Ed5jmSA2QzIBpIeECAbzAfrEpuL46XHGCeNErrxSZ2Fh1BZsDUSZtcsXfPj60fJ3g3RuMLFi",
+	"q7nzv3AAJFImBaJsOfBK7/uoBstOre9TsiCy8qSyjEgwj4X/WZ7FW27Bw3Nu9WKpsAKZhnitLNgFZz+b",
+	"zrGE/jyq8bWJQ82UXdt4n8stJXqBgwW+tQbTUP+33oSqYiiGGc5TqccVs3zzbKMNVj2W2YbvWD9hGqfA",
+	"XzA6I/M2iKc4umaz2WSKBWwCcCF27sLivQW+3ea1+5D/At9OlDxaZLKDotcZMzeE5WIiIOIgJ3CbEQ7C",
+	"Ll/n3t+oJClaJkC16HGvIvMqEpKkKRJkTgU6wIgzqQ/1RCB2AzzF2aFi+HsaOnoJ7wnUFMxQZV8Yb8/f",
+	"YZDzdLPQtHaEGlvsudxhA1FhnbTqFLOdgLAk7JcRiXnYX0zUGWKTvCimX7Ox7aXGI3Ndk4NqsmqjoCqI",
+	"s84vF2ROCZ07/jhYJgKiCfoKqUN980ypcCxRClhIdPINmq4kiMPnaA4UuMK2YTU8FUDlwFBPzSau2CBm",
+	"6o9nR/+Gj/4+PPruq+PLr77/PAxP77xGx314xtB//YSJlNno+BgxjtRHoT7/dv5WiwchIRMIc0Dv3118",
+	"gBhJ1jrEs29rlv23m/Sq2oSXzACnaoIm6WdAY0LnkwWZm5N0iEchsczFZv6243xbeMOmHlPIkJTHCrW0",
+	"5sy4KOccqNRA85tFdqoHOox4iYlUn73EilOkJJhAmCI3UlmVSH0WaMY4OlBLoO8RpistzguB0vaf/Xux",
+	"QiQMIkwjSCcKvCCsV2XHTBlLARt1yKiBTbSaWCtv4yHvo0IhJXMyTcGr+P6m+RDxnFK1sAbJAq/UF881",
+	"+mLAcUooaJa2sLOg0jxMGYUHaD9w7sFaB8w6T3dhMCOUiOSBpGLluhe3vUMxhGabxUxl531RrIQmNIyV",
+	"+x3TzMSW1Bx14/jNtlaGFStPOmDUsUD1fSu0ooSkMQfasYr18vxPf88h9xt8SrNMCpu8XxjjXPsfCyLP",
+	"YRbcXTYPYWKR2kDvjWglSWHL8flGy+UNm16YgfoVyNq8/IIpP15pV62g/ML2PgbiEl+DT3SsEEYZ5tcQ",
+	"a7nBcyoQnmNCR9pWxmmIHKZDZBXzYDPl+kJ5Busl6xZgq5BLXdQ5DnUIKTDphI4FY6F/2kas8XWbcrrK",
+	"Bh6S7jZv69KrQ9P+gGWUbGlRfmLT/ibwGzZ9TQVwaVn+tXnppPBb3RcbjGO96LpDnBeMs4vdQrzRXF+3",
+	"o5cgMUn7ywVl87Rjmw7JE4dIv4gqhkkmcdphl2kGERNLPz2VjnurmHjjO00zrzZBexutzYeeQ/tjriVh",
+	"bUe9HjuoYkl/fXK6MUQeQ4pX21j8FQNgc0Lq3qq+KZ05h9TEZq9h9Rxh5T0xGiOioYaWCUkBYZSSG2OH",
+	"JSyNBSIScZA5pwLJBEv1pOFs9AHRg7zAqkIuAlZfN5NmQ6MAdIbI7tDM+V1l/mG4TqX3QUZdy/fX7WHA",
+	"c3r/uKcjmQ75UgipB0qYGOLcJDb9bkNjV7XhnWz53obFHyaH2/I3DCjcykmUc8H6mJg+eV2fowO6F4WJ",
+	"5JJgzmHR+QuIcmmEV+EEhkHMqHo6wyQFpaiNU5aCL2cWBm+VrfzqVgKNDeAbkd6+Rvn6E7em8Z1Xb0WR",
+	"7HZiVLJrY1AX+8pzbaGs35J5zbcPl+avc/lbkBK4CFFM5kSKED2ZPAnRk4H6Z6T+OXryHJ0cnZx+28gS",
+	"V0I6ZTDnsvw4GYyOLj8Pw5PTP/sjO+9yGbEFnGVZSnw4+sSmk97e29ZGd5t2jf23Jm5SKVxoMrkzRvz+",
+	"cH+2rKTYPNxJqJCK6r0rtQJDFehIIlP/W+aLz5WkYc7paA40zrnix5Etlxjd4JTERuFuJMGVTs+bRddC",
+	"9FenKJoRVWsze0wxlttymXVg1PO+MEMfkKggdDJLyTyRW2YqWBqDkBMn0x7k9Gc4F10RJw4SqD93/CEB",
+	"pNXwE4GKYYjNkDP6dAq2iJEJ4DfAkTUGDgd9dvbg1KNNQdgTNkEeWjIocO6F63bJhypdtCOglYBjD4lT",
+	"6p9+47X+6je01ID9xlud2G9woWnv4W3sRks38OFPBWni7S84jSTZ5FHaSTu3cp/kjxVVdfY7Z0uBGAWU",
+	"kegaRSkmC4GwRAvWsKX7mOstUdQIh+vshVrMcnHGWQRC2PiN1DU5rUV7eAl9JU8/+7j01y6bnsZPbIlS",
+	"RudIJkQUYqsuqTAHdA2ZfI7GwVCMg9KJYiaHo8/+RKAfX/3y8rfzsx/evpqcv/rw6pcPr9/9Yor9Wjgv",
+	"HAqPCsqja5CiDe2fYWUdtwTfKPfOjKxFzLuZb5pz0RCXLDcMZQfTfDG9f3VJp0riNobZY91dyXVuonTm",
+	"yGEB0e0kdoEiv5Qoncf+oqLE+iZxUZ197ebuITccIdSp669MSKRNeFGQlokb1FMyDnnNQpUuti6x6wih",
+	"YS7YJeMYYpQBt6GMfot6wwFuRQ9IC6JYC9PtPaYiTGMjGoEnrNLJMX1CFUsoJbCnzKdXsZCPV3xwuNCZ",
+	"+HNbmbIlJGwVyzYhtK7KAGVIUlgWlQHelP/hLnP+PkltUr6e4mxGRb7ozMjus3S7u04Jr1KG420yRvB7",
+	"G/AvISU3wFeI8Rg4WhKZEFPN9IlNR+gkRKchevqvf/yzj+bxpWDUqmFphJtNN6RzAd/LTqT4g1E2Dt1b",
+	"KFsEb5LIbtru7VwAjR+nkHtbPPfm/OIcP6xsR8L2QnDLcPIfAwKTfdsMCPnQ4JCeqP/4JfPlR5UkNDOh",
+	"BY6hVXninKNKnrYrzFtuKCwjT3pVLxxsdrizYMfjbFrJPqlVvJRWwD7KNNplGVJmkzIstbmcoDeCmAkd",
+	"tnFE4VaGBi0hEhle0hAplzREyiMNldPAVyFiHGH9Tc5h5DLZoS4Mm2jQhChilEKkYWi/qQZ7YyN3fUE4",
+	"vq3Gccn/XjK7meF2kKhDu7aROvbqtOEooYvs3pWA3kIGafhXjlTO6YIgrQezegC1fKAw6n2gUel9ovHu",
+	"fbLzmLqCUYcCVF55f/Wn8LpR+ekpfdv4kHCWzxOb1WwUFjJCG95RI3ptceKLKmhHt3DEZQKEu4TlVnGp",
+	"Rm+F/h65/CU6sFFyRwZKUngW0Bg/HLjnlm1F8Xc7cEJo3nR713HivbPwdqF2+MvM6EPZWkxbnLXfM4Z6",
+	"zolcXSjSsc4kYG6y35qetOYxXxUTKOlgOiMJnTFfr5EN+GtVJoDfkAgQo+g9E3LO4eLXt4YYslwkIBDg",
+	"KNFlSbqOUL8kGcJoCdOEsevBmL5IiSJxlw03QRwaIwHqH2PHPS9CN2o1GyYrahc1vYe6JtcsOKaMggv4",
+	"6Iy6SeI+EbqU90DNqhwTIhN0ITGNMY/R38yOxKFe3SXelfoWS+BjSmg54ROBlLxBusJogC4AUMwicZxx",
+	"JlnE0sEi1qWlrmgYFQ/GdEx13sZEqprdpmqafKHhcdDV6Xo4QH9zDQsmmjWmOoSnz4MpOnv/2sQGQgTa",
+	"Mzi+OUERTlNEAWKBrs5ymTBO/q7nHqEfNA2gcT4cPo30i/ojXA3GtMjPjIIy2ROEwQ1wYdP/g5PBUCvb",
+	"DCjOSDAKng6Gg6cm9ZdowjtOdDXz33V/j/EelWTR67+Og1HwI0hb8NxoAj4dDtc0AG/X+GtX8PT9/pYN",
+	"ajwTjD5ehoHIFwusdIc26Vy0lAiUm4JmPBeKCYuTiOBSTXLMAcertWc9VyP+mKPqpQcKX18Pnz5mb/Uv",
+	"TCJuF98A6hhLPMUCFKy5YmjN5ootTdU7xGvhf3NyjDNy5Ho9vUh4S4Q0/Z1in3io9KN6QPJKc+c1rJTB",
+	"qduPEaOgRGGU5rE6pX7FhpD8KxVbr8C+Ck+1tpYIChzogCqJoEXHtQlQw0JAegPicIDO4gWhSHcMd8I3",
+	"DDImPPA0fcS2Y9YoKRDyBxavdgxL24J9V1eFZc1uFY8ne1k79qHSPtoFxsxUTpDrkjGLL8UPOrZDhFVL",
+	"unW6H+YanHH8mcR3Rr+nYIyfOkbPNUVWMFoD7TNPLsuQ8C5AYKaqgKA3cVbuxvi4/zsxLi1Qi57VTlnz",
+	"ox6xR0lTNNR2yhm1yfsjxwF8lrLlkdoxZ2lJVRoAx5+vYbWWpl7q738syrI3UJQZHtfoH6MsxYSin78/",
+	"QZUKUv1Y16Dv/Ihhpxr3H2S3OPXhU+nIvWCzxUDtdZswl3YvSB8ThO2J83DedaEZ/Ky3VSjy7jIMrBvb",
+	"6E4gMmG5RFjvKkS4TSXxgkiTCC+KE7SXgNVbyudDBz9/f3I4GNML3devDHVdW6L1M7oyXdxXiLOleI4W",
+	"jAMyX6EUpPk7Mi0ZSi4Zx2eai9WYquU56ACRdZLNzQGEIgX4NIXU2Nx1Unufl6S2e73qeuB7qdT/DsRd",
+	"MX5AojxTnuCVTs9eGfdSO0paizZpwxAEVKsh1gu+aidyp/D/yQ3ap8Vf6ZfuVAF2tw+XG2WHdBMQx58V",
+	"u/fQAj8VHT29FcFO990t1jt3tnNsuX50PxfsA1stCe+brRxiU9pdwvZMp3zt9JqtjOi9MlngKzQHJT8r",
+	"/d9XJsX7r3/880pJ4IFP1lXhv3txV+nff2SJ9zhIr1rRcyKkchI4ihJM51AG3sp1tmDqY30BBhyVNQD3",
+	"JSbmK2p5mSvdri2KJaExW9rwlY6gWVJAEeZcmxlLZqKDMuegHduljhCwNA7HVGQ4UvtUiyuyI9Qd/Kh4",
+	"6TBEgiEOEZAb4AJFmCKxJDJKlPg36pktlWaOwKeVdc2FE2MX7maMfZBso8bjrn1X3h9FpkaVKnOqrP3Y",
+	"DelmKY7AxDhrd06E6Bogc3TCUh0yQbrqXIdcMXV3s1giWk/hrhmmU3e/Mc0qPsfy9xz4qrRvXavqVpce",
+	"hv65yvxcr8lq/Qr+GSsNtDvYn7Hlu233Vp7MXy5UNAC5SyOKC3gyPIfCj2gsbnuGOtZ/elrvOdH3l3nL",
+	"h/xHK664KiYvW9+GlSqurzdWcF3ukUldd5eHPd9RsODbUfRQ8UioGFzJ36LNz/GU6b696xLqp8MTZ2+b",
+	"ArFPbPrcpirQ1TWsrky+qNL/eOAyO2HpoIVFDcXhmOJUB5JNwWOITodDt4Tpk9SK4KraIzdCSrlf+cS4",
+	"6eB7w6Z7Et6VvuvHNTdqLdSeu05LgNfg6YItmnx2GUPdsB/3bBdka+bSmsFmoRvUWpH+x0Vpvp+Az3Sg",
+	"VfvozgbRlXbP9fSEGtWjC3tglgswAFwmLAWkpx50k5zYH82Z+wQen+SqVwCswTI6YBxVOfQwbEF4h5Rg",
+	"ggAnQzQcDk0MgFDTCqFsuIW9jWoNkbhoeZfP6OTH/gBrbzLosMc0mT8cXO8Mx5RmHaFTdqvlqbsOwITC",
+	"hF8FbOUOmKuriyB6Aedj0wy0vX/hJuzSRWdlzYCyFKtFeUTb/6YFyUV/nitjsgwRKnLRtcwKLsoneSLG",
+	"1NZVIeWV3IAYoGfD74wdamodtGqz4tXVx/i00Au9+P6paA39IDyTNjdo2XAn2Sx9sKp6V8SkQKi/cFTV",
+	"g/2Oq7cHrbPXX5RXsvQw2//Pmnw0a/JDUT1TXg+02azcjUxJAHM5BSx3IVbqZPeTm/rCVF3uQ6MXlwM8",
+	"skav34/gCyzbZ7ugDzOXlkAmR2LvnhMrGiWcUX0zq4QMHej6Li1btXUGMTodnh5W6ccWQbalSKUmeLfa",
+	"5UOxbV1DpeUc3OJIpiutO9gM9So7Rgc66oEXMKZTFhMwF6ObeAu21qhS0IdG2xS315pliUCUyUqlmruI",
+	"kVFvGMvdHrZH4q1WCD8y/TYuj/D5QebRjqJWjBvQO7ugg4J7UWpRubxbcXWupv1DLY2wtMMemLKvwD6n",
+	"tlYfYh3wLqw5bXOoZdCMs4U2Pap3k4bG2J1xEElRatzHHKm0Lq2zRi7ssF7GyBpzwfTZ9O8H36vBUGnp",
+	"8jp5U3a7W4NB+yEhMjc72F8jOXBdZ6Zqbpbi+RziuhZwfWD3NiS641qnZVzLtvuQWAv9ZQIyAY6IREt2",
+	"DUUV8oHvDlr1ecb4mOp8tCID3XZiQtkrO/PhAJ25RXT5dOFbWGnvZhISr7RvS6QY09J5I8L+7oZkNlp/",
+	"a2/mrTgs1UZ6n6a4ABrb/rs96YmyM6+Xmjjd/creoIVtsdyNkrCTIdxEqJ9u22LHNYysFTp60P8skeNa",
+	"aDwI+okIyfhqtyLH6gKUmMnrwmf3rkp5kUknYn81Q/YI5PKilc4aEr3PMkDkokEPrVFwV67c1cBRqSbp",
+	"irz9atNu+4VJlzWjt7nD0z+0PqNVTFGCZ/fyurgL55GN+n1ipF2HbSm+LKLQ8T+QSuEKdKCvv1GumzJF",
+	"QkTokbmAB0U4C00GoGaSrCX0Y1nr0FtL85Vmvl6C3jSfCb+o/6Ym6Z89+yMlfeVgXQEpRqjU94+YQ1kT",
+	"3tkv5ncaDuyBy7okutK1nGxBpNSG4sOJxLQ/FitXtsSMU27JcXesbsmGYwlH5Y02nTqjuCdlr3qjfv1O",
+	"p+5Qm0Z60/sqRK+ApXclYnnRzxa1iKUGtBcWPWLd+ZoN7wGlXYJ2j8jcbZXiGzY1npX2yBTarsobm0bo",
+	"s3G6dBuWubnn7uq59bF0XyWjkRH6+qcwx7R63RK6Mq9c2duYOsq36xjbvSau3TD1yNr4UQillLhnNs5p",
+	"saAkru2gmxGXvdP4dSip3FPlisH1tVJXm6u7KyEefyytdInNHSz79ovNKv+7nGOdDqjejU7oHGFTouL1",
+	"mOvdpWXb+8dLJSJMy7QRK/oXoNxPPqUswmnChBx9O/x2qMWJndxd/WM8vbuw+Nst6q9vq0Z9j3TeAmhs",
+	"WvZDhE0PtoAYTVdFo/gTUU0hDKoFgcqhryxdlDJWvrOmRXs3LyptDrpVy/S4qzWOLB+VTCoqy9bYorJS",
+	"pe3u7vLuvwIAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

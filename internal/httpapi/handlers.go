@@ -434,3 +434,25 @@ func (s *Server) PutQueue(ctx context.Context, req PutQueueRequestObject) (PutQu
 	}
 	return PutQueue200JSONResponse(queueBody(q, counts)), nil
 }
+
+// GetQueueThroughput returns a queue's finished steps per minute.
+func (s *Server) GetQueueThroughput(ctx context.Context, req GetQueueThroughputRequestObject) (GetQueueThroughputResponseObject, error) {
+	minutes := 60
+	if req.Params.Minutes != nil {
+		minutes = *req.Params.Minutes
+	}
+	points, err := s.db.QueueThroughput(ctx, req.Name, minutes)
+	if err != nil {
+		return nil, err
+	}
+	out := Throughput{Points: make([]struct {
+		Done   int64     `json:"done"`
+		Failed int64     `json:"failed"`
+		Minute time.Time `json:"minute"`
+		Total  int64     `json:"total"`
+	}, len(points))}
+	for i, p := range points {
+		out.Points[i].Done, out.Points[i].Failed, out.Points[i].Minute, out.Points[i].Total = p.Done, p.Failed, p.Minute, p.Total
+	}
+	return GetQueueThroughput200JSONResponse(out), nil
+}

@@ -71,3 +71,17 @@ func (db *DB) QueueCounts(ctx context.Context, queue *string) ([]QueueCount, err
 		return c, r.Scan(&c.Queue, &c.Status, &c.N, &c.OldestRunnable)
 	}, queue)
 }
+
+// ThroughputPoint is one minute of a queue's finished steps.
+type ThroughputPoint struct {
+	Minute              time.Time
+	Done, Failed, Total int64
+}
+
+// QueueThroughput returns the steps finished per minute on queue over the last minutes.
+func (db *DB) QueueThroughput(ctx context.Context, queue string, minutes int) ([]ThroughputPoint, error) {
+	return collect(ctx, db, stmt("QueueThroughput"), func(r pgx.Rows) (ThroughputPoint, error) {
+		var p ThroughputPoint
+		return p, r.Scan(&p.Minute, &p.Done, &p.Failed, &p.Total)
+	}, queue, minutes)
+}

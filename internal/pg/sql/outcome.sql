@@ -75,8 +75,8 @@ updated AS (
     RETURNING j.id, j.status, j.queue, j.parent_id, j.eligible_at
 ),
 history AS (
-    INSERT INTO steps (job_id, step, attempt, outcome, http_status, started_at, finished_at, error)
-    SELECT u.id, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error
+    INSERT INTO steps (job_id, queue, step, attempt, outcome, http_status, started_at, finished_at, error)
+    SELECT u.id, u.queue, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error
     FROM updated u JOIN o ON o.id = u.id JOIN before b ON b.id = u.id
 ),
 -- @gate-credit (JobApplyOutcomesCrediting splices fragment GateCredit in here)

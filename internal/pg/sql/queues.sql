@@ -25,3 +25,16 @@ SELECT j.queue, j.status, count(*) AS n,
 FROM jobs j
 WHERE $1::text IS NULL OR j.queue = $1
 GROUP BY j.queue, j.status;
+
+-- name: QueueThroughput
+-- Steps finished per minute on queue $1 over the last $2 minutes, split into completed
+-- jobs, failures (any outcome that is not a step's normal continuation) and the rest.
+-- Index use: steps_queue_finished range scan.
+SELECT date_trunc('minute', s.finished_at) AS minute,
+       count(*) FILTER (WHERE s.outcome = 'done') AS done,
+       count(*) FILTER (WHERE s.outcome NOT IN ('next', 'await', 'spawn', 'done')) AS failed,
+       count(*) AS total
+FROM steps s
+WHERE s.queue = $1 AND s.finished_at > now() - $2 * interval '1 minute'
+GROUP BY 1
+ORDER BY 1;

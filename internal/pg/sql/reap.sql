@@ -42,8 +42,8 @@ credited AS (
     WHERE s.key = d.key AND s.shard = d.shard
 ),
 history AS (
-    INSERT INTO steps (job_id, step, attempt, outcome, http_status, started_at, finished_at, error)
-    SELECT u.id, u.step, u.attempt, 'lease_expired', NULL, coalesce(u.attempted_at, now()), now(), u.error
+    INSERT INTO steps (job_id, queue, step, attempt, outcome, http_status, started_at, finished_at, error)
+    SELECT u.id, u.queue, u.step, u.attempt, 'lease_expired', NULL, coalesce(u.attempted_at, now()), now(), u.error
     FROM updated u
 ),
 joined AS (

@@ -1,0 +1,117 @@
+import { useEffect, useRef, useState } from 'preact/hooks';
+import uPlot from 'uplot';
+import 'uplot/dist/uPlot.min.css';
+import { api, type Queue, type Throughput } from '../api';
+import { Empty, Notice, ago, useNotice, usePoll } from '../ui';
+
+const COUNTS = ['runnable', 'executing', 'awaiting', 'done', 'failed', 'cancelled'] as const;
+
+/** Queues shows each queue's counts, lag and throughput, and pauses or resumes it. */
+export function Queues() {
+  const [queues, setQueues] = useState<Queue[] | null>(null);
+  const [selected, setSelected] = useState('');
+  const { notice, ok, fail } = useNotice();
+  const load = async () => {
+    const r = await api.queues();
+    setQueues(r.queues);
+    if (!selected && r.queues.length) setSelected(r.queues[0].name);
+  };
+  usePoll(load, 3000, []);
+
+  const toggle = async (q: Queue) => {
+    try {
+      await api.putQueue(q.name, { paused: !q.paused });
+      ok(q.paused ? `Queue ${q.name} resumed.` : `Queue ${q.name} paused: running steps finish, nothing new starts.`);
+      await load();
+    } catch (e) {
+      fail(e);
+    }
+  };
+
+  if (queues && queues.length === 0) {
+    return <Empty title="No queues yet">A queue appears with its first job.</Empty>;
+  }
+  return (
+    <section>
+      <Notice notice={notice} />
+      <div class="table-wrap">
+        <table data-testid="queues">
+          <thead>
+            <tr>
+              <th>Queue</th>
+              {COUNTS.map((c) => (
+                <th class="num">{c}</th>
+              ))}
+              <th>Oldest runnable</th>
+              <th class="num">In flight cap</th>
+              <th class="num">Batch</th>
+              <th></th>
+            </tr>
+          </thead>
+          <tbody>
+            {(queues ?? []).map((q) => (
+              <tr key={q.name} class={q.name === selected ? 'selected' : ''}>
+                <td>
+                  <button class="link" onClick={() => setSelected(q.name)}>
+                    {q.name}
+                  </button>
+                  {q.paused && <span class="badge s-cancelled">paused</span>}
+                </td>
+                {COUNTS.map((c) => (
+                  <td class="num">
+                    <a href={`#/runs?queue=${encodeURIComponent(q.name)}&status=${c}`}>{q.counts[c]}</a>
+                  </td>
+                ))}
+                <td>{q.oldest_runnable_at ? ago(q.oldest_runnable_at) : '—'}</td>
+                <td class="num">{q.max_in_flight}</td>
+                <td class="num">{q.batch}</td>
+                <td>
+                  <button onClick={() => toggle(q)}>{q.paused ? 'Resume' : 'Pause'}</button>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      {selected && <Chart queue={selected} />}
+    </section>
+  );
+}
+
+function Chart({ queue }: { queue: string }) {
+  const box = useRef<HTMLDivElement>(null);
+  const plot = useRef<uPlot | null>(null);
+  const [data, setData] = useState<Throughput | null>(null);
+  usePoll(async () => setData(await api.throughput(queue)), 10000, [queue]);
+
+  useEffect(() => {
+    if (!box.current || !data) return;
+    // One point per minute of the last hour, zeros where nothing finished.
+    const now = Math.floor(Date.now() / 60000) * 60;
+    const xs: number[] = [];
+    const total: number[] = [];
+    const failed: number[] = [];
+    const byMinute = new Map(data.points.map((p) => [Math.floor(new Date(p.minute).getTime() / 1000), p]));
+    for (let t = now - 59 * 60; t <= now; t += 60) {
+      xs.push(t);
+      total.push(byMinute.get(t)?.total ?? 0);
+      failed.push(byMinute.get(t)?.failed ?? 0);
+    }
+    const opts: uPlot.Options = {
+      width: Math.min(box.current.clientWidth || 640, 900),
+      height: 200,
+      series: [{}, { label: 'steps/min', stroke: '#2563eb', width: 2 }, { label: 'failed/min', stroke: '#dc2626', width: 1.5 }],
+      axes: [{}, { size: 50 }],
+    };
+    plot.current?.destroy();
+    plot.current = new uPlot(opts, [xs, total, failed], box.current);
+    return () => plot.current?.destroy();
+  }, [data]);
+
+  return (
+    <figure class="chart">
+      <figcaption>Throughput of {queue}, last hour</figcaption>
+      <div ref={box} style={{ minHeight: '230px' }} />
+    </figure>
+  );
+}

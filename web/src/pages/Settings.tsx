@@ -1,0 +1,222 @@
+import { useState } from 'preact/hooks';
+import { api, type Gate, type Handler, type RateLimit } from '../api';
+import { Empty, Notice, useNotice, usePoll } from '../ui';
+
+function form(e: Event): FormData {
+  e.preventDefault();
+  return new FormData(e.target as HTMLFormElement);
+}
+
+function opt(f: FormData, name: string): string | undefined {
+  const v = String(f.get(name) || '').trim();
+  return v || undefined;
+}
+
+/** Handlers lists the registered webhooks and registers or changes one. */
+export function Handlers() {
+  const [handlers, setHandlers] = useState<Handler[] | null>(null);
+  const { notice, ok, fail } = useNotice();
+  const load = async () => setHandlers((await api.handlers()).handlers);
+  usePoll(load, 10000, []);
+  const save = async (e: Event) => {
+    const f = form(e);
+    const name = String(f.get('name'));
+    const attempts = opt(f, 'max_attempts');
+    try {
+      await api.putHandler(name, {
+        url: String(f.get('url')),
+        secret: opt(f, 'secret'),
+        timeout: opt(f, 'timeout'),
+        max_attempts: attempts ? Number(attempts) : undefined,
+      });
+      ok(`Handler ${name} saved.`);
+      (e.target as HTMLFormElement).reset();
+      await load();
+    } catch (err) {
+      fail(err);
+    }
+  };
+  return (
+    <section>
+      <Notice notice={notice} />
+      {handlers && handlers.length === 0 && <Empty title="No handlers yet">Register the webhook your steps are sent to.</Empty>}
+      {handlers && handlers.length > 0 && (
+        <div class="table-wrap">
+          <table data-testid="handlers">
+            <thead>
+              <tr>
+                <th>Name</th>
+                <th>URL</th>
+                <th>Timeout</th>
+                <th class="num">Max attempts</th>
+                <th>Backoff</th>
+              </tr>
+            </thead>
+            <tbody>
+              {handlers.map((h) => (
+                <tr key={h.name}>
+                  <td>
+                    <a href={`#/runs?handler=${encodeURIComponent(h.name)}`}>{h.name}</a>
+                  </td>
+                  <td class="ellipsis">{h.url}</td>
+                  <td>{h.timeout}</td>
+                  <td class="num">{h.max_attempts}</td>
+                  <td>
+                    {h.backoff_base} … {h.backoff_max}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      <form class="card" onSubmit={save} aria-label="Register a handler">
+        <h3>Register or change a handler</h3>
+        <label>
+          Name <input name="name" required pattern="[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}" />
+        </label>
+        <label class="grow">
+          URL <input name="url" required type="url" placeholder="https://example.com/steps" />
+        </label>
+        <label>
+          Secret <input name="secret" placeholder="generated" />
+        </label>
+        <label>
+          Timeout <input name="timeout" placeholder="30s" size={6} />
+        </label>
+        <label>
+          Max attempts <input name="max_attempts" type="number" min={1} max={1000} size={4} />
+        </label>
+        <button type="submit">Save handler</button>
+      </form>
+    </section>
+  );
+}
+
+/** Flow lists gates and rate limits and edits them. */
+export function Flow() {
+  const [gates, setGates] = useState<Gate[]>([]);
+  const [limits, setLimits] = useState<RateLimit[]>([]);
+  const { notice, ok, fail } = useNotice();
+  const load = async () => {
+    const [g, r] = await Promise.all([api.gates(), api.rateLimits()]);
+    setGates(g.gates);
+    setLimits(r.rate_limits);
+  };
+  usePoll(load, 5000, []);
+  const run = async (fn: () => Promise<unknown>, done: string) => {
+    try {
+      await fn();
+      ok(done);
+      await load();
+    } catch (e) {
+      fail(e);
+    }
+  };
+  return (
+    <section>
+      <Notice notice={notice} />
+      <h3>Gates</h3>
+      <p class="muted">At most <em>limit</em> jobs of a concurrency key run at once (without a gate: one).</p>
+      <div class="table-wrap">
+        <table data-testid="gates">
+          <thead>
+            <tr>
+              <th>Key</th>
+              <th class="num">Limit</th>
+              <th class="num">Free slots</th>
+              <th class="num">Shards</th>
+              <th></th>
+            </tr>
+          </thead>
+          <tbody>
+            {gates.map((g) => (
+              <tr key={g.key}>
+                <td>{g.key}</td>
+                <td class="num">{g.limit}</td>
+                <td class="num">{g.available}</td>
+                <td class="num">{g.shards}</td>
+                <td>
+                  <button class="danger" onClick={() => run(() => api.deleteGate(g.key), `Gate ${g.key} deleted.`)}>
+                    Delete
+                  </button>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      <form
+        class="card"
+        aria-label="Set a gate"
+        onSubmit={(e) => {
+          const f = form(e);
+          const key = String(f.get('key'));
+          run(() => api.putGate(key, { limit: Number(f.get('limit')), shards: Number(f.get('shards') || 1) }), `Gate ${key} saved.`);
+        }}
+      >
+        <label>
+          Key <input name="key" required />
+        </label>
+        <label>
+          Limit <input name="limit" type="number" min={1} required size={5} />
+        </label>
+        <label>
+          Shards <input name="shards" type="number" min={1} max={64} placeholder="1" size={3} />
+        </label>
+        <button type="submit">Save gate</button>
+      </form>
+
+      <h3>Rate limits</h3>
+      <p class="muted">A token bucket per key: <em>rate</em> tokens per second, at most <em>burst</em> stored.</p>
+      <div class="table-wrap">
+        <table data-testid="rate-limits">
+          <thead>
+            <tr>
+              <th>Name</th>
+              <th class="num">Rate /s</th>
+              <th class="num">Burst</th>
+              <th class="num">Keys</th>
+              <th></th>
+            </tr>
+          </thead>
+          <tbody>
+            {limits.map((l) => (
+              <tr key={l.name}>
+                <td>{l.name}</td>
+                <td class="num">{l.rate}</td>
+                <td class="num">{l.burst}</td>
+                <td class="num">{l.buckets}</td>
+                <td>
+                  <button class="danger" onClick={() => run(() => api.deleteRateLimit(l.name), `Rate limit ${l.name} deleted.`)}>
+                    Delete
+                  </button>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      <form
+        class="card"
+        aria-label="Set a rate limit"
+        onSubmit={(e) => {
+          const f = form(e);
+          const name = String(f.get('name'));
+          run(() => api.putRateLimit(name, { rate: Number(f.get('rate')), burst: Number(f.get('burst')) }), `Rate limit ${name} saved.`);
+        }}
+      >
+        <label>
+          Name <input name="name" required />
+        </label>
+        <label>
+          Rate /s <input name="rate" type="number" min={0} step="any" required size={6} />
+        </label>
+        <label>
+          Burst <input name="burst" type="number" min={1} step="any" required size={6} />
+        </label>
+        <button type="submit">Save rate limit</button>
+      </form>
+    </section>
+  );
+}
