@@ -50,7 +50,11 @@ clean: ## Remove build output (not the ./.data cluster)
 	rm -rf $(BIN)
 
 .PHONY: bench
-bench: ## Run the drain benchmarks (real PostgreSQL, real webhook)
+bench: ## End-to-end bench: server binary + PostgreSQL + webhook receiver process (see docs/performance.md)
+	$(GO) run ./cmd/bench $(BENCH_FLAGS)
+
+.PHONY: bench-go
+bench-go: ## The in-process drain benchmark (go test -bench)
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/dispatch/
 
 .PHONY: web

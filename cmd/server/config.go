@@ -25,6 +25,9 @@ type config struct {
 	Queues               []string
 	ShutdownGrace        time.Duration
 	Retention            time.Duration
+	OutcomeBatch         int
+	PprofAddr            string
+	OutcomeLinger        time.Duration
 	MaxBodyBytes         int64
 	DBMaxConns           int
 	LogLevel             slog.Level
@@ -82,6 +85,11 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		"run steps in this process; false serves the API only (env GENDURABLE_DISPATCH)")
 	c.ShutdownGrace = duration("GENDURABLE_SHUTDOWN_GRACE", "15s")
 	c.Retention = duration("GENDURABLE_RETENTION", "168h")
+	c.OutcomeBatch = integer("GENDURABLE_OUTCOME_BATCH", 128)
+	c.PprofAddr = getenv("GENDURABLE_PPROF_ADDR")
+	if v := getenv("GENDURABLE_OUTCOME_LINGER"); v != "" {
+		c.OutcomeLinger = duration("GENDURABLE_OUTCOME_LINGER", v)
+	}
 	c.MaxBodyBytes = int64(integer("GENDURABLE_MAX_BODY_BYTES", 1<<20))
 	c.DBMaxConns = integer("GENDURABLE_DB_MAX_CONNS", 20)
 	queues := env("GENDURABLE_QUEUES", "")

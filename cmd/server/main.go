@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -98,6 +99,15 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	srv := &http.Server{Addr: cfg.Addr, Handler: api, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 60 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	if cfg.PprofAddr != "" {
+		// Profiling on its own listener (never on the public address).
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		go func() { _ = http.ListenAndServe(cfg.PprofAddr, mux) }() //nolint:gosec // operator-chosen, loopback in practice
+		log.Info("pprof is serving", "addr", cfg.PprofAddr)
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return err
@@ -113,7 +123,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	var gc *engine.GC
 	if cfg.Dispatch {
 		disp = dispatch.New(eng, dispatch.Config{DialControl: guard.Control, ShutdownGrace: cfg.ShutdownGrace,
-			Queues: cfg.Queues}, log, dispatch.NewMetrics(reg))
+			Queues: cfg.Queues, OutcomeBatch: cfg.OutcomeBatch, OutcomeLinger: cfg.OutcomeLinger}, log, dispatch.NewMetrics(reg))
 		disp.Start(ctx)
 		reaper = eng.NewReaper(engine.ReaperConfig{})
 		reaper.Start(ctx)

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gendurable/gendurable/webhook"
+)
+
+// benchSecret signs the bench's steps.
+const benchSecret = "whsec_YmVuY2gtc2VjcmV0LWJlbmNoLXNlY3JldC1iZW5jaA=="
+
+// runReceiver is the bench's webhook, in its own process: it verifies each step's
+// signature, answers next until the job's input "steps" are done, and records when it
+// first saw each job (for insert→webhook latency), served at GET /seen.
+func runReceiver(addr string) {
+	var mu sync.Mutex
+	seen := map[int64]int64{}
+	mux := http.NewServeMux()
+	mux.Handle("POST /steps", webhook.Handler(benchSecret, func(_ context.Context, req *webhook.StepRequest) webhook.Response {
+		now := time.Now().UnixNano()
+		mu.Lock()
+		if _, ok := seen[req.Job.ID]; !ok {
+			seen[req.Job.ID] = now
+		}
+		mu.Unlock()
+		var in struct{ Steps int }
+		_ = json.Unmarshal(req.Job.Input, &in)
+		if req.Job.Step+1 < in.Steps {
+			return webhook.Response{Next: &webhook.Next{}}
+		}
+		return webhook.Response{Done: &webhook.Done{}}
+	}))
+	mux.HandleFunc("GET /seen", func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = json.NewEncoder(w).Encode(seen)
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The parent reads the chosen address from our first line of output.
+	_, _ = os.Stdout.WriteString(ln.Addr().String() + "\n")
+	log.Fatal(http.Serve(ln, mux))
+}
