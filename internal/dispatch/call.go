@@ -24,14 +24,14 @@ const maxRetryAfter = 24 * time.Hour
 func (d *Dispatcher) runStep(ctx context.Context, f *feeder, st engine.Step) {
 	outcome, deliver := d.call(ctx, st)
 	if !deliver {
-		d.leases.remove(st.ID)
+		d.leases.remove(st.ID, st.LeaseToken)
 		f.release()
 		return
 	}
-	d.leases.markCompleting(st.ID)
+	d.leases.markCompleting(st.ID, st.LeaseToken)
 	d.completer.submit(engine.StepOutcome{JobID: st.ID, Token: st.LeaseToken, NoGateSlot: st.GateShard == nil, Outcome: outcome},
 		func(applied *pg.OutcomeApplied, err error) {
-			d.leases.remove(st.ID)
+			d.leases.remove(st.ID, st.LeaseToken)
 			d.metrics.Steps.WithLabelValues(st.Queue, st.Handler, outcome.Label).Inc()
 			switch {
 			case err != nil:

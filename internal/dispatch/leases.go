@@ -31,18 +31,21 @@ func (r *leaseRegistry) add(id int64, token string, cancel context.CancelCauseFu
 	r.mu.Unlock()
 }
 
-func (r *leaseRegistry) remove(id int64) {
+// remove forgets a step's lease. It checks the token: the job may already have been
+// claimed again (its outcome made it runnable at once) and hold a new lease, which must
+// not be dropped, nor its webhook call cancelled.
+func (r *leaseRegistry) remove(id int64, token string) {
 	r.mu.Lock()
-	if l, ok := r.leases[id]; ok {
+	if l, ok := r.leases[id]; ok && l.token == token {
 		l.cancel(nil)
 		delete(r.leases, id)
 	}
 	r.mu.Unlock()
 }
 
-func (r *leaseRegistry) markCompleting(id int64) {
+func (r *leaseRegistry) markCompleting(id int64, token string) {
 	r.mu.Lock()
-	if l, ok := r.leases[id]; ok {
+	if l, ok := r.leases[id]; ok && l.token == token {
 		l.completing = true
 		r.leases[id] = l
 	}
