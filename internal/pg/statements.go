@@ -14,7 +14,10 @@ var sqlFiles embed.FS
 // statements maps a statement name ("-- name: X" in sql/*.sql) to its SQL text.
 var statements = loadStatements(sqlFiles)
 
-var nameLine = regexp.MustCompile(`(?m)^-- (name|fragment): (\w+)\s*$`)
+var (
+	nameLine   = regexp.MustCompile(`(?m)^-- (name|fragment): (\w+)\s*$`)
+	markerLine = regexp.MustCompile(`(?m)^-- @(\w+).*\n`)
+)
 
 // fragments are named pieces of SQL ("-- fragment: X") spliced into statements at a
 // "-- @marker" line; they are not statements of their own.
@@ -50,17 +53,30 @@ func loadStatements(fsys fs.FS) map[string]string {
 			out[name] = body
 		}
 	}
-	// The crediting variant of the outcome statement: fragment GateCredit at its marker.
-	const marker = "-- @gate-credit"
+	// Fragments are spliced in at their "-- @Name" marker lines. The outcome statement's
+	// GateCredit marker makes two statements: JobApplyOutcomes without the credit and
+	// JobApplyOutcomesCrediting with it.
 	base := out["JobApplyOutcomes"]
-	at := strings.Index(base, marker)
-	if at < 0 || fragments["GateCredit"] == "" {
-		panic("pg: outcome.sql lacks its gate-credit marker or fragment")
+	if !strings.Contains(base, "-- @GateCredit") {
+		panic("pg: outcome.sql lacks its -- @GateCredit marker")
 	}
-	eol := at + strings.Index(base[at:], "\n") + 1
-	out["JobApplyOutcomesCrediting"] = strings.Replace(base[:at]+fragments["GateCredit"]+"\n"+base[eol:],
-		"-- name: JobApplyOutcomes\n", "-- name: JobApplyOutcomesCrediting\n", 1)
-	out["JobApplyOutcomes"] = base[:at] + base[eol:]
+	out["JobApplyOutcomesCrediting"] = strings.Replace(base, "-- name: JobApplyOutcomes\n", "-- name: JobApplyOutcomesCrediting\n", 1)
+	out["JobApplyOutcomes"] = markerLine.ReplaceAllStringFunc(base, func(m string) string {
+		if strings.HasPrefix(strings.TrimSpace(m), "-- @GateCredit") {
+			return ""
+		}
+		return m
+	})
+	for name, sql := range out {
+		out[name] = markerLine.ReplaceAllStringFunc(sql, func(m string) string {
+			frag := markerLine.FindStringSubmatch(m)[1]
+			text, ok := fragments[frag]
+			if !ok {
+				panic(fmt.Sprintf("pg: statement %s names fragment %s, which no sql file defines", name, frag))
+			}
+			return text + "\n"
+		})
+	}
 	return out
 }
 

@@ -2,7 +2,7 @@
 -- Cancels job $1 and its live descendants in one statement. Runnable and awaiting jobs
 -- are cancelled at once; an executing one is flagged (cancel_requested) and ends as
 -- cancelled when its step's outcome arrives. The parent of the cancelled job (outside
--- the cancelled tree) is joined as for any finished child. Rows are locked in id order.
+-- the cancelled tree) is joined as for any finished child (fragment ParentJoin). Rows are locked in id order.
 -- Index use: jobs_pkey, jobs_parent per level of the tree.
 WITH RECURSIVE tree AS (
     SELECT j.id FROM jobs j WHERE j.id = $1
@@ -25,23 +25,7 @@ updated AS (
     WHERE j.id = l.id AND j.status IN ('runnable', 'executing', 'awaiting')
     RETURNING j.id, j.status, j.parent_id
 ),
-joined AS (
-    UPDATE jobs p
-    SET pending_children = p.pending_children - d.n,
-        status = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'runnable'
-                      ELSE p.status END,
-        wake = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'children'
-                    ELSE p.wake END,
-        eligible_at = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN now()
-                           ELSE p.eligible_at END,
-        updated_at = now()
-    FROM (SELECT parent_id, count(*) AS n FROM updated
-          WHERE parent_id IS NOT NULL AND status = 'cancelled'
-          GROUP BY parent_id) d
-    WHERE p.id = d.parent_id AND p.pending_children > 0
-      AND p.id NOT IN (SELECT id FROM tree)
-    RETURNING p.queue, p.status
-),
+-- @ParentJoin
 notified AS (
     SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
     FROM (SELECT DISTINCT queue FROM joined WHERE status = 'runnable') q

@@ -79,7 +79,7 @@ history AS (
     SELECT u.id, u.queue, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error
     FROM updated u JOIN o ON o.id = u.id JOIN before b ON b.id = u.id
 ),
--- @gate-credit (JobApplyOutcomesCrediting splices fragment GateCredit in here)
+-- @GateCredit (only in JobApplyOutcomesCrediting)
 children AS (
     INSERT INTO jobs (queue, handler, input, key, priority, eligible_at, concurrency_key,
                       rate_limit, rate_key, rate_weight, max_attempts, parent_id)
@@ -98,22 +98,7 @@ children AS (
     WHERE u.status IN ('awaiting', 'runnable')
     RETURNING queue
 ),
-joined AS (
-    UPDATE jobs p
-    SET pending_children = p.pending_children - d.n,
-        status = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'runnable'
-                      ELSE p.status END,
-        wake = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'children'
-                    ELSE p.wake END,
-        eligible_at = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN now()
-                           ELSE p.eligible_at END,
-        updated_at = now()
-    FROM (SELECT parent_id, count(*) AS n FROM updated
-          WHERE parent_id IS NOT NULL AND status IN ('done', 'failed', 'cancelled')
-          GROUP BY parent_id ORDER BY parent_id) d
-    WHERE p.id = d.parent_id AND p.pending_children > 0
-    RETURNING p.queue, p.status
-),
+-- @ParentJoin
 notified AS (
     SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
     FROM (SELECT queue FROM joined WHERE status = 'runnable'
@@ -133,4 +118,28 @@ credited AS (
           WHERE b.gate_shard IS NOT NULL
           GROUP BY 1, 2 ORDER BY 1, 2) d
     WHERE s.key = d.key AND s.shard = d.shard
+),
+
+-- fragment: ParentJoin
+-- The parent join of a statement whose `updated` CTE ended children: each parent's
+-- pending_children drops by its finished children (grouped, so two children of one
+-- parent in a batch count twice), and a parent waiting for them is woken at zero.
+-- A row `updated` already changed is left alone: Postgres applies only one of two
+-- updates of a row in one statement. Parents are locked in id order.
+joined AS (
+    UPDATE jobs p
+    SET pending_children = p.pending_children - d.n,
+        status = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'runnable'
+                      ELSE p.status END,
+        wake = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'children'
+                    ELSE p.wake END,
+        eligible_at = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN now()
+                           ELSE p.eligible_at END,
+        updated_at = now()
+    FROM (SELECT parent_id, count(*) AS n FROM updated
+          WHERE parent_id IS NOT NULL AND status IN ('done', 'failed', 'cancelled')
+          GROUP BY parent_id ORDER BY parent_id) d
+    WHERE p.id = d.parent_id AND p.pending_children > 0
+      AND p.id NOT IN (SELECT u.id FROM updated u)
+    RETURNING p.queue, p.status
 ),

@@ -5,7 +5,7 @@
 -- Writes the steps history row, gives back the gate slot the step held, and joins the
 -- parent of a child that ended.
 -- Index use: jobs_lease range scan (only expired rows are read), jobs_pkey per row.
-WITH expired AS (
+WITH before AS (
     SELECT id, concurrency_key, gate_shard FROM jobs
     WHERE status = 'executing' AND lease_expires_at < now()
     ORDER BY lease_expires_at
@@ -27,41 +27,18 @@ updated AS (
         lease_owner = NULL,
         gate_shard = NULL,
         updated_at = now()
-    FROM expired e
+    FROM before e
     WHERE j.id = e.id AND j.status = 'executing' AND j.lease_expires_at < now()
-      AND j.id = ANY (ARRAY(SELECT e2.id FROM expired e2))  -- PK lookups under any plan
+      AND j.id = ANY (ARRAY(SELECT e2.id FROM before e2))  -- PK lookups under any plan
     RETURNING j.id, j.status, j.queue, j.parent_id, j.step, j.attempt, j.attempted_at, j.error
 ),
-credited AS (
-    UPDATE gate_slots s
-    SET available = least(s.cap, s.available + d.n)
-    FROM (SELECT e.concurrency_key AS key, e.gate_shard AS shard, count(*) AS n
-          FROM updated u JOIN expired e ON e.id = u.id
-          WHERE e.gate_shard IS NOT NULL
-          GROUP BY 1, 2 ORDER BY 1, 2) d
-    WHERE s.key = d.key AND s.shard = d.shard
-),
+-- @GateCredit
 history AS (
     INSERT INTO steps (job_id, queue, step, attempt, outcome, http_status, started_at, finished_at, error)
     SELECT u.id, u.queue, u.step, u.attempt, 'lease_expired', NULL, coalesce(u.attempted_at, now()), now(), u.error
     FROM updated u
 ),
-joined AS (
-    UPDATE jobs p
-    SET pending_children = p.pending_children - d.n,
-        status = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'runnable'
-                      ELSE p.status END,
-        wake = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'children'
-                    ELSE p.wake END,
-        eligible_at = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN now()
-                           ELSE p.eligible_at END,
-        updated_at = now()
-    FROM (SELECT parent_id, count(*) AS n FROM updated
-          WHERE parent_id IS NOT NULL AND status IN ('failed', 'cancelled')
-          GROUP BY parent_id ORDER BY parent_id) d
-    WHERE p.id = d.parent_id AND p.pending_children > 0
-    RETURNING p.queue, p.status
-),
+-- @ParentJoin
 notified AS (
     SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
     FROM (SELECT queue FROM updated WHERE status = 'runnable'
