@@ -350,3 +350,63 @@ func TestUrgentJobJumpsTheQueue(t *testing.T) {
 		t.Fatalf("%d low-priority jobs were claimed before the urgent one (%d had been when it was inserted; one pick is 10)", ahead, before)
 	}
 }
+
+// Queue settings apply to running dispatchers without a restart: max_in_flight caps the
+// concurrent steps and a raise is picked up; a pause stops claiming, a resume restarts it.
+func TestQueueSettingsApplyWithoutRestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarness(t, 30*time.Second)
+	c := newConcurrency()
+	rcv := keyedReceiver(t, c, 40*time.Millisecond)
+	h.handler(t, "h", rcv.URL, 3)
+	if _, err := h.db.QueueUpsert(ctx, pg.QueueUpsert{Name: "default", MaxInFlight: ptr(1), Batch: ptr(10)}); err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]engine.NewJob, 60)
+	for i := range jobs {
+		jobs[i] = engine.NewJob{Handler: "h", Input: []byte(`"q"`)}
+	}
+	h.insert(t, jobs...)
+	startDispatcher(t, h.eng, dispatch.Config{PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond, QueueRefresh: 50 * time.Millisecond})
+	waitDone := func(n int64) {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			done, _ := h.db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE status = 'done'`)
+			if done >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d jobs done, want %d", done, n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitDone(5)
+	if got := c.max(`"q"`); got != 1 {
+		t.Fatalf("max_in_flight 1 ran %d steps at once", got)
+	}
+	if _, err := h.db.QueueUpsert(ctx, pg.QueueUpsert{Name: "default", MaxInFlight: ptr(4)}); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(25)
+	if got := c.max(`"q"`); got != 4 {
+		t.Fatalf("after raising max_in_flight to 4 the peak was %d", got)
+	}
+	if _, err := h.db.QueueUpsert(ctx, pg.QueueUpsert{Name: "default", Paused: ptr(true)}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the refresh (50 ms) and the running steps (40 ms) settle
+	paused, _ := h.db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE status = 'done'`)
+	time.Sleep(300 * time.Millisecond)
+	if again, _ := h.db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE status = 'done'`); again != paused {
+		t.Fatalf("a paused queue kept running: %d -> %d done", paused, again)
+	}
+	if running, _ := h.db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE status = 'executing'`); running != 0 {
+		t.Fatalf("%d steps still executing on a paused queue", running)
+	}
+	if _, err := h.db.QueueUpsert(ctx, pg.QueueUpsert{Name: "default", Paused: ptr(false)}); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(60)
+}
