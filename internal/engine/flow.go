@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg"
@@ -62,8 +61,7 @@ type Reconciler struct {
 	log    *slog.Logger
 	// OnRepair, when set, is called after each pass with the counters it changed.
 	OnRepair func([]pg.SlotRepair, error)
-	stop     chan struct{}
-	done     sync.WaitGroup
+	loop
 }
 
 // NewReconciler returns a stopped reconciler.
@@ -88,37 +86,16 @@ func (r *Reconciler) Repair(ctx context.Context) ([]pg.SlotRepair, error) {
 
 // Start repairs every Interval until Stop.
 func (r *Reconciler) Start(ctx context.Context) {
-	r.stop = make(chan struct{})
-	r.done.Add(1)
-	go func() {
-		defer r.done.Done()
-		t := time.NewTicker(r.cfg.Interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-r.stop:
-				return
-			case <-t.C:
-			}
-			repaired, err := r.Repair(ctx)
-			if err != nil && ctx.Err() == nil {
-				r.log.Error("gate reconciliation failed", "err", err)
-			}
-			if r.OnRepair != nil {
-				r.OnRepair(repaired, err)
-			}
+	r.start(ctx, r.cfg.Interval, func(ctx context.Context) bool {
+		repaired, err := r.Repair(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.log.Error("gate reconciliation failed", "err", err)
 		}
-	}()
-}
-
-// Stop ends the loop.
-func (r *Reconciler) Stop() {
-	if r.stop != nil {
-		close(r.stop)
-		r.done.Wait()
-	}
+		if r.OnRepair != nil {
+			r.OnRepair(repaired, err)
+		}
+		return false
+	})
 }
 
 // QueueThrottled reports whether queue has due runnable jobs that its last empty pick

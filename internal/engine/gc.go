@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 )
 
@@ -27,8 +26,7 @@ type GC struct {
 	log    *slog.Logger
 	// OnSweep, when set, is called after each sweep with the jobs it deleted.
 	OnSweep func(deleted int, err error)
-	stop    chan struct{}
-	done    sync.WaitGroup
+	loop
 }
 
 // NewGC returns a stopped collector.
@@ -60,38 +58,14 @@ func (g *GC) Sweep(ctx context.Context) (int, error) {
 
 // Start sweeps every Interval until Stop.
 func (g *GC) Start(ctx context.Context) {
-	g.stop = make(chan struct{})
-	g.done.Add(1)
-	go func() {
-		defer g.done.Done()
-		t := time.NewTicker(g.cfg.Interval)
-		defer t.Stop()
-		for {
-			n, err := g.Sweep(ctx)
-			if err != nil && ctx.Err() == nil {
-				g.log.Error("gc sweep failed", "err", err)
-			}
-			if g.OnSweep != nil {
-				g.OnSweep(n, err)
-			}
-			if err == nil && n == g.cfg.Batch {
-				continue
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-g.stop:
-				return
-			case <-t.C:
-			}
+	g.start(ctx, g.cfg.Interval, func(ctx context.Context) bool {
+		n, err := g.Sweep(ctx)
+		if err != nil && ctx.Err() == nil {
+			g.log.Error("gc sweep failed", "err", err)
 		}
-	}()
-}
-
-// Stop ends the loop.
-func (g *GC) Stop() {
-	if g.stop != nil {
-		close(g.stop)
-		g.done.Wait()
-	}
+		if g.OnSweep != nil {
+			g.OnSweep(n, err)
+		}
+		return err == nil && n == g.cfg.Batch
+	})
 }

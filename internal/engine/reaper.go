@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 )
 
@@ -32,9 +31,7 @@ type Reaper struct {
 	log    *slog.Logger
 	// OnSweep, when set, is called after each sweep (tests wait on it; metrics count).
 	OnSweep func(ReaperStats, error)
-
-	stop chan struct{}
-	done sync.WaitGroup
+	loop
 }
 
 // NewReaper returns a stopped reaper.
@@ -71,38 +68,14 @@ func (r *Reaper) Sweep(ctx context.Context) (ReaperStats, error) {
 
 // Start runs sweeps every Interval until Stop.
 func (r *Reaper) Start(ctx context.Context) {
-	r.stop = make(chan struct{})
-	r.done.Add(1)
-	go func() {
-		defer r.done.Done()
-		t := time.NewTicker(r.cfg.Interval)
-		defer t.Stop()
-		for {
-			st, err := r.Sweep(ctx)
-			if err != nil && ctx.Err() == nil {
-				r.log.Error("reaper sweep failed", "err", err)
-			}
-			if r.OnSweep != nil {
-				r.OnSweep(st, err)
-			}
-			if err == nil && (st.Reaped == r.cfg.Batch || st.AwaitsWoken == r.cfg.Batch) {
-				continue // more to take back
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-r.stop:
-				return
-			case <-t.C:
-			}
+	r.start(ctx, r.cfg.Interval, func(ctx context.Context) bool {
+		st, err := r.Sweep(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.log.Error("reaper sweep failed", "err", err)
 		}
-	}()
-}
-
-// Stop ends the loop and waits for the current sweep.
-func (r *Reaper) Stop() {
-	if r.stop != nil {
-		close(r.stop)
-		r.done.Wait()
-	}
+		if r.OnSweep != nil {
+			r.OnSweep(st, err)
+		}
+		return err == nil && (st.Reaped == r.cfg.Batch || st.AwaitsWoken == r.cfg.Batch)
+	})
 }
