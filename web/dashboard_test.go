@@ -280,3 +280,44 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, "queues.png")
 }
+
+// With an API token configured the dashboard asks for it, sends it, and shows the runs.
+func TestDashboardAsksForTheToken(t *testing.T) {
+	ctx := browser(t)
+	db := pgtest.NewDB(t)
+	eng, err := engine.New(db, engine.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(eng, httpapi.Config{Dashboard: web.Handler(), APIToken: "dash-token"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/v1/handlers/report", strings.NewReader(`{"url": "http://127.0.0.1:9/"}`))
+	req.Header.Set("Authorization", "Bearer dash-token")
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("register: %v %v", resp, err)
+	}
+	req, _ = http.NewRequest(http.MethodPost, srv.URL+"/v1/jobs", strings.NewReader(`{"handler": "report", "queue": "q"}`))
+	req.Header.Set("Authorization", "Bearer dash-token")
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("insert: %v %v", resp, err)
+	}
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/#/runs"),
+		chromedp.WaitVisible(`form.token input[name=token]`),
+		chromedp.SendKeys(`form.token input[name=token]`, "wrong"),
+		chromedp.Click(`form.token button[type=submit]`),
+		chromedp.WaitVisible(`form.token input[name=token]`), // refused: asked again
+		chromedp.SendKeys(`form.token input[name=token]`, "dash-token"),
+		chromedp.Click(`form.token button[type=submit]`),
+		chromedp.WaitVisible(`table[data-testid=runs]`),
+		waitText(`table[data-testid=runs]`, "report"),
+	); err != nil {
+		t.Fatalf("signing in: %v", err)
+	}
+}

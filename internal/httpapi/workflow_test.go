@@ -550,3 +550,44 @@ func TestStatementCountsOfAWorkflow(t *testing.T) {
 			c["ChildLoadForJoin"], c["SignalLoadInboxes"], c)
 	}
 }
+
+// A spawn of 10 000 children goes in one outcome statement, they all run, and the join
+// step is shown the first 1 000 with a count of the rest: no request blows up.
+func TestFanOutOfTenThousandChildren(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 10 000 children")
+	}
+	t.Parallel()
+	s := newStack(t, 30*time.Second)
+	s.handler("leaf", func(w http.ResponseWriter, req *webhook.StepRequest) {
+		webhooktest.Answer(w, webhook.Response{Done: &webhook.Done{Result: json.RawMessage(`1`)}})
+	})
+	var joined webhook.StepRequest
+	var bodyBytes atomic.Int64
+	s.handler("fan", func(w http.ResponseWriter, req *webhook.StepRequest) {
+		if req.Job.Step == 0 {
+			children := make([]webhook.ChildSpec, 10000)
+			for i := range children {
+				children[i] = webhook.ChildSpec{Handler: "leaf"}
+			}
+			webhooktest.Answer(w, webhook.Response{Spawn: &webhook.Spawn{Children: children}})
+			return
+		}
+		joined = *req
+		b, _ := json.Marshal(req)
+		bodyBytes.Store(int64(len(b)))
+		webhooktest.Answer(w, webhook.Response{Done: &webhook.Done{}})
+	})
+	if r := s.do("PUT", "/v1/queues/default", `{"max_in_flight": 200, "batch": 100}`); r.status != 200 {
+		t.Fatal(r.status)
+	}
+	id := s.insert(`{"handler": "fan"}`)
+	s.waitStatus(id, "done", 120*time.Second)
+	if len(joined.Children) != 1000 || joined.ChildrenMore != 9000 || joined.Wake != "children" {
+		t.Fatalf("join step: %d children shown, %d more, wake %q", len(joined.Children), joined.ChildrenMore, joined.Wake)
+	}
+	if d := s.job(id); d["children_total"] != float64(10000) || d["children_finished"] != float64(10000) {
+		t.Fatalf("children counts %v/%v", d["children_finished"], d["children_total"])
+	}
+	t.Logf("10 000 children joined; the join step's request was %d bytes", bodyBytes.Load())
+}
