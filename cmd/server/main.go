@@ -163,7 +163,7 @@ func startDevPostgres(ctx context.Context, dir string, log *slog.Logger) (*pg.Cl
 		return nil, "", err
 	}
 	if err := pg.EnsureDatabase(ctx, c.URL("postgres"), "gendurable"); err != nil {
-		_ = c.Stop()
+		c.Stop()
 		return nil, "", err
 	}
 	log.Info("private PostgreSQL is up", "psql", fmt.Sprintf("psql %s", c.TCPURL("gendurable")))

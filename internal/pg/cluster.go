@@ -160,7 +160,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	c.cmd = cmd
 	go func() { _ = cmd.Wait(); close(c.exited) }()
 	if err := c.waitReady(ctx); err != nil {
-		_ = c.Stop()
+		c.Stop()
 		return nil, err
 	}
 	return c, nil
@@ -197,10 +197,11 @@ func (c *Cluster) TCPURL(database string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.opts.Port, database)
 }
 
-// Stop shuts the server down (fast shutdown: sessions are disconnected, data is kept).
-func (c *Cluster) Stop() error {
+// Stop shuts the server down (fast shutdown: sessions are disconnected, data is kept),
+// killing it if it has not exited within 30 seconds.
+func (c *Cluster) Stop() {
 	if c.cmd == nil || c.cmd.Process == nil {
-		return nil
+		return
 	}
 	_ = c.cmd.Process.Signal(syscall.SIGINT)
 	select {
@@ -209,7 +210,6 @@ func (c *Cluster) Stop() error {
 		_ = c.cmd.Process.Kill()
 		<-c.exited
 	}
-	return nil
 }
 
 // EnsureDatabase creates database name on the server at adminURL if it is missing.

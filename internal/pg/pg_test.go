@@ -58,7 +58,7 @@ func TestInsertClaimOutcomeRoundTrip(t *testing.T) {
 	if len(got) != 4 || got[0].Deduplicated || got[1].Deduplicated || !got[2].Deduplicated || got[2].ID != got[1].ID {
 		t.Fatalf("unexpected insert answer: %+v", got)
 	}
-	if !(got[0].ID < got[1].ID && got[1].ID < got[3].ID) {
+	if got[0].ID >= got[1].ID || got[1].ID >= got[3].ID {
 		t.Fatalf("ids not in request order: %d %d %d", got[0].ID, got[1].ID, got[3].ID)
 	}
 	again, err := db.JobInsertMany(ctx, []pg.JobInsert{{Queue: "q", Handler: "h", Key: str("k1")}})
