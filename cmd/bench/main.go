@@ -400,9 +400,6 @@ func drain(ctx context.Context, db *pg.DB, api, queue string, jobs, steps int) (
 	if err != nil {
 		return Result{}, err
 	}
-	if os.Getenv("BENCH_DEBUG") != "" {
-		fmt.Fprintf(os.Stderr, "before %+v\nafter %+v\n", before, after)
-	}
 	total := float64(jobs * steps)
 	r := Result{Scenario: fmt.Sprintf("drain of %d %d-step jobs", jobs, steps), Jobs: jobs, Steps: jobs * steps,
 		Seconds: secs, PerSecond: total / secs, Statements: map[string]int64{}}
