@@ -278,33 +278,26 @@ func callBody(api, method, path, body string) ([]byte, error) {
 // `clients` concurrent clients (a bulk loader's usual shape).
 func bulkInsert(api, queue string, n, steps, clients int) (Result, error) {
 	const per = 10000
-	var b bytes.Buffer
-	b.WriteString(`{"jobs":[`)
-	for i := range per {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"handler":"bench","queue":%q,"input":{"steps":%d}}`, queue, steps)
-	}
-	b.WriteString(`]}`)
-	full := b.String()
-	requests := make(chan string, n/per+1)
-	for done := 0; done < n; done += per {
-		k := min(per, n-done)
-		if k == per {
-			requests <- full
-			continue
-		}
-		var part bytes.Buffer
-		part.WriteString(`{"jobs":[`)
+	body := func(k int) string {
+		var b bytes.Buffer
+		b.WriteString(`{"jobs":[`)
 		for i := range k {
 			if i > 0 {
-				part.WriteByte(',')
+				b.WriteByte(',')
 			}
-			fmt.Fprintf(&part, `{"handler":"bench","queue":%q,"input":{"steps":%d}}`, queue, steps)
+			fmt.Fprintf(&b, `{"handler":"bench","queue":%q,"input":{"steps":%d}}`, queue, steps)
 		}
-		part.WriteString(`]}`)
-		requests <- part.String()
+		b.WriteString(`]}`)
+		return b.String()
+	}
+	full := body(per)
+	requests := make(chan string, n/per+1)
+	for done := 0; done < n; done += per {
+		if k := min(per, n-done); k == per {
+			requests <- full
+		} else {
+			requests <- body(k)
+		}
 	}
 	close(requests)
 	started := time.Now()

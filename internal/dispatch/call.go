@@ -42,9 +42,7 @@ func (d *Dispatcher) runStep(ctx context.Context, f *feeder, st engine.Step) {
 				d.log.Warn("outcome refused: the lease token is no longer current (the step was taken back)",
 					"job_id", st.ID, "step", st.Step, "attempt", st.Attempt)
 			case applied.Ready:
-				if g := d.feederOf(applied.Queue); g != nil {
-					g.wake()
-				}
+				f.wake() // an outcome only changes its own job, which is on this queue
 			}
 			f.release()
 		})

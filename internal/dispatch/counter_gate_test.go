@@ -126,7 +126,7 @@ func TestCounterGate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitAllDone(t, db, 450, 60*time.Second)
+	waitDone(t, db, 450, 60*time.Second)
 	elapsed := time.Since(started)
 	d.Stop(ctx)
 	db.Close() // backends flush their table statistics as they exit

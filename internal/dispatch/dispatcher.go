@@ -178,9 +178,6 @@ func (d *Dispatcher) stop(ctx context.Context) {
 	d.background.Wait()
 }
 
-// Running is how many steps this dispatcher has in flight (tests, metrics).
-func (d *Dispatcher) Running() int { return int(d.running.Load()) }
-
 // refreshLoop reloads queue settings and starts feeders for new queues.
 func (d *Dispatcher) refreshLoop() {
 	t := time.NewTicker(d.cfg.QueueRefresh)
@@ -260,12 +257,6 @@ func (d *Dispatcher) wakeAll() {
 	for _, f := range d.feeders {
 		f.wake()
 	}
-}
-
-func (d *Dispatcher) feederOf(queue string) *feeder {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.feeders[queue]
 }
 
 // errLeaseLost is the cancel cause of a call whose lease a heartbeat found lost.

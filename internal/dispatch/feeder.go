@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/gendurable/gendurable/internal/engine"
 	"github.com/gendurable/gendurable/internal/pg"
 )
@@ -16,8 +18,9 @@ type feeder struct {
 	queue    string
 	settings atomic.Pointer[pg.Queue]
 	inFlight atomic.Int64
-	wakeCh   chan struct{} // new work may be ready (NOTIFY, a runnable outcome)
-	slotCh   chan struct{} // a step finished and freed its slot
+	gauge    prometheus.Gauge // gendurable_in_flight_steps{queue}
+	wakeCh   chan struct{}    // new work may be ready (NOTIFY, a runnable outcome)
+	slotCh   chan struct{}    // a step finished and freed its slot
 	ctx      context.Context
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -27,6 +30,7 @@ func newFeeder(d *Dispatcher, q pg.Queue) *feeder {
 	f := &feeder{d: d, queue: q.Name, wakeCh: make(chan struct{}, 1), slotCh: make(chan struct{}, 1),
 		done: make(chan struct{})}
 	f.settings.Store(&q)
+	f.gauge = d.metrics.InFlight.WithLabelValues(q.Name)
 	f.ctx, f.cancel = context.WithCancel(d.runCtx)
 	return f
 }
@@ -143,7 +147,7 @@ func (f *feeder) launch(st engine.Step) {
 	f.inFlight.Add(1)
 	d.running.Add(1)
 	d.steps.Add(1)
-	d.metrics.InFlight.WithLabelValues(f.queue).Inc()
+	f.gauge.Inc()
 	ctx, cancel := context.WithCancelCause(d.callCtx)
 	d.leases.add(st.ID, st.LeaseToken, cancel)
 	go d.runStep(ctx, f, st)
@@ -154,7 +158,7 @@ func (f *feeder) release() {
 	d := f.d
 	f.inFlight.Add(-1)
 	d.running.Add(-1)
-	d.metrics.InFlight.WithLabelValues(f.queue).Dec()
+	f.gauge.Dec()
 	f.slotFreed()
 	d.steps.Done()
 }

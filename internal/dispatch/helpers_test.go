@@ -48,6 +48,19 @@ func newHarness(t testing.TB, leaseTTL time.Duration) *harness {
 	return &harness{db: db, eng: eng, counter: counter}
 }
 
+// twoEngines opens a fresh database with two engines on separate pools, as two server
+// processes would have; the harness holds the first.
+func twoEngines(t testing.TB) (*harness, *engine.Engine) {
+	url := pgtest.NewDatabase(t)
+	db := pgtest.Open(t, url, pg.Options{MaxConns: 20})
+	eng, err := engine.New(db, engine.Config{LeaseTTL: 30 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{db: db, eng: eng}
+	return h, h.secondEngine(t, url)
+}
+
 // secondEngine is another engine (as in another server process) on the same database.
 func (h *harness) secondEngine(t testing.TB, url string) *engine.Engine {
 	db := pgtest.Open(t, url, pg.Options{MaxConns: 20})

@@ -17,6 +17,7 @@ func rateLimitBody(r pg.RateLimit) RateLimit {
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
 
+// missing names what was not found ("no handler named \"x\""); other errors pass through.
 func missing(err error, what, name string) error {
 	if err == engine.ErrNotFound {
 		return fmt.Errorf("%w: no %s named %q", engine.ErrNotFound, what, name)

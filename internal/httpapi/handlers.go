@@ -222,11 +222,8 @@ func (s *Server) SendSignalByKey(ctx context.Context, req SendSignalByKeyRequest
 		payload = *req.Body.Payload
 	}
 	sent, err := s.eng.Signal(ctx, engine.SignalTarget{Key: &req.Body.Key}, req.Body.Name, payload)
-	if err == engine.ErrNotFound {
-		return nil, fmt.Errorf("%w: no live job holds key %q", engine.ErrNotFound, req.Body.Key)
-	}
 	if err != nil {
-		return nil, err
+		return nil, missing(err, "live job with the key", req.Body.Key)
 	}
 	return SendSignalByKey202JSONResponse{SignalId: sent.SignalID, JobId: sent.JobID, Woke: sent.Woke}, nil
 }
@@ -320,11 +317,8 @@ func (s *Server) ListHandlers(ctx context.Context, _ ListHandlersRequestObject) 
 // GetHandler returns one handler.
 func (s *Server) GetHandler(ctx context.Context, req GetHandlerRequestObject) (GetHandlerResponseObject, error) {
 	h, err := s.db.HandlerGet(ctx, req.Name)
-	if err == engine.ErrNotFound {
-		return nil, fmt.Errorf("%w: no handler named %q", engine.ErrNotFound, req.Name)
-	}
 	if err != nil {
-		return nil, err
+		return nil, missing(err, "handler", req.Name)
 	}
 	return GetHandler200JSONResponse(handlerBody(h, scopeOf(ctx))), nil
 }
@@ -371,10 +365,7 @@ func (s *Server) PutHandler(ctx context.Context, req PutHandlerRequestObject) (P
 // DeleteHandler removes a handler.
 func (s *Server) DeleteHandler(ctx context.Context, req DeleteHandlerRequestObject) (DeleteHandlerResponseObject, error) {
 	if err := s.db.HandlerDelete(ctx, req.Name); err != nil {
-		if err == engine.ErrNotFound {
-			return nil, fmt.Errorf("%w: no handler named %q", engine.ErrNotFound, req.Name)
-		}
-		return nil, err
+		return nil, missing(err, "handler", req.Name)
 	}
 	return DeleteHandler204Response{}, nil
 }
@@ -411,7 +402,7 @@ func (s *Server) GetQueue(ctx context.Context, req GetQueueRequestObject) (GetQu
 			return GetQueue200JSONResponse(queueBody(q, counts)), nil
 		}
 	}
-	return nil, fmt.Errorf("%w: no queue named %q", engine.ErrNotFound, req.Name)
+	return nil, missing(engine.ErrNotFound, "queue", req.Name)
 }
 
 // PutQueue creates a queue or changes its settings.

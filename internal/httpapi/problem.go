@@ -61,7 +61,7 @@ func (m errorMapper) write(w http.ResponseWriter, r *http.Request, err error) {
 		writeProblem(w, http.StatusUnauthorized, "unauthorized", "Authentication required",
 			"send Authorization: Bearer <API token or key>; the key is missing, wrong or revoked", nil)
 	default:
-		m.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		m.log.Error("request failed", "request_id", RequestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
 		writeProblem(w, http.StatusInternalServerError, "internal", "Internal error",
 			"the server could not complete the request; see its logs", nil)
 	}

@@ -57,13 +57,3 @@ func translate(err error) error {
 	}
 	return fmt.Errorf("pg: %w", err)
 }
-
-// ConstraintOf reports the constraint a translated error names ("" when none): the
-// caller can tell which live key collided, for instance.
-func ConstraintOf(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.ConstraintName
-	}
-	return ""
-}

@@ -61,12 +61,6 @@ func (db *DB) SignalList(ctx context.Context, jobID int64, limit int) ([]InboxEn
 	}, jobID, limit)
 }
 
-// SignalCounts returns how many signals job id received and how many are unconsumed.
-func (db *DB) SignalCounts(ctx context.Context, jobID int64) (total, pending int64, err error) {
-	err = translate(db.pool.QueryRow(ctx, stmt("SignalCounts"), jobID).Scan(&total, &pending))
-	return
-}
-
 // ChildLoadForJoin loads at most limit children of each parent, with each parent's
 // total, in one statement.
 func (db *DB) ChildLoadForJoin(ctx context.Context, parents []int64, limit int) (children []Child, totals map[int64]int, err error) {

@@ -62,7 +62,3 @@ FROM signals s JOIN jobs j ON j.id = s.job_id
 WHERE s.job_id = $1
 ORDER BY s.seq
 LIMIT $2;
-
--- name: SignalCounts
--- Signals delivered to job $1 and how many are not consumed yet.
-SELECT j.inbox_seq, j.inbox_seq - j.consumed_seq FROM jobs j WHERE j.id = $1;
