@@ -78,7 +78,13 @@ func TestCounterGate(t *testing.T) {
 			answer(w, webhook.Response{Done: &webhook.Done{Result: json.RawMessage(`{"ok":true}`)}})
 		}
 	})
-	h.handler(t, "h", rcv.URL, 3)
+	// A generous call timeout: a call that times out on a busy machine is retried and
+	// changes the exact counts this gate compares.
+	maxAttempts, base, callTimeout := 3, 10, 120_000
+	if _, err := setupDB.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: rcv.URL, Secret: ptr(testSecret),
+		MaxAttempts: &maxAttempts, BackoffBaseMS: &base, TimeoutMS: &callTimeout}); err != nil {
+		t.Fatal(err)
+	}
 	var jobs []engine.NewJob
 	for range 300 {
 		jobs = append(jobs, engine.NewJob{Handler: "h", Input: json.RawMessage(`{"Steps":1}`)})

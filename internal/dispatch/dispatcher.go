@@ -248,6 +248,9 @@ func (d *Dispatcher) listen() {
 		} else if d.serves(queue) {
 			d.refreshQueues()
 		}
+	}, func(err error) {
+		d.metrics.ListenErrors.Inc()
+		d.log.Warn("LISTEN connection lost; reconnecting (polling covers the gap)", "err", err)
 	})
 }
 

@@ -64,7 +64,7 @@ func TestStaleLeaseTokenChangesNothing(t *testing.T) {
 func TestReaperReclaimsExpiredLease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	h := newHarness(t, 300*time.Millisecond)
+	h := newHarness(t, 30*time.Second) // long enough that no lease expires under load
 	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
 		answer(w, webhook.Response{Done: &webhook.Done{}})
 	})
@@ -74,24 +74,10 @@ func TestReaperReclaimsExpiredLease(t *testing.T) {
 	if steps, _, err := h.eng.Claim(ctx, "default", 1); err != nil || len(steps) != 1 {
 		t.Fatalf("claim: %v", err)
 	}
-	reaper := h.eng.NewReaper(engine.ReaperConfig{Interval: 50 * time.Millisecond})
-	swept := make(chan engine.ReaperStats, 100)
-	reaper.OnSweep = func(s engine.ReaperStats, err error) {
-		if err != nil {
-			t.Error(err)
-		}
-		swept <- s
-	}
-	reaper.Start(ctx)
-	defer reaper.Stop()
-	deadline := time.After(10 * time.Second)
-	for reaped := false; !reaped; {
-		select {
-		case s := <-swept:
-			reaped = s.Reaped == 1
-		case <-deadline:
-			t.Fatal("the reaper never took the expired lease back")
-		}
+	// The reaper's clock runs a minute ahead: the dead process's lease has expired for it.
+	reaper := h.eng.NewReaper(engine.ReaperConfig{Now: func() time.Time { return time.Now().Add(time.Minute) }})
+	if st, err := reaper.Sweep(ctx); err != nil || st.Reaped != 1 {
+		t.Fatalf("sweep: %+v %v", st, err)
 	}
 	j, _ := h.db.JobGet(ctx, job.ID)
 	if j.Status != "runnable" || j.Attempt != 1 {
@@ -100,6 +86,37 @@ func TestReaperReclaimsExpiredLease(t *testing.T) {
 	startDispatcher(t, h.eng, dispatch.Config{})
 	waitJob(t, h.db, job.ID, 10*time.Second, hasStatus("done"))
 	assertHistory(t, h, job.ID, "lease_expired/-/1", "done/200/2")
+}
+
+// The reaper service runs its sweeps on its own and stops promptly.
+func TestReaperServiceSweepsUntilStopped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarness(t, 30*time.Second)
+	h.handler(t, "h", "http://127.0.0.1:9/", 3)
+	h.insert(t, engine.NewJob{Handler: "h"})
+	if steps, _, err := h.eng.Claim(ctx, "default", 1); err != nil || len(steps) != 1 {
+		t.Fatalf("claim: %v", err)
+	}
+	reaper := h.eng.NewReaper(engine.ReaperConfig{Interval: 10 * time.Millisecond,
+		Now: func() time.Time { return time.Now().Add(time.Minute) }})
+	swept := make(chan engine.ReaperStats, 1000)
+	reaper.OnSweep = func(s engine.ReaperStats, err error) {
+		if err != nil && ctx.Err() == nil {
+			t.Error(err)
+		}
+		swept <- s
+	}
+	reaper.Start(ctx)
+	for reaped := 0; reaped == 0; {
+		select {
+		case s := <-swept:
+			reaped = s.Reaped
+		case <-time.After(30 * time.Second):
+			t.Fatal("the reaper service never took the expired lease back")
+		}
+	}
+	reaper.Stop() // returns once the sweep in progress has
 }
 
 // Two dispatchers (two engines, as in two server processes) drain 5 000 jobs: every job

@@ -14,6 +14,7 @@ type Metrics struct {
 	PickContended   *prometheus.CounterVec   // picks retried after a concurrency-key race
 	PickThrottled   *prometheus.CounterVec   // empty picks while due work waited on a gate or rate limit
 	OutcomeBatch    prometheus.Histogram     // outcomes written per statement
+	ListenErrors    prometheus.Counter       // LISTEN connections lost (reconnected with backoff)
 }
 
 // NewMetrics creates the instruments and registers them on reg (nil: not registered).
@@ -46,10 +47,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Empty picks while due jobs waited on a gate or a rate limit."}, []string{"queue"}),
 		OutcomeBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gendurable_outcome_batch_size",
 			Help: "Outcomes written by one statement.", Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200}}),
+		ListenErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "gendurable_listen_errors_total",
+			Help: "LISTEN connections lost or refused; the dispatcher reconnects with backoff and polls meanwhile."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Steps, m.WebhookDuration, m.InFlight, m.LeaseLost, m.Picks, m.PickRows,
-			m.PickDuration, m.PickContended, m.PickThrottled, m.OutcomeBatch)
+			m.PickDuration, m.PickContended, m.PickThrottled, m.OutcomeBatch, m.ListenErrors)
 	}
 	return m
 }

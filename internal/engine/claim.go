@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/gendurable/gendurable/internal/pg"
 )
@@ -41,7 +43,62 @@ func (e *Engine) Claim(ctx context.Context, queue string, limit int) (steps []St
 	for i, c := range claimed {
 		steps[i] = Step{ClaimedJob: c}
 	}
-	return steps, contended, e.enrich(ctx, steps)
+	err = e.enrich(ctx, steps)
+	for retry := 1; err != nil && retry <= 2 && ctx.Err() == nil; retry++ {
+		if !sleepCtx(ctx, time.Duration(retry)*25*time.Millisecond) {
+			break
+		}
+		for i := range steps {
+			steps[i].Signals, steps[i].Children = nil, nil
+		}
+		err = e.enrich(ctx, steps)
+	}
+	if err != nil {
+		// The steps are leased but cannot be shown what they need: give them back unrun
+		// rather than leave them executing until the lease expires (and, on a last
+		// attempt, failed without their handler ever being called).
+		e.release(ctx, claimed)
+		return nil, contended, fmt.Errorf("loading what the claimed steps are shown: %w", err)
+	}
+	return steps, contended, nil
+}
+
+// release gives claimed steps back, retrying for up to half a lease: past that the
+// reaper takes them back when their leases expire. It outlives ctx (a shutdown must
+// not strand the steps it claimed).
+func (e *Engine) release(ctx context.Context, claimed []pg.ClaimedJob) {
+	leases := make([]pg.Lease, len(claimed))
+	for i, c := range claimed {
+		leases[i] = pg.Lease{JobID: c.ID, Token: c.LeaseToken}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.LeaseTTL/2)
+	defer cancel()
+	wait := 25 * time.Millisecond
+	for {
+		released, err := e.db.LeaseReleaseMany(ctx, leases)
+		if err == nil {
+			e.log.Warn("claimed steps given back unrun", "steps", len(claimed), "released", len(released))
+			return
+		}
+		if !sleepCtx(ctx, wait) {
+			e.log.Error("giving claimed steps back failed; the reaper takes them back at lease expiry",
+				"steps", len(claimed), "err", err)
+			return
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// sleepCtx waits for d or until ctx ends; false when ctx ended.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // ExtendLeases extends the leases of in-flight steps in one statement and returns the

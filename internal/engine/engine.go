@@ -7,6 +7,7 @@ package engine
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg"
@@ -60,6 +61,9 @@ type Engine struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *Metrics
+	// knownQueues holds the queue names this process has seen exist (string → struct{}),
+	// so a spawn into a queue nothing has created yet costs one statement the first time.
+	knownQueues sync.Map
 }
 
 // SetMetrics makes the engine and its services record into m.

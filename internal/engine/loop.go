@@ -7,27 +7,25 @@ import (
 )
 
 // loop runs a maintenance service's pass now and then every interval until Stop; a pass
-// that reports more work (a full batch) runs again at once.
+// that reports more work (a full batch) runs again at once, unless Stop was called.
 type loop struct {
-	stop chan struct{}
-	done sync.WaitGroup
+	cancel context.CancelFunc
+	done   sync.WaitGroup
 }
 
 func (l *loop) start(ctx context.Context, interval time.Duration, pass func(context.Context) (more bool)) {
-	l.stop = make(chan struct{})
+	ctx, l.cancel = context.WithCancel(ctx)
 	l.done.Add(1)
 	go func() {
 		defer l.done.Done()
 		t := time.NewTicker(interval)
 		defer t.Stop()
-		for {
-			if pass(ctx) {
+		for ctx.Err() == nil {
+			if pass(ctx) && ctx.Err() == nil {
 				continue
 			}
 			select {
 			case <-ctx.Done():
-				return
-			case <-l.stop:
 				return
 			case <-t.C:
 			}
@@ -35,10 +33,11 @@ func (l *loop) start(ctx context.Context, interval time.Duration, pass func(cont
 	}()
 }
 
-// Stop ends the loop and waits for the pass in progress.
+// Stop ends the loop: the pass in progress sees its context cancelled (its statement is
+// cancelled, a backlog is left for the next start), and Stop waits for it to return.
 func (l *loop) Stop() {
-	if l.stop != nil {
-		close(l.stop)
+	if l.cancel != nil {
+		l.cancel()
 		l.done.Wait()
 	}
 }

@@ -199,6 +199,9 @@ func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]p
 	for _, o := range outcomes {
 		credit = credit || !o.NoGateSlot
 	}
+	if err := e.ensureChildQueues(ctx, outcomes); err != nil {
+		return nil, err
+	}
 	var applied []pg.OutcomeApplied
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -211,6 +214,33 @@ func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]p
 		return e.applyOneByOne(ctx, outcomes)
 	}
 	return applied, err
+}
+
+// ensureChildQueues creates the queues that spawned children name and that this process
+// has not seen exist: feeders run the queues of the queues table, so a child in a queue
+// without a row would never run. Costs nothing once a queue is known.
+func (e *Engine) ensureChildQueues(ctx context.Context, outcomes []StepOutcome) error {
+	var missing []string
+	for _, o := range outcomes {
+		for _, c := range o.Children {
+			if c.Queue == "" { // the parent's queue, which exists
+				continue
+			}
+			if _, ok := e.knownQueues.Load(c.Queue); !ok {
+				missing = append(missing, c.Queue)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := e.db.QueueEnsureMany(ctx, missing); err != nil {
+		return err
+	}
+	for _, q := range missing {
+		e.knownQueues.Store(q, struct{}{})
+	}
+	return nil
 }
 
 func hasSpawn(outcomes []StepOutcome) bool {

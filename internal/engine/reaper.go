@@ -13,6 +13,9 @@ type ReaperConfig struct {
 	// Batch is the most rows one statement takes back (default 1000); a full batch is
 	// followed at once by another sweep.
 	Batch int
+	// Now, when set, is the time a sweep judges leases and deadlines by (default: the
+	// database's now()). Tests set it ahead to expire leases without waiting for them.
+	Now func() time.Time
 }
 
 // ReaperStats counts what one sweep did.
@@ -48,7 +51,11 @@ func (e *Engine) NewReaper(cfg ReaperConfig) *Reaper {
 // Sweep runs one pass: expired leases, then expired awaits, each batch-bounded.
 func (r *Reaper) Sweep(ctx context.Context) (ReaperStats, error) {
 	var st ReaperStats
-	reaped, err := r.engine.db.JobReapExpiredLeases(ctx, r.cfg.Batch)
+	var asOf *time.Time
+	if r.cfg.Now != nil {
+		asOf = ptr(r.cfg.Now())
+	}
+	reaped, err := r.engine.db.JobReapExpiredLeases(ctx, r.cfg.Batch, asOf)
 	if err != nil {
 		return st, err
 	}
@@ -59,7 +66,7 @@ func (r *Reaper) Sweep(ctx context.Context) (ReaperStats, error) {
 			r.engine.metrics.Reaped.WithLabelValues(x.Status).Inc()
 		}
 	}
-	st.AwaitsWoken, err = r.engine.db.JobWakeExpiredAwaits(ctx, r.cfg.Batch)
+	st.AwaitsWoken, err = r.engine.db.JobWakeExpiredAwaits(ctx, r.cfg.Batch, asOf)
 	if r.engine.metrics != nil {
 		r.engine.metrics.AwaitTimeouts.Add(float64(st.AwaitsWoken))
 	}

@@ -32,3 +32,17 @@ func (db *DB) LeaseExtendMany(ctx context.Context, leases []Lease, ttl time.Dura
 		return e, r.Scan(&e.JobID, &e.ExpiresAt)
 	}, ids, tokens, ttl.Milliseconds())
 }
+
+// LeaseReleaseMany gives claimed steps back unrun (runnable, attempt undone, gate slot
+// returned) and returns the ids it released; a lease missing from the answer was lost.
+func (db *DB) LeaseReleaseMany(ctx context.Context, leases []Lease) ([]int64, error) {
+	ids := make([]int64, len(leases))
+	tokens := make([]string, len(leases))
+	for i, l := range leases {
+		ids[i], tokens[i] = l.JobID, l.Token
+	}
+	return collect(ctx, db, stmt("LeaseReleaseMany"), func(r pgx.Rows) (int64, error) {
+		var id int64
+		return id, r.Scan(&id)
+	}, ids, tokens)
+}

@@ -9,41 +9,52 @@ import (
 const JobsChannel = "gendurable_jobs"
 
 // Listen holds one connection LISTENing on channel and calls fn with each payload until
-// ctx ends. It reconnects with backoff after a lost connection, and calls fn("") after
-// each (re)connect so that callers re-check for work they may have missed meanwhile.
-func (db *DB) Listen(ctx context.Context, channel string, fn func(payload string)) {
-	backoff := 100 * time.Millisecond
+// ctx ends. It reconnects with backoff after a lost connection (the backoff starts over
+// once a connection has been listening), reports each failure to onError (nil: ignored),
+// and calls fn("") after each (re)connect so that callers re-check for work they may
+// have missed meanwhile.
+func (db *DB) Listen(ctx context.Context, channel string, fn func(payload string), onError func(error)) {
+	const first = 100 * time.Millisecond
+	backoff := first
 	for ctx.Err() == nil {
-		err := db.listenOnce(ctx, channel, fn)
+		listened, err := db.listenOnce(ctx, channel, fn)
 		if ctx.Err() != nil {
 			return
 		}
-		_ = err
+		if listened {
+			backoff = first
+		}
+		if onError != nil && err != nil {
+			onError(translate(err))
+		}
+		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-time.After(backoff):
+		case <-t.C:
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
-func (db *DB) listenOnce(ctx context.Context, channel string, fn func(string)) error {
+// listenOnce listens until the connection fails; listened reports whether LISTEN took.
+func (db *DB) listenOnce(ctx context.Context, channel string, fn func(string)) (listened bool, err error) {
 	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	// The connection carries session state (LISTEN): never hand it back to the pool.
 	pc := conn.Hijack()
 	defer pc.Close(context.Background())
 	if _, err := pc.Exec(ctx, "LISTEN "+QuoteIdent(channel)); err != nil {
-		return err
+		return false, err
 	}
 	fn("")
 	for {
 		n, err := pc.WaitForNotification(ctx)
 		if err != nil {
-			return err
+			return true, err
 		}
 		fn(n.Payload)
 	}

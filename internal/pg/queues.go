@@ -85,3 +85,9 @@ func (db *DB) QueueThroughput(ctx context.Context, queue string, minutes int) ([
 		return p, r.Scan(&p.Minute, &p.Done, &p.Failed, &p.Total)
 	}, queue, minutes)
 }
+
+// QueueEnsureMany creates the named queues that do not exist yet (default settings).
+func (db *DB) QueueEnsureMany(ctx context.Context, names []string) error {
+	_, err := db.pool.Exec(ctx, stmt("QueueEnsureMany"), names)
+	return translate(err)
+}

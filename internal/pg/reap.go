@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -12,20 +13,21 @@ type Reaped struct {
 	Status string
 }
 
-// JobReapExpiredLeases takes back up to limit expired leases (sql/reap.sql).
-func (db *DB) JobReapExpiredLeases(ctx context.Context, limit int) ([]Reaped, error) {
+// JobReapExpiredLeases takes back up to limit leases expired at asOf (nil: the
+// database's clock) (sql/reap.sql).
+func (db *DB) JobReapExpiredLeases(ctx context.Context, limit int, asOf *time.Time) ([]Reaped, error) {
 	return collect(ctx, db, stmt("JobReapExpiredLeases"), func(r pgx.Rows) (Reaped, error) {
 		var x Reaped
 		return x, r.Scan(&x.JobID, &x.Status)
-	}, limit)
+	}, limit, asOf)
 }
 
-// JobWakeExpiredAwaits makes up to limit awaiting jobs past their deadline runnable and
-// returns how many it woke.
-func (db *DB) JobWakeExpiredAwaits(ctx context.Context, limit int) (int, error) {
+// JobWakeExpiredAwaits makes up to limit awaiting jobs past their deadline at asOf (nil:
+// the database's clock) runnable and returns how many it woke.
+func (db *DB) JobWakeExpiredAwaits(ctx context.Context, limit int, asOf *time.Time) (int, error) {
 	ids, err := collect(ctx, db, stmt("JobWakeExpiredAwaits"), func(r pgx.Rows) (int64, error) {
 		var id int64
 		return id, r.Scan(&id)
-	}, limit)
+	}, limit, asOf)
 	return len(ids), err
 }

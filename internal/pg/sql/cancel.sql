@@ -17,6 +17,10 @@ updated AS (
     UPDATE jobs j
     SET status = CASE WHEN j.status IN ('runnable', 'awaiting') THEN 'cancelled' ELSE j.status END,
         cancel_requested = true,
+        cancelled_while = CASE WHEN j.status = 'runnable' THEN 'runnable'
+                               WHEN j.status = 'awaiting' AND j.pending_children > 0 THEN 'awaiting_children'
+                               WHEN j.status = 'awaiting' THEN 'awaiting_signal'
+                               ELSE j.cancelled_while END,
         finished_at = CASE WHEN j.status IN ('runnable', 'awaiting') THEN now() ELSE j.finished_at END,
         error = CASE WHEN j.status IN ('runnable', 'awaiting')
                      THEN '{"message": "cancelled"}'::jsonb ELSE j.error END,
@@ -36,15 +40,53 @@ SELECT (SELECT count(*) FROM locked) AS found,
 FROM notified n;
 
 -- name: JobRetry
--- Puts a failed or cancelled job back to runnable at its current step with fresh
--- attempts. A live job holding its key makes this fail (unique jobs_live_key: 409). A
--- retried child of a parent still waiting for its children counts as pending again.
-WITH retried AS (
-    UPDATE jobs j
-    SET status = 'runnable', attempt = 0, eligible_at = now(), finished_at = NULL,
-        cancel_requested = false, awaiting = NULL, updated_at = now()
+-- Puts a failed or cancelled job back to work with fresh attempts. A job that failed, or
+-- was cancelled while runnable or executing, runs its current step again (with the same
+-- wake reason). A job cancelled while parked resumes its wait instead of running the step
+-- after it: an await for signals parks again with the same names and deadline (a deadline
+-- already past is woken with `timeout` by the reaper's next pass); a join of children
+-- waits for the children still live, and runs at once with wake `children` when none is.
+-- A live job holding its key makes this fail (unique jobs_live_key: 409). A retried child
+-- of a parent still waiting for its children counts as pending again.
+-- Index use: jobs_pkey; jobs_parent for the live children of a resumed join.
+WITH target AS (
+    SELECT j.id, j.cancelled_while,
+           -- An unconsumed signal the await names (one that arrived as its step was
+           -- cancelled at its outcome): the resumed wait is over at once.
+           j.status = 'cancelled' AND j.cancelled_while = 'awaiting_signal' AND EXISTS (
+               SELECT 1 FROM signals s
+               WHERE s.job_id = j.id AND s.seq > j.consumed_seq
+                 AND (j.awaiting IS NULL OR s.name = ANY (j.awaiting))) AS signalled,
+           CASE WHEN j.status = 'cancelled' AND j.cancelled_while = 'awaiting_children' THEN
+               (SELECT count(*) FROM jobs c
+                WHERE c.parent_id = j.id AND c.status IN ('runnable', 'executing', 'awaiting'))
+           END AS live_children
+    FROM jobs j
     WHERE j.id = $1 AND j.status IN ('failed', 'cancelled')
-    RETURNING j.id, j.queue, j.parent_id
+    FOR UPDATE
+),
+retried AS (
+    UPDATE jobs j
+    SET status = CASE WHEN t.signalled THEN 'runnable'
+                      WHEN t.cancelled_while = 'awaiting_signal' THEN 'awaiting'
+                      WHEN t.live_children > 0 THEN 'awaiting'
+                      ELSE 'runnable' END,
+        eligible_at = CASE WHEN t.signalled THEN now()
+                           WHEN t.cancelled_while = 'awaiting_signal' OR t.live_children > 0
+                           THEN j.eligible_at ELSE now() END,
+        wake = CASE WHEN t.signalled THEN 'signal'
+                    WHEN t.live_children = 0 THEN 'children'
+                    WHEN t.live_children > 0 OR t.cancelled_while = 'awaiting_signal' THEN NULL
+                    ELSE j.wake END,
+        pending_children = coalesce(t.live_children, j.pending_children),
+        awaiting = CASE WHEN t.cancelled_while = 'awaiting_signal' THEN j.awaiting END,
+        error = CASE WHEN t.cancelled_while IN ('awaiting_signal', 'awaiting_children') THEN NULL
+                     ELSE j.error END,
+        attempt = 0, finished_at = NULL, cancel_requested = false, cancelled_while = NULL,
+        updated_at = now()
+    FROM target t
+    WHERE j.id = t.id
+    RETURNING j.id, j.queue, j.parent_id, j.status
 ),
 parent AS (
     UPDATE jobs p
@@ -53,6 +95,6 @@ parent AS (
     WHERE p.id = r.parent_id AND p.status = 'awaiting' AND p.pending_children > 0
 ),
 notified AS (
-    SELECT count(pg_notify('gendurable_jobs', r.queue)) AS n FROM retried r
+    SELECT count(pg_notify('gendurable_jobs', r.queue)) AS n FROM retried r WHERE r.status = 'runnable'
 )
 SELECT r.id FROM retried r, notified;

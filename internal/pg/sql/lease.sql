@@ -9,3 +9,38 @@ WHERE j.id = l.id
   AND j.status = 'executing'
   AND j.lease_token = l.token
 RETURNING j.id, j.lease_expires_at;
+
+-- name: LeaseReleaseMany
+-- Gives claimed steps back before their webhook was called (the claim's follow-up reads
+-- failed): runnable again at once, the attempt the claim counted undone, the gate slot
+-- returned. Fenced per row by status and token like every lease write; a row missing
+-- from the result was no longer held.
+-- Index use: jobs_pkey per id (unnest × PK lookups).
+WITH before AS (
+    SELECT j.id, j.concurrency_key, j.gate_shard
+    FROM jobs j JOIN unnest($1::bigint[], $2::uuid[]) AS l(id, token)
+      ON j.id = l.id AND j.status = 'executing' AND j.lease_token = l.token
+),
+updated AS (
+    UPDATE jobs j
+    SET status = 'runnable',
+        attempt = greatest(j.attempt - 1, 0),
+        eligible_at = now(),
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        lease_owner = NULL,
+        gate_shard = NULL,
+        late_signals = NULL,
+        updated_at = now()
+    FROM unnest($1::bigint[], $2::uuid[]) AS l(id, token)
+    WHERE j.id = l.id
+      AND j.status = 'executing'
+      AND j.lease_token = l.token
+    RETURNING j.id, j.queue
+),
+-- @GateCredit
+notified AS (
+    SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
+    FROM (SELECT DISTINCT queue FROM updated) q
+)
+SELECT u.id FROM updated u, notified;

@@ -6,7 +6,8 @@
 -- the result. The new status is decided by gendurable_outcome_status() on the row's
 -- latest version: when this UPDATE waited on a signal delivery's row lock, Postgres
 -- re-evaluates the SET list on the delivered version, so an `await` that raced a signal
--- sees inbox_seq > claim_inbox_seq and parks as runnable (no lost wakeup).
+-- it names sees it in late_signals and parks as runnable (no lost wakeup); a signal it
+-- does not name leaves it parked.
 -- Consuming the signals the step saw is the watermark consumed_seq := claim_inbox_seq.
 -- In the same statement: the steps history row, the children of a `spawn`, and the
 -- parent join; JobApplyOutcomesCrediting (the same statement with fragment GateCredit)
@@ -26,47 +27,67 @@ before AS (
 ),
 updated AS (
     UPDATE jobs j
-    SET status = gendurable_outcome_status(o.kind, j.attempt, j.max_attempts, j.cancel_requested,
-                                           j.inbox_seq > j.claim_inbox_seq,
-                                           coalesce(jsonb_array_length(o.children), 0)),
-        eligible_at = CASE gendurable_outcome_status(o.kind, j.attempt, j.max_attempts, j.cancel_requested,
-                                                     j.inbox_seq > j.claim_inbox_seq,
-                                                     coalesce(jsonb_array_length(o.children), 0))
-            WHEN 'runnable' THEN
-                CASE WHEN o.kind IN ('await', 'spawn') THEN now()
-                     WHEN o.kind = 'retry' THEN now() + coalesce(o.delay_ms,
-                         (SELECT gendurable_backoff_ms(j.attempt, h.backoff_base_ms, h.backoff_max_ms)
-                          FROM handlers h WHERE h.name = j.handler), 1000) * interval '1 millisecond'
-                     ELSE now() + coalesce(o.delay_ms, 0) * interval '1 millisecond' END
-            WHEN 'awaiting' THEN
-                CASE WHEN o.timeout_ms IS NULL THEN 'infinity'::timestamptz
-                     ELSE now() + o.timeout_ms * interval '1 millisecond' END
-            ELSE j.eligible_at END,
-        finished_at = CASE WHEN gendurable_outcome_status(o.kind, j.attempt, j.max_attempts, j.cancel_requested,
-                                                          j.inbox_seq > j.claim_inbox_seq,
-                                                          coalesce(jsonb_array_length(o.children), 0))
-                               IN ('done', 'failed', 'cancelled') THEN now() END,
-        wake = CASE WHEN o.kind = 'retry' THEN j.wake  -- the same step again: same reason
-                    WHEN o.kind = 'await' AND j.inbox_seq > j.claim_inbox_seq THEN 'signal'
-                    WHEN o.kind = 'spawn' AND coalesce(jsonb_array_length(o.children), 0) = 0 THEN 'children'
+    -- The new status is decided once per row (n.status) and the columns that follow it
+    -- are derived from it. n.late: a signal this await is waiting for arrived after the
+    -- claim (or the claim left signals unseen beyond the per-step cap and one of them
+    -- matches): the park turns into runnable at once. Signals delivered during the step
+    -- are read from the row (late_signals, see migration 0005) because this subquery is
+    -- re-evaluated on the delivered row version; the unseen backlog was committed before
+    -- the claim, so the statement's snapshot holds it (one signals_inbox probe, only run
+    -- when a signal arrived that the row's names do not settle).
+    -- n.advances: the step is complete and the job moves to the next one (a spawn that a
+    -- cancel ends creates no children, so it stays at its step: a retry runs it again).
+    SET (status, eligible_at, finished_at, wake, cancelled_while,
+         step, attempt, consumed_seq, state, pending_children) = (
+        SELECT n.status,
+               CASE WHEN n.status = 'runnable' THEN
+                        CASE WHEN o.kind IN ('await', 'spawn') THEN now()
+                             WHEN o.kind = 'retry' THEN now() + coalesce(o.delay_ms,
+                                 (SELECT gendurable_backoff_ms(j.attempt, h.backoff_base_ms, h.backoff_max_ms)
+                                  FROM handlers h WHERE h.name = j.handler), 1000) * interval '1 millisecond'
+                             ELSE now() + coalesce(o.delay_ms, 0) * interval '1 millisecond' END
+                    -- An await's deadline, also kept by a cancelled one for its retry.
+                    WHEN n.status = 'awaiting' OR (o.kind = 'await' AND n.status = 'cancelled') THEN
+                        CASE WHEN o.timeout_ms IS NULL THEN 'infinity'::timestamptz
+                             ELSE now() + o.timeout_ms * interval '1 millisecond' END
+                    ELSE j.eligible_at END,
+               CASE WHEN n.status IN ('done', 'failed', 'cancelled') THEN now() END,
+               CASE WHEN o.kind = 'retry' THEN j.wake  -- the same step again: same reason
+                    WHEN o.kind = 'await' AND n.late THEN 'signal'
+                    WHEN o.kind = 'spawn' AND n.children = 0 THEN 'children'
                     END,
-        step = CASE WHEN o.kind IN ('next', 'await', 'spawn', 'done') THEN j.step + 1 ELSE j.step END,
-        attempt = CASE WHEN o.kind IN ('next', 'await', 'spawn', 'done') THEN 0 ELSE j.attempt END,
-        consumed_seq = CASE WHEN o.kind IN ('next', 'await', 'spawn', 'done') THEN j.claim_inbox_seq
-                            ELSE j.consumed_seq END,
-        state = CASE WHEN o.kind IN ('next', 'await', 'spawn') AND o.state IS NOT NULL THEN o.state
-                     ELSE j.state END,
+               CASE WHEN n.status <> 'cancelled' THEN NULL
+                    WHEN o.kind = 'await' THEN 'awaiting_signal'
+                    ELSE 'executing' END,
+               CASE WHEN n.advances THEN j.step + 1 ELSE j.step END,
+               CASE WHEN n.advances THEN 0 ELSE j.attempt END,
+               CASE WHEN n.advances THEN j.claim_inbox_seq ELSE j.consumed_seq END,
+               CASE WHEN n.advances AND o.kind <> 'done' AND o.state IS NOT NULL THEN o.state ELSE j.state END,
+               CASE WHEN o.kind = 'spawn' AND n.advances THEN n.children ELSE j.pending_children END
+        FROM (SELECT s.*, s.status <> 'cancelled' AND o.kind IN ('next', 'await', 'spawn', 'done')
+                          OR s.status = 'cancelled' AND o.kind IN ('next', 'await') AS advances
+              FROM (SELECT l.late, l.children,
+                           gendurable_outcome_status(o.kind, j.attempt, j.max_attempts, j.cancel_requested,
+                                                     l.late, l.children) AS status
+                    FROM (SELECT coalesce(jsonb_array_length(o.children), 0) AS children,
+                                 CASE
+                                 WHEN o.kind <> 'await' OR j.inbox_seq <= j.claim_inbox_seq THEN false
+                                 WHEN o.awaiting IS NULL THEN true
+                                 WHEN j.late_signals && o.awaiting OR cardinality(j.late_signals) >= 64 THEN true
+                                 ELSE EXISTS (SELECT 1 FROM signals s
+                                              WHERE s.job_id = j.id AND s.seq > j.claim_inbox_seq
+                                                AND s.name = ANY (o.awaiting))
+                                 END AS late) l) s) n),
         result = CASE WHEN o.kind = 'done' THEN o.result ELSE j.result END,
         error = CASE WHEN o.kind IN ('fail', 'retry') THEN o.error
                      WHEN o.kind IN ('next', 'await', 'spawn', 'done') THEN NULL
                      ELSE j.error END,
         awaiting = CASE WHEN o.kind = 'await' THEN o.awaiting END,
-        pending_children = CASE WHEN o.kind = 'spawn' THEN coalesce(jsonb_array_length(o.children), 0)
-                                ELSE j.pending_children END,
         lease_token = NULL,
         lease_expires_at = NULL,
         lease_owner = NULL,
         gate_shard = NULL,
+        late_signals = NULL,
         updated_at = now()
     FROM o
     WHERE j.id = o.id

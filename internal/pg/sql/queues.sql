@@ -38,3 +38,11 @@ FROM steps s
 WHERE s.queue = $1 AND s.finished_at > now() - $2 * interval '1 minute'
 GROUP BY 1
 ORDER BY 1;
+
+-- name: QueueEnsureMany
+-- Creates the queues of $1 that do not exist yet, with default settings (the children of
+-- a spawn may name a queue nothing has created; feeders start for queues rows only).
+-- Index use: queues_pkey per name.
+INSERT INTO queues (name)
+SELECT DISTINCT n FROM unnest($1::text[]) AS n
+ON CONFLICT (name) DO NOTHING;

@@ -3,8 +3,8 @@
 -- $2. Its row is locked whatever its status (FOR UPDATE, then a CASE on status, never a
 -- status filter in the lock): a status-filtered update would skip a job that is still
 -- executing and about to park, which is how wakeups get lost. Under that lock inbox_seq
--- is bumped and stamps the signal, so a park racing this delivery sees the new value
--- (see outcome.sql). An awaiting job waiting for this name (or any name) and for no
+-- is bumped and stamps the signal, and an executing job records the name in
+-- late_signals, so a park racing this delivery sees both (see outcome.sql). An awaiting job waiting for this name (or any name) and for no
 -- children becomes runnable. A finished job gets nothing (the caller answers 409).
 -- Index use: jobs_pkey (or jobs_live_key), signals_inbox. No scan grows with the table.
 WITH target AS (
@@ -27,6 +27,11 @@ delivered AS (
         eligible_at = CASE WHEN j.status = 'awaiting' AND j.pending_children = 0
                                 AND (j.awaiting IS NULL OR $3 = ANY (j.awaiting))
                            THEN now() ELSE j.eligible_at END,
+        -- A step in flight may be about to await this name: its outcome reads the names
+        -- that arrived during the step from here (see outcome.sql, migration 0005).
+        late_signals = CASE WHEN j.status <> 'executing' OR $3 = ANY (j.late_signals)
+                                 OR cardinality(j.late_signals) >= 64 THEN j.late_signals
+                            ELSE array_append(j.late_signals, $3::text) END,
         updated_at = now()
     FROM target t
     WHERE j.id = t.id AND j.status IN ('runnable', 'executing', 'awaiting')

@@ -1,0 +1,103 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/dispatch"
+	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/webhook"
+)
+
+// A handler that sends itself an unrelated signal and then awaits "go" stays parked: an
+// await is woken early only by a signal it names. (Before the fix every job got past the
+// await with wake "signal" and no "go".)
+func TestAwaitIsNotWokenByAnotherSignalDuringItsStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarness(t, 30*time.Second)
+	var mu sync.Mutex
+	resumed := map[int64]webhook.StepRequest{}
+	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
+		id := req.Job.ID
+		if req.Job.Step == 0 {
+			if _, err := h.eng.Signal(ctx, engine.SignalTarget{JobID: &id}, "noise", nil); err != nil {
+				t.Error(err)
+			}
+			answer(w, webhook.Response{Await: &webhook.Await{Signals: []string{"go"}}})
+			return
+		}
+		mu.Lock()
+		resumed[id] = *req
+		mu.Unlock()
+		answer(w, webhook.Response{Done: &webhook.Done{}})
+	})
+	h.handler(t, "h", rcv.URL, 3)
+	jobs := make([]engine.NewJob, 50)
+	for i := range jobs {
+		jobs[i] = engine.NewJob{Handler: "h"}
+	}
+	inserted := h.insert(t, jobs...)
+	startDispatcher(t, h.eng, dispatch.Config{})
+	for _, j := range inserted {
+		waitJob(t, h.db, j.ID, 30*time.Second, hasStatus("awaiting"))
+	}
+	mu.Lock()
+	early := len(resumed)
+	mu.Unlock()
+	if early != 0 {
+		t.Fatalf("%d of %d jobs got past an await for \"go\" without it", early, len(inserted))
+	}
+	for _, j := range inserted {
+		if _, err := h.eng.Signal(ctx, engine.SignalTarget{JobID: &j.ID}, "go", json.RawMessage(`{"n":1}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, j := range inserted {
+		waitJob(t, h.db, j.ID, 30*time.Second, hasStatus("done"))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, j := range inserted {
+		req := resumed[j.ID]
+		var names []string
+		for _, s := range req.Signals {
+			names = append(names, s.Name)
+		}
+		if req.Wake != "signal" || !slices.Contains(names, "go") {
+			t.Fatalf("job %d resumed with wake %q and signals %v", j.ID, req.Wake, names)
+		}
+	}
+}
+
+// Children spawned into a queue that nothing created run, and their parent joins them.
+// (Before the fix the queue had no row, no feeder served it, and the parent waited forever.)
+func TestChildrenSpawnedIntoANewQueueRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 30*time.Second)
+	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
+		switch {
+		case req.Job.Handler == "child":
+			answer(w, webhook.Response{Done: &webhook.Done{Result: json.RawMessage(`"child done"`)}})
+		case req.Job.Step == 0:
+			answer(w, webhook.Response{Spawn: &webhook.Spawn{Children: []webhook.ChildSpec{
+				{Handler: "child", Queue: "spawned-elsewhere"}, {Handler: "child", Queue: "spawned-elsewhere"}}}})
+		default:
+			if len(req.Children) != 2 || req.Children[0].Status != "done" {
+				answer(w, webhook.Response{Fail: &webhook.Fail{Error: json.RawMessage(`"join saw the wrong children"`)}})
+				return
+			}
+			answer(w, webhook.Response{Done: &webhook.Done{}})
+		}
+	})
+	h.handler(t, "parent", rcv.URL, 3)
+	h.handler(t, "child", rcv.URL, 3)
+	parent := h.insert(t, engine.NewJob{Handler: "parent"})[0]
+	startDispatcher(t, h.eng, dispatch.Config{})
+	waitJob(t, h.db, parent.ID, 30*time.Second, hasStatus("done"))
+}
