@@ -77,7 +77,7 @@ updated AS (
                                  ELSE EXISTS (SELECT 1 FROM signals s
                                               WHERE s.job_id = j.id AND s.seq > j.claim_inbox_seq
                                                 AND s.name = ANY (o.awaiting))
-                                 END AS late) l) s) n),
+                                 END AS late OFFSET 0) l OFFSET 0) s) n),
         result = CASE WHEN o.kind = 'done' THEN o.result ELSE j.result END,
         error = CASE WHEN o.kind IN ('fail', 'retry') THEN o.error
                      WHEN o.kind IN ('next', 'await', 'spawn', 'done') THEN NULL
@@ -90,9 +90,14 @@ updated AS (
         late_signals = NULL,
         updated_at = now()
     FROM o
+    -- The fence is the lease token alone: only an executing row holds one (the CHECK
+    -- jobs_lease_token_iff_executing of migration 0005). A `status = 'executing'` test
+    -- here would let the planner read the partial index jobs_lease, which holds every
+    -- step in flight, and hash-join it (measured: 5 ms for 18 outcomes at 9 000
+    -- executing); by id and token it is one primary-key lookup per outcome.
     WHERE j.id = o.id
-      AND j.status = 'executing'
       AND j.lease_token = o.token
+      AND j.id = ANY (ARRAY(SELECT o2.id FROM o o2))
     RETURNING j.id, j.status, j.queue, j.parent_id, j.eligible_at
 ),
 history AS (

@@ -16,3 +16,10 @@ ALTER TABLE jobs ADD COLUMN late_signals text[];
 -- parked resumes its wait instead of running the step after it (docs/protocol.md).
 ALTER TABLE jobs ADD COLUMN cancelled_while text
     CHECK (cancelled_while IN ('runnable', 'executing', 'awaiting_signal', 'awaiting_children'));
+
+-- Only an executing job holds a lease token. Outcomes are fenced by the token alone
+-- (by primary key and token, never through the partial index of executing rows, whose
+-- size is the number of steps in flight), and this makes the token imply the status.
+ALTER TABLE jobs ADD CONSTRAINT jobs_lease_token_iff_executing
+    CHECK ((status = 'executing') = (lease_token IS NOT NULL)) NOT VALID;
+ALTER TABLE jobs VALIDATE CONSTRAINT jobs_lease_token_iff_executing;
