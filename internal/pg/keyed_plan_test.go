@@ -107,6 +107,40 @@ func TestKeyedPickAtScale(t *testing.T) {
 		SELECT 'rated', 'h', 5, (i % 10)::smallint, now() - (i % 1000) * interval '1 second', 'api', 'r' || (1 + i % 100000)
 		FROM generate_series(1, 20000) i`)
 	must(`PREPARE pick(text, int, bigint, text, int) AS ` + pg.Statement("JobClaimBatch"))
+	must(`PREPARE outcome(jsonb) AS ` + pg.Statement("JobApplyOutcomes"))
+
+	// explainOutcome is one EXPLAIN ANALYZE of 50 `done` outcomes for executing rows (in
+	// a rolled-back transaction): the rows of jobs its nodes read, and its buffers.
+	explainOutcome := func() (read float64, buffers int64, raw []byte) {
+		t.Helper()
+		rows, err := db.QueryStrings(ctx, `SELECT json_agg(json_build_object('id', id, 'token', lease_token,
+				'kind', 'done', 'label', 'done'))::text
+			FROM (SELECT id, lease_token FROM jobs WHERE status = 'executing' ORDER BY id DESC LIMIT 50) e`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // the second, warm run counts
+			raw, err = db.ExplainAnalyze(ctx, fmt.Sprintf("EXECUTE outcome('%s')", rows[0][0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		var top []struct {
+			Plan keyedPlan `json:"Plan"`
+		}
+		if err := json.Unmarshal(raw, &top); err != nil || len(top) == 0 {
+			t.Fatalf("bad plan (%v): %s", err, raw)
+		}
+		plan, err := pgtest.ParsePlan(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan.ActualRows != 50 {
+			t.Fatalf("the outcome applied %.0f of 50:\n%s", plan.ActualRows, raw)
+		}
+		return plan.MaxRowsRead("jobs"), top[0].Plan.SharedHit + top[0].Plan.SharedRead, raw
+	}
+	outcomeBuffers := map[string]int64{} // mode/executing
 
 	explain := func(queue string) pickFigures {
 		t.Helper()
@@ -162,6 +196,16 @@ func TestKeyedPickAtScale(t *testing.T) {
 		must(`VACUUM ANALYZE jobs`)
 		for _, mode := range modes {
 			must("SET plan_cache_mode = force_" + mode + "_plan")
+			// The outcome of 50 steps reads its 50 rows by primary key, however many are in
+			// flight (it once hash-joined jobs_lease, the whole executing set).
+			t.Run(fmt.Sprintf("%s/outcome/%d", mode, n), func(t *testing.T) {
+				read, buffers, raw := explainOutcome()
+				outcomeBuffers[fmt.Sprintf("%s/%d", mode, n)] = buffers
+				t.Logf("%d executing, %s plan: 50 outcomes read at most %.0f rows of jobs in a node, %d buffers", n, mode, read, buffers)
+				if read > 2*batch {
+					t.Errorf("a node of the outcome read %.0f rows of jobs for 50 outcomes with %d executing:\n%s", read, n, raw)
+				}
+			})
 			for _, q := range queues {
 				name := fmt.Sprintf("%s/%s/%d", mode, q, n)
 				t.Run(name, func(t *testing.T) {
@@ -216,6 +260,12 @@ func TestKeyedPickAtScale(t *testing.T) {
 		}
 	}
 	must("RESET plan_cache_mode")
+	for _, mode := range modes {
+		small, large := outcomeBuffers[mode+"/1000"], outcomeBuffers[mode+"/100000"]
+		if small > 0 && float64(large) > 1.25*float64(small) {
+			t.Errorf("%s plan: 50 outcomes took %d buffers at 100 000 executing rows against %d at 1 000", mode, large, small)
+		}
+	}
 	for _, mode := range modes {
 		for _, q := range queues {
 			small, large := figures[fmt.Sprintf("%s/%s/1000", mode, q)], figures[fmt.Sprintf("%s/%s/100000", mode, q)]
