@@ -28,6 +28,8 @@ type config struct {
 	OutcomeBatch         int
 	PprofAddr            string
 	OutcomeLinger        time.Duration
+	OutcomeWorkers       int
+	OutcomeBusyLinger    time.Duration
 	MaxBodyBytes         int64
 	DBMaxConns           int
 	LogLevel             slog.Level
@@ -89,6 +91,12 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	c.PprofAddr = getenv("GENDURABLE_PPROF_ADDR")
 	if v := getenv("GENDURABLE_OUTCOME_LINGER"); v != "" {
 		c.OutcomeLinger = duration("GENDURABLE_OUTCOME_LINGER", v)
+	}
+	c.OutcomeWorkers = integer("GENDURABLE_OUTCOME_WORKERS", 2)
+	if v := env("GENDURABLE_OUTCOME_BUSY_LINGER", "1ms"); v == "0" {
+		c.OutcomeBusyLinger = -1 // off
+	} else {
+		c.OutcomeBusyLinger = duration("GENDURABLE_OUTCOME_BUSY_LINGER", v)
 	}
 	c.MaxBodyBytes = int64(integer("GENDURABLE_MAX_BODY_BYTES", 1<<20))
 	c.DBMaxConns = integer("GENDURABLE_DB_MAX_CONNS", 20)

@@ -123,7 +123,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	var gc *engine.GC
 	if cfg.Dispatch {
 		disp = dispatch.New(eng, dispatch.Config{DialControl: guard.Control, ShutdownGrace: cfg.ShutdownGrace,
-			Queues: cfg.Queues, OutcomeBatch: cfg.OutcomeBatch, OutcomeLinger: cfg.OutcomeLinger}, log, dispatch.NewMetrics(reg))
+			Queues: cfg.Queues, OutcomeBatch: cfg.OutcomeBatch, OutcomeLinger: cfg.OutcomeLinger,
+			OutcomeWorkers: cfg.OutcomeWorkers, OutcomeBusyLinger: cfg.OutcomeBusyLinger}, log, dispatch.NewMetrics(reg))
 		disp.Start(ctx)
 		reaper = eng.NewReaper(engine.ReaperConfig{})
 		reaper.Start(ctx)
