@@ -3,7 +3,6 @@ package dispatch
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,9 @@ import (
 	"github.com/gendurable/gendurable/internal/pg"
 	"github.com/gendurable/gendurable/webhook"
 )
+
+// maxSigners bounds the signing keys kept (one per secret in use).
+const maxSigners = 1024
 
 // maxRetryAfter caps how long a Retry-After header may postpone an attempt.
 const maxRetryAfter = 24 * time.Hour
@@ -56,10 +58,8 @@ func (d *Dispatcher) call(ctx context.Context, st engine.Step) (o engine.Outcome
 		return engine.ErrorOutcome("handler_missing",
 			fmt.Sprintf("no handler named %q is registered (PUT /v1/handlers/%s)", st.Handler, st.Handler), nil, nil, nil), true
 	}
-	body, err := json.Marshal(stepRequest(st))
-	if err != nil {
-		return engine.FailOutcome("bad_request", "encoding the step request: "+err.Error(), nil), true
-	}
+	// Not pooled: net/http may still be writing a request body after RoundTrip returns.
+	body := appendStepBody(make([]byte, 0, stepBodySize(&st)), &st)
 	if len(body) > d.cfg.MaxBodyBytes {
 		return engine.FailOutcome("request_too_large", fmt.Sprintf(
 			"the step request is %d bytes, over the %d-byte cap (input, state and signals are too large)",
@@ -75,15 +75,22 @@ func (d *Dispatcher) call(ctx context.Context, st engine.Step) (o engine.Outcome
 	if err != nil {
 		return engine.ErrorOutcome("connection_error", "building the request: "+err.Error(), nil, nil, nil), true
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "gendurable")
-	secrets := []string{*st.Secret}
-	if st.PreviousSecret != nil && st.PreviousSecretExpiresAt != nil && time.Now().Before(*st.PreviousSecretExpiresAt) {
-		secrets = append(secrets, *st.PreviousSecret)
+	now := time.Now()
+	msgID := webhookID(&st)
+	sig, err := d.sign(nil, *st.Secret, msgID, now.Unix(), body)
+	if err == nil && st.PreviousSecret != nil && st.PreviousSecretExpiresAt != nil && now.Before(*st.PreviousSecretExpiresAt) {
+		sig, err = d.sign(append(sig, ' '), *st.PreviousSecret, msgID, now.Unix(), body)
 	}
-	msgID := fmt.Sprintf("job_%d_step_%d_attempt_%d_%.8s", st.ID, st.Step, st.Attempt, st.LeaseToken)
-	if err := webhook.SetHeaders(req.Header, msgID, time.Now(), body, secrets...); err != nil {
+	if err != nil {
 		return engine.FailOutcome("bad_secret", "signing the step request: "+err.Error(), nil), true
+	}
+	// Canonical keys set directly (the Standard Webhooks names, as Header.Set would write them).
+	req.Header = http.Header{
+		"Content-Type":      {"application/json"},
+		"User-Agent":        {"gendurable"},
+		"Webhook-Id":        {msgID},
+		"Webhook-Timestamp": {strconv.FormatInt(now.Unix(), 10)},
+		"Webhook-Signature": {string(sig)},
 	}
 
 	started := time.Now()
@@ -140,37 +147,51 @@ func (d *Dispatcher) call(ctx context.Context, st engine.Step) (o engine.Outcome
 	}
 }
 
-// stepRequest builds the body of a step's POST.
-func stepRequest(st engine.Step) webhook.StepRequest {
-	r := webhook.StepRequest{
-		Job: webhook.Job{ID: st.ID, Queue: st.Queue, Handler: st.Handler, Key: st.Key, Step: st.Step,
-			Attempt: st.Attempt, MaxAttempts: st.MaxAttempts, Input: st.Input, State: st.State, CreatedAt: st.CreatedAt},
-		Signals:      make([]webhook.Signal, len(st.Signals)),
-		SignalsMore:  st.SignalsMore,
-		ChildrenMore: st.ChildrenMore,
-		Lease:        webhook.Lease{Token: st.LeaseToken, ExpiresAt: st.LeaseExpiresAt},
-	}
-	if len(r.Job.State) == 0 {
-		r.Job.State = json.RawMessage("null")
-	}
-	if st.Wake != nil {
-		r.Wake = *st.Wake
-	}
-	for i, s := range st.Signals {
-		r.Signals[i] = webhook.Signal{ID: s.ID, Name: s.Name, Payload: nullIfEmpty(s.Payload), CreatedAt: s.CreatedAt}
-	}
-	for _, c := range st.Children {
-		r.Children = append(r.Children, webhook.Child{ID: c.ID, Handler: c.Handler, Key: c.Key, Status: c.Status,
-			Result: nullIfEmpty(c.Result), Error: nullIfEmpty(c.Error)})
-	}
-	return r
+// webhookID is the step attempt's webhook-id: job_<id>_step_<n>_attempt_<n>_<token prefix>.
+func webhookID(st *engine.Step) string {
+	b := make([]byte, 0, 64)
+	b = append(b, "job_"...)
+	b = strconv.AppendInt(b, st.ID, 10)
+	b = append(b, "_step_"...)
+	b = strconv.AppendInt(b, int64(st.Step), 10)
+	b = append(b, "_attempt_"...)
+	b = strconv.AppendInt(b, int64(st.Attempt), 10)
+	b = append(b, '_')
+	b = append(b, st.LeaseToken[:min(8, len(st.LeaseToken))]...)
+	return string(b)
 }
 
-func nullIfEmpty(b json.RawMessage) json.RawMessage {
-	if len(b) == 0 {
-		return json.RawMessage("null")
+// stepBodySize is a capacity that holds a step's body without growing.
+func stepBodySize(st *engine.Step) int {
+	n := 320 + len(st.Queue) + len(st.Handler) + len(st.Input) + len(st.State)
+	if st.Key != nil {
+		n += len(*st.Key)
 	}
-	return b
+	for _, s := range st.Signals {
+		n += 96 + len(s.Name) + len(s.Payload)
+	}
+	for _, c := range st.Children {
+		n += 96 + len(c.Handler) + len(c.Result) + len(c.Error)
+	}
+	return n
+}
+
+// sign appends the signature of one secret, with the secret's decoded key and HMAC
+// states kept per secret (a handful per process: one per handler and rotation).
+func (d *Dispatcher) sign(dst []byte, secret, id string, unix int64, body []byte) ([]byte, error) {
+	v, ok := d.signers.Load(secret)
+	if !ok {
+		s, err := webhook.NewSigner(secret)
+		if err != nil {
+			return nil, err
+		}
+		if d.signerCount.Add(1) > maxSigners { // rotated-away secrets: start over
+			d.signers.Clear()
+			d.signerCount.Store(1)
+		}
+		v, _ = d.signers.LoadOrStore(secret, s)
+	}
+	return v.(*webhook.Signer).AppendSignature(dst, id, unix, body), nil
 }
 
 // retryAfter reads a Retry-After header (seconds or an HTTP date), capped at a day.

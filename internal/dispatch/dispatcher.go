@@ -88,6 +88,9 @@ type Dispatcher struct {
 
 	leases    *leaseRegistry
 	completer *completer
+	signers   sync.Map // signing secret → *webhook.Signer
+	// signerCount counts signers made since the cache was last cleared.
+	signerCount atomic.Int64
 
 	mu      sync.Mutex
 	feeders map[string]*feeder
