@@ -219,6 +219,11 @@ func snippet(b []byte) string {
 	return string(b)
 }
 
+var statusClasses = [...]string{"0xx", "1xx", "2xx", "3xx", "4xx", "5xx"}
+
 func statusClass(code int) string {
+	if c := code / 100; c >= 0 && c < len(statusClasses) {
+		return statusClasses[c]
+	}
 	return strconv.Itoa(code/100) + "xx"
 }

@@ -136,6 +136,8 @@ func newHTTPClient(control func(network, address string, c syscall.RawConn) erro
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		ForceAttemptHTTP2:     true,
+		// Answers are small JSON documents: no Accept-Encoding header, no gzip reader.
+		DisableCompression: true,
 	}
 	return &http.Client{
 		Transport:     transport,
