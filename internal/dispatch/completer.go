@@ -118,15 +118,20 @@ func (c *completer) flush(batch []pendingOutcome) {
 		time.Sleep(wait)
 	}
 	c.metrics.OutcomeBatch.Observe(float64(len(batch)))
-	byID := make(map[int64]*pg.OutcomeApplied, len(applied))
+	// By job and token: a stale outcome of a job can share the batch with its current one.
+	type lease struct {
+		id    int64
+		token string
+	}
+	byLease := make(map[lease]*pg.OutcomeApplied, len(applied))
 	for i := range applied {
-		byID[applied[i].ID] = &applied[i]
+		byLease[lease{applied[i].ID, applied[i].Token}] = &applied[i]
 	}
 	for _, p := range batch {
 		if err != nil {
 			p.done(nil, err)
 			continue
 		}
-		p.done(byID[p.outcome.JobID], nil)
+		p.done(byLease[lease{p.outcome.JobID, p.outcome.Token}], nil)
 	}
 }

@@ -436,3 +436,52 @@ func TestRetryOfACancelledJobResumesWhatItWasDoing(t *testing.T) {
 		}
 	})
 }
+
+// A batch holding a stale outcome of a job beside its current one (a process whose lease
+// was taken back answering late) applies only the current one: one history row for the
+// attempt, no children of the stale spawn, and only the current one reported applied.
+// (Found by the chaos run: the history and children joined the batch by job id alone.)
+func TestStaleOutcomeInTheSameBatchChangesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	te := newTestEngine(t, engine.Config{LeaseTTL: time.Hour})
+	id := te.insert(t, engine.NewJob{})
+	stale := te.claim(t)
+	ahead := te.NewReaper(engine.ReaperConfig{Now: func() time.Time { return time.Now().Add(2 * time.Hour) }})
+	if st, err := ahead.Sweep(ctx); err != nil || st.Reaped != 1 {
+		t.Fatalf("sweep: %+v %v", st, err)
+	}
+	if _, err := te.db.Exec(ctx, `UPDATE jobs SET eligible_at = now() WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	current := te.claim(t)
+	spawn, err := engine.DecodeResponse([]byte(`{"spawn": {"children": [{"handler": "h"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, err := te.ApplyOutcomes(ctx, []engine.StepOutcome{
+		{JobID: id, Token: stale.LeaseToken, Outcome: spawn},
+		{JobID: id, Token: current.LeaseToken, Outcome: engine.Outcome{Kind: pg.KindNext, Label: "next"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied) != 1 || applied[0].Token != current.LeaseToken {
+		t.Fatalf("applied %+v, want only the current outcome", applied)
+	}
+	j := te.job(t, id)
+	if j.Status != "runnable" || j.Step != 1 || j.ChildrenTotal != 0 || j.PendingChildren != 0 {
+		t.Fatalf("after the batch: %s step %d children %d pending %d", j.Status, j.Step, j.ChildrenTotal, j.PendingChildren)
+	}
+	rows, err := te.db.QueryStrings(ctx, `SELECT step || '/' || attempt || '/' || outcome FROM steps WHERE job_id = $1 ORDER BY id`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var history []string
+	for _, r := range rows {
+		history = append(history, r[0])
+	}
+	if !slices.Equal(history, []string{"0/1/lease_expired", "0/2/next"}) {
+		t.Fatalf("history %v", history)
+	}
+}

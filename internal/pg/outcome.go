@@ -43,7 +43,10 @@ type OutcomeRecord struct {
 // OutcomeApplied reports one applied outcome; records missing from the answer were
 // fenced off (their lease token is no longer current).
 type OutcomeApplied struct {
-	ID     int64
+	ID int64
+	// Token is the lease token of the outcome that applied (a batch may also hold a
+	// stale outcome of the same job, which did not).
+	Token  string
 	Status string
 	Queue  string
 	// Ready: the job is runnable now (a feeder may claim it at once).
@@ -64,6 +67,6 @@ func (db *DB) JobApplyOutcomes(ctx context.Context, recs []OutcomeRecord, credit
 	}
 	return collect(ctx, db, stmt(name), func(r pgx.Rows) (OutcomeApplied, error) {
 		var a OutcomeApplied
-		return a, r.Scan(&a.ID, &a.Status, &a.Queue, &a.Ready)
+		return a, r.Scan(&a.ID, &a.Token, &a.Status, &a.Queue, &a.Ready)
 	}, payload)
 }

@@ -21,9 +21,12 @@ WITH o AS (
         delay_ms bigint, timeout_ms bigint, awaiting text[], children jsonb, http_status int)
 ),
 -- The step and attempt being completed, as claimed (they do not change under a lease).
+-- Every join to the records is by (id, token): a batch may hold a stale outcome of a job
+-- beside its current one (a process whose lease was taken back answering late), and a
+-- join by id alone would write its history row and children under the current attempt.
 before AS (
     SELECT j.id, j.step, j.attempt, j.attempted_at, j.concurrency_key, j.gate_shard
-    FROM jobs j JOIN o ON o.id = j.id
+    FROM jobs j JOIN o ON o.id = j.id AND j.lease_token = o.token
 ),
 updated AS (
     UPDATE jobs j
@@ -98,12 +101,12 @@ updated AS (
     WHERE j.id = o.id
       AND j.lease_token = o.token
       AND j.id = ANY (ARRAY(SELECT o2.id FROM o o2))
-    RETURNING j.id, j.status, j.queue, j.parent_id, j.eligible_at
+    RETURNING j.id, o.token, j.status, j.queue, j.parent_id, j.eligible_at
 ),
 history AS (
     INSERT INTO steps (job_id, queue, step, attempt, outcome, http_status, started_at, finished_at, error)
     SELECT u.id, u.queue, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error
-    FROM updated u JOIN o ON o.id = u.id JOIN before b ON b.id = u.id
+    FROM updated u JOIN o ON o.id = u.id AND o.token = u.token JOIN before b ON b.id = u.id
 ),
 -- @GateCredit (only in JobApplyOutcomesCrediting)
 children AS (
@@ -115,7 +118,7 @@ children AS (
            c.concurrency_key, c.rate_limit, c.rate_key, coalesce(c.rate_weight, 1),
            coalesce(c.max_attempts, h.max_attempts, 5), u.id
     FROM updated u
-    JOIN o ON o.id = u.id AND o.kind = 'spawn'
+    JOIN o ON o.id = u.id AND o.token = u.token AND o.kind = 'spawn'
     CROSS JOIN LATERAL jsonb_to_recordset(o.children) AS c(
         queue text, handler text, input jsonb, key text, priority smallint, run_at timestamptz,
         delay_ms bigint, concurrency_key text, rate_limit text, rate_key text, rate_weight int,
@@ -130,7 +133,7 @@ notified AS (
     FROM (SELECT queue FROM joined WHERE status = 'runnable'
           UNION SELECT queue FROM children) q
 )
-SELECT u.id, u.status, u.queue, u.eligible_at <= now() AS ready
+SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready
 FROM updated u, notified;
 
 -- fragment: GateCredit
