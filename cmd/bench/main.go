@@ -66,6 +66,7 @@ type options struct {
 	riverDir      string
 	riverCooldown time.Duration
 	riverConns    int
+	analyze       bool
 }
 
 // Result is one scenario's figures.
@@ -129,6 +130,7 @@ func main() {
 	flag.StringVar(&o.riverDir, "river-dir", "bench/river", "the River peer's module")
 	flag.DurationVar(&o.riverCooldown, "river-fetch-cooldown", time.Millisecond, "the River peer's FetchCooldown")
 	flag.IntVar(&o.riverConns, "river-max-conns", 20, "the River peer's pool size (the server's GENDURABLE_DB_MAX_CONNS default)")
+	flag.BoolVar(&o.analyze, "analyze", true, "ANALYZE each side's table after its inserts, before its drain")
 	flag.Parse()
 	switch o.only {
 	case "":
@@ -177,7 +179,7 @@ func run(o options) error {
 	}
 	// One connection each, so the bench's own backends are known and left out of
 	// PostgreSQL's CPU.
-	db, err := pg.Open(ctx, o.databaseURL, pg.Options{MaxConns: 1})
+	db, err := openProbe(ctx, o.databaseURL)
 	if err != nil {
 		return err
 	}
@@ -237,7 +239,7 @@ func run(o options) error {
 			return err
 		}
 		defer peer.stop()
-		if riverDB, err = pg.Open(ctx, riverURL, pg.Options{MaxConns: 1}); err != nil {
+		if riverDB, err = openProbe(ctx, riverURL); err != nil {
 			return err
 		}
 		defer riverDB.Close()
@@ -311,6 +313,9 @@ func run(o options) error {
 			}
 			cmp.OursInsert = append(cmp.OursInsert, ins.CallSeconds...)
 			cmp.InsertJobs = pair * o.jobs
+			if err := analyze(ctx, o, db, "jobs"); err != nil {
+				return err
+			}
 			r, d, err := drainOurs(ctx, m, db, oursSide(queue, pair == 1 && o.cpuProfile != ""), queue, pair, o.jobs, 1)
 			if err != nil {
 				return err
@@ -329,6 +334,9 @@ func run(o options) error {
 			}
 			cmp.RiverInsert = append(cmp.RiverInsert, calls...)
 			cmp.InsertJobs = pair * o.jobs
+			if err := analyze(ctx, o, riverDB, "river_job"); err != nil {
+				return err
+			}
 			c0, err := completed()
 			if err != nil {
 				return err
@@ -351,6 +359,9 @@ func run(o options) error {
 			return err
 		}
 		if _, err := bulkInsert(api, "drain5", o.fiveStepJobs, 5, 1, 10000); err != nil {
+			return err
+		}
+		if err := analyze(ctx, o, db, "jobs"); err != nil {
 			return err
 		}
 		r, d, err := drainOurs(ctx, m, db, oursSide("drain5", false), "drain5", 0, o.fiveStepJobs, 5)
@@ -377,6 +388,35 @@ func run(o options) error {
 		return os.WriteFile(o.jsonOut, b, 0o644)
 	}
 	return nil
+}
+
+// openProbe opens the bench's own connection to a database: one, so its backend is
+// known (and left out of PostgreSQL's CPU), and with sequential scans off, so the polls
+// of a drain stay index probes whatever the table statistics say (a generic plan that
+// expects a match at once may otherwise scan the whole table for a row that is not there).
+func openProbe(ctx context.Context, databaseURL string) (*pg.DB, error) {
+	db, err := pg.Open(ctx, databaseURL, pg.Options{MaxConns: 1})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.Exec(ctx, `SET enable_seqscan = off`); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// analyze refreshes a table's statistics after a side's insert, as autovacuum would
+// within a minute (-analyze=false leaves it to autovacuum). It also drops the cached
+// plans built on the table: without it the server's generic plans, built when the table
+// was empty, keep seq-scanning the jobs table until autovacuum runs (measured: the pick's
+// UPDATE took ~50 ms a batch right after the first bulk insert).
+func analyze(ctx context.Context, o options, db *pg.DB, table string) error {
+	if !o.analyze {
+		return nil
+	}
+	_, err := db.Exec(ctx, "-- probe\n\t\tANALYZE "+table)
+	return err
 }
 
 func currentDatabase(ctx context.Context, db *pg.DB) (string, error) {

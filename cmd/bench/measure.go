@@ -99,7 +99,7 @@ func (m *meter) cpu(s side, exclude map[int]bool) cpuSnapshot {
 	return c
 }
 
-// drain runs one drain: statements reset, CPU read, the side started, polled every 5 ms
+// drain runs one drain: statements reset, CPU read, the side started, polled every 10 ms
 // until it has nothing left to run, CPU and statements read again, the side stopped.
 func (m *meter) drain(ctx context.Context, s side, pair, jobs, steps int) (Drain, error) {
 	if _, err := m.db.Exec(ctx, `-- probe
@@ -123,7 +123,7 @@ func (m *meter) drain(ctx context.Context, s side, pair, jobs, steps int) (Drain
 		if time.Since(started) > 10*time.Minute {
 			return Drain{}, fmt.Errorf("%s: the drain did not finish in 10 minutes", s.name)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 	secs := time.Since(started).Seconds()
 	for pid := range m.benchBackends(ctx) {
