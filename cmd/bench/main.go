@@ -360,7 +360,7 @@ func run(o options) error {
 			if c1, err := completed(); err != nil {
 				return err
 			} else if c1-c0 != int64(o.jobs) {
-				return fmt.Errorf("River drain %d: %d of %d jobs completed", pair, c1-c0, o.jobs)
+				return fmt.Errorf("the River drain %d: %d of %d jobs completed", pair, c1-c0, o.jobs)
 			}
 			cmp.River = append(cmp.River, d)
 		}

@@ -79,11 +79,11 @@ func (p *riverPeer) do(command string) (string, error) {
 	}
 	line, err := p.out.ReadString('\n')
 	if err != nil {
-		return "", fmt.Errorf("River peer, %s: %w", command, err)
+		return "", fmt.Errorf("the River peer, %s: %w", command, err)
 	}
 	line = strings.TrimSpace(line)
 	if strings.HasPrefix(line, "error ") {
-		return "", fmt.Errorf("River peer, %s: %s", command, strings.TrimPrefix(line, "error "))
+		return "", fmt.Errorf("the River peer, %s: %s", command, strings.TrimPrefix(line, "error "))
 	}
 	return line, nil
 }
@@ -97,13 +97,13 @@ func (p *riverPeer) insert(n int) ([]float64, error) {
 	}
 	f := strings.Fields(line) // inserted N total call...
 	if len(f) < 4 || f[0] != "inserted" {
-		return nil, fmt.Errorf("River peer, insert: unexpected answer %q", line)
+		return nil, fmt.Errorf("the River peer, insert: unexpected answer %q", line)
 	}
 	calls := make([]float64, 0, len(f)-3)
 	for _, s := range f[3:] {
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil {
-			return nil, fmt.Errorf("River peer, insert: unexpected answer %q", line)
+			return nil, fmt.Errorf("the River peer, insert: unexpected answer %q", line)
 		}
 		calls = append(calls, v)
 	}
