@@ -46,9 +46,6 @@ import (
 // queue is the one queue the peer works.
 const queue = "bench"
 
-// idOffset keeps River's job ids apart from gendurable's in the receiver's first-seen map.
-const idOffset = 1_000_000_000_000
-
 type options struct {
 	databaseURL       string
 	url               string
@@ -204,10 +201,10 @@ func (StepArgs) Kind() string { return "bench_step" }
 // (River retries it).
 type stepWorker struct {
 	river.WorkerDefaults[StepArgs]
-	url    string
-	key    []byte
-	pad    string
-	client *http.Client
+	url       string
+	key       []byte
+	bodyBytes int
+	client    *http.Client
 }
 
 func newStepWorker(o options) (*stepWorker, error) {
@@ -215,7 +212,7 @@ func newStepWorker(o options) (*stepWorker, error) {
 	if err != nil || len(key) == 0 {
 		return nil, errors.New("-secret is not whsec_ followed by base64")
 	}
-	w := &stepWorker{url: o.url, key: key, client: &http.Client{
+	w := &stepWorker{url: o.url, key: key, bodyBytes: o.bodyBytes, client: &http.Client{
 		Transport: &http.Transport{
 			Proxy:               nil,
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -225,11 +222,6 @@ func newStepWorker(o options) (*stepWorker, error) {
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
-	// Pad the body to the size gendurable sends (ids and times vary by a few bytes).
-	sample, _ := json.Marshal(w.request(1, 1, 25, time.Now(), []byte(`{"steps":1}`)))
-	if extra := o.bodyBytes - len(sample) - len(`,"pad":""`); extra > 0 {
-		w.pad = strings.Repeat("x", extra)
-	}
 	return w, nil
 }
 
@@ -252,17 +244,32 @@ type stepRequest struct {
 		Token     string    `json:"token"`
 		ExpiresAt time.Time `json:"expires_at"`
 	} `json:"lease"`
-	Pad string `json:"pad,omitempty"`
 }
 
 func (w *stepWorker) request(id int64, attempt, maxAttempts int, createdAt time.Time, input []byte) *stepRequest {
-	r := &stepRequest{Signals: []struct{}{}, Pad: w.pad}
-	r.Job.ID, r.Job.Queue, r.Job.Handler = id+idOffset, queue, "bench"
+	r := &stepRequest{Signals: []struct{}{}}
+	// Negative ids keep River's jobs apart from gendurable's in the receiver's first-seen map.
+	r.Job.ID, r.Job.Queue, r.Job.Handler = -id, queue, "bench"
 	r.Job.Attempt, r.Job.MaxAttempts, r.Job.CreatedAt = attempt, maxAttempts, createdAt
 	r.Job.Input, r.Job.State = input, json.RawMessage("null")
 	r.Lease.Token = "00000000-0000-4000-8000-000000000000"
-	r.Lease.ExpiresAt = time.Now().Add(time.Hour)
+	r.Lease.ExpiresAt = time.Now().Add(time.Hour).Truncate(time.Microsecond) // PostgreSQL's precision, as ours
 	return r
+}
+
+// pad grows body to the size gendurable's step requests have, with a "pad" field the
+// receiver's decoder skips (a body already as large is left as it is).
+func (w *stepWorker) pad(body []byte) []byte {
+	const field = `,"pad":""`
+	extra := w.bodyBytes - len(body) - len(field)
+	if extra < 0 || len(body) == 0 || body[len(body)-1] != '}' {
+		return body
+	}
+	out := make([]byte, 0, w.bodyBytes)
+	out = append(out, body[:len(body)-1]...)
+	out = append(out, `,"pad":"`...)
+	out = append(out, strings.Repeat("x", extra)...)
+	return append(out, `"}`...)
 }
 
 // Work runs one job: sign, POST, read and decode the answer.
@@ -271,6 +278,7 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 	if err != nil {
 		return err
 	}
+	body = w.pad(body)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
 	if err != nil {
 		return err

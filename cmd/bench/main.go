@@ -94,6 +94,8 @@ type Result struct {
 // five-step drain of ours, and bulk inserts of both sides at the same batch size.
 type Comparison struct {
 	BodyBytes   int64     `json:"step_body_bytes"`
+	OursBody    int64     `json:"gendurable_drain_body_bytes,omitempty"`
+	RiverBody   int64     `json:"river_drain_body_bytes,omitempty"`
 	Concurrency int       `json:"concurrency"`
 	Ours        []Drain   `json:"gendurable"`
 	River       []Drain   `json:"river"`
@@ -333,6 +335,9 @@ func run(o options) error {
 			}
 			results = append(results, r)
 			cmp.Ours = append(cmp.Ours, d)
+			if st, err := receiverStats(recvAddr); err == nil {
+				cmp.OursBody = st["last_body_bytes"] // the last step of our drain
+			}
 		}
 		if peer != nil {
 			completed := func() (int64, error) {
@@ -363,6 +368,10 @@ func run(o options) error {
 				return fmt.Errorf("the River drain %d: %d of %d jobs completed", pair, c1-c0, o.jobs)
 			}
 			cmp.River = append(cmp.River, d)
+			// The River drain ran last: the receiver's last body is one of River's.
+			if st, err := receiverStats(recvAddr); err == nil {
+				cmp.RiverBody = st["last_body_bytes"]
+			}
 		}
 	}
 	if ours {
@@ -456,21 +465,23 @@ func riverDatabase(ctx context.Context, databaseURL string) string {
 	return u.String()
 }
 
+// receiverStats answers the receiver's counters: steps served and the last body's size.
+func receiverStats(recvAddr string) (map[string]int64, error) {
+	b, err := callBody("http://"+recvAddr, "GET", "/stats", "")
+	if err != nil {
+		return nil, err
+	}
+	var s map[string]int64
+	return s, json.Unmarshal(b, &s)
+}
+
 // stepBodySize runs one one-step job and answers the size of the step body the
 // receiver got: the River peer sends bodies of that size.
 func stepBodySize(api, recvAddr string) (int64, error) {
 	if err := call(api, "PUT", "/v1/queues/probe", `{"max_in_flight": 1, "batch": 1}`); err != nil {
 		return 0, err
 	}
-	stats := func() (map[string]int64, error) {
-		b, err := callBody("http://"+recvAddr, "GET", "/stats", "")
-		if err != nil {
-			return nil, err
-		}
-		var s map[string]int64
-		return s, json.Unmarshal(b, &s)
-	}
-	before, err := stats()
+	before, err := receiverStats(recvAddr)
 	if err != nil {
 		return 0, err
 	}
@@ -478,7 +489,7 @@ func stepBodySize(api, recvAddr string) (int64, error) {
 		return 0, err
 	}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		s, err := stats()
+		s, err := receiverStats(recvAddr)
 		if err != nil {
 			return 0, err
 		}

@@ -18,8 +18,8 @@ func printComparison(out io.Writer, c Comparison, o options) {
 	}
 	fmt.Fprintf(out, "\nRiver side by side — %d alternating pairs of a %d-job one-step drain, concurrency %d "+
 		"(gendurable max_in_flight %d batch %d, outcome batch %d; River v0.51.2 MaxWorkers %d, FetchCooldown %s), "+
-		"step body %d B, one PostgreSQL, one receiver process\n\n",
-		o.pairs, o.jobs, c.Concurrency, o.maxInFlight, o.batch, o.outcomeBatch, o.maxInFlight, o.riverCooldown, c.BodyBytes)
+		"step body: probe %d B, last of the drains %d B ours, %d B River's, one PostgreSQL, one receiver process\n\n",
+		o.pairs, o.jobs, c.Concurrency, o.maxInFlight, o.batch, o.outcomeBatch, o.maxInFlight, o.riverCooldown, c.BodyBytes, c.OursBody, c.RiverBody)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "pair\tgendurable steps/s\tRiver jobs/s\tratio\t")
 	var ratios, ourRates, riverRates []float64
