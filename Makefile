@@ -50,7 +50,7 @@ clean: ## Remove build output (not the ./.data cluster)
 	rm -rf $(BIN)
 
 .PHONY: bench
-bench: ## End-to-end bench: server binary + PostgreSQL + webhook receiver process (see docs/performance.md)
+bench: ## End-to-end bench: server binary + PostgreSQL + webhook receiver process, River side by side (BENCH_FLAGS=-peer=false skips River; docs/performance.md)
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
 
 .PHONY: bench-go

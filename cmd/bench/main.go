@@ -4,7 +4,17 @@
 // steady rate, bulk insert throughput through POST /v1/jobs/batch, and per step: SQL
 // statements, WAL records and bytes, tuples written; and the server's peak RSS.
 //
+// Beside it runs a River peer (bench/river, a Go module of its own, built here): River
+// on the same PostgreSQL (its own database), each job POSTing a signed body of the size
+// ours sends to the same receiver process, at the same concurrency. The one-step drains
+// alternate, gendurable then River, for -pairs pairs; for each side the bench prints
+// throughput and the median ratio, CPU per step by process (server or River process, all
+// PostgreSQL processes, receiver) over the drain window, the busiest statements from
+// pg_stat_statements, and bulk inserts of -insert-batch jobs per call.
+//
 //	go run ./cmd/bench                         # defaults below; make bench runs this
+//	go run ./cmd/bench -peer=false             # gendurable only (no River)
+//	go run ./cmd/bench -only river             # the River drains only
 //	go run ./cmd/bench -outcome-batch 1        # the same with outcome batching off
 //	go run ./cmd/bench -json bench.json        # also write the results as JSON
 package main
@@ -19,6 +29,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +57,17 @@ type options struct {
 	jsonOut      string
 	bulkClients  int
 	cpuProfile   string
+	profileFor   time.Duration
+
+	pairs         int
+	insertBatch   int
+	peer          bool
+	only          string
+	riverDir      string
+	riverCooldown time.Duration
+	riverConns    int
+	analyze       bool
+	keepBulk      bool
 }
 
 // Result is one scenario's figures.
@@ -65,6 +87,23 @@ type Result struct {
 	P95ms          float64          `json:"p95_ms,omitempty"`
 	P99ms          float64          `json:"p99_ms,omitempty"`
 	Statements     map[string]int64 `json:"statements,omitempty"`
+	CallSeconds    []float64        `json:"call_seconds,omitempty"`
+}
+
+// Comparison is the River side by side: alternating pairs of one-step drains, the
+// five-step drain of ours, and bulk inserts of both sides at the same batch size.
+type Comparison struct {
+	BodyBytes   int64     `json:"step_body_bytes"`
+	OursBody    int64     `json:"gendurable_drain_body_bytes,omitempty"`
+	RiverBody   int64     `json:"river_drain_body_bytes,omitempty"`
+	Concurrency int       `json:"concurrency"`
+	Ours        []Drain   `json:"gendurable"`
+	River       []Drain   `json:"river"`
+	FiveStep    *Drain    `json:"gendurable_five_step,omitempty"`
+	InsertBatch int       `json:"insert_batch"`
+	OursInsert  []float64 `json:"gendurable_insert_call_seconds"`
+	RiverInsert []float64 `json:"river_insert_call_seconds"`
+	InsertJobs  int       `json:"insert_jobs_per_side"`
 }
 
 func main() {
@@ -75,18 +114,38 @@ func main() {
 	var o options
 	flag.StringVar(&o.databaseURL, "database-url", os.Getenv("BENCH_DATABASE_URL"), "PostgreSQL to use (default: a throwaway cluster)")
 	flag.StringVar(&o.server, "server", "", "gendurable server binary (default: built from ./cmd/server)")
-	flag.IntVar(&o.jobs, "jobs", 20000, "one-step jobs to drain")
+	flag.IntVar(&o.jobs, "jobs", 20000, "one-step jobs in each drain of the alternating pairs")
 	flag.IntVar(&o.fiveStepJobs, "five-step-jobs", 4000, "five-step jobs to drain")
-	flag.IntVar(&o.bulk, "bulk", 100000, "jobs to insert through the batch endpoint (10 000 per request)")
+	flag.IntVar(&o.bulk, "bulk", 100000, "jobs to insert through the batch endpoint (10 000 per request, -bulk-clients clients)")
 	flag.IntVar(&o.latencyRate, "latency-rate", 100, "jobs per second for the latency run")
 	flag.DurationVar(&o.latencyFor, "latency-for", 5*time.Second, "length of the latency run")
 	flag.IntVar(&o.outcomeBatch, "outcome-batch", 128, "GENDURABLE_OUTCOME_BATCH of the server (1 = unbatched)")
-	flag.IntVar(&o.maxInFlight, "max-in-flight", 200, "max_in_flight of the drained queues")
+	flag.IntVar(&o.maxInFlight, "max-in-flight", 256, "max_in_flight of the drained queues, and the River peer's MaxWorkers")
 	flag.IntVar(&o.batch, "batch", 100, "batch of the drained queues")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results to this JSON file")
 	flag.IntVar(&o.bulkClients, "bulk-clients", 4, "concurrent clients of the bulk insert")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the server during the one-step drain to this file")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the server during the first one-step drain to this file")
+	flag.DurationVar(&o.profileFor, "cpuprofile-for", 5*time.Second, "length of the -cpuprofile capture, from the start of the drain")
+	flag.IntVar(&o.pairs, "pairs", 3, "alternating pairs of one-step drains (gendurable, River, gendurable, River...)")
+	flag.IntVar(&o.insertBatch, "insert-batch", 5000, "jobs per insert call before each paired drain (POST /v1/jobs/batch, River InsertMany)")
+	flag.BoolVar(&o.peer, "peer", true, "run the River peer (bench/river) beside gendurable")
+	flag.StringVar(&o.only, "only", "", `run one side only: "gendurable" (as -peer=false) or "river" (the River drains alone)`)
+	flag.StringVar(&o.riverDir, "river-dir", "bench/river", "the River peer's module")
+	flag.DurationVar(&o.riverCooldown, "river-fetch-cooldown", time.Millisecond, "the River peer's FetchCooldown")
+	flag.IntVar(&o.riverConns, "river-max-conns", 20, "the River peer's pool size (the server's GENDURABLE_DB_MAX_CONNS default)")
+	flag.BoolVar(&o.analyze, "analyze", true, "ANALYZE each side's table after its inserts, before its drain")
+	flag.BoolVar(&o.keepBulk, "keep-bulk", false, "leave the bulk-inserted jobs runnable in their paused queue (a backlog) instead of cancelling them")
 	flag.Parse()
+	switch o.only {
+	case "":
+	case "gendurable":
+		o.peer = false
+	case "river":
+		o.peer = true
+	default:
+		fmt.Fprintln(os.Stderr, `bench: -only takes "gendurable" or "river"`)
+		os.Exit(2)
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -95,32 +154,44 @@ func main() {
 
 func run(o options) error {
 	ctx := context.Background()
+	ours := o.only != "river"
 	tmp, err := os.MkdirTemp("", "gdbench")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	riverURL := ""
 	if o.databaseURL == "" {
 		pgDir, err := os.MkdirTemp("", "gdbench-pg") // its own top directory: the postgres user must reach it
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(pgDir)
-		c, err := pg.StartCluster(ctx, pg.ClusterOptions{Dir: pgDir})
+		c, err := pg.StartCluster(ctx, pg.ClusterOptions{Dir: pgDir}) // loads pg_stat_statements when installed
 		if err != nil {
 			return err
 		}
 		defer c.Stop()
-		if err := pg.EnsureDatabase(ctx, c.URL("postgres"), "bench"); err != nil {
-			return err
+		for _, name := range []string{"bench", "bench_river"} {
+			if err := pg.EnsureDatabase(ctx, c.URL("postgres"), name); err != nil {
+				return err
+			}
 		}
-		o.databaseURL = c.URL("bench")
+		o.databaseURL, riverURL = c.URL("bench"), c.URL("bench_river")
+	} else if o.peer {
+		riverURL = riverDatabase(ctx, o.databaseURL)
 	}
-	db, err := pg.Open(ctx, o.databaseURL, pg.Options{MaxConns: 4})
+	// One connection each, so the bench's own backends are known and left out of
+	// PostgreSQL's CPU.
+	db, err := openProbe(ctx, o.databaseURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	ourDB, err := currentDatabase(ctx, db)
+	if err != nil {
+		return err
+	}
 	if o.server == "" {
 		o.server = filepath.Join(tmp, "gendurable")
 		build := exec.Command("go", "build", "-o", o.server, "./cmd/server")
@@ -129,7 +200,13 @@ func run(o options) error {
 			return fmt.Errorf("building the server: %w", err)
 		}
 	}
-	recvAddr, stopRecv, err := startReceiver()
+	riverBin := filepath.Join(tmp, "river-peer")
+	if o.peer {
+		if err := buildRiver(o.riverDir, riverBin); err != nil {
+			return err
+		}
+	}
+	recvAddr, recvPid, stopRecv, err := startReceiver()
 	if err != nil {
 		return err
 	}
@@ -148,85 +225,298 @@ func run(o options) error {
 	if err := waitReady(api); err != nil {
 		return err
 	}
-	if _, err := db.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
-		return fmt.Errorf("pg_stat_statements is needed for the per-step counters: %w", err)
-	}
 	if err := call(api, "PUT", "/v1/handlers/bench", fmt.Sprintf(`{"url": "http://%s/steps", "secret": %q}`, recvAddr, benchSecret)); err != nil {
 		return err
 	}
-	var results []Result
+	bodyBytes, err := stepBodySize(api, recvAddr)
+	if err != nil {
+		return err
+	}
 
-	// Bulk insert, into a paused queue (the jobs are drained below).
-	for _, q := range []string{"drain1", "drain5"} {
-		if err := call(api, "PUT", "/v1/queues/"+q, fmt.Sprintf(`{"paused": true, "max_in_flight": %d, "batch": %d}`, o.maxInFlight, o.batch)); err != nil {
+	var riverDB *pg.DB
+	var peer *riverPeer
+	if o.peer {
+		if peer, err = startRiver(riverBin, "-database-url", riverURL, "-url", "http://"+recvAddr+"/steps",
+			"-secret", benchSecret, "-body-bytes", strconv.FormatInt(bodyBytes, 10), "-workers", strconv.Itoa(o.maxInFlight),
+			"-max-conns", strconv.Itoa(o.riverConns), "-insert-batch", strconv.Itoa(o.insertBatch),
+			"-fetch-cooldown", o.riverCooldown.String()); err != nil {
+			return err
+		}
+		defer peer.stop()
+		if riverDB, err = openProbe(ctx, riverURL); err != nil {
+			return err
+		}
+		defer riverDB.Close()
+	}
+	probes := []*pg.DB{}
+	if riverDB != nil {
+		probes = append(probes, riverDB)
+	}
+	m, err := newMeter(ctx, db, recvPid, probes...)
+	if err != nil {
+		return err
+	}
+	var results []Result
+	cmp := Comparison{BodyBytes: bodyBytes, Concurrency: o.maxInFlight, InsertBatch: o.insertBatch}
+
+	if ours {
+		// Bulk insert, into a paused queue that is never drained.
+		if err := call(api, "PUT", "/v1/queues/bulk", `{"paused": true}`); err != nil {
+			return err
+		}
+		bulk, err := bulkInsert(api, "bulk", o.bulk, 1, o.bulkClients, 10000)
+		if err != nil {
+			return err
+		}
+		results = append(results, bulk)
+		if !o.keepBulk {
+			// Finished rows, as before the River pairs existed: a runnable backlog in a
+			// paused queue slows JobReadyExists (a generic plan that seq-scans jobs) and
+			// with it insert→webhook latency; -keep-bulk measures that.
+			if _, err := db.Exec(ctx, `-- probe
+				UPDATE jobs SET status = 'cancelled', finished_at = now() WHERE queue = 'bulk' AND status = 'runnable'`); err != nil {
+				return err
+			}
+		}
+	}
+
+	// Alternating pairs of one-step drains: gendurable, River, gendurable, River...
+	oursSide := func(queue string, profile bool) side {
+		return side{name: "gendurable", pid: srv.Process.Pid, database: ourDB,
+			start: func() error {
+				if profile {
+					go func() {
+						if err := captureProfile(pprofAddr, o.cpuProfile, o.profileFor); err != nil {
+							fmt.Fprintln(os.Stderr, "bench: cpu profile:", err)
+						}
+					}()
+				}
+				return call(api, "PUT", "/v1/queues/"+queue, `{"paused": false}`)
+			},
+			finished: func(ctx context.Context) (bool, error) {
+				n, err := db.QueryInt(ctx, `-- probe
+					SELECT (EXISTS (SELECT 1 FROM jobs WHERE queue = $1 AND status = 'runnable')
+					     OR EXISTS (SELECT 1 FROM jobs WHERE status = 'executing' AND queue = $1))::int`, queue)
+				return n == 0, err
+			}}
+	}
+	riverSide := side{name: "River", database: "", start: func() error { _, err := peer.do("resume"); return err },
+		finished: func(ctx context.Context) (bool, error) {
+			n, err := riverDB.QueryInt(ctx, `-- probe
+				SELECT (EXISTS (SELECT 1 FROM river_job WHERE state = 'available' AND queue = 'bench')
+				     OR EXISTS (SELECT 1 FROM river_job WHERE state = 'running' AND queue = 'bench'))::int`)
+			return n == 0, err
+		},
+		stop: func() error { _, err := peer.do("pause"); return err }}
+	if peer != nil {
+		riverSide.pid = peer.cmd.Process.Pid
+		if riverSide.database, err = currentDatabase(ctx, riverDB); err != nil {
 			return err
 		}
 	}
-	bulk, err := bulkInsert(api, "drain1", o.bulk, 1, o.bulkClients)
-	if err != nil {
-		return err
-	}
-	results = append(results, bulk)
-	// Drain the first o.jobs of them (the rest are cancelled out of the way first).
-	if o.bulk > o.jobs {
-		if _, err := db.Exec(ctx, `-- probe
-			UPDATE jobs SET status = 'cancelled', finished_at = now() WHERE queue = 'drain1' AND id > (SELECT min(id) FROM jobs) + $1 - 1`, o.jobs); err != nil {
-			return err
+	for pair := 1; pair <= o.pairs; pair++ {
+		if ours {
+			queue := fmt.Sprintf("drain1-%d", pair)
+			if err := call(api, "PUT", "/v1/queues/"+queue, fmt.Sprintf(`{"paused": true, "max_in_flight": %d, "batch": %d}`, o.maxInFlight, o.batch)); err != nil {
+				return err
+			}
+			ins, err := bulkInsert(api, queue, o.jobs, 1, 1, o.insertBatch)
+			if err != nil {
+				return err
+			}
+			cmp.OursInsert = append(cmp.OursInsert, ins.CallSeconds...)
+			cmp.InsertJobs = pair * o.jobs
+			if err := analyze(ctx, o, db, "jobs"); err != nil {
+				return err
+			}
+			r, d, err := drainOurs(ctx, m, db, oursSide(queue, pair == 1 && o.cpuProfile != ""), queue, pair, o.jobs, 1)
+			if err != nil {
+				return err
+			}
+			results = append(results, r)
+			cmp.Ours = append(cmp.Ours, d)
+			if st, err := receiverStats(recvAddr); err == nil {
+				cmp.OursBody = st["last_body_bytes"] // the last step of our drain
+			}
+		}
+		if peer != nil {
+			completed := func() (int64, error) {
+				return riverDB.QueryInt(ctx, `-- probe
+					SELECT count(*) FROM river_job WHERE queue = 'bench' AND state = 'completed'`)
+			}
+			calls, err := peer.insert(o.jobs)
+			if err != nil {
+				return err
+			}
+			cmp.RiverInsert = append(cmp.RiverInsert, calls...)
+			cmp.InsertJobs = pair * o.jobs
+			if err := analyze(ctx, o, riverDB, "river_job"); err != nil {
+				return err
+			}
+			c0, err := completed()
+			if err != nil {
+				return err
+			}
+			time.Sleep(statsSettle) // the same quiet start as ours
+			d, err := m.drain(ctx, riverSide, pair, o.jobs, 1)
+			if err != nil {
+				return err
+			}
+			if c1, err := completed(); err != nil {
+				return err
+			} else if c1-c0 != int64(o.jobs) {
+				return fmt.Errorf("the River drain %d: %d of %d jobs completed", pair, c1-c0, o.jobs)
+			}
+			cmp.River = append(cmp.River, d)
+			// The River drain ran last: the receiver's last body is one of River's.
+			if st, err := receiverStats(recvAddr); err == nil {
+				cmp.RiverBody = st["last_body_bytes"]
+			}
 		}
 	}
-	var profile chan error
-	if o.cpuProfile != "" {
-		profile = make(chan error, 1)
-		go func() { profile <- captureProfile(pprofAddr, o.cpuProfile, statsSettle+4*time.Second) }()
-	}
-	one, err := drain(ctx, db, api, "drain1", o.jobs, 1)
-	if err != nil {
-		return err
-	}
-	if profile != nil {
-		if err := <-profile; err != nil {
+	if ours {
+		if err := call(api, "PUT", "/v1/queues/drain5", fmt.Sprintf(`{"paused": true, "max_in_flight": %d, "batch": %d}`, o.maxInFlight, o.batch)); err != nil {
 			return err
 		}
+		if _, err := bulkInsert(api, "drain5", o.fiveStepJobs, 5, 1, 10000); err != nil {
+			return err
+		}
+		if err := analyze(ctx, o, db, "jobs"); err != nil {
+			return err
+		}
+		r, d, err := drainOurs(ctx, m, db, oursSide("drain5", false), "drain5", 0, o.fiveStepJobs, 5)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+		cmp.FiveStep = &d
+		lat, err := latency(api, recvAddr, o.latencyRate, o.latencyFor)
+		if err != nil {
+			return err
+		}
+		results = append(results, lat)
 	}
-	results = append(results, one)
-	if _, err := bulkInsert(api, "drain5", o.fiveStepJobs, 5, 1); err != nil {
-		return err
-	}
-	five, err := drain(ctx, db, api, "drain5", o.fiveStepJobs, 5)
-	if err != nil {
-		return err
-	}
-	results = append(results, five)
-	lat, err := latency(api, recvAddr, o.latencyRate, o.latencyFor)
-	if err != nil {
-		return err
-	}
-	results = append(results, lat)
 
 	rss := peakRSS(srv.Process.Pid)
-	print(results, o, rss)
+	if ours {
+		print(results, o, rss)
+	}
+	printComparison(os.Stdout, cmp, o)
 	if o.jsonOut != "" {
-		b, _ := json.MarshalIndent(map[string]any{"outcome_batch": o.outcomeBatch, "server_peak_rss_kb": rss, "results": results}, "", "  ")
+		b, _ := json.MarshalIndent(map[string]any{"outcome_batch": o.outcomeBatch, "server_peak_rss_kb": rss, "results": results,
+			"river_side_by_side": cmp}, "", "  ")
 		return os.WriteFile(o.jsonOut, b, 0o644)
 	}
 	return nil
 }
 
-func startReceiver() (string, func(), error) {
+// openProbe opens the bench's own connection to a database: one, so its backend is
+// known (and left out of PostgreSQL's CPU), and with sequential scans off, so the polls
+// of a drain stay index probes whatever the table statistics say (a generic plan that
+// expects a match at once may otherwise scan the whole table for a row that is not there).
+func openProbe(ctx context.Context, databaseURL string) (*pg.DB, error) {
+	db, err := pg.Open(ctx, databaseURL, pg.Options{MaxConns: 1})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.Exec(ctx, `SET enable_seqscan = off`); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// analyze refreshes a table's statistics after a side's insert, as autovacuum would
+// within a minute (-analyze=false leaves it to autovacuum). It also drops the cached
+// plans built on the table: without it the server's generic plans, built when the table
+// was empty, keep seq-scanning the jobs table until autovacuum runs (measured: the pick's
+// UPDATE took ~50 ms a batch right after the first bulk insert).
+func analyze(ctx context.Context, o options, db *pg.DB, table string) error {
+	if !o.analyze {
+		return nil
+	}
+	_, err := db.Exec(ctx, "-- probe\n\t\tANALYZE "+table)
+	return err
+}
+
+func currentDatabase(ctx context.Context, db *pg.DB) (string, error) {
+	rows, err := db.QueryStrings(ctx, `-- probe
+		SELECT current_database()`)
+	if err != nil {
+		return "", err
+	}
+	return rows[0][0], nil
+}
+
+// riverDatabase is where the River peer keeps its tables when the bench was given a
+// database: a database beside it on the same server (<name>_river), or the same
+// database when that cannot be created (River's tables are river_*, apart from ours).
+func riverDatabase(ctx context.Context, databaseURL string) string {
+	u, err := url.Parse(databaseURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || strings.Trim(u.Path, "/") == "" {
+		return databaseURL
+	}
+	name := strings.Trim(u.Path, "/") + "_river"
+	if err := pg.EnsureDatabase(ctx, databaseURL, name); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: cannot create database %s (%v); River shares the bench's database\n", name, err)
+		return databaseURL
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// receiverStats answers the receiver's counters: steps served and the last body's size.
+func receiverStats(recvAddr string) (map[string]int64, error) {
+	b, err := callBody("http://"+recvAddr, "GET", "/stats", "")
+	if err != nil {
+		return nil, err
+	}
+	var s map[string]int64
+	return s, json.Unmarshal(b, &s)
+}
+
+// stepBodySize runs one one-step job and answers the size of the step body the
+// receiver got: the River peer sends bodies of that size.
+func stepBodySize(api, recvAddr string) (int64, error) {
+	if err := call(api, "PUT", "/v1/queues/probe", `{"max_in_flight": 1, "batch": 1}`); err != nil {
+		return 0, err
+	}
+	before, err := receiverStats(recvAddr)
+	if err != nil {
+		return 0, err
+	}
+	if err := call(api, "POST", "/v1/jobs", `{"handler":"bench","queue":"probe","input":{"steps":1}}`); err != nil {
+		return 0, err
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		s, err := receiverStats(recvAddr)
+		if err != nil {
+			return 0, err
+		}
+		if s["requests"] > before["requests"] {
+			return s["last_body_bytes"], nil
+		}
+	}
+	return 0, fmt.Errorf("the probe job's step never reached the receiver")
+}
+
+// startReceiver starts the webhook receiver in its own process (this binary, "receiver")
+// and answers its address and pid.
+func startReceiver() (string, int, func(), error) {
 	cmd := exec.Command(os.Args[0], "receiver", "127.0.0.1:0")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	cmd.Stderr = io.Discard
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		return "", nil, fmt.Errorf("receiver did not start: %w", err)
+		return "", 0, nil, fmt.Errorf("receiver did not start: %w", err)
 	}
-	return strings.TrimSpace(line), func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }, nil
+	return strings.TrimSpace(line), cmd.Process.Pid, func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }, nil
 }
 
 func freeAddr() string {
@@ -274,10 +564,9 @@ func callBody(api, method, path, body string) ([]byte, error) {
 	return b, nil
 }
 
-// bulkInsert inserts n jobs through POST /v1/jobs/batch, 10 000 per request, from
-// `clients` concurrent clients (a bulk loader's usual shape).
-func bulkInsert(api, queue string, n, steps, clients int) (Result, error) {
-	const per = 10000
+// bulkInsert inserts n jobs through POST /v1/jobs/batch, per jobs per request, from
+// `clients` concurrent clients (a bulk loader's usual shape), and times each request.
+func bulkInsert(api, queue string, n, steps, clients, per int) (Result, error) {
 	body := func(k int) string {
 		var b bytes.Buffer
 		b.WriteString(`{"jobs":[`)
@@ -301,54 +590,45 @@ func bulkInsert(api, queue string, n, steps, clients int) (Result, error) {
 	}
 	close(requests)
 	started := time.Now()
-	errs := make(chan error, clients)
+	type answer struct {
+		secs []float64
+		err  error
+	}
+	answers := make(chan answer, clients)
 	for range clients {
 		go func() {
+			var a answer
 			for body := range requests {
-				if err := call(api, "POST", "/v1/jobs/batch", body); err != nil {
-					errs <- err
-					return
+				t := time.Now()
+				if a.err = call(api, "POST", "/v1/jobs/batch", body); a.err != nil {
+					break
 				}
+				a.secs = append(a.secs, time.Since(t).Seconds())
 			}
-			errs <- nil
+			answers <- a
 		}()
 	}
+	var calls []float64
 	for range clients {
-		if err := <-errs; err != nil {
-			return Result{}, err
+		a := <-answers
+		if a.err != nil {
+			return Result{}, a.err
 		}
+		calls = append(calls, a.secs...)
 	}
 	secs := time.Since(started).Seconds()
-	return Result{Scenario: fmt.Sprintf("bulk insert (POST /v1/jobs/batch, 10 000 per request, %d clients)", clients),
-		Jobs: n, Seconds: secs, PerSecond: float64(n) / secs}, nil
+	return Result{Scenario: fmt.Sprintf("bulk insert (POST /v1/jobs/batch, %d per request, %d clients)", per, clients),
+		Jobs: n, Seconds: secs, PerSecond: float64(n) / secs, CallSeconds: calls}, nil
 }
 
-// counters is a snapshot of what the database did, excluding the bench's own probes.
+// counters is a snapshot of the rows the database wrote, from its table statistics.
 type counters struct {
-	calls                      map[string]int64
-	walRecords, walBytes       int64
 	inserted, updated, deleted int64
 }
 
 func snapshot(ctx context.Context, db *pg.DB) (counters, error) {
-	c := counters{calls: map[string]int64{}}
+	var c counters
 	rows, err := db.QueryStrings(ctx, `-- probe
-		SELECT coalesce(substring(query FROM '-- name: (\w+)'), 'other'), sum(calls)::bigint, sum(wal_records)::bigint, sum(wal_bytes)::bigint
-		FROM pg_stat_statements
-		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND query NOT LIKE '-- probe%'
-		GROUP BY 1`)
-	if err != nil {
-		return c, err
-	}
-	for _, r := range rows {
-		n, _ := strconv.ParseInt(r[1], 10, 64)
-		wr, _ := strconv.ParseInt(r[2], 10, 64)
-		wb, _ := strconv.ParseFloat(r[3], 64)
-		c.calls[r[0]] += n
-		c.walRecords += wr
-		c.walBytes += int64(wb)
-	}
-	rows, err = db.QueryStrings(ctx, `-- probe
 		SELECT sum(n_tup_ins)::bigint, sum(n_tup_upd)::bigint, sum(n_tup_del)::bigint FROM pg_stat_user_tables`)
 	if err != nil {
 		return c, err
@@ -360,57 +640,54 @@ func snapshot(ctx context.Context, db *pg.DB) (counters, error) {
 }
 
 // statsSettle is how long table statistics may lag: PostgreSQL 15 backends report them
-// when idle, at most every 10 seconds.
+// when idle, at most every 10 seconds. Every drain, River's too, starts after it.
 const statsSettle = 11 * time.Second
 
-func drain(ctx context.Context, db *pg.DB, api, queue string, jobs, steps int) (Result, error) {
+// drainOurs drains one paused queue of gendurable's and answers its row in the scenario
+// table (statements and WAL from pg_stat_statements over the drain, tuples from the
+// table statistics) and its measured drain.
+func drainOurs(ctx context.Context, m *meter, db *pg.DB, s side, queue string, pair, jobs, steps int) (Result, Drain, error) {
 	time.Sleep(statsSettle)
 	before, err := snapshot(ctx, db)
 	if err != nil {
-		return Result{}, err
+		return Result{}, Drain{}, err
 	}
-	started := time.Now()
-	if err := call(api, "PUT", "/v1/queues/"+queue, `{"paused": false}`); err != nil {
-		return Result{}, err
+	d, err := m.drain(ctx, s, pair, jobs, steps)
+	if err != nil {
+		return Result{}, Drain{}, err
 	}
-	for {
-		n, err := db.QueryInt(ctx, `-- probe
-			SELECT count(*) FROM jobs WHERE queue = $1 AND status = 'done'`, queue)
-		if err != nil {
-			return Result{}, err
-		}
-		if n >= int64(jobs) {
-			break
-		}
-		if time.Since(started) > 10*time.Minute {
-			return Result{}, fmt.Errorf("%s: only %d of %d jobs done after 10 minutes", queue, n, jobs)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if n, err := db.QueryInt(ctx, `-- probe
+		SELECT count(*) FROM jobs WHERE queue = $1 AND status = 'done'`, queue); err != nil {
+		return Result{}, Drain{}, err
+	} else if n != int64(jobs) {
+		return Result{}, Drain{}, fmt.Errorf("%s: %d of %d jobs done", queue, n, jobs)
 	}
-	secs := time.Since(started).Seconds()
 	time.Sleep(statsSettle)
 	after, err := snapshot(ctx, db)
 	if err != nil {
-		return Result{}, err
+		return Result{}, Drain{}, err
 	}
 	total := float64(jobs * steps)
-	r := Result{Scenario: fmt.Sprintf("drain of %d %d-step jobs", jobs, steps), Jobs: jobs, Steps: jobs * steps,
-		Seconds: secs, PerSecond: total / secs, Statements: map[string]int64{}}
-	var stmts int64
-	for name, n := range after.calls {
-		d := n - before.calls[name]
-		if d > 0 && name != "QueueUpsert" && name != "QueueCounts" && !strings.HasPrefix(name, "Handler") {
-			r.Statements[name] = d
-			stmts += d
+	name := fmt.Sprintf("drain of %d %d-step jobs", jobs, steps)
+	if pair > 0 {
+		name += fmt.Sprintf(" (pair %d)", pair)
+	}
+	r := Result{Scenario: name, Jobs: jobs, Steps: jobs * steps, Seconds: d.Seconds, PerSecond: d.PerSecond,
+		Statements: map[string]int64{}, StatementsStep: d.StatementsStep, WALBytesStep: d.WALBytesStep}
+	var stmts, walRecords int64
+	for _, st := range d.Statements {
+		walRecords += st.WALRecords
+		if st.Calls > 0 && st.Name != "QueueUpsert" && st.Name != "QueueCounts" && !strings.HasPrefix(st.Name, "Handler") {
+			r.Statements[st.Name] = st.Calls
+			stmts += st.Calls
 		}
 	}
 	r.StatementsStep = float64(stmts) / total
-	r.WALRecordsStep = float64(after.walRecords-before.walRecords) / total
-	r.WALBytesStep = float64(after.walBytes-before.walBytes) / total
+	r.WALRecordsStep = float64(walRecords) / total
 	r.InsertedStep = float64(after.inserted-before.inserted) / total
 	r.UpdatedStep = float64(after.updated-before.updated) / total
 	r.DeletedStep = float64(after.deleted-before.deleted) / total
-	return r, nil
+	return r, d, nil
 }
 
 func latency(api, recvAddr string, rate int, dur time.Duration) (Result, error) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gendurable/gendurable/webhook"
@@ -18,12 +19,15 @@ const benchSecret = "whsec_YmVuY2gtc2VjcmV0LWJlbmNoLXNlY3JldC1iZW5jaA=="
 
 // runReceiver is the bench's webhook, in its own process: it verifies each step's
 // signature, answers next until the job's input "steps" are done, and records when it
-// first saw each job (for insert→webhook latency), served at GET /seen.
+// first saw each job (for insert→webhook latency), served at GET /seen. GET /stats
+// answers how many steps it served and the size of the last step body (the River peer
+// sends bodies of that size). Both gendurable and the River peer POST to /steps.
 func runReceiver(addr string) {
 	var mu sync.Mutex
 	seen := map[int64]int64{}
+	var requests, lastBody atomic.Int64
 	mux := http.NewServeMux()
-	mux.Handle("POST /steps", webhook.Handler(benchSecret, func(_ context.Context, req *webhook.StepRequest) webhook.Response {
+	steps := webhook.Handler(benchSecret, func(_ context.Context, req *webhook.StepRequest) webhook.Response {
 		now := time.Now().UnixNano()
 		mu.Lock()
 		if _, ok := seen[req.Job.ID]; !ok {
@@ -36,7 +40,15 @@ func runReceiver(addr string) {
 			return webhook.Response{Next: &webhook.Next{}}
 		}
 		return webhook.Response{Done: &webhook.Done{}}
-	}))
+	})
+	mux.HandleFunc("POST /steps", func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		lastBody.Store(r.ContentLength)
+		steps.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]int64{"requests": requests.Load(), "last_body_bytes": lastBody.Load()})
+	})
 	mux.HandleFunc("GET /seen", func(w http.ResponseWriter, _ *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
