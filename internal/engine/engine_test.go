@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gendurable/gendurable/internal/engine"
 	"github.com/gendurable/gendurable/internal/pg"
 	"github.com/gendurable/gendurable/internal/pg/pgtest"
@@ -18,12 +20,14 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // URL is never called: these tests drive claims and outcomes themselves.
 type testEngine struct {
 	*engine.Engine
-	db *pg.DB
+	db  *pg.DB
+	url string
 }
 
 func newTestEngine(t *testing.T, cfg engine.Config) testEngine {
 	t.Helper()
-	db := pgtest.NewDB(t)
+	url := pgtest.NewDatabase(t)
+	db := pgtest.Open(t, url, pg.Options{})
 	if cfg.LeaseTTL == 0 {
 		cfg.LeaseTTL = time.Minute // long enough that no lease expires under load
 	}
@@ -36,7 +40,7 @@ func newTestEngine(t *testing.T, cfg engine.Config) testEngine {
 		MaxAttempts: &maxAttempts, BackoffBaseMS: &base}); err != nil {
 		t.Fatal(err)
 	}
-	return testEngine{Engine: eng, db: db}
+	return testEngine{Engine: eng, db: db, url: url}
 }
 
 func (te testEngine) insert(t *testing.T, j engine.NewJob) int64 {
@@ -483,5 +487,56 @@ func TestStaleOutcomeInTheSameBatchChangesNothing(t *testing.T) {
 	}
 	if !slices.Equal(history, []string{"0/1/lease_expired", "0/2/next"}) {
 		t.Fatalf("history %v", history)
+	}
+}
+
+// A heartbeat skips a row another transaction has locked instead of waiting for it: the
+// other leases are extended at once and the locked one is still reported held (one
+// locked row used to stall the whole process's heartbeat until every lease expired).
+func TestHeartbeatSkipsALockedRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	te := newTestEngine(t, engine.Config{LeaseTTL: time.Hour})
+	te.insert(t, engine.NewJob{})
+	te.insert(t, engine.NewJob{})
+	steps, _, err := te.Claim(ctx, "default", 10)
+	if err != nil || len(steps) != 2 {
+		t.Fatalf("claim: %d %v", len(steps), err)
+	}
+	other, err := pgx.Connect(ctx, te.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE`, steps[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	hbCtx, cancel := context.WithTimeout(ctx, 30*time.Second) // a wait would last until the rollback
+	defer cancel()
+	leases := []pg.Lease{{JobID: steps[0].ID, Token: steps[0].LeaseToken}, {JobID: steps[1].ID, Token: steps[1].LeaseToken}}
+	got, err := te.ExtendLeases(hbCtx, leases)
+	if err != nil {
+		t.Fatalf("heartbeat with a locked row: %v", err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("heartbeat answered %+v; both leases are held", got)
+	}
+	for _, g := range got {
+		if g.JobID == steps[0].ID && !g.ExpiresAt.Equal(steps[0].LeaseExpiresAt) {
+			t.Fatalf("the locked row's lease moved: %s (was %s)", g.ExpiresAt, steps[0].LeaseExpiresAt)
+		}
+		if g.JobID == steps[1].ID && !g.ExpiresAt.After(steps[1].LeaseExpiresAt) {
+			t.Fatalf("the free row's lease was not extended: %s (was %s)", g.ExpiresAt, steps[1].LeaseExpiresAt)
+		}
+	}
+	// A stale token is not held, locked or not.
+	got, err = te.ExtendLeases(hbCtx, []pg.Lease{{JobID: steps[1].ID, Token: steps[0].LeaseToken}})
+	if err != nil || len(got) != 0 {
+		t.Fatalf("a stale token: %+v %v", got, err)
 	}
 }

@@ -1,14 +1,33 @@
 -- name: LeaseExtendMany
 -- Extends the leases of a process's in-flight steps in one statement per heartbeat tick.
--- Fenced per row by status and token; a row missing from the result has lost its lease.
--- Index use: jobs_pkey per id (unnest × PK lookups).
-UPDATE jobs j
-SET lease_expires_at = now() + $3 * interval '1 millisecond'
-FROM unnest($1::bigint[], $2::uuid[]) AS l(id, token)
-WHERE j.id = l.id
-  AND j.status = 'executing'
-  AND j.lease_token = l.token
-RETURNING j.id, j.lease_expires_at;
+-- Fenced per row by its token (only an executing row holds one). A row that another
+-- transaction has locked (an application's transaction, a long statement) is skipped for
+-- this tick rather than waited for: one locked row must not stall the heartbeat of every
+-- step of the process until all their leases expire (found by the chaos run). Answers
+-- every lease still held: extended, or (skipped) with its current expiry. A lease missing
+-- from the answer is lost.
+-- Index use: jobs_pkey per id (unnest × PK lookups), twice.
+WITH l AS (
+    SELECT * FROM unnest($1::bigint[], $2::uuid[]) AS l(id, token)
+),
+locked AS (
+    SELECT j.id
+    FROM jobs j JOIN l ON j.id = l.id AND j.lease_token = l.token
+    WHERE j.id = ANY ($1::bigint[])
+    FOR UPDATE OF j SKIP LOCKED
+),
+extended AS (
+    UPDATE jobs j
+    SET lease_expires_at = now() + $3 * interval '1 millisecond'
+    FROM locked k
+    WHERE j.id = k.id AND j.id = ANY ($1::bigint[])
+    RETURNING j.id, j.lease_expires_at
+)
+SELECT l.id, coalesce(e.lease_expires_at, s.lease_expires_at)
+FROM l
+LEFT JOIN extended e ON e.id = l.id
+LEFT JOIN jobs s ON s.id = l.id AND s.lease_token = l.token
+WHERE e.id IS NOT NULL OR s.id IS NOT NULL;
 
 -- name: LeaseReleaseMany
 -- Gives claimed steps back before their webhook was called (the claim's follow-up reads
