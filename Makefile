@@ -45,6 +45,12 @@ lint: ## gofmt, go vet and golangci-lint (installed on first use)
 	@command -v golangci-lint >/dev/null || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.6.2
 	PATH=$$PATH:$$($(GO) env GOPATH)/bin golangci-lint run ./...
 
+REDOCLY_CLI ?= @redocly/cli@2.77.0
+
+.PHONY: lint-openapi
+lint-openapi: ## Lint openapi.yaml with redocly (pinned; needs Node.js and the npm registry)
+	npx --yes $(REDOCLY_CLI) lint openapi.yaml
+
 .PHONY: clean
 clean: ## Remove build output (not the ./.data cluster)
 	rm -rf $(BIN)

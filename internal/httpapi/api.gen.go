@@ -157,7 +157,7 @@ type APIKeyList struct {
 	ApiKeys []APIKey `json:"api_keys"`
 }
 
-// AnyJSON Any JSON value.
+// AnyJSON Any JSON value (null is refused).
 type AnyJSON = json.RawMessage
 
 // Duration A Go duration such as "500ms", "30s", "1h30m".
@@ -272,14 +272,14 @@ type Job struct {
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
-	// Error Any JSON value.
-	Error      AnyJSON    `json:"error"`
-	FinishedAt *time.Time `json:"finished_at"`
-	Handler    string     `json:"handler"`
-	Id         int64      `json:"id"`
+	// Error Any JSON value, or null.
+	Error      NullableJSON `json:"error"`
+	FinishedAt *time.Time   `json:"finished_at"`
+	Handler    string       `json:"handler"`
+	Id         int64        `json:"id"`
 
-	// Input Any JSON value.
-	Input           AnyJSON       `json:"input"`
+	// Input Any JSON value, or null.
+	Input           NullableJSON  `json:"input"`
 	Key             *string       `json:"key"`
 	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
 	LeaseOwner      *string       `json:"lease_owner,omitempty"`
@@ -290,12 +290,12 @@ type Job struct {
 	Queue           string        `json:"queue"`
 	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
 
-	// Result Any JSON value.
-	Result AnyJSON `json:"result"`
+	// Result Any JSON value, or null.
+	Result NullableJSON `json:"result"`
 
-	// State Any JSON value.
-	State  AnyJSON   `json:"state"`
-	Status JobStatus `json:"status"`
+	// State Any JSON value, or null.
+	State  NullableJSON `json:"state"`
+	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
 	Step      int       `json:"step"`
@@ -332,14 +332,14 @@ type JobDetail struct {
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
-	// Error Any JSON value.
-	Error      AnyJSON    `json:"error"`
-	FinishedAt *time.Time `json:"finished_at"`
-	Handler    string     `json:"handler"`
-	Id         int64      `json:"id"`
+	// Error Any JSON value, or null.
+	Error      NullableJSON `json:"error"`
+	FinishedAt *time.Time   `json:"finished_at"`
+	Handler    string       `json:"handler"`
+	Id         int64        `json:"id"`
 
-	// Input Any JSON value.
-	Input           AnyJSON       `json:"input"`
+	// Input Any JSON value, or null.
+	Input           NullableJSON  `json:"input"`
 	Key             *string       `json:"key"`
 	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
 	LeaseOwner      *string       `json:"lease_owner,omitempty"`
@@ -350,14 +350,14 @@ type JobDetail struct {
 	Queue           string        `json:"queue"`
 	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
 
-	// Result Any JSON value.
-	Result         AnyJSON `json:"result"`
-	SignalsPending int64   `json:"signals_pending"`
-	SignalsTotal   int64   `json:"signals_total"`
+	// Result Any JSON value, or null.
+	Result         NullableJSON `json:"result"`
+	SignalsPending int64        `json:"signals_pending"`
+	SignalsTotal   int64        `json:"signals_total"`
 
-	// State Any JSON value.
-	State  AnyJSON   `json:"state"`
-	Status JobStatus `json:"status"`
+	// State Any JSON value, or null.
+	State  NullableJSON `json:"state"`
+	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
 	Step      int       `json:"step"`
@@ -379,7 +379,7 @@ type JobInsert struct {
 	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Handler Name `json:"handler"`
 
-	// Input Any JSON value.
+	// Input Any JSON value (null is refused).
 	Input *AnyJSON `json:"input,omitempty"`
 
 	// Key Correlation key; a second insert while a live job holds it returns that job.
@@ -411,14 +411,14 @@ type JobInserted struct {
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
-	// Error Any JSON value.
-	Error      AnyJSON    `json:"error"`
-	FinishedAt *time.Time `json:"finished_at"`
-	Handler    string     `json:"handler"`
-	Id         int64      `json:"id"`
+	// Error Any JSON value, or null.
+	Error      NullableJSON `json:"error"`
+	FinishedAt *time.Time   `json:"finished_at"`
+	Handler    string       `json:"handler"`
+	Id         int64        `json:"id"`
 
-	// Input Any JSON value.
-	Input           AnyJSON       `json:"input"`
+	// Input Any JSON value, or null.
+	Input           NullableJSON  `json:"input"`
 	Key             *string       `json:"key"`
 	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
 	LeaseOwner      *string       `json:"lease_owner,omitempty"`
@@ -429,12 +429,12 @@ type JobInserted struct {
 	Queue           string        `json:"queue"`
 	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
 
-	// Result Any JSON value.
-	Result AnyJSON `json:"result"`
+	// Result Any JSON value, or null.
+	Result NullableJSON `json:"result"`
 
-	// State Any JSON value.
-	State  AnyJSON   `json:"state"`
-	Status JobStatus `json:"status"`
+	// State Any JSON value, or null.
+	State  NullableJSON `json:"state"`
+	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
 	Step      int       `json:"step"`
@@ -465,6 +465,9 @@ type LeaseRef struct {
 
 // Name Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 type Name = string
+
+// NullableJSON Any JSON value, or null.
+type NullableJSON = json.RawMessage
 
 // OutcomeApplied defines model for OutcomeApplied.
 type OutcomeApplied struct {
@@ -579,8 +582,8 @@ type Signal struct {
 	Id        int64     `json:"id"`
 	Name      string    `json:"name"`
 
-	// Payload Any JSON value.
-	Payload AnyJSON `json:"payload"`
+	// Payload Any JSON value, or null.
+	Payload NullableJSON `json:"payload"`
 
 	// Seq Delivery order within the job: 1, 2, 3…
 	Seq int64 `json:"seq"`
@@ -595,7 +598,7 @@ type SignalPage struct {
 type SignalSend struct {
 	Name string `json:"name"`
 
-	// Payload Any JSON value.
+	// Payload Any JSON value (null is refused).
 	Payload *AnyJSON `json:"payload,omitempty"`
 }
 
@@ -604,7 +607,7 @@ type SignalSendByKey struct {
 	Key  string `json:"key"`
 	Name string `json:"name"`
 
-	// Payload Any JSON value.
+	// Payload Any JSON value (null is refused).
 	Payload *AnyJSON `json:"payload,omitempty"`
 }
 
@@ -622,11 +625,11 @@ type Step struct {
 	Attempt    int     `json:"attempt"`
 	DurationMs float32 `json:"duration_ms"`
 
-	// Error Any JSON value.
-	Error      AnyJSON   `json:"error"`
-	FinishedAt time.Time `json:"finished_at"`
-	HttpStatus *int      `json:"http_status"`
-	Id         int64     `json:"id"`
+	// Error Any JSON value, or null.
+	Error      NullableJSON `json:"error"`
+	FinishedAt time.Time    `json:"finished_at"`
+	HttpStatus *int         `json:"http_status"`
+	Id         int64        `json:"id"`
 
 	// Outcome next, await, spawn, done, fail, retry, or a failure: timeout, http_error, connection_error, lease_expired…
 	Outcome   string    `json:"outcome"`
@@ -656,7 +659,7 @@ type Throughput struct {
 		// Done Steps that finished their job.
 		Done int64 `json:"done"`
 
-		// Failed Failed attempts (errors
+		// Failed Failed attempts (errors, timeouts, fail, retry).
 		Failed int64     `json:"failed"`
 		Minute time.Time `json:"minute"`
 		Total  int64     `json:"total"`
@@ -665,6 +668,27 @@ type Throughput struct {
 
 // JobID defines model for JobID.
 type JobID = int64
+
+// BadRequest defines model for BadRequest.
+type BadRequest = Problem
+
+// Conflict defines model for Conflict.
+type Conflict = Problem
+
+// Forbidden defines model for Forbidden.
+type Forbidden = Problem
+
+// NotFound defines model for NotFound.
+type NotFound = Problem
+
+// TooLarge defines model for TooLarge.
+type TooLarge = Problem
+
+// Unauthorized defines model for Unauthorized.
+type Unauthorized = Problem
+
+// Unprocessable defines model for Unprocessable.
+type Unprocessable = Problem
 
 // ListJobsParams defines parameters for ListJobs.
 type ListJobsParams struct {
@@ -752,25 +776,25 @@ type ServerInterface interface {
 	// RevokeAPIKey Revoke an API key. Admin scope.
 	// (DELETE /v1/api-keys/{id})
 	RevokeAPIKey(w http.ResponseWriter, r *http.Request, id int64)
-
+	// ListGates List every concurrency gate.
 	// (GET /v1/gates)
 	ListGates(w http.ResponseWriter, r *http.Request)
-
+	// DeleteGate Remove a concurrency gate.
 	// (DELETE /v1/gates/{key})
 	DeleteGate(w http.ResponseWriter, r *http.Request, key string)
-
+	// GetGate One concurrency gate.
 	// (GET /v1/gates/{key})
 	GetGate(w http.ResponseWriter, r *http.Request, key string)
 	// PutGate Let up to `limit` jobs with this concurrency key execute at once.
 	// (PUT /v1/gates/{key})
 	PutGate(w http.ResponseWriter, r *http.Request, key string)
-
+	// ListHandlers List every registered handler.
 	// (GET /v1/handlers)
 	ListHandlers(w http.ResponseWriter, r *http.Request)
-
+	// DeleteHandler Remove a handler.
 	// (DELETE /v1/handlers/{name})
 	DeleteHandler(w http.ResponseWriter, r *http.Request, name Name)
-
+	// GetHandler One handler.
 	// (GET /v1/handlers/{name})
 	GetHandler(w http.ResponseWriter, r *http.Request, name Name)
 	// PutHandler Register or change a webhook handler.
@@ -815,10 +839,10 @@ type ServerInterface interface {
 	// ListJobSteps The job's attempt history, oldest first.
 	// (GET /v1/jobs/{id}/steps)
 	ListJobSteps(w http.ResponseWriter, r *http.Request, id JobID, params ListJobStepsParams)
-
+	// ListQueues List every queue with its live counts.
 	// (GET /v1/queues)
 	ListQueues(w http.ResponseWriter, r *http.Request)
-
+	// GetQueue One queue with its live counts.
 	// (GET /v1/queues/{name})
 	GetQueue(w http.ResponseWriter, r *http.Request, name Name)
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
@@ -827,13 +851,13 @@ type ServerInterface interface {
 	// GetQueueThroughput Steps finished per minute on the queue.
 	// (GET /v1/queues/{name}/throughput)
 	GetQueueThroughput(w http.ResponseWriter, r *http.Request, name Name, params GetQueueThroughputParams)
-
+	// ListRateLimits List every rate limit.
 	// (GET /v1/rate-limits)
 	ListRateLimits(w http.ResponseWriter, r *http.Request)
-
+	// DeleteRateLimit Remove a rate limit and its buckets.
 	// (DELETE /v1/rate-limits/{name})
 	DeleteRateLimit(w http.ResponseWriter, r *http.Request, name Name)
-
+	// GetRateLimit One rate limit.
 	// (GET /v1/rate-limits/{name})
 	GetRateLimit(w http.ResponseWriter, r *http.Request, name Name)
 	// PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
@@ -878,16 +902,19 @@ func (_ Unimplemented) RevokeAPIKey(w http.ResponseWriter, r *http.Request, id i
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListGates List every concurrency gate.
 // (GET /v1/gates)
 func (_ Unimplemented) ListGates(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// DeleteGate Remove a concurrency gate.
 // (DELETE /v1/gates/{key})
 func (_ Unimplemented) DeleteGate(w http.ResponseWriter, r *http.Request, key string) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// GetGate One concurrency gate.
 // (GET /v1/gates/{key})
 func (_ Unimplemented) GetGate(w http.ResponseWriter, r *http.Request, key string) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -899,16 +926,19 @@ func (_ Unimplemented) PutGate(w http.ResponseWriter, r *http.Request, key strin
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListHandlers List every registered handler.
 // (GET /v1/handlers)
 func (_ Unimplemented) ListHandlers(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// DeleteHandler Remove a handler.
 // (DELETE /v1/handlers/{name})
 func (_ Unimplemented) DeleteHandler(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// GetHandler One handler.
 // (GET /v1/handlers/{name})
 func (_ Unimplemented) GetHandler(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -998,11 +1028,13 @@ func (_ Unimplemented) ListJobSteps(w http.ResponseWriter, r *http.Request, id J
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListQueues List every queue with its live counts.
 // (GET /v1/queues)
 func (_ Unimplemented) ListQueues(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// GetQueue One queue with its live counts.
 // (GET /v1/queues/{name})
 func (_ Unimplemented) GetQueue(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -1020,16 +1052,19 @@ func (_ Unimplemented) GetQueueThroughput(w http.ResponseWriter, r *http.Request
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListRateLimits List every rate limit.
 // (GET /v1/rate-limits)
 func (_ Unimplemented) ListRateLimits(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// DeleteRateLimit Remove a rate limit and its buckets.
 // (DELETE /v1/rate-limits/{name})
 func (_ Unimplemented) DeleteRateLimit(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// GetRateLimit One rate limit.
 // (GET /v1/rate-limits/{name})
 func (_ Unimplemented) GetRateLimit(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -2205,7 +2240,21 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	return r
 }
 
+type BadRequestApplicationProblemPlusJSONResponse Problem
+
+type ConflictApplicationProblemPlusJSONResponse Problem
+
+type ForbiddenApplicationProblemPlusJSONResponse Problem
+
+type NotFoundApplicationProblemPlusJSONResponse Problem
+
 type ProblemApplicationProblemPlusJSONResponse Problem
+
+type TooLargeApplicationProblemPlusJSONResponse Problem
+
+type UnauthorizedApplicationProblemPlusJSONResponse Problem
+
+type UnprocessableApplicationProblemPlusJSONResponse Problem
 
 type GetHealthRequestObject struct {
 }
@@ -2284,6 +2333,38 @@ func (response ListAPIKeys200JSONResponse) VisitListAPIKeysResponse(w http.Respo
 	return err
 }
 
+type ListAPIKeys401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListAPIKeys401ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAPIKeys403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListAPIKeys403ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListAPIKeysdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2323,6 +2404,86 @@ func (response CreateAPIKey201JSONResponse) VisitCreateAPIKeyResponse(w http.Res
 	return err
 }
 
+type CreateAPIKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey400ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey401ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey403ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey413ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey422ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateAPIKeydefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2354,6 +2515,70 @@ type RevokeAPIKey204Response struct {
 func (response RevokeAPIKey204Response) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type RevokeAPIKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey401ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeAPIKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey403ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeAPIKey404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey404ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeAPIKey422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey422ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type RevokeAPIKeydefaultApplicationProblemPlusJSONResponse struct {
@@ -2394,6 +2619,22 @@ func (response ListGates200JSONResponse) VisitListGatesResponse(w http.ResponseW
 	return err
 }
 
+type ListGates401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListGates401ApplicationProblemPlusJSONResponse) VisitListGatesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListGatesdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2425,6 +2666,70 @@ type DeleteGate204Response struct {
 func (response DeleteGate204Response) VisitDeleteGateResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type DeleteGate401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteGate401ApplicationProblemPlusJSONResponse) VisitDeleteGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteGate403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteGate403ApplicationProblemPlusJSONResponse) VisitDeleteGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteGate404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteGate404ApplicationProblemPlusJSONResponse) VisitDeleteGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteGate422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteGate422ApplicationProblemPlusJSONResponse) VisitDeleteGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type DeleteGatedefaultApplicationProblemPlusJSONResponse struct {
@@ -2462,6 +2767,54 @@ func (response GetGate200JSONResponse) VisitGetGateResponse(w http.ResponseWrite
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGate401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetGate401ApplicationProblemPlusJSONResponse) VisitGetGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGate404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetGate404ApplicationProblemPlusJSONResponse) VisitGetGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGate422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetGate422ApplicationProblemPlusJSONResponse) VisitGetGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2506,6 +2859,86 @@ func (response PutGate200JSONResponse) VisitPutGateResponse(w http.ResponseWrite
 	return err
 }
 
+type PutGate400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutGate400ApplicationProblemPlusJSONResponse) VisitPutGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutGate401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutGate401ApplicationProblemPlusJSONResponse) VisitPutGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutGate403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutGate403ApplicationProblemPlusJSONResponse) VisitPutGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutGate413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutGate413ApplicationProblemPlusJSONResponse) VisitPutGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutGate422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response PutGate422ApplicationProblemPlusJSONResponse) VisitPutGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PutGatedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2544,6 +2977,22 @@ func (response ListHandlers200JSONResponse) VisitListHandlersResponse(w http.Res
 	return err
 }
 
+type ListHandlers401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListHandlers401ApplicationProblemPlusJSONResponse) VisitListHandlersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListHandlersdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2575,6 +3024,70 @@ type DeleteHandler204Response struct {
 func (response DeleteHandler204Response) VisitDeleteHandlerResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type DeleteHandler401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteHandler401ApplicationProblemPlusJSONResponse) VisitDeleteHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteHandler403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteHandler403ApplicationProblemPlusJSONResponse) VisitDeleteHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteHandler404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteHandler404ApplicationProblemPlusJSONResponse) VisitDeleteHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteHandler422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteHandler422ApplicationProblemPlusJSONResponse) VisitDeleteHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type DeleteHandlerdefaultApplicationProblemPlusJSONResponse struct {
@@ -2612,6 +3125,54 @@ func (response GetHandler200JSONResponse) VisitGetHandlerResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetHandler401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetHandler401ApplicationProblemPlusJSONResponse) VisitGetHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetHandler404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetHandler404ApplicationProblemPlusJSONResponse) VisitGetHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetHandler422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetHandler422ApplicationProblemPlusJSONResponse) VisitGetHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2656,6 +3217,86 @@ func (response PutHandler200JSONResponse) VisitPutHandlerResponse(w http.Respons
 	return err
 }
 
+type PutHandler400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutHandler400ApplicationProblemPlusJSONResponse) VisitPutHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutHandler401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutHandler401ApplicationProblemPlusJSONResponse) VisitPutHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutHandler403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutHandler403ApplicationProblemPlusJSONResponse) VisitPutHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutHandler413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutHandler413ApplicationProblemPlusJSONResponse) VisitPutHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutHandler422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response PutHandler422ApplicationProblemPlusJSONResponse) VisitPutHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PutHandlerdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2696,6 +3337,102 @@ func (response RotateHandlerSecret200JSONResponse) VisitRotateHandlerSecretRespo
 	return err
 }
 
+type RotateHandlerSecret400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RotateHandlerSecret400ApplicationProblemPlusJSONResponse) VisitRotateHandlerSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateHandlerSecret401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RotateHandlerSecret401ApplicationProblemPlusJSONResponse) VisitRotateHandlerSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateHandlerSecret403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RotateHandlerSecret403ApplicationProblemPlusJSONResponse) VisitRotateHandlerSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateHandlerSecret404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RotateHandlerSecret404ApplicationProblemPlusJSONResponse) VisitRotateHandlerSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateHandlerSecret413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RotateHandlerSecret413ApplicationProblemPlusJSONResponse) VisitRotateHandlerSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateHandlerSecret422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response RotateHandlerSecret422ApplicationProblemPlusJSONResponse) VisitRotateHandlerSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RotateHandlerSecretdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2731,6 +3468,38 @@ func (response ListJobs200JSONResponse) VisitListJobsResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobs401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobs401ApplicationProblemPlusJSONResponse) VisitListJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobs422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobs422ApplicationProblemPlusJSONResponse) VisitListJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2788,6 +3557,86 @@ func (response InsertJob201JSONResponse) VisitInsertJobResponse(w http.ResponseW
 	return err
 }
 
+type InsertJob400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJob400ApplicationProblemPlusJSONResponse) VisitInsertJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJob401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJob401ApplicationProblemPlusJSONResponse) VisitInsertJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJob403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJob403ApplicationProblemPlusJSONResponse) VisitInsertJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJob413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJob413ApplicationProblemPlusJSONResponse) VisitInsertJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJob422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJob422ApplicationProblemPlusJSONResponse) VisitInsertJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type InsertJobdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2823,6 +3672,86 @@ func (response InsertJobs200JSONResponse) VisitInsertJobsResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJobs400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJobs400ApplicationProblemPlusJSONResponse) VisitInsertJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJobs401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJobs401ApplicationProblemPlusJSONResponse) VisitInsertJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJobs403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJobs403ApplicationProblemPlusJSONResponse) VisitInsertJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJobs413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJobs413ApplicationProblemPlusJSONResponse) VisitInsertJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJobs422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJobs422ApplicationProblemPlusJSONResponse) VisitInsertJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2866,6 +3795,54 @@ func (response GetJob200JSONResponse) VisitGetJobResponse(w http.ResponseWriter)
 	return err
 }
 
+type GetJob401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetJob401ApplicationProblemPlusJSONResponse) VisitGetJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetJob404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetJob404ApplicationProblemPlusJSONResponse) VisitGetJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetJob422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetJob422ApplicationProblemPlusJSONResponse) VisitGetJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetJobdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2901,6 +3878,86 @@ func (response CancelJob200JSONResponse) VisitCancelJobResponse(w http.ResponseW
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJob401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJob401ApplicationProblemPlusJSONResponse) VisitCancelJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJob403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJob403ApplicationProblemPlusJSONResponse) VisitCancelJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJob404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJob404ApplicationProblemPlusJSONResponse) VisitCancelJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJob409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJob409ApplicationProblemPlusJSONResponse) VisitCancelJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJob422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJob422ApplicationProblemPlusJSONResponse) VisitCancelJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2945,6 +4002,54 @@ func (response ListJobChildren200JSONResponse) VisitListJobChildrenResponse(w ht
 	return err
 }
 
+type ListJobChildren401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobChildren401ApplicationProblemPlusJSONResponse) VisitListJobChildrenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobChildren404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobChildren404ApplicationProblemPlusJSONResponse) VisitListJobChildrenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobChildren422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobChildren422ApplicationProblemPlusJSONResponse) VisitListJobChildrenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListJobChildrendefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2981,6 +4086,86 @@ func (response HeartbeatStep200JSONResponse) VisitHeartbeatStepResponse(w http.R
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type HeartbeatStep400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response HeartbeatStep400ApplicationProblemPlusJSONResponse) VisitHeartbeatStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type HeartbeatStep404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response HeartbeatStep404ApplicationProblemPlusJSONResponse) VisitHeartbeatStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type HeartbeatStep409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response HeartbeatStep409ApplicationProblemPlusJSONResponse) VisitHeartbeatStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type HeartbeatStep413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response HeartbeatStep413ApplicationProblemPlusJSONResponse) VisitHeartbeatStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type HeartbeatStep422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response HeartbeatStep422ApplicationProblemPlusJSONResponse) VisitHeartbeatStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3025,6 +4210,86 @@ func (response CompleteStep200JSONResponse) VisitCompleteStepResponse(w http.Res
 	return err
 }
 
+type CompleteStep400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteStep400ApplicationProblemPlusJSONResponse) VisitCompleteStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteStep404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteStep404ApplicationProblemPlusJSONResponse) VisitCompleteStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteStep409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteStep409ApplicationProblemPlusJSONResponse) VisitCompleteStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteStep413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteStep413ApplicationProblemPlusJSONResponse) VisitCompleteStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteStep422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteStep422ApplicationProblemPlusJSONResponse) VisitCompleteStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CompleteStepdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3060,6 +4325,86 @@ func (response RetryJob200JSONResponse) VisitRetryJobResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJob401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJob401ApplicationProblemPlusJSONResponse) VisitRetryJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJob403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJob403ApplicationProblemPlusJSONResponse) VisitRetryJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJob404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJob404ApplicationProblemPlusJSONResponse) VisitRetryJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJob409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJob409ApplicationProblemPlusJSONResponse) VisitRetryJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJob422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJob422ApplicationProblemPlusJSONResponse) VisitRetryJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3104,6 +4449,54 @@ func (response ListJobSignals200JSONResponse) VisitListJobSignalsResponse(w http
 	return err
 }
 
+type ListJobSignals401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobSignals401ApplicationProblemPlusJSONResponse) VisitListJobSignalsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobSignals404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobSignals404ApplicationProblemPlusJSONResponse) VisitListJobSignalsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobSignals422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobSignals422ApplicationProblemPlusJSONResponse) VisitListJobSignalsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListJobSignalsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3140,6 +4533,118 @@ func (response SendSignal202JSONResponse) VisitSendSignalResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignal400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignal400ApplicationProblemPlusJSONResponse) VisitSendSignalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignal401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignal401ApplicationProblemPlusJSONResponse) VisitSendSignalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignal403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignal403ApplicationProblemPlusJSONResponse) VisitSendSignalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignal404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignal404ApplicationProblemPlusJSONResponse) VisitSendSignalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignal409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignal409ApplicationProblemPlusJSONResponse) VisitSendSignalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignal413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignal413ApplicationProblemPlusJSONResponse) VisitSendSignalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignal422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignal422ApplicationProblemPlusJSONResponse) VisitSendSignalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3184,6 +4689,54 @@ func (response ListJobSteps200JSONResponse) VisitListJobStepsResponse(w http.Res
 	return err
 }
 
+type ListJobSteps401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobSteps401ApplicationProblemPlusJSONResponse) VisitListJobStepsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobSteps404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobSteps404ApplicationProblemPlusJSONResponse) VisitListJobStepsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobSteps422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobSteps422ApplicationProblemPlusJSONResponse) VisitListJobStepsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListJobStepsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3218,6 +4771,22 @@ func (response ListQueues200JSONResponse) VisitListQueuesResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueues401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueues401ApplicationProblemPlusJSONResponse) VisitListQueuesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3257,6 +4826,54 @@ func (response GetQueue200JSONResponse) VisitGetQueueResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueue401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueue401ApplicationProblemPlusJSONResponse) VisitGetQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueue404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueue404ApplicationProblemPlusJSONResponse) VisitGetQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueue422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueue422ApplicationProblemPlusJSONResponse) VisitGetQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3301,6 +4918,86 @@ func (response PutQueue200JSONResponse) VisitPutQueueResponse(w http.ResponseWri
 	return err
 }
 
+type PutQueue400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutQueue400ApplicationProblemPlusJSONResponse) VisitPutQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutQueue401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutQueue401ApplicationProblemPlusJSONResponse) VisitPutQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutQueue403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutQueue403ApplicationProblemPlusJSONResponse) VisitPutQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutQueue413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutQueue413ApplicationProblemPlusJSONResponse) VisitPutQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutQueue422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response PutQueue422ApplicationProblemPlusJSONResponse) VisitPutQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PutQueuedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3337,6 +5034,38 @@ func (response GetQueueThroughput200JSONResponse) VisitGetQueueThroughputRespons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueThroughput401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueueThroughput401ApplicationProblemPlusJSONResponse) VisitGetQueueThroughputResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueThroughput422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueueThroughput422ApplicationProblemPlusJSONResponse) VisitGetQueueThroughputResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3379,6 +5108,22 @@ func (response ListRateLimits200JSONResponse) VisitListRateLimitsResponse(w http
 	return err
 }
 
+type ListRateLimits401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListRateLimits401ApplicationProblemPlusJSONResponse) VisitListRateLimitsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListRateLimitsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3410,6 +5155,70 @@ type DeleteRateLimit204Response struct {
 func (response DeleteRateLimit204Response) VisitDeleteRateLimitResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type DeleteRateLimit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteRateLimit401ApplicationProblemPlusJSONResponse) VisitDeleteRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteRateLimit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteRateLimit403ApplicationProblemPlusJSONResponse) VisitDeleteRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteRateLimit404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteRateLimit404ApplicationProblemPlusJSONResponse) VisitDeleteRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteRateLimit422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteRateLimit422ApplicationProblemPlusJSONResponse) VisitDeleteRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type DeleteRateLimitdefaultApplicationProblemPlusJSONResponse struct {
@@ -3447,6 +5256,54 @@ func (response GetRateLimit200JSONResponse) VisitGetRateLimitResponse(w http.Res
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRateLimit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetRateLimit401ApplicationProblemPlusJSONResponse) VisitGetRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRateLimit404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetRateLimit404ApplicationProblemPlusJSONResponse) VisitGetRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRateLimit422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetRateLimit422ApplicationProblemPlusJSONResponse) VisitGetRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3491,6 +5348,86 @@ func (response PutRateLimit200JSONResponse) VisitPutRateLimitResponse(w http.Res
 	return err
 }
 
+type PutRateLimit400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutRateLimit400ApplicationProblemPlusJSONResponse) VisitPutRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutRateLimit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutRateLimit401ApplicationProblemPlusJSONResponse) VisitPutRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutRateLimit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutRateLimit403ApplicationProblemPlusJSONResponse) VisitPutRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutRateLimit413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutRateLimit413ApplicationProblemPlusJSONResponse) VisitPutRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutRateLimit422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response PutRateLimit422ApplicationProblemPlusJSONResponse) VisitPutRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PutRateLimitdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3530,6 +5467,118 @@ func (response SendSignalByKey202JSONResponse) VisitSendSignalByKeyResponse(w ht
 	return err
 }
 
+type SendSignalByKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignalByKey400ApplicationProblemPlusJSONResponse) VisitSendSignalByKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignalByKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignalByKey401ApplicationProblemPlusJSONResponse) VisitSendSignalByKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignalByKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignalByKey403ApplicationProblemPlusJSONResponse) VisitSendSignalByKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignalByKey404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignalByKey404ApplicationProblemPlusJSONResponse) VisitSendSignalByKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignalByKey409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignalByKey409ApplicationProblemPlusJSONResponse) VisitSendSignalByKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignalByKey413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignalByKey413ApplicationProblemPlusJSONResponse) VisitSendSignalByKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignalByKey422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignalByKey422ApplicationProblemPlusJSONResponse) VisitSendSignalByKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type SendSignalByKeydefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3564,25 +5613,25 @@ type StrictServerInterface interface {
 	// RevokeAPIKey Revoke an API key. Admin scope.
 	// (DELETE /v1/api-keys/{id})
 	RevokeAPIKey(ctx context.Context, request RevokeAPIKeyRequestObject) (RevokeAPIKeyResponseObject, error)
-
+	// ListGates List every concurrency gate.
 	// (GET /v1/gates)
 	ListGates(ctx context.Context, request ListGatesRequestObject) (ListGatesResponseObject, error)
-
+	// DeleteGate Remove a concurrency gate.
 	// (DELETE /v1/gates/{key})
 	DeleteGate(ctx context.Context, request DeleteGateRequestObject) (DeleteGateResponseObject, error)
-
+	// GetGate One concurrency gate.
 	// (GET /v1/gates/{key})
 	GetGate(ctx context.Context, request GetGateRequestObject) (GetGateResponseObject, error)
 	// PutGate Let up to `limit` jobs with this concurrency key execute at once.
 	// (PUT /v1/gates/{key})
 	PutGate(ctx context.Context, request PutGateRequestObject) (PutGateResponseObject, error)
-
+	// ListHandlers List every registered handler.
 	// (GET /v1/handlers)
 	ListHandlers(ctx context.Context, request ListHandlersRequestObject) (ListHandlersResponseObject, error)
-
+	// DeleteHandler Remove a handler.
 	// (DELETE /v1/handlers/{name})
 	DeleteHandler(ctx context.Context, request DeleteHandlerRequestObject) (DeleteHandlerResponseObject, error)
-
+	// GetHandler One handler.
 	// (GET /v1/handlers/{name})
 	GetHandler(ctx context.Context, request GetHandlerRequestObject) (GetHandlerResponseObject, error)
 	// PutHandler Register or change a webhook handler.
@@ -3627,10 +5676,10 @@ type StrictServerInterface interface {
 	// ListJobSteps The job's attempt history, oldest first.
 	// (GET /v1/jobs/{id}/steps)
 	ListJobSteps(ctx context.Context, request ListJobStepsRequestObject) (ListJobStepsResponseObject, error)
-
+	// ListQueues List every queue with its live counts.
 	// (GET /v1/queues)
 	ListQueues(ctx context.Context, request ListQueuesRequestObject) (ListQueuesResponseObject, error)
-
+	// GetQueue One queue with its live counts.
 	// (GET /v1/queues/{name})
 	GetQueue(ctx context.Context, request GetQueueRequestObject) (GetQueueResponseObject, error)
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
@@ -3639,13 +5688,13 @@ type StrictServerInterface interface {
 	// GetQueueThroughput Steps finished per minute on the queue.
 	// (GET /v1/queues/{name}/throughput)
 	GetQueueThroughput(ctx context.Context, request GetQueueThroughputRequestObject) (GetQueueThroughputResponseObject, error)
-
+	// ListRateLimits List every rate limit.
 	// (GET /v1/rate-limits)
 	ListRateLimits(ctx context.Context, request ListRateLimitsRequestObject) (ListRateLimitsResponseObject, error)
-
+	// DeleteRateLimit Remove a rate limit and its buckets.
 	// (DELETE /v1/rate-limits/{name})
 	DeleteRateLimit(ctx context.Context, request DeleteRateLimitRequestObject) (DeleteRateLimitResponseObject, error)
-
+	// GetRateLimit One rate limit.
 	// (GET /v1/rate-limits/{name})
 	GetRateLimit(ctx context.Context, request GetRateLimitRequestObject) (GetRateLimitResponseObject, error)
 	// PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
@@ -4679,105 +6728,115 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37bttGvvCrDPgtEBulZdlJu62C4oObZNuk2Sa1UyxwIh95RP4kTkzNsDNDy9rEwD7NvsF5gfMo+yQH",
-	"c+N1KFG25OJc+kcqi8O5/O7X0ecgYouMUaBSBKPPQYY5XoAErv96w6avX6oPhAajIMMyCcKA4gUEo4DE",
-	"QRhw+D0nHOJgJHkOYSCiBBZYvTFjfIGlGkflN8+CMFgQShb5IhidhIFcZWAewRx4cHcXBr/oWb0r6f+t",
-	"W+tPHGbBKPh/x+VZjs1TcaznvVMrcBAZowL0yd5zNk1hoT5GjEqgUn3EWZaSCEvC6HFmRnz1STCqnvVb",
-	"zs2rV4xBRJxkarpgFJxRdP6XF+i7Z1//GdnJB/ro9l019dn71z/DSiOCswy4JGa7EQcsIZ5gWYNtjCUc",
-	"SaLBY2EqJCd0HtyFCkE+PDRhHwYpFnKSi/XT0zxN8TQFB/3WctQisPUg4zAjt+pRHR4fEkDXsHoi0Ixw",
-	"IVGUYI4jRXoD33E43LDrB+5RRCzTmwSqKPFjgOMFoZq2cBxctt64q1LdR0PylhrNVMXpwiqKGiCt7b1c",
-	"hE0/QSTVtgzWX+gJNBnGMVFAwun7ChXMcCogbBCGg/oC374FOpdJMDodDjW3ub9Pdg+IGgw2nUiTIU7T",
-	"d7Ng9HE991jyvwub9H9tmMJLQOhgHl9P/vWPfx6OkEjYkiJGIwiRkIxDjBhNVwgLhFGCReIhrcbZ1FLt",
-	"I10Wh3pLhGwzKM7I5BpW+jORsBCbBEVxVLcS5hyvWrsp5vVCma7eXLz7pQ2ZM7pC6gm6wWkO6sy3R3N2",
-	"ZCdQEm1wjpd/BSHwHNRML3OOzbutqdCPDMX2MRJ5lChgjoOvh8OFGAchGgdPh/bDSfJ0uBgHaj24xYtM",
-	"caJ6qtgESwlcTfjvBx+HR99dfnUwHg/Mp8P/f0DFl1x8+c//EF8W4ov4sviSHB5+9SefGPgLgTR+xTnj",
-	"bSTM1LP2Ed5jmSA2QzIBpIeECAbzAfrEpuL46XHGCeNErrxSZ2Fh1BZsDUSZtcsXfPj60fJ3g3RuMLFi",
-	"q7nzv3AAJFImBaJsOfBK7/uoBstOre9TsiCy8qSyjEgwj4X/WZ7FW27Bw3Nu9WKpsAKZhnitLNgFZz+b",
-	"zrGE/jyq8bWJQ82UXdt4n8stJXqBgwW+tQbTUP+33oSqYiiGGc5TqccVs3zzbKMNVj2W2YbvWD9hGqfA",
-	"XzA6I/M2iKc4umaz2WSKBWwCcCF27sLivQW+3ea1+5D/At9OlDxaZLKDotcZMzeE5WIiIOIgJ3CbEQ7C",
-	"Ll/n3t+oJClaJkC16HGvIvMqEpKkKRJkTgU6wIgzqQ/1RCB2AzzF2aFi+HsaOnoJ7wnUFMxQZV8Yb8/f",
-	"YZDzdLPQtHaEGlvsudxhA1FhnbTqFLOdgLAk7JcRiXnYX0zUGWKTvCimX7Ox7aXGI3Ndk4NqsmqjoCqI",
-	"s84vF2ROCZ07/jhYJgKiCfoKqUN980ypcCxRClhIdPINmq4kiMPnaA4UuMK2YTU8FUDlwFBPzSau2CBm",
-	"6o9nR/+Gj/4+PPruq+PLr77/PAxP77xGx314xtB//YSJlNno+BgxjtRHoT7/dv5WiwchIRMIc0Dv3118",
-	"gBhJ1jrEs29rlv23m/Sq2oSXzACnaoIm6WdAY0LnkwWZm5N0iEchsczFZv6243xbeMOmHlPIkJTHCrW0",
-	"5sy4KOccqNRA85tFdqoHOox4iYlUn73EilOkJJhAmCI3UlmVSH0WaMY4OlBLoO8RpistzguB0vaf/Xux",
-	"QiQMIkwjSCcKvCCsV2XHTBlLARt1yKiBTbSaWCtv4yHvo0IhJXMyTcGr+P6m+RDxnFK1sAbJAq/UF881",
-	"+mLAcUooaJa2sLOg0jxMGYUHaD9w7sFaB8w6T3dhMCOUiOSBpGLluhe3vUMxhGabxUxl531RrIQmNIyV",
-	"+x3TzMSW1Bx14/jNtlaGFStPOmDUsUD1fSu0ooSkMQfasYr18vxPf88h9xt8SrNMCpu8XxjjXPsfCyLP",
-	"YRbcXTYPYWKR2kDvjWglSWHL8flGy+UNm16YgfoVyNq8/IIpP15pV62g/ML2PgbiEl+DT3SsEEYZ5tcQ",
-	"a7nBcyoQnmNCR9pWxmmIHKZDZBXzYDPl+kJ5Busl6xZgq5BLXdQ5DnUIKTDphI4FY6F/2kas8XWbcrrK",
-	"Bh6S7jZv69KrQ9P+gGWUbGlRfmLT/ibwGzZ9TQVwaVn+tXnppPBb3RcbjGO96LpDnBeMs4vdQrzRXF+3",
-	"o5cgMUn7ywVl87Rjmw7JE4dIv4gqhkkmcdphl2kGERNLPz2VjnurmHjjO00zrzZBexutzYeeQ/tjriVh",
-	"bUe9HjuoYkl/fXK6MUQeQ4pX21j8FQNgc0Lq3qq+KZ05h9TEZq9h9Rxh5T0xGiOioYaWCUkBYZSSG2OH",
-	"JSyNBSIScZA5pwLJBEv1pOFs9AHRg7zAqkIuAlZfN5NmQ6MAdIbI7tDM+V1l/mG4TqX3QUZdy/fX7WHA",
-	"c3r/uKcjmQ75UgipB0qYGOLcJDb9bkNjV7XhnWz53obFHyaH2/I3DCjcykmUc8H6mJg+eV2fowO6F4WJ",
-	"5JJgzmHR+QuIcmmEV+EEhkHMqHo6wyQFpaiNU5aCL2cWBm+VrfzqVgKNDeAbkd6+Rvn6E7em8Z1Xb0WR",
-	"7HZiVLJrY1AX+8pzbaGs35J5zbcPl+avc/lbkBK4CFFM5kSKED2ZPAnRk4H6Z6T+OXryHJ0cnZx+28gS",
-	"V0I6ZTDnsvw4GYyOLj8Pw5PTP/sjO+9yGbEFnGVZSnw4+sSmk97e29ZGd5t2jf23Jm5SKVxoMrkzRvz+",
-	"cH+2rKTYPNxJqJCK6r0rtQJDFehIIlP/W+aLz5WkYc7paA40zrnix5Etlxjd4JTERuFuJMGVTs+bRddC",
-	"9FenKJoRVWsze0wxlttymXVg1PO+MEMfkKggdDJLyTyRW2YqWBqDkBMn0x7k9Gc4F10RJw4SqD93/CEB",
-	"pNXwE4GKYYjNkDP6dAq2iJEJ4DfAkTUGDgd9dvbg1KNNQdgTNkEeWjIocO6F63bJhypdtCOglYBjD4lT",
-	"6p9+47X+6je01ID9xlud2G9woWnv4W3sRks38OFPBWni7S84jSTZ5FHaSTu3cp/kjxVVdfY7Z0uBGAWU",
-	"kegaRSkmC4GwRAvWsKX7mOstUdQIh+vshVrMcnHGWQRC2PiN1DU5rUV7eAl9JU8/+7j01y6bnsZPbIlS",
-	"RudIJkQUYqsuqTAHdA2ZfI7GwVCMg9KJYiaHo8/+RKAfX/3y8rfzsx/evpqcv/rw6pcPr9/9Yor9Wjgv",
-	"HAqPCsqja5CiDe2fYWUdtwTfKPfOjKxFzLuZb5pz0RCXLDcMZQfTfDG9f3VJp0riNobZY91dyXVuonTm",
-	"yGEB0e0kdoEiv5Qoncf+oqLE+iZxUZ197ebuITccIdSp669MSKRNeFGQlokb1FMyDnnNQpUuti6x6wih",
-	"YS7YJeMYYpQBt6GMfot6wwFuRQ9IC6JYC9PtPaYiTGMjGoEnrNLJMX1CFUsoJbCnzKdXsZCPV3xwuNCZ",
-	"+HNbmbIlJGwVyzYhtK7KAGVIUlgWlQHelP/hLnP+PkltUr6e4mxGRb7ozMjus3S7u04Jr1KG420yRvB7",
-	"G/AvISU3wFeI8Rg4WhKZEFPN9IlNR+gkRKchevqvf/yzj+bxpWDUqmFphJtNN6RzAd/LTqT4g1E2Dt1b",
-	"KFsEb5LIbtru7VwAjR+nkHtbPPfm/OIcP6xsR8L2QnDLcPIfAwKTfdsMCPnQ4JCeqP/4JfPlR5UkNDOh",
-	"BY6hVXninKNKnrYrzFtuKCwjT3pVLxxsdrizYMfjbFrJPqlVvJRWwD7KNNplGVJmkzIstbmcoDeCmAkd",
-	"tnFE4VaGBi0hEhle0hAplzREyiMNldPAVyFiHGH9Tc5h5DLZoS4Mm2jQhChilEKkYWi/qQZ7YyN3fUE4",
-	"vq3Gccn/XjK7meF2kKhDu7aROvbqtOEooYvs3pWA3kIGafhXjlTO6YIgrQezegC1fKAw6n2gUel9ovHu",
-	"fbLzmLqCUYcCVF55f/Wn8LpR+ekpfdv4kHCWzxOb1WwUFjJCG95RI3ptceKLKmhHt3DEZQKEu4TlVnGp",
-	"Rm+F/h65/CU6sFFyRwZKUngW0Bg/HLjnlm1F8Xc7cEJo3nR713HivbPwdqF2+MvM6EPZWkxbnLXfM4Z6",
-	"zolcXSjSsc4kYG6y35qetOYxXxUTKOlgOiMJnTFfr5EN+GtVJoDfkAgQo+g9E3LO4eLXt4YYslwkIBDg",
-	"KNFlSbqOUL8kGcJoCdOEsevBmL5IiSJxlw03QRwaIwHqH2PHPS9CN2o1GyYrahc1vYe6JtcsOKaMggv4",
-	"6Iy6SeI+EbqU90DNqhwTIhN0ITGNMY/R38yOxKFe3SXelfoWS+BjSmg54ROBlLxBusJogC4AUMwicZxx",
-	"JlnE0sEi1qWlrmgYFQ/GdEx13sZEqprdpmqafKHhcdDV6Xo4QH9zDQsmmjWmOoSnz4MpOnv/2sQGQgTa",
-	"Mzi+OUERTlNEAWKBrs5ymTBO/q7nHqEfNA2gcT4cPo30i/ojXA3GtMjPjIIy2ROEwQ1wYdP/g5PBUCvb",
-	"DCjOSDAKng6Gg6cm9ZdowjtOdDXz33V/j/EelWTR67+Og1HwI0hb8NxoAj4dDtc0AG/X+GtX8PT9/pYN",
-	"ajwTjD5ehoHIFwusdIc26Vy0lAiUm4JmPBeKCYuTiOBSTXLMAcertWc9VyP+mKPqpQcKX18Pnz5mb/Uv",
-	"TCJuF98A6hhLPMUCFKy5YmjN5ootTdU7xGvhf3NyjDNy5Ho9vUh4S4Q0/Z1in3io9KN6QPJKc+c1rJTB",
-	"qduPEaOgRGGU5rE6pX7FhpD8KxVbr8C+Ck+1tpYIChzogCqJoEXHtQlQw0JAegPicIDO4gWhSHcMd8I3",
-	"DDImPPA0fcS2Y9YoKRDyBxavdgxL24J9V1eFZc1uFY8ne1k79qHSPtoFxsxUTpDrkjGLL8UPOrZDhFVL",
-	"unW6H+YanHH8mcR3Rr+nYIyfOkbPNUVWMFoD7TNPLsuQ8C5AYKaqgKA3cVbuxvi4/zsxLi1Qi57VTlnz",
-	"ox6xR0lTNNR2yhm1yfsjxwF8lrLlkdoxZ2lJVRoAx5+vYbWWpl7q738syrI3UJQZHtfoH6MsxYSin78/",
-	"QZUKUv1Y16Dv/Ihhpxr3H2S3OPXhU+nIvWCzxUDtdZswl3YvSB8ThO2J83DedaEZ/Ky3VSjy7jIMrBvb",
-	"6E4gMmG5RFjvKkS4TSXxgkiTCC+KE7SXgNVbyudDBz9/f3I4GNML3devDHVdW6L1M7oyXdxXiLOleI4W",
-	"jAMyX6EUpPk7Mi0ZSi4Zx2eai9WYquU56ACRdZLNzQGEIgX4NIXU2Nx1Unufl6S2e73qeuB7qdT/DsRd",
-	"MX5AojxTnuCVTs9eGfdSO0paizZpwxAEVKsh1gu+aidyp/D/yQ3ap8Vf6ZfuVAF2tw+XG2WHdBMQx58V",
-	"u/fQAj8VHT29FcFO990t1jt3tnNsuX50PxfsA1stCe+brRxiU9pdwvZMp3zt9JqtjOi9MlngKzQHJT8r",
-	"/d9XJsX7r3/880pJ4IFP1lXhv3txV+nff2SJ9zhIr1rRcyKkchI4ihJM51AG3sp1tmDqY30BBhyVNQD3",
-	"JSbmK2p5mSvdri2KJaExW9rwlY6gWVJAEeZcmxlLZqKDMuegHduljhCwNA7HVGQ4UvtUiyuyI9Qd/Kh4",
-	"6TBEgiEOEZAb4AJFmCKxJDJKlPg36pktlWaOwKeVdc2FE2MX7maMfZBso8bjrn1X3h9FpkaVKnOqrP3Y",
-	"DelmKY7AxDhrd06E6Bogc3TCUh0yQbrqXIdcMXV3s1giWk/hrhmmU3e/Mc0qPsfy9xz4qrRvXavqVpce",
-	"hv65yvxcr8lq/Qr+GSsNtDvYn7Hlu233Vp7MXy5UNAC5SyOKC3gyPIfCj2gsbnuGOtZ/elrvOdH3l3nL",
-	"h/xHK664KiYvW9+GlSqurzdWcF3ukUldd5eHPd9RsODbUfRQ8UioGFzJ36LNz/GU6b696xLqp8MTZ2+b",
-	"ArFPbPrcpirQ1TWsrky+qNL/eOAyO2HpoIVFDcXhmOJUB5JNwWOITodDt4Tpk9SK4KraIzdCSrlf+cS4",
-	"6eB7w6Z7Et6VvuvHNTdqLdSeu05LgNfg6YItmnx2GUPdsB/3bBdka+bSmsFmoRvUWpH+x0Vpvp+Az3Sg",
-	"VfvozgbRlXbP9fSEGtWjC3tglgswAFwmLAWkpx50k5zYH82Z+wQen+SqVwCswTI6YBxVOfQwbEF4h5Rg",
-	"ggAnQzQcDk0MgFDTCqFsuIW9jWoNkbhoeZfP6OTH/gBrbzLosMc0mT8cXO8Mx5RmHaFTdqvlqbsOwITC",
-	"hF8FbOUOmKuriyB6Aedj0wy0vX/hJuzSRWdlzYCyFKtFeUTb/6YFyUV/nitjsgwRKnLRtcwKLsoneSLG",
-	"1NZVIeWV3IAYoGfD74wdamodtGqz4tXVx/i00Au9+P6paA39IDyTNjdo2XAn2Sx9sKp6V8SkQKi/cFTV",
-	"g/2Oq7cHrbPXX5RXsvQw2//Pmnw0a/JDUT1TXg+02azcjUxJAHM5BSx3IVbqZPeTm/rCVF3uQ6MXlwM8",
-	"skav34/gCyzbZ7ugDzOXlkAmR2LvnhMrGiWcUX0zq4QMHej6Li1btXUGMTodnh5W6ccWQbalSKUmeLfa",
-	"5UOxbV1DpeUc3OJIpiutO9gM9So7Rgc66oEXMKZTFhMwF6ObeAu21qhS0IdG2xS315pliUCUyUqlmruI",
-	"kVFvGMvdHrZH4q1WCD8y/TYuj/D5QebRjqJWjBvQO7ugg4J7UWpRubxbcXWupv1DLY2wtMMemLKvwD6n",
-	"tlYfYh3wLqw5bXOoZdCMs4U2Pap3k4bG2J1xEElRatzHHKm0Lq2zRi7ssF7GyBpzwfTZ9O8H36vBUGnp",
-	"8jp5U3a7W4NB+yEhMjc72F8jOXBdZ6Zqbpbi+RziuhZwfWD3NiS641qnZVzLtvuQWAv9ZQIyAY6IREt2",
-	"DUUV8oHvDlr1ecb4mOp8tCID3XZiQtkrO/PhAJ25RXT5dOFbWGnvZhISr7RvS6QY09J5I8L+7oZkNlp/",
-	"a2/mrTgs1UZ6n6a4ABrb/rs96YmyM6+Xmjjd/creoIVtsdyNkrCTIdxEqJ9u22LHNYysFTp60P8skeNa",
-	"aDwI+okIyfhqtyLH6gKUmMnrwmf3rkp5kUknYn81Q/YI5PKilc4aEr3PMkDkokEPrVFwV67c1cBRqSbp",
-	"irz9atNu+4VJlzWjt7nD0z+0PqNVTFGCZ/fyurgL55GN+n1ipF2HbSm+LKLQ8T+QSuEKdKCvv1GumzJF",
-	"QkTokbmAB0U4C00GoGaSrCX0Y1nr0FtL85Vmvl6C3jSfCb+o/6Ym6Z89+yMlfeVgXQEpRqjU94+YQ1kT",
-	"3tkv5ncaDuyBy7okutK1nGxBpNSG4sOJxLQ/FitXtsSMU27JcXesbsmGYwlH5Y02nTqjuCdlr3qjfv1O",
-	"p+5Qm0Z60/sqRK+ApXclYnnRzxa1iKUGtBcWPWLd+ZoN7wGlXYJ2j8jcbZXiGzY1npX2yBTarsobm0bo",
-	"s3G6dBuWubnn7uq59bF0XyWjkRH6+qcwx7R63RK6Mq9c2duYOsq36xjbvSau3TD1yNr4UQillLhnNs5p",
-	"saAkru2gmxGXvdP4dSip3FPlisH1tVJXm6u7KyEefyytdInNHSz79ovNKv+7nGOdDqjejU7oHGFTouL1",
-	"mOvdpWXb+8dLJSJMy7QRK/oXoNxPPqUswmnChBx9O/x2qMWJndxd/WM8vbuw+Nst6q9vq0Z9j3TeAmhs",
-	"WvZDhE0PtoAYTVdFo/gTUU0hDKoFgcqhryxdlDJWvrOmRXs3LyptDrpVy/S4qzWOLB+VTCoqy9bYorJS",
-	"pe3u7vLuvwIAAP//",
+	"7H37cts2uvirYPjbGdtTWpadtNvK0/mNm6Zt0myS2unszIl9bIj8JCGmABUALaupZ/Zp9g3OC5xH2Sc5",
+	"gw/gHZQoW3aaXfePlBZJXD589xs/BpGYzgQHrlUw+BjMqKRT0CDxr5di+OJ7c8F4MAhmVE+CMOB0CsEg",
+	"YHEQBhJ+S5mEOBhomUIYqGgCU2reGAk5pdo8x/VXT4MwmDLOpuk0GOyHgV7MwN6CMcjg5iYMXuOo3pnw",
+	"f8vm+ouEUTAI/t9esZc9e1ft4bg3ZgYJaia4AtzZdzQ+ht9SUNr8FQmugeMlnc0SFlHNBN+bSTFMYPrF",
+	"ByW4uddtxrf2LTtpDCqSbGaGCwbBuwmQoYgXhCnChSZXNGExeXny5jXZFpJMRBIrElNNCR1pkERPwN69",
+	"okkKO73gJgyeCT5KWPTg644mlI+BRCJJWAyKzJme4AIlKJHKCLYUiVIpgWuiNNWAq/1ByCGLY+APvdyj",
+	"ty/IJSzIhCq3ShoTFYkZHLqtKMIBYkI5ofGUcfM0Lvm10D+IlMcPueLXgqg0muSwxIVkzz/gOo44Of7h",
+	"Gfnm6Zd/JW5wXMo7IV5ROYZPRSziylGDYr8DSdiUaVzXr5ymeiIk+x0e9LyOUj0Brt34uEJOKI9xjUOg",
+	"0ixXXAInQuaoyBSZMqUYH4dkLgUfm5sSrsQlxG43MykiUIoOkwcHtbTssMKaDskFSCmkuiCGCSsCNJqQ",
+	"IY3JiEFiFn2T8WHkqkdvX/wMC5QjUsxAama5bSSBaojPqa6Ihphq2NUMubsTCUpLxscGGCz2ipG66AiD",
+	"hCp9nqrlw/M0SSxUrfBoTMed/GncmEkYsWtzqwmzS1hsKTJiUmnDVCSNjOTs+bbjzvlOa0T2ZV4HbgTp",
+	"+wAZF4pGGgdnjTduykLzvZXYTpjaofLdheUjqoG0svZiEjH8AJE2y7Kn/gwHQFSNY2aARJO3JSwY0URB",
+	"WEOMDOpTev0K+FhPgsFBv4/KQvb3/uYBUYHBqh0hGtIkeTMKBu+XU5hD/5uwjv+Xlii8CES2x/Hl+b/+",
+	"8c+dAVETMedE8AhCorSQEBPBkwWhilAjySYe1KrtzUzV3NJZvqlXzKo81QXSGTu/hAVeMw1TtYqZ5FvN",
+	"ZqJS0kVjNfm4XijzhVFumpA54ouS2kO2DWEYviRhZJByx0Dhencsdt2Qhg/2jun8b4Z1jsGM/X0qqR2t",
+	"MTj5UZDY3bZSlypyGnzZ70/VaRCS0+BJ313sT570p6eBmQ+u6XRmaNPcNYRDtQZpBvzv7ff93W/Ovtg+",
+	"Pe3Zq53/v83VH6n643//R/0xVX+oP6Z/THZ2vviLjzH8YDjpc8Nlm8eCXLa5hbdUT4gYobDBR0ICvXGP",
+	"fBBDtfdkbyaZkEwvvHxo6mDUZHW1o7NzFy/4TvBHR/E1ZLqiLMlEWHXlP0gAohKhjZCZ97z8/DbCwhFY",
+	"43fUFEp3StOoCZWx8t9LZ/GaS/BQYTZ7PlVYgkyN4ZYmbIOzn3DHVEN3qsXzWkWzdsi2ZbxN9Zo8Pj+D",
+	"Kb12FmAf/1tuE5ZPKIYRTRONz+WjfPV0pVFZ3pZdhm9bP1EeJyCNYcXGTRAPaXQpRqPzIVWwCsA527kJ",
+	"8/em9Hqd126D/lN6fW740XSmWzB6mXpzxUSqzhVEEvQ5XM+YBOWmr1Lvr1yzhMwnwJH1ZK8S+ypRmiUJ",
+	"UWzMFdmmRAqNm9qy6ntCZ8i4b6n64BTeHZghhMXKrjBen77DIJXJaqbpNAvzbL7mYoW1gwqrqFXFmPUY",
+	"hENhP4+Y2Jvd2USVIFbxi3z4JQtbn2s8MNXVKajCq1Yyqhw5q/Rywsac8XFGH9vziYLonHxBzKa+empE",
+	"ONUkAao02f+KDBca1M4hGQMHaU7bkhodKuC6Z7GnoiWXdBA79Puj3f+iu7/3d7/5Yu/si28/9sODG6/S",
+	"cRuasfhf3eFE69lgb88YsuZSmetfj19ZU13DTBEqgbx9c/IOYqJFYxNPv67o+l+vkqtmEV40A5qYAeqo",
+	"PwMeMz4+n7Kx3UkLe1Sa6lStpm/3nG8JL8XQowpZlPJooQ7XMjWu8JzBzK8WuaHuaELSOWXaXHuRlSbO",
+	"zqecZE8arZKYa0VGQjpl/FtC+QLZec5Qmha1fy2OiYRBRHkEybnzO1g7yz0zFCIBasWh4BY20eLcaXkr",
+	"N3kbEQoJG7NhAl7B93ekQyJTzs3ECJIpXZgfDvH4YqBxwjggSTvYOVAhDXPB4Q7SDzLzYKmn242CNtVN",
+	"GIwYZ2pyR3xxzN17wJ09NIzPVvOa+vK7HrZhn1BTW263VzuSmHO735XPr9a6ZtQQ9XkLoFomKL/v2Fc0",
+	"YUksrRPd85Sz9/x3f0sh9at+Rsac59p5NxfHMVoiU6aPYRTcnLVuouCLEhSq7uudPkYQbvNSulK7eSmG",
+	"J/ZBfAVmTXp/JoytbyQwCjE/Q76NEjmnl+BjLwtCyYzKS4iRt8iUK0LHlPEB6tM0CUmGAyFxwru3Gqd9",
+	"DkCLDwVl52ArIVKVHWYEnJ1KfqYZY3JgzGVUU9G19nCdl5cJxIPs7Spwlbm1SOPvqI4ma2qdH8Swu5r8",
+	"UgxfcAVSO2bwwr60n9u22Q8rFGicdNkmjnMS2sRqIV6p0i9b0fegKUu6cwyjFzU9otkhn2cH6Wde+WNa",
+	"aJq06G5IIOrc4U9HmZS9lQ+88p26KlgZoLmMxuJDz6b9ntoCsdbDXo+uVNK2v9w/WOlYjyGhi3WsgpJ+",
+	"sDoK31ETyPzChRJQ585SQmL9t5ewOCTUWFiCx4Qh1Mh8whIglCTsyupqNrDONJGgU8kV0ROqzZ2aQdIF",
+	"RHeyFMuiOndqfVkPx/WtAMC4kluhHfOb0vj9cJmw73IYVfnfXeqHgUz57X2jGcq08JecSd2Rw8QQpzZk",
+	"6jctaquqPN5Klm+d6/xufLjJf8OAw7U+j1KpRBfl08evq2O0QPckV5Gy0Flm1GCMA6JUW+aVG4phEAtu",
+	"7o4oS8AIamu4JeCLtIXBK6NFP7/WwGML+Jo3uKu6vnzHjWF8+8WlGJRdj41i4L6yrjRFDWX5kuxrvnVk",
+	"uU1VKn8FWoNUIYnZmGkVkq3zrZBs9cw/A/PP7tYh2d/dP/i6FlsuuX0Kh89ZcXneG+yefeyH+wd/9Xt/",
+	"KnqzgQ1fODJbpc0XON5E4aaFkf/C0+kQGVSTDM/CpcG/kAhJzKo6xPzepDoSUziazRLmQ70PYnje2WZd",
+	"25ZokqRVa5e4jEoJPnXelelYfldAd25Tii56mA7jShti9s7U8ImVoKOZTvxv2R8+luKlqeSDMfA4lQaz",
+	"Bi55ZYAJJlaPWElZC8xVsJMuhegvmfyrO5OdKeDRMEXqUh+XgRHHfWYfvUOMhvHzUcLGE71mkEYkMSh9",
+	"nrHqO3k5ZjRVbc42CRq4P2z+bgIEtYstRfLHiBiRTJfF6HPuHlQgr0ASp+Ps9Lqs7M5RVxd9cTusgzx0",
+	"aJCfuReu68VdynjRdP6WfK0dOE4hVrs9j2K526OFYO/2vBP13R7OFYhbGFGbUT5q5+GPgiHydmeclpOs",
+	"MpTdoK1LuU3cy7GqKvkdi7kiggOZseiSRAllU0WoJlNRMxG6WCENVlSLBGDgxkzmqNhlJTq3lMYEpcak",
+	"HYyfrpynm9pfmKENHeInMSeJ4GOiJ0zlbKvKqagEcgkzfUhOg746DQrbUNjwFe59S5Efn7/+/tfjo+9e",
+	"PT8/fv7u+et3L968tpmPjTPP7SSPCEqjS9CqCe2fYeHs0Qm9MlarfbISLGgnvmEqVY1ditQSVF33upXU",
+	"ahVJ0vlnO8y7Kb4urfPRbjnMIboex86PyM8lCpu4O6soTn0VuyiPvnRxt+AbGSJUsetvQmmbiaxy1LLu",
+	"kGo0Kju8eo5OG1kXp5shQk1dcFPGMcRkBtJ5aLpN6vVyZDN6QJojxVKYrm8I5t4n56gJPN6iVorp4oGZ",
+	"Q8GBPRlOnfKkfLTig8MJJiEcu6ScNSHhEnjW8Qy2JUUYRZLDPE+K8GY77Gwy3cHHqW2025OpLrhKp63B",
+	"6PvMY29P0aKLRNB47WgY/NaE/veQsCuQCyJkDBKLeJjN5voghgOyH5KDkDz51z/+2UX8+MJLZtaw0MTt",
+	"ymssOgfyWevJ+B1tzsfemTO7U17FlrNh25dzArYe6P5T2zsedu4j70z++T6+W7gajfU54Zqu8k8DAhtZ",
+	"XA0IfVcPEQ7U/fm58MV+32FRE6beTGkMjcybzEIqxaDbXNjFgsLC/YSzeuHgIt+tCUsei9Ox9/NKxk+h",
+	"CtxbmkozLUXr2XnhoFqdSdH5lIR1IjYPisO1Du3ZhETN6JyHxBinITG2aWjMB7lAdyXFX1IJgyxUH2J2",
+	"3DnCJySR4BwiBKT7pezNji3z9bnj5LqyJ8tu6MS46yH8DBJVaFcWUj29KoJk6NCGe28KQK/BiBD+pS0V",
+	"Y2bukMaNUdWVWtwwJ+q9gUfpvYPn7r2z8aCBgVGLFDT2eXcZaM51pQTEIX3LeDeRIh1PXNi2ll0pGK/Z",
+	"STU/tjsTn38BTd7cJNcTYDKLyK7loaoVmODvJAvQkm3rL8+TZlSFXHc6zjZlPK2bu8vo7tZJBW6iptvL",
+	"jug7oKXn6k6o+Z5V0FPJ9OLEIIozIrFyNS8pRWFjf8oHMLzAlpAyPhK+8irn6EfppUBesQiI4OStUHos",
+	"4eSXV/boZ6maZBWlBv0wdRJf0oJQMofhRIjL3il/ljCD0Flw3zpveEwUmH+s6naYu2zMbM49lqdrInaH",
+	"mIZsJzzlgkPm6MEEARuT3lKYvbxtRjUGCdMTcqIpj6mMyd/titSOLfR1eQRGYqs5yFPOeDHgliKGu7hC",
+	"eHICQGIRqb2ZFFpEIulNY8ymzfKkSX7jlJ9yjNdYD1W9GtsMk04RHtttJcE7PfL3rEbDerFOObrucD+U",
+	"Y0EyMp6QABoDe1f7JKJJghXxilwcuaJqHHtAvrMFzadpv/8kwhfxEi56pzyPywyCIsgThMEVSOWyGXr7",
+	"vT6K1hlwOmPBIHjS6/ee2EjmBBFvb4IJ3L9jSZO1Gg0fwflfxMEg+BG0y/GuNXI46PeXVEqvVyHtZvAU",
+	"SP8661VoJhi8PwsDlU6n1EgK1OIyLylTJLU53HSsDBHmO1HBmRlkTwKNF0v3emye+DRbxamxHP3L/pOH",
+	"7YGgsUvDYjWoY6rpkCqwRaE0miCZG7K0if4QL4X/1f4enbHdrODVewivmNK2yFXd5zmUinI9IHmO1HkJ",
+	"izDrE0AEB8MKoySNXdeAp/39tlnyZe9VGiXgS09Wv1Q078CVOQ/VqreKIy4fm9li1glBkW0OWUeHS+v/",
+	"hqmC5ArUTo8cYTsOrM5uPcYwmAnlOTZbs+2qk60sBKW/E/Fiw0fmyt1vqhLXmB83DXTZv5e5Yx/GuFsO",
+	"MfqrT6vUCOfhcOnpfoc38p4j5oWDgy7rKrfPuDvKWlhmAhMzDR3CGr6DbjOmnPjHOv1uqFvjQHsfWXxj",
+	"9agErJJZReljpPwSSldw66knVlhqKfJQB2rXsfyNvLHOpzpQC5jSgXbmNaWuWO/vvxvWmUORvLi7VUL9",
+	"iE/co3zKK89bpdM4a/V0K1TbhFSxOmwp+dmtqTjOUSLmuwYeUiQFBSJ49z5ewmIp/X2Pv/+YVz6soD77",
+	"eFzhFZTMEso4+fnb/co6zW0s83ik1SatTgWGw9c417BVn/af3mbJpK2x0t0I5PM4rTcc1juoGkf1tJur",
+	"kYl2kCR4SKBcNbGHFV/mmp+fF68VxLg5CwPn+6rVbDE9EakmFFcV1hAVCTueMm3zaPLcJnQ2UPOWZlMg",
+	"2z9/u7/TO+Un2BHF2PuYmoZqPrmw/S8uiBRzdUimQgKxP5EEtP07soVqRlBZ/8kwVYtTbqaXgF5l51mz",
+	"PVcYJwbwSQKJNd2rhPI2LQhl83pz1j2kk8r84KT5qCrfSQ6DJumMaEEuML3lwrrpXI9IphrEYSkCytlk",
+	"y4V1uYlFqzr0U/bQfXpOSq02WpUit9o/g14kYcyUBglxsaoC2EXzjjqg9z4aftpBM/opLyTtrBw9qjut",
+	"6s7yM2rXcFpPYeOYn7WF8bPUO2P+56PwrDqqmo7jm6Z4xOWEtakbR5gz5YZHvmqVjwubRnVBxmA0iFLv",
+	"mAubI/Wvf/zzwuggPZ+0LyPN5gV+qffPA8v8W2Dqo/y/G/uyQoYImTWKzkN4txI7e9g9DHaLLMLbUpPw",
+	"pcV+nxr1Ho2KOeOxmDthibG4rBNuRKVES2MubJxRpxLQdz3HWINI4vCUqxmNzDrN5IbuGM82vpu/tBMS",
+	"JYiECNgVSEUiyomaMx1NjAJkNXQxN8p5BD7FHLM2M0F7krUVuw+arWWJ3jQ7p38qOrXKpLGoiuzRPzvt",
+	"ri3KPhNinyU0AtePu9ziLCSXALOMskSC4SrX5X4kJKE8awXoyG45T8jqqlv1/Ze27tnnnv0tBbkonAJZ",
+	"15O1PhoQ+scqMqE6DVapEfWPWOrFsoH1WQdIu8OjkZHkT9HOa8mzHmV5v8cZHUPufKlN7srPW+Z/clAt",
+	"X8Z2ud6Ubf/W8o6q+eBFF4V+KXP+y5VZ82f3yNayRgEehmb0Rgu+W7OhT2LfG3vSkGNouK8Rjnlziox8",
+	"bc+YmzaJe9DfLz4ZYTj4BzE8dBkp5OISFhc2LajUtWM7S+AJCwdamGfH7pxymmC+gK1nCclBv59NYbt7",
+	"oJS+KHd2GBCjel74ZKztO/FSDO9Jspa6BT2sMlxp/OP5lEEB8Ao8s/gFYuomY9gr1pPde9TLN0C3Fpgo",
+	"hV1uZY1cS5J2Ly899VPwEQa60YmcachYRHKIwzNuxTzmrGOfdotB84lIgODQvXaaU/dHdLYN2MPTXLlz",
+	"1xI0xw//lFnUTtiA8CMpbI4UrJd6v0/6/b51UjNua52NiTV1nXaXUEmWrtHmiMskyP1hluvA1mIuIZ3/",
+	"+zvfsCttZhEyPhTXKO2zFms2kKb8CspangT7DbQ8JyPHgT3biWB910Q2YJumdFQkLhuTqVwMxNB1YPsf",
+	"ZKGTQ2NVFQFGg8pYSGngojTMttQpd6UchErJrkD1yNP+N9YgswnXqHg54Z+l5Pt0pGc4+f1j+BLcLn0Z",
+	"zfHIP3cwof/N6hfyT7p9skw3PNey7m1oyWAQ/pARVQfOuFduVbvMbn9WdPnsYL4/WpX3bVV+Foz/XV5d",
+	"UXTDXW2PbobdT4BKPQSqN8HxqyTxUzb0ia3Buw9NOO+F98CacLUdoC9g7u7dXsm9d5b8Wei3Fo4oGG3i",
+	"j2tFrxY8mkjB8UMtGmZkG2ufUOSjRQcxOegf7JRpx5UDNrl7qTp2s0rPu3zZ9rOJRv7ANY10skCVRoxI",
+	"pwJcso1eaTqFUz4UMQNVxNTdfm1ayo5VgvKP2dhp3ccPiyqu7LsMgnsDM1mj8Hsk3HKt7APTbq2hos95",
+	"ZG890u6dIypCWrTLVPUW6u1EpXn98mbF1LEZ9pMq/2FhGn0GadOfhep/nHLXsABijN7n9iWaAQbKZCTF",
+	"FK2B8ldqQmt+jySoSV5v3cVCKDVxWWYgnLjHOtkHSzR423Gke3u8e9XhS81tvD7Bobj+z9Hh0WsTEtuE",
+	"031FdzvrDWQLHUcJHY/dFz9ztpd167m1bt8eozooYlSuKQuLUReZT0BPQBKmyVxcQl44vu37UpK5Hgl5",
+	"yjH11aAo9gWxEfCFG3mnR46ySbDiPffEOCUkG0lpukAvJdPqlBeuLqbc92K1cGkR1+77USX3TrnnoU+B",
+	"OQEeuy5J96S+FP2TOmkvB5uf2et/d42w/vxxpkcVCdmGOy9C6zTjZw1NqZM1TVkqc/Chfy+Jk7WR8dDA",
+	"T0xpIRf/ORLHqSlkYjdelT2bdx4VLYdbke4X+8g9IkDRErm1WgHXWURTstDJp69dqC3MOqMbgZ2sCfNN",
+	"Beyl+oW2UN0vLinsfmHfZs/gMv8TQnVrnuJdE+cbWe7FMW9evcm7fD+wa6YzZj0mDWyiBYTD4SK7HaOr",
+	"oI2Crsg2djYPiQRjuoSE8V3bW51EdBba5JedzhxrT1dari1lXqXubJ20FttfTPn1lq8qasvTp59SbSlt",
+	"rC3eJRjX2Frabsq5IzJ7x359eNttuKiY4QussxVTpjUalp9VHqZtnZdvsrR7Yd3YjvQ3x1YdhkqqYbfo",
+	"i96qz+Tdtu9Vp6k2cW/Va8yiCS76T1GIWVrNqmrXErg712EWbejXqMQsxLJrp/9YmtlamlkcYJ4ekQPt",
+	"Fj0plpzXPVBKm66wCRr5fFTRTjS42crNl2JofYDoOzTUdlF8BmJAPlr3IPZ4s58DuLk4dN5AbNooeGTV",
+	"jUtYbKlTXv6GA7mwr1y4Tzy0NHWoYtrmleDKZyseWBFeH8EfNeK7UNGRi5Q7NDQaiOtPOGJZWiIieIaT",
+	"pa9/ZC0i8GMdF6ulYClS5I9IFt5r29T+vl3YdpZHP/ajH3ujfmzM2Sl/q5jxMaG2+Mbr3K62Ry36Nr8/",
+	"M2LI9vxta6zkvumFkSa8VrZDS9ZYmGxPtJ4N9vYSEdFkIpQefN3/uk9SHoMkF1N6CUYwXaBBm8okGAR7",
+	"KP3cOj96Cx1CkjCljWmsZhDp0MWZUZGyiTsfxBD1KGepoge2WZp4VI4dHmbtn8ncrKochysPlQHOX+hY",
+	"TrHYxQQp4LHtmx0Sh/UKYjJc5N2at1Q5V6k8E8YP/PPUquFdA3SZ8nzY8przYtjmYGj4N50PPqdDWHyq",
+	"0XatrvneysWxvqme1Vp62cbbuOtdJwAK8VoescLPm+Pa7sMhtvtlHJQdN+sOWxqn1Ifx5uzm/wIAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

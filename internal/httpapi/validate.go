@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -30,6 +31,11 @@ func newValidator(limits bodyLimits, errs errorMapper) (*validator, error) {
 	doc, err := GetSwagger()
 	if err != nil {
 		return nil, err
+	}
+	// A spec that does not validate would validate requests against a schema other than
+	// the one written (a YAML slip once turned a description into three schema keys).
+	if err := doc.Validate(context.Background()); err != nil {
+		return nil, fmt.Errorf("openapi.yaml does not validate: %w", err)
 	}
 	doc.Servers = nil // match any host
 	router, err := gorillamux.NewRouter(doc)
