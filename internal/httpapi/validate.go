@@ -69,7 +69,7 @@ func (v *validator) middleware(next http.Handler) http.Handler {
 			v.unrouted(w, r)
 			return
 		}
-		fields := textFields(r, params)
+		fields := textFields(r, route, params)
 		if r.Body != nil && r.Body != http.NoBody {
 			body, err := io.ReadAll(r.Body)
 			if err != nil {
@@ -124,30 +124,42 @@ func (v *validator) unrouted(w http.ResponseWriter, r *http.Request) {
 }
 
 // textFields refuses path and query values PostgreSQL cannot store as text: a NUL
-// character or bytes that are not UTF-8 (either would reach the database and fail there).
-func textFields(r *http.Request, params map[string]string) []FieldError {
+// character or bytes that are not UTF-8 (either would reach the database and fail
+// there). Query parameters the operation does not declare are ignored, as the server
+// ignores them.
+func textFields(r *http.Request, route *routers.Route, params map[string]string) []FieldError {
 	var fields []FieldError
 	check := func(field, s string) {
 		if msg := engine.UnstorableText(s); msg != "" {
 			fields = append(fields, FieldError{Field: field, Message: msg})
 		}
 	}
-	for name, value := range params {
+	names := make([]string, 0, len(params))
+	for name := range params {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		value := params[name]
 		if unescaped, err := url.PathUnescape(value); err == nil {
 			value = unescaped // the router may answer the path's escaped form
 		}
 		check("path/"+name, value)
 	}
 	query := r.URL.Query()
-	names := make([]string, 0, len(query))
-	for name := range query {
-		names = append(names, name)
+	var declared openapi3.Parameters
+	if route.PathItem != nil {
+		declared = append(declared, route.PathItem.Parameters...)
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		check("query/"+name, name)
-		for _, value := range query[name] {
-			check("query/"+name, value)
+	if route.Operation != nil {
+		declared = append(declared, route.Operation.Parameters...)
+	}
+	for _, p := range declared {
+		if p.Value == nil || p.Value.In != openapi3.ParameterInQuery {
+			continue
+		}
+		for _, value := range query[p.Value.Name] {
+			check("query/"+p.Value.Name, value)
 		}
 	}
 	return fields
