@@ -108,6 +108,10 @@ func TestConformanceCatchesMismatches(t *testing.T) {
 	if err := responseMismatch(router, get, 200, jsonCT, []byte(job)); err != "" {
 		t.Fatalf("a valid job (null input, state, result, error) was refused: %s", err)
 	}
+	nested := strings.Replace(job, `"input": null`, `"input": [1, null, [null, {"a": null}]]`, 1)
+	if err := responseMismatch(router, get, 200, jsonCT, []byte(nested)); err != "" {
+		t.Fatalf("a job whose input holds nulls was refused: %s", err)
+	}
 	for name, c := range map[string]struct {
 		status int
 		header http.Header

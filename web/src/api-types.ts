@@ -520,7 +520,7 @@ export interface components {
         /** @description Any JSON value (null is refused). */
         AnyJSON: unknown;
         /** @description Any JSON value, or null. */
-        NullableJSON: (Record<string, never> | null) | components["schemas"]["NullableJSON"][] | string | number | boolean;
+        NullableJSON: (Record<string, never> | null) | unknown[] | string | number | boolean;
         /** @enum {string} */
         JobStatus: "runnable" | "executing" | "awaiting" | "done" | "failed" | "cancelled";
         Problem: {
