@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/engine"
@@ -38,17 +37,21 @@ func (s *Server) GetReady(ctx context.Context, _ GetReadyRequestObject) (GetRead
 	return GetReady200JSONResponse{Status: "ready", PendingMigrations: &pending}, nil
 }
 
-// maxDuration is the longest duration a request may give: what a time.Duration holds
-// (about 292 years). Longer ones are refused, not dropped.
+// maxDurationText is the longest duration a request may give: what a time.Duration
+// holds (about 292 years). Longer ones are refused, not dropped.
 const maxDurationText = "2562047h"
+
+// durationSyntax is the schema's Duration pattern: a string that matches it and still
+// does not parse is too long.
+var durationSyntax = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`)
 
 // parseDuration reads a duration field; the schema's pattern checks only its syntax, so
 // an overflow ("9999999999h") is caught here and named.
 func parseDuration(field, s string, fields *[]engine.FieldError) (time.Duration, bool) {
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		msg := "must be a duration such as \"500ms\", \"30s\" or \"1h30m\""
-		if strings.Contains(err.Error(), "invalid duration") && durationSyntax.MatchString(s) {
+		msg := `must be a duration such as "500ms", "30s" or "1h30m"`
+		if durationSyntax.MatchString(s) {
 			msg = "is longer than the longest duration the server can hold (" + maxDurationText + ")"
 		}
 		*fields = append(*fields, engine.FieldError{Field: field, Message: msg})
@@ -56,8 +59,6 @@ func parseDuration(field, s string, fields *[]engine.FieldError) (time.Duration,
 	}
 	return d, true
 }
-
-var durationSyntax = regexp.MustCompile(`^([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
 
 // newJob translates a wire job into an engine job; fields gets what cannot be translated
 // (named under prefix).
