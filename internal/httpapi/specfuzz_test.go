@@ -27,7 +27,8 @@ import (
 )
 
 // specFuzzBudget bounds the spec-driven fuzzer: requests and wall time.
-// GENDURABLE_SPECFUZZ_REQUESTS raises the request budget for a longer run.
+// GENDURABLE_SPECFUZZ_REQUESTS raises the request budget for a longer run and
+// GENDURABLE_SPECFUZZ_SEED changes the generator's seed (default 42).
 const (
 	specFuzzRequests = 3000
 	specFuzzTime     = 45 * time.Second
@@ -41,27 +42,7 @@ const (
 // every table as it was. Deterministic (a fixed seed), bounded in requests and time.
 func TestSpecFuzz(t *testing.T) {
 	t.Parallel()
-	doc, err := httpapi.GetSwagger()
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := pgtest.NewDB(t)
-	eng, err := engine.New(db, engine.Config{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A small regular limit so that huge strings also reach the 413 path.
-	h, err := httpapi.New(eng, httpapi.Config{MaxBodyBytes: 256 << 10, MaxBatchBodyBytes: 4 << 20,
-		Guard: &netguard.Guard{AllowPrivate: true}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := newPlainServer(t, h)
-	a := &api{t: t, url: srv, db: db, eng: eng}
-	f := &specFuzzer{t: t, a: a, doc: doc, rng: rand.New(rand.NewPCG(11, 42))}
-	f.fixtures()
-	f.fingerprintSQL = fingerprintSQL(t, db)
-
+	f := newSpecFuzzer(t, "")
 	budget := specFuzzRequests
 	if n, err := strconv.Atoi(os.Getenv("GENDURABLE_SPECFUZZ_REQUESTS")); err == nil && n > 0 {
 		budget = n
@@ -89,6 +70,59 @@ func TestSpecFuzz(t *testing.T) {
 	}
 }
 
+// TestSpecFuzzWithAuth sends every operation, valid and broken, with no credential, a
+// wrong one, a read-scope key and the admin token to a server with authentication on:
+// the 401s and 403s must match the spec and write nothing too.
+func TestSpecFuzzWithAuth(t *testing.T) {
+	t.Parallel()
+	f := newSpecFuzzer(t, "admin-token")
+	r := f.a.do("POST", "/v1/api-keys", `{"name": "reader", "scope": "read"}`)
+	if r.status != 201 {
+		t.Fatalf("read key: %d %s", r.status, r.body)
+	}
+	readKey := r.json(t)["key"].(string)
+	ops := f.operations()
+	for round := range 2 {
+		for _, token := range []string{"", "wrong", "gdk_unknown", readKey, "admin-token"} {
+			f.token = token
+			for _, op := range ops {
+				f.send(op, f.request(op, round == 1))
+			}
+		}
+	}
+	t.Logf("spec fuzz with auth: %d requests, %d 2xx, %d 4xx, %d 5xx, %d spec mismatches, %d 4xx that wrote",
+		f.requests, f.byClass[2], f.byClass[4], f.byClass[5], f.mismatches, f.wroteOn4xx)
+}
+
+// newSpecFuzzer serves the API on a fresh database (authentication on when token is
+// set) with the fixtures valid requests refer to.
+func newSpecFuzzer(t *testing.T, token string) *specFuzzer {
+	doc, err := httpapi.GetSwagger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := pgtest.NewDB(t)
+	eng, err := engine.New(db, engine.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A small regular limit so that huge strings also reach the 413 path.
+	h, err := httpapi.New(eng, httpapi.Config{MaxBodyBytes: 256 << 10, MaxBatchBodyBytes: 4 << 20,
+		Guard: &netguard.Guard{AllowPrivate: true}, APIToken: token}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &api{t: t, url: newPlainServer(t, h), db: db, eng: eng, token: token}
+	seed := uint64(42)
+	if n, err := strconv.ParseUint(os.Getenv("GENDURABLE_SPECFUZZ_SEED"), 10, 64); err == nil {
+		seed = n
+	}
+	f := &specFuzzer{t: t, a: a, doc: doc, rng: rand.New(rand.NewPCG(11, seed)), token: token}
+	f.fixtures()
+	f.fingerprintSQL = fingerprintSQL(t, db)
+	return f
+}
+
 // newPlainServer serves h without the conformance wrapper: the fuzzer counts mismatches
 // itself instead of failing on the first.
 func newPlainServer(t *testing.T, h http.Handler) string {
@@ -109,6 +143,8 @@ type specFuzzer struct {
 	doc            *openapi3.T
 	rng            *rand.Rand
 	fingerprintSQL string
+	// token is sent as the bearer credential when set.
+	token string
 
 	jobID                            int64
 	requests, mismatches, wroteOn4xx int
@@ -557,6 +593,9 @@ func (f *specFuzzer) send(op operation, fr fuzzRequest) {
 	}
 	if fr.contentType != "" {
 		req.Header.Set("Content-Type", fr.contentType)
+	}
+	if f.token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
