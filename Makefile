@@ -45,6 +45,21 @@ lint: ## gofmt, go vet and golangci-lint (installed on first use)
 	@command -v golangci-lint >/dev/null || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.6.2
 	PATH=$$PATH:$$($(GO) env GOPATH)/bin golangci-lint run ./...
 
+FUZZTIME  ?= 15s
+FUZZFLAGS ?= -parallel 2
+
+.PHONY: fuzz-short
+fuzz-short: ## Run each Go fuzz target for FUZZTIME (default 15s; the API targets start their own PostgreSQL)
+	$(GO) test -run '^$$' -fuzz '^FuzzInsertJobRequest$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./internal/httpapi/
+	$(GO) test -run '^$$' -fuzz '^FuzzSignalRequest$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./internal/httpapi/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeResponse$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./webhook/
+
+REDOCLY_CLI ?= @redocly/cli@2.77.0
+
+.PHONY: lint-openapi
+lint-openapi: ## Lint openapi.yaml with redocly (pinned; needs Node.js and the npm registry)
+	npx --yes $(REDOCLY_CLI) lint openapi.yaml
+
 .PHONY: clean
 clean: ## Remove build output (not the ./.data cluster)
 	rm -rf $(BIN)

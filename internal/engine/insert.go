@@ -67,11 +67,12 @@ func (j NewJob) toInsert(v *validator, prefix string) pg.JobInsert {
 		ms := j.Delay.Milliseconds()
 		in.DelayMS = &ms
 	}
-	if len(j.Input) > 0 && !json.Valid(j.Input) {
-		v.add(prefix+"input", "is not valid JSON")
-	}
+	v.jsonValue(prefix+"input", j.Input)
 	if j.RateLimit != nil {
 		v.name(prefix+"rate_limit/name", j.RateLimit.Name)
+		if msg := UnstorableText(j.RateLimit.Key); msg != "" {
+			v.add(prefix+"rate_limit/key", "%s", msg)
+		}
 		w := j.RateLimit.Weight
 		if w == 0 {
 			w = 1
@@ -115,7 +116,16 @@ func (e *Engine) insertJobs(ctx context.Context, jobs []NewJob, batch bool) ([]p
 	}
 	out, err := e.db.JobInsertMany(ctx, items)
 	var refused *pg.InsertRefusedError
-	if errors.As(err, &refused) {
+	if err != nil && !errors.As(err, &refused) {
+		// JobInsertMany explains a refusal only when the statement answered no row at all;
+		// a batch that also holds a live job's key answers that job, and the refusal
+		// surfaced as "fewer rows than requested". Nothing was written either way (one bad
+		// item gates the whole insert), so look for the reason here, on this error path only.
+		if problems := e.insertProblems(ctx, items); len(problems) > 0 {
+			refused = &pg.InsertRefusedError{Problems: problems}
+		}
+	}
+	if refused != nil {
 		for _, p := range refused.Problems {
 			prefix := ""
 			if batch {
@@ -144,4 +154,55 @@ func (e *Engine) InsertJob(ctx context.Context, job NewJob) (pg.JobInserted, err
 		return pg.JobInserted{}, err
 	}
 	return out[0], nil
+}
+
+// insertProblems finds the items of a refused batch that name an unknown handler or rate
+// limit, or a weight the limit's burst can never hold: one lookup per distinct name.
+func (e *Engine) insertProblems(ctx context.Context, items []pg.JobInsert) []pg.InsertProblem {
+	handlers := map[string]bool{}
+	limits := map[string]*pg.RateLimit{}
+	var problems []pg.InsertProblem
+	for i, it := range items {
+		known, seen := handlers[it.Handler]
+		if !seen {
+			_, err := e.db.HandlerGet(ctx, it.Handler)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return nil
+			}
+			known = err == nil
+			handlers[it.Handler] = known
+		}
+		if !known {
+			problems = append(problems, pg.InsertProblem{Index: i, Field: "handler",
+				Message: fmt.Sprintf("no handler named %q is registered (PUT /v1/handlers/%s first)", it.Handler, it.Handler)})
+		}
+		if it.RateLimit == nil {
+			continue
+		}
+		name := *it.RateLimit
+		l, seen := limits[name]
+		if !seen {
+			got, err := e.db.RateLimitGet(ctx, name)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return nil
+			}
+			if err == nil {
+				l = &got
+			}
+			limits[name] = l
+		}
+		weight := 1
+		if it.RateWeight != nil {
+			weight = *it.RateWeight
+		}
+		switch {
+		case l == nil:
+			problems = append(problems, pg.InsertProblem{Index: i, Field: "rate_limit/name",
+				Message: fmt.Sprintf("no rate limit named %q exists (PUT /v1/rate-limits/%s first)", name, name)})
+		case l.Burst < float64(weight):
+			problems = append(problems, pg.InsertProblem{Index: i, Field: "rate_limit/weight",
+				Message: fmt.Sprintf("weight %d can never fit: rate limit %q has burst %g", weight, name, l.Burst)})
+		}
+	}
+	return problems
 }

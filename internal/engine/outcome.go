@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg"
@@ -39,7 +40,8 @@ func DecodeResponse(body []byte) (Outcome, error) {
 	if err := dec.Decode(&r); err != nil {
 		return Outcome{}, fmt.Errorf("the answer is not a valid step response: %v", err)
 	}
-	if dec.More() {
+	// dec.More is false before a stray '}' or ']': ask for the next token instead.
+	if _, err := dec.Token(); err != io.EOF {
 		return Outcome{}, fmt.Errorf("the answer has data after the JSON object")
 	}
 	return FromResponse(r)

@@ -1,9 +1,13 @@
 package engine
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // FieldError says what is wrong with one field of a request.
@@ -55,7 +59,144 @@ func (v *validator) name(field, s string) {
 }
 
 func (v *validator) keyText(field string, s *string) {
-	if s != nil && (len(*s) == 0 || len(*s) > 512) {
-		v.add(field, "must be 1-512 bytes")
+	if s == nil {
+		return
 	}
+	if len(*s) == 0 || len(*s) > 512 {
+		v.add(field, "must be 1-512 bytes")
+	} else if msg := UnstorableText(*s); msg != "" {
+		v.add(field, "%s", msg)
+	}
+}
+
+// jsonValue checks a JSON value that will be stored as jsonb.
+func (v *validator) jsonValue(field string, b json.RawMessage) {
+	if len(b) == 0 {
+		return
+	}
+	if !json.Valid(b) {
+		v.add(field, "is not valid JSON")
+		return
+	}
+	v.errs = append(v.errs, UnstorableJSON(b, field+"/")...)
+}
+
+// UnstorableText says why PostgreSQL cannot store s as text ("" when it can): text
+// refuses the NUL character and bytes that are not UTF-8.
+func UnstorableText(s string) string {
+	if strings.IndexByte(s, 0) >= 0 {
+		return `must not contain the NUL character (\u0000)`
+	}
+	if !utf8.ValidString(s) {
+		return "must be valid UTF-8"
+	}
+	return ""
+}
+
+// maxUnstorable bounds the fields one answer lists.
+const maxUnstorable = 20
+
+// UnstorableJSON finds what PostgreSQL cannot store in a valid JSON document: jsonb and
+// text refuse \u0000 (in a string or a member name), and jsonb refuses an unpaired
+// UTF-16 surrogate escape and bytes that are not UTF-8. Each is named by its path under prefix ("input/a/0",
+// "jobs/3/key"; prefix itself, or "body", for the document). It costs one scan of the
+// bytes, and a token walk only when a \u0000 escape is there.
+func UnstorableJSON(doc []byte, prefix string) []FieldError {
+	root := strings.TrimSuffix(prefix, "/")
+	if root == "" {
+		root = "body"
+	}
+	if !utf8.Valid(doc) {
+		return []FieldError{{Field: root, Message: "must be valid UTF-8"}}
+	}
+	hasNUL := bytes.Contains(doc, []byte(`\u0000`))
+	lone := loneSurrogate(doc)
+	if !hasNUL && !lone {
+		return nil
+	}
+	var fields []FieldError
+	if lone {
+		fields = append(fields, FieldError{Field: root,
+			Message: `holds an unpaired UTF-16 surrogate escape (\uD800-\uDFFF), which cannot be stored`})
+	}
+	if hasNUL {
+		walkNUL(json.NewDecoder(bytes.NewReader(doc)), prefix, root, &fields)
+	}
+	return fields
+}
+
+func walkNUL(dec *json.Decoder, path, root string, fields *[]FieldError) {
+	tok, err := dec.Token()
+	if err != nil {
+		return
+	}
+	field := strings.TrimSuffix(path, "/")
+	if field == "" {
+		field = root
+	}
+	switch t := tok.(type) {
+	case string:
+		if strings.IndexByte(t, 0) >= 0 && len(*fields) < maxUnstorable {
+			*fields = append(*fields, FieldError{Field: field, Message: `must not contain the NUL character (\u0000)`})
+		}
+	case json.Delim:
+		switch t {
+		case '{':
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return
+				}
+				name, _ := k.(string)
+				if strings.IndexByte(name, 0) >= 0 && len(*fields) < maxUnstorable {
+					*fields = append(*fields, FieldError{Field: field,
+						Message: `holds a member name with the NUL character (\u0000)`})
+				}
+				walkNUL(dec, path+strings.ReplaceAll(name, "\x00", `\u0000`)+"/", root, fields)
+			}
+			_, _ = dec.Token()
+		case '[':
+			for i := 0; dec.More(); i++ {
+				walkNUL(dec, path+strconv.Itoa(i)+"/", root, fields)
+			}
+			_, _ = dec.Token()
+		}
+	}
+}
+
+// loneSurrogate reports whether valid JSON holds a \uD800-\uDFFF escape that is not
+// half of a high-low pair. In valid JSON a backslash only ever starts an escape.
+func loneSurrogate(b []byte) bool {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 16)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 >= len(b) {
+			continue
+		}
+		if b[i+1] != 'u' {
+			i++ // a two-character escape: skip what it escapes
+			continue
+		}
+		r, ok := hex4(i)
+		if !ok {
+			continue
+		}
+		switch {
+		case r >= 0xD800 && r <= 0xDBFF:
+			if low, ok := hex4(i + 6); ok && low >= 0xDC00 && low <= 0xDFFF {
+				i += 11
+				continue
+			}
+			return true
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		}
+		i += 5
+	}
+	return false
 }

@@ -157,7 +157,7 @@ type APIKeyList struct {
 	ApiKeys []APIKey `json:"api_keys"`
 }
 
-// AnyJSON Any JSON value.
+// AnyJSON Any JSON value (null is refused).
 type AnyJSON = json.RawMessage
 
 // Duration A Go duration such as "500ms", "30s", "1h30m".
@@ -272,14 +272,14 @@ type Job struct {
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
-	// Error Any JSON value.
-	Error      AnyJSON    `json:"error"`
-	FinishedAt *time.Time `json:"finished_at"`
-	Handler    string     `json:"handler"`
-	Id         int64      `json:"id"`
+	// Error Any JSON value, or null.
+	Error      NullableJSON `json:"error"`
+	FinishedAt *time.Time   `json:"finished_at"`
+	Handler    string       `json:"handler"`
+	Id         int64        `json:"id"`
 
-	// Input Any JSON value.
-	Input           AnyJSON       `json:"input"`
+	// Input Any JSON value, or null.
+	Input           NullableJSON  `json:"input"`
 	Key             *string       `json:"key"`
 	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
 	LeaseOwner      *string       `json:"lease_owner,omitempty"`
@@ -290,12 +290,12 @@ type Job struct {
 	Queue           string        `json:"queue"`
 	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
 
-	// Result Any JSON value.
-	Result AnyJSON `json:"result"`
+	// Result Any JSON value, or null.
+	Result NullableJSON `json:"result"`
 
-	// State Any JSON value.
-	State  AnyJSON   `json:"state"`
-	Status JobStatus `json:"status"`
+	// State Any JSON value, or null.
+	State  NullableJSON `json:"state"`
+	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
 	Step      int       `json:"step"`
@@ -332,14 +332,14 @@ type JobDetail struct {
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
-	// Error Any JSON value.
-	Error      AnyJSON    `json:"error"`
-	FinishedAt *time.Time `json:"finished_at"`
-	Handler    string     `json:"handler"`
-	Id         int64      `json:"id"`
+	// Error Any JSON value, or null.
+	Error      NullableJSON `json:"error"`
+	FinishedAt *time.Time   `json:"finished_at"`
+	Handler    string       `json:"handler"`
+	Id         int64        `json:"id"`
 
-	// Input Any JSON value.
-	Input           AnyJSON       `json:"input"`
+	// Input Any JSON value, or null.
+	Input           NullableJSON  `json:"input"`
 	Key             *string       `json:"key"`
 	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
 	LeaseOwner      *string       `json:"lease_owner,omitempty"`
@@ -350,14 +350,14 @@ type JobDetail struct {
 	Queue           string        `json:"queue"`
 	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
 
-	// Result Any JSON value.
-	Result         AnyJSON `json:"result"`
-	SignalsPending int64   `json:"signals_pending"`
-	SignalsTotal   int64   `json:"signals_total"`
+	// Result Any JSON value, or null.
+	Result         NullableJSON `json:"result"`
+	SignalsPending int64        `json:"signals_pending"`
+	SignalsTotal   int64        `json:"signals_total"`
 
-	// State Any JSON value.
-	State  AnyJSON   `json:"state"`
-	Status JobStatus `json:"status"`
+	// State Any JSON value, or null.
+	State  NullableJSON `json:"state"`
+	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
 	Step      int       `json:"step"`
@@ -379,7 +379,7 @@ type JobInsert struct {
 	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Handler Name `json:"handler"`
 
-	// Input Any JSON value.
+	// Input Any JSON value (null is refused).
 	Input *AnyJSON `json:"input,omitempty"`
 
 	// Key Correlation key; a second insert while a live job holds it returns that job.
@@ -411,14 +411,14 @@ type JobInserted struct {
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
-	// Error Any JSON value.
-	Error      AnyJSON    `json:"error"`
-	FinishedAt *time.Time `json:"finished_at"`
-	Handler    string     `json:"handler"`
-	Id         int64      `json:"id"`
+	// Error Any JSON value, or null.
+	Error      NullableJSON `json:"error"`
+	FinishedAt *time.Time   `json:"finished_at"`
+	Handler    string       `json:"handler"`
+	Id         int64        `json:"id"`
 
-	// Input Any JSON value.
-	Input           AnyJSON       `json:"input"`
+	// Input Any JSON value, or null.
+	Input           NullableJSON  `json:"input"`
 	Key             *string       `json:"key"`
 	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
 	LeaseOwner      *string       `json:"lease_owner,omitempty"`
@@ -429,12 +429,12 @@ type JobInserted struct {
 	Queue           string        `json:"queue"`
 	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
 
-	// Result Any JSON value.
-	Result AnyJSON `json:"result"`
+	// Result Any JSON value, or null.
+	Result NullableJSON `json:"result"`
 
-	// State Any JSON value.
-	State  AnyJSON   `json:"state"`
-	Status JobStatus `json:"status"`
+	// State Any JSON value, or null.
+	State  NullableJSON `json:"state"`
+	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
 	Step      int       `json:"step"`
@@ -465,6 +465,9 @@ type LeaseRef struct {
 
 // Name Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 type Name = string
+
+// NullableJSON Any JSON value, or null.
+type NullableJSON = json.RawMessage
 
 // OutcomeApplied defines model for OutcomeApplied.
 type OutcomeApplied struct {
@@ -579,8 +582,8 @@ type Signal struct {
 	Id        int64     `json:"id"`
 	Name      string    `json:"name"`
 
-	// Payload Any JSON value.
-	Payload AnyJSON `json:"payload"`
+	// Payload Any JSON value, or null.
+	Payload NullableJSON `json:"payload"`
 
 	// Seq Delivery order within the job: 1, 2, 3…
 	Seq int64 `json:"seq"`
@@ -595,7 +598,7 @@ type SignalPage struct {
 type SignalSend struct {
 	Name string `json:"name"`
 
-	// Payload Any JSON value.
+	// Payload Any JSON value (null is refused).
 	Payload *AnyJSON `json:"payload,omitempty"`
 }
 
@@ -604,7 +607,7 @@ type SignalSendByKey struct {
 	Key  string `json:"key"`
 	Name string `json:"name"`
 
-	// Payload Any JSON value.
+	// Payload Any JSON value (null is refused).
 	Payload *AnyJSON `json:"payload,omitempty"`
 }
 
@@ -622,11 +625,11 @@ type Step struct {
 	Attempt    int     `json:"attempt"`
 	DurationMs float32 `json:"duration_ms"`
 
-	// Error Any JSON value.
-	Error      AnyJSON   `json:"error"`
-	FinishedAt time.Time `json:"finished_at"`
-	HttpStatus *int      `json:"http_status"`
-	Id         int64     `json:"id"`
+	// Error Any JSON value, or null.
+	Error      NullableJSON `json:"error"`
+	FinishedAt time.Time    `json:"finished_at"`
+	HttpStatus *int         `json:"http_status"`
+	Id         int64        `json:"id"`
 
 	// Outcome next, await, spawn, done, fail, retry, or a failure: timeout, http_error, connection_error, lease_expired…
 	Outcome   string    `json:"outcome"`
@@ -656,7 +659,7 @@ type Throughput struct {
 		// Done Steps that finished their job.
 		Done int64 `json:"done"`
 
-		// Failed Failed attempts (errors
+		// Failed Failed attempts (errors, timeouts, fail, retry).
 		Failed int64     `json:"failed"`
 		Minute time.Time `json:"minute"`
 		Total  int64     `json:"total"`
@@ -665,6 +668,27 @@ type Throughput struct {
 
 // JobID defines model for JobID.
 type JobID = int64
+
+// BadRequest defines model for BadRequest.
+type BadRequest = Problem
+
+// Conflict defines model for Conflict.
+type Conflict = Problem
+
+// Forbidden defines model for Forbidden.
+type Forbidden = Problem
+
+// NotFound defines model for NotFound.
+type NotFound = Problem
+
+// TooLarge defines model for TooLarge.
+type TooLarge = Problem
+
+// Unauthorized defines model for Unauthorized.
+type Unauthorized = Problem
+
+// Unprocessable defines model for Unprocessable.
+type Unprocessable = Problem
 
 // ListJobsParams defines parameters for ListJobs.
 type ListJobsParams struct {
@@ -752,25 +776,25 @@ type ServerInterface interface {
 	// RevokeAPIKey Revoke an API key. Admin scope.
 	// (DELETE /v1/api-keys/{id})
 	RevokeAPIKey(w http.ResponseWriter, r *http.Request, id int64)
-
+	// ListGates List every concurrency gate.
 	// (GET /v1/gates)
 	ListGates(w http.ResponseWriter, r *http.Request)
-
+	// DeleteGate Remove a concurrency gate.
 	// (DELETE /v1/gates/{key})
 	DeleteGate(w http.ResponseWriter, r *http.Request, key string)
-
+	// GetGate One concurrency gate.
 	// (GET /v1/gates/{key})
 	GetGate(w http.ResponseWriter, r *http.Request, key string)
 	// PutGate Let up to `limit` jobs with this concurrency key execute at once.
 	// (PUT /v1/gates/{key})
 	PutGate(w http.ResponseWriter, r *http.Request, key string)
-
+	// ListHandlers List every registered handler.
 	// (GET /v1/handlers)
 	ListHandlers(w http.ResponseWriter, r *http.Request)
-
+	// DeleteHandler Remove a handler.
 	// (DELETE /v1/handlers/{name})
 	DeleteHandler(w http.ResponseWriter, r *http.Request, name Name)
-
+	// GetHandler One handler.
 	// (GET /v1/handlers/{name})
 	GetHandler(w http.ResponseWriter, r *http.Request, name Name)
 	// PutHandler Register or change a webhook handler.
@@ -815,10 +839,10 @@ type ServerInterface interface {
 	// ListJobSteps The job's attempt history, oldest first.
 	// (GET /v1/jobs/{id}/steps)
 	ListJobSteps(w http.ResponseWriter, r *http.Request, id JobID, params ListJobStepsParams)
-
+	// ListQueues List every queue with its live counts.
 	// (GET /v1/queues)
 	ListQueues(w http.ResponseWriter, r *http.Request)
-
+	// GetQueue One queue with its live counts.
 	// (GET /v1/queues/{name})
 	GetQueue(w http.ResponseWriter, r *http.Request, name Name)
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
@@ -827,13 +851,13 @@ type ServerInterface interface {
 	// GetQueueThroughput Steps finished per minute on the queue.
 	// (GET /v1/queues/{name}/throughput)
 	GetQueueThroughput(w http.ResponseWriter, r *http.Request, name Name, params GetQueueThroughputParams)
-
+	// ListRateLimits List every rate limit.
 	// (GET /v1/rate-limits)
 	ListRateLimits(w http.ResponseWriter, r *http.Request)
-
+	// DeleteRateLimit Remove a rate limit and its buckets.
 	// (DELETE /v1/rate-limits/{name})
 	DeleteRateLimit(w http.ResponseWriter, r *http.Request, name Name)
-
+	// GetRateLimit One rate limit.
 	// (GET /v1/rate-limits/{name})
 	GetRateLimit(w http.ResponseWriter, r *http.Request, name Name)
 	// PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
@@ -878,16 +902,19 @@ func (_ Unimplemented) RevokeAPIKey(w http.ResponseWriter, r *http.Request, id i
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListGates List every concurrency gate.
 // (GET /v1/gates)
 func (_ Unimplemented) ListGates(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// DeleteGate Remove a concurrency gate.
 // (DELETE /v1/gates/{key})
 func (_ Unimplemented) DeleteGate(w http.ResponseWriter, r *http.Request, key string) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// GetGate One concurrency gate.
 // (GET /v1/gates/{key})
 func (_ Unimplemented) GetGate(w http.ResponseWriter, r *http.Request, key string) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -899,16 +926,19 @@ func (_ Unimplemented) PutGate(w http.ResponseWriter, r *http.Request, key strin
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListHandlers List every registered handler.
 // (GET /v1/handlers)
 func (_ Unimplemented) ListHandlers(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// DeleteHandler Remove a handler.
 // (DELETE /v1/handlers/{name})
 func (_ Unimplemented) DeleteHandler(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// GetHandler One handler.
 // (GET /v1/handlers/{name})
 func (_ Unimplemented) GetHandler(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -998,11 +1028,13 @@ func (_ Unimplemented) ListJobSteps(w http.ResponseWriter, r *http.Request, id J
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListQueues List every queue with its live counts.
 // (GET /v1/queues)
 func (_ Unimplemented) ListQueues(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// GetQueue One queue with its live counts.
 // (GET /v1/queues/{name})
 func (_ Unimplemented) GetQueue(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -1020,16 +1052,19 @@ func (_ Unimplemented) GetQueueThroughput(w http.ResponseWriter, r *http.Request
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListRateLimits List every rate limit.
 // (GET /v1/rate-limits)
 func (_ Unimplemented) ListRateLimits(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// DeleteRateLimit Remove a rate limit and its buckets.
 // (DELETE /v1/rate-limits/{name})
 func (_ Unimplemented) DeleteRateLimit(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// GetRateLimit One rate limit.
 // (GET /v1/rate-limits/{name})
 func (_ Unimplemented) GetRateLimit(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -2205,7 +2240,21 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	return r
 }
 
+type BadRequestApplicationProblemPlusJSONResponse Problem
+
+type ConflictApplicationProblemPlusJSONResponse Problem
+
+type ForbiddenApplicationProblemPlusJSONResponse Problem
+
+type NotFoundApplicationProblemPlusJSONResponse Problem
+
 type ProblemApplicationProblemPlusJSONResponse Problem
+
+type TooLargeApplicationProblemPlusJSONResponse Problem
+
+type UnauthorizedApplicationProblemPlusJSONResponse Problem
+
+type UnprocessableApplicationProblemPlusJSONResponse Problem
 
 type GetHealthRequestObject struct {
 }
@@ -2284,6 +2333,38 @@ func (response ListAPIKeys200JSONResponse) VisitListAPIKeysResponse(w http.Respo
 	return err
 }
 
+type ListAPIKeys401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListAPIKeys401ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAPIKeys403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListAPIKeys403ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListAPIKeysdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2323,6 +2404,86 @@ func (response CreateAPIKey201JSONResponse) VisitCreateAPIKeyResponse(w http.Res
 	return err
 }
 
+type CreateAPIKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey400ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey401ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey403ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey413ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey422ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateAPIKeydefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2354,6 +2515,70 @@ type RevokeAPIKey204Response struct {
 func (response RevokeAPIKey204Response) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type RevokeAPIKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey401ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeAPIKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey403ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeAPIKey404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey404ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeAPIKey422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey422ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type RevokeAPIKeydefaultApplicationProblemPlusJSONResponse struct {
@@ -2394,6 +2619,22 @@ func (response ListGates200JSONResponse) VisitListGatesResponse(w http.ResponseW
 	return err
 }
 
+type ListGates401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListGates401ApplicationProblemPlusJSONResponse) VisitListGatesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListGatesdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2425,6 +2666,70 @@ type DeleteGate204Response struct {
 func (response DeleteGate204Response) VisitDeleteGateResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type DeleteGate401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteGate401ApplicationProblemPlusJSONResponse) VisitDeleteGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteGate403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteGate403ApplicationProblemPlusJSONResponse) VisitDeleteGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteGate404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteGate404ApplicationProblemPlusJSONResponse) VisitDeleteGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteGate422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteGate422ApplicationProblemPlusJSONResponse) VisitDeleteGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type DeleteGatedefaultApplicationProblemPlusJSONResponse struct {
@@ -2462,6 +2767,54 @@ func (response GetGate200JSONResponse) VisitGetGateResponse(w http.ResponseWrite
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGate401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetGate401ApplicationProblemPlusJSONResponse) VisitGetGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGate404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetGate404ApplicationProblemPlusJSONResponse) VisitGetGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetGate422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetGate422ApplicationProblemPlusJSONResponse) VisitGetGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2506,6 +2859,86 @@ func (response PutGate200JSONResponse) VisitPutGateResponse(w http.ResponseWrite
 	return err
 }
 
+type PutGate400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutGate400ApplicationProblemPlusJSONResponse) VisitPutGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutGate401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutGate401ApplicationProblemPlusJSONResponse) VisitPutGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutGate403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutGate403ApplicationProblemPlusJSONResponse) VisitPutGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutGate413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutGate413ApplicationProblemPlusJSONResponse) VisitPutGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutGate422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response PutGate422ApplicationProblemPlusJSONResponse) VisitPutGateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PutGatedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2544,6 +2977,22 @@ func (response ListHandlers200JSONResponse) VisitListHandlersResponse(w http.Res
 	return err
 }
 
+type ListHandlers401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListHandlers401ApplicationProblemPlusJSONResponse) VisitListHandlersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListHandlersdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2575,6 +3024,70 @@ type DeleteHandler204Response struct {
 func (response DeleteHandler204Response) VisitDeleteHandlerResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type DeleteHandler401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteHandler401ApplicationProblemPlusJSONResponse) VisitDeleteHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteHandler403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteHandler403ApplicationProblemPlusJSONResponse) VisitDeleteHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteHandler404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteHandler404ApplicationProblemPlusJSONResponse) VisitDeleteHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteHandler422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteHandler422ApplicationProblemPlusJSONResponse) VisitDeleteHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type DeleteHandlerdefaultApplicationProblemPlusJSONResponse struct {
@@ -2612,6 +3125,54 @@ func (response GetHandler200JSONResponse) VisitGetHandlerResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetHandler401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetHandler401ApplicationProblemPlusJSONResponse) VisitGetHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetHandler404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetHandler404ApplicationProblemPlusJSONResponse) VisitGetHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetHandler422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetHandler422ApplicationProblemPlusJSONResponse) VisitGetHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2656,6 +3217,86 @@ func (response PutHandler200JSONResponse) VisitPutHandlerResponse(w http.Respons
 	return err
 }
 
+type PutHandler400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutHandler400ApplicationProblemPlusJSONResponse) VisitPutHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutHandler401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutHandler401ApplicationProblemPlusJSONResponse) VisitPutHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutHandler403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutHandler403ApplicationProblemPlusJSONResponse) VisitPutHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutHandler413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutHandler413ApplicationProblemPlusJSONResponse) VisitPutHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutHandler422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response PutHandler422ApplicationProblemPlusJSONResponse) VisitPutHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PutHandlerdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2696,6 +3337,102 @@ func (response RotateHandlerSecret200JSONResponse) VisitRotateHandlerSecretRespo
 	return err
 }
 
+type RotateHandlerSecret400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RotateHandlerSecret400ApplicationProblemPlusJSONResponse) VisitRotateHandlerSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateHandlerSecret401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RotateHandlerSecret401ApplicationProblemPlusJSONResponse) VisitRotateHandlerSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateHandlerSecret403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RotateHandlerSecret403ApplicationProblemPlusJSONResponse) VisitRotateHandlerSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateHandlerSecret404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RotateHandlerSecret404ApplicationProblemPlusJSONResponse) VisitRotateHandlerSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateHandlerSecret413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RotateHandlerSecret413ApplicationProblemPlusJSONResponse) VisitRotateHandlerSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateHandlerSecret422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response RotateHandlerSecret422ApplicationProblemPlusJSONResponse) VisitRotateHandlerSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RotateHandlerSecretdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2731,6 +3468,38 @@ func (response ListJobs200JSONResponse) VisitListJobsResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobs401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobs401ApplicationProblemPlusJSONResponse) VisitListJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobs422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobs422ApplicationProblemPlusJSONResponse) VisitListJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2788,6 +3557,86 @@ func (response InsertJob201JSONResponse) VisitInsertJobResponse(w http.ResponseW
 	return err
 }
 
+type InsertJob400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJob400ApplicationProblemPlusJSONResponse) VisitInsertJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJob401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJob401ApplicationProblemPlusJSONResponse) VisitInsertJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJob403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJob403ApplicationProblemPlusJSONResponse) VisitInsertJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJob413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJob413ApplicationProblemPlusJSONResponse) VisitInsertJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJob422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJob422ApplicationProblemPlusJSONResponse) VisitInsertJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type InsertJobdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2823,6 +3672,86 @@ func (response InsertJobs200JSONResponse) VisitInsertJobsResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJobs400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJobs400ApplicationProblemPlusJSONResponse) VisitInsertJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJobs401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJobs401ApplicationProblemPlusJSONResponse) VisitInsertJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJobs403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJobs403ApplicationProblemPlusJSONResponse) VisitInsertJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJobs413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJobs413ApplicationProblemPlusJSONResponse) VisitInsertJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InsertJobs422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response InsertJobs422ApplicationProblemPlusJSONResponse) VisitInsertJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2866,6 +3795,54 @@ func (response GetJob200JSONResponse) VisitGetJobResponse(w http.ResponseWriter)
 	return err
 }
 
+type GetJob401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetJob401ApplicationProblemPlusJSONResponse) VisitGetJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetJob404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetJob404ApplicationProblemPlusJSONResponse) VisitGetJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetJob422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetJob422ApplicationProblemPlusJSONResponse) VisitGetJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetJobdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2901,6 +3878,86 @@ func (response CancelJob200JSONResponse) VisitCancelJobResponse(w http.ResponseW
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJob401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJob401ApplicationProblemPlusJSONResponse) VisitCancelJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJob403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJob403ApplicationProblemPlusJSONResponse) VisitCancelJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJob404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJob404ApplicationProblemPlusJSONResponse) VisitCancelJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJob409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJob409ApplicationProblemPlusJSONResponse) VisitCancelJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJob422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJob422ApplicationProblemPlusJSONResponse) VisitCancelJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2945,6 +4002,54 @@ func (response ListJobChildren200JSONResponse) VisitListJobChildrenResponse(w ht
 	return err
 }
 
+type ListJobChildren401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobChildren401ApplicationProblemPlusJSONResponse) VisitListJobChildrenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobChildren404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobChildren404ApplicationProblemPlusJSONResponse) VisitListJobChildrenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobChildren422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobChildren422ApplicationProblemPlusJSONResponse) VisitListJobChildrenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListJobChildrendefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -2981,6 +4086,86 @@ func (response HeartbeatStep200JSONResponse) VisitHeartbeatStepResponse(w http.R
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type HeartbeatStep400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response HeartbeatStep400ApplicationProblemPlusJSONResponse) VisitHeartbeatStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type HeartbeatStep404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response HeartbeatStep404ApplicationProblemPlusJSONResponse) VisitHeartbeatStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type HeartbeatStep409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response HeartbeatStep409ApplicationProblemPlusJSONResponse) VisitHeartbeatStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type HeartbeatStep413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response HeartbeatStep413ApplicationProblemPlusJSONResponse) VisitHeartbeatStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type HeartbeatStep422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response HeartbeatStep422ApplicationProblemPlusJSONResponse) VisitHeartbeatStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3025,6 +4210,86 @@ func (response CompleteStep200JSONResponse) VisitCompleteStepResponse(w http.Res
 	return err
 }
 
+type CompleteStep400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteStep400ApplicationProblemPlusJSONResponse) VisitCompleteStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteStep404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteStep404ApplicationProblemPlusJSONResponse) VisitCompleteStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteStep409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteStep409ApplicationProblemPlusJSONResponse) VisitCompleteStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteStep413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteStep413ApplicationProblemPlusJSONResponse) VisitCompleteStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteStep422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response CompleteStep422ApplicationProblemPlusJSONResponse) VisitCompleteStepResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CompleteStepdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3060,6 +4325,86 @@ func (response RetryJob200JSONResponse) VisitRetryJobResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJob401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJob401ApplicationProblemPlusJSONResponse) VisitRetryJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJob403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJob403ApplicationProblemPlusJSONResponse) VisitRetryJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJob404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJob404ApplicationProblemPlusJSONResponse) VisitRetryJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJob409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJob409ApplicationProblemPlusJSONResponse) VisitRetryJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJob422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJob422ApplicationProblemPlusJSONResponse) VisitRetryJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3104,6 +4449,54 @@ func (response ListJobSignals200JSONResponse) VisitListJobSignalsResponse(w http
 	return err
 }
 
+type ListJobSignals401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobSignals401ApplicationProblemPlusJSONResponse) VisitListJobSignalsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobSignals404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobSignals404ApplicationProblemPlusJSONResponse) VisitListJobSignalsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobSignals422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobSignals422ApplicationProblemPlusJSONResponse) VisitListJobSignalsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListJobSignalsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3140,6 +4533,118 @@ func (response SendSignal202JSONResponse) VisitSendSignalResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignal400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignal400ApplicationProblemPlusJSONResponse) VisitSendSignalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignal401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignal401ApplicationProblemPlusJSONResponse) VisitSendSignalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignal403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignal403ApplicationProblemPlusJSONResponse) VisitSendSignalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignal404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignal404ApplicationProblemPlusJSONResponse) VisitSendSignalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignal409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignal409ApplicationProblemPlusJSONResponse) VisitSendSignalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignal413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignal413ApplicationProblemPlusJSONResponse) VisitSendSignalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignal422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignal422ApplicationProblemPlusJSONResponse) VisitSendSignalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3184,6 +4689,54 @@ func (response ListJobSteps200JSONResponse) VisitListJobStepsResponse(w http.Res
 	return err
 }
 
+type ListJobSteps401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobSteps401ApplicationProblemPlusJSONResponse) VisitListJobStepsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobSteps404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobSteps404ApplicationProblemPlusJSONResponse) VisitListJobStepsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobSteps422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobSteps422ApplicationProblemPlusJSONResponse) VisitListJobStepsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListJobStepsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3218,6 +4771,22 @@ func (response ListQueues200JSONResponse) VisitListQueuesResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListQueues401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListQueues401ApplicationProblemPlusJSONResponse) VisitListQueuesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3257,6 +4826,54 @@ func (response GetQueue200JSONResponse) VisitGetQueueResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueue401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueue401ApplicationProblemPlusJSONResponse) VisitGetQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueue404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueue404ApplicationProblemPlusJSONResponse) VisitGetQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueue422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueue422ApplicationProblemPlusJSONResponse) VisitGetQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3301,6 +4918,86 @@ func (response PutQueue200JSONResponse) VisitPutQueueResponse(w http.ResponseWri
 	return err
 }
 
+type PutQueue400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutQueue400ApplicationProblemPlusJSONResponse) VisitPutQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutQueue401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutQueue401ApplicationProblemPlusJSONResponse) VisitPutQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutQueue403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutQueue403ApplicationProblemPlusJSONResponse) VisitPutQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutQueue413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutQueue413ApplicationProblemPlusJSONResponse) VisitPutQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutQueue422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response PutQueue422ApplicationProblemPlusJSONResponse) VisitPutQueueResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PutQueuedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3337,6 +5034,38 @@ func (response GetQueueThroughput200JSONResponse) VisitGetQueueThroughputRespons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueThroughput401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueueThroughput401ApplicationProblemPlusJSONResponse) VisitGetQueueThroughputResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetQueueThroughput422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetQueueThroughput422ApplicationProblemPlusJSONResponse) VisitGetQueueThroughputResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3379,6 +5108,22 @@ func (response ListRateLimits200JSONResponse) VisitListRateLimitsResponse(w http
 	return err
 }
 
+type ListRateLimits401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListRateLimits401ApplicationProblemPlusJSONResponse) VisitListRateLimitsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListRateLimitsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3410,6 +5155,70 @@ type DeleteRateLimit204Response struct {
 func (response DeleteRateLimit204Response) VisitDeleteRateLimitResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type DeleteRateLimit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteRateLimit401ApplicationProblemPlusJSONResponse) VisitDeleteRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteRateLimit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteRateLimit403ApplicationProblemPlusJSONResponse) VisitDeleteRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteRateLimit404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteRateLimit404ApplicationProblemPlusJSONResponse) VisitDeleteRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteRateLimit422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteRateLimit422ApplicationProblemPlusJSONResponse) VisitDeleteRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type DeleteRateLimitdefaultApplicationProblemPlusJSONResponse struct {
@@ -3447,6 +5256,54 @@ func (response GetRateLimit200JSONResponse) VisitGetRateLimitResponse(w http.Res
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRateLimit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetRateLimit401ApplicationProblemPlusJSONResponse) VisitGetRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRateLimit404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetRateLimit404ApplicationProblemPlusJSONResponse) VisitGetRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetRateLimit422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetRateLimit422ApplicationProblemPlusJSONResponse) VisitGetRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3491,6 +5348,86 @@ func (response PutRateLimit200JSONResponse) VisitPutRateLimitResponse(w http.Res
 	return err
 }
 
+type PutRateLimit400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutRateLimit400ApplicationProblemPlusJSONResponse) VisitPutRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutRateLimit401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutRateLimit401ApplicationProblemPlusJSONResponse) VisitPutRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutRateLimit403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutRateLimit403ApplicationProblemPlusJSONResponse) VisitPutRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutRateLimit413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutRateLimit413ApplicationProblemPlusJSONResponse) VisitPutRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutRateLimit422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response PutRateLimit422ApplicationProblemPlusJSONResponse) VisitPutRateLimitResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PutRateLimitdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3530,6 +5467,118 @@ func (response SendSignalByKey202JSONResponse) VisitSendSignalByKeyResponse(w ht
 	return err
 }
 
+type SendSignalByKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignalByKey400ApplicationProblemPlusJSONResponse) VisitSendSignalByKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignalByKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignalByKey401ApplicationProblemPlusJSONResponse) VisitSendSignalByKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignalByKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignalByKey403ApplicationProblemPlusJSONResponse) VisitSendSignalByKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignalByKey404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignalByKey404ApplicationProblemPlusJSONResponse) VisitSendSignalByKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignalByKey409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignalByKey409ApplicationProblemPlusJSONResponse) VisitSendSignalByKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignalByKey413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignalByKey413ApplicationProblemPlusJSONResponse) VisitSendSignalByKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendSignalByKey422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response SendSignalByKey422ApplicationProblemPlusJSONResponse) VisitSendSignalByKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type SendSignalByKeydefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -3564,25 +5613,25 @@ type StrictServerInterface interface {
 	// RevokeAPIKey Revoke an API key. Admin scope.
 	// (DELETE /v1/api-keys/{id})
 	RevokeAPIKey(ctx context.Context, request RevokeAPIKeyRequestObject) (RevokeAPIKeyResponseObject, error)
-
+	// ListGates List every concurrency gate.
 	// (GET /v1/gates)
 	ListGates(ctx context.Context, request ListGatesRequestObject) (ListGatesResponseObject, error)
-
+	// DeleteGate Remove a concurrency gate.
 	// (DELETE /v1/gates/{key})
 	DeleteGate(ctx context.Context, request DeleteGateRequestObject) (DeleteGateResponseObject, error)
-
+	// GetGate One concurrency gate.
 	// (GET /v1/gates/{key})
 	GetGate(ctx context.Context, request GetGateRequestObject) (GetGateResponseObject, error)
 	// PutGate Let up to `limit` jobs with this concurrency key execute at once.
 	// (PUT /v1/gates/{key})
 	PutGate(ctx context.Context, request PutGateRequestObject) (PutGateResponseObject, error)
-
+	// ListHandlers List every registered handler.
 	// (GET /v1/handlers)
 	ListHandlers(ctx context.Context, request ListHandlersRequestObject) (ListHandlersResponseObject, error)
-
+	// DeleteHandler Remove a handler.
 	// (DELETE /v1/handlers/{name})
 	DeleteHandler(ctx context.Context, request DeleteHandlerRequestObject) (DeleteHandlerResponseObject, error)
-
+	// GetHandler One handler.
 	// (GET /v1/handlers/{name})
 	GetHandler(ctx context.Context, request GetHandlerRequestObject) (GetHandlerResponseObject, error)
 	// PutHandler Register or change a webhook handler.
@@ -3627,10 +5676,10 @@ type StrictServerInterface interface {
 	// ListJobSteps The job's attempt history, oldest first.
 	// (GET /v1/jobs/{id}/steps)
 	ListJobSteps(ctx context.Context, request ListJobStepsRequestObject) (ListJobStepsResponseObject, error)
-
+	// ListQueues List every queue with its live counts.
 	// (GET /v1/queues)
 	ListQueues(ctx context.Context, request ListQueuesRequestObject) (ListQueuesResponseObject, error)
-
+	// GetQueue One queue with its live counts.
 	// (GET /v1/queues/{name})
 	GetQueue(ctx context.Context, request GetQueueRequestObject) (GetQueueResponseObject, error)
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
@@ -3639,13 +5688,13 @@ type StrictServerInterface interface {
 	// GetQueueThroughput Steps finished per minute on the queue.
 	// (GET /v1/queues/{name}/throughput)
 	GetQueueThroughput(ctx context.Context, request GetQueueThroughputRequestObject) (GetQueueThroughputResponseObject, error)
-
+	// ListRateLimits List every rate limit.
 	// (GET /v1/rate-limits)
 	ListRateLimits(ctx context.Context, request ListRateLimitsRequestObject) (ListRateLimitsResponseObject, error)
-
+	// DeleteRateLimit Remove a rate limit and its buckets.
 	// (DELETE /v1/rate-limits/{name})
 	DeleteRateLimit(ctx context.Context, request DeleteRateLimitRequestObject) (DeleteRateLimitResponseObject, error)
-
+	// GetRateLimit One rate limit.
 	// (GET /v1/rate-limits/{name})
 	GetRateLimit(ctx context.Context, request GetRateLimitRequestObject) (GetRateLimitResponseObject, error)
 	// PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
@@ -4679,105 +6728,116 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37bttGvvCrDPgtEBulZdlJu62C4oObZNuk2Sa1UyxwIh95RP4kTkzNsDNDy9rEwD7NvsF5gfMo+yQH",
-	"c+N1KFG25OJc+kcqi8O5/O7X0ecgYouMUaBSBKPPQYY5XoAErv96w6avX6oPhAajIMMyCcKA4gUEo4DE",
-	"QRhw+D0nHOJgJHkOYSCiBBZYvTFjfIGlGkflN8+CMFgQShb5IhidhIFcZWAewRx4cHcXBr/oWb0r6f+t",
-	"W+tPHGbBKPh/x+VZjs1TcaznvVMrcBAZowL0yd5zNk1hoT5GjEqgUn3EWZaSCEvC6HFmRnz1STCqnvVb",
-	"zs2rV4xBRJxkarpgFJxRdP6XF+i7Z1//GdnJB/ro9l019dn71z/DSiOCswy4JGa7EQcsIZ5gWYNtjCUc",
-	"SaLBY2EqJCd0HtyFCkE+PDRhHwYpFnKSi/XT0zxN8TQFB/3WctQisPUg4zAjt+pRHR4fEkDXsHoi0Ixw",
-	"IVGUYI4jRXoD33E43LDrB+5RRCzTmwSqKPFjgOMFoZq2cBxctt64q1LdR0PylhrNVMXpwiqKGiCt7b1c",
-	"hE0/QSTVtgzWX+gJNBnGMVFAwun7ChXMcCogbBCGg/oC374FOpdJMDodDjW3ub9Pdg+IGgw2nUiTIU7T",
-	"d7Ng9HE991jyvwub9H9tmMJLQOhgHl9P/vWPfx6OkEjYkiJGIwiRkIxDjBhNVwgLhFGCReIhrcbZ1FLt",
-	"I10Wh3pLhGwzKM7I5BpW+jORsBCbBEVxVLcS5hyvWrsp5vVCma7eXLz7pQ2ZM7pC6gm6wWkO6sy3R3N2",
-	"ZCdQEm1wjpd/BSHwHNRML3OOzbutqdCPDMX2MRJ5lChgjoOvh8OFGAchGgdPh/bDSfJ0uBgHaj24xYtM",
-	"caJ6qtgESwlcTfjvBx+HR99dfnUwHg/Mp8P/f0DFl1x8+c//EF8W4ov4sviSHB5+9SefGPgLgTR+xTnj",
-	"bSTM1LP2Ed5jmSA2QzIBpIeECAbzAfrEpuL46XHGCeNErrxSZ2Fh1BZsDUSZtcsXfPj60fJ3g3RuMLFi",
-	"q7nzv3AAJFImBaJsOfBK7/uoBstOre9TsiCy8qSyjEgwj4X/WZ7FW27Bw3Nu9WKpsAKZhnitLNgFZz+b",
-	"zrGE/jyq8bWJQ82UXdt4n8stJXqBgwW+tQbTUP+33oSqYiiGGc5TqccVs3zzbKMNVj2W2YbvWD9hGqfA",
-	"XzA6I/M2iKc4umaz2WSKBWwCcCF27sLivQW+3ea1+5D/At9OlDxaZLKDotcZMzeE5WIiIOIgJ3CbEQ7C",
-	"Ll/n3t+oJClaJkC16HGvIvMqEpKkKRJkTgU6wIgzqQ/1RCB2AzzF2aFi+HsaOnoJ7wnUFMxQZV8Yb8/f",
-	"YZDzdLPQtHaEGlvsudxhA1FhnbTqFLOdgLAk7JcRiXnYX0zUGWKTvCimX7Ox7aXGI3Ndk4NqsmqjoCqI",
-	"s84vF2ROCZ07/jhYJgKiCfoKqUN980ypcCxRClhIdPINmq4kiMPnaA4UuMK2YTU8FUDlwFBPzSau2CBm",
-	"6o9nR/+Gj/4+PPruq+PLr77/PAxP77xGx314xtB//YSJlNno+BgxjtRHoT7/dv5WiwchIRMIc0Dv3118",
-	"gBhJ1jrEs29rlv23m/Sq2oSXzACnaoIm6WdAY0LnkwWZm5N0iEchsczFZv6243xbeMOmHlPIkJTHCrW0",
-	"5sy4KOccqNRA85tFdqoHOox4iYlUn73EilOkJJhAmCI3UlmVSH0WaMY4OlBLoO8RpistzguB0vaf/Xux",
-	"QiQMIkwjSCcKvCCsV2XHTBlLARt1yKiBTbSaWCtv4yHvo0IhJXMyTcGr+P6m+RDxnFK1sAbJAq/UF881",
-	"+mLAcUooaJa2sLOg0jxMGYUHaD9w7sFaB8w6T3dhMCOUiOSBpGLluhe3vUMxhGabxUxl531RrIQmNIyV",
-	"+x3TzMSW1Bx14/jNtlaGFStPOmDUsUD1fSu0ooSkMQfasYr18vxPf88h9xt8SrNMCpu8XxjjXPsfCyLP",
-	"YRbcXTYPYWKR2kDvjWglSWHL8flGy+UNm16YgfoVyNq8/IIpP15pV62g/ML2PgbiEl+DT3SsEEYZ5tcQ",
-	"a7nBcyoQnmNCR9pWxmmIHKZDZBXzYDPl+kJ5Busl6xZgq5BLXdQ5DnUIKTDphI4FY6F/2kas8XWbcrrK",
-	"Bh6S7jZv69KrQ9P+gGWUbGlRfmLT/ibwGzZ9TQVwaVn+tXnppPBb3RcbjGO96LpDnBeMs4vdQrzRXF+3",
-	"o5cgMUn7ywVl87Rjmw7JE4dIv4gqhkkmcdphl2kGERNLPz2VjnurmHjjO00zrzZBexutzYeeQ/tjriVh",
-	"bUe9HjuoYkl/fXK6MUQeQ4pX21j8FQNgc0Lq3qq+KZ05h9TEZq9h9Rxh5T0xGiOioYaWCUkBYZSSG2OH",
-	"JSyNBSIScZA5pwLJBEv1pOFs9AHRg7zAqkIuAlZfN5NmQ6MAdIbI7tDM+V1l/mG4TqX3QUZdy/fX7WHA",
-	"c3r/uKcjmQ75UgipB0qYGOLcJDb9bkNjV7XhnWz53obFHyaH2/I3DCjcykmUc8H6mJg+eV2fowO6F4WJ",
-	"5JJgzmHR+QuIcmmEV+EEhkHMqHo6wyQFpaiNU5aCL2cWBm+VrfzqVgKNDeAbkd6+Rvn6E7em8Z1Xb0WR",
-	"7HZiVLJrY1AX+8pzbaGs35J5zbcPl+avc/lbkBK4CFFM5kSKED2ZPAnRk4H6Z6T+OXryHJ0cnZx+28gS",
-	"V0I6ZTDnsvw4GYyOLj8Pw5PTP/sjO+9yGbEFnGVZSnw4+sSmk97e29ZGd5t2jf23Jm5SKVxoMrkzRvz+",
-	"cH+2rKTYPNxJqJCK6r0rtQJDFehIIlP/W+aLz5WkYc7paA40zrnix5Etlxjd4JTERuFuJMGVTs+bRddC",
-	"9FenKJoRVWsze0wxlttymXVg1PO+MEMfkKggdDJLyTyRW2YqWBqDkBMn0x7k9Gc4F10RJw4SqD93/CEB",
-	"pNXwE4GKYYjNkDP6dAq2iJEJ4DfAkTUGDgd9dvbg1KNNQdgTNkEeWjIocO6F63bJhypdtCOglYBjD4lT",
-	"6p9+47X+6je01ID9xlud2G9woWnv4W3sRks38OFPBWni7S84jSTZ5FHaSTu3cp/kjxVVdfY7Z0uBGAWU",
-	"kegaRSkmC4GwRAvWsKX7mOstUdQIh+vshVrMcnHGWQRC2PiN1DU5rUV7eAl9JU8/+7j01y6bnsZPbIlS",
-	"RudIJkQUYqsuqTAHdA2ZfI7GwVCMg9KJYiaHo8/+RKAfX/3y8rfzsx/evpqcv/rw6pcPr9/9Yor9Wjgv",
-	"HAqPCsqja5CiDe2fYWUdtwTfKPfOjKxFzLuZb5pz0RCXLDcMZQfTfDG9f3VJp0riNobZY91dyXVuonTm",
-	"yGEB0e0kdoEiv5Qoncf+oqLE+iZxUZ197ebuITccIdSp669MSKRNeFGQlokb1FMyDnnNQpUuti6x6wih",
-	"YS7YJeMYYpQBt6GMfot6wwFuRQ9IC6JYC9PtPaYiTGMjGoEnrNLJMX1CFUsoJbCnzKdXsZCPV3xwuNCZ",
-	"+HNbmbIlJGwVyzYhtK7KAGVIUlgWlQHelP/hLnP+PkltUr6e4mxGRb7ozMjus3S7u04Jr1KG420yRvB7",
-	"G/AvISU3wFeI8Rg4WhKZEFPN9IlNR+gkRKchevqvf/yzj+bxpWDUqmFphJtNN6RzAd/LTqT4g1E2Dt1b",
-	"KFsEb5LIbtru7VwAjR+nkHtbPPfm/OIcP6xsR8L2QnDLcPIfAwKTfdsMCPnQ4JCeqP/4JfPlR5UkNDOh",
-	"BY6hVXninKNKnrYrzFtuKCwjT3pVLxxsdrizYMfjbFrJPqlVvJRWwD7KNNplGVJmkzIstbmcoDeCmAkd",
-	"tnFE4VaGBi0hEhle0hAplzREyiMNldPAVyFiHGH9Tc5h5DLZoS4Mm2jQhChilEKkYWi/qQZ7YyN3fUE4",
-	"vq3Gccn/XjK7meF2kKhDu7aROvbqtOEooYvs3pWA3kIGafhXjlTO6YIgrQezegC1fKAw6n2gUel9ovHu",
-	"fbLzmLqCUYcCVF55f/Wn8LpR+ekpfdv4kHCWzxOb1WwUFjJCG95RI3ptceKLKmhHt3DEZQKEu4TlVnGp",
-	"Rm+F/h65/CU6sFFyRwZKUngW0Bg/HLjnlm1F8Xc7cEJo3nR713HivbPwdqF2+MvM6EPZWkxbnLXfM4Z6",
-	"zolcXSjSsc4kYG6y35qetOYxXxUTKOlgOiMJnTFfr5EN+GtVJoDfkAgQo+g9E3LO4eLXt4YYslwkIBDg",
-	"KNFlSbqOUL8kGcJoCdOEsevBmL5IiSJxlw03QRwaIwHqH2PHPS9CN2o1GyYrahc1vYe6JtcsOKaMggv4",
-	"6Iy6SeI+EbqU90DNqhwTIhN0ITGNMY/R38yOxKFe3SXelfoWS+BjSmg54ROBlLxBusJogC4AUMwicZxx",
-	"JlnE0sEi1qWlrmgYFQ/GdEx13sZEqprdpmqafKHhcdDV6Xo4QH9zDQsmmjWmOoSnz4MpOnv/2sQGQgTa",
-	"Mzi+OUERTlNEAWKBrs5ymTBO/q7nHqEfNA2gcT4cPo30i/ojXA3GtMjPjIIy2ROEwQ1wYdP/g5PBUCvb",
-	"DCjOSDAKng6Gg6cm9ZdowjtOdDXz33V/j/EelWTR67+Og1HwI0hb8NxoAj4dDtc0AG/X+GtX8PT9/pYN",
-	"ajwTjD5ehoHIFwusdIc26Vy0lAiUm4JmPBeKCYuTiOBSTXLMAcertWc9VyP+mKPqpQcKX18Pnz5mb/Uv",
-	"TCJuF98A6hhLPMUCFKy5YmjN5ootTdU7xGvhf3NyjDNy5Ho9vUh4S4Q0/Z1in3io9KN6QPJKc+c1rJTB",
-	"qduPEaOgRGGU5rE6pX7FhpD8KxVbr8C+Ck+1tpYIChzogCqJoEXHtQlQw0JAegPicIDO4gWhSHcMd8I3",
-	"DDImPPA0fcS2Y9YoKRDyBxavdgxL24J9V1eFZc1uFY8ne1k79qHSPtoFxsxUTpDrkjGLL8UPOrZDhFVL",
-	"unW6H+YanHH8mcR3Rr+nYIyfOkbPNUVWMFoD7TNPLsuQ8C5AYKaqgKA3cVbuxvi4/zsxLi1Qi57VTlnz",
-	"ox6xR0lTNNR2yhm1yfsjxwF8lrLlkdoxZ2lJVRoAx5+vYbWWpl7q738syrI3UJQZHtfoH6MsxYSin78/",
-	"QZUKUv1Y16Dv/Ihhpxr3H2S3OPXhU+nIvWCzxUDtdZswl3YvSB8ThO2J83DedaEZ/Ky3VSjy7jIMrBvb",
-	"6E4gMmG5RFjvKkS4TSXxgkiTCC+KE7SXgNVbyudDBz9/f3I4GNML3devDHVdW6L1M7oyXdxXiLOleI4W",
-	"jAMyX6EUpPk7Mi0ZSi4Zx2eai9WYquU56ACRdZLNzQGEIgX4NIXU2Nx1Unufl6S2e73qeuB7qdT/DsRd",
-	"MX5AojxTnuCVTs9eGfdSO0paizZpwxAEVKsh1gu+aidyp/D/yQ3ap8Vf6ZfuVAF2tw+XG2WHdBMQx58V",
-	"u/fQAj8VHT29FcFO990t1jt3tnNsuX50PxfsA1stCe+brRxiU9pdwvZMp3zt9JqtjOi9MlngKzQHJT8r",
-	"/d9XJsX7r3/880pJ4IFP1lXhv3txV+nff2SJ9zhIr1rRcyKkchI4ihJM51AG3sp1tmDqY30BBhyVNQD3",
-	"JSbmK2p5mSvdri2KJaExW9rwlY6gWVJAEeZcmxlLZqKDMuegHduljhCwNA7HVGQ4UvtUiyuyI9Qd/Kh4",
-	"6TBEgiEOEZAb4AJFmCKxJDJKlPg36pktlWaOwKeVdc2FE2MX7maMfZBso8bjrn1X3h9FpkaVKnOqrP3Y",
-	"DelmKY7AxDhrd06E6Bogc3TCUh0yQbrqXIdcMXV3s1giWk/hrhmmU3e/Mc0qPsfy9xz4qrRvXavqVpce",
-	"hv65yvxcr8lq/Qr+GSsNtDvYn7Hlu233Vp7MXy5UNAC5SyOKC3gyPIfCj2gsbnuGOtZ/elrvOdH3l3nL",
-	"h/xHK664KiYvW9+GlSqurzdWcF3ukUldd5eHPd9RsODbUfRQ8UioGFzJ36LNz/GU6b696xLqp8MTZ2+b",
-	"ArFPbPrcpirQ1TWsrky+qNL/eOAyO2HpoIVFDcXhmOJUB5JNwWOITodDt4Tpk9SK4KraIzdCSrlf+cS4",
-	"6eB7w6Z7Et6VvuvHNTdqLdSeu05LgNfg6YItmnx2GUPdsB/3bBdka+bSmsFmoRvUWpH+x0Vpvp+Az3Sg",
-	"VfvozgbRlXbP9fSEGtWjC3tglgswAFwmLAWkpx50k5zYH82Z+wQen+SqVwCswTI6YBxVOfQwbEF4h5Rg",
-	"ggAnQzQcDk0MgFDTCqFsuIW9jWoNkbhoeZfP6OTH/gBrbzLosMc0mT8cXO8Mx5RmHaFTdqvlqbsOwITC",
-	"hF8FbOUOmKuriyB6Aedj0wy0vX/hJuzSRWdlzYCyFKtFeUTb/6YFyUV/nitjsgwRKnLRtcwKLsoneSLG",
-	"1NZVIeWV3IAYoGfD74wdamodtGqz4tXVx/i00Au9+P6paA39IDyTNjdo2XAn2Sx9sKp6V8SkQKi/cFTV",
-	"g/2Oq7cHrbPXX5RXsvQw2//Pmnw0a/JDUT1TXg+02azcjUxJAHM5BSx3IVbqZPeTm/rCVF3uQ6MXlwM8",
-	"skav34/gCyzbZ7ugDzOXlkAmR2LvnhMrGiWcUX0zq4QMHej6Li1btXUGMTodnh5W6ccWQbalSKUmeLfa",
-	"5UOxbV1DpeUc3OJIpiutO9gM9So7Rgc66oEXMKZTFhMwF6ObeAu21qhS0IdG2xS315pliUCUyUqlmruI",
-	"kVFvGMvdHrZH4q1WCD8y/TYuj/D5QebRjqJWjBvQO7ugg4J7UWpRubxbcXWupv1DLY2wtMMemLKvwD6n",
-	"tlYfYh3wLqw5bXOoZdCMs4U2Pap3k4bG2J1xEElRatzHHKm0Lq2zRi7ssF7GyBpzwfTZ9O8H36vBUGnp",
-	"8jp5U3a7W4NB+yEhMjc72F8jOXBdZ6Zqbpbi+RziuhZwfWD3NiS641qnZVzLtvuQWAv9ZQIyAY6IREt2",
-	"DUUV8oHvDlr1ecb4mOp8tCID3XZiQtkrO/PhAJ25RXT5dOFbWGnvZhISr7RvS6QY09J5I8L+7oZkNlp/",
-	"a2/mrTgs1UZ6n6a4ABrb/rs96YmyM6+Xmjjd/creoIVtsdyNkrCTIdxEqJ9u22LHNYysFTp60P8skeNa",
-	"aDwI+okIyfhqtyLH6gKUmMnrwmf3rkp5kUknYn81Q/YI5PKilc4aEr3PMkDkokEPrVFwV67c1cBRqSbp",
-	"irz9atNu+4VJlzWjt7nD0z+0PqNVTFGCZ/fyurgL55GN+n1ipF2HbSm+LKLQ8T+QSuEKdKCvv1GumzJF",
-	"QkTokbmAB0U4C00GoGaSrCX0Y1nr0FtL85Vmvl6C3jSfCb+o/6Ym6Z89+yMlfeVgXQEpRqjU94+YQ1kT",
-	"3tkv5ncaDuyBy7okutK1nGxBpNSG4sOJxLQ/FitXtsSMU27JcXesbsmGYwlH5Y02nTqjuCdlr3qjfv1O",
-	"p+5Qm0Z60/sqRK+ApXclYnnRzxa1iKUGtBcWPWLd+ZoN7wGlXYJ2j8jcbZXiGzY1npX2yBTarsobm0bo",
-	"s3G6dBuWubnn7uq59bF0XyWjkRH6+qcwx7R63RK6Mq9c2duYOsq36xjbvSau3TD1yNr4UQillLhnNs5p",
-	"saAkru2gmxGXvdP4dSip3FPlisH1tVJXm6u7KyEefyytdInNHSz79ovNKv+7nGOdDqjejU7oHGFTouL1",
-	"mOvdpWXb+8dLJSJMy7QRK/oXoNxPPqUswmnChBx9O/x2qMWJndxd/WM8vbuw+Nst6q9vq0Z9j3TeAmhs",
-	"WvZDhE0PtoAYTVdFo/gTUU0hDKoFgcqhryxdlDJWvrOmRXs3LyptDrpVy/S4qzWOLB+VTCoqy9bYorJS",
-	"pe3u7vLuvwIAAP//",
+	"7H37cts2uvirYPjbGdtTWpadtNvK0/mNm6Zt0myS2unszIl9bIj8JCGmABYALaupZ/Zp9g3OC5xH2Sc5",
+	"gw/gVaBE2bLT7Lp/pLRI4vLhu9/4MYjENBUcuFbB4GOQUkmnoEHiXy/F8MX35oLxYBCkVE+CMOB0CsEg",
+	"YHEQBhJ+y5iEOBhomUEYqGgCU2reGAk5pdo8x/VXT4MwmDLOptk0GOyHgZ6nYG/BGGRwcxMGr3FU70z4",
+	"v2Vz/UXCKBgE/2+v3Muevav2cNwbM4MElQquAHf2HY2P4bcMlDZ/RYJr4HhJ0zRhEdVM8L1UimEC0y8+",
+	"KMHNvW4zvrVv2UljUJFkqRkuGATvJkCGIp4TpggXmlzRhMXk5cmb12RbSDIRSaxITDUldKRBEj0Be/eK",
+	"Jhns9IKbMHgm+Chh0YOvO5pQPgYSiSRhMSgyY3qCC5SgRCYj2FIkyqQEronSVAOu9gchhyyOgT/0co/e",
+	"viCXMCcTqtwqaUxUJFI4dFtRhAPEhHJC4ynj5mlc8muhfxAZjx9yxa8FUVk0KWCJC8mff8B1HHFy/MMz",
+	"8s3TL/9K3OC4lHdCvKJyDJ+KWMSVowbFfgeSsCnTuK5fOc30REj2OzzoeR1legJcu/FxhZxQHuMah0Cl",
+	"Wa64BE6ELFCRKTJlSjE+DslMCj42NyVciUuI3W5SKSJQig6TBwe1tOywxpoOyQVIKaS6IIYJKwI0mpAh",
+	"jcmIQWIWfZPzYeSqR29f/AxzlCNSpCA1s9w2kkA1xOdU10RDTDXsaobc3YkEpSXjYwMMFnvFSFN0hEFC",
+	"lT7P1PLheZYkFqpWeCxMx538WbiRShixa3NrEWaXMN9SZMSk0oapSBoZydnzbced853WiOzLvA7cCNL3",
+	"ATIuFI00Ds4W3ripCs33VmI7YWqHKnYXVo+oAdLa2stJxPADRNosy576MxwAUTWOmQESTd5WsGBEEwVh",
+	"AzFyqE/p9SvgYz0JBgf9PioL+d/7mwdEDQardoRoSJPkzSgYvF9OYQ79b8Im/l9aovAiENkex5fn//rH",
+	"P3cGRE3EjBPBIwiJ0kJCTARP5oQqQo0km3hQq7E3M9Xils6KTb1iVuWpL5Cm7PwS5njNNEzVKmZSbDWf",
+	"iUpJ5wurKcb1QpnPjXKzCJkjPq+oPWTbEIbhSxJGBil3DBSud8di1w1p+GDvmM7+ZljnGMzY32eS2tEW",
+	"Bic/ChK721bqUkVOgy/7/ak6DUJyGjzpu4v9yZP+9DQw88E1naaGNs1dQzhUa5BmwP/eft/f/ebsi+3T",
+	"05692vn/21z9kak//vd/1B9T9Yf6Y/rHZGfni7/4GMMPhpM+N1x28ViQyy5u4S3VEyJGKGzwkZBAb9wj",
+	"H8RQ7T3ZSyUTkum5lw9NHYwWWV3j6Ozc5Qu+E/zRUXwDma4oS3IRVl/5DxKAqERoI2RmPS8/v42wcAS2",
+	"8DtqCpU7lWnUhMpY+e9labzmEjxUmM9eTBVWINNguJUJ2+DsJ9wx1dCdavG8VtGsHbJtGW8zvSaPL85g",
+	"Sq+dBdjH/5bbhNUTimFEs0Tjc8UoXz1daVRWt2WX4dvWT5THCUhjWLHxIoiHNLoUo9H5kCpYBeCC7dyE",
+	"xXtTer3Oa7dB/ym9Pjf8aJrqFoxept5cMZGpcwWRBH0O1ymToNz0der9lWuWkNkEOLKe/FViXyVKsyQh",
+	"io25ItuUSKFxU1tWfU9oioz7lqoPTuHdgRlCWKzsCuP16TsMMpmsZppOszDPFmsuV9g4qLCOWnWMWY9B",
+	"OBT284iJvdmdTdQJYhW/KIZfsrD1ucYDU12Tgmq8aiWjKpCzTi8nbMwZH+f0sT2bKIjOyRfEbOqrp0aE",
+	"U00SoEqT/a/IcK5B7RySMXCQ5rQtqdGhAq57FntqWnJFB7FDvz/a/S+6+3t/95sv9s6++PZjPzy48Sod",
+	"t6EZi//1HU60Tgd7e8aQNZfKXP96/Mqa6hpSRagE8vbNyTuIiRYLm3j6dU3X/3qVXDWL8KIZ0MQM0ET9",
+	"FHjM+Ph8ysZ2Jy3sUWmqM7Wavt1zviW8FEOPKmRRyqOFOlzL1bjScwapXy1yQ93RhKQzyrS59iIrTZyd",
+	"TznJnzRaJTHXioyEdMr4t4TyObLzgqEsWtT+tTgmEgYR5REk587vYO0s98xQiASoFYeCW9hE83On5a3c",
+	"5G1EKCRszIYJeAXf35EOicw4NxMjSKZ0bn44xOOLgcYJ44Ak7WDnQIU0zAWHO0g/yM2DpZ5uNwraVDdh",
+	"MGKcqckd8cUxd+8Bd/bQMJ6u5jXN5Xc9bMM+oaG23G6vdiQx43a/K59frXWl1BD1eQugWiaovu/YVzRh",
+	"SSytE93zlLP3/Hd/yyDzq35GxpwX2nk3F8cxWiJTpo9hFNyctW6i5IsSFKru650+RhBu81K2Urt5KYYn",
+	"9kF8BdJFen8mjK1vJDAKMT9Dvo0SOaOX4GMvc0JJSuUlxMhbZMYVoWPK+AD1aZqEJMeBkDjh3VuN0z4H",
+	"oMWHkrILsFUQqc4OcwLOT6U405wxOTAWMmpR0bX2cJOXVwnEg+ztKnCdubVI4++ojiZrap0fxLC7mvxS",
+	"DF9wBVI7ZvDCvrRf2Lb5DysUaJx02SaOCxLaxGohXqnSL1vR96ApS7pzDKMXLXpE80M+zw/Sz7yKx7TQ",
+	"NGnR3ZBA1LnDn44yKX+rGHjlO01VsDbA4jIWFh96Nu331JaItR72enSlirb95f7BSsd6DAmdr2MVVPSD",
+	"1VH4jppA7hculYAmd5YSEuu/vYT5IaHGwhI8JgyhRmYTlgChJGFXVlezgXWmiQSdSa6InlBt7jQMki4g",
+	"upOlWBXVhVPry2Y4rm8FAMaV3ArtmN9Uxu+Hy4R9l8Ooy//uUj8MZMZv7xvNUaaFvxRM6o4cJoY4syFT",
+	"v2nRWFXt8VayfOtc53fjw4v8Nww4XOvzKJNKdFE+ffy6PkYLdE8KFSkPneVGDcY4IMq0ZV6FoRgGseDm",
+	"7oiyBIygtoZbAr5IWxi8Mlr082sNPLaAb3iDu6rry3e8MIxvv7gUg7LrsVEM3NfWlWWooSxfkn3Nt448",
+	"t6lO5a9Aa5AqJDEbM61CsnW+FZKtnvlnYP7Z3Tok+7v7B183YssVt0/p8DkrL897g92zj/1w/+Cvfu9P",
+	"TW82sOFzR2artPkKji8L2YVESGLGWtRRF1F/0TIpfuHZdIiMbZF8z8LuK1gRK3yT6UhM4ShNE+ZD2Q9i",
+	"eN7Z1l3bBlkkZasOL3E1VRKDmjwv1838LoTuXKoSlfQwK8aVNkzAO9OCL60CHc104n/L/vCxEmfNJB+M",
+	"gceZNNgzcEkvA0xMsfrHSoqcY46DnXQpRH/J5WbTCe1MCI9mKjKXMrkMjDjuM/voHWI7jJ+PEjae6DWD",
+	"OyKJQenznMXfyTuS0ky1OekkaOD+cPu7CRDUSrYUKR4jYkRyHRij1oVbUYG8AkmcbrTT67KyO0drXdTG",
+	"7bAJ8tChQXHmXriuF6+p4sWi07jio+3AcUpx3O15FOfdHi0Vgm7POxWh28OF4nEL42szSkvjPPzRM0Te",
+	"7ozTcpJVBrYbtHUpt4mXOVZVJ79jMVNEcCApiy5JlFA2VYRqMhUN06KL9bLAihoRBAz4mMkcFbtsRufO",
+	"0pjYtDBpB6OpK+fpZi6U5uuCDvGTmJFE8DHRE6YKtlXnVFQCuYRUH5LToK9Og9KmFDbshXvfUuTH56+/",
+	"//X46LtXz8+Pn797/vrdizevbcbkwpkX9pVHBGXRJWiPxvUzzJ0dO6FXxtq1T9aCDO3EN8ykarBLkVmC",
+	"aupet5JarSJJOr9uh3k3xdeldVraLYcFRNfj2MUR+blEaUt3ZxXlqa9iF9XRly7uFnwjR4Q6dv1NKG0z",
+	"mFWBWtaNUo9i5YfXzO1pI+vydHNEaKgLbso4hpikIJ1np9ukXu9IPqMHpAVSLIXp+gZk4bVyDp7A42Vq",
+	"pZgunpsZlBzYkxnVKb/KRys+OJxg8sKxS+ZZExIu8Wcdj2JbMoVRJDnMimQKb5bEzibTJHyc2kbJPRnu",
+	"gqts2hrEvs/89/bULjpPBI3XjqLBb4vQ/x4SdgVyToSMQWLxD7NZYB/EcED2Q3IQkif/+sc/u4gfX1jK",
+	"zBqWmrhdeYNFF0A+az0Zv4PO+eY7c2Z3yqvYcj5s+3JOwNYR3X9KfMfDLnzrncm/2Md3c1fbsT4nXNPF",
+	"/mlAYCOSqwGh7+ohwoG6Pz8TvpjxOyyGwpSdKY1hIWMnt5Aqses213e5oLB0P+GsXji4iHlropPH4nTs",
+	"/byWKVSqAveW3rKYzqJ1el46qFZnYHQ+JWGdiIsHxeFah/ZsQqJSOuMhMcZpSIxtGhrzQc7RXUnxl0zC",
+	"IA/xh5hVd47wCUkkOIcIAel+qXrBY8t8fe44ua7sybMiOjHuZug/h0Qd2rWF1E+vjiA5OrTh3psS0Gsw",
+	"IoR/ZUvlmLk7ZOHGqO5KLW+YE/XewKP03sFz997ZeLDBwKhFChr7vLsMNOe6UgLikL5lvJtIkY0nLtzb",
+	"yMoUjDfspIYf252Jz7+AJm9hkusJMJlHctfyUDUKU/B3kgd2ybb1lxfJNqpGrjsdZ5synjXN3WV0d+tk",
+	"BDfRotvLjug7oKXn6k5o8T2roGeS6fmJQRRnRGLFa1GKisLG/lQMYHiBLT1lfCR8ZVnO0Y/SS4G8YhEQ",
+	"wclbofRYwskvr+zRp5ma5JWoBv0w5RJf0oJQMoPhRIjL3il/ljCD0HlSgHXe8JgoMP9Y1e2wcNmY2Zx7",
+	"rEjzROwOMX3ZTnjKBYfc0YOJBTaWvaUw63nbjGoMEqYn5ERTHlMZk7/bFakdWyDs8g+MxFYzkKec8XLA",
+	"LUUMd3EF9OQEgMQiUnupFFpEIulNY8zCzfOrSXHjlJ9yjNdYD1WzitsMk00RHtttpcQ7PfL3vLbDerFO",
+	"ObrucD+UYyEzMp6QABoDe1f7JKJJgpX0ilwcuWJsHHtAvrOF0KdZv/8kwhfxEi56p7yIywyCMsgThMEV",
+	"SOWyIHr7vT6K1hQ4TVkwCJ70+r0nNgI6QcTbm2Di9+9YCmWtRsNHcP4XcTAIfgTtcsMbDSAO+v0lFdbr",
+	"VVa7GTyF1b+mvRrNBIP3Z2GgsumUGkmBWlzuJWWKZDb3m46VIcJiJyo4M4PsSaDxfOlej80Tn2arODWW",
+	"sX/Zf/KwvRM0dneYrwZ1TDUdUgW2mJRGEyRzQ5a2QADipfC/2t+jKdvNC2W9h/CKKW2LY9V9nkOlmNcD",
+	"kudInZcwD/P+AkRwMKwwSrLYdRt42t9vm6VY9l6twQK+9GT1S2XTD1yZ81Cteqs84uqxmS3mHRQU2eaQ",
+	"d4K4tP5vmCpIrkDt9MgRtvHAqu7WYwyDVCjPsdlab1fVbGUhKP2diOcbPjJXJn9Tl7guM6KBLvv3Mnfs",
+	"wxh3yyFGf/VpVRroPBwuPd3v8EbRq8S8cHDQZV3Vtht3R1kLy1xgYoaiQ1jDd9BtxpQT/1jf3w11Gxxo",
+	"7yOLb6welYBVMusofYyUX0HpGm499cQKK61IHupA7TqWv1E05PlUB2oBUznQzrym0k3r/f130TpzKFIU",
+	"hbdKqB/xiXuUT0XFeqt0Guctom6FapuQKlaHrSRNuzWVxzlKxGzXwEOKpKRABO/ex0uYL6W/7/H3H4uK",
+	"iRXUZx+Pa7yCkjShjJOfv92vrdPcxvKQR1pdpNWpwHD4GucaturT/tPbLJm0NWS6G4F8Hqf1hsN6B9Xg",
+	"qJ42dQ0y0Q6SBA8JlKtC9rDiy0Lz8/PitYIYN2dh4HxfjVovpici04TiqsIGoiJhx1OmbR5NkduEzgZq",
+	"3tJsCmT752/3d3qn/AQ7qRh7H1PTUM0nF7ZvxgWRYqYOyVRIIPYnkoC2f0e2wM0IKus/GWZqfsrN9BLQ",
+	"q+w8a7ZXC+PEAD5JILGme51Q3mYloWxeb867jnRSmR+cNB9V5TvJYdAkS4kW5ALTWy6sm871lmRqgTgs",
+	"RUA1m2y5sK42v2hVh37KH7pPz0mlRUerUuRW+2fQiySMmdIgIS5XVQK7bPrRBPTeR8NPO2hGPxUFqJ2V",
+	"o0d1p1XdWX5G7RpO6ylsHPPzdjJ+lnpnzP98FJ5VR9XQcXzTlI+4nLA2deMIc6bc8MhXrfJxYdOoLsgY",
+	"jAZR6TlzYXOk/vWPf14YHaTnk/ZVpNm8wK/0DHpgmX8LTH2U/3djX1bIECHzBtNFCO9WYmcPu47BbplF",
+	"eFtqEr602O8zo96jUTFjPBYzJywxFpd30I2olGhpzISNM+pMAvquZxhrEEkcnnKV0sis00xu6I7xfOO7",
+	"xUs7IVGCSIiAXYFUJKKcqBnT0cQoQFZDFzOjnEfgU8wxazMXtCd5O7L7oNlGlujNYsf1T0WnVpk0FlWZ",
+	"Pfpnp921RdlnQuxpQiNwfbyrrdFCcgmQ5pQlEgxXue74IyEJ5XkLQUd2y3lCXo/dqu+/tPXSPvfsbxnI",
+	"eekUyLulrPWxgdA/VpkJ1WmwWo2of8RKD5cNrM86QNodHgsZSf4U7aIGPe9tVvSJTOkYCudLY3JXtt4y",
+	"/5ODetkzttn1pmz7t1Z0Yi0GL7sv9CuZ81+uzJo/u0e2ljcY8DA0ozda8N2aDX0S+97Yk4YcQ8N9jXAs",
+	"mlrk5Gt7zdy0SdyD/n75qQnDwT+I4aHLSCEXlzC/sGlBlW4f23kCT1g60MIiO3bnlNME8wVsPUtIDvr9",
+	"fArbFQSl9EW1I8SAGNXzwidjbb+Kl2J4T5K10mXoYZXhWsMgzycQSoDX4JnHLxBTNxnDXrGe/N6jXr4B",
+	"urXARCnscisb5FqRtHtF6amfgo8w0I1O5FxDxiKSQxyecSvmMWcd+7tbDJpNRAIEh+6105y6P6Kz7cMe",
+	"nuaqHb+WoDl+MKjKonbCBQg/ksLmSMF6qff7pN/vWyc147bW2ZhYU9ehdwmV5OkabY64XILcH2a5zm0t",
+	"5hLS+b+/8w272eYWIeNDcY3SPm/NZgNpyq+grOVJsN9OK3IyChzYs50I1ndN5AO2aUpHZeKyMZmqxUAM",
+	"XQe2/0EeOjk0VlUZYDSojIWUBi5KQ7qlTrkr5SBUSnYFqkee9r+xBplNuEbFywn/PCXfpyM9w8nvH8OX",
+	"4Hbli2qOR/65gwn9b1a/UHwK7pNluuG5VnVvQ0sGg/CHnKg6cMa9aovbZXb7s7I7aAfz/dGqvG+r8rNg",
+	"/O+K6oqyi+5qe3Qz7H4CVOohUL0Jjl8niZ/yoU9sDd59aMJFD70H1oTrbQR9AXN37/ZK7r2z5M9Cv7Vw",
+	"RMFoE39cC3s159FECo4feNGQkm2sfUKRjxYdxOSgf7BTpR1XDrjI3SvVsZtVet4Vy7afWzTyB65ppJM5",
+	"qjRiRDoV4JJt9ErTKZzyoYgZqDKm7vZr01J2rBJUfATHTus+mlhWceXfcxDcG5jJG4zfI+FWa2UfmHYb",
+	"DRV9ziN765F27xxREdKiXa6qt1BvJyot6pc3K6aOzbCfVPkPS9PoM0ib/ixU/+OMu4YFEGP0vrAv0Qww",
+	"UCYjKaZoDVS/bhNa83skQU2KeusuFkKlicsyA+HEPdbJPliiwduOI93b492rDl9pbuP1CQ7F9X+ODo9e",
+	"m5DYJpzu67vbeW8gW+g4Suh47L4UWrC9vFvPrXX79hjVQRmjck1ZWIy6yGwCegKSME1m4hKKwvFt3xeW",
+	"zPVIyFOOqa8GRbEviI2Az93IOz1ylE+CFe+FJ8YpIflIStM5eimZVqe8dHUx5b4zq4VLi7h2352quHeq",
+	"PQ99CswJ8Nh1Sbon9aXsn9RJeznY/Mxe/7trhPXnjzM9qkjINtx5EdqkGT9rWJQ6edOUpTIHH/r3kjh5",
+	"GxkPDfzElBZy/p8jcZyaQiZ243XZs3nnUdlyuBXpfrGP3CMClC2RW6sVcJ1lNCUPnXz62oXGwqwzeiGw",
+	"kzdhvqmBvVK/0Baq+8Ulhd0v7NvsGVzmf0Kobs1TvGvi/EKWe3nMm1dvii7fD+ya6YxZj0kDm2gB4XC4",
+	"zG7H6Cpoo6Arso2dzUMiwZguIWF81/ZWJxFNQ5v8stOZY+3pWsu1pcyr0p2tk9Zi+4spv97yVU1tefr0",
+	"U6otlY21xbsE4xpbS9tNOXdEbu/YrxZvuw2XFTN8jnW2Ysq0RsPys8rDtK3zik1Wdi+sG9uR/ubYqsNQ",
+	"STXsln3RW/WZotv2veo09SburXqNWTTBRf8pCjErq1lV7VoBd+c6zLIN/RqVmKVYdu30H0szW0szywMs",
+	"0iMKoN2iJ8WS87oHSmnTFTZBI5+PKtqJBjdbuflSDK0PEH2Hhtouys9ADMhH6x7EHm/2cwA3F4fOG4hN",
+	"GwWPrLpxCfMtdcqr33AgF/aVC/eJh5amDnVM27wSXPtsxQMrwusj+KNGfBcqOnKRcoeGRgNx/QlHLE9L",
+	"RATPcbLy9Y+8RQR+rONitRSsRIr8EcnSe22b2t+3C9vO8ujHfvRjb9SPjTk71W8cMz4m1BbfeJ3b9fao",
+	"Zd/m92dGDNmev22Nldw3vTDShNfKdmjJGwuT7YnW6WBvLxERTSZC6cHX/a/7JOMxSHIxpZdgBNMFGrSZ",
+	"TIJBsIfSz63zo7fQISQJU9qYxiqFSIcuzoyKlE3c+SCGqEc5SxU9sIuliUfV2OFh3v6ZzMyqqnG46lA5",
+	"4PyFjtUUi11MkAIe277ZIXFYryAmw3nRrXlLVXOVqjNh/MA/T6Ma3jVAlxkvhq2uuSiGXRwMDf9F54PP",
+	"6RCWn2q0XasbvrdqcaxvqmeNll628TbuetcJgFK8Vkes8fPFcW334RDb/TIOyo6bd4etjFPpw3hzdvN/",
+	"AQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

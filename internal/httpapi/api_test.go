@@ -44,7 +44,7 @@ func newAPI(t *testing.T, cfg httpapi.Config) *api {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(conformance(t, h))
 	t.Cleanup(srv.Close)
 	return &api{t: t, url: srv.URL, db: db, eng: eng, token: cfg.APIToken}
 }

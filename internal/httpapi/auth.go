@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -27,6 +28,9 @@ const (
 const keyPrefix = "gdk_"
 
 var errForbidden = errors.New("forbidden")
+
+// errAuthUnavailable: the credential could not be checked (the database failed).
+var errAuthUnavailable = errors.New("cannot check the credential")
 
 type scopeKey struct{}
 
@@ -73,7 +77,12 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 		if subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) == 1 {
 			scope = scopeAdmin
 		} else if strings.HasPrefix(got, keyPrefix) {
-			scope = a.lookup(r.Context(), got)
+			var err error
+			if scope, err = a.lookup(r.Context(), got); err != nil {
+				// Not the client's fault: a 401 would send it to fix a key that is fine.
+				a.errs.write(w, r, fmt.Errorf("%w: %w", errAuthUnavailable, err))
+				return
+			}
 		}
 		if scope == "" {
 			a.errs.write(w, r, errUnauthorized)
@@ -87,17 +96,22 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 	})
 }
 
-func (a *authenticator) lookup(ctx context.Context, key string) string {
+// lookup answers the scope of a key ("" for an unknown or revoked one), or the error
+// that kept it from checking the key.
+func (a *authenticator) lookup(ctx context.Context, key string) (string, error) {
 	hash := sha256.Sum256([]byte(key))
 	a.mu.Lock()
 	if c, ok := a.cache[hash]; ok && time.Now().Before(c.until) {
 		a.mu.Unlock()
-		return c.scope
+		return c.scope, nil
 	}
 	a.mu.Unlock()
 	_, scope, err := a.db.APIKeyAuthenticate(ctx, hash[:])
+	if errors.Is(err, engine.ErrNotFound) {
+		return "", nil
+	}
 	if err != nil {
-		return ""
+		return "", err
 	}
 	a.mu.Lock()
 	if a.cache == nil || len(a.cache) > 10000 {
@@ -105,7 +119,7 @@ func (a *authenticator) lookup(ctx context.Context, key string) string {
 	}
 	a.cache[hash] = cachedKey{scope: scope, until: time.Now().Add(5 * time.Second)}
 	a.mu.Unlock()
-	return scope
+	return scope, nil
 }
 
 // forget drops every cached key (after a revocation in this process).
@@ -178,9 +192,13 @@ func (s *Server) RotateHandlerSecret(ctx context.Context, req RotateHandlerSecre
 			secret = *req.Body.Secret
 		}
 		if req.Body.Overlap != nil {
-			d, err := time.ParseDuration(*req.Body.Overlap)
-			if err != nil || d > 30*24*time.Hour {
-				return nil, &engine.ValidationError{Errors: []engine.FieldError{{Field: "overlap", Message: "must be a duration of at most 720h"}}}
+			var fields []engine.FieldError
+			d, ok := parseDuration("overlap", *req.Body.Overlap, &fields)
+			if ok && d > 30*24*time.Hour {
+				fields = append(fields, engine.FieldError{Field: "overlap", Message: "must be a duration of at most 720h"})
+			}
+			if len(fields) > 0 {
+				return nil, &engine.ValidationError{Errors: fields}
 			}
 			overlap = d
 		}

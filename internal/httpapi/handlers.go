@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -36,8 +37,32 @@ func (s *Server) GetReady(ctx context.Context, _ GetReadyRequestObject) (GetRead
 	return GetReady200JSONResponse{Status: "ready", PendingMigrations: &pending}, nil
 }
 
-// newJob translates a wire job into an engine job.
-func newJob(in JobInsert) engine.NewJob {
+// maxDurationText is the longest duration a request may give: what a time.Duration
+// holds (about 292 years). Longer ones are refused, not dropped.
+const maxDurationText = "2562047h"
+
+// durationSyntax is the schema's Duration pattern: a string that matches it and still
+// does not parse is too long.
+var durationSyntax = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`)
+
+// parseDuration reads a duration field; the schema's pattern checks only its syntax, so
+// an overflow ("9999999999h") is caught here and named.
+func parseDuration(field, s string, fields *[]engine.FieldError) (time.Duration, bool) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		msg := `must be a duration such as "500ms", "30s" or "1h30m"`
+		if durationSyntax.MatchString(s) {
+			msg = "is longer than the longest duration the server can hold (" + maxDurationText + ")"
+		}
+		*fields = append(*fields, engine.FieldError{Field: field, Message: msg})
+		return 0, false
+	}
+	return d, true
+}
+
+// newJob translates a wire job into an engine job; fields gets what cannot be translated
+// (named under prefix).
+func newJob(in JobInsert, prefix string, fields *[]engine.FieldError) engine.NewJob {
 	j := engine.NewJob{Handler: in.Handler, Key: in.Key, Priority: in.Priority, RunAt: in.RunAt,
 		ConcurrencyKey: in.ConcurrencyKey, MaxAttempts: in.MaxAttempts}
 	if in.Queue != nil {
@@ -47,8 +72,9 @@ func newJob(in JobInsert) engine.NewJob {
 		j.Input = *in.Input
 	}
 	if in.Delay != nil {
-		d, _ := time.ParseDuration(*in.Delay) // the schema pattern admits only valid durations
-		j.Delay = &d
+		if d, ok := parseDuration(prefix+"delay", *in.Delay, fields); ok {
+			j.Delay = &d
+		}
 	}
 	if in.RateLimit != nil {
 		j.RateLimit = &engine.RateLimitRef{Name: in.RateLimit.Name}
@@ -64,7 +90,12 @@ func newJob(in JobInsert) engine.NewJob {
 
 // InsertJob inserts one job: 201, or 200 with the live job holding its key.
 func (s *Server) InsertJob(ctx context.Context, req InsertJobRequestObject) (InsertJobResponseObject, error) {
-	got, err := s.eng.InsertJob(ctx, newJob(*req.Body))
+	var fields []engine.FieldError
+	job := newJob(*req.Body, "", &fields)
+	if len(fields) > 0 {
+		return nil, &engine.ValidationError{Errors: fields}
+	}
+	got, err := s.eng.InsertJob(ctx, job)
 	if err != nil {
 		return nil, err
 	}
@@ -78,8 +109,12 @@ func (s *Server) InsertJob(ctx context.Context, req InsertJobRequestObject) (Ins
 // InsertJobs inserts a batch in one statement, answering in request order.
 func (s *Server) InsertJobs(ctx context.Context, req InsertJobsRequestObject) (InsertJobsResponseObject, error) {
 	jobs := make([]engine.NewJob, len(req.Body.Jobs))
+	var fields []engine.FieldError
 	for i, in := range req.Body.Jobs {
-		jobs[i] = newJob(in)
+		jobs[i] = newJob(in, "jobs/"+strconv.Itoa(i)+"/", &fields)
+	}
+	if len(fields) > 0 {
+		return nil, &engine.ValidationError{Errors: fields}
 	}
 	got, err := s.eng.InsertJobs(ctx, jobs)
 	if err != nil {
@@ -344,8 +379,11 @@ func (s *Server) PutHandler(ctx context.Context, req PutHandlerRequestObject) (P
 		if d.in == nil {
 			continue
 		}
-		v, err := time.ParseDuration(*d.in)
-		if err != nil || v < d.min || v > 24*time.Hour {
+		v, ok := parseDuration(d.field, *d.in, &fields)
+		if !ok {
+			continue
+		}
+		if v < d.min || v > 24*time.Hour {
 			fields = append(fields, engine.FieldError{Field: d.field, Message: "must be a duration between " + d.min.String() + " and 24h"})
 			continue
 		}
@@ -409,9 +447,14 @@ func (s *Server) GetQueue(ctx context.Context, req GetQueueRequestObject) (GetQu
 func (s *Server) PutQueue(ctx context.Context, req PutQueueRequestObject) (PutQueueResponseObject, error) {
 	p := pg.QueueUpsert{Name: req.Name, Paused: req.Body.Paused, MaxInFlight: req.Body.MaxInFlight, Batch: req.Body.Batch}
 	if req.Body.Retention != nil {
-		if d, err := time.ParseDuration(*req.Body.Retention); err == nil && d > 0 {
+		var fields []engine.FieldError
+		d, ok := parseDuration("retention", *req.Body.Retention, &fields)
+		switch {
+		case !ok:
+			return nil, &engine.ValidationError{Errors: fields}
+		case d > 0:
 			p.Retention = &d
-		} else {
+		default:
 			p.ClearRetention = true // "0s": back to the server default
 		}
 	}

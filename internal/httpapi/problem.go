@@ -51,8 +51,18 @@ func (m errorMapper) write(w http.ResponseWriter, r *http.Request, err error) {
 			"the step's lease token is not the job's current one (the step was taken back, finished or re-claimed); nothing was changed", nil)
 	case errors.Is(err, engine.ErrConflict):
 		writeProblem(w, http.StatusConflict, "conflict", "Conflict with the current state", err.Error(), nil)
+	case errors.Is(err, errAuthUnavailable):
+		m.log.Error("cannot check an API key", "request_id", RequestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, http.StatusServiceUnavailable, "unavailable", "Service unavailable",
+			"the API key could not be checked (the database did not answer); try again", nil)
 	case errors.Is(err, engine.ErrInvalid):
-		writeProblem(w, http.StatusUnprocessableEntity, "validation", "The request is not valid", err.Error(), nil)
+		// The database refused a value that validation let through: the driver's text
+		// names tables and constraints, which are the server's business, not the client's.
+		m.log.Warn("the database refused a value", "request_id", RequestID(r.Context()), "method", r.Method,
+			"path", r.URL.Path, "err", err)
+		writeProblem(w, http.StatusUnprocessableEntity, "validation", "The request is not valid",
+			"a value is out of the range the server can store, or refers to something that does not exist; nothing was changed", nil)
 	case errors.Is(err, errForbidden):
 		writeProblem(w, http.StatusForbidden, "forbidden", "Not allowed with this key",
 			"this API key has the read scope; changes and key management need an admin key", nil)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -92,12 +93,20 @@ func New(eng *engine.Engine, cfg Config, log *slog.Logger) (http.Handler, error)
 				writeProblem(w, http.StatusBadRequest, "malformed", "The request could not be read", err.Error(), nil)
 			}})
 	})
+	// chi falls through to the dashboard's catch-all for any path or method it has no
+	// route for: the API's own paths must answer a problem (404, or 405 with Allow), not
+	// the dashboard's HTML.
 	if cfg.Dashboard != nil {
-		r.Handle("/*", cfg.Dashboard)
+		r.Handle("/*", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") || len(v.allowed(r)) > 0 {
+				v.unrouted(w, r)
+				return
+			}
+			cfg.Dashboard.ServeHTTP(w, r)
+		}))
 	}
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, http.StatusNotFound, "not-found", "Not found", "no route for "+r.URL.Path, nil)
-	})
+	r.NotFound(v.unrouted)
+	r.MethodNotAllowed(v.unrouted)
 	return r, nil
 }
 

@@ -1,17 +1,26 @@
 package httpapi
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/gendurable/gendurable/internal/engine"
 )
 
 // validator checks every request against openapi.yaml before a handler runs and answers
@@ -30,6 +39,11 @@ func newValidator(limits bodyLimits, errs errorMapper) (*validator, error) {
 	doc, err := GetSwagger()
 	if err != nil {
 		return nil, err
+	}
+	// A spec that does not validate would validate requests against a schema other than
+	// the one written (a YAML slip once turned a description into three schema keys).
+	if err := doc.Validate(context.Background()); err != nil {
+		return nil, fmt.Errorf("openapi.yaml does not validate: %w", err)
 	}
 	doc.Servers = nil // match any host
 	router, err := gorillamux.NewRouter(doc)
@@ -52,12 +66,25 @@ func (v *validator) middleware(next http.Handler) http.Handler {
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		route, params, err := v.router.FindRoute(r)
 		if err != nil {
-			if errors.Is(err, routers.ErrMethodNotAllowed) {
-				writeProblem(w, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed",
-					r.Method+" is not allowed on "+r.URL.Path, nil)
+			v.unrouted(w, r)
+			return
+		}
+		fields := textFields(r, route, params)
+		if r.Body != nil && r.Body != http.NoBody {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				v.errs.write(w, r, err)
 				return
 			}
-			writeProblem(w, http.StatusNotFound, "not-found", "Not found", "no route for "+r.URL.Path, nil)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if malformed := checkJSON(body); malformed != "" {
+				writeProblem(w, http.StatusBadRequest, "malformed", "The body is not valid JSON", malformed, nil)
+				return
+			}
+			fields = append(fields, storableJSON(body)...)
+		}
+		if len(fields) > 0 {
+			writeProblem(w, http.StatusUnprocessableEntity, "validation", "The request is not valid", summarize(fields), fields)
 			return
 		}
 		in := &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route,
@@ -68,6 +95,103 @@ func (v *validator) middleware(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// allowed lists the methods openapi.yaml defines for the request's path (none for a
+// path it does not know).
+func (v *validator) allowed(r *http.Request) []string {
+	var methods []string
+	for _, m := range []string{http.MethodDelete, http.MethodGet, http.MethodPatch, http.MethodPost, http.MethodPut} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, _, err := v.router.FindRoute(probe); err == nil {
+			methods = append(methods, m)
+		}
+	}
+	return methods
+}
+
+// unrouted answers a request that matches no operation: 405 with Allow for a known path
+// and a wrong method, 404 otherwise.
+func (v *validator) unrouted(w http.ResponseWriter, r *http.Request) {
+	if allow := v.allowed(r); len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeProblem(w, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed",
+			r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+strings.Join(allow, ", "), nil)
+		return
+	}
+	writeProblem(w, http.StatusNotFound, "not-found", "Not found", "no route for "+r.Method+" "+r.URL.Path, nil)
+}
+
+// textFields refuses path and query values PostgreSQL cannot store as text: a NUL
+// character or bytes that are not UTF-8 (either would reach the database and fail
+// there). Query parameters the operation does not declare are ignored, as the server
+// ignores them.
+func textFields(r *http.Request, route *routers.Route, params map[string]string) []FieldError {
+	var fields []FieldError
+	check := func(field, s string) {
+		if msg := engine.UnstorableText(s); msg != "" {
+			fields = append(fields, FieldError{Field: field, Message: msg})
+		}
+	}
+	names := make([]string, 0, len(params))
+	for name := range params {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		value := params[name]
+		if unescaped, err := url.PathUnescape(value); err == nil {
+			value = unescaped // the router may answer the path's escaped form
+		}
+		check("path/"+name, value)
+	}
+	query := r.URL.Query()
+	var declared openapi3.Parameters
+	if route.PathItem != nil {
+		declared = append(declared, route.PathItem.Parameters...)
+	}
+	if route.Operation != nil {
+		declared = append(declared, route.Operation.Parameters...)
+	}
+	for _, p := range declared {
+		if p.Value == nil || p.Value.In != openapi3.ParameterInQuery {
+			continue
+		}
+		for _, value := range query[p.Value.Name] {
+			check("query/"+p.Value.Name, value)
+		}
+	}
+	return fields
+}
+
+// checkJSON says why a request body is not one JSON value in UTF-8 ("" when it is);
+// data after the value ("{}{}", "{} x") is refused rather than ignored.
+func checkJSON(body []byte) string {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return "" // an absent body: the schema says whether one is required
+	}
+	if !utf8.Valid(body) {
+		return "the body is not valid UTF-8"
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var v json.RawMessage
+	if err := dec.Decode(&v); err != nil {
+		return "the body is not valid JSON: " + err.Error()
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "the body holds data after its JSON value"
+	}
+	return ""
+}
+
+// storableJSON finds the strings of a valid JSON body that PostgreSQL cannot store.
+func storableJSON(body []byte) []FieldError {
+	var fields []FieldError
+	for _, f := range engine.UnstorableJSON(body, "") {
+		fields = append(fields, FieldError{Field: f.Field, Message: f.Message})
+	}
+	return fields
 }
 
 // reject turns validation errors into one problem listing every field.

@@ -40,7 +40,7 @@ func newStack(t *testing.T, leaseTTL time.Duration) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(conformance(t, h))
 	t.Cleanup(srv.Close)
 	d := dispatch.New(eng, dispatch.Config{PollMin: 10 * time.Millisecond, PollMax: 100 * time.Millisecond,
 		QueueRefresh: 100 * time.Millisecond}, nil, nil)

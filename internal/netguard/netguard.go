@@ -56,6 +56,11 @@ var blockedRanges = func() []blockedRange {
 		{"240.0.0.0/4", "reserved"},
 		{"::/128", "unspecified"},
 		{"::1/128", "loopback"},
+		// IPv4-compatible (::a.b.c.d, deprecated by RFC 4291) and SIIT IPv4-translated
+		// (::ffff:0:a.b.c.d, RFC 2765) addresses: some stacks route them to the IPv4
+		// address they carry, so ::127.0.0.1 would reach loopback.
+		{"::/96", "IPv4-compatible (deprecated)"},
+		{"::ffff:0:0:0/96", "IPv4-translated (SIIT)"},
 		{"100::/64", "discard-only"},
 		{"2001::/32", "Teredo"},
 		{"2001:2::/48", "benchmarking"},
@@ -159,7 +164,11 @@ func (g *Guard) CheckURL(ctx context.Context, raw string) error {
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return g.Check(ip)
 	}
-	lower := strings.ToLower(host)
+	// A fully qualified name may end in dots ("localhost."): it names the same host.
+	lower := strings.TrimRight(strings.ToLower(host), ".")
+	if lower == "" {
+		return fmt.Errorf("the URL has no host")
+	}
 	if numericHost.MatchString(lower) {
 		return fmt.Errorf("%w: %q is a numeric host that resolvers read as an IP address", ErrBlocked, host)
 	}

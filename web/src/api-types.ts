@@ -270,6 +270,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** List every registered handler. */
         get: operations["listHandlers"];
         put?: never;
         post?: never;
@@ -288,6 +289,7 @@ export interface paths {
             };
             cookie?: never;
         };
+        /** One handler. */
         get: operations["getHandler"];
         /**
          * Register or change a webhook handler.
@@ -295,6 +297,7 @@ export interface paths {
          */
         put: operations["putHandler"];
         post?: never;
+        /** Remove a handler. */
         delete: operations["deleteHandler"];
         options?: never;
         head?: never;
@@ -308,6 +311,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** List every queue with its live counts. */
         get: operations["listQueues"];
         put?: never;
         post?: never;
@@ -326,6 +330,7 @@ export interface paths {
             };
             cookie?: never;
         };
+        /** One queue with its live counts. */
         get: operations["getQueue"];
         /** Create a queue or change its settings (pause, resume, in-flight cap, batch). */
         put: operations["putQueue"];
@@ -343,6 +348,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** List every concurrency gate. */
         get: operations["listGates"];
         put?: never;
         post?: never;
@@ -362,6 +368,7 @@ export interface paths {
             };
             cookie?: never;
         };
+        /** One concurrency gate. */
         get: operations["getGate"];
         /**
          * Let up to `limit` jobs with this concurrency key execute at once.
@@ -371,6 +378,7 @@ export interface paths {
          */
         put: operations["putGate"];
         post?: never;
+        /** Remove a concurrency gate. */
         delete: operations["deleteGate"];
         options?: never;
         head?: never;
@@ -384,6 +392,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** List every rate limit. */
         get: operations["listRateLimits"];
         put?: never;
         post?: never;
@@ -402,6 +411,7 @@ export interface paths {
             };
             cookie?: never;
         };
+        /** One rate limit. */
         get: operations["getRateLimit"];
         /**
          * A token bucket per key, refilled at `rate` tokens per second up to `burst`.
@@ -410,6 +420,7 @@ export interface paths {
          */
         put: operations["putRateLimit"];
         post?: never;
+        /** Remove a rate limit and its buckets. */
         delete: operations["deleteRateLimit"];
         options?: never;
         head?: never;
@@ -506,8 +517,10 @@ export interface components {
          * @example 30s
          */
         Duration: string;
-        /** @description Any JSON value. */
+        /** @description Any JSON value (null is refused). */
         AnyJSON: unknown;
+        /** @description Any JSON value, or null. */
+        NullableJSON: (Record<string, never> | null) | unknown[] | string | number | boolean;
         /** @enum {string} */
         JobStatus: "runnable" | "executing" | "awaiting" | "done" | "failed" | "cancelled";
         Problem: {
@@ -568,10 +581,10 @@ export interface components {
              * @description When a runnable job may run; the deadline of an await (null when none).
              */
             eligible_at: string | null;
-            input: components["schemas"]["AnyJSON"];
-            state: components["schemas"]["AnyJSON"];
-            result: components["schemas"]["AnyJSON"];
-            error: components["schemas"]["AnyJSON"];
+            input: components["schemas"]["NullableJSON"];
+            state: components["schemas"]["NullableJSON"];
+            result: components["schemas"]["NullableJSON"];
+            error: components["schemas"]["NullableJSON"];
             /** @description Completed steps. */
             step: number;
             /** @description Attempts of the current step. */
@@ -631,7 +644,7 @@ export interface components {
             /** Format: date-time */
             finished_at: string;
             duration_ms: number;
-            error: components["schemas"]["AnyJSON"];
+            error: components["schemas"]["NullableJSON"];
         };
         StepPage: {
             steps: components["schemas"]["Step"][];
@@ -662,7 +675,7 @@ export interface components {
              */
             seq: number;
             name: string;
-            payload: components["schemas"]["AnyJSON"];
+            payload: components["schemas"]["NullableJSON"];
             /** Format: date-time */
             created_at: string;
             consumed: boolean;
@@ -858,7 +871,7 @@ export interface components {
                 done: number;
                 /**
                  * Format: int64
-                 * @description Failed attempts (errors
+                 * @description Failed attempts (errors, timeouts, fail, retry).
                  */
                 failed: number;
                 /** Format: int64 */
@@ -869,6 +882,69 @@ export interface components {
     responses: {
         /** @description An RFC 9457 problem. */
         Problem: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The body is not valid JSON (or holds data after the JSON value). */
+        BadRequest: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description Authentication is on and the bearer token or API key is missing, wrong or revoked. */
+        Unauthorized: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The API key has the read scope; changes need an admin key. */
+        Forbidden: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description No such resource. */
+        NotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The change collides with the resource's current state. */
+        Conflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The body is over the size limit. */
+        TooLarge: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The request is not valid; `errors` names each bad field. */
+        Unprocessable: {
             headers: {
                 [name: string]: unknown;
             };
@@ -962,6 +1038,8 @@ export interface operations {
                     "application/json": components["schemas"]["JobPage"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -996,6 +1074,11 @@ export interface operations {
                     "application/json": components["schemas"]["JobInserted"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1021,6 +1104,11 @@ export interface operations {
                     "application/json": components["schemas"]["JobBatchResult"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1044,6 +1132,9 @@ export interface operations {
                     "application/json": components["schemas"]["JobDetail"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1069,6 +1160,9 @@ export interface operations {
                     "application/json": components["schemas"]["StepPage"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1094,6 +1188,9 @@ export interface operations {
                     "application/json": components["schemas"]["SignalPage"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1121,6 +1218,13 @@ export interface operations {
                     "application/json": components["schemas"]["SignalSent"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1147,6 +1251,9 @@ export interface operations {
                     "application/json": components["schemas"]["JobPage"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1170,6 +1277,11 @@ export interface operations {
                     "application/json": components["schemas"]["Job"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1193,6 +1305,11 @@ export interface operations {
                     "application/json": components["schemas"]["Job"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1220,6 +1337,11 @@ export interface operations {
                     "application/json": components["schemas"]["LeaseExtended"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1247,6 +1369,11 @@ export interface operations {
                     "application/json": components["schemas"]["OutcomeApplied"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1272,6 +1399,13 @@ export interface operations {
                     "application/json": components["schemas"]["SignalSent"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1293,6 +1427,7 @@ export interface operations {
                     "application/json": components["schemas"]["HandlerList"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1316,6 +1451,9 @@ export interface operations {
                     "application/json": components["schemas"]["HandlerConfig"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1343,6 +1481,11 @@ export interface operations {
                     "application/json": components["schemas"]["HandlerConfig"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1364,6 +1507,10 @@ export interface operations {
                 };
                 content?: never;
             };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1385,6 +1532,7 @@ export interface operations {
                     "application/json": components["schemas"]["QueueList"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1408,6 +1556,9 @@ export interface operations {
                     "application/json": components["schemas"]["Queue"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1435,6 +1586,11 @@ export interface operations {
                     "application/json": components["schemas"]["Queue"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1456,6 +1612,7 @@ export interface operations {
                     "application/json": components["schemas"]["GateList"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1480,6 +1637,9 @@ export interface operations {
                     "application/json": components["schemas"]["Gate"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1508,6 +1668,11 @@ export interface operations {
                     "application/json": components["schemas"]["Gate"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1530,6 +1695,10 @@ export interface operations {
                 };
                 content?: never;
             };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1551,6 +1720,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimitList"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1574,6 +1744,9 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimit"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1601,6 +1774,11 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimit"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1622,6 +1800,10 @@ export interface operations {
                 };
                 content?: never;
             };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1643,6 +1825,8 @@ export interface operations {
                     "application/json": components["schemas"]["APIKeyList"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1668,6 +1852,11 @@ export interface operations {
                     "application/json": components["schemas"]["APIKeyCreated"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1689,6 +1878,10 @@ export interface operations {
                 };
                 content?: never;
             };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1716,6 +1909,12 @@ export interface operations {
                     "application/json": components["schemas"]["HandlerConfig"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
@@ -1741,6 +1940,8 @@ export interface operations {
                     "application/json": components["schemas"]["Throughput"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
     };
