@@ -540,3 +540,40 @@ func TestHeartbeatSkipsALockedRow(t *testing.T) {
 		t.Fatalf("a stale token: %+v %v", got, err)
 	}
 }
+
+// An answer Postgres cannot store is a bad answer, not a failed batch: DecodeResponse
+// refuses it, and one that reaches the statement anyway fails only its own attempt.
+func TestAnAnswerTheDatabaseRefusesFailsOnlyItsStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, body := range []string{`{"done": {"result": {"a": "x\u0000"}}}`, `{"next": {"state": {"\u0000": 1}}}`,
+		`{"await": {"signals": ["go\u0000"]}}`, `{"fail": {"error": "\ud800"}}`} {
+		if _, err := engine.DecodeResponse([]byte(body)); err == nil {
+			t.Errorf("DecodeResponse accepted %s", body)
+		}
+	}
+	te := newTestEngine(t, engine.Config{})
+	good, bad := te.insert(t, engine.NewJob{}), te.insert(t, engine.NewJob{})
+	steps, _, err := te.Claim(ctx, "default", 10)
+	if err != nil || len(steps) != 2 {
+		t.Fatalf("claim: %d %v", len(steps), err)
+	}
+	var outcomes []engine.StepOutcome
+	for _, st := range steps {
+		o := engine.Outcome{Kind: pg.KindDone, Label: "done"}
+		if st.ID == bad {
+			o.Result = []byte(`{"a": "x\u0000"}`) // as if a decoder had let it through
+		}
+		outcomes = append(outcomes, engine.StepOutcome{JobID: st.ID, Token: st.LeaseToken, Outcome: o})
+	}
+	applied, err := te.ApplyOutcomes(ctx, outcomes)
+	if err != nil || len(applied) != 2 {
+		t.Fatalf("applied %+v, %v", applied, err)
+	}
+	if j := te.job(t, good); j.Status != "done" {
+		t.Fatalf("the good outcome: %s", j.Status)
+	}
+	if j := te.job(t, bad); j.Status != "runnable" || j.Attempt != 1 {
+		t.Fatalf("the refused outcome: %s attempt %d (want a failed attempt, retried)", j.Status, j.Attempt)
+	}
+}

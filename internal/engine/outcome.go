@@ -47,8 +47,35 @@ func DecodeResponse(body []byte) (Outcome, error) {
 	return FromResponse(r)
 }
 
-// FromResponse validates a decoded answer.
+// FromResponse validates a decoded answer, including that Postgres can store it (a
+// \u0000 in a string, an unpaired surrogate escape, a NUL in a signal name are refused
+// here, as a bad answer, rather than failing the statement that writes the batch).
 func FromResponse(r webhook.Response) (Outcome, error) {
+	o, err := fromResponse(r)
+	if err != nil {
+		return o, err
+	}
+	var bad []FieldError
+	for _, f := range []struct {
+		name string
+		doc  json.RawMessage
+	}{{"state", o.State}, {"result", o.Result}, {"error", o.Error}} {
+		if len(f.doc) > 0 {
+			bad = append(bad, UnstorableJSON(f.doc, o.Kind+"/"+f.name+"/")...)
+		}
+	}
+	for i, name := range o.Awaiting {
+		if msg := UnstorableText(name); msg != "" {
+			bad = append(bad, FieldError{Field: fmt.Sprintf("await/signals/%d", i), Message: msg})
+		}
+	}
+	if len(bad) > 0 {
+		return Outcome{}, fmt.Errorf("the answer cannot be stored: %s %s", bad[0].Field, bad[0].Message)
+	}
+	return o, nil
+}
+
+func fromResponse(r webhook.Response) (Outcome, error) {
 	set := 0
 	for _, p := range []bool{r.Next != nil, r.Await != nil, r.Spawn != nil, r.Done != nil, r.Fail != nil, r.Retry != nil} {
 		if p {
@@ -212,7 +239,11 @@ func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]p
 			break
 		}
 	}
-	if errors.Is(err, ErrConflict) && hasSpawn(outcomes) {
+	switch {
+	case errors.Is(err, ErrConflict) && hasSpawn(outcomes):
+		return e.applyOneByOne(ctx, outcomes)
+	case errors.Is(err, ErrInvalid) && len(outcomes) > 1:
+		// One outcome the database refused must not fail the others of its batch.
 		return e.applyOneByOne(ctx, outcomes)
 	}
 	return applied, err
@@ -258,8 +289,13 @@ func (e *Engine) applyOneByOne(ctx context.Context, outcomes []StepOutcome) ([]p
 	var all []pg.OutcomeApplied
 	for _, o := range outcomes {
 		got, err := e.ApplyOutcomes(ctx, []StepOutcome{o})
-		if errors.Is(err, ErrConflict) && o.Kind == pg.KindSpawn {
+		switch {
+		case errors.Is(err, ErrConflict) && o.Kind == pg.KindSpawn:
 			o.Outcome = ErrorOutcome("error", "spawn refused: a child's key is held by a live job ("+err.Error()+")", o.HTTPStatus, nil, nil)
+			got, err = e.ApplyOutcomes(ctx, []StepOutcome{o})
+		case errors.Is(err, ErrInvalid) && o.Label != "bad_response":
+			// The database refused this answer: the attempt failed, and the history says why.
+			o.Outcome = ErrorOutcome("bad_response", "the database refused the answer: "+err.Error(), o.HTTPStatus, nil, nil)
 			got, err = e.ApplyOutcomes(ctx, []StepOutcome{o})
 		}
 		if err != nil {

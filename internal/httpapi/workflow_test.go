@@ -373,11 +373,14 @@ func TestAwaitTimeoutFiresAndAwaitWithoutTimeoutWaits(t *testing.T) {
 	}
 }
 
-// An asynchronous step: 202, heartbeats past the original lease, then the outcome over
+// An asynchronous step: 202, heartbeats that move the lease on, then the outcome over
 // the API; a stale token after a re-claim is refused and leaves the new attempt alone.
+// Leases are long (no lease can expire under load); the one expiry the test needs is a
+// reaper sweep whose clock runs ahead.
 func TestAsynchronousSteps(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, time.Second)
+	ctx := context.Background()
+	s := newStack(t, 30*time.Second)
 	tokens := make(chan webhook.StepRequest, 10)
 	s.handler("async", func(w http.ResponseWriter, req *webhook.StepRequest) {
 		tokens <- *req
@@ -386,13 +389,18 @@ func TestAsynchronousSteps(t *testing.T) {
 	id := s.insert(`{"handler": "async"}`)
 	first := <-tokens
 	token := first.Lease.Token
-	// Heartbeat for 2.5 lease TTLs.
-	for range 5 {
-		time.Sleep(500 * time.Millisecond)
+	// Each heartbeat moves the lease past the one before.
+	last := first.Lease.ExpiresAt
+	for range 3 {
 		r := s.do("POST", fmt.Sprintf("/v1/jobs/%d/heartbeat", id), fmt.Sprintf(`{"token": %q}`, token))
 		if r.status != 200 {
 			t.Fatalf("heartbeat: %d %s", r.status, r.body)
 		}
+		at, err := time.Parse(time.RFC3339Nano, r.json(t)["lease_expires_at"].(string))
+		if err != nil || !at.After(last) {
+			t.Fatalf("heartbeat moved the lease from %s to %s (%v)", last, at, err)
+		}
+		last = at
 	}
 	if j := s.job(id); j["status"] != "executing" || j["attempt"] != float64(1) {
 		t.Fatalf("heartbeated step: %v attempt %v", j["status"], j["attempt"])
@@ -405,10 +413,15 @@ func TestAsynchronousSteps(t *testing.T) {
 		t.Fatalf("the same outcome twice: %d %s", r.status, r.body)
 	}
 
-	// Step 1: never heartbeated, so the lease expires and the step is claimed again.
+	// Step 1: never heartbeated; a reaper an hour ahead finds its lease expired and the
+	// step is claimed again.
 	second := <-tokens
 	if second.Job.Step != 1 || !webhooktest.JSONEqual(second.Job.State, `{"half":true}`) {
 		t.Fatalf("second step %+v", second.Job)
+	}
+	ahead := s.eng.NewReaper(engine.ReaperConfig{Now: func() time.Time { return time.Now().Add(time.Hour) }})
+	if st, err := ahead.Sweep(ctx); err != nil || st.Reaped != 1 {
+		t.Fatalf("sweep an hour ahead: %+v %v", st, err)
 	}
 	third := <-tokens // the re-claim after the lease expired
 	if third.Job.Step != 1 || third.Job.Attempt != 2 || third.Lease.Token == second.Lease.Token {

@@ -46,7 +46,9 @@ func translate(err error) error {
 				return fmt.Errorf("%w: %w", ErrRetryable, pgErr)
 			}
 			return fmt.Errorf("%w: %w", ErrConflict, pgErr)
-		case "23503", "23514", "22P02", "22003", "23502": // fk, check, bad text repr, out of range, not null
+		case "23503", "23514", "22P02", "22003", "23502", "22P05", "22021":
+			// fk, check, bad text representation, out of range, not null, untranslatable
+			// character (\u0000 in jsonb), character not in repertoire
 			if pgErr.ConstraintName == "gate_slots_check" || pgErr.ConstraintName == "rate_buckets_tokens_check" {
 				return fmt.Errorf("%w: %w", ErrRetryable, pgErr)
 			}

@@ -167,7 +167,7 @@ func (db *DB) JobInsertMany(ctx context.Context, items []JobInsert) ([]JobInsert
 	if len(unresolved) == 0 {
 		return out, nil
 	}
-	if len(inserted) == 0 && len(existing) == 0 {
+	if len(inserted) == 0 {
 		problems, err := collect(ctx, db, stmt("JobInsertProblems"), func(r pgx.Rows) (InsertProblem, error) {
 			var p InsertProblem
 			return p, r.Scan(&p.Index, &p.Field, &p.Message)
