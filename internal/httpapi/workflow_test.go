@@ -362,7 +362,11 @@ func TestAwaitTimeoutFiresAndAwaitWithoutTimeoutWaits(t *testing.T) {
 	if w["eligible_at"] != nil {
 		t.Fatalf("an await without timeout has a deadline: %v", w["eligible_at"])
 	}
-	time.Sleep(500 * time.Millisecond) // ten reaper sweeps
+	// A sweep a century ahead wakes no await that has no deadline.
+	far := s.eng.NewReaper(engine.ReaperConfig{Now: func() time.Time { return time.Now().AddDate(100, 0, 0) }})
+	if st, err := far.Sweep(context.Background()); err != nil || st.AwaitsWoken != 0 {
+		t.Fatalf("a sweep a century ahead: %+v %v", st, err)
+	}
 	if st := s.job(forever)["status"]; st != "awaiting" {
 		t.Fatalf("an await without timeout became %v", st)
 	}
