@@ -88,12 +88,14 @@ func (f *faults) scriptLoop(ctx context.Context) {
 		at   time.Duration
 		kind string
 	}
+	// Spread over the insert period (70 % of the phase), when the drain is surely on.
+	span := f.o.duration * 7 / 10
 	var events []event
 	for i := range f.o.pgRestarts {
-		events = append(events, event{f.o.duration * time.Duration(2*i+2) / time.Duration(2*f.o.pgRestarts+1) * 9 / 10, "pg-restart"})
+		events = append(events, event{span * time.Duration(2*i+2) / time.Duration(2*f.o.pgRestarts+1), "pg-restart"})
 	}
 	for i := range f.o.hogs {
-		events = append(events, event{f.o.duration * time.Duration(2*i+1) / time.Duration(2*f.o.hogs+1) * 9 / 10, "conn-hog"})
+		events = append(events, event{span * time.Duration(2*i+1) / time.Duration(2*f.o.hogs+1), "conn-hog"})
 	}
 	start := time.Now()
 	for len(events) > 0 {

@@ -109,7 +109,7 @@ func run(ctx context.Context, o options) (*summary, error) {
 	// The fault phase ends at its duration, or earlier once every job is done.
 	go func() {
 		for sleep(faultCtx, time.Second) {
-			if ins.finished.Load() && mon.allDone(faultCtx) {
+			if done := mon.allDone(faultCtx); done && ins.finished.Load() {
 				stopFaults()
 			}
 		}
