@@ -325,6 +325,56 @@ func check(ctx context.Context, p *postgres, ins *inserter, recv *receiver) (*su
 		}
 	}
 
+	// Evidence for the first jobs whose history holds two rows for one claim: that
+	// history beside what the handler saw and answered for each of the job's claims.
+	rows, err = p.pool.Query(ctx, `SELECT DISTINCT job_id FROM (SELECT job_id FROM steps
+		GROUP BY job_id, step, attempt HAVING count(*) > 1) d ORDER BY job_id LIMIT 3`)
+	if err != nil {
+		return nil, err
+	}
+	var evidenceJobs []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		evidenceJobs = append(evidenceJobs, id)
+	}
+	rows.Close()
+	for _, id := range evidenceJobs {
+		hist, err := p.pool.Query(ctx, `SELECT format('  history id %s: step %s attempt %s %s http %s started %s finished %s',
+				id, step, attempt, outcome, coalesce(http_status::text, '-'), to_char(started_at, 'HH24:MI:SS.MS'), to_char(finished_at, 'HH24:MI:SS.MS'))
+			FROM steps WHERE job_id = $1 ORDER BY id`, id)
+		if err != nil {
+			return nil, err
+		}
+		lines := []string{fmt.Sprintf("job %d:", id)}
+		for hist.Next() {
+			var l string
+			if err := hist.Scan(&l); err != nil {
+				hist.Close()
+				return nil, err
+			}
+			lines = append(lines, l)
+		}
+		hist.Close()
+		var keys []claimKey
+		for k := range recv.claims {
+			if k.job == id {
+				keys = append(keys, k)
+			}
+		}
+		sort.Slice(keys, func(a, b int) bool {
+			return keys[a].step < keys[b].step || keys[a].step == keys[b].step && keys[a].attempt < keys[b].attempt
+		})
+		for _, k := range keys {
+			rec := recv.claims[k]
+			lines = append(lines, fmt.Sprintf("  handler: %s received %s answered %s: %d %s (slept past the lease: %v)",
+				rec.webhookID, rec.received.UTC().Format("15:04:05.000"), rec.answered.UTC().Format("15:04:05.000"), rec.status, rec.kind, rec.slept))
+		}
+		s.Evidence = append(s.Evidence, strings.Join(lines, "\n"))
+	}
+
 	// Lost wakeups, over every claim the handler saw: a wake by timeout whose step was shown
 	// a "go" that arrived well before the await's deadline.
 	for key, rec := range recv.claims {

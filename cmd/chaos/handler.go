@@ -75,6 +75,8 @@ type claimRecord struct {
 	kind       string // next, await, done (status 200)
 	outState   string // canonical JSON of the answer's state (next, await) or result (done)
 	slept      bool
+	received   time.Time
+	answered   time.Time
 }
 
 // jobTrack is the harness's view of one waiting job's signals.
@@ -108,6 +110,7 @@ type receiverStats struct {
 	next, await, done, polls, reawaits                  atomic.Int64
 	earlyWakes, timeoutWakes, signalWakes               atomic.Int64
 	goSent, noiseSent, signalAcked, signalWoke, sendErr atomic.Int64
+	goWoke, goRaced                                     atomic.Int64 // go acknowledged: woke a parked job / arrived while it was not parked
 	duplicateDeliveries                                 atomic.Int64
 }
 
@@ -150,7 +153,8 @@ func (r *receiver) serveStep(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	key := claimKey{step.Job.ID, step.Job.Step, step.Job.Attempt}
-	rec := &claimRecord{webhookID: req.Header.Get("webhook-id"), deliveries: 1, wake: step.Wake, inState: canon(step.Job.State)}
+	rec := &claimRecord{webhookID: req.Header.Get("webhook-id"), deliveries: 1, wake: step.Wake, inState: canon(step.Job.State),
+		received: time.Now()}
 	for _, s := range step.Signals {
 		var p struct{ V int64 }
 		_ = json.Unmarshal(s.Payload, &p)
@@ -160,6 +164,7 @@ func (r *receiver) serveStep(w http.ResponseWriter, req *http.Request) {
 	roll := r.rng.Float64()
 	if roll < p500 {
 		rec.status = 500
+		rec.answered = time.Now()
 		r.store(key, rec)
 		r.st.answered500.Add(1)
 		http.Error(w, "chaos: a 500", http.StatusInternalServerError)
@@ -176,6 +181,7 @@ func (r *receiver) serveStep(w http.ResponseWriter, req *http.Request) {
 	}
 	resp := r.decide(&step, rec)
 	rec.status = 200
+	rec.answered = time.Now()
 	r.store(key, rec) // before answering: an answer the service applies is always on record
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)
@@ -353,6 +359,11 @@ func (r *receiver) send(id int64, name string) (certain bool) {
 			r.st.signalAcked.Add(1)
 			if a.Woke {
 				r.st.signalWoke.Add(1)
+			}
+			if name == "go" && a.Woke {
+				r.st.goWoke.Add(1)
+			} else if name == "go" {
+				r.st.goRaced.Add(1)
 			}
 			r.mu.Lock()
 			r.acked[a.SignalID] = id

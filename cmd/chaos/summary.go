@@ -53,10 +53,14 @@ type summary struct {
 	} `json:"handler"`
 	SignalsSent struct {
 		Go, Noise, Acked, Woke, Errors int64
+		GoWoke, GoRaced                int64
 	} `json:"signals_sent"`
 	InsertResends, InsertFailures, APIErrors int64
 
 	Invariants []*invariant `json:"invariants"`
+	// Evidence: for the first jobs with two history rows for one claim, their history
+	// and what the handler saw of each of their claims.
+	Evidence []string `json:"evidence,omitempty"`
 }
 
 func (s *summary) fill(o options, fx *faults, f *fleet, r *receiver, ins *inserter, api *apiClient, drain, faultPhase, total time.Duration) {
@@ -75,6 +79,7 @@ func (s *summary) fill(o options, fx *faults, f *fleet, r *receiver, ins *insert
 	h.DuplicateDeliveries = r.st.duplicateDeliveries.Load()
 	g := &s.SignalsSent
 	g.Go, g.Noise, g.Acked, g.Woke, g.Errors = r.st.goSent.Load(), r.st.noiseSent.Load(), r.st.signalAcked.Load(), r.st.signalWoke.Load(), r.st.sendErr.Load()
+	g.GoWoke, g.GoRaced = r.st.goWoke.Load(), r.st.goRaced.Load()
 	s.InsertResends, s.InsertFailures, s.APIErrors = ins.resent.Load(), ins.failed.Load(), api.errors.Load()
 	s.Invariants = append(s.Invariants, &invariant{Name: "no server exited on its own once ready", Violations: int(s.Crashes)})
 	if s.PGRestartFailures > 0 {
@@ -111,8 +116,8 @@ func (s *summary) print(w io.Writer) {
 	fmt.Fprintf(w, "wakes       %d by signal (%d of them without the awaited go: early wakes by a non-matching signal), %d by timeout\n",
 		h.SignalWakes, h.EarlyWakes, h.TimeoutWakes)
 	g := s.SignalsSent
-	fmt.Fprintf(w, "signals     %d in inboxes; sent go %d, noise %d; acknowledged %d (%d woke a parked job, the rest raced a step); %d failed tries\n",
-		s.Signals, g.Go, g.Noise, g.Acked, g.Woke, g.Errors)
+	fmt.Fprintf(w, "signals     %d in inboxes; sent go %d, noise %d; acknowledged %d; of the acknowledged go, %d woke a parked job and %d raced its step; %d failed tries\n",
+		s.Signals, g.Go, g.Noise, g.Acked, g.GoWoke, g.GoRaced, g.Errors)
 	fmt.Fprintf(w, "client      %d insert batches re-sent after an unanswered try, %d API calls without an answer\n", s.InsertResends, s.APIErrors)
 	fmt.Fprintf(w, "lost        %d\ndoubled     %d\n", s.Lost, s.Doubled)
 	fmt.Fprintln(w, "invariants")
@@ -129,6 +134,9 @@ func (s *summary) print(w io.Writer) {
 		for _, e := range iv.Examples {
 			fmt.Fprintf(w, "         %s\n", e)
 		}
+	}
+	for _, e := range s.Evidence {
+		fmt.Fprintln(w, "evidence", e)
 	}
 	if s.ok() {
 		fmt.Fprintln(w, "PASS")
