@@ -111,6 +111,7 @@ type receiverStats struct {
 	earlyWakes, timeoutWakes, signalWakes               atomic.Int64
 	goSent, noiseSent, signalAcked, signalWoke, sendErr atomic.Int64
 	goWoke, goRaced                                     atomic.Int64 // go acknowledged: woke a parked job / arrived while it was not parked
+	racesNoise, racesGo                                 atomic.Int64 // waits whose noise / go was delivered before the step answered
 	duplicateDeliveries                                 atomic.Int64
 }
 
@@ -289,7 +290,14 @@ func (r *receiver) senderQuiet(id int64) bool {
 
 // ensureSender starts, once per job, the goroutine that sends its signals, racing the
 // park the current step is about to answer: 0–2 "noise" signals (names the await does
-// not name), the "go" it waits for, then 0–1 more noise, each after 0–30 ms.
+// not name), the "go" it waits for, then 0–1 more noise. How they race the park:
+//   - 50 % of jobs: every signal after 0–30 ms, while the step answers (either side wins);
+//   - 30 %: the noise before go is delivered before the step answers (during the step,
+//     for sure), go after 0–30 ms: the await must not be woken by the noise alone;
+//   - 20 %: everything up to and including go is delivered before the step answers: the
+//     park must see that go arrived during the step and run again at once.
+//
+// The step waits for its share at most 1.5 s (then the rest goes on in the background).
 func (r *receiver) ensureSender(id int64) {
 	r.mu.Lock()
 	t := r.jobs[id]
@@ -307,18 +315,38 @@ func (r *receiver) ensureSender(id int64) {
 	for range r.rng.IntN(3) {
 		names = append(names, "noise")
 	}
+	goAt := len(names)
 	names = append(names, "go")
 	for range r.rng.IntN(2) {
 		names = append(names, "noise")
 	}
+	during := 0 // signals delivered before the step answers
+	switch roll := r.rng.Float64(); {
+	case roll < 0.2:
+		during = goAt + 1
+		r.st.racesGo.Add(1)
+	case roll < 0.5:
+		during = goAt
+		if goAt > 0 {
+			r.st.racesNoise.Add(1)
+		}
+	}
+	handedOver := make(chan struct{})
 	r.senders.Add(1)
 	go func() {
 		defer r.senders.Done()
-		for _, name := range names {
-			select {
-			case <-time.After(time.Duration(r.rng.IntN(30)) * time.Millisecond):
-			case <-r.ctx.Done():
-				return
+		handOver := sync.OnceFunc(func() { close(handedOver) })
+		defer handOver()
+		for i, name := range names {
+			if i == during {
+				handOver()
+			}
+			if i >= during {
+				select {
+				case <-time.After(time.Duration(r.rng.IntN(30)) * time.Millisecond):
+				case <-r.ctx.Done():
+					return
+				}
 			}
 			if !r.send(id, name) {
 				r.mu.Lock()
@@ -326,10 +354,16 @@ func (r *receiver) ensureSender(id int64) {
 				r.mu.Unlock()
 			}
 		}
+		handOver()
 		r.mu.Lock()
 		t.senderDone = time.Now()
 		r.mu.Unlock()
 	}()
+	select {
+	case <-handedOver:
+	case <-time.After(1500 * time.Millisecond):
+	case <-r.ctx.Done():
+	}
 }
 
 // send POSTs one signal until a server acknowledges it (bounded: 60 tries, 90 s). A try

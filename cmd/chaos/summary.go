@@ -54,6 +54,7 @@ type summary struct {
 	SignalsSent struct {
 		Go, Noise, Acked, Woke, Errors int64
 		GoWoke, GoRaced                int64
+		NoiseDuringStep, GoDuringStep  int64 // waits whose noise (only) / go was delivered before the step answered
 	} `json:"signals_sent"`
 	InsertResends, InsertFailures, APIErrors int64
 
@@ -80,6 +81,7 @@ func (s *summary) fill(o options, fx *faults, f *fleet, r *receiver, ins *insert
 	g := &s.SignalsSent
 	g.Go, g.Noise, g.Acked, g.Woke, g.Errors = r.st.goSent.Load(), r.st.noiseSent.Load(), r.st.signalAcked.Load(), r.st.signalWoke.Load(), r.st.sendErr.Load()
 	g.GoWoke, g.GoRaced = r.st.goWoke.Load(), r.st.goRaced.Load()
+	g.NoiseDuringStep, g.GoDuringStep = r.st.racesNoise.Load(), r.st.racesGo.Load()
 	s.InsertResends, s.InsertFailures, s.APIErrors = ins.resent.Load(), ins.failed.Load(), api.errors.Load()
 	s.Invariants = append(s.Invariants, &invariant{Name: "no server exited on its own once ready", Violations: int(s.Crashes)})
 	if s.PGRestartFailures > 0 {
@@ -118,6 +120,7 @@ func (s *summary) print(w io.Writer) {
 	g := s.SignalsSent
 	fmt.Fprintf(w, "signals     %d in inboxes; sent go %d, noise %d; acknowledged %d; of the acknowledged go, %d woke a parked job and %d raced its step; %d failed tries\n",
 		s.Signals, g.Go, g.Noise, g.Acked, g.GoWoke, g.GoRaced, g.Errors)
+	fmt.Fprintf(w, "            waits with noise delivered during the await step %d, with go delivered during it %d\n", g.NoiseDuringStep, g.GoDuringStep)
 	fmt.Fprintf(w, "client      %d insert batches re-sent after an unanswered try, %d API calls without an answer\n", s.InsertResends, s.APIErrors)
 	fmt.Fprintf(w, "lost        %d\ndoubled     %d\n", s.Lost, s.Doubled)
 	fmt.Fprintln(w, "invariants")
