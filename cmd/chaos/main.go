@@ -43,6 +43,7 @@ type options struct {
 	pgRestarts int
 	hogs       int
 	verbose    bool
+	sabotage   bool
 }
 
 func main() {
@@ -62,6 +63,7 @@ func main() {
 	flag.IntVar(&o.pgRestarts, "pg-restarts", 0, "immediate PostgreSQL restarts during the fault phase (full 3, short 1)")
 	flag.IntVar(&o.hogs, "conn-hogs", 0, "episodes of max_connections exhausted by another client (full 3, short 1)")
 	flag.BoolVar(&o.verbose, "v", false, "log every fault and progress line")
+	flag.BoolVar(&o.sabotage, "sabotage", false, "after the drain, break the database (a lost, a stuck, a doubled job, a wrong result, an unconsumed signal) and pass only if the checks catch each")
 	flag.Parse()
 	if err := o.applyMode(); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)

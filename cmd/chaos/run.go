@@ -135,8 +135,15 @@ func run(ctx context.Context, o options) (*summary, error) {
 
 	cctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	var mustFail []string
+	if o.sabotage {
+		if mustFail, err = sabotage(cctx, p, ins); err != nil {
+			return nil, err
+		}
+	}
 	sum, err := check(cctx, p, ins, recv)
 	if sum != nil {
+		sum.MustFail = mustFail
 		sum.fill(o, fx, f, recv, ins, api, drain, faultPhase, time.Since(began))
 	}
 	if err == nil && ctx.Err() != nil {

@@ -62,6 +62,8 @@ type summary struct {
 	// Evidence: for the first jobs with two history rows for one claim, their history
 	// and what the handler saw of each of their claims.
 	Evidence []string `json:"evidence,omitempty"`
+	// MustFail (-sabotage) names the invariants the sabotage must make fail.
+	MustFail []string `json:"must_fail,omitempty"`
 }
 
 func (s *summary) fill(o options, fx *faults, f *fleet, r *receiver, ins *inserter, api *apiClient, drain, faultPhase, total time.Duration) {
@@ -92,7 +94,21 @@ func (s *summary) fill(o options, fx *faults, f *fleet, r *receiver, ins *insert
 	}
 }
 
+// ok reports whether every invariant held; with -sabotage, whether each sabotaged one
+// reported violations.
 func (s *summary) ok() bool {
+	if len(s.MustFail) > 0 {
+		fired := map[string]bool{}
+		for _, iv := range s.Invariants {
+			fired[iv.Name] = iv.Violations > 0
+		}
+		for _, name := range s.MustFail {
+			if !fired[name] {
+				return false
+			}
+		}
+		return true
+	}
 	for _, iv := range s.Invariants {
 		if iv.Violations > 0 {
 			return false
@@ -140,6 +156,9 @@ func (s *summary) print(w io.Writer) {
 	}
 	for _, e := range s.Evidence {
 		fmt.Fprintln(w, "evidence", e)
+	}
+	if len(s.MustFail) > 0 {
+		fmt.Fprintf(w, "sabotage: these must fail: %s\n", strings.Join(s.MustFail, "; "))
 	}
 	if s.ok() {
 		fmt.Fprintln(w, "PASS")
