@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // acceptedOutcomes are the steps-history outcomes that complete a step (step+1, signals
@@ -61,54 +63,49 @@ func check(ctx context.Context, p *postgres, ins *inserter, recv *receiver) (*su
 	s.Invariants = []*invariant{terminal, lost, doubled, perClaim, complete, genuine, chain, result, consumed, exactlyOnce, ackedSig, wakeups}
 
 	// Statuses, and the jobs that are not done.
-	rows, err := p.pool.Query(ctx, `SELECT status, count(*) FROM jobs GROUP BY status`)
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
+	if err := each(ctx, p, `SELECT status, count(*) FROM jobs GROUP BY status`, func(rows pgx.Rows) error {
 		var st string
 		var n int64
 		if err := rows.Scan(&st, &n); err != nil {
-			return nil, err
+			return err
 		}
 		s.Statuses[st] = n
 		s.Jobs += n
-	}
-	rows.Close()
-	rows, err = p.pool.Query(ctx, `SELECT id, status, step, attempt, coalesce(wake, ''), coalesce(awaiting::text, ''),
-		inbox_seq, consumed_seq, claim_inbox_seq, eligible_at, coalesce(lease_owner, ''), coalesce(error::text, '')
-		FROM jobs WHERE status <> 'done' ORDER BY id`)
-	if err != nil {
+		return nil
+	}); err != nil {
 		return nil, err
 	}
-	for rows.Next() {
+	if err := each(ctx, p, `SELECT id, status, step, attempt, coalesce(wake, ''), coalesce(awaiting::text, ''),
+		inbox_seq, consumed_seq, claim_inbox_seq, eligible_at, coalesce(lease_owner, ''), coalesce(error::text, '')
+		FROM jobs WHERE status <> 'done' ORDER BY id`, func(rows pgx.Rows) error {
 		var id, inbox, cons, claim int64
 		var st, wake, awaiting, owner, errText string
 		var step, attempt int
 		var eligible time.Time
 		if err := rows.Scan(&id, &st, &step, &attempt, &wake, &awaiting, &inbox, &cons, &claim, &eligible, &owner, &errText); err != nil {
-			return nil, err
+			return err
 		}
 		terminal.fail("job %d %s at step %d attempt %d wake=%q awaiting=%s inbox_seq=%d consumed_seq=%d claim_inbox_seq=%d eligible_at=%s owner=%q error=%s",
 			id, st, step, attempt, wake, awaiting, inbox, cons, claim, eligible.Format(time.RFC3339Nano), owner, errText)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
-	rows.Close()
 
 	// History-level invariants, in SQL.
 	sqlViolations := func(iv *invariant, q string) error {
-		rows, err := p.pool.Query(ctx, q)
-		if err != nil {
-			return fmt.Errorf("%s: %w", iv.Name, err)
-		}
-		defer rows.Close()
-		for rows.Next() {
+		err := each(ctx, p, q, func(rows pgx.Rows) error {
 			var line string
 			if err := rows.Scan(&line); err != nil {
 				return err
 			}
 			iv.fail("%s", line)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", iv.Name, err)
 		}
-		return rows.Err()
+		return nil
 	}
 	if err := sqlViolations(doubled, `SELECT format('job %s step %s: %s accepted outcomes (%s)', job_id, step, count(*),
 			string_agg(outcome || ' at attempt ' || attempt, ', ' ORDER BY id))
@@ -136,20 +133,18 @@ func check(ctx context.Context, p *postgres, ins *inserter, recv *receiver) (*su
 		WHERE j.inbox_seq <> coalesce(c.n, 0) OR j.inbox_seq <> coalesce(c.m, 0)`); err != nil {
 		return nil, err
 	}
-	rows, err = p.pool.Query(ctx, `SELECT outcome, count(*) FROM steps GROUP BY outcome`)
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
+	if err := each(ctx, p, `SELECT outcome, count(*) FROM steps GROUP BY outcome`, func(rows pgx.Rows) error {
 		var o string
 		var n int64
 		if err := rows.Scan(&o, &n); err != nil {
-			return nil, err
+			return err
 		}
 		s.Outcomes[o] = n
 		s.HistoryRows += n
+		return nil
+	}); err != nil {
+		return nil, err
 	}
-	rows.Close()
 
 	// Load what the record-level invariants need.
 	type jobRow struct {
@@ -159,60 +154,54 @@ func check(ctx context.Context, p *postgres, ins *inserter, recv *receiver) (*su
 		result string
 	}
 	jobs := map[int64]*jobRow{}
-	rows, err = p.pool.Query(ctx, `SELECT id, status, step, input::text, coalesce(result::text, '') FROM jobs`)
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
+	if err := each(ctx, p, `SELECT id, status, step, input::text, coalesce(result::text, '') FROM jobs`, func(rows pgx.Rows) error {
 		var id int64
 		var in, res string
 		j := &jobRow{}
 		if err := rows.Scan(&id, &j.status, &j.step, &in, &res); err != nil {
-			return nil, err
+			return err
 		}
 		_ = json.Unmarshal([]byte(in), &j.input)
 		j.result = canon([]byte(res))
 		jobs[id] = j
-	}
-	rows.Close()
-	accepted := map[int64][]acceptedStep{}
-	rows, err = p.pool.Query(ctx, `SELECT job_id, step, attempt, outcome FROM steps WHERE outcome IN `+acceptedOutcomes+`
-		ORDER BY job_id, step, attempt, id`)
-	if err != nil {
+		return nil
+	}); err != nil {
 		return nil, err
 	}
-	for rows.Next() {
+	accepted := map[int64][]acceptedStep{}
+	if err := each(ctx, p, `SELECT job_id, step, attempt, outcome FROM steps WHERE outcome IN `+acceptedOutcomes+`
+		ORDER BY job_id, step, attempt, id`, func(rows pgx.Rows) error {
 		var id int64
 		var a acceptedStep
 		var outcome string
 		if err := rows.Scan(&id, &a.step, &a.attempt, &outcome); err != nil {
-			return nil, err
+			return err
 		}
 		s.AcceptedSteps++
 		if l := accepted[id]; len(l) > 0 && l[len(l)-1].step == a.step && l[len(l)-1].attempt == a.attempt {
 			l[len(l)-1].outcomes = append(l[len(l)-1].outcomes, outcome)
-			continue
+			return nil
 		}
 		a.outcomes = []string{outcome}
 		accepted[id] = append(accepted[id], a)
-	}
-	rows.Close()
-	signals := map[int64][]dbSignal{}
-	allSignals := map[int64]bool{}
-	rows, err = p.pool.Query(ctx, `SELECT id, job_id, name, coalesce((payload->>'v')::bigint, 0) FROM signals ORDER BY job_id, seq`)
-	if err != nil {
+		return nil
+	}); err != nil {
 		return nil, err
 	}
-	for rows.Next() {
+	signals := map[int64][]dbSignal{}
+	allSignals := map[int64]bool{}
+	if err := each(ctx, p, `SELECT id, job_id, name, coalesce((payload->>'v')::bigint, 0) FROM signals ORDER BY job_id, seq`, func(rows pgx.Rows) error {
 		var g dbSignal
 		if err := rows.Scan(&g.id, &g.job, &g.name, &g.v); err != nil {
-			return nil, err
+			return err
 		}
 		signals[g.job] = append(signals[g.job], g)
 		allSignals[g.id] = true
 		s.Signals++
+		return nil
+	}); err != nil {
+		return nil, err
 	}
-	rows.Close()
 
 	// Lost: acknowledged but missing or not done.
 	ins.mu.Lock()
@@ -327,37 +316,32 @@ func check(ctx context.Context, p *postgres, ins *inserter, recv *receiver) (*su
 
 	// Evidence for the first jobs whose history holds two rows for one claim: that
 	// history beside what the handler saw and answered for each of the job's claims.
-	rows, err = p.pool.Query(ctx, `SELECT DISTINCT job_id FROM (SELECT job_id FROM steps
-		GROUP BY job_id, step, attempt HAVING count(*) > 1) d ORDER BY job_id LIMIT 3`)
-	if err != nil {
-		return nil, err
-	}
 	var evidenceJobs []int64
-	for rows.Next() {
+	if err := each(ctx, p, `SELECT DISTINCT job_id FROM (SELECT job_id FROM steps
+		GROUP BY job_id, step, attempt HAVING count(*) > 1) d ORDER BY job_id LIMIT 3`, func(rows pgx.Rows) error {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
-			return nil, err
+			return err
 		}
 		evidenceJobs = append(evidenceJobs, id)
+		return nil
+	}); err != nil {
+		return nil, err
 	}
-	rows.Close()
 	for _, id := range evidenceJobs {
-		hist, err := p.pool.Query(ctx, `SELECT format('  history id %s: step %s attempt %s %s http %s started %s finished %s',
-				id, step, attempt, outcome, coalesce(http_status::text, '-'), to_char(started_at, 'HH24:MI:SS.MS'), to_char(finished_at, 'HH24:MI:SS.MS'))
-			FROM steps WHERE job_id = $1 ORDER BY id`, id)
-		if err != nil {
-			return nil, err
-		}
 		lines := []string{fmt.Sprintf("job %d:", id)}
-		for hist.Next() {
+		if err := each(ctx, p, `SELECT format('  history id %s: step %s attempt %s %s http %s started %s finished %s',
+				id, step, attempt, outcome, coalesce(http_status::text, '-'), to_char(started_at, 'HH24:MI:SS.MS'), to_char(finished_at, 'HH24:MI:SS.MS'))
+			FROM steps WHERE job_id = $1 ORDER BY id`, func(rows pgx.Rows) error {
 			var l string
-			if err := hist.Scan(&l); err != nil {
-				hist.Close()
-				return nil, err
+			if err := rows.Scan(&l); err != nil {
+				return err
 			}
 			lines = append(lines, l)
+			return nil
+		}, id); err != nil {
+			return nil, err
 		}
-		hist.Close()
 		var keys []claimKey
 		for k := range recv.claims {
 			if k.job == id {
@@ -393,4 +377,19 @@ func check(ctx context.Context, p *postgres, ins *inserter, recv *receiver) (*su
 		}
 	}
 	return s, nil
+}
+
+// each runs one query and calls fn for every row (closing the rows, checking their error).
+func each(ctx context.Context, p *postgres, sql string, fn func(pgx.Rows) error, args ...any) error {
+	rows, err := p.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }

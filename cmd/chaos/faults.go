@@ -241,18 +241,11 @@ func (f *faults) holdLocks(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	rows, err := tx.Query(qctx, `SELECT id FROM jobs
-		WHERE status IN ('runnable', 'executing', 'awaiting')
-		ORDER BY random() LIMIT 30 FOR UPDATE SKIP LOCKED`)
+	n, err := lockSome(qctx, tx)
 	if err != nil {
 		_ = tx.Rollback(context.Background())
 		return
 	}
-	n := 0
-	for rows.Next() {
-		n++
-	}
-	rows.Close()
 	f.lockEpisodes.Add(1)
 	f.lockedRows.Add(int64(n))
 	hold := 3*time.Second + time.Duration(f.rng.Int64N(int64(2*time.Second)))
@@ -266,4 +259,20 @@ func (f *faults) holdLocks(ctx context.Context) {
 func (f *faults) String() string {
 	return fmt.Sprintf("pg restarts %d, terminations %d (%d sessions), hogs %d, lock episodes %d",
 		f.pgRestarts.Load(), f.terminations.Load(), f.terminatedBackends.Load(), f.hogEpisodes.Load(), f.lockEpisodes.Load())
+}
+
+// lockSome locks up to 30 random live jobs in tx and returns how many.
+func lockSome(ctx context.Context, tx pgx.Tx) (int, error) {
+	rows, err := tx.Query(ctx, `SELECT id FROM jobs
+		WHERE status IN ('runnable', 'executing', 'awaiting')
+		ORDER BY random() LIMIT 30 FOR UPDATE SKIP LOCKED`)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	return n, rows.Err()
 }
