@@ -123,7 +123,10 @@ func run(ctx context.Context, o options) (*summary, error) {
 		fmt.Println("chaos:", err)
 	}
 	settleCtx, cancelSettle := context.WithTimeout(ctx, o.settle)
-	for !(ins.finished.Load() && mon.allDone(settleCtx)) && sleep(settleCtx, 500*time.Millisecond) {
+	for sleep(settleCtx, 500*time.Millisecond) {
+		if ins.finished.Load() && mon.allDone(settleCtx) {
+			break
+		}
 	}
 	cancelSettle()
 	stopInserts()
