@@ -30,12 +30,22 @@ type faults struct {
 	restartFailures                  atomic.Int64
 }
 
+// faultNames are the faults -faults may select.
+var faultNames = []string{"kill", "pg-restart", "terminate", "conn-hog", "lock"}
+
 func (f *faults) run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, loop := range []func(context.Context){f.killLoop, f.scriptLoop, f.terminateLoop, f.lockLoop} {
+	loops := map[string]func(context.Context){"kill": f.killLoop, "terminate": f.terminateLoop, "lock": f.lockLoop}
+	for _, name := range []string{"kill", "terminate", "lock"} {
+		if !f.o.faults[name] {
+			continue
+		}
+		loop := loops[name]
 		wg.Add(1)
 		go func() { defer wg.Done(); loop(ctx) }()
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); f.scriptLoop(ctx) }()
 	wg.Wait()
 }
 
@@ -91,10 +101,10 @@ func (f *faults) scriptLoop(ctx context.Context) {
 	// Spread over the insert period (70 % of the phase), when the drain is surely on.
 	span := f.o.duration * 7 / 10
 	var events []event
-	for i := range f.o.pgRestarts {
+	for i := range f.o.pgRestarts * boolInt(f.o.faults["pg-restart"]) {
 		events = append(events, event{span * time.Duration(2*i+2) / time.Duration(2*f.o.pgRestarts+1), "pg-restart"})
 	}
-	for i := range f.o.hogs {
+	for i := range f.o.hogs * boolInt(f.o.faults["conn-hog"]) {
 		events = append(events, event{span * time.Duration(2*i+1) / time.Duration(2*f.o.hogs+1), "conn-hog"})
 	}
 	start := time.Now()
@@ -275,4 +285,11 @@ func lockSome(ctx context.Context, tx pgx.Tx) (int, error) {
 		n++
 	}
 	return n, rows.Err()
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

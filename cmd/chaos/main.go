@@ -22,6 +22,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -44,6 +46,7 @@ type options struct {
 	hogs       int
 	verbose    bool
 	sabotage   bool
+	faults     map[string]bool // the faults injected (-faults)
 }
 
 func main() {
@@ -63,8 +66,20 @@ func main() {
 	flag.IntVar(&o.pgRestarts, "pg-restarts", 0, "immediate PostgreSQL restarts during the fault phase (full 3, short 1)")
 	flag.IntVar(&o.hogs, "conn-hogs", 0, "episodes of max_connections exhausted by another client (full 3, short 1)")
 	flag.BoolVar(&o.verbose, "v", false, "log every fault and progress line")
+	faultList := flag.String("faults", strings.Join(faultNames, ","), "the faults to inject, comma-separated (none: \"\"); the webhook's 500s, sleeps and the signal races are always on")
 	flag.BoolVar(&o.sabotage, "sabotage", false, "after the drain, break the database (a lost, a stuck, a doubled job, a wrong result, an unconsumed signal) and pass only if the checks catch each")
 	flag.Parse()
+	o.faults = map[string]bool{}
+	for _, name := range strings.Split(*faultList, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		if !slices.Contains(faultNames, name) {
+			fmt.Fprintf(os.Stderr, "chaos: -faults: unknown fault %q (known: %s)\n", name, strings.Join(faultNames, ", "))
+			os.Exit(2)
+		}
+		o.faults[name] = true
+	}
 	if err := o.applyMode(); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(2)

@@ -47,8 +47,14 @@ func run(ctx context.Context, o options) (*summary, error) {
 			return nil, fmt.Errorf("building the server: %w", err)
 		}
 	}
-	fmt.Printf("chaos: mode %s, seed %d, %d jobs, fault phase %s, %d servers, lease %s\n",
-		o.mode, o.seed, o.jobs, o.duration, o.servers, o.leaseTTL)
+	var enabled []string
+	for _, name := range faultNames {
+		if o.faults[name] {
+			enabled = append(enabled, name)
+		}
+	}
+	fmt.Printf("chaos: mode %s, seed %d, %d jobs, fault phase %s, %d servers, lease %s, faults: %s\n",
+		o.mode, o.seed, o.jobs, o.duration, o.servers, o.leaseTTL, strings.Join(enabled, ","))
 
 	p, err := startPostgres(ctx, pgDir)
 	if err != nil {
