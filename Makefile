@@ -68,6 +68,14 @@ clean: ## Remove build output (not the ./.data cluster)
 bench: ## End-to-end bench: server binary + PostgreSQL + webhook receiver process, River side by side (BENCH_FLAGS=-peer=false skips River; docs/performance.md)
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
 
+.PHONY: chaos
+chaos: ## Chaos drain (≤ 10 min): 3 servers, kill -9, immediate PostgreSQL restarts, … (see docs/reliability.md)
+	$(GO) run ./cmd/chaos -mode full $(CHAOS_FLAGS)
+
+.PHONY: chaos-short
+chaos-short: ## The short chaos drain CI runs (≤ 3 min)
+	$(GO) run ./cmd/chaos -mode short $(CHAOS_FLAGS)
+
 .PHONY: bench-go
 bench-go: ## The in-process drain benchmark (go test -bench)
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/dispatch/
