@@ -53,8 +53,8 @@ func check(ctx context.Context, p *postgres, ins *inserter, recv *receiver) (*su
 		perClaim    = &invariant{Name: "one history row per claim (job, step, attempt)"}
 		complete    = &invariant{Name: "accepted steps of a done job are exactly 0..step-1"}
 		genuine     = &invariant{Name: "every accepted history row of a claim names the answer the handler gave that claim"}
-		chain       = &invariant{Name: "each step ran on the state the previous accepted answer produced"}
-		result      = &invariant{Name: "result equals what the handler computed (its answer, and the expected sum)"}
+		chain       = &invariant{Name: "the history's accepted claims ran each on the previous one's answer, and built the result"}
+		result      = &invariant{Name: "result equals what the handler computed (its final answer, a chain of its answers, the expected sum)"}
 		consumed    = &invariant{Name: "every signal consumed (seq <= consumed_seq, inbox_seq = signals delivered)"}
 		exactlyOnce = &invariant{Name: "every signal shown exactly once to the accepted steps of its job"}
 		ackedSig    = &invariant{Name: "every acknowledged signal is in its job's inbox"}
@@ -226,6 +226,10 @@ func check(ctx context.Context, p *postgres, ins *inserter, recv *receiver) (*su
 			ackedSig.fail("signal %d to job %d was acknowledged (202) and is not in the inbox", sigID, job)
 		}
 	}
+	byWebhook := make(map[string]*claimRecord, len(recv.claims))
+	for _, rec := range recv.claims {
+		byWebhook[rec.webhookID] = rec
+	}
 	ids := make([]int64, 0, len(jobs))
 	for id := range jobs {
 		ids = append(ids, id)
@@ -241,7 +245,6 @@ func check(ctx context.Context, p *postgres, ins *inserter, recv *receiver) (*su
 		seen := map[int64]int{}
 		var trail []string
 		var sigOrder []int64
-		var last *claimRecord
 		broken := false
 		for i, a := range steps {
 			rec := recv.claims[claimKey{id, a.step, a.attempt}]
@@ -261,7 +264,7 @@ func check(ctx context.Context, p *postgres, ins *inserter, recv *receiver) (*su
 					}
 				}
 			}
-			if rec == nil {
+			if rec == nil || rec.status != 200 {
 				continue
 			}
 			if rec.inState != prevOut {
@@ -273,7 +276,6 @@ func check(ctx context.Context, p *postgres, ins *inserter, recv *receiver) (*su
 				seen[sh.ID]++
 				sigOrder = append(sigOrder, sh.ID)
 			}
-			last = rec
 		}
 		// The result: the final answer of the handler, and the expected sum.
 		want := int64(0)
@@ -287,17 +289,40 @@ func check(ctx context.Context, p *postgres, ins *inserter, recv *receiver) (*su
 		}
 		var res jobState
 		_ = json.Unmarshal([]byte(j.result), &res)
+		// The result against the handler's own records, whatever the history says: the
+		// trail it carries names the claims whose answers built it, each ran on the
+		// previous one's answer, and the last answered done with exactly this result.
+		prev, resultOK := "null", true
+		for i, wid := range res.Trail {
+			rec := byWebhook[wid]
+			switch {
+			case rec == nil || rec.status != 200:
+				result.fail("job %d: its result names claim %s, which the handler never answered", id, wid)
+			case rec.inState != prev:
+				result.fail("job %d: claim %s (#%d of its result's trail) ran on %s, not on the previous answer %s", id, wid, i, rec.inState, prev)
+			case i == len(res.Trail)-1 && (rec.kind != "done" || rec.outState != j.result):
+				result.fail("job %d: result %s, but the handler's final answer %s was %s %s", id, j.result, wid, rec.kind, rec.outState)
+			default:
+				prev = rec.outState
+				continue
+			}
+			resultOK = false
+			break
+		}
 		switch {
-		case last == nil || broken:
-			result.fail("job %d: no complete chain of handler answers behind the result %s", id, j.result)
-		case last.kind != "done" || last.outState != j.result:
-			result.fail("job %d: result %s, but the handler's final answer was %s %s", id, j.result, last.kind, last.outState)
+		case !resultOK:
+		case len(res.Trail) == 0:
+			result.fail("job %d: result %s carries no trail", id, j.result)
 		case res.Sum != want:
 			result.fail("job %d: sum %d, expected %d (Σ work over %d phases + Σ go payloads)", id, res.Sum, want, j.input.Phases)
+		}
+		// The history's accepted claims are the ones the result was built from.
+		switch {
+		case broken:
 		case strings.Join(res.Trail, ",") != strings.Join(trail, ","):
-			result.fail("job %d: result trail %v, accepted claims %v", id, res.Trail, trail)
+			chain.fail("job %d: result trail %v, accepted claims in the history %v", id, res.Trail, trail)
 		case fmt.Sprint(res.Sig) != fmt.Sprint(sigOrder):
-			result.fail("job %d: result signals %v, shown to accepted claims %v", id, res.Sig, sigOrder)
+			chain.fail("job %d: result signals %v, shown to the history's accepted claims %v", id, res.Sig, sigOrder)
 		}
 		// Every signal of the job shown exactly once to its accepted steps.
 		inbox := map[int64]bool{}

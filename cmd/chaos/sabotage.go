@@ -26,7 +26,7 @@ func sabotage(ctx context.Context, p *postgres, ins *inserter) ([]string, error)
 		{"at most one accepted outcome per (job, step)", `INSERT INTO steps (job_id, queue, step, attempt, outcome, started_at, finished_at)
 			SELECT job_id, queue, step, attempt + 1, outcome, started_at, finished_at FROM steps
 			WHERE outcome = 'next' AND job_id = (SELECT min(id) + 1 FROM jobs WHERE status = 'done') LIMIT 1`},
-		{"result equals what the handler computed (its answer, and the expected sum)", `UPDATE jobs
+		{"result equals what the handler computed (its final answer, a chain of its answers, the expected sum)", `UPDATE jobs
 			SET result = jsonb_set(result, '{sum}', to_jsonb((result->>'sum')::bigint + 1))
 			WHERE id = (SELECT min(id) + 2 FROM jobs WHERE status = 'done')`},
 		{"every signal consumed (seq <= consumed_seq, inbox_seq = signals delivered)", `UPDATE jobs SET consumed_seq = consumed_seq - 1
