@@ -21,8 +21,11 @@ const maxSigners = 1024
 // maxRetryAfter caps how long a Retry-After header may postpone an attempt.
 const maxRetryAfter = 24 * time.Hour
 
-// runStep calls the step's webhook and hands its outcome to the completer. The slot is
-// freed once the outcome is written (or at once for an asynchronous 202 step).
+// runStep calls the step's webhook and hands its outcome to the completer. The slot
+// (max_in_flight counts webhook calls) is freed as soon as the call is over: the outcome
+// is written in a later batch, its lease heartbeated until then, and the completer's
+// bounded queue holds the feeder back when outcomes pile up. Holding the slot until the
+// write (batching linger plus statement) kept a quarter of the slots idle under load.
 func (d *Dispatcher) runStep(ctx context.Context, f *feeder, st engine.Step) {
 	outcome, deliver := d.call(ctx, st)
 	if !deliver {
@@ -31,6 +34,7 @@ func (d *Dispatcher) runStep(ctx context.Context, f *feeder, st engine.Step) {
 		return
 	}
 	d.leases.markCompleting(st.ID, st.LeaseToken)
+	defer f.release()
 	d.completer.submit(engine.StepOutcome{JobID: st.ID, Token: st.LeaseToken, NoGateSlot: st.GateShard == nil, Outcome: outcome},
 		func(applied *pg.OutcomeApplied, err error) {
 			d.leases.remove(st.ID, st.LeaseToken)
@@ -46,7 +50,6 @@ func (d *Dispatcher) runStep(ctx context.Context, f *feeder, st engine.Step) {
 			case applied.Ready:
 				f.wake() // an outcome only changes its own job, which is on this queue
 			}
-			f.release()
 		})
 }
 
