@@ -88,7 +88,9 @@ func (v *validator) middleware(next http.Handler) http.Handler {
 			return
 		}
 		in := &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route,
-			Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+			// Defaults are the engine's to apply: setting them would re-encode every body.
+			Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+				SkipSettingDefaults: true}}
 		if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
 			v.reject(w, r, err)
 			return
