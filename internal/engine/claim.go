@@ -110,15 +110,21 @@ func (e *Engine) ExtendLeases(ctx context.Context, leases []pg.Lease) ([]pg.Leas
 	return e.db.LeaseExtendMany(ctx, leases, e.cfg.LeaseTTL)
 }
 
+// LeaseExtended is a lease that is still held, with its new expiry.
+type LeaseExtended struct {
+	JobID     int64
+	ExpiresAt time.Time
+}
+
 // Heartbeat extends one lease (the asynchronous-step API); ErrLeaseLost when the token
 // is not the job's current one.
-func (e *Engine) Heartbeat(ctx context.Context, jobID int64, token string) (pg.LeaseExtended, error) {
+func (e *Engine) Heartbeat(ctx context.Context, jobID int64, token string) (LeaseExtended, error) {
 	got, err := e.db.LeaseExtendMany(ctx, []pg.Lease{{JobID: jobID, Token: token}}, e.cfg.LeaseTTL)
 	if err != nil {
-		return pg.LeaseExtended{}, err
+		return LeaseExtended{}, err
 	}
 	if len(got) == 0 {
-		return pg.LeaseExtended{}, ErrLeaseLost
+		return LeaseExtended{}, ErrLeaseLost
 	}
-	return got[0], nil
+	return LeaseExtended{JobID: got[0].JobID, ExpiresAt: got[0].ExpiresAt}, nil
 }

@@ -7,12 +7,11 @@ import (
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg"
-	"github.com/gendurable/gendurable/webhook"
 )
 
 // SetGate creates or changes a gate: at most limit executing jobs with concurrency key
 // key, counted on shards slot rows (more shards, more independent credit chains).
-func (e *Engine) SetGate(ctx context.Context, key string, limit, shards int) (pg.Gate, error) {
+func (e *Engine) SetGate(ctx context.Context, key string, limit, shards int) (Gate, error) {
 	v := &validator{}
 	v.keyText("key", &key)
 	if limit < 1 || limit > 1_000_000 {
@@ -22,14 +21,18 @@ func (e *Engine) SetGate(ctx context.Context, key string, limit, shards int) (pg
 		v.add("shards", "must be between 1 and 64")
 	}
 	if err := v.err(); err != nil {
-		return pg.Gate{}, err
+		return Gate{}, err
 	}
-	return e.db.GateUpsert(ctx, key, limit, shards)
+	g, err := e.db.GateUpsert(ctx, key, limit, shards)
+	if err != nil {
+		return Gate{}, err
+	}
+	return gateOf(g), nil
 }
 
 // SetRateLimit creates or changes a rate limit of rate tokens per second and at most
 // burst tokens stored per key.
-func (e *Engine) SetRateLimit(ctx context.Context, name string, rate, burst float64) (pg.RateLimit, error) {
+func (e *Engine) SetRateLimit(ctx context.Context, name string, rate, burst float64) (RateLimit, error) {
 	v := &validator{}
 	v.name("name", name)
 	if rate < 0 || rate > 1e6 {
@@ -39,9 +42,13 @@ func (e *Engine) SetRateLimit(ctx context.Context, name string, rate, burst floa
 		v.add("burst", "must be between 1 and 1000000000")
 	}
 	if err := v.err(); err != nil {
-		return pg.RateLimit{}, err
+		return RateLimit{}, err
 	}
-	return e.db.RateLimitUpsert(ctx, name, rate, burst)
+	l, err := e.db.RateLimitUpsert(ctx, name, rate, burst)
+	if err != nil {
+		return RateLimit{}, err
+	}
+	return rateLimitOf(l), nil
 }
 
 // ReconcilerConfig tunes the Reconciler.
@@ -106,16 +113,4 @@ func (e *Engine) QueueThrottled(ctx context.Context, queue string) (bool, error)
 		return false, fmt.Errorf("engine: %w", err)
 	}
 	return ok, nil
-}
-
-// RotateSecret makes secret (a fresh one when empty) the handler's signing secret and
-// keeps the current one valid for overlap: meanwhile steps carry both signatures.
-func (e *Engine) RotateSecret(ctx context.Context, handler, secret string, overlap time.Duration) (pg.Handler, error) {
-	if secret == "" {
-		secret = webhook.NewSecret()
-	}
-	if !webhook.ValidSecret(secret) {
-		return pg.Handler{}, &ValidationError{Errors: []FieldError{{Field: "secret", Message: "must be whsec_ followed by the base64 of at least 16 bytes"}}}
-	}
-	return e.db.HandlerRotateSecret(ctx, handler, secret, overlap)
 }

@@ -85,9 +85,23 @@ func (j NewJob) toInsert(v *validator, prefix string) pg.JobInsert {
 	return in
 }
 
-// InsertJobs validates and inserts jobs in one statement, answering in request order.
+// InsertBatch validates and inserts jobs in one statement, answering in request order.
 // A job whose key a live job holds answers that job (Deduplicated). Any invalid job or
 // unknown handler refuses the whole batch with a *ValidationError; nothing is written.
+func (e *Engine) InsertBatch(ctx context.Context, jobs []NewJob) ([]JobInserted, error) {
+	rows, err := e.insertJobs(ctx, jobs, true)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]JobInserted, len(rows))
+	for i, r := range rows {
+		out[i] = JobInserted{Job: jobOf(r.Job), Deduplicated: r.Deduplicated}
+	}
+	return out, nil
+}
+
+// InsertJobs is InsertBatch answering storage rows. It stays only for internal/dispatch's
+// tests until they move to engine types (issue 12); new callers use InsertBatch.
 func (e *Engine) InsertJobs(ctx context.Context, jobs []NewJob) ([]pg.JobInserted, error) {
 	return e.insertJobs(ctx, jobs, true)
 }
@@ -148,12 +162,12 @@ func (e *Engine) insertJobs(ctx context.Context, jobs []NewJob, batch bool) ([]p
 }
 
 // InsertJob inserts one job (field errors name the field without a "jobs/N/" prefix).
-func (e *Engine) InsertJob(ctx context.Context, job NewJob) (pg.JobInserted, error) {
+func (e *Engine) InsertJob(ctx context.Context, job NewJob) (JobInserted, error) {
 	out, err := e.insertJobs(ctx, []NewJob{job}, false)
 	if err != nil {
-		return pg.JobInserted{}, err
+		return JobInserted{}, err
 	}
-	return out[0], nil
+	return JobInserted{Job: jobOf(out[0].Job), Deduplicated: out[0].Deduplicated}, nil
 }
 
 // insertProblems finds the items of a refused batch that name an unknown handler or rate

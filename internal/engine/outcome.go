@@ -306,15 +306,26 @@ func (e *Engine) applyOneByOne(ctx context.Context, outcomes []StepOutcome) ([]p
 	return all, nil
 }
 
+// OutcomeApplied reports an applied outcome: the job's new status, and whether it is
+// runnable at once (Ready).
+type OutcomeApplied struct {
+	ID     int64
+	Token  string // the lease token of the outcome that applied
+	Status string
+	Queue  string
+	Ready  bool
+}
+
 // ApplyOutcome writes one outcome (the asynchronous-step API); ErrLeaseLost when the
 // token is not the job's current one.
-func (e *Engine) ApplyOutcome(ctx context.Context, o StepOutcome) (pg.OutcomeApplied, error) {
+func (e *Engine) ApplyOutcome(ctx context.Context, o StepOutcome) (OutcomeApplied, error) {
 	got, err := e.ApplyOutcomes(ctx, []StepOutcome{o})
 	if err != nil {
-		return pg.OutcomeApplied{}, err
+		return OutcomeApplied{}, err
 	}
 	if len(got) == 0 {
-		return pg.OutcomeApplied{}, ErrLeaseLost
+		return OutcomeApplied{}, ErrLeaseLost
 	}
-	return got[0], nil
+	a := got[0]
+	return OutcomeApplied{ID: a.ID, Token: a.Token, Status: a.Status, Queue: a.Queue, Ready: a.Ready}, nil
 }

@@ -79,9 +79,13 @@ func (e *Engine) Retry(ctx context.Context, id int64) error {
 }
 
 // Children lists a job's children, newest first (keyset on id).
-func (e *Engine) Children(ctx context.Context, parent int64, before *int64, limit int) ([]pg.Job, error) {
+func (e *Engine) Children(ctx context.Context, parent int64, before *int64, limit int) ([]Job, error) {
 	if _, err := e.db.JobGet(ctx, parent); err != nil {
 		return nil, err
 	}
-	return e.db.JobList(ctx, pg.JobListParams{ParentID: &parent, Before: before, Limit: limit})
+	rows, err := e.db.JobList(ctx, pg.JobListParams{ParentID: &parent, Before: before, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	return jobsOf(rows), nil
 }

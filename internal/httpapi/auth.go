@@ -2,10 +2,8 @@ package httpapi
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,17 +13,13 @@ import (
 	"time"
 
 	"github.com/gendurable/gendurable/internal/engine"
-	"github.com/gendurable/gendurable/internal/pg"
 )
 
 // Scopes an API key may have.
 const (
-	scopeAdmin = "admin"
-	scopeRead  = "read"
+	scopeAdmin = engine.ScopeAdmin
+	scopeRead  = engine.ScopeRead
 )
-
-// keyPrefix starts every API key.
-const keyPrefix = "gdk_"
 
 var errForbidden = errors.New("forbidden")
 
@@ -47,11 +41,11 @@ func scopeOf(ctx context.Context) string {
 var leaseAuthorised = regexp.MustCompile(`^/v1/jobs/[0-9]+/(heartbeat|outcome)$`)
 
 // authenticator checks bearer credentials when the server runs with an API token: the
-// token itself (admin) or an API key, whose hash is looked up (and cached for 5 s, so a
-// revocation takes effect within 5 s). Keys are never logged.
+// token itself (admin) or an API key, which the engine looks up by its hash (cached here
+// by hash for 5 s, so a revocation takes effect within 5 s). Keys are never logged.
 type authenticator struct {
 	token string
-	db    *pg.DB
+	eng   *engine.Engine
 	errs  errorMapper
 	mu    sync.Mutex
 	cache map[[32]byte]cachedKey
@@ -76,7 +70,7 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 		scope := ""
 		if subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) == 1 {
 			scope = scopeAdmin
-		} else if strings.HasPrefix(got, keyPrefix) {
+		} else if strings.HasPrefix(got, engine.APIKeyPrefix) {
 			var err error
 			if scope, err = a.lookup(r.Context(), got); err != nil {
 				// Not the client's fault: a 401 would send it to fix a key that is fine.
@@ -106,7 +100,7 @@ func (a *authenticator) lookup(ctx context.Context, key string) (string, error) 
 		return c.scope, nil
 	}
 	a.mu.Unlock()
-	_, scope, err := a.db.APIKeyAuthenticate(ctx, hash[:])
+	scope, err := a.eng.AuthenticateAPIKey(ctx, key)
 	if errors.Is(err, engine.ErrNotFound) {
 		return "", nil
 	}
@@ -129,17 +123,7 @@ func (a *authenticator) forget() {
 	a.mu.Unlock()
 }
 
-// newAPIKey returns a fresh key and the prefix shown in listings.
-func newAPIKey() (key, prefix string) {
-	b := make([]byte, 24)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	key = keyPrefix + base64.RawURLEncoding.EncodeToString(b)
-	return key, key[:len(keyPrefix)+6]
-}
-
-func apiKeyBody(k pg.APIKey) APIKey {
+func apiKeyBody(k engine.APIKey) APIKey {
 	return APIKey{Id: k.ID, Name: k.Name, Scope: APIKeyScope(k.Scope), Prefix: k.Prefix, CreatedAt: k.CreatedAt,
 		LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt}
 }
@@ -153,9 +137,7 @@ func (r jsonResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error { r
 
 // CreateAPIKey creates a key and shows it once.
 func (s *Server) CreateAPIKey(ctx context.Context, req CreateAPIKeyRequestObject) (CreateAPIKeyResponseObject, error) {
-	key, prefix := newAPIKey()
-	hash := sha256.Sum256([]byte(key))
-	k, err := s.db.APIKeyInsert(ctx, req.Body.Name, prefix, hash[:], string(req.Body.Scope))
+	k, key, err := s.eng.CreateAPIKey(ctx, req.Body.Name, string(req.Body.Scope))
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +146,7 @@ func (s *Server) CreateAPIKey(ctx context.Context, req CreateAPIKeyRequestObject
 
 // ListAPIKeys lists keys (never the keys themselves).
 func (s *Server) ListAPIKeys(ctx context.Context, _ ListAPIKeysRequestObject) (ListAPIKeysResponseObject, error) {
-	ks, err := s.db.APIKeyList(ctx)
+	ks, err := s.eng.ListAPIKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +159,7 @@ func (s *Server) ListAPIKeys(ctx context.Context, _ ListAPIKeysRequestObject) (L
 
 // RevokeAPIKey revokes a key.
 func (s *Server) RevokeAPIKey(ctx context.Context, req RevokeAPIKeyRequestObject) (RevokeAPIKeyResponseObject, error) {
-	if err := s.db.APIKeyRevoke(ctx, req.Id); err != nil {
+	if err := s.eng.RevokeAPIKey(ctx, req.Id); err != nil {
 		return nil, notFound(err, "live API key", req.Id)
 	}
 	s.auth.forget()
@@ -194,10 +176,7 @@ func (s *Server) RotateHandlerSecret(ctx context.Context, req RotateHandlerSecre
 		if req.Body.Overlap != nil {
 			var fields []engine.FieldError
 			d, ok := parseDuration("overlap", *req.Body.Overlap, &fields)
-			if ok && d > 30*24*time.Hour {
-				fields = append(fields, engine.FieldError{Field: "overlap", Message: "must be a duration of at most 720h"})
-			}
-			if len(fields) > 0 {
+			if !ok {
 				return nil, &engine.ValidationError{Errors: fields}
 			}
 			overlap = d

@@ -5,14 +5,13 @@ import (
 	"fmt"
 
 	"github.com/gendurable/gendurable/internal/engine"
-	"github.com/gendurable/gendurable/internal/pg"
 )
 
-func gateBody(g pg.Gate) Gate {
+func gateBody(g engine.Gate) Gate {
 	return Gate{Key: g.Key, Limit: g.Limit, Shards: g.Shards, Available: g.Available, CreatedAt: g.CreatedAt, UpdatedAt: g.UpdatedAt}
 }
 
-func rateLimitBody(r pg.RateLimit) RateLimit {
+func rateLimitBody(r engine.RateLimit) RateLimit {
 	return RateLimit{Name: r.Name, Rate: r.Rate, Burst: r.Burst, Buckets: r.Buckets,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
@@ -27,7 +26,7 @@ func missing(err error, what, name string) error {
 
 // ListGates lists every gate.
 func (s *Server) ListGates(ctx context.Context, _ ListGatesRequestObject) (ListGatesResponseObject, error) {
-	gs, err := s.db.GateList(ctx)
+	gs, err := s.eng.ListGates(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +52,7 @@ func (s *Server) PutGate(ctx context.Context, req PutGateRequestObject) (PutGate
 
 // GetGate returns one gate.
 func (s *Server) GetGate(ctx context.Context, req GetGateRequestObject) (GetGateResponseObject, error) {
-	g, err := s.db.GateGet(ctx, req.Key)
+	g, err := s.eng.GetGate(ctx, req.Key)
 	if err != nil {
 		return nil, missing(err, "gate", req.Key)
 	}
@@ -62,7 +61,7 @@ func (s *Server) GetGate(ctx context.Context, req GetGateRequestObject) (GetGate
 
 // DeleteGate removes a gate.
 func (s *Server) DeleteGate(ctx context.Context, req DeleteGateRequestObject) (DeleteGateResponseObject, error) {
-	if err := s.db.GateDelete(ctx, req.Key); err != nil {
+	if err := s.eng.DeleteGate(ctx, req.Key); err != nil {
 		return nil, missing(err, "gate", req.Key)
 	}
 	return DeleteGate204Response{}, nil
@@ -70,7 +69,7 @@ func (s *Server) DeleteGate(ctx context.Context, req DeleteGateRequestObject) (D
 
 // ListRateLimits lists every rate limit.
 func (s *Server) ListRateLimits(ctx context.Context, _ ListRateLimitsRequestObject) (ListRateLimitsResponseObject, error) {
-	ls, err := s.db.RateLimitList(ctx)
+	ls, err := s.eng.ListRateLimits(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +91,7 @@ func (s *Server) PutRateLimit(ctx context.Context, req PutRateLimitRequestObject
 
 // GetRateLimit returns one rate limit.
 func (s *Server) GetRateLimit(ctx context.Context, req GetRateLimitRequestObject) (GetRateLimitResponseObject, error) {
-	l, err := s.db.RateLimitGet(ctx, req.Name)
+	l, err := s.eng.GetRateLimit(ctx, req.Name)
 	if err != nil {
 		return nil, missing(err, "rate limit", req.Name)
 	}
@@ -101,7 +100,7 @@ func (s *Server) GetRateLimit(ctx context.Context, req GetRateLimitRequestObject
 
 // DeleteRateLimit removes a rate limit and its buckets.
 func (s *Server) DeleteRateLimit(ctx context.Context, req DeleteRateLimitRequestObject) (DeleteRateLimitResponseObject, error) {
-	if err := s.db.RateLimitDelete(ctx, req.Name); err != nil {
+	if err := s.eng.DeleteRateLimit(ctx, req.Name); err != nil {
 		return nil, missing(err, "rate limit", req.Name)
 	}
 	return DeleteRateLimit204Response{}, nil

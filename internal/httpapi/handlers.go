@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/engine"
-	"github.com/gendurable/gendurable/internal/pg"
-	"github.com/gendurable/gendurable/webhook"
 )
 
 // GetHealth answers while the process is up.
@@ -23,7 +22,7 @@ func (s *Server) GetHealth(context.Context, GetHealthRequestObject) (GetHealthRe
 func (s *Server) GetReady(ctx context.Context, _ GetReadyRequestObject) (GetReadyResponseObject, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	pending, err := s.db.MigrationsPending(ctx)
+	pending, err := s.eng.PendingMigrations(ctx)
 	if err != nil {
 		detail := "the database does not answer: " + err.Error()
 		return GetReady503ApplicationProblemPlusJSONResponse{Type: problemType("not-ready"), Title: "Not ready",
@@ -116,7 +115,7 @@ func (s *Server) InsertJobs(ctx context.Context, req InsertJobsRequestObject) (I
 	if len(fields) > 0 {
 		return nil, &engine.ValidationError{Errors: fields}
 	}
-	got, err := s.eng.InsertJobs(ctx, jobs)
+	got, err := s.eng.InsertBatch(ctx, jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +139,7 @@ func parseCursor(c *string) *int64 {
 	return &n
 }
 
-func jobPage(jobs []pg.Job, limit int) JobPage {
+func jobPage(jobs []engine.Job, limit int) JobPage {
 	page := JobPage{Jobs: make([]Job, len(jobs))}
 	for i, j := range jobs {
 		page.Jobs[i] = jobBody(j)
@@ -164,7 +163,7 @@ func (s *Server) ListJobs(ctx context.Context, req ListJobsRequestObject) (ListJ
 		st := string(*p.Status)
 		status = &st
 	}
-	jobs, err := s.db.JobList(ctx, pg.JobListParams{Queue: p.Queue, Status: status, Handler: p.Handler, Key: p.Key,
+	jobs, err := s.eng.ListJobs(ctx, engine.JobFilter{Queue: p.Queue, Status: status, Handler: p.Handler, Key: p.Key,
 		Before: parseCursor(p.Cursor), Limit: limit})
 	if err != nil {
 		return nil, err
@@ -174,12 +173,12 @@ func (s *Server) ListJobs(ctx context.Context, req ListJobsRequestObject) (ListJ
 
 // GetJob returns one job with its inbox and children counts.
 func (s *Server) GetJob(ctx context.Context, req GetJobRequestObject) (GetJobResponseObject, error) {
-	d, err := s.db.JobGet(ctx, req.Id)
+	d, err := s.eng.GetJob(ctx, req.Id)
 	if err != nil {
 		return nil, notFound(err, "job", req.Id)
 	}
-	return jsonResponse{status: http.StatusOK, body: jobDetailBody{Job: jobBody(d.Job), SignalsTotal: d.InboxSeq,
-		SignalsPending: d.InboxSeq - d.ConsumedSeq, ChildrenTotal: d.ChildrenTotal, ChildrenFinished: d.ChildrenFinished}}, nil
+	return jsonResponse{status: http.StatusOK, body: jobDetailBody{Job: jobBody(d.Job), SignalsTotal: d.SignalsTotal,
+		SignalsPending: d.SignalsPending, ChildrenTotal: d.ChildrenTotal, ChildrenFinished: d.ChildrenFinished}}, nil
 }
 
 func notFound(err error, what string, id int64) error {
@@ -191,16 +190,13 @@ func notFound(err error, what string, id int64) error {
 
 // ListJobSteps returns a job's attempt history.
 func (s *Server) ListJobSteps(ctx context.Context, req ListJobStepsRequestObject) (ListJobStepsResponseObject, error) {
-	if _, err := s.db.JobGet(ctx, req.Id); err != nil {
-		return nil, notFound(err, "job", req.Id)
-	}
 	limit := 200
 	if req.Params.Limit != nil {
 		limit = *req.Params.Limit
 	}
-	steps, err := s.db.StepList(ctx, req.Id, limit)
+	steps, err := s.eng.ListSteps(ctx, req.Id, limit)
 	if err != nil {
-		return nil, err
+		return nil, notFound(err, "job", req.Id)
 	}
 	out := StepPage{Steps: make([]Step, len(steps))}
 	for i, st := range steps {
@@ -216,16 +212,13 @@ func (s *Server) ListJobSteps(ctx context.Context, req ListJobStepsRequestObject
 
 // ListJobSignals returns a job's inbox.
 func (s *Server) ListJobSignals(ctx context.Context, req ListJobSignalsRequestObject) (ListJobSignalsResponseObject, error) {
-	if _, err := s.db.JobGet(ctx, req.Id); err != nil {
-		return nil, notFound(err, "job", req.Id)
-	}
 	limit := 200
 	if req.Params.Limit != nil {
 		limit = *req.Params.Limit
 	}
-	entries, err := s.db.SignalList(ctx, req.Id, limit)
+	entries, err := s.eng.ListSignals(ctx, req.Id, limit)
 	if err != nil {
-		return nil, err
+		return nil, notFound(err, "job", req.Id)
 	}
 	out := SignalPage{Signals: make([]Signal, len(entries))}
 	for i, e := range entries {
@@ -281,7 +274,7 @@ func (s *Server) CancelJob(ctx context.Context, req CancelJobRequestObject) (Can
 	if err := s.eng.Cancel(ctx, req.Id); err != nil {
 		return nil, notFound(err, "job", req.Id)
 	}
-	d, err := s.db.JobGet(ctx, req.Id)
+	d, err := s.eng.GetJob(ctx, req.Id)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +286,7 @@ func (s *Server) RetryJob(ctx context.Context, req RetryJobRequestObject) (Retry
 	if err := s.eng.Retry(ctx, req.Id); err != nil {
 		return nil, notFound(err, "job", req.Id)
 	}
-	d, err := s.db.JobGet(ctx, req.Id)
+	d, err := s.eng.GetJob(ctx, req.Id)
 	if err != nil {
 		return nil, err
 	}
@@ -338,7 +331,7 @@ func (s *Server) CompleteStep(ctx context.Context, req CompleteStepRequestObject
 
 // ListHandlers lists every registered handler.
 func (s *Server) ListHandlers(ctx context.Context, _ ListHandlersRequestObject) (ListHandlersResponseObject, error) {
-	hs, err := s.db.HandlerList(ctx)
+	hs, err := s.eng.ListHandlers(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -351,58 +344,54 @@ func (s *Server) ListHandlers(ctx context.Context, _ ListHandlersRequestObject) 
 
 // GetHandler returns one handler.
 func (s *Server) GetHandler(ctx context.Context, req GetHandlerRequestObject) (GetHandlerResponseObject, error) {
-	h, err := s.db.HandlerGet(ctx, req.Name)
+	h, err := s.eng.GetHandler(ctx, req.Name)
 	if err != nil {
 		return nil, missing(err, "handler", req.Name)
 	}
 	return GetHandler200JSONResponse(handlerBody(h, scopeOf(ctx))), nil
 }
 
-// PutHandler registers or changes a handler after vetting its URL.
+// PutHandler registers or changes a handler; the engine vets its URL with the guard.
 func (s *Server) PutHandler(ctx context.Context, req PutHandlerRequestObject) (PutHandlerResponseObject, error) {
 	b := req.Body
 	var fields []engine.FieldError
-	if err := s.cfg.Guard.CheckURL(ctx, b.Url); err != nil {
-		fields = append(fields, engine.FieldError{Field: "url", Message: err.Error()})
-	}
-	if b.Secret != nil && !webhook.ValidSecret(*b.Secret) {
-		fields = append(fields, engine.FieldError{Field: "secret", Message: "must be whsec_ followed by the base64 of at least 16 bytes"})
-	}
-	p := pg.HandlerUpsert{Name: req.Name, URL: b.Url, Secret: b.Secret, NewSecret: webhook.NewSecret(), MaxAttempts: b.MaxAttempts}
-	for _, d := range []struct {
-		field string
-		in    *string
-		out   **int
-		min   time.Duration
-	}{{"timeout", b.Timeout, &p.TimeoutMS, time.Millisecond}, {"backoff_base", b.BackoffBase, &p.BackoffBaseMS, 0},
-		{"backoff_max", b.BackoffMax, &p.BackoffMaxMS, 0}} {
-		if d.in == nil {
-			continue
-		}
-		v, ok := parseDuration(d.field, *d.in, &fields)
-		if !ok {
-			continue
-		}
-		if v < d.min || v > 24*time.Hour {
-			fields = append(fields, engine.FieldError{Field: d.field, Message: "must be a duration between " + d.min.String() + " and 24h"})
-			continue
-		}
-		ms := int(v.Milliseconds())
-		*d.out = &ms
-	}
+	set := engine.HandlerSettings{URL: b.Url, Secret: b.Secret, MaxAttempts: b.MaxAttempts,
+		Timeout: optDuration("timeout", b.Timeout, &fields), BackoffBase: optDuration("backoff_base", b.BackoffBase, &fields),
+		BackoffMax: optDuration("backoff_max", b.BackoffMax, &fields)}
 	if len(fields) > 0 {
+		// Report what the engine would refuse too, each field in the body's order.
+		fields = append(engine.CheckHandler(ctx, req.Name, set, s.cfg.Guard), fields...)
+		slices.SortStableFunc(fields, func(a, b engine.FieldError) int {
+			return slices.Index(handlerFields, a.Field) - slices.Index(handlerFields, b.Field)
+		})
 		return nil, &engine.ValidationError{Errors: fields}
 	}
-	h, err := s.db.HandlerUpsert(ctx, p)
+	h, err := s.eng.SetHandler(ctx, req.Name, set, s.cfg.Guard)
 	if err != nil {
 		return nil, err
 	}
 	return PutHandler200JSONResponse(handlerBody(h, scopeOf(ctx))), nil
 }
 
+// handlerFields orders a handler's field errors.
+var handlerFields = []string{"name", "url", "secret", "max_attempts", "timeout", "backoff_base", "backoff_max"}
+
+// optDuration reads an optional duration field (nil when absent or unreadable; fields
+// gets why it is unreadable).
+func optDuration(field string, s *string, fields *[]engine.FieldError) *time.Duration {
+	if s == nil {
+		return nil
+	}
+	d, ok := parseDuration(field, *s, fields)
+	if !ok {
+		return nil
+	}
+	return &d
+}
+
 // DeleteHandler removes a handler.
 func (s *Server) DeleteHandler(ctx context.Context, req DeleteHandlerRequestObject) (DeleteHandlerResponseObject, error) {
-	if err := s.db.HandlerDelete(ctx, req.Name); err != nil {
+	if err := s.eng.DeleteHandler(ctx, req.Name); err != nil {
 		return nil, missing(err, "handler", req.Name)
 	}
 	return DeleteHandler204Response{}, nil
@@ -410,63 +399,40 @@ func (s *Server) DeleteHandler(ctx context.Context, req DeleteHandlerRequestObje
 
 // ListQueues lists every queue with its counts.
 func (s *Server) ListQueues(ctx context.Context, _ ListQueuesRequestObject) (ListQueuesResponseObject, error) {
-	qs, err := s.db.QueueList(ctx)
-	if err != nil {
-		return nil, err
-	}
-	counts, err := s.db.QueueCounts(ctx, nil)
+	qs, err := s.eng.ListQueues(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := QueueList{Queues: make([]Queue, len(qs))}
 	for i, q := range qs {
-		out.Queues[i] = queueBody(q, counts)
+		out.Queues[i] = queueBody(q)
 	}
 	return ListQueues200JSONResponse(out), nil
 }
 
 // GetQueue returns one queue with its counts.
 func (s *Server) GetQueue(ctx context.Context, req GetQueueRequestObject) (GetQueueResponseObject, error) {
-	qs, err := s.db.QueueList(ctx)
+	q, err := s.eng.GetQueue(ctx, req.Name)
 	if err != nil {
-		return nil, err
+		return nil, missing(err, "queue", req.Name)
 	}
-	for _, q := range qs {
-		if q.Name == req.Name {
-			counts, err := s.db.QueueCounts(ctx, &req.Name)
-			if err != nil {
-				return nil, err
-			}
-			return GetQueue200JSONResponse(queueBody(q, counts)), nil
-		}
-	}
-	return nil, missing(engine.ErrNotFound, "queue", req.Name)
+	return GetQueue200JSONResponse(queueBody(q)), nil
 }
 
 // PutQueue creates a queue or changes its settings.
 func (s *Server) PutQueue(ctx context.Context, req PutQueueRequestObject) (PutQueueResponseObject, error) {
-	p := pg.QueueUpsert{Name: req.Name, Paused: req.Body.Paused, MaxInFlight: req.Body.MaxInFlight, Batch: req.Body.Batch}
+	set := engine.QueueSettings{Paused: req.Body.Paused, MaxInFlight: req.Body.MaxInFlight, Batch: req.Body.Batch}
 	if req.Body.Retention != nil {
 		var fields []engine.FieldError
-		d, ok := parseDuration("retention", *req.Body.Retention, &fields)
-		switch {
-		case !ok:
+		if set.Retention = optDuration("retention", req.Body.Retention, &fields); len(fields) > 0 {
 			return nil, &engine.ValidationError{Errors: fields}
-		case d > 0:
-			p.Retention = &d
-		default:
-			p.ClearRetention = true // "0s": back to the server default
 		}
 	}
-	q, err := s.db.QueueUpsert(ctx, p)
+	q, err := s.eng.SetQueue(ctx, req.Name, set)
 	if err != nil {
 		return nil, err
 	}
-	counts, err := s.db.QueueCounts(ctx, &req.Name)
-	if err != nil {
-		return nil, err
-	}
-	return PutQueue200JSONResponse(queueBody(q, counts)), nil
+	return PutQueue200JSONResponse(queueBody(q)), nil
 }
 
 // GetQueueThroughput returns a queue's finished steps per minute.
@@ -475,7 +441,7 @@ func (s *Server) GetQueueThroughput(ctx context.Context, req GetQueueThroughputR
 	if req.Params.Minutes != nil {
 		minutes = *req.Params.Minutes
 	}
-	points, err := s.db.QueueThroughput(ctx, req.Name, minutes)
+	points, err := s.eng.QueueThroughput(ctx, req.Name, minutes)
 	if err != nil {
 		return nil, err
 	}

@@ -3,14 +3,13 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
-	"time"
 
-	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/gendurable/gendurable/internal/engine"
 )
 
 // jobBody is a job on the wire (schema Job); the responses that extend it (JobInserted,
 // JobDetail) embed it so that the conversion below is the only one.
-func jobBody(j pg.Job) Job {
+func jobBody(j engine.Job) Job {
 	out := Job{
 		Id: j.ID, Queue: j.Queue, Handler: j.Handler, Status: JobStatus(j.Status), Priority: j.Priority,
 		Input: j.Input, State: j.State, Result: j.Result, Error: j.Error, Step: j.Step, Attempt: j.Attempt,
@@ -62,44 +61,25 @@ func (r jsonResponse) VisitInsertJobsResponse(w http.ResponseWriter) error { ret
 func (r jsonResponse) VisitGetJobResponse(w http.ResponseWriter) error     { return r.write(w) }
 
 // handlerBody shows a handler; a read-scope caller sees its secret redacted.
-func handlerBody(h pg.Handler, scope string) HandlerConfig {
+func handlerBody(h engine.Handler, scope string) HandlerConfig {
 	secret := h.Secret
 	if scope != scopeAdmin {
 		secret = "whsec_…(redacted: admin scope only)"
 	}
 	return HandlerConfig{Name: h.Name, Url: h.URL, Secret: secret, MaxAttempts: h.MaxAttempts,
-		Timeout: msDuration(h.TimeoutMS), BackoffBase: msDuration(h.BackoffBaseMS), BackoffMax: msDuration(h.BackoffMaxMS),
+		Timeout: h.Timeout.String(), BackoffBase: h.BackoffBase.String(), BackoffMax: h.BackoffMax.String(),
 		PreviousSecretExpiresAt: h.PreviousSecretExpiresAt, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
 }
 
-func msDuration(ms int) string { return (time.Duration(ms) * time.Millisecond).String() }
-
-func queueBody(q pg.Queue, counts []pg.QueueCount) Queue {
+func queueBody(q engine.Queue) Queue {
+	c := q.Counts
 	out := Queue{Name: q.Name, Paused: q.Paused, MaxInFlight: q.MaxInFlight, Batch: q.Batch,
-		CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}
+		Counts: QueueCounts{Runnable: c.Runnable, Executing: c.Executing, Awaiting: c.Awaiting, Done: c.Done,
+			Failed: c.Failed, Cancelled: c.Cancelled},
+		OldestRunnableAt: q.OldestRunnableAt, CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}
 	if q.Retention != nil {
 		r := q.Retention.String()
 		out.Retention = &r
-	}
-	for _, c := range counts {
-		if c.Queue != q.Name {
-			continue
-		}
-		switch c.Status {
-		case "runnable":
-			out.Counts.Runnable = c.N
-			out.OldestRunnableAt = c.OldestRunnable
-		case "executing":
-			out.Counts.Executing = c.N
-		case "awaiting":
-			out.Counts.Awaiting = c.N
-		case "done":
-			out.Counts.Done = c.N
-		case "failed":
-			out.Counts.Failed = c.N
-		case "cancelled":
-			out.Counts.Cancelled = c.N
-		}
 	}
 	return out
 }

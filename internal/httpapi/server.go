@@ -18,7 +18,6 @@ import (
 	gendurable "github.com/gendurable/gendurable"
 	"github.com/gendurable/gendurable/internal/engine"
 	"github.com/gendurable/gendurable/internal/netguard"
-	"github.com/gendurable/gendurable/internal/pg"
 )
 
 // Config holds the API's settings.
@@ -42,7 +41,6 @@ type Config struct {
 // Server implements the generated StrictServerInterface.
 type Server struct {
 	eng  *engine.Engine
-	db   *pg.DB
 	cfg  Config
 	log  *slog.Logger
 	auth *authenticator
@@ -65,8 +63,8 @@ func New(eng *engine.Engine, cfg Config, log *slog.Logger) (http.Handler, error)
 		log = slog.New(slog.DiscardHandler)
 	}
 	errs := errorMapper{log: log}
-	s := &Server{eng: eng, db: eng.DB(), cfg: cfg, log: log,
-		auth: &authenticator{token: cfg.APIToken, db: eng.DB(), errs: errs}}
+	s := &Server{eng: eng, cfg: cfg, log: log,
+		auth: &authenticator{token: cfg.APIToken, eng: eng, errs: errs}}
 	v, err := newValidator(bodyLimits{regular: cfg.MaxBodyBytes, batch: cfg.MaxBatchBodyBytes}, errs)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/pg"
+)
+
+// Job is a job as the engine shows it to clients (the lease token is never shown).
+type Job struct {
+	ID       int64
+	Queue    string
+	Handler  string
+	Status   string
+	Priority int
+	// EligibleAt is when a runnable job may run, or an awaiting job's deadline; nil for
+	// an await without a deadline.
+	EligibleAt      *time.Time
+	Input           json.RawMessage
+	State           json.RawMessage
+	Result          json.RawMessage
+	Error           json.RawMessage
+	Step            int
+	Attempt         int
+	MaxAttempts     int
+	Key             *string
+	ConcurrencyKey  *string
+	RateLimit       *string // the rate limit's name (nil: none)
+	RateKey         *string
+	RateWeight      int
+	ParentID        *int64
+	PendingChildren int
+	Awaiting        []string
+	Wake            *string
+	LeaseExpiresAt  *time.Time
+	LeaseOwner      *string
+	AttemptedAt     *time.Time
+	CancelRequested bool
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	FinishedAt      *time.Time
+}
+
+func jobOf(j pg.Job) Job {
+	return Job{ID: j.ID, Queue: j.Queue, Handler: j.Handler, Status: j.Status, Priority: j.Priority,
+		EligibleAt: j.EligibleAt, Input: j.Input, State: j.State, Result: j.Result, Error: j.Error,
+		Step: j.Step, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Key: j.Key, ConcurrencyKey: j.ConcurrencyKey,
+		RateLimit: j.RateLimit, RateKey: j.RateKey, RateWeight: j.RateWeight, ParentID: j.ParentID,
+		PendingChildren: j.PendingChildren, Awaiting: j.Awaiting, Wake: j.Wake, LeaseExpiresAt: j.LeaseExpiresAt,
+		LeaseOwner: j.LeaseOwner, AttemptedAt: j.AttemptedAt, CancelRequested: j.CancelRequested,
+		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt}
+}
+
+func jobsOf(rows []pg.Job) []Job {
+	out := make([]Job, len(rows))
+	for i, j := range rows {
+		out[i] = jobOf(j)
+	}
+	return out
+}
+
+// JobInserted is the answer for one inserted job: the new job, or the live job that
+// already held its key (Deduplicated).
+type JobInserted struct {
+	Job
+	Deduplicated bool
+}
+
+// JobDetail is a job with its inbox and children counts.
+type JobDetail struct {
+	Job
+	SignalsTotal     int64 // signals ever delivered
+	SignalsPending   int64 // delivered and not yet shown to a step that consumed them
+	ChildrenTotal    int
+	ChildrenFinished int
+}
+
+// JobFilter selects the jobs ListJobs answers; nil fields do not filter. Before is the
+// keyset cursor (ids below it); Limit is the page size.
+type JobFilter struct {
+	Queue, Status, Handler, Key *string
+	Before                      *int64
+	Limit                       int
+}
+
+// ListJobs lists jobs newest first (one statement, keyset on id).
+func (e *Engine) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
+	rows, err := e.db.JobList(ctx, pg.JobListParams{Queue: f.Queue, Status: f.Status, Handler: f.Handler,
+		Key: f.Key, Before: f.Before, Limit: f.Limit})
+	if err != nil {
+		return nil, err
+	}
+	return jobsOf(rows), nil
+}
+
+// GetJob returns one job with its counts; ErrNotFound when there is none.
+func (e *Engine) GetJob(ctx context.Context, id int64) (JobDetail, error) {
+	d, err := e.db.JobGet(ctx, id)
+	if err != nil {
+		return JobDetail{}, err
+	}
+	return JobDetail{Job: jobOf(d.Job), SignalsTotal: d.InboxSeq, SignalsPending: d.InboxSeq - d.ConsumedSeq,
+		ChildrenTotal: d.ChildrenTotal, ChildrenFinished: d.ChildrenFinished}, nil
+}
+
+// StepAttempt is one attempt of a job's step, from the steps history.
+type StepAttempt struct {
+	ID         int64
+	Step       int
+	Attempt    int
+	Outcome    string // "next", "done", "error", "timeout", "http_500"…
+	HTTPStatus *int
+	StartedAt  time.Time
+	FinishedAt time.Time
+	Error      json.RawMessage
+}
+
+// ListSteps returns at most limit attempts of a job's history, oldest first;
+// ErrNotFound when there is no such job. It costs two statements.
+func (e *Engine) ListSteps(ctx context.Context, jobID int64, limit int) ([]StepAttempt, error) {
+	if _, err := e.db.JobGet(ctx, jobID); err != nil {
+		return nil, err
+	}
+	rows, err := e.db.StepList(ctx, jobID, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]StepAttempt, len(rows))
+	for i, s := range rows {
+		out[i] = StepAttempt{ID: s.ID, Step: s.Step, Attempt: s.Attempt, Outcome: s.Outcome, HTTPStatus: s.HTTPStatus,
+			StartedAt: s.StartedAt, FinishedAt: s.FinishedAt, Error: s.Error}
+	}
+	return out, nil
+}
+
+// InboxEntry is one signal of a job's inbox.
+type InboxEntry struct {
+	ID        int64
+	Seq       int64
+	Name      string
+	Payload   json.RawMessage
+	CreatedAt time.Time
+	Consumed  bool // a step that consumed its signals has seen it
+}
+
+// ListSignals returns at most limit signals of a job's inbox, oldest first;
+// ErrNotFound when there is no such job. It costs two statements.
+func (e *Engine) ListSignals(ctx context.Context, jobID int64, limit int) ([]InboxEntry, error) {
+	if _, err := e.db.JobGet(ctx, jobID); err != nil {
+		return nil, err
+	}
+	rows, err := e.db.SignalList(ctx, jobID, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]InboxEntry, len(rows))
+	for i, s := range rows {
+		out[i] = InboxEntry{ID: s.ID, Seq: s.Seq, Name: s.Name, Payload: s.Payload, CreatedAt: s.CreatedAt, Consumed: s.Consumed}
+	}
+	return out, nil
+}

@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/pg"
+)
+
+// Queue is a queue's settings and how many of its jobs are in each status.
+type Queue struct {
+	Name        string
+	Paused      bool
+	MaxInFlight int
+	Batch       int
+	// Retention is how long finished jobs are kept (nil: the server default).
+	Retention *time.Duration
+	Counts    QueueCounts
+	// OldestRunnableAt is when the longest-waiting runnable job became eligible (nil: none).
+	OldestRunnableAt     *time.Time
+	CreatedAt, UpdatedAt time.Time
+}
+
+// QueueCounts counts a queue's jobs per status.
+type QueueCounts struct {
+	Runnable, Executing, Awaiting, Done, Failed, Cancelled int64
+}
+
+// queueOf joins a queue's settings with its rows of counts (counts may hold other
+// queues' rows, which are skipped).
+func queueOf(q pg.Queue, counts []pg.QueueCount) Queue {
+	out := Queue{Name: q.Name, Paused: q.Paused, MaxInFlight: q.MaxInFlight, Batch: q.Batch, Retention: q.Retention,
+		CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}
+	for _, c := range counts {
+		if c.Queue != q.Name {
+			continue
+		}
+		switch c.Status {
+		case "runnable":
+			out.Counts.Runnable = c.N
+			out.OldestRunnableAt = c.OldestRunnable
+		case "executing":
+			out.Counts.Executing = c.N
+		case "awaiting":
+			out.Counts.Awaiting = c.N
+		case "done":
+			out.Counts.Done = c.N
+		case "failed":
+			out.Counts.Failed = c.N
+		case "cancelled":
+			out.Counts.Cancelled = c.N
+		}
+	}
+	return out
+}
+
+// ListQueues lists every queue with its counts, in two statements.
+func (e *Engine) ListQueues(ctx context.Context) ([]Queue, error) {
+	qs, err := e.db.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := e.db.QueueCounts(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Queue, len(qs))
+	for i, q := range qs {
+		out[i] = queueOf(q, counts)
+	}
+	return out, nil
+}
+
+// GetQueue returns one queue with its counts; ErrNotFound when none has the name.
+func (e *Engine) GetQueue(ctx context.Context, name string) (Queue, error) {
+	qs, err := e.db.QueueList(ctx)
+	if err != nil {
+		return Queue{}, err
+	}
+	for _, q := range qs {
+		if q.Name == name {
+			counts, err := e.db.QueueCounts(ctx, &name)
+			if err != nil {
+				return Queue{}, err
+			}
+			return queueOf(q, counts), nil
+		}
+	}
+	return Queue{}, ErrNotFound
+}
+
+// QueueSettings changes a queue's settings; nil fields keep their value.
+type QueueSettings struct {
+	Paused      *bool
+	MaxInFlight *int // steps one server process runs at once, 1-100000
+	Batch       *int // rows one pick claims at most, 1-1000
+	// Retention is how long the queue's finished jobs are kept; 0 returns the queue to
+	// the server's default.
+	Retention *time.Duration
+}
+
+// SetQueue creates a queue or changes its settings (a *ValidationError for settings out
+// of range; nothing is written) and answers it with its counts, in two statements.
+func (e *Engine) SetQueue(ctx context.Context, name string, s QueueSettings) (Queue, error) {
+	v := &validator{}
+	v.name("name", name)
+	if s.MaxInFlight != nil && (*s.MaxInFlight < 1 || *s.MaxInFlight > 100_000) {
+		v.add("max_in_flight", "must be between 1 and 100000, got %d", *s.MaxInFlight)
+	}
+	if s.Batch != nil && (*s.Batch < 1 || *s.Batch > 1000) {
+		v.add("batch", "must be between 1 and 1000, got %d", *s.Batch)
+	}
+	if s.Retention != nil && *s.Retention < 0 {
+		v.add("retention", "must not be negative")
+	}
+	if err := v.err(); err != nil {
+		return Queue{}, err
+	}
+	p := pg.QueueUpsert{Name: name, Paused: s.Paused, MaxInFlight: s.MaxInFlight, Batch: s.Batch}
+	if s.Retention != nil {
+		if *s.Retention > 0 {
+			p.Retention = s.Retention
+		} else {
+			p.ClearRetention = true
+		}
+	}
+	q, err := e.db.QueueUpsert(ctx, p)
+	if err != nil {
+		return Queue{}, err
+	}
+	counts, err := e.db.QueueCounts(ctx, &name)
+	if err != nil {
+		return Queue{}, err
+	}
+	return queueOf(q, counts), nil
+}
+
+// ThroughputPoint is one minute of a queue's finished steps.
+type ThroughputPoint struct {
+	Minute              time.Time
+	Done, Failed, Total int64
+}
+
+// QueueThroughput returns a queue's finished steps per minute over the last minutes.
+func (e *Engine) QueueThroughput(ctx context.Context, queue string, minutes int) ([]ThroughputPoint, error) {
+	rows, err := e.db.QueueThroughput(ctx, queue, minutes)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ThroughputPoint, len(rows))
+	for i, p := range rows {
+		out[i] = ThroughputPoint{Minute: p.Minute, Done: p.Done, Failed: p.Failed, Total: p.Total}
+	}
+	return out, nil
+}
