@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gendurable/gendurable/internal/engine"
-	"github.com/gendurable/gendurable/internal/pg"
 	"github.com/gendurable/gendurable/webhook"
 )
 
@@ -36,7 +35,7 @@ func (d *Dispatcher) runStep(ctx context.Context, f *feeder, st engine.Step) {
 	d.leases.markCompleting(st.ID, st.LeaseToken)
 	defer f.release()
 	d.completer.submit(engine.StepOutcome{JobID: st.ID, Token: st.LeaseToken, NoGateSlot: st.GateShard == nil, Outcome: outcome},
-		func(applied *pg.OutcomeApplied, err error) {
+		func(applied *engine.OutcomeApplied, err error) {
 			d.leases.remove(st.ID, st.LeaseToken)
 			d.metrics.Steps.WithLabelValues(st.Queue, st.Handler, outcome.Label).Inc()
 			switch {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gendurable/gendurable/internal/engine"
-	"github.com/gendurable/gendurable/internal/pg"
 )
 
 // completer writes step outcomes, many per statement. Each worker takes the first
@@ -27,7 +26,7 @@ type completer struct {
 
 type pendingOutcome struct {
 	outcome engine.StepOutcome
-	done    func(*pg.OutcomeApplied, error)
+	done    func(*engine.OutcomeApplied, error)
 }
 
 func newCompleter(eng *engine.Engine, cfg Config, m *Metrics, log *slog.Logger) *completer {
@@ -47,7 +46,7 @@ func (c *completer) stop() {
 	c.wg.Wait()
 }
 
-func (c *completer) submit(o engine.StepOutcome, done func(*pg.OutcomeApplied, error)) {
+func (c *completer) submit(o engine.StepOutcome, done func(*engine.OutcomeApplied, error)) {
 	c.queue <- pendingOutcome{outcome: o, done: done}
 }
 
@@ -105,7 +104,7 @@ func (c *completer) flush(batch []pendingOutcome) {
 	for i, p := range batch {
 		outcomes[i] = p.outcome
 	}
-	var applied []pg.OutcomeApplied
+	var applied []engine.OutcomeApplied
 	var err error
 	for attempt, wait := 0, 50*time.Millisecond; attempt < 5; attempt, wait = attempt+1, 2*wait {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -123,7 +122,7 @@ func (c *completer) flush(batch []pendingOutcome) {
 		id    int64
 		token string
 	}
-	byLease := make(map[lease]*pg.OutcomeApplied, len(applied))
+	byLease := make(map[lease]*engine.OutcomeApplied, len(applied))
 	for i := range applied {
 		byLease[lease{applied[i].ID, applied[i].Token}] = &applied[i]
 	}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/gendurable/gendurable/internal/engine"
-	"github.com/gendurable/gendurable/internal/pg"
 )
 
 // Config tunes a Dispatcher. Zero values take the defaults given.
@@ -49,6 +48,9 @@ type Config struct {
 	DialControl func(network, address string, c syscall.RawConn) error
 	// Queues restricts the dispatcher to these queues (default: every queue).
 	Queues []string
+	// OnPaused, when set, is called each time a feeder finds its queue paused and stops
+	// claiming (tests wait on it instead of sleeping).
+	OnPaused func(queue string)
 }
 
 func (c *Config) applyDefaults() {
@@ -206,7 +208,7 @@ func (d *Dispatcher) refreshLoop() {
 }
 
 func (d *Dispatcher) refreshQueues() {
-	queues, err := d.eng.DB().QueueList(d.runCtx)
+	queues, err := d.eng.ListQueueSettings(d.runCtx)
 	if err != nil {
 		if d.runCtx.Err() == nil {
 			d.log.Error("loading queue settings failed", "err", err)
@@ -248,7 +250,7 @@ func (d *Dispatcher) serves(queue string) bool {
 // listen wakes the feeder of every queue named by a NOTIFY; an unknown queue (just
 // created by an insert) triggers a settings refresh.
 func (d *Dispatcher) listen() {
-	d.eng.DB().Listen(d.runCtx, pg.JobsChannel, func(queue string) {
+	d.eng.ListenForWork(d.runCtx, func(queue string) {
 		if queue == "" { // (re)connected: anything may have been missed
 			d.wakeAll()
 			return

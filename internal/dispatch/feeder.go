@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gendurable/gendurable/internal/engine"
-	"github.com/gendurable/gendurable/internal/pg"
 )
 
 // feeder keeps up to max_in_flight steps of one queue running: it claims in batches,
@@ -16,7 +15,7 @@ import (
 type feeder struct {
 	d        *Dispatcher
 	queue    string
-	settings atomic.Pointer[pg.Queue]
+	settings atomic.Pointer[engine.Queue]
 	inFlight atomic.Int64
 	gauge    prometheus.Gauge // gendurable_in_flight_steps{queue}
 	wakeCh   chan struct{}    // new work may be ready (NOTIFY, a runnable outcome)
@@ -26,7 +25,7 @@ type feeder struct {
 	done     chan struct{}
 }
 
-func newFeeder(d *Dispatcher, q pg.Queue) *feeder {
+func newFeeder(d *Dispatcher, q engine.Queue) *feeder {
 	f := &feeder{d: d, queue: q.Name, wakeCh: make(chan struct{}, 1), slotCh: make(chan struct{}, 1),
 		done: make(chan struct{})}
 	f.settings.Store(&q)
@@ -43,7 +42,7 @@ func (f *feeder) stopAndWait() {
 }
 
 // update takes new settings; they apply from the next claim.
-func (f *feeder) update(q pg.Queue) {
+func (f *feeder) update(q engine.Queue) {
 	old := f.settings.Swap(&q)
 	if old.Paused != q.Paused || old.MaxInFlight != q.MaxInFlight || old.Batch != q.Batch {
 		f.wake()
@@ -72,6 +71,9 @@ func (f *feeder) loop() {
 	for f.ctx.Err() == nil {
 		s := f.settings.Load()
 		if s.Paused {
+			if d.cfg.OnPaused != nil {
+				d.cfg.OnPaused(f.queue)
+			}
 			f.waitFor(f.wakeCh, d.cfg.PollMax)
 			continue
 		}

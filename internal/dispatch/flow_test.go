@@ -365,7 +365,14 @@ func TestQueueSettingsApplyWithoutRestart(t *testing.T) {
 		jobs[i] = engine.NewJob{Handler: "h", Input: []byte(`"q"`)}
 	}
 	h.insert(t, jobs...)
-	startDispatcher(t, h.eng, dispatch.Config{PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond, QueueRefresh: 50 * time.Millisecond})
+	paused := make(chan struct{}, 1)
+	startDispatcher(t, h.eng, dispatch.Config{PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond, QueueRefresh: 50 * time.Millisecond,
+		OnPaused: func(string) {
+			select {
+			case paused <- struct{}{}:
+			default:
+			}
+		}})
 	waitDone(t, h.db, 5, 20*time.Second)
 	if got := c.max(`"q"`); got != 1 {
 		t.Fatalf("max_in_flight 1 ran %d steps at once", got)
@@ -380,14 +387,26 @@ func TestQueueSettingsApplyWithoutRestart(t *testing.T) {
 	if _, err := h.db.QueueUpsert(ctx, pg.QueueUpsert{Name: "default", Paused: ptr(true)}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the refresh (50 ms) and the running steps (40 ms) settle
-	paused, _ := h.db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE status = 'done'`)
-	time.Sleep(300 * time.Millisecond)
-	if again, _ := h.db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE status = 'done'`); again != paused {
-		t.Fatalf("a paused queue kept running: %d -> %d done", paused, again)
+	select { // the feeder has seen the pause: it claims nothing more
+	case <-paused:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the feeder never saw its queue paused")
 	}
-	if running, _ := h.db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE status = 'executing'`); running != 0 {
-		t.Fatalf("%d steps still executing on a paused queue", running)
+	// The steps it had claimed finish; then nothing moves (a change is a claim while paused).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if running, _ := h.db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE status = 'executing'`); running == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("steps still executing on a paused queue")
+		}
+	}
+	before, _ := h.db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE attempted_at IS NOT NULL`)
+	for range 3 { // three more paused rounds of the feeder
+		<-paused
+	}
+	if after, _ := h.db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE attempted_at IS NOT NULL`); after != before {
+		t.Fatalf("a paused queue kept claiming: %d -> %d jobs attempted", before, after)
 	}
 	if _, err := h.db.QueueUpsert(ctx, pg.QueueUpsert{Name: "default", Paused: ptr(false)}); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/gendurable/gendurable/internal/engine"
 )
 
 // leaseRegistry holds the leases of this process's running steps (until their outcome
@@ -52,22 +52,22 @@ func (r *leaseRegistry) markCompleting(id int64, token string) {
 	r.mu.Unlock()
 }
 
-func (r *leaseRegistry) snapshot() []pg.Lease {
+func (r *leaseRegistry) snapshot() []engine.Lease {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]pg.Lease, 0, len(r.leases))
+	out := make([]engine.Lease, 0, len(r.leases))
 	for id, l := range r.leases {
-		out = append(out, pg.Lease{JobID: id, Token: l.token})
+		out = append(out, engine.Lease{JobID: id, Token: l.token})
 	}
 	return out
 }
 
 // lost cancels the calls of leases that a heartbeat found gone and returns them; leases
 // whose call already finished (removed, or completing) are not losses.
-func (r *leaseRegistry) lost(leases []pg.Lease) []pg.Lease {
+func (r *leaseRegistry) lost(leases []engine.Lease) []engine.Lease {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var gone []pg.Lease
+	var gone []engine.Lease
 	for _, l := range leases {
 		if h, ok := r.leases[l.JobID]; ok && h.token == l.Token && !h.completing {
 			h.cancel(errLeaseLost)
@@ -114,7 +114,7 @@ func (d *Dispatcher) heartbeatLoop() {
 		for _, e := range extended {
 			ok[e.JobID] = true
 		}
-		var missing []pg.Lease
+		var missing []engine.Lease
 		for _, l := range held {
 			if !ok[l.JobID] {
 				missing = append(missing, l)

@@ -101,13 +101,31 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// Lease names one leased step: its job and the token its claim was given.
+type Lease struct {
+	JobID int64
+	Token string
+}
+
 // ExtendLeases extends the leases of in-flight steps in one statement and returns the
-// ones still held.
-func (e *Engine) ExtendLeases(ctx context.Context, leases []pg.Lease) ([]pg.LeaseExtended, error) {
+// ones still held (a lease missing from the answer is lost).
+func (e *Engine) ExtendLeases(ctx context.Context, leases []Lease) ([]LeaseExtended, error) {
 	if len(leases) == 0 {
 		return nil, nil
 	}
-	return e.db.LeaseExtendMany(ctx, leases, e.cfg.LeaseTTL)
+	in := make([]pg.Lease, len(leases))
+	for i, l := range leases {
+		in[i] = pg.Lease{JobID: l.JobID, Token: l.Token}
+	}
+	got, err := e.db.LeaseExtendMany(ctx, in, e.cfg.LeaseTTL)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]LeaseExtended, len(got))
+	for i, g := range got {
+		out[i] = LeaseExtended{JobID: g.JobID, ExpiresAt: g.ExpiresAt}
+	}
+	return out, nil
 }
 
 // LeaseExtended is a lease that is still held, with its new expiry.

@@ -84,10 +84,6 @@ func New(db *pg.DB, cfg Config, log *slog.Logger) (*Engine, error) {
 // Config returns the engine's effective settings.
 func (e *Engine) Config() Config { return e.cfg }
 
-// DB returns the database the engine writes to. Only internal/dispatch still calls it,
-// until it reaches state through the engine alone (issue 12); internal/httpapi must not.
-func (e *Engine) DB() *pg.DB { return e.db }
-
 // PendingMigrations reports how many migrations of this build the database lacks (the
 // server is ready at zero); an error when the database does not answer.
 func (e *Engine) PendingMigrations(ctx context.Context) (int, error) {

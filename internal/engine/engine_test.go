@@ -518,7 +518,7 @@ func TestHeartbeatSkipsALockedRow(t *testing.T) {
 	}
 	hbCtx, cancel := context.WithTimeout(ctx, 30*time.Second) // a wait would last until the rollback
 	defer cancel()
-	leases := []pg.Lease{{JobID: steps[0].ID, Token: steps[0].LeaseToken}, {JobID: steps[1].ID, Token: steps[1].LeaseToken}}
+	leases := []engine.Lease{{JobID: steps[0].ID, Token: steps[0].LeaseToken}, {JobID: steps[1].ID, Token: steps[1].LeaseToken}}
 	got, err := te.ExtendLeases(hbCtx, leases)
 	if err != nil {
 		t.Fatalf("heartbeat with a locked row: %v", err)
@@ -535,7 +535,7 @@ func TestHeartbeatSkipsALockedRow(t *testing.T) {
 		}
 	}
 	// A stale token is not held, locked or not.
-	got, err = te.ExtendLeases(hbCtx, []pg.Lease{{JobID: steps[1].ID, Token: steps[0].LeaseToken}})
+	got, err = te.ExtendLeases(hbCtx, []engine.Lease{{JobID: steps[1].ID, Token: steps[0].LeaseToken}})
 	if err != nil || len(got) != 0 {
 		t.Fatalf("a stale token: %+v %v", got, err)
 	}

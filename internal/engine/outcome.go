@@ -215,7 +215,7 @@ func (s StepOutcome) record() (pg.OutcomeRecord, error) {
 // nothing. A transient conflict (deadlock between two batches joining the same parents)
 // is retried. A spawn whose child key a live job holds turns into a retryable error of
 // that step rather than failing the batch.
-func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]pg.OutcomeApplied, error) {
+func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]OutcomeApplied, error) {
 	recs := make([]pg.OutcomeRecord, len(outcomes))
 	for i, o := range outcomes {
 		r, err := o.record()
@@ -231,10 +231,10 @@ func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]p
 	if err := e.ensureChildQueues(ctx, outcomes); err != nil {
 		return nil, err
 	}
-	var applied []pg.OutcomeApplied
+	var rows []pg.OutcomeApplied
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
-		applied, err = e.db.JobApplyOutcomes(ctx, recs, credit)
+		rows, err = e.db.JobApplyOutcomes(ctx, recs, credit)
 		if !errors.Is(err, ErrRetryable) {
 			break
 		}
@@ -245,6 +245,10 @@ func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]p
 	case errors.Is(err, ErrInvalid) && len(outcomes) > 1:
 		// One outcome the database refused must not fail the others of its batch.
 		return e.applyOneByOne(ctx, outcomes)
+	}
+	applied := make([]OutcomeApplied, len(rows))
+	for i, a := range rows {
+		applied[i] = OutcomeApplied{ID: a.ID, Token: a.Token, Status: a.Status, Queue: a.Queue, Ready: a.Ready}
 	}
 	return applied, err
 }
@@ -285,8 +289,8 @@ func hasSpawn(outcomes []StepOutcome) bool {
 	return false
 }
 
-func (e *Engine) applyOneByOne(ctx context.Context, outcomes []StepOutcome) ([]pg.OutcomeApplied, error) {
-	var all []pg.OutcomeApplied
+func (e *Engine) applyOneByOne(ctx context.Context, outcomes []StepOutcome) ([]OutcomeApplied, error) {
+	var all []OutcomeApplied
 	for _, o := range outcomes {
 		got, err := e.ApplyOutcomes(ctx, []StepOutcome{o})
 		switch {
@@ -326,6 +330,5 @@ func (e *Engine) ApplyOutcome(ctx context.Context, o StepOutcome) (OutcomeApplie
 	if len(got) == 0 {
 		return OutcomeApplied{}, ErrLeaseLost
 	}
-	a := got[0]
-	return OutcomeApplied{ID: a.ID, Token: a.Token, Status: a.Status, Queue: a.Queue, Ready: a.Ready}, nil
+	return got[0], nil
 }

@@ -153,3 +153,24 @@ func (e *Engine) QueueThroughput(ctx context.Context, queue string, minutes int)
 	}
 	return out, nil
 }
+
+// ListQueueSettings returns every queue's settings without its counts: what the
+// dispatcher reloads every second (one read of the queues table).
+func (e *Engine) ListQueueSettings(ctx context.Context) ([]Queue, error) {
+	qs, err := e.db.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Queue, len(qs))
+	for i, q := range qs {
+		out[i] = queueOf(q, nil)
+	}
+	return out, nil
+}
+
+// ListenForWork calls fn with the queue named by each notice that work is ready, and
+// with "" after each (re)connect (anything may have been missed meanwhile), until ctx
+// ends; onError hears of each lost connection. One connection, reconnected with backoff.
+func (e *Engine) ListenForWork(ctx context.Context, fn func(queue string), onError func(error)) {
+	e.db.Listen(ctx, pg.JobsChannel, fn, onError)
+}

@@ -13,9 +13,7 @@ const seamModule = "github.com/gendurable/gendurable/"
 // seamPending names the packages that still import internal/pg, and why. When one of
 // them stops, the test fails until its line here is removed, so the exception cannot
 // outlive its reason.
-var seamPending = map[string]string{
-	"internal/dispatch": "it still reaches pg through Engine.DB() and uses pg types (issue 12, item 1: the lead moves it)",
-}
+var seamPending = map[string]string{}
 
 // TestSeamImports fails when a package above the engine imports internal/pg (or the
 // driver) in its non-test files: the engine is the one way into state
