@@ -251,8 +251,13 @@ func (d *Dispatcher) serves(queue string) bool {
 // created by an insert) triggers a settings refresh.
 func (d *Dispatcher) listen() {
 	d.eng.ListenForWork(d.runCtx, func(queue string) {
-		if queue == "" { // (re)connected: anything may have been missed
+		if queue == "" { // (re)connected: anything may have been missed, settings too
+			d.refreshQueues()
 			d.wakeAll()
+			return
+		}
+		if queue == engine.SettingsChanged { // a queue's settings changed: reload them now
+			d.refreshQueues()
 			return
 		}
 		d.mu.Lock()

@@ -101,3 +101,38 @@ func TestChildrenSpawnedIntoANewQueueRun(t *testing.T) {
 	startDispatcher(t, h.eng, dispatch.Config{})
 	waitJob(t, h.db, parent.ID, 30*time.Second, hasStatus("done"))
 }
+
+// A resumed queue runs at once: a settings change is NOTIFYed to every dispatcher, which
+// reloads then rather than at its next periodic reload (here an hour away). Under the
+// bench the one-second reload made a resumed drain wait up to a second.
+func TestResumedQueueRunsWithoutWaitingForTheReload(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarness(t, 30*time.Second)
+	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
+		answer(w, webhook.Response{Done: &webhook.Done{}})
+	})
+	h.handler(t, "h", rcv.URL, 3)
+	paused, running := true, false
+	if _, err := h.eng.SetQueue(ctx, "default", engine.QueueSettings{Paused: &paused}); err != nil {
+		t.Fatal(err)
+	}
+	job := h.insert(t, engine.NewJob{Handler: "h"})[0]
+	seen := make(chan struct{}, 1)
+	startDispatcher(t, h.eng, dispatch.Config{PollMin: 10 * time.Millisecond, PollMax: 100 * time.Millisecond,
+		QueueRefresh: time.Hour, OnPaused: func(string) {
+			select {
+			case seen <- struct{}{}:
+			default:
+			}
+		}})
+	select { // the first (and, for an hour, only) reload found the queue paused
+	case <-seen:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the feeder never saw its queue paused")
+	}
+	if _, err := h.eng.SetQueue(ctx, "default", engine.QueueSettings{Paused: &running}); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, h.db, job.ID, 30*time.Second, hasStatus("done"))
+}

@@ -168,6 +168,10 @@ func (e *Engine) ListQueueSettings(ctx context.Context) ([]Queue, error) {
 	return out, nil
 }
 
+// SettingsChanged is the notice ListenForWork passes when a queue's settings changed
+// (no queue name can take this form).
+const SettingsChanged = "!settings"
+
 // ListenForWork calls fn with the queue named by each notice that work is ready, and
 // with "" after each (re)connect (anything may have been missed meanwhile), until ctx
 // ends; onError hears of each lost connection. One connection, reconnected with backoff.

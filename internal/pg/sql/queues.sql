@@ -1,15 +1,24 @@
 -- name: QueueUpsert
 -- Creates or changes a queue's settings; NULL parameters keep the current value
--- ($5 = true clears the retention override, $6 sets it in ms).
-INSERT INTO queues AS q (name, paused, max_in_flight, batch, retention)
-VALUES ($1, coalesce($2, false), coalesce($3, 100), coalesce($4, 50), $6 * interval '1 millisecond')
-ON CONFLICT (name) DO UPDATE
-SET paused = coalesce($2, q.paused),
-    max_in_flight = coalesce($3, q.max_in_flight),
-    batch = coalesce($4, q.batch),
-    retention = CASE WHEN $5 THEN NULL ELSE coalesce($6 * interval '1 millisecond', q.retention) END,
-    updated_at = now()
-RETURNING q.name, q.paused, q.max_in_flight, q.batch, extract(epoch FROM q.retention) * 1000, q.created_at, q.updated_at;
+-- ($5 = true clears the retention override, $6 sets it in ms). Every dispatcher is told
+-- at once (NOTIFY '!settings', a payload no queue name can take) rather than at its next
+-- periodic reload: a resumed queue runs now, not up to a reload interval later.
+WITH q AS (
+    INSERT INTO queues AS q (name, paused, max_in_flight, batch, retention)
+    VALUES ($1, coalesce($2, false), coalesce($3, 100), coalesce($4, 50), $6 * interval '1 millisecond')
+    ON CONFLICT (name) DO UPDATE
+    SET paused = coalesce($2, q.paused),
+        max_in_flight = coalesce($3, q.max_in_flight),
+        batch = coalesce($4, q.batch),
+        retention = CASE WHEN $5 THEN NULL ELSE coalesce($6 * interval '1 millisecond', q.retention) END,
+        updated_at = now()
+    RETURNING q.name, q.paused, q.max_in_flight, q.batch, q.retention, q.created_at, q.updated_at
+),
+notified AS (
+    SELECT pg_notify('gendurable_jobs', '!settings') FROM q
+)
+SELECT q.name, q.paused, q.max_in_flight, q.batch, extract(epoch FROM q.retention) * 1000, q.created_at, q.updated_at
+FROM q, notified;
 
 -- name: QueueList
 -- Every queue's settings (the feeders reload these every second).
