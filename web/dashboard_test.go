@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -319,5 +321,155 @@ func TestDashboardAsksForTheToken(t *testing.T) {
 		waitText(`table[data-testid=runs]`, "report"),
 	); err != nil {
 		t.Fatalf("signing in: %v", err)
+	}
+}
+
+// A poll that fails shows the problem the API answered, keeps the last data, and clears
+// on the next success: a filter the API rejects (422), a run that does not exist (404),
+// and a server that stopped answering.
+func TestDashboardShowsAFailingPoll(t *testing.T) {
+	ctx, cancel := context.WithTimeout(browser(t), 2*time.Minute) // bounds the WaitVisibles
+	defer cancel()
+	db := pgtest.NewDB(t)
+	eng, err := engine.New(db, engine.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(eng, httpapi.Config{Dashboard: web.Handler()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	s := &server{t: t, url: srv.URL}
+	s.post("/v1/handlers/report", `{"url": "http://127.0.0.1:9/"}`)
+	s.post("/v1/queues/held", `{"paused": true}`)
+	id := int64(s.post("/v1/jobs", `{"handler": "report", "queue": "held"}`)["id"].(float64))
+
+	gone := `document.querySelector('[data-testid=poll-error]') === null`
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(srv.URL+"/#/runs?status=bogus"),
+		chromedp.WaitVisible(`[data-testid=poll-error]`),
+		waitText(`[data-testid=poll-error]`, "The request is not valid"),
+		waitText(`[data-testid=poll-error]`, "query/status"),
+	); err != nil {
+		t.Fatalf("a rejected filter: %v", err)
+	}
+	var tables int
+	if err := chromedp.Run(ctx, chromedp.Evaluate(`document.querySelectorAll('table[data-testid=runs]').length`, &tables)); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 {
+		t.Fatal("the runs of no filter are shown under a filter the API rejected")
+	}
+	screenshot(t, ctx, "poll-error.png")
+	// A valid filter: the next poll succeeds, the banner goes, the rows come.
+	if err := chromedp.Run(ctx,
+		chromedp.SetValue(`select[data-testid=status-filter]`, "runnable"),
+		chromedp.Click(`form.filters button[type=submit]`),
+		chromedp.Poll(`location.hash.includes('status=runnable')`, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-job="%d"]`, id)),
+		chromedp.Poll(gone, nil, chromedp.WithPollingTimeout(10*time.Second)),
+	); err != nil {
+		t.Fatalf("recovering from a rejected filter: %v", err)
+	}
+
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(fmt.Sprintf("%s/#/runs/%d", srv.URL, id+1000)),
+		chromedp.WaitVisible(`[data-testid=poll-error]`),
+		waitText(`[data-testid=poll-error]`, "Not found"),
+	); err != nil {
+		t.Fatalf("a run that does not exist: %v", err)
+	}
+
+	// The server stops answering while a run is shown: the banner says so over the
+	// last data, which stays on the page.
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(fmt.Sprintf("%s/#/runs/%d", srv.URL, id)),
+		waitText(`.run-head`, "runnable"),
+		chromedp.Poll(gone, nil, chromedp.WithPollingTimeout(10*time.Second)),
+	); err != nil {
+		t.Fatalf("a run's page: %v", err)
+	}
+	srv.Close()
+	if err := chromedp.Run(ctx,
+		chromedp.WaitVisible(`[data-testid=poll-error]`),
+		waitText(`[data-testid=poll-error]`, "Server unreachable"),
+		waitText(`[data-testid=poll-error]`, "last successful refresh"),
+		waitText(`.run-head`, "runnable"),
+	); err != nil {
+		t.Fatalf("a server that stopped answering: %v", err)
+	}
+}
+
+// A response to an older request never overwrites newer data: the runs page's request for
+// the old filter is held in the browser (DevTools Fetch interception) while the user
+// changes the filter; the new filter's rows show, and the old request is cancelled
+// rather than left to land on top of them.
+func TestDashboardDropsAStaleResponse(t *testing.T) {
+	ctx, cancel := context.WithTimeout(browser(t), 2*time.Minute) // bounds the waits
+	defer cancel()
+	db := pgtest.NewDB(t)
+	eng, err := engine.New(db, engine.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(eng, httpapi.Config{Dashboard: web.Handler()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	s := &server{t: t, url: srv.URL}
+	s.post("/v1/handlers/report", `{"url": "http://127.0.0.1:9/"}`)
+	s.post("/v1/queues/held", `{"paused": true}`)
+	id := int64(s.post("/v1/jobs", `{"handler": "report", "queue": "held"}`)["id"].(float64))
+
+	held := make(chan network.RequestID, 8)
+	cancelled := make(chan network.RequestID, 8)
+	chromedp.ListenTarget(ctx, func(ev any) {
+		switch e := ev.(type) {
+		case *fetch.EventRequestPaused:
+			if strings.Contains(e.Request.URL, "/v1/jobs?") && strings.Contains(e.Request.URL, "status=failed") {
+				held <- e.NetworkID // never answered
+				return
+			}
+			go func() { _ = chromedp.Run(ctx, fetch.ContinueRequest(e.RequestID)) }()
+		case *network.EventLoadingFailed:
+			if e.Canceled {
+				cancelled <- e.RequestID
+			}
+		}
+	})
+	if err := chromedp.Run(ctx,
+		network.Enable(),
+		fetch.Enable().WithPatterns([]*fetch.RequestPattern{{URLPattern: "*/v1/jobs*"}}),
+		chromedp.Navigate(srv.URL+"/#/runs?status=failed"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	var old network.RequestID
+	select {
+	case old = <-held:
+	case <-ctx.Done():
+		t.Fatal("the runs page never asked for the failed runs")
+	}
+	if err := chromedp.Run(ctx,
+		chromedp.SetValue(`select[data-testid=status-filter]`, "runnable"),
+		chromedp.Click(`form.filters button[type=submit]`),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-job="%d"]`, id)),
+	); err != nil {
+		t.Fatalf("the new filter's rows: %v", err)
+	}
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case c := <-cancelled:
+			if c == old {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the old filter's request was left in flight: its answer could overwrite the new rows")
+		}
 	}
 }

@@ -1,6 +1,7 @@
 // Small shared pieces: time formatting, status badges, JSON views, notices, polling.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { ComponentChildren } from 'preact';
+import { ApiError, isAbort } from './api';
 
 export function ago(iso?: string | null, now = Date.now()): string {
   if (!iso) return '—';
@@ -48,22 +49,80 @@ export function Empty({ title, children }: { title: string; children?: Component
   );
 }
 
-/** usePoll calls load now and every intervalMs while the page is visible. */
-export function usePoll(load: () => Promise<void>, intervalMs: number, deps: unknown[]) {
-  const saved = useRef(load);
-  saved.current = load;
+/**
+ * usePoll fetches now, every intervalMs while the page is visible, whenever deps change, and
+ * when refresh() is called (after an action), and hands each fresh result to apply.
+ *
+ * Only the newest request may apply: every request takes a sequence number, a change of
+ * deps or a refresh aborts the one in flight, and a result whose number is no longer the
+ * newest is dropped, so an old filter's page or a slow poll that returns after a newer
+ * one never overwrites newer data. A tick while a request is in flight is skipped rather
+ * than piled up. A failed poll sets error (the page shows it, see PollError) and keeps the
+ * last data; the next success clears it.
+ */
+export function usePoll<T>(
+  fetch: (signal: AbortSignal) => Promise<T>,
+  apply: (data: T) => void,
+  intervalMs: number,
+  deps: unknown[],
+): { error: Error | null; refresh: () => Promise<void> } {
+  const [error, setError] = useState<Error | null>(null);
+  const fetchRef = useRef(fetch);
+  fetchRef.current = fetch;
+  const applyRef = useRef(apply);
+  applyRef.current = apply;
+  const seq = useRef(0);
+  const inFlight = useRef<AbortController | null>(null);
+  const run = useRef<() => Promise<void>>(async () => {});
+
   useEffect(() => {
     let stopped = false;
-    const tick = () => {
-      if (!stopped && document.visibilityState === 'visible') saved.current().catch(() => {});
+    run.current = async () => {
+      inFlight.current?.abort();
+      const ctl = new AbortController();
+      inFlight.current = ctl;
+      const mine = ++seq.current;
+      const newest = () => !stopped && mine === seq.current;
+      try {
+        const data = await fetchRef.current(ctl.signal);
+        if (!newest()) return;
+        applyRef.current(data);
+        setError(null);
+      } catch (e) {
+        if (!newest() || isAbort(e)) return;
+        setError(e instanceof Error ? e : new Error(String(e)));
+      } finally {
+        if (inFlight.current === ctl) inFlight.current = null;
+      }
     };
-    tick();
+    const tick = () => {
+      if (!stopped && !inFlight.current && document.visibilityState === 'visible') void run.current();
+    };
+    void run.current();
     const t = setInterval(tick, intervalMs);
     return () => {
       stopped = true;
       clearInterval(t);
+      inFlight.current?.abort();
+      inFlight.current = null;
     };
   }, deps);
+
+  return { error, refresh: () => run.current() };
+}
+
+/** PollError is the banner a page shows while its refresh fails: the problem's title and detail. */
+export function PollError({ error, stale }: { error: Error | null; stale?: boolean }) {
+  if (!error) return null;
+  const problem = error instanceof ApiError ? error.problem : undefined;
+  const title = problem?.title ?? (error instanceof ApiError && error.status === 0 ? 'Server unreachable' : 'Refresh failed');
+  return (
+    <div class="notice error poll-error" role="alert" data-testid="poll-error">
+      <strong>{title}</strong>
+      {error.message !== title && ` ${error.message}`}
+      {stale && <span class="muted"> The data below is from the last successful refresh.</span>}
+    </div>
+  );
 }
 
 export function useNotice() {

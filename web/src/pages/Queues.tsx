@@ -1,8 +1,8 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
-import { api, type Queue, type Throughput } from '../api';
-import { Empty, Notice, ago, useNotice, usePoll } from '../ui';
+import { api, must, type Queue, type Throughput } from '../api';
+import { Empty, Notice, PollError, ago, useNotice, usePoll } from '../ui';
 
 const COUNTS = ['runnable', 'executing', 'awaiting', 'done', 'failed', 'cancelled'] as const;
 
@@ -11,28 +11,32 @@ export function Queues() {
   const [queues, setQueues] = useState<Queue[] | null>(null);
   const [selected, setSelected] = useState('');
   const { notice, ok, fail } = useNotice();
-  const load = async () => {
-    const r = await api.queues();
-    setQueues(r.queues);
-    if (!selected && r.queues.length) setSelected(r.queues[0].name);
-  };
-  usePoll(load, 3000, []);
+  const { error, refresh } = usePoll(
+    (signal) => must(api.GET('/v1/queues', { signal })),
+    (r) => {
+      setQueues(r.queues);
+      if (!selected && r.queues.length) setSelected(r.queues[0].name);
+    },
+    3000,
+    [],
+  );
 
   const toggle = async (q: Queue) => {
     try {
-      await api.putQueue(q.name, { paused: !q.paused });
+      await must(api.PUT('/v1/queues/{name}', { params: { path: { name: q.name } }, body: { paused: !q.paused } }));
       ok(q.paused ? `Queue ${q.name} resumed.` : `Queue ${q.name} paused: running steps finish, nothing new starts.`);
-      await load();
+      await refresh();
     } catch (e) {
       fail(e);
     }
   };
 
-  if (queues && queues.length === 0) {
+  if (queues && queues.length === 0 && !error) {
     return <Empty title="No queues yet">A queue appears with its first job.</Empty>;
   }
   return (
     <section>
+      <PollError error={error} stale={queues !== null} />
       <Notice notice={notice} />
       <div class="table-wrap">
         <table data-testid="queues">
@@ -82,7 +86,13 @@ function Chart({ queue }: { queue: string }) {
   const box = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
   const [data, setData] = useState<Throughput | null>(null);
-  usePoll(async () => setData(await api.throughput(queue)), 10000, [queue]);
+  const { error } = usePoll(
+    (signal) =>
+      must(api.GET('/v1/queues/{name}/throughput', { params: { path: { name: queue }, query: { minutes: 60 } }, signal })),
+    setData,
+    10000,
+    [queue],
+  );
 
   useEffect(() => {
     if (!box.current || !data) return;
@@ -111,6 +121,7 @@ function Chart({ queue }: { queue: string }) {
   return (
     <figure class="chart">
       <figcaption>Throughput of {queue}, last hour</figcaption>
+      <PollError error={error} stale={data !== null} />
       <div ref={box} style={{ minHeight: '230px' }} />
     </figure>
   );

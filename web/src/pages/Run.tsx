@@ -1,7 +1,7 @@
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
-import { api, type Job, type JobDetail, type Signal, type Step } from '../api';
-import { Json, Notice, Status, ago, ms, useNotice, usePoll } from '../ui';
+import { api, must, type Job, type JobDetail, type Signal, type Step } from '../api';
+import { Json, Notice, PollError, Status, ago, ms, useNotice, usePoll } from '../ui';
 
 const LIVE = ['runnable', 'executing', 'awaiting'];
 
@@ -26,30 +26,35 @@ export function Run({ id }: { id: number }) {
   const [steps, setSteps] = useState<Step[]>([]);
   const [signals, setSignals] = useState<Signal[]>([]);
   const [children, setChildren] = useState<Job[]>([]);
-  const [missing, setMissing] = useState('');
   const { notice, ok, fail } = useNotice();
 
-  const load = async () => {
-    try {
-      const [j, st, sg, ch] = await Promise.all([api.getJob(id), api.steps(id), api.signals(id), api.children(id)]);
+  const { error, refresh } = usePoll(
+    (signal) => {
+      const path = { params: { path: { id } }, signal };
+      return Promise.all([
+        must(api.GET('/v1/jobs/{id}', path)),
+        must(api.GET('/v1/jobs/{id}/steps', path)),
+        must(api.GET('/v1/jobs/{id}/signals', path)),
+        must(api.GET('/v1/jobs/{id}/children', { params: { path: { id }, query: { limit: 100 } }, signal })),
+      ]);
+    },
+    ([j, st, sg, ch]) => {
       setJob(j);
       setSteps(st.steps);
       setSignals(sg.signals);
       setChildren(ch.jobs);
-    } catch (e) {
-      setMissing(e instanceof Error ? e.message : String(e));
-    }
-  };
-  usePoll(load, 2000, [id]);
+    },
+    2000,
+    [id],
+  );
 
-  if (missing && !job) return <p class="notice error">{missing}</p>;
-  if (!job) return <p class="muted">Loading…</p>;
+  if (!job) return error ? <PollError error={error} /> : <p class="muted">Loading…</p>;
 
   const act = async (what: string, fn: () => Promise<unknown>, done: string) => {
     try {
       await fn();
       ok(done);
-      await load();
+      await refresh();
     } catch (e) {
       fail(e);
     }
@@ -69,10 +74,10 @@ export function Run({ id }: { id: number }) {
       return;
     }
     try {
-      const r = await api.signal(id, name, payload);
+      const r = await must(api.POST('/v1/jobs/{id}/signals', { params: { path: { id } }, body: { name, payload } }));
       ok(r.woke ? `Signal "${name}" delivered; it woke the job.` : `Signal "${name}" delivered to the inbox.`);
       form.reset();
-      await load();
+      await refresh();
     } catch (err) {
       fail(err);
     }
@@ -89,7 +94,7 @@ export function Run({ id }: { id: number }) {
             <button
               class="danger"
               onClick={() => confirm(`Cancel run ${job.id}${job.pending_children ? ' and its children' : ''}?`) &&
-                act('cancel', () => api.cancel(job.id), job.status === 'executing'
+                act('cancel', () => must(api.POST('/v1/jobs/{id}/cancel', { params: { path: { id: job.id } } })), job.status === 'executing'
                   ? `Cancel requested: run ${job.id} ends when its running step reports.`
                   : `Run ${job.id} cancelled.`)}
             >
@@ -97,12 +102,13 @@ export function Run({ id }: { id: number }) {
             </button>
           )}
           {(job.status === 'failed' || job.status === 'cancelled') && (
-            <button onClick={() => act('retry', () => api.retry(job.id), `Run ${job.id} is runnable again with fresh attempts.`)}>
+            <button onClick={() => act('retry', () => must(api.POST('/v1/jobs/{id}/retry', { params: { path: { id: job.id } } })), `Run ${job.id} is runnable again with fresh attempts.`)}>
               Retry
             </button>
           )}
         </div>
       </header>
+      <PollError error={error} stale />
       <Notice notice={notice} />
       <dl class="facts">
         <Fact label="Queue">{job.queue}</Fact>

@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, type Job } from '../api';
-import { Empty, Status, ago, usePoll } from '../ui';
+import { api, must, type Job, type JobStatus } from '../api';
+import { Empty, PollError, Status, ago, usePoll } from '../ui';
 import { navigate } from '../router';
 
 const STATUSES = ['', 'runnable', 'executing', 'awaiting', 'done', 'failed', 'cancelled'];
@@ -17,25 +17,40 @@ export interface RunsQuery {
 export function Runs({ q }: { q: RunsQuery }) {
   const [jobs, setJobs] = useState<Job[] | null>(null);
   const [next, setNext] = useState<string | null>(null);
-  const [error, setError] = useState('');
   const [live, setLive] = useState(true);
   const [loadedAt, setLoadedAt] = useState(0);
+  const [shownFor, setShownFor] = useState('');
   const [history, setHistory] = useState<string[]>([]);
   const filterRef = useRef<HTMLInputElement>(null);
 
-  const load = async () => {
-    try {
-      const page = await api.listJobs({ ...q, limit: 50 });
+  const filterKey = JSON.stringify(q);
+  // Live refresh reloads the page the user is on (same filters, same cursor). The query
+  // comes from the URL as typed by the user: the API validates it, and a bad value shows
+  // as the problem it answers.
+  const { error } = usePoll(
+    (signal) =>
+      must(api.GET('/v1/jobs', {
+        params: {
+          query: {
+            queue: q.queue || undefined,
+            status: (q.status || undefined) as JobStatus | undefined,
+            handler: q.handler || undefined,
+            key: q.key || undefined,
+            cursor: q.cursor || undefined,
+            limit: 50,
+          },
+        },
+        signal,
+      })),
+    (page) => {
+      setShownFor(filterKey);
       setJobs(page.jobs);
       setNext(page.next_cursor ?? null);
       setLoadedAt(Date.now());
-      setError('');
-    } catch (e) {
-      setError(e instanceof Error ? e.message : String(e));
-    }
-  };
-  // Live refresh reloads the page the user is on (same filters, same cursor).
-  usePoll(load, live ? 3000 : 3_600_000, [JSON.stringify(q), live]);
+    },
+    live ? 3000 : 3_600_000,
+    [filterKey, live],
+  );
 
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
@@ -47,6 +62,9 @@ export function Runs({ q }: { q: RunsQuery }) {
     addEventListener('keydown', onKey);
     return () => removeEventListener('keydown', onKey);
   }, []);
+
+  // Another filter's rows are shown while this filter's first page loads, not once it failed.
+  const rows = error && shownFor !== filterKey ? null : jobs;
 
   const apply = (e: Event) => {
     e.preventDefault();
@@ -100,8 +118,8 @@ export function Runs({ q }: { q: RunsQuery }) {
           <input type="checkbox" checked={live} onChange={(e) => setLive((e.target as HTMLInputElement).checked)} /> Live
         </label>
       </form>
-      {error && <p class="notice error">{error}</p>}
-      {jobs && jobs.length === 0 && !q.cursor && (
+      <PollError error={error} stale={jobs !== null && shownFor === filterKey} />
+      {rows && rows.length === 0 && !q.cursor && (
         <Empty title="No runs match">
           <p>Register a handler and insert a first job:</p>
           <pre>{`curl -s -X PUT localhost:8080/v1/handlers/greeter -H 'Content-Type: application/json' \\
@@ -110,7 +128,7 @@ curl -s -X POST localhost:8080/v1/jobs -H 'Content-Type: application/json' \\
   -d '{"handler": "greeter", "input": {"name": "Ada"}}'`}</pre>
         </Empty>
       )}
-      {jobs && jobs.length > 0 && (
+      {rows && rows.length > 0 && (
         <div class="table-wrap">
           <table class="runs" data-testid="runs">
             <thead>
@@ -127,7 +145,7 @@ curl -s -X POST localhost:8080/v1/jobs -H 'Content-Type: application/json' \\
               </tr>
             </thead>
             <tbody>
-              {jobs.map((j) => (
+              {rows.map((j) => (
                 <tr key={j.id} data-job={j.id}>
                   <td class="num">
                     <a href={`#/runs/${j.id}`}>{j.id}</a>

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
-import { api, type Gate, type Handler, type RateLimit } from '../api';
-import { Empty, Notice, useNotice, usePoll } from '../ui';
+import { api, must, type Gate, type Handler, type RateLimit } from '../api';
+import { Empty, Notice, PollError, useNotice, usePoll } from '../ui';
 
 function form(e: Event): FormData {
   e.preventDefault();
@@ -16,28 +16,33 @@ function opt(f: FormData, name: string): string | undefined {
 export function Handlers() {
   const [handlers, setHandlers] = useState<Handler[] | null>(null);
   const { notice, ok, fail } = useNotice();
-  const load = async () => setHandlers((await api.handlers()).handlers);
-  usePoll(load, 10000, []);
+  const { error, refresh } = usePoll(
+    (signal) => must(api.GET('/v1/handlers', { signal })),
+    (r) => setHandlers(r.handlers),
+    10000,
+    [],
+  );
   const save = async (e: Event) => {
     const f = form(e);
     const name = String(f.get('name'));
     const attempts = opt(f, 'max_attempts');
     try {
-      await api.putHandler(name, {
+      await must(api.PUT('/v1/handlers/{name}', { params: { path: { name } }, body: {
         url: String(f.get('url')),
         secret: opt(f, 'secret'),
         timeout: opt(f, 'timeout'),
         max_attempts: attempts ? Number(attempts) : undefined,
-      });
+      } }));
       ok(`Handler ${name} saved.`);
       (e.target as HTMLFormElement).reset();
-      await load();
+      await refresh();
     } catch (err) {
       fail(err);
     }
   };
   return (
     <section>
+      <PollError error={error} stale />
       <Notice notice={notice} />
       {handlers && handlers.length === 0 && <Empty title="No handlers yet">Register the webhook your steps are sent to.</Empty>}
       {handlers && handlers.length > 0 && (
@@ -98,23 +103,27 @@ export function Flow() {
   const [gates, setGates] = useState<Gate[]>([]);
   const [limits, setLimits] = useState<RateLimit[]>([]);
   const { notice, ok, fail } = useNotice();
-  const load = async () => {
-    const [g, r] = await Promise.all([api.gates(), api.rateLimits()]);
-    setGates(g.gates);
-    setLimits(r.rate_limits);
-  };
-  usePoll(load, 5000, []);
+  const { error, refresh } = usePoll(
+    (signal) => Promise.all([must(api.GET('/v1/gates', { signal })), must(api.GET('/v1/rate-limits', { signal }))]),
+    ([g, r]) => {
+      setGates(g.gates);
+      setLimits(r.rate_limits);
+    },
+    5000,
+    [],
+  );
   const run = async (fn: () => Promise<unknown>, done: string) => {
     try {
       await fn();
       ok(done);
-      await load();
+      await refresh();
     } catch (e) {
       fail(e);
     }
   };
   return (
     <section>
+      <PollError error={error} stale />
       <Notice notice={notice} />
       <h3>Gates</h3>
       <p class="muted">At most <em>limit</em> jobs of a concurrency key run at once (without a gate: one).</p>
@@ -137,7 +146,7 @@ export function Flow() {
                 <td class="num">{g.available}</td>
                 <td class="num">{g.shards}</td>
                 <td>
-                  <button class="danger" onClick={() => run(() => api.deleteGate(g.key), `Gate ${g.key} deleted.`)}>
+                  <button class="danger" onClick={() => run(() => must(api.DELETE('/v1/gates/{key}', { params: { path: { key: g.key } } })), `Gate ${g.key} deleted.`)}>
                     Delete
                   </button>
                 </td>
@@ -152,7 +161,7 @@ export function Flow() {
         onSubmit={(e) => {
           const f = form(e);
           const key = String(f.get('key'));
-          run(() => api.putGate(key, { limit: Number(f.get('limit')), shards: Number(f.get('shards') || 1) }), `Gate ${key} saved.`);
+          run(() => must(api.PUT('/v1/gates/{key}', { params: { path: { key } }, body: { limit: Number(f.get('limit')), shards: Number(f.get('shards') || 1) } })), `Gate ${key} saved.`);
         }}
       >
         <label>
@@ -188,7 +197,7 @@ export function Flow() {
                 <td class="num">{l.burst}</td>
                 <td class="num">{l.buckets}</td>
                 <td>
-                  <button class="danger" onClick={() => run(() => api.deleteRateLimit(l.name), `Rate limit ${l.name} deleted.`)}>
+                  <button class="danger" onClick={() => run(() => must(api.DELETE('/v1/rate-limits/{name}', { params: { path: { name: l.name } } })), `Rate limit ${l.name} deleted.`)}>
                     Delete
                   </button>
                 </td>
@@ -203,7 +212,7 @@ export function Flow() {
         onSubmit={(e) => {
           const f = form(e);
           const name = String(f.get('name'));
-          run(() => api.putRateLimit(name, { rate: Number(f.get('rate')), burst: Number(f.get('burst')) }), `Rate limit ${name} saved.`);
+          run(() => must(api.PUT('/v1/rate-limits/{name}', { params: { path: { name } }, body: { rate: Number(f.get('rate')), burst: Number(f.get('burst')) } })), `Rate limit ${name} saved.`);
         }}
       >
         <label>
