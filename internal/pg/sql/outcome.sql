@@ -56,6 +56,7 @@ updated AS (
                     ELSE j.eligible_at END,
                CASE WHEN n.status IN ('done', 'failed', 'cancelled') THEN now() END,
                CASE WHEN o.kind = 'retry' THEN j.wake  -- the same step again: same reason
+                    WHEN n.status <> 'runnable' THEN NULL  -- a wake reason only for a job that runs
                     WHEN o.kind = 'await' AND n.late THEN 'signal'
                     WHEN o.kind = 'spawn' AND n.children = 0 THEN 'children'
                     END,
