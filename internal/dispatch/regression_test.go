@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/gendurable/gendurable/internal/dispatch"
 	"github.com/gendurable/gendurable/internal/engine"
 	"github.com/gendurable/gendurable/webhook"
@@ -135,4 +137,49 @@ func TestResumedQueueRunsWithoutWaitingForTheReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJob(t, h.db, job.ID, 30*time.Second, hasStatus("done"))
+}
+
+// A lost LISTEN connection is reported (metric) and reconnected: a notice after the
+// reconnect still wakes the feeder, which otherwise would poll only once an hour here.
+func TestListenConnectionLossIsReportedAndReconnected(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarness(t, 30*time.Second)
+	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
+		answer(w, webhook.Response{Done: &webhook.Done{}})
+	})
+	h.handler(t, "h", rcv.URL, 3)
+	first := h.insert(t, engine.NewJob{Handler: "h"})[0] // creates the queue
+	metrics := dispatch.NewMetrics(nil)
+	d := dispatch.New(h.eng, dispatch.Config{PollMin: time.Hour, PollMax: time.Hour, QueueRefresh: time.Hour}, nil, metrics)
+	d.Start(ctx)
+	t.Cleanup(func() { d.Stop(ctx) })
+	waitJob(t, h.db, first.ID, 30*time.Second, hasStatus("done"))
+	// Terminate the dispatcher's LISTEN session until the loss is counted.
+	for deadline := time.Now().Add(30 * time.Second); testutil.ToFloat64(metrics.ListenErrors) == 0; time.Sleep(20 * time.Millisecond) {
+		if _, err := h.db.Exec(ctx, `-- probe
+			SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE datname = current_database() AND query LIKE 'LISTEN %' AND pid <> pg_backend_pid()`); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lost LISTEN connection was never reported")
+		}
+	}
+	// Reconnected: wait until a LISTEN session exists again, then a new job's NOTIFY runs it.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n, err := h.db.QueryInt(ctx, `-- probe
+			SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the dispatcher never listened again")
+		}
+	}
+	second := h.insert(t, engine.NewJob{Handler: "h"})[0]
+	waitJob(t, h.db, second.ID, 30*time.Second, hasStatus("done"))
 }

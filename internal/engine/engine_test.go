@@ -577,3 +577,42 @@ func TestAnAnswerTheDatabaseRefusesFailsOnlyItsStep(t *testing.T) {
 		t.Fatalf("the refused outcome: %s attempt %d (want a failed attempt, retried)", j.Status, j.Attempt)
 	}
 }
+
+// Stop ends a maintenance service promptly even with a backlog: the pass in progress is
+// cancelled and no further pass starts (it used to run pass after pass until the backlog
+// was drained before Stop could return).
+func TestReaperStopDoesNotDrainTheBacklog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	te := newTestEngine(t, engine.Config{LeaseTTL: time.Hour})
+	const n = 200
+	jobs := make([]engine.NewJob, n)
+	for i := range jobs {
+		jobs[i] = engine.NewJob{Handler: "h"}
+	}
+	if _, err := te.InsertJobs(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	for claimed := 0; claimed < n; {
+		steps, _, err := te.Claim(ctx, "default", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed += len(steps)
+	}
+	reaper := te.NewReaper(engine.ReaperConfig{Batch: 1, Interval: time.Hour,
+		Now: func() time.Time { return time.Now().Add(2 * time.Hour) }})
+	swept := make(chan struct{}, n)
+	reaper.OnSweep = func(engine.ReaperStats, error) { swept <- struct{}{} }
+	reaper.Start(ctx)
+	<-swept // one full batch: the loop goes straight on to the next
+	reaper.Stop()
+	left, err := te.db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE status = 'executing'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left == 0 {
+		t.Fatalf("Stop returned only after the reaper had taken back all %d expired leases", n)
+	}
+	t.Logf("Stop left %d of %d expired leases to the next start", left, n)
+}
