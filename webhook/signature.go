@@ -54,11 +54,11 @@ func ValidSecret(secret string) bool {
 
 // Sign returns the "v1,<base64 HMAC-SHA256>" signature of id.timestamp.body.
 func Sign(secret, id string, timestamp time.Time, body []byte) (string, error) {
-	s, err := NewSigner(secret)
+	key, err := secretKey(secret)
 	if err != nil {
 		return "", err
 	}
-	return string(s.AppendSignature(nil, id, timestamp.Unix(), body)), nil
+	return string(appendSignature(nil, hmac.New(sha256.New, key), id, timestamp.Unix(), body)), nil
 }
 
 // Signer signs with one secret, its key decoded once and its HMAC states reused: what
@@ -83,6 +83,14 @@ func NewSigner(secret string) (*Signer, error) {
 func (s *Signer) AppendSignature(dst []byte, id string, unix int64, body []byte) []byte {
 	mac := s.macs.Get().(hash.Hash)
 	mac.Reset()
+	dst = appendSignature(dst, mac, id, unix, body)
+	s.macs.Put(mac)
+	return dst
+}
+
+// appendSignature appends the v1 signature that the keyed, reset mac makes of
+// id.timestamp.body.
+func appendSignature(dst []byte, mac hash.Hash, id string, unix int64, body []byte) []byte {
 	var head [96]byte
 	h := append(head[:0], id...)
 	h = append(h, '.')
@@ -92,9 +100,7 @@ func (s *Signer) AppendSignature(dst []byte, id string, unix int64, body []byte)
 	mac.Write(body)
 	var sum [sha256.Size]byte
 	dst = append(dst, "v1,"...)
-	dst = base64.StdEncoding.AppendEncode(dst, mac.Sum(sum[:0]))
-	s.macs.Put(mac)
-	return dst
+	return base64.StdEncoding.AppendEncode(dst, mac.Sum(sum[:0]))
 }
 
 // SetHeaders signs body with every secret given (one signature each, space-separated, as
