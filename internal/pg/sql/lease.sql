@@ -6,7 +6,7 @@
 -- step of the process until all their leases expire (found by the chaos run). Answers
 -- every lease still held: extended, or (skipped) with its current expiry. A lease missing
 -- from the answer is lost.
--- Index use: jobs_pkey per id (unnest × PK lookups), twice.
+-- Index use: jobs_pkey per id (unnest × PK lookups); a skipped row one more.
 WITH l AS (
     SELECT * FROM unnest($1::bigint[], $2::uuid[]) AS l(id, token)
 ),
@@ -23,11 +23,13 @@ extended AS (
     WHERE j.id = k.id AND j.id = ANY ($1::bigint[])
     RETURNING j.id, j.lease_expires_at
 )
-SELECT l.id, coalesce(e.lease_expires_at, s.lease_expires_at)
-FROM l
-LEFT JOIN extended e ON e.id = l.id
-LEFT JOIN jobs s ON s.id = l.id AND s.lease_token = l.token
-WHERE e.id IS NOT NULL OR s.id IS NOT NULL;
+SELECT h.id, h.expires_at
+FROM (SELECT l.id,
+             -- coalesce evaluates the probe only for a row skipped as locked
+             coalesce(e.lease_expires_at,
+                      (SELECT s.lease_expires_at FROM jobs s WHERE s.id = l.id AND s.lease_token = l.token)) AS expires_at
+      FROM l LEFT JOIN extended e ON e.id = l.id) h
+WHERE h.expires_at IS NOT NULL;
 
 -- name: LeaseReleaseMany
 -- Gives claimed steps back before their webhook was called (the claim's follow-up reads
