@@ -93,7 +93,7 @@ func TestCounterGate(t *testing.T) {
 		jobs = append(jobs, engine.NewJob{Handler: "h", Input: json.RawMessage(`{"Steps":3}`)})
 	}
 	h.insert(t, jobs...)
-	var awaiting []pg.JobInserted
+	var awaiting []engine.JobInserted
 	for range 50 {
 		awaiting = append(awaiting, h.insert(t, engine.NewJob{Handler: "h", Input: json.RawMessage(`{"Steps":0}`)})...)
 	}

@@ -81,7 +81,7 @@ func (h *harness) handler(t testing.TB, name, url string, maxAttempts int) {
 	}
 }
 
-func (h *harness) insert(t testing.TB, jobs ...engine.NewJob) []pg.JobInserted {
+func (h *harness) insert(t testing.TB, jobs ...engine.NewJob) []engine.JobInserted {
 	t.Helper()
 	out, err := h.eng.InsertJobs(context.Background(), jobs)
 	if err != nil {

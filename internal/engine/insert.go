@@ -85,10 +85,10 @@ func (j NewJob) toInsert(v *validator, prefix string) pg.JobInsert {
 	return in
 }
 
-// InsertBatch validates and inserts jobs in one statement, answering in request order.
+// InsertJobs validates and inserts jobs in one statement, answering in request order.
 // A job whose key a live job holds answers that job (Deduplicated). Any invalid job or
 // unknown handler refuses the whole batch with a *ValidationError; nothing is written.
-func (e *Engine) InsertBatch(ctx context.Context, jobs []NewJob) ([]JobInserted, error) {
+func (e *Engine) InsertJobs(ctx context.Context, jobs []NewJob) ([]JobInserted, error) {
 	rows, err := e.insertJobs(ctx, jobs, true)
 	if err != nil {
 		return nil, err
@@ -98,12 +98,6 @@ func (e *Engine) InsertBatch(ctx context.Context, jobs []NewJob) ([]JobInserted,
 		out[i] = JobInserted{Job: jobOf(r.Job), Deduplicated: r.Deduplicated}
 	}
 	return out, nil
-}
-
-// InsertJobs is InsertBatch answering storage rows. It stays only for internal/dispatch's
-// tests until they move to engine types (issue 12); new callers use InsertBatch.
-func (e *Engine) InsertJobs(ctx context.Context, jobs []NewJob) ([]pg.JobInserted, error) {
-	return e.insertJobs(ctx, jobs, true)
 }
 
 func (e *Engine) insertJobs(ctx context.Context, jobs []NewJob, batch bool) ([]pg.JobInserted, error) {

@@ -115,7 +115,7 @@ func (s *Server) InsertJobs(ctx context.Context, req InsertJobsRequestObject) (I
 	if len(fields) > 0 {
 		return nil, &engine.ValidationError{Errors: fields}
 	}
-	got, err := s.eng.InsertBatch(ctx, jobs)
+	got, err := s.eng.InsertJobs(ctx, jobs)
 	if err != nil {
 		return nil, err
 	}
