@@ -65,9 +65,7 @@ func TestReaperReclaimsExpiredLease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, 30*time.Second) // long enough that no lease expires under load
-	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
-		answer(w, webhook.Response{Done: &webhook.Done{}})
-	})
+	rcv := doneReceiver(t)
 	h.handler(t, "h", rcv.URL, 3)
 	job := h.insert(t, engine.NewJob{Handler: "h"})[0]
 	// A "process" claims the step and dies: nobody heartbeats or answers.
@@ -197,9 +195,7 @@ func TestTwoDispatchersDrainWithoutDoubleOutcomes(t *testing.T) {
 func TestPlainStepIsOneOutcomeStatement(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 30*time.Second)
-	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
-		answer(w, webhook.Response{Done: &webhook.Done{}})
-	})
+	rcv := doneReceiver(t)
 	h.handler(t, "h", rcv.URL, 3)
 	job := h.insert(t, engine.NewJob{Handler: "h"})[0]
 	h.counter.Reset()

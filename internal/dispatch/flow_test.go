@@ -241,9 +241,7 @@ func TestRateLimitSpacesGrants(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, 30*time.Second)
-	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
-		answer(w, webhook.Response{Done: &webhook.Done{}})
-	})
+	rcv := doneReceiver(t)
 	h.handler(t, "h", rcv.URL, 3)
 	if _, err := h.eng.SetRateLimit(ctx, "slow", 20, 1); err != nil {
 		t.Fatal(err)

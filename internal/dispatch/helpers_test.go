@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/gendurable/gendurable/internal/pg"
 	"github.com/gendurable/gendurable/internal/pg/pgtest"
 	"github.com/gendurable/gendurable/internal/webhooktest"
+	"github.com/gendurable/gendurable/webhook"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -22,6 +24,13 @@ type receiver struct{ *webhooktest.Receiver }
 
 func newReceiver(t testing.TB, respond webhooktest.Respond) *receiver {
 	return &receiver{webhooktest.New(t, respond)}
+}
+
+// doneReceiver is a webhook that answers every step `done`.
+func doneReceiver(t testing.TB) *receiver {
+	return newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
+		answer(w, webhook.Response{Done: &webhook.Done{}})
+	})
 }
 
 var (

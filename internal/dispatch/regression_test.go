@@ -111,9 +111,7 @@ func TestResumedQueueRunsWithoutWaitingForTheReload(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, 30*time.Second)
-	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
-		answer(w, webhook.Response{Done: &webhook.Done{}})
-	})
+	rcv := doneReceiver(t)
 	h.handler(t, "h", rcv.URL, 3)
 	paused, running := true, false
 	if _, err := h.eng.SetQueue(ctx, "default", engine.QueueSettings{Paused: &paused}); err != nil {
@@ -145,9 +143,7 @@ func TestListenConnectionLossIsReportedAndReconnected(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, 30*time.Second)
-	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
-		answer(w, webhook.Response{Done: &webhook.Done{}})
-	})
+	rcv := doneReceiver(t)
 	h.handler(t, "h", rcv.URL, 3)
 	first := h.insert(t, engine.NewJob{Handler: "h"})[0] // creates the queue
 	metrics := dispatch.NewMetrics(nil)
