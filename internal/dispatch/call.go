@@ -1,16 +1,15 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/internal/webhookclient"
 	"github.com/gendurable/gendurable/webhook"
 )
 
@@ -60,7 +59,6 @@ func (d *Dispatcher) call(ctx context.Context, st engine.Step) (o engine.Outcome
 		return engine.ErrorOutcome("handler_missing",
 			fmt.Sprintf("no handler named %q is registered (PUT /v1/handlers/%s)", st.Handler, st.Handler), nil, nil, nil), true
 	}
-	// Not pooled: net/http may still be writing a request body after RoundTrip returns.
 	body := appendStepBody(make([]byte, 0, stepBodySize(&st)), &st)
 	if len(body) > d.cfg.MaxBodyBytes {
 		return engine.FailOutcome("request_too_large", fmt.Sprintf(
@@ -73,10 +71,6 @@ func (d *Dispatcher) call(ctx context.Context, st engine.Step) (o engine.Outcome
 	}
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, *st.HandlerURL, bytes.NewReader(body))
-	if err != nil {
-		return engine.ErrorOutcome("connection_error", "building the request: "+err.Error(), nil, nil, nil), true
-	}
 	now := time.Now()
 	msgID := webhookID(&st)
 	sig, err := d.sign(nil, *st.Secret, msgID, now.Unix(), body)
@@ -86,43 +80,31 @@ func (d *Dispatcher) call(ctx context.Context, st engine.Step) (o engine.Outcome
 	if err != nil {
 		return engine.FailOutcome("bad_secret", "signing the step request: "+err.Error(), nil), true
 	}
-	// Canonical keys set directly (the Standard Webhooks names, as Header.Set would write them).
-	req.Header = http.Header{
-		"Content-Type":      {"application/json"},
-		"User-Agent":        {"gendurable"},
-		"Webhook-Id":        {msgID},
-		"Webhook-Timestamp": {strconv.FormatInt(now.Unix(), 10)},
-		"Webhook-Signature": {string(sig)},
+	headers := [...]webhookclient.Header{ // the Standard Webhooks names
+		{Name: "Webhook-Id", Value: msgID},
+		{Name: "Webhook-Timestamp", Value: strconv.FormatInt(now.Unix(), 10)},
+		{Name: "Webhook-Signature", Value: string(sig)},
 	}
 
 	started := time.Now()
-	resp, err := d.client.Do(req)
+	resp, err := d.client.Post(callCtx, *st.HandlerURL, headers[:], body, d.cfg.MaxBodyBytes)
 	if err != nil {
 		d.metrics.WebhookDuration.WithLabelValues(st.Handler, "error").Observe(time.Since(started).Seconds())
-		if ctx.Err() != nil { // lease lost or shutdown: not this attempt's fault
+		switch {
+		case ctx.Err() != nil: // lease lost or shutdown: not this attempt's fault
 			return engine.Outcome{}, false
-		}
-		if errors.Is(err, context.DeadlineExceeded) {
+		case errors.Is(err, context.DeadlineExceeded):
 			return engine.ErrorOutcome("timeout", fmt.Sprintf("the handler did not answer within %s", timeout),
 				nil, nil, map[string]any{"timeout": timeout.String()}), true
+		case errors.Is(err, webhookclient.ErrBadResponse):
+			return engine.ErrorOutcome("bad_response", "reading the answer: "+err.Error(), nil, nil, nil), true
 		}
 		return engine.ErrorOutcome("connection_error", "calling the handler: "+err.Error(), nil, nil, nil), true
 	}
-	defer resp.Body.Close()
-	respBody, readErr := io.ReadAll(io.LimitReader(resp.Body, int64(d.cfg.MaxBodyBytes)+1))
-	d.metrics.WebhookDuration.WithLabelValues(st.Handler, statusClass(resp.StatusCode)).Observe(time.Since(started).Seconds())
-	status := resp.StatusCode
+	d.metrics.WebhookDuration.WithLabelValues(st.Handler, statusClass(resp.Status)).Observe(time.Since(started).Seconds())
+	status, respBody := resp.Status, resp.Body
 	switch {
-	case readErr != nil:
-		if ctx.Err() != nil {
-			return engine.Outcome{}, false
-		}
-		if errors.Is(readErr, context.DeadlineExceeded) {
-			return engine.ErrorOutcome("timeout", fmt.Sprintf("the handler's answer did not arrive within %s", timeout),
-				&status, nil, nil), true
-		}
-		return engine.ErrorOutcome("bad_response", "reading the answer: "+readErr.Error(), &status, nil, nil), true
-	case len(respBody) > d.cfg.MaxBodyBytes:
+	case resp.TooLarge:
 		return engine.ErrorOutcome("response_too_large", fmt.Sprintf(
 			"the answer is over the %d-byte cap", d.cfg.MaxBodyBytes), &status, nil, nil), true
 	case status == http.StatusAccepted:
@@ -137,12 +119,12 @@ func (d *Dispatcher) call(ctx context.Context, st engine.Step) (o engine.Outcome
 		return o, true
 	case status >= 300 && status < 400:
 		return engine.ErrorOutcome("redirect", fmt.Sprintf(
-			"the handler answered %d; redirects are not followed (Location: %q)", status, resp.Header.Get("Location")),
+			"the handler answered %d; redirects are not followed (Location: %q)", status, resp.Location),
 			&status, nil, nil), true
 	default:
 		var after *time.Duration
 		if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
-			after = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+			after = retryAfter(resp.RetryAfter, time.Now())
 		}
 		return engine.ErrorOutcome("http_error", fmt.Sprintf("the handler answered %d", status), &status, after,
 			map[string]any{"status": status, "body": snippet(respBody)}), true

@@ -6,16 +6,16 @@ package dispatch
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
-	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/internal/webhookclient"
 )
 
 // Config tunes a Dispatcher. Zero values take the defaults given.
@@ -46,6 +46,8 @@ type Config struct {
 	OutcomeBusyLinger time.Duration
 	// DialControl vets every address a webhook call dials (the SSRF guard); nil allows all.
 	DialControl func(network, address string, c syscall.RawConn) error
+	// TLS is the base configuration of https webhook connections (nil: the system's roots).
+	TLS *tls.Config
 	// Queues restricts the dispatcher to these queues (default: every queue).
 	Queues []string
 	// OnPaused, when set, is called each time a feeder finds its queue paused and stops
@@ -86,7 +88,7 @@ type Dispatcher struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *Metrics
-	client  *http.Client
+	client  *webhookclient.Client
 
 	leases    *leaseRegistry
 	completer *completer
@@ -119,32 +121,10 @@ func New(eng *engine.Engine, cfg Config, log *slog.Logger, metrics *Metrics) *Di
 	}
 	d := &Dispatcher{eng: eng, cfg: cfg, log: log.With("service", "dispatcher"), metrics: metrics,
 		feeders: map[string]*feeder{}}
-	d.client = newHTTPClient(cfg.DialControl)
+	d.client = webhookclient.New(webhookclient.Config{Control: cfg.DialControl, TLS: cfg.TLS})
 	d.leases = newLeaseRegistry()
 	d.completer = newCompleter(eng, cfg, metrics, d.log)
 	return d
-}
-
-// newHTTPClient is the webhook client: pooled keep-alive connections, no proxy from the
-// environment, redirects never followed, every dialled address vetted by control.
-func newHTTPClient(control func(network, address string, c syscall.RawConn) error) *http.Client {
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: control}
-	transport := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           dialer.DialContext,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		ForceAttemptHTTP2:     true,
-		// Answers are small JSON documents: no Accept-Encoding header, no gzip reader.
-		DisableCompression: true,
-	}
-	return &http.Client{
-		Transport:     transport,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
 }
 
 // Start begins claiming and running steps.
