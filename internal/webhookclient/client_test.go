@@ -267,13 +267,14 @@ func TestConnectionCloseIsHonoured(t *testing.T) {
 func TestDeadlineAndCancellation(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
 	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // the server notices a closed connection once the body is read
 		select {
 		case <-release:
 		case <-r.Context().Done():
 		}
 	})
+	t.Cleanup(func() { close(release) }) // before the server's Close, which waits for its handlers
 	c := webhookclient.New(webhookclient.Config{})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
