@@ -189,7 +189,7 @@ func (db *DB) JobInsertMany(ctx context.Context, items []JobInsert) ([]JobInsert
 }
 
 // insertArrays lays the items out as JobInsertMany's typed arrays, one element per item;
-// an absent value is '' (text), 0 (weights, attempts, parent ids, delays), -1 (priority)
+// an absent value is ” (text), 0 (weights, attempts, parent ids, delays), -1 (priority)
 // or the zero time (run_at), which the statement reads as NULL.
 func insertArrays(items []JobInsert) dbsqlc.JobInsertManyParams {
 	n := len(items)
