@@ -29,14 +29,19 @@ build: ## Build the server and the example webhook into bin/
 	$(GO) build -o $(BIN)/gendurable ./cmd/server
 	$(GO) build -o $(BIN)/example-webhook ./examples/webhook
 
+SQLC ?= $(GO) run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
+
 .PHONY: generate
-generate: ## Regenerate the API server from openapi.yaml
+generate: ## Regenerate the API server from openapi.yaml and internal/pg/dbsqlc from internal/pg/sql (sqlc, pinned)
 	$(GO) generate ./internal/httpapi/...
+	cd internal/pg && $(SQLC) generate
 
 .PHONY: check-generated
 check-generated: generate ## Fail when generated code is stale
 	@git diff --exit-code -- internal/httpapi/api.gen.go || \
 		(echo "internal/httpapi/api.gen.go is stale: run 'make generate' and commit it" && exit 1)
+	@git diff --exit-code -- internal/pg/dbsqlc && test -z "$$(git status --porcelain -- internal/pg/dbsqlc)" || \
+		(echo "internal/pg/dbsqlc is stale: run 'make generate' and commit it" && exit 1)
 
 .PHONY: lint
 lint: check-seam ## gofmt, go vet, the seam check and golangci-lint (installed on first use)

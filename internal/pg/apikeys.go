@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 )
 
 // APIKey is an API key's record (never the key itself).
@@ -18,32 +18,27 @@ type APIKey struct {
 	RevokedAt  *time.Time
 }
 
-func scanAPIKey(r pgx.Row) (APIKey, error) {
-	var k APIKey
-	err := r.Scan(&k.ID, &k.Name, &k.Prefix, &k.Scope, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt)
-	return k, err
-}
-
 // APIKeyInsert stores a new key by its hash.
 func (db *DB) APIKeyInsert(ctx context.Context, name, prefix string, hash []byte, scope string) (APIKey, error) {
-	k, err := scanAPIKey(db.pool.QueryRow(ctx, stmt("APIKeyInsert"), name, prefix, hash, scope))
-	return k, translate(err)
+	k, err := db.q.APIKeyInsert(ctx, dbsqlc.APIKeyInsertParams{Name: name, Prefix: prefix, Hash: hash, Scope: scope})
+	return APIKey(k), translate(err)
 }
 
 // APIKeyList lists every key, revoked ones included.
 func (db *DB) APIKeyList(ctx context.Context) ([]APIKey, error) {
-	return collect(ctx, db, stmt("APIKeyList"), func(r pgx.Rows) (APIKey, error) { return scanAPIKey(r) })
+	rows, err := db.q.APIKeyList(ctx)
+	return convertAll(rows, func(k dbsqlc.APIKeyListRow) APIKey { return APIKey(k) }), translate(err)
 }
 
 // APIKeyRevoke revokes a live key; ErrNotFound when there is none with that id.
 func (db *DB) APIKeyRevoke(ctx context.Context, id int64) error {
-	var got int64
-	return translate(db.pool.QueryRow(ctx, stmt("APIKeyRevoke"), id).Scan(&got))
+	_, err := db.q.APIKeyRevoke(ctx, id)
+	return translate(err)
 }
 
 // APIKeyAuthenticate returns the scope of the live key whose SHA-256 is hash
 // (ErrNotFound when none).
 func (db *DB) APIKeyAuthenticate(ctx context.Context, hash []byte) (id int64, scope string, err error) {
-	err = translate(db.pool.QueryRow(ctx, stmt("APIKeyAuthenticate"), hash).Scan(&id, &scope))
-	return
+	k, err := db.q.APIKeyAuthenticate(ctx, hash)
+	return k.ID, k.Scope, translate(err)
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 )
 
 // JobClaimParams says what one pick claims.
@@ -55,23 +55,24 @@ type ClaimedJob struct {
 }
 
 // JobClaimBatch claims and leases up to p.Limit runnable steps of one queue in one
-// statement (JobClaimBatch in sql/pick.sql).
+// statement (JobClaimBatch in sql/job_claim.sql).
 func (db *DB) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]ClaimedJob, error) {
-	return collect(ctx, db, stmt("JobClaimBatch"), func(r pgx.Rows) (ClaimedJob, error) {
-		var c ClaimedJob
-		err := r.Scan(&c.ID, &c.Queue, &c.Handler, &c.Key, &c.Step, &c.Attempt, &c.MaxAttempts, &c.Input,
-			&c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt, &c.ClaimedAt, &c.Wake,
-			&c.ConsumedSeq, &c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.GateShard,
-			&c.HandlerURL, &c.Secret, &c.PreviousSecret, &c.PreviousSecretExpiresAt, &c.TimeoutMS,
-			&c.BackoffBaseMS, &c.BackoffMaxMS)
-		return c, err
-	}, p.Queue, p.Limit, p.LeaseTTL.Milliseconds(), p.Owner, p.SignalCap)
+	rows, err := db.q.JobClaimBatch(ctx, dbsqlc.JobClaimBatchParams{Queue: p.Queue, MaxRows: p.Limit,
+		LeaseTtlMs: p.LeaseTTL.Milliseconds(), LeaseOwner: p.Owner, SignalCap: int64(p.SignalCap)})
+	return convertAll(rows, func(r dbsqlc.JobClaimBatchRow) ClaimedJob {
+		return ClaimedJob{ID: r.ID, Queue: r.Queue, Handler: r.Handler, Key: r.Key, Step: r.Step, Attempt: r.Attempt,
+			MaxAttempts: r.MaxAttempts, Input: r.Input, State: r.State, CreatedAt: r.CreatedAt, LeaseToken: r.LeaseToken,
+			LeaseExpiresAt: r.LeaseExpiresAt, ClaimedAt: r.AttemptedAt, Wake: r.Wake, ConsumedSeq: r.ConsumedSeq,
+			ClaimInboxSeq: r.ClaimInboxSeq, InboxSeq: r.InboxSeq, PendingChildren: r.PendingChildren, GateShard: r.GateShard,
+			HandlerURL: r.Url, Secret: r.Secret, PreviousSecret: r.PreviousSecret,
+			PreviousSecretExpiresAt: r.PreviousSecretExpiresAt, TimeoutMS: r.TimeoutMs,
+			BackoffBaseMS: r.BackoffBaseMs, BackoffMaxMS: r.BackoffMaxMs}
+	}), translate(err)
 }
 
 // JobReadyExists reports whether queue has a due runnable job (one jobs_pick probe): an
 // empty pick on such a queue was throttled, not idle.
 func (db *DB) JobReadyExists(ctx context.Context, queue string) (bool, error) {
-	var ok bool
-	err := db.pool.QueryRow(ctx, stmt("JobReadyExists"), queue).Scan(&ok)
+	ok, err := db.q.JobReadyExists(ctx, queue)
 	return ok, translate(err)
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // StatementCounter counts the statements a pool sends, by statement name (the
-// "-- name:" of sql/*.sql; "other" for ad-hoc SQL). Tests use it to hold the
+// "-- name:" of sql/*.sql, which sqlc keeps as the first line; "other" for ad-hoc SQL). Tests use it to hold the
 // statements-per-step budget; the bench reports it.
 type StatementCounter struct {
 	mu     sync.Mutex
@@ -25,22 +25,11 @@ type traceStart struct {
 	at   time.Time
 }
 
-var statementNames = func() map[string]string {
-	m := map[string]string{}
-	for name, sql := range statements {
-		m[sql] = name
-	}
-	return m
-}()
-
 // TraceQueryStart implements pgx.QueryTracer.
 func (c *StatementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	name, ok := statementNames[data.SQL]
-	if !ok {
-		name = "other"
-		if strings.HasPrefix(strings.TrimSpace(data.SQL), "-- probe") {
-			return ctx
-		}
+	name := statementName(data.SQL)
+	if name == "other" && strings.HasPrefix(strings.TrimSpace(data.SQL), "-- probe") {
+		return ctx
 	}
 	c.mu.Lock()
 	if c.counts == nil {

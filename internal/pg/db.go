@@ -1,5 +1,5 @@
 // Package pg is gendurable's only door to PostgreSQL: the connection pool, every SQL
-// statement (embedded from sql/*.sql, one typed wrapper each), the migrations runner,
+// statement (sql/*.sql, compiled by sqlc into dbsqlc; one typed wrapper each), the migrations runner,
 // LISTEN/NOTIFY, and a local cluster starter for development and tests. Nothing above
 // this package sees pgx types; driver errors leave it as the sentinel errors of errors.go.
 package pg
@@ -9,13 +9,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // DB is a pool of connections to gendurable's database.
 type DB struct {
 	pool *pgxpool.Pool
+	q    *dbsqlc.Queries
 }
 
 // Options tunes Open. The zero value is a sensible default.
@@ -67,7 +68,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("pg: ping: %w", err)
 	}
-	return &DB{pool: pool}, nil
+	return &DB{pool: pool, q: dbsqlc.New(pool)}, nil
 }
 
 // Close closes every connection.
@@ -133,25 +134,24 @@ func (db *DB) QueryInt(ctx context.Context, sql string, args ...any) (int64, err
 	return n, translate(err)
 }
 
-// collect runs a query and scans each row with scan.
-func collect[T any](ctx context.Context, db *DB, sql string, scan func(pgx.Rows) (T, error), args ...any) ([]T, error) {
-	rows, err := db.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, translate(err)
+// convertAll maps generated rows to this package's types.
+func convertAll[R, T any](rows []R, convert func(R) T) []T {
+	if rows == nil {
+		return nil
 	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, translate(err)
-		}
-		out = append(out, v)
+	out := make([]T, len(rows))
+	for i, r := range rows {
+		out[i] = convert(r)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, translate(err)
+	return out
+}
+
+// valueOr is *p, or absent when p is nil.
+func valueOr[T any](p *T, absent T) T {
+	if p == nil {
+		return absent
 	}
-	return out, nil
+	return *p
 }
 
 // CheckStatements prepares every embedded statement once, so a schema/SQL mismatch is

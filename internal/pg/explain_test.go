@@ -93,8 +93,7 @@ func TestWritePerformancePlans(t *testing.T) {
 		leases[i] = c.LeaseToken
 		windows = append(windows, pg.InboxWindow{JobID: c.ID, After: 0, Upto: 1})
 	}
-	payload, _ := json.Marshal(recs)
-	explain("JobApplyOutcomes (a batch of 50 next outcomes)", pg.Statement("JobApplyOutcomes"), string(payload))
+	explain("JobApplyOutcomes (a batch of 50 next outcomes)", pg.Statement("JobApplyOutcomes"), pg.OutcomeArgs(recs)...)
 	explain("LeaseExtendMany (heartbeat of 50 leases)", pg.Statement("LeaseExtendMany"), ids, leases, int64(30000))
 	after := make([]int64, len(windows))
 	upto := make([]int64, len(windows))
@@ -103,7 +102,8 @@ func TestWritePerformancePlans(t *testing.T) {
 	}
 	explain("SignalLoadInboxes (inboxes of a claimed batch of 50)", pg.Statement("SignalLoadInboxes"), ids, after, upto)
 	explain("SignalDeliver (by id)", pg.Statement("SignalDeliver"), ids[0], nil, "approved", []byte(`{"by":"ana"}`))
-	explain("JobInsertMany (one job)", pg.Statement("JobInsertMany"), `[{"ord":0,"queue":"default","handler":"h","input":{"n":1}}]`)
+	explain("JobInsertMany (one job)", pg.Statement("JobInsertMany"),
+		pg.InsertArgs([]pg.JobInsert{{Queue: "default", Handler: "h", Input: json.RawMessage(`{"n":1}`)}})...)
 	explain("JobReapExpiredLeases (steady state: nothing expired, 5 000 executing)", pg.Statement("JobReapExpiredLeases"), 1000, nil)
 	explain("JobWakeExpiredAwaits (nothing due)", pg.Statement("JobWakeExpiredAwaits"), 1000, nil)
 	week := int64((7 * 24 * time.Hour).Milliseconds())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -27,17 +28,17 @@ type SlotRepair struct {
 // the executing jobs, in one transaction that holds the gate's slot locks.
 func (db *DB) GateUpsert(ctx context.Context, key string, limit, shards int) (Gate, error) {
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		var g Gate
-		if err := tx.QueryRow(ctx, stmt("GateUpsert"), key, limit, shards).Scan(&g.Key, &g.Limit, &g.Shards, &g.CreatedAt, &g.UpdatedAt); err != nil {
+		q := db.q.WithTx(tx)
+		if _, err := q.GateUpsert(ctx, dbsqlc.GateUpsertParams{Key: key, GateLimit: limit, Shards: shards}); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, stmt("GateSlotsLock"), key); err != nil {
+		if err := q.GateSlotsLock(ctx, &key); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, stmt("GateSlotsShape"), key, limit, shards); err != nil {
+		if err := q.GateSlotsShape(ctx, dbsqlc.GateSlotsShapeParams{Key: key, GateLimit: limit, Shards: shards}); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, stmt("GateSlotsReconcile"), key)
+		_, err := q.GateSlotsReconcile(ctx, &key)
 		return err
 	})
 	if err != nil {
@@ -50,52 +51,39 @@ func (db *DB) GateUpsert(ctx context.Context, key string, limit, shards int) (Ga
 // returns the counters it changed: lock (in the pick's order), then recount with a fresh
 // snapshot, so no admission that committed meanwhile is missed.
 func (db *DB) GateSlotsReconcile(ctx context.Context) ([]SlotRepair, error) {
-	var repaired []SlotRepair
+	var repaired []dbsqlc.GateSlotsReconcileRow
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, stmt("GateSlotsLock"), nil); err != nil {
+		q := db.q.WithTx(tx)
+		if err := q.GateSlotsLock(ctx, nil); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, stmt("GateSlotsReconcile"), nil)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var r SlotRepair
-			if err := rows.Scan(&r.Key, &r.Shard, &r.Available); err != nil {
-				return err
-			}
-			repaired = append(repaired, r)
-		}
-		return rows.Err()
+		var err error
+		repaired, err = q.GateSlotsReconcile(ctx, nil)
+		return err
 	})
-	return repaired, err
-}
-
-func scanGate(r pgx.Rows) (Gate, error) {
-	var g Gate
-	return g, r.Scan(&g.Key, &g.Limit, &g.Shards, &g.Available, &g.CreatedAt, &g.UpdatedAt)
+	return convertAll(repaired, func(r dbsqlc.GateSlotsReconcileRow) SlotRepair { return SlotRepair(r) }), err
 }
 
 // GateGet returns one gate.
 func (db *DB) GateGet(ctx context.Context, key string) (Gate, error) {
-	gs, err := collect(ctx, db, stmt("GateList"), scanGate, &key)
+	gs, err := db.q.GateList(ctx, &key)
 	if err != nil {
-		return Gate{}, err
+		return Gate{}, translate(err)
 	}
 	if len(gs) == 0 {
 		return Gate{}, ErrNotFound
 	}
-	return gs[0], nil
+	return Gate(gs[0]), nil
 }
 
 // GateList returns every gate.
 func (db *DB) GateList(ctx context.Context) ([]Gate, error) {
-	return collect(ctx, db, stmt("GateList"), scanGate, nil)
+	gs, err := db.q.GateList(ctx, nil)
+	return convertAll(gs, func(g dbsqlc.GateListRow) Gate { return Gate(g) }), translate(err)
 }
 
 // GateDelete removes a gate; its key is then a plain (K=1) concurrency key.
 func (db *DB) GateDelete(ctx context.Context, key string) error {
-	var k string
-	return translate(db.pool.QueryRow(ctx, stmt("GateDelete"), key).Scan(&k))
+	_, err := db.q.GateDelete(ctx, key)
+	return translate(err)
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 )
 
 // Handler is a registered webhook.
@@ -32,40 +32,41 @@ type HandlerUpsert struct {
 	BackoffMaxMS  *int
 }
 
-func scanHandler(r pgx.Row) (Handler, error) {
-	var h Handler
-	err := r.Scan(&h.Name, &h.URL, &h.Secret, &h.PreviousSecretExpiresAt, &h.TimeoutMS, &h.MaxAttempts,
-		&h.BackoffBaseMS, &h.BackoffMaxMS, &h.CreatedAt, &h.UpdatedAt)
-	return h, err
+func handlerFromRow(h dbsqlc.Handler) Handler {
+	return Handler{Name: h.Name, URL: h.Url, Secret: h.Secret, PreviousSecretExpiresAt: h.PreviousSecretExpiresAt,
+		TimeoutMS: h.TimeoutMs, MaxAttempts: h.MaxAttempts, BackoffBaseMS: h.BackoffBaseMs, BackoffMaxMS: h.BackoffMaxMs,
+		CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
 }
 
 // HandlerUpsert writes a handler and returns it.
 func (db *DB) HandlerUpsert(ctx context.Context, p HandlerUpsert) (Handler, error) {
-	h, err := scanHandler(db.pool.QueryRow(ctx, stmt("HandlerUpsert"), p.Name, p.URL, p.Secret, p.NewSecret,
-		p.TimeoutMS, p.MaxAttempts, p.BackoffBaseMS, p.BackoffMaxMS))
-	return h, translate(err)
+	h, err := db.q.HandlerUpsert(ctx, dbsqlc.HandlerUpsertParams{Name: p.Name, Url: p.URL, Secret: p.Secret,
+		NewSecret: p.NewSecret, TimeoutMs: p.TimeoutMS, MaxAttempts: p.MaxAttempts,
+		BackoffBaseMs: p.BackoffBaseMS, BackoffMaxMs: p.BackoffMaxMS})
+	return handlerFromRow(h), translate(err)
 }
 
 // HandlerGet returns one handler.
 func (db *DB) HandlerGet(ctx context.Context, name string) (Handler, error) {
-	h, err := scanHandler(db.pool.QueryRow(ctx, stmt("HandlerGet"), name))
-	return h, translate(err)
+	h, err := db.q.HandlerGet(ctx, name)
+	return handlerFromRow(h), translate(err)
 }
 
 // HandlerList returns every handler by name.
 func (db *DB) HandlerList(ctx context.Context) ([]Handler, error) {
-	return collect(ctx, db, stmt("HandlerList"), func(r pgx.Rows) (Handler, error) { return scanHandler(r) })
+	hs, err := db.q.HandlerList(ctx)
+	return convertAll(hs, handlerFromRow), translate(err)
 }
 
 // HandlerDelete removes a handler (jobs naming it fail at their next claim).
 func (db *DB) HandlerDelete(ctx context.Context, name string) error {
-	var n string
-	return translate(db.pool.QueryRow(ctx, stmt("HandlerDelete"), name).Scan(&n))
+	_, err := db.q.HandlerDelete(ctx, name)
+	return translate(err)
 }
 
 // HandlerRotateSecret makes secret the handler's signing secret and keeps the old one
 // valid (both signatures sent) for overlap.
 func (db *DB) HandlerRotateSecret(ctx context.Context, name, secret string, overlap time.Duration) (Handler, error) {
-	h, err := scanHandler(db.pool.QueryRow(ctx, stmt("HandlerRotateSecret"), name, secret, overlap.Milliseconds()))
-	return h, translate(err)
+	h, err := db.q.HandlerRotateSecret(ctx, dbsqlc.HandlerRotateSecretParams{Name: name, Secret: secret, OverlapMs: overlap.Milliseconds()})
+	return handlerFromRow(h), translate(err)
 }

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -49,13 +49,17 @@ type Job struct {
 	FinishedAt      *time.Time
 }
 
-func (j *Job) scanTargets() []any {
-	return []any{&j.ID, &j.Queue, &j.Handler, &j.Status, &j.Priority, &finiteTime{&j.EligibleAt},
-		&j.Input, &j.State, &j.Result, &j.Error, &j.Step, &j.Attempt, &j.MaxAttempts, &j.Key,
-		&j.ConcurrencyKey, &j.RateLimit, &j.RateKey, &j.RateWeight, &j.ParentID,
-		&j.PendingChildren, &j.Awaiting, &j.Wake, &j.InboxSeq, &j.ConsumedSeq,
-		&j.LeaseExpiresAt, &j.LeaseOwner, &j.AttemptedAt, &j.CancelRequested,
-		&j.CreatedAt, &j.UpdatedAt, &j.FinishedAt}
+// jobFromRow maps a jobs row to the API's view of it (the lease token and the claim's
+// bookkeeping stay in the database).
+func jobFromRow(r dbsqlc.Job) Job {
+	return Job{ID: r.ID, Queue: r.Queue, Handler: r.Handler, Status: r.Status, Priority: r.Priority,
+		EligibleAt: finiteTime(r.EligibleAt), Input: r.Input, State: r.State, Result: r.Result, Error: r.Error,
+		Step: r.Step, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Key: r.Key, ConcurrencyKey: r.ConcurrencyKey,
+		RateLimit: r.RateLimit, RateKey: r.RateKey, RateWeight: r.RateWeight, ParentID: r.ParentID,
+		PendingChildren: r.PendingChildren, Awaiting: r.Awaiting, Wake: r.Wake, InboxSeq: r.InboxSeq,
+		ConsumedSeq: r.ConsumedSeq, LeaseExpiresAt: r.LeaseExpiresAt, LeaseOwner: r.LeaseOwner,
+		AttemptedAt: r.AttemptedAt, CancelRequested: r.CancelRequested, CreatedAt: r.CreatedAt,
+		UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt}
 }
 
 // JobInsert is one job to insert. Nil fields take the column or handler default.
@@ -106,40 +110,28 @@ func (db *DB) JobInsertMany(ctx context.Context, items []JobInsert) ([]JobInsert
 	if len(items) == 0 {
 		return nil, nil
 	}
-	type record struct {
-		Ord int `json:"ord"`
-		JobInsert
-	}
-	recs := make([]record, len(items))
-	for i, it := range items {
-		recs[i] = record{Ord: i, JobInsert: it}
-	}
-	payload, err := json.Marshal(recs)
-	if err != nil {
-		return nil, err
-	}
-	var inserted []Job
-	existing := map[string]Job{}
-	rows, err := db.pool.Query(ctx, stmt("JobInsertMany"), payload)
+	p := insertArrays(items)
+	rows, err := db.q.JobInsertMany(ctx, p)
 	if err != nil {
 		return nil, translate(err)
 	}
-	for rows.Next() {
-		var origin string
-		var j Job
-		if err := rows.Scan(append([]any{&origin}, j.scanTargets()...)...); err != nil {
-			rows.Close()
-			return nil, translate(err)
-		}
-		if origin == "inserted" {
+	var inserted []Job
+	existing := map[string]Job{}
+	for _, r := range rows {
+		// The row is the origin followed by every column of jobs, in table order.
+		j := jobFromRow(dbsqlc.Job{ID: r.ID, Queue: r.Queue, Handler: r.Handler, Status: r.Status, Priority: r.Priority,
+			EligibleAt: r.EligibleAt, Input: r.Input, State: r.State, Result: r.Result, Error: r.Error, Step: r.Step,
+			Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Key: r.Key, ConcurrencyKey: r.ConcurrencyKey,
+			RateLimit: r.RateLimit, RateKey: r.RateKey, RateWeight: r.RateWeight, ParentID: r.ParentID,
+			PendingChildren: r.PendingChildren, Awaiting: r.Awaiting, Wake: r.Wake, InboxSeq: r.InboxSeq,
+			ConsumedSeq: r.ConsumedSeq, LeaseExpiresAt: r.LeaseExpiresAt, LeaseOwner: r.LeaseOwner,
+			AttemptedAt: r.AttemptedAt, CancelRequested: r.CancelRequested, CreatedAt: r.CreatedAt,
+			UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt})
+		if r.Origin == "inserted" {
 			inserted = append(inserted, j)
 		} else if j.Key != nil {
 			existing[*j.Key] = j
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, translate(err)
 	}
 	// Inserted rows carry ids in request order (INSERT … SELECT … ORDER BY ord). Walk the
 	// request: a keyed item whose key a pre-existing or earlier item holds is a dedup.
@@ -168,13 +160,14 @@ func (db *DB) JobInsertMany(ctx context.Context, items []JobInsert) ([]JobInsert
 		return out, nil
 	}
 	if len(inserted) == 0 {
-		problems, err := collect(ctx, db, stmt("JobInsertProblems"), func(r pgx.Rows) (InsertProblem, error) {
-			var p InsertProblem
-			return p, r.Scan(&p.Index, &p.Field, &p.Message)
-		}, payload)
+		rows, err := db.q.JobInsertProblems(ctx, dbsqlc.JobInsertProblemsParams{Handlers: p.Handlers,
+			RateLimits: p.RateLimits, RateWeights: p.RateWeights})
 		if err != nil {
-			return nil, err
+			return nil, translate(err)
 		}
+		problems := convertAll(rows, func(r dbsqlc.JobInsertProblemsRow) InsertProblem {
+			return InsertProblem{Index: r.Ord, Field: r.Field, Message: r.Message}
+		})
 		if len(problems) > 0 {
 			return nil, &InsertRefusedError{Problems: problems}
 		}
@@ -195,6 +188,25 @@ func (db *DB) JobInsertMany(ctx context.Context, items []JobInsert) ([]JobInsert
 	return out, nil
 }
 
+// insertArrays lays the items out as JobInsertMany's typed arrays, one element per item;
+// an absent value is ” (text), 0 (weights, attempts, parent ids, delays), -1 (priority)
+// or the zero time (run_at), which the statement reads as NULL.
+func insertArrays(items []JobInsert) dbsqlc.JobInsertManyParams {
+	n := len(items)
+	p := dbsqlc.JobInsertManyParams{Queues: make([]string, n), Handlers: make([]string, n), Inputs: make([]json.RawMessage, n),
+		Keys: make([]string, n), Priorities: make([]int, n), RunAts: make([]time.Time, n), DelaysMs: make([]int64, n),
+		ConcurrencyKeys: make([]string, n), RateLimits: make([]string, n), RateKeys: make([]string, n),
+		RateWeights: make([]int, n), MaxAttempts: make([]int, n), ParentIds: make([]int64, n)}
+	for i, it := range items {
+		p.Queues[i], p.Handlers[i], p.Inputs[i] = it.Queue, it.Handler, it.Input
+		p.Keys[i], p.Priorities[i] = valueOr(it.Key, ""), valueOr(it.Priority, -1)
+		p.RunAts[i], p.DelaysMs[i] = valueOr(it.RunAt, time.Time{}), valueOr(it.DelayMS, 0)
+		p.ConcurrencyKeys[i], p.RateLimits[i], p.RateKeys[i] = valueOr(it.ConcurrencyKey, ""), valueOr(it.RateLimit, ""), valueOr(it.RateKey, "")
+		p.RateWeights[i], p.MaxAttempts[i], p.ParentIds[i] = valueOr(it.RateWeight, 0), valueOr(it.MaxAttempts, 0), valueOr(it.ParentID, 0)
+	}
+	return p
+}
+
 func sameKey(a, b *string) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
@@ -208,9 +220,8 @@ func sortByID(js []Job) {
 
 // JobGetLiveByKey returns the live job holding key (jobs_live_key).
 func (db *DB) JobGetLiveByKey(ctx context.Context, key string) (Job, error) {
-	var j Job
-	err := db.pool.QueryRow(ctx, stmt("JobGetLiveByKey"), key).Scan(j.scanTargets()...)
-	return j, translate(err)
+	j, err := db.q.JobGetLiveByKey(ctx, key)
+	return jobFromRow(j), translate(err)
 }
 
 // JobDetail is a job with its children counts.
@@ -222,9 +233,8 @@ type JobDetail struct {
 
 // JobGet returns one job by id.
 func (db *DB) JobGet(ctx context.Context, id int64) (JobDetail, error) {
-	var d JobDetail
-	err := db.pool.QueryRow(ctx, stmt("JobGet"), id).Scan(append(d.scanTargets(), &d.ChildrenTotal, &d.ChildrenFinished)...)
-	return d, translate(err)
+	r, err := db.q.JobGet(ctx, id)
+	return JobDetail{Job: jobFromRow(r.Job), ChildrenTotal: int(r.ChildrenTotal), ChildrenFinished: int(r.ChildrenFinished)}, translate(err)
 }
 
 // JobListParams filters a listing; nil fields do not filter. Before is the keyset cursor
@@ -238,10 +248,9 @@ type JobListParams struct {
 
 // JobList lists jobs newest first.
 func (db *DB) JobList(ctx context.Context, p JobListParams) ([]Job, error) {
-	return collect(ctx, db, stmt("JobList"), func(r pgx.Rows) (Job, error) {
-		var j Job
-		return j, r.Scan(j.scanTargets()...)
-	}, p.Queue, p.Status, p.Handler, p.Key, p.Before, p.Limit, p.ParentID)
+	js, err := db.q.JobList(ctx, dbsqlc.JobListParams{Queue: p.Queue, Status: p.Status, Handler: p.Handler, JobKey: p.Key,
+		BeforeID: p.Before, ParentID: p.ParentID, MaxRows: p.Limit})
+	return convertAll(js, jobFromRow), translate(err)
 }
 
 // Step is one attempt of a job's step, from the steps history.
@@ -258,22 +267,17 @@ type Step struct {
 
 // StepList returns a job's history, oldest first.
 func (db *DB) StepList(ctx context.Context, jobID int64, limit int) ([]Step, error) {
-	return collect(ctx, db, stmt("StepList"), func(r pgx.Rows) (Step, error) {
-		var s Step
-		return s, r.Scan(&s.ID, &s.Step, &s.Attempt, &s.Outcome, &s.HTTPStatus, &s.StartedAt, &s.FinishedAt, &s.Error)
-	}, jobID, limit)
+	rows, err := db.q.StepList(ctx, dbsqlc.StepListParams{JobID: jobID, MaxRows: limit})
+	return convertAll(rows, func(r dbsqlc.StepListRow) Step {
+		return Step{ID: r.ID, Step: r.Step, Attempt: r.Attempt, Outcome: r.Outcome, HTTPStatus: r.HttpStatus,
+			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Error: r.Error}
+	}), translate(err)
 }
 
-// finiteTime scans a timestamptz into a *time.Time, reading ±infinity (and NULL) as nil.
-type finiteTime struct{ dst **time.Time }
-
-// ScanTimestamptz implements pgtype.TimestamptzScanner.
-func (f *finiteTime) ScanTimestamptz(v pgtype.Timestamptz) error {
+// finiteTime reads a timestamptz as a *time.Time, ±infinity (and NULL) as nil.
+func finiteTime(v pgtype.Timestamptz) *time.Time {
 	if !v.Valid || v.InfinityModifier != pgtype.Finite {
-		*f.dst = nil
 		return nil
 	}
-	t := v.Time
-	*f.dst = &t
-	return nil
+	return &v.Time
 }

@@ -107,20 +107,25 @@ func TestKeyedPickAtScale(t *testing.T) {
 		SELECT 'rated', 'h', 5, (i % 10)::smallint, now() - (i % 1000) * interval '1 second', 'api', 'r' || (1 + i % 100000)
 		FROM generate_series(1, 20000) i`)
 	must(`PREPARE pick(text, int, bigint, text, int) AS ` + pg.Statement("JobClaimBatch"))
-	must(`PREPARE outcome(jsonb) AS ` + pg.Statement("JobApplyOutcomes"))
+	must(`PREPARE outcome AS ` + pg.Statement("JobApplyOutcomes"))
 
 	// explainOutcome is one EXPLAIN ANALYZE of 50 `done` outcomes for executing rows (in
 	// a rolled-back transaction): the rows of jobs its nodes read, and its buffers.
 	explainOutcome := func() (read float64, buffers int64, raw []byte) {
 		t.Helper()
-		rows, err := db.QueryStrings(ctx, `SELECT json_agg(json_build_object('id', id, 'token', lease_token,
-				'kind', 'done', 'label', 'done'))::text
-			FROM (SELECT id, lease_token FROM jobs WHERE status = 'executing' ORDER BY id DESC LIMIT 50) e`)
+		rows, err := db.QueryStrings(ctx, `SELECT format('EXECUTE outcome(%L::bigint[], %L::uuid[], %L::text[], %L::text[],
+				%L::jsonb[], %L::jsonb[], %L::jsonb[], %L::bigint[], %L::bigint[], %L::jsonb[], %L::jsonb[], %L::int[])',
+				array_agg(id), array_agg(lease_token), array_fill('done'::text, ARRAY[n]), array_fill('done'::text, ARRAY[n]),
+				array_fill(NULL::jsonb, ARRAY[n]), array_fill(NULL::jsonb, ARRAY[n]), array_fill(NULL::jsonb, ARRAY[n]),
+				array_fill(-1::bigint, ARRAY[n]), array_fill(-1::bigint, ARRAY[n]), array_fill(NULL::jsonb, ARRAY[n]),
+				array_fill(NULL::jsonb, ARRAY[n]), array_fill(0, ARRAY[n]))
+			FROM (SELECT id, lease_token, count(*) OVER () ::int AS n FROM jobs WHERE status = 'executing' ORDER BY id DESC LIMIT 50) e
+			GROUP BY n`)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for range 2 { // the second, warm run counts
-			raw, err = db.ExplainAnalyze(ctx, fmt.Sprintf("EXECUTE outcome('%s')", rows[0][0]))
+			raw, err = db.ExplainAnalyze(ctx, rows[0][0])
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 )
 
 // Outcome kinds understood by JobApplyOutcomes (see gendurable_outcome_status).
@@ -19,25 +19,25 @@ const (
 
 // OutcomeRecord is one step's outcome, fenced by its lease token.
 type OutcomeRecord struct {
-	ID    int64  `json:"id"`
-	Token string `json:"token"`
+	ID    int64
+	Token string
 	// Kind is one of the Kind constants; Label is what the history row records
 	// ("next", "retry", "error", "timeout"…).
-	Kind  string `json:"kind"`
-	Label string `json:"label"`
+	Kind  string
+	Label string
 
-	State  json.RawMessage `json:"state,omitempty"`
-	Result json.RawMessage `json:"result,omitempty"`
-	Error  json.RawMessage `json:"error,omitempty"`
+	State  json.RawMessage
+	Result json.RawMessage
+	Error  json.RawMessage
 	// DelayMS delays a next or retry (a retry without one backs off exponentially with
 	// jitter from the handler's settings); TimeoutMS bounds an await (nil: no deadline).
-	DelayMS   *int64 `json:"delay_ms,omitempty"`
-	TimeoutMS *int64 `json:"timeout_ms,omitempty"`
+	DelayMS   *int64
+	TimeoutMS *int64
 	// Awaiting lists the signal names an await waits for (nil: any).
-	Awaiting []string `json:"awaiting,omitempty"`
+	Awaiting []string
 	// Children is the JSON array of JobInsert-shaped children of a spawn.
-	Children   json.RawMessage `json:"children,omitempty"`
-	HTTPStatus *int            `json:"http_status,omitempty"`
+	Children   json.RawMessage
+	HTTPStatus *int
 }
 
 // OutcomeApplied reports one applied outcome; records missing from the answer were
@@ -53,20 +53,49 @@ type OutcomeApplied struct {
 	Ready bool
 }
 
-// JobApplyOutcomes applies a batch of outcomes in one statement (sql/outcome.sql).
+// outcomeArrays lays a batch out as the statement's typed arrays, one element per
+// record; an absent delay or timeout is -1, an absent http status 0, an absent value NULL.
+func outcomeArrays(recs []OutcomeRecord) (dbsqlc.JobApplyOutcomesParams, error) {
+	n := len(recs)
+	p := dbsqlc.JobApplyOutcomesParams{Ids: make([]int64, n), Tokens: make([]string, n), Kinds: make([]string, n),
+		Labels: make([]string, n), States: make([]json.RawMessage, n), Results: make([]json.RawMessage, n),
+		Errors: make([]json.RawMessage, n), DelaysMs: make([]int64, n), TimeoutsMs: make([]int64, n),
+		Awaitings: make([]json.RawMessage, n), Children: make([]json.RawMessage, n), HttpStatuses: make([]int, n)}
+	for i, r := range recs {
+		p.Ids[i], p.Tokens[i], p.Kinds[i], p.Labels[i] = r.ID, r.Token, r.Kind, r.Label
+		p.States[i], p.Results[i], p.Errors[i], p.Children[i] = r.State, r.Result, r.Error, r.Children
+		p.DelaysMs[i], p.TimeoutsMs[i] = valueOr(r.DelayMS, -1), valueOr(r.TimeoutMS, -1)
+		p.HttpStatuses[i] = valueOr(r.HTTPStatus, 0)
+		if r.Awaiting != nil {
+			b, err := json.Marshal(r.Awaiting)
+			if err != nil {
+				return p, err
+			}
+			p.Awaitings[i] = b
+		}
+	}
+	return p, nil
+}
+
+// JobApplyOutcomes applies a batch of outcomes in one statement (sql/job_outcome.sql).
 // creditGates selects the variant that also gives back gate slots: it must be true when
 // any step of the batch may hold one.
 func (db *DB) JobApplyOutcomes(ctx context.Context, recs []OutcomeRecord, creditGates bool) ([]OutcomeApplied, error) {
-	payload, err := json.Marshal(recs)
+	p, err := outcomeArrays(recs)
 	if err != nil {
 		return nil, err
 	}
-	name := "JobApplyOutcomes"
+	var rows []dbsqlc.JobApplyOutcomesRow
 	if creditGates {
-		name = "JobApplyOutcomesCrediting"
+		var credited []dbsqlc.JobApplyOutcomesCreditingRow
+		credited, err = db.q.JobApplyOutcomesCrediting(ctx, dbsqlc.JobApplyOutcomesCreditingParams(p))
+		rows = convertAll(credited, func(r dbsqlc.JobApplyOutcomesCreditingRow) dbsqlc.JobApplyOutcomesRow {
+			return dbsqlc.JobApplyOutcomesRow(r)
+		})
+	} else {
+		rows, err = db.q.JobApplyOutcomes(ctx, p)
 	}
-	return collect(ctx, db, stmt(name), func(r pgx.Rows) (OutcomeApplied, error) {
-		var a OutcomeApplied
-		return a, r.Scan(&a.ID, &a.Token, &a.Status, &a.Queue, &a.Ready)
-	}, payload)
+	return convertAll(rows, func(r dbsqlc.JobApplyOutcomesRow) OutcomeApplied {
+		return OutcomeApplied{ID: r.ID, Token: valueOr(r.Token, ""), Status: r.Status, Queue: r.Queue, Ready: r.Ready}
+	}), translate(err)
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,5 +103,33 @@ func TestInsertClaimOutcomeRoundTrip(t *testing.T) {
 	steps, err := db.StepList(ctx, c.ID, 10)
 	if err != nil || len(steps) != 1 || steps[0].Outcome != "next" || steps[0].Step != 0 || steps[0].Attempt != 1 {
 		t.Fatalf("steps: %+v %v", steps, err)
+	}
+}
+
+// Every statement of sql/*.sql is in the table CheckStatements prepares and the counter
+// names, and none is listed that no sql file defines.
+func TestEveryStatementIsListed(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("sql/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no sql files: %v", err)
+	}
+	defined := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^-- name: (\w+) :`).FindAllStringSubmatch(string(b), -1) {
+			defined[m[1]] = true
+		}
+	}
+	for name := range defined {
+		if !strings.HasPrefix(pg.Statement(name), "-- name: "+name+" :") {
+			t.Errorf("statement %s: its SQL does not start with its name line (the counter reads it)", name)
+		}
+	}
+	if n := len(pg.StatementNames()); n != len(defined) {
+		t.Errorf("%d statements listed, %d defined in sql/*.sql", n, len(defined))
 	}
 }

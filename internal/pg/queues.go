@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 )
 
 // Queue is a queue's settings.
@@ -28,15 +28,15 @@ type QueueUpsert struct {
 	ClearRetention bool
 }
 
-func scanQueue(r pgx.Row) (Queue, error) {
-	var q Queue
-	var retentionMS *float64
-	err := r.Scan(&q.Name, &q.Paused, &q.MaxInFlight, &q.Batch, &retentionMS, &q.CreatedAt, &q.UpdatedAt)
-	if retentionMS != nil {
-		d := time.Duration(*retentionMS) * time.Millisecond
+func queueFromRow(r dbsqlc.Queue) Queue {
+	q := Queue{Name: r.Name, Paused: r.Paused, MaxInFlight: r.MaxInFlight, Batch: r.Batch,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	if r.Retention.Valid {
+		d := time.Duration(r.Retention.Microseconds)*time.Microsecond +
+			time.Duration(r.Retention.Days)*24*time.Hour + time.Duration(r.Retention.Months)*30*24*time.Hour
 		q.Retention = &d
 	}
-	return q, err
+	return q
 }
 
 // QueueUpsert creates or changes a queue.
@@ -46,14 +46,15 @@ func (db *DB) QueueUpsert(ctx context.Context, p QueueUpsert) (Queue, error) {
 		ms := p.Retention.Milliseconds()
 		retentionMS = &ms
 	}
-	q, err := scanQueue(db.pool.QueryRow(ctx, stmt("QueueUpsert"), p.Name, p.Paused, p.MaxInFlight, p.Batch,
-		p.ClearRetention, retentionMS))
-	return q, translate(err)
+	q, err := db.q.QueueUpsert(ctx, dbsqlc.QueueUpsertParams{Name: p.Name, Paused: p.Paused, MaxInFlight: p.MaxInFlight,
+		Batch: p.Batch, ClearRetention: p.ClearRetention, RetentionMs: retentionMS})
+	return queueFromRow(dbsqlc.Queue(q)), translate(err)
 }
 
 // QueueList returns every queue's settings.
 func (db *DB) QueueList(ctx context.Context) ([]Queue, error) {
-	return collect(ctx, db, stmt("QueueList"), func(r pgx.Rows) (Queue, error) { return scanQueue(r) })
+	qs, err := db.q.QueueList(ctx)
+	return convertAll(qs, queueFromRow), translate(err)
 }
 
 // QueueCount is the number of jobs of one queue in one status.
@@ -66,10 +67,14 @@ type QueueCount struct {
 
 // QueueCounts counts jobs per queue and status; queue nil counts every queue.
 func (db *DB) QueueCounts(ctx context.Context, queue *string) ([]QueueCount, error) {
-	return collect(ctx, db, stmt("QueueCounts"), func(r pgx.Rows) (QueueCount, error) {
-		var c QueueCount
-		return c, r.Scan(&c.Queue, &c.Status, &c.N, &c.OldestRunnable)
-	}, queue)
+	rows, err := db.q.QueueCounts(ctx, queue)
+	return convertAll(rows, func(r dbsqlc.QueueCountsRow) QueueCount {
+		c := QueueCount{Queue: r.Queue, Status: r.Status, N: r.N}
+		if t, ok := r.OldestRunnable.(time.Time); ok { // min() of no runnable row is NULL
+			c.OldestRunnable = &t
+		}
+		return c
+	}), translate(err)
 }
 
 // ThroughputPoint is one minute of a queue's finished steps.
@@ -80,14 +85,11 @@ type ThroughputPoint struct {
 
 // QueueThroughput returns the steps finished per minute on queue over the last minutes.
 func (db *DB) QueueThroughput(ctx context.Context, queue string, minutes int) ([]ThroughputPoint, error) {
-	return collect(ctx, db, stmt("QueueThroughput"), func(r pgx.Rows) (ThroughputPoint, error) {
-		var p ThroughputPoint
-		return p, r.Scan(&p.Minute, &p.Done, &p.Failed, &p.Total)
-	}, queue, minutes)
+	rows, err := db.q.QueueThroughput(ctx, dbsqlc.QueueThroughputParams{Queue: queue, Minutes: minutes})
+	return convertAll(rows, func(r dbsqlc.QueueThroughputRow) ThroughputPoint { return ThroughputPoint(r) }), translate(err)
 }
 
 // QueueEnsureMany creates the named queues that do not exist yet (default settings).
 func (db *DB) QueueEnsureMany(ctx context.Context, names []string) error {
-	_, err := db.pool.Exec(ctx, stmt("QueueEnsureMany"), names)
-	return translate(err)
+	return translate(db.q.QueueEnsureMany(ctx, names))
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 )
 
 // RateLimit is a token bucket setting: Rate tokens per second, at most Burst stored,
@@ -19,38 +19,32 @@ type RateLimit struct {
 
 // RateLimitUpsert creates or changes a rate limit.
 func (db *DB) RateLimitUpsert(ctx context.Context, name string, rate, burst float64) (RateLimit, error) {
-	var r RateLimit
-	err := db.pool.QueryRow(ctx, stmt("RateLimitUpsert"), name, rate, burst).Scan(&r.Name, &r.Rate, &r.Burst, &r.CreatedAt, &r.UpdatedAt)
-	if err != nil {
-		return r, translate(err)
+	if _, err := db.q.RateLimitUpsert(ctx, dbsqlc.RateLimitUpsertParams{Name: name, Rate: rate, Burst: burst}); err != nil {
+		return RateLimit{}, translate(err)
 	}
 	return db.RateLimitGet(ctx, name)
 }
 
-func scanRateLimit(r pgx.Rows) (RateLimit, error) {
-	var l RateLimit
-	return l, r.Scan(&l.Name, &l.Rate, &l.Burst, &l.CreatedAt, &l.UpdatedAt, &l.Buckets)
-}
-
 // RateLimitGet returns one rate limit.
 func (db *DB) RateLimitGet(ctx context.Context, name string) (RateLimit, error) {
-	ls, err := collect(ctx, db, stmt("RateLimitList"), scanRateLimit, &name)
+	ls, err := db.q.RateLimitList(ctx, &name)
 	if err != nil {
-		return RateLimit{}, err
+		return RateLimit{}, translate(err)
 	}
 	if len(ls) == 0 {
 		return RateLimit{}, ErrNotFound
 	}
-	return ls[0], nil
+	return RateLimit(ls[0]), nil
 }
 
 // RateLimitList returns every rate limit.
 func (db *DB) RateLimitList(ctx context.Context) ([]RateLimit, error) {
-	return collect(ctx, db, stmt("RateLimitList"), scanRateLimit, nil)
+	ls, err := db.q.RateLimitList(ctx, nil)
+	return convertAll(ls, func(l dbsqlc.RateLimitListRow) RateLimit { return RateLimit(l) }), translate(err)
 }
 
 // RateLimitDelete removes a rate limit and its buckets.
 func (db *DB) RateLimitDelete(ctx context.Context, name string) error {
-	var n string
-	return translate(db.pool.QueryRow(ctx, stmt("RateLimitDelete"), name).Scan(&n))
+	_, err := db.q.RateLimitDelete(ctx, name)
+	return translate(err)
 }

@@ -1,5 +1,6 @@
--- name: JobInsertMany
--- Inserts a batch of jobs (one request item per jsonb record, in request order), with
+-- name: JobInsertMany :many
+-- Inserts a batch of jobs (one request item per element of each typed array, in request
+-- order; '' / 0 / -1 / year 1 elements stand for an absent value), with
 -- live-key dedup, creating unknown queues and notifying each queue's feeders once.
 -- The whole batch is refused when any handler is unknown: `missing` gates the insert,
 -- so nothing is written. Returns the inserted rows (origin 'inserted', in id = request
@@ -7,10 +8,21 @@
 -- Index use: handlers_pkey per distinct handler, jobs_live_key per keyed item (arbiter),
 -- queues_pkey per distinct queue. Cost: one heap insert + its index entries per job.
 WITH req AS (
-    SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(
-        ord int, queue text, handler text, input jsonb, key text, priority smallint,
-        run_at timestamptz, delay_ms bigint, concurrency_key text, rate_limit text,
-        rate_key text, rate_weight int, max_attempts int, parent_id bigint)
+    SELECT r.ord - 1 AS ord, r.queue, r.handler, r.input, nullif(r.key, '') AS key,
+           nullif(r.priority, -1)::smallint AS priority,
+           nullif(r.run_at, '0001-01-01 00:00:00+00'::timestamptz) AS run_at, r.delay_ms,
+           nullif(r.concurrency_key, '') AS concurrency_key, nullif(r.rate_limit, '') AS rate_limit,
+           nullif(r.rate_key, '') AS rate_key, nullif(r.rate_weight, 0) AS rate_weight,
+           nullif(r.max_attempts, 0) AS max_attempts, nullif(r.parent_id, 0) AS parent_id
+    FROM ROWS FROM (unnest(sqlc.arg(queues)::text[]), unnest(sqlc.arg(handlers)::text[]),
+                    unnest(sqlc.arg(inputs)::jsonb[]), unnest(sqlc.arg(keys)::text[]),
+                    unnest(sqlc.arg(priorities)::int[]), unnest(sqlc.arg(run_ats)::timestamptz[]),
+                    unnest(sqlc.arg(delays_ms)::bigint[]), unnest(sqlc.arg(concurrency_keys)::text[]),
+                    unnest(sqlc.arg(rate_limits)::text[]), unnest(sqlc.arg(rate_keys)::text[]),
+                    unnest(sqlc.arg(rate_weights)::int[]), unnest(sqlc.arg(max_attempts)::int[]),
+                    unnest(sqlc.arg(parent_ids)::bigint[])) WITH ORDINALITY
+         AS r(queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, rate_limit,
+              rate_key, rate_weight, max_attempts, parent_id, ord)
 ),
 missing AS (
     SELECT 1 FROM req r
@@ -43,90 +55,80 @@ notified AS (
     SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
     FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
 )
-SELECT 'inserted' AS origin, i.id, i.queue, i.handler, i.status, i.priority, i.eligible_at,
-       i.input, i.state, i.result, i.error, i.step, i.attempt, i.max_attempts, i.key,
-       i.concurrency_key, i.rate_limit, i.rate_key, i.rate_weight, i.parent_id,
-       i.pending_children, i.awaiting, i.wake, i.inbox_seq, i.consumed_seq,
-       i.lease_expires_at, i.lease_owner, i.attempted_at, i.cancel_requested,
-       i.created_at, i.updated_at, i.finished_at
-FROM inserted i, notified
-UNION ALL
-SELECT 'existing', j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at,
-       j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key,
-       j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id,
-       j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq,
-       j.lease_expires_at, j.lease_owner, j.attempted_at, j.cancel_requested,
-       j.created_at, j.updated_at, j.finished_at
+-- The pre-existing rows first: the answer takes the column types of the jobs table.
+SELECT 'existing'::text AS origin, j.*
 FROM jobs j
 WHERE j.key IN (SELECT r.key FROM req r WHERE r.key IS NOT NULL)
-  AND j.status IN ('runnable', 'executing', 'awaiting');
+  AND j.status IN ('runnable', 'executing', 'awaiting')
+UNION ALL
+SELECT 'inserted', i.*
+FROM inserted i, notified;
 
--- name: JobInsertProblems
+-- name: JobInsertProblems :many
 -- Why JobInsertMany refused a batch (its error path only): for each item, an unknown
--- handler, an unknown rate limit, or a weight that can never fit the limit's burst.
-SELECT r.ord, 'handler', 'no handler named "' || r.handler || '" is registered (PUT /v1/handlers/' || r.handler || ' first)'
-FROM jsonb_to_recordset($1::jsonb) AS r(ord int, handler text)
+-- handler, an unknown rate limit, or a weight that can never fit the burst of the limit.
+WITH req AS (
+    SELECT r.ord - 1 AS ord, r.handler, nullif(r.rate_limit, '') AS rate_limit, nullif(r.rate_weight, 0) AS rate_weight
+    FROM ROWS FROM (unnest(sqlc.arg(handlers)::text[]), unnest(sqlc.arg(rate_limits)::text[]),
+                    unnest(sqlc.arg(rate_weights)::int[])) WITH ORDINALITY AS r(handler, rate_limit, rate_weight, ord)
+)
+SELECT r.ord::int AS ord, 'handler'::text AS field,
+       ('no handler named "' || r.handler || '" is registered (PUT /v1/handlers/' || r.handler || ' first)')::text AS message
+FROM req r
 WHERE NOT EXISTS (SELECT 1 FROM handlers h WHERE h.name = r.handler)
 UNION ALL
 SELECT r.ord, 'rate_limit/name', 'no rate limit named "' || r.rate_limit || '" exists (PUT /v1/rate-limits/' || r.rate_limit || ' first)'
-FROM jsonb_to_recordset($1::jsonb) AS r(ord int, rate_limit text)
+FROM req r
 WHERE r.rate_limit IS NOT NULL AND NOT EXISTS (SELECT 1 FROM rate_limits l WHERE l.name = r.rate_limit)
 UNION ALL
 SELECT r.ord, 'rate_limit/weight', 'weight ' || coalesce(r.rate_weight, 1) || ' can never fit: rate limit "' || l.name || '" has burst ' || l.burst
-FROM jsonb_to_recordset($1::jsonb) AS r(ord int, rate_limit text, rate_weight int)
+FROM req r
 JOIN rate_limits l ON l.name = r.rate_limit
 WHERE l.burst < coalesce(r.rate_weight, 1)
 ORDER BY 1;
 
--- name: JobGet
+-- name: JobGet :one
 -- One job by primary key, with its inbox and children counts (jobs_parent, signals_inbox).
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at,
-       j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key,
-       j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id,
-       j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq,
-       j.lease_expires_at, j.lease_owner, j.attempted_at, j.cancel_requested,
-       j.created_at, j.updated_at, j.finished_at,
+SELECT sqlc.embed(j),
        (SELECT count(*) FROM jobs c WHERE c.parent_id = j.id) AS children_total,
        (SELECT count(*) FROM jobs c WHERE c.parent_id = j.id
                                       AND c.status IN ('done', 'failed', 'cancelled')) AS children_finished
 FROM jobs j
-WHERE j.id = $1;
+WHERE j.id = sqlc.arg(id)::bigint;
 
--- name: JobList
--- Newest first with keyset pagination on id ($5 = last id seen). Filters are optional.
--- A backward scan of jobs_pkey that stops after $6 matching rows; a very selective
+-- name: JobList :many
+-- Newest first with keyset pagination on id (before_id = last id seen). Filters are optional.
+-- A backward scan of jobs_pkey that stops after max_rows matching rows; a very selective
 -- filter on a large table reads more (see docs/performance.md).
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at,
-       j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key,
-       j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id,
-       j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq,
-       j.lease_expires_at, j.lease_owner, j.attempted_at, j.cancel_requested,
-       j.created_at, j.updated_at, j.finished_at
+SELECT j.*
 FROM jobs j
-WHERE ($1::text IS NULL OR j.queue = $1)
-  AND ($2::text IS NULL OR j.status = $2)
-  AND ($3::text IS NULL OR j.handler = $3)
-  AND ($4::text IS NULL OR j.key = $4)
-  AND ($5::bigint IS NULL OR j.id < $5)
-  AND ($7::bigint IS NULL OR j.parent_id = $7)
+WHERE (sqlc.narg(queue)::text IS NULL OR j.queue = sqlc.narg(queue))
+  AND (sqlc.narg(status)::text IS NULL OR j.status = sqlc.narg(status))
+  AND (sqlc.narg(handler)::text IS NULL OR j.handler = sqlc.narg(handler))
+  AND (sqlc.narg(job_key)::text IS NULL OR j.key = sqlc.narg(job_key))
+  AND (sqlc.narg(before_id)::bigint IS NULL OR j.id < sqlc.narg(before_id))
+  AND (sqlc.narg(parent_id)::bigint IS NULL OR j.parent_id = sqlc.narg(parent_id))
 ORDER BY j.id DESC
-LIMIT $6;
+LIMIT sqlc.arg(max_rows)::int;
 
--- name: StepList
--- A job's attempt history in order (steps_pkey range scan).
-SELECT s.id, s.step, s.attempt, s.outcome, s.http_status, s.started_at, s.finished_at, s.error
-FROM steps s
-WHERE s.job_id = $1
-ORDER BY s.id
-LIMIT $2;
-
--- name: JobGetLiveByKey
--- The live job holding key $1 (jobs_live_key).
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at,
-       j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key,
-       j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id,
-       j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq,
-       j.lease_expires_at, j.lease_owner, j.attempted_at, j.cancel_requested,
-       j.created_at, j.updated_at, j.finished_at
+-- name: JobGetLiveByKey :one
+-- The live job holding key job_key (jobs_live_key).
+SELECT j.*
 FROM jobs j
-WHERE j.key = $1 AND j.status IN ('runnable', 'executing', 'awaiting');
+WHERE j.key = sqlc.arg(job_key)::text AND j.status IN ('runnable', 'executing', 'awaiting');
+
+-- name: ChildLoadForJoin :many
+-- The children shown to each claimed parent that just joined them: at most per_parent per
+-- parent (oldest first) plus the parent's total. One statement per pick batch; a range
+-- scan of jobs_parent per parent.
+SELECT p.id::bigint AS parent_id, c.id, c.handler, c.key, c.status, c.result, c.error,
+       (SELECT count(*) FROM jobs n WHERE n.parent_id = p.id) AS total
+FROM unnest(sqlc.arg(parent_ids)::bigint[]) AS p(id)
+CROSS JOIN LATERAL (
+    SELECT c.id, c.handler, c.key, c.status, c.result, c.error
+    FROM jobs c
+    WHERE c.parent_id = p.id
+    ORDER BY c.id
+    LIMIT sqlc.arg(per_parent)::int
+) c
+ORDER BY p.id, c.id;

@@ -1,6 +1,6 @@
--- name: SignalDeliver
--- Delivers a signal in one statement. The target is job $1, or the live job holding key
--- $2. Its row is locked whatever its status (FOR UPDATE, then a CASE on status, never a
+-- name: SignalDeliver :one
+-- Delivers a signal in one statement. The target is job job_id, or the live job holding key
+-- job_key. Its row is locked whatever its status (FOR UPDATE, then a CASE on status, never a
 -- status filter in the lock): a status-filtered update would skip a job that is still
 -- executing and about to park, which is how wakeups get lost. Under that lock inbox_seq
 -- is bumped and stamps the signal, and an executing job records the name in
@@ -10,28 +10,28 @@
 WITH target AS (
     SELECT j.id, j.status
     FROM jobs j
-    WHERE j.id = coalesce($1::bigint,
+    WHERE j.id = coalesce(sqlc.narg(job_id)::bigint,
                           (SELECT k.id FROM jobs k
-                           WHERE k.key = $2 AND k.status IN ('runnable', 'executing', 'awaiting')))
+                           WHERE k.key = sqlc.narg(job_key)::text AND k.status IN ('runnable', 'executing', 'awaiting')))
     FOR UPDATE
 ),
 delivered AS (
     UPDATE jobs j
     SET inbox_seq = j.inbox_seq + 1,
         status = CASE WHEN j.status = 'awaiting' AND j.pending_children = 0
-                           AND (j.awaiting IS NULL OR $3 = ANY (j.awaiting))
+                           AND (j.awaiting IS NULL OR sqlc.arg(name)::text = ANY (j.awaiting))
                       THEN 'runnable' ELSE j.status END,
         wake = CASE WHEN j.status = 'awaiting' AND j.pending_children = 0
-                         AND (j.awaiting IS NULL OR $3 = ANY (j.awaiting))
+                         AND (j.awaiting IS NULL OR sqlc.arg(name) = ANY (j.awaiting))
                     THEN 'signal' ELSE j.wake END,
         eligible_at = CASE WHEN j.status = 'awaiting' AND j.pending_children = 0
-                                AND (j.awaiting IS NULL OR $3 = ANY (j.awaiting))
+                                AND (j.awaiting IS NULL OR sqlc.arg(name) = ANY (j.awaiting))
                            THEN now() ELSE j.eligible_at END,
         -- A step in flight may be about to await this name: its outcome reads the names
         -- that arrived during the step from here (see outcome.sql, migration 0005).
-        late_signals = CASE WHEN j.status <> 'executing' OR $3 = ANY (j.late_signals)
+        late_signals = CASE WHEN j.status <> 'executing' OR sqlc.arg(name) = ANY (j.late_signals)
                                  OR cardinality(j.late_signals) >= 64 THEN j.late_signals
-                            ELSE array_append(j.late_signals, $3::text) END,
+                            ELSE array_append(j.late_signals, sqlc.arg(name)::text) END,
         updated_at = now()
     FROM target t
     WHERE j.id = t.id AND j.status IN ('runnable', 'executing', 'awaiting')
@@ -39,31 +39,31 @@ delivered AS (
 ),
 inserted AS (
     INSERT INTO signals (job_id, seq, name, payload)
-    SELECT d.id, d.inbox_seq, $3, $4 FROM delivered d
+    SELECT d.id, d.inbox_seq, sqlc.arg(name), sqlc.narg(payload)::jsonb FROM delivered d
     RETURNING id
 ),
 notified AS (
     SELECT count(pg_notify('gendurable_jobs', d.queue)) AS n FROM delivered d WHERE d.woke
 )
-SELECT t.id, t.status, i.id, coalesce(d.woke, false)
+SELECT t.id AS job_id, t.status AS job_status, i.id AS signal_id, coalesce(d.woke, false) AS woke
 FROM target t
 LEFT JOIN delivered d ON true
 LEFT JOIN inserted i ON true
 CROSS JOIN notified;
 
--- name: SignalLoadInboxes
+-- name: SignalLoadInboxes :many
 -- The signals each claimed step is shown: for each (job, after, upto) the inbox entries
 -- with after < seq <= upto, oldest first. One statement per pick batch; a range scan of
 -- signals_inbox per job, bounded by the per-step cap.
 SELECT s.job_id, s.id, s.seq, s.name, s.payload, s.created_at
-FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS w(job_id, after_seq, upto_seq)
+FROM ROWS FROM (unnest(sqlc.arg(job_ids)::bigint[]), unnest(sqlc.arg(after_seqs)::bigint[]), unnest(sqlc.arg(upto_seqs)::bigint[])) AS w(job_id, after_seq, upto_seq)
 JOIN signals s ON s.job_id = w.job_id AND s.seq > w.after_seq AND s.seq <= w.upto_seq
 ORDER BY s.job_id, s.seq;
 
--- name: SignalList
+-- name: SignalList :many
 -- A job's inbox, oldest first, with whether each signal was consumed (signals_inbox).
 SELECT s.id, s.seq, s.name, s.payload, s.created_at, s.seq <= j.consumed_seq AS consumed
 FROM signals s JOIN jobs j ON j.id = s.job_id
-WHERE s.job_id = $1
+WHERE s.job_id = sqlc.arg(job_id)::bigint
 ORDER BY s.seq
-LIMIT $2;
+LIMIT sqlc.arg(max_rows)::int;

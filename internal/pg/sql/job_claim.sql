@@ -1,9 +1,9 @@
--- name: JobClaimBatch
--- Claims up to $2 runnable jobs of queue $1 in one statement and leases them.
+-- name: JobClaimBatch :many
+-- Claims up to max_rows runnable jobs of queue queue in one statement and leases them.
 --
--- `queue = $1` (never ANY) lets jobs_pick hand rows over already in (priority,
+-- `queue = queue` (never ANY) lets jobs_pick hand rows over already in (priority,
 -- eligible_at, id) order, so the scan, the SKIP LOCKED lock and the LIMIT stop together
--- after about $2 rows whatever the backlog. The K=1 concurrency guard is a filter inside
+-- after about max_rows rows whatever the backlog. The K=1 concurrency guard is a filter inside
 -- that scan, so skipped rows do not use up the batch; row_number() dedups ungated keys
 -- within the locked set. The guard is one probe of jobs_concurrency_exclusive per keyed
 -- row the scan reads (never executed for keyless rows). It is written as a scalar
@@ -29,12 +29,12 @@
 -- Only the final winners debit slots and tokens; a denied candidate stays runnable and
 -- its lock ends with the statement. The UPDATE flips each winner by primary key (one
 -- nested loop, batch × PK lookups), sets a fresh lease token, and records the inbox
--- watermark the step will be shown (claim_inbox_seq, capped at $5 signals per step).
+-- watermark the step will be shown (claim_inbox_seq, capped at signal_cap signals per step).
 WITH candidates AS (
     SELECT j.id, j.handler, j.concurrency_key, j.priority, j.eligible_at,
            j.rate_limit, j.rate_key, j.rate_weight
     FROM jobs j
-    WHERE j.queue = $1
+    WHERE j.queue = sqlc.arg(queue)::text
       AND j.status = 'runnable'
       AND j.eligible_at <= now()
       AND (j.concurrency_key IS NULL OR (
@@ -43,7 +43,7 @@ WITH candidates AS (
               AND e.status = 'executing' AND e.gate_shard IS NULL
             LIMIT 1) IS NULL)
     ORDER BY j.priority, j.eligible_at, j.id
-    LIMIT $2
+    LIMIT sqlc.arg(max_rows)::int
     FOR UPDATE SKIP LOCKED
 ),
 -- Rows with neither a concurrency key nor a rate limit need no admission: they win as
@@ -77,7 +77,7 @@ free_slots AS (
     SELECT l.key, l.shard,
            row_number() OVER (PARTITION BY l.key ORDER BY l.shard, n.n) AS slot_no
     FROM slots_locked l
-    CROSS JOIN LATERAL generate_series(1, least(l.available, $2)) AS n(n)
+    CROSS JOIN LATERAL generate_series(1, least(l.available, sqlc.arg(max_rows))) AS n(n)
 ),
 gate_pass AS (
     SELECT k.*, f.shard AS gate_shard
@@ -149,30 +149,39 @@ buckets_minted AS (
     INSERT INTO rate_buckets (name, key, tokens, updated_at)
     SELECT bn.name, bn.key, bn.tokens - g.weight, now()
     FROM grants g JOIN buckets_now bn ON bn.name = g.name AND bn.key = g.key AND bn.fresh
+),
+claimed AS (
+    UPDATE jobs j
+    SET status = 'executing',
+        attempt = j.attempt + 1,
+        lease_token = gen_random_uuid(),
+        lease_expires_at = now() + sqlc.arg(lease_ttl_ms)::bigint * interval '1 millisecond',
+        lease_owner = sqlc.arg(lease_owner)::text,
+        attempted_at = now(),
+        claim_inbox_seq = least(j.inbox_seq, j.consumed_seq + sqlc.arg(signal_cap)::bigint),
+        gate_shard = w.gate_shard,
+        updated_at = now()
+    FROM winners w
+    WHERE j.id = w.id
+      -- Primary-key lookups whatever the planner guesses of LIMIT max_rows: a cached generic plan
+      -- estimates a tenth of the table as winners and would otherwise hash-join a full
+      -- sequential scan of jobs (measured: 110 ms at 20 000 rows, O(table)).
+      AND j.id = ANY (ARRAY(SELECT w2.id FROM winners w2))
+    RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.input,
+              j.state, j.created_at, j.lease_token, j.lease_expires_at, j.attempted_at, j.wake,
+              j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children, j.gate_shard
 )
-UPDATE jobs j
-SET status = 'executing',
-    attempt = j.attempt + 1,
-    lease_token = gen_random_uuid(),
-    lease_expires_at = now() + $3 * interval '1 millisecond',
-    lease_owner = $4,
-    attempted_at = now(),
-    claim_inbox_seq = least(j.inbox_seq, j.consumed_seq + $5),
-    gate_shard = w.gate_shard,
-    updated_at = now()
-FROM winners w LEFT JOIN handlers h ON h.name = w.handler
-WHERE j.id = w.id
-  -- Primary-key lookups whatever the planner guesses of LIMIT $2: a cached generic plan
-  -- estimates a tenth of the table as winners and would otherwise hash-join a full
-  -- sequential scan of jobs (measured: 110 ms at 20 000 rows, O(table)).
-  AND j.id = ANY (ARRAY(SELECT w2.id FROM winners w2))
-RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.input,
-          j.state, j.created_at, j.lease_token, j.lease_expires_at, j.attempted_at, j.wake,
-          j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children, j.gate_shard,
-          h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms,
-          h.backoff_base_ms, h.backoff_max_ms;
+-- The handler of each claimed step (nil when it is not registered: the caller fails the
+-- step); one handlers_pkey probe per step.
+SELECT c.id, c.queue, c.handler, c.key, c.step, c.attempt, c.max_attempts, c.input,
+       c.state, c.created_at, c.lease_token::uuid AS lease_token, c.lease_expires_at::timestamptz AS lease_expires_at,
+       c.attempted_at::timestamptz AS attempted_at, c.wake,
+       c.consumed_seq, c.claim_inbox_seq, c.inbox_seq, c.pending_children, c.gate_shard,
+       h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms,
+       h.backoff_base_ms, h.backoff_max_ms
+FROM claimed c LEFT JOIN handlers h ON h.name = c.handler;
 
--- name: JobReadyExists
--- Whether queue $1 has a runnable job that is due (after an empty pick: throttled by a
+-- name: JobReadyExists :one
+-- Whether queue queue has a runnable job that is due (after an empty pick: throttled by a
 -- gate or a rate limit, rather than idle). One probe of jobs_pick.
-SELECT EXISTS (SELECT 1 FROM jobs j WHERE j.queue = $1 AND j.status = 'runnable' AND j.eligible_at <= now());
+SELECT EXISTS (SELECT 1 FROM jobs j WHERE j.queue = sqlc.arg(queue)::text AND j.status = 'runnable' AND j.eligible_at <= now());

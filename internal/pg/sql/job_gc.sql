@@ -1,32 +1,32 @@
--- name: JobGCSelect
--- Up to $2 finished jobs past their retention (the queue's, or $1 ms), oldest first,
+-- name: JobGCSelect :many
+-- Up to max_rows finished jobs past their retention (the queue's, or retention_ms ms), oldest first,
 -- except children whose parent is still live (it will read their results). Index use:
 -- jobs_gc range scan on finished_at, bounded below the shortest retention in force.
 SELECT j.id
 FROM jobs j
 WHERE j.status IN ('done', 'failed', 'cancelled')
-  AND j.finished_at < now() - least($1 * interval '1 millisecond',
-                                    coalesce((SELECT min(q.retention) FROM queues q), $1 * interval '1 millisecond'))
+  AND j.finished_at < now() - least(sqlc.arg(retention_ms)::bigint * interval '1 millisecond',
+                                    coalesce((SELECT min(q.retention) FROM queues q), sqlc.arg(retention_ms) * interval '1 millisecond'))
   AND j.finished_at < now() - coalesce((SELECT q.retention FROM queues q WHERE q.name = j.queue),
-                                       $1 * interval '1 millisecond')
+                                       sqlc.arg(retention_ms) * interval '1 millisecond')
   -- A scalar subquery, so it is one jobs_pkey probe per candidate that has a parent (an
   -- EXISTS is planned as a hash over every live job: a full scan of jobs).
   AND (j.parent_id IS NULL
        OR coalesce((SELECT p.status FROM jobs p WHERE p.id = j.parent_id), 'gone')
           NOT IN ('runnable', 'executing', 'awaiting'))
 ORDER BY j.finished_at
-LIMIT $2;
+LIMIT sqlc.arg(max_rows)::int;
 
--- name: JobGCDelete
--- Deletes the finished jobs $1 with their steps and signals: every delete is by primary
+-- name: JobGCDelete :many
+-- Deletes the finished jobs ids with their steps and signals: every delete is by primary
 -- key or by the (job_id, …) key prefix, so the cost follows the batch, not the table
 -- (never `id IN (subquery)`, which the planner turns into a sequential scan of jobs).
 WITH steps_deleted AS (
-    DELETE FROM steps WHERE job_id = ANY ($1::bigint[])
+    DELETE FROM steps WHERE job_id = ANY (sqlc.arg(ids)::bigint[])
 ),
 signals_deleted AS (
-    DELETE FROM signals WHERE job_id = ANY ($1::bigint[])
+    DELETE FROM signals WHERE job_id = ANY (sqlc.arg(ids)::bigint[])
 )
 DELETE FROM jobs
-WHERE id = ANY ($1::bigint[]) AND status IN ('done', 'failed', 'cancelled')
+WHERE id = ANY (sqlc.arg(ids)::bigint[]) AND status IN ('done', 'failed', 'cancelled')
 RETURNING id;

@@ -1,0 +1,352 @@
+-- name: JobApplyOutcomes :many
+-- Applies a batch of step outcomes in one statement: one element per step in each typed
+-- array (unnest, no JSON decoding; -1 / 0 / NULL elements stand for an absent delay,
+-- timeout, http status or value).
+--
+-- Fencing: a row changes only while it is still `executing` under the lease token the
+-- step was given; a stale outcome matches nothing and the caller sees it missing from
+-- the result. The new status is decided by gendurable_outcome_status() on the row's
+-- latest version: when this UPDATE waited on a signal delivery's row lock, Postgres
+-- re-evaluates the SET list on the delivered version, so an `await` that raced a signal
+-- it names sees it in late_signals and parks as runnable (no lost wakeup); a signal it
+-- does not name leaves it parked.
+-- Consuming the signals the step saw is the watermark consumed_seq := claim_inbox_seq.
+-- In the same statement: the steps history row, the children of a `spawn`, and the
+-- parent join; JobApplyOutcomesCrediting (the same statement with fragment GateCredit)
+-- also gives back the gate slots the steps held. Batches without a gated step use the
+-- plain one: referencing gate_slots costs every outcome statement its locks and
+-- planning (measured: ~20 % of a drain's throughput) even when no gate exists. (pending_children - 1, woken at zero) for outcomes that end a child.
+-- Index use: jobs_pkey per step (+ per distinct parent); no scan grows with the table.
+WITH o AS (
+    SELECT r.id, r.token, r.kind, r.label, r.state, r.result, r.error,
+           nullif(r.delay_ms, -1) AS delay_ms, nullif(r.timeout_ms, -1) AS timeout_ms,
+           CASE WHEN r.awaiting IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text(r.awaiting)) END AS awaiting,
+           r.children, nullif(r.http_status, 0) AS http_status
+    FROM ROWS FROM (unnest(sqlc.arg(ids)::bigint[]), unnest(sqlc.arg(tokens)::uuid[]),
+                    unnest(sqlc.arg(kinds)::text[]), unnest(sqlc.arg(labels)::text[]),
+                    unnest(sqlc.arg(states)::jsonb[]), unnest(sqlc.arg(results)::jsonb[]),
+                    unnest(sqlc.arg(errors)::jsonb[]), unnest(sqlc.arg(delays_ms)::bigint[]),
+                    unnest(sqlc.arg(timeouts_ms)::bigint[]), unnest(sqlc.arg(awaitings)::jsonb[]),
+                    unnest(sqlc.arg(children)::jsonb[]), unnest(sqlc.arg(http_statuses)::int[]))
+         AS r(id, token, kind, label, state, result, error, delay_ms, timeout_ms, awaiting, children, http_status)
+),
+-- The step and attempt being completed, as claimed (they do not change under a lease).
+-- Every join to the records is by (id, token): a batch may hold a stale outcome of a job
+-- beside its current one (a process whose lease was taken back answering late), and a
+-- join by id alone would write its history row and children under the current attempt.
+before AS (
+    SELECT j.id, j.lease_token AS token, j.step, j.attempt, j.attempted_at, j.concurrency_key, j.gate_shard
+    FROM jobs j JOIN o ON o.id = j.id AND j.lease_token = o.token
+    WHERE j.id = ANY (sqlc.arg(ids)::bigint[])  -- PK lookups under any plan
+),
+updated AS (
+    UPDATE jobs j
+    -- The new status is decided once per row (n.status) and the columns that follow it
+    -- are derived from it. n.late: a signal this await is waiting for arrived after the
+    -- claim (or the claim left signals unseen beyond the per-step cap and one of them
+    -- matches): the park turns into runnable at once. Signals delivered during the step
+    -- are read from the row (late_signals, see migration 0005) because this subquery is
+    -- re-evaluated on the delivered row version; the unseen backlog was committed before
+    -- the claim, so the statement's snapshot holds it (one signals_inbox probe, only run
+    -- when a signal arrived that the row's names do not settle).
+    -- n.advances: the step is complete and the job moves to the next one (a spawn that a
+    -- cancel ends creates no children, so it stays at its step: a retry runs it again).
+    SET (status, eligible_at, finished_at, wake, cancelled_while,
+         step, attempt, consumed_seq, state, pending_children) = (
+        SELECT n.status,
+               CASE WHEN n.status = 'runnable' THEN
+                        CASE WHEN o.kind IN ('await', 'spawn') THEN now()
+                             WHEN o.kind = 'retry' THEN now() + coalesce(o.delay_ms,
+                                 (SELECT gendurable_backoff_ms(j.attempt, h.backoff_base_ms, h.backoff_max_ms)
+                                  FROM handlers h WHERE h.name = j.handler), 1000) * interval '1 millisecond'
+                             ELSE now() + coalesce(o.delay_ms, 0) * interval '1 millisecond' END
+                    -- An await's deadline, also kept by a cancelled one for its retry.
+                    WHEN n.status = 'awaiting' OR (o.kind = 'await' AND n.status = 'cancelled') THEN
+                        CASE WHEN o.timeout_ms IS NULL THEN 'infinity'::timestamptz
+                             ELSE now() + o.timeout_ms * interval '1 millisecond' END
+                    ELSE j.eligible_at END,
+               CASE WHEN n.status IN ('done', 'failed', 'cancelled') THEN now() END,
+               CASE WHEN o.kind = 'retry' THEN j.wake  -- the same step again: same reason
+                    WHEN n.status <> 'runnable' THEN NULL  -- a wake reason only for a job that runs
+                    WHEN o.kind = 'await' AND n.late THEN 'signal'
+                    WHEN o.kind = 'spawn' AND n.children = 0 THEN 'children'
+                    END,
+               CASE WHEN n.status <> 'cancelled' THEN NULL
+                    WHEN o.kind = 'await' THEN 'awaiting_signal'
+                    ELSE 'executing' END,
+               CASE WHEN n.advances THEN j.step + 1 ELSE j.step END,
+               CASE WHEN n.advances THEN 0 ELSE j.attempt END,
+               CASE WHEN n.advances THEN j.claim_inbox_seq ELSE j.consumed_seq END,
+               CASE WHEN n.advances AND o.kind <> 'done' AND o.state IS NOT NULL THEN o.state ELSE j.state END,
+               CASE WHEN o.kind = 'spawn' AND n.advances THEN n.children ELSE j.pending_children END
+        FROM (SELECT s.late, s.children, s.status, s.status <> 'cancelled' AND o.kind IN ('next', 'await', 'spawn', 'done')
+                          OR s.status = 'cancelled' AND o.kind IN ('next', 'await') AS advances
+              FROM (SELECT l.late, l.children,
+                           gendurable_outcome_status(o.kind, j.attempt, j.max_attempts, j.cancel_requested,
+                                                     l.late, l.children) AS status
+                    FROM (SELECT coalesce(jsonb_array_length(o.children), 0) AS children,
+                                 CASE
+                                 WHEN o.kind <> 'await' OR j.inbox_seq <= j.claim_inbox_seq THEN false
+                                 WHEN o.awaiting IS NULL THEN true
+                                 WHEN j.late_signals && o.awaiting OR cardinality(j.late_signals) >= 64 THEN true
+                                 ELSE EXISTS (SELECT 1 FROM signals s
+                                              WHERE s.job_id = j.id AND s.seq > j.claim_inbox_seq
+                                                AND s.name = ANY (o.awaiting))
+                                 END AS late OFFSET 0) l OFFSET 0) s) n),
+        result = CASE WHEN o.kind = 'done' THEN o.result ELSE j.result END,
+        error = CASE WHEN o.kind IN ('fail', 'retry') THEN o.error
+                     WHEN o.kind IN ('next', 'await', 'spawn', 'done') THEN NULL
+                     ELSE j.error END,
+        awaiting = CASE WHEN o.kind = 'await' THEN o.awaiting END,
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        lease_owner = NULL,
+        gate_shard = NULL,
+        late_signals = NULL,
+        updated_at = now()
+    FROM o
+    -- The fence is the lease token alone: only an executing row holds one (the CHECK
+    -- jobs_lease_token_iff_executing of migration 0005). A `status = 'executing'` test
+    -- here would let the planner read the partial index jobs_lease, which holds every
+    -- step in flight, and hash-join it (measured: 5 ms for 18 outcomes at 9 000
+    -- executing); by id and token it is one primary-key lookup per outcome.
+    WHERE j.id = o.id
+      AND j.lease_token = o.token
+      AND j.id = ANY (ARRAY(SELECT o2.id FROM o o2))
+    RETURNING j.id, j.status, j.queue, j.parent_id, j.eligible_at
+),
+history AS (
+    INSERT INTO steps (job_id, queue, step, attempt, outcome, http_status, started_at, finished_at, error)
+    SELECT u.id, u.queue, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error
+    FROM updated u JOIN before b ON b.id = u.id JOIN o ON o.id = b.id AND o.token = b.token
+),
+children AS (
+    INSERT INTO jobs (queue, handler, input, key, priority, eligible_at, concurrency_key,
+                      rate_limit, rate_key, rate_weight, max_attempts, parent_id)
+    SELECT coalesce(c.queue, u.queue), c.handler, coalesce(c.input, '{}'::jsonb), c.key,
+           coalesce(c.priority, 5),
+           coalesce(c.run_at, now() + coalesce(c.delay_ms, 0) * interval '1 millisecond'),
+           c.concurrency_key, c.rate_limit, c.rate_key, coalesce(c.rate_weight, 1),
+           coalesce(c.max_attempts, h.max_attempts, 5), u.id
+    FROM updated u
+    JOIN before b ON b.id = u.id
+    JOIN o ON o.id = b.id AND o.token = b.token AND o.kind = 'spawn'
+    CROSS JOIN LATERAL jsonb_to_recordset(o.children) AS c(
+        queue text, handler text, input jsonb, key text, priority smallint, run_at timestamptz,
+        delay_ms bigint, concurrency_key text, rate_limit text, rate_key text, rate_weight int,
+        max_attempts int)
+    LEFT JOIN handlers h ON h.name = c.handler
+    WHERE u.status IN ('awaiting', 'runnable')
+    RETURNING queue
+),
+-- The parent join of a statement whose `updated` CTE ended children: each parent's
+-- pending_children drops by its finished children (grouped, so two children of one
+-- parent in a batch count twice), and a parent waiting for them is woken at zero.
+-- A row `updated` already changed is left alone: Postgres applies only one of two
+-- updates of a row in one statement. Parents are locked in id order.
+joined AS (
+    UPDATE jobs p
+    SET pending_children = p.pending_children - d.n,
+        status = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'runnable'
+                      ELSE p.status END,
+        wake = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'children'
+                    ELSE p.wake END,
+        eligible_at = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN now()
+                           ELSE p.eligible_at END,
+        updated_at = now()
+    FROM (SELECT parent_id, count(*) AS n FROM updated
+          WHERE parent_id IS NOT NULL AND status IN ('done', 'failed', 'cancelled')
+          GROUP BY parent_id ORDER BY parent_id) d
+    WHERE p.id = d.parent_id AND p.pending_children > 0
+      AND p.id NOT IN (SELECT u.id FROM updated u)
+    RETURNING p.queue, p.status
+),
+notified AS (
+    SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
+    FROM (SELECT queue FROM joined WHERE status = 'runnable'
+          UNION SELECT queue FROM children) q
+)
+SELECT u.id, b.token, u.status, u.queue, u.eligible_at <= now() AS ready
+FROM updated u JOIN before b ON b.id = u.id, notified;
+
+-- name: JobApplyOutcomesCrediting :many
+-- Applies a batch of step outcomes in one statement: one element per step in each typed
+-- array (unnest, no JSON decoding; -1 / 0 / NULL elements stand for an absent delay,
+-- timeout, http status or value).
+--
+-- Fencing: a row changes only while it is still `executing` under the lease token the
+-- step was given; a stale outcome matches nothing and the caller sees it missing from
+-- the result. The new status is decided by gendurable_outcome_status() on the row's
+-- latest version: when this UPDATE waited on a signal delivery's row lock, Postgres
+-- re-evaluates the SET list on the delivered version, so an `await` that raced a signal
+-- it names sees it in late_signals and parks as runnable (no lost wakeup); a signal it
+-- does not name leaves it parked.
+-- Consuming the signals the step saw is the watermark consumed_seq := claim_inbox_seq.
+-- In the same statement: the steps history row, the children of a `spawn`, and the
+-- parent join; JobApplyOutcomesCrediting (the same statement with fragment GateCredit)
+-- also gives back the gate slots the steps held. Batches without a gated step use the
+-- plain one: referencing gate_slots costs every outcome statement its locks and
+-- planning (measured: ~20 % of a drain's throughput) even when no gate exists. (pending_children - 1, woken at zero) for outcomes that end a child.
+-- Index use: jobs_pkey per step (+ per distinct parent); no scan grows with the table.
+WITH o AS (
+    SELECT r.id, r.token, r.kind, r.label, r.state, r.result, r.error,
+           nullif(r.delay_ms, -1) AS delay_ms, nullif(r.timeout_ms, -1) AS timeout_ms,
+           CASE WHEN r.awaiting IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text(r.awaiting)) END AS awaiting,
+           r.children, nullif(r.http_status, 0) AS http_status
+    FROM ROWS FROM (unnest(sqlc.arg(ids)::bigint[]), unnest(sqlc.arg(tokens)::uuid[]),
+                    unnest(sqlc.arg(kinds)::text[]), unnest(sqlc.arg(labels)::text[]),
+                    unnest(sqlc.arg(states)::jsonb[]), unnest(sqlc.arg(results)::jsonb[]),
+                    unnest(sqlc.arg(errors)::jsonb[]), unnest(sqlc.arg(delays_ms)::bigint[]),
+                    unnest(sqlc.arg(timeouts_ms)::bigint[]), unnest(sqlc.arg(awaitings)::jsonb[]),
+                    unnest(sqlc.arg(children)::jsonb[]), unnest(sqlc.arg(http_statuses)::int[]))
+         AS r(id, token, kind, label, state, result, error, delay_ms, timeout_ms, awaiting, children, http_status)
+),
+-- The step and attempt being completed, as claimed (they do not change under a lease).
+-- Every join to the records is by (id, token): a batch may hold a stale outcome of a job
+-- beside its current one (a process whose lease was taken back answering late), and a
+-- join by id alone would write its history row and children under the current attempt.
+before AS (
+    SELECT j.id, j.lease_token AS token, j.step, j.attempt, j.attempted_at, j.concurrency_key, j.gate_shard
+    FROM jobs j JOIN o ON o.id = j.id AND j.lease_token = o.token
+    WHERE j.id = ANY (sqlc.arg(ids)::bigint[])  -- PK lookups under any plan
+),
+updated AS (
+    UPDATE jobs j
+    -- The new status is decided once per row (n.status) and the columns that follow it
+    -- are derived from it. n.late: a signal this await is waiting for arrived after the
+    -- claim (or the claim left signals unseen beyond the per-step cap and one of them
+    -- matches): the park turns into runnable at once. Signals delivered during the step
+    -- are read from the row (late_signals, see migration 0005) because this subquery is
+    -- re-evaluated on the delivered row version; the unseen backlog was committed before
+    -- the claim, so the statement's snapshot holds it (one signals_inbox probe, only run
+    -- when a signal arrived that the row's names do not settle).
+    -- n.advances: the step is complete and the job moves to the next one (a spawn that a
+    -- cancel ends creates no children, so it stays at its step: a retry runs it again).
+    SET (status, eligible_at, finished_at, wake, cancelled_while,
+         step, attempt, consumed_seq, state, pending_children) = (
+        SELECT n.status,
+               CASE WHEN n.status = 'runnable' THEN
+                        CASE WHEN o.kind IN ('await', 'spawn') THEN now()
+                             WHEN o.kind = 'retry' THEN now() + coalesce(o.delay_ms,
+                                 (SELECT gendurable_backoff_ms(j.attempt, h.backoff_base_ms, h.backoff_max_ms)
+                                  FROM handlers h WHERE h.name = j.handler), 1000) * interval '1 millisecond'
+                             ELSE now() + coalesce(o.delay_ms, 0) * interval '1 millisecond' END
+                    -- An await's deadline, also kept by a cancelled one for its retry.
+                    WHEN n.status = 'awaiting' OR (o.kind = 'await' AND n.status = 'cancelled') THEN
+                        CASE WHEN o.timeout_ms IS NULL THEN 'infinity'::timestamptz
+                             ELSE now() + o.timeout_ms * interval '1 millisecond' END
+                    ELSE j.eligible_at END,
+               CASE WHEN n.status IN ('done', 'failed', 'cancelled') THEN now() END,
+               CASE WHEN o.kind = 'retry' THEN j.wake  -- the same step again: same reason
+                    WHEN n.status <> 'runnable' THEN NULL  -- a wake reason only for a job that runs
+                    WHEN o.kind = 'await' AND n.late THEN 'signal'
+                    WHEN o.kind = 'spawn' AND n.children = 0 THEN 'children'
+                    END,
+               CASE WHEN n.status <> 'cancelled' THEN NULL
+                    WHEN o.kind = 'await' THEN 'awaiting_signal'
+                    ELSE 'executing' END,
+               CASE WHEN n.advances THEN j.step + 1 ELSE j.step END,
+               CASE WHEN n.advances THEN 0 ELSE j.attempt END,
+               CASE WHEN n.advances THEN j.claim_inbox_seq ELSE j.consumed_seq END,
+               CASE WHEN n.advances AND o.kind <> 'done' AND o.state IS NOT NULL THEN o.state ELSE j.state END,
+               CASE WHEN o.kind = 'spawn' AND n.advances THEN n.children ELSE j.pending_children END
+        FROM (SELECT s.late, s.children, s.status, s.status <> 'cancelled' AND o.kind IN ('next', 'await', 'spawn', 'done')
+                          OR s.status = 'cancelled' AND o.kind IN ('next', 'await') AS advances
+              FROM (SELECT l.late, l.children,
+                           gendurable_outcome_status(o.kind, j.attempt, j.max_attempts, j.cancel_requested,
+                                                     l.late, l.children) AS status
+                    FROM (SELECT coalesce(jsonb_array_length(o.children), 0) AS children,
+                                 CASE
+                                 WHEN o.kind <> 'await' OR j.inbox_seq <= j.claim_inbox_seq THEN false
+                                 WHEN o.awaiting IS NULL THEN true
+                                 WHEN j.late_signals && o.awaiting OR cardinality(j.late_signals) >= 64 THEN true
+                                 ELSE EXISTS (SELECT 1 FROM signals s
+                                              WHERE s.job_id = j.id AND s.seq > j.claim_inbox_seq
+                                                AND s.name = ANY (o.awaiting))
+                                 END AS late OFFSET 0) l OFFSET 0) s) n),
+        result = CASE WHEN o.kind = 'done' THEN o.result ELSE j.result END,
+        error = CASE WHEN o.kind IN ('fail', 'retry') THEN o.error
+                     WHEN o.kind IN ('next', 'await', 'spawn', 'done') THEN NULL
+                     ELSE j.error END,
+        awaiting = CASE WHEN o.kind = 'await' THEN o.awaiting END,
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        lease_owner = NULL,
+        gate_shard = NULL,
+        late_signals = NULL,
+        updated_at = now()
+    FROM o
+    -- The fence is the lease token alone: only an executing row holds one (the CHECK
+    -- jobs_lease_token_iff_executing of migration 0005). A `status = 'executing'` test
+    -- here would let the planner read the partial index jobs_lease, which holds every
+    -- step in flight, and hash-join it (measured: 5 ms for 18 outcomes at 9 000
+    -- executing); by id and token it is one primary-key lookup per outcome.
+    WHERE j.id = o.id
+      AND j.lease_token = o.token
+      AND j.id = ANY (ARRAY(SELECT o2.id FROM o o2))
+    RETURNING j.id, j.status, j.queue, j.parent_id, j.eligible_at
+),
+history AS (
+    INSERT INTO steps (job_id, queue, step, attempt, outcome, http_status, started_at, finished_at, error)
+    SELECT u.id, u.queue, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error
+    FROM updated u JOIN before b ON b.id = u.id JOIN o ON o.id = b.id AND o.token = b.token
+),
+-- The gate slot an ending step held goes back to its shard (capped: a gate whose limit
+-- was lowered meanwhile refills only up to its new cap).
+credited AS (
+    UPDATE gate_slots s
+    SET available = least(s.cap, s.available + d.n)
+    FROM (SELECT b.concurrency_key AS key, b.gate_shard AS shard, count(*) AS n
+          FROM updated u JOIN before b ON b.id = u.id
+          WHERE b.gate_shard IS NOT NULL
+          GROUP BY 1, 2 ORDER BY 1, 2) d
+    WHERE s.key = d.key AND s.shard = d.shard
+),
+children AS (
+    INSERT INTO jobs (queue, handler, input, key, priority, eligible_at, concurrency_key,
+                      rate_limit, rate_key, rate_weight, max_attempts, parent_id)
+    SELECT coalesce(c.queue, u.queue), c.handler, coalesce(c.input, '{}'::jsonb), c.key,
+           coalesce(c.priority, 5),
+           coalesce(c.run_at, now() + coalesce(c.delay_ms, 0) * interval '1 millisecond'),
+           c.concurrency_key, c.rate_limit, c.rate_key, coalesce(c.rate_weight, 1),
+           coalesce(c.max_attempts, h.max_attempts, 5), u.id
+    FROM updated u
+    JOIN before b ON b.id = u.id
+    JOIN o ON o.id = b.id AND o.token = b.token AND o.kind = 'spawn'
+    CROSS JOIN LATERAL jsonb_to_recordset(o.children) AS c(
+        queue text, handler text, input jsonb, key text, priority smallint, run_at timestamptz,
+        delay_ms bigint, concurrency_key text, rate_limit text, rate_key text, rate_weight int,
+        max_attempts int)
+    LEFT JOIN handlers h ON h.name = c.handler
+    WHERE u.status IN ('awaiting', 'runnable')
+    RETURNING queue
+),
+-- The parent join of a statement whose `updated` CTE ended children: each parent's
+-- pending_children drops by its finished children (grouped, so two children of one
+-- parent in a batch count twice), and a parent waiting for them is woken at zero.
+-- A row `updated` already changed is left alone: Postgres applies only one of two
+-- updates of a row in one statement. Parents are locked in id order.
+joined AS (
+    UPDATE jobs p
+    SET pending_children = p.pending_children - d.n,
+        status = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'runnable'
+                      ELSE p.status END,
+        wake = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'children'
+                    ELSE p.wake END,
+        eligible_at = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN now()
+                           ELSE p.eligible_at END,
+        updated_at = now()
+    FROM (SELECT parent_id, count(*) AS n FROM updated
+          WHERE parent_id IS NOT NULL AND status IN ('done', 'failed', 'cancelled')
+          GROUP BY parent_id ORDER BY parent_id) d
+    WHERE p.id = d.parent_id AND p.pending_children > 0
+      AND p.id NOT IN (SELECT u.id FROM updated u)
+    RETURNING p.queue, p.status
+),
+notified AS (
+    SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
+    FROM (SELECT queue FROM joined WHERE status = 'runnable'
+          UNION SELECT queue FROM children) q
+)
+SELECT u.id, b.token, u.status, u.queue, u.eligible_at <= now() AS ready
+FROM updated u JOIN before b ON b.id = u.id, notified;
