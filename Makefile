@@ -30,13 +30,14 @@ build: ## Build the server and the example webhook into bin/
 	$(GO) build -o $(BIN)/example-webhook ./examples/webhook
 
 .PHONY: generate
-generate: ## Regenerate the API server from openapi.yaml
+generate: ## Regenerate the API server and the Go client from openapi.yaml
 	$(GO) generate ./internal/httpapi/...
+	$(GO) generate ./sdk/go/gendurable/...
 
 .PHONY: check-generated
 check-generated: generate ## Fail when generated code is stale
-	@git diff --exit-code -- internal/httpapi/api.gen.go || \
-		(echo "internal/httpapi/api.gen.go is stale: run 'make generate' and commit it" && exit 1)
+	@git diff --exit-code -- internal/httpapi/api.gen.go sdk/go/gendurable/client.gen.go || \
+		(echo "generated code is stale: run 'make generate' and commit it" && exit 1)
 
 .PHONY: lint
 lint: check-seam ## gofmt, go vet, the seam check and golangci-lint (installed on first use)
