@@ -151,7 +151,12 @@ func TestApprovalFlow(t *testing.T) {
 		t.Fatalf("a batch of two inserts with one key: %+v", jobs)
 	}
 	id := jobs[0].Id
+	// "awaiting" is also the status of a parent waiting for its children: wait for the signals.
 	parked, err := c.Wait(ctx, id, "awaiting")
+	for err == nil && parked.Awaiting == nil {
+		time.Sleep(20 * time.Millisecond) // parked on its children, a poll away from the await
+		parked, err = c.Wait(ctx, id, "awaiting")
+	}
 	if err != nil {
 		t.Fatalf("%v\n%s", err, srv.Logs())
 	}

@@ -82,14 +82,14 @@ type ProblemError struct {
 	Body []byte
 }
 
-// Error reads "gendurable: 422 The request is not valid: <detail> (priority: …)".
+// Error reads "gendurable: 422 The request is not valid: <detail>", or lists the field
+// errors when the problem has no detail.
 func (e *ProblemError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "gendurable: %d %s", e.Status, e.Title)
 	if e.Detail != nil && *e.Detail != "" {
 		b.WriteString(": " + *e.Detail)
-	}
-	if e.Errors != nil {
+	} else if e.Errors != nil {
 		for i, f := range *e.Errors {
 			if i == 0 {
 				b.WriteString(" (")
