@@ -1,0 +1,300 @@
+"""The step handler: verify, decode, dispatch to the user's function, encode the answer.
+
+    steps = Steps(secret="whsec_…")
+
+    @steps.handler("greeter")
+    def greeter(step):
+        if step.job.step < 2:
+            return Next(state={"n": step.job.step + 1})
+        return Done(result={"greeting": "hello, " + step.job.input["name"]})
+
+    app = steps.wsgi                 # WSGI (gunicorn, Flask's app.wsgi_app, wsgiref)
+    asgi_app = steps.asgi            # ASGI (uvicorn, Starlette mount)
+    lambda_handler = steps.lambda_handler   # AWS Lambda function URL / API Gateway v2
+
+A step function takes a ``Step`` and returns an answer (``Next``, ``Await``, ``Spawn``,
+``Done``, ``Fail``, ``Retry``, ``Accepted`` or a dict such as ``{"done": {}}``); it may be
+``async def``. An exception answers 500, which the server retries with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import inspect
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Mapping, Optional, Union
+
+from . import answers
+from .errors import SignatureError
+from .signature import DEFAULT_TOLERANCE, Secrets, verify
+
+log = logging.getLogger("gendurable")
+
+MAX_REQUEST_BYTES = 1 << 20  # the server's default step request cap
+
+
+@dataclass
+class Job:
+    """The job a step belongs to; ``step`` counts completed steps, ``attempt`` starts at 1."""
+
+    id: int
+    queue: str
+    handler: str
+    key: Optional[str]
+    step: int
+    attempt: int
+    max_attempts: int
+    input: Any
+    state: Any
+    created_at: str
+
+
+@dataclass
+class Signal:
+    """A delivered, unconsumed signal."""
+
+    id: int
+    name: str
+    payload: Any
+    created_at: str
+
+
+@dataclass
+class ChildResult:
+    """A child job and how it ended (sent to the step after a spawn's join)."""
+
+    id: int
+    handler: str
+    key: Optional[str]
+    status: str
+    result: Any
+    error: Any
+
+
+@dataclass
+class Lease:
+    """Authorises ``Client.heartbeat`` and ``Client.complete_step`` until ``expires_at``."""
+
+    token: str
+    expires_at: str
+
+
+@dataclass
+class Step:
+    """One step request, decoded. ``wake`` is ``"signal"``, ``"children"``, ``"timeout"`` or
+    ``None``; ``webhook_id`` is unique per attempt (use it to make side effects idempotent)."""
+
+    job: Job
+    signals: list[Signal]
+    children: list[ChildResult]
+    lease: Lease
+    wake: Optional[str] = None
+    signals_more: int = 0
+    children_more: int = 0
+    webhook_id: str = ""
+    raw: dict = field(default_factory=dict, repr=False)
+
+    def signal(self, *names: str) -> Optional[Signal]:
+        """The oldest signal with one of ``names`` (any name when none given), or ``None``."""
+        for s in self.signals:
+            if not names or s.name in names:
+                return s
+        return None
+
+
+def _pick(cls, d: Mapping[str, Any]):
+    return cls(**{f: d.get(f) for f in cls.__dataclass_fields__})
+
+
+def decode_step(body: Union[bytes, str, Mapping[str, Any]], webhook_id: str = "") -> Step:
+    """Decodes a step request body (bytes, text or an already parsed dict)."""
+    d = json.loads(body) if isinstance(body, (bytes, str)) else dict(body)
+    if not isinstance(d, dict) or not isinstance(d.get("job"), dict) or not isinstance(d.get("lease"), dict):
+        raise ValueError("a step request is an object with job and lease")
+    return Step(
+        job=_pick(Job, d["job"]),
+        signals=[_pick(Signal, s) for s in d.get("signals") or []],
+        children=[_pick(ChildResult, c) for c in d.get("children") or []],
+        lease=_pick(Lease, d["lease"]),
+        wake=d.get("wake"),
+        signals_more=int(d.get("signals_more") or 0),
+        children_more=int(d.get("children_more") or 0),
+        webhook_id=webhook_id,
+        raw=d,
+    )
+
+
+@dataclass
+class Response:
+    """An HTTP answer, independent of the framework that sends it."""
+
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=lambda: {"content-type": "application/json"})
+
+
+def _error(status: int, message: str) -> Response:
+    return Response(status, json.dumps({"error": message}).encode())
+
+
+StepFunction = Callable[[Step], Union[Any, Awaitable[Any]]]
+
+
+class Steps:
+    """Routes signed step requests to the functions registered per handler (and step)."""
+
+    def __init__(self, secret: Secrets, *, tolerance: float = DEFAULT_TOLERANCE):
+        """``secret`` is the handler's ``whsec_…`` secret, or several while you rotate it;
+        ``tolerance`` is how many seconds a ``webhook-timestamp`` may be off."""
+        self.secrets = [secret] if isinstance(secret, str) else list(secret)
+        self.tolerance = tolerance
+        self._routes: dict[tuple[str, Optional[int]], StepFunction] = {}
+
+    def register(self, handler: str, fn: StepFunction, step: Optional[int] = None) -> None:
+        """Runs ``fn`` for the steps of jobs of ``handler`` (only step number ``step`` when
+        given; such a route wins over the handler's catch-all)."""
+        self._routes[(handler, step)] = fn
+
+    def handler(self, name: str, step: Optional[int] = None) -> Callable[[StepFunction], StepFunction]:
+        """Decorator form of ``register``."""
+        def deco(fn: StepFunction) -> StepFunction:
+            self.register(name, fn, step)
+            return fn
+        return deco
+
+    def _prepare(self, headers: Mapping[str, str], body: bytes):
+        """Verifies and decodes; answers (step, function) or the error Response."""
+        if len(body) > MAX_REQUEST_BYTES:
+            return _error(413, "step request over the 1 MiB cap")
+        try:
+            msg_id = verify(self.secrets, headers, body, self.tolerance)
+        except SignatureError as e:
+            return _error(401, str(e))
+        try:
+            step = decode_step(body, msg_id)
+        except (ValueError, TypeError) as e:
+            return _error(400, f"bad step request: {e}")
+        fn = self._routes.get((step.job.handler, step.job.step)) or self._routes.get((step.job.handler, None))
+        if fn is None:
+            return _error(404, f"no step function for handler {step.job.handler!r}")
+        return step, fn
+
+    @staticmethod
+    def _finish(step: Step, result: Any = None, exc: Optional[BaseException] = None) -> Response:
+        if exc is not None:
+            log.exception("step %s of job %s failed", step.job.step, step.job.id, exc_info=exc)
+            return _error(500, f"{type(exc).__name__}: {exc}")
+        if result is answers.Accepted or isinstance(result, answers.Accepted):
+            return Response(202, b"")
+        try:
+            return Response(200, json.dumps(answers.encode(result)).encode())
+        except (TypeError, ValueError) as e:
+            log.error("step %s of job %s answered %r", step.job.step, step.job.id, result)
+            return _error(500, str(e))
+
+    def handle(self, headers: Mapping[str, str], body: bytes) -> Response:
+        """Serves one step request; an ``async def`` step function runs to completion in a
+        fresh event loop."""
+        prepared = self._prepare(headers, body)
+        if isinstance(prepared, Response):
+            return prepared
+        step, fn = prepared
+        try:
+            result = fn(step)
+            if inspect.isawaitable(result):
+                result = asyncio.run(_awaited(result))
+        except Exception as e:  # the user's function: answer 500, the server retries
+            return self._finish(step, exc=e)
+        return self._finish(step, result)
+
+    async def handle_async(self, headers: Mapping[str, str], body: bytes) -> Response:
+        """Serves one step request on the running event loop; a plain (sync) step function
+        runs in a worker thread so it does not block the loop."""
+        prepared = self._prepare(headers, body)
+        if isinstance(prepared, Response):
+            return prepared
+        step, fn = prepared
+        try:
+            if inspect.iscoroutinefunction(fn):
+                result = await fn(step)
+            else:
+                result = await asyncio.to_thread(fn, step)
+                if inspect.isawaitable(result):
+                    result = await result
+        except Exception as e:
+            return self._finish(step, exc=e)
+        return self._finish(step, result)
+
+    # Adapters.
+
+    def wsgi(self, environ: dict, start_response: Callable) -> list[bytes]:
+        """The WSGI application: POST a step to any path it is mounted at."""
+        if environ.get("REQUEST_METHOD") != "POST":
+            resp = _error(405, "step requests are POSTs")
+        else:
+            try:
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                length = 0
+            body = environ["wsgi.input"].read(min(length, MAX_REQUEST_BYTES + 1)) if length > 0 else b""
+            headers = {k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k.startswith("HTTP_")}
+            resp = self.handle(headers, body)
+        start_response(f"{resp.status} {_REASONS.get(resp.status, '')}".rstrip(),
+                       [(k, v) for k, v in resp.headers.items()] + [("content-length", str(len(resp.body)))])
+        return [resp.body]
+
+    async def asgi(self, scope: dict, receive: Callable, send: Callable) -> None:
+        """The ASGI application (HTTP only; a lifespan scope is acknowledged)."""
+        if scope["type"] == "lifespan":
+            while True:
+                msg = await receive()
+                if msg["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif msg["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            raise RuntimeError(f"gendurable.Steps serves HTTP, not {scope['type']}")
+        if scope.get("method") != "POST":
+            resp = _error(405, "step requests are POSTs")
+        else:
+            chunks, size, more = [], 0, True
+            while more:
+                msg = await receive()
+                if msg["type"] == "http.disconnect":
+                    return
+                chunk = msg.get("body", b"")
+                size += len(chunk)
+                if size <= MAX_REQUEST_BYTES + 1:
+                    chunks.append(chunk)
+                more = msg.get("more_body", False)
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            resp = await self.handle_async(headers, b"".join(chunks))
+        await send({"type": "http.response.start", "status": resp.status,
+                    "headers": [(k.encode(), v.encode()) for k, v in resp.headers.items()]})
+        await send({"type": "http.response.body", "body": resp.body})
+
+    def lambda_handler(self, event: dict, context: Any = None) -> dict:
+        """The AWS Lambda handler for function URL and API Gateway HTTP API (payload 2.0)
+        events; answers the same 2.0 response shape."""
+        method = (event.get("requestContext", {}).get("http", {}) or {}).get("method", "POST")
+        if method != "POST":
+            resp = _error(405, "step requests are POSTs")
+        else:
+            body = event.get("body") or ""
+            raw = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode()
+            headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+            resp = self.handle(headers, raw)
+        return {"statusCode": resp.status, "headers": dict(resp.headers),
+                "body": resp.body.decode(), "isBase64Encoded": False}
+
+
+async def _awaited(aw: Awaitable[Any]) -> Any:
+    return await aw
+
+
+_REASONS = {200: "OK", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+            405: "Method Not Allowed", 413: "Content Too Large", 500: "Internal Server Error"}

@@ -1,0 +1,224 @@
+"""The step handler on its own: signatures, decoding, dispatch, answers, and the adapters
+called with the request shapes of their runtimes. No server needed."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import io
+import json
+import time
+import unittest
+
+import gendurable
+from gendurable import Await, Child, Done, Next, Retry, SignatureError, Spawn, Steps
+
+import support
+
+
+def step_body(handler="h", step=0, **extra) -> bytes:
+    body = {"job": {"id": 42, "queue": "default", "handler": handler, "key": "user-7", "step": step,
+                    "attempt": 1, "max_attempts": 5, "input": {"user": 7}, "state": None,
+                    "created_at": "2026-11-29T10:00:00.123456789Z"},
+            "signals": [{"id": 9, "name": "approved", "payload": {"by": "ana"}, "created_at": "2026-11-29T10:00:01Z"}],
+            "lease": {"token": "0b5e6f3c-7e8a-4c2d-9f3e-1a2b3c4d5e6f", "expires_at": "2026-11-29T10:00:30Z"}}
+    body.update(extra)
+    return json.dumps(body).encode()
+
+
+def signed(body: bytes, secret: str = support.SECRET, ts: int = 0, msg_id: str = "job_42_step_0_attempt_1"):
+    return gendurable.sign_headers(secret, msg_id, ts or int(time.time()), body)
+
+
+class SignatureTest(unittest.TestCase):
+    def test_standard_webhooks_vector(self):
+        # The test vector of the Standard Webhooks specification's reference libraries.
+        sig = gendurable.sign("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek",
+                              1614265330, b'{"test": 2432232314}')
+        self.assertEqual(sig, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+
+    def test_accepts_any_matching_signature_and_secret(self):
+        body = b'{"a":1}'
+        rotating = gendurable.sign_headers([support.OTHER_SECRET, support.SECRET], "m1", 1000, body)
+        self.assertEqual(len(rotating["webhook-signature"].split()), 2)
+        self.assertEqual(gendurable.verify(support.SECRET, rotating, body, now=1000), "m1")
+        one = gendurable.sign_headers(support.SECRET, "m1", 1000, body)
+        self.assertEqual(gendurable.verify([support.OTHER_SECRET, support.SECRET], one, body, now=1000), "m1")
+        upper = {k.upper(): v for k, v in one.items()}
+        self.assertEqual(gendurable.verify(support.SECRET, upper, body, now=1000), "m1")
+
+    def test_rejections(self):
+        body = b'{"a":1}'
+        good = gendurable.sign_headers(support.SECRET, "m1", 1000, body)
+        cases = {
+            "wrong secret": (support.OTHER_SECRET, good, body, 1000),
+            "tampered body": (support.SECRET, good, b'{"a":2}', 1000),
+            "other id": (support.SECRET, {**good, "webhook-id": "m2"}, body, 1000),
+            "too old": (support.SECRET, good, body, 1000 + 301),
+            "from the future": (support.SECRET, good, body, 1000 - 301),
+            "no signature": (support.SECRET, {k: v for k, v in good.items() if k != "webhook-signature"}, body, 1000),
+            "bad timestamp": (support.SECRET, {**good, "webhook-timestamp": "soon"}, body, 1000),
+            "v2 scheme": (support.SECRET, {**good, "webhook-signature": good["webhook-signature"].replace("v1,", "v2,")},
+                          body, 1000),
+        }
+        for name, (secret, headers, b, now) in cases.items():
+            with self.subTest(name):
+                with self.assertRaises(SignatureError):
+                    gendurable.verify(secret, headers, b, now=now)
+        self.assertEqual(gendurable.verify(support.SECRET, good, body, tolerance=400, now=1000 + 301), "m1")
+
+    def test_secrets(self):
+        s = gendurable.new_secret()
+        self.assertTrue(s.startswith("whsec_"))
+        self.assertEqual(len(base64.b64decode(s[6:])), 32)
+        with self.assertRaises(ValueError):
+            gendurable.sign("whsec_not base64!", "m", 1, b"")
+
+
+class StepsTest(unittest.TestCase):
+    def setUp(self):
+        self.steps = Steps(support.SECRET)
+        self.seen = []
+
+        @self.steps.handler("h")
+        def anything(step):
+            self.seen.append(step)
+            return Next(state={"n": 1}, delay=datetime.timedelta(seconds=90))
+
+        @self.steps.handler("h", step=3)
+        def third(step):
+            return Spawn(children=[Child("email", input={"to": "x"}, delay="1s"), {"handler": "sms"}])
+
+    def handle(self, body: bytes, headers=None):
+        resp = self.steps.handle(headers if headers is not None else signed(body), body)
+        return resp.status, (json.loads(resp.body) if resp.body else None)
+
+    def test_decodes_and_dispatches(self):
+        status, answer = self.handle(step_body(wake="signal", signals_more=2, unknown_future_field=1))
+        self.assertEqual((status, answer), (200, {"next": {"state": {"n": 1}, "delay": "1m30s"}}))
+        step = self.seen[0]
+        self.assertEqual((step.job.id, step.job.key, step.job.input, step.job.state), (42, "user-7", {"user": 7}, None))
+        self.assertEqual((step.wake, step.signals_more, step.webhook_id), ("signal", 2, "job_42_step_0_attempt_1"))
+        self.assertEqual(step.signal("approved").payload, {"by": "ana"})
+        self.assertIsNone(step.signal("rejected"))
+        self.assertEqual(step.lease.token, "0b5e6f3c-7e8a-4c2d-9f3e-1a2b3c4d5e6f")
+
+    def test_a_step_route_wins_over_the_catch_all(self):
+        status, answer = self.handle(step_body(step=3))
+        self.assertEqual(status, 200)
+        self.assertEqual(answer, {"spawn": {"children": [{"handler": "email", "input": {"to": "x"}, "delay": "1s"},
+                                                        {"handler": "sms"}]}})
+        self.assertEqual(self.seen, [])
+
+    def test_refusals(self):
+        body = step_body()
+        cases = {
+            "unsigned": (body, {}, 401),
+            "wrong secret": (body, signed(body, support.OTHER_SECRET), 401),
+            "stale": (body, signed(body, ts=int(time.time()) - 3600), 401),
+            "not a step": (b'{"hello": 1}', signed(b'{"hello": 1}'), 400),
+            "not json": (b"{", signed(b"{"), 400),
+            "unknown handler": (step_body(handler="zz"), signed(step_body(handler="zz")), 404),
+            "oversized": (b" " * (1 << 20) + body, signed(b" " * (1 << 20) + body), 413),
+        }
+        for name, (b, headers, want) in cases.items():
+            with self.subTest(name):
+                status, answer = self.handle(b, headers)
+                self.assertEqual(status, want, answer)
+                self.assertIn("error", answer)
+        self.assertEqual(self.seen, [])
+
+    def test_answers(self):
+        cases = [
+            (Await(signals=("approved",), timeout=datetime.timedelta(hours=24)), {"await": {"signals": ["approved"], "timeout": "24h0m"}}),
+            (Await(), {"await": {}}),
+            (Done(result=[1, 2]), {"done": {"result": [1, 2]}}),
+            (Retry(error="busy"), {"retry": {"error": "busy"}}),
+            ({"fail": {"error": {"code": 7}}}, {"fail": {"error": {"code": 7}}}),
+        ]
+        for answer, want in cases:
+            with self.subTest(want=want):
+                self.steps.register("a", lambda step, answer=answer: answer)
+                self.assertEqual(self.handle(step_body(handler="a")), (200, want))
+        self.steps.register("a", lambda step: gendurable.Accepted())
+        self.assertEqual(self.handle(step_body(handler="a")), (202, None))
+        for bad in ({"done": {}, "fail": {}}, "done", None):
+            with self.subTest(bad=bad):
+                self.steps.register("a", lambda step, bad=bad: bad)
+                with self.assertLogs("gendurable", "ERROR"):
+                    status, answer = self.handle(step_body(handler="a"))
+                self.assertEqual(status, 500, answer)
+
+    def test_an_exception_answers_500(self):
+        def boom(step):
+            raise KeyError("missing")
+        self.steps.register("x", boom)
+        with self.assertLogs("gendurable", "ERROR"):
+            status, answer = self.handle(step_body(handler="x"))
+        self.assertEqual(status, 500)
+        self.assertIn("KeyError", answer["error"])
+
+
+class AdaptersTest(unittest.TestCase):
+    def setUp(self):
+        self.steps = Steps([support.OTHER_SECRET, support.SECRET])
+
+        @self.steps.handler("h")
+        async def finish(step):
+            return Done(result={"job": step.job.id})
+
+    def test_wsgi(self):
+        body = step_body()
+        environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/steps", "CONTENT_TYPE": "application/json",
+                   "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body),
+                   **{"HTTP_" + k.upper().replace("-", "_"): v for k, v in signed(body).items()}}
+        started = []
+        out = self.steps.wsgi(environ, lambda status, headers: started.append((status, dict(headers))))
+        self.assertEqual(started[0][0], "200 OK")
+        self.assertEqual(started[0][1]["content-type"], "application/json")
+        self.assertEqual(json.loads(b"".join(out)), {"done": {"result": {"job": 42}}})
+        started.clear()
+        self.steps.wsgi({"REQUEST_METHOD": "GET", "wsgi.input": io.BytesIO()}, lambda s, h: started.append(s))
+        self.assertEqual(started, ["405 Method Not Allowed"])
+
+    def test_asgi(self):
+        body = step_body()
+        status, headers, out = support.call_asgi(self.steps.asgi, "POST", "/steps",
+                                                 {"content-type": "application/json", **signed(body)}, body)
+        self.assertEqual((status, headers["content-type"]), (200, "application/json"))
+        self.assertEqual(json.loads(out), {"done": {"result": {"job": 42}}})
+        status, _, out = support.call_asgi(self.steps.asgi, "POST", "/steps", {"webhook-id": "x"}, body)
+        self.assertEqual(status, 401)
+        status, _, _ = support.call_asgi(self.steps.asgi, "GET", "/steps", {}, b"")
+        self.assertEqual(status, 405)
+
+    def test_lambda_function_url_and_api_gateway_v2_events(self):
+        body = step_body()
+        for base64_body in (False, True):
+            with self.subTest(base64_body=base64_body):
+                event = support.function_url_event("POST", "/", {"content-type": "application/json", **signed(body)},
+                                                   body, base64_body)
+                result = self.steps.lambda_handler(event, None)
+                self.assertEqual(result["statusCode"], 200, result)
+                self.assertFalse(result["isBase64Encoded"])
+                self.assertEqual(json.loads(result["body"]), {"done": {"result": {"job": 42}}})
+        event = support.function_url_event("POST", "/", {"content-type": "application/json",
+                                                         **signed(body, support.SECRET, ts=1000)}, body, False)
+        self.assertEqual(self.steps.lambda_handler(event, None)["statusCode"], 401)
+        event["requestContext"]["http"]["method"] = "GET"
+        self.assertEqual(self.steps.lambda_handler(event, None)["statusCode"], 405)
+
+
+class DurationTest(unittest.TestCase):
+    def test_go_durations(self):
+        td = datetime.timedelta
+        for d, want in [(td(milliseconds=500), "500ms"), (td(seconds=30), "30s"), (td(hours=1, minutes=30), "1h30m"),
+                        (td(microseconds=1500), "1500us"), (td(0), "0ms"), (td(seconds=61.25), "1m1.25s"), ("10s", "10s")]:
+            with self.subTest(want=want):
+                self.assertEqual(gendurable.go_duration(d), want)
+        with self.assertRaises(ValueError):
+            gendurable.go_duration(td(seconds=-1))
+
+
+if __name__ == "__main__":
+    unittest.main()
