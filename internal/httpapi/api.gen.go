@@ -108,6 +108,27 @@ func (e JobStatus) Valid() bool {
 	}
 }
 
+// Defines values for StepRequestWake.
+const (
+	StepRequestWakeChildren StepRequestWake = "children"
+	StepRequestWakeSignal   StepRequestWake = "signal"
+	StepRequestWakeTimeout  StepRequestWake = "timeout"
+)
+
+// Valid indicates whether the value is a known member of the StepRequestWake enum.
+func (e StepRequestWake) Valid() bool {
+	switch e {
+	case StepRequestWakeChildren:
+		return true
+	case StepRequestWakeSignal:
+		return true
+	case StepRequestWakeTimeout:
+		return true
+	default:
+		return false
+	}
+}
+
 // APIKey defines model for APIKey.
 type APIKey struct {
 	CreatedAt  time.Time  `json:"created_at"`
@@ -157,6 +178,63 @@ type APIKeyList struct {
 	ApiKeys []APIKey `json:"api_keys"`
 }
 
+// AnswerAwait Park the job until a signal named in `signals` arrives (any signal when omitted)
+// or `timeout` passes (never when omitted). A matching signal that arrived while the
+// step ran wakes it at once.
+type AnswerAwait struct {
+	Signals *[]string `json:"signals,omitempty"`
+
+	// State Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
+	State *StateJSON `json:"state,omitempty"`
+
+	// Timeout A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Timeout *Duration `json:"timeout,omitempty"`
+}
+
+// AnswerDone Finish the job with `result`; a parent is told.
+type AnswerDone struct {
+	// Result Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
+	Result *StateJSON `json:"result,omitempty"`
+}
+
+// AnswerFail Fail the job now, without retrying; a parent is told.
+type AnswerFail struct {
+	// Error Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
+	Error *StateJSON `json:"error,omitempty"`
+}
+
+// AnswerNext Run the next step (after `delay`), carrying `state`.
+type AnswerNext struct {
+	// Delay A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Delay *Duration `json:"delay,omitempty"`
+
+	// State Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
+	State *StateJSON `json:"state,omitempty"`
+}
+
+// AnswerRetry Run the same step again after `delay` (exponential backoff when omitted); it counts an attempt.
+type AnswerRetry struct {
+	// Delay A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Delay *Duration `json:"delay,omitempty"`
+
+	// Error Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
+	Error *StateJSON `json:"error,omitempty"`
+}
+
+// AnswerSpawn Insert `children` and park the job until every one of them has finished.
+type AnswerSpawn struct {
+	Children []SpawnChild `json:"children"`
+
+	// State Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
+	State *StateJSON `json:"state,omitempty"`
+}
+
 // AnyJSON Any JSON value (null is refused).
 type AnyJSON = json.RawMessage
 
@@ -190,9 +268,14 @@ type GateList struct {
 
 // GatePut defines model for GatePut.
 type GatePut struct {
-	Limit  int  `json:"limit"`
-	Shards *int `json:"shards,omitempty"`
+	Limit int `json:"limit"`
+
+	// Shards Rows the gate's slots are counted on.
+	Shards *GateShards `json:"shards,omitempty"`
 }
+
+// GateShards Rows the gate's slots are counted on.
+type GateShards = int
 
 // HandlerConfig defines model for HandlerConfig.
 type HandlerConfig struct {
@@ -387,7 +470,7 @@ type JobInsert struct {
 	MaxAttempts *int    `json:"max_attempts,omitempty"`
 
 	// Priority 0 runs first.
-	Priority *int `json:"priority,omitempty"`
+	Priority *Priority `json:"priority,omitempty"`
 
 	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Queue     *Name         `json:"queue,omitempty"`
@@ -475,6 +558,9 @@ type OutcomeApplied struct {
 	Status JobStatus `json:"status"`
 }
 
+// Priority 0 runs first.
+type Priority = int
+
 // Problem defines model for Problem.
 type Problem struct {
 	Detail   *string       `json:"detail,omitempty"`
@@ -530,6 +616,9 @@ type QueuePut struct {
 	Retention *Duration `json:"retention,omitempty"`
 }
 
+// RateKey The bucket's key within the rate limit.
+type RateKey = string
+
 // RateLimit defines model for RateLimit.
 type RateLimit struct {
 	// Buckets Keys that have a bucket.
@@ -557,12 +646,18 @@ type RateLimitPut struct {
 
 // RateLimitRef defines model for RateLimitRef.
 type RateLimitRef struct {
-	Key *string `json:"key,omitempty"`
+	// Key The bucket's key within the rate limit.
+	Key *RateKey `json:"key,omitempty"`
 
 	// Name Letters, digits, '_', '.', ':', '-'; 1-128 characters.
-	Name   Name `json:"name"`
-	Weight *int `json:"weight,omitempty"`
+	Name Name `json:"name"`
+
+	// Weight Tokens the job takes from its bucket.
+	Weight *RateWeight `json:"weight,omitempty"`
 }
+
+// RateWeight Tokens the job takes from its bucket.
+type RateWeight = int
 
 // SecretRotation defines model for SecretRotation.
 type SecretRotation struct {
@@ -620,6 +715,35 @@ type SignalSent struct {
 	Woke bool `json:"woke"`
 }
 
+// SpawnChild A child job to insert; its queue is the parent's unless it names one.
+type SpawnChild struct {
+	ConcurrencyKey *string `json:"concurrency_key,omitempty"`
+
+	// Delay A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Delay *Duration `json:"delay,omitempty"`
+
+	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Handler Name `json:"handler"`
+
+	// Input Any JSON value (null is refused).
+	Input *AnyJSON `json:"input,omitempty"`
+
+	// Key Correlation key (none when empty).
+	Key         *string `json:"key,omitempty"`
+	MaxAttempts *int    `json:"max_attempts,omitempty"`
+
+	// Priority 0 runs first.
+	Priority *Priority `json:"priority,omitempty"`
+
+	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Queue *Name `json:"queue,omitempty"`
+}
+
+// StateJSON Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
+type StateJSON = json.RawMessage
+
 // Step defines model for Step.
 type Step struct {
 	Attempt    int     `json:"attempt"`
@@ -637,20 +761,135 @@ type Step struct {
 	Step      int       `json:"step"`
 }
 
-// StepOutcome defines model for StepOutcome.
+// StepAnswer What a step webhook answers with status 200: exactly one of next, await, spawn,
+// done, fail, retry. Unknown fields are refused (the attempt fails as bad_response).
+type StepAnswer struct {
+	// Await Park the job until a signal named in `signals` arrives (any signal when omitted)
+	// or `timeout` passes (never when omitted). A matching signal that arrived while the
+	// step ran wakes it at once.
+	Await *AnswerAwait `json:"await,omitempty"`
+
+	// Done Finish the job with `result`; a parent is told.
+	Done *AnswerDone `json:"done,omitempty"`
+
+	// Fail Fail the job now, without retrying; a parent is told.
+	Fail *AnswerFail `json:"fail,omitempty"`
+
+	// Next Run the next step (after `delay`), carrying `state`.
+	Next *AnswerNext `json:"next,omitempty"`
+
+	// Retry Run the same step again after `delay` (exponential backoff when omitted); it counts an attempt.
+	Retry *AnswerRetry `json:"retry,omitempty"`
+
+	// Spawn Insert `children` and park the job until every one of them has finished.
+	Spawn *AnswerSpawn `json:"spawn,omitempty"`
+}
+
+// StepChild defines model for StepChild.
+type StepChild struct {
+	// Error Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
+	Error   StateJSON `json:"error"`
+	Handler string    `json:"handler"`
+	Id      int64     `json:"id"`
+	Key     *string   `json:"key"`
+
+	// Result Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
+	Result StateJSON `json:"result"`
+	Status JobStatus `json:"status"`
+}
+
+// StepJob defines model for StepJob.
+type StepJob struct {
+	// Attempt Attempts of this step (1 for the first try).
+	Attempt   int       `json:"attempt"`
+	CreatedAt time.Time `json:"created_at"`
+	Handler   string    `json:"handler"`
+	Id        int64     `json:"id"`
+
+	// Input Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
+	Input       StateJSON `json:"input"`
+	Key         *string   `json:"key"`
+	MaxAttempts int       `json:"max_attempts"`
+	Queue       string    `json:"queue"`
+
+	// State Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
+	State StateJSON `json:"state"`
+
+	// Step Completed steps (0 for the first).
+	Step int `json:"step"`
+}
+
+// StepLease Authorises heartbeat and outcome of an asynchronous step until expires_at.
+type StepLease struct {
+	ExpiresAt time.Time          `json:"expires_at"`
+	Token     openapi_types.UUID `json:"token"`
+}
+
+// StepOutcome The lease token of the step and exactly one answer, as a step webhook answers
+// (StepAnswer).
 type StepOutcome struct {
-	Await *map[string]interface{} `json:"await,omitempty"`
-	Done  *map[string]interface{} `json:"done,omitempty"`
-	Fail  *map[string]interface{} `json:"fail,omitempty"`
-	Next  *map[string]interface{} `json:"next,omitempty"`
-	Retry *map[string]interface{} `json:"retry,omitempty"`
-	Spawn *map[string]interface{} `json:"spawn,omitempty"`
-	Token openapi_types.UUID      `json:"token"`
+	// Await Park the job until a signal named in `signals` arrives (any signal when omitted)
+	// or `timeout` passes (never when omitted). A matching signal that arrived while the
+	// step ran wakes it at once.
+	Await *AnswerAwait `json:"await,omitempty"`
+
+	// Done Finish the job with `result`; a parent is told.
+	Done *AnswerDone `json:"done,omitempty"`
+
+	// Fail Fail the job now, without retrying; a parent is told.
+	Fail *AnswerFail `json:"fail,omitempty"`
+
+	// Next Run the next step (after `delay`), carrying `state`.
+	Next *AnswerNext `json:"next,omitempty"`
+
+	// Retry Run the same step again after `delay` (exponential backoff when omitted); it counts an attempt.
+	Retry *AnswerRetry `json:"retry,omitempty"`
+
+	// Spawn Insert `children` and park the job until every one of them has finished.
+	Spawn *AnswerSpawn `json:"spawn,omitempty"`
+
+	// Token The step's lease.token.
+	Token openapi_types.UUID `json:"token"`
 }
 
 // StepPage defines model for StepPage.
 type StepPage struct {
 	Steps []Step `json:"steps"`
+}
+
+// StepRequest The body of the POST a step webhook receives (see x-webhooks.step).
+type StepRequest struct {
+	// Children The job's children, sent to the step that follows a spawn's join (at most 1000).
+	Children *[]StepChild `json:"children,omitempty"`
+
+	// ChildrenMore Children not shown; absent when none.
+	ChildrenMore *int    `json:"children_more,omitempty"`
+	Job          StepJob `json:"job"`
+
+	// Lease Authorises heartbeat and outcome of an asynchronous step until expires_at.
+	Lease StepLease `json:"lease"`
+
+	// Signals Unconsumed signals delivered before the step was claimed, oldest first (at most 100).
+	Signals []StepSignal `json:"signals"`
+
+	// SignalsMore Unconsumed signals not shown (shown next step); absent when none.
+	SignalsMore *int `json:"signals_more,omitempty"`
+
+	// Wake Why a parked job runs again; absent for a fresh or continued step.
+	Wake *StepRequestWake `json:"wake,omitempty"`
+}
+
+// StepRequestWake Why a parked job runs again; absent for a fresh or continued step.
+type StepRequestWake string
+
+// StepSignal defines model for StepSignal.
+type StepSignal struct {
+	CreatedAt time.Time `json:"created_at"`
+	Id        int64     `json:"id"`
+	Name      string    `json:"name"`
+
+	// Payload Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
+	Payload StateJSON `json:"payload"`
 }
 
 // Throughput defines model for Throughput.
@@ -6728,116 +6967,142 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37cts2uvirYPjbGdtTWpadtNvK0/mNm6Zt0myS2unszIl9bIj8JCGmABYALaupZ/Zp9g3OC5xH2Sc5",
-	"gw/gVaBE2bLT7Lp/pLRI4vLhu9/4MYjENBUcuFbB4GOQUkmnoEHiXy/F8MX35oLxYBCkVE+CMOB0CsEg",
-	"YHEQBhJ+y5iEOBhomUEYqGgCU2reGAk5pdo8x/VXT4MwmDLOptk0GOyHgZ6nYG/BGGRwcxMGr3FU70z4",
-	"v2Vz/UXCKBgE/2+v3Muevav2cNwbM4MElQquAHf2HY2P4bcMlDZ/RYJr4HhJ0zRhEdVM8L1UimEC0y8+",
-	"KMHNvW4zvrVv2UljUJFkqRkuGATvJkCGIp4TpggXmlzRhMXk5cmb12RbSDIRSaxITDUldKRBEj0Be/eK",
-	"Jhns9IKbMHgm+Chh0YOvO5pQPgYSiSRhMSgyY3qCC5SgRCYj2FIkyqQEronSVAOu9gchhyyOgT/0co/e",
-	"viCXMCcTqtwqaUxUJFI4dFtRhAPEhHJC4ynj5mlc8muhfxAZjx9yxa8FUVk0KWCJC8mff8B1HHFy/MMz",
-	"8s3TL/9K3OC4lHdCvKJyDJ+KWMSVowbFfgeSsCnTuK5fOc30REj2OzzoeR1legJcu/FxhZxQHuMah0Cl",
-	"Wa64BE6ELFCRKTJlSjE+DslMCj42NyVciUuI3W5SKSJQig6TBwe1tOywxpoOyQVIKaS6IIYJKwI0mpAh",
-	"jcmIQWIWfZPzYeSqR29f/AxzlCNSpCA1s9w2kkA1xOdU10RDTDXsaobc3YkEpSXjYwMMFnvFSFN0hEFC",
-	"lT7P1PLheZYkFqpWeCxMx538WbiRShixa3NrEWaXMN9SZMSk0oapSBoZydnzbced853WiOzLvA7cCNL3",
-	"ATIuFI00Ds4W3ripCs33VmI7YWqHKnYXVo+oAdLa2stJxPADRNosy576MxwAUTWOmQESTd5WsGBEEwVh",
-	"AzFyqE/p9SvgYz0JBgf9PioL+d/7mwdEDQardoRoSJPkzSgYvF9OYQ79b8Im/l9aovAiENkex5fn//rH",
-	"P3cGRE3EjBPBIwiJ0kJCTARP5oQqQo0km3hQq7E3M9Xils6KTb1iVuWpL5Cm7PwS5njNNEzVKmZSbDWf",
-	"iUpJ5wurKcb1QpnPjXKzCJkjPq+oPWTbEIbhSxJGBil3DBSud8di1w1p+GDvmM7+ZljnGMzY32eS2tEW",
-	"Bic/ChK721bqUkVOgy/7/ak6DUJyGjzpu4v9yZP+9DQw88E1naaGNs1dQzhUa5BmwP/eft/f/ebsi+3T",
-	"05692vn/21z9kak//vd/1B9T9Yf6Y/rHZGfni7/4GMMPhpM+N1x28ViQyy5u4S3VEyJGKGzwkZBAb9wj",
-	"H8RQ7T3ZSyUTkum5lw9NHYwWWV3j6Ozc5Qu+E/zRUXwDma4oS3IRVl/5DxKAqERoI2RmPS8/v42wcAS2",
-	"8DtqCpU7lWnUhMpY+e9labzmEjxUmM9eTBVWINNguJUJ2+DsJ9wx1dCdavG8VtGsHbJtGW8zvSaPL85g",
-	"Sq+dBdjH/5bbhNUTimFEs0Tjc8UoXz1daVRWt2WX4dvWT5THCUhjWLHxIoiHNLoUo9H5kCpYBeCC7dyE",
-	"xXtTer3Oa7dB/ym9Pjf8aJrqFoxept5cMZGpcwWRBH0O1ymToNz0der9lWuWkNkEOLKe/FViXyVKsyQh",
-	"io25ItuUSKFxU1tWfU9oioz7lqoPTuHdgRlCWKzsCuP16TsMMpmsZppOszDPFmsuV9g4qLCOWnWMWY9B",
-	"OBT284iJvdmdTdQJYhW/KIZfsrD1ucYDU12Tgmq8aiWjKpCzTi8nbMwZH+f0sT2bKIjOyRfEbOqrp0aE",
-	"U00SoEqT/a/IcK5B7RySMXCQ5rQtqdGhAq57FntqWnJFB7FDvz/a/S+6+3t/95sv9s6++PZjPzy48Sod",
-	"t6EZi//1HU60Tgd7e8aQNZfKXP96/Mqa6hpSRagE8vbNyTuIiRYLm3j6dU3X/3qVXDWL8KIZ0MQM0ET9",
-	"FHjM+Ph8ysZ2Jy3sUWmqM7Wavt1zviW8FEOPKmRRyqOFOlzL1bjScwapXy1yQ93RhKQzyrS59iIrTZyd",
-	"TznJnzRaJTHXioyEdMr4t4TyObLzgqEsWtT+tTgmEgYR5REk587vYO0s98xQiASoFYeCW9hE83On5a3c",
-	"5G1EKCRszIYJeAXf35EOicw4NxMjSKZ0bn44xOOLgcYJ44Ak7WDnQIU0zAWHO0g/yM2DpZ5uNwraVDdh",
-	"MGKcqckd8cUxd+8Bd/bQMJ6u5jXN5Xc9bMM+oaG23G6vdiQx43a/K59frXWl1BD1eQugWiaovu/YVzRh",
-	"SSytE93zlLP3/Hd/yyDzq35GxpwX2nk3F8cxWiJTpo9hFNyctW6i5IsSFKru650+RhBu81K2Urt5KYYn",
-	"9kF8BdJFen8mjK1vJDAKMT9Dvo0SOaOX4GMvc0JJSuUlxMhbZMYVoWPK+AD1aZqEJMeBkDjh3VuN0z4H",
-	"oMWHkrILsFUQqc4OcwLOT6U405wxOTAWMmpR0bX2cJOXVwnEg+ztKnCdubVI4++ojiZrap0fxLC7mvxS",
-	"DF9wBVI7ZvDCvrRf2Lb5DysUaJx02SaOCxLaxGohXqnSL1vR96ApS7pzDKMXLXpE80M+zw/Sz7yKx7TQ",
-	"NGnR3ZBA1LnDn44yKX+rGHjlO01VsDbA4jIWFh96Nu331JaItR72enSlirb95f7BSsd6DAmdr2MVVPSD",
-	"1VH4jppA7hculYAmd5YSEuu/vYT5IaHGwhI8JgyhRmYTlgChJGFXVlezgXWmiQSdSa6InlBt7jQMki4g",
-	"upOlWBXVhVPry2Y4rm8FAMaV3ArtmN9Uxu+Hy4R9l8Ooy//uUj8MZMZv7xvNUaaFvxRM6o4cJoY4syFT",
-	"v2nRWFXt8VayfOtc53fjw4v8Nww4XOvzKJNKdFE+ffy6PkYLdE8KFSkPneVGDcY4IMq0ZV6FoRgGseDm",
-	"7oiyBIygtoZbAr5IWxi8Mlr082sNPLaAb3iDu6rry3e8MIxvv7gUg7LrsVEM3NfWlWWooSxfkn3Nt448",
-	"t6lO5a9Aa5AqJDEbM61CsnW+FZKtnvlnYP7Z3Tok+7v7B183YssVt0/p8DkrL897g92zj/1w/+Cvfu9P",
-	"TW82sOFzR2artPkKji8L2YVESGLGWtRRF1F/0TIpfuHZdIiMbZF8z8LuK1gRK3yT6UhM4ShNE+ZD2Q9i",
-	"eN7Z1l3bBlkkZasOL3E1VRKDmjwv1838LoTuXKoSlfQwK8aVNkzAO9OCL60CHc104n/L/vCxEmfNJB+M",
-	"gceZNNgzcEkvA0xMsfrHSoqcY46DnXQpRH/J5WbTCe1MCI9mKjKXMrkMjDjuM/voHWI7jJ+PEjae6DWD",
-	"OyKJQenznMXfyTuS0ky1OekkaOD+cPu7CRDUSrYUKR4jYkRyHRij1oVbUYG8AkmcbrTT67KyO0drXdTG",
-	"7bAJ8tChQXHmXriuF6+p4sWi07jio+3AcUpx3O15FOfdHi0Vgm7POxWh28OF4nEL42szSkvjPPzRM0Te",
-	"7ozTcpJVBrYbtHUpt4mXOVZVJ79jMVNEcCApiy5JlFA2VYRqMhUN06KL9bLAihoRBAz4mMkcFbtsRufO",
-	"0pjYtDBpB6OpK+fpZi6U5uuCDvGTmJFE8DHRE6YKtlXnVFQCuYRUH5LToK9Og9KmFDbshXvfUuTH56+/",
-	"//X46LtXz8+Pn797/vrdizevbcbkwpkX9pVHBGXRJWiPxvUzzJ0dO6FXxtq1T9aCDO3EN8ykarBLkVmC",
-	"aupet5JarSJJOr9uh3k3xdeldVraLYcFRNfj2MUR+blEaUt3ZxXlqa9iF9XRly7uFnwjR4Q6dv1NKG0z",
-	"mFWBWtaNUo9i5YfXzO1pI+vydHNEaKgLbso4hpikIJ1np9ukXu9IPqMHpAVSLIXp+gZk4bVyDp7A42Vq",
-	"pZgunpsZlBzYkxnVKb/KRys+OJxg8sKxS+ZZExIu8Wcdj2JbMoVRJDnMimQKb5bEzibTJHyc2kbJPRnu",
-	"gqts2hrEvs/89/bULjpPBI3XjqLBb4vQ/x4SdgVyToSMQWLxD7NZYB/EcED2Q3IQkif/+sc/u4gfX1jK",
-	"zBqWmrhdeYNFF0A+az0Zv4PO+eY7c2Z3yqvYcj5s+3JOwNYR3X9KfMfDLnzrncm/2Md3c1fbsT4nXNPF",
-	"/mlAYCOSqwGh7+ohwoG6Pz8TvpjxOyyGwpSdKY1hIWMnt5Aqses213e5oLB0P+GsXji4iHlropPH4nTs",
-	"/byWKVSqAveW3rKYzqJ1el46qFZnYHQ+JWGdiIsHxeFah/ZsQqJSOuMhMcZpSIxtGhrzQc7RXUnxl0zC",
-	"IA/xh5hVd47wCUkkOIcIAel+qXrBY8t8fe44ua7sybMiOjHuZug/h0Qd2rWF1E+vjiA5OrTh3psS0Gsw",
-	"IoR/ZUvlmLk7ZOHGqO5KLW+YE/XewKP03sFz997ZeLDBwKhFChr7vLsMNOe6UgLikL5lvJtIkY0nLtzb",
-	"yMoUjDfspIYf252Jz7+AJm9hkusJMJlHctfyUDUKU/B3kgd2ybb1lxfJNqpGrjsdZ5synjXN3WV0d+tk",
-	"BDfRotvLjug7oKXn6k5o8T2roGeS6fmJQRRnRGLFa1GKisLG/lQMYHiBLT1lfCR8ZVnO0Y/SS4G8YhEQ",
-	"wclbofRYwskvr+zRp5ma5JWoBv0w5RJf0oJQMoPhRIjL3il/ljCD0HlSgHXe8JgoMP9Y1e2wcNmY2Zx7",
-	"rEjzROwOMX3ZTnjKBYfc0YOJBTaWvaUw63nbjGoMEqYn5ERTHlMZk7/bFakdWyDs8g+MxFYzkKec8XLA",
-	"LUUMd3EF9OQEgMQiUnupFFpEIulNY8zCzfOrSXHjlJ9yjNdYD1WzitsMk00RHtttpcQ7PfL3vLbDerFO",
-	"ObrucD+UYyEzMp6QABoDe1f7JKJJgpX0ilwcuWJsHHtAvrOF0KdZv/8kwhfxEi56p7yIywyCMsgThMEV",
-	"SOWyIHr7vT6K1hQ4TVkwCJ70+r0nNgI6QcTbm2Di9+9YCmWtRsNHcP4XcTAIfgTtcsMbDSAO+v0lFdbr",
-	"VVa7GTyF1b+mvRrNBIP3Z2GgsumUGkmBWlzuJWWKZDb3m46VIcJiJyo4M4PsSaDxfOlej80Tn2arODWW",
-	"sX/Zf/KwvRM0dneYrwZ1TDUdUgW2mJRGEyRzQ5a2QADipfC/2t+jKdvNC2W9h/CKKW2LY9V9nkOlmNcD",
-	"kudInZcwD/P+AkRwMKwwSrLYdRt42t9vm6VY9l6twQK+9GT1S2XTD1yZ81Cteqs84uqxmS3mHRQU2eaQ",
-	"d4K4tP5vmCpIrkDt9MgRtvHAqu7WYwyDVCjPsdlab1fVbGUhKP2diOcbPjJXJn9Tl7guM6KBLvv3Mnfs",
-	"wxh3yyFGf/VpVRroPBwuPd3v8EbRq8S8cHDQZV3Vtht3R1kLy1xgYoaiQ1jDd9BtxpQT/1jf3w11Gxxo",
-	"7yOLb6welYBVMusofYyUX0HpGm499cQKK61IHupA7TqWv1E05PlUB2oBUznQzrym0k3r/f130TpzKFIU",
-	"hbdKqB/xiXuUT0XFeqt0Guctom6FapuQKlaHrSRNuzWVxzlKxGzXwEOKpKRABO/ex0uYL6W/7/H3H4uK",
-	"iRXUZx+Pa7yCkjShjJOfv92vrdPcxvKQR1pdpNWpwHD4GucaturT/tPbLJm0NWS6G4F8Hqf1hsN6B9Xg",
-	"qJ42dQ0y0Q6SBA8JlKtC9rDiy0Lz8/PitYIYN2dh4HxfjVovpici04TiqsIGoiJhx1OmbR5NkduEzgZq",
-	"3tJsCmT752/3d3qn/AQ7qRh7H1PTUM0nF7ZvxgWRYqYOyVRIIPYnkoC2f0e2wM0IKus/GWZqfsrN9BLQ",
-	"q+w8a7ZXC+PEAD5JILGme51Q3mYloWxeb867jnRSmR+cNB9V5TvJYdAkS4kW5ALTWy6sm871lmRqgTgs",
-	"RUA1m2y5sK42v2hVh37KH7pPz0mlRUerUuRW+2fQiySMmdIgIS5XVQK7bPrRBPTeR8NPO2hGPxUFqJ2V",
-	"o0d1p1XdWX5G7RpO6ylsHPPzdjJ+lnpnzP98FJ5VR9XQcXzTlI+4nLA2deMIc6bc8MhXrfJxYdOoLsgY",
-	"jAZR6TlzYXOk/vWPf14YHaTnk/ZVpNm8wK/0DHpgmX8LTH2U/3djX1bIECHzBtNFCO9WYmcPu47BbplF",
-	"eFtqEr602O8zo96jUTFjPBYzJywxFpd30I2olGhpzISNM+pMAvquZxhrEEkcnnKV0sis00xu6I7xfOO7",
-	"xUs7IVGCSIiAXYFUJKKcqBnT0cQoQFZDFzOjnEfgU8wxazMXtCd5O7L7oNlGlujNYsf1T0WnVpk0FlWZ",
-	"Pfpnp921RdlnQuxpQiNwfbyrrdFCcgmQ5pQlEgxXue74IyEJ5XkLQUd2y3lCXo/dqu+/tPXSPvfsbxnI",
-	"eekUyLulrPWxgdA/VpkJ1WmwWo2of8RKD5cNrM86QNodHgsZSf4U7aIGPe9tVvSJTOkYCudLY3JXtt4y",
-	"/5ODetkzttn1pmz7t1Z0Yi0GL7sv9CuZ81+uzJo/u0e2ljcY8DA0ozda8N2aDX0S+97Yk4YcQ8N9jXAs",
-	"mlrk5Gt7zdy0SdyD/n75qQnDwT+I4aHLSCEXlzC/sGlBlW4f23kCT1g60MIiO3bnlNME8wVsPUtIDvr9",
-	"fArbFQSl9EW1I8SAGNXzwidjbb+Kl2J4T5K10mXoYZXhWsMgzycQSoDX4JnHLxBTNxnDXrGe/N6jXr4B",
-	"urXARCnscisb5FqRtHtF6amfgo8w0I1O5FxDxiKSQxyecSvmMWcd+7tbDJpNRAIEh+6105y6P6Kz7cMe",
-	"nuaqHb+WoDl+MKjKonbCBQg/ksLmSMF6qff7pN/vWyc147bW2ZhYU9ehdwmV5OkabY64XILcH2a5zm0t",
-	"5hLS+b+/8w272eYWIeNDcY3SPm/NZgNpyq+grOVJsN9OK3IyChzYs50I1ndN5AO2aUpHZeKyMZmqxUAM",
-	"XQe2/0EeOjk0VlUZYDSojIWUBi5KQ7qlTrkr5SBUSnYFqkee9r+xBplNuEbFywn/PCXfpyM9w8nvH8OX",
-	"4Hbli2qOR/65gwn9b1a/UHwK7pNluuG5VnVvQ0sGg/CHnKg6cMa9aovbZXb7s7I7aAfz/dGqvG+r8rNg",
-	"/O+K6oqyi+5qe3Qz7H4CVOohUL0Jjl8niZ/yoU9sDd59aMJFD70H1oTrbQR9AXN37/ZK7r2z5M9Cv7Vw",
-	"RMFoE39cC3s159FECo4feNGQkm2sfUKRjxYdxOSgf7BTpR1XDrjI3SvVsZtVet4Vy7afWzTyB65ppJM5",
-	"qjRiRDoV4JJt9ErTKZzyoYgZqDKm7vZr01J2rBJUfATHTus+mlhWceXfcxDcG5jJG4zfI+FWa2UfmHYb",
-	"DRV9ziN765F27xxREdKiXa6qt1BvJyot6pc3K6aOzbCfVPkPS9PoM0ib/ixU/+OMu4YFEGP0vrAv0Qww",
-	"UCYjKaZoDVS/bhNa83skQU2KeusuFkKlicsyA+HEPdbJPliiwduOI93b492rDl9pbuP1CQ7F9X+ODo9e",
-	"m5DYJpzu67vbeW8gW+g4Suh47L4UWrC9vFvPrXX79hjVQRmjck1ZWIy6yGwCegKSME1m4hKKwvFt3xeW",
-	"zPVIyFOOqa8GRbEviI2Az93IOz1ylE+CFe+FJ8YpIflIStM5eimZVqe8dHUx5b4zq4VLi7h2352quHeq",
-	"PQ99CswJ8Nh1Sbon9aXsn9RJeznY/Mxe/7trhPXnjzM9qkjINtx5EdqkGT9rWJQ6edOUpTIHH/r3kjh5",
-	"GxkPDfzElBZy/p8jcZyaQiZ243XZs3nnUdlyuBXpfrGP3CMClC2RW6sVcJ1lNCUPnXz62oXGwqwzeiGw",
-	"kzdhvqmBvVK/0Baq+8Ulhd0v7NvsGVzmf0Kobs1TvGvi/EKWe3nMm1dvii7fD+ya6YxZj0kDm2gB4XC4",
-	"zG7H6Cpoo6Arso2dzUMiwZguIWF81/ZWJxFNQ5v8stOZY+3pWsu1pcyr0p2tk9Zi+4spv97yVU1tefr0",
-	"U6otlY21xbsE4xpbS9tNOXdEbu/YrxZvuw2XFTN8jnW2Ysq0RsPys8rDtK3zik1Wdi+sG9uR/ubYqsNQ",
-	"STXsln3RW/WZotv2veo09SburXqNWTTBRf8pCjErq1lV7VoBd+c6zLIN/RqVmKVYdu30H0szW0szywMs",
-	"0iMKoN2iJ8WS87oHSmnTFTZBI5+PKtqJBjdbuflSDK0PEH2Hhtouys9ADMhH6x7EHm/2cwA3F4fOG4hN",
-	"GwWPrLpxCfMtdcqr33AgF/aVC/eJh5amDnVM27wSXPtsxQMrwusj+KNGfBcqOnKRcoeGRgNx/QlHLE9L",
-	"RATPcbLy9Y+8RQR+rONitRSsRIr8EcnSe22b2t+3C9vO8ujHfvRjb9SPjTk71W8cMz4m1BbfeJ3b9fao",
-	"Zd/m92dGDNmev22Nldw3vTDShNfKdmjJGwuT7YnW6WBvLxERTSZC6cHX/a/7JOMxSHIxpZdgBNMFGrSZ",
-	"TIJBsIfSz63zo7fQISQJU9qYxiqFSIcuzoyKlE3c+SCGqEc5SxU9sIuliUfV2OFh3v6ZzMyqqnG46lA5",
-	"4PyFjtUUi11MkAIe277ZIXFYryAmw3nRrXlLVXOVqjNh/MA/T6Ma3jVAlxkvhq2uuSiGXRwMDf9F54PP",
-	"6RCWn2q0XasbvrdqcaxvqmeNll628TbuetcJgFK8Vkes8fPFcW334RDb/TIOyo6bd4etjFPpw3hzdvN/",
-	"AQAA//8=",
+	"7H37bhu31u+rEDofYBsZy7KT9GttbBy4Se/ZSXacosCpciRKQ0mMR6RKciyrqYH9NPsNzgucR9lP8oFr",
+	"kXPlSCNbdpru/NM6mhle151r/fihM5bzhRRMGN05/dBZUEXnzDAF//pRjn54bv/gonPaWVAz60QdQees",
+	"c9rhcSfqKPZbyhWLO6dGpSzq6PGMzan9YiLVnBr7njBfPOlEnTkXfJ7OO6fHUcesFgwfsSlTnZubqPMS",
+	"Wg32BP9b19d/KTbpnHb+11E+lyN8qo+g3Rvbg2J6IYVmMLOvafyG/ZYybey/xlIYJuBPulgkfEwNl+Jo",
+	"oeQoYfNH77UU9lm7Hl/jV9hpzPRY8YVtrnPaeTtjZCTjFeGaCGnIFU14TH68ePWS7EtFZjKJNYmpoYRO",
+	"DFPEzBg+vaJJyg66nZuo80yKScLHDz7u8YyKKSNjmSQ8ZposuZnBABXTMlVjtqfJOFWKCUO0oYbBaL+V",
+	"asTjmImHHu756x/IJVuRGdVulDQmeiwX7MxNRRPBWEyoIDSec2HfhiG/lOZbmYr4IUf8UhKdjmfZWsJA",
+	"/PsPOI5zQd58+4x89eTpfxPXOAzlrZQvqJqyj8Us8spxg+a/M5LwOTcwrp8FTc1MKv47e9D9Ok/NjAnj",
+	"2ocRCkJFDGMcMarscOUlE0SqjBS5JnOuNRfTiCyVFFP7ULErecliN5uFkmOmNR0lD77UCsVhSTSdkSFT",
+	"Sio9JFYIa8LoeEZGNCYTzhI76Bsvh0Gqnr/+4Se2Aj2i5IIpw1HajhWjhsUDakqqIaaGHRoO0t2pBG0U",
+	"F1O7GDwOqpGq6og6CdVmkOr1zYs0SXBVUXnUuhNO/9QeLBSb8Gv7qL5ml2y1p8mEK22sUFF0bDVnNzQd",
+	"t893GiOIL/s5E1aR/toBwQWqkcadd7UvbopK81fU2E6ZYlPZ7KLiFlWWtDT2vBM5es/Gxg4Ld/0ZNACk",
+	"GsfcLhJNXheoYEITzaIKYfhVn9PrF0xMzaxzetLrgbHg/328+4UorcGmGQEZ0iR5Nemc/rqewxz530RV",
+	"+r9EpggSENmfxpeDf//zXwenRM/kUhApxiwi2kjFYiJFsiJUE2o12SxAWpW52a7qU3qXTeoFR5OnPEC6",
+	"4INLtoK/uWFzvUmYZFP1PVGl6Ko2mqzd4CoLvWTqfEm52Ug25aV7TdUliNr3ckRSYXhCKNF8KmgCgiom",
+	"XJAh/qCHhCrFr5gm+1Ss/GvLmRXOc24Miw/6QioytGwoUzMkC6q1fV0wq3ZKb3bJOZlTM55xMfVNmRk1",
+	"ro+YLGc8YXZsfaENWxBFBVnSS6YJN4Qa2NxuX3SqnOAGW9qALbmivBNRB6ywTRt5YV+yNia0gCuw6Zvn",
+	"qQJFBNvdsK3PpWBb7uq3XHA9y/YVDMyhYjpNzPCMULKgYFxyTYy0yqe6hPjqFhNuHv23lCfbjp7yJBu7",
+	"kMsIJiBTQxQzasXFtM0cQN3uZAov2fW2bPUmFTADwa6tDc8WZB/9kGHMEroaHkRkTBXMhQyBuob1GcCr",
+	"7SloezJtnvIbu9C3nLOmc4ZzplPKBSlNnOyzaxwRpwkZ0fGlnEzKguHM8vdYpsJocCmMYfOF2cHy7I4i",
+	"LhZ0KbZcnh+EZsqQ4XjGk1gxMQQrd1GXv1ZUrogUjMiJfTQHz2sCLM0ChO4bbK1xYPTP7Fd2RnN6/QN+",
+	"ddzrWdl4V+FXUVzZ8MKKawUf1VT6uVgV/HWyby06y+uKTaw1dWCX4fpwKg9dk9aA776hy79bm3/KbNvZ",
+	"1tcbJ99JErvH6C5STfqdp73eXPc7Eel3HvfcH8ezx715v2P7Y9d0vrBGpX1qt8GSprIN/t/9X3uHX717",
+	"tN/vd/Gvg/+9L/Qfqf7j//8//cdc/6H/mP8xOzh49F8hi/Zb6wJ846mzvLvgHtSn8JqamaMP9CAiwrrT",
+	"riUjffT4aKG4VNysggb03K1R3UavbB32nX8Q2sHvHHFUrKAryhPve1Wku2KM6EQa6x0tu0FH5DZejrMM",
+	"a7+Di1t4UuhGz6iKdfhZuoi3HELAfPS9Z11FhZWpeAqFDpvWOWxxTqlh7c1N2K9NxiY22TSM16nZ0jnJ",
+	"9mBOr13ostdDabMumFncoU1zusA3qzPBnptmcpE1H7MJBZPnuKbW5BLjXnZR9rQjXaoY6ihwLCwVZ1P7",
+	"4smmWX1PRZww9UyKCZ/WN9RpxcGIaraNfvPfzen1Np/dhtnm9HrgFHMD/6yLAlxxmeqBZmPFzIBdL7hi",
+	"2nVfXvufQSGCdWB3wH9K8FOiDU8S8B2sR0KUNDCpPYxyJXQBauKWEQLoIjiDrW3720iTqJOqZLOIdg64",
+	"fTcbcz7CykZFZdIqU8x24siRcFgizfBhe6FUZohN0ilrfs3AtpdRD8x1VQ4qScaNYjEjzjK/XPCpAHca",
+	"+WN/OdNsPCCPiJ3UF0+swUANSRjVhhx/QUYrw/TBGZkywZTdbWQ1OtJMGCfTSm5zweLBpn89P/w/9PD3",
+	"3uFXj47ePfrbh150chM0cW7DM0j/5RnOjFmcHh0RqYj9U9u/f37zAh0PwxYomV+/unjLYmJkbRJPviw5",
+	"/19u0uJ2EEEyYzSxDVRJf8FEzMV0MOdTnEmDeLRGdao387d7LzSEH+UoYHghSQVsXkdr3mjMD5jYImyE",
+	"uabuGGmlS8qN/TtIrC7KhI6eexNDFpQbTSZSOdP/b4SKFYjzTKDUA8/hsWSOzJiKMUsGLjyP4Uj3zkjK",
+	"hFFUh1Lg2oxXA2dTbpzkbVQoS/iUjxIWVHy/AB8SlQphO4YlmdOV/eEMti9mNE44+oh+7dxSAQ8LKdgd",
+	"tF8rV/mla8XHvLyLeid6ccI9uMGtDzK4WGyWNdXht91sKz5ZxWy53VyxJbkUON+N72+2ujAoNmhYqIYO",
+	"it878VWMKQTect5l+OlvKUvDpp/VMYPMF2h3EvAG/J45N2/YpHPzrnESuVxsF7ys7n6rKEfoo3SjdfOj",
+	"HF3gi/AJW9T5/ZmcLxJmNTAosbBAvo0RuaSXLCReVhhBvWQxyBaVCo3hulMXi4+Ip4GIOOXd3UzToXMy",
+	"pIecs7NlKxBSWRx6Bva7ku2pF0xuGTMdVTd00fuuyvIigwSIvdkELgu3Bm38NTXj2ZZW53s5am8m/yhH",
+	"GEUMxu3mXPgfNhjQ0Om6SbzJWGgXo2XxRpN+3YieM+PPEFpJDGsX1Q8O/SYP/EaGhVf2mpGGJg22Gx4w",
+	"DRz9tNRJ/qus4Y3fVE3BUgP1YdQGHwUmHT7QzAlrO+oN2EoFa/vp8cnGk7atg/gF+2BzslpLS8BHoXMj",
+	"oCqdlWIJRosv2eqMUOthSRETjkF9PKqkJOFXaKth/hmHE6tUCY0nm+/lqOKQtFmiO3mKRVW9PqXFvVdU",
+	"4G0WuKzT22vyqKNScfvoqieDBpmRCZ47So2YxSlmC4XdhcqoSq83stprF3y/m2wNnVMLdm0G41Rp2cag",
+	"DMngchsNq3uRmT0+a8Q7KnBKwsapQYGUOX9RJ5bCPp1QnjCrfNEZS1goySTqvLCW8TfXhokYF74ST25r",
+	"gq+fca2Z0HxhKJZktxONkLNWGleagtWxfkj4WWgcPq23LJpeMGOY0hGJ+ZQbHZG9wV5E9rr2P6f2P4d7",
+	"Z+T48Pjky0paVSGUkwdx3uV/Drqnh+8+9KLjk/8OR3RKtrBdG7FybLbJQi/Q+LpDv4hIRWxbdbuzTvp1",
+	"byP7RaTzEQjDOvu+i9qPYMNp46vUjOWcnS8WCQ+R7Hs5GrT2X7f2K+qsjCbumvDR64JmyE4/nlYXpIeu",
+	"ASTmlU45viponl5oDoWc26pM9fZcOOzQXgoWzk0DwpALbayQCfZUi78VRm64ScJf4Q8fCifBqRKnUybi",
+	"VFnqPHX5pKeQ84k2y0aOX0H6IHa6dsf+4fVyNXDt3I6ANQtZFJuWEdp9hq/e4TyIi8Ek4dOZ2fJASCYx",
+	"02bgVcidIioLmuqmwJ5iholwQsDbGSNg9expkr1G5CTLuoBz9SwUqZm6Yoo4rjnothnZnc+T3UmPm2F1",
+	"ySNHBtmeB9d1uzOeIl3UA82FuG4LiZar+3bvxy7prcWrucHR7n1ngrR7OTNsbuGw7cYoquxH+MQNiLe9",
+	"4ERJsskpd402DuU2Z2xOVAWO2KVgZMHHl2ScUD7XhBoylxWl08bjqYmiyqkDHBLZzhwXu0IBFwJzaaXV",
+	"Tls4Wm0lTzt3JHd5azbK93JJEimmxMy4zsRWWVJRxcglW5gz0u/0dL+T+6ESj8pg7nuafPfNy+c/vzn/",
+	"+sU3gzffvP3m5dsfXr3shlPfrP/2EyvbC51OsNYkHV8ys6chKXvJzYzj+b31FX3JSd0NronMzGEM6Dzo",
+	"IWBC/sRWztme0SvrkuObpZOQZm4fpUpX5LNMkYOrxuSt1GSjDlQu+Nyi310pEoWRVZxylK3odioi26Kw",
+	"WMqDA+1lU77rm+RTsfW1g7uFoPKEUKauv0ttsBpJZ6SFsZ7yUZvfvGq6U5McyXfXE0KFqVyXccxismDK",
+	"hZ/adRo01H2PgSXNiGLtmm7vEbvQ2qa9d8UQnlXaxKCWzMv6TY3/gm8GWaJpur+wXJM0JYm5DfKJvAbK",
+	"FCZKzgk3uiCDts1/u4BEjjcusWnLBXdJUFtlkDcklryFXPZlllgSzBg52GXKSEgDYcZAoChOCp3OGw/0",
+	"77NkrjnNja4SSeOtTxTZb/XVf84SjknhKmaqqFHfy9EpOY7ISUQe//uf/2qj5UJHdLbXKPcwcOQVTZAt",
+	"8rvGnQkHNkP1OGtTyXGXN0l/32zzcC4Ylh7ffxVdy83Ozhnaip98Hl+vnOm1vcDd8rjh4ywBns5uXghz",
+	"18gaNNT+/aUMnZ+/hfppSF+a05jVspe851c4x286MsgHFOVhO+g1uA556cZ21SfneJyP2km6c6sz0E7g",
+	"QUAd1Yy5qqo9TVKRWK+IG5egJQULlJ5sPv/7S5z4kX1hPUbQdWy+MKuDVg7Mn/nkbovztLy2pxTmD1Mf",
+	"hr/aHwE8dCif7FPLBHuaAKFEiLAREcwwsW9BEBoLhaGKTTNL/opQKP2yLNGm+ujC5fk0pmcGYl6O6Ael",
+	"/MbcN7i3pLx6Ep4xi0EeIt+cN9Zanko8JqlznGDXJkIpGhFtxVxEYilYRCaUJxGWfsIuUvglVezUJyZF",
+	"kAs8gPWJyFgKwcawkO6X4jlfjGZS6EBAbWsl+lyuViZWNWHJr0R5tUsDKe9emUA8OYQZli2wUHFLLfEL",
+	"1F8j2S/ZaCblZUb2UESMoyQnvd4pYdd0bJKsUjGwgX1R28Eu+VlcCrkUWLWGkSpX1Ef2rQZyKwQfacuG",
+	"IxoPPOLQARZ8z+l1cS7HIEsrvwTC1Zu1Ql5GX4hBb/4ESrRdaLndF1AW7U7s230BVcgYTFSrdp9gFa8l",
+	"VF+vuvkbLG0Nu1+GLTLb427F1jvK822bsrt1Pfvdj2CB6fOUR7RvMyav5DM2MfFdUvy5doXnx5BGj4Wi",
+	"ShtiFJovuym7fLh87dL2tN35zSnTzenK26M+tEruJfu98o4Ed6NdJq0nq/XJsNVs2sI+N1EeZL0ESAwx",
+	"ojTTZMaoMiNmFYaIidNmvhxBr8R4pqSAYj1Lha60PUu1CeA1bJ3NE90tySbqbMj8sevwKrdXttCj1j8E",
+	"o8NDV02yAiVYraLqRP0aFQzOiubti/1coR+EEE8+K7ftlFuBcAJ+vWGLPY3b14X3SmH2O2Zx2Z1sCJNZ",
+	"2dA+SGZZfmOIDJpsGkYBtbEBLs6R7etXF2+rtKnYmCESkGaMXB+633XXvnWwHqSi3hs6ZHnBgWbCZEeV",
+	"tls40ZvIJJFLYBO7j3uavJdckH13UkysV10uEdu0ghkIRq1UzCdOz6UKiMFn7jHguwHU1JmLgefVV2EV",
+	"+x41+qaBufzOhLUoRs3FdZ5lHiql9gFcF7nSJMawMovJiE2kYvlyL6nGY3gWRwTzSJzxUFzs7da6Kayb",
+	"J7KH1zow8GzVyT7+L4PZOWi7D1vXxWQNT9AFVUzPrDc6lsJwkTrlDjAhLicWR1vIwi8UZr9rkYybp/h3",
+	"PCU0sXLjwcif+eijGTKmCK8XPI0IrcPbmZLpdOYMyUpVruSicgRdyUl02jCUK4Kyx6dXmBnjymfyb5Vt",
+	"VAe5YrH3djXZx9zHrNhKl9zmg5a9zblIq5kE6w2oWxajuI7qKUzYYmiD1qoqt0P17/BQMlXcrC4s4bjz",
+	"eQAGzRA7IRKIP2UNzIxZIEInFxMZAgFySZvA6JqpKz5mRAryWmozVeziHy9w6xepnnnATpCO1sb1gXTq",
+	"NWK3L54l3BK4LwrBRBwRW22Wya6zLP3G9uZSnbIyX1DYEShc7LAPcWenCaGwBE3/PQ1V7/u2VRZjbObC",
+	"UBFTFZNfnC4+QBxVV3/iLc2+4CJvcE974UkN65ILxkgsx/pooaSRY5l053HmrMDkswd90ReQe4sxnCrY",
+	"rW0mncN67Dchrh50yS8e2wMzkvoCJC7MhwrAewVbKnKoWEdXx2RMkwQAhzUZOn/kd2j7lHyNeLH9tNd7",
+	"PIYP4U82RKvZJfZ28oTdTtS5Ykq7XOfucbcHQcoFE3TBO6edx91e9zFmy8+A8I5mUPj/OwDv4Em5lSPQ",
+	"/w9x57TzHTMOG6CCk33S660Bot0OgNb1EMCf/XnRLfFM5/TXd1FHp/M5tYY1WFs+441rkmLtP51qy4TZ",
+	"THTnnW3kSDEar9bO9Y194+NMFboGtN+nvccPCzFtAAR7tXmpY2royPqBAF1GxzNgc8uWCBCBeG6N6391",
+	"fEQX/NDjiQY34QXXBjFE9X3uQwHzNLAk3wB3XrJV5GGYrW9rReE4SWMHyvykd9zUSzbsoxIONXz0ePNH",
+	"OTY6jMxl6Wz6Kt/i4rbZKXqg6Qy51CDCLMjRuWbJFdMHXXIOaOcAftu4jVFnIXVg2xAS14G/oi5k2nwt",
+	"49WOt8yhCd+UNa6roqmQy/G99B2HKMY9coTR27xbhXsGHo6Wnhy3+CKDdLcfnJy0GVcRnfzuJItr6RUm",
+	"VKg6grVyB1KFuHbqH2CQ25FuRQIdfeDxjQPeZGhklkn6DXB+gaRLtPUkkPddQGx/qA3Fcaz/Iru34GNt",
+	"KC5MYUNby5rCpSO/3v9lI+8ciWQQhI0a6jt44x71U4aP2Kidpv4mjVuR2i60CtqwhaQZN6Z8OyeJXB7a",
+	"9VAyyTkQlvfowyVbreW/5/D7dxlixgbuw9fjkqygZJFQLshPfzsujdM+hjDIZ16t8+pcQqXBFvsaNdrT",
+	"4d3bLZs03VtxNwb5NHbrlWDbbVRFogZu86mwiYcKJbBJTDsUuoAovswsv7As3ipx8+Zd1HGxr0pM02Gn",
+	"UxhVVCFUYOx4zg3WRGV1ahBsgGQQw+eM7P/0t+ODbl9cBMBPyRBRWodEyaU+I3OpGMGfSMIM/nuMZ6BW",
+	"UWH8ZJTqVV/Y7hVzR2UQWUN4VS6IXfgkYQm67mVGeZ3mjLJ7u9lj3LYymR+cNT+bynfSw8yQdEGMJEOo",
+	"HBpimM5dwcV1jTmQI1ixMnC9si6CnzaaQ9/7l+4zclKAaG00itxo/wx2kWJTrg2cR2Wjyhc7B32tLvTR",
+	"BytPW1hG32dpE62No8/mTqO5s36Pmi2cxl3YOeV7OOGwSL0z5X86Bs+mrarYOKFu8ldc/niTuXEOdWKu",
+	"+eziFkqGWDo2JFNmLYgC5vAQ68L+/c9/DX2VQU3bF4lm9wq/gBn9wDr/FpT6Wf/fTXyhkoGje7yHMzvC",
+	"u5XaOQLUeXaYV07elptkKBfneWrNe3AqllzEcumUJd6I5S4aHFOlwNNYSjxnNKnCW7eWmJyXxFFf6AUd",
+	"23Hazg1e7OUmfph9dBARLX1yj9JkTAXRS27GM2sAoYUul9Y493dvVUKAsBiOqi88HP198GylMvamfjHt",
+	"x+JTNCatR5VXzP7ZeXdrVfaJMPsioWOX11SCxo/IJWMLz1kygeMqd4kwJPgIf4WEY7v1MsFj9zXa+z8i",
+	"tl4oPPtbytQqDwr4HN+t7mSOwm3lNSWtGisls4dbLGD47mB8Lnu5MeBRS5EKl6VneIU+YTG7J2RBpywL",
+	"vlQ6dxCHDf0/PilD5MGlTsEy9fDUsnt/ssZzjLVeAQfg6aZCQKsa7k2seTDKgECzdiMu363F0Efx760/",
+	"adkxstI3y1sssi9iDd80adyT3nF+I7eV4O/l6MxlpJDhJVsN3TWVOdrrvk/gifIAWpRVBB/0BU0gXwCh",
+	"QiJy0uv5LhAVFrT0sIgeekqs6TkM6VjENv0REgTvQ7MWUKYf1hguAUYHborOF7y0nv78Aih1l2fYG8bj",
+	"n322y3fAt+52RKuFXW5lhV0LmvYogxELc/C5L9QVmYUMwBln0DwXqOYhvRcKD5GCljOZMAJNd5t5Tt8f",
+	"0yF8/MPzXBHxfQ2Zk32pSFFEHUS1Ff7MCrtjBYxSH/dIr9fDIDUXiFtnXay5u6FpDZf4dI2mQJzXIPdH",
+	"WQ65v8FdAj7/6wffsguYOZxrjeQ1aHtfFOBuug0bKFtFEqy6et7JcjIyGjhCVMntQxO+wSZL6TxPXLYu",
+	"UxEAhUPoALEs/dHJmfWq8gPGDFDDrgsWXfWFLyN094x3yZPeV67iAhKuwfByyj+7ETdgIz2Dzu+fwtfQ",
+	"trv3GHAPUdL9uQ8Tel9t/uCZFJOEYzr/x8l0g30t2t6WlywFwQ+eqVpIxqNiRdo6v/1ZXr3Twn3/7FXe",
+	"t1f5SQj+UFHjZn90N+I+K8zehcQvs8T3vukLrDi/D0s4u2/hgS3h8pUToQNz9+z2Ru69i+RPwr7FdQTF",
+	"iIk/TZgB+1D7BCofPDoWk5PeyUGRd1yFc126F3CGdmv0VEv7q+X8YSScOpQRgt1oOmd9MZIxZzo/Uy9h",
+	"7hygEZRdgozdcqyCzau4/H2eUgQPZjwGxT0ybhEu4YF5t3L5Rih4hI8+8+6dT1SkQrLbgPjRikszuIfd",
+	"qimAhvioxn+Uu0afQNr0J2H6v0mFg35jMZzeZ/4luAF2lXPE5eLtxhG631ix7+ut23gIBSyFdQ7CRVak",
+	"38I/WGPBI8pqe4jIe7XhC4C+wZjgSF7/59jwELWpAmFkqBRQ6DhJ6HTK4rJx4hGKb23bN59RneRnVA6I",
+	"lsdgiyxnzMyYItyQpbxkWeH4fuiGbfv3RKq+gNRXS6KAsIgn4CvX8kGXnPtOoOI9i8Q4I8S3pA1dQZSS",
+	"G90XeaiLa4fWYaRLi3BoHcXwTvH+ipABc8FEfOERNe7FfMkxo1tZLye77zkYf3/uUVr+cjkkf00Tye0X",
+	"oVWeCYuGutbxOFBrdQ689NfSOB4ZK8AD33NtpFr952gcD4I6w4mXdc/ug0f59VGNRPcPfOUeCSC/3qqx",
+	"WgGhyrPTFH908vFrFyoDw2B07WDHX6h1U1r2Qv1C01HdP1xS2P2ufZM/A8P8Tziq23IX75o4X8tyz7d5",
+	"9+ZNdmPbA4dmWlPW56SBXUBAOBrOs9vhdJUZa6Brsg+31CHYvbX1uTjEe/LImC4iTH45aC2xjkwJcm2t",
+	"8Cqgs7WyWhBfTIftli9KZsuTJx/TbClMrOm8S3Jh4NYunJQLR3h/x2ECuwnnFTNiBXW2cs6NAcfyk8rD",
+	"ROi8bJKF2UsMYzvW351YdRSqqGGH+ZVzjfZMdpHZvdo05fvxGu2a4sWIf4JCzNI1jeurXQvL3boOM7/h",
+	"b4tKzFwtu5sKP5dmNpZm5huYpUdki3YLTIo1+3UPnNJkK+yCRz4dU7QVD+62cvNHOcIYIMQOLbcN8xs2",
+	"T8kHDA8CxhteuHgzPHPRQABtlGKM5sYlW+3pvihej0mG+MnQ3Z7ZAOpQprTdG8GlG0Ef2BDensA/W8R3",
+	"4aJzd1LuyNBaIA6fcMJ9WiIQuKfJwsWqHiIC7kEdbtaChZOi8IlkHr3Gi/zuO4SNvXyOY3+OY+80jg05",
+	"Oz7z0gp2LqaEYvFNMLhdhkfNcZt/fWfVEGL+NgErufvZ4aQJ/taI0OKBhcn+zJjF6dFRIsc0mUltTr/s",
+	"fdkjqYiZIsM5vWRWMQ3BoU1V0jntHIH2c+P8ECx0iEjCtbGusV6wsYncOTMYUpi4816OwI5ynipEYOul",
+	"iefFs8OzDLp+aUdVPIcrNuUXLlzoWEyxOIQEKSZixM2OCPUXs8RktMrQmv09FiS7xyKrDGWLpn4q1fAO",
+	"AF2lImu2OOasGLbeGDj+9eBDKOgASVF4Rz6iVldib8Xi2FBXzyqQXgi8DbM+dAogV6/FFkvyvN4uog9H",
+	"APfLBdPYrkeHLbRTwGG0JJZfiOGv9mguV7pADG+q6wjeBN8cMX1qLahKsf7Q21ZXx9GQPOqLEdXsiyf7",
+	"3//9/NnhxffnJ0+/2AeVx2PyiPQ73X6HPAI8L23ofFH4bSTj1cFBfqTscMx8i4cxG0u4epwq44tscyTy",
+	"IoAHllefkRhxC6i/MVq5Qv2+0NbJpAmpwhEUgAuoYngFiF1sKjCxbm7pxLbJNWFCptNZty+ym5G5JtQc",
+	"WmI3h9YQLawXj4cAdS34bykDJe9OV0JGqEqFS5FbC/z2c62xiLDutGs5evDkZGB3fPDY38E0OB48nfTG",
+	"J/SrvBp5xmgMhdSOgPLRrsWE21gS/bPg186K0XnSoK/SWlJNEDP+jCj2no0NGPvwmpRkQhXm0AiseF87",
+	"0oyQ1g64bbp7PW4mlYOSqxCKJXdEeEfqdBDvBQLaOPTs1a3W+t395U1mZs7D+iSFiyIbnBKnRTAh1VXY",
+	"noRKLusZgKeWtDAnJK/6QeUMpytWMZ0VRQkg++u+mBWzzK3ZwTBj2IUzxoVU1lxkFXNyjXSRR8KBycGE",
+	"+iqEP2wUt6IXKnWGkDZ4eG7/MST7lDztPXZ+cOmJkRKjsQUDq371rIQsHERgiByMokwNXmDqL7zMrypF",
+	"8NVJ6VIQzBTmPvY1ouNLOZmsB51/JVj5kgq8TYLF3nyrXCBRvewhnF19c/M/AQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
