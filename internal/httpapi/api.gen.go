@@ -184,8 +184,8 @@ type APIKeyList struct {
 type AnswerAwait struct {
 	Signals *[]string `json:"signals,omitempty"`
 
-	// State Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
-	State *StateJSON `json:"state,omitempty"`
+	// State Any JSON value, or null.
+	State *NullableJSON `json:"state,omitempty"`
 
 	// Timeout A Go duration such as "500ms", "30s", "1h30m".
 	//
@@ -195,14 +195,14 @@ type AnswerAwait struct {
 
 // AnswerDone Finish the job with `result`; a parent is told.
 type AnswerDone struct {
-	// Result Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
-	Result *StateJSON `json:"result,omitempty"`
+	// Result Any JSON value, or null.
+	Result *NullableJSON `json:"result,omitempty"`
 }
 
 // AnswerFail Fail the job now, without retrying; a parent is told.
 type AnswerFail struct {
-	// Error Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
-	Error *StateJSON `json:"error,omitempty"`
+	// Error Any JSON value, or null.
+	Error *NullableJSON `json:"error,omitempty"`
 }
 
 // AnswerNext Run the next step (after `delay`), carrying `state`.
@@ -212,8 +212,8 @@ type AnswerNext struct {
 	// Example: 30s
 	Delay *Duration `json:"delay,omitempty"`
 
-	// State Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
-	State *StateJSON `json:"state,omitempty"`
+	// State Any JSON value, or null.
+	State *NullableJSON `json:"state,omitempty"`
 }
 
 // AnswerRetry Run the same step again after `delay` (exponential backoff when omitted); it counts an attempt.
@@ -223,16 +223,16 @@ type AnswerRetry struct {
 	// Example: 30s
 	Delay *Duration `json:"delay,omitempty"`
 
-	// Error Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
-	Error *StateJSON `json:"error,omitempty"`
+	// Error Any JSON value, or null.
+	Error *NullableJSON `json:"error,omitempty"`
 }
 
 // AnswerSpawn Insert `children` and park the job until every one of them has finished.
 type AnswerSpawn struct {
 	Children []SpawnChild `json:"children"`
 
-	// State Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
-	State *StateJSON `json:"state,omitempty"`
+	// State Any JSON value, or null.
+	State *NullableJSON `json:"state,omitempty"`
 }
 
 // AnyJSON Any JSON value (null is refused).
@@ -741,9 +741,6 @@ type SpawnChild struct {
 	Queue *Name `json:"queue,omitempty"`
 }
 
-// StateJSON Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
-type StateJSON = json.RawMessage
-
 // Step defines model for Step.
 type Step struct {
 	Attempt    int     `json:"attempt"`
@@ -787,15 +784,15 @@ type StepAnswer struct {
 
 // StepChild defines model for StepChild.
 type StepChild struct {
-	// Error Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
-	Error   StateJSON `json:"error"`
-	Handler string    `json:"handler"`
-	Id      int64     `json:"id"`
-	Key     *string   `json:"key"`
+	// Error Any JSON value, or null.
+	Error   NullableJSON `json:"error"`
+	Handler string       `json:"handler"`
+	Id      int64        `json:"id"`
+	Key     *string      `json:"key"`
 
-	// Result Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
-	Result StateJSON `json:"result"`
-	Status JobStatus `json:"status"`
+	// Result Any JSON value, or null.
+	Result NullableJSON `json:"result"`
+	Status JobStatus    `json:"status"`
 }
 
 // StepJob defines model for StepJob.
@@ -806,14 +803,14 @@ type StepJob struct {
 	Handler   string    `json:"handler"`
 	Id        int64     `json:"id"`
 
-	// Input Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
-	Input       StateJSON `json:"input"`
-	Key         *string   `json:"key"`
-	MaxAttempts int       `json:"max_attempts"`
-	Queue       string    `json:"queue"`
+	// Input Any JSON value, or null.
+	Input       NullableJSON `json:"input"`
+	Key         *string      `json:"key"`
+	MaxAttempts int          `json:"max_attempts"`
+	Queue       string       `json:"queue"`
 
-	// State Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
-	State StateJSON `json:"state"`
+	// State Any JSON value, or null.
+	State NullableJSON `json:"state"`
 
 	// Step Completed steps (0 for the first).
 	Step int `json:"step"`
@@ -888,8 +885,8 @@ type StepSignal struct {
 	Id        int64     `json:"id"`
 	Name      string    `json:"name"`
 
-	// Payload Any JSON value, or null (a job's input, state, result or error as a step sees or answers it).
-	Payload StateJSON `json:"payload"`
+	// Payload Any JSON value, or null.
+	Payload NullableJSON `json:"payload"`
 }
 
 // Throughput defines model for Throughput.
@@ -6967,142 +6964,141 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37bhu31u+rEDofYBsZy7KT9GttbBy4Se/ZSXacosCpciRKQ0mMR6RKciyrqYH9NPsNzgucR9lP8oFr",
-	"kXPlSCNbdpru/NM6mhle151r/fihM5bzhRRMGN05/dBZUEXnzDAF//pRjn54bv/gonPaWVAz60QdQees",
-	"c9rhcSfqKPZbyhWLO6dGpSzq6PGMzan9YiLVnBr7njBfPOlEnTkXfJ7OO6fHUcesFgwfsSlTnZubqPMS",
-	"Wg32BP9b19d/KTbpnHb+11E+lyN8qo+g3Rvbg2J6IYVmMLOvafyG/ZYybey/xlIYJuBPulgkfEwNl+Jo",
-	"oeQoYfNH77UU9lm7Hl/jV9hpzPRY8YVtrnPaeTtjZCTjFeGaCGnIFU14TH68ePWS7EtFZjKJNYmpoYRO",
-	"DFPEzBg+vaJJyg66nZuo80yKScLHDz7u8YyKKSNjmSQ8ZposuZnBABXTMlVjtqfJOFWKCUO0oYbBaL+V",
-	"asTjmImHHu756x/IJVuRGdVulDQmeiwX7MxNRRPBWEyoIDSec2HfhiG/lOZbmYr4IUf8UhKdjmfZWsJA",
-	"/PsPOI5zQd58+4x89eTpfxPXOAzlrZQvqJqyj8Us8spxg+a/M5LwOTcwrp8FTc1MKv47e9D9Ok/NjAnj",
-	"2ocRCkJFDGMcMarscOUlE0SqjBS5JnOuNRfTiCyVFFP7ULErecliN5uFkmOmNR0lD77UCsVhSTSdkSFT",
-	"Sio9JFYIa8LoeEZGNCYTzhI76Bsvh0Gqnr/+4Se2Aj2i5IIpw1HajhWjhsUDakqqIaaGHRoO0t2pBG0U",
-	"F1O7GDwOqpGq6og6CdVmkOr1zYs0SXBVUXnUuhNO/9QeLBSb8Gv7qL5ml2y1p8mEK22sUFF0bDVnNzQd",
-	"t893GiOIL/s5E1aR/toBwQWqkcadd7UvbopK81fU2E6ZYlPZ7KLiFlWWtDT2vBM5es/Gxg4Ld/0ZNACk",
-	"GsfcLhJNXheoYEITzaIKYfhVn9PrF0xMzaxzetLrgbHg/328+4UorcGmGQEZ0iR5Nemc/rqewxz530RV",
-	"+r9EpggSENmfxpeDf//zXwenRM/kUhApxiwi2kjFYiJFsiJUE2o12SxAWpW52a7qU3qXTeoFR5OnPEC6",
-	"4INLtoK/uWFzvUmYZFP1PVGl6Ko2mqzd4CoLvWTqfEm52Ug25aV7TdUliNr3ckRSYXhCKNF8KmgCgiom",
-	"XJAh/qCHhCrFr5gm+1Ss/GvLmRXOc24Miw/6QioytGwoUzMkC6q1fV0wq3ZKb3bJOZlTM55xMfVNmRk1",
-	"ro+YLGc8YXZsfaENWxBFBVnSS6YJN4Qa2NxuX3SqnOAGW9qALbmivBNRB6ywTRt5YV+yNia0gCuw6Zvn",
-	"qQJFBNvdsK3PpWBb7uq3XHA9y/YVDMyhYjpNzPCMULKgYFxyTYy0yqe6hPjqFhNuHv23lCfbjp7yJBu7",
-	"kMsIJiBTQxQzasXFtM0cQN3uZAov2fW2bPUmFTADwa6tDc8WZB/9kGHMEroaHkRkTBXMhQyBuob1GcCr",
-	"7SloezJtnvIbu9C3nLOmc4ZzplPKBSlNnOyzaxwRpwkZ0fGlnEzKguHM8vdYpsJocCmMYfOF2cHy7I4i",
-	"LhZ0KbZcnh+EZsqQ4XjGk1gxMQQrd1GXv1ZUrogUjMiJfTQHz2sCLM0ChO4bbK1xYPTP7Fd2RnN6/QN+",
-	"ddzrWdl4V+FXUVzZ8MKKawUf1VT6uVgV/HWyby06y+uKTaw1dWCX4fpwKg9dk9aA776hy79bm3/KbNvZ",
-	"1tcbJ99JErvH6C5STfqdp73eXPc7Eel3HvfcH8ezx715v2P7Y9d0vrBGpX1qt8GSprIN/t/9X3uHX717",
-	"tN/vd/Gvg/+9L/Qfqf7j//8//cdc/6H/mP8xOzh49F8hi/Zb6wJ846mzvLvgHtSn8JqamaMP9CAiwrrT",
-	"riUjffT4aKG4VNysggb03K1R3UavbB32nX8Q2sHvHHFUrKAryhPve1Wku2KM6EQa6x0tu0FH5DZejrMM",
-	"a7+Di1t4UuhGz6iKdfhZuoi3HELAfPS9Z11FhZWpeAqFDpvWOWxxTqlh7c1N2K9NxiY22TSM16nZ0jnJ",
-	"9mBOr13ostdDabMumFncoU1zusA3qzPBnptmcpE1H7MJBZPnuKbW5BLjXnZR9rQjXaoY6ihwLCwVZ1P7",
-	"4smmWX1PRZww9UyKCZ/WN9RpxcGIaraNfvPfzen1Np/dhtnm9HrgFHMD/6yLAlxxmeqBZmPFzIBdL7hi",
-	"2nVfXvufQSGCdWB3wH9K8FOiDU8S8B2sR0KUNDCpPYxyJXQBauKWEQLoIjiDrW3720iTqJOqZLOIdg64",
-	"fTcbcz7CykZFZdIqU8x24siRcFgizfBhe6FUZohN0ilrfs3AtpdRD8x1VQ4qScaNYjEjzjK/XPCpAHca",
-	"+WN/OdNsPCCPiJ3UF0+swUANSRjVhhx/QUYrw/TBGZkywZTdbWQ1OtJMGCfTSm5zweLBpn89P/w/9PD3",
-	"3uFXj47ePfrbh150chM0cW7DM0j/5RnOjFmcHh0RqYj9U9u/f37zAh0PwxYomV+/unjLYmJkbRJPviw5",
-	"/19u0uJ2EEEyYzSxDVRJf8FEzMV0MOdTnEmDeLRGdao387d7LzSEH+UoYHghSQVsXkdr3mjMD5jYImyE",
-	"uabuGGmlS8qN/TtIrC7KhI6eexNDFpQbTSZSOdP/b4SKFYjzTKDUA8/hsWSOzJiKMUsGLjyP4Uj3zkjK",
-	"hFFUh1Lg2oxXA2dTbpzkbVQoS/iUjxIWVHy/AB8SlQphO4YlmdOV/eEMti9mNE44+oh+7dxSAQ8LKdgd",
-	"tF8rV/mla8XHvLyLeid6ccI9uMGtDzK4WGyWNdXht91sKz5ZxWy53VyxJbkUON+N72+2ujAoNmhYqIYO",
-	"it878VWMKQTect5l+OlvKUvDpp/VMYPMF2h3EvAG/J45N2/YpHPzrnESuVxsF7ys7n6rKEfoo3SjdfOj",
-	"HF3gi/AJW9T5/ZmcLxJmNTAosbBAvo0RuaSXLCReVhhBvWQxyBaVCo3hulMXi4+Ip4GIOOXd3UzToXMy",
-	"pIecs7NlKxBSWRx6Bva7ku2pF0xuGTMdVTd00fuuyvIigwSIvdkELgu3Bm38NTXj2ZZW53s5am8m/yhH",
-	"GEUMxu3mXPgfNhjQ0Om6SbzJWGgXo2XxRpN+3YieM+PPEFpJDGsX1Q8O/SYP/EaGhVf2mpGGJg22Gx4w",
-	"DRz9tNRJ/qus4Y3fVE3BUgP1YdQGHwUmHT7QzAlrO+oN2EoFa/vp8cnGk7atg/gF+2BzslpLS8BHoXMj",
-	"oCqdlWIJRosv2eqMUOthSRETjkF9PKqkJOFXaKth/hmHE6tUCY0nm+/lqOKQtFmiO3mKRVW9PqXFvVdU",
-	"4G0WuKzT22vyqKNScfvoqieDBpmRCZ47So2YxSlmC4XdhcqoSq83stprF3y/m2wNnVMLdm0G41Rp2cag",
-	"DMngchsNq3uRmT0+a8Q7KnBKwsapQYGUOX9RJ5bCPp1QnjCrfNEZS1goySTqvLCW8TfXhokYF74ST25r",
-	"gq+fca2Z0HxhKJZktxONkLNWGleagtWxfkj4WWgcPq23LJpeMGOY0hGJ+ZQbHZG9wV5E9rr2P6f2P4d7",
-	"Z+T48Pjky0paVSGUkwdx3uV/Drqnh+8+9KLjk/8OR3RKtrBdG7FybLbJQi/Q+LpDv4hIRWxbdbuzTvp1",
-	"byP7RaTzEQjDOvu+i9qPYMNp46vUjOWcnS8WCQ+R7Hs5GrT2X7f2K+qsjCbumvDR64JmyE4/nlYXpIeu",
-	"ASTmlU45viponl5oDoWc26pM9fZcOOzQXgoWzk0DwpALbayQCfZUi78VRm64ScJf4Q8fCifBqRKnUybi",
-	"VFnqPHX5pKeQ84k2y0aOX0H6IHa6dsf+4fVyNXDt3I6ANQtZFJuWEdp9hq/e4TyIi8Ek4dOZ2fJASCYx",
-	"02bgVcidIioLmuqmwJ5iholwQsDbGSNg9expkr1G5CTLuoBz9SwUqZm6Yoo4rjnothnZnc+T3UmPm2F1",
-	"ySNHBtmeB9d1uzOeIl3UA82FuG4LiZar+3bvxy7prcWrucHR7n1ngrR7OTNsbuGw7cYoquxH+MQNiLe9",
-	"4ERJsskpd402DuU2Z2xOVAWO2KVgZMHHl2ScUD7XhBoylxWl08bjqYmiyqkDHBLZzhwXu0IBFwJzaaXV",
-	"Tls4Wm0lTzt3JHd5azbK93JJEimmxMy4zsRWWVJRxcglW5gz0u/0dL+T+6ESj8pg7nuafPfNy+c/vzn/",
-	"+sU3gzffvP3m5dsfXr3shlPfrP/2EyvbC51OsNYkHV8ys6chKXvJzYzj+b31FX3JSd0NronMzGEM6Dzo",
-	"IWBC/sRWztme0SvrkuObpZOQZm4fpUpX5LNMkYOrxuSt1GSjDlQu+Nyi310pEoWRVZxylK3odioi26Kw",
-	"WMqDA+1lU77rm+RTsfW1g7uFoPKEUKauv0ttsBpJZ6SFsZ7yUZvfvGq6U5McyXfXE0KFqVyXccxismDK",
-	"hZ/adRo01H2PgSXNiGLtmm7vEbvQ2qa9d8UQnlXaxKCWzMv6TY3/gm8GWaJpur+wXJM0JYm5DfKJvAbK",
-	"FCZKzgk3uiCDts1/u4BEjjcusWnLBXdJUFtlkDcklryFXPZlllgSzBg52GXKSEgDYcZAoChOCp3OGw/0",
-	"77NkrjnNja4SSeOtTxTZb/XVf84SjknhKmaqqFHfy9EpOY7ISUQe//uf/2qj5UJHdLbXKPcwcOQVTZAt",
-	"8rvGnQkHNkP1OGtTyXGXN0l/32zzcC4Ylh7ffxVdy83Ozhnaip98Hl+vnOm1vcDd8rjh4ywBns5uXghz",
-	"18gaNNT+/aUMnZ+/hfppSF+a05jVspe851c4x286MsgHFOVhO+g1uA556cZ21SfneJyP2km6c6sz0E7g",
-	"QUAd1Yy5qqo9TVKRWK+IG5egJQULlJ5sPv/7S5z4kX1hPUbQdWy+MKuDVg7Mn/nkbovztLy2pxTmD1Mf",
-	"hr/aHwE8dCif7FPLBHuaAKFEiLAREcwwsW9BEBoLhaGKTTNL/opQKP2yLNGm+ujC5fk0pmcGYl6O6Ael",
-	"/MbcN7i3pLx6Ep4xi0EeIt+cN9Zanko8JqlznGDXJkIpGhFtxVxEYilYRCaUJxGWfsIuUvglVezUJyZF",
-	"kAs8gPWJyFgKwcawkO6X4jlfjGZS6EBAbWsl+lyuViZWNWHJr0R5tUsDKe9emUA8OYQZli2wUHFLLfEL",
-	"1F8j2S/ZaCblZUb2UESMoyQnvd4pYdd0bJKsUjGwgX1R28Eu+VlcCrkUWLWGkSpX1Ef2rQZyKwQfacuG",
-	"IxoPPOLQARZ8z+l1cS7HIEsrvwTC1Zu1Ql5GX4hBb/4ESrRdaLndF1AW7U7s230BVcgYTFSrdp9gFa8l",
-	"VF+vuvkbLG0Nu1+GLTLb427F1jvK822bsrt1Pfvdj2CB6fOUR7RvMyav5DM2MfFdUvy5doXnx5BGj4Wi",
-	"ShtiFJovuym7fLh87dL2tN35zSnTzenK26M+tEruJfu98o4Ed6NdJq0nq/XJsNVs2sI+N1EeZL0ESAwx",
-	"ojTTZMaoMiNmFYaIidNmvhxBr8R4pqSAYj1Lha60PUu1CeA1bJ3NE90tySbqbMj8sevwKrdXttCj1j8E",
-	"o8NDV02yAiVYraLqRP0aFQzOiubti/1coR+EEE8+K7ftlFuBcAJ+vWGLPY3b14X3SmH2O2Zx2Z1sCJNZ",
-	"2dA+SGZZfmOIDJpsGkYBtbEBLs6R7etXF2+rtKnYmCESkGaMXB+633XXvnWwHqSi3hs6ZHnBgWbCZEeV",
-	"tls40ZvIJJFLYBO7j3uavJdckH13UkysV10uEdu0ghkIRq1UzCdOz6UKiMFn7jHguwHU1JmLgefVV2EV",
-	"+x41+qaBufzOhLUoRs3FdZ5lHiql9gFcF7nSJMawMovJiE2kYvlyL6nGY3gWRwTzSJzxUFzs7da6Kayb",
-	"J7KH1zow8GzVyT7+L4PZOWi7D1vXxWQNT9AFVUzPrDc6lsJwkTrlDjAhLicWR1vIwi8UZr9rkYybp/h3",
-	"PCU0sXLjwcif+eijGTKmCK8XPI0IrcPbmZLpdOYMyUpVruSicgRdyUl02jCUK4Kyx6dXmBnjymfyb5Vt",
-	"VAe5YrH3djXZx9zHrNhKl9zmg5a9zblIq5kE6w2oWxajuI7qKUzYYmiD1qoqt0P17/BQMlXcrC4s4bjz",
-	"eQAGzRA7IRKIP2UNzIxZIEInFxMZAgFySZvA6JqpKz5mRAryWmozVeziHy9w6xepnnnATpCO1sb1gXTq",
-	"NWK3L54l3BK4LwrBRBwRW22Wya6zLP3G9uZSnbIyX1DYEShc7LAPcWenCaGwBE3/PQ1V7/u2VRZjbObC",
-	"UBFTFZNfnC4+QBxVV3/iLc2+4CJvcE974UkN65ILxkgsx/pooaSRY5l053HmrMDkswd90ReQe4sxnCrY",
-	"rW0mncN67Dchrh50yS8e2wMzkvoCJC7MhwrAewVbKnKoWEdXx2RMkwQAhzUZOn/kd2j7lHyNeLH9tNd7",
-	"PIYP4U82RKvZJfZ28oTdTtS5Ykq7XOfucbcHQcoFE3TBO6edx91e9zFmy8+A8I5mUPj/OwDv4Em5lSPQ",
-	"/w9x57TzHTMOG6CCk33S660Bot0OgNb1EMCf/XnRLfFM5/TXd1FHp/M5tYY1WFs+441rkmLtP51qy4TZ",
-	"THTnnW3kSDEar9bO9Y194+NMFboGtN+nvccPCzFtAAR7tXmpY2royPqBAF1GxzNgc8uWCBCBeG6N6391",
-	"fEQX/NDjiQY34QXXBjFE9X3uQwHzNLAk3wB3XrJV5GGYrW9rReE4SWMHyvykd9zUSzbsoxIONXz0ePNH",
-	"OTY6jMxl6Wz6Kt/i4rbZKXqg6Qy51CDCLMjRuWbJFdMHXXIOaOcAftu4jVFnIXVg2xAS14G/oi5k2nwt",
-	"49WOt8yhCd+UNa6roqmQy/G99B2HKMY9coTR27xbhXsGHo6Wnhy3+CKDdLcfnJy0GVcRnfzuJItr6RUm",
-	"VKg6grVyB1KFuHbqH2CQ25FuRQIdfeDxjQPeZGhklkn6DXB+gaRLtPUkkPddQGx/qA3Fcaz/Iru34GNt",
-	"KC5MYUNby5rCpSO/3v9lI+8ciWQQhI0a6jt44x71U4aP2Kidpv4mjVuR2i60CtqwhaQZN6Z8OyeJXB7a",
-	"9VAyyTkQlvfowyVbreW/5/D7dxlixgbuw9fjkqygZJFQLshPfzsujdM+hjDIZ16t8+pcQqXBFvsaNdrT",
-	"4d3bLZs03VtxNwb5NHbrlWDbbVRFogZu86mwiYcKJbBJTDsUuoAovswsv7As3ipx8+Zd1HGxr0pM02Gn",
-	"UxhVVCFUYOx4zg3WRGV1ahBsgGQQw+eM7P/0t+ODbl9cBMBPyRBRWodEyaU+I3OpGMGfSMIM/nuMZ6BW",
-	"UWH8ZJTqVV/Y7hVzR2UQWUN4VS6IXfgkYQm67mVGeZ3mjLJ7u9lj3LYymR+cNT+bynfSw8yQdEGMJEOo",
-	"HBpimM5dwcV1jTmQI1ixMnC9si6CnzaaQ9/7l+4zclKAaG00itxo/wx2kWJTrg2cR2Wjyhc7B32tLvTR",
-	"BytPW1hG32dpE62No8/mTqO5s36Pmi2cxl3YOeV7OOGwSL0z5X86Bs+mrarYOKFu8ldc/niTuXEOdWKu",
-	"+eziFkqGWDo2JFNmLYgC5vAQ68L+/c9/DX2VQU3bF4lm9wq/gBn9wDr/FpT6Wf/fTXyhkoGje7yHMzvC",
-	"u5XaOQLUeXaYV07elptkKBfneWrNe3AqllzEcumUJd6I5S4aHFOlwNNYSjxnNKnCW7eWmJyXxFFf6AUd",
-	"23Hazg1e7OUmfph9dBARLX1yj9JkTAXRS27GM2sAoYUul9Y493dvVUKAsBiOqi88HP198GylMvamfjHt",
-	"x+JTNCatR5VXzP7ZeXdrVfaJMPsioWOX11SCxo/IJWMLz1kygeMqd4kwJPgIf4WEY7v1MsFj9zXa+z8i",
-	"tl4oPPtbytQqDwr4HN+t7mSOwm3lNSWtGisls4dbLGD47mB8Lnu5MeBRS5EKl6VneIU+YTG7J2RBpywL",
-	"vlQ6dxCHDf0/PilD5MGlTsEy9fDUsnt/ssZzjLVeAQfg6aZCQKsa7k2seTDKgECzdiMu363F0Efx760/",
-	"adkxstI3y1sssi9iDd80adyT3nF+I7eV4O/l6MxlpJDhJVsN3TWVOdrrvk/gifIAWpRVBB/0BU0gXwCh",
-	"QiJy0uv5LhAVFrT0sIgeekqs6TkM6VjENv0REgTvQ7MWUKYf1hguAUYHborOF7y0nv78Aih1l2fYG8bj",
-	"n322y3fAt+52RKuFXW5lhV0LmvYogxELc/C5L9QVmYUMwBln0DwXqOYhvRcKD5GCljOZMAJNd5t5Tt8f",
-	"0yF8/MPzXBHxfQ2Zk32pSFFEHUS1Ff7MCrtjBYxSH/dIr9fDIDUXiFtnXay5u6FpDZf4dI2mQJzXIPdH",
-	"WQ65v8FdAj7/6wffsguYOZxrjeQ1aHtfFOBuug0bKFtFEqy6et7JcjIyGjhCVMntQxO+wSZL6TxPXLYu",
-	"UxEAhUPoALEs/dHJmfWq8gPGDFDDrgsWXfWFLyN094x3yZPeV67iAhKuwfByyj+7ETdgIz2Dzu+fwtfQ",
-	"trv3GHAPUdL9uQ8Tel9t/uCZFJOEYzr/x8l0g30t2t6WlywFwQ+eqVpIxqNiRdo6v/1ZXr3Twn3/7FXe",
-	"t1f5SQj+UFHjZn90N+I+K8zehcQvs8T3vukLrDi/D0s4u2/hgS3h8pUToQNz9+z2Ru69i+RPwr7FdQTF",
-	"iIk/TZgB+1D7BCofPDoWk5PeyUGRd1yFc126F3CGdmv0VEv7q+X8YSScOpQRgt1oOmd9MZIxZzo/Uy9h",
-	"7hygEZRdgozdcqyCzau4/H2eUgQPZjwGxT0ybhEu4YF5t3L5Rih4hI8+8+6dT1SkQrLbgPjRikszuIfd",
-	"qimAhvioxn+Uu0afQNr0J2H6v0mFg35jMZzeZ/4luAF2lXPE5eLtxhG631ix7+ut23gIBSyFdQ7CRVak",
-	"38I/WGPBI8pqe4jIe7XhC4C+wZjgSF7/59jwELWpAmFkqBRQ6DhJ6HTK4rJx4hGKb23bN59RneRnVA6I",
-	"lsdgiyxnzMyYItyQpbxkWeH4fuiGbfv3RKq+gNRXS6KAsIgn4CvX8kGXnPtOoOI9i8Q4I8S3pA1dQZSS",
-	"G90XeaiLa4fWYaRLi3BoHcXwTvH+ipABc8FEfOERNe7FfMkxo1tZLye77zkYf3/uUVr+cjkkf00Tye0X",
-	"oVWeCYuGutbxOFBrdQ689NfSOB4ZK8AD33NtpFr952gcD4I6w4mXdc/ug0f59VGNRPcPfOUeCSC/3qqx",
-	"WgGhyrPTFH908vFrFyoDw2B07WDHX6h1U1r2Qv1C01HdP1xS2P2ufZM/A8P8Tziq23IX75o4X8tyz7d5",
-	"9+ZNdmPbA4dmWlPW56SBXUBAOBrOs9vhdJUZa6Brsg+31CHYvbX1uTjEe/LImC4iTH45aC2xjkwJcm2t",
-	"8Cqgs7WyWhBfTIftli9KZsuTJx/TbClMrOm8S3Jh4NYunJQLR3h/x2ECuwnnFTNiBXW2cs6NAcfyk8rD",
-	"ROi8bJKF2UsMYzvW351YdRSqqGGH+ZVzjfZMdpHZvdo05fvxGu2a4sWIf4JCzNI1jeurXQvL3boOM7/h",
-	"b4tKzFwtu5sKP5dmNpZm5huYpUdki3YLTIo1+3UPnNJkK+yCRz4dU7QVD+62cvNHOcIYIMQOLbcN8xs2",
-	"T8kHDA8CxhteuHgzPHPRQABtlGKM5sYlW+3pvihej0mG+MnQ3Z7ZAOpQprTdG8GlG0Ef2BDensA/W8R3",
-	"4aJzd1LuyNBaIA6fcMJ9WiIQuKfJwsWqHiIC7kEdbtaChZOi8IlkHr3Gi/zuO4SNvXyOY3+OY+80jg05",
-	"Oz7z0gp2LqaEYvFNMLhdhkfNcZt/fWfVEGL+NgErufvZ4aQJ/taI0OKBhcn+zJjF6dFRIsc0mUltTr/s",
-	"fdkjqYiZIsM5vWRWMQ3BoU1V0jntHIH2c+P8ECx0iEjCtbGusV6wsYncOTMYUpi4816OwI5ynipEYOul",
-	"iefFs8OzDLp+aUdVPIcrNuUXLlzoWEyxOIQEKSZixM2OCPUXs8RktMrQmv09FiS7xyKrDGWLpn4q1fAO",
-	"AF2lImu2OOasGLbeGDj+9eBDKOgASVF4Rz6iVldib8Xi2FBXzyqQXgi8DbM+dAogV6/FFkvyvN4uog9H",
-	"APfLBdPYrkeHLbRTwGG0JJZfiOGv9mguV7pADG+q6wjeBN8cMX1qLahKsf7Q21ZXx9GQPOqLEdXsiyf7",
-	"3//9/NnhxffnJ0+/2AeVx2PyiPQ73X6HPAI8L23ofFH4bSTj1cFBfqTscMx8i4cxG0u4epwq44tscyTy",
-	"IoAHllefkRhxC6i/MVq5Qv2+0NbJpAmpwhEUgAuoYngFiF1sKjCxbm7pxLbJNWFCptNZty+ym5G5JtQc",
-	"WmI3h9YQLawXj4cAdS34bykDJe9OV0JGqEqFS5FbC/z2c62xiLDutGs5evDkZGB3fPDY38E0OB48nfTG",
-	"J/SrvBp5xmgMhdSOgPLRrsWE21gS/bPg186K0XnSoK/SWlJNEDP+jCj2no0NGPvwmpRkQhXm0AiseF87",
-	"0oyQ1g64bbp7PW4mlYOSqxCKJXdEeEfqdBDvBQLaOPTs1a3W+t395U1mZs7D+iSFiyIbnBKnRTAh1VXY",
-	"noRKLusZgKeWtDAnJK/6QeUMpytWMZ0VRQkg++u+mBWzzK3ZwTBj2IUzxoVU1lxkFXNyjXSRR8KBycGE",
-	"+iqEP2wUt6IXKnWGkDZ4eG7/MST7lDztPXZ+cOmJkRKjsQUDq371rIQsHERgiByMokwNXmDqL7zMrypF",
-	"8NVJ6VIQzBTmPvY1ouNLOZmsB51/JVj5kgq8TYLF3nyrXCBRvewhnF19c/M/AQAA//8=",
+	"7H37bhu31u+rEHM+wDYylmUn6dfa2Dhwk96zm+w4RYET5UiUhpIYj0iV5FhWUwP7afYbnBc4j7Kf5APX",
+	"IucmjjSyZafpzj+to5nhdd251o8fopGczaVgwujo9EM0p4rOmGEK/vWjHP7w3P7BRXQazamZRnEk6IxF",
+	"pxFPojhS7LeMK5ZEp0ZlLI70aMpm1H4xlmpGjX1PmC+eRHE044LPsll0ehxHZjln+IhNmIpubuLoZ2g1",
+	"2BP8b11f/6XYODqN/tdRMZcjfKqPoN0b24Niei6FZjCzr2nymv2WMW3sv0ZSGCbgTzqfp3xEDZfiaK7k",
+	"MGWzR++1FPZZux5f4VfYacL0SPG5bS46jd5MGRnKZEm4JkIackVTnpAfL17+TPalIlOZJpok1FBCx4Yp",
+	"YqYMn17RNGMHnegmjp5JMU756MHHPZpSMWFkJNOUJ0yTBTdTGKBiWmZqxPY0GWVKMWGINtQwGO23Ug15",
+	"kjDx0MM9f/UDuWRLMqXajZImRI/knJ25qWgiGEsIFYQmMy7s2zDkn6X5VmYiecgR/yyJzkbTfC1hIP79",
+	"BxzHuSCvv31Gvnry9L+JaxyG8kbKF1RN2MdiFnnluEHz3xlJ+YwbGNcvgmZmKhX/nT3ofp1nZsqEce3D",
+	"CAWhIoExDhlVdrjykgkiVU6KXJMZ15qLSUwWSoqJfajYlbxkiZvNXMkR05oO0wdfaoXisCKazsiAKSWV",
+	"HhArhDVhdDQlQ5qQMWepHfSNl8MgVc9f/fATW4IeUXLOlOEobUeKUcOSPjUV1ZBQww4NB+nuVII2iouJ",
+	"XQyeBNVIXXXEUUq16Wd6ffMiS1NcVVQeK90Jp39WHswVG/Nr+2h1zS7Zck+TMVfaWKGi6Mhqzk5oOm6f",
+	"7zRGEF/2cyasIn0bgeAC1UiT6N3KFzdlpfkWNbZTpthUPru4vEW1Ja2MvehEDt+zkbHDwl1/Bg0AqSYJ",
+	"t4tE01clKhjTVLO4Rhh+1Wf0+gUTEzONTk+6XTAW/L+Pd78QlTXYNCMgQ5qmL8fR6dv1HObI/yau0/8l",
+	"MkWQgMj+JLns//uf/zo4JXoqF4JIMWIx0UYqlhAp0iWhmlCryaYB0qrNzXa1OqV3+aRecDR5qgOkc96/",
+	"ZEv4mxs205uEST5V3xNVii5XRpO3G1xloRdMnS8oNxvJprp0r6i6BFH7Xg5JJgxPCSWaTwRNQVAlhAsy",
+	"wB/0gFCl+BXTZJ+KpX9tMbXCecaNYclBT0hFBpYNZWYGZE61tq8LZtVO5c0OOSczakZTLia+KTOlxvWR",
+	"kMWUp8yOrSe0YXOiqCALesk04YZQA5vb6YmozglusJUN2JIrqjsRR2CFbbSPndCxZiY0gouw6bPnmQJd",
+	"BDvesLPPpWBbbuy3XHA9zbcWbMyBYjpLzeCMUDKnYF9yTYy0+qe+ivjqdnNunsC3lKfbToDyNB++kIsY",
+	"5iAzQxQzasnFpM00QOnuahY/s+tt+et1JmASgl1bY57NyT46JIOEpXQ5OIjJiCqYDhkAmQ1WJwGvtqej",
+	"W9Fr86xf2+W+5bQ1nTGcNp1QLkhl7mSfXeOgOE3JkI4u5XhcFRJnltdHMhNGg3thDJvNzQ5WaKd0cTGn",
+	"C7HlCv0gNFOGDEZTniaKiQEYvfNVcWwl55JIwYgc20czcMTGwN4sQPG+wdYKCEb/zH5lZzSj1z/gV8fd",
+	"rhWVO5CFNVWWjzCsypbw0YqSPxfLkgdP9q2NZ/lesbG1rw7sSlwfTuSha9Ka9J3XdPF36wVMmG07J4DV",
+	"xsl3kiTuMTqQVJNe9LTbneleFJNe9Ljr/jiePu7OepHtj13T2dyamfap3QlLoMo2+H/333YPv3r3aL/X",
+	"6+BfB/97X+g/Mv3H//9/+o+Z/kP/MftjenDw6L9CNu631in4xtNodYPBYVidwitqpo5E0KeICetMOpaS",
+	"9NHjo7niUnGzDJrUM7dGq1Z7beuw7+KD0A5+5+ijZhddUZ56b6wm6RVjRKfSWH9p0Qm6Jrfxe5ytuPI7",
+	"OL2lJ6Vu9JSqRIefZfNkyyEEDErfe95VXFqZmu9Q6rBpncM26IQa1t4Ahf3aZH5ik03DeJWZLd2VfA9m",
+	"9NoFM7tdFDjrwpvlHdo0pwt8sz4T7LlpJhd58wkbU7CAjleUm1xgJMwuyp52pEsVQ00Froal4nxqXzzZ",
+	"NKvvqUhSpp5JMeaT1Q11urE/pJpto+X8dzN6vc1nt2G2Gb3uO/XcwD/r4gJXXGa6r9lIMdNn13OumHbd",
+	"V9f+F9CJYCPYHfCfEvyUaMPTFLwJ66MQJQ1Mag/jXimdg5q4ZcwAugjOYGtT/zbSJI4ylW4W0c4lt+/m",
+	"Yy5GWNuouEpaVYrZThw5Eg5LpCk+bC+UqgyxSTrlza8Z2PYy6oG5rs5BFcm4USzmxFnllws+EeBgI3/s",
+	"L6aajfrkEbGT+uKJNRioISmj2pDjL8hwaZg+OCMTJpiyu42sRoeaCeNkWsWRLlk82PTb88P/Qw9/7x5+",
+	"9ejo3aO/fejGJzdBE+c2PIP0X53h1Jj56dERkYrYP7X9+5fXL9D9MGyOkvnVy4s3LCFGrkziyZeVcMCX",
+	"m7S4HUSQzBhNbQN10p8zkXAx6c/4BGfSIB6tXZ3pzfzt3gsN4Uc5DBheSFIBm9fRmjcaiyMnNg8bYa6p",
+	"O8Ze6YJyY/8OEquLO6G7597ECAblRpOxVM70/xuhYgniPBcoq6Ho8FhyX2ZExYilfRewxwCle2coZcoo",
+	"qkMpcG1Gy76zKTdO8jYqlKV8wocpCyq+X4EPicqEsB3Dkszo0v5wBtuXMJqkHN1Ev3ZuqYCHhRTsDtrv",
+	"Fg5zHHkv9U704oR7cINbH21wMc/MtsNvu9lWfLKa2XK7uWJLciFwvhvf32x1YYCs37BQDR2Uv3fiqxxW",
+	"CLzlvMvw098yloVNP6tj+rkv0O5s4DX4PTNuXrNxdPOucRKFXLxNLPOWQd9Ciq/76kc5vMAX4RM2X+X3",
+	"Z3I2T5nVwKDEwgL5Nkbkgl6ykHhZYjT1kiUgW1QmNAbtTl10PiaeBmLilHdnM02HTs6QHgrOzpetREhV",
+	"cegZ2O9KvqdeMLllzHXUqqGL3nddlpcZJEDszSZwVbg1aOOvqRlNt7Q638thezP5RznEQGIwdDfjwv+w",
+	"wYCGTtdN4nXOQrsYLUs2mvTrRvScGX+e0EpiWLto9SjRb3Lfb2RYeOWvGWlo2mC74ZFT39FPS53kv8ob",
+	"3vhN3RSsNLA6jJXBx4FJh484C8LajnoDtlLJ2n56fLLx7G3rUH7JPticvtbSEvBR6MIIqEtnpViK0eJL",
+	"tjwj1HpYUiSEY1wfDy8pSfkV2mqYkcbh9CpTQuNZ53s5rDkkbZboTp5iWVWvT3Jx75UVeJsFrur09po8",
+	"jlQmbh9d9WTQIDNywXNHqZGwJMP8obC7UBtV5fVGVnvlgu93k62hk2vBrk1/lCkt2xiUIRlcbaNhdS9y",
+	"s8fnkXhHBU5J2CgzKJBy5y+OEins0zHlKbPKF52xlIXSTuLohbWMv7k2TCS48LV4clsTfP2MV5oJzReG",
+	"Ykl2O9EIWWyVcWUZWB3rh4SfhcbhE32roukFM4YpHZOET7jRMdnr78Vkr2P/c2r/c7h3Ro4Pj0++rCVa",
+	"lUI5RRDnXfFnv3N6+O5DNz4++e9wRKdiC9u1EUvHZuFVQhLcZL2X6H/dgWBMpCK2rVWbdJUtVj2R/BeR",
+	"zYYgKFdZ+13cfgQbTiJfZmYkZ+x8Pk95iJzfy2G/tW+7tc+xyuZo/q4JLb0qaY38ZORpfUG66DZAGl/l",
+	"BOSrklbqhuZQytCty1tv64VDEu0lZOlMNSAoudDGCqBgTyuxudLIDTdp+Cv84UPplDhT4nTCRJIpS52n",
+	"Lvv0FDJE0Z7ZKA2WkGyIna7dsX94nV0PajuXJGDpQp7FpmWEdp/hq3c4K+KiP075ZGq2PCySacK06Xv1",
+	"cqdoy5xmuinop5hhIpws8GbKCFhEe5rkrxE5zpMy4Mw9D1Nqpq6YIo5rDjptRnbns2Z3CuRmWF/y2JFB",
+	"vufBdd3u/KdMF6tB6FLMt4VEK0yBdu8nLj+uxauFMdLufWeetHs5N3pu4cztxmCq7Uf4NA6It73gREmy",
+	"yWF3jTYO5Tbnb05UBY7fpWBkzkeXZJRSPtOEGjKTNaXTxhtaEUW1Ewk4QLKdOS52ZQUuPOaSUOudtnDC",
+	"2kqedq5K4Q6v2CjfywVJpZgQM+U6F1tVSUUVI5dsbs5IL+rqXlT4qBKP0WDue5p8983Pz395ff71i2/6",
+	"r795883Pb354+XMnnBlnfbufWNVeiKJgZUo2umRmT0MK94KbKcezfetH+gKVVRd5RWTmzmRA50EPARPy",
+	"J7Z0jviUXll3Hd+snJI0c/swU7omn2WGHFw3Jm+lJht1oHKB6Rb97kqRKIy64pTjfEW3UxH5FoXFUhE4",
+	"aC+bil3fJJ/Kra8d3C0ElSeEKnX9XWqDtUs6Jy2MA1WP4fzm1VOhmuRIsbueEGpM5bpMEpaQOVMuNNWu",
+	"06Ch7nsMLGlOFGvXdHtv2YXdNu29K53wrNImPrVgXtZvavxXfDPIEk3T/ZUVmqQpgcxtkM/zNVDUMFZy",
+	"RrjRJRm0bW7cBSR5vHZJT1suuEuQ2irNvCHp5A0kvC/ypJNgNsnBLtNJQhoIswkCJXRS6GzWeNh/nwV2",
+	"zSlwdJlKmmx92sh+W1395yzlmDOuEqbKGvW9HJ6S45icxOTxv//5rzZaLnR8Z3uNCw8DR17TBPkiv2vc",
+	"mXDQM1S9szZ7HXd5k/T3zTYP54JhofL919y13Oz8DKKt+Cnm8fXSmV7bC9wtjyI+zhLgye3mhTB3jaxB",
+	"Q+3fX8jQ2fobqLaG1KYZTdhKZpP3/Epn/E3HCcWA4iJsB70G16Go7NiuOOUcj/pRO0l3pnUG2gk8CKi3",
+	"mjJXfbWnSSZS6xVx45K3pGCBypTNZ4N/idNAsi+sxwi6js3mZnnQyoH5M5/qbXHWduHSWRqzEAPhG7d/",
+	"/UoaX2Hm3lvu2WqumTHzfhHt3Zwe1Vo0SIz4rxKPYNcmRoEQE205NiaJFCwmY8rTGKsd4WyBwi+ZYqc+",
+	"/yaGlNc+rE9MRlIINoKFdL+Uj7MS1Pih2Lba1uDxKUutrIV6Xo5fiepqVwZS3b0qgXhyaKI9LMnbUuD9",
+	"CoXHWKm4YMOplJeEQkMOngVHSU663VPCrunIpHlNXmADe2JlBzvkF3Ep5EJgcRYGXVztGtm3wtStEHyk",
+	"CdVkSJO+h9o5wErnGb0uz+UYxELtl0DkdbOAK+rHS+HUzZ9AYbKLkrb7AiqB3cF0uy+g6hbjYmrZ7hMs",
+	"WbWE6iszN3+DRZxhT8Kwea5G71xfvKOM1rbJqbdPfrzLmSKwfpHfhwZbzuq15L0mVr5LPjvXrtz6GHLG",
+	"sSpSaUOMQn28mxrDP39y8uYU4eb03FumwLbIZyX73eq+BPekXfKoJ671+Z/1BNLSbjfRHyR6BAgNgZI0",
+	"02TKqDJDZpWHSIjTbD4DXy/FaKqkgPo0S4uuoDvPLgnAFWydwBLfLa8kjjYku9h1eFnYLlvoVOv2gAHi",
+	"8ZvGeU0OrFZZjaKujRGeJaSFe2K/UO4HIdiPz4puO0VXIpyAu2rYfE/j9nXgvUr0+I6JS3YnG6I/Vja0",
+	"j/1Ylt8Y+YEmm4ZRgi5swExzZPvq5cWbOm0qNmIIh6MZI9eH7nfdsW8drIdmWO3tvRzu6VKOvWbC5Cdw",
+	"tls4qBrLNJULYBO7j3uavJdckH13AEqss1ititq0gjn0w0p1lM8VnkkVEIPP3GMAOQO8pTMX2i0KjsKK",
+	"9j3q9U0DcymNKWtRf1mI6yKxOlQ97OOSLiCjSYLRUpaQIRtLxYrlXlCNp8ssiQmmRzgTorzY2611U7Sy",
+	"yN0Or3Vg4Pmqk338Xw4xc9B2H7YuBckbHqM7qpieWs90JIXhInPKHZAxXBoojraUeF6qRX7XIv+0yGqP",
+	"PCU0sXJjvP/TieivgZkLxtlDS/FmqmQ2mTqLslaLKrmoHa7Wsu2cQgxlQaD48YkDZsq48vnrW+XRrMI8",
+	"scQ7v5rsY1ZfXmKkK170QcveZlxk9TPy9TbULUswXEeryTnYYmiD1mort0Or3+FxW6a4WV5Y2nEnzwCQ",
+	"mSNXQugYf8obmBozR6RKLsYyBH3j0hGB1zVTV3zEiBTkldRmotjFP17g1s8zPfXAlSAgrZnrQ8TUK8VO",
+	"TzxLuaVxXwqBKSYisQotF19neWKJ7c0l8eTFraCzY9C52GEPIqpOGUI5BVr/expqvfdtqyzBUM2FoSKh",
+	"KiG/OnV8gHiirurCG5s9wUXR4J728pMa1iEXjJFEjvTRXEkjRzLtzJLcX4HJ5w96oicgqxRDOnXQV9tM",
+	"NoP12G9CHj3okF89ogXm2vQECF2YDxWAewrmVOzgoI6ujsmIpikA72oycC7J79D2KfkacVN7Wbf7eAQf",
+	"wp9sgIazS1mNilTUKI6umNIui7dz3OlCzHLOBJ3z6DR63Ol2HmOO+BQI72gK5e6/A9wMngFbOQL9/5BE",
+	"p9F3zLiK+Bpe9Em3uwaQdTsgVtdDAIf1l3mnwjPR6dt3caSz2Yxa2xoMLp/LxTXJsOKdTrRlwnwmOnpn",
+	"GzlSjCbLtXN9bd/4OFOFrgH19mn38cNCLRsAg15uXuqEGjq0riAAdtHRFNjcsiXCIiCQWeP6Xx0f0Tk/",
+	"9LiawU14wbVBLE19n/tQwv4MLMk3wJ2XbBl7OGLr3lpROEqzxIETP+keN/WSD/uogscMHz3e/FGBEQ4j",
+	"c/knm74qtri8bXaKHnA5R/A0iLQKcnSmWXrF9EGHnAPqN4DANm5jHM2lDmwbQsM6EFTUhUybr2Wy3PGW",
+	"OVTdm6rGdfUhNXI5vpe+kxDFuEeOMLqbd6uEt/9wtPTkuMUXObS5/eDkpM24yijddydZXEuvMKEu0xGs",
+	"lTuQBMO1U/8AB9yOdGsS6OgDT24c6CRDI7NK0q+B80skXaGtJ4GM5hJy+UNtKI5j/Rc5fv/H2lBcmNKG",
+	"tpY1pcs33t7/pRvvHInkwHuNGuo7eOMe9VOOCtionSb+RolbkdoutArasKV0EDemYjvHqVwc2vVQMi04",
+	"EJb36MMlW67lv+fw+3c5TsQG7sPXk4qsoGSeUi7IT387rozTPoZIyGdeXeXVmYQc+i32NW60p8O7t1s2",
+	"abq/4W4M8mns1kvBttuomkQN3GpTYxMPkElgk5h22GsBUXyZW35hWbxVSuLNuzhysa9aWNOhh1MYVVwj",
+	"VGDsZMYNVvvkFVgQbIDcEMNnjOz/9Lfjg05PXAQgP8kAsUkHRMmFPiMzqRjBn0jKDP57hMegVlFh/GSY",
+	"6WVP2O4Vc6dlEFlDUFEuiF34NGUpuu5VRnmVFYyye7vZI7u2MpkfnDU/m8p30sPMkGxOjCQDqIkZYJjO",
+	"XUXF9QpzIEewcs3bemVdhvxsNIe+9y/dZ+SkBEzaaBS50f4Z7CLFJlwbOJLKR1UsdgF1Wl/oow9Wnraw",
+	"jL7PMydaG0efzZ1Gc2f9HjVbOI27sHPK9yC6YZF6Z8r/dAyeTVtVs3FC3RSvuMzoJnPjHCqgXPP51SWU",
+	"DLAoakAmzFoQJaTdAVY8/fuf/xr4/PkVbV8mmt0r/BJS8gPr/FtQ6mf9fzfxhUoGTu/xPsr8CO9WaucI",
+	"sNbZYVETeFtukqF0nOeZNe/BqVhwkciFU5Z4M5S7cG9ElQJPYyHxnNFkCm+fWmB+XprEPaHndGTHaTs3",
+	"eMGVm/hh/tFBTLT0+T1KkxEVRC+4GU2tAYQWulxY49zfQVULAcJiOKq+8CDs98GztZrPm9ULWj8Wn6Ix",
+	"aT2qohb0z867W6uyT4TZ5ykdudSmCiB8TC4Zm3vOkikcV7nLdCHHR/iLExzbrZcJHrGu0d7/ERHlQuHZ",
+	"3zKmlkVQwKf5bnU3cRxuqygxadVYJas93GIJuXYH43MJzI0Bj5UsqXDBdY7S53MW89sx5nTC8uBLrXMH",
+	"7NfQ/+OTKjAcXGUULMAOTy2/7SZvvEAP65Yq3J9uKnGzquHexJqHYAwINGs34vLdWgx9FP/e+pOWHWMr",
+	"ffPUxTL7IsLuTZPGPekeFzdTWwn+Xg7PXEYKGVyy5cBd11hgnO77BJ64CKDFea3rQU/QFPIFEAQjJifd",
+	"ru8CsVBBSw/KmJmnxJqeg5CORUTPHyFH8D40awlb+WGN4QpMcuDG5GLBK+vpzy+AUnd5hr1hPP7ZZ7t8",
+	"B3zrrgW0WtjlVtbYtaRpj3KArDAHn7sCRi5yCxkgIc6geS5QzUOGL9QhIgUtpjJlBJruNPOcvj+mQ9D0",
+	"h+e5Ms75GjIn+1KRsog6iFdW+DMr7I4VMEp93CXdbheD1FwgIpt1sWbuXqI1XOLTNZoCcV6D3B9lObz6",
+	"BncJ+PyvH3zLbyHmcK41lNeg7X1dgLvlNWygbBVJsOrqeZTnZOQ0cIR4iduHJnyDTZbSeZG4bF2mMrQH",
+	"h9ABojT6o5Mz61UVB4w5VIRdF6y76glfSeju2+6QJ92vXNEFJFyD4eWUf34VbMBGegad3z+Fr6Ftd+cv",
+	"IPqhpPtzHyZ0v9r8wTMpxinHdP6Pk+kG+1q2vS0vWQqCHzxTtZCMR+WitHV++7OigKeF+/7Zq7xvr/KT",
+	"EPyhusbN/uhuxH1em70LiV9lie990xdYdH4flnB+y8ADW8LVixZCB+bu2e2N3HsXyZ+EfYvrCIoRE3+a",
+	"YAP2ofYJVD54dCwhJ92TgzLvuCLnVelegh3ardFTr+6vV/SHgXFWkY0Q+0bTGeuJoUw408WZegWC5wCN",
+	"oPzqX+yWYyFsUcXlb7GUIngw42Eo7pFxy4gJD8y7tWslQsEjfPSZd+98oiIVkt0G0I9WXJojPuxWTQE6",
+	"xEc1/uPCNfoE0qY/CdP/dSYcEhxL4PQ+9y/BDbCrXGAJl+/0jdH9xqJ9X2/dxkMowSmscxAu8jr9Fv7B",
+	"Ggse8UPbgx/eqw1fgqoNxgSH8vo/x4aHqE0dCyMHpoBCx3FKJxOWVI0Tj717a9u++YzqpDijchCrPAFb",
+	"ZDFlZsoU4YYs5CXLC8f3Q/dK27/HUvUEpL5aEgXARTwBX7qWDzrk3HcCFe95JMYZIb4lbegSopTc6J4o",
+	"Ql1cO8AOI11ahAPsKId3yjczhAyYCyaSCw+qcS/mS4GG3Mp6Odl9z8H4+3MP1PKXyyH5a5pIbr8IrfNM",
+	"WDSsah0PBbVW58BLfy2N48GxAjzwPddGquV/jsbxmKhTnHhV9+w+eFRcjNRIdP/AV+6RAIqLmxqrFRCE",
+	"Oz9N8UcnH792oTYwDEavHOz4q6JuKsteql9oOqr7h0sKu9+1b/JnYJj/CUd1W+7iXRPnV7Lci23evXmT",
+	"30X2wKGZ1pT1OWlgFxAQjoaL7HY4XWXGGuia7MP9azFRzLouMeHiEG+AIyM6jzH55aC1xDoyFci1tcKr",
+	"hM7WympBfDEdtlu+qJgtT558TLOlNLGm8y7JhYH7qHBSLhzh/R0HC+wmXFTMiCXU2coZNwYcy08qDxOh",
+	"8/JJlmYvMYztWH93YtVRqKKGHRaXqTXaM/kVXfdq01Rvfmu0a8pX/v0JCjErFxCur3YtLXfrOszi7rot",
+	"KjELtezu4PtcmtlYmllsYJ4ekS/aLTAp1uzXPXBKk62wCx75dEzRVjy428rNH+UQY4AQO7TcNijujjwl",
+	"HzA8CBhveJXgzeDMRQMBtFGKEZobl2y5p3uifPEjGeAnA3cvZAOoQ5XSdm8EV+66fGBDeHsC/2wR34WL",
+	"zt1JuSNDa4E4fMIx92mJQOCeJktXhnqICLjhc7BZC5ZOisInkkX0Gq+ou+8QNvbyOY79OY690zg25Oz4",
+	"zEsr2LmYEIrFN8HgdhUetcBtfvvOqiHE/G0CVnI3j8NJE/ytEaHFAwuT/akx89Ojo1SOaDqV2px+2f2y",
+	"SzKRMEUGM3rJrGIagEObqTQ6jY5A+7lxfggWOsQk5dpY11jP2cjE7pwZDClM3Hkvh2BHOU8VIrCrpYnn",
+	"5bPDsxy9fmFHVT6HKzflFy5c6FhOsTiEBCkmEsTNjgn1d7MkZLjM0Zr9VRYkv8oirwxl86Z+atXwDgBd",
+	"ZSJvtjzmvBh2tTFw/FeDD6GgAyRF4e3viFpdi72Vi2NDXT2rQXoh8DbM+tApgEK9llusyPPVdhF9OAa4",
+	"Xy6YxnY9OmypnRIOoyWx4k4Mf7tHc7nSBWJ4U72K4E3wzSHTp9aCqhXrD7xtdXUcD8ijnhhSzb54sv/9",
+	"38+fHV58f37y9It9UHk8IY9IL+r0IvII8Ly0obN56behTJYHB8WRssMx8y0eJmwk4VJtqowvsi2QyMsA",
+	"HlhefUYSxC2g/i5k5Qr1e0JbJ5OmpA5HUAIuoIrhLSB2sanAxLqZpRPbJteECZlNpp2eyO/85ZpQc2iJ",
+	"3RxaQ7S0XjwZANS14L9lDJS8O10JGaEqEy5Fbi3w2y8rjcWEdSYdy9H9Jyd9u+P9x/4apv5x/+m4Ozqh",
+	"XxXVyFNGEyikdgRUjHYtJtzGkuhfBL92VowukgZ9ldaCaoKY8WdEsfdsZMDYh9ekJGOqMIdGYMX72pHm",
+	"hLR2wG3T3VfjZlI5KLkaoVhyR4R3pE4H8V4ioI1Dz1/daq3f3V/eZG7mPKxPUro3ssEpcVoEE1Jdhe1J",
+	"qORyNQPw1JIW5oQUVT+onOF0xSqms7IoAWR/3RPTcpa5NTsYZgy7cMaolMpaiKxyTq6RLvJIODA5mFBf",
+	"hfCHjeJW9EKlzgDSBg/P7T8GZJ+Sp93Hzg+uPDFSYjS2ZGDVV2NJJGThIAJD7GAUZWbwPlN//2VxcymC",
+	"r44rl4JgpjD3sa8hHV3K8Xg96PxLwaqXVOBtEizx5lvtAon6ZQ/h7Oqbm/8JAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -520,9 +520,7 @@ export interface components {
         /** @description Any JSON value (null is refused). */
         AnyJSON: unknown;
         /** @description Any JSON value, or null. */
-        NullableJSON: (Record<string, never> | null) | unknown[] | string | number | boolean;
-        /** @description Any JSON value, or null (a job's input, state, result or error as a step sees or answers it). */
-        StateJSON: ({
+        NullableJSON: ({
             [key: string]: unknown;
         } | null) | unknown[] | string | number | boolean;
         /**
@@ -740,7 +738,7 @@ export interface components {
         };
         /** @description Run the next step (after `delay`), carrying `state`. */
         AnswerNext: {
-            state?: components["schemas"]["StateJSON"];
+            state?: components["schemas"]["NullableJSON"];
             delay?: components["schemas"]["Duration"];
         };
         /**
@@ -751,12 +749,12 @@ export interface components {
         AnswerAwait: {
             signals?: string[];
             timeout?: components["schemas"]["Duration"];
-            state?: components["schemas"]["StateJSON"];
+            state?: components["schemas"]["NullableJSON"];
         };
         /** @description Insert `children` and park the job until every one of them has finished. */
         AnswerSpawn: {
             children: components["schemas"]["SpawnChild"][];
-            state?: components["schemas"]["StateJSON"];
+            state?: components["schemas"]["NullableJSON"];
         };
         /** @description A child job to insert; its queue is the parent's unless it names one. */
         SpawnChild: {
@@ -772,15 +770,15 @@ export interface components {
         };
         /** @description Finish the job with `result`; a parent is told. */
         AnswerDone: {
-            result?: components["schemas"]["StateJSON"];
+            result?: components["schemas"]["NullableJSON"];
         };
         /** @description Fail the job now, without retrying; a parent is told. */
         AnswerFail: {
-            error?: components["schemas"]["StateJSON"];
+            error?: components["schemas"]["NullableJSON"];
         };
         /** @description Run the same step again after `delay` (exponential backoff when omitted); it counts an attempt. */
         AnswerRetry: {
-            error?: components["schemas"]["StateJSON"];
+            error?: components["schemas"]["NullableJSON"];
             delay?: components["schemas"]["Duration"];
         };
         /** @description The body of the POST a step webhook receives (see x-webhooks.step). */
@@ -812,8 +810,8 @@ export interface components {
             /** @description Attempts of this step (1 for the first try). */
             attempt: number;
             max_attempts: number;
-            input: components["schemas"]["StateJSON"];
-            state: components["schemas"]["StateJSON"];
+            input: components["schemas"]["NullableJSON"];
+            state: components["schemas"]["NullableJSON"];
             /** Format: date-time */
             created_at: string;
         };
@@ -821,7 +819,7 @@ export interface components {
             /** Format: int64 */
             id: number;
             name: string;
-            payload: components["schemas"]["StateJSON"];
+            payload: components["schemas"]["NullableJSON"];
             /** Format: date-time */
             created_at: string;
         };
@@ -831,8 +829,8 @@ export interface components {
             handler: string;
             key: string | null;
             status: components["schemas"]["JobStatus"];
-            result: components["schemas"]["StateJSON"];
-            error: components["schemas"]["StateJSON"];
+            result: components["schemas"]["NullableJSON"];
+            error: components["schemas"]["NullableJSON"];
         };
         /** @description Authorises heartbeat and outcome of an asynchronous step until expires_at. */
         StepLease: {
