@@ -1,6 +1,8 @@
 // The adapter from a fetch-style handler (serve's) to AWS Lambda behind a function URL or
 // an API Gateway HTTP API: both send the payload format 2.0 event and read the same result.
 
+import { base64ToBytes } from "./base64.js";
+
 /** LambdaHttpEvent is the payload format 2.0 event of a function URL or an API Gateway v2 HTTP API. */
 export interface LambdaHttpEvent {
   version?: string;
@@ -20,13 +22,6 @@ export interface LambdaHttpResult {
   headers: Record<string, string>;
   body: string;
   isBase64Encoded: boolean;
-}
-
-function base64ToBytes(text: string): Uint8Array<ArrayBuffer> {
-  const binary = atob(text);
-  const bytes = new Uint8Array(binary.length);
-  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-  return bytes;
 }
 
 /** requestFromEvent turns a payload format 2.0 event into a web-standard Request. */

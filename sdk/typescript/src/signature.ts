@@ -1,6 +1,8 @@
 // Standard Webhooks signing and verification (https://www.standardwebhooks.com/) on Web
 // Crypto alone, so that it runs in Node, Deno, Bun, Cloudflare Workers and browsers.
 
+import { base64ToBytes, bytesToBase64 } from "./base64.js";
+
 /** Header names of a Standard Webhooks request. */
 export const HEADER_ID = "webhook-id";
 export const HEADER_TIMESTAMP = "webhook-timestamp";
@@ -22,19 +24,6 @@ export class SignatureError extends Error {
 
 const encoder = new TextEncoder();
 const keys = new Map<string, Promise<CryptoKey>>();
-
-function base64ToBytes(text: string): Uint8Array<ArrayBuffer> {
-  const binary = atob(text);
-  const bytes = new Uint8Array(binary.length);
-  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-  return bytes;
-}
-
-function bytesToBase64(bytes: Uint8Array): string {
-  let binary = "";
-  for (const b of bytes) binary += String.fromCharCode(b);
-  return btoa(binary);
-}
 
 /** hmacKey imports a secret's key once per secret (a module-wide cache). */
 function hmacKey(secret: string): Promise<CryptoKey> {
