@@ -108,6 +108,27 @@ func (e JobStatus) Valid() bool {
 	}
 }
 
+// Defines values for StepRequestWake.
+const (
+	StepRequestWakeChildren StepRequestWake = "children"
+	StepRequestWakeSignal   StepRequestWake = "signal"
+	StepRequestWakeTimeout  StepRequestWake = "timeout"
+)
+
+// Valid indicates whether the value is a known member of the StepRequestWake enum.
+func (e StepRequestWake) Valid() bool {
+	switch e {
+	case StepRequestWakeChildren:
+		return true
+	case StepRequestWakeSignal:
+		return true
+	case StepRequestWakeTimeout:
+		return true
+	default:
+		return false
+	}
+}
+
 // APIKey defines model for APIKey.
 type APIKey struct {
 	CreatedAt  time.Time  `json:"created_at"`
@@ -157,6 +178,63 @@ type APIKeyList struct {
 	ApiKeys []APIKey `json:"api_keys"`
 }
 
+// AnswerAwait Park the job until a signal named in `signals` arrives (any signal when omitted)
+// or `timeout` passes (never when omitted). A matching signal that arrived while the
+// step ran wakes it at once.
+type AnswerAwait struct {
+	Signals *[]string `json:"signals,omitempty"`
+
+	// State Any JSON value, or null.
+	State *NullableJSON `json:"state,omitempty"`
+
+	// Timeout A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Timeout *Duration `json:"timeout,omitempty"`
+}
+
+// AnswerDone Finish the job with `result`; a parent is told.
+type AnswerDone struct {
+	// Result Any JSON value, or null.
+	Result *NullableJSON `json:"result,omitempty"`
+}
+
+// AnswerFail Fail the job now, without retrying; a parent is told.
+type AnswerFail struct {
+	// Error Any JSON value, or null.
+	Error *NullableJSON `json:"error,omitempty"`
+}
+
+// AnswerNext Run the next step (after `delay`), carrying `state`.
+type AnswerNext struct {
+	// Delay A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Delay *Duration `json:"delay,omitempty"`
+
+	// State Any JSON value, or null.
+	State *NullableJSON `json:"state,omitempty"`
+}
+
+// AnswerRetry Run the same step again after `delay` (exponential backoff when omitted); it counts an attempt.
+type AnswerRetry struct {
+	// Delay A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Delay *Duration `json:"delay,omitempty"`
+
+	// Error Any JSON value, or null.
+	Error *NullableJSON `json:"error,omitempty"`
+}
+
+// AnswerSpawn Insert `children` and park the job until every one of them has finished.
+type AnswerSpawn struct {
+	Children []SpawnChild `json:"children"`
+
+	// State Any JSON value, or null.
+	State *NullableJSON `json:"state,omitempty"`
+}
+
 // AnyJSON Any JSON value (null is refused).
 type AnyJSON = json.RawMessage
 
@@ -190,9 +268,14 @@ type GateList struct {
 
 // GatePut defines model for GatePut.
 type GatePut struct {
-	Limit  int  `json:"limit"`
-	Shards *int `json:"shards,omitempty"`
+	Limit int `json:"limit"`
+
+	// Shards Rows the gate's slots are counted on.
+	Shards *GateShards `json:"shards,omitempty"`
 }
+
+// GateShards Rows the gate's slots are counted on.
+type GateShards = int
 
 // HandlerConfig defines model for HandlerConfig.
 type HandlerConfig struct {
@@ -387,7 +470,7 @@ type JobInsert struct {
 	MaxAttempts *int    `json:"max_attempts,omitempty"`
 
 	// Priority 0 runs first.
-	Priority *int `json:"priority,omitempty"`
+	Priority *Priority `json:"priority,omitempty"`
 
 	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Queue     *Name         `json:"queue,omitempty"`
@@ -475,6 +558,9 @@ type OutcomeApplied struct {
 	Status JobStatus `json:"status"`
 }
 
+// Priority 0 runs first.
+type Priority = int
+
 // Problem defines model for Problem.
 type Problem struct {
 	Detail   *string       `json:"detail,omitempty"`
@@ -530,6 +616,9 @@ type QueuePut struct {
 	Retention *Duration `json:"retention,omitempty"`
 }
 
+// RateKey The bucket's key within the rate limit.
+type RateKey = string
+
 // RateLimit defines model for RateLimit.
 type RateLimit struct {
 	// Buckets Keys that have a bucket.
@@ -557,12 +646,18 @@ type RateLimitPut struct {
 
 // RateLimitRef defines model for RateLimitRef.
 type RateLimitRef struct {
-	Key *string `json:"key,omitempty"`
+	// Key The bucket's key within the rate limit.
+	Key *RateKey `json:"key,omitempty"`
 
 	// Name Letters, digits, '_', '.', ':', '-'; 1-128 characters.
-	Name   Name `json:"name"`
-	Weight *int `json:"weight,omitempty"`
+	Name Name `json:"name"`
+
+	// Weight Tokens the job takes from its bucket.
+	Weight *RateWeight `json:"weight,omitempty"`
 }
+
+// RateWeight Tokens the job takes from its bucket.
+type RateWeight = int
 
 // SecretRotation defines model for SecretRotation.
 type SecretRotation struct {
@@ -620,6 +715,32 @@ type SignalSent struct {
 	Woke bool `json:"woke"`
 }
 
+// SpawnChild A child job to insert; its queue is the parent's unless it names one.
+type SpawnChild struct {
+	ConcurrencyKey *string `json:"concurrency_key,omitempty"`
+
+	// Delay A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Delay *Duration `json:"delay,omitempty"`
+
+	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Handler Name `json:"handler"`
+
+	// Input Any JSON value (null is refused).
+	Input *AnyJSON `json:"input,omitempty"`
+
+	// Key Correlation key (none when empty).
+	Key         *string `json:"key,omitempty"`
+	MaxAttempts *int    `json:"max_attempts,omitempty"`
+
+	// Priority 0 runs first.
+	Priority *Priority `json:"priority,omitempty"`
+
+	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Queue *Name `json:"queue,omitempty"`
+}
+
 // Step defines model for Step.
 type Step struct {
 	Attempt    int     `json:"attempt"`
@@ -637,20 +758,135 @@ type Step struct {
 	Step      int       `json:"step"`
 }
 
-// StepOutcome defines model for StepOutcome.
+// StepAnswer What a step webhook answers with status 200: exactly one of next, await, spawn,
+// done, fail, retry. Unknown fields are refused (the attempt fails as bad_response).
+type StepAnswer struct {
+	// Await Park the job until a signal named in `signals` arrives (any signal when omitted)
+	// or `timeout` passes (never when omitted). A matching signal that arrived while the
+	// step ran wakes it at once.
+	Await *AnswerAwait `json:"await,omitempty"`
+
+	// Done Finish the job with `result`; a parent is told.
+	Done *AnswerDone `json:"done,omitempty"`
+
+	// Fail Fail the job now, without retrying; a parent is told.
+	Fail *AnswerFail `json:"fail,omitempty"`
+
+	// Next Run the next step (after `delay`), carrying `state`.
+	Next *AnswerNext `json:"next,omitempty"`
+
+	// Retry Run the same step again after `delay` (exponential backoff when omitted); it counts an attempt.
+	Retry *AnswerRetry `json:"retry,omitempty"`
+
+	// Spawn Insert `children` and park the job until every one of them has finished.
+	Spawn *AnswerSpawn `json:"spawn,omitempty"`
+}
+
+// StepChild defines model for StepChild.
+type StepChild struct {
+	// Error Any JSON value, or null.
+	Error   NullableJSON `json:"error"`
+	Handler string       `json:"handler"`
+	Id      int64        `json:"id"`
+	Key     *string      `json:"key"`
+
+	// Result Any JSON value, or null.
+	Result NullableJSON `json:"result"`
+	Status JobStatus    `json:"status"`
+}
+
+// StepJob defines model for StepJob.
+type StepJob struct {
+	// Attempt Attempts of this step (1 for the first try).
+	Attempt   int       `json:"attempt"`
+	CreatedAt time.Time `json:"created_at"`
+	Handler   string    `json:"handler"`
+	Id        int64     `json:"id"`
+
+	// Input Any JSON value, or null.
+	Input       NullableJSON `json:"input"`
+	Key         *string      `json:"key"`
+	MaxAttempts int          `json:"max_attempts"`
+	Queue       string       `json:"queue"`
+
+	// State Any JSON value, or null.
+	State NullableJSON `json:"state"`
+
+	// Step Completed steps (0 for the first).
+	Step int `json:"step"`
+}
+
+// StepLease Authorises heartbeat and outcome of an asynchronous step until expires_at.
+type StepLease struct {
+	ExpiresAt time.Time          `json:"expires_at"`
+	Token     openapi_types.UUID `json:"token"`
+}
+
+// StepOutcome The lease token of the step and exactly one answer, as a step webhook answers
+// (StepAnswer).
 type StepOutcome struct {
-	Await *map[string]interface{} `json:"await,omitempty"`
-	Done  *map[string]interface{} `json:"done,omitempty"`
-	Fail  *map[string]interface{} `json:"fail,omitempty"`
-	Next  *map[string]interface{} `json:"next,omitempty"`
-	Retry *map[string]interface{} `json:"retry,omitempty"`
-	Spawn *map[string]interface{} `json:"spawn,omitempty"`
-	Token openapi_types.UUID      `json:"token"`
+	// Await Park the job until a signal named in `signals` arrives (any signal when omitted)
+	// or `timeout` passes (never when omitted). A matching signal that arrived while the
+	// step ran wakes it at once.
+	Await *AnswerAwait `json:"await,omitempty"`
+
+	// Done Finish the job with `result`; a parent is told.
+	Done *AnswerDone `json:"done,omitempty"`
+
+	// Fail Fail the job now, without retrying; a parent is told.
+	Fail *AnswerFail `json:"fail,omitempty"`
+
+	// Next Run the next step (after `delay`), carrying `state`.
+	Next *AnswerNext `json:"next,omitempty"`
+
+	// Retry Run the same step again after `delay` (exponential backoff when omitted); it counts an attempt.
+	Retry *AnswerRetry `json:"retry,omitempty"`
+
+	// Spawn Insert `children` and park the job until every one of them has finished.
+	Spawn *AnswerSpawn `json:"spawn,omitempty"`
+
+	// Token The step's lease.token.
+	Token openapi_types.UUID `json:"token"`
 }
 
 // StepPage defines model for StepPage.
 type StepPage struct {
 	Steps []Step `json:"steps"`
+}
+
+// StepRequest The body of the POST a step webhook receives (see x-webhooks.step).
+type StepRequest struct {
+	// Children The job's children, sent to the step that follows a spawn's join (at most 1000).
+	Children *[]StepChild `json:"children,omitempty"`
+
+	// ChildrenMore Children not shown; absent when none.
+	ChildrenMore *int    `json:"children_more,omitempty"`
+	Job          StepJob `json:"job"`
+
+	// Lease Authorises heartbeat and outcome of an asynchronous step until expires_at.
+	Lease StepLease `json:"lease"`
+
+	// Signals Unconsumed signals delivered before the step was claimed, oldest first (at most 100).
+	Signals []StepSignal `json:"signals"`
+
+	// SignalsMore Unconsumed signals not shown (shown next step); absent when none.
+	SignalsMore *int `json:"signals_more,omitempty"`
+
+	// Wake Why a parked job runs again; absent for a fresh or continued step.
+	Wake *StepRequestWake `json:"wake,omitempty"`
+}
+
+// StepRequestWake Why a parked job runs again; absent for a fresh or continued step.
+type StepRequestWake string
+
+// StepSignal defines model for StepSignal.
+type StepSignal struct {
+	CreatedAt time.Time `json:"created_at"`
+	Id        int64     `json:"id"`
+	Name      string    `json:"name"`
+
+	// Payload Any JSON value, or null.
+	Payload NullableJSON `json:"payload"`
 }
 
 // Throughput defines model for Throughput.
@@ -6728,116 +6964,141 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37cts2uvirYPjbGdtTWpadtNvK0/mNm6Zt0myS2unszIl9bIj8JCGmABYALaupZ/Zp9g3OC5xH2Sc5",
-	"gw/gVaBE2bLT7Lp/pLRI4vLhu9/4MYjENBUcuFbB4GOQUkmnoEHiXy/F8MX35oLxYBCkVE+CMOB0CsEg",
-	"YHEQBhJ+y5iEOBhomUEYqGgCU2reGAk5pdo8x/VXT4MwmDLOptk0GOyHgZ6nYG/BGGRwcxMGr3FU70z4",
-	"v2Vz/UXCKBgE/2+v3Muevav2cNwbM4MElQquAHf2HY2P4bcMlDZ/RYJr4HhJ0zRhEdVM8L1UimEC0y8+",
-	"KMHNvW4zvrVv2UljUJFkqRkuGATvJkCGIp4TpggXmlzRhMXk5cmb12RbSDIRSaxITDUldKRBEj0Be/eK",
-	"Jhns9IKbMHgm+Chh0YOvO5pQPgYSiSRhMSgyY3qCC5SgRCYj2FIkyqQEronSVAOu9gchhyyOgT/0co/e",
-	"viCXMCcTqtwqaUxUJFI4dFtRhAPEhHJC4ynj5mlc8muhfxAZjx9yxa8FUVk0KWCJC8mff8B1HHFy/MMz",
-	"8s3TL/9K3OC4lHdCvKJyDJ+KWMSVowbFfgeSsCnTuK5fOc30REj2OzzoeR1legJcu/FxhZxQHuMah0Cl",
-	"Wa64BE6ELFCRKTJlSjE+DslMCj42NyVciUuI3W5SKSJQig6TBwe1tOywxpoOyQVIKaS6IIYJKwI0mpAh",
-	"jcmIQWIWfZPzYeSqR29f/AxzlCNSpCA1s9w2kkA1xOdU10RDTDXsaobc3YkEpSXjYwMMFnvFSFN0hEFC",
-	"lT7P1PLheZYkFqpWeCxMx538WbiRShixa3NrEWaXMN9SZMSk0oapSBoZydnzbced853WiOzLvA7cCNL3",
-	"ATIuFI00Ds4W3ripCs33VmI7YWqHKnYXVo+oAdLa2stJxPADRNosy576MxwAUTWOmQESTd5WsGBEEwVh",
-	"AzFyqE/p9SvgYz0JBgf9PioL+d/7mwdEDQardoRoSJPkzSgYvF9OYQ79b8Im/l9aovAiENkex5fn//rH",
-	"P3cGRE3EjBPBIwiJ0kJCTARP5oQqQo0km3hQq7E3M9Xils6KTb1iVuWpL5Cm7PwS5njNNEzVKmZSbDWf",
-	"iUpJ5wurKcb1QpnPjXKzCJkjPq+oPWTbEIbhSxJGBil3DBSud8di1w1p+GDvmM7+ZljnGMzY32eS2tEW",
-	"Bic/ChK721bqUkVOgy/7/ak6DUJyGjzpu4v9yZP+9DQw88E1naaGNs1dQzhUa5BmwP/eft/f/ebsi+3T",
-	"05692vn/21z9kak//vd/1B9T9Yf6Y/rHZGfni7/4GMMPhpM+N1x28ViQyy5u4S3VEyJGKGzwkZBAb9wj",
-	"H8RQ7T3ZSyUTkum5lw9NHYwWWV3j6Ozc5Qu+E/zRUXwDma4oS3IRVl/5DxKAqERoI2RmPS8/v42wcAS2",
-	"8DtqCpU7lWnUhMpY+e9labzmEjxUmM9eTBVWINNguJUJ2+DsJ9wx1dCdavG8VtGsHbJtGW8zvSaPL85g",
-	"Sq+dBdjH/5bbhNUTimFEs0Tjc8UoXz1daVRWt2WX4dvWT5THCUhjWLHxIoiHNLoUo9H5kCpYBeCC7dyE",
-	"xXtTer3Oa7dB/ym9Pjf8aJrqFoxept5cMZGpcwWRBH0O1ymToNz0der9lWuWkNkEOLKe/FViXyVKsyQh",
-	"io25ItuUSKFxU1tWfU9oioz7lqoPTuHdgRlCWKzsCuP16TsMMpmsZppOszDPFmsuV9g4qLCOWnWMWY9B",
-	"OBT284iJvdmdTdQJYhW/KIZfsrD1ucYDU12Tgmq8aiWjKpCzTi8nbMwZH+f0sT2bKIjOyRfEbOqrp0aE",
-	"U00SoEqT/a/IcK5B7RySMXCQ5rQtqdGhAq57FntqWnJFB7FDvz/a/S+6+3t/95sv9s6++PZjPzy48Sod",
-	"t6EZi//1HU60Tgd7e8aQNZfKXP96/Mqa6hpSRagE8vbNyTuIiRYLm3j6dU3X/3qVXDWL8KIZ0MQM0ET9",
-	"FHjM+Ph8ysZ2Jy3sUWmqM7Wavt1zviW8FEOPKmRRyqOFOlzL1bjScwapXy1yQ93RhKQzyrS59iIrTZyd",
-	"TznJnzRaJTHXioyEdMr4t4TyObLzgqEsWtT+tTgmEgYR5REk587vYO0s98xQiASoFYeCW9hE83On5a3c",
-	"5G1EKCRszIYJeAXf35EOicw4NxMjSKZ0bn44xOOLgcYJ44Ak7WDnQIU0zAWHO0g/yM2DpZ5uNwraVDdh",
-	"MGKcqckd8cUxd+8Bd/bQMJ6u5jXN5Xc9bMM+oaG23G6vdiQx43a/K59frXWl1BD1eQugWiaovu/YVzRh",
-	"SSytE93zlLP3/Hd/yyDzq35GxpwX2nk3F8cxWiJTpo9hFNyctW6i5IsSFKru650+RhBu81K2Urt5KYYn",
-	"9kF8BdJFen8mjK1vJDAKMT9Dvo0SOaOX4GMvc0JJSuUlxMhbZMYVoWPK+AD1aZqEJMeBkDjh3VuN0z4H",
-	"oMWHkrILsFUQqc4OcwLOT6U405wxOTAWMmpR0bX2cJOXVwnEg+ztKnCdubVI4++ojiZrap0fxLC7mvxS",
-	"DF9wBVI7ZvDCvrRf2Lb5DysUaJx02SaOCxLaxGohXqnSL1vR96ApS7pzDKMXLXpE80M+zw/Sz7yKx7TQ",
-	"NGnR3ZBA1LnDn44yKX+rGHjlO01VsDbA4jIWFh96Nu331JaItR72enSlirb95f7BSsd6DAmdr2MVVPSD",
-	"1VH4jppA7hculYAmd5YSEuu/vYT5IaHGwhI8JgyhRmYTlgChJGFXVlezgXWmiQSdSa6InlBt7jQMki4g",
-	"upOlWBXVhVPry2Y4rm8FAMaV3ArtmN9Uxu+Hy4R9l8Ooy//uUj8MZMZv7xvNUaaFvxRM6o4cJoY4syFT",
-	"v2nRWFXt8VayfOtc53fjw4v8Nww4XOvzKJNKdFE+ffy6PkYLdE8KFSkPneVGDcY4IMq0ZV6FoRgGseDm",
-	"7oiyBIygtoZbAr5IWxi8Mlr082sNPLaAb3iDu6rry3e8MIxvv7gUg7LrsVEM3NfWlWWooSxfkn3Nt448",
-	"t6lO5a9Aa5AqJDEbM61CsnW+FZKtnvlnYP7Z3Tok+7v7B183YssVt0/p8DkrL897g92zj/1w/+Cvfu9P",
-	"TW82sOFzR2artPkKji8L2YVESGLGWtRRF1F/0TIpfuHZdIiMbZF8z8LuK1gRK3yT6UhM4ShNE+ZD2Q9i",
-	"eN7Z1l3bBlkkZasOL3E1VRKDmjwv1838LoTuXKoSlfQwK8aVNkzAO9OCL60CHc104n/L/vCxEmfNJB+M",
-	"gceZNNgzcEkvA0xMsfrHSoqcY46DnXQpRH/J5WbTCe1MCI9mKjKXMrkMjDjuM/voHWI7jJ+PEjae6DWD",
-	"OyKJQenznMXfyTuS0ky1OekkaOD+cPu7CRDUSrYUKR4jYkRyHRij1oVbUYG8AkmcbrTT67KyO0drXdTG",
-	"7bAJ8tChQXHmXriuF6+p4sWi07jio+3AcUpx3O15FOfdHi0Vgm7POxWh28OF4nEL42szSkvjPPzRM0Te",
-	"7ozTcpJVBrYbtHUpt4mXOVZVJ79jMVNEcCApiy5JlFA2VYRqMhUN06KL9bLAihoRBAz4mMkcFbtsRufO",
-	"0pjYtDBpB6OpK+fpZi6U5uuCDvGTmJFE8DHRE6YKtlXnVFQCuYRUH5LToK9Og9KmFDbshXvfUuTH56+/",
-	"//X46LtXz8+Pn797/vrdizevbcbkwpkX9pVHBGXRJWiPxvUzzJ0dO6FXxtq1T9aCDO3EN8ykarBLkVmC",
-	"aupet5JarSJJOr9uh3k3xdeldVraLYcFRNfj2MUR+blEaUt3ZxXlqa9iF9XRly7uFnwjR4Q6dv1NKG0z",
-	"mFWBWtaNUo9i5YfXzO1pI+vydHNEaKgLbso4hpikIJ1np9ukXu9IPqMHpAVSLIXp+gZk4bVyDp7A42Vq",
-	"pZgunpsZlBzYkxnVKb/KRys+OJxg8sKxS+ZZExIu8Wcdj2JbMoVRJDnMimQKb5bEzibTJHyc2kbJPRnu",
-	"gqts2hrEvs/89/bULjpPBI3XjqLBb4vQ/x4SdgVyToSMQWLxD7NZYB/EcED2Q3IQkif/+sc/u4gfX1jK",
-	"zBqWmrhdeYNFF0A+az0Zv4PO+eY7c2Z3yqvYcj5s+3JOwNYR3X9KfMfDLnzrncm/2Md3c1fbsT4nXNPF",
-	"/mlAYCOSqwGh7+ohwoG6Pz8TvpjxOyyGwpSdKY1hIWMnt5Aqses213e5oLB0P+GsXji4iHlropPH4nTs",
-	"/byWKVSqAveW3rKYzqJ1el46qFZnYHQ+JWGdiIsHxeFah/ZsQqJSOuMhMcZpSIxtGhrzQc7RXUnxl0zC",
-	"IA/xh5hVd47wCUkkOIcIAel+qXrBY8t8fe44ua7sybMiOjHuZug/h0Qd2rWF1E+vjiA5OrTh3psS0Gsw",
-	"IoR/ZUvlmLk7ZOHGqO5KLW+YE/XewKP03sFz997ZeLDBwKhFChr7vLsMNOe6UgLikL5lvJtIkY0nLtzb",
-	"yMoUjDfspIYf252Jz7+AJm9hkusJMJlHctfyUDUKU/B3kgd2ybb1lxfJNqpGrjsdZ5synjXN3WV0d+tk",
-	"BDfRotvLjug7oKXn6k5o8T2roGeS6fmJQRRnRGLFa1GKisLG/lQMYHiBLT1lfCR8ZVnO0Y/SS4G8YhEQ",
-	"wclbofRYwskvr+zRp5ma5JWoBv0w5RJf0oJQMoPhRIjL3il/ljCD0HlSgHXe8JgoMP9Y1e2wcNmY2Zx7",
-	"rEjzROwOMX3ZTnjKBYfc0YOJBTaWvaUw63nbjGoMEqYn5ERTHlMZk7/bFakdWyDs8g+MxFYzkKec8XLA",
-	"LUUMd3EF9OQEgMQiUnupFFpEIulNY8zCzfOrSXHjlJ9yjNdYD1WzitsMk00RHtttpcQ7PfL3vLbDerFO",
-	"ObrucD+UYyEzMp6QABoDe1f7JKJJgpX0ilwcuWJsHHtAvrOF0KdZv/8kwhfxEi56p7yIywyCMsgThMEV",
-	"SOWyIHr7vT6K1hQ4TVkwCJ70+r0nNgI6QcTbm2Di9+9YCmWtRsNHcP4XcTAIfgTtcsMbDSAO+v0lFdbr",
-	"VVa7GTyF1b+mvRrNBIP3Z2GgsumUGkmBWlzuJWWKZDb3m46VIcJiJyo4M4PsSaDxfOlej80Tn2arODWW",
-	"sX/Zf/KwvRM0dneYrwZ1TDUdUgW2mJRGEyRzQ5a2QADipfC/2t+jKdvNC2W9h/CKKW2LY9V9nkOlmNcD",
-	"kudInZcwD/P+AkRwMKwwSrLYdRt42t9vm6VY9l6twQK+9GT1S2XTD1yZ81Cteqs84uqxmS3mHRQU2eaQ",
-	"d4K4tP5vmCpIrkDt9MgRtvHAqu7WYwyDVCjPsdlab1fVbGUhKP2diOcbPjJXJn9Tl7guM6KBLvv3Mnfs",
-	"wxh3yyFGf/VpVRroPBwuPd3v8EbRq8S8cHDQZV3Vtht3R1kLy1xgYoaiQ1jDd9BtxpQT/1jf3w11Gxxo",
-	"7yOLb6welYBVMusofYyUX0HpGm499cQKK61IHupA7TqWv1E05PlUB2oBUznQzrym0k3r/f130TpzKFIU",
-	"hbdKqB/xiXuUT0XFeqt0Guctom6FapuQKlaHrSRNuzWVxzlKxGzXwEOKpKRABO/ex0uYL6W/7/H3H4uK",
-	"iRXUZx+Pa7yCkjShjJOfv92vrdPcxvKQR1pdpNWpwHD4GucaturT/tPbLJm0NWS6G4F8Hqf1hsN6B9Xg",
-	"qJ42dQ0y0Q6SBA8JlKtC9rDiy0Lz8/PitYIYN2dh4HxfjVovpici04TiqsIGoiJhx1OmbR5NkduEzgZq",
-	"3tJsCmT752/3d3qn/AQ7qRh7H1PTUM0nF7ZvxgWRYqYOyVRIIPYnkoC2f0e2wM0IKus/GWZqfsrN9BLQ",
-	"q+w8a7ZXC+PEAD5JILGme51Q3mYloWxeb867jnRSmR+cNB9V5TvJYdAkS4kW5ALTWy6sm871lmRqgTgs",
-	"RUA1m2y5sK42v2hVh37KH7pPz0mlRUerUuRW+2fQiySMmdIgIS5XVQK7bPrRBPTeR8NPO2hGPxUFqJ2V",
-	"o0d1p1XdWX5G7RpO6ylsHPPzdjJ+lnpnzP98FJ5VR9XQcXzTlI+4nLA2deMIc6bc8MhXrfJxYdOoLsgY",
-	"jAZR6TlzYXOk/vWPf14YHaTnk/ZVpNm8wK/0DHpgmX8LTH2U/3djX1bIECHzBtNFCO9WYmcPu47BbplF",
-	"eFtqEr602O8zo96jUTFjPBYzJywxFpd30I2olGhpzISNM+pMAvquZxhrEEkcnnKV0sis00xu6I7xfOO7",
-	"xUs7IVGCSIiAXYFUJKKcqBnT0cQoQFZDFzOjnEfgU8wxazMXtCd5O7L7oNlGlujNYsf1T0WnVpk0FlWZ",
-	"Pfpnp921RdlnQuxpQiNwfbyrrdFCcgmQ5pQlEgxXue74IyEJ5XkLQUd2y3lCXo/dqu+/tPXSPvfsbxnI",
-	"eekUyLulrPWxgdA/VpkJ1WmwWo2of8RKD5cNrM86QNodHgsZSf4U7aIGPe9tVvSJTOkYCudLY3JXtt4y",
-	"/5ODetkzttn1pmz7t1Z0Yi0GL7sv9CuZ81+uzJo/u0e2ljcY8DA0ozda8N2aDX0S+97Yk4YcQ8N9jXAs",
-	"mlrk5Gt7zdy0SdyD/n75qQnDwT+I4aHLSCEXlzC/sGlBlW4f23kCT1g60MIiO3bnlNME8wVsPUtIDvr9",
-	"fArbFQSl9EW1I8SAGNXzwidjbb+Kl2J4T5K10mXoYZXhWsMgzycQSoDX4JnHLxBTNxnDXrGe/N6jXr4B",
-	"urXARCnscisb5FqRtHtF6amfgo8w0I1O5FxDxiKSQxyecSvmMWcd+7tbDJpNRAIEh+6105y6P6Kz7cMe",
-	"nuaqHb+WoDl+MKjKonbCBQg/ksLmSMF6qff7pN/vWyc147bW2ZhYU9ehdwmV5OkabY64XILcH2a5zm0t",
-	"5hLS+b+/8w272eYWIeNDcY3SPm/NZgNpyq+grOVJsN9OK3IyChzYs50I1ndN5AO2aUpHZeKyMZmqxUAM",
-	"XQe2/0EeOjk0VlUZYDSojIWUBi5KQ7qlTrkr5SBUSnYFqkee9r+xBplNuEbFywn/PCXfpyM9w8nvH8OX",
-	"4Hbli2qOR/65gwn9b1a/UHwK7pNluuG5VnVvQ0sGg/CHnKg6cMa9aovbZXb7s7I7aAfz/dGqvG+r8rNg",
-	"/O+K6oqyi+5qe3Qz7H4CVOohUL0Jjl8niZ/yoU9sDd59aMJFD70H1oTrbQR9AXN37/ZK7r2z5M9Cv7Vw",
-	"RMFoE39cC3s159FECo4feNGQkm2sfUKRjxYdxOSgf7BTpR1XDrjI3SvVsZtVet4Vy7afWzTyB65ppJM5",
-	"qjRiRDoV4JJt9ErTKZzyoYgZqDKm7vZr01J2rBJUfATHTus+mlhWceXfcxDcG5jJG4zfI+FWa2UfmHYb",
-	"DRV9ziN765F27xxREdKiXa6qt1BvJyot6pc3K6aOzbCfVPkPS9PoM0ib/ixU/+OMu4YFEGP0vrAv0Qww",
-	"UCYjKaZoDVS/bhNa83skQU2KeusuFkKlicsyA+HEPdbJPliiwduOI93b492rDl9pbuP1CQ7F9X+ODo9e",
-	"m5DYJpzu67vbeW8gW+g4Suh47L4UWrC9vFvPrXX79hjVQRmjck1ZWIy6yGwCegKSME1m4hKKwvFt3xeW",
-	"zPVIyFOOqa8GRbEviI2Az93IOz1ylE+CFe+FJ8YpIflIStM5eimZVqe8dHUx5b4zq4VLi7h2352quHeq",
-	"PQ99CswJ8Nh1Sbon9aXsn9RJeznY/Mxe/7trhPXnjzM9qkjINtx5EdqkGT9rWJQ6edOUpTIHH/r3kjh5",
-	"GxkPDfzElBZy/p8jcZyaQiZ243XZs3nnUdlyuBXpfrGP3CMClC2RW6sVcJ1lNCUPnXz62oXGwqwzeiGw",
-	"kzdhvqmBvVK/0Baq+8Ulhd0v7NvsGVzmf0Kobs1TvGvi/EKWe3nMm1dvii7fD+ya6YxZj0kDm2gB4XC4",
-	"zG7H6Cpoo6Arso2dzUMiwZguIWF81/ZWJxFNQ5v8stOZY+3pWsu1pcyr0p2tk9Zi+4spv97yVU1tefr0",
-	"U6otlY21xbsE4xpbS9tNOXdEbu/YrxZvuw2XFTN8jnW2Ysq0RsPys8rDtK3zik1Wdi+sG9uR/ubYqsNQ",
-	"STXsln3RW/WZotv2veo09SburXqNWTTBRf8pCjErq1lV7VoBd+c6zLIN/RqVmKVYdu30H0szW0szywMs",
-	"0iMKoN2iJ8WS87oHSmnTFTZBI5+PKtqJBjdbuflSDK0PEH2Hhtouys9ADMhH6x7EHm/2cwA3F4fOG4hN",
-	"GwWPrLpxCfMtdcqr33AgF/aVC/eJh5amDnVM27wSXPtsxQMrwusj+KNGfBcqOnKRcoeGRgNx/QlHLE9L",
-	"RATPcbLy9Y+8RQR+rONitRSsRIr8EcnSe22b2t+3C9vO8ujHfvRjb9SPjTk71W8cMz4m1BbfeJ3b9fao",
-	"Zd/m92dGDNmev22Nldw3vTDShNfKdmjJGwuT7YnW6WBvLxERTSZC6cHX/a/7JOMxSHIxpZdgBNMFGrSZ",
-	"TIJBsIfSz63zo7fQISQJU9qYxiqFSIcuzoyKlE3c+SCGqEc5SxU9sIuliUfV2OFh3v6ZzMyqqnG46lA5",
-	"4PyFjtUUi11MkAIe277ZIXFYryAmw3nRrXlLVXOVqjNh/MA/T6Ma3jVAlxkvhq2uuSiGXRwMDf9F54PP",
-	"6RCWn2q0XasbvrdqcaxvqmeNll628TbuetcJgFK8Vkes8fPFcW334RDb/TIOyo6bd4etjFPpw3hzdvN/",
-	"AQAA//8=",
+	"7H37bhu31u+rEHM+wDYylmUn6dfa2Dhwk96zm+w4RYET5UiUhpIYj0iV5FhWUwP7afYbnBc4j7Kf5APX",
+	"IucmjjSyZafpzj+to5nhdd251o8fopGczaVgwujo9EM0p4rOmGEK/vWjHP7w3P7BRXQazamZRnEk6IxF",
+	"pxFPojhS7LeMK5ZEp0ZlLI70aMpm1H4xlmpGjX1PmC+eRHE044LPsll0ehxHZjln+IhNmIpubuLoZ2g1",
+	"2BP8b11f/6XYODqN/tdRMZcjfKqPoN0b24Niei6FZjCzr2nymv2WMW3sv0ZSGCbgTzqfp3xEDZfiaK7k",
+	"MGWzR++1FPZZux5f4VfYacL0SPG5bS46jd5MGRnKZEm4JkIackVTnpAfL17+TPalIlOZJpok1FBCx4Yp",
+	"YqYMn17RNGMHnegmjp5JMU756MHHPZpSMWFkJNOUJ0yTBTdTGKBiWmZqxPY0GWVKMWGINtQwGO23Ug15",
+	"kjDx0MM9f/UDuWRLMqXajZImRI/knJ25qWgiGEsIFYQmMy7s2zDkn6X5VmYiecgR/yyJzkbTfC1hIP79",
+	"BxzHuSCvv31Gvnry9L+JaxyG8kbKF1RN2MdiFnnluEHz3xlJ+YwbGNcvgmZmKhX/nT3ofp1nZsqEce3D",
+	"CAWhIoExDhlVdrjykgkiVU6KXJMZ15qLSUwWSoqJfajYlbxkiZvNXMkR05oO0wdfaoXisCKazsiAKSWV",
+	"HhArhDVhdDQlQ5qQMWepHfSNl8MgVc9f/fATW4IeUXLOlOEobUeKUcOSPjUV1ZBQww4NB+nuVII2iouJ",
+	"XQyeBNVIXXXEUUq16Wd6ffMiS1NcVVQeK90Jp39WHswVG/Nr+2h1zS7Zck+TMVfaWKGi6Mhqzk5oOm6f",
+	"7zRGEF/2cyasIn0bgeAC1UiT6N3KFzdlpfkWNbZTpthUPru4vEW1Ja2MvehEDt+zkbHDwl1/Bg0AqSYJ",
+	"t4tE01clKhjTVLO4Rhh+1Wf0+gUTEzONTk+6XTAW/L+Pd78QlTXYNCMgQ5qmL8fR6dv1HObI/yau0/8l",
+	"MkWQgMj+JLns//uf/zo4JXoqF4JIMWIx0UYqlhAp0iWhmlCryaYB0qrNzXa1OqV3+aRecDR5qgOkc96/",
+	"ZEv4mxs205uEST5V3xNVii5XRpO3G1xloRdMnS8oNxvJprp0r6i6BFH7Xg5JJgxPCSWaTwRNQVAlhAsy",
+	"wB/0gFCl+BXTZJ+KpX9tMbXCecaNYclBT0hFBpYNZWYGZE61tq8LZtVO5c0OOSczakZTLia+KTOlxvWR",
+	"kMWUp8yOrSe0YXOiqCALesk04YZQA5vb6YmozglusJUN2JIrqjsRR2CFbbSPndCxZiY0gouw6bPnmQJd",
+	"BDvesLPPpWBbbuy3XHA9zbcWbMyBYjpLzeCMUDKnYF9yTYy0+qe+ivjqdnNunsC3lKfbToDyNB++kIsY",
+	"5iAzQxQzasnFpM00QOnuahY/s+tt+et1JmASgl1bY57NyT46JIOEpXQ5OIjJiCqYDhkAmQ1WJwGvtqej",
+	"W9Fr86xf2+W+5bQ1nTGcNp1QLkhl7mSfXeOgOE3JkI4u5XhcFRJnltdHMhNGg3thDJvNzQ5WaKd0cTGn",
+	"C7HlCv0gNFOGDEZTniaKiQEYvfNVcWwl55JIwYgc20czcMTGwN4sQPG+wdYKCEb/zH5lZzSj1z/gV8fd",
+	"rhWVO5CFNVWWjzCsypbw0YqSPxfLkgdP9q2NZ/lesbG1rw7sSlwfTuSha9Ka9J3XdPF36wVMmG07J4DV",
+	"xsl3kiTuMTqQVJNe9LTbneleFJNe9Ljr/jiePu7OepHtj13T2dyamfap3QlLoMo2+H/333YPv3r3aL/X",
+	"6+BfB/97X+g/Mv3H//9/+o+Z/kP/MftjenDw6L9CNu631in4xtNodYPBYVidwitqpo5E0KeICetMOpaS",
+	"9NHjo7niUnGzDJrUM7dGq1Z7beuw7+KD0A5+5+ijZhddUZ56b6wm6RVjRKfSWH9p0Qm6Jrfxe5ytuPI7",
+	"OL2lJ6Vu9JSqRIefZfNkyyEEDErfe95VXFqZmu9Q6rBpncM26IQa1t4Ahf3aZH5ik03DeJWZLd2VfA9m",
+	"9NoFM7tdFDjrwpvlHdo0pwt8sz4T7LlpJhd58wkbU7CAjleUm1xgJMwuyp52pEsVQ00Froal4nxqXzzZ",
+	"NKvvqUhSpp5JMeaT1Q11urE/pJpto+X8dzN6vc1nt2G2Gb3uO/XcwD/r4gJXXGa6r9lIMdNn13OumHbd",
+	"V9f+F9CJYCPYHfCfEvyUaMPTFLwJ66MQJQ1Mag/jXimdg5q4ZcwAugjOYGtT/zbSJI4ylW4W0c4lt+/m",
+	"Yy5GWNuouEpaVYrZThw5Eg5LpCk+bC+UqgyxSTrlza8Z2PYy6oG5rs5BFcm4USzmxFnllws+EeBgI3/s",
+	"L6aajfrkEbGT+uKJNRioISmj2pDjL8hwaZg+OCMTJpiyu42sRoeaCeNkWsWRLlk82PTb88P/Qw9/7x5+",
+	"9ejo3aO/fejGJzdBE+c2PIP0X53h1Jj56dERkYrYP7X9+5fXL9D9MGyOkvnVy4s3LCFGrkziyZeVcMCX",
+	"m7S4HUSQzBhNbQN10p8zkXAx6c/4BGfSIB6tXZ3pzfzt3gsN4Uc5DBheSFIBm9fRmjcaiyMnNg8bYa6p",
+	"O8Ze6YJyY/8OEquLO6G7597ECAblRpOxVM70/xuhYgniPBcoq6Ho8FhyX2ZExYilfRewxwCle2coZcoo",
+	"qkMpcG1Gy76zKTdO8jYqlKV8wocpCyq+X4EPicqEsB3Dkszo0v5wBtuXMJqkHN1Ev3ZuqYCHhRTsDtrv",
+	"Fg5zHHkv9U704oR7cINbH21wMc/MtsNvu9lWfLKa2XK7uWJLciFwvhvf32x1YYCs37BQDR2Uv3fiqxxW",
+	"CLzlvMvw098yloVNP6tj+rkv0O5s4DX4PTNuXrNxdPOucRKFXLxNLPOWQd9Ciq/76kc5vMAX4RM2X+X3",
+	"Z3I2T5nVwKDEwgL5Nkbkgl6ykHhZYjT1kiUgW1QmNAbtTl10PiaeBmLilHdnM02HTs6QHgrOzpetREhV",
+	"cegZ2O9KvqdeMLllzHXUqqGL3nddlpcZJEDszSZwVbg1aOOvqRlNt7Q638thezP5RznEQGIwdDfjwv+w",
+	"wYCGTtdN4nXOQrsYLUs2mvTrRvScGX+e0EpiWLto9SjRb3Lfb2RYeOWvGWlo2mC74ZFT39FPS53kv8ob",
+	"3vhN3RSsNLA6jJXBx4FJh484C8LajnoDtlLJ2n56fLLx7G3rUH7JPticvtbSEvBR6MIIqEtnpViK0eJL",
+	"tjwj1HpYUiSEY1wfDy8pSfkV2mqYkcbh9CpTQuNZ53s5rDkkbZboTp5iWVWvT3Jx75UVeJsFrur09po8",
+	"jlQmbh9d9WTQIDNywXNHqZGwJMP8obC7UBtV5fVGVnvlgu93k62hk2vBrk1/lCkt2xiUIRlcbaNhdS9y",
+	"s8fnkXhHBU5J2CgzKJBy5y+OEins0zHlKbPKF52xlIXSTuLohbWMv7k2TCS48LV4clsTfP2MV5oJzReG",
+	"Ykl2O9EIWWyVcWUZWB3rh4SfhcbhE32roukFM4YpHZOET7jRMdnr78Vkr2P/c2r/c7h3Ro4Pj0++rCVa",
+	"lUI5RRDnXfFnv3N6+O5DNz4++e9wRKdiC9u1EUvHZuFVQhLcZL2X6H/dgWBMpCK2rVWbdJUtVj2R/BeR",
+	"zYYgKFdZ+13cfgQbTiJfZmYkZ+x8Pk95iJzfy2G/tW+7tc+xyuZo/q4JLb0qaY38ZORpfUG66DZAGl/l",
+	"BOSrklbqhuZQytCty1tv64VDEu0lZOlMNSAoudDGCqBgTyuxudLIDTdp+Cv84UPplDhT4nTCRJIpS52n",
+	"Lvv0FDJE0Z7ZKA2WkGyIna7dsX94nV0PajuXJGDpQp7FpmWEdp/hq3c4K+KiP075ZGq2PCySacK06Xv1",
+	"cqdoy5xmuinop5hhIpws8GbKCFhEe5rkrxE5zpMy4Mw9D1Nqpq6YIo5rDjptRnbns2Z3CuRmWF/y2JFB",
+	"vufBdd3u/KdMF6tB6FLMt4VEK0yBdu8nLj+uxauFMdLufWeetHs5N3pu4cztxmCq7Uf4NA6It73gREmy",
+	"yWF3jTYO5Tbnb05UBY7fpWBkzkeXZJRSPtOEGjKTNaXTxhtaEUW1Ewk4QLKdOS52ZQUuPOaSUOudtnDC",
+	"2kqedq5K4Q6v2CjfywVJpZgQM+U6F1tVSUUVI5dsbs5IL+rqXlT4qBKP0WDue5p8983Pz395ff71i2/6",
+	"r795883Pb354+XMnnBlnfbufWNVeiKJgZUo2umRmT0MK94KbKcezfetH+gKVVRd5RWTmzmRA50EPARPy",
+	"J7Z0jviUXll3Hd+snJI0c/swU7omn2WGHFw3Jm+lJht1oHKB6Rb97kqRKIy64pTjfEW3UxH5FoXFUhE4",
+	"aC+bil3fJJ/Kra8d3C0ElSeEKnX9XWqDtUs6Jy2MA1WP4fzm1VOhmuRIsbueEGpM5bpMEpaQOVMuNNWu",
+	"06Ch7nsMLGlOFGvXdHtv2YXdNu29K53wrNImPrVgXtZvavxXfDPIEk3T/ZUVmqQpgcxtkM/zNVDUMFZy",
+	"RrjRJRm0bW7cBSR5vHZJT1suuEuQ2irNvCHp5A0kvC/ypJNgNsnBLtNJQhoIswkCJXRS6GzWeNh/nwV2",
+	"zSlwdJlKmmx92sh+W1395yzlmDOuEqbKGvW9HJ6S45icxOTxv//5rzZaLnR8Z3uNCw8DR17TBPkiv2vc",
+	"mXDQM1S9szZ7HXd5k/T3zTYP54JhofL919y13Oz8DKKt+Cnm8fXSmV7bC9wtjyI+zhLgye3mhTB3jaxB",
+	"Q+3fX8jQ2fobqLaG1KYZTdhKZpP3/Epn/E3HCcWA4iJsB70G16Go7NiuOOUcj/pRO0l3pnUG2gk8CKi3",
+	"mjJXfbWnSSZS6xVx45K3pGCBypTNZ4N/idNAsi+sxwi6js3mZnnQyoH5M5/qbXHWduHSWRqzEAPhG7d/",
+	"/UoaX2Hm3lvu2WqumTHzfhHt3Zwe1Vo0SIz4rxKPYNcmRoEQE205NiaJFCwmY8rTGKsd4WyBwi+ZYqc+",
+	"/yaGlNc+rE9MRlIINoKFdL+Uj7MS1Pih2Lba1uDxKUutrIV6Xo5fiepqVwZS3b0qgXhyaKI9LMnbUuD9",
+	"CoXHWKm4YMOplJeEQkMOngVHSU663VPCrunIpHlNXmADe2JlBzvkF3Ep5EJgcRYGXVztGtm3wtStEHyk",
+	"CdVkSJO+h9o5wErnGb0uz+UYxELtl0DkdbOAK+rHS+HUzZ9AYbKLkrb7AiqB3cF0uy+g6hbjYmrZ7hMs",
+	"WbWE6iszN3+DRZxhT8Kwea5G71xfvKOM1rbJqbdPfrzLmSKwfpHfhwZbzuq15L0mVr5LPjvXrtz6GHLG",
+	"sSpSaUOMQn28mxrDP39y8uYU4eb03FumwLbIZyX73eq+BPekXfKoJ671+Z/1BNLSbjfRHyR6BAgNgZI0",
+	"02TKqDJDZpWHSIjTbD4DXy/FaKqkgPo0S4uuoDvPLgnAFWydwBLfLa8kjjYku9h1eFnYLlvoVOv2gAHi",
+	"8ZvGeU0OrFZZjaKujRGeJaSFe2K/UO4HIdiPz4puO0VXIpyAu2rYfE/j9nXgvUr0+I6JS3YnG6I/Vja0",
+	"j/1Ylt8Y+YEmm4ZRgi5swExzZPvq5cWbOm0qNmIIh6MZI9eH7nfdsW8drIdmWO3tvRzu6VKOvWbC5Cdw",
+	"tls4qBrLNJULYBO7j3uavJdckH13AEqss1ititq0gjn0w0p1lM8VnkkVEIPP3GMAOQO8pTMX2i0KjsKK",
+	"9j3q9U0DcymNKWtRf1mI6yKxOlQ97OOSLiCjSYLRUpaQIRtLxYrlXlCNp8ssiQmmRzgTorzY2611U7Sy",
+	"yN0Or3Vg4Pmqk338Xw4xc9B2H7YuBckbHqM7qpieWs90JIXhInPKHZAxXBoojraUeF6qRX7XIv+0yGqP",
+	"PCU0sXJjvP/TieivgZkLxtlDS/FmqmQ2mTqLslaLKrmoHa7Wsu2cQgxlQaD48YkDZsq48vnrW+XRrMI8",
+	"scQ7v5rsY1ZfXmKkK170QcveZlxk9TPy9TbULUswXEeryTnYYmiD1mort0Or3+FxW6a4WV5Y2nEnzwCQ",
+	"mSNXQugYf8obmBozR6RKLsYyBH3j0hGB1zVTV3zEiBTkldRmotjFP17g1s8zPfXAlSAgrZnrQ8TUK8VO",
+	"TzxLuaVxXwqBKSYisQotF19neWKJ7c0l8eTFraCzY9C52GEPIqpOGUI5BVr/expqvfdtqyzBUM2FoSKh",
+	"KiG/OnV8gHiirurCG5s9wUXR4J728pMa1iEXjJFEjvTRXEkjRzLtzJLcX4HJ5w96oicgqxRDOnXQV9tM",
+	"NoP12G9CHj3okF89ogXm2vQECF2YDxWAewrmVOzgoI6ujsmIpikA72oycC7J79D2KfkacVN7Wbf7eAQf",
+	"wp9sgIazS1mNilTUKI6umNIui7dz3OlCzHLOBJ3z6DR63Ol2HmOO+BQI72gK5e6/A9wMngFbOQL9/5BE",
+	"p9F3zLiK+Bpe9Em3uwaQdTsgVtdDAIf1l3mnwjPR6dt3caSz2Yxa2xoMLp/LxTXJsOKdTrRlwnwmOnpn",
+	"GzlSjCbLtXN9bd/4OFOFrgH19mn38cNCLRsAg15uXuqEGjq0riAAdtHRFNjcsiXCIiCQWeP6Xx0f0Tk/",
+	"9LiawU14wbVBLE19n/tQwv4MLMk3wJ2XbBl7OGLr3lpROEqzxIETP+keN/WSD/uogscMHz3e/FGBEQ4j",
+	"c/knm74qtri8bXaKHnA5R/A0iLQKcnSmWXrF9EGHnAPqN4DANm5jHM2lDmwbQsM6EFTUhUybr2Wy3PGW",
+	"OVTdm6rGdfUhNXI5vpe+kxDFuEeOMLqbd6uEt/9wtPTkuMUXObS5/eDkpM24yijddydZXEuvMKEu0xGs",
+	"lTuQBMO1U/8AB9yOdGsS6OgDT24c6CRDI7NK0q+B80skXaGtJ4GM5hJy+UNtKI5j/Rc5fv/H2lBcmNKG",
+	"tpY1pcs33t7/pRvvHInkwHuNGuo7eOMe9VOOCtionSb+RolbkdoutArasKV0EDemYjvHqVwc2vVQMi04",
+	"EJb36MMlW67lv+fw+3c5TsQG7sPXk4qsoGSeUi7IT387rozTPoZIyGdeXeXVmYQc+i32NW60p8O7t1s2",
+	"abq/4W4M8mns1kvBttuomkQN3GpTYxMPkElgk5h22GsBUXyZW35hWbxVSuLNuzhysa9aWNOhh1MYVVwj",
+	"VGDsZMYNVvvkFVgQbIDcEMNnjOz/9Lfjg05PXAQgP8kAsUkHRMmFPiMzqRjBn0jKDP57hMegVlFh/GSY",
+	"6WVP2O4Vc6dlEFlDUFEuiF34NGUpuu5VRnmVFYyye7vZI7u2MpkfnDU/m8p30sPMkGxOjCQDqIkZYJjO",
+	"XUXF9QpzIEewcs3bemVdhvxsNIe+9y/dZ+SkBEzaaBS50f4Z7CLFJlwbOJLKR1UsdgF1Wl/oow9Wnraw",
+	"jL7PMydaG0efzZ1Gc2f9HjVbOI27sHPK9yC6YZF6Z8r/dAyeTVtVs3FC3RSvuMzoJnPjHCqgXPP51SWU",
+	"DLAoakAmzFoQJaTdAVY8/fuf/xr4/PkVbV8mmt0r/BJS8gPr/FtQ6mf9fzfxhUoGTu/xPsr8CO9WaucI",
+	"sNbZYVETeFtukqF0nOeZNe/BqVhwkciFU5Z4M5S7cG9ElQJPYyHxnNFkCm+fWmB+XprEPaHndGTHaTs3",
+	"eMGVm/hh/tFBTLT0+T1KkxEVRC+4GU2tAYQWulxY49zfQVULAcJiOKq+8CDs98GztZrPm9ULWj8Wn6Ix",
+	"aT2qohb0z867W6uyT4TZ5ykdudSmCiB8TC4Zm3vOkikcV7nLdCHHR/iLExzbrZcJHrGu0d7/ERHlQuHZ",
+	"3zKmlkVQwKf5bnU3cRxuqygxadVYJas93GIJuXYH43MJzI0Bj5UsqXDBdY7S53MW89sx5nTC8uBLrXMH",
+	"7NfQ/+OTKjAcXGUULMAOTy2/7SZvvEAP65Yq3J9uKnGzquHexJqHYAwINGs34vLdWgx9FP/e+pOWHWMr",
+	"ffPUxTL7IsLuTZPGPekeFzdTWwn+Xg7PXEYKGVyy5cBd11hgnO77BJ64CKDFea3rQU/QFPIFEAQjJifd",
+	"ru8CsVBBSw/KmJmnxJqeg5CORUTPHyFH8D40awlb+WGN4QpMcuDG5GLBK+vpzy+AUnd5hr1hPP7ZZ7t8",
+	"B3zrrgW0WtjlVtbYtaRpj3KArDAHn7sCRi5yCxkgIc6geS5QzUOGL9QhIgUtpjJlBJruNPOcvj+mQ9D0",
+	"h+e5Ms75GjIn+1KRsog6iFdW+DMr7I4VMEp93CXdbheD1FwgIpt1sWbuXqI1XOLTNZoCcV6D3B9lObz6",
+	"BncJ+PyvH3zLbyHmcK41lNeg7X1dgLvlNWygbBVJsOrqeZTnZOQ0cIR4iduHJnyDTZbSeZG4bF2mMrQH",
+	"h9ABojT6o5Mz61UVB4w5VIRdF6y76glfSeju2+6QJ92vXNEFJFyD4eWUf34VbMBGegad3z+Fr6Ftd+cv",
+	"IPqhpPtzHyZ0v9r8wTMpxinHdP6Pk+kG+1q2vS0vWQqCHzxTtZCMR+WitHV++7OigKeF+/7Zq7xvr/KT",
+	"EPyhusbN/uhuxH1em70LiV9lie990xdYdH4flnB+y8ADW8LVixZCB+bu2e2N3HsXyZ+EfYvrCIoRE3+a",
+	"YAP2ofYJVD54dCwhJ92TgzLvuCLnVelegh3ardFTr+6vV/SHgXFWkY0Q+0bTGeuJoUw408WZegWC5wCN",
+	"oPzqX+yWYyFsUcXlb7GUIngw42Eo7pFxy4gJD8y7tWslQsEjfPSZd+98oiIVkt0G0I9WXJojPuxWTQE6",
+	"xEc1/uPCNfoE0qY/CdP/dSYcEhxL4PQ+9y/BDbCrXGAJl+/0jdH9xqJ9X2/dxkMowSmscxAu8jr9Fv7B",
+	"Ggse8UPbgx/eqw1fgqoNxgSH8vo/x4aHqE0dCyMHpoBCx3FKJxOWVI0Tj717a9u++YzqpDijchCrPAFb",
+	"ZDFlZsoU4YYs5CXLC8f3Q/dK27/HUvUEpL5aEgXARTwBX7qWDzrk3HcCFe95JMYZIb4lbegSopTc6J4o",
+	"Ql1cO8AOI11ahAPsKId3yjczhAyYCyaSCw+qcS/mS4GG3Mp6Odl9z8H4+3MP1PKXyyH5a5pIbr8IrfNM",
+	"WDSsah0PBbVW58BLfy2N48GxAjzwPddGquV/jsbxmKhTnHhV9+w+eFRcjNRIdP/AV+6RAIqLmxqrFRCE",
+	"Oz9N8UcnH792oTYwDEavHOz4q6JuKsteql9oOqr7h0sKu9+1b/JnYJj/CUd1W+7iXRPnV7Lci23evXmT",
+	"30X2wKGZ1pT1OWlgFxAQjoaL7HY4XWXGGuia7MP9azFRzLouMeHiEG+AIyM6jzH55aC1xDoyFci1tcKr",
+	"hM7WympBfDEdtlu+qJgtT558TLOlNLGm8y7JhYH7qHBSLhzh/R0HC+wmXFTMiCXU2coZNwYcy08qDxOh",
+	"8/JJlmYvMYztWH93YtVRqKKGHRaXqTXaM/kVXfdq01Rvfmu0a8pX/v0JCjErFxCur3YtLXfrOszi7rot",
+	"KjELtezu4PtcmtlYmllsYJ4ekS/aLTAp1uzXPXBKk62wCx75dEzRVjy428rNH+UQY4AQO7TcNijujjwl",
+	"HzA8CBhveJXgzeDMRQMBtFGKEZobl2y5p3uifPEjGeAnA3cvZAOoQ5XSdm8EV+66fGBDeHsC/2wR34WL",
+	"zt1JuSNDa4E4fMIx92mJQOCeJktXhnqICLjhc7BZC5ZOisInkkX0Gq+ou+8QNvbyOY79OY690zg25Oz4",
+	"zEsr2LmYEIrFN8HgdhUetcBtfvvOqiHE/G0CVnI3j8NJE/ytEaHFAwuT/akx89Ojo1SOaDqV2px+2f2y",
+	"SzKRMEUGM3rJrGIagEObqTQ6jY5A+7lxfggWOsQk5dpY11jP2cjE7pwZDClM3Hkvh2BHOU8VIrCrpYnn",
+	"5bPDsxy9fmFHVT6HKzflFy5c6FhOsTiEBCkmEsTNjgn1d7MkZLjM0Zr9VRYkv8oirwxl86Z+atXwDgBd",
+	"ZSJvtjzmvBh2tTFw/FeDD6GgAyRF4e3viFpdi72Vi2NDXT2rQXoh8DbM+tApgEK9llusyPPVdhF9OAa4",
+	"Xy6YxnY9OmypnRIOoyWx4k4Mf7tHc7nSBWJ4U72K4E3wzSHTp9aCqhXrD7xtdXUcD8ijnhhSzb54sv/9",
+	"38+fHV58f37y9It9UHk8IY9IL+r0IvII8Ly0obN56behTJYHB8WRssMx8y0eJmwk4VJtqowvsi2QyMsA",
+	"HlhefUYSxC2g/i5k5Qr1e0JbJ5OmpA5HUAIuoIrhLSB2sanAxLqZpRPbJteECZlNpp2eyO/85ZpQc2iJ",
+	"3RxaQ7S0XjwZANS14L9lDJS8O10JGaEqEy5Fbi3w2y8rjcWEdSYdy9H9Jyd9u+P9x/4apv5x/+m4Ozqh",
+	"XxXVyFNGEyikdgRUjHYtJtzGkuhfBL92VowukgZ9ldaCaoKY8WdEsfdsZMDYh9ekJGOqMIdGYMX72pHm",
+	"hLR2wG3T3VfjZlI5KLkaoVhyR4R3pE4H8V4ioI1Dz1/daq3f3V/eZG7mPKxPUro3ssEpcVoEE1Jdhe1J",
+	"qORyNQPw1JIW5oQUVT+onOF0xSqms7IoAWR/3RPTcpa5NTsYZgy7cMaolMpaiKxyTq6RLvJIODA5mFBf",
+	"hfCHjeJW9EKlzgDSBg/P7T8GZJ+Sp93Hzg+uPDFSYjS2ZGDVV2NJJGThIAJD7GAUZWbwPlN//2VxcymC",
+	"r44rl4JgpjD3sa8hHV3K8Xg96PxLwaqXVOBtEizx5lvtAon6ZQ/h7Oqbm/8JAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -304,14 +304,8 @@ func (s *Server) HeartbeatStep(ctx context.Context, req HeartbeatStepRequestObje
 
 // CompleteStep applies an asynchronous step's outcome, fenced by its lease token.
 func (s *Server) CompleteStep(ctx context.Context, req CompleteStepRequestObject) (CompleteStepResponseObject, error) {
-	body := map[string]any{}
-	for name, part := range map[string]*map[string]any{"next": req.Body.Next, "await": req.Body.Await,
-		"spawn": req.Body.Spawn, "done": req.Body.Done, "fail": req.Body.Fail, "retry": req.Body.Retry} {
-		if part != nil {
-			body[name] = *part
-		}
-	}
-	raw, err := json.Marshal(body)
+	b := req.Body
+	raw, err := json.Marshal(StepAnswer{Next: b.Next, Await: b.Await, Spawn: b.Spawn, Done: b.Done, Fail: b.Fail, Retry: b.Retry})
 	if err != nil {
 		return nil, err
 	}

@@ -520,7 +520,29 @@ export interface components {
         /** @description Any JSON value (null is refused). */
         AnyJSON: unknown;
         /** @description Any JSON value, or null. */
-        NullableJSON: (Record<string, never> | null) | unknown[] | string | number | boolean;
+        NullableJSON: ({
+            [key: string]: unknown;
+        } | null) | unknown[] | string | number | boolean;
+        /**
+         * @description 0 runs first.
+         * @default 5
+         */
+        Priority: number;
+        /**
+         * @description The bucket's key within the rate limit.
+         * @default
+         */
+        RateKey: string;
+        /**
+         * @description Tokens the job takes from its bucket.
+         * @default 1
+         */
+        RateWeight: number;
+        /**
+         * @description Rows the gate's slots are counted on.
+         * @default 1
+         */
+        GateShards: number;
         /** @enum {string} */
         JobStatus: "runnable" | "executing" | "awaiting" | "done" | "failed" | "cancelled";
         Problem: {
@@ -543,10 +565,8 @@ export interface components {
         };
         RateLimitRef: {
             name: components["schemas"]["Name"];
-            /** @default  */
-            key: string;
-            /** @default 1 */
-            weight: number;
+            key?: components["schemas"]["RateKey"];
+            weight?: components["schemas"]["RateWeight"];
         };
         JobInsert: {
             handler: components["schemas"]["Name"];
@@ -554,11 +574,7 @@ export interface components {
             input?: components["schemas"]["AnyJSON"];
             /** @description Correlation key; a second insert while a live job holds it returns that job. */
             key?: string;
-            /**
-             * @description 0 runs first.
-             * @default 5
-             */
-            priority: number;
+            priority?: components["schemas"]["Priority"];
             /** Format: date-time */
             run_at?: string;
             delay?: components["schemas"]["Duration"];
@@ -691,15 +707,137 @@ export interface components {
             /** Format: date-time */
             lease_expires_at: string;
         };
+        /**
+         * @description The lease token of the step and exactly one answer, as a step webhook answers
+         *     (StepAnswer).
+         */
         StepOutcome: {
+            /**
+             * Format: uuid
+             * @description The step's lease.token.
+             */
+            token: string;
+            next?: components["schemas"]["AnswerNext"];
+            await?: components["schemas"]["AnswerAwait"];
+            spawn?: components["schemas"]["AnswerSpawn"];
+            done?: components["schemas"]["AnswerDone"];
+            fail?: components["schemas"]["AnswerFail"];
+            retry?: components["schemas"]["AnswerRetry"];
+        };
+        /**
+         * @description What a step webhook answers with status 200: exactly one of next, await, spawn,
+         *     done, fail, retry. Unknown fields are refused (the attempt fails as bad_response).
+         */
+        StepAnswer: {
+            next?: components["schemas"]["AnswerNext"];
+            await?: components["schemas"]["AnswerAwait"];
+            spawn?: components["schemas"]["AnswerSpawn"];
+            done?: components["schemas"]["AnswerDone"];
+            fail?: components["schemas"]["AnswerFail"];
+            retry?: components["schemas"]["AnswerRetry"];
+        };
+        /** @description Run the next step (after `delay`), carrying `state`. */
+        AnswerNext: {
+            state?: components["schemas"]["NullableJSON"];
+            delay?: components["schemas"]["Duration"];
+        };
+        /**
+         * @description Park the job until a signal named in `signals` arrives (any signal when omitted)
+         *     or `timeout` passes (never when omitted). A matching signal that arrived while the
+         *     step ran wakes it at once.
+         */
+        AnswerAwait: {
+            signals?: string[];
+            timeout?: components["schemas"]["Duration"];
+            state?: components["schemas"]["NullableJSON"];
+        };
+        /** @description Insert `children` and park the job until every one of them has finished. */
+        AnswerSpawn: {
+            children: components["schemas"]["SpawnChild"][];
+            state?: components["schemas"]["NullableJSON"];
+        };
+        /** @description A child job to insert; its queue is the parent's unless it names one. */
+        SpawnChild: {
+            handler: components["schemas"]["Name"];
+            queue?: components["schemas"]["Name"];
+            input?: components["schemas"]["AnyJSON"];
+            /** @description Correlation key (none when empty). */
+            key?: string;
+            priority?: components["schemas"]["Priority"];
+            delay?: components["schemas"]["Duration"];
+            concurrency_key?: string;
+            max_attempts?: number;
+        };
+        /** @description Finish the job with `result`; a parent is told. */
+        AnswerDone: {
+            result?: components["schemas"]["NullableJSON"];
+        };
+        /** @description Fail the job now, without retrying; a parent is told. */
+        AnswerFail: {
+            error?: components["schemas"]["NullableJSON"];
+        };
+        /** @description Run the same step again after `delay` (exponential backoff when omitted); it counts an attempt. */
+        AnswerRetry: {
+            error?: components["schemas"]["NullableJSON"];
+            delay?: components["schemas"]["Duration"];
+        };
+        /** @description The body of the POST a step webhook receives (see x-webhooks.step). */
+        StepRequest: {
+            job: components["schemas"]["StepJob"];
+            /** @description Unconsumed signals delivered before the step was claimed, oldest first (at most 100). */
+            signals: components["schemas"]["StepSignal"][];
+            /** @description Unconsumed signals not shown (shown next step); absent when none. */
+            signals_more?: number;
+            /** @description The job's children, sent to the step that follows a spawn's join (at most 1000). */
+            children?: components["schemas"]["StepChild"][];
+            /** @description Children not shown; absent when none. */
+            children_more?: number;
+            lease: components["schemas"]["StepLease"];
+            /**
+             * @description Why a parked job runs again; absent for a fresh or continued step.
+             * @enum {string}
+             */
+            wake?: "signal" | "children" | "timeout";
+        };
+        StepJob: {
+            /** Format: int64 */
+            id: number;
+            queue: string;
+            handler: string;
+            key: string | null;
+            /** @description Completed steps (0 for the first). */
+            step: number;
+            /** @description Attempts of this step (1 for the first try). */
+            attempt: number;
+            max_attempts: number;
+            input: components["schemas"]["NullableJSON"];
+            state: components["schemas"]["NullableJSON"];
+            /** Format: date-time */
+            created_at: string;
+        };
+        StepSignal: {
+            /** Format: int64 */
+            id: number;
+            name: string;
+            payload: components["schemas"]["NullableJSON"];
+            /** Format: date-time */
+            created_at: string;
+        };
+        StepChild: {
+            /** Format: int64 */
+            id: number;
+            handler: string;
+            key: string | null;
+            status: components["schemas"]["JobStatus"];
+            result: components["schemas"]["NullableJSON"];
+            error: components["schemas"]["NullableJSON"];
+        };
+        /** @description Authorises heartbeat and outcome of an asynchronous step until expires_at. */
+        StepLease: {
             /** Format: uuid */
             token: string;
-            next?: Record<string, never>;
-            await?: Record<string, never>;
-            spawn?: Record<string, never>;
-            done?: Record<string, never>;
-            fail?: Record<string, never>;
-            retry?: Record<string, never>;
+            /** Format: date-time */
+            expires_at: string;
         };
         OutcomeApplied: {
             /** Format: int64 */
@@ -780,8 +918,7 @@ export interface components {
         };
         GatePut: {
             limit: number;
-            /** @default 1 */
-            shards: number;
+            shards?: components["schemas"]["GateShards"];
         };
         Gate: {
             key: string;

@@ -1,0 +1,59 @@
+import type { components } from "./api-types.js";
+
+/** Problem is an RFC 9457 problem document, as every gendurable error answers. */
+export type Problem = components["schemas"]["Problem"];
+/** FieldError names one bad field of a refused request (`jobs/3/priority`). */
+export type FieldError = components["schemas"]["FieldError"];
+
+/**
+ * ProblemError is a failed API call: the problem document the server answered with
+ * (`application/problem+json`), or one made up from the status when the body was not one.
+ */
+export class ProblemError extends Error {
+  /** The problem type, e.g. `urn:gendurable:problem:validation`. */
+  readonly type: string;
+  readonly title: string;
+  /** The HTTP status. */
+  readonly status: number;
+  readonly detail: string | undefined;
+  /** The bad fields of a validation problem (empty otherwise). */
+  readonly errors: FieldError[];
+  /** The whole problem document as the server sent it. */
+  readonly problem: Problem;
+
+  constructor(problem: Problem) {
+    super(problem.detail ? `${problem.title}: ${problem.detail}` : problem.title);
+    this.name = "ProblemError";
+    this.type = problem.type;
+    this.title = problem.title;
+    this.status = problem.status;
+    this.detail = problem.detail;
+    this.errors = problem.errors ?? [];
+    this.problem = problem;
+  }
+
+  /** fromResponse reads the problem of a failed response (its body is consumed). */
+  static async fromResponse(response: Response): Promise<ProblemError> {
+    const text = await response.text();
+    try {
+      const body = JSON.parse(text) as Partial<Problem>;
+      if (body && typeof body.title === "string" && typeof body.type === "string") {
+        return new ProblemError({ ...body, type: body.type, title: body.title, status: body.status ?? response.status });
+      }
+    } catch {
+      // not JSON: described below
+    }
+    return new ProblemError({
+      type: "about:blank",
+      title: response.statusText || `HTTP ${response.status}`,
+      status: response.status,
+      detail: text.slice(0, 500) || undefined,
+    });
+  }
+}
+
+/** problemResponse answers a problem document with its status. */
+export function problemResponse(status: number, type: string, title: string, detail?: string): Response {
+  const problem: Problem = { type: `urn:gendurable:problem:${type}`, title, status, detail };
+  return new Response(JSON.stringify(problem), { status, headers: { "content-type": "application/problem+json" } });
+}

@@ -1,0 +1,141 @@
+import type { components } from "./api-types.js";
+import type { Client, LeaseExtended, OutcomeApplied, StepAnswer } from "./client.js";
+import { problemResponse } from "./problem.js";
+import { SignatureError, verify } from "./signature.js";
+
+type Schemas = components["schemas"];
+export type StepRequest = Schemas["StepRequest"];
+export type StepJob = Schemas["StepJob"];
+export type StepSignal = Schemas["StepSignal"];
+export type StepChild = Schemas["StepChild"];
+
+/**
+ * Step is the decoded step request, with the job's input and state typed as the handler
+ * says (`any` when it does not).
+ */
+export type Step<Input = any, State = any> = Omit<StepRequest, "job"> & {
+  job: Omit<StepJob, "input" | "state"> & { input: Input; state: State | null };
+};
+
+/**
+ * accepted, returned by a step function, answers 202: the step becomes asynchronous and
+ * must be finished later with ctx.lease.complete (or Client.completeStep), heartbeating
+ * before the lease expires.
+ */
+export const accepted: unique symbol = Symbol.for("gendurable.accepted");
+
+/** Lease is the step's lease, and the asynchronous-step calls it authorises. */
+export interface Lease {
+  readonly token: string;
+  readonly expiresAt: string;
+  /** heartbeat extends the lease (needs ServeOptions.client). */
+  heartbeat(): Promise<LeaseExtended>;
+  /** complete reports the step's answer (needs ServeOptions.client). */
+  complete(answer: StepAnswer): Promise<OutcomeApplied>;
+}
+
+/** StepContext is what a step function gets beside the step. */
+export interface StepContext {
+  /** The webhook-id: unique per attempt, a key to make side effects idempotent. */
+  readonly webhookId: string;
+  readonly request: Request;
+  readonly lease: Lease;
+}
+
+/** StepFunction runs one step and answers exactly one of next, await, spawn, done, fail, retry (or accepted). */
+export type StepFunction<Input = any, State = any> = (
+  step: Step<Input, State>,
+  ctx: StepContext,
+) => StepAnswer | typeof accepted | Promise<StepAnswer | typeof accepted>;
+
+/** ServeOptions configure serve. */
+export interface ServeOptions {
+  /** The handler's signing secret (`whsec_…`); several accept any of them, as during a rotation. */
+  secret: string | string[];
+  /** How far webhook-timestamp may be from now, in seconds (default 300). */
+  toleranceSeconds?: number;
+  /** The client ctx.lease.heartbeat and ctx.lease.complete call through. */
+  client?: Client;
+  /** onError sees every error a step function throws (answered 500, so the step is retried). */
+  onError?: (error: unknown, step: Step) => void;
+}
+
+const ANSWERS = ["next", "await", "spawn", "done", "fail", "retry"];
+
+/**
+ * serve returns a fetch-style handler, `(request: Request) => Promise<Response>`, for
+ * gendurable's step webhook: it verifies the Standard Webhooks signature, decodes the
+ * step, runs the step function registered for the job's handler (or the one function
+ * given), and answers its result. It drops into Cloudflare Workers, Next.js / Vercel route
+ * handlers, Deno and Bun; ./node and ./lambda adapt it to Node's http and AWS Lambda.
+ *
+ * Answers: 200 with the step's answer; 202 for accepted; 401 for a bad signature or stale
+ * timestamp; 400 for a body that is not a step; 404 for a handler with no function; 500
+ * when the function throws. The service retries every non-2xx with backoff.
+ */
+export function serve(
+  steps: StepFunction | Record<string, StepFunction>,
+  options: ServeOptions,
+): (request: Request) => Promise<Response> {
+  if (!options || !options.secret || (Array.isArray(options.secret) && options.secret.length === 0)) {
+    throw new TypeError("serve needs the handler's signing secret");
+  }
+  return async (request: Request): Promise<Response> => {
+    if (request.method !== "POST") {
+      return problemResponse(405, "method-not-allowed", "Step webhooks are POSTed");
+    }
+    const body = new Uint8Array(await request.arrayBuffer());
+    let webhookId: string;
+    try {
+      webhookId = await verify(options.secret, request.headers, body, { toleranceSeconds: options.toleranceSeconds });
+    } catch (error) {
+      if (error instanceof SignatureError) return problemResponse(401, "webhook-signature", "Bad webhook signature", error.message);
+      throw error;
+    }
+    let step: Step;
+    try {
+      step = JSON.parse(new TextDecoder().decode(body)) as Step;
+    } catch {
+      return problemResponse(400, "bad-step-request", "The body is not JSON");
+    }
+    if (!step || typeof step !== "object" || !step.job || !step.lease) {
+      return problemResponse(400, "bad-step-request", "The body is not a step request");
+    }
+    const fn = typeof steps === "function" ? steps : Object.hasOwn(steps, step.job.handler) ? steps[step.job.handler] : undefined;
+    if (!fn) {
+      return problemResponse(404, "unknown-handler", "No step function for this handler", `handler ${JSON.stringify(step.job.handler)}`);
+    }
+    const ctx: StepContext = { webhookId, request, lease: leaseOf(step, options.client) };
+    let answer: StepAnswer | typeof accepted;
+    try {
+      answer = await fn(step, ctx);
+      if (answer !== accepted) checkAnswer(answer);
+    } catch (error) {
+      options.onError?.(error, step);
+      const detail = error instanceof Error ? error.message : String(error);
+      return problemResponse(500, "step-error", "The step function failed", detail);
+    }
+    if (answer === accepted) return new Response(null, { status: 202 });
+    return new Response(JSON.stringify(answer), { status: 200, headers: { "content-type": "application/json" } });
+  };
+}
+
+function checkAnswer(answer: unknown): void {
+  const keys = answer && typeof answer === "object" ? Object.keys(answer) : [];
+  if (keys.length !== 1 || !ANSWERS.includes(keys[0]!)) {
+    throw new TypeError(`a step answers exactly one of ${ANSWERS.join(", ")} (got ${JSON.stringify(keys)})`);
+  }
+}
+
+function leaseOf(step: Step, client: Client | undefined): Lease {
+  const need = (): Client => {
+    if (!client) throw new Error("pass serve({ client }) to heartbeat or complete a step from the handler");
+    return client;
+  };
+  return {
+    token: step.lease.token,
+    expiresAt: step.lease.expires_at,
+    heartbeat: () => need().heartbeat(step.job.id, step.lease.token),
+    complete: (answer) => need().completeStep(step.job.id, step.lease.token, answer),
+  };
+}
