@@ -151,6 +151,63 @@ type APIKeyList struct {
 	ApiKeys []APIKey `json:"api_keys"`
 }
 
+// AnswerAwait Park the job until a signal named in `signals` arrives (any signal when omitted)
+// or `timeout` passes (never when omitted). A matching signal that arrived while the
+// step ran wakes it at once.
+type AnswerAwait struct {
+	Signals *[]string `json:"signals,omitempty"`
+
+	// State Any JSON value, or null.
+	State *NullableJSON `json:"state,omitempty"`
+
+	// Timeout A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Timeout *Duration `json:"timeout,omitempty"`
+}
+
+// AnswerDone Finish the job with `result`; a parent is told.
+type AnswerDone struct {
+	// Result Any JSON value, or null.
+	Result *NullableJSON `json:"result,omitempty"`
+}
+
+// AnswerFail Fail the job now, without retrying; a parent is told.
+type AnswerFail struct {
+	// Error Any JSON value, or null.
+	Error *NullableJSON `json:"error,omitempty"`
+}
+
+// AnswerNext Run the next step (after `delay`), carrying `state`.
+type AnswerNext struct {
+	// Delay A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Delay *Duration `json:"delay,omitempty"`
+
+	// State Any JSON value, or null.
+	State *NullableJSON `json:"state,omitempty"`
+}
+
+// AnswerRetry Run the same step again after `delay` (exponential backoff when omitted); it counts an attempt.
+type AnswerRetry struct {
+	// Delay A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Delay *Duration `json:"delay,omitempty"`
+
+	// Error Any JSON value, or null.
+	Error *NullableJSON `json:"error,omitempty"`
+}
+
+// AnswerSpawn Insert `children` and park the job until every one of them has finished.
+type AnswerSpawn struct {
+	Children []SpawnChild `json:"children"`
+
+	// State Any JSON value, or null.
+	State *NullableJSON `json:"state,omitempty"`
+}
+
 // AnyJSON Any JSON value (null is refused).
 type AnyJSON = json.RawMessage
 
@@ -184,9 +241,14 @@ type GateList struct {
 
 // GatePut defines model for GatePut.
 type GatePut struct {
-	Limit  int  `json:"limit"`
-	Shards *int `json:"shards,omitempty"`
+	Limit int `json:"limit"`
+
+	// Shards Rows the gate's slots are counted on.
+	Shards *GateShards `json:"shards,omitempty"`
 }
+
+// GateShards Rows the gate's slots are counted on.
+type GateShards = int
 
 // HandlerConfig defines model for HandlerConfig.
 type HandlerConfig struct {
@@ -381,7 +443,7 @@ type JobInsert struct {
 	MaxAttempts *int    `json:"max_attempts,omitempty"`
 
 	// Priority 0 runs first.
-	Priority *int `json:"priority,omitempty"`
+	Priority *Priority `json:"priority,omitempty"`
 
 	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Queue     *Name         `json:"queue,omitempty"`
@@ -469,6 +531,9 @@ type OutcomeApplied struct {
 	Status JobStatus `json:"status"`
 }
 
+// Priority 0 runs first.
+type Priority = int
+
 // Problem defines model for Problem.
 type Problem struct {
 	Detail   *string       `json:"detail,omitempty"`
@@ -524,6 +589,9 @@ type QueuePut struct {
 	Retention *Duration `json:"retention,omitempty"`
 }
 
+// RateKey The bucket's key within the rate limit.
+type RateKey = string
+
 // RateLimit defines model for RateLimit.
 type RateLimit struct {
 	// Buckets Keys that have a bucket.
@@ -551,12 +619,18 @@ type RateLimitPut struct {
 
 // RateLimitRef defines model for RateLimitRef.
 type RateLimitRef struct {
-	Key *string `json:"key,omitempty"`
+	// Key The bucket's key within the rate limit.
+	Key *RateKey `json:"key,omitempty"`
 
 	// Name Letters, digits, '_', '.', ':', '-'; 1-128 characters.
-	Name   Name `json:"name"`
-	Weight *int `json:"weight,omitempty"`
+	Name Name `json:"name"`
+
+	// Weight Tokens the job takes from its bucket.
+	Weight *RateWeight `json:"weight,omitempty"`
 }
+
+// RateWeight Tokens the job takes from its bucket.
+type RateWeight = int
 
 // SecretRotation defines model for SecretRotation.
 type SecretRotation struct {
@@ -614,6 +688,32 @@ type SignalSent struct {
 	Woke bool `json:"woke"`
 }
 
+// SpawnChild A child job to insert; its queue is the parent's unless it names one.
+type SpawnChild struct {
+	ConcurrencyKey *string `json:"concurrency_key,omitempty"`
+
+	// Delay A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Delay *Duration `json:"delay,omitempty"`
+
+	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Handler Name `json:"handler"`
+
+	// Input Any JSON value (null is refused).
+	Input *AnyJSON `json:"input,omitempty"`
+
+	// Key Correlation key (none when empty).
+	Key         *string `json:"key,omitempty"`
+	MaxAttempts *int    `json:"max_attempts,omitempty"`
+
+	// Priority 0 runs first.
+	Priority *Priority `json:"priority,omitempty"`
+
+	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Queue *Name `json:"queue,omitempty"`
+}
+
 // Step defines model for Step.
 type Step struct {
 	Attempt    int     `json:"attempt"`
@@ -631,15 +731,31 @@ type Step struct {
 	Step      int       `json:"step"`
 }
 
-// StepOutcome defines model for StepOutcome.
+// StepOutcome The lease token of the step and exactly one answer, as a step webhook answers
+// (StepAnswer).
 type StepOutcome struct {
-	Await *map[string]interface{} `json:"await,omitempty"`
-	Done  *map[string]interface{} `json:"done,omitempty"`
-	Fail  *map[string]interface{} `json:"fail,omitempty"`
-	Next  *map[string]interface{} `json:"next,omitempty"`
-	Retry *map[string]interface{} `json:"retry,omitempty"`
-	Spawn *map[string]interface{} `json:"spawn,omitempty"`
-	Token openapi_types.UUID      `json:"token"`
+	// Await Park the job until a signal named in `signals` arrives (any signal when omitted)
+	// or `timeout` passes (never when omitted). A matching signal that arrived while the
+	// step ran wakes it at once.
+	Await *AnswerAwait `json:"await,omitempty"`
+
+	// Done Finish the job with `result`; a parent is told.
+	Done *AnswerDone `json:"done,omitempty"`
+
+	// Fail Fail the job now, without retrying; a parent is told.
+	Fail *AnswerFail `json:"fail,omitempty"`
+
+	// Next Run the next step (after `delay`), carrying `state`.
+	Next *AnswerNext `json:"next,omitempty"`
+
+	// Retry Run the same step again after `delay` (exponential backoff when omitted); it counts an attempt.
+	Retry *AnswerRetry `json:"retry,omitempty"`
+
+	// Spawn Insert `children` and park the job until every one of them has finished.
+	Spawn *AnswerSpawn `json:"spawn,omitempty"`
+
+	// Token The step's lease.token.
+	Token openapi_types.UUID `json:"token"`
 }
 
 // StepPage defines model for StepPage.
