@@ -44,6 +44,7 @@ import (
 )
 
 type options struct {
+	inFlight     int
 	databaseURL  string
 	server       string
 	jobs         int
@@ -88,6 +89,7 @@ type Result struct {
 	P99ms          float64          `json:"p99_ms,omitempty"`
 	Statements     map[string]int64 `json:"statements,omitempty"`
 	CallSeconds    []float64        `json:"call_seconds,omitempty"`
+	RSSMiB         float64          `json:"server_rss_mib,omitempty"`
 }
 
 // Comparison is the River side by side: alternating pairs of one-step drains, the
@@ -128,6 +130,7 @@ func main() {
 	flag.DurationVar(&o.profileFor, "cpuprofile-for", 5*time.Second, "length of the -cpuprofile capture, from the start of the drain")
 	flag.IntVar(&o.pairs, "pairs", 3, "alternating pairs of one-step drains (gendurable, River, gendurable, River...)")
 	flag.IntVar(&o.insertBatch, "insert-batch", 5000, "jobs per insert call before each paired drain (POST /v1/jobs/batch, River InsertMany)")
+	flag.IntVar(&o.inFlight, "in-flight", 10000, "steps held in flight (the receiver keeps their calls open) while the server's RSS is read; 0 skips")
 	flag.BoolVar(&o.peer, "peer", true, "run the River peer (bench/river) beside gendurable")
 	flag.StringVar(&o.only, "only", "", `run one side only: "gendurable" (as -peer=false) or "river" (the River drains alone)`)
 	flag.StringVar(&o.riverDir, "river-dir", "bench/river", "the River peer's module")
@@ -264,7 +267,7 @@ func run(o options) error {
 		if err := call(api, "PUT", "/v1/queues/bulk", `{"paused": true}`); err != nil {
 			return err
 		}
-		bulk, err := bulkInsert(api, "bulk", o.bulk, 1, o.bulkClients, 10000)
+		bulk, err := bulkInsert(api, "bench", "bulk", o.bulk, 1, o.bulkClients, 10000)
 		if err != nil {
 			return err
 		}
@@ -320,7 +323,7 @@ func run(o options) error {
 			if err := call(api, "PUT", "/v1/queues/"+queue, fmt.Sprintf(`{"paused": true, "max_in_flight": %d, "batch": %d}`, o.maxInFlight, o.batch)); err != nil {
 				return err
 			}
-			ins, err := bulkInsert(api, queue, o.jobs, 1, 1, o.insertBatch)
+			ins, err := bulkInsert(api, "bench", queue, o.jobs, 1, 1, o.insertBatch)
 			if err != nil {
 				return err
 			}
@@ -378,7 +381,7 @@ func run(o options) error {
 		if err := call(api, "PUT", "/v1/queues/drain5", fmt.Sprintf(`{"paused": true, "max_in_flight": %d, "batch": %d}`, o.maxInFlight, o.batch)); err != nil {
 			return err
 		}
-		if _, err := bulkInsert(api, "drain5", o.fiveStepJobs, 5, 1, 10000); err != nil {
+		if _, err := bulkInsert(api, "bench", "drain5", o.fiveStepJobs, 5, 1, 10000); err != nil {
 			return err
 		}
 		if err := analyze(ctx, o, db, "jobs"); err != nil {
@@ -395,6 +398,13 @@ func run(o options) error {
 			return err
 		}
 		results = append(results, lat)
+		if o.inFlight > 0 {
+			held, err := holdInFlight(ctx, db, api, recvAddr, srv.Process.Pid, o.inFlight)
+			if err != nil {
+				return err
+			}
+			results = append(results, held)
+		}
 	}
 
 	rss := peakRSS(srv.Process.Pid)
@@ -566,7 +576,7 @@ func callBody(api, method, path, body string) ([]byte, error) {
 
 // bulkInsert inserts n jobs through POST /v1/jobs/batch, per jobs per request, from
 // `clients` concurrent clients (a bulk loader's usual shape), and times each request.
-func bulkInsert(api, queue string, n, steps, clients, per int) (Result, error) {
+func bulkInsert(api, handler, queue string, n, steps, clients, per int) (Result, error) {
 	body := func(k int) string {
 		var b bytes.Buffer
 		b.WriteString(`{"jobs":[`)
@@ -574,7 +584,7 @@ func bulkInsert(api, queue string, n, steps, clients, per int) (Result, error) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			fmt.Fprintf(&b, `{"handler":"bench","queue":%q,"input":{"steps":%d}}`, queue, steps)
+			fmt.Fprintf(&b, `{"handler":%q,"queue":%q,"input":{"steps":%d}}`, handler, queue, steps)
 		}
 		b.WriteString(`]}`)
 		return b.String()
@@ -732,6 +742,54 @@ func latency(api, recvAddr string, rate int, dur time.Duration) (Result, error) 
 		Seconds: dur.Seconds(), PerSecond: float64(len(lat)) / dur.Seconds(), P50ms: pct(0.50), P95ms: pct(0.95), P99ms: pct(0.99)}, nil
 }
 
+// holdInFlight inserts n one-step jobs whose calls the receiver keeps open, reads the
+// server's resident set once all n are in flight, then lets them finish.
+func holdInFlight(ctx context.Context, db *pg.DB, api, recvAddr string, pid, n int) (Result, error) {
+	if err := call(api, "PUT", "/v1/handlers/bench-hold", fmt.Sprintf(`{"url": "http://%s/hold", "secret": %q, "timeout": "2m"}`,
+		recvAddr, benchSecret)); err != nil {
+		return Result{}, err
+	}
+	if err := call(api, "PUT", "/v1/queues/held", fmt.Sprintf(`{"max_in_flight": %d, "batch": 1000}`, n)); err != nil {
+		return Result{}, err
+	}
+	started := time.Now()
+	if _, err := bulkInsert(api, "bench-hold", "held", n, 1, 1, 5000); err != nil {
+		return Result{}, err
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		st, err := receiverStats(recvAddr)
+		if err != nil {
+			return Result{}, err
+		}
+		if st["held"] >= int64(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return Result{}, fmt.Errorf("only %d of %d steps reached the receiver in 2 minutes", st["held"], n)
+		}
+	}
+	secs := time.Since(started).Seconds()
+	rss := currentRSS(pid)
+	if err := call("http://"+recvAddr, "POST", "/release", ""); err != nil {
+		return Result{}, err
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		left, err := db.QueryInt(ctx, `-- probe
+			SELECT count(*) FROM jobs WHERE queue = 'held' AND status NOT IN ('done', 'failed', 'cancelled')`)
+		if err != nil {
+			return Result{}, err
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return Result{}, fmt.Errorf("%d held jobs did not finish within 2 minutes of their release", left)
+		}
+	}
+	return Result{Scenario: fmt.Sprintf("%d steps in flight (calls held open)", n), Jobs: n, Seconds: secs,
+		PerSecond: float64(n) / secs, RSSMiB: float64(rss) / 1024}, nil
+}
+
 // captureProfile records the server's CPU for d (started while the drain begins).
 func captureProfile(addr, path string, d time.Duration) error {
 	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds())))
@@ -749,13 +807,18 @@ func captureProfile(addr, path string, d time.Duration) error {
 }
 
 // peakRSS reads the process's high-water resident set (kB) from /proc.
-func peakRSS(pid int) int64 {
+func peakRSS(pid int) int64 { return procStatus(pid, "VmHWM:") }
+
+// currentRSS reads the process's resident set (kB) from /proc.
+func currentRSS(pid int) int64 { return procStatus(pid, "VmRSS:") }
+
+func procStatus(pid int, field string) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
+		if strings.HasPrefix(line, field) {
 			n, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
 			return n
 		}
@@ -775,6 +838,11 @@ func print(results []Result, o options, rss int64) {
 	}
 	_ = w.Flush()
 	fmt.Printf("\nserver peak RSS: %.1f MiB\n", float64(rss)/1024)
+	for _, r := range results {
+		if r.RSSMiB > 0 {
+			fmt.Printf("server RSS with %s: %.1f MiB\n", r.Scenario, r.RSSMiB)
+		}
+	}
 	for _, r := range results {
 		if len(r.Statements) > 0 {
 			fmt.Printf("%s statements: %v\n", r.Scenario, r.Statements)

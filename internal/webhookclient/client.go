@@ -279,7 +279,7 @@ func (c *Client) dial(ctx context.Context, t *target) (*conn, error) {
 		cfg.NextProtos = []string{"http/1.1"}
 		tc := tls.Client(nc, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			nc.Close()
+			_ = nc.Close()
 			return nil, err
 		}
 		nc = tc
@@ -295,7 +295,7 @@ type conn struct {
 	nothingRead bool // the last exchange failed before a byte of the answer arrived
 }
 
-func (cn *conn) close() { cn.nc.Close() }
+func (cn *conn) close() { _ = cn.nc.Close() }
 
 // roundTrip writes one request and reads its answer. keep says the connection can
 // carry another request.

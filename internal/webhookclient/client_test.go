@@ -133,7 +133,7 @@ func TestAnswerFramings(t *testing.T) {
 			w.Header().Set("X-Sum", "3")
 		}, 200, "abc", false},
 		{"no content", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }, 204, "", false},
-		{"error status", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "nope", 503) }, 503, "nope\n", false},
+		{"error status", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "nope", http.StatusServiceUnavailable) }, http.StatusServiceUnavailable, "nope\n", false},
 		{"over the cap by length", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, big) }, 200, "", true},
 		{"over the cap chunked", func(w http.ResponseWriter, _ *http.Request) {
 			for range 10 {
