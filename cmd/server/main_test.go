@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -68,11 +67,11 @@ type process struct {
 
 // startProcess starts bin with env added to this process's, its output in out, killed
 // when t ends.
-func startProcess(t *testing.T, bin string, out io.Writer, env ...string) *process {
+func startProcess(t *testing.T, bin string, out output, env ...string) *process {
 	t.Helper()
 	p := &process{cmd: exec.Command(bin), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = out, out
+	p.cmd.Stdout, p.cmd.Stderr = out.File, out.File
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +81,7 @@ func startProcess(t *testing.T, bin string, out io.Writer, env ...string) *proce
 }
 
 // stopServer sends SIGTERM and fails unless the server stops cleanly.
-func stopServer(t *testing.T, srv *process, logs *syncBuffer) {
+func stopServer(t *testing.T, srv *process, logs output) {
 	t.Helper()
 	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -114,22 +113,22 @@ func waitListening(t *testing.T, addr string) {
 	t.Fatalf("nothing listens on %s", addr)
 }
 
-// syncBuffer is a bytes.Buffer that a process's output and the test may use at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+// output is a file a process writes its output to, which String reads at any time.
+type output struct{ *os.File }
+
+func newOutput(t *testing.T) output {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "output")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return output{f}
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+func (o output) String() string {
+	b, _ := os.ReadFile(o.Name())
+	return string(b)
 }
 
 // readmeQuickstart is the shell of README.md's code blocks between the quickstart markers.
@@ -183,14 +182,14 @@ func TestQuickstartAgainstTheBinaries(t *testing.T) {
 	approval := build(t, dir, "./examples/approval")
 	dbURL := pgtest.NewDatabase(t)
 	apiAddr, greeterAddr, approvalAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-	var hookLogs syncBuffer
-	startProcess(t, greeter, &hookLogs, "WEBHOOK_ADDR="+greeterAddr)
-	startProcess(t, approval, &hookLogs, "WEBHOOK_ADDR="+approvalAddr)
-	var logs syncBuffer
-	srv := startProcess(t, server, &logs, "DATABASE_URL="+dbURL, "GENDURABLE_ADDR="+apiAddr,
+	hookLogs := newOutput(t)
+	startProcess(t, greeter, hookLogs, "WEBHOOK_ADDR="+greeterAddr)
+	startProcess(t, approval, hookLogs, "WEBHOOK_ADDR="+approvalAddr)
+	logs := newOutput(t)
+	srv := startProcess(t, server, logs, "DATABASE_URL="+dbURL, "GENDURABLE_ADDR="+apiAddr,
 		"GENDURABLE_ALLOW_PRIVATE_WEBHOOKS=true", "GENDURABLE_SHUTDOWN_GRACE=5s")
 	base := "http://" + apiAddr
-	waitReady(t, base+"/readyz", srv, &logs)
+	waitReady(t, base+"/readyz", srv, logs)
 	waitListening(t, greeterAddr)
 	waitListening(t, approvalAddr)
 
@@ -240,7 +239,7 @@ func TestQuickstartAgainstTheBinaries(t *testing.T) {
 	if !bytes.Contains(mb, []byte(`gendurable_steps_total{handler="greeter",outcome="done",queue="default"} 1`)) {
 		t.Fatalf("metrics do not count the step:\n%s", mb)
 	}
-	stopServer(t, srv, &logs)
+	stopServer(t, srv, logs)
 }
 
 // make run as root in a clone under a 0700 folder (as another user, in its own folder):
@@ -268,10 +267,10 @@ func TestMakeRunInAPrivateFolder(t *testing.T) {
 	addr := freeAddr(t)
 	for _, start := range []string{"first start", "restart"} {
 		began := time.Now()
-		var logs syncBuffer
-		srv := startProcess(t, bin, &logs, "DATABASE_URL=", "GENDURABLE_DEV_POSTGRES="+dataDir,
+		logs := newOutput(t)
+		srv := startProcess(t, bin, logs, "DATABASE_URL=", "GENDURABLE_DEV_POSTGRES="+dataDir,
 			"GENDURABLE_ADDR="+addr, "GENDURABLE_ALLOW_PRIVATE_WEBHOOKS=true")
-		waitReady(t, "http://"+addr+"/readyz", srv, &logs)
+		waitReady(t, "http://"+addr+"/readyz", srv, logs)
 		t.Logf("%s: ready in %v", start, time.Since(began).Round(time.Millisecond))
 		for _, want := range []string{"Dashboard:  http://" + addr + "/", "Try next:   go run ./examples/webhook",
 			"psql postgres://postgres@127.0.0.1:"} {
@@ -283,12 +282,12 @@ func TestMakeRunInAPrivateFolder(t *testing.T) {
 				t.Fatalf("%s: the output does not say %q:\n%s", start, want, logs.String())
 			}
 		}
-		stopServer(t, srv, &logs)
+		stopServer(t, srv, logs)
 	}
 }
 
 // waitReady waits until url answers 200, failing at once if the process exits.
-func waitReady(t *testing.T, url string, srv *process, logs *syncBuffer) {
+func waitReady(t *testing.T, url string, srv *process, logs output) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
