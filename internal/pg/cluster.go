@@ -217,9 +217,9 @@ func placementParents(cred *syscall.Credential) []string {
 // placeCluster returns the folder that holds the cluster's data/ and socket when this
 // process is root and the server runs as cred (the postgres user): dir itself when
 // postgres can reach it (dir is then handed to postgres), else a folder of postgres's
-// own under one of parents (default placementParents), which dir/data then links to. A link whose
-// cluster is gone gets a fresh one; a placed folder that no link names any more (dir
-// was deleted to start afresh) is deleted and made anew.
+// own under one of parents (default placementParents), which dir/data then links to.
+// A link whose cluster is gone gets a fresh one; a placed folder that no link names any
+// more (dir was deleted to start afresh) is deleted and made anew.
 func placeCluster(bin, dir string, cred *syscall.Credential, parents []string) (string, error) {
 	link := filepath.Join(dir, "data")
 	if fi, err := os.Lstat(link); err == nil && fi.Mode()&os.ModeSymlink != 0 {
@@ -228,10 +228,10 @@ func placeCluster(bin, dir string, cred *syscall.Credential, parents []string) (
 			return "", err
 		}
 		home := filepath.Dir(target)
-		if err := os.MkdirAll(home, 0o700); err != nil {
-			return "", err
+		if _, err := os.Stat(home); err == nil {
+			return home, nil
 		}
-		return home, os.Chown(home, int(cred.Uid), int(cred.Gid))
+		return home, makePlacedFolder(home, cred)
 	}
 	if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 		return "", err
@@ -256,6 +256,7 @@ func placeCluster(bin, dir string, cred *syscall.Credential, parents []string) (
 		if err := makePlacedFolder(home, cred); err != nil || !canEnter(bin, home, cred) {
 			continue
 		}
+		_ = os.Remove(link) // an empty data/ that an initdb which could not reach it left
 		if err := os.Symlink(filepath.Join(home, "data"), link); err != nil {
 			return "", err
 		}

@@ -102,9 +102,18 @@ func TestStartClusterAsRootUnderAPrivateFolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh := startCluster(t, ClusterOptions{Dir: dir, Throwaway: true})
-	defer fresh.Stop()
 	if n := tableCount(t, fresh, "kept_across_restarts"); n != 0 {
 		t.Fatal("deleting the folder did not start a fresh cluster: the old table is still there")
+	}
+	fresh.Stop()
+
+	if err := os.RemoveAll(filepath.Dir(fresh.DataDir())); err != nil { // the placed cluster is gone
+		t.Fatal(err)
+	}
+	remade := startCluster(t, ClusterOptions{Dir: dir, Throwaway: true})
+	defer remade.Stop()
+	if remade.DataDir() != fresh.DataDir() {
+		t.Fatalf("the link names %s, the new cluster is in %s", fresh.DataDir(), remade.DataDir())
 	}
 }
 
