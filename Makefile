@@ -11,10 +11,12 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
+# Built, then exec'd (not go run, which exits 1 when interrupted): Ctrl-C ends make quietly.
 run: ## Run the server on :8080 (a private PostgreSQL under ./.data unless DATABASE_URL is set)
-	GENDURABLE_ALLOW_PRIVATE_WEBHOOKS=$${GENDURABLE_ALLOW_PRIVATE_WEBHOOKS:-true} \
+	@$(GO) build -o $(BIN)/gendurable ./cmd/server
+	@GENDURABLE_ALLOW_PRIVATE_WEBHOOKS=$${GENDURABLE_ALLOW_PRIVATE_WEBHOOKS:-true} \
 	GENDURABLE_DEV_POSTGRES=$${GENDURABLE_DEV_POSTGRES:-./.data} \
-	$(GO) run ./cmd/server
+	exec $(BIN)/gendurable
 
 .PHONY: test
 test: ## Run every test with the race detector (starts a throwaway PostgreSQL unless TEST_DATABASE_URL is set)

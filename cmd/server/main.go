@@ -12,6 +12,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -52,13 +53,14 @@ func run(args []string) int {
 // left to lease expiry, never lost), then the HTTP server drains its requests.
 func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	dbURL := cfg.DatabaseURL
+	var dev *devPostgres
 	if dbURL == "" {
-		cluster, url, err := startDevPostgres(ctx, cfg.DevPostgres, log)
-		if err != nil {
+		var err error
+		if dev, err = startDevPostgres(ctx, cfg.DevPostgres, log); err != nil {
 			return err
 		}
-		defer cluster.Stop()
-		dbURL = url
+		defer dev.cluster.Stop()
+		dbURL = dev.cluster.URL("gendurable")
 	}
 	db, err := pg.Open(ctx, dbURL, pg.Options{MaxConns: int32(cfg.DBMaxConns)})
 	if err != nil {
@@ -133,6 +135,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		gc = eng.NewGC(engine.GCConfig{Retention: cfg.Retention})
 		gc.Start(ctx)
 	}
+	if dev != nil {
+		fmt.Fprint(os.Stderr, dev.banner(ln.Addr()))
+	}
 
 	select {
 	case <-ctx.Done():
@@ -155,18 +160,65 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	return nil
 }
 
-// startDevPostgres starts (creating on first use) the private cluster of `make run`.
-func startDevPostgres(ctx context.Context, dir string, log *slog.Logger) (*pg.Cluster, string, error) {
-	const port = 54329
-	log.Info("starting the private PostgreSQL cluster", "dir", dir, "port", port)
+// devPort is the port of the private cluster of `make run` when it is free.
+const devPort = 54329
+
+// devPostgres is the private cluster of `make run` (GENDURABLE_DEV_POSTGRES).
+type devPostgres struct {
+	dir     string
+	cluster *pg.Cluster
+}
+
+// startDevPostgres starts (creating on first use) the private cluster of `make run` on
+// 127.0.0.1:54329, or on a free port when another server holds that one.
+func startDevPostgres(ctx context.Context, dir string, log *slog.Logger) (*devPostgres, error) {
+	port := devPort
+	if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", devPort)); err != nil {
+		port = 0 // StartCluster picks a free one
+		log.Info("port 54329 is taken (another make run?): the private PostgreSQL takes a free port")
+	} else {
+		l.Close()
+	}
+	log.Info("starting the private PostgreSQL cluster", "dir", dir)
 	c, err := pg.StartCluster(ctx, pg.ClusterOptions{Dir: dir, Port: port, ListenTCP: true})
 	if err != nil {
-		return nil, "", err
+		return nil, err
+	}
+	if abs, _ := filepath.Abs(dir); c.DataDir() != filepath.Join(abs, "data") {
+		log.Info("the postgres user cannot reach the folder, so the cluster lives where it can (the folder's data links to it)",
+			"dir", dir, "cluster", c.DataDir())
 	}
 	if err := pg.EnsureDatabase(ctx, c.URL("postgres"), "gendurable"); err != nil {
 		c.Stop()
-		return nil, "", err
+		return nil, err
 	}
-	log.Info("private PostgreSQL is up", "psql", fmt.Sprintf("psql %s", c.TCPURL("gendurable")))
-	return c, c.URL("gendurable"), nil
+	log.Info("private PostgreSQL is up", "psql", "psql "+c.TCPURL("gendurable"))
+	return &devPostgres{dir: dir, cluster: c}, nil
+}
+
+// banner is what `make run` shows once the server serves at addr: where the dashboard
+// is and what to try next.
+func (d *devPostgres) banner(addr net.Addr) string {
+	return fmt.Sprintf(`
+gendurable is ready.
+  Dashboard:  %s
+  Try next:   go run ./examples/webhook & go run ./examples/approval   (in a second terminal),
+              then the curl commands of README.md's Quickstart in a third
+  PostgreSQL: psql %s   (kept in %s; delete the folder to start afresh)
+  Ctrl-C stops the server and its PostgreSQL.
+
+`, baseURL(addr), d.cluster.TCPURL("gendurable"), d.dir)
+}
+
+// baseURL is the URL a browser on this machine opens for the listener at addr
+// (localhost when it listens on every address).
+func baseURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String() + "/"
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
 }

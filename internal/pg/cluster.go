@@ -2,6 +2,8 @@ package pg
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -31,16 +33,24 @@ type ClusterOptions struct {
 	Throwaway bool
 	// Log receives the server's log (default: Dir/server.log).
 	Log io.Writer
+	// placementParents replaces placementParents' answer (for tests).
+	placementParents []string
 }
 
 // Cluster is a running PostgreSQL server this process started. It is stopped by Stop,
 // and by the kernel (parent-death signal) if this process dies first.
 type Cluster struct {
-	opts    ClusterOptions
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	sockDir string
+	opts          ClusterOptions
+	cmd           *exec.Cmd
+	exited        chan struct{}
+	sockDir       string
+	removeSockDir bool // sockDir is a temporary folder of its own
+	dataDir       string
 }
+
+// DataDir is the cluster's data directory: Dir/data, or where that links to when the
+// cluster had to be placed elsewhere (see StartCluster).
+func (c *Cluster) DataDir() string { return c.dataDir }
 
 // ErrNoPostgres explains how to get the server binaries when none are found.
 var ErrNoPostgres = errors.New(`no PostgreSQL server binaries found (looked for initdb and postgres on PATH ` +
@@ -92,6 +102,11 @@ func runAs() (*syscall.Credential, error) {
 
 // StartCluster initialises (when needed) and starts a server, and waits until it accepts
 // connections.
+//
+// As root, the server runs as the postgres user, which may not be able to reach Dir (a
+// clone under /root or under a mktemp -d folder, mode 0700). The cluster then lives in a
+// folder of its own that postgres can reach (see placeCluster), Dir/data links to it,
+// and Cluster.DataDir says where it is.
 func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	bin, err := postgresBinDir()
 	if err != nil {
@@ -107,15 +122,16 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, err
 	}
+	home := opts.Dir // holds data/ and the socket
 	if cred != nil {
-		if err := os.Chown(opts.Dir, int(cred.Uid), int(cred.Gid)); err != nil {
+		if home, err = placeCluster(bin, opts.Dir, cred, opts.placementParents); err != nil {
 			return nil, err
 		}
 	}
-	dataDir := filepath.Join(opts.Dir, "data")
+	dataDir := filepath.Join(home, "data")
 	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); err != nil {
 		initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", dataDir, "-U", "postgres",
-			"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
+			"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions")
 		initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		if out, err := initdb.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("pg: initdb: %w\n%s", err, out)
@@ -126,7 +142,19 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	c := &Cluster{opts: opts, exited: make(chan struct{}), sockDir: opts.Dir}
+	c := &Cluster{opts: opts, exited: make(chan struct{}), sockDir: home, dataDir: dataDir}
+	if len(filepath.Join(c.sockDir, ".s.PGSQL.")+strconv.Itoa(opts.Port)) > maxSocketPath {
+		// A deep folder: the socket goes to a short temporary one (removed by Stop).
+		if c.sockDir, err = os.MkdirTemp("", "gdpg-sock"); err != nil {
+			return nil, err
+		}
+		c.removeSockDir = true
+		if cred != nil {
+			if err := os.Chown(c.sockDir, int(cred.Uid), int(cred.Gid)); err != nil {
+				return nil, err
+			}
+		}
+	}
 	args := []string{"-D", dataDir, "-p", strconv.Itoa(opts.Port), "-k", c.sockDir,
 		"-c", "max_connections=400", "-c", "shared_buffers=128MB",
 		"-c", "log_min_messages=warning", "-c", "log_min_error_statement=panic",
@@ -149,12 +177,14 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if logw == nil {
 		f, err := os.OpenFile(filepath.Join(opts.Dir, "server.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
+			c.removeSocketDir()
 			return nil, err
 		}
 		logw = f
 	}
 	cmd.Stdout, cmd.Stderr = logw, logw
 	if err := cmd.Start(); err != nil {
+		c.removeSocketDir()
 		return nil, fmt.Errorf("pg: start postgres: %w", err)
 	}
 	c.cmd = cmd
@@ -166,15 +196,173 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	return c, nil
 }
 
+// maxSocketPath is the longest Unix socket path used; the kernel's limit is 107 bytes.
+const maxSocketPath = 100
+
+// placedClusters is the folder, under each of placementParents, that holds the clusters
+// root starts for Dirs the postgres user cannot reach, one sub-folder per Dir.
+const placedClusters = "gendurable-dev"
+
+// placementParents lists where root may place a cluster that the postgres user cannot
+// keep at Dir: its home (/var/lib/postgresql on Debian), then /var/tmp (kept across
+// reboots, unlike /tmp).
+func placementParents(cred *syscall.Credential) []string {
+	var parents []string
+	if u, err := user.LookupId(strconv.Itoa(int(cred.Uid))); err == nil && u.HomeDir != "" {
+		parents = append(parents, u.HomeDir)
+	}
+	return append(parents, "/var/tmp")
+}
+
+// placeCluster returns the folder that holds the cluster's data/ and socket when this
+// process is root and the server runs as cred (the postgres user): dir itself when
+// postgres can reach it (dir is then handed to postgres), else a folder of postgres's
+// own under one of parents (default placementParents), which dir/data then links to.
+// A link whose cluster is gone gets a fresh one; a placed folder that no link names any
+// more (dir was deleted to start afresh) is deleted and made anew.
+func placeCluster(bin, dir string, cred *syscall.Credential, parents []string) (string, error) {
+	link := filepath.Join(dir, "data")
+	if fi, err := os.Lstat(link); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		target, err := os.Readlink(link)
+		if err != nil {
+			return "", err
+		}
+		home := filepath.Dir(target)
+		if _, err := os.Stat(home); err == nil {
+			return home, nil
+		}
+		return home, makePlacedFolder(home, cred)
+	}
+	if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+		return "", err
+	}
+	if canEnter(bin, dir, cred) {
+		return dir, nil
+	}
+	if _, err := os.Stat(filepath.Join(link, "PG_VERSION")); err == nil {
+		why, fix := whyUnreachable(bin, dir, cred)
+		return "", fmt.Errorf("pg: the cluster in %s was made when the postgres user could reach it, and now "+
+			"%s. Give it access back (%s), or move %s away to start afresh", dir, why, fix, dir)
+	}
+	if parents == nil {
+		parents = placementParents(cred)
+	}
+	sum := sha256.Sum256([]byte(dir))
+	name := shortName(filepath.Base(filepath.Dir(dir))) + "-" + hex.EncodeToString(sum[:])[:12]
+	var tried []string
+	for _, parent := range parents {
+		home := filepath.Join(parent, placedClusters, name)
+		tried = append(tried, home)
+		if err := makePlacedFolder(home, cred); err != nil || !canEnter(bin, home, cred) {
+			continue
+		}
+		_ = os.Remove(link) // an empty data/ that an initdb which could not reach it left
+		if err := os.Symlink(filepath.Join(home, "data"), link); err != nil {
+			return "", err
+		}
+		return home, nil
+	}
+	why, fix := whyUnreachable(bin, dir, cred)
+	return "", fmt.Errorf("pg: running as root, PostgreSQL runs as the postgres user, which cannot reach %s "+
+		"(%s), and no folder it can reach could be made for the cluster (tried %s). Run as an unprivileged "+
+		"user, let postgres through with %q, or point DATABASE_URL (TEST_DATABASE_URL for tests) at an "+
+		"existing server", dir, why, strings.Join(tried, ", "), fix)
+}
+
+// makePlacedFolder makes home (parent/gendurable-dev/name) afresh for the postgres user.
+// gendurable-dev is root's, mode 0711: postgres may pass through, nobody may list it.
+func makePlacedFolder(home string, cred *syscall.Credential) error {
+	base := filepath.Dir(home)
+	if err := os.Mkdir(base, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(base)
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || !fi.IsDir() || st.Uid != 0 {
+		return fmt.Errorf("pg: %s is not a folder of root's", base) // never follow someone else's link
+	}
+	if err := os.RemoveAll(home); err != nil {
+		return err
+	}
+	if err := os.Mkdir(home, 0o700); err != nil {
+		return err
+	}
+	return os.Chown(home, int(cred.Uid), int(cred.Gid))
+}
+
+// canEnter reports whether the user of cred can enter dir, asking the kernel: it starts
+// postgres --version there as that user (Go changes to the folder after the user).
+func canEnter(bin, dir string, cred *syscall.Credential) bool {
+	cmd := exec.Command(filepath.Join(bin, "postgres"), "--version")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	return cmd.Run() == nil
+}
+
+// whyUnreachable names the first folder on the way to dir that the user of cred cannot
+// enter, and the command that lets it through: o+x on every folder on the way whose
+// mode keeps it out (judged by owner, group and mode bits; ACLs are not read).
+func whyUnreachable(bin, dir string, cred *syscall.Credential) (why, fix string) {
+	why = "it cannot enter " + dir
+	first := true
+	var shut []string
+	for _, d := range ancestors(dir) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			continue
+		}
+		if first && !canEnter(bin, d, cred) {
+			why, first = fmt.Sprintf("it cannot enter %s (mode %04o)", d, fi.Mode().Perm()), false
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		mode := fi.Mode().Perm()
+		if !ok || st.Uid == cred.Uid && mode&0o100 != 0 || st.Gid == cred.Gid && mode&0o010 != 0 || mode&0o001 != 0 {
+			continue
+		}
+		shut = append(shut, d)
+	}
+	if len(shut) == 0 {
+		shut = []string{dir}
+	}
+	return why, "chmod o+x " + strings.Join(shut, " ")
+}
+
+// ancestors lists dir's folders from the root down, dir last.
+func ancestors(dir string) []string {
+	var out []string
+	for d := dir; ; d = filepath.Dir(d) {
+		out = append([]string{d}, out...)
+		if d == filepath.Dir(d) {
+			return out
+		}
+	}
+}
+
+// shortName keeps a folder name readable in a placed folder's name (and the socket path short).
+func shortName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, s)
+	if len(s) > 20 {
+		s = s[:20]
+	}
+	return s
+}
+
 func (c *Cluster) waitReady(ctx context.Context) error {
 	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	for wait := time.Duration(0); time.Now().Before(deadline); wait = 20 * time.Millisecond {
 		select {
 		case <-c.exited:
 			return fmt.Errorf("pg: postgres exited during start-up; see %s", filepath.Join(c.opts.Dir, "server.log"))
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(wait):
 		}
 		pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		db, err := Open(pingCtx, c.URL("postgres"), Options{MaxConns: 1})
@@ -209,6 +397,13 @@ func (c *Cluster) Stop() {
 	case <-time.After(30 * time.Second):
 		_ = c.cmd.Process.Kill()
 		<-c.exited
+	}
+	c.removeSocketDir()
+}
+
+func (c *Cluster) removeSocketDir() {
+	if c.removeSockDir {
+		_ = os.RemoveAll(c.sockDir)
 	}
 }
 
