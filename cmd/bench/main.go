@@ -27,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -45,6 +46,7 @@ import (
 
 type options struct {
 	inFlight     int
+	heapProfile  string
 	databaseURL  string
 	server       string
 	jobs         int
@@ -73,23 +75,24 @@ type options struct {
 
 // Result is one scenario's figures.
 type Result struct {
-	Scenario       string           `json:"scenario"`
-	Jobs           int              `json:"jobs"`
-	Steps          int              `json:"steps"`
-	Seconds        float64          `json:"seconds"`
-	PerSecond      float64          `json:"per_second"`
-	StatementsStep float64          `json:"statements_per_step,omitempty"`
-	WALRecordsStep float64          `json:"wal_records_per_step,omitempty"`
-	WALBytesStep   float64          `json:"wal_bytes_per_step,omitempty"`
-	InsertedStep   float64          `json:"tuples_inserted_per_step,omitempty"`
-	UpdatedStep    float64          `json:"tuples_updated_per_step,omitempty"`
-	DeletedStep    float64          `json:"tuples_deleted_per_step,omitempty"`
-	P50ms          float64          `json:"p50_ms,omitempty"`
-	P95ms          float64          `json:"p95_ms,omitempty"`
-	P99ms          float64          `json:"p99_ms,omitempty"`
-	Statements     map[string]int64 `json:"statements,omitempty"`
-	CallSeconds    []float64        `json:"call_seconds,omitempty"`
-	RSSMiB         float64          `json:"server_rss_mib,omitempty"`
+	Scenario       string             `json:"scenario"`
+	Jobs           int                `json:"jobs"`
+	Steps          int                `json:"steps"`
+	Seconds        float64            `json:"seconds"`
+	PerSecond      float64            `json:"per_second"`
+	StatementsStep float64            `json:"statements_per_step,omitempty"`
+	WALRecordsStep float64            `json:"wal_records_per_step,omitempty"`
+	WALBytesStep   float64            `json:"wal_bytes_per_step,omitempty"`
+	InsertedStep   float64            `json:"tuples_inserted_per_step,omitempty"`
+	UpdatedStep    float64            `json:"tuples_updated_per_step,omitempty"`
+	DeletedStep    float64            `json:"tuples_deleted_per_step,omitempty"`
+	P50ms          float64            `json:"p50_ms,omitempty"`
+	P95ms          float64            `json:"p95_ms,omitempty"`
+	P99ms          float64            `json:"p99_ms,omitempty"`
+	Statements     map[string]int64   `json:"statements,omitempty"`
+	CallSeconds    []float64          `json:"call_seconds,omitempty"`
+	RSSMiB         float64            `json:"server_rss_mib,omitempty"`
+	Memory         map[string]float64 `json:"server_go_memory_mib,omitempty"`
 }
 
 // Comparison is the River side by side: alternating pairs of one-step drains, the
@@ -131,6 +134,7 @@ func main() {
 	flag.IntVar(&o.pairs, "pairs", 3, "alternating pairs of one-step drains (gendurable, River, gendurable, River...)")
 	flag.IntVar(&o.insertBatch, "insert-batch", 5000, "jobs per insert call before each paired drain (POST /v1/jobs/batch, River InsertMany)")
 	flag.IntVar(&o.inFlight, "in-flight", 10000, "steps held in flight (the receiver keeps their calls open) while the server's RSS is read; 0 skips")
+	flag.StringVar(&o.heapProfile, "heapprofile", "", "write the server's heap profile, taken while the -in-flight steps are held, to this file")
 	flag.BoolVar(&o.peer, "peer", true, "run the River peer (bench/river) beside gendurable")
 	flag.StringVar(&o.only, "only", "", `run one side only: "gendurable" (as -peer=false) or "river" (the River drains alone)`)
 	flag.StringVar(&o.riverDir, "river-dir", "bench/river", "the River peer's module")
@@ -399,7 +403,7 @@ func run(o options) error {
 		}
 		results = append(results, lat)
 		if o.inFlight > 0 {
-			held, err := holdInFlight(ctx, db, api, recvAddr, srv.Process.Pid, o.inFlight)
+			held, err := holdInFlight(ctx, db, api, recvAddr, pprofAddr, o.heapProfile, srv.Process.Pid, o.inFlight)
 			if err != nil {
 				return err
 			}
@@ -744,7 +748,7 @@ func latency(api, recvAddr string, rate int, dur time.Duration) (Result, error) 
 
 // holdInFlight inserts n one-step jobs whose calls the receiver keeps open, reads the
 // server's resident set once all n are in flight, then lets them finish.
-func holdInFlight(ctx context.Context, db *pg.DB, api, recvAddr string, pid, n int) (Result, error) {
+func holdInFlight(ctx context.Context, db *pg.DB, api, recvAddr, pprofAddr, heapProfile string, pid, n int) (Result, error) {
 	if err := call(api, "PUT", "/v1/handlers/bench-hold", fmt.Sprintf(`{"url": "http://%s/hold", "secret": %q, "timeout": "2m"}`,
 		recvAddr, benchSecret)); err != nil {
 		return Result{}, err
@@ -770,6 +774,12 @@ func holdInFlight(ctx context.Context, db *pg.DB, api, recvAddr string, pid, n i
 	}
 	secs := time.Since(started).Seconds()
 	rss := currentRSS(pid)
+	mem := memStats(pprofAddr)
+	if heapProfile != "" {
+		if b, err := callBody("http://"+pprofAddr, "GET", "/debug/pprof/heap", ""); err == nil {
+			_ = os.WriteFile(heapProfile, b, 0o644)
+		}
+	}
 	if err := call("http://"+recvAddr, "POST", "/release", ""); err != nil {
 		return Result{}, err
 	}
@@ -787,7 +797,28 @@ func holdInFlight(ctx context.Context, db *pg.DB, api, recvAddr string, pid, n i
 		}
 	}
 	return Result{Scenario: fmt.Sprintf("%d steps in flight (calls held open)", n), Jobs: n, Seconds: secs,
-		PerSecond: float64(n) / secs, RSSMiB: float64(rss) / 1024}, nil
+		PerSecond: float64(n) / secs, RSSMiB: float64(rss) / 1024, Memory: mem}, nil
+}
+
+// memStats reads the Go runtime's memory figures (MiB) from the server's heap profile.
+func memStats(pprofAddr string) map[string]float64 {
+	b, err := callBody("http://"+pprofAddr, "GET", "/debug/pprof/heap?debug=1", "")
+	if err != nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		for _, name := range []string{"HeapInuse", "Stack", "HeapSys", "Sys", "NumGC"} {
+			if v, ok := strings.CutPrefix(line, "# "+name+" = "); ok {
+				n, _ := strconv.ParseFloat(strings.Fields(v)[0], 64)
+				if name != "NumGC" {
+					n /= 1 << 20
+				}
+				out[name] = math.Round(n*10) / 10
+			}
+		}
+	}
+	return out
 }
 
 // captureProfile records the server's CPU for d (started while the drain begins).
@@ -840,7 +871,7 @@ func print(results []Result, o options, rss int64) {
 	fmt.Printf("\nserver peak RSS: %.1f MiB\n", float64(rss)/1024)
 	for _, r := range results {
 		if r.RSSMiB > 0 {
-			fmt.Printf("server RSS with %s: %.1f MiB\n", r.Scenario, r.RSSMiB)
+			fmt.Printf("server RSS with %s: %.1f MiB (Go runtime, MiB: %v)\n", r.Scenario, r.RSSMiB, r.Memory)
 		}
 	}
 	for _, r := range results {

@@ -93,6 +93,10 @@ type Response struct {
 // ErrBadResponse marks an answer that is not valid HTTP/1.1.
 var ErrBadResponse = errors.New("malformed HTTP response")
 
+// readBufferSize is each connection's read buffer: an answer's header fits (longer lines
+// are gathered), bodies longer than it are read straight into their own slice.
+const readBufferSize = 2048
+
 // maxHeaderBytes bounds the status line and header of an answer.
 const maxHeaderBytes = 64 << 10
 
@@ -246,8 +250,21 @@ func (c *Client) get(ctx context.Context, t *target) (*conn, bool, error) {
 	}
 	delete(c.idle, t.key)
 	c.mu.Unlock()
-	cn, err := c.dial(ctx, t)
-	return cn, false, err
+	// Dialling (the resolver, the guard, a TLS handshake) runs deep call chains; on its
+	// own goroutine it leaves the caller's stack small for the wait on the answer, which
+	// is what thousands of steps in flight hold (the runtime never shrinks a stack back
+	// below the size it needed).
+	type dialed struct {
+		cn  *conn
+		err error
+	}
+	ch := make(chan dialed, 1)
+	go func() {
+		cn, err := c.dial(ctx, t)
+		ch <- dialed{cn, err}
+	}()
+	d := <-ch
+	return d.cn, false, d.err
 }
 
 func (c *Client) put(t *target, cn *conn) {
@@ -284,7 +301,7 @@ func (c *Client) dial(ctx context.Context, t *target) (*conn, error) {
 		}
 		nc = tc
 	}
-	return &conn{nc: nc, br: bufio.NewReaderSize(nc, 4096)}, nil
+	return &conn{nc: nc, br: bufio.NewReaderSize(nc, readBufferSize)}, nil
 }
 
 // conn is one HTTP/1.1 connection, used by one request at a time.
