@@ -2,6 +2,8 @@ package pg_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +71,62 @@ func TestReapIsFencedByTokenAndExpiry(t *testing.T) {
 	// Taken back once: the same lease again changes nothing.
 	if again, err := db.JobReapExpiredLeases(ctx, reaps, &ahead); err != nil || len(again) != 0 {
 		t.Fatalf("took the same lease back twice: %+v, %v", again, err)
+	}
+}
+
+// The reaper's cost follows what expired, not the table: with 20 000 steps in flight and
+// 30 000 runnable, listing a batch of 50 expired leases reads them off jobs_lease, and
+// taking them back reads them by primary key, under the custom plan and the generic one
+// (what a prepared statement settles on after its first executions).
+func TestReapReadsOnlyWhatExpired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.Open(t, pgtest.NewDatabase(t), pg.Options{MaxConns: 1}) // one session for the PREPAREs
+	seedJobs(t, db, "q", 30_000, "")
+	if _, err := db.Exec(ctx, `
+		INSERT INTO jobs (queue, handler, max_attempts, status, attempt, lease_token, lease_expires_at, attempted_at, claim_inbox_seq)
+		SELECT 'q', 'h', 5, 'executing', 1, gen_random_uuid(),
+		       now() + CASE WHEN i <= 100 THEN -i ELSE i END * interval '1 second', now(), 0
+		FROM generate_series(1, 20000) i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `VACUUM ANALYZE jobs`); err != nil {
+		t.Fatal(err)
+	}
+	expired, err := db.JobListExpiredLeases(ctx, 50, nil)
+	if err != nil || len(expired) != 50 {
+		t.Fatalf("listed %d (%v)", len(expired), err)
+	}
+	ids, tokens, delays := make([]string, 50), make([]string, 50), make([]string, 50)
+	for i, x := range expired {
+		ids[i], tokens[i], delays[i] = fmt.Sprint(x.JobID), x.Token, "1000"
+	}
+	array := func(xs []string) string { return "'{" + strings.Join(xs, ",") + "}'" }
+	reapArgs := array(ids) + ", " + array(tokens) + ", " + array(delays) + ", NULL"
+	check := func(what, sql, index string) {
+		t.Helper()
+		raw, err := db.ExplainAnalyze(ctx, sql)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		plan, _ := pgtest.ParsePlan(raw)
+		if plan.HasSeqScan("jobs") || !plan.Uses(index) || plan.MaxRowsRead("jobs") > 100 {
+			t.Fatalf("%s read %.0f rows of jobs in a node, or not off %s:\n%s", what, plan.MaxRowsRead("jobs"), index, raw)
+		}
+	}
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		list, reap := "list_"+mode, "reap_"+mode
+		for _, sql := range []string{"SET plan_cache_mode = " + mode,
+			"PREPARE " + list + "(timestamptz, int) AS " + pg.Statement("JobListExpiredLeases"),
+			"PREPARE " + reap + "(bigint[], uuid[], bigint[], timestamptz) AS " + pg.Statement("JobReapExpiredLeases")} {
+			if _, err := db.Exec(ctx, sql); err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+		}
+		check(mode+": listing 50 expired leases", "EXECUTE "+list+"(NULL, 50)", "jobs_lease")
+		check(mode+": taking back 50 leases", "EXECUTE "+reap+"("+reapArgs+")", "jobs_pkey")
+	}
+	if _, err := db.Exec(ctx, "RESET plan_cache_mode"); err != nil {
+		t.Fatal(err)
 	}
 }
