@@ -80,12 +80,12 @@ func makeDue(t *testing.T, te testEngine, id int64) {
 	}
 }
 
-// registerSlowHandler registers handler "slow": 5 attempts, backoff from a minute up
+// registerSlowHandler registers a handler of 5 attempts and a backoff from a minute up
 // to 150 s, so the curve's steps are far apart from a test's own duration.
-func registerSlowHandler(t *testing.T, te testEngine) {
+func registerSlowHandler(t *testing.T, te testEngine, name string) {
 	t.Helper()
 	attempts, base, ceiling := 5, 60_000, 150_000
-	if _, err := te.db.HandlerUpsert(context.Background(), pg.HandlerUpsert{Name: "slow", URL: "http://127.0.0.1:9/",
+	if _, err := te.db.HandlerUpsert(context.Background(), pg.HandlerUpsert{Name: name, URL: "http://127.0.0.1:9/",
 		MaxAttempts: &attempts, BackoffBaseMS: &base, BackoffMaxMS: &ceiling}); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestRetryWaitsTheHandlersBackoff(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	te := newTestEngine(t, engine.Config{})
-	registerSlowHandler(t, te)
+	registerSlowHandler(t, te, "slow")
 	id := te.insert(t, engine.NewJob{Handler: "slow"})
 	five := 5 * time.Second
 	cases := []struct {
@@ -161,7 +161,7 @@ func TestRetryOfAnUnregisteredHandlerWaitsASecond(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	te := newTestEngine(t, engine.Config{})
-	registerSlowHandler(t, te)
+	registerSlowHandler(t, te, "slow")
 	id := te.insert(t, engine.NewJob{Handler: "slow"})
 	if err := te.DeleteHandler(ctx, "slow"); err != nil {
 		t.Fatal(err)
@@ -196,12 +196,8 @@ func TestReaperBacksOffByTheHandler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	te := newTestEngine(t, engine.Config{LeaseTTL: time.Hour})
-	registerSlowHandler(t, te)
-	attempts, base, ceiling := 5, 60_000, 150_000
-	if _, err := te.db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "gone", URL: "http://127.0.0.1:9/",
-		MaxAttempts: &attempts, BackoffBaseMS: &base, BackoffMaxMS: &ceiling}); err != nil {
-		t.Fatal(err)
-	}
+	registerSlowHandler(t, te, "slow")
+	registerSlowHandler(t, te, "gone")
 	slow := te.insert(t, engine.NewJob{Handler: "slow"})
 	gone := te.insert(t, engine.NewJob{Handler: "gone"})
 	if steps, _, err := te.Claim(ctx, "default", 10); err != nil || len(steps) != 2 {
