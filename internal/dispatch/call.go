@@ -33,7 +33,7 @@ func (d *Dispatcher) runStep(ctx context.Context, f *feeder, st engine.Step) {
 	}
 	d.leases.markCompleting(st.ID, st.LeaseToken)
 	defer f.release()
-	d.completer.submit(engine.StepOutcome{JobID: st.ID, Token: st.LeaseToken, NoGateSlot: st.GateShard == nil, Outcome: outcome},
+	d.completer.submit(st.WithOutcome(outcome),
 		func(applied *engine.OutcomeApplied, err error) {
 			d.leases.remove(st.ID, st.LeaseToken)
 			d.metrics.Steps.WithLabelValues(st.Queue, st.Handler, outcome.Label).Inc()

@@ -22,12 +22,15 @@ type testEngine struct {
 	*engine.Engine
 	db  *pg.DB
 	url string
+	// counter counts the statements the engine's pool runs.
+	counter *pg.StatementCounter
 }
 
 func newTestEngine(t *testing.T, cfg engine.Config) testEngine {
 	t.Helper()
 	url := pgtest.NewDatabase(t)
-	db := pgtest.Open(t, url, pg.Options{})
+	counter := &pg.StatementCounter{}
+	db := pgtest.Open(t, url, pg.Options{Counter: counter})
 	if cfg.LeaseTTL == 0 {
 		cfg.LeaseTTL = time.Minute // long enough that no lease expires under load
 	}
@@ -40,7 +43,7 @@ func newTestEngine(t *testing.T, cfg engine.Config) testEngine {
 		MaxAttempts: &maxAttempts, BackoffBaseMS: &base}); err != nil {
 		t.Fatal(err)
 	}
-	return testEngine{Engine: eng, db: db, url: url}
+	return testEngine{Engine: eng, db: db, url: url, counter: counter}
 }
 
 func (te testEngine) insert(t *testing.T, j engine.NewJob) int64 {

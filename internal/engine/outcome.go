@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg"
@@ -188,7 +189,19 @@ type StepOutcome struct {
 	// NoGateSlot: the caller knows the step holds no gate slot (the dispatcher does, from
 	// the claim); outcomes that all say so are written without the gate credit.
 	NoGateSlot bool
+	// Backoff is what a retry without its own delay computes its delay from (the
+	// dispatcher has it from the claim: Step.WithOutcome). Nil (the asynchronous-step
+	// API): ApplyOutcomes reads it, one statement for the batch, only when a retry
+	// without a delay needs it.
+	Backoff *RetryBackoff
 	Outcome
+}
+
+// WithOutcome is o as the outcome of this step: fenced by its lease token, with the gate
+// slot it holds and the backoff its retry takes, all known from the claim.
+func (s Step) WithOutcome(o Outcome) StepOutcome {
+	return StepOutcome{JobID: s.ID, Token: s.LeaseToken, NoGateSlot: s.GateShard == nil,
+		Backoff: ptr(backoffOf(s.Attempt, s.BackoffBaseMS, s.BackoffMaxMS)), Outcome: o}
 }
 
 func (s StepOutcome) record() (pg.OutcomeRecord, error) {
@@ -216,6 +229,10 @@ func (s StepOutcome) record() (pg.OutcomeRecord, error) {
 // is retried. A spawn whose child key a live job holds turns into a retryable error of
 // that step rather than failing the batch.
 func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]OutcomeApplied, error) {
+	outcomes, err := e.withRetryDelays(ctx, outcomes)
+	if err != nil {
+		return nil, err
+	}
 	recs := make([]pg.OutcomeRecord, len(outcomes))
 	for i, o := range outcomes {
 		r, err := o.record()
@@ -232,7 +249,6 @@ func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]O
 		return nil, err
 	}
 	var rows []pg.OutcomeApplied
-	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		rows, err = e.db.JobApplyOutcomes(ctx, recs, credit)
 		if !errors.Is(err, ErrRetryable) {
@@ -251,6 +267,45 @@ func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]O
 		applied[i] = OutcomeApplied{ID: a.ID, Token: a.Token, Status: a.Status, Queue: a.Queue, Ready: a.Ready}
 	}
 	return applied, err
+}
+
+// withRetryDelays gives every retry without a delay the one the retry policy draws
+// (RetryDelay), from its Backoff or, for the outcomes that lack one, from their attempts
+// and handlers read with one statement. outcomes itself is left as it was.
+func (e *Engine) withRetryDelays(ctx context.Context, outcomes []StepOutcome) ([]StepOutcome, error) {
+	var unknown []pg.Lease
+	for _, o := range outcomes {
+		if o.Kind == pg.KindRetry && o.Delay == nil && o.Backoff == nil {
+			unknown = append(unknown, pg.Lease{JobID: o.JobID, Token: o.Token})
+		}
+	}
+	read := map[pg.Lease]RetryBackoff{}
+	if len(unknown) > 0 {
+		got, err := e.db.LeaseGetBackoffs(ctx, unknown)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range got {
+			read[b.Lease] = backoffOf(b.Attempt, b.BackoffBaseMS, b.BackoffMaxMS)
+		}
+	}
+	out := slices.Clone(outcomes)
+	for i, o := range out {
+		if o.Kind != pg.KindRetry || o.Delay != nil {
+			continue
+		}
+		b := o.Backoff
+		if b == nil {
+			found, ok := read[pg.Lease{JobID: o.JobID, Token: o.Token}]
+			if !ok {
+				// No longer leased: the statement refuses the outcome whatever its delay.
+				found = RetryBackoff{}
+			}
+			b = &found
+		}
+		out[i].Delay = ptr(b.Delay())
+	}
+	return out, nil
 }
 
 // ensureChildQueues creates the queues that spawned children name and that this process

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/gendurable/gendurable/internal/pg"
 )
 
 // ReaperConfig tunes the Reaper.
@@ -55,7 +57,7 @@ func (r *Reaper) Sweep(ctx context.Context) (ReaperStats, error) {
 	if r.cfg.Now != nil {
 		asOf = ptr(r.cfg.Now())
 	}
-	reaped, err := r.engine.db.JobReapExpiredLeases(ctx, r.cfg.Batch, asOf)
+	reaped, err := r.reapExpiredLeases(ctx, asOf)
 	if err != nil {
 		return st, err
 	}
@@ -71,6 +73,23 @@ func (r *Reaper) Sweep(ctx context.Context) (ReaperStats, error) {
 		r.engine.metrics.AwaitTimeouts.Add(float64(st.AwaitsWoken))
 	}
 	return st, err
+}
+
+// reapExpiredLeases takes back up to a batch of expired leases as River's rescuer does:
+// one statement lists them with their attempts and handlers' backoff settings, the retry
+// policy (RetryDelay) draws each one's delay here, and a second statement, fenced by
+// token and expiry, takes them back with those delays. Nothing expired costs one
+// statement.
+func (r *Reaper) reapExpiredLeases(ctx context.Context, asOf *time.Time) ([]pg.Reaped, error) {
+	expired, err := r.engine.db.JobListExpiredLeases(ctx, r.cfg.Batch, asOf)
+	if err != nil || len(expired) == 0 {
+		return nil, err
+	}
+	reaps := make([]pg.LeaseReap, len(expired))
+	for i, x := range expired {
+		reaps[i] = pg.LeaseReap{Lease: x.Lease, Delay: backoffOf(x.Attempt, x.BackoffBaseMS, x.BackoffMaxMS).Delay()}
+	}
+	return r.engine.db.JobReapExpiredLeases(ctx, reaps, asOf)
 }
 
 // Start runs sweeps every Interval until Stop.

@@ -104,8 +104,8 @@ func TestWritePerformancePlans(t *testing.T) {
 	explain("SignalDeliver (by id)", pg.Statement("SignalDeliver"), ids[0], nil, "approved", []byte(`{"by":"ana"}`))
 	explain("JobInsertMany (one job)", pg.Statement("JobInsertMany"),
 		pg.InsertArgs([]pg.JobInsert{{Queue: "default", Handler: "h", Input: json.RawMessage(`{"n":1}`)}})...)
-	explain("JobReapExpiredLeases (steady state: nothing expired, 5 000 executing)", pg.Statement("JobReapExpiredLeases"), 1000, nil)
-	explain("JobWakeExpiredAwaits (nothing due)", pg.Statement("JobWakeExpiredAwaits"), 1000, nil)
+	explain("JobListExpiredLeases (the reaper's steady state: nothing expired, 5 000 executing)", pg.Statement("JobListExpiredLeases"), nil, 1000)
+	explain("JobWakeExpiredAwaits (nothing due)", pg.Statement("JobWakeExpiredAwaits"), nil, 1000)
 	week := int64((7 * 24 * time.Hour).Milliseconds())
 	explain("JobGCSelect (1 000 of 695 000 finished)", pg.Statement("JobGCSelect"), week, 1000)
 	gcIDs, err := db.JobGCSelect(ctx, 7*24*time.Hour, 1000)

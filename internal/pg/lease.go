@@ -45,3 +45,22 @@ func (db *DB) LeaseReleaseMany(ctx context.Context, leases []Lease) ([]int64, er
 	released, err := db.q.LeaseReleaseMany(ctx, dbsqlc.LeaseReleaseManyParams{Ids: ids, Tokens: tokens})
 	return released, translate(err)
 }
+
+// LeaseBackoff is what a leased step's retry delay is computed from: its attempt and
+// its handler's backoff settings (nil when no handler is registered under its name).
+type LeaseBackoff struct {
+	Lease
+	Attempt       int
+	BackoffBaseMS *int
+	BackoffMaxMS  *int
+}
+
+// LeaseGetBackoffs reads the attempts and backoff settings of leased steps in one
+// statement (sql/job_lease.sql); a lease missing from the answer is no longer held.
+func (db *DB) LeaseGetBackoffs(ctx context.Context, leases []Lease) ([]LeaseBackoff, error) {
+	ids, tokens := leaseArrays(leases)
+	rows, err := db.q.LeaseGetBackoffs(ctx, dbsqlc.LeaseGetBackoffsParams{Ids: ids, Tokens: tokens})
+	return convertAll(rows, func(r dbsqlc.LeaseGetBackoffsRow) LeaseBackoff {
+		return LeaseBackoff{Lease: Lease{JobID: r.ID, Token: r.LeaseToken}, Attempt: r.Attempt, BackoffBaseMS: r.BackoffBaseMs, BackoffMaxMS: r.BackoffMaxMs}
+	}), translate(err)
+}

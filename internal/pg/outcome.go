@@ -3,6 +3,7 @@ package pg
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 )
@@ -29,8 +30,8 @@ type OutcomeRecord struct {
 	State  json.RawMessage
 	Result json.RawMessage
 	Error  json.RawMessage
-	// DelayMS delays a next or retry (a retry without one backs off exponentially with
-	// jitter from the handler's settings); TimeoutMS bounds an await (nil: no deadline).
+	// DelayMS delays a next (nil: none) or a retry (required: the caller computes the
+	// backoff, see engine.RetryDelay); TimeoutMS bounds an await (nil: no deadline).
 	DelayMS   *int64
 	TimeoutMS *int64
 	// Awaiting lists the signal names an await waits for (nil: any).
@@ -62,6 +63,9 @@ func outcomeArrays(recs []OutcomeRecord) (dbsqlc.JobApplyOutcomesParams, error) 
 		Errors: make([]json.RawMessage, n), DelaysMs: make([]int64, n), TimeoutsMs: make([]int64, n),
 		Awaitings: make([]json.RawMessage, n), Children: make([]json.RawMessage, n), HttpStatuses: make([]int, n)}
 	for i, r := range recs {
+		if r.Kind == KindRetry && r.DelayMS == nil {
+			return p, fmt.Errorf("pg: the retry outcome of job %d has no delay (the retry policy is the caller's)", r.ID)
+		}
 		p.Ids[i], p.Tokens[i], p.Kinds[i], p.Labels[i] = r.ID, r.Token, r.Kind, r.Label
 		p.States[i], p.Results[i], p.Errors[i], p.Children[i] = r.State, r.Result, r.Error, r.Children
 		p.DelaysMs[i], p.TimeoutsMs[i] = valueOr(r.DelayMS, -1), valueOr(r.TimeoutMS, -1)

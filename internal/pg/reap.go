@@ -7,16 +7,49 @@ import (
 	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 )
 
+// ExpiredLease is a step whose lease expired, with what its retry delay is computed
+// from: its attempt and its handler's backoff settings (nil when no handler is
+// registered under its name).
+type ExpiredLease struct {
+	Lease
+	Attempt       int
+	BackoffBaseMS *int
+	BackoffMaxMS  *int
+}
+
+// LeaseReap is one expired lease to take back, and the delay before the step runs again.
+type LeaseReap struct {
+	Lease
+	Delay time.Duration
+}
+
 // Reaped is one step whose lease expired, and the status it was put in.
 type Reaped struct {
 	JobID  int64
 	Status string
 }
 
-// JobReapExpiredLeases takes back up to limit leases expired at asOf (nil: the
-// database's clock) (sql/job_lease.sql).
-func (db *DB) JobReapExpiredLeases(ctx context.Context, limit int, asOf *time.Time) ([]Reaped, error) {
-	rows, err := db.q.JobReapExpiredLeases(ctx, dbsqlc.JobReapExpiredLeasesParams{MaxRows: limit, AsOf: asOf})
+// JobListExpiredLeases lists up to limit leases expired at asOf (nil: the database's
+// clock), oldest first (sql/job_lease.sql). It locks nothing.
+func (db *DB) JobListExpiredLeases(ctx context.Context, limit int, asOf *time.Time) ([]ExpiredLease, error) {
+	rows, err := db.q.JobListExpiredLeases(ctx, dbsqlc.JobListExpiredLeasesParams{MaxRows: limit, AsOf: asOf})
+	return convertAll(rows, func(r dbsqlc.JobListExpiredLeasesRow) ExpiredLease {
+		return ExpiredLease{Lease: Lease{JobID: r.ID, Token: r.LeaseToken}, Attempt: r.Attempt,
+			BackoffBaseMS: r.BackoffBaseMs, BackoffMaxMS: r.BackoffMaxMs}
+	}), translate(err)
+}
+
+// JobReapExpiredLeases takes back the leases of reaps that are still held and still
+// expired at asOf (nil: the database's clock), each runnable again after its delay (or
+// failed, or cancelled), in one statement (sql/job_lease.sql). A lease missing from the
+// answer was no longer expired, held by that token, or was locked by another reaper.
+func (db *DB) JobReapExpiredLeases(ctx context.Context, reaps []LeaseReap, asOf *time.Time) ([]Reaped, error) {
+	p := dbsqlc.JobReapExpiredLeasesParams{Ids: make([]int64, len(reaps)), Tokens: make([]string, len(reaps)),
+		DelaysMs: make([]int64, len(reaps)), AsOf: asOf}
+	for i, r := range reaps {
+		p.Ids[i], p.Tokens[i], p.DelaysMs[i] = r.JobID, r.Token, r.Delay.Milliseconds()
+	}
+	rows, err := db.q.JobReapExpiredLeases(ctx, p)
 	return convertAll(rows, func(r dbsqlc.JobReapExpiredLeasesRow) Reaped { return Reaped{JobID: r.ID, Status: r.Status} }), translate(err)
 }
 

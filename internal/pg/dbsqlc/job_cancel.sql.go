@@ -71,7 +71,8 @@ type JobCancelRow struct {
 // Cancels job id and its live descendants in one statement. Runnable and awaiting jobs
 // are cancelled at once; an executing one is flagged (cancel_requested) and ends as
 // cancelled when its step's outcome arrives. The parent of the cancelled job (outside
-// the cancelled tree) is joined as for any finished child (fragment ParentJoin). Rows are locked in id order.
+// the cancelled tree) is joined as for any finished child (the CTE `joined`, a copy
+// TestStatementCopiesAgree holds equal to the outcome's). Rows are locked in id order.
 // Index use: jobs_pkey, jobs_parent per level of the tree.
 // The parent join of a statement whose `updated` CTE ended children: each parent's
 // pending_children drops by its finished children (grouped, so two children of one

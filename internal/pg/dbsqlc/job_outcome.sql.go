@@ -45,10 +45,8 @@ updated AS (
          step, attempt, consumed_seq, state, pending_children) = (
         SELECT n.status,
                CASE WHEN n.status = 'runnable' THEN
+                        -- A retry's delay is always given: the engine computes its backoff.
                         CASE WHEN o.kind IN ('await', 'spawn') THEN now()
-                             WHEN o.kind = 'retry' THEN now() + coalesce(o.delay_ms,
-                                 (SELECT gendurable_backoff_ms(j.attempt, h.backoff_base_ms, h.backoff_max_ms)
-                                  FROM handlers h WHERE h.name = j.handler), 1000) * interval '1 millisecond'
                              ELSE now() + coalesce(o.delay_ms, 0) * interval '1 millisecond' END
                     -- An await's deadline, also kept by a cancelled one for its retry.
                     WHEN n.status = 'awaiting' OR (o.kind = 'await' AND n.status = 'cancelled') THEN
@@ -180,7 +178,8 @@ type JobApplyOutcomesRow struct {
 
 // Applies a batch of step outcomes in one statement: one element per step in each typed
 // array (unnest, no JSON decoding; -1 / 0 / NULL elements stand for an absent delay,
-// timeout, http status or value).
+// timeout, http status or value). A retry always carries its delay: the retry policy is
+// Go's (engine.RetryDelay), computed from the handler's settings the claim returned.
 //
 // Fencing: a row changes only while it is still `executing` under the lease token the
 // step was given; a stale outcome matches nothing and the caller sees it missing from
@@ -191,10 +190,12 @@ type JobApplyOutcomesRow struct {
 // does not name leaves it parked.
 // Consuming the signals the step saw is the watermark consumed_seq := claim_inbox_seq.
 // In the same statement: the steps history row, the children of a `spawn`, and the
-// parent join; JobApplyOutcomesCrediting (the same statement with fragment GateCredit)
-// also gives back the gate slots the steps held. Batches without a gated step use the
-// plain one: referencing gate_slots costs every outcome statement its locks and
-// planning (measured: ~20 % of a drain's throughput) even when no gate exists. (pending_children - 1, woken at zero) for outcomes that end a child.
+// parent join (pending_children - 1, woken at zero) for outcomes that end a child.
+// JobApplyOutcomesCrediting is the same statement plus the CTE `credited`, which gives
+// back the gate slots the steps held (TestStatementCopiesAgree holds the two in step).
+// Batches without a gated step use the plain one: referencing gate_slots costs every
+// outcome statement its locks and planning (measured: ~20 % of a drain's throughput)
+// even when no gate exists.
 // Index use: jobs_pkey per step (+ per distinct parent); no scan grows with the table.
 // The step and attempt being completed, as claimed (they do not change under a lease).
 // Every join to the records is by (id, token): a batch may hold a stale outcome of a job
@@ -279,10 +280,8 @@ updated AS (
          step, attempt, consumed_seq, state, pending_children) = (
         SELECT n.status,
                CASE WHEN n.status = 'runnable' THEN
+                        -- A retry's delay is always given: the engine computes its backoff.
                         CASE WHEN o.kind IN ('await', 'spawn') THEN now()
-                             WHEN o.kind = 'retry' THEN now() + coalesce(o.delay_ms,
-                                 (SELECT gendurable_backoff_ms(j.attempt, h.backoff_base_ms, h.backoff_max_ms)
-                                  FROM handlers h WHERE h.name = j.handler), 1000) * interval '1 millisecond'
                              ELSE now() + coalesce(o.delay_ms, 0) * interval '1 millisecond' END
                     -- An await's deadline, also kept by a cancelled one for its retry.
                     WHEN n.status = 'awaiting' OR (o.kind = 'await' AND n.status = 'cancelled') THEN
@@ -423,7 +422,8 @@ type JobApplyOutcomesCreditingRow struct {
 
 // Applies a batch of step outcomes in one statement: one element per step in each typed
 // array (unnest, no JSON decoding; -1 / 0 / NULL elements stand for an absent delay,
-// timeout, http status or value).
+// timeout, http status or value). A retry always carries its delay: the retry policy is
+// Go's (engine.RetryDelay), computed from the handler's settings the claim returned.
 //
 // Fencing: a row changes only while it is still `executing` under the lease token the
 // step was given; a stale outcome matches nothing and the caller sees it missing from
@@ -434,10 +434,12 @@ type JobApplyOutcomesCreditingRow struct {
 // does not name leaves it parked.
 // Consuming the signals the step saw is the watermark consumed_seq := claim_inbox_seq.
 // In the same statement: the steps history row, the children of a `spawn`, and the
-// parent join; JobApplyOutcomesCrediting (the same statement with fragment GateCredit)
-// also gives back the gate slots the steps held. Batches without a gated step use the
-// plain one: referencing gate_slots costs every outcome statement its locks and
-// planning (measured: ~20 % of a drain's throughput) even when no gate exists. (pending_children - 1, woken at zero) for outcomes that end a child.
+// parent join (pending_children - 1, woken at zero) for outcomes that end a child.
+// JobApplyOutcomesCrediting is the same statement plus the CTE `credited`, which gives
+// back the gate slots the steps held (TestStatementCopiesAgree holds the two in step).
+// Batches without a gated step use the plain one: referencing gate_slots costs every
+// outcome statement its locks and planning (measured: ~20 % of a drain's throughput)
+// even when no gate exists.
 // Index use: jobs_pkey per step (+ per distinct parent); no scan grows with the table.
 // The step and attempt being completed, as claimed (they do not change under a lease).
 // Every join to the records is by (id, token): a batch may hold a stale outcome of a job

@@ -1,0 +1,5 @@
+package engine
+
+// RetryDelayAt is RetryDelay with its jitter draw u in [0, 1] given, for table tests of
+// the curve.
+var RetryDelayAt = retryDelay
