@@ -1,14 +1,14 @@
 package pg
 
-// OutcomeArgs are the positional arguments of JobApplyOutcomes for recs, in the order of
-// its $n (the order sqlc's generated method passes them), for tests that EXPLAIN it.
+import "encoding/json"
+
+// OutcomeArgs are the arguments of JobApplyOutcomes for recs, for tests that EXPLAIN it.
 func OutcomeArgs(recs []OutcomeRecord) []any {
-	p, err := outcomeArrays(recs)
+	b, err := json.Marshal(recs)
 	if err != nil {
 		panic(err)
 	}
-	return []any{p.Ids, p.Tokens, p.Kinds, p.Labels, p.States, p.Results, p.Errors, p.DelaysMs, p.TimeoutsMs,
-		p.Awaitings, p.Children, p.HttpStatuses}
+	return []any{b}
 }
 
 // InsertArgs are the positional arguments of JobInsertMany for items, in its $n order.

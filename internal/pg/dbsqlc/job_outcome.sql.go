@@ -12,22 +12,17 @@ import (
 
 const JobApplyOutcomes = `-- name: JobApplyOutcomes :many
 WITH o AS (
-    SELECT r.id, r.token, r.kind, r.label, r.state, r.result, r.error,
-           nullif(r.delay_ms, -1) AS delay_ms, nullif(r.timeout_ms, -1) AS timeout_ms,
-           CASE WHEN r.awaiting IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text(r.awaiting)) END AS awaiting,
-           r.children, nullif(r.http_status, 0) AS http_status
-    FROM ROWS FROM (unnest($1::bigint[]), unnest($2::uuid[]),
-                    unnest($3::text[]), unnest($4::text[]),
-                    unnest($5::jsonb[]), unnest($6::jsonb[]),
-                    unnest($7::jsonb[]), unnest($8::bigint[]),
-                    unnest($9::bigint[]), unnest($10::jsonb[]),
-                    unnest($11::jsonb[]), unnest($12::int[]))
-         AS r(id, token, kind, label, state, result, error, delay_ms, timeout_ms, awaiting, children, http_status)
+    SELECT (r->>'id')::bigint AS id, (r->>'token')::uuid AS token, r->>'kind' AS kind, r->>'label' AS label,
+           r->'state' AS state, r->'result' AS result, r->'error' AS error,
+           (r->>'delay_ms')::bigint AS delay_ms, (r->>'timeout_ms')::bigint AS timeout_ms,
+           CASE WHEN r ? 'awaiting' THEN ARRAY(SELECT jsonb_array_elements_text(r->'awaiting')) END AS awaiting,
+           r->'children' AS children, (r->>'http_status')::int AS http_status
+    FROM jsonb_array_elements($1::jsonb) AS r
 ),
 before AS (
     SELECT j.id, j.lease_token AS token, j.step, j.attempt, j.attempted_at, j.concurrency_key, j.gate_shard
     FROM jobs j JOIN o ON o.id = j.id AND j.lease_token = o.token
-    WHERE j.id = ANY ($1::bigint[])  -- PK lookups under any plan
+    WHERE j.id = ANY (ARRAY(SELECT o3.id FROM o o3))  -- PK lookups under any plan
 ),
 updated AS (
     UPDATE jobs j
@@ -101,12 +96,12 @@ updated AS (
     WHERE j.id = o.id
       AND j.lease_token = o.token
       AND j.id = ANY (ARRAY(SELECT o2.id FROM o o2))
-    RETURNING j.id, j.status, j.queue, j.parent_id, j.eligible_at
+    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.parent_id, j.eligible_at
 ),
 history AS (
     INSERT INTO steps (job_id, queue, step, attempt, outcome, http_status, started_at, finished_at, error)
     SELECT u.id, u.queue, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error
-    FROM updated u JOIN before b ON b.id = u.id JOIN o ON o.id = b.id AND o.token = b.token
+    FROM updated u JOIN o ON o.id = u.id AND o.token = u.token JOIN before b ON b.id = u.id
 ),
 children AS (
     INSERT INTO jobs (queue, handler, input, key, priority, eligible_at, concurrency_key,
@@ -117,8 +112,7 @@ children AS (
            c.concurrency_key, c.rate_limit, c.rate_key, coalesce(c.rate_weight, 1),
            coalesce(c.max_attempts, h.max_attempts, 5), u.id
     FROM updated u
-    JOIN before b ON b.id = u.id
-    JOIN o ON o.id = b.id AND o.token = b.token AND o.kind = 'spawn'
+    JOIN o ON o.id = u.id AND o.token = u.token AND o.kind = 'spawn'
     CROSS JOIN LATERAL jsonb_to_recordset(o.children) AS c(
         queue text, handler text, input jsonb, key text, priority smallint, run_at timestamptz,
         delay_ms bigint, concurrency_key text, rate_limit text, rate_key text, rate_weight int,
@@ -149,37 +143,23 @@ notified AS (
     FROM (SELECT queue FROM joined WHERE status = 'runnable'
           UNION SELECT queue FROM children) q
 )
-SELECT u.id, b.token, u.status, u.queue, u.eligible_at <= now() AS ready
-FROM updated u JOIN before b ON b.id = u.id, notified
+SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready
+FROM updated u, notified
 `
-
-type JobApplyOutcomesParams struct {
-	Ids          []int64
-	Tokens       []string
-	Kinds        []string
-	Labels       []string
-	States       []json.RawMessage
-	Results      []json.RawMessage
-	Errors       []json.RawMessage
-	DelaysMs     []int64
-	TimeoutsMs   []int64
-	Awaitings    []json.RawMessage
-	Children     []json.RawMessage
-	HttpStatuses []int
-}
 
 type JobApplyOutcomesRow struct {
 	ID     int64
-	Token  *string
+	Token  string
 	Status string
 	Queue  string
 	Ready  bool
 }
 
-// Applies a batch of step outcomes in one statement: one element per step in each typed
-// array (unnest, no JSON decoding; -1 / 0 / NULL elements stand for an absent delay,
-// timeout, http status or value). A retry always carries its delay: the retry policy is
-// Go's (engine.RetryDelay), computed from the handler's settings the claim returned.
+// Applies a batch of step outcomes in one statement: one JSON record per step. (Twelve
+// typed arrays through ROWS FROM (unnest ...) were measured slower: 29 against 21 µs
+// per step for a batch of 100 `done` outcomes, the arrays' binding and the function
+// scan costing more than one jsonb document). A retry always carries its delay: the retry
+// policy is Go's (engine.RetryDelay), computed from the handler's settings the claim returned.
 //
 // Fencing: a row changes only while it is still `executing` under the lease token the
 // step was given; a stale outcome matches nothing and the caller sees it missing from
@@ -206,21 +186,8 @@ type JobApplyOutcomesRow struct {
 // parent in a batch count twice), and a parent waiting for them is woken at zero.
 // A row `updated` already changed is left alone: Postgres applies only one of two
 // updates of a row in one statement. Parents are locked in id order.
-func (q *Queries) JobApplyOutcomes(ctx context.Context, arg JobApplyOutcomesParams) ([]JobApplyOutcomesRow, error) {
-	rows, err := q.db.Query(ctx, JobApplyOutcomes,
-		arg.Ids,
-		arg.Tokens,
-		arg.Kinds,
-		arg.Labels,
-		arg.States,
-		arg.Results,
-		arg.Errors,
-		arg.DelaysMs,
-		arg.TimeoutsMs,
-		arg.Awaitings,
-		arg.Children,
-		arg.HttpStatuses,
-	)
+func (q *Queries) JobApplyOutcomes(ctx context.Context, batch json.RawMessage) ([]JobApplyOutcomesRow, error) {
+	rows, err := q.db.Query(ctx, JobApplyOutcomes, batch)
 	if err != nil {
 		return nil, err
 	}
@@ -247,22 +214,17 @@ func (q *Queries) JobApplyOutcomes(ctx context.Context, arg JobApplyOutcomesPara
 
 const JobApplyOutcomesCrediting = `-- name: JobApplyOutcomesCrediting :many
 WITH o AS (
-    SELECT r.id, r.token, r.kind, r.label, r.state, r.result, r.error,
-           nullif(r.delay_ms, -1) AS delay_ms, nullif(r.timeout_ms, -1) AS timeout_ms,
-           CASE WHEN r.awaiting IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text(r.awaiting)) END AS awaiting,
-           r.children, nullif(r.http_status, 0) AS http_status
-    FROM ROWS FROM (unnest($1::bigint[]), unnest($2::uuid[]),
-                    unnest($3::text[]), unnest($4::text[]),
-                    unnest($5::jsonb[]), unnest($6::jsonb[]),
-                    unnest($7::jsonb[]), unnest($8::bigint[]),
-                    unnest($9::bigint[]), unnest($10::jsonb[]),
-                    unnest($11::jsonb[]), unnest($12::int[]))
-         AS r(id, token, kind, label, state, result, error, delay_ms, timeout_ms, awaiting, children, http_status)
+    SELECT (r->>'id')::bigint AS id, (r->>'token')::uuid AS token, r->>'kind' AS kind, r->>'label' AS label,
+           r->'state' AS state, r->'result' AS result, r->'error' AS error,
+           (r->>'delay_ms')::bigint AS delay_ms, (r->>'timeout_ms')::bigint AS timeout_ms,
+           CASE WHEN r ? 'awaiting' THEN ARRAY(SELECT jsonb_array_elements_text(r->'awaiting')) END AS awaiting,
+           r->'children' AS children, (r->>'http_status')::int AS http_status
+    FROM jsonb_array_elements($1::jsonb) AS r
 ),
 before AS (
     SELECT j.id, j.lease_token AS token, j.step, j.attempt, j.attempted_at, j.concurrency_key, j.gate_shard
     FROM jobs j JOIN o ON o.id = j.id AND j.lease_token = o.token
-    WHERE j.id = ANY ($1::bigint[])  -- PK lookups under any plan
+    WHERE j.id = ANY (ARRAY(SELECT o3.id FROM o o3))  -- PK lookups under any plan
 ),
 updated AS (
     UPDATE jobs j
@@ -336,12 +298,12 @@ updated AS (
     WHERE j.id = o.id
       AND j.lease_token = o.token
       AND j.id = ANY (ARRAY(SELECT o2.id FROM o o2))
-    RETURNING j.id, j.status, j.queue, j.parent_id, j.eligible_at
+    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.parent_id, j.eligible_at
 ),
 history AS (
     INSERT INTO steps (job_id, queue, step, attempt, outcome, http_status, started_at, finished_at, error)
     SELECT u.id, u.queue, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error
-    FROM updated u JOIN before b ON b.id = u.id JOIN o ON o.id = b.id AND o.token = b.token
+    FROM updated u JOIN o ON o.id = u.id AND o.token = u.token JOIN before b ON b.id = u.id
 ),
 credited AS (
     UPDATE gate_slots s
@@ -361,8 +323,7 @@ children AS (
            c.concurrency_key, c.rate_limit, c.rate_key, coalesce(c.rate_weight, 1),
            coalesce(c.max_attempts, h.max_attempts, 5), u.id
     FROM updated u
-    JOIN before b ON b.id = u.id
-    JOIN o ON o.id = b.id AND o.token = b.token AND o.kind = 'spawn'
+    JOIN o ON o.id = u.id AND o.token = u.token AND o.kind = 'spawn'
     CROSS JOIN LATERAL jsonb_to_recordset(o.children) AS c(
         queue text, handler text, input jsonb, key text, priority smallint, run_at timestamptz,
         delay_ms bigint, concurrency_key text, rate_limit text, rate_key text, rate_weight int,
@@ -393,37 +354,23 @@ notified AS (
     FROM (SELECT queue FROM joined WHERE status = 'runnable'
           UNION SELECT queue FROM children) q
 )
-SELECT u.id, b.token, u.status, u.queue, u.eligible_at <= now() AS ready
-FROM updated u JOIN before b ON b.id = u.id, notified
+SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready
+FROM updated u, notified
 `
-
-type JobApplyOutcomesCreditingParams struct {
-	Ids          []int64
-	Tokens       []string
-	Kinds        []string
-	Labels       []string
-	States       []json.RawMessage
-	Results      []json.RawMessage
-	Errors       []json.RawMessage
-	DelaysMs     []int64
-	TimeoutsMs   []int64
-	Awaitings    []json.RawMessage
-	Children     []json.RawMessage
-	HttpStatuses []int
-}
 
 type JobApplyOutcomesCreditingRow struct {
 	ID     int64
-	Token  *string
+	Token  string
 	Status string
 	Queue  string
 	Ready  bool
 }
 
-// Applies a batch of step outcomes in one statement: one element per step in each typed
-// array (unnest, no JSON decoding; -1 / 0 / NULL elements stand for an absent delay,
-// timeout, http status or value). A retry always carries its delay: the retry policy is
-// Go's (engine.RetryDelay), computed from the handler's settings the claim returned.
+// Applies a batch of step outcomes in one statement: one JSON record per step. (Twelve
+// typed arrays through ROWS FROM (unnest ...) were measured slower: 29 against 21 µs
+// per step for a batch of 100 `done` outcomes, the arrays' binding and the function
+// scan costing more than one jsonb document). A retry always carries its delay: the retry
+// policy is Go's (engine.RetryDelay), computed from the handler's settings the claim returned.
 //
 // Fencing: a row changes only while it is still `executing` under the lease token the
 // step was given; a stale outcome matches nothing and the caller sees it missing from
@@ -452,21 +399,8 @@ type JobApplyOutcomesCreditingRow struct {
 // parent in a batch count twice), and a parent waiting for them is woken at zero.
 // A row `updated` already changed is left alone: Postgres applies only one of two
 // updates of a row in one statement. Parents are locked in id order.
-func (q *Queries) JobApplyOutcomesCrediting(ctx context.Context, arg JobApplyOutcomesCreditingParams) ([]JobApplyOutcomesCreditingRow, error) {
-	rows, err := q.db.Query(ctx, JobApplyOutcomesCrediting,
-		arg.Ids,
-		arg.Tokens,
-		arg.Kinds,
-		arg.Labels,
-		arg.States,
-		arg.Results,
-		arg.Errors,
-		arg.DelaysMs,
-		arg.TimeoutsMs,
-		arg.Awaitings,
-		arg.Children,
-		arg.HttpStatuses,
-	)
+func (q *Queries) JobApplyOutcomesCrediting(ctx context.Context, batch json.RawMessage) ([]JobApplyOutcomesCreditingRow, error) {
+	rows, err := q.db.Query(ctx, JobApplyOutcomesCrediting, batch)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,9 @@
 -- name: JobApplyOutcomes :many
--- Applies a batch of step outcomes in one statement: one element per step in each typed
--- array (unnest, no JSON decoding; -1 / 0 / NULL elements stand for an absent delay,
--- timeout, http status or value). A retry always carries its delay: the retry policy is
--- Go's (engine.RetryDelay), computed from the handler's settings the claim returned.
+-- Applies a batch of step outcomes in one statement: one JSON record per step. (Twelve
+-- typed arrays through ROWS FROM (unnest ...) were measured slower: 29 against 21 µs
+-- per step for a batch of 100 `done` outcomes, the arrays' binding and the function
+-- scan costing more than one jsonb document). A retry always carries its delay: the retry
+-- policy is Go's (engine.RetryDelay), computed from the handler's settings the claim returned.
 --
 -- Fencing: a row changes only while it is still `executing` under the lease token the
 -- step was given; a stale outcome matches nothing and the caller sees it missing from
@@ -21,17 +22,12 @@
 -- even when no gate exists.
 -- Index use: jobs_pkey per step (+ per distinct parent); no scan grows with the table.
 WITH o AS (
-    SELECT r.id, r.token, r.kind, r.label, r.state, r.result, r.error,
-           nullif(r.delay_ms, -1) AS delay_ms, nullif(r.timeout_ms, -1) AS timeout_ms,
-           CASE WHEN r.awaiting IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text(r.awaiting)) END AS awaiting,
-           r.children, nullif(r.http_status, 0) AS http_status
-    FROM ROWS FROM (unnest(sqlc.arg(ids)::bigint[]), unnest(sqlc.arg(tokens)::uuid[]),
-                    unnest(sqlc.arg(kinds)::text[]), unnest(sqlc.arg(labels)::text[]),
-                    unnest(sqlc.arg(states)::jsonb[]), unnest(sqlc.arg(results)::jsonb[]),
-                    unnest(sqlc.arg(errors)::jsonb[]), unnest(sqlc.arg(delays_ms)::bigint[]),
-                    unnest(sqlc.arg(timeouts_ms)::bigint[]), unnest(sqlc.arg(awaitings)::jsonb[]),
-                    unnest(sqlc.arg(children)::jsonb[]), unnest(sqlc.arg(http_statuses)::int[]))
-         AS r(id, token, kind, label, state, result, error, delay_ms, timeout_ms, awaiting, children, http_status)
+    SELECT (r->>'id')::bigint AS id, (r->>'token')::uuid AS token, r->>'kind' AS kind, r->>'label' AS label,
+           r->'state' AS state, r->'result' AS result, r->'error' AS error,
+           (r->>'delay_ms')::bigint AS delay_ms, (r->>'timeout_ms')::bigint AS timeout_ms,
+           CASE WHEN r ? 'awaiting' THEN ARRAY(SELECT jsonb_array_elements_text(r->'awaiting')) END AS awaiting,
+           r->'children' AS children, (r->>'http_status')::int AS http_status
+    FROM jsonb_array_elements(sqlc.arg(batch)::jsonb) AS r
 ),
 -- The step and attempt being completed, as claimed (they do not change under a lease).
 -- Every join to the records is by (id, token): a batch may hold a stale outcome of a job
@@ -40,7 +36,7 @@ WITH o AS (
 before AS (
     SELECT j.id, j.lease_token AS token, j.step, j.attempt, j.attempted_at, j.concurrency_key, j.gate_shard
     FROM jobs j JOIN o ON o.id = j.id AND j.lease_token = o.token
-    WHERE j.id = ANY (sqlc.arg(ids)::bigint[])  -- PK lookups under any plan
+    WHERE j.id = ANY (ARRAY(SELECT o3.id FROM o o3))  -- PK lookups under any plan
 ),
 updated AS (
     UPDATE jobs j
@@ -114,12 +110,12 @@ updated AS (
     WHERE j.id = o.id
       AND j.lease_token = o.token
       AND j.id = ANY (ARRAY(SELECT o2.id FROM o o2))
-    RETURNING j.id, j.status, j.queue, j.parent_id, j.eligible_at
+    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.parent_id, j.eligible_at
 ),
 history AS (
     INSERT INTO steps (job_id, queue, step, attempt, outcome, http_status, started_at, finished_at, error)
     SELECT u.id, u.queue, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error
-    FROM updated u JOIN before b ON b.id = u.id JOIN o ON o.id = b.id AND o.token = b.token
+    FROM updated u JOIN o ON o.id = u.id AND o.token = u.token JOIN before b ON b.id = u.id
 ),
 children AS (
     INSERT INTO jobs (queue, handler, input, key, priority, eligible_at, concurrency_key,
@@ -130,8 +126,7 @@ children AS (
            c.concurrency_key, c.rate_limit, c.rate_key, coalesce(c.rate_weight, 1),
            coalesce(c.max_attempts, h.max_attempts, 5), u.id
     FROM updated u
-    JOIN before b ON b.id = u.id
-    JOIN o ON o.id = b.id AND o.token = b.token AND o.kind = 'spawn'
+    JOIN o ON o.id = u.id AND o.token = u.token AND o.kind = 'spawn'
     CROSS JOIN LATERAL jsonb_to_recordset(o.children) AS c(
         queue text, handler text, input jsonb, key text, priority smallint, run_at timestamptz,
         delay_ms bigint, concurrency_key text, rate_limit text, rate_key text, rate_weight int,
@@ -167,14 +162,15 @@ notified AS (
     FROM (SELECT queue FROM joined WHERE status = 'runnable'
           UNION SELECT queue FROM children) q
 )
-SELECT u.id, b.token, u.status, u.queue, u.eligible_at <= now() AS ready
-FROM updated u JOIN before b ON b.id = u.id, notified;
+SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready
+FROM updated u, notified;
 
 -- name: JobApplyOutcomesCrediting :many
--- Applies a batch of step outcomes in one statement: one element per step in each typed
--- array (unnest, no JSON decoding; -1 / 0 / NULL elements stand for an absent delay,
--- timeout, http status or value). A retry always carries its delay: the retry policy is
--- Go's (engine.RetryDelay), computed from the handler's settings the claim returned.
+-- Applies a batch of step outcomes in one statement: one JSON record per step. (Twelve
+-- typed arrays through ROWS FROM (unnest ...) were measured slower: 29 against 21 µs
+-- per step for a batch of 100 `done` outcomes, the arrays' binding and the function
+-- scan costing more than one jsonb document). A retry always carries its delay: the retry
+-- policy is Go's (engine.RetryDelay), computed from the handler's settings the claim returned.
 --
 -- Fencing: a row changes only while it is still `executing` under the lease token the
 -- step was given; a stale outcome matches nothing and the caller sees it missing from
@@ -193,17 +189,12 @@ FROM updated u JOIN before b ON b.id = u.id, notified;
 -- even when no gate exists.
 -- Index use: jobs_pkey per step (+ per distinct parent); no scan grows with the table.
 WITH o AS (
-    SELECT r.id, r.token, r.kind, r.label, r.state, r.result, r.error,
-           nullif(r.delay_ms, -1) AS delay_ms, nullif(r.timeout_ms, -1) AS timeout_ms,
-           CASE WHEN r.awaiting IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text(r.awaiting)) END AS awaiting,
-           r.children, nullif(r.http_status, 0) AS http_status
-    FROM ROWS FROM (unnest(sqlc.arg(ids)::bigint[]), unnest(sqlc.arg(tokens)::uuid[]),
-                    unnest(sqlc.arg(kinds)::text[]), unnest(sqlc.arg(labels)::text[]),
-                    unnest(sqlc.arg(states)::jsonb[]), unnest(sqlc.arg(results)::jsonb[]),
-                    unnest(sqlc.arg(errors)::jsonb[]), unnest(sqlc.arg(delays_ms)::bigint[]),
-                    unnest(sqlc.arg(timeouts_ms)::bigint[]), unnest(sqlc.arg(awaitings)::jsonb[]),
-                    unnest(sqlc.arg(children)::jsonb[]), unnest(sqlc.arg(http_statuses)::int[]))
-         AS r(id, token, kind, label, state, result, error, delay_ms, timeout_ms, awaiting, children, http_status)
+    SELECT (r->>'id')::bigint AS id, (r->>'token')::uuid AS token, r->>'kind' AS kind, r->>'label' AS label,
+           r->'state' AS state, r->'result' AS result, r->'error' AS error,
+           (r->>'delay_ms')::bigint AS delay_ms, (r->>'timeout_ms')::bigint AS timeout_ms,
+           CASE WHEN r ? 'awaiting' THEN ARRAY(SELECT jsonb_array_elements_text(r->'awaiting')) END AS awaiting,
+           r->'children' AS children, (r->>'http_status')::int AS http_status
+    FROM jsonb_array_elements(sqlc.arg(batch)::jsonb) AS r
 ),
 -- The step and attempt being completed, as claimed (they do not change under a lease).
 -- Every join to the records is by (id, token): a batch may hold a stale outcome of a job
@@ -212,7 +203,7 @@ WITH o AS (
 before AS (
     SELECT j.id, j.lease_token AS token, j.step, j.attempt, j.attempted_at, j.concurrency_key, j.gate_shard
     FROM jobs j JOIN o ON o.id = j.id AND j.lease_token = o.token
-    WHERE j.id = ANY (sqlc.arg(ids)::bigint[])  -- PK lookups under any plan
+    WHERE j.id = ANY (ARRAY(SELECT o3.id FROM o o3))  -- PK lookups under any plan
 ),
 updated AS (
     UPDATE jobs j
@@ -286,12 +277,12 @@ updated AS (
     WHERE j.id = o.id
       AND j.lease_token = o.token
       AND j.id = ANY (ARRAY(SELECT o2.id FROM o o2))
-    RETURNING j.id, j.status, j.queue, j.parent_id, j.eligible_at
+    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.parent_id, j.eligible_at
 ),
 history AS (
     INSERT INTO steps (job_id, queue, step, attempt, outcome, http_status, started_at, finished_at, error)
     SELECT u.id, u.queue, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error
-    FROM updated u JOIN before b ON b.id = u.id JOIN o ON o.id = b.id AND o.token = b.token
+    FROM updated u JOIN o ON o.id = u.id AND o.token = u.token JOIN before b ON b.id = u.id
 ),
 -- The gate slot an ending step held goes back to its shard (capped: a gate whose limit
 -- was lowered meanwhile refills only up to its new cap).
@@ -313,8 +304,7 @@ children AS (
            c.concurrency_key, c.rate_limit, c.rate_key, coalesce(c.rate_weight, 1),
            coalesce(c.max_attempts, h.max_attempts, 5), u.id
     FROM updated u
-    JOIN before b ON b.id = u.id
-    JOIN o ON o.id = b.id AND o.token = b.token AND o.kind = 'spawn'
+    JOIN o ON o.id = u.id AND o.token = u.token AND o.kind = 'spawn'
     CROSS JOIN LATERAL jsonb_to_recordset(o.children) AS c(
         queue text, handler text, input jsonb, key text, priority smallint, run_at timestamptz,
         delay_ms bigint, concurrency_key text, rate_limit text, rate_key text, rate_weight int,
@@ -350,5 +340,5 @@ notified AS (
     FROM (SELECT queue FROM joined WHERE status = 'runnable'
           UNION SELECT queue FROM children) q
 )
-SELECT u.id, b.token, u.status, u.queue, u.eligible_at <= now() AS ready
-FROM updated u JOIN before b ON b.id = u.id, notified;
+SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready
+FROM updated u, notified;
