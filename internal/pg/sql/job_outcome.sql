@@ -36,7 +36,7 @@ WITH o AS (
 before AS (
     SELECT j.id, j.lease_token AS token, j.step, j.attempt, j.attempted_at, j.concurrency_key, j.gate_shard
     FROM jobs j JOIN o ON o.id = j.id AND j.lease_token = o.token
-    WHERE j.id = ANY (ARRAY(SELECT o3.id FROM o o3))  -- PK lookups under any plan
+    -- (no `id = ANY(...)` here: inlined into history, it repeats the array per row)
 ),
 updated AS (
     UPDATE jobs j
@@ -203,7 +203,7 @@ WITH o AS (
 before AS (
     SELECT j.id, j.lease_token AS token, j.step, j.attempt, j.attempted_at, j.concurrency_key, j.gate_shard
     FROM jobs j JOIN o ON o.id = j.id AND j.lease_token = o.token
-    WHERE j.id = ANY (ARRAY(SELECT o3.id FROM o o3))  -- PK lookups under any plan
+    -- (no `id = ANY(...)` here: inlined into history, it repeats the array per row)
 ),
 updated AS (
     UPDATE jobs j
