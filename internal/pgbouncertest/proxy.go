@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Wire counts what clients send to PostgreSQL (or a pooler) through a Proxy.
@@ -18,6 +19,12 @@ type Wire struct {
 	// RoundTrips counts the client's flights: messages sent after the server last
 	// answered (a pipeline of Parse, Bind, Execute, Sync is one).
 	RoundTrips int64
+	// ExecutingRoundTrips counts the round trips that execute a statement (the others
+	// start connections or only prepare, i.e. describe, a statement).
+	ExecutingRoundTrips int64
+	// Waited is the time the client waited for the server's first answer to its round
+	// trips, summed.
+	Waited time.Duration
 	// Statements counts Execute messages and simple-protocol Query messages.
 	Statements int64
 	// Parses counts Parse messages (each makes PostgreSQL parse and plan the SQL anew,
@@ -29,31 +36,46 @@ type Wire struct {
 	Connections int64
 }
 
-// PerStatement is w's round trips and bytes per statement.
-func (w Wire) PerStatement() (roundTrips, bytes float64) {
+// PerStatement is w's round trips (all, and those that execute) and bytes per statement.
+func (w Wire) PerStatement() (roundTrips, executing, bytes float64) {
 	if w.Statements == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
-	return float64(w.RoundTrips) / float64(w.Statements), float64(w.Bytes) / float64(w.Statements)
+	n := float64(w.Statements)
+	return float64(w.RoundTrips) / n, float64(w.ExecutingRoundTrips) / n, float64(w.Bytes) / n
+}
+
+// Since is what w counted after before.
+func (w Wire) Since(before Wire) Wire {
+	return Wire{RoundTrips: w.RoundTrips - before.RoundTrips,
+		ExecutingRoundTrips: w.ExecutingRoundTrips - before.ExecutingRoundTrips, Waited: w.Waited - before.Waited,
+		Statements: w.Statements - before.Statements, Parses: w.Parses - before.Parses, Bytes: w.Bytes - before.Bytes,
+		Connections: w.Connections - before.Connections}
 }
 
 func (w Wire) String() string {
-	rt, b := w.PerStatement()
-	return fmt.Sprintf("%d statements, %d round trips (%.2f a statement), %d parses, %.0f bytes sent a statement, %d connections",
-		w.Statements, w.RoundTrips, rt, w.Parses, b, w.Connections)
+	rt, exec, b := w.PerStatement()
+	var wait time.Duration
+	if w.RoundTrips > 0 {
+		wait = w.Waited / time.Duration(w.RoundTrips)
+	}
+	return fmt.Sprintf("%d statements: %.2f round trips a statement (%.2f executing, %d preparing or connecting), "+
+		"%.0f µs a round trip, %d parses, %.0f bytes sent a statement, %d new connections",
+		w.Statements, rt, exec, w.RoundTrips-w.ExecutingRoundTrips, float64(wait.Microseconds()), w.Parses, b, w.Connections)
 }
 
 // Proxy forwards TCP connections to a PostgreSQL server (or a pooler) and counts the
 // frontend messages that pass.
 type Proxy struct {
 	// Addr is where the proxy listens (127.0.0.1, a free port).
-	Addr                                               string
-	roundTrips, statements, parses, bytes, connections atomic.Int64
-	network, target                                    string
-	ln                                                 net.Listener
-	wg                                                 sync.WaitGroup
-	mu                                                 sync.Mutex
-	conns                                              []net.Conn
+	Addr                                   string
+	roundTrips, executing, waited          atomic.Int64
+	statements, parses, bytes, connections atomic.Int64
+	network, target                        string
+	ln                                     net.Listener
+	wg                                     sync.WaitGroup
+	mu                                     sync.Mutex
+	conns                                  []net.Conn
 }
 
 // NewProxy forwards to the server that dbURL names (TCP, or the Unix socket of a pgtest
@@ -94,7 +116,8 @@ func (p *Proxy) URL(dbURL string) string {
 
 // Wire is what has passed so far.
 func (p *Proxy) Wire() Wire {
-	return Wire{RoundTrips: p.roundTrips.Load(), Statements: p.statements.Load(), Parses: p.parses.Load(),
+	return Wire{RoundTrips: p.roundTrips.Load(), ExecutingRoundTrips: p.executing.Load(),
+		Waited: time.Duration(p.waited.Load()), Statements: p.statements.Load(), Parses: p.parses.Load(),
 		Bytes: p.bytes.Load(), Connections: p.connections.Load()}
 }
 
@@ -124,13 +147,13 @@ func (p *Proxy) accept() {
 		p.mu.Lock()
 		p.conns = append(p.conns, client, server)
 		p.mu.Unlock()
-		var answered atomic.Bool // the server has sent something since the client's last message
-		answered.Store(true)
+		fl := &flight{}
+		fl.answered.Store(true)
 		p.wg.Add(2)
 		go func() {
 			defer p.wg.Done()
 			defer server.Close()
-			p.forwardFrontend(client, server, &answered)
+			p.forwardFrontend(client, server, fl)
 		}()
 		go func() {
 			defer p.wg.Done()
@@ -139,7 +162,9 @@ func (p *Proxy) accept() {
 			for {
 				n, err := server.Read(buf)
 				if n > 0 {
-					answered.Store(true)
+					if !fl.answered.Swap(true) {
+						p.waited.Add(time.Now().UnixNano() - fl.began.Load())
+					}
 					if _, werr := client.Write(buf[:n]); werr != nil {
 						return
 					}
@@ -158,8 +183,25 @@ const (
 	gssencRequest = 80877104
 )
 
+// flight is a connection's current round trip.
+type flight struct {
+	answered  atomic.Bool  // the server has answered since the client last sent
+	began     atomic.Int64 // when the client sent (unix nanoseconds)
+	executing bool         // it carries an Execute or a Query (the client's goroutine only)
+}
+
+// start counts a new round trip when the server has answered the last one.
+func (p *Proxy) start(fl *flight) {
+	if fl.answered.Load() {
+		p.roundTrips.Add(1)
+		fl.executing = false
+		fl.began.Store(time.Now().UnixNano())
+		fl.answered.Store(false)
+	}
+}
+
 // forwardFrontend copies client's messages to server one by one, counting them.
-func (p *Proxy) forwardFrontend(client io.Reader, server io.Writer, answered *atomic.Bool) {
+func (p *Proxy) forwardFrontend(client io.Reader, server io.Writer, fl *flight) {
 	r := bufio.NewReaderSize(client, 64<<10)
 	var header [5]byte
 	for started := false; !started; { // untyped packets: length, protocol code, body
@@ -172,8 +214,7 @@ func (p *Proxy) forwardFrontend(client io.Reader, server io.Writer, answered *at
 		}
 		code := binary.BigEndian.Uint32(body[:4])
 		started = code != sslRequest && code != gssencRequest
-		answered.Store(false)
-		p.roundTrips.Add(1)
+		p.start(fl)
 		if _, err := server.Write(append(header[:4:4], body...)); err != nil {
 			return
 		}
@@ -186,12 +227,14 @@ func (p *Proxy) forwardFrontend(client io.Reader, server io.Writer, answered *at
 		if _, err := io.ReadFull(r, body); err != nil {
 			return
 		}
-		if answered.Swap(false) {
-			p.roundTrips.Add(1)
-		}
+		p.start(fl)
 		switch header[0] {
 		case 'E', 'Q':
 			p.statements.Add(1)
+			if !fl.executing {
+				fl.executing = true
+				p.executing.Add(1)
+			}
 		case 'P':
 			p.parses.Add(1)
 		}
