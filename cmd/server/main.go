@@ -167,11 +167,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 // warnJIT warns when the database's connections compile statements with JIT, which the
 // server turns off itself unless a transaction-mode pooler stands between them.
 func warnJIT(ctx context.Context, db *pg.DB, log *slog.Logger) {
-	rows, err := db.QueryStrings(ctx, "SELECT current_setting('jit')")
+	rows, err := db.QueryStrings(ctx, "SELECT current_setting('jit'), current_user")
 	if err == nil && len(rows) == 1 && rows[0][0] == "on" {
 		log.Warn("jit is on for the pooled connections: on large tables the pick then pays ~100 ms compiling; "+
 			"turn it off for gendurable's role or database (docs/configuration.md)",
-			"fix", "ALTER ROLE <gendurable's role> SET jit = off")
+			"fix", "ALTER ROLE "+pg.QuoteIdent(rows[0][1])+" SET jit = off")
 	}
 }
 

@@ -78,6 +78,11 @@ func TestCoreFlowThroughPgBouncer(t *testing.T) {
 		t.Errorf("%d direct LISTEN connections (%v), want %d", listeners, err, servers)
 	}
 	t.Logf("PgBouncer: %d clients on %d server connections", clients, serverConns)
+	// JIT cannot be turned off through the pooler: the server says how to.
+	if jit, err := direct.QueryStrings(context.Background(), "SHOW jit"); err == nil && jit[0][0] == "on" &&
+		!strings.Contains(logs[0].String(), `ALTER ROLE \"postgres\" SET jit = off`) {
+		t.Errorf("jit is on and the server does not warn:\n%s", logs[0].String())
+	}
 }
 
 // Without GENDURABLE_DB_POOLER the server sends start-up parameters PgBouncer refuses:
