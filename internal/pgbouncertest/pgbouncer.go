@@ -152,7 +152,7 @@ pidfile =
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
+			_ = c.Close()
 			break
 		}
 		select {
@@ -182,7 +182,7 @@ func (b *Bouncer) Show(t testing.TB, what string) []map[string]string {
 	if err != nil {
 		t.Fatalf("pgbouncer console: %v", err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	results, err := conn.Exec(ctx, "SHOW "+what).ReadAll()
 	if err != nil {
 		t.Fatalf("SHOW %s: %v", what, err)

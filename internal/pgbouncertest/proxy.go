@@ -125,7 +125,7 @@ func (p *Proxy) close() {
 	p.ln.Close()
 	p.mu.Lock()
 	for _, c := range p.conns {
-		c.Close()
+		_ = c.Close()
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
@@ -140,7 +140,7 @@ func (p *Proxy) accept() {
 		}
 		server, err := net.Dial(p.network, p.target)
 		if err != nil {
-			client.Close()
+			_ = client.Close()
 			continue
 		}
 		p.connections.Add(1)
@@ -152,12 +152,12 @@ func (p *Proxy) accept() {
 		p.wg.Add(2)
 		go func() {
 			defer p.wg.Done()
-			defer server.Close()
+			defer func() { _ = server.Close() }()
 			p.forwardFrontend(client, server, fl)
 		}()
 		go func() {
 			defer p.wg.Done()
-			defer client.Close()
+			defer func() { _ = client.Close() }()
 			buf := make([]byte, 32<<10)
 			for {
 				n, err := server.Read(buf)
