@@ -9,11 +9,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gendurable/gendurable/internal/pg"
 )
 
 // config is everything the server reads from its environment and flags (flags win).
 type config struct {
 	DatabaseURL          string
+	DirectDatabaseURL    string
+	DBPooler             pg.Pooler
 	DevPostgres          string
 	Addr                 string
 	APIToken             string
@@ -74,6 +78,11 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	fs := flag.NewFlagSet("gendurable", flag.ContinueOnError)
 	fs.StringVar(&c.DatabaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
+	fs.StringVar(&c.DirectDatabaseURL, "direct-database-url", getenv("GENDURABLE_DIRECT_DATABASE_URL"),
+		"PostgreSQL URL past any transaction-mode pooler, for LISTEN and migrations (default: the database URL; env GENDURABLE_DIRECT_DATABASE_URL)")
+	pooler := env("GENDURABLE_DB_POOLER", "none")
+	fs.StringVar(&pooler, "db-pooler", pooler,
+		"what the database URL reaches: none (PostgreSQL) or transaction (PgBouncer pool_mode=transaction; env GENDURABLE_DB_POOLER)")
 	fs.StringVar(&c.DevPostgres, "dev-postgres", getenv("GENDURABLE_DEV_POSTGRES"),
 		"when no database URL is given, start a private PostgreSQL cluster in this directory (make run uses ./.data)")
 	fs.StringVar(&c.Addr, "addr", env("GENDURABLE_ADDR", ":8080"), "listen address (env GENDURABLE_ADDR)")
@@ -124,6 +133,15 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(level)); err != nil {
 		errs = append(errs, fmt.Errorf("GENDURABLE_LOG_LEVEL=%q is not debug, info, warn or error", level))
+	}
+	var err error
+	if c.DBPooler, err = pg.ParsePooler(pooler); err != nil {
+		errs = append(errs, fmt.Errorf("GENDURABLE_DB_POOLER=%q is not none or transaction", pooler))
+	}
+	if c.DBPooler == pg.PoolerTransaction && c.DirectDatabaseURL == "" && (c.Migrate || c.Dispatch) {
+		errs = append(errs, errors.New("GENDURABLE_DB_POOLER=transaction needs GENDURABLE_DIRECT_DATABASE_URL, "+
+			"a URL past the pooler: the dispatcher's LISTEN and the migrations' lock hold session state "+
+			"(or set GENDURABLE_DISPATCH=false and GENDURABLE_MIGRATE=false for an API-only process)"))
 	}
 	if c.DatabaseURL == "" && c.DevPostgres == "" {
 		errs = append(errs, errors.New("set DATABASE_URL to your PostgreSQL (or run `make run`, which starts a private cluster)"))

@@ -62,11 +62,15 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		defer dev.cluster.Stop()
 		dbURL = dev.cluster.URL("gendurable")
 	}
-	db, err := pg.Open(ctx, dbURL, pg.Options{MaxConns: int32(cfg.DBMaxConns)})
+	db, err := pg.Open(ctx, dbURL, pg.Options{MaxConns: int32(cfg.DBMaxConns), Pooler: cfg.DBPooler,
+		DirectURL: cfg.DirectDatabaseURL})
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	if cfg.DBPooler == pg.PoolerTransaction {
+		warnJIT(ctx, db, log)
+	}
 	if cfg.Migrate {
 		applied, err := db.Migrate(ctx)
 		if err != nil {
@@ -158,6 +162,17 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// warnJIT warns when the database's connections compile statements with JIT, which the
+// server turns off itself unless a transaction-mode pooler stands between them.
+func warnJIT(ctx context.Context, db *pg.DB, log *slog.Logger) {
+	rows, err := db.QueryStrings(ctx, "SELECT current_setting('jit'), current_user")
+	if err == nil && len(rows) == 1 && rows[0][0] == "on" {
+		log.Warn("jit is on for the pooled connections: on large tables the pick then pays ~100 ms compiling; "+
+			"turn it off for gendurable's role or database (docs/configuration.md)",
+			"fix", "ALTER ROLE "+pg.QuoteIdent(rows[0][1])+" SET jit = off")
+	}
 }
 
 // devPort is the port of the private cluster of `make run` when it is free.

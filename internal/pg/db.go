@@ -7,16 +7,51 @@ package pg
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // DB is a pool of connections to gendurable's database.
 type DB struct {
 	pool *pgxpool.Pool
-	q    *dbsqlc.Queries
+	// session serves what keeps session state across statements (the LISTEN connection,
+	// the migrations' advisory lock): a pool on Options.DirectURL, or pool itself.
+	session *pgxpool.Pool
+	q       *dbsqlc.Queries
+}
+
+// Pooler names what the database URL reaches: PostgreSQL itself, or a connection pooler
+// that hands each transaction to any of its server connections.
+type Pooler string
+
+const (
+	// PoolerNone is PostgreSQL itself (or a session-mode pooler): each statement is
+	// prepared once per connection (a named prepared statement) and planned once
+	// (plan_cache_mode=force_generic_plan, jit=off, sent as start-up parameters).
+	PoolerNone Pooler = "none"
+	// PoolerTransaction is a transaction-mode pooler (PgBouncer pool_mode=transaction):
+	// no named prepared statements (PgBouncer before 1.21 cannot track them) and no
+	// start-up parameters beyond application_name (PgBouncer refuses the others). Each
+	// statement is sent as the unnamed statement with the parameter and result types
+	// cached on the client (pgx's QueryExecModeCacheDescribe: one round trip, binary
+	// formats), and is parsed and planned by PostgreSQL at every execution. A database
+	// URL that names default_query_exec_mode keeps its choice.
+	PoolerTransaction Pooler = "transaction"
+)
+
+// ParsePooler reads a Pooler's name ("" is PoolerNone).
+func ParsePooler(s string) (Pooler, error) {
+	switch p := Pooler(s); p {
+	case "", PoolerNone:
+		return PoolerNone, nil
+	case PoolerTransaction:
+		return p, nil
+	}
+	return "", fmt.Errorf("pg: pooler %q is not none or transaction", s)
 }
 
 // Options tunes Open. The zero value is a sensible default.
@@ -25,31 +60,91 @@ type Options struct {
 	MaxConns int32
 	// Counter, when set, counts every statement the pool runs (tests and the bench).
 	Counter *StatementCounter
+	// Pooler says what the URL reaches (default PoolerNone: PostgreSQL itself).
+	Pooler Pooler
+	// DirectURL reaches PostgreSQL itself, past any transaction-mode pooler, for what
+	// holds session state across statements: the LISTEN connection and the migrations'
+	// advisory lock (default: the URL given to Open). At most two connections, named
+	// gendurable-direct in pg_stat_activity.
+	DirectURL string
 }
 
-// Open connects to url and checks the connection.
+// Open connects to url (and to opts.DirectURL) and checks the connections.
 func Open(ctx context.Context, url string, opts Options) (*DB, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := poolConfig(url, opts.Pooler, opts)
 	if err != nil {
-		return nil, fmt.Errorf("pg: parse database url: %w", err)
+		return nil, err
 	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pg: connect: %w", err)
+	}
+	db := &DB{pool: pool, session: pool, q: dbsqlc.New(pool)}
+	if opts.DirectURL != "" {
+		dcfg, err := poolConfig(opts.DirectURL, PoolerNone, opts)
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("direct url: %w", err)
+		}
+		dcfg.MaxConns = 2 // the listener and a migration run
+		dcfg.ConnConfig.RuntimeParams["application_name"] = "gendurable-direct"
+		if db.session, err = pgxpool.NewWithConfig(ctx, dcfg); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("pg: connect (direct url): %w", err)
+		}
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("pg: ping: %w", err)
+	}
+	if db.session != pool {
+		if err := db.session.Ping(pingCtx); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("pg: ping (direct url): %w", err)
+		}
+	}
+	return db, nil
+}
+
+// poolConfig is the pool configuration for url when it reaches pooler.
+func poolConfig(url string, pooler Pooler, opts Options) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("pg: parse database url: %w", err)
 	}
 	if opts.Counter != nil {
 		cfg.ConnConfig.Tracer = opts.Counter
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "gendurable"
-	// No JIT: on a large jobs table the planner's estimates cross jit_above_cost and every
-	// pick paid ~100 ms compiling LLVM code for a statement that runs in ~2 ms (measured
-	// at 1 000 000 rows). Short OLTP statements never win it back.
-	cfg.ConnConfig.RuntimeParams["jit"] = "off"
-	// Plan each statement once per connection. The hot statements are large CTEs whose
-	// planning costs more than their execution (the pick: ~0.7 ms to plan, ~0.9 ms to run),
-	// and every statement here is written to take the same plan whatever its parameters
-	// (queue = $1 on jobs_pick, primary keys driven by ANY(ARRAY(...)), unnest'ed arrays);
-	// the plan tests hold that under a forced generic plan.
-	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	switch pooler {
+	case "", PoolerNone:
+		// No JIT: on a large jobs table the planner's estimates cross jit_above_cost and every
+		// pick paid ~100 ms compiling LLVM code for a statement that runs in ~2 ms (measured
+		// at 1 000 000 rows). Short OLTP statements never win it back.
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+		// Plan each statement once per connection. The hot statements are large CTEs whose
+		// planning costs more than their execution (the pick: ~0.7 ms to plan, ~0.9 ms to run),
+		// and every statement here is written to take the same plan whatever its parameters
+		// (queue = $1 on jobs_pick, primary keys driven by ANY(ARRAY(...)), unnest'ed arrays);
+		// the plan tests hold that under a forced generic plan.
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	case PoolerTransaction:
+		// A server connection serves another client after each transaction: a statement
+		// named on one is missing on the next, or already there ("prepared statement
+		// stmtcache_… already exists"), and jit or plan_cache_mode can only be set on the
+		// role or database (docs/configuration.md). The unnamed statement is parsed, bound
+		// and executed in one round trip, so it never crosses server connections.
+		if !strings.Contains(url, "default_query_exec_mode") {
+			cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+		}
+	default:
+		return nil, fmt.Errorf("pg: pooler %q is not none or transaction", pooler)
+	}
 	// A generic plan is made from the statistics of its first execution on a connection
 	// and kept for the connection's life. Planned on a new, empty jobs table, the pick's
 	// final UPDATE and JobReadyExists scan jobs sequentially, and they kept doing so after
@@ -58,21 +153,16 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	// instead, so statements are re-planned on the statistics autovacuum has gathered.
 	cfg.MaxConnLifetime = 3 * time.Minute
 	cfg.MaxConnLifetimeJitter = time.Minute
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("pg: connect: %w", err)
-	}
-	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := pool.Ping(pingCtx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("pg: ping: %w", err)
-	}
-	return &DB{pool: pool, q: dbsqlc.New(pool)}, nil
+	return cfg, nil
 }
 
 // Close closes every connection.
-func (db *DB) Close() { db.pool.Close() }
+func (db *DB) Close() {
+	if db.session != db.pool {
+		db.session.Close()
+	}
+	db.pool.Close()
+}
 
 // Ping checks that the database answers.
 func (db *DB) Ping(ctx context.Context) error { return translate(db.pool.Ping(ctx)) }

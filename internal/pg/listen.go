@@ -12,7 +12,10 @@ const JobsChannel = "gendurable_jobs"
 // ctx ends. It reconnects with backoff after a lost connection (the backoff starts over
 // once a connection has been listening), reports each failure to onError (nil: ignored),
 // and calls fn("") after each (re)connect so that callers re-check for work they may
-// have missed meanwhile.
+// have missed meanwhile. The connection comes from Options.DirectURL when set: LISTEN is
+// session state, which a transaction-mode pooler would hand to other clients (and its
+// notifications with it). NOTIFY needs no such care: it is sent inside statements and
+// transactions, which a pooler keeps whole.
 func (db *DB) Listen(ctx context.Context, channel string, fn func(payload string), onError func(error)) {
 	const first = 100 * time.Millisecond
 	backoff := first
@@ -40,7 +43,7 @@ func (db *DB) Listen(ctx context.Context, channel string, fn func(payload string
 
 // listenOnce listens until the connection fails; listened reports whether LISTEN took.
 func (db *DB) listenOnce(ctx context.Context, channel string, fn func(string)) (listened bool, err error) {
-	conn, err := db.pool.Acquire(ctx)
+	conn, err := db.session.Acquire(ctx)
 	if err != nil {
 		return false, err
 	}

@@ -46,13 +46,14 @@ func Migrations() ([]Migration, error) {
 
 // Migrate applies the embedded migrations that are not applied yet, each in its own
 // transaction, under a session advisory lock so concurrent server start-ups apply each
-// migration exactly once. It returns the versions it applied.
+// migration exactly once (on Options.DirectURL when set: the lock spans statements). It
+// returns the versions it applied.
 func (db *DB) Migrate(ctx context.Context) ([]int, error) {
 	all, err := Migrations()
 	if err != nil {
 		return nil, err
 	}
-	conn, err := db.pool.Acquire(ctx)
+	conn, err := db.session.Acquire(ctx)
 	if err != nil {
 		return nil, translate(err)
 	}
