@@ -45,22 +45,23 @@ import (
 )
 
 type options struct {
-	inFlight     int
-	heapProfile  string
-	databaseURL  string
-	server       string
-	jobs         int
-	fiveStepJobs int
-	bulk         int
-	latencyRate  int
-	latencyFor   time.Duration
-	outcomeBatch int
-	maxInFlight  int
-	batch        int
-	jsonOut      string
-	bulkClients  int
-	cpuProfile   string
-	profileFor   time.Duration
+	inFlight      int
+	heapProfile   string
+	databaseURL   string
+	server        string
+	jobs          int
+	fiveStepJobs  int
+	bulk          int
+	latencyRate   int
+	latencyFor    time.Duration
+	outcomeBatch  int
+	maxInFlight   int
+	batch         int
+	jsonOut       string
+	bulkClients   int
+	cpuProfile    string
+	insertProfile string
+	profileFor    time.Duration
 
 	pairs         int
 	insertBatch   int
@@ -129,6 +130,7 @@ func main() {
 	flag.IntVar(&o.batch, "batch", 100, "batch of the drained queues")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results to this JSON file")
 	flag.IntVar(&o.bulkClients, "bulk-clients", 4, "concurrent clients of the bulk insert")
+	flag.StringVar(&o.insertProfile, "insert-cpuprofile", "", "write a CPU profile of the server during the first pair's batch inserts to this file")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the server during the first one-step drain to this file")
 	flag.DurationVar(&o.profileFor, "cpuprofile-for", 5*time.Second, "length of the -cpuprofile capture, from the start of the drain")
 	flag.IntVar(&o.pairs, "pairs", 3, "alternating pairs of one-step drains (gendurable, River, gendurable, River...)")
@@ -327,9 +329,19 @@ func run(o options) error {
 			if err := call(api, "PUT", "/v1/queues/"+queue, fmt.Sprintf(`{"paused": true, "max_in_flight": %d, "batch": %d}`, o.maxInFlight, o.batch)); err != nil {
 				return err
 			}
+			var profiled chan error
+			if pair == 1 && o.insertProfile != "" {
+				profiled = make(chan error, 1)
+				go func() { profiled <- captureProfile(pprofAddr, o.insertProfile, o.profileFor) }()
+			}
 			ins, err := bulkInsert(api, "bench", queue, o.jobs, 1, 1, o.insertBatch)
 			if err != nil {
 				return err
+			}
+			if profiled != nil {
+				if err := <-profiled; err != nil {
+					fmt.Fprintln(os.Stderr, "bench: insert profile:", err)
+				}
 			}
 			cmp.OursInsert = append(cmp.OursInsert, ins.CallSeconds...)
 			cmp.InsertJobs = pair * o.jobs
