@@ -128,9 +128,12 @@ export function Runs({ q }: { q: RunsQuery }) {
         </label>
         <label>
           Status
-          <select name="status" defaultValue={q.status} data-testid="status-filter">
+          {/* A select has no defaultValue: the option from the URL is the selected one. */}
+          <select name="status" data-testid="status-filter">
             {STATUSES.map((s) => (
-              <option value={s}>{s || 'any'}</option>
+              <option value={s} selected={s === (q.status ?? '')}>
+                {s || 'any'}
+              </option>
             ))}
           </select>
         </label>
