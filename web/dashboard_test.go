@@ -302,7 +302,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	screenshot(t, ctx, "run.png", true)
+	screenshot(t, ctx, "run.png", false)
 
 	// Queues: counts and pause/resume.
 	if err := chromedp.Run(ctx,

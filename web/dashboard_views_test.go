@@ -131,6 +131,7 @@ func TestDashboardSaysAttemptsStatusesAndErrors(t *testing.T) {
 	if got := fmt.Sprint(timelineColumn(ctx, t, 2)) + fmt.Sprint(timelineColumn(ctx, t, 3)); got != "[http_error done][500 200]" {
 		t.Errorf("the flaky run's outcomes and statuses: %s", got)
 	}
+	screenshot(t, ctx, "run.png", true) // a retried step, for the README
 
 	run(async, 1)
 	if got := fmt.Sprint(timelineColumn(ctx, t, 2)) + fmt.Sprint(timelineColumn(ctx, t, 3)); got != "[done][202 async]" {

@@ -76,7 +76,9 @@ function Branch({ n, current }: { n: Node; current: number }) {
         {here ? <strong>run {j.id}</strong> : <a href={`#/runs/${j.id}`}>run {j.id}</a>} <span class="muted">{j.handler}</span>{' '}
         <Status status={j.status} />
         {j.key && <span class="muted"> key {j.key}</span>}
-        {j.pending_children > 0 && <span class="muted"> · {j.pending_children} children running</span>}
+        {j.pending_children > 0 && (
+          <span class="muted"> · {j.pending_children} {j.pending_children === 1 ? 'child' : 'children'} not finished</span>
+        )}
         <span class="muted" title={j.updated_at}> · {ago(j.finished_at ?? j.updated_at)}</span>
       </span>
       {n.children.length > 0 && (

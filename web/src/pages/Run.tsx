@@ -164,18 +164,18 @@ export function Run({ id }: { id: number }) {
           </Fact>
         )}
       </dl>
-      <div class="json-grid">
-        <Json label="Input" value={job.input} open />
-        <Json label="State" value={job.state} open />
-        <Json label="Result" value={job.result} open />
-        <Json label="Error" value={job.error} open />
-      </div>
       {job.error !== null && job.error !== undefined && (
         <div class="notice error" data-testid="job-error">
           <strong>{job.status === 'failed' ? 'Failed' : job.status === 'cancelled' ? 'Last error' : 'The last attempt failed'}</strong>
           <ErrorText error={job.error} />
         </div>
       )}
+      <div class="json-grid">
+        <Json label="Input" value={job.input} open />
+        <Json label="State" value={job.state} open />
+        <Json label="Result" value={job.result} open />
+        <Json label="Error" value={job.error} />
+      </div>
 
       <h3>
         Timeline {truncated && <span class="muted">(the first {STEPS_SHOWN} attempts)</span>}

@@ -189,8 +189,8 @@ curl -s -X POST localhost:8080/v1/jobs -H 'Content-Type: application/json' \\
                 <th>Handler</th>
                 <th>Queue</th>
                 <th>Status</th>
-                <th class="num">Step</th>
-                <th class="num">Attempt</th>
+                <th class="num" title="steps completed">Steps</th>
+                <th class="num" title="attempts of the current step">Attempt</th>
                 <th>Key</th>
                 <th>Created</th>
                 <th>Updated</th>
