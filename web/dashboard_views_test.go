@@ -253,6 +253,8 @@ func TestDashboardShowsARunsFamily(t *testing.T) {
 			confirm = page.Jobs[0].ID
 		} else if time.Now().After(deadline) {
 			t.Fatalf("no awaiting grandchild: %+v", page)
+		} else {
+			time.Sleep(20 * time.Millisecond) // the poll's pace, not a wait for the outcome
 		}
 	}
 	tree := `ul[data-testid=family]`
