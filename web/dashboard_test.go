@@ -73,11 +73,44 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
+// server is the real API and dashboard on a throwaway database, with the dispatcher
+// running when the test needs steps to run.
 type server struct {
-	t   *testing.T
-	url string
+	t     *testing.T
+	url   string
+	http  *httptest.Server
+	token string // the API token the server requires ("" for none)
 }
 
+// newServer starts the server; dispatching starts the dispatcher that runs the steps.
+func newServer(t *testing.T, token string, dispatching bool) *server {
+	t.Helper()
+	eng, err := engine.New(pgtest.NewDB(t), engine.Config{LeaseTTL: 30 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(eng, httpapi.Config{Dashboard: web.Handler(), APIToken: token}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	if dispatching {
+		d := dispatch.New(eng, dispatch.Config{PollMin: 10 * time.Millisecond, PollMax: 100 * time.Millisecond,
+			QueueRefresh: 100 * time.Millisecond}, nil, nil)
+		d.Start(context.Background())
+		t.Cleanup(func() { d.Stop(context.Background()) })
+	}
+	return &server{t: t, url: srv.URL, http: srv, token: token}
+}
+
+// id inserts a job and returns its id.
+func (s *server) id(body string) int64 {
+	s.t.Helper()
+	return int64(s.post("/v1/jobs", body)["id"].(float64))
+}
+
+// post sends a body to the API (PUT for queues and handlers) and fails the test on a 3xx or more.
 func (s *server) post(path, body string) map[string]any {
 	s.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, s.url+path, strings.NewReader(body))
@@ -85,6 +118,9 @@ func (s *server) post(path, body string) map[string]any {
 		req.Method = http.MethodPut
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
@@ -100,7 +136,11 @@ func (s *server) post(path, body string) map[string]any {
 }
 
 func (s *server) status(id int64) string {
-	resp, err := http.Get(fmt.Sprintf("%s/v1/jobs/%d", s.url, id))
+	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/v1/jobs/%d", s.url, id), nil)
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -121,7 +161,9 @@ func (s *server) waitStatus(id int64, want string) {
 	}
 }
 
-func screenshot(t *testing.T, ctx context.Context, name string) {
+// screenshot saves the page under test-artifacts/; with GENDURABLE_DOCS_SCREENSHOTS=1 a
+// screenshot that has a docs name also replaces docs/dashboard-<name> (the README's).
+func screenshot(t *testing.T, ctx context.Context, name string, docs bool) {
 	var png []byte
 	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
 		t.Fatal(err)
@@ -130,6 +172,11 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	_ = os.MkdirAll(dir, 0o755)
 	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if docs && os.Getenv("GENDURABLE_DOCS_SCREENSHOTS") == "1" {
+		if err := os.WriteFile(filepath.Join("..", "docs", "dashboard-"+name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -141,22 +188,8 @@ func waitText(selector, text string) chromedp.Action {
 
 func TestDashboardInABrowser(t *testing.T) {
 	ctx := browser(t)
-	db := pgtest.NewDB(t)
-	eng, err := engine.New(db, engine.Config{LeaseTTL: 30 * time.Second}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := httpapi.New(eng, httpapi.Config{Dashboard: web.Handler()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	d := dispatch.New(eng, dispatch.Config{PollMin: 10 * time.Millisecond, PollMax: 100 * time.Millisecond,
-		QueueRefresh: 100 * time.Millisecond}, nil, nil)
-	d.Start(context.Background())
-	t.Cleanup(func() { d.Stop(context.Background()) })
-	s := &server{t: t, url: srv.URL}
+	s := newServer(t, "", true)
+	srv := s.http
 
 	rcv := webhooktest.New(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
 		switch req.Job.Handler {
@@ -201,7 +234,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	screenshot(t, ctx, "runs.png")
+	screenshot(t, ctx, "runs.png", true)
 	var rows int
 	if err := chromedp.Run(ctx,
 		chromedp.SetValue(`select[data-testid=status-filter]`, "failed"),
@@ -269,7 +302,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	screenshot(t, ctx, "run.png")
+	screenshot(t, ctx, "run.png", false)
 
 	// Queues: counts and pause/resume.
 	if err := chromedp.Run(ctx,
@@ -280,38 +313,21 @@ func TestDashboardInABrowser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("queues page: %v", err)
 	}
-	screenshot(t, ctx, "queues.png")
+	screenshot(t, ctx, "queues.png", false)
 }
 
 // With an API token configured the dashboard asks for it, sends it, and shows the runs.
 func TestDashboardAsksForTheToken(t *testing.T) {
 	ctx := browser(t)
-	db := pgtest.NewDB(t)
-	eng, err := engine.New(db, engine.Config{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := httpapi.New(eng, httpapi.Config{Dashboard: web.Handler(), APIToken: "dash-token"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/v1/handlers/report", strings.NewReader(`{"url": "http://127.0.0.1:9/"}`))
-	req.Header.Set("Authorization", "Bearer dash-token")
-	req.Header.Set("Content-Type", "application/json")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("register: %v %v", resp, err)
-	}
-	req, _ = http.NewRequest(http.MethodPost, srv.URL+"/v1/jobs", strings.NewReader(`{"handler": "report", "queue": "q"}`))
-	req.Header.Set("Authorization", "Bearer dash-token")
-	req.Header.Set("Content-Type", "application/json")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 201 {
-		t.Fatalf("insert: %v %v", resp, err)
-	}
+	s := newServer(t, "dash-token", false)
+	srv := s.http
+	s.post("/v1/handlers/report", `{"url": "http://127.0.0.1:9/"}`)
+	s.post("/v1/jobs", `{"handler": "report", "queue": "q"}`)
+	noForget := `document.querySelector('button.signout') === null`
 	if err := chromedp.Run(ctx,
 		chromedp.Navigate(srv.URL+"/#/runs"),
 		chromedp.WaitVisible(`form.token input[name=token]`),
+		chromedp.Poll(noForget, nil, chromedp.WithPollingTimeout(5*time.Second)), // no token held yet
 		chromedp.SendKeys(`form.token input[name=token]`, "wrong"),
 		chromedp.Click(`form.token button[type=submit]`),
 		chromedp.WaitVisible(`form.token input[name=token]`), // refused: asked again
@@ -322,6 +338,15 @@ func TestDashboardAsksForTheToken(t *testing.T) {
 	); err != nil {
 		t.Fatalf("signing in: %v", err)
 	}
+	// The token held can be forgotten: the next request is refused and the prompt is back.
+	if err := chromedp.Run(ctx,
+		chromedp.Click(`button.signout`),
+		chromedp.WaitVisible(`form.token input[name=token]`),
+		chromedp.Poll(noForget, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Poll(`localStorage.getItem('gendurable.token') === null`, nil, chromedp.WithPollingTimeout(5*time.Second)),
+	); err != nil {
+		t.Fatalf("forgetting the token: %v", err)
+	}
 }
 
 // A poll that fails shows the problem the API answered, keeps the last data, and clears
@@ -330,18 +355,8 @@ func TestDashboardAsksForTheToken(t *testing.T) {
 func TestDashboardShowsAFailingPoll(t *testing.T) {
 	ctx, cancel := context.WithTimeout(browser(t), 2*time.Minute) // bounds the WaitVisibles
 	defer cancel()
-	db := pgtest.NewDB(t)
-	eng, err := engine.New(db, engine.Config{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := httpapi.New(eng, httpapi.Config{Dashboard: web.Handler()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	s := &server{t: t, url: srv.URL}
+	s := newServer(t, "", false)
+	srv := s.http
 	s.post("/v1/handlers/report", `{"url": "http://127.0.0.1:9/"}`)
 	s.post("/v1/queues/held", `{"paused": true}`)
 	id := int64(s.post("/v1/jobs", `{"handler": "report", "queue": "held"}`)["id"].(float64))
@@ -362,7 +377,7 @@ func TestDashboardShowsAFailingPoll(t *testing.T) {
 	if tables != 0 {
 		t.Fatal("the runs of no filter are shown under a filter the API rejected")
 	}
-	screenshot(t, ctx, "poll-error.png")
+	screenshot(t, ctx, "poll-error.png", false)
 	// A valid filter: the next poll succeeds, the banner goes, the rows come.
 	if err := chromedp.Run(ctx,
 		chromedp.SetValue(`select[data-testid=status-filter]`, "runnable"),
@@ -409,18 +424,8 @@ func TestDashboardShowsAFailingPoll(t *testing.T) {
 func TestDashboardDropsAStaleResponse(t *testing.T) {
 	ctx, cancel := context.WithTimeout(browser(t), 2*time.Minute) // bounds the waits
 	defer cancel()
-	db := pgtest.NewDB(t)
-	eng, err := engine.New(db, engine.Config{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := httpapi.New(eng, httpapi.Config{Dashboard: web.Handler()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	s := &server{t: t, url: srv.URL}
+	s := newServer(t, "", false)
+	srv := s.http
 	s.post("/v1/handlers/report", `{"url": "http://127.0.0.1:9/"}`)
 	s.post("/v1/queues/held", `{"paused": true}`)
 	id := int64(s.post("/v1/jobs", `{"handler": "report", "queue": "held"}`)["id"].(float64))

@@ -316,6 +316,10 @@ func (s *Server) CompleteStep(ctx context.Context, req CompleteStepRequestObject
 		}
 		return nil, &engine.ValidationError{Errors: []engine.FieldError{{Field: "body", Message: err.Error()}}}
 	}
+	// The handler answered this step's webhook 202 (that is what makes a step asynchronous):
+	// the history row records that status rather than none.
+	accepted := http.StatusAccepted
+	outcome.HTTPStatus = &accepted
 	applied, err := s.eng.ApplyOutcome(ctx, engine.StepOutcome{JobID: req.Id, Token: req.Body.Token.String(), Outcome: outcome})
 	if err != nil {
 		return nil, err

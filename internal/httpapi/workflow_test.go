@@ -451,6 +451,16 @@ func TestAsynchronousSteps(t *testing.T) {
 	if r = s.do("POST", fmt.Sprintf("/v1/jobs/%d/outcome", id), fmt.Sprintf(`{"token": %q, "next": {}, "done": {}}`, third.Lease.Token)); r.status != 422 {
 		t.Fatalf("two answers in one outcome: %d %s", r.status, r.body)
 	}
+	// The history says what each attempt's webhook answered: 202 for the steps whose
+	// outcome came over the API, nothing for the one whose lease expired.
+	var history []string
+	for _, st := range s.do("GET", fmt.Sprintf("/v1/jobs/%d/steps", id), "").json(t)["steps"].([]any) {
+		m := st.(map[string]any)
+		history = append(history, fmt.Sprintf("%v/%v/%v", m["outcome"], m["http_status"], m["attempt"]))
+	}
+	if want := []string{"next/202/1", "lease_expired/<nil>/1", "done/202/2"}; fmt.Sprint(history) != fmt.Sprint(want) {
+		t.Fatalf("history %v, want %v", history, want)
+	}
 }
 
 func TestCancelAndRetry(t *testing.T) {

@@ -28,6 +28,11 @@ export function setToken(token: string) {
   else localStorage.removeItem(TOKEN_KEY);
 }
 
+/** hasToken tells whether the dashboard holds a token to send (and so one to forget). */
+export function hasToken(): boolean {
+  return localStorage.getItem(TOKEN_KEY) !== null;
+}
+
 /** ApiError carries the RFC 9457 problem the API answered (status 0: no answer at all). */
 export class ApiError extends Error {
   constructor(message: string, readonly status: number, readonly problem?: Problem) {

@@ -1,6 +1,6 @@
 import { render } from 'preact';
 import { useState } from 'preact/hooks';
-import { setToken, whenUnauthorized } from './api';
+import { hasToken, setToken, whenUnauthorized } from './api';
 import { useRoute } from './router';
 import { Runs } from './pages/Runs';
 import { Run } from './pages/Run';
@@ -42,7 +42,7 @@ function App() {
   const runMatch = route.path.match(/^\/runs\/(\d+)$/);
   let page;
   if (runMatch) page = <Run key={runMatch[1]} id={Number(runMatch[1])} />;
-  else if (route.path === '/queues') page = <Queues />;
+  else if (route.path === '/queues') page = <Queues selected={route.query.queue} />;
   else if (route.path === '/handlers') page = <Handlers />;
   else if (route.path === '/flow') page = <Flow />;
   else page = <Runs q={route.query} />;
@@ -59,15 +59,18 @@ function App() {
             </a>
           ))}
         </nav>
-        <button
-          class="link signout"
-          onClick={() => {
-            setToken('');
-            setEpoch(epoch + 1);
-          }}
-        >
-          Forget token
-        </button>
+        {/* Only a token the browser holds can be forgotten: with auth off none is ever asked for. */}
+        {hasToken() && (
+          <button
+            class="link signout"
+            onClick={() => {
+              setToken('');
+              setEpoch(epoch + 1);
+            }}
+          >
+            Forget token
+          </button>
+        )}
       </header>
       <main key={epoch}>
         {needToken ? (

@@ -1,14 +1,31 @@
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
-import { api, must, type Job, type JobDetail, type Signal, type Step } from '../api';
+import { api, must, type JobDetail, type Signal, type Step } from '../api';
 import { Json, Notice, PollError, Status, ago, ms, useNotice, usePoll } from '../ui';
+import { attemptSaid, errorDetail, errorMessage, httpSaid } from '../attempts';
+import { Family } from './Family';
 
 const LIVE = ['runnable', 'executing', 'awaiting'];
 
-function errorText(e: unknown): string {
-  if (e === null || e === undefined) return '';
-  if (typeof e === 'object' && e && 'message' in e) return String((e as { message: unknown }).message);
-  return JSON.stringify(e);
+/** STEPS_SHOWN is the timeline's page: the oldest attempts, in order. */
+const STEPS_SHOWN = 200;
+
+/** ErrorText shows an error's message in full (wrapped), and the rest of it on demand. */
+function ErrorText({ error }: { error: unknown }) {
+  const message = errorMessage(error);
+  const detail = errorDetail(error);
+  if (!message) return null;
+  return (
+    <div class="error-text">
+      {message}
+      {detail && (
+        <details>
+          <summary>details</summary>
+          <pre>{JSON.stringify(detail, null, 2)}</pre>
+        </details>
+      )}
+    </div>
+  );
 }
 
 function Fact({ label, title, children }: { label: string; title?: string; children: ComponentChildren }) {
@@ -25,7 +42,6 @@ export function Run({ id }: { id: number }) {
   const [job, setJob] = useState<JobDetail | null>(null);
   const [steps, setSteps] = useState<Step[]>([]);
   const [signals, setSignals] = useState<Signal[]>([]);
-  const [children, setChildren] = useState<Job[]>([]);
   const { notice, ok, fail } = useNotice();
 
   const { error, refresh } = usePoll(
@@ -33,16 +49,14 @@ export function Run({ id }: { id: number }) {
       const path = { params: { path: { id } }, signal };
       return Promise.all([
         must(api.GET('/v1/jobs/{id}', path)),
-        must(api.GET('/v1/jobs/{id}/steps', path)),
+        must(api.GET('/v1/jobs/{id}/steps', { params: { path: { id }, query: { limit: STEPS_SHOWN } }, signal })),
         must(api.GET('/v1/jobs/{id}/signals', path)),
-        must(api.GET('/v1/jobs/{id}/children', { params: { path: { id }, query: { limit: 100 } }, signal })),
       ]);
     },
-    ([j, st, sg, ch]) => {
+    ([j, st, sg]) => {
       setJob(j);
       setSteps(st.steps);
       setSignals(sg.signals);
-      setChildren(ch.jobs);
     },
     2000,
     [id],
@@ -50,6 +64,8 @@ export function Run({ id }: { id: number }) {
 
   if (!job) return error ? <PollError error={error} /> : <p class="muted">Loading…</p>;
 
+  const truncated = steps.length >= STEPS_SHOWN;
+  const attempts = attemptSaid(job, truncated ? undefined : steps[steps.length - 1]);
   const act = async (what: string, fn: () => Promise<unknown>, done: string) => {
     try {
       await fn();
@@ -113,9 +129,9 @@ export function Run({ id }: { id: number }) {
       <dl class="facts">
         <Fact label="Queue">{job.queue}</Fact>
         <Fact label="Key">{job.key ?? '—'}</Fact>
-        <Fact label="Step">{job.step}</Fact>
-        <Fact label="Attempt">
-          {job.attempt} of {job.max_attempts}
+        <Fact label="Steps completed">{job.step}</Fact>
+        <Fact label="Attempts" title={attempts.title}>
+          <span data-testid="attempts">{attempts.text}</span>
         </Fact>
         <Fact label="Priority">{job.priority}</Fact>
         <Fact label="Created" title={job.created_at}>
@@ -142,20 +158,33 @@ export function Run({ id }: { id: number }) {
             <a href={`#/runs/${job.parent_id}`}>run {job.parent_id}</a>
           </Fact>
         )}
+        {job.children_total > 0 && (
+          <Fact label="Children">
+            {job.children_finished} of {job.children_total} finished
+          </Fact>
+        )}
       </dl>
+      {job.error !== null && job.error !== undefined && (
+        <div class="notice error" data-testid="job-error">
+          <strong>{job.status === 'failed' ? 'Failed' : job.status === 'cancelled' ? 'Last error' : 'The last attempt failed'}</strong>
+          <ErrorText error={job.error} />
+        </div>
+      )}
       <div class="json-grid">
         <Json label="Input" value={job.input} open />
         <Json label="State" value={job.state} open />
         <Json label="Result" value={job.result} open />
-        <Json label="Error" value={job.error} open />
+        <Json label="Error" value={job.error} />
       </div>
 
-      <h3>Timeline</h3>
+      <h3>
+        Timeline {truncated && <span class="muted">(the first {STEPS_SHOWN} attempts)</span>}
+      </h3>
       {steps.length === 0 ? (
         <p class="muted">No attempt has finished yet.</p>
       ) : (
         <div class="table-wrap">
-          <table data-testid="timeline">
+          <table class="timeline" data-testid="timeline">
             <thead>
               <tr>
                 <th class="num">Step</th>
@@ -168,21 +197,24 @@ export function Run({ id }: { id: number }) {
               </tr>
             </thead>
             <tbody>
-              {steps.map((s) => (
+              {steps.map((s) => {
+                const http = httpSaid(s);
+                return (
                 <tr key={s.id}>
                   <td class="num">{s.step}</td>
                   <td class="num">{s.attempt}</td>
                   <td>
                     <span class={`badge o-${s.outcome}`}>{s.outcome}</span>
                   </td>
-                  <td class="num">{s.http_status ?? '—'}</td>
+                  <td class="num" title={http.title}>{http.text}</td>
                   <td class="num">{ms(s.duration_ms)}</td>
                   <td title={s.finished_at}>{ago(s.finished_at)}</td>
-                  <td class="ellipsis" title={errorText(s.error)}>
-                    {errorText(s.error)}
+                  <td class="error-cell">
+                    <ErrorText error={s.error} />
                   </td>
                 </tr>
-              ))}
+                );
+              })}
             </tbody>
           </table>
         </div>
@@ -219,7 +251,7 @@ export function Run({ id }: { id: number }) {
                 <tr key={s.id}>
                   <td class="num">{s.seq}</td>
                   <td>{s.name}</td>
-                  <td class="ellipsis">
+                  <td class="ellipsis" title={JSON.stringify(s.payload)}>
                     <code>{JSON.stringify(s.payload)}</code>
                   </td>
                   <td>{s.consumed ? 'yes' : 'pending'}</td>
@@ -231,31 +263,7 @@ export function Run({ id }: { id: number }) {
         </div>
       )}
 
-      {(children.length > 0 || job.children_total > 0) && (
-        <>
-          <h3>
-            Children <span class="muted">{job.children_finished} of {job.children_total} finished</span>
-          </h3>
-          <div class="table-wrap">
-            <table>
-              <tbody>
-                {children.map((c) => (
-                  <tr key={c.id}>
-                    <td class="num">
-                      <a href={`#/runs/${c.id}`}>{c.id}</a>
-                    </td>
-                    <td>{c.handler}</td>
-                    <td>
-                      <Status status={c.status} />
-                    </td>
-                    <td title={c.updated_at}>{ago(c.updated_at)}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        </>
-      )}
+      {(job.parent_id || job.children_total > 0) && <Family job={job} />}
     </section>
   );
 }

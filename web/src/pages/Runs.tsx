@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, must, type Job, type JobStatus } from '../api';
 import { Empty, PollError, Status, ago, usePoll } from '../ui';
 import { navigate } from '../router';
+import { attemptShort } from '../attempts';
 
 const STATUSES = ['', 'runnable', 'executing', 'awaiting', 'done', 'failed', 'cancelled'];
 
@@ -13,8 +14,33 @@ export interface RunsQuery {
   cursor?: string;
 }
 
-/** Runs lists jobs newest first, filtered, one keyset page at a time, refreshed live. */
+/** filterLink is the shareable address of the runs that match one more filter. */
+function filterLink(q: RunsQuery, field: 'handler' | 'key' | 'queue', value: string): string {
+  const next = new URLSearchParams();
+  for (const [k, v] of Object.entries({ ...q, cursor: undefined, [field]: value })) if (v) next.set(k, v);
+  return `#/runs?${next.toString()}`;
+}
+
+/** useNames reads the handler and queue names once, to offer them in the filters. */
+function useNames(): { handlers: string[]; queues: string[] } {
+  const [names, setNames] = useState<{ handlers: string[]; queues: string[] }>({ handlers: [], queues: [] });
+  useEffect(() => {
+    const ctl = new AbortController();
+    Promise.all([must(api.GET('/v1/handlers', { signal: ctl.signal })), must(api.GET('/v1/queues', { signal: ctl.signal }))])
+      .then(([h, qs]) => setNames({ handlers: h.handlers.map((x) => x.name), queues: qs.queues.map((x) => x.name) }))
+      .catch(() => {}); // only suggestions: the list itself shows a failing API
+    return () => ctl.abort();
+  }, []);
+  return names;
+}
+
+/**
+ * Runs lists jobs newest first, filtered, one keyset page at a time, refreshed live. The
+ * filters and the page are the URL (#/runs?handler=charge&status=failed): a link shares
+ * them, and back and forward move between them.
+ */
 export function Runs({ q }: { q: RunsQuery }) {
+  const names = useNames();
   const [jobs, setJobs] = useState<Job[] | null>(null);
   const [next, setNext] = useState<string | null>(null);
   const [live, setLive] = useState(true);
@@ -69,7 +95,7 @@ export function Runs({ q }: { q: RunsQuery }) {
   const apply = (e: Event) => {
     e.preventDefault();
     const f = new FormData(e.target as HTMLFormElement);
-    const id = String(f.get('id') || '').trim();
+    const id = String(f.get('id') || '').trim().replace(/^#/, '');
     if (id) return navigate(`/runs/${id}`);
     setHistory([]);
     navigate('/runs', {
@@ -92,35 +118,61 @@ export function Runs({ q }: { q: RunsQuery }) {
 
   return (
     <section>
-      <form class="filters" onSubmit={apply} aria-label="Filter runs">
+      {/* Keyed by the filters: back and forward (a new URL) show its values in the fields. */}
+      <form class="filters" key={filterKey} onSubmit={apply} aria-label="Filter runs">
         <label>
-          Id <input name="id" inputMode="numeric" size={6} placeholder="42" />
+          Id <input name="id" inputMode="numeric" size={6} placeholder="42" pattern="#?[0-9]+" title="a run's id, e.g. 42" />
         </label>
         <label>
-          Queue <input name="queue" defaultValue={q.queue} ref={filterRef} placeholder="any (press /)" />
+          Queue <input name="queue" defaultValue={q.queue} ref={filterRef} placeholder="any (press /)" list="queue-names" />
         </label>
         <label>
           Status
-          <select name="status" defaultValue={q.status} data-testid="status-filter">
+          {/* A select has no defaultValue: the option from the URL is the selected one. */}
+          <select name="status" data-testid="status-filter">
             {STATUSES.map((s) => (
-              <option value={s}>{s || 'any'}</option>
+              <option value={s} selected={s === (q.status ?? '')}>
+                {s || 'any'}
+              </option>
             ))}
           </select>
         </label>
         <label>
-          Handler <input name="handler" defaultValue={q.handler} placeholder="any" />
+          Handler <input name="handler" defaultValue={q.handler} placeholder="any" list="handler-names" />
         </label>
         <label>
           Key <input name="key" defaultValue={q.key} placeholder="any" />
         </label>
         <button type="submit">Filter</button>
+        {(q.queue || q.status || q.handler || q.key) && (
+          <a href="#/runs" class="clear">
+            clear filters
+          </a>
+        )}
+        <datalist id="queue-names">
+          {names.queues.map((n) => (
+            <option value={n} />
+          ))}
+        </datalist>
+        <datalist id="handler-names">
+          {names.handlers.map((n) => (
+            <option value={n} />
+          ))}
+        </datalist>
         <label class="live">
           <input type="checkbox" checked={live} onChange={(e) => setLive((e.target as HTMLInputElement).checked)} /> Live
         </label>
       </form>
       <PollError error={error} stale={jobs !== null && shownFor === filterKey} />
-      {rows && rows.length === 0 && !q.cursor && (
-        <Empty title="No runs match">
+      {rows && rows.length === 0 && !q.cursor && (q.queue || q.status || q.handler || q.key) && (
+        <Empty title="No runs match these filters">
+          <p>
+            Keys and names match exactly. <a href="#/runs">Show every run</a>.
+          </p>
+        </Empty>
+      )}
+      {rows && rows.length === 0 && !q.cursor && !(q.queue || q.status || q.handler || q.key) && (
+        <Empty title="No runs yet">
           <p>Register a handler and insert a first job:</p>
           <pre>{`curl -s -X PUT localhost:8080/v1/handlers/greeter -H 'Content-Type: application/json' \\
   -d '{"url": "http://127.0.0.1:9090/steps"}'
@@ -137,8 +189,8 @@ curl -s -X POST localhost:8080/v1/jobs -H 'Content-Type: application/json' \\
                 <th>Handler</th>
                 <th>Queue</th>
                 <th>Status</th>
-                <th class="num">Step</th>
-                <th class="num">Attempt</th>
+                <th class="num" title="steps completed">Steps</th>
+                <th class="num" title="attempts of the current step">Attempt</th>
                 <th>Key</th>
                 <th>Created</th>
                 <th>Updated</th>
@@ -150,16 +202,30 @@ curl -s -X POST localhost:8080/v1/jobs -H 'Content-Type: application/json' \\
                   <td class="num">
                     <a href={`#/runs/${j.id}`}>{j.id}</a>
                   </td>
-                  <td>{j.handler}</td>
-                  <td>{j.queue}</td>
+                  <td>
+                    <a class="quiet" href={filterLink(q, 'handler', j.handler)} title={`runs of ${j.handler}`}>
+                      {j.handler}
+                    </a>
+                  </td>
+                  <td>
+                    <a class="quiet" href={filterLink(q, 'queue', j.queue)} title={`runs in ${j.queue}`}>
+                      {j.queue}
+                    </a>
+                  </td>
                   <td>
                     <Status status={j.status} />
                   </td>
                   <td class="num">{j.step}</td>
-                  <td class="num">
-                    {j.attempt}/{j.max_attempts}
+                  <td class="num" title={attemptShort(j).title}>
+                    {attemptShort(j).text}
                   </td>
-                  <td class="ellipsis">{j.key ?? ''}</td>
+                  <td class="ellipsis">
+                    {j.key && (
+                      <a class="quiet" href={filterLink(q, 'key', j.key)} title={`runs with key ${j.key}`}>
+                        {j.key}
+                      </a>
+                    )}
+                  </td>
                   <td title={j.created_at}>{ago(j.created_at, loadedAt)}</td>
                   <td title={j.updated_at}>{ago(j.updated_at, loadedAt)}</td>
                 </tr>
