@@ -110,7 +110,7 @@ func TestDashboardSaysAttemptsStatusesAndErrors(t *testing.T) {
 		}
 	}
 	run(greet, 3)
-	if got := textOf(ctx, t, `[data-testid=attempts]`); got != "1 of 5 (last step)" {
+	if got := textOf(ctx, t, `[data-testid=attempts]`); got != "1 of 5" {
 		t.Errorf("a run done in one attempt per step says attempts %q", got)
 	}
 	if got := textOf(ctx, t, `dl.facts`); !strings.Contains(got, "Steps completed3") {
@@ -125,7 +125,7 @@ func TestDashboardSaysAttemptsStatusesAndErrors(t *testing.T) {
 	}
 
 	run(flaky, 2)
-	if got := textOf(ctx, t, `[data-testid=attempts]`); got != "2 of 5 (last step)" {
+	if got := textOf(ctx, t, `[data-testid=attempts]`); got != "2 of 5" {
 		t.Errorf("a run done at its second attempt says attempts %q", got)
 	}
 	if got := fmt.Sprint(timelineColumn(ctx, t, 2)) + fmt.Sprint(timelineColumn(ctx, t, 3)); got != "[http_error done][500 200]" {
@@ -162,14 +162,14 @@ func TestDashboardSaysAttemptsStatusesAndErrors(t *testing.T) {
 	}
 	screenshot(t, ctx, "run-error.png", false)
 
-	// The runs list: no attempt count for a finished run, 0 of 5 for one not yet run.
+	// The runs list: a finished run keeps its last step's attempts, 0 of 5 for one not yet run.
 	if err := chromedp.Run(ctx,
 		chromedp.Navigate(s.url+"/#/runs"),
 		chromedp.WaitVisible(fmt.Sprintf(`tr[data-job="%d"]`, held)),
 	); err != nil {
 		t.Fatal(err)
 	}
-	for id, want := range map[int64]string{greet: "—", held: "0/5", verbose: "1/5"} {
+	for id, want := range map[int64]string{greet: "1/5", held: "0/5", verbose: "1/5"} {
 		if got := textOf(ctx, t, fmt.Sprintf(`tr[data-job="%d"] td:nth-child(6)`, id)); got != want {
 			t.Errorf("run %d's attempts in the list: %q, want %q", id, got, want)
 		}

@@ -1,7 +1,7 @@
 // What a job's attempt counter and a step's HTTP status mean, said in words. The API's
 // `attempt` counts the attempts of the job's current step: it is 0 once a step completed
-// (the next one has not started) and so also on a finished job, whose last step's
-// attempts are in its timeline. A step's `http_status` is what its webhook answered: 202
+// and the next one has not started; a finished job keeps its last step's attempts
+// (jobs finished before that rule show 0, and their timeline says it). A step's `http_status` is what its webhook answered: 202
 // for an asynchronous step (its outcome came through POST /v1/jobs/{id}/outcome), none
 // when no answer came or no call was made.
 import type { Job, Step } from './api';
@@ -39,7 +39,7 @@ export function attemptSaid(job: Job, last?: Step): Said {
   return { text: '—', title: 'no attempt was made' };
 }
 
-/** attemptShort is the runs list's cell: attempts of the current step, none for a finished job. */
+/** attemptShort is the runs list's cell: attempts of the current (or a finished job's last) step. */
 export function attemptShort(job: Job): Said {
   if (job.attempt > 0 || LIVE.has(job.status)) {
     return { text: `${job.attempt}/${job.max_attempts}`, title: `attempts of step ${job.step}, of at most ${job.max_attempts}` };

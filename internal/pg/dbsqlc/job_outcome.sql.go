@@ -58,7 +58,7 @@ updated AS (
                     WHEN o.kind = 'await' THEN 'awaiting_signal'
                     ELSE 'executing' END,
                CASE WHEN n.advances THEN j.step + 1 ELSE j.step END,
-               CASE WHEN n.advances THEN 0 ELSE j.attempt END,
+               CASE WHEN n.advances AND n.status NOT IN ('done', 'failed', 'cancelled') THEN 0 ELSE j.attempt END,  -- a finished job keeps its last attempt
                CASE WHEN n.advances THEN j.claim_inbox_seq ELSE j.consumed_seq END,
                CASE WHEN n.advances AND o.kind <> 'done' AND o.state IS NOT NULL THEN o.state ELSE j.state END,
                CASE WHEN o.kind = 'spawn' AND n.advances THEN n.children ELSE j.pending_children END
@@ -260,7 +260,7 @@ updated AS (
                     WHEN o.kind = 'await' THEN 'awaiting_signal'
                     ELSE 'executing' END,
                CASE WHEN n.advances THEN j.step + 1 ELSE j.step END,
-               CASE WHEN n.advances THEN 0 ELSE j.attempt END,
+               CASE WHEN n.advances AND n.status NOT IN ('done', 'failed', 'cancelled') THEN 0 ELSE j.attempt END,  -- a finished job keeps its last attempt
                CASE WHEN n.advances THEN j.claim_inbox_seq ELSE j.consumed_seq END,
                CASE WHEN n.advances AND o.kind <> 'done' AND o.state IS NOT NULL THEN o.state ELSE j.state END,
                CASE WHEN o.kind = 'spawn' AND n.advances THEN n.children ELSE j.pending_children END

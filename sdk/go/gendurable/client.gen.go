@@ -315,7 +315,7 @@ type Health struct {
 
 // Job defines model for Job.
 type Job struct {
-	// Attempt Attempts of the current step.
+	// Attempt Attempts of the current step: 0 once a step completed and the next has not started; a finished job keeps its last step's attempts.
 	Attempt     int        `json:"attempt"`
 	AttemptedAt *time.Time `json:"attempted_at,omitempty"`
 
@@ -373,7 +373,7 @@ type JobBatchResult struct {
 
 // JobDetail defines model for JobDetail.
 type JobDetail struct {
-	// Attempt Attempts of the current step.
+	// Attempt Attempts of the current step: 0 once a step completed and the next has not started; a finished job keeps its last step's attempts.
 	Attempt     int        `json:"attempt"`
 	AttemptedAt *time.Time `json:"attempted_at,omitempty"`
 
@@ -453,7 +453,7 @@ type JobInsert struct {
 
 // JobInserted defines model for JobInserted.
 type JobInserted struct {
-	// Attempt Attempts of the current step.
+	// Attempt Attempts of the current step: 0 once a step completed and the next has not started; a finished job keeps its last step's attempts.
 	Attempt     int        `json:"attempt"`
 	AttemptedAt *time.Time `json:"attempted_at,omitempty"`
 

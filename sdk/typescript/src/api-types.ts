@@ -603,7 +603,7 @@ export interface components {
             error: components["schemas"]["NullableJSON"];
             /** @description Completed steps. */
             step: number;
-            /** @description Attempts of the current step. */
+            /** @description Attempts of the current step: 0 once a step completed and the next has not started; a finished job keeps its last step's attempts. */
             attempt: number;
             max_attempts: number;
             key: string | null;
