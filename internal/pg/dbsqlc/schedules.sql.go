@@ -15,13 +15,13 @@ const ScheduleDelete = `-- name: ScheduleDelete :one
 WITH deleted AS (
     DELETE FROM schedules WHERE name = $1 RETURNING name
 )
-SELECT d.name, (SELECT count(pg_notify('gendurable_schedules', d.name))) AS notified
+SELECT d.name, pg_notify('gendurable_schedules', d.name)::text AS notified
 FROM deleted d
 `
 
 type ScheduleDeleteRow struct {
 	Name     string
-	Notified int64
+	Notified string
 }
 
 // Removes a schedule (its jobs stay, still naming it) and wakes every scheduler.

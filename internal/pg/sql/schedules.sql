@@ -44,7 +44,7 @@ ORDER BY s.name;
 WITH deleted AS (
     DELETE FROM schedules WHERE name = sqlc.arg(name) RETURNING name
 )
-SELECT d.name, (SELECT count(pg_notify('gendurable_schedules', d.name))) AS notified
+SELECT d.name, pg_notify('gendurable_schedules', d.name)::text AS notified
 FROM deleted d;
 
 -- name: ScheduleListDue :many
