@@ -77,10 +77,24 @@ func asWall(t time.Time) time.Time {
 	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
 }
 
-// fromWall is the instant at which loc's clock reads wall (the first one when it reads
-// it twice; past the gap when it never does).
+// fromWall is the instant at which loc's clock reads wall: the first one when it reads
+// it twice (fall-back), and past the gap by the gap's length when it never does
+// (spring-forward: the offset in force before the gap). time.Date leaves both cases
+// unspecified, so the two offsets around wall are tried here.
 func fromWall(wall time.Time, loc *time.Location) time.Time {
-	return time.Date(wall.Year(), wall.Month(), wall.Day(), wall.Hour(), wall.Minute(), wall.Second(), 0, loc)
+	_, before := wall.Add(-12 * time.Hour).In(loc).Zone()
+	_, after := wall.Add(12 * time.Hour).In(loc).Zone()
+	var first time.Time
+	for _, off := range []int{before, after} {
+		c := wall.Add(-time.Duration(off) * time.Second)
+		if asWall(c.In(loc)).Equal(wall) && (first.IsZero() || c.Before(first)) {
+			first = c
+		}
+	}
+	if first.IsZero() {
+		first = wall.Add(-time.Duration(before) * time.Second)
+	}
+	return first.In(loc)
 }
 
 // Latest returns the most recent tick at or before now, starting from due (a tick at or
