@@ -108,6 +108,42 @@ func (e JobStatus) Valid() bool {
 	}
 }
 
+// Defines values for ScheduleOverlap.
+const (
+	ScheduleOverlapAllow ScheduleOverlap = "allow"
+	ScheduleOverlapSkip  ScheduleOverlap = "skip"
+)
+
+// Valid indicates whether the value is a known member of the ScheduleOverlap enum.
+func (e ScheduleOverlap) Valid() bool {
+	switch e {
+	case ScheduleOverlapAllow:
+		return true
+	case ScheduleOverlapSkip:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SchedulePutOverlap.
+const (
+	SchedulePutOverlapAllow SchedulePutOverlap = "allow"
+	SchedulePutOverlapSkip  SchedulePutOverlap = "skip"
+)
+
+// Valid indicates whether the value is a known member of the SchedulePutOverlap enum.
+func (e SchedulePutOverlap) Valid() bool {
+	switch e {
+	case SchedulePutOverlapAllow:
+		return true
+	case SchedulePutOverlapSkip:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StepRequestWake.
 const (
 	StepRequestWakeChildren StepRequestWake = "children"
@@ -376,6 +412,12 @@ type Job struct {
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
 
+	// ScheduleName The schedule that made the job (null when a client did).
+	ScheduleName *string `json:"schedule_name,omitempty"`
+
+	// ScheduleTick The tick of the schedule that made the job.
+	ScheduleTick *time.Time `json:"schedule_tick,omitempty"`
+
 	// State Any JSON value, or null.
 	State  NullableJSON `json:"state"`
 	Status JobStatus    `json:"status"`
@@ -434,9 +476,15 @@ type JobDetail struct {
 	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
 
 	// Result Any JSON value, or null.
-	Result         NullableJSON `json:"result"`
-	SignalsPending int64        `json:"signals_pending"`
-	SignalsTotal   int64        `json:"signals_total"`
+	Result NullableJSON `json:"result"`
+
+	// ScheduleName The schedule that made the job (null when a client did).
+	ScheduleName *string `json:"schedule_name,omitempty"`
+
+	// ScheduleTick The tick of the schedule that made the job.
+	ScheduleTick   *time.Time `json:"schedule_tick,omitempty"`
+	SignalsPending int64      `json:"signals_pending"`
+	SignalsTotal   int64      `json:"signals_total"`
 
 	// State Any JSON value, or null.
 	State  NullableJSON `json:"state"`
@@ -461,6 +509,9 @@ type JobInsert struct {
 
 	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Handler Name `json:"handler"`
+
+	// IdempotencyKey As the Idempotency-Key header (for batch items); the header wins on POST /v1/jobs.
+	IdempotencyKey *string `json:"idempotency_key,omitempty"`
 
 	// Input Any JSON value (null is refused).
 	Input *AnyJSON `json:"input,omitempty"`
@@ -514,6 +565,12 @@ type JobInserted struct {
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
+
+	// ScheduleName The schedule that made the job (null when a client did).
+	ScheduleName *string `json:"schedule_name,omitempty"`
+
+	// ScheduleTick The tick of the schedule that made the job.
+	ScheduleTick *time.Time `json:"schedule_tick,omitempty"`
 
 	// State Any JSON value, or null.
 	State  NullableJSON `json:"state"`
@@ -658,6 +715,62 @@ type RateLimitRef struct {
 
 // RateWeight Tokens the job takes from its bucket.
 type RateWeight = int
+
+// Schedule defines model for Schedule.
+type Schedule struct {
+	CreatedAt time.Time `json:"created_at"`
+	Cron      string    `json:"cron"`
+	Handler   string    `json:"handler"`
+
+	// Input Any JSON value, or null.
+	Input      NullableJSON `json:"input"`
+	LastJobId  *int64       `json:"last_job_id"`
+	LastTickAt *time.Time   `json:"last_tick_at"`
+	Name       string       `json:"name"`
+
+	// NextRunAt The next tick.
+	NextRunAt time.Time       `json:"next_run_at"`
+	Overlap   ScheduleOverlap `json:"overlap"`
+	Paused    bool            `json:"paused"`
+	Queue     string          `json:"queue"`
+	Timezone  string          `json:"timezone"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+// ScheduleOverlap defines model for Schedule.Overlap.
+type ScheduleOverlap string
+
+// ScheduleList defines model for ScheduleList.
+type ScheduleList struct {
+	Schedules []Schedule `json:"schedules"`
+}
+
+// SchedulePut defines model for SchedulePut.
+type SchedulePut struct {
+	// Cron 5 fields, 6 with seconds first, a descriptor (@hourly) or "@every 30s".
+	//
+	// Example: */5 * * * *
+	Cron string `json:"cron"`
+
+	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Handler Name `json:"handler"`
+
+	// Input Any JSON value (null is refused).
+	Input *AnyJSON `json:"input,omitempty"`
+
+	// Overlap skip makes no job for a tick while the schedule's previous job is live.
+	Overlap *SchedulePutOverlap `json:"overlap,omitempty"`
+	Paused  *bool               `json:"paused,omitempty"`
+
+	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Queue *Name `json:"queue,omitempty"`
+
+	// Timezone An IANA timezone such as Europe/Paris.
+	Timezone *string `json:"timezone,omitempty"`
+}
+
+// SchedulePutOverlap skip makes no job for a tick while the schedule's previous job is live.
+type SchedulePutOverlap string
 
 // SecretRotation defines model for SecretRotation.
 type SecretRotation struct {
@@ -902,6 +1015,9 @@ type Throughput struct {
 	} `json:"points"`
 }
 
+// IdempotencyKey defines model for IdempotencyKey.
+type IdempotencyKey = string
+
 // JobID defines model for JobID.
 type JobID = int64
 
@@ -936,6 +1052,13 @@ type ListJobsParams struct {
 	// Cursor The next_cursor of the previous page.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// InsertJobParams defines parameters for InsertJob.
+type InsertJobParams struct {
+	// IdempotencyKey A repeat within the server's idempotency window (GENDURABLE_IDEMPOTENCY_WINDOW,
+	// default 24h) answers the job the key first made, also after it finished.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // ListJobChildrenParams defines parameters for ListJobChildren.
@@ -992,6 +1115,9 @@ type PutQueueJSONRequestBody = QueuePut
 // PutRateLimitJSONRequestBody defines body for PutRateLimit for application/json ContentType.
 type PutRateLimitJSONRequestBody = RateLimitPut
 
+// PutScheduleJSONRequestBody defines body for PutSchedule for application/json ContentType.
+type PutScheduleJSONRequestBody = SchedulePut
+
 // SendSignalByKeyJSONRequestBody defines body for SendSignalByKey for application/json ContentType.
 type SendSignalByKeyJSONRequestBody = SignalSendByKey
 
@@ -1044,7 +1170,7 @@ type ServerInterface interface {
 	ListJobs(w http.ResponseWriter, r *http.Request, params ListJobsParams)
 	// InsertJob Insert one job.
 	// (POST /v1/jobs)
-	InsertJob(w http.ResponseWriter, r *http.Request)
+	InsertJob(w http.ResponseWriter, r *http.Request, params InsertJobParams)
 	// InsertJobs Insert up to 10 000 jobs in one statement.
 	// (POST /v1/jobs/batch)
 	InsertJobs(w http.ResponseWriter, r *http.Request)
@@ -1099,6 +1225,18 @@ type ServerInterface interface {
 	// PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 	// (PUT /v1/rate-limits/{name})
 	PutRateLimit(w http.ResponseWriter, r *http.Request, name Name)
+	// ListSchedules List every schedule.
+	// (GET /v1/schedules)
+	ListSchedules(w http.ResponseWriter, r *http.Request)
+	// DeleteSchedule Remove a schedule (its jobs stay).
+	// (DELETE /v1/schedules/{name})
+	DeleteSchedule(w http.ResponseWriter, r *http.Request, name Name)
+	// GetSchedule One schedule.
+	// (GET /v1/schedules/{name})
+	GetSchedule(w http.ResponseWriter, r *http.Request, name Name)
+	// PutSchedule Create or change a schedule.
+	// (PUT /v1/schedules/{name})
+	PutSchedule(w http.ResponseWriter, r *http.Request, name Name)
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	// (POST /v1/signals)
 	SendSignalByKey(w http.ResponseWriter, r *http.Request)
@@ -1200,7 +1338,7 @@ func (_ Unimplemented) ListJobs(w http.ResponseWriter, r *http.Request, params L
 
 // InsertJob Insert one job.
 // (POST /v1/jobs)
-func (_ Unimplemented) InsertJob(w http.ResponseWriter, r *http.Request) {
+func (_ Unimplemented) InsertJob(w http.ResponseWriter, r *http.Request, params InsertJobParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1309,6 +1447,30 @@ func (_ Unimplemented) GetRateLimit(w http.ResponseWriter, r *http.Request, name
 // PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 // (PUT /v1/rate-limits/{name})
 func (_ Unimplemented) PutRateLimit(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListSchedules List every schedule.
+// (GET /v1/schedules)
+func (_ Unimplemented) ListSchedules(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteSchedule Remove a schedule (its jobs stay).
+// (DELETE /v1/schedules/{name})
+func (_ Unimplemented) DeleteSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetSchedule One schedule.
+// (GET /v1/schedules/{name})
+func (_ Unimplemented) GetSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PutSchedule Create or change a schedule.
+// (PUT /v1/schedules/{name})
+func (_ Unimplemented) PutSchedule(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1720,8 +1882,35 @@ func (siw *ServerInterfaceWrapper) ListJobs(w http.ResponseWriter, r *http.Reque
 // InsertJob operation middleware
 func (siw *ServerInterfaceWrapper) InsertJob(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params InsertJobParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.InsertJob(w, r)
+		siw.Handler.InsertJob(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2240,6 +2429,98 @@ func (siw *ServerInterfaceWrapper) PutRateLimit(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListSchedules operation middleware
+func (siw *ServerInterfaceWrapper) ListSchedules(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSchedules(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteSchedule operation middleware
+func (siw *ServerInterfaceWrapper) DeleteSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteSchedule(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSchedule operation middleware
+func (siw *ServerInterfaceWrapper) GetSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSchedule(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutSchedule operation middleware
+func (siw *ServerInterfaceWrapper) PutSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutSchedule(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // SendSignalByKey operation middleware
 func (siw *ServerInterfaceWrapper) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
 
@@ -2423,6 +2704,18 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/v1/handlers/{name}", wrapper.PutHandler)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/schedules", wrapper.ListSchedules)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/schedules/{name}", wrapper.DeleteSchedule)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/schedules/{name}", wrapper.GetSchedule)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/schedules/{name}", wrapper.PutSchedule)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/queues", wrapper.ListQueues)
@@ -3758,7 +4051,8 @@ func (response ListJobsdefaultApplicationProblemPlusJSONResponse) VisitListJobsR
 }
 
 type InsertJobRequestObject struct {
-	Body *InsertJobJSONRequestBody
+	Params InsertJobParams
+	Body   *InsertJobJSONRequestBody
 }
 
 type InsertJobResponseObject interface {
@@ -5681,6 +5975,364 @@ func (response PutRateLimitdefaultApplicationProblemPlusJSONResponse) VisitPutRa
 	return err
 }
 
+type ListSchedulesRequestObject struct {
+}
+
+type ListSchedulesResponseObject interface {
+	VisitListSchedulesResponse(w http.ResponseWriter) error
+}
+
+type ListSchedules200JSONResponse ScheduleList
+
+func (response ListSchedules200JSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSchedules401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules401ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSchedulesdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListSchedulesdefaultApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteScheduleRequestObject struct {
+	Name Name `json:"name"`
+}
+
+type DeleteScheduleResponseObject interface {
+	VisitDeleteScheduleResponse(w http.ResponseWriter) error
+}
+
+type DeleteSchedule204Response struct {
+}
+
+func (response DeleteSchedule204Response) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule401ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule403ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule404ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSchedule422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule422ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteScheduledefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response DeleteScheduledefaultApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetScheduleRequestObject struct {
+	Name Name `json:"name"`
+}
+
+type GetScheduleResponseObject interface {
+	VisitGetScheduleResponse(w http.ResponseWriter) error
+}
+
+type GetSchedule200JSONResponse Schedule
+
+func (response GetSchedule200JSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule401ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule404ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSchedule422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule422ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetScheduledefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetScheduledefaultApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutScheduleRequestObject struct {
+	Name Name `json:"name"`
+	Body *PutScheduleJSONRequestBody
+}
+
+type PutScheduleResponseObject interface {
+	VisitPutScheduleResponse(w http.ResponseWriter) error
+}
+
+type PutSchedule200JSONResponse Schedule
+
+func (response PutSchedule200JSONResponse) VisitPutScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutSchedule400ApplicationProblemPlusJSONResponse) VisitPutScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutSchedule401ApplicationProblemPlusJSONResponse) VisitPutScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutSchedule403ApplicationProblemPlusJSONResponse) VisitPutScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSchedule413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutSchedule413ApplicationProblemPlusJSONResponse) VisitPutScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSchedule422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response PutSchedule422ApplicationProblemPlusJSONResponse) VisitPutScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutScheduledefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PutScheduledefaultApplicationProblemPlusJSONResponse) VisitPutScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type SendSignalByKeyRequestObject struct {
 	Body *SendSignalByKeyJSONRequestBody
 }
@@ -5936,6 +6588,18 @@ type StrictServerInterface interface {
 	// PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 	// (PUT /v1/rate-limits/{name})
 	PutRateLimit(ctx context.Context, request PutRateLimitRequestObject) (PutRateLimitResponseObject, error)
+	// ListSchedules List every schedule.
+	// (GET /v1/schedules)
+	ListSchedules(ctx context.Context, request ListSchedulesRequestObject) (ListSchedulesResponseObject, error)
+	// DeleteSchedule Remove a schedule (its jobs stay).
+	// (DELETE /v1/schedules/{name})
+	DeleteSchedule(ctx context.Context, request DeleteScheduleRequestObject) (DeleteScheduleResponseObject, error)
+	// GetSchedule One schedule.
+	// (GET /v1/schedules/{name})
+	GetSchedule(ctx context.Context, request GetScheduleRequestObject) (GetScheduleResponseObject, error)
+	// PutSchedule Create or change a schedule.
+	// (PUT /v1/schedules/{name})
+	PutSchedule(ctx context.Context, request PutScheduleRequestObject) (PutScheduleResponseObject, error)
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	// (POST /v1/signals)
 	SendSignalByKey(ctx context.Context, request SendSignalByKeyRequestObject) (SendSignalByKeyResponseObject, error)
@@ -6390,8 +7054,10 @@ func (sh *strictHandler) ListJobs(w http.ResponseWriter, r *http.Request, params
 }
 
 // InsertJob operation middleware
-func (sh *strictHandler) InsertJob(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) InsertJob(w http.ResponseWriter, r *http.Request, params InsertJobParams) {
 	var request InsertJobRequestObject
+
+	request.Params = params
 
 	var body InsertJobJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -6928,6 +7594,115 @@ func (sh *strictHandler) PutRateLimit(w http.ResponseWriter, r *http.Request, na
 	}
 }
 
+// ListSchedules operation middleware
+func (sh *strictHandler) ListSchedules(w http.ResponseWriter, r *http.Request) {
+	var request ListSchedulesRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSchedules(ctx, request.(ListSchedulesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSchedules")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListSchedulesResponseObject); ok {
+		if err := validResponse.VisitListSchedulesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteSchedule operation middleware
+func (sh *strictHandler) DeleteSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+	var request DeleteScheduleRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteSchedule(ctx, request.(DeleteScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteScheduleResponseObject); ok {
+		if err := validResponse.VisitDeleteScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSchedule operation middleware
+func (sh *strictHandler) GetSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+	var request GetScheduleRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSchedule(ctx, request.(GetScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetScheduleResponseObject); ok {
+		if err := validResponse.VisitGetScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutSchedule operation middleware
+func (sh *strictHandler) PutSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+	var request PutScheduleRequestObject
+
+	request.Name = name
+
+	var body PutScheduleJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutSchedule(ctx, request.(PutScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutScheduleResponseObject); ok {
+		if err := validResponse.VisitPutScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // SendSignalByKey operation middleware
 func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
 	var request SendSignalByKeyRequestObject
@@ -6964,141 +7739,155 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37bhu31u+rEHM+wDYylmUn6dfa2Dhwk96zm+w4RYET5UiUhpIYj0iV5FhWUwP7afYbnBc4j7Kf5APX",
-	"IucmjjSyZafpzj+to5nhdd251o8fopGczaVgwujo9EM0p4rOmGEK/vWjHP7w3P7BRXQazamZRnEk6IxF",
-	"pxFPojhS7LeMK5ZEp0ZlLI70aMpm1H4xlmpGjX1PmC+eRHE044LPsll0ehxHZjln+IhNmIpubuLoZ2g1",
-	"2BP8b11f/6XYODqN/tdRMZcjfKqPoN0b24Niei6FZjCzr2nymv2WMW3sv0ZSGCbgTzqfp3xEDZfiaK7k",
-	"MGWzR++1FPZZux5f4VfYacL0SPG5bS46jd5MGRnKZEm4JkIackVTnpAfL17+TPalIlOZJpok1FBCx4Yp",
-	"YqYMn17RNGMHnegmjp5JMU756MHHPZpSMWFkJNOUJ0yTBTdTGKBiWmZqxPY0GWVKMWGINtQwGO23Ug15",
-	"kjDx0MM9f/UDuWRLMqXajZImRI/knJ25qWgiGEsIFYQmMy7s2zDkn6X5VmYiecgR/yyJzkbTfC1hIP79",
-	"BxzHuSCvv31Gvnry9L+JaxyG8kbKF1RN2MdiFnnluEHz3xlJ+YwbGNcvgmZmKhX/nT3ofp1nZsqEce3D",
-	"CAWhIoExDhlVdrjykgkiVU6KXJMZ15qLSUwWSoqJfajYlbxkiZvNXMkR05oO0wdfaoXisCKazsiAKSWV",
-	"HhArhDVhdDQlQ5qQMWepHfSNl8MgVc9f/fATW4IeUXLOlOEobUeKUcOSPjUV1ZBQww4NB+nuVII2iouJ",
-	"XQyeBNVIXXXEUUq16Wd6ffMiS1NcVVQeK90Jp39WHswVG/Nr+2h1zS7Zck+TMVfaWKGi6Mhqzk5oOm6f",
-	"7zRGEF/2cyasIn0bgeAC1UiT6N3KFzdlpfkWNbZTpthUPru4vEW1Ja2MvehEDt+zkbHDwl1/Bg0AqSYJ",
-	"t4tE01clKhjTVLO4Rhh+1Wf0+gUTEzONTk+6XTAW/L+Pd78QlTXYNCMgQ5qmL8fR6dv1HObI/yau0/8l",
-	"MkWQgMj+JLns//uf/zo4JXoqF4JIMWIx0UYqlhAp0iWhmlCryaYB0qrNzXa1OqV3+aRecDR5qgOkc96/",
-	"ZEv4mxs205uEST5V3xNVii5XRpO3G1xloRdMnS8oNxvJprp0r6i6BFH7Xg5JJgxPCSWaTwRNQVAlhAsy",
-	"wB/0gFCl+BXTZJ+KpX9tMbXCecaNYclBT0hFBpYNZWYGZE61tq8LZtVO5c0OOSczakZTLia+KTOlxvWR",
-	"kMWUp8yOrSe0YXOiqCALesk04YZQA5vb6YmozglusJUN2JIrqjsRR2CFbbSPndCxZiY0gouw6bPnmQJd",
-	"BDvesLPPpWBbbuy3XHA9zbcWbMyBYjpLzeCMUDKnYF9yTYy0+qe+ivjqdnNunsC3lKfbToDyNB++kIsY",
-	"5iAzQxQzasnFpM00QOnuahY/s+tt+et1JmASgl1bY57NyT46JIOEpXQ5OIjJiCqYDhkAmQ1WJwGvtqej",
-	"W9Fr86xf2+W+5bQ1nTGcNp1QLkhl7mSfXeOgOE3JkI4u5XhcFRJnltdHMhNGg3thDJvNzQ5WaKd0cTGn",
-	"C7HlCv0gNFOGDEZTniaKiQEYvfNVcWwl55JIwYgc20czcMTGwN4sQPG+wdYKCEb/zH5lZzSj1z/gV8fd",
-	"rhWVO5CFNVWWjzCsypbw0YqSPxfLkgdP9q2NZ/lesbG1rw7sSlwfTuSha9Ka9J3XdPF36wVMmG07J4DV",
-	"xsl3kiTuMTqQVJNe9LTbneleFJNe9Ljr/jiePu7OepHtj13T2dyamfap3QlLoMo2+H/333YPv3r3aL/X",
-	"6+BfB/97X+g/Mv3H//9/+o+Z/kP/MftjenDw6L9CNu631in4xtNodYPBYVidwitqpo5E0KeICetMOpaS",
-	"9NHjo7niUnGzDJrUM7dGq1Z7beuw7+KD0A5+5+ijZhddUZ56b6wm6RVjRKfSWH9p0Qm6Jrfxe5ytuPI7",
-	"OL2lJ6Vu9JSqRIefZfNkyyEEDErfe95VXFqZmu9Q6rBpncM26IQa1t4Ahf3aZH5ik03DeJWZLd2VfA9m",
-	"9NoFM7tdFDjrwpvlHdo0pwt8sz4T7LlpJhd58wkbU7CAjleUm1xgJMwuyp52pEsVQ00Froal4nxqXzzZ",
-	"NKvvqUhSpp5JMeaT1Q11urE/pJpto+X8dzN6vc1nt2G2Gb3uO/XcwD/r4gJXXGa6r9lIMdNn13OumHbd",
-	"V9f+F9CJYCPYHfCfEvyUaMPTFLwJ66MQJQ1Mag/jXimdg5q4ZcwAugjOYGtT/zbSJI4ylW4W0c4lt+/m",
-	"Yy5GWNuouEpaVYrZThw5Eg5LpCk+bC+UqgyxSTrlza8Z2PYy6oG5rs5BFcm4USzmxFnllws+EeBgI3/s",
-	"L6aajfrkEbGT+uKJNRioISmj2pDjL8hwaZg+OCMTJpiyu42sRoeaCeNkWsWRLlk82PTb88P/Qw9/7x5+",
-	"9ejo3aO/fejGJzdBE+c2PIP0X53h1Jj56dERkYrYP7X9+5fXL9D9MGyOkvnVy4s3LCFGrkziyZeVcMCX",
-	"m7S4HUSQzBhNbQN10p8zkXAx6c/4BGfSIB6tXZ3pzfzt3gsN4Uc5DBheSFIBm9fRmjcaiyMnNg8bYa6p",
-	"O8Ze6YJyY/8OEquLO6G7597ECAblRpOxVM70/xuhYgniPBcoq6Ho8FhyX2ZExYilfRewxwCle2coZcoo",
-	"qkMpcG1Gy76zKTdO8jYqlKV8wocpCyq+X4EPicqEsB3Dkszo0v5wBtuXMJqkHN1Ev3ZuqYCHhRTsDtrv",
-	"Fg5zHHkv9U704oR7cINbH21wMc/MtsNvu9lWfLKa2XK7uWJLciFwvhvf32x1YYCs37BQDR2Uv3fiqxxW",
-	"CLzlvMvw098yloVNP6tj+rkv0O5s4DX4PTNuXrNxdPOucRKFXLxNLPOWQd9Ciq/76kc5vMAX4RM2X+X3",
-	"Z3I2T5nVwKDEwgL5Nkbkgl6ykHhZYjT1kiUgW1QmNAbtTl10PiaeBmLilHdnM02HTs6QHgrOzpetREhV",
-	"cegZ2O9KvqdeMLllzHXUqqGL3nddlpcZJEDszSZwVbg1aOOvqRlNt7Q638thezP5RznEQGIwdDfjwv+w",
-	"wYCGTtdN4nXOQrsYLUs2mvTrRvScGX+e0EpiWLto9SjRb3Lfb2RYeOWvGWlo2mC74ZFT39FPS53kv8ob",
-	"3vhN3RSsNLA6jJXBx4FJh484C8LajnoDtlLJ2n56fLLx7G3rUH7JPticvtbSEvBR6MIIqEtnpViK0eJL",
-	"tjwj1HpYUiSEY1wfDy8pSfkV2mqYkcbh9CpTQuNZ53s5rDkkbZboTp5iWVWvT3Jx75UVeJsFrur09po8",
-	"jlQmbh9d9WTQIDNywXNHqZGwJMP8obC7UBtV5fVGVnvlgu93k62hk2vBrk1/lCkt2xiUIRlcbaNhdS9y",
-	"s8fnkXhHBU5J2CgzKJBy5y+OEins0zHlKbPKF52xlIXSTuLohbWMv7k2TCS48LV4clsTfP2MV5oJzReG",
-	"Ykl2O9EIWWyVcWUZWB3rh4SfhcbhE32roukFM4YpHZOET7jRMdnr78Vkr2P/c2r/c7h3Ro4Pj0++rCVa",
-	"lUI5RRDnXfFnv3N6+O5DNz4++e9wRKdiC9u1EUvHZuFVQhLcZL2X6H/dgWBMpCK2rVWbdJUtVj2R/BeR",
-	"zYYgKFdZ+13cfgQbTiJfZmYkZ+x8Pk95iJzfy2G/tW+7tc+xyuZo/q4JLb0qaY38ZORpfUG66DZAGl/l",
-	"BOSrklbqhuZQytCty1tv64VDEu0lZOlMNSAoudDGCqBgTyuxudLIDTdp+Cv84UPplDhT4nTCRJIpS52n",
-	"Lvv0FDJE0Z7ZKA2WkGyIna7dsX94nV0PajuXJGDpQp7FpmWEdp/hq3c4K+KiP075ZGq2PCySacK06Xv1",
-	"cqdoy5xmuinop5hhIpws8GbKCFhEe5rkrxE5zpMy4Mw9D1Nqpq6YIo5rDjptRnbns2Z3CuRmWF/y2JFB",
-	"vufBdd3u/KdMF6tB6FLMt4VEK0yBdu8nLj+uxauFMdLufWeetHs5N3pu4cztxmCq7Uf4NA6It73gREmy",
-	"yWF3jTYO5Tbnb05UBY7fpWBkzkeXZJRSPtOEGjKTNaXTxhtaEUW1Ewk4QLKdOS52ZQUuPOaSUOudtnDC",
-	"2kqedq5K4Q6v2CjfywVJpZgQM+U6F1tVSUUVI5dsbs5IL+rqXlT4qBKP0WDue5p8983Pz395ff71i2/6",
-	"r795883Pb354+XMnnBlnfbufWNVeiKJgZUo2umRmT0MK94KbKcezfetH+gKVVRd5RWTmzmRA50EPARPy",
-	"J7Z0jviUXll3Hd+snJI0c/swU7omn2WGHFw3Jm+lJht1oHKB6Rb97kqRKIy64pTjfEW3UxH5FoXFUhE4",
-	"aC+bil3fJJ/Kra8d3C0ElSeEKnX9XWqDtUs6Jy2MA1WP4fzm1VOhmuRIsbueEGpM5bpMEpaQOVMuNNWu",
-	"06Ch7nsMLGlOFGvXdHtv2YXdNu29K53wrNImPrVgXtZvavxXfDPIEk3T/ZUVmqQpgcxtkM/zNVDUMFZy",
-	"RrjRJRm0bW7cBSR5vHZJT1suuEuQ2irNvCHp5A0kvC/ypJNgNsnBLtNJQhoIswkCJXRS6GzWeNh/nwV2",
-	"zSlwdJlKmmx92sh+W1395yzlmDOuEqbKGvW9HJ6S45icxOTxv//5rzZaLnR8Z3uNCw8DR17TBPkiv2vc",
-	"mXDQM1S9szZ7HXd5k/T3zTYP54JhofL919y13Oz8DKKt+Cnm8fXSmV7bC9wtjyI+zhLgye3mhTB3jaxB",
-	"Q+3fX8jQ2fobqLaG1KYZTdhKZpP3/Epn/E3HCcWA4iJsB70G16Go7NiuOOUcj/pRO0l3pnUG2gk8CKi3",
-	"mjJXfbWnSSZS6xVx45K3pGCBypTNZ4N/idNAsi+sxwi6js3mZnnQyoH5M5/qbXHWduHSWRqzEAPhG7d/",
-	"/UoaX2Hm3lvu2WqumTHzfhHt3Zwe1Vo0SIz4rxKPYNcmRoEQE205NiaJFCwmY8rTGKsd4WyBwi+ZYqc+",
-	"/yaGlNc+rE9MRlIINoKFdL+Uj7MS1Pih2Lba1uDxKUutrIV6Xo5fiepqVwZS3b0qgXhyaKI9LMnbUuD9",
-	"CoXHWKm4YMOplJeEQkMOngVHSU663VPCrunIpHlNXmADe2JlBzvkF3Ep5EJgcRYGXVztGtm3wtStEHyk",
-	"CdVkSJO+h9o5wErnGb0uz+UYxELtl0DkdbOAK+rHS+HUzZ9AYbKLkrb7AiqB3cF0uy+g6hbjYmrZ7hMs",
-	"WbWE6iszN3+DRZxhT8Kwea5G71xfvKOM1rbJqbdPfrzLmSKwfpHfhwZbzuq15L0mVr5LPjvXrtz6GHLG",
-	"sSpSaUOMQn28mxrDP39y8uYU4eb03FumwLbIZyX73eq+BPekXfKoJ671+Z/1BNLSbjfRHyR6BAgNgZI0",
-	"02TKqDJDZpWHSIjTbD4DXy/FaKqkgPo0S4uuoDvPLgnAFWydwBLfLa8kjjYku9h1eFnYLlvoVOv2gAHi",
-	"8ZvGeU0OrFZZjaKujRGeJaSFe2K/UO4HIdiPz4puO0VXIpyAu2rYfE/j9nXgvUr0+I6JS3YnG6I/Vja0",
-	"j/1Ylt8Y+YEmm4ZRgi5swExzZPvq5cWbOm0qNmIIh6MZI9eH7nfdsW8drIdmWO3tvRzu6VKOvWbC5Cdw",
-	"tls4qBrLNJULYBO7j3uavJdckH13AEqss1ititq0gjn0w0p1lM8VnkkVEIPP3GMAOQO8pTMX2i0KjsKK",
-	"9j3q9U0DcymNKWtRf1mI6yKxOlQ97OOSLiCjSYLRUpaQIRtLxYrlXlCNp8ssiQmmRzgTorzY2611U7Sy",
-	"yN0Or3Vg4Pmqk338Xw4xc9B2H7YuBckbHqM7qpieWs90JIXhInPKHZAxXBoojraUeF6qRX7XIv+0yGqP",
-	"PCU0sXJjvP/TieivgZkLxtlDS/FmqmQ2mTqLslaLKrmoHa7Wsu2cQgxlQaD48YkDZsq48vnrW+XRrMI8",
-	"scQ7v5rsY1ZfXmKkK170QcveZlxk9TPy9TbULUswXEeryTnYYmiD1mort0Or3+FxW6a4WV5Y2nEnzwCQ",
-	"mSNXQugYf8obmBozR6RKLsYyBH3j0hGB1zVTV3zEiBTkldRmotjFP17g1s8zPfXAlSAgrZnrQ8TUK8VO",
-	"TzxLuaVxXwqBKSYisQotF19neWKJ7c0l8eTFraCzY9C52GEPIqpOGUI5BVr/expqvfdtqyzBUM2FoSKh",
-	"KiG/OnV8gHiirurCG5s9wUXR4J728pMa1iEXjJFEjvTRXEkjRzLtzJLcX4HJ5w96oicgqxRDOnXQV9tM",
-	"NoP12G9CHj3okF89ogXm2vQECF2YDxWAewrmVOzgoI6ujsmIpikA72oycC7J79D2KfkacVN7Wbf7eAQf",
-	"wp9sgIazS1mNilTUKI6umNIui7dz3OlCzHLOBJ3z6DR63Ol2HmOO+BQI72gK5e6/A9wMngFbOQL9/5BE",
-	"p9F3zLiK+Bpe9Em3uwaQdTsgVtdDAIf1l3mnwjPR6dt3caSz2Yxa2xoMLp/LxTXJsOKdTrRlwnwmOnpn",
-	"GzlSjCbLtXN9bd/4OFOFrgH19mn38cNCLRsAg15uXuqEGjq0riAAdtHRFNjcsiXCIiCQWeP6Xx0f0Tk/",
-	"9LiawU14wbVBLE19n/tQwv4MLMk3wJ2XbBl7OGLr3lpROEqzxIETP+keN/WSD/uogscMHz3e/FGBEQ4j",
-	"c/knm74qtri8bXaKHnA5R/A0iLQKcnSmWXrF9EGHnAPqN4DANm5jHM2lDmwbQsM6EFTUhUybr2Wy3PGW",
-	"OVTdm6rGdfUhNXI5vpe+kxDFuEeOMLqbd6uEt/9wtPTkuMUXObS5/eDkpM24yijddydZXEuvMKEu0xGs",
-	"lTuQBMO1U/8AB9yOdGsS6OgDT24c6CRDI7NK0q+B80skXaGtJ4GM5hJy+UNtKI5j/Rc5fv/H2lBcmNKG",
-	"tpY1pcs33t7/pRvvHInkwHuNGuo7eOMe9VOOCtionSb+RolbkdoutArasKV0EDemYjvHqVwc2vVQMi04",
-	"EJb36MMlW67lv+fw+3c5TsQG7sPXk4qsoGSeUi7IT387rozTPoZIyGdeXeXVmYQc+i32NW60p8O7t1s2",
-	"abq/4W4M8mns1kvBttuomkQN3GpTYxMPkElgk5h22GsBUXyZW35hWbxVSuLNuzhysa9aWNOhh1MYVVwj",
-	"VGDsZMYNVvvkFVgQbIDcEMNnjOz/9Lfjg05PXAQgP8kAsUkHRMmFPiMzqRjBn0jKDP57hMegVlFh/GSY",
-	"6WVP2O4Vc6dlEFlDUFEuiF34NGUpuu5VRnmVFYyye7vZI7u2MpkfnDU/m8p30sPMkGxOjCQDqIkZYJjO",
-	"XUXF9QpzIEewcs3bemVdhvxsNIe+9y/dZ+SkBEzaaBS50f4Z7CLFJlwbOJLKR1UsdgF1Wl/oow9Wnraw",
-	"jL7PMydaG0efzZ1Gc2f9HjVbOI27sHPK9yC6YZF6Z8r/dAyeTVtVs3FC3RSvuMzoJnPjHCqgXPP51SWU",
-	"DLAoakAmzFoQJaTdAVY8/fuf/xr4/PkVbV8mmt0r/BJS8gPr/FtQ6mf9fzfxhUoGTu/xPsr8CO9WaucI",
-	"sNbZYVETeFtukqF0nOeZNe/BqVhwkciFU5Z4M5S7cG9ElQJPYyHxnNFkCm+fWmB+XprEPaHndGTHaTs3",
-	"eMGVm/hh/tFBTLT0+T1KkxEVRC+4GU2tAYQWulxY49zfQVULAcJiOKq+8CDs98GztZrPm9ULWj8Wn6Ix",
-	"aT2qohb0z867W6uyT4TZ5ykdudSmCiB8TC4Zm3vOkikcV7nLdCHHR/iLExzbrZcJHrGu0d7/ERHlQuHZ",
-	"3zKmlkVQwKf5bnU3cRxuqygxadVYJas93GIJuXYH43MJzI0Bj5UsqXDBdY7S53MW89sx5nTC8uBLrXMH",
-	"7NfQ/+OTKjAcXGUULMAOTy2/7SZvvEAP65Yq3J9uKnGzquHexJqHYAwINGs34vLdWgx9FP/e+pOWHWMr",
-	"ffPUxTL7IsLuTZPGPekeFzdTWwn+Xg7PXEYKGVyy5cBd11hgnO77BJ64CKDFea3rQU/QFPIFEAQjJifd",
-	"ru8CsVBBSw/KmJmnxJqeg5CORUTPHyFH8D40awlb+WGN4QpMcuDG5GLBK+vpzy+AUnd5hr1hPP7ZZ7t8",
-	"B3zrrgW0WtjlVtbYtaRpj3KArDAHn7sCRi5yCxkgIc6geS5QzUOGL9QhIgUtpjJlBJruNPOcvj+mQ9D0",
-	"h+e5Ms75GjIn+1KRsog6iFdW+DMr7I4VMEp93CXdbheD1FwgIpt1sWbuXqI1XOLTNZoCcV6D3B9lObz6",
-	"BncJ+PyvH3zLbyHmcK41lNeg7X1dgLvlNWygbBVJsOrqeZTnZOQ0cIR4iduHJnyDTZbSeZG4bF2mMrQH",
-	"h9ABojT6o5Mz61UVB4w5VIRdF6y76glfSeju2+6QJ92vXNEFJFyD4eWUf34VbMBGegad3z+Fr6Ftd+cv",
-	"IPqhpPtzHyZ0v9r8wTMpxinHdP6Pk+kG+1q2vS0vWQqCHzxTtZCMR+WitHV++7OigKeF+/7Zq7xvr/KT",
-	"EPyhusbN/uhuxH1em70LiV9lie990xdYdH4flnB+y8ADW8LVixZCB+bu2e2N3HsXyZ+EfYvrCIoRE3+a",
-	"YAP2ofYJVD54dCwhJ92TgzLvuCLnVelegh3ardFTr+6vV/SHgXFWkY0Q+0bTGeuJoUw408WZegWC5wCN",
-	"oPzqX+yWYyFsUcXlb7GUIngw42Eo7pFxy4gJD8y7tWslQsEjfPSZd+98oiIVkt0G0I9WXJojPuxWTQE6",
-	"xEc1/uPCNfoE0qY/CdP/dSYcEhxL4PQ+9y/BDbCrXGAJl+/0jdH9xqJ9X2/dxkMowSmscxAu8jr9Fv7B",
-	"Ggse8UPbgx/eqw1fgqoNxgSH8vo/x4aHqE0dCyMHpoBCx3FKJxOWVI0Tj717a9u++YzqpDijchCrPAFb",
-	"ZDFlZsoU4YYs5CXLC8f3Q/dK27/HUvUEpL5aEgXARTwBX7qWDzrk3HcCFe95JMYZIb4lbegSopTc6J4o",
-	"Ql1cO8AOI11ahAPsKId3yjczhAyYCyaSCw+qcS/mS4GG3Mp6Odl9z8H4+3MP1PKXyyH5a5pIbr8IrfNM",
-	"WDSsah0PBbVW58BLfy2N48GxAjzwPddGquV/jsbxmKhTnHhV9+w+eFRcjNRIdP/AV+6RAIqLmxqrFRCE",
-	"Oz9N8UcnH792oTYwDEavHOz4q6JuKsteql9oOqr7h0sKu9+1b/JnYJj/CUd1W+7iXRPnV7Lci23evXmT",
-	"30X2wKGZ1pT1OWlgFxAQjoaL7HY4XWXGGuia7MP9azFRzLouMeHiEG+AIyM6jzH55aC1xDoyFci1tcKr",
-	"hM7WympBfDEdtlu+qJgtT558TLOlNLGm8y7JhYH7qHBSLhzh/R0HC+wmXFTMiCXU2coZNwYcy08qDxOh",
-	"8/JJlmYvMYztWH93YtVRqKKGHRaXqTXaM/kVXfdq01Rvfmu0a8pX/v0JCjErFxCur3YtLXfrOszi7rot",
-	"KjELtezu4PtcmtlYmllsYJ4ekS/aLTAp1uzXPXBKk62wCx75dEzRVjy428rNH+UQY4AQO7TcNijujjwl",
-	"HzA8CBhveJXgzeDMRQMBtFGKEZobl2y5p3uifPEjGeAnA3cvZAOoQ5XSdm8EV+66fGBDeHsC/2wR34WL",
-	"zt1JuSNDa4E4fMIx92mJQOCeJktXhnqICLjhc7BZC5ZOisInkkX0Gq+ou+8QNvbyOY79OY690zg25Oz4",
-	"zEsr2LmYEIrFN8HgdhUetcBtfvvOqiHE/G0CVnI3j8NJE/ytEaHFAwuT/akx89Ojo1SOaDqV2px+2f2y",
-	"SzKRMEUGM3rJrGIagEObqTQ6jY5A+7lxfggWOsQk5dpY11jP2cjE7pwZDClM3Hkvh2BHOU8VIrCrpYnn",
-	"5bPDsxy9fmFHVT6HKzflFy5c6FhOsTiEBCkmEsTNjgn1d7MkZLjM0Zr9VRYkv8oirwxl86Z+atXwDgBd",
-	"ZSJvtjzmvBh2tTFw/FeDD6GgAyRF4e3viFpdi72Vi2NDXT2rQXoh8DbM+tApgEK9llusyPPVdhF9OAa4",
-	"Xy6YxnY9OmypnRIOoyWx4k4Mf7tHc7nSBWJ4U72K4E3wzSHTp9aCqhXrD7xtdXUcD8ijnhhSzb54sv/9",
-	"38+fHV58f37y9It9UHk8IY9IL+r0IvII8Ly0obN56behTJYHB8WRssMx8y0eJmwk4VJtqowvsi2QyMsA",
-	"HlhefUYSxC2g/i5k5Qr1e0JbJ5OmpA5HUAIuoIrhLSB2sanAxLqZpRPbJteECZlNpp2eyO/85ZpQc2iJ",
-	"3RxaQ7S0XjwZANS14L9lDJS8O10JGaEqEy5Fbi3w2y8rjcWEdSYdy9H9Jyd9u+P9x/4apv5x/+m4Ozqh",
-	"XxXVyFNGEyikdgRUjHYtJtzGkuhfBL92VowukgZ9ldaCaoKY8WdEsfdsZMDYh9ekJGOqMIdGYMX72pHm",
-	"hLR2wG3T3VfjZlI5KLkaoVhyR4R3pE4H8V4ioI1Dz1/daq3f3V/eZG7mPKxPUro3ssEpcVoEE1Jdhe1J",
-	"qORyNQPw1JIW5oQUVT+onOF0xSqms7IoAWR/3RPTcpa5NTsYZgy7cMaolMpaiKxyTq6RLvJIODA5mFBf",
-	"hfCHjeJW9EKlzgDSBg/P7T8GZJ+Sp93Hzg+uPDFSYjS2ZGDVV2NJJGThIAJD7GAUZWbwPlN//2VxcymC",
-	"r44rl4JgpjD3sa8hHV3K8Xg96PxLwaqXVOBtEizx5lvtAon6ZQ/h7Oqbm/8JAAD//w==",
+	"7H2Lchs3tuCvoLi3StJNi6Lkx02kmtqr2E7iTMbxWHa5dkMvCXaDJKwmwABoUYzjqvma+YP9gf2U+ZIt",
+	"nAP0i2iyKVFynHFN1URmd+N53s8PnVjO5lIwYXTn9ENnThWdMcMU/Ot5wmZzaZiIl39lS/tLwnSs+Nxw",
+	"KTqnnXOi2JxRQxbcTLkgZsqIZuqKqT1NePExWXCRyAXZ//7Zi6dvXp1/+9OzwfOnz/728ufXz148+V+D",
+	"t89fPP35bdQXCRvTLDXk5OH0gFChF0xpGPW9HMF/L9mSjLnShsxowiJCUy0JHRumCDdkzAXXU5Z0+6IT",
+	"dbhd4pTRhKlO1BF0xjqn5S0d2j1FHR1P2Yzazc3o9U9MTMy0c/ro+CTqzLjw/z6OOmY5twNoo7iYdD5+",
+	"jDo/ytHzp/ZDmGlOzbSYhyedqKPYrxlXLOmcGpWx8lRjqWbU2PeEefywA3PxWTYrz8SFYROmYKoXMGpw",
+	"JvjPurn+Q7Fx57TzP46Kqz7Cp/oIxv1oZ1BMz6XQDC7+W5q8Yr9mTBv7r1gKwwT8SefzlMfU3v/RXMlR",
+	"ymZfvdcWGD60nPElfoWTVsHp9ZSRkUyWhGsipCFXNOUJ+fHi5xdkXyoylWmiSUINdTduAQKeXtE0Ywfd",
+	"zseo80SKccrje193PKViwkgs05QnTANGwAIV0zJTMdvTJM6UYsIQbahhsNrvpBrxJGHivpd7/vI54NKU",
+	"ardKmhAdyzk7c1vRRDCWECoITWZc2LdhyS+k+U5mIrnPFb+QRGfxND9LWIh//x7XcS7Iq++ekG8ePvov",
+	"4gaHpbyW8ieqJuxTIYu8ctig+W+MpHzGDazrjaCZmUrFf2P3el/nmZkyYdz4sEJBqEhgjSNGlV2uvGSC",
+	"SJWDItdkxrXmYhKRhZJiYh8qdiUvWeJ2M1cyZlrTUXrvR62QHFZI0xkZMqWk0kNiibAmjMZTMqIJGXOW",
+	"2kV/9HQYqOr5y+eOjc6VnDNlOFLbWDFqWDKgpsIaEmrYoeFA3WvMJ7L8JcRG6qwj6qRUm0Gm1w8vsjTF",
+	"U0XmsTKdcPxn5cFcsTG/XhUNXiOz3tOOXcdTqmhsBYtuaDvunm+1RiBf9nMmLCP9pQOEC1gjTTrvQhy8",
+	"YJq/IMd2zBSHyncXla+odqSVtReTyNF7Fhu7LLz1JzAAgGqScHtINH1ZgoIxTTWLaoDhT70kmJz0ehsE",
+	"k1sfROUMNu0IwJCm6c/jzukv6zHMgf/HqA7/lyHZ0gEQ2Z8kl4N//eOfB6dET+VCECliFhFtpGIJkSJd",
+	"EqoJtZxsGgCt2t7sVKtbepdv6ieOIk91gXTOB5dsCX9zw2Z6EzHJt+pnokrR5cpq8nGDpwzi7/mCcrMR",
+	"bKpH95Kqy1xqzoThKaFE84mgKRCqhHBBhviDHhKqFL9imuxTsfSvLaaWOM+4MSw56AupyNCioczMkMyp",
+	"1vZ1wSzbqbzZJedkRk085WLihzJTatwcCVlMecrs2vpCGzYnigqyoJdMW/GdGrhclN6rN+AWW7mALbGi",
+	"ehNRB6SwjfKxIzpWzIRB8BA2ffY0U8CL4MYbbvapFGzLi/0O9Jv8akHGHCqms9QMzwglcwryJdfESMt/",
+	"6qeIr2635+YNfEd5uu0GKE/z5Qu5iGAPMjNEMaOWXEzabAOY7q528YJdb4tfrzJUdQW7tsI8m5N9VEiG",
+	"CUvpcngQkZgq2A4ZApgNVzcBr7aHoxvBa/OuX9njvuG2NZ0x3DadUC5IZe9kn13jojhNyYjGl3I8rhKJ",
+	"M4vrscyE0aBeGMNmc7ODE9opXFzM6UJseULPhWbKkGE85WmimBiC0DtfJceWci6JFIzIsX00A0UsN1+s",
+	"HIUfsDUDgtU/sV/ZHc3o9XP86rjXs6RyB7SwxsryFYZZ2RI+WjUgiWVJgyf7VsazeK/Y2MpXB/Ykrg8n",
+	"8tANaUX67iu6+JvVAibMjp0DQMA69b0kiXuMCiTVpN951OvNdL8TkX7nQc/9cTx90Jv1O3Y+dk1ncytm",
+	"2qf2JiyAKjvg/9n/pXf4zbuv9vv9Lv518D/3hf4907//v/+rf5/p3/Xvs9+nBwdf/UdIxv3OKgXPPIxW",
+	"LxgUhtUtvKRm6kAEdYqIsO6kayFJHz04misuFTfLoEg9c2e0KrXXrg7nLj4I3eD3Dj5qctEV5anXxmqU",
+	"XjFGdCqN1ZcW3aBqchO9x8mKK7+D0lt6UppGT6lKdPhZNk+2XEJAoPSz51NFpZOp6Q6lCZvOOSyDTqhh",
+	"7QVQuK9N4icO2bSMl5nZUl3J72BGr50xs9dDgrPOvFm+oU17usA36zvBmZt2cpEP7+zLsIwac5MLtITZ",
+	"Q9nTDnSpYsipQNWwUJxv7fHDTbv6gYokZeqJFGM+Wb1QxxsHI6rZNlzOfzej19t8dhNkm9HrgWPPDfiz",
+	"zi5wxWWmB5rFipkBu55zxbSbvnr2b4Angoxgb8B/SvBTog1PU9AmrI5ClDSwqT20e6V0DmzihjYDmCK4",
+	"g61F/ZtQk6iTqXQziXYquX03X3OxwtpFRVXQqkLMduTIgXCYIk3xYXuiVEWITdQpH37NwranUfeMdXUM",
+	"qlDGjWQxB84qvlzwiQAFG/FjfzHVLB6Qr4jd1OOHVmCghqSMakOOH5PR0jB9cEYmTDBlbxtRjY40E8bR",
+	"tIoiXZJ4cOhfzg//Nz38rXf4zVdH7776y4dedPIxKOLcBGcQ/qs7nBozPz06IlIR+6e2f7959ROqH4bN",
+	"kTK//PniNUuIkSubePh1xRzw9SYubhcRBDNGUztAHfTnTCRcTAYzPsGdNJBHK1dnejN+u/dCS/hRjgKC",
+	"F4JUQOZ1sOaFxsLlxOZhIcwNdUvbK11QbuzfQWB1didU99ybaMGg3GgylsqJ/n8hVCyBnOcEZdUUHV5L",
+	"rsvEVMQsHTiDPRoo3TsjKVNGkR1KgWcTLwdOpty4yZuwUJbyCR+lLMj43gIeEpUJYSeGI5nRpf3hDK4v",
+	"YTRJOaqJ/uzcUQEOCynYLbjfDRTmqOO11FvBiyPuwQtu7drgYp6ZbZff9rIt+WQ1seVme8WR5ELgfje+",
+	"v1nqQgPZoOGgGiYof+/IV9msEHjLaZfhp79mLAuLfpbHDHJdoJ1v4BXoPTNuXrFx5+O7xk0UdPEmtkz0",
+	"xiVZygZecF11OvhX0HA9ownLjTclzKMkTrmlrAlHM0UL95Sb2vD4Mjy1feIpd/MybiHt3sTkXfCwdV/9",
+	"KEcX+CJ8wuarO3wiZ/OUWfkDWHiYHd1EhF7QSxYirku0JV+yBG5PZUKjyfLU+SYi4jEgIk50aXGVIb8h",
+	"YkNB1/JjK6FRlRl48uVvJYdoT5bdMeYcelXMR9tDnZOVyUMA1ZsVgCppb5BFvqUmnm4pc7+Xo/ZKwo9y",
+	"hGbUoOFyxoX/YYP6AJOu28SrnIDsYrUs2ajQrFvRU2a8N6UVvbRS4aoj1V/ywF9kmHTnrxlpaNoguaLD",
+	"beDgpyVH9l/lA2/8pi4IVwZYXcbK4qPApsMO3gKwtoPegKS4VaBgtL0joyQdbQ7eswJTHtM4CPrSz9G0",
+	"VYt9JBgbSfat/D2yKEEA5g9Q9nRPF1xA+I5VtsjR1fGRBeOawtXmEFoJa95RUMhpdRaiFEvRoH/JlmeE",
+	"WiVYioRwdL2gf5mSlF8hy8agQQ4OxkwJjezUcdEtt3ArZb4sTa2PQ3LvlWWsNlBQFbvaC1tRR2Xi5gZw",
+	"D6sNhC2njrckbQlLMgzxCmt0tVVVXm+kBy+df+R2DCAUXCDYtRnEmdKyjcwfYhTVMRpO9yKXzXyoj9cl",
+	"wZHF4swg1cz186iTSGGfjilPmZUQUF9OWSgyKOr8ZJWXZ9eGiQQPvmbyb6slrd/xyjCh/cJSLMhuR78h",
+	"0LCyriwD0Wj9kvCz0DpeBFWHn5gxTOmIJHzCjY7I3mAvIntd+3+n9v8O987I8eHxyde1WLiSta2ws70r",
+	"/hx0Tw/ffehFxyf/FTa6VQR2ezZi6dAsfEoIgpsUrBL8r/PZRkQqYsdaFZxX0WJVWcx/EdlsBIRyFbXf",
+	"Re1XsMFZ/HNmYjlj5/N5ykPg/F6OBq3ND1srRqtojjL6GuvfyxLXyJ1Xj+oH0kPdBiItK06qb0pcqRfa",
+	"QymIuk5vvUAathq1p5Alt3eAUHKhjSVAwZlWzKellRtu0vBX+MOHkiM/U+J0wkSSKQudpy5A+BSCeFHo",
+	"2kgNlhAPipOuvbG/e55d9zs4vSkgjkMozKZjhHGf4Ku3cOdxMRinfDI1W/rzZJowbQaevdzKIDanmW6y",
+	"yypmmAjHc7yeMgIS0Z4m+WtEjvO4GQiLyC3JmIhEHNa0s9HcOhzAOercDutHHjkwyO88eK7buejKcLHq",
+	"JyiZ5VtQtEIUaPd+4kIYW7xaCCPt3nfiSbuXc6HnBhrnbgSm2n2EHaYAvO0JJ1KSTVYFN2jjUm7iInWk",
+	"KhAhIQUjcx5fkjilfKYJNWQma0ynjTa0QopqTiPw8dnJHBa7zA9nw3NxwvVJWyhhbSlPO1Wl0NlXZJQf",
+	"5IKkUkyImXKdk60qpaKKkUs2N2ek3+npfqfQUWU1lbKUNvnq2etnL14///lFNxy8aHW7PFfTyQudTjB5",
+	"KIsvmdnTEGVfSuC0eqTPIVpVkVdIZq5MBngezBAQIf/Klk4Rn9Irq67jmxXDdjO2jzKla/RZZojBdWHy",
+	"RmyykQcqZz1vMe+uGIlC0zBuOcpPdDsWkV9RmCwVhoP2tKm49U30qTz62sXdgFB5QKhC19+kNphepnPQ",
+	"QjtQ1XPiL68erdZER4rb9YBQQyo3ZZKwhMyZcqapdpMGBXU/Y+BIc6BYe6bba8vO7Lbp7l12i0eVNvap",
+	"BfO0ftPgb/HNIEo0bfctKzhJU4yfu6A8nxzyTsZKzgg3ukSDtg1fvHCuut1k9sVKiiD5Weszv4krHPLY",
+	"1qi8mx3JMILh8eXdJBeCBaywTq7yMMjAsPM3+kRXFRmMGSzbzPQlBz9bmspF0Ai2Tmxo9oPbFfzmJOQ7",
+	"0zQAWkpzlV2Q3inpHY1+6yX9pHzCteuswsd2HMdjRJjheNd2e3aTY9gmblMMvW5Z27Maj5RVEHyEQfk6",
+	"Io8xGQspvrPERIQS/75UZP+/pzJT6fKASEX6nf/GHBDIQKimHfzn0SPyn/i/Wlzbo8cbfRTbuo629MqU",
+	"sKcQLxFx6tTWYhWZAY0VEgjuWCpCMcghzwPM4xz2dBH4a1/mGpw4cDTb42m+OHeba/C2zTGVUbnY95vX",
+	"TzqBEgHPz1+cE/9FnnfyLLMAdfSSKl53nz1+uAnZHZav87VcQDDoKxccvSV4l661dTpaQ3AqkuVFHpwa",
+	"jDo92GXYaUgNwqjDAEOWQmezxqDAu0zEbw6Vp8tU0mTruBz26+rpP2UWadSSSIXO21ytey9Hp+Q4IicR",
+	"efCvf/yzjaoVCnSxs0aFmQtXXmMO+SG/a7yZsOctlOW7li3gLW9kCm7Y5uVcMCxocve5+S0vOye5bWXg",
+	"Yh/f+lpN20v9W/rDP80RYIzT5oMwt3XvwEDt31/Iy6aIQgyBhhi+egS0Nz+WouGafNrFgqLCdwSzBs+h",
+	"yADdLon1HIPiUEWSLrDiDFQk4JmQlz1lLkt7T5NMpExDjAUGeUvBAhmsm6No7j9u5g5CUsi+sFwfeB2b",
+	"zc3yoJUV7Y8cWrJFwMeFC/xszFYI+BDc/Q0q4f6FreXOYtRXRWdj5oPC5bhZ+21NGiS6nVeBx6pfERKE",
+	"iGiLsRFJpGARGVOeRlgVARzcFH7JFDv1kaoRpMYM4HwiEkshWAwH6X4px1QkyPFDDla1rcDjg3tbSQv1",
+	"CFZ/EtXTriykentVAPHg0AR7mLq/JcF7CwVKsKLBgo2mUl7mtQdRq4NVkpNe75SwaxqbNM/dD1xgX6zc",
+	"YJe8EZdCLoTTF8Hy73Lcyb4lpu6E4CNt1YURTQa+JN8BVkSZ0evyXo6BLNR+Cbj/NhO4os5Myae3+RMo",
+	"YOJcde2+gIohzq7T7guozoHOGbVs9wmWtrCA6is4bP4Giz2ENQnD5jkbvXUdkh1lvrRNYrlhksQtA1sA",
+	"9QszFApsOarXwtybUPk2eW9cu7Isx2BzwOoJShtiFPLj3dQi+OMnMW1OJWo2X94wWaRF5gfZ71XvJXgn",
+	"7dIsPHCtz5Sop1qUbrsJ/iDaMABoWFBRM02mjCozYpZ5iIQ4zuYz9fRSxFMlBeSxW1h0hV/yEMdAWaOt",
+	"oyij2wU3Rp0NEZf2HH4uZJcteKpVe0AA8XUex3nuLpxWmY0ir42wjFuIC/fFfsHcD0Llwb4wuu0YXQlw",
+	"AuqqYfM9jdfXhfcq3pVbRs/am2yw/lja0N72Y1F+o+UHhmxaRqnEcUNtVQe2kPtQg03FYoZl8zRj5PrQ",
+	"/a679q2D9SWcVmd7L0d7upSNppkweRiInRaiJcYyTeUC0MTe454m7yUXZN9F4RCrLFazpzedYF4iaiWL",
+	"2mfVzKQKkMEn7jEUQ4W6jGfOtFskJocZ7Xvk65sW5uLqU9aiTkNBrosUpFCVEW+XdAYZTRK0lrKEjNhY",
+	"KlYc94JqDHFiSUQwRs+JEOXD3u6sm6yVRZZT+KwDC89Pnezjf/JSdAdt72HrpMl8YHTjjBXTU6uZxlIY",
+	"LjLH3Cv+GtxwAUylmiXvWiRBFPlfHQ8JTajcaO//fCz6a8rRBu3soaN4PVUym0ydRFmrWSG5qEX41EK+",
+	"cwfXaigekh8fvWamjKuVVOQ2wZyr5SBZ4pVfTfYxtDxPxtUVLfqg5WwzLrJ6oNZ6GeqGyYpuotUIURwx",
+	"dEFruZW7odXv0N2WKW6WFxZ2XPgTFNLOK1yD6Rh/ygeYGjPHitZcjGWoRJ6LiQdc10xd8ZhBtp/UZqLY",
+	"xd9/wqufZ3rqC1wDgbRirjcRU88Uu33xBLLitc/HwzhHkViGlpOvszy60c7mIknzIhjAsyPguThhHyyq",
+	"jhlCTh9K/3saasLs21FZgqaaC0NFQlVC3jp2fIB1x13qnxc2+4KLYsA97eknNaxLLhgjiYz10VxJI2OZ",
+	"dmdJrq/A5vMHfdEXkNqAJp16cXg7TDaD89hvqlB+0CVvfeUrDPjsCyC6sB8qoD46iFORKxt5dHVMYpqm",
+	"UKBfk6FTSX6DsU/Jt1hfvZ/1eg9i+BD+ZEMUnF3eRKfIh+hEnSumtEsl6R53e2CznDNB57xz2nnQ7XUf",
+	"YKLSFADvaAplcX6DsnToA7Z0BOZ/nnROO98z4yrn1PpKnPR6awq3b1ew3c0QqNf+Zt6t4Ezn9Jd3UUdn",
+	"sxm1sjUIXD6gmGuSYWUcOtEWCfOd6M47O8iRYjRZrt3rK/vGp9kqTA3V8R/1HtxvSwYDTSOWm486oYaO",
+	"rCoIhT1pPAU0t2iJ5ZOw4Gnj+V8dH9E5P/T1t4OX8BPXBmtu67u8h1KN8MCRPAPsvGTLyLctsOqtJYVx",
+	"miWuicHD3nHTLPmyjyp9G+CjB5s/KnqJwMpckMqmr4orLl+b3aJvzJBX+nb9d4COzjRLr5g+6JJz6A4C",
+	"xeIbrzHqzKUOXBuWkHfF0pEXMm2+lclyx1fmqu9/rHJcl6RYA5fjO5k7CUGMe+QAo7f5tkp9ee4Plh4e",
+	"t/gib4FiPzg5abOucjeP24MsnqVnmFAcwDeM4hYH0SyM7B/aBrQD3RoFOvrAk4+uODVDIbMK0q8A80sg",
+	"XYGth4G0mlKHk/u6UFzH+i/yPj+f6kLxYEoX2prWlHqY/XL3zbneORDJC/Q2cqjv4Y075E959eBG7jTx",
+	"naduBGq74Coow5bCQdyaiuscp3JxaM9DybTAQDjeow+XbLkW/57C79/nFZU2YB++nlRoBSXzlHJB/vqX",
+	"48o67WOwhHzB1VVcnUlI5NriXqNGeTp8e7tFk6Y+T7dDkM/jtn4WbLuLqlHUQPe7Gpr4QtoELolpV6M1",
+	"QIovc8kvTIu368n4Luo421fNrOm6jFBYVVQDVEDsZMYNppzmacBgbIDYEMNnjOz/9S/HB92+uAiUBidD",
+	"rGE+JEou9BmZScUI/kRSZvDfMbpBLaNC+8ko08u+sNMr5rxlYFnD4uNcEHvwacpSVN2riPIyKxBl93Kz",
+	"rwDfSmS+d9T8Iirfig8zQ7I5MZIMITFziGY617KS6xXkQIxg5cTr9cy6XBq8URz6wb90l5aTUgHzRqHI",
+	"rfaPIBcpNuHagEsqX1Vx2EVJ9PpBH32w9LSFZPRDHjnRWjj6Iu40ijvr76hZwmm8hZ1Dvi+2Hyapt4b8",
+	"z0fg2XRVNRknNE3xiouMbhI3ziEDyg2ftzijZIhJUUMyYVaCKFXkH2LG07/+8c+hj59f4fZloNk9wy91",
+	"VLhnnn8DSP3C/29HvpDJgPce+1bnLrwbsZ0j6MnCDoucwJtikwyF4zzNrHgPSoVrJI/MEjtIusa8MVUK",
+	"NI2FRD+jyRR2qVxgfF6aRH2h5zS267STG2yE6TZ+mH90EBEtfXyP0iSmgugFN/HUCkAoocuFFc59r8qa",
+	"CRAOw0H1hW/Wchc4W8v5/LjayP1T4SkKk1ajKnJB/+i4uzUr+0yQfZ7S2IU2VRrHROSSsbnHLJmCu8o1",
+	"3YcYH+EbLDm0W08TfNnURnn/RyxrGjLP/poxtSyMAj7Mtx1c+iyl8FhFikmrwSpR7eERSzXed7A+F8Dc",
+	"aPBYiZJqqoPhSsX6mMU8mX5OJyw3vtQmd9VlG+Z/cFKtTgotD4MJ2OGt5V3x8sGLEpa9UpmVR5tS3Cxr",
+	"uDOy5usABwialRvx+G5Mhj6Jfm/1SYuOkaW+eehiGX2xFv3HJo570jv25gDM5n8vR2cuIoUML9ly6No6",
+	"F4W2930AT1QY0KI81/WgL2gK8QJYiSkiJ72enwILcgOXHpYLN58SK3oOu+QthsL0xbBWwnxINGOinOae",
+	"10wrFUX3UsO+O1dy8pBMD2AJfZFvE4KZ7Fou2dLn6oYXFJHFlBrwiVsOhxQmJAlg8esfIZJxO4motE8o",
+	"tfTubgSIUrOF+5X5K30TVhHvvICrCth4Nw2kRIZK2rs+KVxjdOLHaKcO/Q2r9s++KCk7IGKul7IVSVyg",
+	"aY12lcSOo7xkZZicnbtsTi5ydQHqY5zB8FygzAPhzpCUiXC2mMqUYWOEbjNq686doSb2Wrl/zCy3R1kD",
+	"5mRfKlImjwfRygl/QYXdoQKa7I97pNfrocWeC6yRavXNmWvmuAZLfOxKk1USGdVdQpZrc9OgO3qS/Se3",
+	"RELjQ68eczGS1yBp+CQJ1xo/LK1tJURYdvW0kweo5DBwhBWMt7fT+AGbxMbzIorb6o/lOicc7ChYN9n7",
+	"kc6sill4W/O6GShUsfme7gufVkmV4ldMd8nD3jcuAyUX2LyIkPfPD4hiT2Dyu4fwNbBN6Ni4MEpHI//Y",
+	"npXeN5s/eCLFOOWY2/Bpwv7gXsuKiMUlC0Hwg0eqFpTxqJyht86I8aTIZmphy/iiYt+1iv1ZEP5Qkudm",
+	"5Xw35D5PVN8Fxa+ixA9+6AvMwL8LSTjv+3PPknC19VEoesA9u7mQe+ck+bOQb/EcgTFiFFRTDYV9SAQD",
+	"lg8aHUvISe/koIw7LuN7lbqXajDtVuiplzqolzcIVwlaLfOEhYA0nbG+GMmEM10EGFTqER2gELTwWWM4",
+	"Lces4CKlzbf+liLopfI1Oe4QccvlI+4Zd2uNnkImJnz0BXdv7V6SCsFuQwWUVlial7/YLZuCUhmfVPiP",
+	"CtXoM4gh/yxE/1eZcGXxWAKhDLl+CWqAPeWiur+nhhbyIlS/sYKBTz5voyGUakusUxAu8qIFLfSDNRI8",
+	"FlNtXwnyTmX4Ut3eoE1wJK//fWR4sNrUC4PkVTog63Oc0smEJVXhxBcivrFs3+ywOykcdq7eLE9AFllM",
+	"mZmCq4os5GWpmX29FK3/eyxVX4APxYIouFowHGDpRj7oknM/CaT/55YYJ4T4kbShS7BScqP7ojB1ce2q",
+	"lxjpYkRc9ZKyeafcKykkwFwwkVz4CiN3Ir4UpaFbSS8nu585aH9/6qvW/OkCav6cIpK7L0LrOBMmDatc",
+	"x9fFWstz4KU/F8fxlcICOPAD10aq5b8Px/EFYqe48Srv2b3xqGhV2Ah0f8dX7hAAilaKjakbWJE896Z4",
+	"18mnT+SoLQyN0SuOHd+88WPl2EvJHE2uur+7CLm7PfsmfQaW+e/gqtvyFm+bRbAS8l9c8+7Fm7w76D2b",
+	"ZlpD1peggV3Uw3AwXIT6g3eVGSuga7IPLZMiophVXSLCxSH2ZCUxnUcY/HLQmmIdmUr9ubXEq1SqrpXU",
+	"gsXWdFhueVwRWx4+/JRiS2ljTf4uyYWBDpG4KWeO8PqOq5HsNlykD4klJB3LGTcGFMvPKigV6wjmmyzt",
+	"XqIZ26H+7siqg1BFDTss2ps2yjN508w7lWmqvVgb5ZpyE94/QFZqpSXw+tTf0nG3TkotuslukZZasGXX",
+	"FfdLnmpjnmpxgXl4RH5oNyjQsea+7gBTmmSFXeDI5yOKtsLB3aax/ihHaAME26HFtmHRzfmUfEDzIIRj",
+	"Y3Pfj8MzZw2ECpZSxChuXLLlnu6LcitmMsRPhq5Tc0OFiyqk7V4IrnSfvmdBeHsA/yIR3waLzp2n3IGh",
+	"lUBcscYx92GJAOAeJktNvH29DOi5PdzMBSstbhtFjov8rbs0o5V78TYKHH7BERktAef/CHKHX1TFUFp0",
+	"+F057NYCR95P+EsZjF2IF/4CyL6l9hCarg1dHjTdW7Nk0Xwxu0eIJrJbQN2fX6rYhGG7FSh89Lulq9AG",
+	"msZKau2xHVL3fGXms9xRiV0lwWzh4YyKpC9ghP2h/3Fg3xtGpPjBvjA86JJziLumJJELAZW8pEixRhk0",
+	"clAsZsL0xYxrzRJcmJVfGkSSCojegdex1KP8ngWSLRHjizSyA/tcuQRHW3ZXRKGEo50Kzzj2Ar5r9zjO",
+	"8sVH/sVHvlMfOcQD+6wOqzRyMSEUKgGHHefVOvRFg4xf3lmOhOylqYKlYz4QxQJ/a0wj9h0cyP7UmPnp",
+	"0VEqY5pOpTanX/e+7pFMJEyR4YxeMss0hiDzZCrtnHaOgBG6dX4IJlFGJOXaRIQLPWexiVwMGxhpMCjY",
+	"ClPdwgoO3t3VGhDn5biks7xN0MKuqhzjUx7KH1y4okQ5fPMQgq+ZSLBBSUSob4KXWG3B1HqGkbxnWF6C",
+	"g82b5qmVHXKdZlQm8mHLa86rjqwO9pIpLhMeo/gpBaEkVlJUiKpfT05TV4cB38SqfyTkF4G4bSbsh9hl",
+	"pOYeLBczCU31pFaCFRulwOEdOh21sACUR6yonKvjYreICNozcME0juur+ZfGKdXNtpBa9DDz3diaM6ov",
+	"sOcK1asdVwi+OWL6lAxXiisNvfnn6jgakq/6YkQ1e/xw/4e/nT85vPjh/OTR433QynlCviL9TrffIV9B",
+	"/VVt6Gxe+m0kk+XBQRH15urO+hEPExbLhCVkTpXxRVGKzjHlgmtYDueMJFhnirofiHKFlfpCWwmVpqRe",
+	"PqpUaIoqhl3b7GFTgbH/MwsndkyuCRMym0y7feFoHdaaNocWZ8yhFDErnRdPhtCaRPBfMwbysgsACQml",
+	"KhMuin9tod43K4NFhHUnXYsxg4cnA3vjgwe+bebgePBo3ItP6DdF9ZgpowkUvnEAVKx2bQ3fjSVs3gh+",
+	"7Qwtushr8InkC6oJ9vg5I4q9Z7EBeyS8JiUZU4VhvgIrFK1daQ5IaxfcNiNvVbuRypX+rQGKBXfsyIPQ",
+	"6VrylABo49LzV7c663d3l9qRS0v3rKUUfb6b9BRkRpgz44qAnISqQqwmKZxa0MKw1SIxGXk8BIBY/nZW",
+	"JiXQiUn3xbScCGelF4ZJTc7jEpeybQqSVU4bMtI5RwkHJAdJ7JtQvwijuCW9oNQOIbPhEDTcIdmn5FHv",
+	"gTPVV54YKdFhXJLT6qexJBIChbGeTeTKXsvMYP9536+86DSPxfLHlSZumMzEvXtuRONLOR6vbxIEhohy",
+	"UzHs/mV1cVkj29Dwq96cK5wA9vHj/w8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
