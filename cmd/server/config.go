@@ -29,6 +29,7 @@ type config struct {
 	Queues               []string
 	ShutdownGrace        time.Duration
 	Retention            time.Duration
+	IdempotencyWindow    time.Duration
 	OutcomeBatch         int
 	PprofAddr            string
 	OutcomeLinger        time.Duration
@@ -97,6 +98,8 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	c.ShutdownGrace = duration("GENDURABLE_SHUTDOWN_GRACE", "15s")
 	c.Retention = duration("GENDURABLE_RETENTION", "168h")
 	c.OutcomeBatch = integer("GENDURABLE_OUTCOME_BATCH", 128)
+	c.IdempotencyWindow = duration("GENDURABLE_IDEMPOTENCY_WINDOW", "24h")
+	fs.DurationVar(&c.IdempotencyWindow, "idempotency-window", c.IdempotencyWindow, "how long an Idempotency-Key answers the job it made (env GENDURABLE_IDEMPOTENCY_WINDOW)")
 	c.PprofAddr = getenv("GENDURABLE_PPROF_ADDR")
 	if v := getenv("GENDURABLE_OUTCOME_LINGER"); v != "" {
 		c.OutcomeLinger = duration("GENDURABLE_OUTCOME_LINGER", v)

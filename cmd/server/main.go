@@ -86,7 +86,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	eng, err := engine.New(db, engine.Config{LeaseTTL: cfg.LeaseTTL}, log)
+	eng, err := engine.New(db, engine.Config{LeaseTTL: cfg.LeaseTTL, IdempotencyWindow: cfg.IdempotencyWindow}, log)
 	if err != nil {
 		return err
 	}
@@ -127,6 +127,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	var reaper *engine.Reaper
 	var reconciler *engine.Reconciler
 	var gc *engine.GC
+	var scheduler *engine.Scheduler
 	if cfg.Dispatch {
 		disp = dispatch.New(eng, dispatch.Config{DialControl: guard.Control, ShutdownGrace: cfg.ShutdownGrace,
 			Queues: cfg.Queues, OutcomeBatch: cfg.OutcomeBatch, OutcomeLinger: cfg.OutcomeLinger,
@@ -138,6 +139,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		reconciler.Start(ctx)
 		gc = eng.NewGC(engine.GCConfig{Retention: cfg.Retention})
 		gc.Start(ctx)
+		scheduler = eng.NewScheduler(engine.SchedulerConfig{})
+		scheduler.Start(ctx)
 	}
 	if dev != nil {
 		fmt.Fprint(os.Stderr, dev.banner(ln.Addr()))
@@ -156,6 +159,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		reaper.Stop()
 		reconciler.Stop()
 		gc.Stop()
+		scheduler.Stop()
 	}
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("HTTP shutdown", "err", err)

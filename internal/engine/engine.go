@@ -35,6 +35,12 @@ type Config struct {
 	ChildrenCap int
 	// Owner names this process in lease_owner (default host:pid).
 	Owner string
+	// IdempotencyWindow is how long an Idempotency-Key answers the job it made, also
+	// after that job finished (default 24h; GC keeps the job meanwhile).
+	IdempotencyWindow time.Duration
+	// IdempotencyClock, when set, is the time idempotency keys are judged by (default:
+	// the database's now()). Tests set it ahead to pass a window without waiting.
+	IdempotencyClock func() time.Time
 }
 
 func (c *Config) applyDefaults() error {
@@ -49,6 +55,12 @@ func (c *Config) applyDefaults() error {
 	}
 	if c.ChildrenCap == 0 {
 		c.ChildrenCap = 1000
+	}
+	if c.IdempotencyWindow == 0 {
+		c.IdempotencyWindow = pg.DefaultIdempotencyWindow
+	}
+	if c.IdempotencyWindow < time.Second {
+		return fmt.Errorf("engine: idempotency window %s is below 1s", c.IdempotencyWindow)
 	}
 	if c.Owner == "" {
 		c.Owner = defaultOwner()

@@ -25,6 +25,9 @@ type NewJob struct {
 	ConcurrencyKey *string
 	RateLimit      *RateLimitRef
 	MaxAttempts    *int
+	// IdempotencyKey makes a repeat within the engine's IdempotencyWindow answer the job
+	// the key first made (Deduplicated), even after it finished.
+	IdempotencyKey *string
 }
 
 // RateLimitRef names the token bucket a job draws from.
@@ -40,7 +43,7 @@ const DefaultQueue = "default"
 // toInsert validates one job (field paths under prefix) and converts it.
 func (j NewJob) toInsert(v *validator, prefix string) pg.JobInsert {
 	in := pg.JobInsert{Handler: j.Handler, Queue: j.Queue, Input: j.Input, Key: j.Key,
-		ConcurrencyKey: j.ConcurrencyKey, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt}
+		ConcurrencyKey: j.ConcurrencyKey, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, IdempotencyKey: j.IdempotencyKey}
 	if in.Queue == "" {
 		in.Queue = DefaultQueue
 	}
@@ -48,6 +51,7 @@ func (j NewJob) toInsert(v *validator, prefix string) pg.JobInsert {
 	v.name(prefix+"queue", in.Queue)
 	v.keyText(prefix+"key", j.Key)
 	v.keyText(prefix+"concurrency_key", j.ConcurrencyKey)
+	v.keyText(prefix+"idempotency_key", j.IdempotencyKey)
 	if j.Priority != nil {
 		if *j.Priority < 0 || *j.Priority > 9 {
 			v.add(prefix+"priority", "must be between 0 (most urgent) and 9, got %d", *j.Priority)
@@ -122,7 +126,11 @@ func (e *Engine) insertJobs(ctx context.Context, jobs []NewJob, batch bool) ([]p
 	if err := v.err(); err != nil {
 		return nil, err
 	}
-	out, err := e.db.JobInsertMany(ctx, items)
+	opts := pg.JobInsertOptions{IdempotencyWindow: e.cfg.IdempotencyWindow}
+	if e.cfg.IdempotencyClock != nil {
+		opts.AsOf = ptr(e.cfg.IdempotencyClock())
+	}
+	out, err := e.db.JobInsertManyWith(ctx, items, opts)
 	var refused *pg.InsertRefusedError
 	if err != nil && !errors.As(err, &refused) {
 		// JobInsertMany explains a refusal only when the statement answered no row at all;

@@ -41,6 +41,10 @@ type Job struct {
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	FinishedAt      *time.Time
+	// ScheduleName and ScheduleTick name the schedule and tick that made the job (nil:
+	// a client inserted it).
+	ScheduleName *string
+	ScheduleTick *time.Time
 }
 
 func jobOf(j pg.Job) Job {
@@ -50,7 +54,8 @@ func jobOf(j pg.Job) Job {
 		RateLimit: j.RateLimit, RateKey: j.RateKey, RateWeight: j.RateWeight, ParentID: j.ParentID,
 		PendingChildren: j.PendingChildren, Awaiting: j.Awaiting, Wake: j.Wake, LeaseExpiresAt: j.LeaseExpiresAt,
 		LeaseOwner: j.LeaseOwner, AttemptedAt: j.AttemptedAt, CancelRequested: j.CancelRequested,
-		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt}
+		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt,
+		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick}
 }
 
 func jobsOf(rows []pg.Job) []Job {

@@ -108,6 +108,42 @@ func (e JobStatus) Valid() bool {
 	}
 }
 
+// Defines values for ScheduleOverlap.
+const (
+	ScheduleOverlapAllow ScheduleOverlap = "allow"
+	ScheduleOverlapSkip  ScheduleOverlap = "skip"
+)
+
+// Valid indicates whether the value is a known member of the ScheduleOverlap enum.
+func (e ScheduleOverlap) Valid() bool {
+	switch e {
+	case ScheduleOverlapAllow:
+		return true
+	case ScheduleOverlapSkip:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SchedulePutOverlap.
+const (
+	SchedulePutOverlapAllow SchedulePutOverlap = "allow"
+	SchedulePutOverlapSkip  SchedulePutOverlap = "skip"
+)
+
+// Valid indicates whether the value is a known member of the SchedulePutOverlap enum.
+func (e SchedulePutOverlap) Valid() bool {
+	switch e {
+	case SchedulePutOverlapAllow:
+		return true
+	case SchedulePutOverlapSkip:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StepRequestWake.
 const (
 	StepRequestWakeChildren StepRequestWake = "children"
@@ -376,6 +412,12 @@ type Job struct {
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
 
+	// ScheduleName The schedule that made the job (null when a client did).
+	ScheduleName *string `json:"schedule_name,omitempty"`
+
+	// ScheduleTick The tick of the schedule that made the job.
+	ScheduleTick *time.Time `json:"schedule_tick,omitempty"`
+
 	// State Any JSON value, or null.
 	State  NullableJSON `json:"state"`
 	Status JobStatus    `json:"status"`
@@ -434,9 +476,15 @@ type JobDetail struct {
 	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
 
 	// Result Any JSON value, or null.
-	Result         NullableJSON `json:"result"`
-	SignalsPending int64        `json:"signals_pending"`
-	SignalsTotal   int64        `json:"signals_total"`
+	Result NullableJSON `json:"result"`
+
+	// ScheduleName The schedule that made the job (null when a client did).
+	ScheduleName *string `json:"schedule_name,omitempty"`
+
+	// ScheduleTick The tick of the schedule that made the job.
+	ScheduleTick   *time.Time `json:"schedule_tick,omitempty"`
+	SignalsPending int64      `json:"signals_pending"`
+	SignalsTotal   int64      `json:"signals_total"`
 
 	// State Any JSON value, or null.
 	State  NullableJSON `json:"state"`
@@ -461,6 +509,9 @@ type JobInsert struct {
 
 	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Handler Name `json:"handler"`
+
+	// IdempotencyKey As the Idempotency-Key header (for batch items); the header wins on POST /v1/jobs.
+	IdempotencyKey *string `json:"idempotency_key,omitempty"`
 
 	// Input Any JSON value (null is refused).
 	Input *AnyJSON `json:"input,omitempty"`
@@ -514,6 +565,12 @@ type JobInserted struct {
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
+
+	// ScheduleName The schedule that made the job (null when a client did).
+	ScheduleName *string `json:"schedule_name,omitempty"`
+
+	// ScheduleTick The tick of the schedule that made the job.
+	ScheduleTick *time.Time `json:"schedule_tick,omitempty"`
 
 	// State Any JSON value, or null.
 	State  NullableJSON `json:"state"`
@@ -658,6 +715,62 @@ type RateLimitRef struct {
 
 // RateWeight Tokens the job takes from its bucket.
 type RateWeight = int
+
+// Schedule defines model for Schedule.
+type Schedule struct {
+	CreatedAt time.Time `json:"created_at"`
+	Cron      string    `json:"cron"`
+	Handler   string    `json:"handler"`
+
+	// Input Any JSON value, or null.
+	Input      NullableJSON `json:"input"`
+	LastJobId  *int64       `json:"last_job_id"`
+	LastTickAt *time.Time   `json:"last_tick_at"`
+	Name       string       `json:"name"`
+
+	// NextRunAt The next tick.
+	NextRunAt time.Time       `json:"next_run_at"`
+	Overlap   ScheduleOverlap `json:"overlap"`
+	Paused    bool            `json:"paused"`
+	Queue     string          `json:"queue"`
+	Timezone  string          `json:"timezone"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+// ScheduleOverlap defines model for Schedule.Overlap.
+type ScheduleOverlap string
+
+// ScheduleList defines model for ScheduleList.
+type ScheduleList struct {
+	Schedules []Schedule `json:"schedules"`
+}
+
+// SchedulePut defines model for SchedulePut.
+type SchedulePut struct {
+	// Cron 5 fields, 6 with seconds first, a descriptor (@hourly) or "@every 30s".
+	//
+	// Example: */5 * * * *
+	Cron string `json:"cron"`
+
+	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Handler Name `json:"handler"`
+
+	// Input Any JSON value (null is refused).
+	Input *AnyJSON `json:"input,omitempty"`
+
+	// Overlap skip makes no job for a tick while the schedule's previous job is live.
+	Overlap *SchedulePutOverlap `json:"overlap,omitempty"`
+	Paused  *bool               `json:"paused,omitempty"`
+
+	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Queue *Name `json:"queue,omitempty"`
+
+	// Timezone An IANA timezone such as Europe/Paris.
+	Timezone *string `json:"timezone,omitempty"`
+}
+
+// SchedulePutOverlap skip makes no job for a tick while the schedule's previous job is live.
+type SchedulePutOverlap string
 
 // SecretRotation defines model for SecretRotation.
 type SecretRotation struct {
@@ -902,6 +1015,9 @@ type Throughput struct {
 	} `json:"points"`
 }
 
+// IdempotencyKey defines model for IdempotencyKey.
+type IdempotencyKey = string
+
 // JobID defines model for JobID.
 type JobID = int64
 
@@ -936,6 +1052,13 @@ type ListJobsParams struct {
 	// Cursor The next_cursor of the previous page.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// InsertJobParams defines parameters for InsertJob.
+type InsertJobParams struct {
+	// IdempotencyKey A repeat within the server's idempotency window (GENDURABLE_IDEMPOTENCY_WINDOW,
+	// default 24h) answers the job the key first made, also after it finished.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // ListJobChildrenParams defines parameters for ListJobChildren.
@@ -992,6 +1115,9 @@ type PutQueueJSONRequestBody = QueuePut
 // PutRateLimitJSONRequestBody defines body for PutRateLimit for application/json ContentType.
 type PutRateLimitJSONRequestBody = RateLimitPut
 
+// PutScheduleJSONRequestBody defines body for PutSchedule for application/json ContentType.
+type PutScheduleJSONRequestBody = SchedulePut
+
 // SendSignalByKeyJSONRequestBody defines body for SendSignalByKey for application/json ContentType.
 type SendSignalByKeyJSONRequestBody = SignalSendByKey
 
@@ -1044,7 +1170,7 @@ type ServerInterface interface {
 	ListJobs(w http.ResponseWriter, r *http.Request, params ListJobsParams)
 	// InsertJob Insert one job.
 	// (POST /v1/jobs)
-	InsertJob(w http.ResponseWriter, r *http.Request)
+	InsertJob(w http.ResponseWriter, r *http.Request, params InsertJobParams)
 	// InsertJobs Insert up to 10 000 jobs in one statement.
 	// (POST /v1/jobs/batch)
 	InsertJobs(w http.ResponseWriter, r *http.Request)
@@ -1099,6 +1225,18 @@ type ServerInterface interface {
 	// PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 	// (PUT /v1/rate-limits/{name})
 	PutRateLimit(w http.ResponseWriter, r *http.Request, name Name)
+	// ListSchedules List every schedule.
+	// (GET /v1/schedules)
+	ListSchedules(w http.ResponseWriter, r *http.Request)
+	// DeleteSchedule Remove a schedule (its jobs stay).
+	// (DELETE /v1/schedules/{name})
+	DeleteSchedule(w http.ResponseWriter, r *http.Request, name Name)
+	// GetSchedule One schedule.
+	// (GET /v1/schedules/{name})
+	GetSchedule(w http.ResponseWriter, r *http.Request, name Name)
+	// PutSchedule Create or change a schedule.
+	// (PUT /v1/schedules/{name})
+	PutSchedule(w http.ResponseWriter, r *http.Request, name Name)
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	// (POST /v1/signals)
 	SendSignalByKey(w http.ResponseWriter, r *http.Request)
@@ -1200,7 +1338,7 @@ func (_ Unimplemented) ListJobs(w http.ResponseWriter, r *http.Request, params L
 
 // InsertJob Insert one job.
 // (POST /v1/jobs)
-func (_ Unimplemented) InsertJob(w http.ResponseWriter, r *http.Request) {
+func (_ Unimplemented) InsertJob(w http.ResponseWriter, r *http.Request, params InsertJobParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1309,6 +1447,30 @@ func (_ Unimplemented) GetRateLimit(w http.ResponseWriter, r *http.Request, name
 // PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 // (PUT /v1/rate-limits/{name})
 func (_ Unimplemented) PutRateLimit(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListSchedules List every schedule.
+// (GET /v1/schedules)
+func (_ Unimplemented) ListSchedules(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteSchedule Remove a schedule (its jobs stay).
+// (DELETE /v1/schedules/{name})
+func (_ Unimplemented) DeleteSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetSchedule One schedule.
+// (GET /v1/schedules/{name})
+func (_ Unimplemented) GetSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PutSchedule Create or change a schedule.
+// (PUT /v1/schedules/{name})
+func (_ Unimplemented) PutSchedule(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1720,8 +1882,35 @@ func (siw *ServerInterfaceWrapper) ListJobs(w http.ResponseWriter, r *http.Reque
 // InsertJob operation middleware
 func (siw *ServerInterfaceWrapper) InsertJob(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params InsertJobParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.InsertJob(w, r)
+		siw.Handler.InsertJob(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2240,6 +2429,98 @@ func (siw *ServerInterfaceWrapper) PutRateLimit(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListSchedules operation middleware
+func (siw *ServerInterfaceWrapper) ListSchedules(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSchedules(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteSchedule operation middleware
+func (siw *ServerInterfaceWrapper) DeleteSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteSchedule(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSchedule operation middleware
+func (siw *ServerInterfaceWrapper) GetSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSchedule(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutSchedule operation middleware
+func (siw *ServerInterfaceWrapper) PutSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutSchedule(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // SendSignalByKey operation middleware
 func (siw *ServerInterfaceWrapper) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
 
@@ -2423,6 +2704,18 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/v1/handlers/{name}", wrapper.PutHandler)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/schedules", wrapper.ListSchedules)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/schedules/{name}", wrapper.DeleteSchedule)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/schedules/{name}", wrapper.GetSchedule)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/schedules/{name}", wrapper.PutSchedule)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/queues", wrapper.ListQueues)
@@ -3758,7 +4051,8 @@ func (response ListJobsdefaultApplicationProblemPlusJSONResponse) VisitListJobsR
 }
 
 type InsertJobRequestObject struct {
-	Body *InsertJobJSONRequestBody
+	Params InsertJobParams
+	Body   *InsertJobJSONRequestBody
 }
 
 type InsertJobResponseObject interface {
@@ -5681,6 +5975,364 @@ func (response PutRateLimitdefaultApplicationProblemPlusJSONResponse) VisitPutRa
 	return err
 }
 
+type ListSchedulesRequestObject struct {
+}
+
+type ListSchedulesResponseObject interface {
+	VisitListSchedulesResponse(w http.ResponseWriter) error
+}
+
+type ListSchedules200JSONResponse ScheduleList
+
+func (response ListSchedules200JSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSchedules401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSchedules401ApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSchedulesdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListSchedulesdefaultApplicationProblemPlusJSONResponse) VisitListSchedulesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteScheduleRequestObject struct {
+	Name Name `json:"name"`
+}
+
+type DeleteScheduleResponseObject interface {
+	VisitDeleteScheduleResponse(w http.ResponseWriter) error
+}
+
+type DeleteSchedule204Response struct {
+}
+
+func (response DeleteSchedule204Response) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule401ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule403ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule404ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSchedule422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSchedule422ApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteScheduledefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response DeleteScheduledefaultApplicationProblemPlusJSONResponse) VisitDeleteScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetScheduleRequestObject struct {
+	Name Name `json:"name"`
+}
+
+type GetScheduleResponseObject interface {
+	VisitGetScheduleResponse(w http.ResponseWriter) error
+}
+
+type GetSchedule200JSONResponse Schedule
+
+func (response GetSchedule200JSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule401ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule404ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSchedule422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetSchedule422ApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetScheduledefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetScheduledefaultApplicationProblemPlusJSONResponse) VisitGetScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutScheduleRequestObject struct {
+	Name Name `json:"name"`
+	Body *PutScheduleJSONRequestBody
+}
+
+type PutScheduleResponseObject interface {
+	VisitPutScheduleResponse(w http.ResponseWriter) error
+}
+
+type PutSchedule200JSONResponse Schedule
+
+func (response PutSchedule200JSONResponse) VisitPutScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSchedule400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutSchedule400ApplicationProblemPlusJSONResponse) VisitPutScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutSchedule401ApplicationProblemPlusJSONResponse) VisitPutScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutSchedule403ApplicationProblemPlusJSONResponse) VisitPutScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSchedule413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutSchedule413ApplicationProblemPlusJSONResponse) VisitPutScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSchedule422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response PutSchedule422ApplicationProblemPlusJSONResponse) VisitPutScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutScheduledefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PutScheduledefaultApplicationProblemPlusJSONResponse) VisitPutScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type SendSignalByKeyRequestObject struct {
 	Body *SendSignalByKeyJSONRequestBody
 }
@@ -5936,6 +6588,18 @@ type StrictServerInterface interface {
 	// PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 	// (PUT /v1/rate-limits/{name})
 	PutRateLimit(ctx context.Context, request PutRateLimitRequestObject) (PutRateLimitResponseObject, error)
+	// ListSchedules List every schedule.
+	// (GET /v1/schedules)
+	ListSchedules(ctx context.Context, request ListSchedulesRequestObject) (ListSchedulesResponseObject, error)
+	// DeleteSchedule Remove a schedule (its jobs stay).
+	// (DELETE /v1/schedules/{name})
+	DeleteSchedule(ctx context.Context, request DeleteScheduleRequestObject) (DeleteScheduleResponseObject, error)
+	// GetSchedule One schedule.
+	// (GET /v1/schedules/{name})
+	GetSchedule(ctx context.Context, request GetScheduleRequestObject) (GetScheduleResponseObject, error)
+	// PutSchedule Create or change a schedule.
+	// (PUT /v1/schedules/{name})
+	PutSchedule(ctx context.Context, request PutScheduleRequestObject) (PutScheduleResponseObject, error)
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	// (POST /v1/signals)
 	SendSignalByKey(ctx context.Context, request SendSignalByKeyRequestObject) (SendSignalByKeyResponseObject, error)
@@ -6390,8 +7054,10 @@ func (sh *strictHandler) ListJobs(w http.ResponseWriter, r *http.Request, params
 }
 
 // InsertJob operation middleware
-func (sh *strictHandler) InsertJob(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) InsertJob(w http.ResponseWriter, r *http.Request, params InsertJobParams) {
 	var request InsertJobRequestObject
+
+	request.Params = params
 
 	var body InsertJobJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -6928,6 +7594,115 @@ func (sh *strictHandler) PutRateLimit(w http.ResponseWriter, r *http.Request, na
 	}
 }
 
+// ListSchedules operation middleware
+func (sh *strictHandler) ListSchedules(w http.ResponseWriter, r *http.Request) {
+	var request ListSchedulesRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSchedules(ctx, request.(ListSchedulesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSchedules")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListSchedulesResponseObject); ok {
+		if err := validResponse.VisitListSchedulesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteSchedule operation middleware
+func (sh *strictHandler) DeleteSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+	var request DeleteScheduleRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteSchedule(ctx, request.(DeleteScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteScheduleResponseObject); ok {
+		if err := validResponse.VisitDeleteScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSchedule operation middleware
+func (sh *strictHandler) GetSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+	var request GetScheduleRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSchedule(ctx, request.(GetScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetScheduleResponseObject); ok {
+		if err := validResponse.VisitGetScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutSchedule operation middleware
+func (sh *strictHandler) PutSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+	var request PutScheduleRequestObject
+
+	request.Name = name
+
+	var body PutScheduleJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutSchedule(ctx, request.(PutScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutScheduleResponseObject); ok {
+		if err := validResponse.VisitPutScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // SendSignalByKey operation middleware
 func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
 	var request SendSignalByKeyRequestObject
@@ -6964,142 +7739,156 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rbhu31uirEHM+wDYylmUn6dfa2Dhwk96zm+w4RYET5UiUhpIYj0iV5FhWUwP7afYbnBc4j7Kf5APX",
-	"IucmjjSyZafpzp/W0czwsrjuN36IRnI2l4IJo6PTD9GcKjpjhin4149y+MNz+wcX0Wk0p2YaxZGgMxad",
-	"RjyJ4kix3zKuWBKdGpWxONKjKZtR+8VYqhk19j1hvngSxdGMCz7LZtHpcRyZ5ZzhIzZhKrq5iaOfYdTg",
-	"TPC/dXP9l2Lj6DT6X0fFXo7wqT6CcW/sDIrpuRSawc6+pslr9lvGtLH/GklhmIA/6Xye8hE1XIqjuZLD",
-	"lM0evddS2GftZnyFX+GkCdMjxed2uOg0ejNlZCiTJeGaCGnIFU15Qn68ePkz2ZeKTGWaaJJQQwkdG6aI",
-	"mTJ8ekXTjB10ops4eibFOOWjB1/3aErFhJGRTFOeME0W3ExhgYppmakR29NklCnFhCHaUMNgtd9KNeRJ",
-	"wsRDL/f81Q/kki3JlGq3SpoQPZJzdua2oolgLCFUEJrMuLBvw5J/luZbmYnkIVf8syQ6G01zWMJC/PsP",
-	"uI5zQV5/+4x89eTpfxM3OCzljZQvqJqwj0Us8spRg+a/M5LyGTewrl8EzcxUKv47e9DzOs/MlAnjxocV",
-	"CkJFAmscMqrscuUlE0SqHBW5JjOuNReTmCyUFBP7ULEreckSt5u5kiOmNR2mDw5qheywwprOyIApJZUe",
-	"EMuENWF0NCVDmpAxZ6ld9I3nw8BVz1/98BNbghxRcs6U4chtR4pRw5I+NRXRkFDDDg0H7u5EgjaKi4kF",
-	"Bk+CYqQuOuIopdr0M71+eJGlKUIVhcfKdMLJn5UHc8XG/No+WoXZJVvuaTLmShvLVBQdWcnZCW3HnfOd",
-	"1gjsy37OhBWkbyNgXCAaaRK9W/nipiw036LEdsIUh8p3F5ePqAbSytqLSeTwPRsZuyw89WcwAKBqknAL",
-	"JJq+KmHBmKaaxTXE8FCf0esXTEzMNDo96XZBWfD/Pt49ICow2LQjQEOapi/H0enb9RTm0P8mruP/JRJF",
-	"EIHI/iS57P/7n/86OCV6KheCSDFiMdFGKpYQKdIloZpQK8mmAdSq7c1Otbqld/mmXnBUeaoLpHPev2RL",
-	"+JsbNtObmEm+VT8TVYouV1aTjxuEstALps4XlJuNaFMF3SuqLoHVvpdDkgnDU0KJ5hNBU2BUCeGCDPAH",
-	"PSBUKX7FNNmnYulfW0wtc55xY1hy0BNSkYElQ5mZAZlTre3rglmxU3mzQ87JjJrRlIuJH8pMqXFzJGQx",
-	"5Smza+sJbdicKCrIgl4yTbgh1MDhdnoiqlOCW2zlALakiupJxBFoYRv1Y8d0rJoJgyAQNn32PFMgi+DE",
-	"G072uRRsy4P9lguup/nRgo45UExnqRmcEUrmFPRLromRVv7UoYivbrfn5g18S3m67QYoT/PlC7mIYQ8y",
-	"M0Qxo5ZcTNpsA4TurnbxM7velr5eZwI2Idi1VebZnOyjQTJIWEqXg4OYjKiC7ZABoNlgdRPwans8uhW+",
-	"Nu/6tQX3Lbet6YzhtumEckEqeyf77BoXxWlKhnR0KcfjKpM4s7Q+kpkwGswLY9hsbnYAoZ3ixcWcLsSW",
-	"EPpBaKYMGYymPE0UEwNQeuer7NhyziWRghE5to9mYIiNgbxZAOP9gK0FEKz+mf3K7mhGr3/Ar467Xcsq",
-	"d8ALa6IsX2FYlC3hoxUhfy6WJQue7Fsdz9K9YmOrXx1YSFwfTuShG9Kq9J3XdPF3awVMmB07R4DVwcl3",
-	"kiTuMRqQVJNe9LTbneleFJNe9Ljr/jiePu7OepGdj13T2dyqmfapPQmLoMoO+H/333YPv3r3aL/X6+Bf",
-	"B/97X+g/Mv3H//9/+o+Z/kP/MftjenDw6L9COu631ij4xuNo9YDBYFjdwitqpg5F0KaICetMOhaT9NHj",
-	"o7niUnGzDKrUMwejVa29dnQ4d/FB6AS/c/hR04uuKE+9NVbj9IoxolNprL206ARNk9vYPU5XXPkdjN7S",
-	"k9I0ekpVosPPsnmy5RICCqWfPZ8qLkGmZjuUJmyCc1gHnVDD2iugcF6b1E8csmkZrzKzpbmSn8GMXjtn",
-	"ZreLDGede7N8Qpv2dIFv1neCMzft5CIfPmFjChrQ8Ypwkwv0hFmg7GmHulQxlFRgalgszrf2xZNNu/qe",
-	"iiRl6pkUYz5ZPVAnG/tDqtk2Us5/N6PX23x2G2Kb0eu+E88N9LPOL3DFZab7mo0UM312PeeKaTd9Ffa/",
-	"gEwEHcGegP+U4KdEG56mYE1YG4UoaWBTe+j3SukcxMQtfQYwRXAHW6v6t+EmcZSpdDOLdia5fTdfc7HC",
-	"2kHFVdSqYsx27MihcJgjTfFhe6ZUJYhN3Ckffs3CtudRD0x1dQqqcMaNbDFHziq9XPCJAAMb6WN/MdVs",
-	"1CePiN3UF0+swkANSRnVhhx/QYZLw/TBGZkwwZQ9bSQ1OtRMGMfTKoZ0SePBod+eH/4fevh79/CrR0fv",
-	"Hv3tQzc+uQmqOLehGcT/6g6nxsxPj46IVMT+qe3fv7x+geaHYXPkzK9eXrxhCTFyZRNPvqy4A77cJMXt",
-	"IoJoxmhqB6ij/pyJhItJf8YnuJMG9mj16kxvpm/3XmgJP8phQPFClArovA7XvNJYhJzY/JR0wb9CKFpv",
-	"9mBSZiDIkxQGrbVEhIQolTIssQa5N0zAgrlkFv7caJJaBLND7Wlvxemwpuee3tHBSxeUG/t3kCKccwtt",
-	"SvcmukmoXexYKmdf/I1QsQSZkXOtVX93eC25wTSiYsTSvosKoBfUvTOUMmUUZa4UeACjZd8prhs3eRs5",
-	"zVI+4cOUBaXrr0DsRGVC2IkBJDO6tD+cwaknjCYpR1vUw86BChiFkILdQcTewiqPI49xd8IXJ0GCB9w6",
-	"fsLFPDPbLr/tYVsezWq60e32iiPJhcD9bnx/s2qHXrh+A6AaJih/73hk2XcReMuZsOGnv2UsC+uXVpD1",
-	"c4OjXQDiNRhXM25es3F0865xEwXzvY3D9Jae5UJUrPvqRzm8wBfhEzZfpfdnOVsHSRlmyLfRVBf0koXY",
-	"yxJdtpdOPqhMaPQMnroQQEw8DsTEaQidzTgdCs8hPhSUnYOthEhVdugJ2J9KfqaeMTkw5jJqVZtGE7/O",
-	"y8sEEkD2Zj27ytwaRP7X1IymW6q27+WwvS7+oxyitzLoH5xx4X/YoKXDpOs28TonoV2sliUb7YZ1K3rO",
-	"jA9atOIYVvlajVf6Q+77gwwzr/w1Iw1NGxREjGv1Hf60lEn+q3zgjd/U9c3KAKvLWFl8HNh0OI5aINZ2",
-	"2BvQlUoq/dPjk40Bvq3jBSX9YHOOXEtNwLu6CyWgzp2VYim6pC/Z0mrXmo2kSAjH4AFGSClJ+RXqapj2",
-	"xiFElimhMaD6Xg5rVk8bEN3JHC2L6vWZNO69sgBvA+CqTG8vyeNIZeL2LlyPBg08I2c8d+QaCUsyTFIK",
-	"mwu1VVVebyS1V87DfzfeGgqPW1uwP8qUlm0UyhAPro7RAN2LXO3xySreUIFQDBtlBhlSbvzFUSKFfTqm",
-	"PGVW+KIxlrJQbkscvbCa8TfXhokEAV9zWrdVwdfveGWY0H5hKRZlt2ONkCpXWVeWgdaxfkn4WWgdPpu4",
-	"yppeMGOY0jFJ+IQbHZO9/l5M9jr2P6f2P4d7Z+T48Pjky1o2V8lfVHiK3hV/9junh+8+dOPjk/8Ou40q",
-	"urCFjVg6MgtDCVFwk/Zewv91UceYSEXsWKs66SpZrFoi+S8imw2BUa6S9ru4/Qo2hDtfZmYkZ+x8Pk95",
-	"CJ3fy2G/tW27tc2xSuao/q7xX70qSY08/PK0DpAumg2QK1gJs3xVkkrd0B5KacB1fut1vbBLoj2HLAVu",
-	"A4ySC20sAwrOtOIALK3ccJOGv8IfPpRC0ZkSpxMmkkxZ7Dx1Ka6nkIaK+sxGbrCEjEacdO2J/cPL7Lrn",
-	"3JkkAU0Xkjk2gRHGfYav3iEgxUV/nPLJ1GwZkZJpwrTpe/FyJ2/LnGa6yemnmGEinJHwZsoIaER7muSv",
-	"ETmuOFh17qbUTF0xRRzVHHTarOzOAW0XanI7rIM8dmiQn3kQrtsFmcp4serpLvl8W3C0QhVo937ikvBa",
-	"vFooI+3ed+pJu5dzpecWxtxuFKbaeYRDfoC87RkncpJNBrsbtHEptwnyOVYViPFLwcicjy7JKKV8pgk1",
-	"ZCZrQqeNNbTCimoRCYhS2ckcFbvaBecec5mu9UlbGGFtOU87U6Uwh1d0lO/lgqRSTIiZcp2zrSqnooqR",
-	"SzY3Z6QXdXUvKmxUibE62PueJt998/PzX16ff/3im/7rb9588/ObH17+3Amn31nb7idW1ReiKFj+ko0u",
-	"mdnTkCe+4GbKMYHA2pG+CmbVRF5hmbkxGZB5MENAhfyJLZ0hPqVX1lzHNytRkmZqH2ZK1/izzJCC68rk",
-	"rcRkowxUzjHdYt5dCRKFXlfccpxDdDsRkR9RmC0VjoP2vKk49U38qTz62sXdglF5RKhi19+lNlggpXPU",
-	"Qj9QNQznD6+eb9XER4rT9YhQIyo3ZZKwhMyZcq6pdpMGFXU/YwCkOVKshen21rJzu206e1ef4UmljX9q",
-	"wTyv3zT4r/hmkCSatvsrKyRJU5aaOyCfTGygcmKs5Azi8QUP2jYB7wIySV67zKotAe6ysLbKZW/IbHkD",
-	"SQiLPLMlmLJysMuclZAEwmyCQJ2eFDqbNQb777OKrznPji5TSZOto43st1XoP2cpx8R0lTBVlqjv5fCU",
-	"HMfkJCaP//3Pf7WRcqHwnZ01LiwMXHlNEuRAftd4MmGnZ6hEaG2KPJ7yJu7vh21ezgXDauj7L+xredh5",
-	"DKIt+yn28fXSqV7bM9wtQxEfBwQYud0MCHNXzxoM1P79hQzF1t9ASTekNs1owlYym7zlV4rxN4UTigXF",
-	"hdsOZg3CoSgf2a4C5hxD/SidpItpnYF0AgsCirqmzJV47WmSidRaRdy45C0pWKD8ZXNs8C8RDST7wlqM",
-	"IOvYbG6WB60MmD9zVG+LWNuFS2dpTHUMuG/c+fUraXyFmntvuWeruWbGzPuFt3dzelRr1iDR47+KPIJd",
-	"mxgZQky0pdiYJFKwmIwpT2MsqYTYAoVfMsVOff5NDHm1fYBPTEZSCDYCQLpfyuGsBCV+yLettlV4fMpS",
-	"K22hnpfjIVGFdmUh1dOrIohHhybcw7q/LRner1DdjAm1CzacSnlJKAzkesDgKslJt3tK2DUdmTQv/Asc",
-	"YE+snGCH/CIuhVwIrABDp4srkCP7lpk6CMFHmlBNhjTp+34+B1hOPaPX5b0cA1uo/RLwvG5mcEWResmd",
-	"uvkTqH52XtJ2X0C5sQtMt/sCSnvRL6aW7T7BuliLqL78c/M3WCkatiQMm+di9M5FzDvKaG2bnHr75Me7",
-	"xBSB9Iv8PlTYclKvJe81kfJdkua5djXdx5AzjqWXShtiFMrj3RQy/vmTkzenCDen594yBbZFPivZ71bP",
-	"JXgm7ZJHPXKtz/+sJ5CWTrsJ/yDRI4Bo2I1JM02mjCozZFZ4iIQ4yeYz8PVSjKZKCiiCs7joqsbz7JJA",
-	"T4StE1jiu+WVxNGGZBcLh5eF7rKFTLVmDyggvknUOC/8AWiVxSjK2hh7wISkcE/sF8L9INRb5LOg207Q",
-	"lRAnYK5iORAcXwfeq3iP75i4ZE+ywftjeUN7348l+Y2eHxiyaRml/ogNjdkc2r56efGmjpuKjRj23NGM",
-	"ketD97vu2LcO1vd/WJ3tvRzu6VKOvWbC5BE4Oy0EqsYyTeUCyMSe454m7yUXZN8FQIk1FqtVUZsgmPeX",
-	"WKmO8rnCM6kCbPCZe4xlZlO5EGfOtVsUHIUF7XuU65sW5lIaU9aiyLNg10VidahE2fslnUNGkwS9pSwh",
-	"QzaWihXgXlCN0WWWxATTI5wKUQb2drBu8lYWudthWAcWnkOd7OP/8j42B23PYetSkHzgMZqjiumptUxH",
-	"UhguMifcof2GSwPF1ZYSz0sFz+9a5J8WWe2Rx4QmUm709386Hv01veyCfvYQKN5MlcwmU6dR1gpeJRe1",
-	"4Got284JxFAWBLIfnzhgpowrn7++VR7Nai8pluSFp2Qfs/ryEiNdsaIPWs424yKrx8jX61C3LMFwE60m",
-	"5+CIoQNaK63cCa1+h+G2THGzvLC44yLP0IUzb48JrmP8KR9gaswc22FyMZah/jouHRFoXTN1xUeMSEFe",
-	"SW0mil384wUe/TzTU98dExikVXO9i5h6odjpiWcptzjuSyEwxUQkVqDl7OssTyyxs7kknry4FWR2DDIX",
-	"J+yBR9UJQyinQO1/T0NB+b4dlSXoqrkwVCRUJeRXJ44PsDLaVV14ZbMnuCgG3NOef1LDOuSCMZLIkT6a",
-	"K2nkSKadWZLbK7D5/EFP9ARklaJLp95Z1g6TzQAe+03tTQ865FffNgNzbXoCmC7shwporgrqVOx6Th1d",
-	"HZMRTVPo7qvJwJkkv8PYp+RrbM7ay7rdxyP4EP5kA1ScXcpqVKSiRnF0xZR2Wbyd404XfJZzJuicR6fR",
-	"40638xhzxKeAeEdTqKn/HXraYAzY8hGY/4ckOo2+Y8aV3deaUp90u2u6vm7X7dXNEGj2+su8U6GZ6PTt",
-	"uzjS2WxGrW4NCpfP5eKaZCC0DJ1oS4T5TnT0zg5ypBhNlmv3+tq+8XG2ClNDa92n3ccP28/ZQMfp5WZQ",
-	"J9TQoTUFoSsYHU2BzC1ZYu8F7JbWCP+r4yM654e+eWfwEF5wbbBhp77Pcyg1GA2A5Bugzku2jH3PY2ve",
-	"WlY4SrPEdUB+0j1umiVf9lGl6TN89HjzR0UjcliZyz/Z9FVxxOVjs1v0XZ3zNqEG27kCH51pll4xfdAh",
-	"59BaHDrNNh5jHM2lDhwb9p91nVZRFjJtvpbJcsdH5lr33lQlrqsPqaHL8b3MnYQwxj1yiNHdfFqlpv4P",
-	"h0tPjlt8kfdPtx+cnLRZV7kV+N1RFmHpBSbUZTqEtXwHkmC4duIfeg63Q90aBzr6wJMb19mSoZJZRenX",
-	"QPkllK7g1pNARnOpPfpDHSiuY/0X+SUBH+tAETClA23Na0o3fLy9/5s93jkUybv7NUqo7+CNe5RPeevB",
-	"Ruk08ddW3ArVdiFVUIctpYO4NRXHOU7l4tDCQ8m0oEAA79GHS7ZcS3/P4ffv8j4RG6gPX08qvIKSeUq5",
-	"ID/97biyTvsYPCGfaXWVVmcScui3ONe4UZ8On95uyaTpkoi7EcincVovBdvuoGocNXB1To1MfBdOAofE",
-	"tGvwFmDFl7nmF+bFW6Uk3ryLI+f7qrk1XYtyCquKa4gKhJ3MuMFqn7wCC5wNkBti+IyR/Z/+dnzQ6YmL",
-	"QF9RMsAGqAOi5EKfkZlUjOBPJGUG/+26tVlBhf6TYaaXPWGnV8xFy8Czhp1LuSAW8GnKUjTdq4TyKisI",
-	"Zfd6s28f20plfnDS/Kwq30kOM0OyOTGSDKAmZoBuOnffFdcrxIEUwco1b+uFdbmvaKM69L1/6T49J6Xu",
-	"p41KkVvtn0EvUmzCtYGQVL6qAthFP9U6oI8+WH7aQjP6Ps+caK0cfVZ3GtWd9WfUrOE0nsLOMd936g2z",
-	"1Dtj/qej8Gw6qpqOE5qmeMVlRjepG+dQAeWGz+9HoWSARVEDMmFWgyi18x1gxdO///mvgc+fX5H2ZaTZ",
-	"vcAvtWN+YJl/C0z9LP/vxr5QyED0Hi+9zEN4txI7R9DQnR0WNYG3pSYZSsd5nln1HoyKBReJXDhhiddP",
-	"uVv9RlQpsDQWEuOMJlN4xdUC8/PSJO4JPacju047ucFbtNzGD/OPDmKipc/vUZqMqCB6wc1oahUg1NDl",
-	"wirn/qKrmgsQgOGw+sJ3er8Pmq3VfN6s3gL7segUlUlrURW1oH922t1alH0ixD5P6cilNlW6zsfQB9xT",
-	"lkwhXOVu7IUcH+FvZ3Bkt54n+I51jfr+j9hRLuSe/S1jalk4BXya71YXIMfhsYoSk1aDVbLawyOWOtfu",
-	"YH0ugbnR4bGSJRUuuM679PmcxfwKjjmdsNz5UpvcNfZrmP/xSbUxHNyXFCzADm8tv1InH7zoHtYtVbg/",
-	"3VTiZkXDvbE134IxwNCs3ojguzUb+ij2vbUnLTnGlvvmqYtl8sUOuzdNEveke1xcf205+Hs5PHMZKWRw",
-	"yZYDdydk0eN03yfwxIUDLc5rXQ96gqaQL4BNMGJy0u36KbAXKkjpQbln5imxqucgJGOxo+ePkCN4H5K1",
-	"1Fv5YZXhSpvkwLXMBcAr8PTxC8DUXcawN6zHP/usl++Abt3dg1YKu9zKGrmWJO1R3iArTMHnroCRi1xD",
-	"hpYQZzA8FyjmIcMX6hARgxZTmTICQ3eaaU7fH9Fh0/SHp7lyn/M1aE72pSJlFnUQr0D4MynsjhTQS33c",
-	"Jd1uF53UXGBHNmtizdzlR2uoxKdrNDnivAS5P8xy/eobzCWg87++8y2/6phDXGsor0Ha+7oAd5VsWEHZ",
-	"ypNgxdXzKM/JyHHgCPslbu+a8AM2aUrnReKyNZnKrT04uA6wS6MPnZxZq6oIMOatIixcsO6qJ3wlobvU",
-	"u0OedL9yRReQcA2KlxP++X2zAR3pGUx+/xi+BrfdxcLQ0Q853Z87mND9avMHz6QYpxzT+T9Ophuca1n3",
-	"trQEt3nZHzxRteCMR+WitHV2+7OigKeF+f7Zqrxvq/KTYPyhusbN9uhu2H1em70Ljl8lie/90BdYdH4f",
-	"mnB+y8ADa8LVixZCAXP37PZK7r2z5E9Cv0U4gmDExJ+mtgH7UPsEIh8sOpaQk+7JQZl2XJHzKncvtR3a",
-	"rdJTr+6vV/SHG+OsdjbC3jeazlhPDGXCmS5i6pUWPAeoBOX3C+O0HAthiyouf1WmFMHAjG9DcY+EW+6Y",
-	"8MC0W7tWIuQ8wkefaffOERWpEO02NP1oRaV5x4fdiinoDvFRlf+4MI0+gbTpT0L1f50J1wmOJRC9z+1L",
-	"MAMslItewuWLg2M0v7Fov3LR7wYLodROYZ2BcJHX6bewD9Zo8Ng/tH3zw3vV4UutaoM+waG8/s/R4cFr",
-	"U++FkTemgELHcUonE5ZUlRPfe/fWun1zjOqkiFG5FqscL8JeTJmZMkW4IQt5yfLC8f3QvdL277FUPQGp",
-	"rxZFoeEiRsCXbuSDDjn3k0DFe+6JcUqIH0kbugQvJTe6JwpXF9euYYeRLi3CNewou3fKNzOEFJgLJpIL",
-	"31TjXtSXohtyK+3lZPczB/3vz32jlr9cDslfU0Vy50VonWbCrGFV6vhWUGtlDrz015I4vjlWgAa+59pI",
-	"tfzPkTi+J+oUN16VPbt3HhUXIzUi3T/wlXtEgOLipsZqBWzCnUdTfOjk49cu1BaGzuiVwI6/KuqmAvZS",
-	"/UJTqO4fLinsfmHfZM/AMv8TQnVbnuJdE+dXstyLY969epPfRfbArpnWmPU5aWAXLSAcDhfZ7RBdZcYq",
-	"6Jrsw/1rMVHMmi4x4eIQb4AjIzqPMfnloDXHOjKVlmtrmVepO1srrQX7i+mw3vJFRW158uRjqi2ljTXF",
-	"uyQXBu6jwk05d4S3d1xbYLfhomJGLKHOVs64MWBYflJ5mNg6L99kafcS3diO9HfHVh2GKmrYYXGZWqM+",
-	"k1/Rda86TfXmt0a9pnzl35+gELNyAeH6atcSuFvXYRZ3121RiVmIZXcH3+fSzMbSzOIA8/SIHGi36Emx",
-	"5rzugVKadIVd0Mino4q2osHdVm7+KIfoAwTfoaW2QXF35Cn5gO5B6PGGVwneDM6cNxCaNkoxQnXjki33",
-	"dE+UL34kA/xk4O6FbGjqUMW03SvBlbsuH1gR3h7BP2vEd6Gicxcpd2hoNRDXn3DMfVoiILjHydKVob5F",
-	"BNzwOdgsBUuRonBEsvBe4xV19+3Cxlk++7E/+7F36seGnB2feWkZOxcTQrH4JujcrrZHLfo2v31nxRD2",
-	"/G1qrORuHodIE/ytsUOLbyxM9qfGzE+PjlI5oulUanP6ZffLLslEwhQZzOgls4JpAAZtptLoNDoC6efW",
-	"+SFY6BCTlGtjTWM9ZyMTuzgzKFKYuPNeDkGPcpYqeGBXSxPPy7HDs7x7/cKuqhyHKw/lARcudCynWBxC",
-	"ghQTCfbNjgn1d7MkZLjMuzX7qyxIfpVFXhnK5k3z1KrhXQN0lYl82PKa82LY1cHA8F91PoScDpAUhbe/",
-	"Y9fqmu+tXBwbmupZraUXNt6GXR86AVCI1/KIFX6+Oi52H46h3S8XTOO4vjtsaZxSH0aLYsWdGP52j+Zy",
-	"pQvs4U31agdvgm8OmT61GlStWH/gdaur43hAHvXEkGr2xZP97/9+/uzw4vvzk6df7IPI4wl5RHpRpxeR",
-	"R9DPSxs6m5d+G8pkeXBQhJRdHzM/4mHCRhIu1abK+CLbohN5uYEHllefkQT7FlB/F7Jyhfo9oa2RSVNS",
-	"b0dQalxAFcNbQCywqcDEupnFEzsm14QJmU2mnZ7I7/zlmlBzaJHdHFpFtAQvngyg1bXgv2UMhLyLroSU",
-	"UJUJlyK3tvHbLyuDxYR1Jh1L0f0nJ3174v3H/hqm/nH/6bg7OqFfFdXIU0YTKKR2CFSsdm1PuI0l0b8I",
-	"fu20GF0kDfoqrQXVBHvGnxHF3rORAWUfXpOSjKnCHBqBFe9rV5oj0toFt013X/WbSeVaydUQxaI7dnhH",
-	"7HQt3ksItHHp+atbwfrd/eVN5mrOw9okpXsjG4wSJ0UwIdVV2J6ESi5XMwBPLWphTkhR9YPCGaIrVjCd",
-	"lVkJdPbXPTEtZ5lbtYNhxrBzZ4xKqawFyyrn5BrpPI+EA5GDCvVVqP+wUdyyXqjUGUDa4OG5/ceA7FPy",
-	"tPvY2cGVJ0ZK9MaWFKw6NJZEQhYOdmCIXRtFmRm8z9Tff1ncXIrNV8eVS0EwU5h739eQji7leLy+6fxL",
-	"waqXVOBtEizx6lvtAon6ZQ/h7Oqbm/8JAAD//w==",
+	"7H2Lchs3tuCvoLi3StJNi6Lkx02kmtqr2E7iTMbxWHa5dkMvCXaDJKwmwABoUYzjqvma+YP9gf2U+ZIt",
+	"nAP0i2iyKVFynHFN1URmd+N53s8PnVjO5lIwYXTn9ENnThWdMcMU/Ot5wmZzaZiIl39lS/tLwnSs+Nxw",
+	"KTqnnXOi2JxRQxbcTLkgZsqIZuqKqT1NePExWXCRyAXZ//7Zi6dvXp1/+9OzwfOnz/728ufXz148+V+D",
+	"t89fPP35bdQXCRvTLDXk5OH0gFChF0xpGPW9HMF/L9mSjLnShsxowiJCUy0JHRumCDdkzAXXU5Z0+6IT",
+	"dbhd4pTRhKlO1BF0xjqn5S0d2j1FHR1P2Yzazc3o9U9MTMy0c/ro+CTqzLjw/z6OOmY5twNoo7iYdD5+",
+	"jDo/ytHzp/ZDmGlOzbSYhyedqKPYrxlXLOmcGpWx8lRjqWbU2PeEefywA3PxWTYrz8SFYROmYKoXMGpw",
+	"JvjPurn+Q7Fx57TzP46Kqz7Cp/oIxv1oZ1BMz6XQDC7+W5q8Yr9mTBv7r1gKwwT8SefzlMfU3v/RXMlR",
+	"ymZfvdcWGD60nPElfoWTVsHp9ZSRkUyWhGsipCFXNOUJ+fHi5xdkXyoylWmiSUINdTduAQKeXtE0Ywfd",
+	"zseo80SKccrje193PKViwkgs05QnTANGwAIV0zJTMdvTJM6UYsIQbahhsNrvpBrxJGHivpd7/vI54NKU",
+	"ardKmhAdyzk7c1vRRDCWECoITWZc2LdhyS+k+U5mIrnPFb+QRGfxND9LWIh//x7XcS7Iq++ekG8ePvov",
+	"4gaHpbyW8ieqJuxTIYu8ctig+W+MpHzGDazrjaCZmUrFf2P3el/nmZkyYdz4sEJBqEhgjSNGlV2uvGSC",
+	"SJWDItdkxrXmYhKRhZJiYh8qdiUvWeJ2M1cyZlrTUXrvR62QHFZI0xkZMqWk0kNiibAmjMZTMqIJGXOW",
+	"2kV/9HQYqOr5y+eOjc6VnDNlOFLbWDFqWDKgpsIaEmrYoeFA3WvMJ7L8JcRG6qwj6qRUm0Gm1w8vsjTF",
+	"U0XmsTKdcPxn5cFcsTG/XhUNXiOz3tOOXcdTqmhsBYtuaDvunm+1RiBf9nMmLCP9pQOEC1gjTTrvQhy8",
+	"YJq/IMd2zBSHyncXla+odqSVtReTyNF7Fhu7LLz1JzAAgGqScHtINH1ZgoIxTTWLaoDhT70kmJz0ehsE",
+	"k1sfROUMNu0IwJCm6c/jzukv6zHMgf/HqA7/lyHZ0gEQ2Z8kl4N//eOfB6dET+VCECliFhFtpGIJkSJd",
+	"EqoJtZxsGgCt2t7sVKtbepdv6ieOIk91gXTOB5dsCX9zw2Z6EzHJt+pnokrR5cpq8nGDpwzi7/mCcrMR",
+	"bKpH95Kqy1xqzoThKaFE84mgKRCqhHBBhviDHhKqFL9imuxTsfSvLaaWOM+4MSw56AupyNCioczMkMyp",
+	"1vZ1wSzbqbzZJedkRk085WLihzJTatwcCVlMecrs2vpCGzYnigqyoJdMW/GdGrhclN6rN+AWW7mALbGi",
+	"ehNRB6SwjfKxIzpWzIRB8BA2ffY0U8CL4MYbbvapFGzLi/0O9Jv8akHGHCqms9QMzwglcwryJdfESMt/",
+	"6qeIr2635+YNfEd5uu0GKE/z5Qu5iGAPMjNEMaOWXEzabAOY7q528YJdb4tfrzJUdQW7tsI8m5N9VEiG",
+	"CUvpcngQkZgq2A4ZApgNVzcBr7aHoxvBa/OuX9njvuG2NZ0x3DadUC5IZe9kn13jojhNyYjGl3I8rhKJ",
+	"M4vrscyE0aBeGMNmc7ODE9opXFzM6UJseULPhWbKkGE85WmimBiC0DtfJceWci6JFIzIsX00A0UsN1+s",
+	"HIUfsDUDgtU/sV/ZHc3o9XP86rjXs6RyB7SwxsryFYZZ2RI+WjUgiWVJgyf7VsazeK/Y2MpXB/Ykrg8n",
+	"8tANaUX67iu6+JvVAibMjp0DQMA69b0kiXuMCiTVpN951OvNdL8TkX7nQc/9cTx90Jv1O3Y+dk1ncytm",
+	"2qf2JiyAKjvg/9n/pXf4zbuv9vv9Lv518D/3hf4907//v/+rf5/p3/Xvs9+nBwdf/UdIxv3OKgXPPIxW",
+	"LxgUhtUtvKRm6kAEdYqIsO6kayFJHz04misuFTfLoEg9c2e0KrXXrg7nLj4I3eD3Dj5qctEV5anXxmqU",
+	"XjFGdCqN1ZcW3aBqchO9x8mKK7+D0lt6UppGT6lKdPhZNk+2XEJAoPSz51NFpZOp6Q6lCZvOOSyDTqhh",
+	"7QVQuK9N4icO2bSMl5nZUl3J72BGr50xs9dDgrPOvFm+oU17usA36zvBmZt2cpEP7+zLsIwac5MLtITZ",
+	"Q9nTDnSpYsipQNWwUJxv7fHDTbv6gYokZeqJFGM+Wb1QxxsHI6rZNlzOfzej19t8dhNkm9HrgWPPDfiz",
+	"zi5wxWWmB5rFipkBu55zxbSbvnr2b4Angoxgb8B/SvBTog1PU9AmrI5ClDSwqT20e6V0DmzihjYDmCK4",
+	"g61F/ZtQk6iTqXQziXYquX03X3OxwtpFRVXQqkLMduTIgXCYIk3xYXuiVEWITdQpH37NwranUfeMdXUM",
+	"qlDGjWQxB84qvlzwiQAFG/FjfzHVLB6Qr4jd1OOHVmCghqSMakOOH5PR0jB9cEYmTDBlbxtRjY40E8bR",
+	"tIoiXZJ4cOhfzg//Nz38rXf4zVdH7776y4dedPIxKOLcBGcQ/qs7nBozPz06IlIR+6e2f7959ROqH4bN",
+	"kTK//PniNUuIkSubePh1xRzw9SYubhcRBDNGUztAHfTnTCRcTAYzPsGdNJBHK1dnejN+u/dCS/hRjgKC",
+	"F4JUQOZ1sOaFxsLlxOanpAf2FUJRe7MXkzIDTp6kUGitJiIkeKmUYYlVyL1iAhrMJbPnz40mqQUwO9Se",
+	"9lqcDkt67uktDbx0Qbmxfwcxwhm3UKd0b6KZhNrFjqVy+sVfCBVL4Bk51Vq1d4fXkitMMRUxSwfOK4BW",
+	"UPfOSMqUUeS5UuAFxMuBE1w3bvImfJqlfMJHKQty17eA7ERlQtiJ4UhmdGl/OINbTxhNUo66qD87d1RA",
+	"KIQU7BYs9gZaedTxEHcreHEcJHjBrf0nXMwzs+3y2162pdGsJhvdbK84klwI3O/G9zeLdmiFGzQcVMME",
+	"5e8djSzbLgJvORU2/PTXjGVh+dIyskGucLRzQLwC5WrGzSs27nx817iJgvjexGCKLr8kS9nAS8erng3/",
+	"ClrHZzRhuYWohHmUxCm35DvhaAtp4QNzUxseX4antk88e2hexi1E6pvY1QtGue6rH+XoAl+ET9h8dYdP",
+	"cqYGckKYHd1ETl/QSxYirks0WF867qgyodEueuocIBHxGBARJx+1uMqQcxKxoaBr+bGV0KjKDDz58reS",
+	"Q7Qny+4Ycw69qkuggaPOycrkIYDqzVpGlbQ3CDzfUhNPtxTs38tRe03kRzlCW23QOjrjwv+wQUeBSddt",
+	"4lVOQHaxWpZs1JrWregpM95l04peWtFz1VvrL3ngLzJMuvPXjDQ0bRCP0as3cPDTkiP7r/KBN35Tl7Yr",
+	"A6wuY2XxUWDTYS9yAVjbQW9AUtwqGjHa3ltSko42RwhagSkPnBwEHfbnaD+rBVgSDMAk+1b+HlmUIADz",
+	"Byh7uqcLLiBGyGp05Ojq+MiCcU2ra3MIrYQ1740o5LQ6C1GKpeg1uGRLqwBpFkuREI7+HXRiU5LyK2TZ",
+	"GJnIwYuZKaGRnTouuuUWbmUxKEtT64Od3HtlGasNFFTFrvbCVtRRmbi5ld3DagNhy6njLUlbwpIM48jC",
+	"Gl1tVZXXG+nBS+eEuR0DCEUwWHV9EGdKyzYyf4hRVMdoON2LXDbz8URelwRvGYszg1Qz18+jTiKFfTqm",
+	"PGVWQkB9OWWh8KOo85NVXp5dGyYSPPiaX6GtlrR+xyvDhPYLS7Egux39hmjGyrqyDESj9UvCz0LreBFU",
+	"HX5ixjClI5LwCTc6InuDvYjsde3/ndr/O9w7I8eHxydf1wLuSia9wpj3rvhz0D09fPehFx2f/FfYslcR",
+	"2O3ZiKVDs/ApIQhuUrBK8L/OMRwRqYgda1VwXkWLVWUx/0VksxEQylXUfhe1X8EGj/TPmYnljJ3P5ykP",
+	"gfN7ORq0Nj9srRitojnK6GtMjC9LXCP3kD2qH0gPdRsI56x4wr4pcaVeaA+lSO06vfUCadhq1J5Clnzr",
+	"AULJhTaWAAVnWrHRllZuuEnDX+EPH0rRApkSpxMmkkxZ6Dx1UcinECmMQtdGarCEoFOcdO2N/d3z7Lpz",
+	"w+lNAXEc4m02HSOM+wRfvYXPkIvBOOWTqdnSaSjThGkz8OzlVgaxOc10k11WMcNEOGjk9ZQRkIj2NMlf",
+	"I3JcsYHr3JKM2U7EYU07G82tYw6cN9DtsH7kkQOD/M6D57qdH7AMF6vOiJJZvgVFK0SBdu8nLk6yxauF",
+	"MNLufSeetHs5F3puoHHuRmCq3UfYKwvA255wIiXZZFVwgzYu5SZ+WEeqAmEYUjAy5/EliVPKZ5pQQ2ay",
+	"xnTaaEMrpKjmNAJHop3MYbFLL3E2PBeMXJ+0hRLWlvK0U1UKnX1FRvlBLkgqxYSYKdc52apSKqoYuWRz",
+	"c0b6nZ7udwodVVbzNUu5ma+evX724vXzn190wxGSVrfLE0KdvNDpBDOUsviSmT0NofylLFGrR/pEpVUV",
+	"eYVk5spkgOfBDAER8q9s6RTxKb2y6jq+WTFsN2P7KFO6Rp9lhhhcFyZvxCYbeaBy1vMW8+6KkSg0DeOW",
+	"o/xEt2MR+RWFyVJhOGhPm4pb30SfyqOvXdwNCJUHhCp0/U1qgzlsOgcttANVPSf+8uohcU10pLhdDwg1",
+	"pHJTJglLyJwpZ5pqN2lQUPczBo40B4q1Z7q9tuzMbpvu3qXQeFRpY59aME/rNw3+Ft8MokTTdt+ygpM0",
+	"BRK6C8qT1iG5ZazkDEImChq0bYzkhXPV7SZ9MFZSBMnPWp/5TVzhkCy3RuXd7EiGEQyPL+8mgxEsYIV1",
+	"cpWHQVSMnb/RJ7qqyGBgYtlmpi85+NnSVC6CRrB1YkOzH9yu4DcnId+ZpgHQUpqr7IL0TknvaPRbL+kn",
+	"5ROuXWcVPrbjOB4jwgzHu7bbs5scwzZxm2LodcvantV4pKyC4COM/NcReYwZX0jxnSUmIpT496Ui+/89",
+	"lZlKlwdEKtLv/DcmmkCaQzW34T+PHpH/xP/VgucePd7oo9jWdbSlV6aEPYV4iYhTp7YWq8gMaKyQQHDH",
+	"UhGKQQ55smEe57Cni+hi+zLX4MSBo9keT/PFudtcg7dtjqmMysW+37x+0gnUIXh+/uKc+C/y5JZnmQWo",
+	"o5dU8br77PHDTcjusHydr+UCIk5fuQjsLcG7dK2tc94aImCRLC/yCNhgaOvBLmNbQ2oQRh0GGLIUOps1",
+	"BgXeZbZ/czw+XaaSJlvH5bBfV0//KbNIo5ZEKnTe5mrdezk6JccROYnIg3/9459tVK1QoIudNSrMXLjy",
+	"GnPID/ld482EPW+hVOK1bAFveSNTcMM2L+eCYdWUuy8A0PKyc5LbVgYu9vGtLwi1vdS/pT/80xwBxjht",
+	"PghzW/cODNT+/YW8bIooxBBoiOGrR0B782MpGq7Jp10sKCp8RzBr8ByKNNPtMmXPMSgOVSTpAivOQEUC",
+	"ngnJ31PmUsH3NMlEyjTEWGCQtxQskCa7OYrm/uNm7iAkhewLy/WB17HZ3CwPWlnR/sihJVsEfFy4wM/G",
+	"lIiAD8Hd36AS7l/YWu4sRn1VdDZmPihcjpu139akQaLbeRV4rPoVIUGIiLYYG5FEChaRMeVphKUXwMFN",
+	"4ZdMsVMfqRpB/s0AzicisRSCxXCQ7pdyTEWCHD/kYFXbCjw+uLeVtFCPYPUnUT3tykKqt1cFEA8OTbCH",
+	"9QG2JHhvoQoKJt4s2Ggq5WVe4BC1OlglOen1Tgm7prFJ8wIBgQvsi5Ub7JI34lLIhXD6Ilj+XSI92bfE",
+	"1J0QfKStujCiycDX/TvAsiszel3eyzGQhdovAfffZgJXFLMp+fQ2fwJVUpyrrt0XUJbE2XXafQElQNA5",
+	"o5btPsH6GRZQfZmIzd9gRYmwJmHYPGejty52sqPMl7ZJLDdMkrhlYAugfmGGQoEtR/VamHsTKt8muY5r",
+	"V/vlGGwOWKJBaUOMQn68m4IHf/wkps2pRM3myxsmi7TI/CD7veq9BO+kXZqFB671mRL1VIvSbTfBH0Qb",
+	"BgANqzZqpsmUUWVGzDIPkRDH2Xymnl6KeKqkgGR5C4uuukwe4hionbR1FGV0u+DGqLMh4tKew8+F7LIF",
+	"T7VqDwggvpjkOE8QhtMqs1HktRHWigtx4b7YL5j7QagG2RdGtx2jKwFOQF3FtGG4vi68V/Gu3DJ61t5k",
+	"g/XH0ob2th+L8hstPzBk0zJKdZQbCrg6sIXchxpsKhYzrM2nGSPXh+533bVvHayvE7U623s52tOlbDTN",
+	"hMnDQOy0EC0xlmkqF4Am9h73NHkvuSD7LgqHWGWxmj296QTzOlQrWdQ+q2YmVYAMPnGPMR19KhfizJl2",
+	"i8TkMKN9j3x908JcXH3KWhSDKMh1kYIUKmXi7ZLOIKNJgtZSlpARG0vFiuNeUI0hTiyJCMboORGifNjb",
+	"nXWTtbLIcgqfdWDh+amTffxPXu/uoO09bJ00mQ+MbpyxYnpqNdNYCsNF5ph7xV+DGy6AqVQY5V2LJIgi",
+	"/6vjIaEJlRvt/Z+PRX9NzdugnT10FK+nSmaTqZMoa4UxJBe1CJ9ayHfu4FoNxUPy46PXzJRxtZKK3CaY",
+	"c7XmJEvyAhVkH0PL82RcXdGiD1rONuMiqwdqrZehbpis6CZajRDFEUMXtJZbuRta/Q7dbZniZnlhYceF",
+	"P0G17ryMNpiO8ad8gKkxcyybzcVYhurwuZh4wHXN1BWPGWT7SW0mil38/Se8+nmmp76KNhBIK+Z6EzH1",
+	"TLHbF08gK177fDyMcxSJZWg5+TrLoxvtbC6SNC+CATw7Ap6LE/bBouqYIeT0ofS/p6HwzL4dlSVoqrkw",
+	"VCRUJeStY8cHWEHFpf55YbMvuCgG3NOeflLDuuSCMZLIWB/NlTQylml3luT6Cmw+f9AXfQGpDWjSqVeg",
+	"t8NkMziP/aYy6Add8taX18KAz74Aogv7oQKKsIM4FbnalEdXxySmaQpdADQZOpXkNxj7lHyLRdz7Wa/3",
+	"IIYP4U82RMHZ5U10inyITtS5Ykq7VJLucbcHNss5E3TOO6edB91e9wEmKk0B8I6mUHvnN6h9hz5gS0dg",
+	"/udJ57TzPTOuPE+tecVJr7emOvx2VeHdDIGi8G/m3QrOdE5/eRd1dDabUStbg8DlA4q5JhkwLUMn2iJh",
+	"vhPdeWcHOVKMJsu1e31l3/g0W4WpoQT/o96D++37YKAzxXLzUSfU0JFVBaF6KI2ngOYWLbFGE1ZVbTz/",
+	"q+MjOueHvsh38BJ+4tpgYW99l/dQKkQeOJJngJ2XbBn53ghWvbWkME6zxHVKeNg7bpolX/ZRpTkEfPRg",
+	"80dFwxJYmQtS2fRVccXla7Nb9N0f8nLirskP0NGZZukV0wddcg4tSKAifeM1Rp251IFrwzr1riI78kKm",
+	"zbcyWe74ylyJ/49VjuuSFGvgcnwncychiHGPHGD0Nt9WqfnP/cHSw+MWX+R9VuwHJydt1lVuGXJ7kMWz",
+	"9AwTigP4rlTc4iCahZH9Q2+CdqBbo0BHH3jy0VXAZihkVkH6FWB+CaQrsPUwkFZTaqNyXxeK61j/Rd5M",
+	"6FNdKB5M6UJb05pSo7Rf7r4D2DsHInkV4EYO9T28cYf8KS9R3MidJr691Y1AbRdcBWXYUjiIW1NxneNU",
+	"Lg7teSiZFhgIx3v04ZIt1+LfU/j9+7yi0gbsw9eTCq2gZJ5SLshf/3JcWad9DJaQL7i6iqszCYlcW9xr",
+	"1ChPh29vt2jS1EzqdgjyedzWz4Jtd1E1ihposVdDE1+tm8AlMe0KwQZI8WUu+YVp8XaNH99FHWf7qpk1",
+	"XSsTCquKaoAKiJ3MuMGU0zwNGIwNEBti+IyR/b/+5fig2xcXgfrjZIiF0odEyYU+IzOpGMGfSMoM/ttV",
+	"dbWMCu0no0wv+8JOr5jzloFlDSucc0HswacpS1F1ryLKy6xAlN3Lzb7MfCuR+d5R84uofCs+zAzJ5sRI",
+	"MoTEzCGa6VxfTK5XkAMxgpUTr9cz63L98UZx6Af/0l1aTkpV0huFIrfaP4JcpNiEawMuqXxVxWEXddfr",
+	"B330wdLTFpLRD3nkRGvh6Iu40yjurL+jZgmn8RZ2Dvm+on+YpN4a8j8fgWfTVdVknNA0xSsuMrpJ3DiH",
+	"DCg3fN5HjZIhJkUNyYRZCaJU9n+IGU//+sc/hz5+foXbl4Fm9wy/1Lbhnnn+DSD1C/+/HflCJgPee2yO",
+	"nbvwbsR2jqDxCzsscgJvik0yFI7zNLPiPSgVrls9MktsU+m6/8ZUKdA0FhL9jCZT2ApzgfF5aRL1hZ7T",
+	"2K7TTm6w26bb+GH+0UFEtPTxPUqTmAqiF9zEUysAoYQuF1Y49w0xayZAOAwH1Re+I8xd4Gwt5/Pjarf4",
+	"T4WnKExajarIBf2j4+7WrOwzQfZ5SmMX2lTpThNBvxCPWTIFd5Xr7A8xPsJ3cXJot54m+LKpjfL+j1jW",
+	"NGSe/TVjalkYBXyYbzu49FlK4bGKFJNWg1Wi2sMjlmq872B9LoC50eCxEiXVVAfDlYr1MYt5Mv2cTlhu",
+	"fKlN7qrLNsz/4KRanRT6KgYTsMNby1vv5YMXJSx7pTIrjzaluFnWcGdkzdcBDhA0Kzfi8d2YDH0S/d7q",
+	"kxYdI0t989DFMvpiLfqPTRz3pHfszQGYzf9ejs5cRAoZXrLl0PWOLgpt7/sAnqgwoEV5rutBX9AU4gWw",
+	"ElNETno9PwUW5AYuPSwXbj4lVvQcdslbDIXpi2GthPmQaMZEOc09r5lWKorupYZ9d67k5CGZHsAS+iLf",
+	"JgQz2bVcsqXP1Q0vKCKLKTXgE7ccDilMSBLA4tc/QiTjdhJRaZ9Qaund3QgQpWYL9yvzV/omrCLeeQFX",
+	"FbDxbhpIiQyVtHd9UrjG6MSP0U4d+htW7Z99UVJ2QMRcw2YrkrhA0xrtKokdR3nJyjA5O3fZnFzk6gLU",
+	"xziD4blAmQfCnSEpE+FsMZUpw8YI3WbU1p07Q03stXL/mFluj7IGzMm+VKRMHg+ilRP+ggq7QwU02R/3",
+	"SK/XQ4s9F1gj1eqbM9cxcg2W+NiVJqskMqq7hCzX5qZBd/Qk+09uiYTGh1495mIkr0HS8EkSrv9+WFrb",
+	"Soiw7OppJw9QyWHgCCsYb2+n8QM2iY3nRRS31R/LdU442FGwbrL3I51ZFbPwtuZ1M1CoYvM93Rc+rZIq",
+	"xa+Y7pKHvW9cBkousHkRIW/SHxDFnsDkdw/ha2Cb0LFxYZSORv6xPSu9bzZ/8ESKccoxt+HThP3BvZYV",
+	"EYtL0ALV/uCRqgVlPCpn6K0zYjwpspla2DK+qNh3rWJ/FoQ/lOS5WTnfDbnPE9V3QfGrKPGDH/oCM/Dv",
+	"QhLO+/7csyRcbX0Uih5wz24u5N45Sf4s5Fs8R2CMGAXVVENhHxLBgOWDRscSctI7OSjjjsv4XqXupRpM",
+	"uxV66qUO6uUNwlWCVss8YSEgTWesL0Yy4UwXAQaVekQHKAQtfNYYTssxK7hIafP9xaUIeql8TY47RNxy",
+	"+Yh7xt1ao6eQiQkffcHdW7uXpEKw21ABpRWW5uUvdsumoFTGJxX+o0I1+gxiyD8L0f9VJlxZPJZAKEOu",
+	"X4IaYE+5qO7vqaGFvAjVb6xg4JPP22gIpdoS6xSEi7xoQQv9YI0Ej8VU21eCvFMZvlS3N2gTHMnrfx8Z",
+	"Hqw29cIgeZUOyPocp3QyYUlVOPGFiG8s2zc77E4Kh52rN8sTkEUWU2am4KoiC3lZamZfL0Xr/x5L1Rfg",
+	"Q7EgCq4WDAdYupEPuuTcTwLp/7klxgkhfiRt6BKslNzovihMXVy76iVGuhgRV72kbN4p90oKCTAXTCQX",
+	"vsLInYgvRWnoVtLLye5nDtrfn/qqNX+6gJo/p4jk7ovQOs6EScMq1/F1sdbyHHjpz8VxfKWwAA78wLWR",
+	"avnvw3F8gdgpbrzKe3ZvPCpaFTYC3d/xlTsEgKKVYmPqBlYkz70p3nXy6RM5agtDY/SKY8c3b/xYOfZS",
+	"MkeTq+7vLkLubs++SZ+BZf47uOq2vMXbZhGshPwX17x78SbvDnrPppnWkPUlaGAX9TAcDBeh/uBdZcYK",
+	"6JrsQ8ukiChmVZeIcHGIPVlJTOcRBr8ctKZYR6ZSf24t8SqVqmsltWCxNR2WWx5XxJaHDz+l2FLaWJO/",
+	"S3JhoEMkbsqZI7y+42okuw0X6UNiCUnHcsaNAcXyswpKxTqC+SZLu5doxnaovzuy6iBUUcMOi/amjfJM",
+	"3jTzTmWaai/WRrmm3IT3D5CVWmkJvD71t3TcrZNSi26yW6SlFmzZdcX9kqfamKdaXGAeHpEf2g0KdKy5",
+	"rzvAlCZZYRc48vmIoq1wcLdprD/KEdoAwXZosW1YdHM+JR/QPAjh2Njc9+PwzFkDoYKlFDGKG5dsuaf7",
+	"otyKmQzxk6Hr1NxQ4aIKabsXgivdp+9ZEN4ewL9IxLfBonPnKXdgaCUQV6xxzH1YIgC4h8lSE29fLwN6",
+	"bg83c8FKi9tGkeMif+suzWjlXryNAodfcERGS8D5P4Lc4RdVMZQWHX5XDru1wJH3E/5SBmMX4oW/ALJv",
+	"qT2EpmtDlwdN99YsWTRfzO4RoonsFlD355cqNmHYbgUKH/1u6Sq0gaaxklp7bIfUPV+Z+Sx3VGJXSTBb",
+	"eDijIukLGGF/6H8c2PeGESl+sC8MD7rkHOKuKUnkQkAlLylSrFEGjRwUi5kwfTHjWrMEF2bllwaRpAKi",
+	"d+B1LPUov2eBZEvE+CKN7MA+Vy7B0ZbdFVEo4WinwjOOvYDv2j2Os3zxkX/xke/URw7xwD6rwyqNXEwI",
+	"hUrAYcd5tQ590SDjl3eWIyF7aapg6ZgPRLHA3xrTiH0HB7I/NWZ+enSUypimU6nN6de9r3skEwlTZDij",
+	"l8wyjSHIPJlKO6edI2CEbp0fgkmUEUm5NhHhQs9ZbCIXwwZGGgwKtsJUt7CCg3d3tQbEeTku6SxvE7Sw",
+	"qyrH+JSH8gcXrihRDt88hOBrJhJsUBIR6pvgJVZbMLWeYSTvGZaX4GDzpnlqZYdcpxmViXzY8przqiOr",
+	"g71kisuExyh+SkEoiZUUFaLq15PT1NVhwDex6h8J+UUgbpsJ+yF2Gam5B8vFTEJTPamVYMVGKXB4h05H",
+	"LSwA5RErKufquNgtIoL2DFwwjeP6av6lcUp1sy2kFj3MfDe25ozqC+y5QvVqxxWCb46YPiXDleJKQ2/+",
+	"uTqOhuSrvhhRzR4/3P/hb+dPDi9+OD959HgftHKekK9Iv9Ptd8hXUH9VGzqbl34byWR5cFBEvbm6s37E",
+	"w4TFMmEJmVNlfFGUonNMueAalsM5IwnWmaLuB6JcYaW+0FZCpSmpl48qFZqiimHXNnvYVGDs/8zCiR2T",
+	"a8KEzCbTbl84Woe1ps2hxRlzKEXMSufFkyG0JhH814yBvOwCQEJCqcqEi+JfW6j3zcpgEWHdSddizODh",
+	"ycDe+OCBb5s5OB48GvfiE/pNUT1mymgChW8cABWrXVvDd2MJmzeCXztDiy7yGnwi+YJqgj1+zohi71ls",
+	"wB4Jr0lJxlRhmK/ACkVrV5oD0toFt83IW9VupHKlf2uAYsEdO/IgdLqWPCUA2rj0/NWtzvrd3aV25NLS",
+	"PWspRZ/vJj0FmRHmzLgiICehqhCrSQqnFrQwbLVITEYeDwEglr+dlUkJdGLSfTEtJ8JZ6YVhUpPzuMSl",
+	"bJuCZJXThox0zlHCAclBEvsm1C/CKG5JLyi1Q8hsOAQNd0j2KXnUe+BM9ZUnRkp0GJfktPppLImEQGGs",
+	"ZxO5stcyM9h/3vcrLzrNY7H8caWJGyYzce+eG9H4Uo7H65sEgSGi3FQMu39ZXVzWyDY0/Ko35wongH38",
+	"+P8DAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -63,7 +63,7 @@ func parseDuration(field, s string, fields *[]engine.FieldError) (time.Duration,
 // (named under prefix).
 func newJob(in JobInsert, prefix string, fields *[]engine.FieldError) engine.NewJob {
 	j := engine.NewJob{Handler: in.Handler, Key: in.Key, Priority: in.Priority, RunAt: in.RunAt,
-		ConcurrencyKey: in.ConcurrencyKey, MaxAttempts: in.MaxAttempts}
+		ConcurrencyKey: in.ConcurrencyKey, MaxAttempts: in.MaxAttempts, IdempotencyKey: in.IdempotencyKey}
 	if in.Queue != nil {
 		j.Queue = *in.Queue
 	}
@@ -91,6 +91,9 @@ func newJob(in JobInsert, prefix string, fields *[]engine.FieldError) engine.New
 func (s *Server) InsertJob(ctx context.Context, req InsertJobRequestObject) (InsertJobResponseObject, error) {
 	var fields []engine.FieldError
 	job := newJob(*req.Body, "", &fields)
+	if req.Params.IdempotencyKey != nil {
+		job.IdempotencyKey = req.Params.IdempotencyKey
+	}
 	if len(fields) > 0 {
 		return nil, &engine.ValidationError{Errors: fields}
 	}

@@ -1,11 +1,9 @@
 package pg
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
@@ -47,6 +45,10 @@ type Job struct {
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	FinishedAt      *time.Time
+	// ScheduleName and ScheduleTick name the schedule and the tick that made the job
+	// (nil for a job inserted by a client).
+	ScheduleName *string
+	ScheduleTick *time.Time
 }
 
 // jobFromRow maps a jobs row to the API's view of it (the lease token and the claim's
@@ -59,7 +61,7 @@ func jobFromRow(r dbsqlc.Job) Job {
 		PendingChildren: r.PendingChildren, Awaiting: r.Awaiting, Wake: r.Wake, InboxSeq: r.InboxSeq,
 		ConsumedSeq: r.ConsumedSeq, LeaseExpiresAt: r.LeaseExpiresAt, LeaseOwner: r.LeaseOwner,
 		AttemptedAt: r.AttemptedAt, CancelRequested: r.CancelRequested, CreatedAt: r.CreatedAt,
-		UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt}
+		UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, ScheduleName: r.ScheduleName, ScheduleTick: r.ScheduleTick}
 }
 
 // JobInsert is one job to insert. Nil fields take the column or handler default.
@@ -77,6 +79,22 @@ type JobInsert struct {
 	RateWeight     *int            `json:"rate_weight,omitempty"`
 	MaxAttempts    *int            `json:"max_attempts,omitempty"`
 	ParentID       *int64          `json:"parent_id,omitempty"`
+	// IdempotencyKey, when set, makes a repeat within the idempotency window answer the
+	// job it first made, whatever that job's status (table idempotency_keys).
+	IdempotencyKey *string `json:"idempotency_key,omitempty"`
+}
+
+// DefaultIdempotencyWindow is how long an idempotency key answers its job when the
+// caller gives no window.
+const DefaultIdempotencyWindow = 24 * time.Hour
+
+// JobInsertOptions tunes JobInsertManyWith.
+type JobInsertOptions struct {
+	// IdempotencyWindow is how long a new idempotency key answers its job (0: the default, 24h).
+	IdempotencyWindow time.Duration
+	// AsOf, when set, is the time idempotency keys are judged by (default: the
+	// database's now()); tests set it ahead to pass a window without waiting.
+	AsOf *time.Time
 }
 
 // JobInserted is the answer for one JobInsert: the new job, or the live job that already
@@ -103,22 +121,34 @@ func (e *InsertRefusedError) Error() string {
 // Unwrap makes errors.Is(err, ErrInvalid) true.
 func (e *InsertRefusedError) Unwrap() error { return ErrInvalid }
 
-// JobInsertMany inserts jobs in one statement (JobInsertMany in sql/jobs.sql) and
-// answers in request order. A batch naming an unknown handler or an impossible rate limit writes nothing and
-// returns *InsertRefusedError.
+// JobInsertMany inserts jobs with the default options (JobInsertManyWith).
 func (db *DB) JobInsertMany(ctx context.Context, items []JobInsert) ([]JobInserted, error) {
+	return db.JobInsertManyWith(ctx, items, JobInsertOptions{})
+}
+
+// JobInsertManyWith inserts jobs in one statement (JobInsertMany in sql/jobs.sql) and
+// answers in request order. An item whose live key or unexpired idempotency key is
+// already held answers the job holding it (Deduplicated). A batch naming an unknown
+// handler or an impossible rate limit writes nothing and returns *InsertRefusedError.
+func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts JobInsertOptions) ([]JobInserted, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
+	if opts.IdempotencyWindow <= 0 {
+		opts.IdempotencyWindow = DefaultIdempotencyWindow
+	}
 	p := insertArrays(items)
+	p.AsOf, p.IdempotencyWindowMs = opts.AsOf, opts.IdempotencyWindow.Milliseconds()
 	rows, err := db.q.JobInsertMany(ctx, p)
 	if err != nil {
 		return nil, translate(err)
 	}
-	var inserted []Job
-	existing := map[string]Job{}
+	out := make([]JobInserted, len(items))
+	done := make([]bool, len(items))
+	inserted := 0
+	live, idempotent := map[string]Job{}, map[string]Job{}
 	for _, r := range rows {
-		// The row is the origin followed by every column of jobs, in table order.
+		// The row is the origin, ord and key followed by every column of jobs, in table order.
 		j := jobFromRow(dbsqlc.Job{ID: r.ID, Queue: r.Queue, Handler: r.Handler, Status: r.Status, Priority: r.Priority,
 			EligibleAt: r.EligibleAt, Input: r.Input, State: r.State, Result: r.Result, Error: r.Error, Step: r.Step,
 			Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Key: r.Key, ConcurrencyKey: r.ConcurrencyKey,
@@ -126,40 +156,48 @@ func (db *DB) JobInsertMany(ctx context.Context, items []JobInsert) ([]JobInsert
 			PendingChildren: r.PendingChildren, Awaiting: r.Awaiting, Wake: r.Wake, InboxSeq: r.InboxSeq,
 			ConsumedSeq: r.ConsumedSeq, LeaseExpiresAt: r.LeaseExpiresAt, LeaseOwner: r.LeaseOwner,
 			AttemptedAt: r.AttemptedAt, CancelRequested: r.CancelRequested, CreatedAt: r.CreatedAt,
-			UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt})
-		if r.Origin == "inserted" {
-			inserted = append(inserted, j)
-		} else if j.Key != nil {
-			existing[*j.Key] = j
+			UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, ScheduleName: r.ScheduleName, ScheduleTick: r.ScheduleTick})
+		switch {
+		case r.Origin == "inserted" && int(r.Ord) < len(items):
+			out[r.Ord], done[r.Ord] = JobInserted{Job: j}, true
+			inserted++
+		case r.Origin == "idempotent" && r.IdempotencyKey != nil:
+			idempotent[*r.IdempotencyKey] = j
+		case j.Key != nil:
+			live[*j.Key] = j
 		}
 	}
-	// Inserted rows carry ids in request order (INSERT … SELECT … ORDER BY ord). Walk the
-	// request: a keyed item whose key a pre-existing or earlier item holds is a dedup.
-	out := make([]JobInserted, len(items))
+	// Walk the request: an item not inserted answers the job holding its idempotency key
+	// or live key, found before the statement or inserted by an earlier item of the batch.
 	unresolved := []int{}
-	next := 0
-	sortByID(inserted)
 	for i, it := range items {
-		if it.Key != nil {
-			if j, ok := existing[*it.Key]; ok {
-				out[i] = JobInserted{Job: j, Deduplicated: true}
+		if done[i] {
+			if it.IdempotencyKey != nil {
+				idempotent[*it.IdempotencyKey] = out[i].Job
+			}
+			if it.Key != nil {
+				live[*it.Key] = out[i].Job
+			}
+			continue
+		}
+		if it.IdempotencyKey != nil {
+			if j, ok := idempotent[*it.IdempotencyKey]; ok {
+				out[i], done[i] = JobInserted{Job: j, Deduplicated: true}, true
 				continue
 			}
 		}
-		if next < len(inserted) && sameKey(inserted[next].Key, it.Key) {
-			out[i] = JobInserted{Job: inserted[next]}
-			if it.Key != nil {
-				existing[*it.Key] = inserted[next]
+		if it.Key != nil {
+			if j, ok := live[*it.Key]; ok {
+				out[i], done[i] = JobInserted{Job: j, Deduplicated: true}, true
+				continue
 			}
-			next++
-			continue
 		}
 		unresolved = append(unresolved, i)
 	}
 	if len(unresolved) == 0 {
 		return out, nil
 	}
-	if len(inserted) == 0 {
+	if inserted == 0 {
 		rows, err := db.q.JobInsertProblems(ctx, dbsqlc.JobInsertProblemsParams{Handlers: p.Handlers,
 			RateLimits: p.RateLimits, RateWeights: p.RateWeights})
 		if err != nil {
@@ -173,15 +211,21 @@ func (db *DB) JobInsertMany(ctx context.Context, items []JobInsert) ([]JobInsert
 		}
 	}
 	// A key taken by a concurrent insert that committed after this statement's snapshot:
-	// the row is live now, look it up (rare path, one statement per such key).
+	// the row is there now, look it up (rare path, one statement per such key).
 	for _, i := range unresolved {
 		it := items[i]
-		if it.Key == nil {
-			return nil, fmt.Errorf("pg: insert answered fewer rows than requested")
+		var j Job
+		err := fmt.Errorf("pg: insert answered fewer rows than requested")
+		if it.IdempotencyKey != nil {
+			var r dbsqlc.Job
+			r, err = db.q.JobGetByIdempotencyKey(ctx, dbsqlc.JobGetByIdempotencyKeyParams{IdempotencyKey: *it.IdempotencyKey, AsOf: opts.AsOf})
+			j, err = jobFromRow(r), translate(err)
 		}
-		j, err := db.JobGetLiveByKey(ctx, *it.Key)
+		if it.Key != nil && (it.IdempotencyKey == nil || err != nil) {
+			j, err = db.JobGetLiveByKey(ctx, *it.Key)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("pg: key %q neither inserted nor found live: %w", *it.Key, err)
+			return nil, fmt.Errorf("pg: item %d neither inserted nor found holding its key: %w", i, err)
 		}
 		out[i] = JobInserted{Job: j, Deduplicated: true}
 	}
@@ -196,26 +240,16 @@ func insertArrays(items []JobInsert) dbsqlc.JobInsertManyParams {
 	p := dbsqlc.JobInsertManyParams{Queues: make([]string, n), Handlers: make([]string, n), Inputs: make([]json.RawMessage, n),
 		Keys: make([]string, n), Priorities: make([]int, n), RunAts: make([]time.Time, n), DelaysMs: make([]int64, n),
 		ConcurrencyKeys: make([]string, n), RateLimits: make([]string, n), RateKeys: make([]string, n),
-		RateWeights: make([]int, n), MaxAttempts: make([]int, n), ParentIds: make([]int64, n)}
+		RateWeights: make([]int, n), MaxAttempts: make([]int, n), ParentIds: make([]int64, n), IdempotencyKeys: make([]string, n)}
 	for i, it := range items {
 		p.Queues[i], p.Handlers[i], p.Inputs[i] = it.Queue, it.Handler, it.Input
 		p.Keys[i], p.Priorities[i] = valueOr(it.Key, ""), valueOr(it.Priority, -1)
 		p.RunAts[i], p.DelaysMs[i] = valueOr(it.RunAt, time.Time{}), valueOr(it.DelayMS, 0)
 		p.ConcurrencyKeys[i], p.RateLimits[i], p.RateKeys[i] = valueOr(it.ConcurrencyKey, ""), valueOr(it.RateLimit, ""), valueOr(it.RateKey, "")
 		p.RateWeights[i], p.MaxAttempts[i], p.ParentIds[i] = valueOr(it.RateWeight, 0), valueOr(it.MaxAttempts, 0), valueOr(it.ParentID, 0)
+		p.IdempotencyKeys[i] = valueOr(it.IdempotencyKey, "")
 	}
 	return p
-}
-
-func sameKey(a, b *string) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return *a == *b
-}
-
-func sortByID(js []Job) {
-	slices.SortFunc(js, func(a, b Job) int { return cmp.Compare(a.ID, b.ID) })
 }
 
 // JobGetLiveByKey returns the live job holding key (jobs_live_key).

@@ -15,13 +15,16 @@ WITH steps_deleted AS (
 ),
 signals_deleted AS (
     DELETE FROM signals WHERE job_id = ANY ($1::bigint[])
+),
+keys_deleted AS (
+    DELETE FROM idempotency_keys WHERE job_id = ANY ($1::bigint[])
 )
 DELETE FROM jobs
 WHERE id = ANY ($1::bigint[]) AND status IN ('done', 'failed', 'cancelled')
 RETURNING id
 `
 
-// Deletes the finished jobs ids with their steps and signals: every delete is by primary
+// Deletes the finished jobs ids with their steps, signals and idempotency keys: every delete is by primary
 // key or by the (job_id, …) key prefix, so the cost follows the batch, not the table
 // (never `id IN (subquery)`, which the planner turns into a sequential scan of jobs).
 func (q *Queries) JobGCDelete(ctx context.Context, ids []int64) ([]int64, error) {
@@ -57,6 +60,9 @@ WHERE j.status IN ('done', 'failed', 'cancelled')
   AND (j.parent_id IS NULL
        OR coalesce((SELECT p.status FROM jobs p WHERE p.id = j.parent_id), 'gone')
           NOT IN ('runnable', 'executing', 'awaiting'))
+  -- Kept while an unexpired idempotency key points to it (a repeat answers it): one
+  -- idempotency_keys_job probe per candidate, as a scalar subquery for the same reason.
+  AND coalesce((SELECT max(k.expires_at) FROM idempotency_keys k WHERE k.job_id = j.id), '-infinity') <= now()
 ORDER BY j.finished_at
 LIMIT $2::int
 `

@@ -76,7 +76,7 @@ func (q *Queries) ChildLoadForJoin(ctx context.Context, arg ChildLoadForJoinPara
 }
 
 const JobGet = `-- name: JobGet :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while,
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick,
        (SELECT count(*) FROM jobs c WHERE c.parent_id = j.id) AS children_total,
        (SELECT count(*) FROM jobs c WHERE c.parent_id = j.id
                                       AND c.status IN ('done', 'failed', 'cancelled')) AS children_finished
@@ -131,14 +131,76 @@ func (q *Queries) JobGet(ctx context.Context, id int64) (JobGetRow, error) {
 		&i.Job.FinishedAt,
 		&i.Job.LateSignals,
 		&i.Job.CancelledWhile,
+		&i.Job.ScheduleName,
+		&i.Job.ScheduleTick,
 		&i.ChildrenTotal,
 		&i.ChildrenFinished,
 	)
 	return i, err
 }
 
+const JobGetByIdempotencyKey = `-- name: JobGetByIdempotencyKey :one
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick
+FROM idempotency_keys k
+JOIN jobs j ON j.id = k.job_id
+WHERE k.key = $1::text AND k.expires_at > coalesce($2::timestamptz, now())
+`
+
+type JobGetByIdempotencyKeyParams struct {
+	IdempotencyKey string
+	AsOf           *time.Time
+}
+
+// The job an unexpired idempotency key points to (idempotency_keys_pkey, jobs_pkey): the
+// rare path of an insert that lost its key to a concurrent insert of the same key.
+func (q *Queries) JobGetByIdempotencyKey(ctx context.Context, arg JobGetByIdempotencyKeyParams) (Job, error) {
+	row := q.db.QueryRow(ctx, JobGetByIdempotencyKey, arg.IdempotencyKey, arg.AsOf)
+	var i Job
+	err := row.Scan(
+		&i.ID,
+		&i.Queue,
+		&i.Handler,
+		&i.Status,
+		&i.Priority,
+		&i.EligibleAt,
+		&i.Input,
+		&i.State,
+		&i.Result,
+		&i.Error,
+		&i.Step,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.Key,
+		&i.ConcurrencyKey,
+		&i.RateLimit,
+		&i.RateKey,
+		&i.RateWeight,
+		&i.ParentID,
+		&i.PendingChildren,
+		&i.Awaiting,
+		&i.Wake,
+		&i.InboxSeq,
+		&i.ConsumedSeq,
+		&i.ClaimInboxSeq,
+		&i.LeaseToken,
+		&i.LeaseExpiresAt,
+		&i.LeaseOwner,
+		&i.AttemptedAt,
+		&i.GateShard,
+		&i.CancelRequested,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.FinishedAt,
+		&i.LateSignals,
+		&i.CancelledWhile,
+		&i.ScheduleName,
+		&i.ScheduleTick,
+	)
+	return i, err
+}
+
 const JobGetLiveByKey = `-- name: JobGetLiveByKey :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick
 FROM jobs j
 WHERE j.key = $1::text AND j.status IN ('runnable', 'executing', 'awaiting')
 `
@@ -184,6 +246,8 @@ func (q *Queries) JobGetLiveByKey(ctx context.Context, jobKey string) (Job, erro
 		&i.FinishedAt,
 		&i.LateSignals,
 		&i.CancelledWhile,
+		&i.ScheduleName,
+		&i.ScheduleTick,
 	)
 	return i, err
 }
@@ -195,16 +259,18 @@ WITH req AS (
            nullif(r.run_at, '0001-01-01 00:00:00+00'::timestamptz) AS run_at, r.delay_ms,
            nullif(r.concurrency_key, '') AS concurrency_key, nullif(r.rate_limit, '') AS rate_limit,
            nullif(r.rate_key, '') AS rate_key, nullif(r.rate_weight, 0) AS rate_weight,
-           nullif(r.max_attempts, 0) AS max_attempts, nullif(r.parent_id, 0) AS parent_id
+           nullif(r.max_attempts, 0) AS max_attempts, nullif(r.parent_id, 0) AS parent_id,
+           nullif(r.idempotency_key, '') AS idempotency_key,
+           nextval(pg_get_serial_sequence('jobs', 'id')) AS id
     FROM ROWS FROM (unnest($1::text[]), unnest($2::text[]),
                     unnest($3::jsonb[]), unnest($4::text[]),
                     unnest($5::int[]), unnest($6::timestamptz[]),
                     unnest($7::bigint[]), unnest($8::text[]),
                     unnest($9::text[]), unnest($10::text[]),
                     unnest($11::int[]), unnest($12::int[]),
-                    unnest($13::bigint[])) WITH ORDINALITY
+                    unnest($13::bigint[]), unnest($14::text[])) WITH ORDINALITY
          AS r(queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, rate_limit,
-              rate_key, rate_weight, max_attempts, parent_id, ord)
+              rate_key, rate_weight, max_attempts, parent_id, idempotency_key, ord)
 ),
 missing AS (
     SELECT 1 FROM req r
@@ -219,51 +285,79 @@ new_queues AS (
     WHERE NOT EXISTS (SELECT 1 FROM missing)
     ON CONFLICT (name) DO NOTHING
 ),
+claimed AS (
+    INSERT INTO idempotency_keys AS k (key, job_id, expires_at)
+    SELECT DISTINCT ON (r.idempotency_key) r.idempotency_key, r.id,
+           coalesce($15::timestamptz, now()) + $16::bigint * interval '1 millisecond'
+    FROM req r
+    WHERE r.idempotency_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM missing)
+      AND (r.key IS NULL OR NOT EXISTS (SELECT 1 FROM jobs j WHERE j.key = r.key
+                                        AND j.status IN ('runnable', 'executing', 'awaiting')))
+    ORDER BY r.idempotency_key, r.ord
+    ON CONFLICT (key) DO UPDATE
+    SET job_id = excluded.job_id, expires_at = excluded.expires_at, created_at = now()
+    WHERE k.expires_at <= coalesce($15::timestamptz, now())
+    RETURNING k.job_id
+),
 inserted AS (
-    INSERT INTO jobs (queue, handler, input, key, priority, eligible_at, concurrency_key,
+    INSERT INTO jobs (id, queue, handler, input, key, priority, eligible_at, concurrency_key,
                       rate_limit, rate_key, rate_weight, max_attempts, parent_id)
-    SELECT r.queue, r.handler, coalesce(r.input, '{}'::jsonb), r.key, coalesce(r.priority, 5),
+    OVERRIDING SYSTEM VALUE
+    SELECT r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), r.key, coalesce(r.priority, 5),
            coalesce(r.run_at, now() + coalesce(r.delay_ms, 0) * interval '1 millisecond'),
            r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1),
            coalesce(r.max_attempts, h.max_attempts), r.parent_id
     FROM req r JOIN handlers h ON h.name = r.handler
     WHERE NOT EXISTS (SELECT 1 FROM missing)
+      AND (r.idempotency_key IS NULL OR r.id IN (SELECT c.job_id FROM claimed c))
     ORDER BY r.ord
     ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('runnable', 'executing', 'awaiting')
     DO NOTHING
-    RETURNING id, queue, handler, status, priority, eligible_at, input, state, result, error, step, attempt, max_attempts, key, concurrency_key, rate_limit, rate_key, rate_weight, parent_id, pending_children, awaiting, wake, inbox_seq, consumed_seq, claim_inbox_seq, lease_token, lease_expires_at, lease_owner, attempted_at, gate_shard, cancel_requested, created_at, updated_at, finished_at, late_signals, cancelled_while
+    RETURNING id, queue, handler, status, priority, eligible_at, input, state, result, error, step, attempt, max_attempts, key, concurrency_key, rate_limit, rate_key, rate_weight, parent_id, pending_children, awaiting, wake, inbox_seq, consumed_seq, claim_inbox_seq, lease_token, lease_expires_at, lease_owner, attempted_at, gate_shard, cancel_requested, created_at, updated_at, finished_at, late_signals, cancelled_while, schedule_name, schedule_tick
 ),
 notified AS (
     SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
     FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
 )
-SELECT 'existing'::text AS origin, j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while
+SELECT 'existing'::text AS origin, -1::int AS ord, NULL::text AS idempotency_key, j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick
 FROM jobs j
 WHERE j.key IN (SELECT r.key FROM req r WHERE r.key IS NOT NULL)
   AND j.status IN ('runnable', 'executing', 'awaiting')
 UNION ALL
-SELECT 'inserted', i.id, i.queue, i.handler, i.status, i.priority, i.eligible_at, i.input, i.state, i.result, i.error, i.step, i.attempt, i.max_attempts, i.key, i.concurrency_key, i.rate_limit, i.rate_key, i.rate_weight, i.parent_id, i.pending_children, i.awaiting, i.wake, i.inbox_seq, i.consumed_seq, i.claim_inbox_seq, i.lease_token, i.lease_expires_at, i.lease_owner, i.attempted_at, i.gate_shard, i.cancel_requested, i.created_at, i.updated_at, i.finished_at, i.late_signals, i.cancelled_while
-FROM inserted i, notified
+SELECT 'idempotent', -1, k.key, j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick
+FROM idempotency_keys k
+JOIN jobs j ON j.id = k.job_id
+WHERE k.key IN (SELECT r.idempotency_key FROM req r WHERE r.idempotency_key IS NOT NULL)
+  AND k.expires_at > coalesce($15::timestamptz, now())
+UNION ALL
+SELECT 'inserted', r.ord::int, r.idempotency_key, i.id, i.queue, i.handler, i.status, i.priority, i.eligible_at, i.input, i.state, i.result, i.error, i.step, i.attempt, i.max_attempts, i.key, i.concurrency_key, i.rate_limit, i.rate_key, i.rate_weight, i.parent_id, i.pending_children, i.awaiting, i.wake, i.inbox_seq, i.consumed_seq, i.claim_inbox_seq, i.lease_token, i.lease_expires_at, i.lease_owner, i.attempted_at, i.gate_shard, i.cancel_requested, i.created_at, i.updated_at, i.finished_at, i.late_signals, i.cancelled_while, i.schedule_name, i.schedule_tick
+FROM inserted i
+JOIN req r ON r.id = i.id, notified
 `
 
 type JobInsertManyParams struct {
-	Queues          []string
-	Handlers        []string
-	Inputs          []json.RawMessage
-	Keys            []string
-	Priorities      []int
-	RunAts          []time.Time
-	DelaysMs        []int64
-	ConcurrencyKeys []string
-	RateLimits      []string
-	RateKeys        []string
-	RateWeights     []int
-	MaxAttempts     []int
-	ParentIds       []int64
+	Queues              []string
+	Handlers            []string
+	Inputs              []json.RawMessage
+	Keys                []string
+	Priorities          []int
+	RunAts              []time.Time
+	DelaysMs            []int64
+	ConcurrencyKeys     []string
+	RateLimits          []string
+	RateKeys            []string
+	RateWeights         []int
+	MaxAttempts         []int
+	ParentIds           []int64
+	IdempotencyKeys     []string
+	AsOf                *time.Time
+	IdempotencyWindowMs int64
 }
 
 type JobInsertManyRow struct {
 	Origin          string
+	Ord             int32
+	IdempotencyKey  *string
 	ID              int64
 	Queue           string
 	Handler         string
@@ -300,16 +394,27 @@ type JobInsertManyRow struct {
 	FinishedAt      *time.Time
 	LateSignals     []string
 	CancelledWhile  *string
+	ScheduleName    *string
+	ScheduleTick    *time.Time
 }
 
 // Inserts a batch of jobs (one request item per element of each typed array, in request
 // order; ” / 0 / -1 / year 1 elements stand for an absent value), with
-// live-key dedup, creating unknown queues and notifying each queue's feeders once.
+// live-key dedup and idempotency keys, creating unknown queues and notifying each queue's feeders once.
 // The whole batch is refused when any handler is unknown: `missing` gates the insert,
-// so nothing is written. Returns the inserted rows (origin 'inserted', in id = request
-// order) and the pre-existing live jobs holding a requested key (origin 'existing').
+// so nothing is written. Returns the inserted rows (origin 'inserted', with their
+// request position ord), the pre-existing live jobs holding a requested key (origin
+// 'existing') and the jobs an unexpired requested idempotency key points to (origin
+// 'idempotent', with that key). Ids are drawn in request order in `req` so that an
+// idempotency key can be claimed for its job in the same statement: `claimed` inserts the
+// key (or re-points an expired one, judged at as_of, default now()) and only the items
+// whose key it claimed, or that carry none, are inserted.
 // Index use: handlers_pkey per distinct handler, jobs_live_key per keyed item (arbiter),
-// queues_pkey per distinct queue. Cost: one heap insert + its index entries per job.
+// idempotency_keys_pkey per item with an idempotency key, queues_pkey per distinct
+// queue. Cost: one heap insert + its index entries per job (+ one key row per idempotency key).
+// The first item of each idempotency key claims it: a new key, or one past its window.
+// A concurrent insert of the same key waits here for the other to commit and claims
+// nothing (its item answers the other's job, found by JobGetByIdempotencyKey).
 // The pre-existing rows first: the answer takes the column types of the jobs table.
 func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([]JobInsertManyRow, error) {
 	rows, err := q.db.Query(ctx, JobInsertMany,
@@ -326,6 +431,9 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 		arg.RateWeights,
 		arg.MaxAttempts,
 		arg.ParentIds,
+		arg.IdempotencyKeys,
+		arg.AsOf,
+		arg.IdempotencyWindowMs,
 	)
 	if err != nil {
 		return nil, err
@@ -336,6 +444,8 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 		var i JobInsertManyRow
 		if err := rows.Scan(
 			&i.Origin,
+			&i.Ord,
+			&i.IdempotencyKey,
 			&i.ID,
 			&i.Queue,
 			&i.Handler,
@@ -372,6 +482,8 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 			&i.FinishedAt,
 			&i.LateSignals,
 			&i.CancelledWhile,
+			&i.ScheduleName,
+			&i.ScheduleTick,
 		); err != nil {
 			return nil, err
 		}
@@ -440,7 +552,7 @@ func (q *Queries) JobInsertProblems(ctx context.Context, arg JobInsertProblemsPa
 }
 
 const JobList = `-- name: JobList :many
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick
 FROM jobs j
 WHERE ($1::text IS NULL OR j.queue = $1)
   AND ($2::text IS NULL OR j.status = $2)
@@ -519,6 +631,8 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 			&i.FinishedAt,
 			&i.LateSignals,
 			&i.CancelledWhile,
+			&i.ScheduleName,
+			&i.ScheduleTick,
 		); err != nil {
 			return nil, err
 		}

@@ -51,6 +51,13 @@ type Handler struct {
 	UpdatedAt               time.Time
 }
 
+type IdempotencyKey struct {
+	Key       string
+	JobID     int64
+	ExpiresAt time.Time
+	CreatedAt time.Time
+}
+
 type Job struct {
 	ID              int64
 	Queue           string
@@ -88,6 +95,8 @@ type Job struct {
 	FinishedAt      *time.Time
 	LateSignals     []string
 	CancelledWhile  *string
+	ScheduleName    *string
+	ScheduleTick    *time.Time
 }
 
 type Queue struct {
@@ -113,6 +122,21 @@ type RateLimit struct {
 	Burst     float64
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+type Schedule struct {
+	Name       string
+	Cron       string
+	Timezone   string
+	Handler    string
+	Queue      string
+	Input      json.RawMessage
+	Overlap    string
+	Paused     bool
+	NextRunAt  time.Time
+	LastTickAt *time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 type Signal struct {

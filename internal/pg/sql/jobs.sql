@@ -1,28 +1,36 @@
 -- name: JobInsertMany :many
 -- Inserts a batch of jobs (one request item per element of each typed array, in request
 -- order; '' / 0 / -1 / year 1 elements stand for an absent value), with
--- live-key dedup, creating unknown queues and notifying each queue's feeders once.
+-- live-key dedup and idempotency keys, creating unknown queues and notifying each queue's feeders once.
 -- The whole batch is refused when any handler is unknown: `missing` gates the insert,
--- so nothing is written. Returns the inserted rows (origin 'inserted', in id = request
--- order) and the pre-existing live jobs holding a requested key (origin 'existing').
+-- so nothing is written. Returns the inserted rows (origin 'inserted', with their
+-- request position ord), the pre-existing live jobs holding a requested key (origin
+-- 'existing') and the jobs an unexpired requested idempotency key points to (origin
+-- 'idempotent', with that key). Ids are drawn in request order in `req` so that an
+-- idempotency key can be claimed for its job in the same statement: `claimed` inserts the
+-- key (or re-points an expired one, judged at as_of, default now()) and only the items
+-- whose key it claimed, or that carry none, are inserted.
 -- Index use: handlers_pkey per distinct handler, jobs_live_key per keyed item (arbiter),
--- queues_pkey per distinct queue. Cost: one heap insert + its index entries per job.
+-- idempotency_keys_pkey per item with an idempotency key, queues_pkey per distinct
+-- queue. Cost: one heap insert + its index entries per job (+ one key row per idempotency key).
 WITH req AS (
     SELECT r.ord - 1 AS ord, r.queue, r.handler, r.input, nullif(r.key, '') AS key,
            nullif(r.priority, -1)::smallint AS priority,
            nullif(r.run_at, '0001-01-01 00:00:00+00'::timestamptz) AS run_at, r.delay_ms,
            nullif(r.concurrency_key, '') AS concurrency_key, nullif(r.rate_limit, '') AS rate_limit,
            nullif(r.rate_key, '') AS rate_key, nullif(r.rate_weight, 0) AS rate_weight,
-           nullif(r.max_attempts, 0) AS max_attempts, nullif(r.parent_id, 0) AS parent_id
+           nullif(r.max_attempts, 0) AS max_attempts, nullif(r.parent_id, 0) AS parent_id,
+           nullif(r.idempotency_key, '') AS idempotency_key,
+           nextval(pg_get_serial_sequence('jobs', 'id')) AS id
     FROM ROWS FROM (unnest(sqlc.arg(queues)::text[]), unnest(sqlc.arg(handlers)::text[]),
                     unnest(sqlc.arg(inputs)::jsonb[]), unnest(sqlc.arg(keys)::text[]),
                     unnest(sqlc.arg(priorities)::int[]), unnest(sqlc.arg(run_ats)::timestamptz[]),
                     unnest(sqlc.arg(delays_ms)::bigint[]), unnest(sqlc.arg(concurrency_keys)::text[]),
                     unnest(sqlc.arg(rate_limits)::text[]), unnest(sqlc.arg(rate_keys)::text[]),
                     unnest(sqlc.arg(rate_weights)::int[]), unnest(sqlc.arg(max_attempts)::int[]),
-                    unnest(sqlc.arg(parent_ids)::bigint[])) WITH ORDINALITY
+                    unnest(sqlc.arg(parent_ids)::bigint[]), unnest(sqlc.arg(idempotency_keys)::text[])) WITH ORDINALITY
          AS r(queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, rate_limit,
-              rate_key, rate_weight, max_attempts, parent_id, ord)
+              rate_key, rate_weight, max_attempts, parent_id, idempotency_key, ord)
 ),
 missing AS (
     SELECT 1 FROM req r
@@ -37,15 +45,34 @@ new_queues AS (
     WHERE NOT EXISTS (SELECT 1 FROM missing)
     ON CONFLICT (name) DO NOTHING
 ),
+-- The first item of each idempotency key claims it: a new key, or one past its window.
+-- A concurrent insert of the same key waits here for the other to commit and claims
+-- nothing (its item answers the other's job, found by JobGetByIdempotencyKey).
+claimed AS (
+    INSERT INTO idempotency_keys AS k (key, job_id, expires_at)
+    SELECT DISTINCT ON (r.idempotency_key) r.idempotency_key, r.id,
+           coalesce(sqlc.narg(as_of)::timestamptz, now()) + sqlc.arg(idempotency_window_ms)::bigint * interval '1 millisecond'
+    FROM req r
+    WHERE r.idempotency_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM missing)
+      AND (r.key IS NULL OR NOT EXISTS (SELECT 1 FROM jobs j WHERE j.key = r.key
+                                        AND j.status IN ('runnable', 'executing', 'awaiting')))
+    ORDER BY r.idempotency_key, r.ord
+    ON CONFLICT (key) DO UPDATE
+    SET job_id = excluded.job_id, expires_at = excluded.expires_at, created_at = now()
+    WHERE k.expires_at <= coalesce(sqlc.narg(as_of)::timestamptz, now())
+    RETURNING k.job_id
+),
 inserted AS (
-    INSERT INTO jobs (queue, handler, input, key, priority, eligible_at, concurrency_key,
+    INSERT INTO jobs (id, queue, handler, input, key, priority, eligible_at, concurrency_key,
                       rate_limit, rate_key, rate_weight, max_attempts, parent_id)
-    SELECT r.queue, r.handler, coalesce(r.input, '{}'::jsonb), r.key, coalesce(r.priority, 5),
+    OVERRIDING SYSTEM VALUE
+    SELECT r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), r.key, coalesce(r.priority, 5),
            coalesce(r.run_at, now() + coalesce(r.delay_ms, 0) * interval '1 millisecond'),
            r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1),
            coalesce(r.max_attempts, h.max_attempts), r.parent_id
     FROM req r JOIN handlers h ON h.name = r.handler
     WHERE NOT EXISTS (SELECT 1 FROM missing)
+      AND (r.idempotency_key IS NULL OR r.id IN (SELECT c.job_id FROM claimed c))
     ORDER BY r.ord
     ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('runnable', 'executing', 'awaiting')
     DO NOTHING
@@ -56,13 +83,20 @@ notified AS (
     FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
 )
 -- The pre-existing rows first: the answer takes the column types of the jobs table.
-SELECT 'existing'::text AS origin, j.*
+SELECT 'existing'::text AS origin, -1::int AS ord, NULL::text AS idempotency_key, j.*
 FROM jobs j
 WHERE j.key IN (SELECT r.key FROM req r WHERE r.key IS NOT NULL)
   AND j.status IN ('runnable', 'executing', 'awaiting')
 UNION ALL
-SELECT 'inserted', i.*
-FROM inserted i, notified;
+SELECT 'idempotent', -1, k.key, j.*
+FROM idempotency_keys k
+JOIN jobs j ON j.id = k.job_id
+WHERE k.key IN (SELECT r.idempotency_key FROM req r WHERE r.idempotency_key IS NOT NULL)
+  AND k.expires_at > coalesce(sqlc.narg(as_of)::timestamptz, now())
+UNION ALL
+SELECT 'inserted', r.ord::int, r.idempotency_key, i.*
+FROM inserted i
+JOIN req r ON r.id = i.id, notified;
 
 -- name: JobInsertProblems :many
 -- Why JobInsertMany refused a batch (its error path only): for each item, an unknown
@@ -116,6 +150,14 @@ LIMIT sqlc.arg(max_rows)::int;
 SELECT j.*
 FROM jobs j
 WHERE j.key = sqlc.arg(job_key)::text AND j.status IN ('runnable', 'executing', 'awaiting');
+
+-- name: JobGetByIdempotencyKey :one
+-- The job an unexpired idempotency key points to (idempotency_keys_pkey, jobs_pkey): the
+-- rare path of an insert that lost its key to a concurrent insert of the same key.
+SELECT j.*
+FROM idempotency_keys k
+JOIN jobs j ON j.id = k.job_id
+WHERE k.key = sqlc.arg(idempotency_key)::text AND k.expires_at > coalesce(sqlc.narg(as_of)::timestamptz, now());
 
 -- name: ChildLoadForJoin :many
 -- The children shown to each claimed parent that just joined them: at most per_parent per

@@ -102,6 +102,42 @@ func (e JobStatus) Valid() bool {
 	}
 }
 
+// Defines values for ScheduleOverlap.
+const (
+	ScheduleOverlapAllow ScheduleOverlap = "allow"
+	ScheduleOverlapSkip  ScheduleOverlap = "skip"
+)
+
+// Valid indicates whether the value is a known member of the ScheduleOverlap enum.
+func (e ScheduleOverlap) Valid() bool {
+	switch e {
+	case ScheduleOverlapAllow:
+		return true
+	case ScheduleOverlapSkip:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SchedulePutOverlap.
+const (
+	SchedulePutOverlapAllow SchedulePutOverlap = "allow"
+	SchedulePutOverlapSkip  SchedulePutOverlap = "skip"
+)
+
+// Valid indicates whether the value is a known member of the SchedulePutOverlap enum.
+func (e SchedulePutOverlap) Valid() bool {
+	switch e {
+	case SchedulePutOverlapAllow:
+		return true
+	case SchedulePutOverlapSkip:
+		return true
+	default:
+		return false
+	}
+}
+
 // APIKey defines model for APIKey.
 type APIKey struct {
 	CreatedAt  time.Time  `json:"created_at"`
@@ -349,6 +385,12 @@ type Job struct {
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
 
+	// ScheduleName The schedule that made the job (null when a client did).
+	ScheduleName *string `json:"schedule_name,omitempty"`
+
+	// ScheduleTick The tick of the schedule that made the job.
+	ScheduleTick *time.Time `json:"schedule_tick,omitempty"`
+
 	// State Any JSON value, or null.
 	State  NullableJSON `json:"state"`
 	Status JobStatus    `json:"status"`
@@ -407,9 +449,15 @@ type JobDetail struct {
 	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
 
 	// Result Any JSON value, or null.
-	Result         NullableJSON `json:"result"`
-	SignalsPending int64        `json:"signals_pending"`
-	SignalsTotal   int64        `json:"signals_total"`
+	Result NullableJSON `json:"result"`
+
+	// ScheduleName The schedule that made the job (null when a client did).
+	ScheduleName *string `json:"schedule_name,omitempty"`
+
+	// ScheduleTick The tick of the schedule that made the job.
+	ScheduleTick   *time.Time `json:"schedule_tick,omitempty"`
+	SignalsPending int64      `json:"signals_pending"`
+	SignalsTotal   int64      `json:"signals_total"`
 
 	// State Any JSON value, or null.
 	State  NullableJSON `json:"state"`
@@ -434,6 +482,9 @@ type JobInsert struct {
 
 	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Handler Name `json:"handler"`
+
+	// IdempotencyKey As the Idempotency-Key header (for batch items); the header wins on POST /v1/jobs.
+	IdempotencyKey *string `json:"idempotency_key,omitempty"`
 
 	// Input Any JSON value (null is refused).
 	Input *AnyJSON `json:"input,omitempty"`
@@ -487,6 +538,12 @@ type JobInserted struct {
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
+
+	// ScheduleName The schedule that made the job (null when a client did).
+	ScheduleName *string `json:"schedule_name,omitempty"`
+
+	// ScheduleTick The tick of the schedule that made the job.
+	ScheduleTick *time.Time `json:"schedule_tick,omitempty"`
 
 	// State Any JSON value, or null.
 	State  NullableJSON `json:"state"`
@@ -632,6 +689,62 @@ type RateLimitRef struct {
 // RateWeight Tokens the job takes from its bucket.
 type RateWeight = int
 
+// Schedule defines model for Schedule.
+type Schedule struct {
+	CreatedAt time.Time `json:"created_at"`
+	Cron      string    `json:"cron"`
+	Handler   string    `json:"handler"`
+
+	// Input Any JSON value, or null.
+	Input      NullableJSON `json:"input"`
+	LastJobId  *int64       `json:"last_job_id"`
+	LastTickAt *time.Time   `json:"last_tick_at"`
+	Name       string       `json:"name"`
+
+	// NextRunAt The next tick.
+	NextRunAt time.Time       `json:"next_run_at"`
+	Overlap   ScheduleOverlap `json:"overlap"`
+	Paused    bool            `json:"paused"`
+	Queue     string          `json:"queue"`
+	Timezone  string          `json:"timezone"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+// ScheduleOverlap defines model for Schedule.Overlap.
+type ScheduleOverlap string
+
+// ScheduleList defines model for ScheduleList.
+type ScheduleList struct {
+	Schedules []Schedule `json:"schedules"`
+}
+
+// SchedulePut defines model for SchedulePut.
+type SchedulePut struct {
+	// Cron 5 fields, 6 with seconds first, a descriptor (@hourly) or "@every 30s".
+	//
+	// Example: */5 * * * *
+	Cron string `json:"cron"`
+
+	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Handler Name `json:"handler"`
+
+	// Input Any JSON value (null is refused).
+	Input *AnyJSON `json:"input,omitempty"`
+
+	// Overlap skip makes no job for a tick while the schedule's previous job is live.
+	Overlap *SchedulePutOverlap `json:"overlap,omitempty"`
+	Paused  *bool               `json:"paused,omitempty"`
+
+	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Queue *Name `json:"queue,omitempty"`
+
+	// Timezone An IANA timezone such as Europe/Paris.
+	Timezone *string `json:"timezone,omitempty"`
+}
+
+// SchedulePutOverlap skip makes no job for a tick while the schedule's previous job is live.
+type SchedulePutOverlap string
+
 // SecretRotation defines model for SecretRotation.
 type SecretRotation struct {
 	// Overlap A Go duration such as "500ms", "30s", "1h30m".
@@ -776,6 +889,9 @@ type Throughput struct {
 	} `json:"points"`
 }
 
+// IdempotencyKey defines model for IdempotencyKey.
+type IdempotencyKey = string
+
 // JobID defines model for JobID.
 type JobID = int64
 
@@ -810,6 +926,13 @@ type ListJobsParams struct {
 	// Cursor The next_cursor of the previous page.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// InsertJobParams defines parameters for InsertJob.
+type InsertJobParams struct {
+	// IdempotencyKey A repeat within the server's idempotency window (GENDURABLE_IDEMPOTENCY_WINDOW,
+	// default 24h) answers the job the key first made, also after it finished.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // ListJobChildrenParams defines parameters for ListJobChildren.
@@ -865,6 +988,9 @@ type PutQueueJSONRequestBody = QueuePut
 
 // PutRateLimitJSONRequestBody defines body for PutRateLimit for application/json ContentType.
 type PutRateLimitJSONRequestBody = RateLimitPut
+
+// PutScheduleJSONRequestBody defines body for PutSchedule for application/json ContentType.
+type PutScheduleJSONRequestBody = SchedulePut
 
 // SendSignalByKeyJSONRequestBody defines body for SendSignalByKey for application/json ContentType.
 type SendSignalByKeyJSONRequestBody = SignalSendByKey
@@ -1075,22 +1201,26 @@ type ClientInterface interface {
 	// InsertJobWithBody Insert one job.
 	//
 	// 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
-	// already holds, 200 with that job and `deduplicated: true`.
+	// already holds, 200 with that job and `deduplicated: true`. With an
+	// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
+	// with the job that key made and `deduplicated: true`, whatever its status.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/jobs (the `InsertJob` operationId).
-	InsertJobWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	InsertJobWithBody(ctx context.Context, params *InsertJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// InsertJob Insert one job.
 	//
 	// 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
-	// already holds, 200 with that job and `deduplicated: true`.
+	// already holds, 200 with that job and `deduplicated: true`. With an
+	// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
+	// with the job that key made and `deduplicated: true`, whatever its status.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/jobs (the `InsertJob` operationId).
-	InsertJob(ctx context.Context, body InsertJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	InsertJob(ctx context.Context, params *InsertJobParams, body InsertJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// InsertJobsWithBody Insert up to 10 000 jobs in one statement.
 	//
@@ -1262,6 +1392,43 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/rate-limits/{name} (the `PutRateLimit` operationId).
 	PutRateLimit(ctx context.Context, name Name, body PutRateLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSchedules List every schedule.
+	//
+	// Corresponds with GET /v1/schedules (the `ListSchedules` operationId).
+	ListSchedules(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteSchedule Remove a schedule (its jobs stay).
+	//
+	// Corresponds with DELETE /v1/schedules/{name} (the `DeleteSchedule` operationId).
+	DeleteSchedule(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSchedule One schedule.
+	//
+	// Corresponds with GET /v1/schedules/{name} (the `GetSchedule` operationId).
+	GetSchedule(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutScheduleWithBody Create or change a schedule.
+	//
+	// One job per tick across every server process; the job names its schedule and
+	// tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
+	// missed tick runs.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
+	PutScheduleWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutSchedule Create or change a schedule.
+	//
+	// One job per tick across every server process; the job names its schedule and
+	// tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
+	// missed tick runs.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
+	PutSchedule(ctx context.Context, name Name, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SendSignalByKeyWithBody Deliver a signal to the live job holding a key.
 	//
@@ -1600,13 +1767,15 @@ func (c *APIClient) ListJobs(ctx context.Context, params *ListJobsParams, reqEdi
 // InsertJobWithBody Insert one job.
 //
 // 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
-// already holds, 200 with that job and `deduplicated: true`.
+// already holds, 200 with that job and `deduplicated: true`. With an
+// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
+// with the job that key made and `deduplicated: true`, whatever its status.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/jobs (the `InsertJob` operationId).
-func (c *APIClient) InsertJobWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewInsertJobRequestWithBody(c.Server, contentType, body)
+func (c *APIClient) InsertJobWithBody(ctx context.Context, params *InsertJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewInsertJobRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1620,13 +1789,15 @@ func (c *APIClient) InsertJobWithBody(ctx context.Context, contentType string, b
 // InsertJob Insert one job.
 //
 // 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
-// already holds, 200 with that job and `deduplicated: true`.
+// already holds, 200 with that job and `deduplicated: true`. With an
+// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
+// with the job that key made and `deduplicated: true`, whatever its status.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/jobs (the `InsertJob` operationId).
-func (c *APIClient) InsertJob(ctx context.Context, body InsertJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewInsertJobRequest(c.Server, body)
+func (c *APIClient) InsertJob(ctx context.Context, params *InsertJobParams, body InsertJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewInsertJobRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2038,6 +2209,93 @@ func (c *APIClient) PutRateLimitWithBody(ctx context.Context, name Name, content
 // Corresponds with PUT /v1/rate-limits/{name} (the `PutRateLimit` operationId).
 func (c *APIClient) PutRateLimit(ctx context.Context, name Name, body PutRateLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutRateLimitRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSchedules List every schedule.
+//
+// Corresponds with GET /v1/schedules (the `ListSchedules` operationId).
+func (c *APIClient) ListSchedules(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSchedulesRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteSchedule Remove a schedule (its jobs stay).
+//
+// Corresponds with DELETE /v1/schedules/{name} (the `DeleteSchedule` operationId).
+func (c *APIClient) DeleteSchedule(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteScheduleRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSchedule One schedule.
+//
+// Corresponds with GET /v1/schedules/{name} (the `GetSchedule` operationId).
+func (c *APIClient) GetSchedule(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetScheduleRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutScheduleWithBody Create or change a schedule.
+//
+// One job per tick across every server process; the job names its schedule and
+// tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
+// missed tick runs.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
+func (c *APIClient) PutScheduleWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutScheduleRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutSchedule Create or change a schedule.
+//
+// One job per tick across every server process; the job names its schedule and
+// tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
+// missed tick runs.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
+func (c *APIClient) PutSchedule(ctx context.Context, name Name, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutScheduleRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2683,18 +2941,18 @@ func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, e
 }
 
 // NewInsertJobRequest calls the generic InsertJob builder with application/json body
-func NewInsertJobRequest(server string, body InsertJobJSONRequestBody) (*http.Request, error) {
+func NewInsertJobRequest(server string, params *InsertJobParams, body InsertJobJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewInsertJobRequestWithBody(server, "application/json", bodyReader)
+	return NewInsertJobRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewInsertJobRequestWithBody constructs an http.Request for the InsertJob method, with any body, and a specified content type
-func NewInsertJobRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewInsertJobRequestWithBody(server string, params *InsertJobParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -2718,6 +2976,21 @@ func NewInsertJobRequestWithBody(server string, contentType string, body io.Read
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -3511,6 +3784,148 @@ func NewPutRateLimitRequestWithBody(server string, name Name, contentType string
 	return req, nil
 }
 
+// NewListSchedulesRequest constructs an http.Request for the ListSchedules method
+func NewListSchedulesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteScheduleRequest constructs an http.Request for the DeleteSchedule method
+func NewDeleteScheduleRequest(server string, name Name) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetScheduleRequest constructs an http.Request for the GetSchedule method
+func NewGetScheduleRequest(server string, name Name) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutScheduleRequest calls the generic PutSchedule builder with application/json body
+func NewPutScheduleRequest(server string, name Name, body PutScheduleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutScheduleRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewPutScheduleRequestWithBody constructs an http.Request for the PutSchedule method, with any body, and a specified content type
+func NewPutScheduleRequestWithBody(server string, name Name, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewSendSignalByKeyRequest calls the generic SendSignalByKey builder with application/json body
 func NewSendSignalByKeyRequest(server string, body SendSignalByKeyJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3749,22 +4164,26 @@ type ClientWithResponsesInterface interface {
 	// InsertJobWithBodyWithResponse Insert one job.
 	//
 	// 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
-	// already holds, 200 with that job and `deduplicated: true`.
+	// already holds, 200 with that job and `deduplicated: true`. With an
+	// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
+	// with the job that key made and `deduplicated: true`, whatever its status.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs (the `InsertJob` operationId).
-	InsertJobWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InsertJobResponse, error)
+	InsertJobWithBodyWithResponse(ctx context.Context, params *InsertJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InsertJobResponse, error)
 
 	// InsertJobWithResponse Insert one job.
 	//
 	// 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
-	// already holds, 200 with that job and `deduplicated: true`.
+	// already holds, 200 with that job and `deduplicated: true`. With an
+	// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
+	// with the job that key made and `deduplicated: true`, whatever its status.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs (the `InsertJob` operationId).
-	InsertJobWithResponse(ctx context.Context, body InsertJobJSONRequestBody, reqEditors ...RequestEditorFn) (*InsertJobResponse, error)
+	InsertJobWithResponse(ctx context.Context, params *InsertJobParams, body InsertJobJSONRequestBody, reqEditors ...RequestEditorFn) (*InsertJobResponse, error)
 
 	// InsertJobsWithBodyWithResponse Insert up to 10 000 jobs in one statement.
 	//
@@ -3960,6 +4379,49 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/rate-limits/{name} (the `PutRateLimit` operationId).
 	PutRateLimitWithResponse(ctx context.Context, name Name, body PutRateLimitJSONRequestBody, reqEditors ...RequestEditorFn) (*PutRateLimitResponse, error)
+
+	// ListSchedulesWithResponse List every schedule.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/schedules (the `ListSchedules` operationId).
+	ListSchedulesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSchedulesResponse, error)
+
+	// DeleteScheduleWithResponse Remove a schedule (its jobs stay).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/schedules/{name} (the `DeleteSchedule` operationId).
+	DeleteScheduleWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*DeleteScheduleResponse, error)
+
+	// GetScheduleWithResponse One schedule.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/schedules/{name} (the `GetSchedule` operationId).
+	GetScheduleWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*GetScheduleResponse, error)
+
+	// PutScheduleWithBodyWithResponse Create or change a schedule.
+	//
+	// One job per tick across every server process; the job names its schedule and
+	// tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
+	// missed tick runs.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
+	PutScheduleWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutScheduleResponse, error)
+
+	// PutScheduleWithResponse Create or change a schedule.
+	//
+	// One job per tick across every server process; the job names its schedule and
+	// tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
+	// missed tick runs.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
+	PutScheduleWithResponse(ctx context.Context, name Name, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*PutScheduleResponse, error)
 
 	// SendSignalByKeyWithBodyWithResponse Deliver a signal to the live job holding a key.
 	//
@@ -5326,6 +5788,162 @@ func (r PutRateLimitResponse) ContentType() string {
 	return ""
 }
 
+type ListSchedulesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ScheduleList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSchedulesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSchedulesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSchedulesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Schedule
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r GetScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Schedule
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r PutScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type SendSignalByKeyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5641,13 +6259,15 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 // InsertJobWithBodyWithResponse Insert one job.
 //
 // 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
-// already holds, 200 with that job and `deduplicated: true`.
+// already holds, 200 with that job and `deduplicated: true`. With an
+// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
+// with the job that key made and `deduplicated: true`, whatever its status.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs (the `InsertJob` operationId).
-func (c *ClientWithResponses) InsertJobWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InsertJobResponse, error) {
-	rsp, err := c.InsertJobWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) InsertJobWithBodyWithResponse(ctx context.Context, params *InsertJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InsertJobResponse, error) {
+	rsp, err := c.InsertJobWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -5657,13 +6277,15 @@ func (c *ClientWithResponses) InsertJobWithBodyWithResponse(ctx context.Context,
 // InsertJobWithResponse Insert one job.
 //
 // 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
-// already holds, 200 with that job and `deduplicated: true`.
+// already holds, 200 with that job and `deduplicated: true`. With an
+// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
+// with the job that key made and `deduplicated: true`, whatever its status.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs (the `InsertJob` operationId).
-func (c *ClientWithResponses) InsertJobWithResponse(ctx context.Context, body InsertJobJSONRequestBody, reqEditors ...RequestEditorFn) (*InsertJobResponse, error) {
-	rsp, err := c.InsertJob(ctx, body, reqEditors...)
+func (c *ClientWithResponses) InsertJobWithResponse(ctx context.Context, params *InsertJobParams, body InsertJobJSONRequestBody, reqEditors ...RequestEditorFn) (*InsertJobResponse, error) {
+	rsp, err := c.InsertJob(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6007,6 +6629,79 @@ func (c *ClientWithResponses) PutRateLimitWithResponse(ctx context.Context, name
 		return nil, err
 	}
 	return ParsePutRateLimitResponse(rsp)
+}
+
+// ListSchedulesWithResponse List every schedule.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/schedules (the `ListSchedules` operationId).
+func (c *ClientWithResponses) ListSchedulesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSchedulesResponse, error) {
+	rsp, err := c.ListSchedules(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSchedulesResponse(rsp)
+}
+
+// DeleteScheduleWithResponse Remove a schedule (its jobs stay).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/schedules/{name} (the `DeleteSchedule` operationId).
+func (c *ClientWithResponses) DeleteScheduleWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*DeleteScheduleResponse, error) {
+	rsp, err := c.DeleteSchedule(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteScheduleResponse(rsp)
+}
+
+// GetScheduleWithResponse One schedule.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/schedules/{name} (the `GetSchedule` operationId).
+func (c *ClientWithResponses) GetScheduleWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*GetScheduleResponse, error) {
+	rsp, err := c.GetSchedule(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetScheduleResponse(rsp)
+}
+
+// PutScheduleWithBodyWithResponse Create or change a schedule.
+//
+// One job per tick across every server process; the job names its schedule and
+// tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
+// missed tick runs.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
+func (c *ClientWithResponses) PutScheduleWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutScheduleResponse, error) {
+	rsp, err := c.PutScheduleWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutScheduleResponse(rsp)
+}
+
+// PutScheduleWithResponse Create or change a schedule.
+//
+// One job per tick across every server process; the job names its schedule and
+// tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
+// missed tick runs.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
+func (c *ClientWithResponses) PutScheduleWithResponse(ctx context.Context, name Name, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*PutScheduleResponse, error) {
+	rsp, err := c.PutSchedule(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutScheduleResponse(rsp)
 }
 
 // SendSignalByKeyWithBodyWithResponse Deliver a signal to the live job holding a key.
@@ -7915,6 +8610,225 @@ func ParsePutRateLimitResponse(rsp *http.Response) (*PutRateLimitResponse, error
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest RateLimit
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListSchedulesResponse parses an HTTP response from a ListSchedulesWithResponse call
+func ParseListSchedulesResponse(rsp *http.Response) (*ListSchedulesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSchedulesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ScheduleList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteScheduleResponse parses an HTTP response from a DeleteScheduleWithResponse call
+func ParseDeleteScheduleResponse(rsp *http.Response) (*DeleteScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetScheduleResponse parses an HTTP response from a GetScheduleWithResponse call
+func ParseGetScheduleResponse(rsp *http.Response) (*GetScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Schedule
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutScheduleResponse parses an HTTP response from a PutScheduleWithResponse call
+func ParsePutScheduleResponse(rsp *http.Response) (*PutScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Schedule
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -157,7 +157,7 @@ func answer[T any](err error, resp *http.Response, body []byte, decoded ...*T) (
 // Insert inserts one job. With a key a live job already holds it answers that job, with
 // Deduplicated set.
 func (c *Client) Insert(ctx context.Context, job JobInsert) (*JobInserted, error) {
-	r, err := c.InsertJobWithResponse(ctx, job)
+	r, err := c.InsertJobWithResponse(ctx, nil, job)
 	if err != nil {
 		return nil, err
 	}

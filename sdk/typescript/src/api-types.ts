@@ -51,7 +51,9 @@ export interface paths {
         /**
          * Insert one job.
          * @description 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
-         *     already holds, 200 with that job and `deduplicated: true`.
+         *     already holds, 200 with that job and `deduplicated: true`. With an
+         *     `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
+         *     with the job that key made and `deduplicated: true`, whatever its status.
          */
         post: operations["insertJob"];
         delete?: never;
@@ -299,6 +301,49 @@ export interface paths {
         post?: never;
         /** Remove a handler. */
         delete: operations["deleteHandler"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/schedules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List every schedule. */
+        get: operations["listSchedules"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/schedules/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        /** One schedule. */
+        get: operations["getSchedule"];
+        /**
+         * Create or change a schedule.
+         * @description One job per tick across every server process; the job names its schedule and
+         *     tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
+         *     missed tick runs.
+         */
+        put: operations["putSchedule"];
+        post?: never;
+        /** Remove a schedule (its jobs stay). */
+        delete: operations["deleteSchedule"];
         options?: never;
         head?: never;
         patch?: never;
@@ -581,6 +626,8 @@ export interface components {
             concurrency_key?: string;
             rate_limit?: components["schemas"]["RateLimitRef"];
             max_attempts?: number;
+            /** @description As the Idempotency-Key header (for batch items); the header wins on POST /v1/jobs. */
+            idempotency_key?: string;
         };
         JobBatch: {
             jobs: components["schemas"]["JobInsert"][];
@@ -628,6 +675,63 @@ export interface components {
             updated_at: string;
             /** Format: date-time */
             finished_at: string | null;
+            /** @description The schedule that made the job (null when a client did). */
+            schedule_name?: string | null;
+            /**
+             * Format: date-time
+             * @description The tick of the schedule that made the job.
+             */
+            schedule_tick?: string | null;
+        };
+        SchedulePut: {
+            /**
+             * @description 5 fields, 6 with seconds first, a descriptor (@hourly) or "@every 30s".
+             * @example *\/5 * * * *
+             */
+            cron: string;
+            /**
+             * @description An IANA timezone such as Europe/Paris.
+             * @default UTC
+             */
+            timezone: string;
+            handler: components["schemas"]["Name"];
+            queue?: components["schemas"]["Name"];
+            input?: components["schemas"]["AnyJSON"];
+            /**
+             * @description skip makes no job for a tick while the schedule's previous job is live.
+             * @default allow
+             * @enum {string}
+             */
+            overlap: "skip" | "allow";
+            /** @default false */
+            paused: boolean;
+        };
+        Schedule: {
+            name: string;
+            cron: string;
+            timezone: string;
+            handler: string;
+            queue: string;
+            input: components["schemas"]["NullableJSON"];
+            /** @enum {string} */
+            overlap: "skip" | "allow";
+            paused: boolean;
+            /**
+             * Format: date-time
+             * @description The next tick.
+             */
+            next_run_at: string;
+            /** Format: date-time */
+            last_tick_at: string | null;
+            /** Format: int64 */
+            last_job_id: number | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        ScheduleList: {
+            schedules: components["schemas"]["Schedule"][];
         };
         JobInserted: components["schemas"]["Job"] & {
             deduplicated: boolean;
@@ -1091,6 +1195,11 @@ export interface components {
         };
     };
     parameters: {
+        /**
+         * @description A repeat within the server's idempotency window (GENDURABLE_IDEMPOTENCY_WINDOW,
+         *     default 24h) answers the job the key first made, also after it finished.
+         */
+        IdempotencyKey: string;
         JobID: number;
         Name: components["schemas"]["Name"];
     };
@@ -1183,7 +1292,13 @@ export interface operations {
     insertJob: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description A repeat within the server's idempotency window (GENDURABLE_IDEMPOTENCY_WINDOW,
+                 *     default 24h) answers the job the key first made, also after it finished.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1193,7 +1308,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description A live job already holds the key. */
+            /** @description A live job already holds the key, or the Idempotency-Key made this job. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -1627,6 +1742,111 @@ export interface operations {
         };
     };
     deleteHandler: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    listSchedules: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every schedule, by name. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    getSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The schedule. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    putSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SchedulePut"];
+            };
+        };
+        responses: {
+            /** @description The schedule. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    deleteSchedule: {
         parameters: {
             query?: never;
             header?: never;

@@ -1,0 +1,405 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/robfig/cron/v3"
+)
+
+// Overlap policies of a schedule.
+const (
+	OverlapAllow = "allow" // every tick makes a job
+	OverlapSkip  = "skip"  // a tick makes nothing while the schedule's previous job is live
+)
+
+// cronParser reads 5-field cron, 6-field cron with seconds first, descriptors (@daily)
+// and @every <duration>.
+var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// ScheduleSpec is a parsed cron expression in its timezone: it says when ticks fall.
+type ScheduleSpec struct {
+	sched cron.Schedule
+	loc   *time.Location
+}
+
+// ParseScheduleSpec parses a cron expression ("*/5 * * * *", "0 */5 * * * *" with
+// seconds, "@hourly", "@every 30s") for the IANA timezone tz ("" is UTC).
+func ParseScheduleSpec(expr, tz string) (ScheduleSpec, error) {
+	if tz == "" {
+		tz = "UTC"
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return ScheduleSpec{}, fmt.Errorf("unknown timezone %q (an IANA name such as Europe/Paris)", tz)
+	}
+	if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
+		return ScheduleSpec{}, errors.New("give the timezone in the timezone field, not in the expression")
+	}
+	s, err := cronParser.Parse(expr)
+	if err != nil {
+		return ScheduleSpec{}, err
+	}
+	return ScheduleSpec{sched: s, loc: loc}, nil
+}
+
+// Next returns the first tick strictly after t. A cron expression follows the wall
+// clock of the timezone: each local time it names fires once, so in the repeated hour of
+// a fall-back a time already fired is not fired again, and a local time that a
+// spring-forward skips fires at the same distance past the gap (02:30 → 03:30 CEST).
+// @every counts elapsed time.
+func (s ScheduleSpec) Next(t time.Time) time.Time {
+	if _, every := s.sched.(cron.ConstantDelaySchedule); every {
+		return s.sched.Next(t)
+	}
+	wall := asWall(t.In(s.loc))
+	for range 1000 { // each round moves the wall clock forward; a mapping goes back at most twice
+		wall = s.sched.Next(wall)
+		if wall.IsZero() {
+			return time.Time{}
+		}
+		if m := fromWall(wall, s.loc); m.After(t) {
+			return m
+		}
+	}
+	return time.Time{}
+}
+
+// asWall re-expresses t's local wall-clock reading in UTC (a clock without DST).
+func asWall(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+}
+
+// fromWall is the instant at which loc's clock reads wall: the first one when it reads
+// it twice (fall-back), and past the gap by the gap's length when it never does
+// (spring-forward: the offset in force before the gap). time.Date leaves both cases
+// unspecified, so the two offsets around wall are tried here.
+func fromWall(wall time.Time, loc *time.Location) time.Time {
+	_, before := wall.Add(-12 * time.Hour).In(loc).Zone()
+	_, after := wall.Add(12 * time.Hour).In(loc).Zone()
+	var first time.Time
+	for _, off := range []int{before, after} {
+		c := wall.Add(-time.Duration(off) * time.Second)
+		if asWall(c.In(loc)).Equal(wall) && (first.IsZero() || c.Before(first)) {
+			first = c
+		}
+	}
+	if first.IsZero() {
+		first = wall.Add(-time.Duration(before) * time.Second)
+	}
+	return first.In(loc)
+}
+
+// Latest returns the most recent tick at or before now, starting from due (a tick at or
+// before now): the one tick that runs after downtime, the missed ones are not replayed.
+// Its cost follows the ticks near now, not the length of the downtime.
+func (s ScheduleSpec) Latest(due, now time.Time) time.Time {
+	if every, ok := s.sched.(cron.ConstantDelaySchedule); ok {
+		n := now.Sub(due) / every.Delay
+		return due.Add(n * every.Delay)
+	}
+	from := due
+	// The smallest window ending at now that holds a tick, doubling: then walk inside it.
+	for w := time.Second; now.Sub(due) > w; w *= 2 {
+		if t := s.Next(now.Add(-w)); !t.IsZero() && !t.After(now) {
+			from = t
+			break
+		}
+	}
+	latest := from
+	for t := s.Next(from); !t.IsZero() && !t.After(now); t = s.Next(t) {
+		latest = t
+	}
+	return latest
+}
+
+// Schedule makes a job from a handler on a cron schedule.
+type Schedule struct {
+	Name     string
+	Cron     string
+	Timezone string
+	Handler  string
+	Queue    string
+	Input    json.RawMessage
+	Overlap  string
+	Paused   bool
+	// NextRunAt is the next tick the schedule fires.
+	NextRunAt time.Time
+	// LastTickAt is the last tick fired (nil: none yet); LastJobID the latest job (0: none).
+	LastTickAt           *time.Time
+	LastJobID            int64
+	CreatedAt, UpdatedAt time.Time
+}
+
+func scheduleOf(s pg.Schedule) Schedule {
+	return Schedule{Name: s.Name, Cron: s.Cron, Timezone: s.Timezone, Handler: s.Handler, Queue: s.Queue,
+		Input: s.Input, Overlap: s.Overlap, Paused: s.Paused, NextRunAt: s.NextRunAt, LastTickAt: s.LastTickAt,
+		LastJobID: s.LastJobID, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+}
+
+// ScheduleSettings is what a client sets on a schedule (PUT /v1/schedules/{name}).
+type ScheduleSettings struct {
+	Cron     string
+	Timezone string // default UTC
+	Handler  string
+	Queue    string // default "default"
+	Input    json.RawMessage
+	Overlap  string // default "allow"
+	Paused   bool
+}
+
+// SetSchedule validates and writes a schedule (one statement, which wakes every
+// scheduler); a *ValidationError names each bad field (the handler must be registered)
+// and nothing is written. now is the time its next tick is computed from.
+func (e *Engine) SetSchedule(ctx context.Context, name string, s ScheduleSettings, now time.Time) (Schedule, error) {
+	v := &validator{}
+	v.name("name", name)
+	if s.Timezone == "" {
+		s.Timezone = "UTC"
+	}
+	if s.Queue == "" {
+		s.Queue = DefaultQueue
+	}
+	if s.Overlap == "" {
+		s.Overlap = OverlapAllow
+	}
+	if len(s.Input) == 0 {
+		s.Input = json.RawMessage(`{}`)
+	}
+	var spec ScheduleSpec
+	if _, err := time.LoadLocation(s.Timezone); err != nil || strings.TrimSpace(s.Timezone) != s.Timezone {
+		v.add("timezone", "unknown timezone %q (an IANA name such as Europe/Paris)", s.Timezone)
+	} else if got, err := ParseScheduleSpec(s.Cron, s.Timezone); err != nil {
+		v.add("cron", "%s", err.Error())
+	} else {
+		spec = got
+	}
+	v.name("handler", s.Handler)
+	v.name("queue", s.Queue)
+	if s.Overlap != OverlapAllow && s.Overlap != OverlapSkip {
+		v.add("overlap", `must be "skip" or "allow"`)
+	}
+	v.jsonValue("input", s.Input)
+	if err := v.err(); err != nil {
+		return Schedule{}, err
+	}
+	next := spec.Next(now)
+	if next.IsZero() {
+		return Schedule{}, &ValidationError{Errors: []FieldError{{Field: "cron", Message: "never fires"}}}
+	}
+	if _, err := e.db.HandlerGet(ctx, s.Handler); errors.Is(err, ErrNotFound) {
+		return Schedule{}, &ValidationError{Errors: []FieldError{{Field: "handler",
+			Message: fmt.Sprintf("no handler named %q is registered (PUT /v1/handlers/%s first)", s.Handler, s.Handler)}}}
+	} else if err != nil {
+		return Schedule{}, err
+	}
+	row, err := e.db.ScheduleUpsert(ctx, pg.ScheduleUpsert{Name: name, Cron: s.Cron, Timezone: s.Timezone,
+		Handler: s.Handler, Queue: s.Queue, Input: s.Input, Overlap: s.Overlap, Paused: s.Paused, NextRunAt: next})
+	if err != nil {
+		return Schedule{}, err
+	}
+	return scheduleOf(row), nil
+}
+
+// GetSchedule returns one schedule; ErrNotFound when none has the name.
+func (e *Engine) GetSchedule(ctx context.Context, name string) (Schedule, error) {
+	s, err := e.db.ScheduleGet(ctx, name)
+	return scheduleOf(s), err
+}
+
+// ListSchedules returns every schedule by name.
+func (e *Engine) ListSchedules(ctx context.Context) ([]Schedule, error) {
+	rows, err := e.db.ScheduleList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Schedule, len(rows))
+	for i, s := range rows {
+		out[i] = scheduleOf(s)
+	}
+	return out, nil
+}
+
+// DeleteSchedule removes a schedule (its jobs stay); ErrNotFound when none has the name.
+func (e *Engine) DeleteSchedule(ctx context.Context, name string) error {
+	return e.db.ScheduleDelete(ctx, name)
+}
+
+// SchedulerConfig tunes the Scheduler.
+type SchedulerConfig struct {
+	// Batch is the most schedules one pass reads (default 100); a pass whose batch is all
+	// due runs again at once.
+	Batch int
+	// MaxSleep bounds the sleep between passes when nothing is due (default 1m): a net
+	// under lost notifications and clock jumps. Changes wake the scheduler at once.
+	MaxSleep time.Duration
+	// Now is the scheduler's clock (default time.Now). Tests pin it and call RunDue.
+	Now func() time.Time
+}
+
+// SchedulerStats counts what one pass did.
+type SchedulerStats struct {
+	Fired   int // jobs made
+	Skipped int // ticks fired without a job: overlap "skip" with the previous run live
+	Lost    int // due ticks another process fired first
+	// Next is the earliest tick still to come (zero: no running schedule).
+	Next time.Time
+}
+
+// Scheduler fires the due ticks of every schedule: one statement per pass to read the
+// earliest due ticks, one per due tick to fire it (a compare-and-set that makes the job:
+// of any number of processes, one wins each tick). Between passes it sleeps until the
+// next due tick, or until a schedule changes (NOTIFY), so an idle scheduler costs one
+// statement per MaxSleep and nothing per step.
+type Scheduler struct {
+	engine *Engine
+	cfg    SchedulerConfig
+	log    *slog.Logger
+	wake   chan struct{}
+	// OnPass, when set, is called after each pass of the running service (tests wait on it).
+	OnPass func(SchedulerStats, error)
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+// NewScheduler returns a stopped scheduler.
+func (e *Engine) NewScheduler(cfg SchedulerConfig) *Scheduler {
+	if cfg.Batch == 0 {
+		cfg.Batch = 100
+	}
+	if cfg.MaxSleep == 0 {
+		cfg.MaxSleep = time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Scheduler{engine: e, cfg: cfg, log: e.log.With("service", "scheduler"), wake: make(chan struct{}, 1)}
+}
+
+// RunDue fires every tick due at the scheduler's clock, batch by batch. For each due
+// schedule only the most recent tick at or before now runs (the ticks missed during a
+// downtime are not replayed), and its next tick is the first after now.
+func (s *Scheduler) RunDue(ctx context.Context) (SchedulerStats, error) {
+	var st SchedulerStats
+	for {
+		now := s.cfg.Now()
+		due, err := s.engine.db.ScheduleListDue(ctx, s.cfg.Batch)
+		if err != nil {
+			return st, err
+		}
+		st.Next = time.Time{}
+		fired := 0
+		for _, d := range due {
+			if d.NextRunAt.After(now) {
+				st.Next = earliest(st.Next, d.NextRunAt)
+				break
+			}
+			fired++
+			next, err := s.fire(ctx, d, now, &st)
+			if err != nil {
+				return st, err
+			}
+			st.Next = earliest(st.Next, next)
+		}
+		if fired < s.cfg.Batch {
+			return st, nil
+		}
+	}
+}
+
+// fire fires one due schedule and returns its next tick (zero when it has none).
+func (s *Scheduler) fire(ctx context.Context, d pg.ScheduleDue, now time.Time, st *SchedulerStats) (time.Time, error) {
+	spec, err := ParseScheduleSpec(d.Cron, d.Timezone)
+	if err != nil { // validated on the way in; an expression an older build accepted
+		s.log.Error("schedule cannot be parsed; not fired", "schedule", d.Name, "err", err)
+		return time.Time{}, nil
+	}
+	tick := spec.Latest(d.NextRunAt, now)
+	next := spec.Next(now)
+	if next.IsZero() {
+		next = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	r, err := s.engine.db.ScheduleFire(ctx, pg.ScheduleFire{Name: d.Name, DueAt: d.NextRunAt, Tick: tick, NextRunAt: next})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		st.Lost++
+		return next, nil
+	case err != nil:
+		return time.Time{}, err
+	case r.JobID != 0:
+		st.Fired++
+	case r.Skipped:
+		st.Skipped++
+	case !r.HandlerKnown:
+		s.log.Warn("schedule names a handler that is not registered; tick fired without a job", "schedule", d.Name, "tick", tick)
+	}
+	return next, nil
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// Start runs passes until Stop: at start, at each next due tick, on each schedule
+// change (LISTEN gendurable_schedules), and at least every MaxSleep.
+func (s *Scheduler) Start(ctx context.Context) {
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done.Add(2)
+	go func() {
+		defer s.done.Done()
+		s.engine.db.Listen(ctx, pg.SchedulesChannel, func(string) { s.Wake() }, func(err error) {
+			s.log.Warn("schedule notifications lost; reconnecting", "err", err)
+		})
+	}()
+	go func() {
+		defer s.done.Done()
+		for ctx.Err() == nil {
+			st, err := s.RunDue(ctx)
+			if err != nil && ctx.Err() == nil {
+				s.log.Error("scheduler pass failed", "err", err)
+			}
+			if s.OnPass != nil {
+				s.OnPass(st, err)
+			}
+			sleep := s.cfg.MaxSleep
+			if err != nil {
+				sleep = time.Second
+			} else if !st.Next.IsZero() {
+				sleep = min(sleep, max(st.Next.Sub(s.cfg.Now()), time.Millisecond))
+			}
+			t := time.NewTimer(sleep)
+			select {
+			case <-ctx.Done():
+			case <-s.wake:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}()
+}
+
+// Wake makes the running scheduler pass at once (a schedule changed).
+func (s *Scheduler) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Stop ends the scheduler and waits for its pass in progress.
+func (s *Scheduler) Stop() {
+	if s.cancel != nil {
+		s.cancel()
+		s.done.Wait()
+	}
+}
