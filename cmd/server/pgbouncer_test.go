@@ -70,12 +70,12 @@ func TestCoreFlowThroughPgBouncer(t *testing.T) {
 	if serverConns > poolSize || clients <= serverConns {
 		t.Errorf("PgBouncer served %d clients with %d server connections (pool %d)", clients, serverConns, poolSize)
 	}
-	// Each process LISTENs on a direct connection.
+	// Each process LISTENs on direct connections: the dispatcher's and the scheduler's.
 	direct := pgtest.Open(t, dbURL, pg.Options{MaxConns: 1})
 	listeners, err := direct.QueryInt(context.Background(), `SELECT count(*) FROM pg_stat_activity
 		WHERE datname = current_database() AND application_name = 'gendurable-direct' AND query LIKE 'LISTEN %'`)
-	if err != nil || listeners != servers {
-		t.Errorf("%d direct LISTEN connections (%v), want %d", listeners, err, servers)
+	if err != nil || listeners != 2*servers {
+		t.Errorf("%d direct LISTEN connections (%v), want %d", listeners, err, 2*servers)
 	}
 	t.Logf("PgBouncer: %d clients on %d server connections", clients, serverConns)
 	// JIT cannot be turned off through the pooler: the server says how to.

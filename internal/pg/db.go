@@ -89,7 +89,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 			pool.Close()
 			return nil, fmt.Errorf("direct url: %w", err)
 		}
-		dcfg.MaxConns = 2 // the listener and a migration run
+		dcfg.MaxConns = 3 // the dispatcher's and the scheduler's LISTEN, and a migration run
 		dcfg.ConnConfig.RuntimeParams["application_name"] = "gendurable-direct"
 		if db.session, err = pgxpool.NewWithConfig(ctx, dcfg); err != nil {
 			pool.Close()
