@@ -238,6 +238,48 @@ type AnswerSpawn struct {
 // AnyJSON Any JSON value (null is refused).
 type AnyJSON = json.RawMessage
 
+// BulkFilter Every field set narrows the selection; at least one, or `all`, is required.
+type BulkFilter struct {
+	// All Act on every job the action applies to; not combined with other fields.
+	All *bool `json:"all,omitempty"`
+
+	// CreatedAfter Created at or after.
+	CreatedAfter *time.Time `json:"created_after,omitempty"`
+
+	// CreatedBefore Created before.
+	CreatedBefore *time.Time `json:"created_before,omitempty"`
+
+	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Handler *Name `json:"handler,omitempty"`
+
+	// KeyPrefix Jobs whose key starts with it.
+	KeyPrefix *string `json:"key_prefix,omitempty"`
+
+	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Queue *Name `json:"queue,omitempty"`
+
+	// Status Cancel: runnable, executing, awaiting. Retry: failed, cancelled.
+	Status *[]JobStatus `json:"status,omitempty"`
+}
+
+// BulkRequest defines model for BulkRequest.
+type BulkRequest struct {
+	// Filter Every field set narrows the selection; at least one, or `all`, is required.
+	Filter BulkFilter `json:"filter"`
+
+	// Limit The most matching jobs this batch takes.
+	Limit *int `json:"limit,omitempty"`
+}
+
+// BulkResult defines model for BulkResult.
+type BulkResult struct {
+	// Changed Jobs changed (a cancel counts the descendants cancelled with them).
+	Changed int `json:"changed"`
+
+	// More Matching jobs remain; call again to take the next batch.
+	More bool `json:"more"`
+}
+
 // Duration A Go duration such as "500ms", "30s", "1h30m".
 //
 // Example: 30s
@@ -977,6 +1019,12 @@ type InsertJobJSONRequestBody = JobInsert
 // InsertJobsJSONRequestBody defines body for InsertJobs for application/json ContentType.
 type InsertJobsJSONRequestBody = JobBatch
 
+// CancelJobsJSONRequestBody defines body for CancelJobs for application/json ContentType.
+type CancelJobsJSONRequestBody = BulkRequest
+
+// RetryJobsJSONRequestBody defines body for RetryJobs for application/json ContentType.
+type RetryJobsJSONRequestBody = BulkRequest
+
 // HeartbeatStepJSONRequestBody defines body for HeartbeatStep for application/json ContentType.
 type HeartbeatStepJSONRequestBody = LeaseRef
 
@@ -1048,6 +1096,12 @@ type ServerInterface interface {
 	// InsertJobs Insert up to 10 000 jobs in one statement.
 	// (POST /v1/jobs/batch)
 	InsertJobs(w http.ResponseWriter, r *http.Request)
+	// CancelJobs Cancel, in one bounded batch, the live jobs that match a filter.
+	// (POST /v1/jobs/cancel)
+	CancelJobs(w http.ResponseWriter, r *http.Request)
+	// RetryJobs Retry, in one bounded batch, the failed or cancelled jobs that match a filter.
+	// (POST /v1/jobs/retry)
+	RetryJobs(w http.ResponseWriter, r *http.Request)
 	// GetJob One job with its inbox and children counts.
 	// (GET /v1/jobs/{id})
 	GetJob(w http.ResponseWriter, r *http.Request, id JobID)
@@ -1207,6 +1261,18 @@ func (_ Unimplemented) InsertJob(w http.ResponseWriter, r *http.Request) {
 // InsertJobs Insert up to 10 000 jobs in one statement.
 // (POST /v1/jobs/batch)
 func (_ Unimplemented) InsertJobs(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CancelJobs Cancel, in one bounded batch, the live jobs that match a filter.
+// (POST /v1/jobs/cancel)
+func (_ Unimplemented) CancelJobs(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RetryJobs Retry, in one bounded batch, the failed or cancelled jobs that match a filter.
+// (POST /v1/jobs/retry)
+func (_ Unimplemented) RetryJobs(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1736,6 +1802,34 @@ func (siw *ServerInterfaceWrapper) InsertJobs(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.InsertJobs(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CancelJobs operation middleware
+func (siw *ServerInterfaceWrapper) CancelJobs(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CancelJobs(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RetryJobs operation middleware
+func (siw *ServerInterfaceWrapper) RetryJobs(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RetryJobs(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2381,6 +2475,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/jobs/batch", wrapper.InsertJobs)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/jobs/cancel", wrapper.CancelJobs)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/jobs/retry", wrapper.RetryJobs)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/jobs/{id}", wrapper.GetJob)
@@ -3998,6 +4098,228 @@ type InsertJobsdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response InsertJobsdefaultApplicationProblemPlusJSONResponse) VisitInsertJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJobsRequestObject struct {
+	Body *CancelJobsJSONRequestBody
+}
+
+type CancelJobsResponseObject interface {
+	VisitCancelJobsResponse(w http.ResponseWriter) error
+}
+
+type CancelJobs200JSONResponse BulkResult
+
+func (response CancelJobs200JSONResponse) VisitCancelJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJobs400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJobs400ApplicationProblemPlusJSONResponse) VisitCancelJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJobs401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJobs401ApplicationProblemPlusJSONResponse) VisitCancelJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJobs403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJobs403ApplicationProblemPlusJSONResponse) VisitCancelJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJobs422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJobs422ApplicationProblemPlusJSONResponse) VisitCancelJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJobsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CancelJobsdefaultApplicationProblemPlusJSONResponse) VisitCancelJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJobsRequestObject struct {
+	Body *RetryJobsJSONRequestBody
+}
+
+type RetryJobsResponseObject interface {
+	VisitRetryJobsResponse(w http.ResponseWriter) error
+}
+
+type RetryJobs200JSONResponse BulkResult
+
+func (response RetryJobs200JSONResponse) VisitRetryJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJobs400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJobs400ApplicationProblemPlusJSONResponse) VisitRetryJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJobs401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJobs401ApplicationProblemPlusJSONResponse) VisitRetryJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJobs403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJobs403ApplicationProblemPlusJSONResponse) VisitRetryJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJobs409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJobs409ApplicationProblemPlusJSONResponse) VisitRetryJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJobs422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJobs422ApplicationProblemPlusJSONResponse) VisitRetryJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJobsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RetryJobsdefaultApplicationProblemPlusJSONResponse) VisitRetryJobsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -5885,6 +6207,12 @@ type StrictServerInterface interface {
 	// InsertJobs Insert up to 10 000 jobs in one statement.
 	// (POST /v1/jobs/batch)
 	InsertJobs(ctx context.Context, request InsertJobsRequestObject) (InsertJobsResponseObject, error)
+	// CancelJobs Cancel, in one bounded batch, the live jobs that match a filter.
+	// (POST /v1/jobs/cancel)
+	CancelJobs(ctx context.Context, request CancelJobsRequestObject) (CancelJobsResponseObject, error)
+	// RetryJobs Retry, in one bounded batch, the failed or cancelled jobs that match a filter.
+	// (POST /v1/jobs/retry)
+	RetryJobs(ctx context.Context, request RetryJobsRequestObject) (RetryJobsResponseObject, error)
 	// GetJob One job with its inbox and children counts.
 	// (GET /v1/jobs/{id})
 	GetJob(ctx context.Context, request GetJobRequestObject) (GetJobResponseObject, error)
@@ -6451,6 +6779,68 @@ func (sh *strictHandler) InsertJobs(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// CancelJobs operation middleware
+func (sh *strictHandler) CancelJobs(w http.ResponseWriter, r *http.Request) {
+	var request CancelJobsRequestObject
+
+	var body CancelJobsJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CancelJobs(ctx, request.(CancelJobsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CancelJobs")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CancelJobsResponseObject); ok {
+		if err := validResponse.VisitCancelJobsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RetryJobs operation middleware
+func (sh *strictHandler) RetryJobs(w http.ResponseWriter, r *http.Request) {
+	var request RetryJobsRequestObject
+
+	var body RetryJobsJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RetryJobs(ctx, request.(RetryJobsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RetryJobs")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RetryJobsResponseObject); ok {
+		if err := validResponse.VisitRetryJobsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetJob operation middleware
 func (sh *strictHandler) GetJob(w http.ResponseWriter, r *http.Request, id JobID) {
 	var request GetJobRequestObject
@@ -6964,141 +7354,152 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37bhu31u+rEHM+wDYylmUn6dfa2Dhwk96zm+w4RYET5UiUhpIYj0iV5FhWUwP7afYbnBc4j7Kf5APX",
-	"IucmjjSyZafpzj+to5nhdd251o8fopGczaVgwujo9EM0p4rOmGEK/vWjHP7w3P7BRXQazamZRnEk6IxF",
-	"pxFPojhS7LeMK5ZEp0ZlLI70aMpm1H4xlmpGjX1PmC+eRHE044LPsll0ehxHZjln+IhNmIpubuLoZ2g1",
-	"2BP8b11f/6XYODqN/tdRMZcjfKqPoN0b24Niei6FZjCzr2nymv2WMW3sv0ZSGCbgTzqfp3xEDZfiaK7k",
-	"MGWzR++1FPZZux5f4VfYacL0SPG5bS46jd5MGRnKZEm4JkIackVTnpAfL17+TPalIlOZJpok1FBCx4Yp",
-	"YqYMn17RNGMHnegmjp5JMU756MHHPZpSMWFkJNOUJ0yTBTdTGKBiWmZqxPY0GWVKMWGINtQwGO23Ug15",
-	"kjDx0MM9f/UDuWRLMqXajZImRI/knJ25qWgiGEsIFYQmMy7s2zDkn6X5VmYiecgR/yyJzkbTfC1hIP79",
-	"BxzHuSCvv31Gvnry9L+JaxyG8kbKF1RN2MdiFnnluEHz3xlJ+YwbGNcvgmZmKhX/nT3ofp1nZsqEce3D",
-	"CAWhIoExDhlVdrjykgkiVU6KXJMZ15qLSUwWSoqJfajYlbxkiZvNXMkR05oO0wdfaoXisCKazsiAKSWV",
-	"HhArhDVhdDQlQ5qQMWepHfSNl8MgVc9f/fATW4IeUXLOlOEobUeKUcOSPjUV1ZBQww4NB+nuVII2iouJ",
-	"XQyeBNVIXXXEUUq16Wd6ffMiS1NcVVQeK90Jp39WHswVG/Nr+2h1zS7Zck+TMVfaWKGi6Mhqzk5oOm6f",
-	"7zRGEF/2cyasIn0bgeAC1UiT6N3KFzdlpfkWNbZTpthUPru4vEW1Ja2MvehEDt+zkbHDwl1/Bg0AqSYJ",
-	"t4tE01clKhjTVLO4Rhh+1Wf0+gUTEzONTk+6XTAW/L+Pd78QlTXYNCMgQ5qmL8fR6dv1HObI/yau0/8l",
-	"MkWQgMj+JLns//uf/zo4JXoqF4JIMWIx0UYqlhAp0iWhmlCryaYB0qrNzXa1OqV3+aRecDR5qgOkc96/",
-	"ZEv4mxs205uEST5V3xNVii5XRpO3G1xloRdMnS8oNxvJprp0r6i6BFH7Xg5JJgxPCSWaTwRNQVAlhAsy",
-	"wB/0gFCl+BXTZJ+KpX9tMbXCecaNYclBT0hFBpYNZWYGZE61tq8LZtVO5c0OOSczakZTLia+KTOlxvWR",
-	"kMWUp8yOrSe0YXOiqCALesk04YZQA5vb6YmozglusJUN2JIrqjsRR2CFbbSPndCxZiY0gouw6bPnmQJd",
-	"BDvesLPPpWBbbuy3XHA9zbcWbMyBYjpLzeCMUDKnYF9yTYy0+qe+ivjqdnNunsC3lKfbToDyNB++kIsY",
-	"5iAzQxQzasnFpM00QOnuahY/s+tt+et1JmASgl1bY57NyT46JIOEpXQ5OIjJiCqYDhkAmQ1WJwGvtqej",
-	"W9Fr86xf2+W+5bQ1nTGcNp1QLkhl7mSfXeOgOE3JkI4u5XhcFRJnltdHMhNGg3thDJvNzQ5WaKd0cTGn",
-	"C7HlCv0gNFOGDEZTniaKiQEYvfNVcWwl55JIwYgc20czcMTGwN4sQPG+wdYKCEb/zH5lZzSj1z/gV8fd",
-	"rhWVO5CFNVWWjzCsypbw0YqSPxfLkgdP9q2NZ/lesbG1rw7sSlwfTuSha9Ka9J3XdPF36wVMmG07J4DV",
-	"xsl3kiTuMTqQVJNe9LTbneleFJNe9Ljr/jiePu7OepHtj13T2dyamfap3QlLoMo2+H/333YPv3r3aL/X",
-	"6+BfB/97X+g/Mv3H//9/+o+Z/kP/MftjenDw6L9CNu631in4xtNodYPBYVidwitqpo5E0KeICetMOpaS",
-	"9NHjo7niUnGzDJrUM7dGq1Z7beuw7+KD0A5+5+ijZhddUZ56b6wm6RVjRKfSWH9p0Qm6Jrfxe5ytuPI7",
-	"OL2lJ6Vu9JSqRIefZfNkyyEEDErfe95VXFqZmu9Q6rBpncM26IQa1t4Ahf3aZH5ik03DeJWZLd2VfA9m",
-	"9NoFM7tdFDjrwpvlHdo0pwt8sz4T7LlpJhd58wkbU7CAjleUm1xgJMwuyp52pEsVQ00Froal4nxqXzzZ",
-	"NKvvqUhSpp5JMeaT1Q11urE/pJpto+X8dzN6vc1nt2G2Gb3uO/XcwD/r4gJXXGa6r9lIMdNn13OumHbd",
-	"V9f+F9CJYCPYHfCfEvyUaMPTFLwJ66MQJQ1Mag/jXimdg5q4ZcwAugjOYGtT/zbSJI4ylW4W0c4lt+/m",
-	"Yy5GWNuouEpaVYrZThw5Eg5LpCk+bC+UqgyxSTrlza8Z2PYy6oG5rs5BFcm4USzmxFnllws+EeBgI3/s",
-	"L6aajfrkEbGT+uKJNRioISmj2pDjL8hwaZg+OCMTJpiyu42sRoeaCeNkWsWRLlk82PTb88P/Qw9/7x5+",
-	"9ejo3aO/fejGJzdBE+c2PIP0X53h1Jj56dERkYrYP7X9+5fXL9D9MGyOkvnVy4s3LCFGrkziyZeVcMCX",
-	"m7S4HUSQzBhNbQN10p8zkXAx6c/4BGfSIB6tXZ3pzfzt3gsN4Uc5DBheSFIBm9fRmjcaiyMnNg8bYa6p",
-	"O8Ze6YJyY/8OEquLO6G7597ECAblRpOxVM70/xuhYgniPBcoq6Ho8FhyX2ZExYilfRewxwCle2coZcoo",
-	"qkMpcG1Gy76zKTdO8jYqlKV8wocpCyq+X4EPicqEsB3Dkszo0v5wBtuXMJqkHN1Ev3ZuqYCHhRTsDtrv",
-	"Fg5zHHkv9U704oR7cINbH21wMc/MtsNvu9lWfLKa2XK7uWJLciFwvhvf32x1YYCs37BQDR2Uv3fiqxxW",
-	"CLzlvMvw098yloVNP6tj+rkv0O5s4DX4PTNuXrNxdPOucRKFXLxNLPOWQd9Ciq/76kc5vMAX4RM2X+X3",
-	"Z3I2T5nVwKDEwgL5Nkbkgl6ykHhZYjT1kiUgW1QmNAbtTl10PiaeBmLilHdnM02HTs6QHgrOzpetREhV",
-	"cegZ2O9KvqdeMLllzHXUqqGL3nddlpcZJEDszSZwVbg1aOOvqRlNt7Q638thezP5RznEQGIwdDfjwv+w",
-	"wYCGTtdN4nXOQrsYLUs2mvTrRvScGX+e0EpiWLto9SjRb3Lfb2RYeOWvGWlo2mC74ZFT39FPS53kv8ob",
-	"3vhN3RSsNLA6jJXBx4FJh484C8LajnoDtlLJ2n56fLLx7G3rUH7JPticvtbSEvBR6MIIqEtnpViK0eJL",
-	"tjwj1HpYUiSEY1wfDy8pSfkV2mqYkcbh9CpTQuNZ53s5rDkkbZboTp5iWVWvT3Jx75UVeJsFrur09po8",
-	"jlQmbh9d9WTQIDNywXNHqZGwJMP8obC7UBtV5fVGVnvlgu93k62hk2vBrk1/lCkt2xiUIRlcbaNhdS9y",
-	"s8fnkXhHBU5J2CgzKJBy5y+OEins0zHlKbPKF52xlIXSTuLohbWMv7k2TCS48LV4clsTfP2MV5oJzReG",
-	"Ykl2O9EIWWyVcWUZWB3rh4SfhcbhE32roukFM4YpHZOET7jRMdnr78Vkr2P/c2r/c7h3Ro4Pj0++rCVa",
-	"lUI5RRDnXfFnv3N6+O5DNz4++e9wRKdiC9u1EUvHZuFVQhLcZL2X6H/dgWBMpCK2rVWbdJUtVj2R/BeR",
-	"zYYgKFdZ+13cfgQbTiJfZmYkZ+x8Pk95iJzfy2G/tW+7tc+xyuZo/q4JLb0qaY38ZORpfUG66DZAGl/l",
-	"BOSrklbqhuZQytCty1tv64VDEu0lZOlMNSAoudDGCqBgTyuxudLIDTdp+Cv84UPplDhT4nTCRJIpS52n",
-	"Lvv0FDJE0Z7ZKA2WkGyIna7dsX94nV0PajuXJGDpQp7FpmWEdp/hq3c4K+KiP075ZGq2PCySacK06Xv1",
-	"cqdoy5xmuinop5hhIpws8GbKCFhEe5rkrxE5zpMy4Mw9D1Nqpq6YIo5rDjptRnbns2Z3CuRmWF/y2JFB",
-	"vufBdd3u/KdMF6tB6FLMt4VEK0yBdu8nLj+uxauFMdLufWeetHs5N3pu4cztxmCq7Uf4NA6It73gREmy",
-	"yWF3jTYO5Tbnb05UBY7fpWBkzkeXZJRSPtOEGjKTNaXTxhtaEUW1Ewk4QLKdOS52ZQUuPOaSUOudtnDC",
-	"2kqedq5K4Q6v2CjfywVJpZgQM+U6F1tVSUUVI5dsbs5IL+rqXlT4qBKP0WDue5p8983Pz395ff71i2/6",
-	"r795883Pb354+XMnnBlnfbufWNVeiKJgZUo2umRmT0MK94KbKcezfetH+gKVVRd5RWTmzmRA50EPARPy",
-	"J7Z0jviUXll3Hd+snJI0c/swU7omn2WGHFw3Jm+lJht1oHKB6Rb97kqRKIy64pTjfEW3UxH5FoXFUhE4",
-	"aC+bil3fJJ/Kra8d3C0ElSeEKnX9XWqDtUs6Jy2MA1WP4fzm1VOhmuRIsbueEGpM5bpMEpaQOVMuNNWu",
-	"06Ch7nsMLGlOFGvXdHtv2YXdNu29K53wrNImPrVgXtZvavxXfDPIEk3T/ZUVmqQpgcxtkM/zNVDUMFZy",
-	"RrjRJRm0bW7cBSR5vHZJT1suuEuQ2irNvCHp5A0kvC/ypJNgNsnBLtNJQhoIswkCJXRS6GzWeNh/nwV2",
-	"zSlwdJlKmmx92sh+W1395yzlmDOuEqbKGvW9HJ6S45icxOTxv//5rzZaLnR8Z3uNCw8DR17TBPkiv2vc",
-	"mXDQM1S9szZ7HXd5k/T3zTYP54JhofL919y13Oz8DKKt+Cnm8fXSmV7bC9wtjyI+zhLgye3mhTB3jaxB",
-	"Q+3fX8jQ2fobqLaG1KYZTdhKZpP3/Epn/E3HCcWA4iJsB70G16Go7NiuOOUcj/pRO0l3pnUG2gk8CKi3",
-	"mjJXfbWnSSZS6xVx45K3pGCBypTNZ4N/idNAsi+sxwi6js3mZnnQyoH5M5/qbXHWduHSWRqzEAPhG7d/",
-	"/UoaX2Hm3lvu2WqumTHzfhHt3Zwe1Vo0SIz4rxKPYNcmRoEQE205NiaJFCwmY8rTGKsd4WyBwi+ZYqc+",
-	"/yaGlNc+rE9MRlIINoKFdL+Uj7MS1Pih2Lba1uDxKUutrIV6Xo5fiepqVwZS3b0qgXhyaKI9LMnbUuD9",
-	"CoXHWKm4YMOplJeEQkMOngVHSU663VPCrunIpHlNXmADe2JlBzvkF3Ep5EJgcRYGXVztGtm3wtStEHyk",
-	"CdVkSJO+h9o5wErnGb0uz+UYxELtl0DkdbOAK+rHS+HUzZ9AYbKLkrb7AiqB3cF0uy+g6hbjYmrZ7hMs",
-	"WbWE6iszN3+DRZxhT8Kwea5G71xfvKOM1rbJqbdPfrzLmSKwfpHfhwZbzuq15L0mVr5LPjvXrtz6GHLG",
-	"sSpSaUOMQn28mxrDP39y8uYU4eb03FumwLbIZyX73eq+BPekXfKoJ671+Z/1BNLSbjfRHyR6BAgNgZI0",
-	"02TKqDJDZpWHSIjTbD4DXy/FaKqkgPo0S4uuoDvPLgnAFWydwBLfLa8kjjYku9h1eFnYLlvoVOv2gAHi",
-	"8ZvGeU0OrFZZjaKujRGeJaSFe2K/UO4HIdiPz4puO0VXIpyAu2rYfE/j9nXgvUr0+I6JS3YnG6I/Vja0",
-	"j/1Ylt8Y+YEmm4ZRgi5swExzZPvq5cWbOm0qNmIIh6MZI9eH7nfdsW8drIdmWO3tvRzu6VKOvWbC5Cdw",
-	"tls4qBrLNJULYBO7j3uavJdckH13AEqss1ititq0gjn0w0p1lM8VnkkVEIPP3GMAOQO8pTMX2i0KjsKK",
-	"9j3q9U0DcymNKWtRf1mI6yKxOlQ97OOSLiCjSYLRUpaQIRtLxYrlXlCNp8ssiQmmRzgTorzY2611U7Sy",
-	"yN0Or3Vg4Pmqk338Xw4xc9B2H7YuBckbHqM7qpieWs90JIXhInPKHZAxXBoojraUeF6qRX7XIv+0yGqP",
-	"PCU0sXJjvP/TieivgZkLxtlDS/FmqmQ2mTqLslaLKrmoHa7Wsu2cQgxlQaD48YkDZsq48vnrW+XRrMI8",
-	"scQ7v5rsY1ZfXmKkK170QcveZlxk9TPy9TbULUswXEeryTnYYmiD1mort0Or3+FxW6a4WV5Y2nEnzwCQ",
-	"mSNXQugYf8obmBozR6RKLsYyBH3j0hGB1zVTV3zEiBTkldRmotjFP17g1s8zPfXAlSAgrZnrQ8TUK8VO",
-	"TzxLuaVxXwqBKSYisQotF19neWKJ7c0l8eTFraCzY9C52GEPIqpOGUI5BVr/expqvfdtqyzBUM2FoSKh",
-	"KiG/OnV8gHiirurCG5s9wUXR4J728pMa1iEXjJFEjvTRXEkjRzLtzJLcX4HJ5w96oicgqxRDOnXQV9tM",
-	"NoP12G9CHj3okF89ogXm2vQECF2YDxWAewrmVOzgoI6ujsmIpikA72oycC7J79D2KfkacVN7Wbf7eAQf",
-	"wp9sgIazS1mNilTUKI6umNIui7dz3OlCzHLOBJ3z6DR63Ol2HmOO+BQI72gK5e6/A9wMngFbOQL9/5BE",
-	"p9F3zLiK+Bpe9Em3uwaQdTsgVtdDAIf1l3mnwjPR6dt3caSz2Yxa2xoMLp/LxTXJsOKdTrRlwnwmOnpn",
-	"GzlSjCbLtXN9bd/4OFOFrgH19mn38cNCLRsAg15uXuqEGjq0riAAdtHRFNjcsiXCIiCQWeP6Xx0f0Tk/",
-	"9LiawU14wbVBLE19n/tQwv4MLMk3wJ2XbBl7OGLr3lpROEqzxIETP+keN/WSD/uogscMHz3e/FGBEQ4j",
-	"c/knm74qtri8bXaKHnA5R/A0iLQKcnSmWXrF9EGHnAPqN4DANm5jHM2lDmwbQsM6EFTUhUybr2Wy3PGW",
-	"OVTdm6rGdfUhNXI5vpe+kxDFuEeOMLqbd6uEt/9wtPTkuMUXObS5/eDkpM24yijddydZXEuvMKEu0xGs",
-	"lTuQBMO1U/8AB9yOdGsS6OgDT24c6CRDI7NK0q+B80skXaGtJ4GM5hJy+UNtKI5j/Rc5fv/H2lBcmNKG",
-	"tpY1pcs33t7/pRvvHInkwHuNGuo7eOMe9VOOCtionSb+RolbkdoutArasKV0EDemYjvHqVwc2vVQMi04",
-	"EJb36MMlW67lv+fw+3c5TsQG7sPXk4qsoGSeUi7IT387rozTPoZIyGdeXeXVmYQc+i32NW60p8O7t1s2",
-	"abq/4W4M8mns1kvBttuomkQN3GpTYxMPkElgk5h22GsBUXyZW35hWbxVSuLNuzhysa9aWNOhh1MYVVwj",
-	"VGDsZMYNVvvkFVgQbIDcEMNnjOz/9Lfjg05PXAQgP8kAsUkHRMmFPiMzqRjBn0jKDP57hMegVlFh/GSY",
-	"6WVP2O4Vc6dlEFlDUFEuiF34NGUpuu5VRnmVFYyye7vZI7u2MpkfnDU/m8p30sPMkGxOjCQDqIkZYJjO",
-	"XUXF9QpzIEewcs3bemVdhvxsNIe+9y/dZ+SkBEzaaBS50f4Z7CLFJlwbOJLKR1UsdgF1Wl/oow9Wnraw",
-	"jL7PMydaG0efzZ1Gc2f9HjVbOI27sHPK9yC6YZF6Z8r/dAyeTVtVs3FC3RSvuMzoJnPjHCqgXPP51SWU",
-	"DLAoakAmzFoQJaTdAVY8/fuf/xr4/PkVbV8mmt0r/BJS8gPr/FtQ6mf9fzfxhUoGTu/xPsr8CO9WaucI",
-	"sNbZYVETeFtukqF0nOeZNe/BqVhwkciFU5Z4M5S7cG9ElQJPYyHxnNFkCm+fWmB+XprEPaHndGTHaTs3",
-	"eMGVm/hh/tFBTLT0+T1KkxEVRC+4GU2tAYQWulxY49zfQVULAcJiOKq+8CDs98GztZrPm9ULWj8Wn6Ix",
-	"aT2qohb0z867W6uyT4TZ5ykdudSmCiB8TC4Zm3vOkikcV7nLdCHHR/iLExzbrZcJHrGu0d7/ERHlQuHZ",
-	"3zKmlkVQwKf5bnU3cRxuqygxadVYJas93GIJuXYH43MJzI0Bj5UsqXDBdY7S53MW89sx5nTC8uBLrXMH",
-	"7NfQ/+OTKjAcXGUULMAOTy2/7SZvvEAP65Yq3J9uKnGzquHexJqHYAwINGs34vLdWgx9FP/e+pOWHWMr",
-	"ffPUxTL7IsLuTZPGPekeFzdTWwn+Xg7PXEYKGVyy5cBd11hgnO77BJ64CKDFea3rQU/QFPIFEAQjJifd",
-	"ru8CsVBBSw/KmJmnxJqeg5CORUTPHyFH8D40awlb+WGN4QpMcuDG5GLBK+vpzy+AUnd5hr1hPP7ZZ7t8",
-	"B3zrrgW0WtjlVtbYtaRpj3KArDAHn7sCRi5yCxkgIc6geS5QzUOGL9QhIgUtpjJlBJruNPOcvj+mQ9D0",
-	"h+e5Ms75GjIn+1KRsog6iFdW+DMr7I4VMEp93CXdbheD1FwgIpt1sWbuXqI1XOLTNZoCcV6D3B9lObz6",
-	"BncJ+PyvH3zLbyHmcK41lNeg7X1dgLvlNWygbBVJsOrqeZTnZOQ0cIR4iduHJnyDTZbSeZG4bF2mMrQH",
-	"h9ABojT6o5Mz61UVB4w5VIRdF6y76glfSeju2+6QJ92vXNEFJFyD4eWUf34VbMBGegad3z+Fr6Ftd+cv",
-	"IPqhpPtzHyZ0v9r8wTMpxinHdP6Pk+kG+1q2vS0vWQqCHzxTtZCMR+WitHV++7OigKeF+/7Zq7xvr/KT",
-	"EPyhusbN/uhuxH1em70LiV9lie990xdYdH4flnB+y8ADW8LVixZCB+bu2e2N3HsXyZ+EfYvrCIoRE3+a",
-	"YAP2ofYJVD54dCwhJ92TgzLvuCLnVelegh3ardFTr+6vV/SHgXFWkY0Q+0bTGeuJoUw408WZegWC5wCN",
-	"oPzqX+yWYyFsUcXlb7GUIngw42Eo7pFxy4gJD8y7tWslQsEjfPSZd+98oiIVkt0G0I9WXJojPuxWTQE6",
-	"xEc1/uPCNfoE0qY/CdP/dSYcEhxL4PQ+9y/BDbCrXGAJl+/0jdH9xqJ9X2/dxkMowSmscxAu8jr9Fv7B",
-	"Ggse8UPbgx/eqw1fgqoNxgSH8vo/x4aHqE0dCyMHpoBCx3FKJxOWVI0Tj717a9u++YzqpDijchCrPAFb",
-	"ZDFlZsoU4YYs5CXLC8f3Q/dK27/HUvUEpL5aEgXARTwBX7qWDzrk3HcCFe95JMYZIb4lbegSopTc6J4o",
-	"Ql1cO8AOI11ahAPsKId3yjczhAyYCyaSCw+qcS/mS4GG3Mp6Odl9z8H4+3MP1PKXyyH5a5pIbr8IrfNM",
-	"WDSsah0PBbVW58BLfy2N48GxAjzwPddGquV/jsbxmKhTnHhV9+w+eFRcjNRIdP/AV+6RAIqLmxqrFRCE",
-	"Oz9N8UcnH792oTYwDEavHOz4q6JuKsteql9oOqr7h0sKu9+1b/JnYJj/CUd1W+7iXRPnV7Lci23evXmT",
-	"30X2wKGZ1pT1OWlgFxAQjoaL7HY4XWXGGuia7MP9azFRzLouMeHiEG+AIyM6jzH55aC1xDoyFci1tcKr",
-	"hM7WympBfDEdtlu+qJgtT558TLOlNLGm8y7JhYH7qHBSLhzh/R0HC+wmXFTMiCXU2coZNwYcy08qDxOh",
-	"8/JJlmYvMYztWH93YtVRqKKGHRaXqTXaM/kVXfdq01Rvfmu0a8pX/v0JCjErFxCur3YtLXfrOszi7rot",
-	"KjELtezu4PtcmtlYmllsYJ4ekS/aLTAp1uzXPXBKk62wCx75dEzRVjy428rNH+UQY4AQO7TcNijujjwl",
-	"HzA8CBhveJXgzeDMRQMBtFGKEZobl2y5p3uifPEjGeAnA3cvZAOoQ5XSdm8EV+66fGBDeHsC/2wR34WL",
-	"zt1JuSNDa4E4fMIx92mJQOCeJktXhnqICLjhc7BZC5ZOisInkkX0Gq+ou+8QNvbyOY79OY690zg25Oz4",
-	"zEsr2LmYEIrFN8HgdhUetcBtfvvOqiHE/G0CVnI3j8NJE/ytEaHFAwuT/akx89Ojo1SOaDqV2px+2f2y",
-	"SzKRMEUGM3rJrGIagEObqTQ6jY5A+7lxfggWOsQk5dpY11jP2cjE7pwZDClM3Hkvh2BHOU8VIrCrpYnn",
-	"5bPDsxy9fmFHVT6HKzflFy5c6FhOsTiEBCkmEsTNjgn1d7MkZLjM0Zr9VRYkv8oirwxl86Z+atXwDgBd",
-	"ZSJvtjzmvBh2tTFw/FeDD6GgAyRF4e3viFpdi72Vi2NDXT2rQXoh8DbM+tApgEK9llusyPPVdhF9OAa4",
-	"Xy6YxnY9OmypnRIOoyWx4k4Mf7tHc7nSBWJ4U72K4E3wzSHTp9aCqhXrD7xtdXUcD8ijnhhSzb54sv/9",
-	"38+fHV58f37y9It9UHk8IY9IL+r0IvII8Ly0obN56behTJYHB8WRssMx8y0eJmwk4VJtqowvsi2QyMsA",
-	"HlhefUYSxC2g/i5k5Qr1e0JbJ5OmpA5HUAIuoIrhLSB2sanAxLqZpRPbJteECZlNpp2eyO/85ZpQc2iJ",
-	"3RxaQ7S0XjwZANS14L9lDJS8O10JGaEqEy5Fbi3w2y8rjcWEdSYdy9H9Jyd9u+P9x/4apv5x/+m4Ozqh",
-	"XxXVyFNGEyikdgRUjHYtJtzGkuhfBL92VowukgZ9ldaCaoKY8WdEsfdsZMDYh9ekJGOqMIdGYMX72pHm",
-	"hLR2wG3T3VfjZlI5KLkaoVhyR4R3pE4H8V4ioI1Dz1/daq3f3V/eZG7mPKxPUro3ssEpcVoEE1Jdhe1J",
-	"qORyNQPw1JIW5oQUVT+onOF0xSqms7IoAWR/3RPTcpa5NTsYZgy7cMaolMpaiKxyTq6RLvJIODA5mFBf",
-	"hfCHjeJW9EKlzgDSBg/P7T8GZJ+Sp93Hzg+uPDFSYjS2ZGDVV2NJJGThIAJD7GAUZWbwPlN//2VxcymC",
-	"r44rl4JgpjD3sa8hHV3K8Xg96PxLwaqXVOBtEizx5lvtAon6ZQ/h7Oqbm/8JAAD//w==",
+	"7H37bhs33uirEDofYAsZy7KT9GtlLA7cpLc022TjFAVO5WNRGkpiPCJVkhNZTQ3s0+wbnBc4j7JP8oG/",
+	"HzlXjjTyLU03/7SOZobX3/36oTORi6UUTBjdGXzoLKmiC2aYgn+9kOMfnts/uOgMOktq5p2oI+iCdQYd",
+	"HneijmK/pVyxuDMwKmVRR0/mbEHtF1OpFtTY94T54kkn6iy44It00RkcRR2zXjJ8xGZMda6vo85PMGpw",
+	"Jvjfprn+S7FpZ9D5X4f5Xg7xqT6Eca/tDIrppRSawc6+pvEb9lvKtLH/mkhhmIA/6XKZ8Ak1XIrDpZLj",
+	"hC0evdNS2GftZnyNX+GkMdMTxZd2uM6g83bOyFjGa8I1EdKQ9zThMXlx9uonsi8Vmcsk1iSmhhI6NUwR",
+	"M2f49D1NUtbtda6jzjMppgmfPPi6J3MqZoxMZJLwmGmy4mYOC1RMy1RN2J4mk1QpJgzRhhoGq/1WqjGP",
+	"YyYeermnr38gl2xN5lS7VdKY6IlcshO3FU0EYzGhgtB4wYV9G5b8kzTfylTED7ninyTR6WSenSUsxL//",
+	"gOs4FeTNt8/IV0+e/jdxg8NS3kr5kqoZ+1jIIt87bND8d0YSvuAG1vWzoKmZS8V/Zw96X6epmTNh3Piw",
+	"QkGoiGGNY0aVXa68ZIJIlYEi12TBteZiFpGVkmJmHyr2Xl6y2O1mqeSEaU3HyYMftUJyWCJNJ2TElJJK",
+	"j4glwpowOpmTMY3JlLPELvra02Ggqqevf/iRrYGPKLlkynCkthPFqGHxBTUl1hBTww4MB+ruWII2iouZ",
+	"PQweB9lIlXVEnYRqc5HqzcOLNEnwVJF51KYTjv/UHiwVm/Ir+6h+ZpdsvafJlCttLFFRdGI5Zy+0HXfP",
+	"t1ojkC/7OROWkf7aAcIFrJHGnfPaF9dFpvkrcmzHTHGobHdR8YoqR1paez6JHL9jE2OXhbf+DAYAUI1j",
+	"bg+JJq8LUDCliWZRBTD8qS/o1UsmZmbeGRz3+yAs+H8f3f1BlM5g244ADGmSvJp2Br9uxjAH/tdRFf4v",
+	"ESmCAET2Z/Hlxb//+a/ugOi5XAkixYRFRBupWEykSNaEakItJ5sHQKuyNztVfUvn2aZechR5ygukS35x",
+	"ydbwNzdsobcRk2yrfiaqFF3XVpONGzxloVdMna4oN1vBpnx0r6m6BFL7To5JKgxPCCWazwRNgFDFhAsy",
+	"wh/0iFCl+HumyT4Va//aam6J84Ibw+LuUEhFRhYNZWpGZEm1tq8LZtlO6c0eOSULaiZzLmZ+KDOnxs0R",
+	"k9WcJ8yubSi0YUuiqCAresk04YZQA5fbG4pOFRPcYksXsCNWlG8i6oAUtlU+dkTHipkwCB7Cts+epwp4",
+	"Edx4w80+l4LteLHfcsH1PLtakDFHiuk0MaMTQsmSgnzJNTHS8p/qKeKru+25eQPfUp7sugHKk2z5Qq4i",
+	"2INMDVHMqDUXszbbAKZ7V7v4iV3til9vUgGbEOzKCvNsSfZRIRnFLKHrUTciE6pgO2QEYDaqbwJebQ9H",
+	"N4LX5l2/scd9w21rumC4bTqjXJDS3sk+u8JFcZqQMZ1cyum0TCROLK5PZCqMBvXCGLZYmjs4oTuFi7Ml",
+	"XYkdT+gHoZkyZDSZ8yRWTIxA6F3WybGlnGsiBSNyah8tQBGbAnqzAMT7AVszIFj9M/uV3dGCXv2AXx31",
+	"+5ZU3gEtrLCybIVhVraGj2pM/lSsCxo82bcynsV7xaZWvurak7g6mMkDN6QV6Xtv6OrvVguYMTv212ly",
+	"+S1PDFM7XtY3cAcgqRPNDBFUKblCdVizhE3seyeWKSWMasuaWGRVkhFNklGEq8T91++LJklgsxM7iLt7",
+	"Cwt2JgrTENBfmCV4J6BfTORizIVlmJbGSzNnCpdaFJ/HUiaMAuhn8unUHUR5aierAYdViLB2nHaqhh97",
+	"zKZSsebB8Xn7cedUxAlT7UxUkRXdLpq0jRdyrMlqLjXKjNpQZZwNhgNlKcgKT4+Ot8oKv6UsZW0XZpEn",
+	"1YFzoWLCkgFRqRAWbyLCrtgkNaDhUivXcTHrESDFAzKlPGGx5Rz2qwShqhWuv5DjM1zCNWzMo3pA+Kxh",
+	"psWegqVvB91kmuHcprUVsNPqonyBwmzMphQkkSMgR3XJfyG1ySXJd/Z6zZxrMrY/EWMlRnetzmqKdG2L",
+	"FbVIsNz6zxsPxYtKVUpMxQy1ngAIuqdkn7p79HzOorp9n4mY2n9nt5wZChfdXlB/XwRx7u+lo1FsQbk4",
+	"IROaJI4pGwmnlMspcHIh4lEj5LhBN3PofDKeWydx5DtJYvcYbXZUk2Hnab+/0MNORIadx333x9H8cX8x",
+	"7NglsSu6WFrN3j61xNTKBMoO+H/3f+0ffHX+aH847OFf3f+9L/Qfqf7j//8//cdC/6H/WPwx73Yf/VeI",
+	"xHxrSeY3XiyoAjBLAvf4mlqCC1wZKW5EWG/Wg4M+fHy4VFwqbtZBK8bCsaW6oaQGfHbu/IPQKX/nWHKF",
+	"s7ynPPEGsIpwrRgjOpFGW9E6DE03MTU59bz2e4bN9Wn0nKpYh5+ly3jHJQR0eD97NlVUOJmKuaYwYdM5",
+	"h9X+GTWsvc4P97VN48chm5bxOt2VCmd3UKaE22hh8Ya27ekM36zuBGdu2slZNnxO6mv6hJe27KHsaQe6",
+	"VDEkmmDdKRH5L55s29X3KFI8k2LKZ/ULderIxZhqtoti4b9b0KtdPrsJsi3o1YXTiBrwZ5Mp9j2Xqb7Q",
+	"bKKYuWBXS66YdtOXz/5nUENALbM34D8l+CnRhicJGHC05WVKGtjUHroaErrsNop52820MEVwBztbV25C",
+	"TaJOqpLtJNpZQe272ZrzFVYuKiqDVhlidiNHDoTDFMmJzO2JUhkhtlGnbPgNC9udRj0w1lUxqEQZt5LF",
+	"DDjL+HLGZwJsmogf+6u5ZpML8ojYTX3xxAoMmaJ49AUZrw3T3RMyY4IpUI4A1ehYM1HVR8B2WZB4cOhf",
+	"Tw/+Dz34vX/w1aPD80d/+9CPjq+DIs5NcEYFtNO5McvB4aHVD+2f2v7985uXqA4btkTK/PrV2VsWEyNr",
+	"m3jyZUmr+nIbF7eLCIIZo4kdoAr6SyZiLmYXCz7DnTSQx1wb2zy/ey+0hBdyHBC8EKQCMq+DNS805l5+",
+	"tgwLYW6oW7q7vAYZBlZn6kcLm3sTjcaUG02mUjlry98IFetuSdmse//Ca8nMR6jNXDgfKWpHARuFFHg2",
+	"k/WFkym3bvImLJQlfMbHCQsyvl8ADzOdHI5kQdf2hxOnpdE44WiZ82fnjgpwWEjBbsH9bmCjjDreMHgr",
+	"eCmYW27uTeZimZpdl9/2si35ZBWx5WZ7xZHkSuB+t76/XepCn8RFw0E1TFD83pGvoiU38JbTLsNPM6tU",
+	"3X1ODbvIdIF27tg3oPcsuHnDpp3r88ZN5HTxJu6jG/rZcire2vJl6W3ACCcXy4RZDgxMLEyQbyJErugl",
+	"C5GXNTqwLlkMtEWlQqNJZuAcohHxMBARx7x722E6FKyA8JBjdnZsBUAqk0OPwP5Wsjv1hMkdY8aj6oIu",
+	"at9VWl5EkACwN4vAZeLWwI2/pmYy31HqfCfH7cXkF3KMvpugt2SzTbV4LTDppk00mRVvtloWbxXpN63o",
+	"OTPehduKYli5qB694S/5wl9kmHhlrxlpaNIgu6GX/8LBT0ue5L/KBt76TVUULA1QX0Zt8VFg0+Gokhyw",
+	"doPegKy0owtjZ+/pju6YVpKAd/zlQkCVOivFErQWX7L1CaFWw5IiJhxdqRgvQknC36OshkHAHAIGUiU0",
+	"hpe8k+MbeHlupSkWWfXmuEL33q5upTJPb8/Jo45Kxc2tqx4MGmhGRnhuSTViFqcYshlWFyqrKr3eiGqv",
+	"nfH9drQ1FCwk2JW5mKRKyzYCZYgGl8doON2zTOzxoXteUQEvifMedgrKX9SJpbBP0X/Y8cpYwkKRflHn",
+	"pZWMv7kyTMR48BV7clsRfPOOa8OE9gtLsSC7G2mEwOHSutIUpI7NS8LPQuvwuRVl0vSSGcOUjkjMZ9zo",
+	"iOxd7EVkr2f/M7D/Odg7IUcHR8dfVmJbC6ac3Ihznv950RscnH/oR0fH/x226JRkYXs2Yu3QLHxKCILb",
+	"pPcC/G+KwYAQBztWXSato0VdE8l+EeliDISyjtrnUfsVbAn+eJWaiVywU4ieiIOof9Fat91Z56ijOYq/",
+	"G0xLrwtcI/OMPK0eSB/VBoicLnlAvipwpX5oD4WkiCq99bJe2CTRnkIWfKoBQsmFNpYABWeq2eYKKzfc",
+	"JOGv8IcPBS9xqsRgxkScKgudAxfwP4CgfJRntlKDNcR346Qbb+wfnmdXjdpOJQlIuuDy33aMMO4zfPUW",
+	"viIuLqYJn83Njs4imcRMmwvPXm5lbVnSVDcZ/RQzTISDBd7OGQGJaE+T7DUip1kcHAY3eDOlZuo9U8Rh",
+	"TbfXZmW39jU7L5DbYfXIIwcG2Z0Hz3U3/08RLupG6ILNtwVFy0WBdu/HLiS5xau5MNLufSeetHs5E3pu",
+	"oMzdjcBUuY+wNw6Atz3hREqyTWF3gzYu5Sb+N0eqAu53KRhZ8sklmSSULzShBkKvarFV27ShGimqeCTA",
+	"gWQnc1jsMrmceczF/dcCurYrYW0pTztVJVeHazLK93JFEilmGIbmyVaZUlHFyCVbmhMy7PT1sJPrqNJF",
+	"ldq972ny3Tc/Pf/5zenXL7+5ePPN229+evvDq5964QA9q9v9yMryQqcTTAZMJ5fM7GmIgFxxM+fo27d6",
+	"pM8JrKvINZKZKZMBngczBETIH9naKeJz+t6q6/hmyUvSjO3jVOkKfZYpYnBVmLwRm2zkgcoZplvMe1eM",
+	"RKHVFbccZSe6G4vIrihMlnLDQXvalN/6NvpUHH3j4m5AqDwgVGIdpTaYLqoz0EI7UNkN5y+vGgrVREfy",
+	"2/WAUEEqN2Ucs5gsmXKmqXaTBgV1P2PgSDOg2Himu2vLzuy27e5dtppHlTb2qRXztH7b4L/gm0GUaNru",
+	"LyznJE0BZO6CfGoFRAWTqZILwo0u0KBdY+POIMjjjQt62vHAXYDUTpk9DUEnbyF2d5UFnQSjSbp3GU4S",
+	"4kAYTRCIhJZCp4tGZ/995jQ3h8DRdSJpvLO3kf1WP/3nLOGYpqNipooc9Z0cD8hRRI4j8vjf//xXGy4X",
+	"ct/ZWaNcw8CVVzhBdsjnjTcTNnqGEiY3JgzhLW+j/n7Y5uWcMawNcf9pzi0vO/NBtCU/+T6+XjvRa3eC",
+	"u6Mr4uMcAXputx+Eua1lDQZq//5Khnzrb6HABYQ2LWjMapFNXvNrkeSQLyjKzXYwa/Ac8mS63VLMTtHV",
+	"j9xJOp/WCXAn0CAgxXXOXMLrniapSKxWxI0L3pKCBZIBt/sG/xLeQLIvrMYIvI4tlmbdbaXA/Jm9ejv4",
+	"2s5cOEtjFGLAfOPu76IUxpeLufcWe1aPNTNmeZFbe7eHR7UmDRIt/nXgEezKuLS6iGiLsRGJIWdzSnkS",
+	"YYI5+BYo/JIqNvDxNxGEvF7A+URkIoXA7E//S9GdFSPHD9m21a4Cjw9ZaiUtVONy/EmUT7u0kPLtlQHE",
+	"g0MT7GEW9I4E7xeo9YDJ4Ss2nkt5SSgM5LIxcZXkuN8fEHZFJybJ0qADFzgUtRvskZ/FpZAr4dJhweji",
+	"0oXJPmTU4gnBR5pQTcY0vvDVzbpYXGJBr4p7OQKyUPklYHndTuDykh0Fc+r2T6AWhLOStvsCii84x3S7",
+	"L6DQAdrF1LrdJ1glwAKqT4bf/g3mzYc1CcOWGRu9dUmHO4pobRucevPgx9v4FAH18/g+FNgyVK8E7zWh",
+	"8m3i2bl2FS6OIGYcsyKVNsSodffucgz//MHJ20OEm8NzbxgC2yKelez3y/cSvJN2waMeuDbHf1YDSAu3",
+	"3QR/EOgRADSsTaeZJnNGlRkzyzxETBxn8xH4ei0mcyUF5KdZWHQ1NLLokkCFmJ0DWKLbxZVEnS3BLvYc",
+	"XuWyyw481ao9IID4knnTLCcHTqvIRpHXRlgRK8SFh2I/Z+7dUKWlz4xuN0ZXAJyAumrYck/j9fXgvZL1",
+	"+JaBS/YmG6w/lja0t/1YlN9q+YEhm5ZRqCHRUKbSge3rV2dvq7Cp2IRhBTLNGLk6cL/rnn2ru7kaTn22",
+	"d3K8pwsx9poJk3ng7LTgqJrKJJErQBN7j3uavJNckH3nACVWWey2LsGRSzaBkJgsVjhcyuGZewx1X6DE",
+	"3Ykz7eYJR2FG+w75+raFuZDGhLXIv8zJdR5YHcoe9nZJZ5DRJEZraVYGJj/uFdXoXWZxRDA8wokQxcPe",
+	"7aybrJV57Hb4rAMLz06d7OP/sqpe3bb3sHMqSDbwFNVRxfTcaqYTKQwXqWPuUBnDhYHiaguB54Vc5PMW",
+	"8ad5VHvHQ0ITKjfa+z8di/6Gyp5BO3voKN7OlUxncydRVnJRJRcV52ol2s4xxFAUBJIfHzhg5owrH7++",
+	"UxxNvbIeFHhywvs+RvVlKUa6pEV3W8624CKt+sg3y1A3TMFwE9WDc3DE0AVt5FbuhurfobstVdyszyzs",
+	"OM8z1CTOigWD6Rh/ygaYG7PE4sBcTGWo9I0LRwRc10y95xNGpCCvpTYzxc7+8RKvfpnqua8VDATSirne",
+	"REw9U+wNxbOEWxj3qRAYYiJiy9Ay8nWSBZbY2VwQT5bcCjw7Ap6LEw7BouqYIaRToPS/pyHXe9+O6msS",
+	"nRkqYqpi8otjx10s4eyyLrywORRc5APuaU8/qWE9csYYieVEHy6VNHIik94izvQV2Hz2YCiGAqJK0aRT",
+	"rbNth0kXcB77TcWeuz3yi69ogbE2QwFEF/ZDBZSaBnEqclXYDt8fYdEkwVisycipJL/D2APyNZaqHqb9",
+	"/uMJfAh/shEKzi5ktZOHonaiznumtIvi7R31+mCzXDJBl7wz6Dzu9XuPMUZ8DoB3OId099+h3Az6gC0d",
+	"gfl/iDuDznfMuIz4Son+435/Qw3s3WpfuxkCpa9/XvZKONMZ/HoedXS6WFArW4PA5WO5uCYpZrzTmbZI",
+	"mO1Ed87tIIeK0Xi9ca9v7BsfZ6swNRQaf9p//LDV7Q3U319vP+qYGjq2qiBUH6STOaC5RUssi4BV4xrP",
+	"//3RIV3yA1/KOHgJL7k2WL5Y3+c9FMotB44EazNesnXkK8Bb9daSwkmSxq4e/JP+UdMs2bIPSyXw4aPH",
+	"2z/K2zLAylz8ybav8isuXpvdoq9xnxVNNljcGujoQrPkPdPdHjmFRgtQd7vxGqPOUurAtWERRld3Gnkh",
+	"0+ZrGa/v+MpcIfPrMsd1+SEVcDm6l7njEMS4Rw4w+ttvq9Di5OFg6clRiy+ybhL2g+PjNusqNka4Pcji",
+	"WXqGCXmZDmAt3YEgGK4d+4cK7O1At0KBDj/w+NrV+WUoZJZB+g1gfgGkS7D1JBDRXGgW8VAXiuvY/EXW",
+	"MuVjXSgeTOFCW9OaQr+jX++/z9G5A5Gs8F4jh/oO3rhH/pRVBWzkTjPfxOdGoHYXXAVl2EI4iFtTfp3T",
+	"RK4O7HkomeQYCMd7+OGSrTfi33P4/busTsQW7MPX4xKtoGSZUC7Ij387Kq3TPgZLyGdcrePqQkIM/Q73",
+	"GjXK0+Hbu1s0aWqZczsE+TRu65Vgu11UhaIGGolV0MQXyCyUCAdTaZ0UX2aSX5gW7xSSeH0edZztq2LW",
+	"dA0bKKwqqgAqIHa84AazfbIMLDA2QGyI4QtG9n/821G3NxRngZKfZIS1SUdEyZU+IQupGMGfSMIM/nuC",
+	"blDLqNB+Mk71eijs9Io5bxlY1rCoKBfEHnySsARV9zKivE5zRLl7udlXdm0lMj84an4WlW/Fh5kh6ZIY",
+	"SUaQEzNCM50r6s11DTkQI1gx520zsy6W/GwUh773L92n5aRQmLRRKHKr/TPIRYrNuDbgkspWlR92Xuq0",
+	"etCHHyw9bSEZfZ9FTrQWjj6LO43izuY7apZwGm/hziHfF9ENk9RbQ/6nI/Bsu6qKjBOaJn/FRUY3iRun",
+	"kAHlhs+6RVEywqSoEZkxK0EUKu2OMOPp3//818jHz9e4fRFo7p7hFyolPzDPvwGkfub/tyNfyGTAe48t",
+	"gDMX3o3YziHUWmcHeU7gTbFJhsJxnqdWvAelYsVFLFeOWWIzPtfjdEKVAk1jJdHPaFKFDf9WGJ+XxNFQ",
+	"6CWd2HXayQ32FHQbP8g+6kZESx/fo6DtCdErbiZzKwChhC5XVjj3bf8qJkA4DAfVZ74I+33gbCXn87re",
+	"E/tj4alvY6QLuaB/dtzdmZV9Isi+TOjEhTaVCsJH5JKxpccsmYC7yvUvhxgf4RsnOLTbTBN8xbpGef8F",
+	"VpQLmWd/S5la50YBH+a7Uzv4KDxWnmLSarBSVHt4xELl2jtYnwtgbjR41KKkwgnXWZU+H7OYdcdY0hnL",
+	"jC+VyV1hv4b5Hx+XC8NBK6NgAnZ4a1m3m2zwvHpYv5Dh/nRrF6zzeyRrvgRjgKBZuRGP78Zk6KPo91af",
+	"tOgYWeqbhS4W0Rcr7F43cdzj/lHW4wso+Ds5PnERKWR0ydYj1yE3r3G6v7FjXHcoaALxAlgEIyLH/b6f",
+	"AmuhApceFWtmDogVPUchHosVPV9AjOB9cNZCbeWHFYZLZZIDTerzAy+dp/dfAKTepQ97y3r8s89y+R3g",
+	"revEarmwi62soGuB0x5mBbLCGHzqEhi5yCRkKAlxAsNzgWweInwhDxEhaDWXCcu77jXgnL4/pMOi6Q+P",
+	"c8U65xvAnOxLRYokqhvVTvgzKtwdKqCV+qhP+v0+Gqm5wIpsVsVauL5EG7AEy+Q1o8lbKL9TNoZnHTw9",
+	"qdXlFIAIOBWO7EJivbYzFPBNsWkm1WQE+SPZmj7w+NotbERiyfSg2NvFCt7FAhHUDIUUE2ZnLbimIHHK",
+	"gIbl8nV8Atr+NKGzGYvJqNrhBtqtu6dDYQfnmEpgKISXCojmB5dWhJ7ubo+MXG/Nke8KmrcCdk8ibI1f",
+	"3LQPeTsho4VUbEQ0XetKa1Ts/zko9v/EHDluCNdDAXllPXLq6igQ7H1aaLQ8ILTanBiby38Yukapw86A",
+	"fBh2aJLYv4CMXAfFCex6e4+krdiy9oGpW6ExbICyQfJ7oUutu9M/OxH7KBFmACSRJ0FjmYqYxXhugAM5",
+	"wUChFuDdohwA4xZKlSX+3YBQYeIBmPOyFr1NdMvOw5keCiBcDdQJFoPEqUdOEbWyRtX1xgaaJGxqrIhv",
+	"D2ZfTom2OEkTcIHbFVKMi3XqhF0S4LFdSmyJTBOVGIrNZILcgEoMxU3JBGRcfqYSnwyV6H+1/YtnUkwT",
+	"jtk5H8lABzVemqlKE3bfgMj46NUmv6RXqO9P0Hbtexqsx6D2/PV9kZmowkFWGssrFCl9Ui1KWmF7zU6O",
+	"Fau9P+9kIapV8XN3T40fsMlwdNosyPJiA3kXSXJSF2ohbTUXa4fCy7VUKf7e8qMn/a9cDirkn4EdytlC",
+	"fIbiRhnvniF8A2wTOjUukcKxjz93bMUnQT/xXotSicUlC0Hwg0eqFpTxsJijv8mN8SzPZ27hzfhsZL9v",
+	"I/snQfhDZR62m+fvhtxnpWruguKXUeJ7P/QZ1uC5D7k4a7r0wEJxue9UKH7QPbu5IHzvJPmTMPfhOaIO",
+	"DXHQTVWU9iEVHFg+GLhZTI77x90i7riaL3XqXqjCeLdCT7XYUbXAUbhOYL3QI5YC1HTBhmIsY850HmJY",
+	"qkjYRSFo5fPGcVpvzMvpjGvqLUUwTsVX5bpHxC0WkHpg3K102Qr50vDRZ9y9dYCJVAh2W2qgtcLS3A52",
+	"p2zKm24+nvAf5arRJ5BF9mmYTlLhCuMG7CPOWJi1VvDU0EJehOo31jDy5WfaaAiF6lKbFISzrGxRC/1g",
+	"gwSP5dTb14K+Vxm+ULk/6CIdy6v/HBkerDbV0mBZnS6o++A8bWXhxLciuLFs3xyyc5yH7LiK8zwGWWQ1",
+	"Z2bOFOGGrOQly+ro7FeL0fu/p1INBZh7LYhC/WkMCFy7kbs9cuongQJAmSXGCSF+JG3oGpy24BzNTV1c",
+	"u/plRrooUVe/rGjeKTaqCgkwZ0zEZ77G2L2IL3lziFbSy/Hdzxw0xz/3dev+ciG1f00Ryd0XoVWcCZOG",
+	"OtfxlTE38hx46a/FcXyt0AAOfM+1kWr9n8NxfIn4OW68zHvu3niU94lsBLp/4Cv3CAB5H8vG5E3sSZJ5",
+	"U7zr5OOnclYWhsbommPHd868Lh17IZ2zyVX3Dxcjf79n36TPwDL/E1x1O97ibfMIa0l/+TXfvXiTtWZ9",
+	"YNNMa8j6HEN5FxWxHAznyX7gXWXGCuia7EM72ogoZlWXiHBxgA1xyYQuI4xD6LamWIemVIF2I/EqFKtt",
+	"JbVguVUdllu+KIktT558TLGlsLEmf5fkwkB7TtyUM0d4fcd1SXAbzhOIxRrKjsgFNwYUy08qLQUrCWeb",
+	"LOxeohnbof7dkVUHoYoadpD3lm2UZ7KOpfcq05Qb4TbKNcUOyH+CuhSlfsybi38Ujrt1WYq8le8OhSly",
+	"tuxaEn+uVNFYqSK/wCw8Iju0G5To2nBf94ApTbLCXeDIpyOKtsLBuy1k8UKO0QYItkOIms1baQ/IBzQP",
+	"Qmgvdla+hhyDrHGAFBMUNy7Zek8PRbEPNhnhJyPXJruhxlUZ0u5eCC61/n5gQXh3AP8sEd8Gi06dp9yB",
+	"oZVAXLnmKfdhiQDgHiYLHdR97D00PB9t54IFT1HYI5lbr7Fj732bsHGWz3bsz3bsO7VjF/NegLBn6R4N",
+	"xu1ytfi8jcWv55YNYQuEpjqT+BQ9TfC3xqwE32eB7M+NWQ4ODxM5oclcajP4sv9ln6QiZoqMFvSSWcY0",
+	"AoU2VUln0DkE7ufW+SGY9xmRhGtjVWO9ZBMTOT9zlk4DWSUgRzlNFSyw9UoNp0Xf4UnWzGdlV1X0wxWH",
+	"8gcXrvtQDLE4gAApJmJsIxIR6lvVxWS8zppX+M5eJOvslRXKYMumeSrFgVzqgUpFNmxxzVltkPpgoPjX",
+	"jQ8howMERTFhP8QmHhXbW7FWSGiqZ5UKp9iHBHZ94BhAzl6LI5boeX1cbMYQQfcDLpjGcX2x/MI4hbLU",
+	"FsTyFmG+2VlzttcZtjShut7QhOCbY6YHVoKq1C4aednq/VE0Io+GYkw1++LJ/vd/P312cPb96fHTL/aB",
+	"5fGYPCLDTm/YIY+gvKk2dLEs/DaW8brbzV3KrqyrH/EgZhMZWzWeKuNrjuSNWYr1zLDazAmJU5cKhj8Q",
+	"5eoWDUWWLVapzlSo40QVw6Zo9rCpwMC6LFWMa8KETGfz3lA4IoWlnM2BBXZzYAXRwnnxeASdPwT/LWXA",
+	"5J13JSSEqlS4ELmNdXB/rg0WEdab9SxGXzw5vrA3fvHYd6W8OLp4Ou1PjulXeXGWOaMx1JVxAJSvdmOJ",
+	"3K0VYn4W/MpJMToPGvRJ6yuqCbbQOSGKvWMTA8I+vCYlmVKFMTQCCwBtXGkGSBsX3DbcvW43k8pV1q0A",
+	"igV3bHiD0Ok63hQAaOvSs1d3Ouvz+4ub/EiJgIU22g1KieMiGJDqCo4chypQ1CMABxa0MCYkz/pB5gze",
+	"FcuYToqkBNI+9VDMi1HmVuxgGDHszBmTQihrTrKKMblGOssj4YDkIEJ9FWrHADmpLlNnBGGDB6f2HyOy",
+	"T8nT/mOnB5eeGCnRGlsQsKqnsSYSonCwIFXkqkrL1GB7d98OPG/kjrXop6UeaZFPmsVVjOnkUk6nm3vw",
+	"vBKs3LMLm2ux2ItvlX5a1d5X4ejq6+v/CQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -29,7 +29,7 @@ var sharedCTEs = []struct {
 	holders []string
 	reads   []string
 }{
-	{"joined", []string{"JobApplyOutcomes", "JobApplyOutcomesCrediting", "JobCancel", "JobReapExpiredLeases"}, []string{"updated"}},
+	{"joined", []string{"JobApplyOutcomes", "JobApplyOutcomesCrediting", "JobCancel", "JobCancelMany", "JobReapExpiredLeases"}, []string{"updated"}},
 	{"credited", []string{"JobApplyOutcomesCrediting", "JobReapExpiredLeases", "LeaseReleaseMany"}, []string{"updated", "before"}},
 }
 
