@@ -101,8 +101,9 @@ type JobCancelManyRow struct {
 // flagged is not a candidate (nor counted again), so repeated calls come to an end, and
 // two concurrent calls lock in id order and count each job once: the second re-checks
 // the status on the row the first left. `more` says that matching jobs remain.
-// Index use: jobs_pkey in id order, filtered (a bulk action reads up to the matching
-// rows it needs); jobs_parent per level of the trees.
+// Index use: jobs_pkey in id order, filtered: it reads the rows up to the last match it
+// takes (TestBulkBatchReadsAboutTheLimit), so a filter that matches only jobs far behind
+// others reads those others too, as JobList does; jobs_parent per level of the trees.
 // The parent join of a statement whose `updated` CTE ended children: each parent's
 // pending_children drops by its finished children (grouped, so two children of one
 // parent in a batch count twice), and a parent waiting for them is woken at zero.
@@ -133,8 +134,7 @@ WITH candidates AS (
       AND ($4::timestamptz IS NULL OR j.created_at >= $4::timestamptz)
       AND ($5::timestamptz IS NULL OR j.created_at < $5::timestamptz)
       AND ($6::text IS NULL OR starts_with(j.key, $6::text))
-      AND (j.key IS NULL OR NOT EXISTS (
-              SELECT 1 FROM jobs l WHERE l.key = j.key AND l.status IN ('runnable', 'executing', 'awaiting')))
+      AND NOT EXISTS (SELECT 1 FROM jobs l WHERE l.key = j.key AND l.status IN ('runnable', 'executing', 'awaiting'))
     ORDER BY j.id
     LIMIT $7::int + 1
 ),
@@ -229,8 +229,9 @@ type JobRetryManyRow struct {
 // counts its retried children among its live ones. Rows are locked in id order; a job
 // another call retried meanwhile is re-checked and left out. `more` says that matching
 // jobs remain.
-// Index use: jobs_pkey in id order, filtered; jobs_live_key per keyed candidate;
-// jobs_parent for the live children of a resumed join.
+// Index use: jobs_pkey in id order, filtered (as JobCancelMany); jobs_live_key per keyed
+// row passed (NOT EXISTS without an OR, so that it stays a per-row probe rather than a
+// hash of every job); jobs_parent for the live children of a resumed join.
 func (q *Queries) JobRetryMany(ctx context.Context, arg JobRetryManyParams) (JobRetryManyRow, error) {
 	row := q.db.QueryRow(ctx, JobRetryMany,
 		arg.Statuses,

@@ -7,8 +7,9 @@
 -- flagged is not a candidate (nor counted again), so repeated calls come to an end, and
 -- two concurrent calls lock in id order and count each job once: the second re-checks
 -- the status on the row the first left. `more` says that matching jobs remain.
--- Index use: jobs_pkey in id order, filtered (a bulk action reads up to the matching
--- rows it needs); jobs_parent per level of the trees.
+-- Index use: jobs_pkey in id order, filtered: it reads the rows up to the last match it
+-- takes (TestBulkBatchReadsAboutTheLimit), so a filter that matches only jobs far behind
+-- others reads those others too, as JobList does; jobs_parent per level of the trees.
 WITH RECURSIVE candidates AS (
     SELECT j.id FROM jobs j
     WHERE j.status IN ('runnable', 'executing', 'awaiting')
@@ -89,8 +90,9 @@ FROM notified n;
 -- counts its retried children among its live ones. Rows are locked in id order; a job
 -- another call retried meanwhile is re-checked and left out. `more` says that matching
 -- jobs remain.
--- Index use: jobs_pkey in id order, filtered; jobs_live_key per keyed candidate;
--- jobs_parent for the live children of a resumed join.
+-- Index use: jobs_pkey in id order, filtered (as JobCancelMany); jobs_live_key per keyed
+-- row passed (NOT EXISTS without an OR, so that it stays a per-row probe rather than a
+-- hash of every job); jobs_parent for the live children of a resumed join.
 WITH candidates AS (
     SELECT j.id, j.key FROM jobs j
     WHERE j.status IN ('failed', 'cancelled')
@@ -100,8 +102,7 @@ WITH candidates AS (
       AND (sqlc.narg(created_after)::timestamptz IS NULL OR j.created_at >= sqlc.narg(created_after)::timestamptz)
       AND (sqlc.narg(created_before)::timestamptz IS NULL OR j.created_at < sqlc.narg(created_before)::timestamptz)
       AND (sqlc.narg(key_prefix)::text IS NULL OR starts_with(j.key, sqlc.narg(key_prefix)::text))
-      AND (j.key IS NULL OR NOT EXISTS (
-              SELECT 1 FROM jobs l WHERE l.key = j.key AND l.status IN ('runnable', 'executing', 'awaiting')))
+      AND NOT EXISTS (SELECT 1 FROM jobs l WHERE l.key = j.key AND l.status IN ('runnable', 'executing', 'awaiting'))
     ORDER BY j.id
     LIMIT sqlc.arg(max_rows)::int + 1
 ),
