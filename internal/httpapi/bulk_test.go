@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -18,7 +19,7 @@ func (a *api) insertJobs(n int, q, h, prefix string) []int64 {
 	for i := range items {
 		items[i] = fmt.Sprintf(`{"handler": %q, "queue": %q, "key": "%s%d"}`, h, q, prefix, i)
 	}
-	body := `{"jobs": [` + join(items) + `]}`
+	body := `{"jobs": [` + strings.Join(items, ",") + `]}`
 	r := a.do("POST", "/v1/jobs/batch", body)
 	if r.status != 200 {
 		a.t.Fatalf("batch insert: %d %s", r.status, r.body)
@@ -32,17 +33,6 @@ func (a *api) insertJobs(n int, q, h, prefix string) []int64 {
 		ids[i] = j.ID
 	}
 	return ids
-}
-
-func join(items []string) string {
-	out := ""
-	for i, s := range items {
-		if i > 0 {
-			out += ","
-		}
-		out += s
-	}
-	return out
 }
 
 // bulk posts a bulk action and decodes its answer.
@@ -275,5 +265,39 @@ func TestBulkRefusals(t *testing.T) {
 	}
 	if n := a.statusCount("runnable", "true"); n != 3 {
 		t.Fatalf("refused requests changed jobs: %d runnable of 3", n)
+	}
+}
+
+// A tree cancelled in bulk and retried in bulk resumes as it was: the children run
+// again and the parent waits for them (its retried children count as live).
+func TestBulkRetryOfACancelledTree(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, httpapi.Config{})
+	a.registerHandler("h")
+	a.insertJobs(1, "tree", "h", "parent-")
+	parent := a.claim("tree", 1)
+	a.outcome(parent[0], `"spawn": {"children": [{"handler": "h"}, {"handler": "h"}, {"handler": "h"}]}`)
+	if changed, _ := a.bulk("cancel", `{"filter": {"queue": "tree"}}`); changed != 4 {
+		t.Fatalf("cancel the tree: %d, want 4", changed)
+	}
+	if changed, more := a.bulk("retry", `{"filter": {"queue": "tree"}}`); changed != 4 || more {
+		t.Fatalf("retry the tree: changed=%d more=%v, want 4 false", changed, more)
+	}
+	if n := a.statusCount("runnable", fmt.Sprintf("parent_id = %d", parent[0].ID)); n != 3 {
+		t.Fatalf("children runnable again: %d, want 3", n)
+	}
+	if n := a.statusCount("awaiting", fmt.Sprintf("id = %d AND pending_children = 3", parent[0].ID)); n != 1 {
+		t.Fatal("the parent does not wait for its 3 retried children")
+	}
+	// The children finish: the parent is woken with wake "children".
+	kids := a.claim("tree", 3)
+	if len(kids) != 3 {
+		t.Fatalf("claimed %d children", len(kids))
+	}
+	for _, k := range kids {
+		a.outcome(k, `"done": {}`)
+	}
+	if n := a.statusCount("runnable", fmt.Sprintf("id = %d AND wake = 'children'", parent[0].ID)); n != 1 {
+		t.Fatal("the parent was not woken by its children")
 	}
 }
