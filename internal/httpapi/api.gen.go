@@ -274,6 +274,48 @@ type AnswerSpawn struct {
 // AnyJSON Any JSON value (null is refused).
 type AnyJSON = json.RawMessage
 
+// BulkFilter Every field set narrows the selection; at least one, or `all`, is required.
+type BulkFilter struct {
+	// All Act on every job the action applies to; not combined with other fields.
+	All *bool `json:"all,omitempty"`
+
+	// CreatedAfter Created at or after.
+	CreatedAfter *time.Time `json:"created_after,omitempty"`
+
+	// CreatedBefore Created before.
+	CreatedBefore *time.Time `json:"created_before,omitempty"`
+
+	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Handler *Name `json:"handler,omitempty"`
+
+	// KeyPrefix Jobs whose key starts with it.
+	KeyPrefix *string `json:"key_prefix,omitempty"`
+
+	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Queue *Name `json:"queue,omitempty"`
+
+	// Status Cancel: runnable, executing, awaiting. Retry: failed, cancelled.
+	Status *[]JobStatus `json:"status,omitempty"`
+}
+
+// BulkRequest defines model for BulkRequest.
+type BulkRequest struct {
+	// Filter Every field set narrows the selection; at least one, or `all`, is required.
+	Filter BulkFilter `json:"filter"`
+
+	// Limit The most matching jobs this batch takes.
+	Limit *int `json:"limit,omitempty"`
+}
+
+// BulkResult defines model for BulkResult.
+type BulkResult struct {
+	// Changed Jobs changed (a cancel counts the descendants cancelled with them).
+	Changed int `json:"changed"`
+
+	// More Matching jobs remain; call again to take the next batch.
+	More bool `json:"more"`
+}
+
 // Duration A Go duration such as "500ms", "30s", "1h30m".
 //
 // Example: 30s
@@ -1100,6 +1142,12 @@ type InsertJobJSONRequestBody = JobInsert
 // InsertJobsJSONRequestBody defines body for InsertJobs for application/json ContentType.
 type InsertJobsJSONRequestBody = JobBatch
 
+// CancelJobsJSONRequestBody defines body for CancelJobs for application/json ContentType.
+type CancelJobsJSONRequestBody = BulkRequest
+
+// RetryJobsJSONRequestBody defines body for RetryJobs for application/json ContentType.
+type RetryJobsJSONRequestBody = BulkRequest
+
 // HeartbeatStepJSONRequestBody defines body for HeartbeatStep for application/json ContentType.
 type HeartbeatStepJSONRequestBody = LeaseRef
 
@@ -1174,6 +1222,12 @@ type ServerInterface interface {
 	// InsertJobs Insert up to 10 000 jobs in one statement.
 	// (POST /v1/jobs/batch)
 	InsertJobs(w http.ResponseWriter, r *http.Request)
+	// CancelJobs Cancel, in one bounded batch, the live jobs that match a filter.
+	// (POST /v1/jobs/cancel)
+	CancelJobs(w http.ResponseWriter, r *http.Request)
+	// RetryJobs Retry, in one bounded batch, the failed or cancelled jobs that match a filter.
+	// (POST /v1/jobs/retry)
+	RetryJobs(w http.ResponseWriter, r *http.Request)
 	// GetJob One job with its inbox and children counts.
 	// (GET /v1/jobs/{id})
 	GetJob(w http.ResponseWriter, r *http.Request, id JobID)
@@ -1345,6 +1399,18 @@ func (_ Unimplemented) InsertJob(w http.ResponseWriter, r *http.Request, params 
 // InsertJobs Insert up to 10 000 jobs in one statement.
 // (POST /v1/jobs/batch)
 func (_ Unimplemented) InsertJobs(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CancelJobs Cancel, in one bounded batch, the live jobs that match a filter.
+// (POST /v1/jobs/cancel)
+func (_ Unimplemented) CancelJobs(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RetryJobs Retry, in one bounded batch, the failed or cancelled jobs that match a filter.
+// (POST /v1/jobs/retry)
+func (_ Unimplemented) RetryJobs(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1925,6 +1991,34 @@ func (siw *ServerInterfaceWrapper) InsertJobs(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.InsertJobs(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CancelJobs operation middleware
+func (siw *ServerInterfaceWrapper) CancelJobs(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CancelJobs(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RetryJobs operation middleware
+func (siw *ServerInterfaceWrapper) RetryJobs(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RetryJobs(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2662,6 +2756,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/jobs/batch", wrapper.InsertJobs)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/jobs/cancel", wrapper.CancelJobs)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/jobs/retry", wrapper.RetryJobs)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/jobs/{id}", wrapper.GetJob)
@@ -4292,6 +4392,228 @@ type InsertJobsdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response InsertJobsdefaultApplicationProblemPlusJSONResponse) VisitInsertJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJobsRequestObject struct {
+	Body *CancelJobsJSONRequestBody
+}
+
+type CancelJobsResponseObject interface {
+	VisitCancelJobsResponse(w http.ResponseWriter) error
+}
+
+type CancelJobs200JSONResponse BulkResult
+
+func (response CancelJobs200JSONResponse) VisitCancelJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJobs400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJobs400ApplicationProblemPlusJSONResponse) VisitCancelJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJobs401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJobs401ApplicationProblemPlusJSONResponse) VisitCancelJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJobs403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJobs403ApplicationProblemPlusJSONResponse) VisitCancelJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJobs422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response CancelJobs422ApplicationProblemPlusJSONResponse) VisitCancelJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelJobsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CancelJobsdefaultApplicationProblemPlusJSONResponse) VisitCancelJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJobsRequestObject struct {
+	Body *RetryJobsJSONRequestBody
+}
+
+type RetryJobsResponseObject interface {
+	VisitRetryJobsResponse(w http.ResponseWriter) error
+}
+
+type RetryJobs200JSONResponse BulkResult
+
+func (response RetryJobs200JSONResponse) VisitRetryJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJobs400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJobs400ApplicationProblemPlusJSONResponse) VisitRetryJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJobs401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJobs401ApplicationProblemPlusJSONResponse) VisitRetryJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJobs403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJobs403ApplicationProblemPlusJSONResponse) VisitRetryJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJobs409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJobs409ApplicationProblemPlusJSONResponse) VisitRetryJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJobs422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response RetryJobs422ApplicationProblemPlusJSONResponse) VisitRetryJobsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryJobsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RetryJobsdefaultApplicationProblemPlusJSONResponse) VisitRetryJobsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -6537,6 +6859,12 @@ type StrictServerInterface interface {
 	// InsertJobs Insert up to 10 000 jobs in one statement.
 	// (POST /v1/jobs/batch)
 	InsertJobs(ctx context.Context, request InsertJobsRequestObject) (InsertJobsResponseObject, error)
+	// CancelJobs Cancel, in one bounded batch, the live jobs that match a filter.
+	// (POST /v1/jobs/cancel)
+	CancelJobs(ctx context.Context, request CancelJobsRequestObject) (CancelJobsResponseObject, error)
+	// RetryJobs Retry, in one bounded batch, the failed or cancelled jobs that match a filter.
+	// (POST /v1/jobs/retry)
+	RetryJobs(ctx context.Context, request RetryJobsRequestObject) (RetryJobsResponseObject, error)
 	// GetJob One job with its inbox and children counts.
 	// (GET /v1/jobs/{id})
 	GetJob(ctx context.Context, request GetJobRequestObject) (GetJobResponseObject, error)
@@ -7110,6 +7438,68 @@ func (sh *strictHandler) InsertJobs(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(InsertJobsResponseObject); ok {
 		if err := validResponse.VisitInsertJobsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CancelJobs operation middleware
+func (sh *strictHandler) CancelJobs(w http.ResponseWriter, r *http.Request) {
+	var request CancelJobsRequestObject
+
+	var body CancelJobsJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CancelJobs(ctx, request.(CancelJobsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CancelJobs")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CancelJobsResponseObject); ok {
+		if err := validResponse.VisitCancelJobsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RetryJobs operation middleware
+func (sh *strictHandler) RetryJobs(w http.ResponseWriter, r *http.Request) {
+	var request RetryJobsRequestObject
+
+	var body RetryJobsJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RetryJobs(ctx, request.(RetryJobsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RetryJobs")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RetryJobsResponseObject); ok {
+		if err := validResponse.VisitRetryJobsResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -7739,156 +8129,167 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H2Lchs3tuCvoLi3StJNi6Lkx02kmtqr2E7iTMbxWHa5dkMvCXaDJKwmwABoUYzjqvma+YP9gf2U+ZIt",
-	"nAP0i2iyKVFynHFN1URmd+N53s8PnVjO5lIwYXTn9ENnThWdMcMU/Ot5wmZzaZiIl39lS/tLwnSs+Nxw",
-	"KTqnnXOi2JxRQxbcTLkgZsqIZuqKqT1NePExWXCRyAXZ//7Zi6dvXp1/+9OzwfOnz/728ufXz148+V+D",
-	"t89fPP35bdQXCRvTLDXk5OH0gFChF0xpGPW9HMF/L9mSjLnShsxowiJCUy0JHRumCDdkzAXXU5Z0+6IT",
-	"dbhd4pTRhKlO1BF0xjqn5S0d2j1FHR1P2Yzazc3o9U9MTMy0c/ro+CTqzLjw/z6OOmY5twNoo7iYdD5+",
-	"jDo/ytHzp/ZDmGlOzbSYhyedqKPYrxlXLOmcGpWx8lRjqWbU2PeEefywA3PxWTYrz8SFYROmYKoXMGpw",
-	"JvjPurn+Q7Fx57TzP46Kqz7Cp/oIxv1oZ1BMz6XQDC7+W5q8Yr9mTBv7r1gKwwT8SefzlMfU3v/RXMlR",
-	"ymZfvdcWGD60nPElfoWTVsHp9ZSRkUyWhGsipCFXNOUJ+fHi5xdkXyoylWmiSUINdTduAQKeXtE0Ywfd",
-	"zseo80SKccrje193PKViwkgs05QnTANGwAIV0zJTMdvTJM6UYsIQbahhsNrvpBrxJGHivpd7/vI54NKU",
-	"ardKmhAdyzk7c1vRRDCWECoITWZc2LdhyS+k+U5mIrnPFb+QRGfxND9LWIh//x7XcS7Iq++ekG8ePvov",
-	"4gaHpbyW8ieqJuxTIYu8ctig+W+MpHzGDazrjaCZmUrFf2P3el/nmZkyYdz4sEJBqEhgjSNGlV2uvGSC",
-	"SJWDItdkxrXmYhKRhZJiYh8qdiUvWeJ2M1cyZlrTUXrvR62QHFZI0xkZMqWk0kNiibAmjMZTMqIJGXOW",
-	"2kV/9HQYqOr5y+eOjc6VnDNlOFLbWDFqWDKgpsIaEmrYoeFA3WvMJ7L8JcRG6qwj6qRUm0Gm1w8vsjTF",
-	"U0XmsTKdcPxn5cFcsTG/XhUNXiOz3tOOXcdTqmhsBYtuaDvunm+1RiBf9nMmLCP9pQOEC1gjTTrvQhy8",
-	"YJq/IMd2zBSHyncXla+odqSVtReTyNF7Fhu7LLz1JzAAgGqScHtINH1ZgoIxTTWLaoDhT70kmJz0ehsE",
-	"k1sfROUMNu0IwJCm6c/jzukv6zHMgf/HqA7/lyHZ0gEQ2Z8kl4N//eOfB6dET+VCECliFhFtpGIJkSJd",
-	"EqoJtZxsGgCt2t7sVKtbepdv6ieOIk91gXTOB5dsCX9zw2Z6EzHJt+pnokrR5cpq8nGDpwzi7/mCcrMR",
-	"bKpH95Kqy1xqzoThKaFE84mgKRCqhHBBhviDHhKqFL9imuxTsfSvLaaWOM+4MSw56AupyNCioczMkMyp",
-	"1vZ1wSzbqbzZJedkRk085WLihzJTatwcCVlMecrs2vpCGzYnigqyoJdMW/GdGrhclN6rN+AWW7mALbGi",
-	"ehNRB6SwjfKxIzpWzIRB8BA2ffY0U8CL4MYbbvapFGzLi/0O9Jv8akHGHCqms9QMzwglcwryJdfESMt/",
-	"6qeIr2635+YNfEd5uu0GKE/z5Qu5iGAPMjNEMaOWXEzabAOY7q528YJdb4tfrzJUdQW7tsI8m5N9VEiG",
-	"CUvpcngQkZgq2A4ZApgNVzcBr7aHoxvBa/OuX9njvuG2NZ0x3DadUC5IZe9kn13jojhNyYjGl3I8rhKJ",
-	"M4vrscyE0aBeGMNmc7ODE9opXFzM6UJseULPhWbKkGE85WmimBiC0DtfJceWci6JFIzIsX00A0UsN1+s",
-	"HIUfsDUDgtU/sV/ZHc3o9XP86rjXs6RyB7SwxsryFYZZ2RI+WjUgiWVJgyf7VsazeK/Y2MpXB/Ykrg8n",
-	"8tANaUX67iu6+JvVAibMjp0DQMA69b0kiXuMCiTVpN951OvNdL8TkX7nQc/9cTx90Jv1O3Y+dk1ncytm",
-	"2qf2JiyAKjvg/9n/pXf4zbuv9vv9Lv518D/3hf4907//v/+rf5/p3/Xvs9+nBwdf/UdIxv3OKgXPPIxW",
-	"LxgUhtUtvKRm6kAEdYqIsO6kayFJHz04misuFTfLoEg9c2e0KrXXrg7nLj4I3eD3Dj5qctEV5anXxmqU",
-	"XjFGdCqN1ZcW3aBqchO9x8mKK7+D0lt6UppGT6lKdPhZNk+2XEJAoPSz51NFpZOp6Q6lCZvOOSyDTqhh",
-	"7QVQuK9N4icO2bSMl5nZUl3J72BGr50xs9dDgrPOvFm+oU17usA36zvBmZt2cpEP7+zLsIwac5MLtITZ",
-	"Q9nTDnSpYsipQNWwUJxv7fHDTbv6gYokZeqJFGM+Wb1QxxsHI6rZNlzOfzej19t8dhNkm9HrgWPPDfiz",
-	"zi5wxWWmB5rFipkBu55zxbSbvnr2b4Angoxgb8B/SvBTog1PU9AmrI5ClDSwqT20e6V0DmzihjYDmCK4",
-	"g61F/ZtQk6iTqXQziXYquX03X3OxwtpFRVXQqkLMduTIgXCYIk3xYXuiVEWITdQpH37NwranUfeMdXUM",
-	"qlDGjWQxB84qvlzwiQAFG/FjfzHVLB6Qr4jd1OOHVmCghqSMakOOH5PR0jB9cEYmTDBlbxtRjY40E8bR",
-	"tIoiXZJ4cOhfzg//Nz38rXf4zVdH7776y4dedPIxKOLcBGcQ/qs7nBozPz06IlIR+6e2f7959ROqH4bN",
-	"kTK//PniNUuIkSubePh1xRzw9SYubhcRBDNGUztAHfTnTCRcTAYzPsGdNJBHK1dnejN+u/dCS/hRjgKC",
-	"F4JUQOZ1sOaFxsLlxOanpAf2FUJRe7MXkzIDTp6kUGitJiIkeKmUYYlVyL1iAhrMJbPnz40mqQUwO9Se",
-	"9lqcDkt67uktDbx0Qbmxfwcxwhm3UKd0b6KZhNrFjqVy+sVfCBVL4Bk51Vq1d4fXkitMMRUxSwfOK4BW",
-	"UPfOSMqUUeS5UuAFxMuBE1w3bvImfJqlfMJHKQty17eA7ERlQtiJ4UhmdGl/OINbTxhNUo66qD87d1RA",
-	"KIQU7BYs9gZaedTxEHcreHEcJHjBrf0nXMwzs+3y2162pdGsJhvdbK84klwI3O/G9zeLdmiFGzQcVMME",
-	"5e8djSzbLgJvORU2/PTXjGVh+dIyskGucLRzQLwC5WrGzSs27nx817iJgvjexGCKLr8kS9nAS8erng3/",
-	"ClrHZzRhuYWohHmUxCm35DvhaAtp4QNzUxseX4antk88e2hexi1E6pvY1QtGue6rH+XoAl+ET9h8dYdP",
-	"cqYGckKYHd1ETl/QSxYirks0WF867qgyodEueuocIBHxGBARJx+1uMqQcxKxoaBr+bGV0KjKDDz58reS",
-	"Q7Qny+4Ycw69qkuggaPOycrkIYDqzVpGlbQ3CDzfUhNPtxTs38tRe03kRzlCW23QOjrjwv+wQUeBSddt",
-	"4lVOQHaxWpZs1JrWregpM95l04peWtFz1VvrL3ngLzJMuvPXjDQ0bRCP0as3cPDTkiP7r/KBN35Tl7Yr",
-	"A6wuY2XxUWDTYS9yAVjbQW9AUtwqGjHa3ltSko42RwhagSkPnBwEHfbnaD+rBVgSDMAk+1b+HlmUIADz",
-	"Byh7uqcLLiBGyGp05Ojq+MiCcU2ra3MIrYQ1740o5LQ6C1GKpeg1uGRLqwBpFkuREI7+HXRiU5LyK2TZ",
-	"GJnIwYuZKaGRnTouuuUWbmUxKEtT64Od3HtlGasNFFTFrvbCVtRRmbi5ld3DagNhy6njLUlbwpIM48jC",
-	"Gl1tVZXXG+nBS+eEuR0DCEUwWHV9EGdKyzYyf4hRVMdoON2LXDbz8URelwRvGYszg1Qz18+jTiKFfTqm",
-	"PGVWQkB9OWWh8KOo85NVXp5dGyYSPPiaX6GtlrR+xyvDhPYLS7Egux39hmjGyrqyDESj9UvCz0LreBFU",
-	"HX5ixjClI5LwCTc6InuDvYjsde3/ndr/O9w7I8eHxydf1wLuSia9wpj3rvhz0D09fPehFx2f/FfYslcR",
-	"2O3ZiKVDs/ApIQhuUrBK8L/OMRwRqYgda1VwXkWLVWUx/0VksxEQylXUfhe1X8EGj/TPmYnljJ3P5ykP",
-	"gfN7ORq0Nj9srRitojnK6GtMjC9LXCP3kD2qH0gPdRsI56x4wr4pcaVeaA+lSO06vfUCadhq1J5Clnzr",
-	"AULJhTaWAAVnWrHRllZuuEnDX+EPH0rRApkSpxMmkkxZ6Dx1UcinECmMQtdGarCEoFOcdO2N/d3z7Lpz",
-	"w+lNAXEc4m02HSOM+wRfvYXPkIvBOOWTqdnSaSjThGkz8OzlVgaxOc10k11WMcNEOGjk9ZQRkIj2NMlf",
-	"I3JcsYHr3JKM2U7EYU07G82tYw6cN9DtsH7kkQOD/M6D57qdH7AMF6vOiJJZvgVFK0SBdu8nLk6yxauF",
-	"MNLufSeetHs5F3puoHHuRmCq3UfYKwvA255wIiXZZFVwgzYu5SZ+WEeqAmEYUjAy5/EliVPKZ5pQQ2ay",
-	"xnTaaEMrpKjmNAJHop3MYbFLL3E2PBeMXJ+0hRLWlvK0U1UKnX1FRvlBLkgqxYSYKdc52apSKqoYuWRz",
-	"c0b6nZ7udwodVVbzNUu5ma+evX724vXzn190wxGSVrfLE0KdvNDpBDOUsviSmT0NofylLFGrR/pEpVUV",
-	"eYVk5spkgOfBDAER8q9s6RTxKb2y6jq+WTFsN2P7KFO6Rp9lhhhcFyZvxCYbeaBy1vMW8+6KkSg0DeOW",
-	"o/xEt2MR+RWFyVJhOGhPm4pb30SfyqOvXdwNCJUHhCp0/U1qgzlsOgcttANVPSf+8uohcU10pLhdDwg1",
-	"pHJTJglLyJwpZ5pqN2lQUPczBo40B4q1Z7q9tuzMbpvu3qXQeFRpY59aME/rNw3+Ft8MokTTdt+ygpM0",
-	"BRK6C8qT1iG5ZazkDEImChq0bYzkhXPV7SZ9MFZSBMnPWp/5TVzhkCy3RuXd7EiGEQyPL+8mgxEsYIV1",
-	"cpWHQVSMnb/RJ7qqyGBgYtlmpi85+NnSVC6CRrB1YkOzH9yu4DcnId+ZpgHQUpqr7IL0TknvaPRbL+kn",
-	"5ROuXWcVPrbjOB4jwgzHu7bbs5scwzZxm2LodcvantV4pKyC4COM/NcReYwZX0jxnSUmIpT496Ui+/89",
-	"lZlKlwdEKtLv/DcmmkCaQzW34T+PHpH/xP/VgucePd7oo9jWdbSlV6aEPYV4iYhTp7YWq8gMaKyQQHDH",
-	"UhGKQQ55smEe57Cni+hi+zLX4MSBo9keT/PFudtcg7dtjqmMysW+37x+0gnUIXh+/uKc+C/y5JZnmQWo",
-	"o5dU8br77PHDTcjusHydr+UCIk5fuQjsLcG7dK2tc94aImCRLC/yCNhgaOvBLmNbQ2oQRh0GGLIUOps1",
-	"BgXeZbZ/czw+XaaSJlvH5bBfV0//KbNIo5ZEKnTe5mrdezk6JccROYnIg3/9459tVK1QoIudNSrMXLjy",
-	"GnPID/ld482EPW+hVOK1bAFveSNTcMM2L+eCYdWUuy8A0PKyc5LbVgYu9vGtLwi1vdS/pT/80xwBxjht",
-	"PghzW/cODNT+/YW8bIooxBBoiOGrR0B782MpGq7Jp10sKCp8RzBr8ByKNNPtMmXPMSgOVSTpAivOQEUC",
-	"ngnJ31PmUsH3NMlEyjTEWGCQtxQskCa7OYrm/uNm7iAkhewLy/WB17HZ3CwPWlnR/sihJVsEfFy4wM/G",
-	"lIiAD8Hd36AS7l/YWu4sRn1VdDZmPihcjpu139akQaLbeRV4rPoVIUGIiLYYG5FEChaRMeVphKUXwMFN",
-	"4ZdMsVMfqRpB/s0AzicisRSCxXCQ7pdyTEWCHD/kYFXbCjw+uLeVtFCPYPUnUT3tykKqt1cFEA8OTbCH",
-	"9QG2JHhvoQoKJt4s2Ggq5WVe4BC1OlglOen1Tgm7prFJ8wIBgQvsi5Ub7JI34lLIhXD6Ilj+XSI92bfE",
-	"1J0QfKStujCiycDX/TvAsiszel3eyzGQhdovAfffZgJXFLMp+fQ2fwJVUpyrrt0XUJbE2XXafQElQNA5",
-	"o5btPsH6GRZQfZmIzd9gRYmwJmHYPGejty52sqPMl7ZJLDdMkrhlYAugfmGGQoEtR/VamHsTKt8muY5r",
-	"V/vlGGwOWKJBaUOMQn68m4IHf/wkps2pRM3myxsmi7TI/CD7veq9BO+kXZqFB671mRL1VIvSbTfBH0Qb",
-	"BgANqzZqpsmUUWVGzDIPkRDH2Xymnl6KeKqkgGR5C4uuukwe4hionbR1FGV0u+DGqLMh4tKew8+F7LIF",
-	"T7VqDwggvpjkOE8QhtMqs1HktRHWigtx4b7YL5j7QagG2RdGtx2jKwFOQF3FtGG4vi68V/Gu3DJ61t5k",
-	"g/XH0ob2th+L8hstPzBk0zJKdZQbCrg6sIXchxpsKhYzrM2nGSPXh+533bVvHayvE7U623s52tOlbDTN",
-	"hMnDQOy0EC0xlmkqF4Am9h73NHkvuSD7LgqHWGWxmj296QTzOlQrWdQ+q2YmVYAMPnGPMR19KhfizJl2",
-	"i8TkMKN9j3x908JcXH3KWhSDKMh1kYIUKmXi7ZLOIKNJgtZSlpARG0vFiuNeUI0hTiyJCMboORGifNjb",
-	"nXWTtbLIcgqfdWDh+amTffxPXu/uoO09bJ00mQ+MbpyxYnpqNdNYCsNF5ph7xV+DGy6AqVQY5V2LJIgi",
-	"/6vjIaEJlRvt/Z+PRX9NzdugnT10FK+nSmaTqZMoa4UxJBe1CJ9ayHfu4FoNxUPy46PXzJRxtZKK3CaY",
-	"c7XmJEvyAhVkH0PL82RcXdGiD1rONuMiqwdqrZehbpis6CZajRDFEUMXtJZbuRta/Q7dbZniZnlhYceF",
-	"P0G17ryMNpiO8ad8gKkxcyybzcVYhurwuZh4wHXN1BWPGWT7SW0mil38/Se8+nmmp76KNhBIK+Z6EzH1",
-	"TLHbF08gK177fDyMcxSJZWg5+TrLoxvtbC6SNC+CATw7Ap6LE/bBouqYIeT0ofS/p6HwzL4dlSVoqrkw",
-	"VCRUJeStY8cHWEHFpf55YbMvuCgG3NOeflLDuuSCMZLIWB/NlTQylml3luT6Cmw+f9AXfQGpDWjSqVeg",
-	"t8NkMziP/aYy6Add8taX18KAz74Aogv7oQKKsIM4FbnalEdXxySmaQpdADQZOpXkNxj7lHyLRdz7Wa/3",
-	"IIYP4U82RMHZ5U10inyITtS5Ykq7VJLucbcHNss5E3TOO6edB91e9wEmKk0B8I6mUHvnN6h9hz5gS0dg",
-	"/udJ57TzPTOuPE+tecVJr7emOvx2VeHdDIGi8G/m3QrOdE5/eRd1dDabUStbg8DlA4q5JhkwLUMn2iJh",
-	"vhPdeWcHOVKMJsu1e31l3/g0W4WpoQT/o96D++37YKAzxXLzUSfU0JFVBaF6KI2ngOYWLbFGE1ZVbTz/",
-	"q+MjOueHvsh38BJ+4tpgYW99l/dQKkQeOJJngJ2XbBn53ghWvbWkME6zxHVKeNg7bpolX/ZRpTkEfPRg",
-	"80dFwxJYmQtS2fRVccXla7Nb9N0f8nLirskP0NGZZukV0wddcg4tSKAifeM1Rp251IFrwzr1riI78kKm",
-	"zbcyWe74ylyJ/49VjuuSFGvgcnwncychiHGPHGD0Nt9WqfnP/cHSw+MWX+R9VuwHJydt1lVuGXJ7kMWz",
-	"9AwTigP4rlTc4iCahZH9Q2+CdqBbo0BHH3jy0VXAZihkVkH6FWB+CaQrsPUwkFZTaqNyXxeK61j/Rd5M",
-	"6FNdKB5M6UJb05pSo7Rf7r4D2DsHInkV4EYO9T28cYf8KS9R3MidJr691Y1AbRdcBWXYUjiIW1NxneNU",
-	"Lg7teSiZFhgIx3v04ZIt1+LfU/j9+7yi0gbsw9eTCq2gZJ5SLshf/3JcWad9DJaQL7i6iqszCYlcW9xr",
-	"1ChPh29vt2jS1EzqdgjyedzWz4Jtd1E1ihposVdDE1+tm8AlMe0KwQZI8WUu+YVp8XaNH99FHWf7qpk1",
-	"XSsTCquKaoAKiJ3MuMGU0zwNGIwNEBti+IyR/b/+5fig2xcXgfrjZIiF0odEyYU+IzOpGMGfSMoM/ttV",
-	"dbWMCu0no0wv+8JOr5jzloFlDSucc0HswacpS1F1ryLKy6xAlN3Lzb7MfCuR+d5R84uofCs+zAzJ5sRI",
-	"MoTEzCGa6VxfTK5XkAMxgpUTr9cz63L98UZx6Af/0l1aTkpV0huFIrfaP4JcpNiEawMuqXxVxWEXddfr",
-	"B330wdLTFpLRD3nkRGvh6Iu40yjurL+jZgmn8RZ2Dvm+on+YpN4a8j8fgWfTVdVknNA0xSsuMrpJ3DiH",
-	"DCg3fN5HjZIhJkUNyYRZCaJU9n+IGU//+sc/hz5+foXbl4Fm9wy/1Lbhnnn+DSD1C/+/HflCJgPee2yO",
-	"nbvwbsR2jqDxCzsscgJvik0yFI7zNLPiPSgVrls9MktsU+m6/8ZUKdA0FhL9jCZT2ApzgfF5aRL1hZ7T",
-	"2K7TTm6w26bb+GH+0UFEtPTxPUqTmAqiF9zEUysAoYQuF1Y49w0xayZAOAwH1Re+I8xd4Gwt5/Pjarf4",
-	"T4WnKExajarIBf2j4+7WrOwzQfZ5SmMX2lTpThNBvxCPWTIFd5Xr7A8xPsJ3cXJot54m+LKpjfL+j1jW",
-	"NGSe/TVjalkYBXyYbzu49FlK4bGKFJNWg1Wi2sMjlmq872B9LoC50eCxEiXVVAfDlYr1MYt5Mv2cTlhu",
-	"fKlN7qrLNsz/4KRanRT6KgYTsMNby1vv5YMXJSx7pTIrjzaluFnWcGdkzdcBDhA0Kzfi8d2YDH0S/d7q",
-	"kxYdI0t989DFMvpiLfqPTRz3pHfszQGYzf9ejs5cRAoZXrLl0PWOLgpt7/sAnqgwoEV5rutBX9AU4gWw",
-	"ElNETno9PwUW5AYuPSwXbj4lVvQcdslbDIXpi2GthPmQaMZEOc09r5lWKorupYZ9d67k5CGZHsAS+iLf",
-	"JgQz2bVcsqXP1Q0vKCKLKTXgE7ccDilMSBLA4tc/QiTjdhJRaZ9Qaund3QgQpWYL9yvzV/omrCLeeQFX",
-	"FbDxbhpIiQyVtHd9UrjG6MSP0U4d+htW7Z99UVJ2QMRcw2YrkrhA0xrtKokdR3nJyjA5O3fZnFzk6gLU",
-	"xziD4blAmQfCnSEpE+FsMZUpw8YI3WbU1p07Q03stXL/mFluj7IGzMm+VKRMHg+ilRP+ggq7QwU02R/3",
-	"SK/XQ4s9F1gj1eqbM9cxcg2W+NiVJqskMqq7hCzX5qZBd/Qk+09uiYTGh1495mIkr0HS8EkSrv9+WFrb",
-	"Soiw7OppJw9QyWHgCCsYb2+n8QM2iY3nRRS31R/LdU442FGwbrL3I51ZFbPwtuZ1M1CoYvM93Rc+rZIq",
-	"xa+Y7pKHvW9cBkousHkRIW/SHxDFnsDkdw/ha2Cb0LFxYZSORv6xPSu9bzZ/8ESKccoxt+HThP3BvZYV",
-	"EYtL0ALV/uCRqgVlPCpn6K0zYjwpspla2DK+qNh3rWJ/FoQ/lOS5WTnfDbnPE9V3QfGrKPGDH/oCM/Dv",
-	"QhLO+/7csyRcbX0Uih5wz24u5N45Sf4s5Fs8R2CMGAXVVENhHxLBgOWDRscSctI7OSjjjsv4XqXupRpM",
-	"uxV66qUO6uUNwlWCVss8YSEgTWesL0Yy4UwXAQaVekQHKAQtfNYYTssxK7hIafP9xaUIeql8TY47RNxy",
-	"+Yh7xt1ao6eQiQkffcHdW7uXpEKw21ABpRWW5uUvdsumoFTGJxX+o0I1+gxiyD8L0f9VJlxZPJZAKEOu",
-	"X4IaYE+5qO7vqaGFvAjVb6xg4JPP22gIpdoS6xSEi7xoQQv9YI0Ej8VU21eCvFMZvlS3N2gTHMnrfx8Z",
-	"Hqw29cIgeZUOyPocp3QyYUlVOPGFiG8s2zc77E4Kh52rN8sTkEUWU2am4KoiC3lZamZfL0Xr/x5L1Rfg",
-	"Q7EgCq4WDAdYupEPuuTcTwLp/7klxgkhfiRt6BKslNzovihMXVy76iVGuhgRV72kbN4p90oKCTAXTCQX",
-	"vsLInYgvRWnoVtLLye5nDtrfn/qqNX+6gJo/p4jk7ovQOs6EScMq1/F1sdbyHHjpz8VxfKWwAA78wLWR",
-	"avnvw3F8gdgpbrzKe3ZvPCpaFTYC3d/xlTsEgKKVYmPqBlYkz70p3nXy6RM5agtDY/SKY8c3b/xYOfZS",
-	"MkeTq+7vLkLubs++SZ+BZf47uOq2vMXbZhGshPwX17x78SbvDnrPppnWkPUlaGAX9TAcDBeh/uBdZcYK",
-	"6JrsQ8ukiChmVZeIcHGIPVlJTOcRBr8ctKZYR6ZSf24t8SqVqmsltWCxNR2WWx5XxJaHDz+l2FLaWJO/",
-	"S3JhoEMkbsqZI7y+42okuw0X6UNiCUnHcsaNAcXyswpKxTqC+SZLu5doxnaovzuy6iBUUcMOi/amjfJM",
-	"3jTzTmWaai/WRrmm3IT3D5CVWmkJvD71t3TcrZNSi26yW6SlFmzZdcX9kqfamKdaXGAeHpEf2g0KdKy5",
-	"rzvAlCZZYRc48vmIoq1wcLdprD/KEdoAwXZosW1YdHM+JR/QPAjh2Njc9+PwzFkDoYKlFDGKG5dsuaf7",
-	"otyKmQzxk6Hr1NxQ4aIKabsXgivdp+9ZEN4ewL9IxLfBonPnKXdgaCUQV6xxzH1YIgC4h8lSE29fLwN6",
-	"bg83c8FKi9tGkeMif+suzWjlXryNAodfcERGS8D5P4Lc4RdVMZQWHX5XDru1wJH3E/5SBmMX4oW/ALJv",
-	"qT2EpmtDlwdN99YsWTRfzO4RoonsFlD355cqNmHYbgUKH/1u6Sq0gaaxklp7bIfUPV+Z+Sx3VGJXSTBb",
-	"eDijIukLGGF/6H8c2PeGESl+sC8MD7rkHOKuKUnkQkAlLylSrFEGjRwUi5kwfTHjWrMEF2bllwaRpAKi",
-	"d+B1LPUov2eBZEvE+CKN7MA+Vy7B0ZbdFVEo4WinwjOOvYDv2j2Os3zxkX/xke/URw7xwD6rwyqNXEwI",
-	"hUrAYcd5tQ590SDjl3eWIyF7aapg6ZgPRLHA3xrTiH0HB7I/NWZ+enSUypimU6nN6de9r3skEwlTZDij",
-	"l8wyjSHIPJlKO6edI2CEbp0fgkmUEUm5NhHhQs9ZbCIXwwZGGgwKtsJUt7CCg3d3tQbEeTku6SxvE7Sw",
-	"qyrH+JSH8gcXrihRDt88hOBrJhJsUBIR6pvgJVZbMLWeYSTvGZaX4GDzpnlqZYdcpxmViXzY8przqiOr",
-	"g71kisuExyh+SkEoiZUUFaLq15PT1NVhwDex6h8J+UUgbpsJ+yF2Gam5B8vFTEJTPamVYMVGKXB4h05H",
-	"LSwA5RErKufquNgtIoL2DFwwjeP6av6lcUp1sy2kFj3MfDe25ozqC+y5QvVqxxWCb46YPiXDleJKQ2/+",
-	"uTqOhuSrvhhRzR4/3P/hb+dPDi9+OD959HgftHKekK9Iv9Ptd8hXUH9VGzqbl34byWR5cFBEvbm6s37E",
-	"w4TFMmEJmVNlfFGUonNMueAalsM5IwnWmaLuB6JcYaW+0FZCpSmpl48qFZqiimHXNnvYVGDs/8zCiR2T",
-	"a8KEzCbTbl84Woe1ps2hxRlzKEXMSufFkyG0JhH814yBvOwCQEJCqcqEi+JfW6j3zcpgEWHdSddizODh",
-	"ycDe+OCBb5s5OB48GvfiE/pNUT1mymgChW8cABWrXVvDd2MJmzeCXztDiy7yGnwi+YJqgj1+zohi71ls",
-	"wB4Jr0lJxlRhmK/ACkVrV5oD0toFt83IW9VupHKlf2uAYsEdO/IgdLqWPCUA2rj0/NWtzvrd3aV25NLS",
-	"PWspRZ/vJj0FmRHmzLgiICehqhCrSQqnFrQwbLVITEYeDwEglr+dlUkJdGLSfTEtJ8JZ6YVhUpPzuMSl",
-	"bJuCZJXThox0zlHCAclBEvsm1C/CKG5JLyi1Q8hsOAQNd0j2KXnUe+BM9ZUnRkp0GJfktPppLImEQGGs",
-	"ZxO5stcyM9h/3vcrLzrNY7H8caWJGyYzce+eG9H4Uo7H65sEgSGi3FQMu39ZXVzWyDY0/Ko35wongH38",
-	"+P8DAAD//w==",
+	"7H2Lchs3tuCvoLi3yuRNi6Lkx02kmtqr2E7iTMbxWE6ldkMvCXaDJKwmwABoU4yjqvma+YP9gf2U+ZIt",
+	"nAP0i2iyqZfjjGuqJjK7G8/zfn7oxHKxlIIJozsnHzpLquiCGabgXy8StlhKw0S8/itb218SpmPFl4ZL",
+	"0TnpnBHFlowasuJmzgUxc0Y0U++ZeqAJLz4mKy4SuSLdb5+/fPbT67Ovf3g+evHs+d9e/fjm+cun/2v0",
+	"84uXz378ORqKhE1plhpy/GjeI1ToFVMaRn0nJ/DfC7YmU660IQuasIjQVEtCp4Ypwg2ZcsH1nCX9oehE",
+	"HW6XOGc0YaoTdQRdsM5JeUsHdk9RR8dztqB2cwt6+QMTMzPvnDw+Oo46Cy78v4+ijlkv7QDaKC5mnaur",
+	"qPO9nLx4Zj+EmZbUzIt5eNKJOor9mnHFks6JURkrTzWVakGNfU+YJ486MBdfZIvyTFwYNmMKpnoJowZn",
+	"gv9sm+s/FJt2Tjr/47C46kN8qg9h3Cs7g2J6KYVmcPFf0+Q1+zVj2th/xVIYJuBPulymPKb2/g+XSk5S",
+	"tvjinbbA8KHljK/wK5y0Ck5v5oxMZLImXBMhDXlPU56Q789/fEm6UpG5TBNNEmqou3ELEPD0PU0z1ut3",
+	"rqLOUymmKY/vfd3xnIoZI7FMU54wDRgBC1RMy0zF7IEmcaYUE4ZoQw2D1X4j1YQnCRP3vdyzVy8Al+ZU",
+	"u1XShOhYLtmp24omgrGEUEFosuDCvg1LfinNNzITyX2u+KUkOovn+VnCQvz797iOM0Fef/OUfPXo8X8R",
+	"Nzgs5Y2UP1A1Yx8LWeR7hw2a/8ZIyhfcwLp+EjQzc6n4b+xe7+ssM3MmjBsfVigIFQmsccKossuVF0wQ",
+	"qXJQ5JosuNZczCKyUlLM7EPF3ssLlrjdLJWMmdZ0kt77USskhxXSdErGTCmp9JhYIqwJo/GcTGhCppyl",
+	"dtFXng4DVT179cKx0aWSS6YMR2obK0YNS0bUVFhDQg07MByoe435RJa/hNhInXVEnZRqM8r09uFFlqZ4",
+	"qsg8NqYTjv9sPFgqNuWXm6LBG2TWD7Rj1/GcKhpbwaIf2o675xutEciX/ZwJy0h/6QDhAtZIk87bEAcv",
+	"mOYvyLEdM8Wh8t1F5SuqHWll7cUkcvKOxcYuC2/9KQwAoJok3B4STV+VoGBKU82iGmD4Uy8JJseDwQ7B",
+	"5MYHUTmDXTsCMKRp+uO0c/LLdgxz4H8V1eH/IiRbOgAi3VlyMfrXP/7ZOyF6LleCSBGziGgjFUuIFOma",
+	"UE2o5WTzAGjV9man2tzS23xTP3AUeaoLpEs+umBr+JsbttC7iEm+VT8TVYquN1aTjxs8ZRB/z1aUm51g",
+	"Uz26V1Rd5FJzJgxPCSWazwRNgVAlhAsyxh/0mFCl+HumSZeKtX9tNbfEecGNYUlvKKQiY4uGMjNjsqRa",
+	"29cFs2yn8mafnJEFNfGci5kfysypcXMkZDXnKbNrGwpt2JIoKsiKXjBtxXdq4HJReq/egFts5QL2xIrq",
+	"TUQdkMJ2yseO6FgxEwbBQ9j12bNMAS+CG2+42WdSsD0v9hvQb/KrBRlzrJjOUjM+JZQsKciXXBMjLf+p",
+	"nyK+ut+emzfwDeXpvhugPM2XL+Qqgj3IzBDFjFpzMWuzDWC6t7WLl+xyX/x6naGqK9ilFebZknRRIRkn",
+	"LKXrcS8iMVWwHTIGMBtvbgJebQ9H14LX5l2/tsd9zW1rumC4bTqjXJDK3kmXXeKiOE3JhMYXcjqtEolT",
+	"i+uxzITRoF4YwxZLcwsndKtwcb6kK7HnCb0QmilDxvGcp4liYgxC73KTHFvKuSZSMCKn9tECFLHcfLFx",
+	"FH7A1gwIVv/UfmV3tKCXL/Cro8HAkspboIU1VpavMMzK1vDRpgFJrEsaPOlaGc/ivWJTK1/17ElcHszk",
+	"gRvSivT913T1N6sFzJgd++ssvfiGp4apPS/rOdwBSOpEM0MEVUqutDNipSy2751appQyqi1rYpFVScY0",
+	"TccRrhL3v3lfNE0Dm43tIO7uvUGLwjQE9BdmCd4p6BexXEy4sAzT0nhp5kzhUsvi80TKlFEA/Vw+nbqD",
+	"qE7tZDXgsAoR1o7TTtXwY0/YVCrWPDg+bz/unIokZaqdiSqyotuoSdv4Xk40Wc2lRplRG6qMs8FwoCx7",
+	"mfaizq8Zy1jbhVnkyXTgXKiIWXpCVCaExZuIsEsWZwY0XGrlOi5mfQKk+IRMKU9ZYjmH/SpFqGqF69/L",
+	"yTku4Qo25lE9IHxuYKbFnpKlbw/dZJrj3La1lbDT6qJ8gcKss/MiPQqp2wsJJl4nSb6z12vmXJOJ/YkY",
+	"KzG6a3VWU6RrO6yoZYLl1v+28VC8qFSnxFTMUOsJgKB7SrrU3aPncxbV7ftMJNT+O7/l3FC46PWD+vsi",
+	"iHN/qxyNYgvKxSmJaZo6pmwknFIhp8DJhYjHBiHHDbqZQ+eT89yAQ+BbSRL3GG12VJNh5/FgsNDDTkSG",
+	"nYcD98fR/OFgMezYJbFLulhazd4+tcTUygTKDvh/ur8MDr56+0V3OOzjX73/2RX690z//v/+r/59oX/X",
+	"vy9+n/d6X/xHiMR8Y0nmcy8W1AGYpYF7fEUtwQWujBQ3Iqw/68NBHz48XCouFTfroBVj4djSpqFkA/js",
+	"3MUHoVP+1rHkGmd5T3nqDWA14VoxRnQqjbaidRiarmNqcur5xu85Nm9Oo+dUJTr8LFsmey4hoMP72fOp",
+	"otLJ1Mw1pQmbzjms9s+oYe11frivXRo/Dtm0jFfZvlQ4v4MqJdxFC8s3tGtP5/hmfSc4c9NOzvPhC1K/",
+	"oU94acseygPtQJcqhkQTrDsVIv/k0a5dfYcixVMppny2eaFOHRlNqGb7KBb+uwW93Oez6yDbgl6OnEbU",
+	"gD/bTLHvucz0SLNYMTNil0uumHbTV8/+J1BDQC2zN+A/Jfgp0YanKRhwtOVlShrY1AN0NaR02WsU83ab",
+	"aWGK4A72tq5ch5pEnUylu0m0s4Lad/M1FyusXVRUBa0qxOxHjhwIhymSE5nbE6UqQuyiTvnwWxa2P426",
+	"Z6yrY1CFMu4kizlwVvHlnM8E2DQRP7qruWbxiHxB7KaePLICQ64oHj0hk7VhundKZkwwBcoRoBqdaCbq",
+	"+gjYLksSDw79y9nB/6YHvw0Ovvri8O0Xf/kwiI6vgiLOdXBGBbTTuTHLk8NDqx/aP7X9+6fXP6A6bNgS",
+	"KfOrH8/fsIQYubGJR19WtKovd3Fxu4ggmDGa2gHqoL9kIuFiNlrwGe6kgTwW2tj2+d17oSV8LycBwQtB",
+	"KiDzOljzQmPh5WfLEzIAkzahaDCzF5My0MSdNxRk8zlFryLorSw5JTS3BYGh4ILZ8+dGk9QCmB3qgfaG",
+	"Mx2W9NzTG/rUvJoaxgjnT0AznnsTLdPULnYqlTPp/IVQse5VNNpNF2N4LbmNClWmkXPEogoWMIRIgRcQ",
+	"r0dOcN25yevwaZbyGZ+kLMhdfwZkzxV/OJIFXdsfTp0qSJOUo/nPn507KiAUQgp2AxZ7DUNo1PEQdyN4",
+	"Kdl0ru+y5mKZmX2X3/ayLY1mNdnoenvFkeRK4H53vr9btEPHx6jhoBomKH/vaGTZXBx4y6mw4ae56WvT",
+	"R08NG+UKRzuf72tQrhbcvGbTztXbxk0UxPc6PiqMskiylI28dLxpUvKvoENyQROWG+VLmEdJnHJLvhOO",
+	"5ucWYQduasPji/DU9olnD83LuIFIfR1XZsEoWxsXLeMJ2DlzpgZyQpgdXUdOX9ELFiKua/QRXjjuqDKh",
+	"0ep14nzOEfEYEBEnH7W4ylA8CGJDQdfyYyuhUZUZePLlbyWHaE+W3THmHHpTl0ADR52TlclDANWbtYwq",
+	"aW8QeL6mJp7vKdi/k5P2msj3coLusaBDarvZunwtMOm2TTRZbq+3Wpbs1Jq2regZM95L3opeWtFzM0DG",
+	"X/LIX2SYdOevGWlo2iAeYyDFyMFPS47sv8oH3vlNXdquDLC5jI3FR4FNhwN3CsDaD3oDkuKeXqK9HdR7",
+	"erxKEfSjYIzUGdrPajHtBGPeSdfK3+gwAZjvoezpnq64gLBMq9GRw/dHhxaMr+EqayWseQdwIafVWYhS",
+	"LEWvwQVbWwVIs1iKhHB0qWPcECUpf48sG4PBOQSOZEpoZKeOi+65hRtZDMrS1Pb4Uvfevu7FqtjVXtiK",
+	"OioT17eye1htIGw5dbwhaUtYkmHoblijq62q8nojPXjlnDA3YwChoDGrro/iTGnZRuYPMYrqGA2ne57L",
+	"Zj6E0+uS4C1zXuROST+POokU9in6kTteX05ZKOIz6vxglZfnl4aJBA++5ldoqyVt3/HGMKH9wlIsyO5H",
+	"vyGAvLKuLAPRaPuS8LPQOl4GVYcfmDFM6YgkfMaNjsiD0YOIPOjb/zux/3fw4JQcHRwdf1mLcS6Z9Apj",
+	"3tviz1H/5ODth0F0dPxfYcteRWC3ZyPWDs3Cp4QguEvBKsH/tlgcCHWxY20Kzptosaks5r+IbDEBQrmJ",
+	"2m+j9ivYEQT0Y2ZiuWBnEEWTBFF/1Nr8sLditInmKKNvMTG+KnGN3EP2uH4gA9RtIIK+4gn7qsSVBqE9",
+	"lJJj6vTWC6Rhq1F7ClnyrQcIJRfaWAIUnGnDRltaueEmDX+FP3woRQtkSpzMmEgyZaHzxCV+nEByBgpd",
+	"O6nBGuL8cdKtN/Z3z7Przg2nNwXEcQj92HWMMO5TfPUGPkMuRtOUz+ZmT6ehTBOmzcizlxsZxJY00012",
+	"WcUME+GgkTdzRkAieqBJ/hqR04oNXOeWZEwwJQ5r2tlobhxz4LyBbof1I48cGOR3HjzX/fyAZbjYdEaU",
+	"zPItKFohCrR7P3Gh6S1eLYSRdu878aTdy7nQcw2N83YEptp9hL2yALztCSdSkl1WBTdo41Ku44d1pCoQ",
+	"hiEFI0seX5A4pXyhCTUQgrcRY7dLG9ogRTWnETgS7WQOi11Gn7PhufyPjcC+3UpYW8rTTlUpdPYNGeU7",
+	"uSKpFDMMR/Rkq0qpqGLkgi3NKRl2BnrYKXRUWU2RL6XDv37+5vnLNy9+fNkPB2pa3S7PwXfyQqcTTArN",
+	"4gtmHmiIhC0l5ls90ueGbqrIGyQzVyYDPA9mCIiQf2Vrp4jP6XurruObFcN2M7ZPMqVr9FlmiMF1YfJa",
+	"bLKRBypnPW8x720xEoWmYdxylJ/ofiwiv6IwWSoMB+1pU3Hru+hTefSti7sGofKAUIt5ldpg2rDOQQvt",
+	"QFXPib+8ekhcEx0pbtcDQg2p3JRJwhKyZMqZptpNGhTU/YyBI82BYuuZ7q8tO7Pbrrt3WYseVdrYp1bM",
+	"0/pdg/+MbwZRomm7P7OCkzQFEroLyuuEQD7hVMkFhEwUNGjfGMlz56q7nYztWEkRJD9bfebXcYVDfvIW",
+	"lXe3IxlGMDy+uJukcbCAFdbJTR4GUTF2/vbZJC4wsWwz0xcc/GxpKldBI9g2saHZD25X8JuTkO9M0wBo",
+	"Kc1VdkF6p6R3NPqtl/ST8gnXrrMKH/txHI8RYYbjXdvt2U2OYbu4TTH0tmXtz2o8UlZB8LHLtYrIE8zP",
+	"QIrvLDERocS/LxXp/vdcZipd94hUZNj5b8zvgjSHam7Dfx4+Jv+J/6sFzz1+stNHsa/raE+vTAl7CvES",
+	"EadObS1WkQXQWCGB4E6lIhSDHPL87jzO4YEuoovty1yDEweOZn88zRfnbnML3rY5pjIqF/v+6c3TTqD0",
+	"y4uzl2fEf5EntzzPLEAdvqKK191nTx7tQnaH5dt8LecQcfraRWDvCd6la22dZtwQAYtkeZVHwAZDW3u3",
+	"GdsaUoMw6jDAkKXQ2aIxKPAuC6w0x+PTdSppsndcDvt18/SfMYs0ak2kQudtrta9k5MTchSR44g8/Nc/",
+	"/tlG1QoFuthZo8LMhSuvMYf8kN823kzY8xaq3rCVLeAt72QKbtjm5ZwzLFR19zVXWl52TnLbysDFPr72",
+	"Nfj2l/r39Id/nCPAGKfdB2Fu6t6Bgdq/v5IXTRGFGAINMXz1CGhvfmyRcVksKCp8RzBr8ByKzP798t3P",
+	"MCgOVSTpAitOQUUCngn1NubMVd94oEkmUqYhxgKDvKVggcoEu6No7j9u5g5CUkhXWK4PvI4tlmbda2VF",
+	"+yOHluwR8HHuAj8bUyICPgR3f6NKuH9ha7mzGPVN0dmY5ahwOe7WfluTBolu503gseqXy/GPiLYYG5EE",
+	"CkhMKU8jrHYDDm4Kv2SKnfhI1Qjyb0ZwPhGJpRBYisL/Uo6pSJDjhxysal+Bxwf3tpIW6hGs/iSqp11Z",
+	"SPX2qgDiwaEJ9rAky54E72coPIWJNys2mUt5kdeURa0OVkmOB4MTwi5pbNK8JkvgAodi4wb75CdxIeRK",
+	"OH0RLP+udgnpQnkPPCH4SFt1YUKTkS+12sNKVwt6Wd7LEZCF2i8B999uAlfUDyv59HZ/AoWpnKuu3RdQ",
+	"CcrZddp9AVWX0Dmj1u0+wZJFFlB9ZZ7d32ARn7AmYdgyZ6M3ri91S5kvbZNYrpkkccPAFkD9wgyFAluO",
+	"6rUw9yZUvklyHdeu3NYR2BywRIPShhi17t1ewYM/fhLT7lSiZvPlNZNFWmR+kO6gei/BO2mXZuGBa3um",
+	"RD3VonTbTfAH0YYBQMNCuZppMmdUmQmzzEMkxHE2n6mn1yKeKykgWd7CoivolYc4BsrV7R1FGd0suDHq",
+	"7Ii4tOfwYyG77MFTrdoDAoiv3zvNE4ThtMpsFHlthOU5Q1x4KLoFc++Fyj5+ZnT7MboS4ATUVUwbhuvr",
+	"w3sV78oNo2ftTTZYfyxtaG/7sSi/0/IDQzYto1TQqqFmtgNbyH2owaZiMcNyqJoxcnngftd9+1Zve2m+",
+	"zdneyckDXcpG00yYPAzETgvRElOZpnIFaGLv8YEm7yQXpOuicIhVFnut64EVkk0gLjPPqgnXlXrqHmM6",
+	"+lyuxKkz7RaJyWFG+w75+q6Fubj6lLUoBlGQ6yIFKVTKxNslnUFGkwStpXlNuuK4V1RjiBNLIoIxek6E",
+	"KB/2fmfdZK0sspzCZx1YeH7qpIv/yUuM9trew95Jk/nA6MaZKqbnVjONpTBcZI65V/w1uOECmEqFUd62",
+	"SIIo8r86HhKaULnR3v/pWPS3lBkP2tlDR/FmrmQ2mzuJslYYQ3JRi/CphXznDq7NUDwkPz56zcwZVxup",
+	"yG2COTfL/EK1SSe8dzG0PE/G1RUtutdytgUXWT1Qa7sMdc1kRTfRZoQojhi6oK3cyt3Q5nfobssUN+tz",
+	"Czsu/AkaJOSdC8B0jD/lA8yNWWKnAi6mMlSHz8XEA65rpt7zmEG2n9Rmptj533/Aq19meu4bFwCBtGKu",
+	"NxFTzxT7Q/EUsuK1z8fDOEeRWIaWk6/TPLrRzuYiSfMiGMCzI+C5OOEQLKqOGUJOH0r/DzQUnunaUX2B",
+	"xHNDRUJVQn527LiHFVRc6p8XNoeCi2LAB9rTT2pYn5wzRhIZ68OlkkbGMu0vklxfgc3nD4ZiKCC1AU06",
+	"9aYfdphsAefRbeo80euTn315LQz4HAogurAfKqDvBYhTkSsJe/j+CCs4CsYSTcZOJfkNxj4hX2PfjGE2",
+	"GDyM4UP4k41RcHZ5E50iH6ITdd4zpV0qSf+oPwCb5ZIJuuSdk87D/qD/EBOV5gB4h3OovfMb1L5DH7Cl",
+	"IzD/i6Rz0vmWGVeep9Yv6Hgw2NKQY79GHG6GQB+On5b9Cs50Tn55G3V0tlhQK1uDwOUDirkmGTAtQ2fa",
+	"ImG+E915awc5VIwm6617fW3f+Dhbhamh68njwcP7bbVjoBnQevdRJ9TQiVUFoRQyjeeA5hYtsUYTlrBt",
+	"PP/3R4d0yQ98X4XgJfzAtcFeCvou76HU+yFwJFgo+oKtI9+Oxqq3lhTGaZa45jSPBkdNs+TLPqz044GP",
+	"Hu7+qOgRBStzQSq7viquuHxtdou+4U7ewcH1VQM6utAsfc90r0/OoOsTNAFpvMaos5Q6cG1YEdo1wUBe",
+	"yLT5WibrW74y11XlqspxXZJiDVyO7mTuJAQx7pEDjMHu2yr1W7s/WHp01OKLvLWV/eD4uM26yl2abg6y",
+	"eJaeYUJxAN8IkFscRLMwsn9oB9MOdGsU6PADT65c0wGGQmYVpF8D5pdAugJbjwJpNaXOVfd1obiO7V/k",
+	"/ds+1oXiwZQutDWtKfWm/OXumy6+dSCSVwFu5FDfwht3yJ/yEsWN3GnmOwpeC9Rug6ugDFsKB3FrKq5z",
+	"msrVgT0PJdMCA+F4Dz9csPVW/HsGv3+bV1TagX34elKhFZQsU8oF+etfjirrtI/BEvIZVzdxdSEhkWuP",
+	"e40a5enw7d0umjT177sZgnwat/WjYPtdVI2iBrqa1tDEV+su9Svp+067VVJ8kUt+YVq8X6/dt1HH2b5q",
+	"Zk3XPYrCqqIaoAJiJwtuMOU0TwMGYwPEhhi+YKT7178c9fpDcR6oP07GWCh9TJRc6VOykIoR/ImkzOC/",
+	"XVVXy6jQfjLJ9Hoo7PSKOW8ZWNawwjkXxB58mrIUVfcqorzKCkS5fbnZl5lvJTLfO2p+FpVvxIeZIdmS",
+	"GEnGkJg5RjOd6zDC9QZyIEawcuL1dmZdrj/eKA5951+6S8tJqUp6o1DkVvtHkIsUm3FtwCWVr6o47KLu",
+	"ev2gDz9YetpCMvouj5xoLRx9FncaxZ3td9Qs4TTewq1Dvq/oHyapN4b8T0fg2XVVNRknNE3xiouMbhI3",
+	"ziADyg2ft66kZIxJUWMyY1aCKJX9H2PG07/+8c+xj5/f4PZloLl9hl9q23DPPP8akPqZ/9+MfCGTAe89",
+	"tPEqXHjXYjuH0PiFHRQ5gdfFJhkKx3mWWfEelIoVF4lcOWaJnYFdw/WYKgWaxkqin9FkCrsPrzA+L02i",
+	"odBLGtt12skNNjh2Gz/IP+pFREsf36OgBxvRK27iuRWAUEKXKyuc+x7ENRMgHIaD6nPfEeYucLaW83nl",
+	"EPcPgKe+p6Iu5YL+0XF3b1b2iSD7MqWxC22qdKeJoF+IxyyZgruKQFE8jPERvouTQ7vtNMGXTW2U97/H",
+	"sqYh8+yvGVPrwijgw3zbwaXPUgqPVaSYtBqsEtUeHrFU4/0W1ucCmBsNHhtRUk11MFypWB+zmCfTL+mM",
+	"5caX2uSuumzD/A+Pq9VJoa9iMAE7vLW89V4+eFHCclAqs/J4Z0vOt3dI1nwd4ABBs3IjHt+1ydBH0e+t",
+	"PmnRMbLUNw9dLKMv1qK/auK4x4OjvOEoUPB3cnLqIlLI+IKtx65df1Fou7u1fW1vKGgK8QJYiSkix4OB",
+	"nwILcgOXHpcLN58QK3qO++RnDIUZinGthPmYaMZEOc09r5lWKorupYauO1dy/IjMe7CEoci3iZ2WqQGL",
+	"h8vVDS8oIqs5NeATtxwOKUxIEsDi199DJON+ElFpn1Bq6e3dCBClZgv3K/NX+iZsIt5ZAVcVsPFuGkiJ",
+	"DJW0d31SuMboxKvoVh36O1btn31WUm6BiLke+VYkcYGmNdpVEjsO85KVYXJ25rI5ucjVBaiPcQrDc4Ey",
+	"D4Q7Q1ImwtlqLlNW9ENuQG3duTPUxF4r94+Z5fYoW8CcdKUiZfLYizZO+DMq3B4qoMn+aEAGgwFa7LnA",
+	"GqlW31y4jpFbsAQL1zajyRso1lT1DOS91T1B1tV8iAi4JI7s4oO96jcU8E25nTnVZFxpJALxNG5hY5JI",
+	"pk/KDfGsFlKulkHNUEgRMztryU8HWWTGMWNIXvLZeN1pSmczlpBxvS3gGLon4tOhcBWnhDRQFlBEREBq",
+	"A/j3InT79/pk7Lqej32/djRE2K/dk8iSjqEob9rH/52S8UIqNiaarnWtaT12Zj8pd2bHhEFuCNdDAUl2",
+	"fXLmikoQ7EqPEZWQRn5CaGypZWlFcA/jD0PXwn7YOSEfhh2apvYvICNX45DU8hRO6g5JG/bNd7h+v9St",
+	"1LI/QNmgEgBID9gOx93pH52IfZRwOwCSyJOgicxEwhI8N8CBgmD4DnZgQHOQu4NS5VmQ1yBUmIUBtk1f",
+	"qLuRbtl5ONNDAYSrgTrBYpA49ckZotZcaowX2mw1pEnKpsbqO/ZgunJKtMVJmkI8gF0hRRHW6VZ2SYDH",
+	"dimJJTJNVGIotpMJcg0q4RSga5AJSD/9TCU+GSox+Gr3F0+lmKYcU5U+krUSCt40U5Um7L4GkfGhvE1O",
+	"WtTb71LQdl3/GkzpXoP9kztmc1GFg6w0kZcoUvoMY5S0wsarvWwqVnt/1snjdevi5/5uKz9gkxXtrFmQ",
+	"5boEvy6s5nRTqIUc3kKsHQov11Kl+HvLjx4NvnIJubn9yltMfLrmVhnvjiF8C2wTOjUuq8Sxjz92oMkn",
+	"QT/xXstSicUl6Ahvf/BI1YIyHpYLFmzz6TwtkrtbuHY+exzu2uPwSRD+UM2L3b6K2yH3ed2e26D4VZT4",
+	"zg99jgWJ7kIuztsg3rNQXO0EGQqmdM+uLwjfOUn+JMx9eI6oQ0NQeFNJqS7kxQPLBwM3S8jx4LhXxh1X",
+	"AGeTupdKUt6u0FOv/FSv9hQumrhZ9RLrImq6YEMxkQlnuoi3rJRn7KEQtPJJ9DitN+YVdAYCmsGhEBSI",
+	"XImyO0TccjWte8bdWt/LkMcNH33G3RtH20iFYLejIFwrLC3sYLfKprzp5uMJ/1GhGn0CKXWfhukkE65K",
+	"cMA+4oyFebMjTw0t5EWofmNBJ1+Lp42GUCq1tU1BOM9rOLXQD7ZI8Fhbvn1h7DuV4UttDIIu0om8/PeR",
+	"4cFqU6+TlhctgyIYztNWFU58X4Zry/bN8UvHRfySK7/PE5BFVnNm5hC5Q1byguWhP916ZX7/91SqoQBz",
+	"rwVRiDzB6Mi1G7nXJ2d+EqiGlFtinBDiR9KGrsFpC87RwtTFtSvmZqQLmXXF3MrmnXLryJAAc85Ecu4L",
+	"rt2J+FJ0ymglvRzf/sxBc/wzX8TvTxdf/OcUkdx9EVrHmTBp2OQ6vkzoVp4DL/25OI4vnBrAge+4NlKt",
+	"/304jq+XP8eNV3nP7RuPis7NjUD3d3zlDgGg6CzdmMmKDVpyb4p3nXz8vNbawtAYveHY8b2sryrHXspt",
+	"bXLV/d0lDNzt2TfpM7DMfwdX3Z63eNOkyo0MyOKab1+8yZul37NppjVkfY6hvI3yYA6Gi8xH8K4yYwV0",
+	"TbrQQTIiilnVJSJcHGCLehLTZYRxCL3WFOvQVMrxbiVepcq9raQWrD2rw3LLk4rY8ujRxxRbShtr8ndJ",
+	"Lgw0zMZNOXOE13dcywi34SKbWqyhBotccGNAsfykcnSwrHK+ydLuJZqxHerfHll1EKqoYQdFt/dGeSbv",
+	"IX6nMk21NX2jXGMXTWDRf4giHaXV7KqEUjru1jU6iub6e1TpKNgyNjLXn8t2NJbtKC4wD4/ID+0a9cq2",
+	"3NcdYEqTrHAbOPLpiKKtcPB2q3p8LydoAwTbIUTN2lWMYBUn5AOaByG0d8Ws0HAFOQZ5FwUpYhQ3Ltj6",
+	"gR4KBDkXNjzGT8bovtQNBb+qkHb7QnA+/kcQhPcH8M8S8U2w6Mx5yh0YWgnE1a6ech+WCADuYRJewQ73",
+	"PvZ+kiltxru5YKXjf6PIcZ6/dZdmNDfJdoHDLzgikzXg/B9B7vCLqhhK8zPbPOzWAoc/k89VwW5FvPAX",
+	"QLqW2kN0ujZ03Wu6t2bJovlibh8hmshuAXV/fqliF4bdrkDho98tXTU8viA0VlL7pEKsZOAbVZzmjkps",
+	"sg1mCw9nVCRDASN0x/7HkX1vHJHiB/vCuNcnZxB3TUkiVwIKm0qRYslW6GulWMyEGYoF15oluDArvzSI",
+	"JBUQvQOvoxv+IwgkeyLGZ2nkFuxz5YpkbdldEYUSjnYqPONfr++u0UThHsdZPvvIP/vIb9VHXs6pBaUx",
+	"TyVtcJxX2/IU/cJ+eWs5ErKXpoLejvlAFAv8rTHj0Te0It25McuTw8NUxjSdS21Ovhx8OSCZSJgi4wW9",
+	"YJZpjEHmyVTaOekcAiN06/wQrCkRkZRrExEu9JLFJnIxbHmqLmSsgo3GWcHBu7tZEuusHJd0mndNXNlV",
+	"lWN8ykP5gwsX2CqHbx5A8DUTCfZriwj1PYETqy2YWgtVkrdQzSuSsWXTPLUqjC6tUWUiH7a85rwI2+Zg",
+	"r5jiMuExip9SEEpiJUWFqPr15DR1cxjwTWz6R0J+EYjbZsJ+iE3Xau7Bcm230FRPaxXpsW8cHN6B01EL",
+	"C0B5xIrKuTkuNs+KoFsVF0zjuL65UWmcUhsRC6lFS1ffnLY5If0cW9BRvdmAjuCbE6ZPyHij1uTYm3/e",
+	"H0Vj8sVQTKhmTx51v/vb2dOD8+/Ojh8/6YJWzhPyBRl2+sMO+QLK0WtDF8vSbxOZrHu9IurNleH3Ix4k",
+	"LJYJS8iSKuNrxBWN9Mr1Z7E64ClJMpetjj8Q5epMDkWe0F6rplmqu0kVwya29rCpwNj/PJuda8KEzGbz",
+	"/lA4WoetN8yBxRlzIEXMSufFkzF0ahP814yBvOwCQEJCqcqEi+Lf2rfgp43BIsL6s77FmNGj45G98dFD",
+	"30V8dDR6PB3Ex/SropjenNEE6gA6ACpWu7Wlwc6Kfj8JfukMLbrIa/B1dVZUE2x5eEoUe8diA/ZIeE1K",
+	"MqUKw3wFFmzcutIckLYuuG1G3qZ2I5XrhFADFAvu2KAQodN1KCwB0M6l56/uddZv7y614yPVKig6ozfq",
+	"KciMMGfG1UQ7DhXJ2kxSOLGghWGrRWIy8ngIALH87bRMSqAyhR6KeTkRzkovDJOanMclLmXbFCSrnDZk",
+	"pHOOEg5IDpLYV6H2WVA2wyUTjyGz4QA03DHpUvJ48NCZ6itPjJToMC7JafXTWBMJgcJY3i9yXUBkZiCZ",
+	"21fUILEUgsX2K+wdNK30tI18XQ9cxYTGF3I63d4zEQwR5R6r2AzV6uKyRrah/2m9V2k4Aezq6v8HAAD/",
+	"/w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

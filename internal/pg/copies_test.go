@@ -6,7 +6,7 @@ package pg_test
 // fragments assembled by a template on purpose: sqlc reads sql/*.sql as written, so a
 // template would put a generator (and a second generated artefact to keep fresh) in
 // front of sqlc, and the .sql files, the text the plan tests EXPLAIN and a reader opens
-// in psql, would become build output. Three shared parts in six statements do not pay
+// in psql, would become build output. A few shared parts in a few statements do not pay
 // for that. The price of copies is drift, and this test is what keeps them in step: it
 // splits each statement into its CTEs (comments dropped, whitespace collapsed) and fails
 // when a copy differs from the others, when a statement gains a copy the table below
@@ -29,8 +29,9 @@ var sharedCTEs = []struct {
 	holders []string
 	reads   []string
 }{
-	{"joined", []string{"JobApplyOutcomes", "JobApplyOutcomesCrediting", "JobCancel", "JobReapExpiredLeases"}, []string{"updated"}},
+	{"joined", []string{"JobApplyOutcomes", "JobApplyOutcomesCrediting", "JobCancel", "JobCancelMany", "JobReapExpiredLeases"}, []string{"updated"}},
 	{"credited", []string{"JobApplyOutcomesCrediting", "JobReapExpiredLeases", "LeaseReleaseMany"}, []string{"updated", "before"}},
+	{"retried", []string{"JobRetry", "JobRetryMany"}, []string{"target"}},
 }
 
 // statementVariants are statements that are another one plus some CTEs.

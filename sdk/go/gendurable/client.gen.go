@@ -247,6 +247,48 @@ type AnswerSpawn struct {
 // AnyJSON Any JSON value (null is refused).
 type AnyJSON = json.RawMessage
 
+// BulkFilter Every field set narrows the selection; at least one, or `all`, is required.
+type BulkFilter struct {
+	// All Act on every job the action applies to; not combined with other fields.
+	All *bool `json:"all,omitempty"`
+
+	// CreatedAfter Created at or after.
+	CreatedAfter *time.Time `json:"created_after,omitempty"`
+
+	// CreatedBefore Created before.
+	CreatedBefore *time.Time `json:"created_before,omitempty"`
+
+	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Handler *Name `json:"handler,omitempty"`
+
+	// KeyPrefix Jobs whose key starts with it.
+	KeyPrefix *string `json:"key_prefix,omitempty"`
+
+	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
+	Queue *Name `json:"queue,omitempty"`
+
+	// Status Cancel: runnable, executing, awaiting. Retry: failed, cancelled.
+	Status *[]JobStatus `json:"status,omitempty"`
+}
+
+// BulkRequest defines model for BulkRequest.
+type BulkRequest struct {
+	// Filter Every field set narrows the selection; at least one, or `all`, is required.
+	Filter BulkFilter `json:"filter"`
+
+	// Limit The most matching jobs this batch takes.
+	Limit *int `json:"limit,omitempty"`
+}
+
+// BulkResult defines model for BulkResult.
+type BulkResult struct {
+	// Changed Jobs changed (a cancel counts the descendants cancelled with them).
+	Changed int `json:"changed"`
+
+	// More Matching jobs remain; call again to take the next batch.
+	More bool `json:"more"`
+}
+
 // Duration A Go duration such as "500ms", "30s", "1h30m".
 //
 // Example: 30s
@@ -974,6 +1016,12 @@ type InsertJobJSONRequestBody = JobInsert
 // InsertJobsJSONRequestBody defines body for InsertJobs for application/json ContentType.
 type InsertJobsJSONRequestBody = JobBatch
 
+// CancelJobsJSONRequestBody defines body for CancelJobs for application/json ContentType.
+type CancelJobsJSONRequestBody = BulkRequest
+
+// RetryJobsJSONRequestBody defines body for RetryJobs for application/json ContentType.
+type RetryJobsJSONRequestBody = BulkRequest
+
 // HeartbeatStepJSONRequestBody defines body for HeartbeatStep for application/json ContentType.
 type HeartbeatStepJSONRequestBody = LeaseRef
 
@@ -1239,6 +1287,60 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
 	InsertJobs(ctx context.Context, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelJobsWithBody Cancel, in one bounded batch, the live jobs that match a filter.
+	//
+	// Takes up to `limit` matching live jobs, oldest first, and cancels each with its
+	// live descendants as `POST /v1/jobs/{id}/cancel` does: a runnable or awaiting job at
+	// once, an executing one at its step's outcome (flagged `cancel_requested`; a flagged
+	// job is not taken, nor counted, again). `changed` counts every job changed, the
+	// descendants included; `more` says matching jobs remain: call again until it is
+	// false. An empty filter is refused: act on every job with `{"filter": {"all": true}}`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/jobs/cancel (the `CancelJobs` operationId).
+	CancelJobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelJobs Cancel, in one bounded batch, the live jobs that match a filter.
+	//
+	// Takes up to `limit` matching live jobs, oldest first, and cancels each with its
+	// live descendants as `POST /v1/jobs/{id}/cancel` does: a runnable or awaiting job at
+	// once, an executing one at its step's outcome (flagged `cancel_requested`; a flagged
+	// job is not taken, nor counted, again). `changed` counts every job changed, the
+	// descendants included; `more` says matching jobs remain: call again until it is
+	// false. An empty filter is refused: act on every job with `{"filter": {"all": true}}`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/jobs/cancel (the `CancelJobs` operationId).
+	CancelJobs(ctx context.Context, body CancelJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RetryJobsWithBody Retry, in one bounded batch, the failed or cancelled jobs that match a filter.
+	//
+	// Takes up to `limit` matching failed or cancelled jobs, oldest first, and retries
+	// each as `POST /v1/jobs/{id}/retry` does. A job whose key a live job holds is left
+	// alone (of several sharing a key, the newest is retried). `more` says matching jobs
+	// remain: call again until it is false. An empty filter is refused: act on every job
+	// with `{"filter": {"all": true}}`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/jobs/retry (the `RetryJobs` operationId).
+	RetryJobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RetryJobs Retry, in one bounded batch, the failed or cancelled jobs that match a filter.
+	//
+	// Takes up to `limit` matching failed or cancelled jobs, oldest first, and retries
+	// each as `POST /v1/jobs/{id}/retry` does. A job whose key a live job holds is left
+	// alone (of several sharing a key, the newest is retried). `more` says matching jobs
+	// remain: call again until it is false. An empty filter is refused: act on every job
+	// with `{"filter": {"all": true}}`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/jobs/retry (the `RetryJobs` operationId).
+	RetryJobs(ctx context.Context, body RetryJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetJob One job with its inbox and children counts.
 	//
@@ -1836,6 +1938,100 @@ func (c *APIClient) InsertJobsWithBody(ctx context.Context, contentType string, 
 // Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
 func (c *APIClient) InsertJobs(ctx context.Context, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewInsertJobsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelJobsWithBody Cancel, in one bounded batch, the live jobs that match a filter.
+//
+// Takes up to `limit` matching live jobs, oldest first, and cancels each with its
+// live descendants as `POST /v1/jobs/{id}/cancel` does: a runnable or awaiting job at
+// once, an executing one at its step's outcome (flagged `cancel_requested`; a flagged
+// job is not taken, nor counted, again). `changed` counts every job changed, the
+// descendants included; `more` says matching jobs remain: call again until it is
+// false. An empty filter is refused: act on every job with `{"filter": {"all": true}}`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/jobs/cancel (the `CancelJobs` operationId).
+func (c *APIClient) CancelJobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelJobsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelJobs Cancel, in one bounded batch, the live jobs that match a filter.
+//
+// Takes up to `limit` matching live jobs, oldest first, and cancels each with its
+// live descendants as `POST /v1/jobs/{id}/cancel` does: a runnable or awaiting job at
+// once, an executing one at its step's outcome (flagged `cancel_requested`; a flagged
+// job is not taken, nor counted, again). `changed` counts every job changed, the
+// descendants included; `more` says matching jobs remain: call again until it is
+// false. An empty filter is refused: act on every job with `{"filter": {"all": true}}`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/jobs/cancel (the `CancelJobs` operationId).
+func (c *APIClient) CancelJobs(ctx context.Context, body CancelJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelJobsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RetryJobsWithBody Retry, in one bounded batch, the failed or cancelled jobs that match a filter.
+//
+// Takes up to `limit` matching failed or cancelled jobs, oldest first, and retries
+// each as `POST /v1/jobs/{id}/retry` does. A job whose key a live job holds is left
+// alone (of several sharing a key, the newest is retried). `more` says matching jobs
+// remain: call again until it is false. An empty filter is refused: act on every job
+// with `{"filter": {"all": true}}`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/jobs/retry (the `RetryJobs` operationId).
+func (c *APIClient) RetryJobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryJobsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RetryJobs Retry, in one bounded batch, the failed or cancelled jobs that match a filter.
+//
+// Takes up to `limit` matching failed or cancelled jobs, oldest first, and retries
+// each as `POST /v1/jobs/{id}/retry` does. A job whose key a live job holds is left
+// alone (of several sharing a key, the newest is retried). `more` says matching jobs
+// remain: call again until it is false. An empty filter is refused: act on every job
+// with `{"filter": {"all": true}}`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/jobs/retry (the `RetryJobs` operationId).
+func (c *APIClient) RetryJobs(ctx context.Context, body RetryJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryJobsRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3035,6 +3231,86 @@ func NewInsertJobsRequestWithBody(server string, contentType string, body io.Rea
 	return req, nil
 }
 
+// NewCancelJobsRequest calls the generic CancelJobs builder with application/json body
+func NewCancelJobsRequest(server string, body CancelJobsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCancelJobsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCancelJobsRequestWithBody constructs an http.Request for the CancelJobs method, with any body, and a specified content type
+func NewCancelJobsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/cancel")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRetryJobsRequest calls the generic RetryJobs builder with application/json body
+func NewRetryJobsRequest(server string, body RetryJobsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRetryJobsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewRetryJobsRequestWithBody constructs an http.Request for the RetryJobs method, with any body, and a specified content type
+func NewRetryJobsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/retry")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetJobRequest constructs an http.Request for the GetJob method
 func NewGetJobRequest(server string, id JobID) (*http.Request, error) {
 	var err error
@@ -4203,6 +4479,60 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
 	InsertJobsWithResponse(ctx context.Context, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*InsertJobsResponse, error)
 
+	// CancelJobsWithBodyWithResponse Cancel, in one bounded batch, the live jobs that match a filter.
+	//
+	// Takes up to `limit` matching live jobs, oldest first, and cancels each with its
+	// live descendants as `POST /v1/jobs/{id}/cancel` does: a runnable or awaiting job at
+	// once, an executing one at its step's outcome (flagged `cancel_requested`; a flagged
+	// job is not taken, nor counted, again). `changed` counts every job changed, the
+	// descendants included; `more` says matching jobs remain: call again until it is
+	// false. An empty filter is refused: act on every job with `{"filter": {"all": true}}`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/cancel (the `CancelJobs` operationId).
+	CancelJobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CancelJobsResponse, error)
+
+	// CancelJobsWithResponse Cancel, in one bounded batch, the live jobs that match a filter.
+	//
+	// Takes up to `limit` matching live jobs, oldest first, and cancels each with its
+	// live descendants as `POST /v1/jobs/{id}/cancel` does: a runnable or awaiting job at
+	// once, an executing one at its step's outcome (flagged `cancel_requested`; a flagged
+	// job is not taken, nor counted, again). `changed` counts every job changed, the
+	// descendants included; `more` says matching jobs remain: call again until it is
+	// false. An empty filter is refused: act on every job with `{"filter": {"all": true}}`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/cancel (the `CancelJobs` operationId).
+	CancelJobsWithResponse(ctx context.Context, body CancelJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*CancelJobsResponse, error)
+
+	// RetryJobsWithBodyWithResponse Retry, in one bounded batch, the failed or cancelled jobs that match a filter.
+	//
+	// Takes up to `limit` matching failed or cancelled jobs, oldest first, and retries
+	// each as `POST /v1/jobs/{id}/retry` does. A job whose key a live job holds is left
+	// alone (of several sharing a key, the newest is retried). `more` says matching jobs
+	// remain: call again until it is false. An empty filter is refused: act on every job
+	// with `{"filter": {"all": true}}`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/retry (the `RetryJobs` operationId).
+	RetryJobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RetryJobsResponse, error)
+
+	// RetryJobsWithResponse Retry, in one bounded batch, the failed or cancelled jobs that match a filter.
+	//
+	// Takes up to `limit` matching failed or cancelled jobs, oldest first, and retries
+	// each as `POST /v1/jobs/{id}/retry` does. A job whose key a live job holds is left
+	// alone (of several sharing a key, the newest is retried). `more` says matching jobs
+	// remain: call again until it is false. An empty filter is refused: act on every job
+	// with `{"filter": {"all": true}}`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/retry (the `RetryJobs` operationId).
+	RetryJobsWithResponse(ctx context.Context, body RetryJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*RetryJobsResponse, error)
+
 	// GetJobWithResponse One job with its inbox and children counts.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -5097,6 +5427,90 @@ func (r InsertJobsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r InsertJobsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CancelJobsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BulkResult
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelJobsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelJobsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelJobsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RetryJobsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BulkResult
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r RetryJobsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RetryJobsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RetryJobsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6320,6 +6734,84 @@ func (c *ClientWithResponses) InsertJobsWithResponse(ctx context.Context, body I
 		return nil, err
 	}
 	return ParseInsertJobsResponse(rsp)
+}
+
+// CancelJobsWithBodyWithResponse Cancel, in one bounded batch, the live jobs that match a filter.
+//
+// Takes up to `limit` matching live jobs, oldest first, and cancels each with its
+// live descendants as `POST /v1/jobs/{id}/cancel` does: a runnable or awaiting job at
+// once, an executing one at its step's outcome (flagged `cancel_requested`; a flagged
+// job is not taken, nor counted, again). `changed` counts every job changed, the
+// descendants included; `more` says matching jobs remain: call again until it is
+// false. An empty filter is refused: act on every job with `{"filter": {"all": true}}`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/cancel (the `CancelJobs` operationId).
+func (c *ClientWithResponses) CancelJobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CancelJobsResponse, error) {
+	rsp, err := c.CancelJobsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelJobsResponse(rsp)
+}
+
+// CancelJobsWithResponse Cancel, in one bounded batch, the live jobs that match a filter.
+//
+// Takes up to `limit` matching live jobs, oldest first, and cancels each with its
+// live descendants as `POST /v1/jobs/{id}/cancel` does: a runnable or awaiting job at
+// once, an executing one at its step's outcome (flagged `cancel_requested`; a flagged
+// job is not taken, nor counted, again). `changed` counts every job changed, the
+// descendants included; `more` says matching jobs remain: call again until it is
+// false. An empty filter is refused: act on every job with `{"filter": {"all": true}}`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/cancel (the `CancelJobs` operationId).
+func (c *ClientWithResponses) CancelJobsWithResponse(ctx context.Context, body CancelJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*CancelJobsResponse, error) {
+	rsp, err := c.CancelJobs(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelJobsResponse(rsp)
+}
+
+// RetryJobsWithBodyWithResponse Retry, in one bounded batch, the failed or cancelled jobs that match a filter.
+//
+// Takes up to `limit` matching failed or cancelled jobs, oldest first, and retries
+// each as `POST /v1/jobs/{id}/retry` does. A job whose key a live job holds is left
+// alone (of several sharing a key, the newest is retried). `more` says matching jobs
+// remain: call again until it is false. An empty filter is refused: act on every job
+// with `{"filter": {"all": true}}`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/retry (the `RetryJobs` operationId).
+func (c *ClientWithResponses) RetryJobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RetryJobsResponse, error) {
+	rsp, err := c.RetryJobsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRetryJobsResponse(rsp)
+}
+
+// RetryJobsWithResponse Retry, in one bounded batch, the failed or cancelled jobs that match a filter.
+//
+// Takes up to `limit` matching failed or cancelled jobs, oldest first, and retries
+// each as `POST /v1/jobs/{id}/retry` does. A job whose key a live job holds is left
+// alone (of several sharing a key, the newest is retried). `more` says matching jobs
+// remain: call again until it is false. An empty filter is refused: act on every job
+// with `{"filter": {"all": true}}`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/retry (the `RetryJobs` operationId).
+func (c *ClientWithResponses) RetryJobsWithResponse(ctx context.Context, body RetryJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*RetryJobsResponse, error) {
+	rsp, err := c.RetryJobs(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRetryJobsResponse(rsp)
 }
 
 // GetJobWithResponse One job with its inbox and children counts.
@@ -7644,6 +8136,135 @@ func ParseInsertJobsResponse(rsp *http.Response) (*InsertJobsResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCancelJobsResponse parses an HTTP response from a CancelJobsWithResponse call
+func ParseCancelJobsResponse(rsp *http.Response) (*CancelJobsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelJobsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BulkResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRetryJobsResponse parses an HTTP response from a RetryJobsWithResponse call
+func ParseRetryJobsResponse(rsp *http.Response) (*RetryJobsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RetryJobsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BulkResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unprocessable

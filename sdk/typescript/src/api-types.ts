@@ -82,6 +82,55 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel, in one bounded batch, the live jobs that match a filter.
+         * @description Takes up to `limit` matching live jobs, oldest first, and cancels each with its
+         *     live descendants as `POST /v1/jobs/{id}/cancel` does: a runnable or awaiting job at
+         *     once, an executing one at its step's outcome (flagged `cancel_requested`; a flagged
+         *     job is not taken, nor counted, again). `changed` counts every job changed, the
+         *     descendants included; `more` says matching jobs remain: call again until it is
+         *     false. An empty filter is refused: act on every job with `{"filter": {"all": true}}`.
+         */
+        post: operations["cancelJobs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retry, in one bounded batch, the failed or cancelled jobs that match a filter.
+         * @description Takes up to `limit` matching failed or cancelled jobs, oldest first, and retries
+         *     each as `POST /v1/jobs/{id}/retry` does. A job whose key a live job holds is left
+         *     alone (of several sharing a key, the newest is retried). `more` says matching jobs
+         *     remain: call again until it is false. An empty filter is refused: act on every job
+         *     with `{"filter": {"all": true}}`.
+         */
+        post: operations["retryJobs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{id}": {
         parameters: {
             query?: never;
@@ -747,6 +796,41 @@ export interface components {
         JobBatchResult: {
             jobs: components["schemas"]["JobInserted"][];
         };
+        /** @description Every field set narrows the selection; at least one, or `all`, is required. */
+        BulkFilter: {
+            /** @description Act on every job the action applies to; not combined with other fields. */
+            all?: boolean;
+            queue?: components["schemas"]["Name"];
+            handler?: components["schemas"]["Name"];
+            /** @description Cancel: runnable, executing, awaiting. Retry: failed, cancelled. */
+            status?: components["schemas"]["JobStatus"][];
+            /**
+             * Format: date-time
+             * @description Created at or after.
+             */
+            created_after?: string;
+            /**
+             * Format: date-time
+             * @description Created before.
+             */
+            created_before?: string;
+            /** @description Jobs whose key starts with it. */
+            key_prefix?: string;
+        };
+        BulkRequest: {
+            filter: components["schemas"]["BulkFilter"];
+            /**
+             * @description The most matching jobs this batch takes.
+             * @default 1000
+             */
+            limit: number;
+        };
+        BulkResult: {
+            /** @description Jobs changed (a cancel counts the descendants cancelled with them). */
+            changed: number;
+            /** @description Matching jobs remain; call again to take the next batch. */
+            more: boolean;
+        };
         JobPage: {
             jobs: components["schemas"]["Job"][];
             next_cursor: string | null;
@@ -1360,6 +1444,65 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    cancelJobs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkRequest"];
+            };
+        };
+        responses: {
+            /** @description What this batch changed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    retryJobs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkRequest"];
+            };
+        };
+        responses: {
+            /** @description What this batch changed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
             422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };

@@ -1,0 +1,243 @@
+package pg_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/gendurable/gendurable/internal/pg/pgtest"
+)
+
+// enqueueDB is a fresh database with handler "h" (max_attempts 5) and rate limit
+// "tight" (burst 2), and a plain pgx connection as an application would hold.
+func enqueueDB(t *testing.T) (*pg.DB, *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	db := pgtest.Open(t, url, pg.Options{})
+	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/steps"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.RateLimitUpsert(ctx, "tight", 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return db, conn
+}
+
+// The options land in the job's columns as POST /v1/jobs would put them there.
+func TestSQLEnqueueWritesTheOptions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := enqueueDB(t)
+	var id int64
+	err := conn.QueryRow(ctx, `SELECT gendurable_enqueue('h', '{"order": 7}', '{"queue": "mail", "key": "order-7",
+		"priority": 2, "delay": "1h30m", "concurrency_key": "user-7", "max_attempts": 3,
+		"rate_limit": {"name": "tight", "key": "user-7", "weight": 2}}')`).Scan(&id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queue, key, ck, rl, rk, status, input string
+	var priority, maxAttempts, weight int
+	var delay float64
+	err = conn.QueryRow(ctx, `SELECT queue, key, concurrency_key, rate_limit, rate_key, rate_weight, priority,
+		max_attempts, status, input::text, extract(epoch FROM eligible_at - created_at)
+		FROM jobs WHERE id = $1`, id).Scan(&queue, &key, &ck, &rl, &rk, &weight, &priority, &maxAttempts, &status, &input, &delay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if queue != "mail" || key != "order-7" || ck != "user-7" || rl != "tight" || rk != "user-7" || weight != 2 ||
+		priority != 2 || maxAttempts != 3 || status != "runnable" || input != `{"order": 7}` {
+		t.Fatalf("job columns: queue=%s key=%s ck=%s rl=%s rk=%s weight=%d priority=%d max_attempts=%d status=%s input=%s",
+			queue, key, ck, rl, rk, weight, priority, maxAttempts, status, input)
+	}
+	if delay < 5400 || delay > 5400+60 {
+		t.Fatalf("eligible_at is %.0fs after created_at, want 1h30m", delay)
+	}
+	if n, err := db.QueryInt(ctx, `SELECT count(*) FROM queues WHERE name = 'mail'`); err != nil || n != 1 {
+		t.Fatalf("queue mail created: %d %v", n, err)
+	}
+
+	// Defaults: queue "default", priority 5, the handler's max_attempts, runnable now.
+	var plain int64
+	if err := conn.QueryRow(ctx, `SELECT gendurable_enqueue('h')`).Scan(&plain); err != nil {
+		t.Fatal(err)
+	}
+	err = conn.QueryRow(ctx, `SELECT queue, priority, max_attempts, input::text FROM jobs WHERE id = $1`, plain).
+		Scan(&queue, &priority, &maxAttempts, &input)
+	if err != nil || queue != "default" || priority != 5 || maxAttempts != 5 || input != "{}" {
+		t.Fatalf("defaults: queue=%s priority=%d max_attempts=%d input=%s err=%v", queue, priority, maxAttempts, input, err)
+	}
+
+	// A key a live job holds answers that job, and writes nothing.
+	var again int64
+	if err := conn.QueryRow(ctx, `SELECT gendurable_enqueue('h', '{}', '{"key": "order-7"}')`).Scan(&again); err != nil {
+		t.Fatal(err)
+	}
+	if again != id {
+		t.Fatalf("same live key: got job %d, want %d", again, id)
+	}
+	if n, _ := db.QueryInt(ctx, `SELECT count(*) FROM jobs`); n != 2 {
+		t.Fatalf("jobs: %d, want 2", n)
+	}
+	// run_at is taken as given.
+	var later int64
+	var runAt time.Time
+	if err := conn.QueryRow(ctx, `SELECT gendurable_enqueue('h', '{}', '{"run_at": "2030-01-02T03:04:05Z"}')`).Scan(&later); err != nil {
+		t.Fatal(err)
+	}
+	err = conn.QueryRow(ctx, `SELECT eligible_at FROM jobs WHERE id = $1`, later).Scan(&runAt)
+	if err != nil || !runAt.Equal(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)) {
+		t.Fatalf("run_at: %v %v", runAt, err)
+	}
+}
+
+// A job enqueued in a transaction that rolls back never existed: no row, no queue, and
+// no notification reaches a listener; one that commits notifies at commit, not before.
+func TestSQLEnqueueIsTransactional(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := enqueueDB(t)
+	listener, err := pgx.Connect(ctx, conn.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(ctx)
+	if _, err := listener.Exec(ctx, "LISTEN "+pg.JobsChannel); err != nil {
+		t.Fatal(err)
+	}
+	noNotification := func(what string) {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		if n, err := listener.WaitForNotification(wctx); err == nil {
+			t.Fatalf("%s: notification %q", what, n.Payload)
+		}
+	}
+
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT gendurable_enqueue('h', '{}', '{"queue": "rolled"}')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := db.QueryInt(ctx, `SELECT count(*) FROM jobs`); n != 0 {
+		t.Fatalf("rolled back: %d jobs", n)
+	}
+	if n, _ := db.QueryInt(ctx, `SELECT count(*) FROM queues WHERE name = 'rolled'`); n != 0 {
+		t.Fatal("rolled back: the queue was created")
+	}
+	noNotification("rolled back")
+
+	tx, err = conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	if err := tx.QueryRow(ctx, `SELECT gendurable_enqueue('h', '{}', '{"queue": "committed"}')`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := db.QueryInt(ctx, `SELECT count(*) FROM jobs`); n != 0 {
+		t.Fatalf("before commit another session sees %d jobs", n)
+	}
+	noNotification("before commit")
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n, err := listener.WaitForNotification(wctx)
+	if err != nil || n.Payload != "committed" {
+		t.Fatalf("after commit: notification %v, %v", n, err)
+	}
+	if got, _ := db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE id = $1 AND status = 'runnable'`, id); got != 1 {
+		t.Fatal("after commit the job is not there")
+	}
+}
+
+// Each bad argument is refused with SQLSTATE 22023, the field as the error's column and
+// in its message, and nothing is written.
+func TestSQLEnqueueRefusesBadOptions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := enqueueDB(t)
+	cases := []struct {
+		handler, input, options string
+		field, message          string
+	}{
+		{"nope", `{}`, `{}`, "handler", `no handler named "nope" is registered`},
+		{"bad name!", `{}`, `{}`, "handler", "must be 1-128 characters"},
+		{"h", `{}`, `[1]`, "options", "must be a JSON object"},
+		{"h", `{}`, `{"queu": "x"}`, "options", "unknown members: queu"},
+		{"h", `{}`, `{"queue": "a b"}`, "queue", "must be 1-128 characters"},
+		{"h", `{}`, `{"queue": 7}`, "queue", "must be a string"},
+		{"h", `{}`, `{"key": ""}`, "key", "must be 1-512 bytes"},
+		{"h", `{}`, `{"key": "` + strings.Repeat("k", 513) + `"}`, "key", "must be 1-512 bytes"},
+		{"h", `{}`, `{"concurrency_key": ""}`, "concurrency_key", "must be 1-512 bytes"},
+		{"h", `{}`, `{"priority": 12}`, "priority", "must be between 0 (most urgent) and 9, got 12"},
+		{"h", `{}`, `{"priority": -1}`, "priority", "must be between 0 (most urgent) and 9, got -1"},
+		{"h", `{}`, `{"priority": 1.5}`, "priority", "must be an integer"},
+		{"h", `{}`, `{"priority": "1"}`, "priority", "must be an integer"},
+		{"h", `{}`, `{"max_attempts": 0}`, "max_attempts", "must be between 1 and 1000, got 0"},
+		{"h", `{}`, `{"max_attempts": 1e30}`, "max_attempts", "must be between 1 and 1000"},
+		{"h", `{}`, `{"delay": "5 minutes"}`, "delay", `must be a duration such as "500ms"`},
+		{"h", `{}`, `{"delay": "-5s"}`, "delay", "must not be negative"},
+		{"h", `{}`, `{"delay": "9999999999h"}`, "delay", "is longer than a duration can be"},
+		{"h", `{}`, `{"delay": "1s", "run_at": "2030-01-01T00:00:00Z"}`, "delay", "give run_at or delay, not both"},
+		{"h", `{}`, `{"run_at": "tomorrow-ish"}`, "run_at", "must be a timestamp"},
+		{"h", `{}`, `{"rate_limit": "tight"}`, "rate_limit", "must be an object"},
+		{"h", `{}`, `{"rate_limit": {"name": "tight", "wieght": 1}}`, "rate_limit", "unknown members: wieght"},
+		{"h", `{}`, `{"rate_limit": {"key": "k"}}`, "rate_limit/name", "must be 1-128 characters"},
+		{"h", `{}`, `{"rate_limit": {"name": "loose"}}`, "rate_limit/name", `no rate limit named "loose" exists`},
+		{"h", `{}`, `{"rate_limit": {"name": "tight", "weight": -2}}`, "rate_limit/weight", "must be at least 1"},
+		{"h", `{}`, `{"rate_limit": {"name": "tight", "weight": 3}}`, "rate_limit/weight", `weight 3 can never fit: rate limit "tight" has burst 2`},
+	}
+	for _, c := range cases {
+		var id int64
+		err := conn.QueryRow(ctx, `SELECT gendurable_enqueue($1, $2::jsonb, $3::jsonb)`, c.handler, c.input, c.options).Scan(&id)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) {
+			t.Errorf("%s %s: want an error, got id %d, %v", c.handler, c.options, id, err)
+			continue
+		}
+		if pgErr.Code != "22023" || pgErr.ColumnName != c.field || !strings.Contains(pgErr.Message, c.message) ||
+			!strings.HasPrefix(pgErr.Message, "gendurable_enqueue: "+c.field+": ") {
+			t.Errorf("%s %s: got %s column=%q %q; want 22023 column=%q containing %q",
+				c.handler, c.options, pgErr.Code, pgErr.ColumnName, pgErr.Message, c.field, c.message)
+		}
+	}
+	if n, _ := db.QueryInt(ctx, `SELECT count(*) FROM jobs`); n != 0 {
+		t.Fatalf("refused calls wrote %d jobs", n)
+	}
+	if n, _ := db.QueryInt(ctx, `SELECT count(*) FROM queues`); n != 0 {
+		t.Fatalf("refused calls wrote %d queues", n)
+	}
+}
+
+// Durations read as Go reads them.
+func TestSQLEnqueueDurations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, conn := enqueueDB(t)
+	for text, want := range map[string]int64{"0": 0, "500ms": 500, "30s": 30000, "1h30m": 5400000,
+		"1.5s": 1500, ".5m": 30000, "1500us": 1, "999999ns": 0, "2h45m10.5s": 9910500, "+1m": 60000} {
+		var got int64
+		if err := conn.QueryRow(ctx, `SELECT gendurable_duration_ms('delay', $1)`, text).Scan(&got); err != nil || got != want {
+			t.Errorf("%q: got %d (%v), want %d", text, got, err, want)
+		}
+	}
+}
