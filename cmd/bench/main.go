@@ -812,13 +812,19 @@ func holdInFlight(ctx context.Context, db *pg.DB, api, recvAddr, pprofAddr, heap
 		PerSecond: float64(n) / secs, RSSMiB: float64(rss) / 1024, Memory: mem}, nil
 }
 
-// memStats reads the Go runtime's memory figures (MiB) from the server's heap profile.
+// memStats reads the Go runtime's memory figures (MiB) from the server's heap profile,
+// and its goroutine count.
 func memStats(pprofAddr string) map[string]float64 {
 	b, err := callBody("http://"+pprofAddr, "GET", "/debug/pprof/heap?debug=1", "")
 	if err != nil {
 		return nil
 	}
 	out := map[string]float64{}
+	if g, err := callBody("http://"+pprofAddr, "GET", "/debug/pprof/goroutine?debug=1", ""); err == nil {
+		if v, ok := strings.CutPrefix(strings.SplitN(string(g), "\n", 2)[0], "goroutine profile: total "); ok {
+			out["goroutines"], _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
 	for _, line := range strings.Split(string(b), "\n") {
 		for _, name := range []string{"HeapInuse", "Stack", "HeapSys", "Sys", "NumGC"} {
 			if v, ok := strings.CutPrefix(line, "# "+name+" = "); ok {
