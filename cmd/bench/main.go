@@ -17,6 +17,7 @@
 //	go run ./cmd/bench -only river             # the River drains only
 //	go run ./cmd/bench -outcome-batch 1        # the same with outcome batching off
 //	go run ./cmd/bench -json bench.json        # also write the results as JSON
+//	go run ./cmd/bench -processes 1,2,3        # only the drains by 1, 2 and 3 server processes
 package main
 
 import (
@@ -72,6 +73,7 @@ type options struct {
 	riverConns    int
 	analyze       bool
 	keepBulk      bool
+	processes     []int
 }
 
 // Result is one scenario's figures.
@@ -144,6 +146,16 @@ func main() {
 	flag.IntVar(&o.riverConns, "river-max-conns", 20, "the River peer's pool size (the server's GENDURABLE_DB_MAX_CONNS default)")
 	flag.BoolVar(&o.analyze, "analyze", true, "ANALYZE each side's table after its inserts, before its drain")
 	flag.BoolVar(&o.keepBulk, "keep-bulk", false, "leave the bulk-inserted jobs runnable in their paused queue (a backlog) instead of cancelling them")
+	flag.Func("processes", "run only the scale-out drains: one per count of server processes in this list (e.g. 1,2,3), on the one PostgreSQL", func(v string) error {
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("%q is not a count of processes", f)
+			}
+			o.processes = append(o.processes, n)
+		}
+		return nil
+	})
 	flag.Parse()
 	switch o.only {
 	case "":
@@ -209,32 +221,31 @@ func run(o options) error {
 			return fmt.Errorf("building the server: %w", err)
 		}
 	}
+	recvAddr, recvPid, stopRecv, err := startReceiver()
+	if err != nil {
+		return err
+	}
+	defer stopRecv()
+	if len(o.processes) > 0 {
+		return runProcesses(ctx, o, db, ourDB, recvAddr, recvPid)
+	}
 	riverBin := filepath.Join(tmp, "river-peer")
 	if o.peer {
 		if err := buildRiver(o.riverDir, riverBin); err != nil {
 			return err
 		}
 	}
-	recvAddr, recvPid, stopRecv, err := startReceiver()
+	apiAddr, pprofAddr := freeAddr(), freeAddr()
+	srv, err := startServer(o, apiAddr, pprofAddr)
 	if err != nil {
 		return err
 	}
-	defer stopRecv()
-	apiAddr, pprofAddr := freeAddr(), freeAddr()
-	srv := exec.Command(o.server)
-	srv.Env = append(os.Environ(), "DATABASE_URL="+o.databaseURL, "GENDURABLE_ADDR="+apiAddr, "GENDURABLE_PPROF_ADDR="+pprofAddr,
-		"GENDURABLE_ALLOW_PRIVATE_WEBHOOKS=true", "GENDURABLE_LOG_LEVEL=warn",
-		"GENDURABLE_OUTCOME_BATCH="+strconv.Itoa(o.outcomeBatch))
-	srv.Stderr = os.Stderr
-	if err := srv.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = srv.Process.Signal(syscall.SIGTERM); _ = srv.Wait() }()
+	defer stopServer(srv)
 	api := "http://" + apiAddr
 	if err := waitReady(api); err != nil {
 		return err
 	}
-	if err := call(api, "PUT", "/v1/handlers/bench", fmt.Sprintf(`{"url": "http://%s/steps", "secret": %q}`, recvAddr, benchSecret)); err != nil {
+	if err := putHandler(api, recvAddr); err != nil {
 		return err
 	}
 	bodyBytes, err := stepBodySize(api, recvAddr)
@@ -291,7 +302,7 @@ func run(o options) error {
 
 	// Alternating pairs of one-step drains: gendurable, River, gendurable, River...
 	oursSide := func(queue string, profile bool) side {
-		return side{name: "gendurable", pid: srv.Process.Pid, database: ourDB,
+		return side{name: "gendurable", pids: []int{srv.Process.Pid}, database: ourDB,
 			start: func() error {
 				if profile {
 					go func() {
@@ -318,7 +329,7 @@ func run(o options) error {
 		},
 		stop: func() error { _, err := peer.do("pause"); return err }}
 	if peer != nil {
-		riverSide.pid = peer.cmd.Process.Pid
+		riverSide.pids = []int{peer.cmd.Process.Pid}
 		if riverSide.database, err = currentDatabase(ctx, riverDB); err != nil {
 			return err
 		}
@@ -434,6 +445,28 @@ func run(o options) error {
 		return os.WriteFile(o.jsonOut, b, 0o644)
 	}
 	return nil
+}
+
+// startServer starts one server process on the bench's database, serving its API on
+// apiAddr and pprof on pprofAddr.
+func startServer(o options, apiAddr, pprofAddr string) (*exec.Cmd, error) {
+	srv := exec.Command(o.server)
+	srv.Env = append(os.Environ(), "DATABASE_URL="+o.databaseURL, "GENDURABLE_ADDR="+apiAddr, "GENDURABLE_PPROF_ADDR="+pprofAddr,
+		"GENDURABLE_ALLOW_PRIVATE_WEBHOOKS=true", "GENDURABLE_LOG_LEVEL=warn",
+		"GENDURABLE_OUTCOME_BATCH="+strconv.Itoa(o.outcomeBatch))
+	srv.Stderr = os.Stderr
+	return srv, srv.Start()
+}
+
+// stopServer stops a server process as an operator would (SIGTERM) and waits for it.
+func stopServer(srv *exec.Cmd) {
+	_ = srv.Process.Signal(syscall.SIGTERM)
+	_ = srv.Wait()
+}
+
+// putHandler registers the bench handler: the receiver's /steps.
+func putHandler(api, recvAddr string) error {
+	return call(api, "PUT", "/v1/handlers/bench", fmt.Sprintf(`{"url": "http://%s/steps", "secret": %q}`, recvAddr, benchSecret))
 }
 
 // openProbe opens the bench's own connection to a database: one, so its backend is

@@ -56,7 +56,7 @@ type meter struct {
 // side is what a drain needs to know of the system under test.
 type side struct {
 	name     string
-	pid      int    // the server or the River peer
+	pids     []int  // the server processes, or the River peer
 	database string // whose pg_stat_statements rows count
 	start    func() error
 	finished func(ctx context.Context) (bool, error)
@@ -92,7 +92,10 @@ func (m *meter) benchBackends(ctx context.Context) map[int]bool {
 type cpuSnapshot struct{ engine, postgres, receiver int64 }
 
 func (m *meter) cpu(s side, exclude map[int]bool) cpuSnapshot {
-	c := cpuSnapshot{engine: processCPU(s.pid), receiver: processCPU(m.receiver)}
+	c := cpuSnapshot{receiver: processCPU(m.receiver)}
+	for _, pid := range s.pids {
+		c.engine += processCPU(pid)
+	}
 	if m.postmaster > 0 {
 		c.postgres = postgresCPU(m.postmaster, exclude)
 	}
