@@ -170,7 +170,7 @@ func TestDashboardSaysAttemptsStatusesAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, want := range map[int64]string{greet: "1/5", held: "0/5", verbose: "1/5"} {
-		if got := textOf(ctx, t, fmt.Sprintf(`tr[data-job="%d"] td:nth-child(6)`, id)); got != want {
+		if got := textOf(ctx, t, fmt.Sprintf(`tr[data-job="%d"] td:nth-child(7)`, id)); got != want {
 			t.Errorf("run %d's attempts in the list: %q, want %q", id, got, want)
 		}
 	}
@@ -347,7 +347,7 @@ func TestDashboardKeepsSearchInTheURL(t *testing.T) {
 		waitJS(`location.hash === '#/runs'`),
 		shown(rep, inv8, inv7),
 		field("key", ""),
-		chromedp.Click(fmt.Sprintf(`tr[data-job="%d"] td:nth-child(2) a`, inv7)),
+		chromedp.Click(fmt.Sprintf(`tr[data-job="%d"] td:nth-child(3) a`, inv7)),
 		waitJS(`location.hash === '#/runs?handler=invoice'`),
 		shown(inv8, inv7),
 		field("handler", "invoice"),

@@ -3,6 +3,7 @@ import { api, must, type Job, type JobStatus } from '../api';
 import { Empty, PollError, Status, ago, usePoll } from '../ui';
 import { navigate } from '../router';
 import { attemptShort } from '../attempts';
+import { MatchingActions, Report, SelectionActions, type BulkReport } from './Bulk';
 
 const STATUSES = ['', 'runnable', 'executing', 'awaiting', 'done', 'failed', 'cancelled'];
 
@@ -48,12 +49,17 @@ export function Runs({ q }: { q: RunsQuery }) {
   const [shownFor, setShownFor] = useState('');
   const [history, setHistory] = useState<string[]>([]);
   const filterRef = useRef<HTMLInputElement>(null);
+  // The selection is the ids ticked with the status each had when last shown; another
+  // filter starts a new one (a selection the rows no longer show would act unseen).
+  const [selected, setSelected] = useState<Map<number, JobStatus>>(new Map());
+  const [report, setReport] = useState<BulkReport | null>(null);
 
   const filterKey = JSON.stringify(q);
+  useEffect(() => setSelected(new Map()), [JSON.stringify({ ...q, cursor: undefined })]);
   // Live refresh reloads the page the user is on (same filters, same cursor). The query
   // comes from the URL as typed by the user: the API validates it, and a bad value shows
   // as the problem it answers.
-  const { error } = usePoll(
+  const { error, refresh } = usePoll(
     (signal) =>
       must(api.GET('/v1/jobs', {
         params: {
@@ -71,6 +77,12 @@ export function Runs({ q }: { q: RunsQuery }) {
     (page) => {
       setShownFor(filterKey);
       setJobs(page.jobs);
+      setSelected((sel) => {
+        if (!page.jobs.some((j) => sel.has(j.id) && sel.get(j.id) !== j.status)) return sel;
+        const fresh = new Map(sel);
+        for (const j of page.jobs) if (fresh.has(j.id)) fresh.set(j.id, j.status);
+        return fresh;
+      });
       setNext(page.next_cursor ?? null);
       setLoadedAt(Date.now());
     },
@@ -105,6 +117,18 @@ export function Runs({ q }: { q: RunsQuery }) {
       key: String(f.get('key') || ''),
     });
   };
+  const toggle = (jobs: Job[], on: boolean) => {
+    const next = new Map(selected);
+    for (const j of jobs) on ? next.set(j.id, j.status) : next.delete(j.id);
+    setSelected(next);
+  };
+  const allOnPage = rows !== null && rows.length > 0 && rows.every((j) => selected.has(j.id));
+  const someOnPage = rows !== null && rows.some((j) => selected.has(j.id));
+  const done = (r: BulkReport) => {
+    setReport(r);
+    void refresh();
+  };
+
   const older = () => {
     if (!next) return;
     setHistory([...history, q.cursor ?? '']);
@@ -164,6 +188,11 @@ export function Runs({ q }: { q: RunsQuery }) {
         </label>
       </form>
       <PollError error={error} stale={jobs !== null && shownFor === filterKey} />
+      <div class="bulk-bar">
+        <SelectionActions selected={[...selected.keys()]} statusOf={(id) => selected.get(id)} onDone={done} clear={() => setSelected(new Map())} />
+        <MatchingActions q={q} onDone={done} />
+      </div>
+      <Report report={report} />
       {rows && rows.length === 0 && !q.cursor && (q.queue || q.status || q.handler || q.key) && (
         <Empty title="No runs match these filters">
           <p>
@@ -185,6 +214,16 @@ curl -s -X POST localhost:8080/v1/jobs -H 'Content-Type: application/json' \\
           <table class="runs" data-testid="runs">
             <thead>
               <tr>
+                <th class="select">
+                  <input
+                    type="checkbox"
+                    aria-label="Select every run on this page"
+                    data-testid="select-page"
+                    checked={allOnPage}
+                    indeterminate={someOnPage && !allOnPage}
+                    onChange={(e) => toggle(rows, (e.target as HTMLInputElement).checked)}
+                  />
+                </th>
                 <th class="num">Id</th>
                 <th>Handler</th>
                 <th>Queue</th>
@@ -198,7 +237,15 @@ curl -s -X POST localhost:8080/v1/jobs -H 'Content-Type: application/json' \\
             </thead>
             <tbody>
               {rows.map((j) => (
-                <tr key={j.id} data-job={j.id}>
+                <tr key={j.id} data-job={j.id} class={selected.has(j.id) ? 'selected' : ''}>
+                  <td class="select">
+                    <input
+                      type="checkbox"
+                      aria-label={`Select run ${j.id}`}
+                      checked={selected.has(j.id)}
+                      onChange={(e) => toggle([j], (e.target as HTMLInputElement).checked)}
+                    />
+                  </td>
                   <td class="num">
                     <a href={`#/runs/${j.id}`}>{j.id}</a>
                   </td>
