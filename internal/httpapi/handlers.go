@@ -126,9 +126,7 @@ func (s *Server) InsertJobs(ctx context.Context, req InsertJobsRequestObject) (I
 	for i, g := range got {
 		out[i] = jobInsertedBody{Job: jobBody(g.Job), Deduplicated: g.Deduplicated}
 	}
-	return jsonResponse{status: http.StatusOK, body: struct {
-		Jobs []jobInsertedBody `json:"jobs"`
-	}{out}}, nil
+	return batchInsertedResponse{body: encodeInsertedJobs(out)}, nil
 }
 
 func parseCursor(c *string) *int64 {

@@ -1,0 +1,163 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/jsonappend"
+)
+
+// The batch insert answers up to 10 000 full jobs; encoding/json's reflection was 22 % of
+// the server's CPU on a 5 000-job request (docs/performance.md). appendJob writes a Job as
+// encoding/json writes the generated struct (the same keys, omitempty where its tags say
+// so); TestAppendJobMatchesEncodingJSON holds the two together field by field, so a
+// field added to the spec fails the test until it is written here.
+
+// batchInsertedResponse is the answer of POST /v1/jobs/batch, already encoded.
+type batchInsertedResponse struct{ body []byte }
+
+func (r batchInsertedResponse) VisitInsertJobsResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(r.body)
+	return err
+}
+
+// encodeInsertedJobs encodes {"jobs": [...]} with each job's deduplicated flag.
+func encodeInsertedJobs(jobs []jobInsertedBody) []byte {
+	b := make([]byte, 0, 64+len(jobs)*640)
+	b = append(b, `{"jobs":[`...)
+	for i := range jobs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJob(b, &jobs[i].Job, &jobs[i].Deduplicated)
+	}
+	return append(b, "]}\n"...)
+}
+
+// appendJob appends j as a JSON object; deduplicated, when given, is added as a key.
+func appendJob(b []byte, j *Job, deduplicated *bool) []byte {
+	b = append(b, `{"attempt":`...)
+	b = strconv.AppendInt(b, int64(j.Attempt), 10)
+	b = optTime(b, `,"attempted_at":`, j.AttemptedAt)
+	if j.Awaiting != nil {
+		b = append(b, `,"awaiting":`...)
+		if *j.Awaiting == nil {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, '[')
+			for i, s := range *j.Awaiting {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = jsonappend.String(b, s)
+			}
+			b = append(b, ']')
+		}
+	}
+	if j.CancelRequested != nil {
+		b = append(b, `,"cancel_requested":`...)
+		b = strconv.AppendBool(b, *j.CancelRequested)
+	}
+	b = nullString(b, `,"concurrency_key":`, j.ConcurrencyKey)
+	b = append(b, `,"created_at":`...)
+	b = jsonappend.Time(b, j.CreatedAt)
+	b = nullTime(b, `,"eligible_at":`, j.EligibleAt)
+	b = append(b, `,"error":`...)
+	b = jsonappend.Raw(b, j.Error)
+	b = nullTime(b, `,"finished_at":`, j.FinishedAt)
+	b = append(b, `,"handler":`...)
+	b = jsonappend.String(b, j.Handler)
+	b = append(b, `,"id":`...)
+	b = strconv.AppendInt(b, j.Id, 10)
+	b = append(b, `,"input":`...)
+	b = jsonappend.Raw(b, j.Input)
+	b = nullString(b, `,"key":`, j.Key)
+	b = optTime(b, `,"lease_expires_at":`, j.LeaseExpiresAt)
+	if j.LeaseOwner != nil {
+		b = append(b, `,"lease_owner":`...)
+		b = jsonappend.String(b, *j.LeaseOwner)
+	}
+	b = append(b, `,"max_attempts":`...)
+	b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
+	b = append(b, `,"parent_id":`...)
+	if j.ParentId == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, *j.ParentId, 10)
+	}
+	b = append(b, `,"pending_children":`...)
+	b = strconv.AppendInt(b, int64(j.PendingChildren), 10)
+	b = append(b, `,"priority":`...)
+	b = strconv.AppendInt(b, int64(j.Priority), 10)
+	b = append(b, `,"queue":`...)
+	b = jsonappend.String(b, j.Queue)
+	if r := j.RateLimit; r != nil {
+		b = append(b, `,"rate_limit":{`...)
+		sep := ""
+		if r.Key != nil {
+			b = append(b, `"key":`...)
+			b = jsonappend.String(b, *r.Key)
+			sep = ","
+		}
+		b = append(b, sep+`"name":`...)
+		b = jsonappend.String(b, r.Name)
+		if r.Weight != nil {
+			b = append(b, `,"weight":`...)
+			b = strconv.AppendInt(b, int64(*r.Weight), 10)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `,"result":`...)
+	b = jsonappend.Raw(b, j.Result)
+	if j.ScheduleName != nil {
+		b = append(b, `,"schedule_name":`...)
+		b = jsonappend.String(b, *j.ScheduleName)
+	}
+	b = optTime(b, `,"schedule_tick":`, j.ScheduleTick)
+	b = append(b, `,"state":`...)
+	b = jsonappend.Raw(b, j.State)
+	b = append(b, `,"status":`...)
+	b = jsonappend.String(b, string(j.Status))
+	b = append(b, `,"step":`...)
+	b = strconv.AppendInt(b, int64(j.Step), 10)
+	b = append(b, `,"updated_at":`...)
+	b = jsonappend.Time(b, j.UpdatedAt)
+	if j.Wake != nil {
+		b = append(b, `,"wake":`...)
+		b = jsonappend.String(b, *j.Wake)
+	}
+	if deduplicated != nil {
+		b = append(b, `,"deduplicated":`...)
+		b = strconv.AppendBool(b, *deduplicated)
+	}
+	return append(b, '}')
+}
+
+// optTime appends key and t when t is set (an omitempty time).
+func optTime(b []byte, key string, t *time.Time) []byte {
+	if t == nil {
+		return b
+	}
+	return jsonappend.Time(append(b, key...), *t)
+}
+
+// nullTime appends key and t, or null.
+func nullTime(b []byte, key string, t *time.Time) []byte {
+	b = append(b, key...)
+	if t == nil {
+		return append(b, "null"...)
+	}
+	return jsonappend.Time(b, *t)
+}
+
+// nullString appends key and s, or null.
+func nullString(b []byte, key string, s *string) []byte {
+	b = append(b, key...)
+	if s == nil {
+		return append(b, "null"...)
+	}
+	return jsonappend.String(b, *s)
+}

@@ -1,0 +1,77 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// fill sets every field of v (a pointer to a struct) to a non-zero value, recursively,
+// so that a field appendJob does not write shows up as a key encoding/json has and it lacks.
+func fill(t *testing.T, v reflect.Value, n *int) {
+	t.Helper()
+	*n++
+	switch v.Kind() {
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(t, v.Elem(), n)
+	case reflect.Struct:
+		if v.Type() == reflect.TypeOf(time.Time{}) {
+			v.Set(reflect.ValueOf(time.Date(2026, 12, 1, 10, 0, *n, 123456789, time.FixedZone("x", 3600))))
+			return
+		}
+		for i := range v.NumField() {
+			fill(t, v.Field(i), n)
+		}
+	case reflect.String:
+		v.SetString("s<&>\"\\\u2028é" + string(rune('a'+*n%26)))
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		v.SetInt(int64(*n))
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 { // NullableJSON
+			v.SetBytes([]byte(`{"n": [1, 2.5, "x"], "ok": true}`))
+			return
+		}
+		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
+		for i := range 2 {
+			fill(t, v.Index(i), n)
+		}
+	default:
+		t.Fatalf("fill: a field of kind %s: teach the test (and appendJob) about it", v.Kind())
+	}
+}
+
+func TestAppendJobMatchesEncodingJSON(t *testing.T) {
+	var full Job
+	n := 0
+	fill(t, reflect.ValueOf(&full).Elem(), &n)
+	awaitingNone := Job{Awaiting: new([]string)} // an empty pointer target: encoding/json writes null
+	for name, j := range map[string]Job{"every field set": full, "every field empty": {}, "awaiting of no names": awaitingNone} {
+		for _, dedup := range []bool{false, true} {
+			want, err := json.Marshal(jobInsertedBody{Job: j, Deduplicated: dedup})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := appendJob(nil, &j, &dedup)
+			var wantDoc, gotDoc map[string]any
+			if err := json.Unmarshal(want, &wantDoc); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(got, &gotDoc); err != nil {
+				t.Fatalf("%s: appendJob wrote invalid JSON: %v\n%s", name, err, got)
+			}
+			if !reflect.DeepEqual(gotDoc, wantDoc) {
+				t.Errorf("%s: appendJob differs from encoding/json\n got: %s\nwant: %s", name, got, want)
+			}
+		}
+	}
+	// The whole answer: an object holding the array.
+	var doc struct{ Jobs []map[string]any }
+	if err := json.Unmarshal(encodeInsertedJobs([]jobInsertedBody{{Job: full}, {Job: Job{}, Deduplicated: true}}), &doc); err != nil || len(doc.Jobs) != 2 ||
+		doc.Jobs[1]["deduplicated"] != true {
+		t.Fatalf("encodeInsertedJobs: %v %+v", err, doc)
+	}
+}
