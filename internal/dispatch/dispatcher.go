@@ -171,6 +171,7 @@ func (d *Dispatcher) stop(ctx context.Context) {
 	d.steps.Wait()
 	d.completer.stop()
 	d.background.Wait()
+	d.client.CloseIdle() // no call is left: a stopped dispatcher holds no webhook connection
 }
 
 // refreshLoop reloads queue settings and starts feeders for new queues.

@@ -2,7 +2,10 @@ package dispatch_test
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,5 +98,43 @@ func TestStopPastGraceLeavesTheStepToLeaseExpiry(t *testing.T) {
 	j, _ := h.db.JobGet(context.Background(), job.ID)
 	if j.Status != "executing" || j.Attempt != 1 {
 		t.Fatalf("abandoned step: status=%s attempt=%d, want executing (left to lease expiry)", j.Status, j.Attempt)
+	}
+}
+
+// A stopped dispatcher leaves no webhook connection open: the kept-alive ones are closed
+// once its last call is over.
+func TestStopClosesTheWebhookConnections(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 30*time.Second)
+	var open atomic.Int64
+	srv := httptest.NewUnstartedServer(webhook.Handler(testSecret, func(context.Context, *webhook.StepRequest) webhook.Response {
+		return webhook.Response{Done: &webhook.Done{}}
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	h.handler(t, "kept", srv.URL+"/steps", 5)
+	jobs := h.insert(t, engine.NewJob{Handler: "kept"}, engine.NewJob{Handler: "kept"}, engine.NewJob{Handler: "kept"})
+	d := dispatch.New(h.eng, dispatch.Config{PollMin: 10 * time.Millisecond, PollMax: 100 * time.Millisecond,
+		QueueRefresh: 100 * time.Millisecond}, nil, nil)
+	d.Start(context.Background())
+	for _, j := range jobs {
+		waitJob(t, h.db, j.ID, 20*time.Second, hasStatus("done"))
+	}
+	if open.Load() == 0 {
+		t.Fatal("no webhook connection was kept alive before Stop")
+	}
+	d.Stop(context.Background())
+	for deadline := time.Now().Add(10 * time.Second); open.Load() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d webhook connections still open after Stop", open.Load())
+		}
 	}
 }

@@ -138,7 +138,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		}
 	}
 	if opts.Port == 0 {
-		if opts.Port, err = freePort(); err != nil {
+		if opts.Port, err = FreePort(); err != nil {
 			return nil, err
 		}
 	}
@@ -428,7 +428,8 @@ func EnsureDatabase(ctx context.Context, adminURL, name string) error {
 // QuoteIdent quotes an SQL identifier.
 func QuoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
-func freePort() (int, error) {
+// FreePort answers a TCP port on 127.0.0.1 that nothing listens on now.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

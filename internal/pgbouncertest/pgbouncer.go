@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gendurable/gendurable/internal/pg"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -99,7 +100,7 @@ func Start(t testing.TB, dbURL string, cfg Config) *Bouncer {
 			t.Fatal(err)
 		}
 	}
-	if b.port, err = freePort(); err != nil {
+	if b.port, err = pg.FreePort(); err != nil {
 		t.Fatal(err)
 	}
 	server := fmt.Sprintf("host=%s port=%s user=%s", host, port, pgUser)
@@ -241,15 +242,6 @@ func write(t testing.TB, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // logBuffer collects a process's output for failure messages.
