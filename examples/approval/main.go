@@ -28,11 +28,21 @@ type expense struct {
 func expenseStep(_ context.Context, req *webhook.StepRequest) webhook.Response {
 	var in expense
 	_ = json.Unmarshal(req.Job.Input, &in)
-	switch {
-	case req.Job.Step == 0:
+	if req.Job.Step == 0 {
 		// Notify the approver in a child job (retried on its own if the mailer is down).
 		note, _ := json.Marshal(map[string]any{"to": in.Approver, "amount": in.Amount})
 		return webhook.Response{Spawn: &webhook.Spawn{Children: []webhook.ChildSpec{{Handler: "notify", Input: note}}}}
+	}
+	// A decision delivered with this step is taken now, whatever woke it: a signal sent
+	// while the job waited for its children arrives with the children's step, and the step
+	// consumes what it was shown, so awaiting it again would wait for ever.
+	for _, s := range req.Signals {
+		if s.Name == "approved" || s.Name == "rejected" {
+			result, _ := json.Marshal(map[string]any{"decision": s.Name, "details": s.Payload})
+			return webhook.Response{Done: &webhook.Done{Result: result}}
+		}
+	}
+	switch {
 	case req.Wake == "children":
 		if len(req.Children) == 0 || req.Children[0].Status != "done" {
 			return webhook.Response{Fail: &webhook.Fail{Error: json.RawMessage(`{"message":"could not notify the approver"}`)}}
@@ -41,12 +51,6 @@ func expenseStep(_ context.Context, req *webhook.StepRequest) webhook.Response {
 			Timeout: webhook.Duration(72 * time.Hour)}}
 	case req.Wake == "timeout":
 		return webhook.Response{Fail: &webhook.Fail{Error: json.RawMessage(`{"message":"no decision within 72h"}`)}}
-	}
-	for _, s := range req.Signals {
-		if s.Name == "approved" || s.Name == "rejected" {
-			result, _ := json.Marshal(map[string]any{"decision": s.Name, "details": s.Payload})
-			return webhook.Response{Done: &webhook.Done{Result: result}}
-		}
 	}
 	// Woken by something else: keep waiting.
 	return webhook.Response{Await: &webhook.Await{Signals: []string{"approved", "rejected"}, Timeout: webhook.Duration(72 * time.Hour)}}

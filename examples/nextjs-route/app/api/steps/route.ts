@@ -20,13 +20,15 @@ const expense: StepFunction<Expense> = (step) => {
   if (step.job.step === 0) {
     return { spawn: { children: [{ handler: "notify", input: { to: step.job.input.approver, amount: step.job.input.amount } }] } };
   }
+  // A decision delivered with this step is taken whatever woke it: one sent while the job
+  // waited for its children arrives with the children's step, which consumes it.
+  const answer = step.signals.find((s) => s.name === "approved" || s.name === "rejected");
+  if (answer) return { done: { result: { decision: answer.name, details: answer.payload } } };
   if (step.wake === "children") {
     if (step.children?.[0]?.status !== "done") return { fail: { error: { message: "could not notify the approver" } } };
     return decision;
   }
   if (step.wake === "timeout") return { fail: { error: { message: "no decision within 72h" } } };
-  const answer = step.signals.find((s) => s.name === "approved" || s.name === "rejected");
-  if (answer) return { done: { result: { decision: answer.name, details: answer.payload } } };
   return decision; // woken by another signal: keep waiting
 };
 
