@@ -42,14 +42,14 @@ func expenseStep(_ context.Context, req *webhook.StepRequest) webhook.Response {
 			return webhook.Response{Done: &webhook.Done{Result: result}}
 		}
 	}
-	switch {
-	case req.Wake == "children":
+	switch req.Wake {
+	case "children":
 		if len(req.Children) == 0 || req.Children[0].Status != "done" {
 			return webhook.Response{Fail: &webhook.Fail{Error: json.RawMessage(`{"message":"could not notify the approver"}`)}}
 		}
 		return webhook.Response{Await: &webhook.Await{Signals: []string{"approved", "rejected"},
 			Timeout: webhook.Duration(72 * time.Hour)}}
-	case req.Wake == "timeout":
+	case "timeout":
 		return webhook.Response{Fail: &webhook.Fail{Error: json.RawMessage(`{"message":"no decision within 72h"}`)}}
 	}
 	// Woken by something else: keep waiting.
