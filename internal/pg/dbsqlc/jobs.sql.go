@@ -261,7 +261,7 @@ WITH req AS (
            nullif(r.rate_key, '') AS rate_key, nullif(r.rate_weight, 0) AS rate_weight,
            nullif(r.max_attempts, 0) AS max_attempts, nullif(r.parent_id, 0) AS parent_id,
            nullif(r.idempotency_key, '') AS idempotency_key,
-           nextval(pg_get_serial_sequence('jobs', 'id')) AS id
+           nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) AS id
     FROM ROWS FROM (unnest($1::text[]), unnest($2::text[]),
                     unnest($3::jsonb[]), unnest($4::text[]),
                     unnest($5::int[]), unnest($6::timestamptz[]),

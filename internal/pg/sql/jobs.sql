@@ -21,7 +21,7 @@ WITH req AS (
            nullif(r.rate_key, '') AS rate_key, nullif(r.rate_weight, 0) AS rate_weight,
            nullif(r.max_attempts, 0) AS max_attempts, nullif(r.parent_id, 0) AS parent_id,
            nullif(r.idempotency_key, '') AS idempotency_key,
-           nextval(pg_get_serial_sequence('jobs', 'id')) AS id
+           nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) AS id
     FROM ROWS FROM (unnest(sqlc.arg(queues)::text[]), unnest(sqlc.arg(handlers)::text[]),
                     unnest(sqlc.arg(inputs)::jsonb[]), unnest(sqlc.arg(keys)::text[]),
                     unnest(sqlc.arg(priorities)::int[]), unnest(sqlc.arg(run_ats)::timestamptz[]),
