@@ -24,19 +24,33 @@ const maxRetryAfter = 24 * time.Hour
 // is written in a later batch, its lease heartbeated until then, and the completer's
 // bounded queue holds the feeder back when outcomes pile up. Holding the slot until the
 // write (batching linger plus statement) kept a quarter of the slots idle under load.
-func (d *Dispatcher) runStep(ctx context.Context, f *feeder, st engine.Step) {
-	outcome, deliver := d.call(ctx, st)
-	if !deliver {
+//
+// A step in flight is a goroutine parked in the webhook read, and its stack is most of
+// what a step in flight costs: the frames on that stack are kept small. The step is
+// passed by pointer, the request is built and signed and the answer interpreted in
+// functions of their own (prepareCall, interpretAnswer, finishStep), so their locals are
+// not part of the frames that wait (a parked stack above 2 KiB keeps 8 KiB).
+func (d *Dispatcher) runStep(ctx context.Context, f *feeder, st *engine.Step) {
+	d.finishStep(f, st, d.call(ctx, st))
+}
+
+// finishStep frees the step's slot and, unless outcome is nil (nothing to write), queues
+// the outcome for the completer.
+//
+//go:noinline
+func (d *Dispatcher) finishStep(f *feeder, st *engine.Step, outcome *engine.Outcome) {
+	if outcome == nil {
 		d.leases.remove(st.ID, st.LeaseToken)
 		f.release()
 		return
 	}
 	d.leases.markCompleting(st.ID, st.LeaseToken)
 	defer f.release()
-	d.completer.submit(st.WithOutcome(outcome),
+	label := outcome.Label
+	d.completer.submit(st.WithOutcome(*outcome),
 		func(applied *engine.OutcomeApplied, err error) {
 			d.leases.remove(st.ID, st.LeaseToken)
-			d.metrics.Steps.WithLabelValues(st.Queue, st.Handler, outcome.Label).Inc()
+			d.metrics.Steps.WithLabelValues(st.Queue, st.Handler, label).Inc()
 			switch {
 			case err != nil:
 				d.log.Error("writing a step's outcome failed; the step will run again after its lease expires",
@@ -51,43 +65,81 @@ func (d *Dispatcher) runStep(ctx context.Context, f *feeder, st engine.Step) {
 		})
 }
 
-// call POSTs one step to its handler and turns the answer into an outcome. deliver is
-// false when there is nothing to write: a 202 (the handler reports later through the
-// API) or a call abandoned because its lease was lost or the grace period ended.
-func (d *Dispatcher) call(ctx context.Context, st engine.Step) (o engine.Outcome, deliver bool) {
-	if st.HandlerURL == nil {
-		return engine.ErrorOutcome("handler_missing",
-			fmt.Sprintf("no handler named %q is registered (PUT /v1/handlers/%s)", st.Handler, st.Handler), nil, nil, nil), true
+// signedRequest is a step's signed webhook request, ready to send.
+type signedRequest struct {
+	body    []byte
+	headers [3]webhookclient.Header
+	timeout time.Duration
+}
+
+// call POSTs one step to its handler and turns the answer into an outcome. It answers
+// nil when there is nothing to write: a 202 (the handler reports later through the API)
+// or a call abandoned because its lease was lost or the grace period ended.
+func (d *Dispatcher) call(ctx context.Context, st *engine.Step) *engine.Outcome {
+	req, refused := d.prepareCall(st)
+	if refused != nil {
+		return refused
 	}
-	body := appendStepBody(make([]byte, 0, stepBodySize(&st)), &st)
+	callCtx, cancel := context.WithTimeout(ctx, req.timeout)
+	started := time.Now()
+	resp, err := d.client.Post(callCtx, *st.HandlerURL, req.headers[:], req.body, d.cfg.MaxBodyBytes)
+	cancel()
+	return d.interpretAnswer(ctx, st, req.timeout, started, &resp, err)
+}
+
+// prepareCall builds and signs the step's request, or answers the outcome that refuses
+// it (no handler, a body over the cap, a secret that does not decode).
+//
+//go:noinline
+func (d *Dispatcher) prepareCall(st *engine.Step) (*signedRequest, *engine.Outcome) {
+	if st.HandlerURL == nil {
+		o := engine.ErrorOutcome("handler_missing",
+			fmt.Sprintf("no handler named %q is registered (PUT /v1/handlers/%s)", st.Handler, st.Handler), nil, nil, nil)
+		return nil, &o
+	}
+	body := appendStepBody(make([]byte, 0, stepBodySize(st)), st)
 	if len(body) > d.cfg.MaxBodyBytes {
-		return engine.FailOutcome("request_too_large", fmt.Sprintf(
+		o := engine.FailOutcome("request_too_large", fmt.Sprintf(
 			"the step request is %d bytes, over the %d-byte cap (input, state and signals are too large)",
-			len(body), d.cfg.MaxBodyBytes), nil), true
+			len(body), d.cfg.MaxBodyBytes), nil)
+		return nil, &o
 	}
 	timeout := 30 * time.Second
 	if st.TimeoutMS != nil {
 		timeout = time.Duration(*st.TimeoutMS) * time.Millisecond
 	}
-	callCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	now := time.Now()
-	msgID := webhookID(&st)
+	msgID := webhookID(st)
 	sig, err := d.sign(nil, *st.Secret, msgID, now.Unix(), body)
 	if err == nil && st.PreviousSecret != nil && st.PreviousSecretExpiresAt != nil && now.Before(*st.PreviousSecretExpiresAt) {
 		sig, err = d.sign(append(sig, ' '), *st.PreviousSecret, msgID, now.Unix(), body)
 	}
 	if err != nil {
-		return engine.FailOutcome("bad_secret", "signing the step request: "+err.Error(), nil), true
+		o := engine.FailOutcome("bad_secret", "signing the step request: "+err.Error(), nil)
+		return nil, &o
 	}
-	headers := [...]webhookclient.Header{ // the Standard Webhooks names
+	return &signedRequest{body: body, timeout: timeout, headers: [...]webhookclient.Header{ // the Standard Webhooks names
 		{Name: "Webhook-Id", Value: msgID},
 		{Name: "Webhook-Timestamp", Value: strconv.FormatInt(now.Unix(), 10)},
 		{Name: "Webhook-Signature", Value: string(sig)},
-	}
+	}}, nil
+}
 
-	started := time.Now()
-	resp, err := d.client.Post(callCtx, *st.HandlerURL, headers[:], body, d.cfg.MaxBodyBytes)
+// interpretAnswer turns the webhook call's answer (or its error) into the step's
+// outcome; nil when there is nothing to write.
+//
+//go:noinline
+func (d *Dispatcher) interpretAnswer(ctx context.Context, st *engine.Step, timeout time.Duration, started time.Time,
+	resp *webhookclient.Response, err error) *engine.Outcome {
+	o, deliver := d.outcomeOf(ctx, st, timeout, started, resp, err)
+	if !deliver {
+		return nil
+	}
+	return &o
+}
+
+func (d *Dispatcher) outcomeOf(ctx context.Context, st *engine.Step, timeout time.Duration, started time.Time,
+	resp *webhookclient.Response, err error) (engine.Outcome, bool) {
 	if err != nil {
 		d.metrics.WebhookDuration.WithLabelValues(st.Handler, "error").Observe(time.Since(started).Seconds())
 		switch {

@@ -102,8 +102,8 @@ func (f *feeder) loop() {
 			continue
 		}
 		d.metrics.PickRows.WithLabelValues(f.queue).Observe(float64(len(steps)))
-		for _, st := range steps {
-			f.launch(st)
+		for i := range steps {
+			f.launch(&steps[i])
 		}
 		if len(steps) == want {
 			backlog = true
@@ -144,7 +144,7 @@ func (f *feeder) waitFor(ch <-chan struct{}, timeout time.Duration, also ...<-ch
 }
 
 // launch starts one claimed step.
-func (f *feeder) launch(st engine.Step) {
+func (f *feeder) launch(st *engine.Step) {
 	d := f.d
 	f.inFlight.Add(1)
 	d.running.Add(1)
