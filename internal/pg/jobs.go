@@ -146,26 +146,22 @@ func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts Job
 	out := make([]JobInserted, len(items))
 	done := make([]bool, len(items))
 	inserted := 0
-	live, idempotent := map[string]Job{}, map[string]Job{}
-	for _, r := range rows {
-		// The row is the origin, ord and key followed by every column of jobs, in table order.
-		j := jobFromRow(dbsqlc.Job{ID: r.ID, Queue: r.Queue, Handler: r.Handler, Status: r.Status, Priority: r.Priority,
-			EligibleAt: r.EligibleAt, Input: r.Input, State: r.State, Result: r.Result, Error: r.Error, Step: r.Step,
-			Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Key: r.Key, ConcurrencyKey: r.ConcurrencyKey,
-			RateLimit: r.RateLimit, RateKey: r.RateKey, RateWeight: r.RateWeight, ParentID: r.ParentID,
-			PendingChildren: r.PendingChildren, Awaiting: r.Awaiting, Wake: r.Wake, InboxSeq: r.InboxSeq,
-			ConsumedSeq: r.ConsumedSeq, LeaseExpiresAt: r.LeaseExpiresAt, LeaseOwner: r.LeaseOwner,
-			AttemptedAt: r.AttemptedAt, CancelRequested: r.CancelRequested, CreatedAt: r.CreatedAt,
-			UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, ScheduleName: r.ScheduleName, ScheduleTick: r.ScheduleTick})
+	liveIDs, idempotentIDs := map[string]int64{}, map[string]int64{}
+	for i := range rows {
+		r := &rows[i]
 		switch {
 		case r.Origin == "inserted" && int(r.Ord) < len(items):
-			out[r.Ord], done[r.Ord] = JobInserted{Job: j}, true
+			out[r.Ord], done[r.Ord] = JobInserted{Job: insertedJob(&items[r.Ord], r)}, true
 			inserted++
 		case r.Origin == "idempotent" && r.IdempotencyKey != nil:
-			idempotent[*r.IdempotencyKey] = j
-		case j.Key != nil:
-			live[*j.Key] = j
+			idempotentIDs[*r.IdempotencyKey] = r.ID
+		case r.Key != nil:
+			liveIDs[*r.Key] = r.ID
 		}
+	}
+	live, idempotent, err := db.jobsHoldingKeys(ctx, liveIDs, idempotentIDs)
+	if err != nil {
+		return nil, err
 	}
 	// Walk the request: an item not inserted answers the job holding its idempotency key
 	// or live key, found before the statement or inserted by an earlier item of the batch.
@@ -250,6 +246,54 @@ func insertArrays(items []JobInsert) dbsqlc.JobInsertManyParams {
 		p.IdempotencyKeys[i] = valueOr(it.IdempotencyKey, "")
 	}
 	return p
+}
+
+// insertedJob is the stored row of an inserted item: what the statement answered (the
+// id and every value it decided) with the item's own values and the table's defaults.
+func insertedJob(it *JobInsert, r *dbsqlc.JobInsertManyRow) Job {
+	j := Job{ID: r.ID, Queue: it.Queue, Handler: it.Handler, Status: valueOr(r.Status, ""),
+		Priority: valueOr(r.Priority, 0), EligibleAt: r.EligibleAt, Input: r.Input,
+		MaxAttempts: valueOr(r.MaxAttempts, 0), Key: r.Key, ConcurrencyKey: it.ConcurrencyKey,
+		RateLimit: it.RateLimit, RateKey: it.RateKey, RateWeight: valueOr(r.RateWeight, 0), ParentID: it.ParentID}
+	if r.CreatedAt != nil {
+		j.CreatedAt, j.UpdatedAt = *r.CreatedAt, *r.CreatedAt
+	}
+	return j
+}
+
+// jobsHoldingKeys reads in full the jobs the insert answered by id only: those holding a
+// requested live key or idempotency key (one statement, none when no item was deduplicated).
+func (db *DB) jobsHoldingKeys(ctx context.Context, liveIDs, idempotentIDs map[string]int64) (live, idempotent map[string]Job, err error) {
+	live, idempotent = map[string]Job{}, map[string]Job{}
+	if len(liveIDs)+len(idempotentIDs) == 0 {
+		return live, idempotent, nil
+	}
+	ids := make([]int64, 0, len(liveIDs)+len(idempotentIDs))
+	for _, id := range liveIDs {
+		ids = append(ids, id)
+	}
+	for _, id := range idempotentIDs {
+		ids = append(ids, id)
+	}
+	rows, err := db.q.JobGetMany(ctx, ids)
+	if err != nil {
+		return nil, nil, translate(err)
+	}
+	byID := make(map[int64]Job, len(rows))
+	for _, r := range rows {
+		byID[r.ID] = jobFromRow(r)
+	}
+	for key, id := range liveIDs {
+		if j, ok := byID[id]; ok {
+			live[key] = j
+		}
+	}
+	for key, id := range idempotentIDs {
+		if j, ok := byID[id]; ok {
+			idempotent[key] = j
+		}
+	}
+	return live, idempotent, nil
 }
 
 // JobGetLiveByKey returns the live job holding key (jobs_live_key).

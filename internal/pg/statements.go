@@ -39,6 +39,7 @@ var statements = map[string]string{
 	"JobGCSelect":               dbsqlc.JobGCSelect,
 	"JobGet":                    dbsqlc.JobGet,
 	"JobGetByIdempotencyKey":    dbsqlc.JobGetByIdempotencyKey,
+	"JobGetMany":                dbsqlc.JobGetMany,
 	"JobGetLiveByKey":           dbsqlc.JobGetLiveByKey,
 	"JobInsertMany":             dbsqlc.JobInsertMany,
 	"JobInsertProblems":         dbsqlc.JobInsertProblems,

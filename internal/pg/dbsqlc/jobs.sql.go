@@ -9,8 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const ChildLoadForJoin = `-- name: ChildLoadForJoin :many
@@ -252,6 +250,70 @@ func (q *Queries) JobGetLiveByKey(ctx context.Context, jobKey string) (Job, erro
 	return i, err
 }
 
+const JobGetMany = `-- name: JobGetMany :many
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick FROM jobs j WHERE j.id = ANY ($1::bigint[])
+`
+
+// The jobs of ids (jobs_pkey), in no particular order.
+func (q *Queries) JobGetMany(ctx context.Context, ids []int64) ([]Job, error) {
+	rows, err := q.db.Query(ctx, JobGetMany, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Job
+	for rows.Next() {
+		var i Job
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Handler,
+			&i.Status,
+			&i.Priority,
+			&i.EligibleAt,
+			&i.Input,
+			&i.State,
+			&i.Result,
+			&i.Error,
+			&i.Step,
+			&i.Attempt,
+			&i.MaxAttempts,
+			&i.Key,
+			&i.ConcurrencyKey,
+			&i.RateLimit,
+			&i.RateKey,
+			&i.RateWeight,
+			&i.ParentID,
+			&i.PendingChildren,
+			&i.Awaiting,
+			&i.Wake,
+			&i.InboxSeq,
+			&i.ConsumedSeq,
+			&i.ClaimInboxSeq,
+			&i.LeaseToken,
+			&i.LeaseExpiresAt,
+			&i.LeaseOwner,
+			&i.AttemptedAt,
+			&i.GateShard,
+			&i.CancelRequested,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.FinishedAt,
+			&i.LateSignals,
+			&i.CancelledWhile,
+			&i.ScheduleName,
+			&i.ScheduleTick,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const JobInsertMany = `-- name: JobInsertMany :many
 WITH req AS (
     SELECT r.ord - 1 AS ord, r.queue, r.handler, r.input, nullif(r.key, '') AS key,
@@ -313,24 +375,26 @@ inserted AS (
     ORDER BY r.ord
     ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('runnable', 'executing', 'awaiting')
     DO NOTHING
-    RETURNING id, queue, handler, status, priority, eligible_at, input, state, result, error, step, attempt, max_attempts, key, concurrency_key, rate_limit, rate_key, rate_weight, parent_id, pending_children, awaiting, wake, inbox_seq, consumed_seq, claim_inbox_seq, lease_token, lease_expires_at, lease_owner, attempted_at, gate_shard, cancel_requested, created_at, updated_at, finished_at, late_signals, cancelled_while, schedule_name, schedule_tick
+    RETURNING id, queue, key, status, priority, eligible_at, input, max_attempts, rate_weight, created_at
 ),
 notified AS (
     SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
     FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
 )
-SELECT 'existing'::text AS origin, -1::int AS ord, NULL::text AS idempotency_key, j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick
+SELECT 'existing'::text AS origin, -1::int AS ord, NULL::text AS idempotency_key, j.id, j.key,
+       NULL::text AS status, NULL::smallint AS priority, NULL::timestamptz AS eligible_at, NULL::jsonb AS input,
+       NULL::int AS max_attempts, NULL::int AS rate_weight, NULL::timestamptz AS created_at
 FROM jobs j
 WHERE j.key IN (SELECT r.key FROM req r WHERE r.key IS NOT NULL)
   AND j.status IN ('runnable', 'executing', 'awaiting')
 UNION ALL
-SELECT 'idempotent', -1, k.key, j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick
+SELECT 'idempotent', -1, k.key, k.job_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM idempotency_keys k
-JOIN jobs j ON j.id = k.job_id
 WHERE k.key IN (SELECT r.idempotency_key FROM req r WHERE r.idempotency_key IS NOT NULL)
   AND k.expires_at > coalesce($15::timestamptz, now())
 UNION ALL
-SELECT 'inserted', r.ord::int, r.idempotency_key, i.id, i.queue, i.handler, i.status, i.priority, i.eligible_at, i.input, i.state, i.result, i.error, i.step, i.attempt, i.max_attempts, i.key, i.concurrency_key, i.rate_limit, i.rate_key, i.rate_weight, i.parent_id, i.pending_children, i.awaiting, i.wake, i.inbox_seq, i.consumed_seq, i.claim_inbox_seq, i.lease_token, i.lease_expires_at, i.lease_owner, i.attempted_at, i.gate_shard, i.cancel_requested, i.created_at, i.updated_at, i.finished_at, i.late_signals, i.cancelled_while, i.schedule_name, i.schedule_tick
+SELECT 'inserted', r.ord::int, r.idempotency_key, i.id, i.key, i.status, i.priority, i.eligible_at, i.input,
+       i.max_attempts, i.rate_weight, i.created_at
 FROM inserted i
 JOIN req r ON r.id = i.id, notified
 `
@@ -355,47 +419,18 @@ type JobInsertManyParams struct {
 }
 
 type JobInsertManyRow struct {
-	Origin          string
-	Ord             int32
-	IdempotencyKey  *string
-	ID              int64
-	Queue           string
-	Handler         string
-	Status          string
-	Priority        int
-	EligibleAt      pgtype.Timestamptz
-	Input           json.RawMessage
-	State           json.RawMessage
-	Result          json.RawMessage
-	Error           json.RawMessage
-	Step            int
-	Attempt         int
-	MaxAttempts     int
-	Key             *string
-	ConcurrencyKey  *string
-	RateLimit       *string
-	RateKey         *string
-	RateWeight      int
-	ParentID        *int64
-	PendingChildren int
-	Awaiting        []string
-	Wake            *string
-	InboxSeq        int64
-	ConsumedSeq     int64
-	ClaimInboxSeq   int64
-	LeaseToken      *string
-	LeaseExpiresAt  *time.Time
-	LeaseOwner      *string
-	AttemptedAt     *time.Time
-	GateShard       *int
-	CancelRequested bool
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-	FinishedAt      *time.Time
-	LateSignals     []string
-	CancelledWhile  *string
-	ScheduleName    *string
-	ScheduleTick    *time.Time
+	Origin         string
+	Ord            int32
+	IdempotencyKey *string
+	ID             int64
+	Key            *string
+	Status         *string
+	Priority       *int
+	EligibleAt     *time.Time
+	Input          json.RawMessage
+	MaxAttempts    *int
+	RateWeight     *int
+	CreatedAt      *time.Time
 }
 
 // Inserts a batch of jobs (one request item per element of each typed array, in request
@@ -409,13 +444,19 @@ type JobInsertManyRow struct {
 // idempotency key can be claimed for its job in the same statement: `claimed` inserts the
 // key (or re-points an expired one, judged at as_of, default now()) and only the items
 // whose key it claimed, or that carry none, are inserted.
+// The answer is narrow: an inserted row brings back only what the statement decided (id,
+// defaults, the eligible time, the stored input); JobInsertManyWith takes the rest from the
+// request and the table's defaults (TestBatchInsertAnswerIsTheStoredJob holds the two to
+// the stored row). A key's existing job is answered by id, read in full by JobGetMany
+// only when some item was deduplicated. The 37-column RETURNING cost 12 ms of server
+// CPU and 4 ms of statement time per 5 000 jobs.
 // Index use: handlers_pkey per distinct handler, jobs_live_key per keyed item (arbiter),
 // idempotency_keys_pkey per item with an idempotency key, queues_pkey per distinct
 // queue. Cost: one heap insert + its index entries per job (+ one key row per idempotency key).
 // The first item of each idempotency key claims it: a new key, or one past its window.
 // A concurrent insert of the same key waits here for the other to commit and claims
 // nothing (its item answers the other's job, found by JobGetByIdempotencyKey).
-// The pre-existing rows first: the answer takes the column types of the jobs table.
+// The pre-existing rows first: their NULLs make the answer's columns nullable.
 func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([]JobInsertManyRow, error) {
 	rows, err := q.db.Query(ctx, JobInsertMany,
 		arg.Queues,
@@ -447,43 +488,14 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 			&i.Ord,
 			&i.IdempotencyKey,
 			&i.ID,
-			&i.Queue,
-			&i.Handler,
+			&i.Key,
 			&i.Status,
 			&i.Priority,
 			&i.EligibleAt,
 			&i.Input,
-			&i.State,
-			&i.Result,
-			&i.Error,
-			&i.Step,
-			&i.Attempt,
 			&i.MaxAttempts,
-			&i.Key,
-			&i.ConcurrencyKey,
-			&i.RateLimit,
-			&i.RateKey,
 			&i.RateWeight,
-			&i.ParentID,
-			&i.PendingChildren,
-			&i.Awaiting,
-			&i.Wake,
-			&i.InboxSeq,
-			&i.ConsumedSeq,
-			&i.ClaimInboxSeq,
-			&i.LeaseToken,
-			&i.LeaseExpiresAt,
-			&i.LeaseOwner,
-			&i.AttemptedAt,
-			&i.GateShard,
-			&i.CancelRequested,
 			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.FinishedAt,
-			&i.LateSignals,
-			&i.CancelledWhile,
-			&i.ScheduleName,
-			&i.ScheduleTick,
 		); err != nil {
 			return nil, err
 		}

@@ -10,6 +10,12 @@
 -- idempotency key can be claimed for its job in the same statement: `claimed` inserts the
 -- key (or re-points an expired one, judged at as_of, default now()) and only the items
 -- whose key it claimed, or that carry none, are inserted.
+-- The answer is narrow: an inserted row brings back only what the statement decided (id,
+-- defaults, the eligible time, the stored input); JobInsertManyWith takes the rest from the
+-- request and the table's defaults (TestBatchInsertAnswerIsTheStoredJob holds the two to
+-- the stored row). A key's existing job is answered by id, read in full by JobGetMany
+-- only when some item was deduplicated. The 37-column RETURNING cost 12 ms of server
+-- CPU and 4 ms of statement time per 5 000 jobs.
 -- Index use: handlers_pkey per distinct handler, jobs_live_key per keyed item (arbiter),
 -- idempotency_keys_pkey per item with an idempotency key, queues_pkey per distinct
 -- queue. Cost: one heap insert + its index entries per job (+ one key row per idempotency key).
@@ -76,27 +82,33 @@ inserted AS (
     ORDER BY r.ord
     ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('runnable', 'executing', 'awaiting')
     DO NOTHING
-    RETURNING *
+    RETURNING id, queue, key, status, priority, eligible_at, input, max_attempts, rate_weight, created_at
 ),
 notified AS (
     SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
     FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
 )
--- The pre-existing rows first: the answer takes the column types of the jobs table.
-SELECT 'existing'::text AS origin, -1::int AS ord, NULL::text AS idempotency_key, j.*
+-- The pre-existing rows first: their NULLs make the answer's columns nullable.
+SELECT 'existing'::text AS origin, -1::int AS ord, NULL::text AS idempotency_key, j.id, j.key,
+       NULL::text AS status, NULL::smallint AS priority, NULL::timestamptz AS eligible_at, NULL::jsonb AS input,
+       NULL::int AS max_attempts, NULL::int AS rate_weight, NULL::timestamptz AS created_at
 FROM jobs j
 WHERE j.key IN (SELECT r.key FROM req r WHERE r.key IS NOT NULL)
   AND j.status IN ('runnable', 'executing', 'awaiting')
 UNION ALL
-SELECT 'idempotent', -1, k.key, j.*
+SELECT 'idempotent', -1, k.key, k.job_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM idempotency_keys k
-JOIN jobs j ON j.id = k.job_id
 WHERE k.key IN (SELECT r.idempotency_key FROM req r WHERE r.idempotency_key IS NOT NULL)
   AND k.expires_at > coalesce(sqlc.narg(as_of)::timestamptz, now())
 UNION ALL
-SELECT 'inserted', r.ord::int, r.idempotency_key, i.*
+SELECT 'inserted', r.ord::int, r.idempotency_key, i.id, i.key, i.status, i.priority, i.eligible_at, i.input,
+       i.max_attempts, i.rate_weight, i.created_at
 FROM inserted i
 JOIN req r ON r.id = i.id, notified;
+
+-- name: JobGetMany :many
+-- The jobs of ids (jobs_pkey), in no particular order.
+SELECT j.* FROM jobs j WHERE j.id = ANY (sqlc.arg(ids)::bigint[]);
 
 -- name: JobInsertProblems :many
 -- Why JobInsertMany refused a batch (its error path only): for each item, an unknown
