@@ -29,6 +29,8 @@ type validator struct {
 	router routers.Router
 	limits bodyLimits
 	errs   errorMapper
+	// acceptors judge valid bodies in one pass (bodyAcceptor), by request body schema.
+	acceptors map[*openapi3.Schema]*bodyAcceptor
 }
 
 type bodyLimits struct {
@@ -50,7 +52,42 @@ func newValidator(limits bodyLimits, errs errorMapper) (*validator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &validator{router: router, limits: limits, errs: errs}, nil
+	return &validator{router: router, limits: limits, errs: errs, acceptors: bodyAcceptors(doc)}, nil
+}
+
+// bodyAcceptors compiles a bodyAcceptor for each JSON request body schema of doc.
+func bodyAcceptors(doc *openapi3.T) map[*openapi3.Schema]*bodyAcceptor {
+	acceptors := map[*openapi3.Schema]*bodyAcceptor{}
+	if doc.IsOpenAPI31OrLater() {
+		return acceptors // JSON Schema 2020-12 semantics: kin-openapi alone
+	}
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			if op.RequestBody == nil || op.RequestBody.Value == nil {
+				continue
+			}
+			for _, mt := range op.RequestBody.Value.Content {
+				if mt.Schema != nil && mt.Schema.Value != nil && acceptors[mt.Schema.Value] == nil {
+					acceptors[mt.Schema.Value] = newBodyAcceptor(mt.Schema.Value)
+				}
+			}
+		}
+	}
+	return acceptors
+}
+
+// bodyAccepted says the body is valid for the route by the one-pass acceptor, so that
+// kin-openapi need not decode and visit it (it still checks the parameters).
+func (v *validator) bodyAccepted(r *http.Request, route *routers.Route, body []byte) bool {
+	if route.Operation == nil || route.Operation.RequestBody == nil || route.Operation.RequestBody.Value == nil {
+		return false
+	}
+	mt := route.Operation.RequestBody.Value.Content.Get(r.Header.Get("Content-Type"))
+	if mt == nil || mt.Schema == nil || mt.Schema.Value == nil {
+		return false
+	}
+	a := v.acceptors[mt.Schema.Value]
+	return a != nil && a.accepts(body)
 }
 
 func (v *validator) middleware(next http.Handler) http.Handler {
@@ -70,6 +107,7 @@ func (v *validator) middleware(next http.Handler) http.Handler {
 			return
 		}
 		fields := textFields(r, route, params)
+		bodyValid := false
 		if r.Body != nil && r.Body != http.NoBody {
 			body, err := io.ReadAll(r.Body)
 			if err != nil {
@@ -82,6 +120,7 @@ func (v *validator) middleware(next http.Handler) http.Handler {
 				return
 			}
 			fields = append(fields, storableJSON(body)...)
+			bodyValid = len(fields) == 0 && v.bodyAccepted(r, route, body)
 		}
 		if len(fields) > 0 {
 			writeProblem(w, http.StatusUnprocessableEntity, "validation", "The request is not valid", summarize(fields), fields)
@@ -90,7 +129,7 @@ func (v *validator) middleware(next http.Handler) http.Handler {
 		in := &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route,
 			// Defaults are the engine's to apply: setting them would re-encode every body.
 			Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
-				SkipSettingDefaults: true}}
+				SkipSettingDefaults: true, ExcludeRequestBody: bodyValid}}
 		if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
 			v.reject(w, r, err)
 			return
