@@ -215,6 +215,9 @@ func checkJSON(body []byte) string {
 	if !utf8.Valid(body) {
 		return "the body is not valid UTF-8"
 	}
+	if json.Valid(body) { // one value and nothing after it; the decoder below only explains
+		return ""
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var v json.RawMessage
 	if err := dec.Decode(&v); err != nil {
