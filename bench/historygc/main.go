@@ -14,8 +14,9 @@
 //   - after: the same job batches without steps, then one HistoryPartitions pass that
 //     drops the partitions past retention.
 //
-// It reports wall time, WAL bytes (pg_current_wal_lsn difference), table + index size of
-// steps before and after, dead tuples, and the concurrent writer's rows and worst latency.
+// It reports wall time, WAL bytes (pg_current_wal_lsn difference over the GC, so with the
+// writer's rows in it unless -insert-batch 0), table + index size of steps before and
+// after, dead tuples, and the concurrent writer's rows and latencies.
 //
 //	flock /tmp/gendurable-heavy.lock go run ./bench/historygc            # 10 000 000 rows
 //	go run ./bench/historygc -rows 1000000                                # a quicker look
@@ -86,7 +87,7 @@ func main() {
 	var o options
 	flag.IntVar(&o.rows, "rows", 10_000_000, "history rows loaded")
 	flag.IntVar(&o.stepsPerJob, "steps", 10, "history rows per job")
-	flag.IntVar(&o.insertBatch, "insert-batch", 100, "rows per statement of the concurrent writer")
+	flag.IntVar(&o.insertBatch, "insert-batch", 100, "rows per statement of the concurrent writer (0: no writer, so the GC WAL is the GC's alone)")
 	flag.DurationVar(&o.days, "span", 14*24*time.Hour, "time the history spans, ending now")
 	flag.DurationVar(&o.retention, "retention", 7*24*time.Hour, "GC retention")
 	flag.StringVar(&o.only, "only", "", "run one layout: before or after")
@@ -200,11 +201,13 @@ func measure(ctx context.Context, db *pg.DB, layout string, o options) (result, 
 	var writer sync.WaitGroup
 	var latencies []time.Duration
 	var writerErr error
-	writer.Add(1)
-	go func() {
-		defer writer.Done()
-		latencies, writerErr = write(writerCtx, db, o.insertBatch)
-	}()
+	if o.insertBatch > 0 {
+		writer.Add(1)
+		go func() {
+			defer writer.Done()
+			latencies, writerErr = write(writerCtx, db, o.insertBatch)
+		}()
+	}
 
 	lsn0, err := db.QueryInt(ctx, `SELECT pg_current_wal_lsn() - '0/0'`)
 	if err != nil {
