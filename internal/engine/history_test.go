@@ -22,6 +22,18 @@ func (c *pinnedClock) now(context.Context) (time.Time, error) {
 	return time.UnixMicro(c.at.Load()).UTC(), nil
 }
 
+// newPinnedClock returns a clock pinned at the database's now, and that time.
+func newPinnedClock(t *testing.T, te testEngine) (*pinnedClock, time.Time) {
+	t.Helper()
+	now, err := te.db.DatabaseNow(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &pinnedClock{}
+	c.set(now)
+	return c, now
+}
+
 func newHistory(t *testing.T, te testEngine, cfg engine.HistoryConfig) *engine.HistoryPartitions {
 	t.Helper()
 	h, err := te.NewHistoryPartitions(cfg)
@@ -40,7 +52,7 @@ func pass(t *testing.T, h *engine.HistoryPartitions) engine.HistoryPass {
 	return done
 }
 
-// partitionOf names the partition each step row of job id sits in.
+// partitionsOf names the partition each step row of job id sits in, in id order.
 func partitionsOf(t *testing.T, te testEngine, id int64) []string {
 	t.Helper()
 	rows, err := te.db.QueryStrings(context.Background(), `SELECT tableoid::regclass::text FROM steps WHERE job_id = $1 ORDER BY id`, id)
@@ -131,11 +143,7 @@ func TestHistoryPartitionPastRetentionIsDroppedUnlessAJobIsKept(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	te := newTestEngine(t, engine.Config{})
-	clock := &pinnedClock{}
-	now, err := te.db.DatabaseNow(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	clock, now := newPinnedClock(t, te)
 	day := 24 * time.Hour
 	clock.set(now.Add(-10 * day))
 	h := newHistory(t, te, engine.HistoryConfig{Partition: day, Ahead: 11 * day, Retention: 7 * day, Now: clock.now})
@@ -200,11 +208,7 @@ func TestHistoryRowsInTheDefaultPartitionAreMovedIn(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	te := newTestEngine(t, engine.Config{})
-	clock := &pinnedClock{}
-	now, err := te.db.DatabaseNow(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	clock, now := newPinnedClock(t, te)
 	clock.set(now.Add(-5 * 24 * time.Hour)) // the server "ran" 5 days ago, then stopped
 	h := newHistory(t, te, engine.HistoryConfig{Partition: 24 * time.Hour, Ahead: 24 * time.Hour, Now: clock.now})
 	pass(t, h)
@@ -235,11 +239,7 @@ func TestHistoryPartitionChangesUnderOutcomeLoad(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	te := newTestEngine(t, engine.Config{})
-	clock := &pinnedClock{}
-	now, err := te.db.DatabaseNow(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	clock, now := newPinnedClock(t, te)
 	hour := time.Hour
 	start := now.Add(-48 * hour)
 	clock.set(start)
