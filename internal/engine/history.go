@@ -151,9 +151,11 @@ func (h *HistoryPartitions) Start(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			h.log.Error("history partition pass failed", "err", err)
 		}
+		level := slog.LevelDebug // a pass that changed nothing (but may name kept partitions)
 		if len(done.Made)+len(done.Dropped) > 0 || done.Moved > 0 {
-			h.log.Info("history partitions", "made", done.Made, "dropped", done.Dropped, "kept", done.Kept, "moved", done.Moved)
+			level = slog.LevelInfo
 		}
+		h.log.Log(ctx, level, "history partitions", "made", done.Made, "dropped", done.Dropped, "kept", done.Kept, "moved", done.Moved)
 		if h.OnPass != nil {
 			h.OnPass(done, err)
 		}
