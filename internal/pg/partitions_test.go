@@ -230,3 +230,48 @@ func TestOutcomeHistoryInsertIntoPartitions(t *testing.T) {
 	t.Logf("JobApplyOutcomes, batches of 50 next outcomes: %s a step unpartitioned, %s with 48 partitions + DEFAULT",
 		perStep["unpartitioned"], perStep["partitioned"])
 }
+
+// A job's history is read from the partitions since the job was created only: the older
+// ones are pruned at run time (the job's created_at is an initplan's value).
+func TestStepListReadsThePartitionsSinceTheJobOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	now, err := db.DatabaseNow(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := 24 * time.Hour
+	today := now.UTC().Truncate(day)
+	for d := -10; d < 2; d++ {
+		if _, err := db.StepPartitionCreate(ctx, today.Add(time.Duration(d)*day), today.Add(time.Duration(d+1)*day), time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seedJobs(t, db, "q", 1, "")
+	if _, err := db.Exec(ctx, `INSERT INTO steps (job_id, step, attempt, outcome, started_at, finished_at)
+		SELECT 1, 0, 1, 'next', now(), now() UNION ALL
+		SELECT 2, 0, 1, 'next', now() - d * interval '1 day', now() - d * interval '1 day' FROM generate_series(1, 9) d`); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := db.ExplainAnalyze(ctx, pg.Statement("StepList"), int64(1), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, _ := pgtest.ParsePlan(raw)
+	var read []string
+	plan.Walk(func(n pgtest.PlanNode) {
+		if strings.HasPrefix(n.RelationName, "steps") && strings.Contains(n.NodeType, "Scan") && n.ActualLoops > 0 {
+			read = append(read, n.RelationName)
+		}
+	})
+	// Today's and tomorrow's partitions, and the DEFAULT (it has no range to prune by).
+	if len(read) > 3 {
+		t.Fatalf("StepList read %d partitions for a job created today: %v\n%s", len(read), read, raw)
+	}
+	t.Logf("StepList read %v of 12 partitions and the DEFAULT", read)
+	steps, err := db.StepList(ctx, 1, 100)
+	if err != nil || len(steps) != 1 {
+		t.Fatalf("steps %+v (%v)", steps, err)
+	}
+}
