@@ -29,6 +29,7 @@ type config struct {
 	Queues               []string
 	ShutdownGrace        time.Duration
 	Retention            time.Duration
+	HistoryPartition     time.Duration
 	IdempotencyWindow    time.Duration
 	OutcomeBatch         int
 	PprofAddr            string
@@ -97,6 +98,10 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		"run steps in this process; false serves the API only (env GENDURABLE_DISPATCH)")
 	c.ShutdownGrace = duration("GENDURABLE_SHUTDOWN_GRACE", "15s")
 	c.Retention = duration("GENDURABLE_RETENTION", "168h")
+	c.HistoryPartition = duration("GENDURABLE_HISTORY_PARTITION", "24h")
+	if c.HistoryPartition > 0 && c.HistoryPartition < time.Hour {
+		errs = append(errs, fmt.Errorf("GENDURABLE_HISTORY_PARTITION=%s is below the least partition span, 1h", c.HistoryPartition))
+	}
 	c.OutcomeBatch = integer("GENDURABLE_OUTCOME_BATCH", 128)
 	c.IdempotencyWindow = duration("GENDURABLE_IDEMPOTENCY_WINDOW", "24h")
 	fs.DurationVar(&c.IdempotencyWindow, "idempotency-window", c.IdempotencyWindow, "how long an Idempotency-Key answers the job it made (env GENDURABLE_IDEMPOTENCY_WINDOW)")

@@ -127,6 +127,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	var reaper *engine.Reaper
 	var reconciler *engine.Reconciler
 	var gc *engine.GC
+	var history *engine.HistoryPartitions
 	var scheduler *engine.Scheduler
 	if cfg.Dispatch {
 		disp = dispatch.New(eng, dispatch.Config{DialControl: guard.Control, ShutdownGrace: cfg.ShutdownGrace,
@@ -139,6 +140,10 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		reconciler.Start(ctx)
 		gc = eng.NewGC(engine.GCConfig{Retention: cfg.Retention})
 		gc.Start(ctx)
+		if history, err = eng.NewHistoryPartitions(engine.HistoryConfig{Partition: cfg.HistoryPartition, Retention: cfg.Retention}); err != nil {
+			return err
+		}
+		history.Start(ctx)
 		scheduler = eng.NewScheduler(engine.SchedulerConfig{})
 		scheduler.Start(ctx)
 	}
@@ -159,6 +164,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		reaper.Stop()
 		reconciler.Stop()
 		gc.Stop()
+		history.Stop()
 		scheduler.Stop()
 	}
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gendurable/gendurable/internal/pg"
 	"github.com/gendurable/gendurable/internal/pg/pgtest"
 )
 
@@ -239,6 +241,17 @@ func TestQuickstartAgainstTheBinaries(t *testing.T) {
 	if !bytes.Contains(mb, []byte(`gendurable_steps_total{handler="greeter",outcome="done",queue="default"} 1`)) {
 		t.Fatalf("metrics do not count the step:\n%s", mb)
 	}
+	// The server made the history's partitions: today's and three days ahead.
+	db := pgtest.Open(t, dbURL, pg.Options{MaxConns: 1})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		parts, err := db.StepPartitionList(context.Background())
+		if err == nil && len(parts) >= 1+4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server made no history partitions: %+v (%v)\n%s", parts, err, logs.String())
+		}
+	}
 	stopServer(t, srv, logs)
 }
 
@@ -311,19 +324,19 @@ func TestConfigFromEnvironment(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"DATABASE_URL": "postgres://x", "GENDURABLE_LEASE_TTL": "9s",
 		"GENDURABLE_ALLOW_PRIVATE_WEBHOOKS": "true", "GENDURABLE_WEBHOOK_ALLOW_CIDRS": "10.1.0.0/16, 10.2.0.0/16",
-		"GENDURABLE_QUEUES": "a,b"}
+		"GENDURABLE_QUEUES": "a,b", "GENDURABLE_HISTORY_PARTITION": "6h"}
 	c, err := loadConfig(nil, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.LeaseTTL != 9*time.Second || !c.AllowPrivateWebhooks || len(c.WebhookAllowCIDRs) != 2 || len(c.Queues) != 2 ||
-		c.Addr != ":8080" || !c.Migrate || !c.Dispatch {
+		c.Addr != ":8080" || !c.Migrate || !c.Dispatch || c.HistoryPartition != 6*time.Hour {
 		t.Fatalf("config %+v", c)
 	}
 	_, err = loadConfig(nil, func(k string) string {
-		return map[string]string{"GENDURABLE_LEASE_TTL": "soon", "GENDURABLE_MIGRATE": "maybe"}[k]
+		return map[string]string{"GENDURABLE_LEASE_TTL": "soon", "GENDURABLE_MIGRATE": "maybe", "GENDURABLE_HISTORY_PARTITION": "30m"}[k]
 	})
-	for _, want := range []string{"GENDURABLE_LEASE_TTL", "GENDURABLE_MIGRATE", "DATABASE_URL"} {
+	for _, want := range []string{"GENDURABLE_LEASE_TTL", "GENDURABLE_MIGRATE", "DATABASE_URL", "GENDURABLE_HISTORY_PARTITION"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("error %v does not name %s", err, want)
 		}

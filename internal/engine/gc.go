@@ -17,9 +17,10 @@ type GCConfig struct {
 	Batch int
 }
 
-// GC deletes finished jobs past their retention, with their steps and signals, in
-// batches: select at most Batch ids, then delete by primary key. Children of a live
-// parent are kept until the parent finishes. Safe to run in every process.
+// GC deletes finished jobs past their retention, with their signals, in batches: select
+// at most Batch ids, then delete by primary key. Children of a live parent are kept until
+// the parent finishes. Their steps are not deleted here: HistoryPartitions drops them a
+// partition at a time. Safe to run in every process.
 type GC struct {
 	engine *Engine
 	cfg    GCConfig

@@ -13,8 +13,8 @@ func (db *DB) JobGCSelect(ctx context.Context, retention time.Duration, limit in
 	return ids, translate(err)
 }
 
-// JobGCDelete deletes finished jobs by id with their steps and signals; it returns how
-// many jobs it deleted.
+// JobGCDelete deletes finished jobs by id with their signals and idempotency keys; it
+// returns how many jobs it deleted. Their steps go with their partition (StepPartitionDrop).
 func (db *DB) JobGCDelete(ctx context.Context, ids []int64) (int, error) {
 	deleted, err := db.q.JobGCDelete(ctx, ids)
 	return len(deleted), translate(err)

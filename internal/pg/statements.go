@@ -19,6 +19,7 @@ var statements = map[string]string{
 	"APIKeyList":                dbsqlc.APIKeyList,
 	"APIKeyRevoke":              dbsqlc.APIKeyRevoke,
 	"ChildLoadForJoin":          dbsqlc.ChildLoadForJoin,
+	"DatabaseNow":               dbsqlc.DatabaseNow,
 	"GateDelete":                dbsqlc.GateDelete,
 	"GateList":                  dbsqlc.GateList,
 	"GateSlotsLock":             dbsqlc.GateSlotsLock,
@@ -71,6 +72,7 @@ var statements = map[string]string{
 	"SignalList":                dbsqlc.SignalList,
 	"SignalLoadInboxes":         dbsqlc.SignalLoadInboxes,
 	"StepList":                  dbsqlc.StepList,
+	"StepPartitionList":         dbsqlc.StepPartitionList,
 }
 
 // Statement returns the SQL text of a named statement, for tests that EXPLAIN it; it

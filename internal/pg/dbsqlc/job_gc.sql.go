@@ -10,10 +10,7 @@ import (
 )
 
 const JobGCDelete = `-- name: JobGCDelete :many
-WITH steps_deleted AS (
-    DELETE FROM steps WHERE job_id = ANY ($1::bigint[])
-),
-signals_deleted AS (
+WITH signals_deleted AS (
     DELETE FROM signals WHERE job_id = ANY ($1::bigint[])
 ),
 keys_deleted AS (
@@ -24,9 +21,12 @@ WHERE id = ANY ($1::bigint[]) AND status IN ('done', 'failed', 'cancelled')
 RETURNING id
 `
 
-// Deletes the finished jobs ids with their steps, signals and idempotency keys: every delete is by primary
+// Deletes the finished jobs ids with their signals and idempotency keys: every delete is by primary
 // key or by the (job_id, …) key prefix, so the cost follows the batch, not the table
 // (never `id IN (subquery)`, which the planner turns into a sequential scan of jobs).
+// Their steps stay: the history goes a partition at a time (HistoryPartitions), once no
+// job with rows in the partition is left (migration 0011; a row delete here would probe
+// every partition's key for every id).
 func (q *Queries) JobGCDelete(ctx context.Context, ids []int64) ([]int64, error) {
 	rows, err := q.db.Query(ctx, JobGCDelete, ids)
 	if err != nil {

@@ -160,3 +160,29 @@ type Step struct {
 	Error      json.RawMessage
 	Queue      *string
 }
+
+type StepsDefault struct {
+	JobID      int64
+	ID         int64
+	Step       int
+	Attempt    int
+	Outcome    string
+	HttpStatus *int
+	StartedAt  time.Time
+	FinishedAt time.Time
+	Error      json.RawMessage
+	Queue      *string
+}
+
+type StepsLegacy struct {
+	JobID      int64
+	ID         int64
+	Step       int
+	Attempt    int
+	Outcome    string
+	HttpStatus *int
+	StartedAt  time.Time
+	FinishedAt time.Time
+	Error      json.RawMessage
+	Queue      *string
+}

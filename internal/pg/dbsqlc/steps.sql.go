@@ -11,6 +11,19 @@ import (
 	"time"
 )
 
+const DatabaseNow = `-- name: DatabaseNow :one
+SELECT now()::timestamptz AS now
+`
+
+// The database's clock: what the history's partitions are made and dropped by (the rows
+// are routed by the now() of the statements that write them). Cost: nothing.
+func (q *Queries) DatabaseNow(ctx context.Context) (time.Time, error) {
+	row := q.db.QueryRow(ctx, DatabaseNow)
+	var now time.Time
+	err := row.Scan(&now)
+	return now, err
+}
+
 const QueueThroughput = `-- name: QueueThroughput :many
 SELECT date_trunc('minute', s.finished_at)::timestamptz AS minute,
        count(*) FILTER (WHERE s.outcome = 'done') AS done,
@@ -36,7 +49,7 @@ type QueueThroughputRow struct {
 
 // Steps finished per minute on queue queue over the last minutes minutes, split into completed
 // jobs, failures (any outcome that is not a step's normal continuation) and the rest.
-// Index use: steps_queue_finished range scan.
+// Index use: steps_queue_finished range scan of the partitions the window touches.
 func (q *Queries) QueueThroughput(ctx context.Context, arg QueueThroughputParams) ([]QueueThroughputRow, error) {
 	rows, err := q.db.Query(ctx, QueueThroughput, arg.Queue, arg.Minutes)
 	if err != nil {
@@ -66,6 +79,7 @@ const StepList = `-- name: StepList :many
 SELECT s.id, s.step, s.attempt, s.outcome, s.http_status, s.started_at, s.finished_at, s.error
 FROM steps s
 WHERE s.job_id = $1::bigint
+  AND s.finished_at >= (SELECT j.created_at FROM jobs j WHERE j.id = $1::bigint)
 ORDER BY s.id
 LIMIT $2::int
 `
@@ -86,7 +100,10 @@ type StepListRow struct {
 	Error      json.RawMessage
 }
 
-// A job's attempt history in order (steps_pkey range scan).
+// A job's attempt history in order: a merge of the (job_id, id, finished_at) key range of
+// each partition from the job's creation on (no step of a job finishes before the job is
+// created, so the initplan prunes the older partitions at run time). A job that no longer
+// exists has no history, even while its rows wait for their partition to be dropped.
 func (q *Queries) StepList(ctx context.Context, arg StepListParams) ([]StepListRow, error) {
 	rows, err := q.db.Query(ctx, StepList, arg.JobID, arg.MaxRows)
 	if err != nil {
@@ -105,6 +122,55 @@ func (q *Queries) StepList(ctx context.Context, arg StepListParams) ([]StepListR
 			&i.StartedAt,
 			&i.FinishedAt,
 			&i.Error,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const StepPartitionList = `-- name: StepPartitionList :many
+SELECT c.relname::text AS name,
+       coalesce((extract(epoch FROM (b.m)[1]::timestamptz) * 1000000)::bigint, 0)::bigint AS from_us,
+       coalesce((extract(epoch FROM (b.m)[2]::timestamptz) * 1000000)::bigint, 0)::bigint AS to_us,
+       coalesce(pg_get_expr(c.relpartbound, c.oid) = 'DEFAULT', false)::boolean AS is_default
+FROM pg_catalog.pg_inherits i
+JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
+CROSS JOIN LATERAL (SELECT regexp_match(pg_get_expr(c.relpartbound, c.oid),
+                                        'FROM \((?:''([^'']*)''|MINVALUE)\) TO \((?:''([^'']*)''|MAXVALUE)\)') AS m) b
+WHERE i.inhparent = 'steps'::regclass
+ORDER BY 3, 1
+`
+
+type StepPartitionListRow struct {
+	Name      string
+	FromUs    int64
+	ToUs      int64
+	IsDefault bool
+}
+
+// The partitions of steps with their ranges [from_us, to_us) in µs since the epoch, oldest
+// first: from_us 0 is MINVALUE; is_default marks the DEFAULT partition (no range). The
+// bounds are read back from the catalog's own text (pg_get_expr writes them in this
+// session's time zone, and this session parses them). Cost: a catalog read, one row a partition.
+func (q *Queries) StepPartitionList(ctx context.Context) ([]StepPartitionListRow, error) {
+	rows, err := q.db.Query(ctx, StepPartitionList)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []StepPartitionListRow
+	for rows.Next() {
+		var i StepPartitionListRow
+		if err := rows.Scan(
+			&i.Name,
+			&i.FromUs,
+			&i.ToUs,
+			&i.IsDefault,
 		); err != nil {
 			return nil, err
 		}

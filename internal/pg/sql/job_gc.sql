@@ -21,13 +21,13 @@ ORDER BY j.finished_at
 LIMIT sqlc.arg(max_rows)::int;
 
 -- name: JobGCDelete :many
--- Deletes the finished jobs ids with their steps, signals and idempotency keys: every delete is by primary
+-- Deletes the finished jobs ids with their signals and idempotency keys: every delete is by primary
 -- key or by the (job_id, …) key prefix, so the cost follows the batch, not the table
 -- (never `id IN (subquery)`, which the planner turns into a sequential scan of jobs).
-WITH steps_deleted AS (
-    DELETE FROM steps WHERE job_id = ANY (sqlc.arg(ids)::bigint[])
-),
-signals_deleted AS (
+-- Their steps stay: the history goes a partition at a time (HistoryPartitions), once no
+-- job with rows in the partition is left (migration 0011; a row delete here would probe
+-- every partition's key for every id).
+WITH signals_deleted AS (
     DELETE FROM signals WHERE job_id = ANY (sqlc.arg(ids)::bigint[])
 ),
 keys_deleted AS (
