@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg"
@@ -24,7 +26,11 @@ type NewJob struct {
 	Delay          *time.Duration
 	ConcurrencyKey *string
 	RateLimit      *RateLimitRef
-	MaxAttempts    *int
+	// RateLimits names several token buckets: a step runs only when each holds its
+	// weight, and takes from all of them at once (at most MaxRateLimits, each bucket
+	// once; not with RateLimit, its one-bucket form).
+	RateLimits  []RateLimitRef
+	MaxAttempts *int
 	// IdempotencyKey makes a repeat within the engine's IdempotencyWindow answer the job
 	// the key first made (Deduplicated), even after it finished.
 	IdempotencyKey *string
@@ -36,6 +42,9 @@ type RateLimitRef struct {
 	Key    string
 	Weight int
 }
+
+// MaxRateLimits is the most rate limits one job may name.
+const MaxRateLimits = 8
 
 // DefaultQueue is the queue of a job that names none.
 const DefaultQueue = "default"
@@ -72,19 +81,42 @@ func (j NewJob) toInsert(v *validator, prefix string) pg.JobInsert {
 		in.DelayMS = &ms
 	}
 	v.jsonValue(prefix+"input", j.Input)
+	limits, field := j.RateLimits, prefix+"rate_limits/"
 	if j.RateLimit != nil {
-		v.name(prefix+"rate_limit/name", j.RateLimit.Name)
-		if msg := UnstorableText(j.RateLimit.Key); msg != "" {
-			v.add(prefix+"rate_limit/key", "%s", msg)
+		if j.RateLimits != nil {
+			v.add(prefix+"rate_limits", "give rate_limit or rate_limits, not both")
 		}
-		w := j.RateLimit.Weight
-		if w == 0 {
-			w = 1
+		limits, field = []RateLimitRef{*j.RateLimit}, prefix+"rate_limit"
+	}
+	if len(limits) > MaxRateLimits {
+		v.add(prefix+"rate_limits", "names %d rate limits, more than the %d a job may name", len(limits), MaxRateLimits)
+	}
+	seen := map[RateLimitRef]bool{}
+	for i, l := range limits {
+		f := field
+		if j.RateLimit == nil {
+			f = field + strconv.Itoa(i)
 		}
-		if w < 1 {
-			v.add(prefix+"rate_limit/weight", "must be at least 1")
+		v.name(f+"/name", l.Name)
+		if msg := UnstorableText(l.Key); msg != "" {
+			v.add(f+"/key", "%s", msg)
 		}
-		in.RateLimit, in.RateKey, in.RateWeight = &j.RateLimit.Name, &j.RateLimit.Key, &w
+		if l.Weight == 0 {
+			l.Weight = 1
+		}
+		if l.Weight < 1 {
+			v.add(f+"/weight", "must be at least 1")
+		}
+		if bucket := (RateLimitRef{Name: l.Name, Key: l.Key}); seen[bucket] {
+			v.add(f, "names the bucket of rate limit %q and key %q twice", l.Name, l.Key)
+		} else {
+			seen[bucket] = true
+		}
+		if i == 0 {
+			in.RateLimit, in.RateKey, in.RateWeight = &l.Name, &l.Key, &l.Weight
+		} else {
+			in.ExtraRateLimits = append(in.ExtraRateLimits, pg.RateLimitUse(l))
+		}
 	}
 	return in
 }
@@ -147,6 +179,10 @@ func (e *Engine) insertJobs(ctx context.Context, jobs []NewJob, batch bool) ([]p
 			if batch {
 				prefix = fmt.Sprintf("jobs/%d/", p.Index)
 			}
+			// The database names a job's first limit rate_limit/…; given as a list, it is rate_limits/0/….
+			if field, ok := strings.CutPrefix(p.Field, "rate_limit/"); ok && p.Index < len(jobs) && jobs[p.Index].RateLimit == nil {
+				p.Field = "rate_limits/0/" + field
+			}
 			v.add(prefix+p.Field, "%s", p.Message)
 		}
 		return nil, v.err()
@@ -195,29 +231,35 @@ func (e *Engine) insertProblems(ctx context.Context, items []pg.JobInsert) []pg.
 		if it.RateLimit == nil {
 			continue
 		}
-		name := *it.RateLimit
-		l, seen := limits[name]
-		if !seen {
-			got, err := e.db.RateLimitGet(ctx, name)
-			if err != nil && !errors.Is(err, ErrNotFound) {
-				return nil
-			}
-			if err == nil {
-				l = &got
-			}
-			limits[name] = l
-		}
 		weight := 1
 		if it.RateWeight != nil {
 			weight = *it.RateWeight
 		}
-		switch {
-		case l == nil:
-			problems = append(problems, pg.InsertProblem{Index: i, Field: "rate_limit/name",
-				Message: fmt.Sprintf("no rate limit named %q exists (PUT /v1/rate-limits/%s first)", name, name)})
-		case l.Burst < float64(weight):
-			problems = append(problems, pg.InsertProblem{Index: i, Field: "rate_limit/weight",
-				Message: fmt.Sprintf("weight %d can never fit: rate limit %q has burst %g", weight, name, l.Burst)})
+		uses := append([]pg.RateLimitUse{{Name: *it.RateLimit, Weight: weight}}, it.ExtraRateLimits...)
+		for n, use := range uses {
+			l, seen := limits[use.Name]
+			if !seen {
+				got, err := e.db.RateLimitGet(ctx, use.Name)
+				if err != nil && !errors.Is(err, ErrNotFound) {
+					return nil
+				}
+				if err == nil {
+					l = &got
+				}
+				limits[use.Name] = l
+			}
+			field := "rate_limit"
+			if n > 0 {
+				field = "rate_limits/" + strconv.Itoa(n)
+			}
+			switch {
+			case l == nil:
+				problems = append(problems, pg.InsertProblem{Index: i, Field: field + "/name",
+					Message: fmt.Sprintf("no rate limit named %q exists (PUT /v1/rate-limits/%s first)", use.Name, use.Name)})
+			case l.Burst < float64(use.Weight):
+				problems = append(problems, pg.InsertProblem{Index: i, Field: field + "/weight",
+					Message: fmt.Sprintf("weight %d can never fit: rate limit %q has burst %g", use.Weight, use.Name, l.Burst)})
+			}
 		}
 	}
 	return problems

@@ -17,19 +17,22 @@ type Job struct {
 	Priority int
 	// EligibleAt is when a runnable job may run, or an awaiting job's deadline; nil for
 	// an await without a deadline.
-	EligibleAt      *time.Time
-	Input           json.RawMessage
-	State           json.RawMessage
-	Result          json.RawMessage
-	Error           json.RawMessage
-	Step            int
-	Attempt         int
-	MaxAttempts     int
-	Key             *string
-	ConcurrencyKey  *string
-	RateLimit       *string // the rate limit's name (nil: none)
-	RateKey         *string
-	RateWeight      int
+	EligibleAt     *time.Time
+	Input          json.RawMessage
+	State          json.RawMessage
+	Result         json.RawMessage
+	Error          json.RawMessage
+	Step           int
+	Attempt        int
+	MaxAttempts    int
+	Key            *string
+	ConcurrencyKey *string
+	RateLimit      *string // the rate limit's name (nil: none)
+	RateKey        *string
+	RateWeight     int
+	// RateLimits are every rate limit the job draws from, the first being RateLimit,
+	// RateKey and RateWeight (nil: none).
+	RateLimits      []RateLimitRef
 	ParentID        *int64
 	PendingChildren int
 	Awaiting        []string
@@ -48,7 +51,7 @@ type Job struct {
 }
 
 func jobOf(j pg.Job) Job {
-	return Job{ID: j.ID, Queue: j.Queue, Handler: j.Handler, Status: j.Status, Priority: j.Priority,
+	return Job{RateLimits: rateLimitsOf(j), ID: j.ID, Queue: j.Queue, Handler: j.Handler, Status: j.Status, Priority: j.Priority,
 		EligibleAt: j.EligibleAt, Input: j.Input, State: j.State, Result: j.Result, Error: j.Error,
 		Step: j.Step, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Key: j.Key, ConcurrencyKey: j.ConcurrencyKey,
 		RateLimit: j.RateLimit, RateKey: j.RateKey, RateWeight: j.RateWeight, ParentID: j.ParentID,
@@ -56,6 +59,22 @@ func jobOf(j pg.Job) Job {
 		LeaseOwner: j.LeaseOwner, AttemptedAt: j.AttemptedAt, CancelRequested: j.CancelRequested,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt,
 		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick}
+}
+
+// rateLimitsOf lists every rate limit of j, first the one of its rate_limit columns.
+func rateLimitsOf(j pg.Job) []RateLimitRef {
+	if j.RateLimit == nil {
+		return nil
+	}
+	out := make([]RateLimitRef, 0, 1+len(j.ExtraRateLimits))
+	out = append(out, RateLimitRef{Name: *j.RateLimit, Weight: j.RateWeight})
+	if j.RateKey != nil {
+		out[0].Key = *j.RateKey
+	}
+	for _, l := range j.ExtraRateLimits {
+		out = append(out, RateLimitRef(l))
+	}
+	return out
 }
 
 func jobsOf(rows []pg.Job) []Job {

@@ -440,16 +440,21 @@ type Job struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -506,16 +511,21 @@ type JobDetail struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -568,7 +578,12 @@ type JobInsert struct {
 	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Queue     *Name         `json:"queue,omitempty"`
 	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
-	RunAt     *time.Time    `json:"run_at,omitempty"`
+
+	// RateLimits Several rate limits (each bucket once): a step runs only when every bucket named
+	// holds its weight, and is debited from all of them in the claim, or from none.
+	// Not with `rate_limit` (its one-limit form): giving both is refused.
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
+	RunAt      *time.Time      `json:"run_at,omitempty"`
 }
 
 // JobInserted defines model for JobInserted.
@@ -594,16 +609,21 @@ type JobInserted struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -8129,167 +8149,170 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H2Lchs3tuCvoLi3yuRNi6Lkx02kmtqr2E7iTMbxWE6ldkMvCXaDJKwmwABoU4yjqvma+YP9gf2U+ZIt",
-	"nAP0i2iyqZfjjGuqJjK7G8/zfn7oxHKxlIIJozsnHzpLquiCGabgXy8StlhKw0S8/itb218SpmPFl4ZL",
-	"0TnpnBHFlowasuJmzgUxc0Y0U++ZeqAJLz4mKy4SuSLdb5+/fPbT67Ovf3g+evHs+d9e/fjm+cun/2v0",
-	"84uXz378ORqKhE1plhpy/GjeI1ToFVMaRn0nJ/DfC7YmU660IQuasIjQVEtCp4Ypwg2ZcsH1nCX9oehE",
-	"HW6XOGc0YaoTdQRdsM5JeUsHdk9RR8dztqB2cwt6+QMTMzPvnDw+Oo46Cy78v4+ijlkv7QDaKC5mnaur",
-	"qPO9nLx4Zj+EmZbUzIt5eNKJOor9mnHFks6JURkrTzWVakGNfU+YJ486MBdfZIvyTFwYNmMKpnoJowZn",
-	"gv9sm+s/FJt2Tjr/47C46kN8qg9h3Cs7g2J6KYVmcPFf0+Q1+zVj2th/xVIYJuBPulymPKb2/g+XSk5S",
-	"tvjinbbA8KHljK/wK5y0Ck5v5oxMZLImXBMhDXlPU56Q789/fEm6UpG5TBNNEmqou3ELEPD0PU0z1ut3",
-	"rqLOUymmKY/vfd3xnIoZI7FMU54wDRgBC1RMy0zF7IEmcaYUE4ZoQw2D1X4j1YQnCRP3vdyzVy8Al+ZU",
-	"u1XShOhYLtmp24omgrGEUEFosuDCvg1LfinNNzITyX2u+KUkOovn+VnCQvz797iOM0Fef/OUfPXo8X8R",
-	"Nzgs5Y2UP1A1Yx8LWeR7hw2a/8ZIyhfcwLp+EjQzc6n4b+xe7+ssM3MmjBsfVigIFQmsccKossuVF0wQ",
-	"qXJQ5JosuNZczCKyUlLM7EPF3ssLlrjdLJWMmdZ0kt77USskhxXSdErGTCmp9JhYIqwJo/GcTGhCppyl",
-	"dtFXng4DVT179cKx0aWSS6YMR2obK0YNS0bUVFhDQg07MByoe435RJa/hNhInXVEnZRqM8r09uFFlqZ4",
-	"qsg8NqYTjv9sPFgqNuWXm6LBG2TWD7Rj1/GcKhpbwaIf2o675xutEciX/ZwJy0h/6QDhAtZIk87bEAcv",
-	"mOYvyLEdM8Wh8t1F5SuqHWll7cUkcvKOxcYuC2/9KQwAoJok3B4STV+VoGBKU82iGmD4Uy8JJseDwQ7B",
-	"5MYHUTmDXTsCMKRp+uO0c/LLdgxz4H8V1eH/IiRbOgAi3VlyMfrXP/7ZOyF6LleCSBGziGgjFUuIFOma",
-	"UE2o5WTzAGjV9man2tzS23xTP3AUeaoLpEs+umBr+JsbttC7iEm+VT8TVYquN1aTjxs8ZRB/z1aUm51g",
-	"Uz26V1Rd5FJzJgxPCSWazwRNgVAlhAsyxh/0mFCl+HumSZeKtX9tNbfEecGNYUlvKKQiY4uGMjNjsqRa",
-	"29cFs2yn8mafnJEFNfGci5kfysypcXMkZDXnKbNrGwpt2JIoKsiKXjBtxXdq4HJReq/egFts5QL2xIrq",
-	"TUQdkMJ2yseO6FgxEwbBQ9j12bNMAS+CG2+42WdSsD0v9hvQb/KrBRlzrJjOUjM+JZQsKciXXBMjLf+p",
-	"nyK+ut+emzfwDeXpvhugPM2XL+Qqgj3IzBDFjFpzMWuzDWC6t7WLl+xyX/x6naGqK9ilFebZknRRIRkn",
-	"LKXrcS8iMVWwHTIGMBtvbgJebQ9H14LX5l2/tsd9zW1rumC4bTqjXJDK3kmXXeKiOE3JhMYXcjqtEolT",
-	"i+uxzITRoF4YwxZLcwsndKtwcb6kK7HnCb0QmilDxvGcp4liYgxC73KTHFvKuSZSMCKn9tECFLHcfLFx",
-	"FH7A1gwIVv/UfmV3tKCXL/Cro8HAkspboIU1VpavMMzK1vDRpgFJrEsaPOlaGc/ivWJTK1/17ElcHszk",
-	"gRvSivT913T1N6sFzJgd++ssvfiGp4apPS/rOdwBSOpEM0MEVUqutDNipSy2751appQyqi1rYpFVScY0",
-	"TccRrhL3v3lfNE0Dm43tIO7uvUGLwjQE9BdmCd4p6BexXEy4sAzT0nhp5kzhUsvi80TKlFEA/Vw+nbqD",
-	"qE7tZDXgsAoR1o7TTtXwY0/YVCrWPDg+bz/unIokZaqdiSqyotuoSdv4Xk40Wc2lRplRG6qMs8FwoCx7",
-	"mfaizq8Zy1jbhVnkyXTgXKiIWXpCVCaExZuIsEsWZwY0XGrlOi5mfQKk+IRMKU9ZYjmH/SpFqGqF69/L",
-	"yTku4Qo25lE9IHxuYKbFnpKlbw/dZJrj3La1lbDT6qJ8gcKss/MiPQqp2wsJJl4nSb6z12vmXJOJ/YkY",
-	"KzG6a3VWU6RrO6yoZYLl1v+28VC8qFSnxFTMUOsJgKB7SrrU3aPncxbV7ftMJNT+O7/l3FC46PWD+vsi",
-	"iHN/qxyNYgvKxSmJaZo6pmwknFIhp8DJhYjHBiHHDbqZQ+eT89yAQ+BbSRL3GG12VJNh5/FgsNDDTkSG",
-	"nYcD98fR/OFgMezYJbFLulhazd4+tcTUygTKDvh/ur8MDr56+0V3OOzjX73/2RX690z//v/+r/59oX/X",
-	"vy9+n/d6X/xHiMR8Y0nmcy8W1AGYpYF7fEUtwQWujBQ3Iqw/68NBHz48XCouFTfroBVj4djSpqFkA/js",
-	"3MUHoVP+1rHkGmd5T3nqDWA14VoxRnQqjbaidRiarmNqcur5xu85Nm9Oo+dUJTr8LFsmey4hoMP72fOp",
-	"otLJ1Mw1pQmbzjms9s+oYe11frivXRo/Dtm0jFfZvlQ4v4MqJdxFC8s3tGtP5/hmfSc4c9NOzvPhC1K/",
-	"oU94acseygPtQJcqhkQTrDsVIv/k0a5dfYcixVMppny2eaFOHRlNqGb7KBb+uwW93Oez6yDbgl6OnEbU",
-	"gD/bTLHvucz0SLNYMTNil0uumHbTV8/+J1BDQC2zN+A/Jfgp0YanKRhwtOVlShrY1AN0NaR02WsU83ab",
-	"aWGK4A72tq5ch5pEnUylu0m0s4Lad/M1FyusXVRUBa0qxOxHjhwIhymSE5nbE6UqQuyiTvnwWxa2P426",
-	"Z6yrY1CFMu4kizlwVvHlnM8E2DQRP7qruWbxiHxB7KaePLICQ64oHj0hk7VhundKZkwwBcoRoBqdaCbq",
-	"+gjYLksSDw79y9nB/6YHvw0Ovvri8O0Xf/kwiI6vgiLOdXBGBbTTuTHLk8NDqx/aP7X9+6fXP6A6bNgS",
-	"KfOrH8/fsIQYubGJR19WtKovd3Fxu4ggmDGa2gHqoL9kIuFiNlrwGe6kgTwW2tj2+d17oSV8LycBwQtB",
-	"KiDzOljzQmPh5WfLEzIAkzahaDCzF5My0MSdNxRk8zlFryLorSw5JTS3BYGh4ILZ8+dGk9QCmB3qgfaG",
-	"Mx2W9NzTG/rUvJoaxgjnT0AznnsTLdPULnYqlTPp/IVQse5VNNpNF2N4LbmNClWmkXPEogoWMIRIgRcQ",
-	"r0dOcN25yevwaZbyGZ+kLMhdfwZkzxV/OJIFXdsfTp0qSJOUo/nPn507KiAUQgp2AxZ7DUNo1PEQdyN4",
-	"Kdl0ru+y5mKZmX2X3/ayLY1mNdnoenvFkeRK4H53vr9btEPHx6jhoBomKH/vaGTZXBx4y6mw4ae56WvT",
-	"R08NG+UKRzuf72tQrhbcvGbTztXbxk0UxPc6PiqMskiylI28dLxpUvKvoENyQROWG+VLmEdJnHJLvhOO",
-	"5ucWYQduasPji/DU9olnD83LuIFIfR1XZsEoWxsXLeMJ2DlzpgZyQpgdXUdOX9ELFiKua/QRXjjuqDKh",
-	"0ep14nzOEfEYEBEnH7W4ylA8CGJDQdfyYyuhUZUZePLlbyWHaE+W3THmHHpTl0ADR52TlclDANWbtYwq",
-	"aW8QeL6mJp7vKdi/k5P2msj3coLusaBDarvZunwtMOm2TTRZbq+3Wpbs1Jq2regZM95L3opeWtFzM0DG",
-	"X/LIX2SYdOevGWlo2iAeYyDFyMFPS47sv8oH3vlNXdquDLC5jI3FR4FNhwN3CsDaD3oDkuKeXqK9HdR7",
-	"erxKEfSjYIzUGdrPajHtBGPeSdfK3+gwAZjvoezpnq64gLBMq9GRw/dHhxaMr+EqayWseQdwIafVWYhS",
-	"LEWvwQVbWwVIs1iKhHB0qWPcECUpf48sG4PBOQSOZEpoZKeOi+65hRtZDMrS1Pb4Uvfevu7FqtjVXtiK",
-	"OioT17eye1htIGw5dbwhaUtYkmHoblijq62q8nojPXjlnDA3YwChoDGrro/iTGnZRuYPMYrqGA2ne57L",
-	"Zj6E0+uS4C1zXuROST+POokU9in6kTteX05ZKOIz6vxglZfnl4aJBA++5ldoqyVt3/HGMKH9wlIsyO5H",
-	"vyGAvLKuLAPRaPuS8LPQOl4GVYcfmDFM6YgkfMaNjsiD0YOIPOjb/zux/3fw4JQcHRwdf1mLcS6Z9Apj",
-	"3tviz1H/5ODth0F0dPxfYcteRWC3ZyPWDs3Cp4QguEvBKsH/tlgcCHWxY20Kzptosaks5r+IbDEBQrmJ",
-	"2m+j9ivYEQT0Y2ZiuWBnEEWTBFF/1Nr8sLditInmKKNvMTG+KnGN3EP2uH4gA9RtIIK+4gn7qsSVBqE9",
-	"lJJj6vTWC6Rhq1F7ClnyrQcIJRfaWAIUnGnDRltaueEmDX+FP3woRQtkSpzMmEgyZaHzxCV+nEByBgpd",
-	"O6nBGuL8cdKtN/Z3z7Przg2nNwXEcQj92HWMMO5TfPUGPkMuRtOUz+ZmT6ehTBOmzcizlxsZxJY00012",
-	"WcUME+GgkTdzRkAieqBJ/hqR04oNXOeWZEwwJQ5r2tlobhxz4LyBbof1I48cGOR3HjzX/fyAZbjYdEaU",
-	"zPItKFohCrR7P3Gh6S1eLYSRdu878aTdy7nQcw2N83YEptp9hL2yALztCSdSkl1WBTdo41Ku44d1pCoQ",
-	"hiEFI0seX5A4pXyhCTUQgrcRY7dLG9ogRTWnETgS7WQOi11Gn7PhufyPjcC+3UpYW8rTTlUpdPYNGeU7",
-	"uSKpFDMMR/Rkq0qpqGLkgi3NKRl2BnrYKXRUWU2RL6XDv37+5vnLNy9+fNkPB2pa3S7PwXfyQqcTTArN",
-	"4gtmHmiIhC0l5ls90ueGbqrIGyQzVyYDPA9mCIiQf2Vrp4jP6XurruObFcN2M7ZPMqVr9FlmiMF1YfJa",
-	"bLKRBypnPW8x720xEoWmYdxylJ/ofiwiv6IwWSoMB+1pU3Hru+hTefSti7sGofKAUIt5ldpg2rDOQQvt",
-	"QFXPib+8ekhcEx0pbtcDQg2p3JRJwhKyZMqZptpNGhTU/YyBI82BYuuZ7q8tO7Pbrrt3WYseVdrYp1bM",
-	"0/pdg/+MbwZRomm7P7OCkzQFEroLyuuEQD7hVMkFhEwUNGjfGMlz56q7nYztWEkRJD9bfebXcYVDfvIW",
-	"lXe3IxlGMDy+uJukcbCAFdbJTR4GUTF2/vbZJC4wsWwz0xcc/GxpKldBI9g2saHZD25X8JuTkO9M0wBo",
-	"Kc1VdkF6p6R3NPqtl/ST8gnXrrMKH/txHI8RYYbjXdvt2U2OYbu4TTH0tmXtz2o8UlZB8LHLtYrIE8zP",
-	"QIrvLDERocS/LxXp/vdcZipd94hUZNj5b8zvgjSHam7Dfx4+Jv+J/6sFzz1+stNHsa/raE+vTAl7CvES",
-	"EadObS1WkQXQWCGB4E6lIhSDHPL87jzO4YEuoovty1yDEweOZn88zRfnbnML3rY5pjIqF/v+6c3TTqD0",
-	"y4uzl2fEf5EntzzPLEAdvqKK191nTx7tQnaH5dt8LecQcfraRWDvCd6la22dZtwQAYtkeZVHwAZDW3u3",
-	"GdsaUoMw6jDAkKXQ2aIxKPAuC6w0x+PTdSppsndcDvt18/SfMYs0ak2kQudtrta9k5MTchSR44g8/Nc/",
-	"/tlG1QoFuthZo8LMhSuvMYf8kN823kzY8xaq3rCVLeAt72QKbtjm5ZwzLFR19zVXWl52TnLbysDFPr72",
-	"Nfj2l/r39Id/nCPAGKfdB2Fu6t6Bgdq/v5IXTRGFGAINMXz1CGhvfmyRcVksKCp8RzBr8ByKzP798t3P",
-	"MCgOVSTpAitOQUUCngn1NubMVd94oEkmUqYhxgKDvKVggcoEu6No7j9u5g5CUkhXWK4PvI4tlmbda2VF",
-	"+yOHluwR8HHuAj8bUyICPgR3f6NKuH9ha7mzGPVN0dmY5ahwOe7WfluTBolu503gseqXy/GPiLYYG5EE",
-	"CkhMKU8jrHYDDm4Kv2SKnfhI1Qjyb0ZwPhGJpRBYisL/Uo6pSJDjhxysal+Bxwf3tpIW6hGs/iSqp11Z",
-	"SPX2qgDiwaEJ9rAky54E72coPIWJNys2mUt5kdeURa0OVkmOB4MTwi5pbNK8JkvgAodi4wb75CdxIeRK",
-	"OH0RLP+udgnpQnkPPCH4SFt1YUKTkS+12sNKVwt6Wd7LEZCF2i8B999uAlfUDyv59HZ/AoWpnKuu3RdQ",
-	"CcrZddp9AVWX0Dmj1u0+wZJFFlB9ZZ7d32ARn7AmYdgyZ6M3ri91S5kvbZNYrpkkccPAFkD9wgyFAluO",
-	"6rUw9yZUvklyHdeu3NYR2BywRIPShhi17t1ewYM/fhLT7lSiZvPlNZNFWmR+kO6gei/BO2mXZuGBa3um",
-	"RD3VonTbTfAH0YYBQMNCuZppMmdUmQmzzEMkxHE2n6mn1yKeKykgWd7CoivolYc4BsrV7R1FGd0suDHq",
-	"7Ii4tOfwYyG77MFTrdoDAoiv3zvNE4ThtMpsFHlthOU5Q1x4KLoFc++Fyj5+ZnT7MboS4ATUVUwbhuvr",
-	"w3sV78oNo2ftTTZYfyxtaG/7sSi/0/IDQzYto1TQqqFmtgNbyH2owaZiMcNyqJoxcnngftd9+1Zve2m+",
-	"zdneyckDXcpG00yYPAzETgvRElOZpnIFaGLv8YEm7yQXpOuicIhVFnut64EVkk0gLjPPqgnXlXrqHmM6",
-	"+lyuxKkz7RaJyWFG+w75+q6Fubj6lLUoBlGQ6yIFKVTKxNslnUFGkwStpXlNuuK4V1RjiBNLIoIxek6E",
-	"KB/2fmfdZK0sspzCZx1YeH7qpIv/yUuM9trew95Jk/nA6MaZKqbnVjONpTBcZI65V/w1uOECmEqFUd62",
-	"SIIo8r86HhKaULnR3v/pWPS3lBkP2tlDR/FmrmQ2mzuJslYYQ3JRi/CphXznDq7NUDwkPz56zcwZVxup",
-	"yG2COTfL/EK1SSe8dzG0PE/G1RUtutdytgUXWT1Qa7sMdc1kRTfRZoQojhi6oK3cyt3Q5nfobssUN+tz",
-	"Czsu/AkaJOSdC8B0jD/lA8yNWWKnAi6mMlSHz8XEA65rpt7zmEG2n9Rmptj533/Aq19meu4bFwCBtGKu",
-	"NxFTzxT7Q/EUsuK1z8fDOEeRWIaWk6/TPLrRzuYiSfMiGMCzI+C5OOEQLKqOGUJOH0r/DzQUnunaUX2B",
-	"xHNDRUJVQn527LiHFVRc6p8XNoeCi2LAB9rTT2pYn5wzRhIZ68OlkkbGMu0vklxfgc3nD4ZiKCC1AU06",
-	"9aYfdphsAefRbeo80euTn315LQz4HAogurAfKqDvBYhTkSsJe/j+CCs4CsYSTcZOJfkNxj4hX2PfjGE2",
-	"GDyM4UP4k41RcHZ5E50iH6ITdd4zpV0qSf+oPwCb5ZIJuuSdk87D/qD/EBOV5gB4h3OovfMb1L5DH7Cl",
-	"IzD/i6Rz0vmWGVeep9Yv6Hgw2NKQY79GHG6GQB+On5b9Cs50Tn55G3V0tlhQK1uDwOUDirkmGTAtQ2fa",
-	"ImG+E915awc5VIwm6617fW3f+Dhbhamh68njwcP7bbVjoBnQevdRJ9TQiVUFoRQyjeeA5hYtsUYTlrBt",
-	"PP/3R4d0yQ98X4XgJfzAtcFeCvou76HU+yFwJFgo+oKtI9+Oxqq3lhTGaZa45jSPBkdNs+TLPqz044GP",
-	"Hu7+qOgRBStzQSq7viquuHxtdou+4U7ewcH1VQM6utAsfc90r0/OoOsTNAFpvMaos5Q6cG1YEdo1wUBe",
-	"yLT5WibrW74y11XlqspxXZJiDVyO7mTuJAQx7pEDjMHu2yr1W7s/WHp01OKLvLWV/eD4uM26yl2abg6y",
-	"eJaeYUJxAN8IkFscRLMwsn9oB9MOdGsU6PADT65c0wGGQmYVpF8D5pdAugJbjwJpNaXOVfd1obiO7V/k",
-	"/ds+1oXiwZQutDWtKfWm/OXumy6+dSCSVwFu5FDfwht3yJ/yEsWN3GnmOwpeC9Rug6ugDFsKB3FrKq5z",
-	"msrVgT0PJdMCA+F4Dz9csPVW/HsGv3+bV1TagX34elKhFZQsU8oF+etfjirrtI/BEvIZVzdxdSEhkWuP",
-	"e40a5enw7d0umjT177sZgnwat/WjYPtdVI2iBrqa1tDEV+su9Svp+067VVJ8kUt+YVq8X6/dt1HH2b5q",
-	"Zk3XPYrCqqIaoAJiJwtuMOU0TwMGYwPEhhi+YKT7178c9fpDcR6oP07GWCh9TJRc6VOykIoR/ImkzOC/",
-	"XVVXy6jQfjLJ9Hoo7PSKOW8ZWNawwjkXxB58mrIUVfcqorzKCkS5fbnZl5lvJTLfO2p+FpVvxIeZIdmS",
-	"GEnGkJg5RjOd6zDC9QZyIEawcuL1dmZdrj/eKA5951+6S8tJqUp6o1DkVvtHkIsUm3FtwCWVr6o47KLu",
-	"ev2gDz9YetpCMvouj5xoLRx9FncaxZ3td9Qs4TTewq1Dvq/oHyapN4b8T0fg2XVVNRknNE3xiouMbhI3",
-	"ziADyg2ft66kZIxJUWMyY1aCKJX9H2PG07/+8c+xj5/f4PZloLl9hl9q23DPPP8akPqZ/9+MfCGTAe89",
-	"tPEqXHjXYjuH0PiFHRQ5gdfFJhkKx3mWWfEelIoVF4lcOWaJnYFdw/WYKgWaxkqin9FkCrsPrzA+L02i",
-	"odBLGtt12skNNjh2Gz/IP+pFREsf36OgBxvRK27iuRWAUEKXKyuc+x7ENRMgHIaD6nPfEeYucLaW83nl",
-	"EPcPgKe+p6Iu5YL+0XF3b1b2iSD7MqWxC22qdKeJoF+IxyyZgruKQFE8jPERvouTQ7vtNMGXTW2U97/H",
-	"sqYh8+yvGVPrwijgw3zbwaXPUgqPVaSYtBqsEtUeHrFU4/0W1ucCmBsNHhtRUk11MFypWB+zmCfTL+mM",
-	"5caX2uSuumzD/A+Pq9VJoa9iMAE7vLW89V4+eFHCclAqs/J4Z0vOt3dI1nwd4ABBs3IjHt+1ydBH0e+t",
-	"PmnRMbLUNw9dLKMv1qK/auK4x4OjvOEoUPB3cnLqIlLI+IKtx65df1Fou7u1fW1vKGgK8QJYiSkix4OB",
-	"nwILcgOXHpcLN58QK3qO++RnDIUZinGthPmYaMZEOc09r5lWKorupYauO1dy/IjMe7CEoci3iZ2WqQGL",
-	"h8vVDS8oIqs5NeATtxwOKUxIEsDi199DJON+ElFpn1Bq6e3dCBClZgv3K/NX+iZsIt5ZAVcVsPFuGkiJ",
-	"DJW0d31SuMboxKvoVh36O1btn31WUm6BiLke+VYkcYGmNdpVEjsO85KVYXJ25rI5ucjVBaiPcQrDc4Ey",
-	"D4Q7Q1ImwtlqLlNW9ENuQG3duTPUxF4r94+Z5fYoW8CcdKUiZfLYizZO+DMq3B4qoMn+aEAGgwFa7LnA",
-	"GqlW31y4jpFbsAQL1zajyRso1lT1DOS91T1B1tV8iAi4JI7s4oO96jcU8E25nTnVZFxpJALxNG5hY5JI",
-	"pk/KDfGsFlKulkHNUEgRMztryU8HWWTGMWNIXvLZeN1pSmczlpBxvS3gGLon4tOhcBWnhDRQFlBEREBq",
-	"A/j3InT79/pk7Lqej32/djRE2K/dk8iSjqEob9rH/52S8UIqNiaarnWtaT12Zj8pd2bHhEFuCNdDAUl2",
-	"fXLmikoQ7EqPEZWQRn5CaGypZWlFcA/jD0PXwn7YOSEfhh2apvYvICNX45DU8hRO6g5JG/bNd7h+v9St",
-	"1LI/QNmgEgBID9gOx93pH52IfZRwOwCSyJOgicxEwhI8N8CBgmD4DnZgQHOQu4NS5VmQ1yBUmIUBtk1f",
-	"qLuRbtl5ONNDAYSrgTrBYpA49ckZotZcaowX2mw1pEnKpsbqO/ZgunJKtMVJmkI8gF0hRRHW6VZ2SYDH",
-	"dimJJTJNVGIotpMJcg0q4RSga5AJSD/9TCU+GSox+Gr3F0+lmKYcU5U+krUSCt40U5Um7L4GkfGhvE1O",
-	"WtTb71LQdl3/GkzpXoP9kztmc1GFg6w0kZcoUvoMY5S0wsarvWwqVnt/1snjdevi5/5uKz9gkxXtrFmQ",
-	"5boEvy6s5nRTqIUc3kKsHQov11Kl+HvLjx4NvnIJubn9yltMfLrmVhnvjiF8C2wTOjUuq8Sxjz92oMkn",
-	"QT/xXstSicUl6Ahvf/BI1YIyHpYLFmzz6TwtkrtbuHY+exzu2uPwSRD+UM2L3b6K2yH3ed2e26D4VZT4",
-	"zg99jgWJ7kIuztsg3rNQXO0EGQqmdM+uLwjfOUn+JMx9eI6oQ0NQeFNJqS7kxQPLBwM3S8jx4LhXxh1X",
-	"AGeTupdKUt6u0FOv/FSv9hQumrhZ9RLrImq6YEMxkQlnuoi3rJRn7KEQtPJJ9DitN+YVdAYCmsGhEBSI",
-	"XImyO0TccjWte8bdWt/LkMcNH33G3RtH20iFYLejIFwrLC3sYLfKprzp5uMJ/1GhGn0CKXWfhukkE65K",
-	"cMA+4oyFebMjTw0t5EWofmNBJ1+Lp42GUCq1tU1BOM9rOLXQD7ZI8Fhbvn1h7DuV4UttDIIu0om8/PeR",
-	"4cFqU6+TlhctgyIYztNWFU58X4Zry/bN8UvHRfySK7/PE5BFVnNm5hC5Q1byguWhP916ZX7/91SqoQBz",
-	"rwVRiDzB6Mi1G7nXJ2d+EqiGlFtinBDiR9KGrsFpC87RwtTFtSvmZqQLmXXF3MrmnXLryJAAc85Ecu4L",
-	"rt2J+FJ0ymglvRzf/sxBc/wzX8TvTxdf/OcUkdx9EVrHmTBp2OQ6vkzoVp4DL/25OI4vnBrAge+4NlKt",
-	"/304jq+XP8eNV3nP7RuPis7NjUD3d3zlDgGg6CzdmMmKDVpyb4p3nXz8vNbawtAYveHY8b2sryrHXspt",
-	"bXLV/d0lDNzt2TfpM7DMfwdX3Z63eNOkyo0MyOKab1+8yZul37NppjVkfY6hvI3yYA6Gi8xH8K4yYwV0",
-	"TbrQQTIiilnVJSJcHGCLehLTZYRxCL3WFOvQVMrxbiVepcq9raQWrD2rw3LLk4rY8ujRxxRbShtr8ndJ",
-	"Lgw0zMZNOXOE13dcywi34SKbWqyhBotccGNAsfykcnSwrHK+ydLuJZqxHerfHll1EKqoYQdFt/dGeSbv",
-	"IX6nMk21NX2jXGMXTWDRf4giHaXV7KqEUjru1jU6iub6e1TpKNgyNjLXn8t2NJbtKC4wD4/ID+0a9cq2",
-	"3NcdYEqTrHAbOPLpiKKtcPB2q3p8LydoAwTbIUTN2lWMYBUn5AOaByG0d8Ws0HAFOQZ5FwUpYhQ3Ltj6",
-	"gR4KBDkXNjzGT8bovtQNBb+qkHb7QnA+/kcQhPcH8M8S8U2w6Mx5yh0YWgnE1a6ech+WCADuYRJewQ73",
-	"PvZ+kiltxru5YKXjf6PIcZ6/dZdmNDfJdoHDLzgikzXg/B9B7vCLqhhK8zPbPOzWAoc/k89VwW5FvPAX",
-	"QLqW2kN0ujZ03Wu6t2bJovlibh8hmshuAXV/fqliF4bdrkDho98tXTU8viA0VlL7pEKsZOAbVZzmjkps",
-	"sg1mCw9nVCRDASN0x/7HkX1vHJHiB/vCuNcnZxB3TUkiVwIKm0qRYslW6GulWMyEGYoF15oluDArvzSI",
-	"JBUQvQOvoxv+IwgkeyLGZ2nkFuxz5YpkbdldEYUSjnYqPONfr++u0UThHsdZPvvIP/vIb9VHXs6pBaUx",
-	"TyVtcJxX2/IU/cJ+eWs5ErKXpoLejvlAFAv8rTHj0Te0It25McuTw8NUxjSdS21Ovhx8OSCZSJgi4wW9",
-	"YJZpjEHmyVTaOekcAiN06/wQrCkRkZRrExEu9JLFJnIxbHmqLmSsgo3GWcHBu7tZEuusHJd0mndNXNlV",
-	"lWN8ykP5gwsX2CqHbx5A8DUTCfZriwj1PYETqy2YWgtVkrdQzSuSsWXTPLUqjC6tUWUiH7a85rwI2+Zg",
-	"r5jiMuExip9SEEpiJUWFqPr15DR1cxjwTWz6R0J+EYjbZsJ+iE3Xau7Bcm230FRPaxXpsW8cHN6B01EL",
-	"C0B5xIrKuTkuNs+KoFsVF0zjuL65UWmcUhsRC6lFS1ffnLY5If0cW9BRvdmAjuCbE6ZPyHij1uTYm3/e",
-	"H0Vj8sVQTKhmTx51v/vb2dOD8+/Ojh8/6YJWzhPyBRl2+sMO+QLK0WtDF8vSbxOZrHu9IurNleH3Ix4k",
-	"LJYJS8iSKuNrxBWN9Mr1Z7E64ClJMpetjj8Q5epMDkWe0F6rplmqu0kVwya29rCpwNj/PJuda8KEzGbz",
-	"/lA4WoetN8yBxRlzIEXMSufFkzF0ahP814yBvOwCQEJCqcqEi+Lf2rfgp43BIsL6s77FmNGj45G98dFD",
-	"30V8dDR6PB3Ex/SropjenNEE6gA6ACpWu7Wlwc6Kfj8JfukMLbrIa/B1dVZUE2x5eEoUe8diA/ZIeE1K",
-	"MqUKw3wFFmzcutIckLYuuG1G3qZ2I5XrhFADFAvu2KAQodN1KCwB0M6l56/uddZv7y614yPVKig6ozfq",
-	"KciMMGfG1UQ7DhXJ2kxSOLGghWGrRWIy8ngIALH87bRMSqAyhR6KeTkRzkovDJOanMclLmXbFCSrnDZk",
-	"pHOOEg5IDpLYV6H2WVA2wyUTjyGz4QA03DHpUvJ48NCZ6itPjJToMC7JafXTWBMJgcJY3i9yXUBkZiCZ",
-	"21fUILEUgsX2K+wdNK30tI18XQ9cxYTGF3I63d4zEQwR5R6r2AzV6uKyRrah/2m9V2k4Aezq6v8HAAD/",
-	"/w==",
+	"7H2Lchs3tuCvoLi3yuRNi6Lkx02omtqr2E7iTMbxWE6ldkOtCHaDJKwmwABoUYzjqvma+YP9gf2U+ZIt",
+	"nAP0i2iyqYcdZ1xTNZHZ3Xie9/NdJ5aLpRRMGN0ZvussqaILZpiCf71I2GIpDRPx+q9sbX9JmI4VXxou",
+	"RWfYOSWKLRk1ZMXNnAti5oxopq6YeqAJLz4mKy4SuSLdb5+/fPbT69Ovf3h+8eLZ87+9+vHN85dP/9fF",
+	"zy9ePvvx52gkEjalWWrI8aN5j1ChV0xpGPWtnMB/L9maTLnShixowiJCUy0JnRqmCDdkygXXc5b0R6IT",
+	"dbhd4pzRhKlO1BF0wTrD8pYO7J6ijo7nbEHt5hb0+gcmZmbeGT4+Oo46Cy78v4+ijlkv7QDaKC5mnffv",
+	"o873cvLimf0QZlpSMy/m4Ukn6ij2a8YVSzpDozJWnmoq1YIa+54wTx51YC6+yBblmbgwbMYUTPUSRg3O",
+	"BP/ZNtd/KDbtDDv/47C46kN8qg9h3Pd2BsX0UgrN4OK/pslr9mvGtLH/iqUwTMCfdLlMeUzt/R8ulZyk",
+	"bPHFW22B4V3LGV/hVzhpFZzezBmZyGRNuCZCGnJFU56Q789+fEm6UpG5TBNNEmqou3ELEPD0iqYZ6/U7",
+	"76POUymmKY8/+LrjORUzRmKZpjxhGjACFqiYlpmK2QNN4kwpJgzRhhoGq/1GqglPEiY+9HJPX70AXJpT",
+	"7VZJE6JjuWQnbiuaCMYSQgWhyYIL+zYs+aU038hMJB9yxS8l0Vk8z88SFuLf/4DrOBXk9TdPyVePHv8X",
+	"cYPDUt5I+QNVM/axkEVeOWzQ/DdGUr7gBtb1k6CZmUvFf2Mf9L5OMzNnwrjxYYWCUJHAGieMKrtceckE",
+	"kSoHRa7JgmvNxSwiKyXFzD5U7EpessTtZqlkzLSmk/SDH7VCclghTSdkzJSSSo+JJcKaMBrPyYQmZMpZ",
+	"ahf93tNhoKqnr144NrpUcsmU4UhtY8WoYckFNRXWkFDDDgwH6l5jPpHlLyE2UmcdUSel2lxkevvwIktT",
+	"PFVkHhvTCcd/Nh4sFZvy603R4A0y6wfaset4ThWNrWDRD23H3fOt1gjky37OhGWkv3SAcAFrpEnnPMTB",
+	"C6b5C3Jsx0xxqHx3UfmKakdaWXsxiZy8ZbGxy8JbfwoDAKgmCbeHRNNXJSiY0lSzqAYY/tRLgsnxYLBD",
+	"MLn1QVTOYNeOAAxpmv447Qx/2Y5hDvzfR3X4vwzJlg6ASHeWXF786x//7A2JnsuVIFLELCLaSMUSIkW6",
+	"JlQTajnZPABatb3ZqTa3dJ5v6geOIk91gXTJLy7ZGv7mhi30LmKSb9XPRJWi643V5OMGTxnE39MV5WYn",
+	"2FSP7hVVl7nUnAnDU0KJ5jNBUyBUCeGCjPEHPSZUKX7FNOlSsfavreaWOC+4MSzpjYRUZGzRUGZmTJZU",
+	"a/u6YJbtVN7sk1OyoCaeczHzQ5k5NW6OhKzmPGV2bSOhDVsSRQVZ0UumrfhODVwuSu/VG3CLrVzAnlhR",
+	"vYmoA1LYTvnYER0rZsIgeAi7PnuWKeBFcOMNN/tMCrbnxX4D+k1+tSBjjhXTWWrGJ4SSJQX5kmtipOU/",
+	"9VPEV/fbc/MGvqE83XcDlKf58oVcRbAHmRmimFFrLmZttgFM96528ZJd74tfrzNUdQW7tsI8W5IuKiTj",
+	"hKV0Pe5FJKYKtkPGAGbjzU3Aq+3h6Ebw2rzr1/a4b7htTRcMt01nlAtS2TvpsmtcFKcpmdD4Uk6nVSJx",
+	"YnE9lpkwGtQLY9hiae7ghO4ULs6WdCX2PKEXQjNlyDie8zRRTIxB6F1ukmNLOddECkbk1D5agCKWmy82",
+	"jsIP2JoBweqf2q/sjhb0+gV+dTQYWFJ5B7SwxsryFYZZ2Ro+2jQgiXVJgyddK+NZvFdsauWrnj2J64OZ",
+	"PHBDWpG+/5qu/ma1gBmzY3+dpZff8NQwtedlPYc7AEmdaGaIoErJlXZGrJTF9r0Ty5RSRrVlTSyyKsmY",
+	"puk4wlXi/jfvi6ZpYLOxHcTdvTdoUZiGgP7CLME7Af0ilosJF5ZhWhovzZwpXGpZfJ5ImTIKoJ/Lp1N3",
+	"ENWpnawGHFYhwtpx2qkafuwJm0rFmgfH5+3HnVORpEy1M1FFVnS7aNI2vpcTTVZzqVFm1IYq42wwHCjL",
+	"Xqa9qPNrxjLWdmEWeTIdOBcqYpYOicqEsHgTEXbN4syAhkutXMfFrE+AFA/JlPKUJZZz2K9ShKpWuP69",
+	"nJzhEt7DxjyqB4TPDcy02FOy9O2hm0xznNu2thJ2Wl2UL1CYdXZepEchdXshwcTrJMm39nrNnGsysT8R",
+	"YyVGd63Oaop0bYcVtUyw3PrPGw/Fi0p1SkzFDLWeAAi6p6RL3T16PmdR3b7PRELtv/Nbzg2Fi14/qL8v",
+	"gjj3t8rRKLagXJyQmKapY8pGwikVcgqcXIh4bBBy3KCbOXQ+Oc8NOAS+lSRxj9FmRzUZdR4PBgs96kRk",
+	"1Hk4cH8czR8OFqOOXRK7poul1eztU0tMrUyg7ID/p/vL4OCr8y+6o1Ef/+r9z67Qv2f69//3f/XvC/27",
+	"/n3x+7zX++I/QiTmG0syn3uxoA7ALA3c4ytqCS5wZaS4EWH9WR8O+vDh4VJxqbhZB60YC8eWNg0lG8Bn",
+	"5y4+CJ3yt44l1zjLFeWpN4DVhGvFGNGpNNqK1mFouompyannG7/n2Lw5jZ5Tlejws2yZ7LmEgA7vZ8+n",
+	"ikonUzPXlCZsOuew2j+jhrXX+eG+dmn8OGTTMl5l+1Lh/A6qlHAXLSzf0K49neGb9Z3gzE07OcuHL0j9",
+	"hj7hpS17KA+0A12qGBJNsO5UiPyTR7t29R2KFE+lmPLZ5oU6deRiQjXbR7Hw3y3o9T6f3QTZFvT6wmlE",
+	"DfizzRR7xWWmLzSLFTMX7HrJFdNu+urZ/wRqCKhl9gb8pwQ/JdrwNAUDjra8TEkDm3qAroaULnuNYt5u",
+	"My1MEdzB3taVm1CTqJOpdDeJdlZQ+26+5mKFtYuKqqBVhZj9yJED4TBFciJze6JURYhd1CkffsvC9qdR",
+	"Hxjr6hhUoYw7yWIOnFV8OeMzATZNxI/uaq5ZfEG+IHZTTx5ZgSFXFI+ekMnaMN07ITMmmALlCFCNTjQT",
+	"dX0EbJcliQeH/uX04H/Tg98GB199cXj+xV/eDaLj90ER5yY4owLa6dyY5fDw0OqH9k9t//7p9Q+oDhu2",
+	"RMr86sezNywhRm5s4tGXFa3qy11c3C4iCGaMpnaAOugvmUi4mF0s+Ax30kAeC21s+/zuvdASvpeTgOCF",
+	"IBWQeR2seaGx8PKz5ZAMwKRNKBrM7MWkDDRx5w0F2XxO0asIeitLTgjNbUFgKLhk9vy50SS1AGaHeqC9",
+	"4UyHJT339JY+Na+mhjHC+RPQjOfeRMs0tYudSuVMOn8hVKx7FY1208UYXktuo0KV6cI5YlEFCxhCpMAL",
+	"iNcXTnDducmb8GmW8hmfpCzIXX8GZM8VfziSBV3bH06cKkiTlKP5z5+dOyogFEIKdgsWewNDaNTxEHcr",
+	"eCnZdG7usuZimZl9l9/2si2NZjXZ6GZ7xZHkSuB+d76/W7RDx8dFw0E1TFD+3tHIsrk48JZTYcNPc9PX",
+	"po+eGnaRKxztfL6vQblacPOaTTvvz0OmnrdykkcJ2CkwfoV0NWOkmFIDOjQcQUG6Sx9soiVafEtzeKN8",
+	"ouhKk6mSi8jp/XYxE2bJWTEi6SL/rqFoKzmseg6bxO0mnjmMLUmylF14nWDzdP0r6IZd0ITluy7RG0ri",
+	"lNutJTzZdtDlGAM3teHxZXhq+8QzxeZl3EKRuIkDtxAPWptULbsNWHdzVg7SUZgJ30Q7WdFLFmIpa/SM",
+	"XjqZQGVCo61v6DztEfF4HxEnFba4ylAUDNKAgprnx1YiHlUW6Im2v5Ucoj0zcseYyyWbGhSader8u0wU",
+	"AwSuWbeqMrQGMe9rauL5nurMWzlpr399LyfoFAy64bYb68vXApNu20STvfpmq2XJTl1x24qeMeNjA1px",
+	"CStwb4YF+Uu+8BcZZlj5a0YamjYoBRg+cuHgp6Uc4r/KB975TV3HqAywuYyNxUeBTYfDlQrA2g96A/Lx",
+	"nr6xvd3ye/r5SnkDF8HIsFO0GtYi+QlG+pOu1TrQTQQw30OJ2z1dcQHBqFaPJYdXR4cWjG/gIGwlonq3",
+	"dyGd1lmIUixFX8klW1u1T7NYioRwDCTAaClKUn6FLBtD4DmEy2RKaGSnjovuuYVb2UnKMuT2qFr33r5O",
+	"1aqwuY9otVUEPGNXTNG0JARq0sWw3Sy+ZBiA1ht6fR2YLMQYgpiErnv3JkTSjYS/Ek1WjM/mJgLVnmuS",
+	"sAm34oEVKwlN0zzUwyXKxCnlC4gogDesPNkfiZfS+LiufB9j0rXjS8EOUBC1dKg3JDN+ZSXUiTTzUtCE",
+	"S365iVRaMKgvAyJqJm7us/E0oIFh5FznliwjYUmGgeBh+0BtVZXXG+nsK+fSux1jDUn9gl2bizhTWrbR",
+	"IEMMuDpGw+me5TKvDwj2lgnwvbqYhE7J2hN1EinsU4xK6HjrS8pC8cNR5werCj+/NkwkePA1L1VbnXv7",
+	"jjeGCe0XlmLheT++COkIlXVlGYic25eEn4XW8TKokv3AjGFKRyThM250RB5cPIjIg779v6H9v4MHJ+To",
+	"4Oj4y1rEfMlAXJiGz4s/L/rDg/N3g+jo+L/CduKKImTPRqwdmoVPCUFwl8Jdgv9tkV1A5uxYmwrJJlps",
+	"mh7yX0S2mAAD2kTt86j9CnaElP2YmVgu2CnEZCVB1L9obczaW+HcRHPUfbYYrF+VuHHub31cP5ABsjMw",
+	"blT8ql+VuP0gtIdSqlWd3npBP2yDbE8hS5EaAULJhTaWAAVn2rD4l1ZuuEnDX+EP70qxJ5kSwxkTSaYs",
+	"dA5dGtEQUn1QmN1JDdaQNYKTbr2xv3tZqO4qc/poQM2BQKJdxwjjPsVXb+GB5uJimlppZk8XtEwTps2F",
+	"Zy+3Mq8uqZVmwlZ+xQwT4RCkN3NGQNJ8YCUi95qVvcoeFZ37JTBdmTisaWf7unUEi/Mtux3WjzxyYJDf",
+	"efBc9/Mql+Fi07VVcvK0oGiFKNDu/cQlOrR4tRBG2r3vxJN2L+dCzw00+bsRmGr3EfbxA/C2J5xISXZZ",
+	"a9ygjUu5iVffkapAUI8UjCx5fIk6jibUQEDnRsTmLi1zgxTVlDlwS9vJHBa7/FBnG3XZRBthoruV27aU",
+	"p52qUthCNmSU7+SKpFLMMLjVk60qpaKKkUu2NCdk1BnoUafQ/WW14EKpuMLr52+ev3zz4seX/XDYr1X8",
+	"8ooOTl7odIIpxqDsPtAQV10q81Ao0CHTwwbJzDXNAM+DGQIi5F/Z2hk45vSKEerWUnEYNGP7JFO6Rp9l",
+	"hhhcFyZvxCYbeaByXokW894VI1FocsctR/mJ7sci8isKk6WaWWU/+8JO+lQefevibkCoPCDUIqilNpiE",
+	"rnPQQvta1SPlL68eYNlER4rb9YBQQyo3ZZKwhCyZcia/dpMGBXU/Y+BIc6DYeqb7a8vOnLnr7l0OrEeV",
+	"NnY/NKK1GfxnfDOIEk3b/ZkVnKQpLNVdUF51BrJTwUTHjS7RoH0jbs+cC/Ru8v9jJUWQ/GyNwLhJYAVk",
+	"u29ReXeHJcAIhseX91OCACxghXVyk4dBjJWdv31ukgtzLdvM9CUH/2WaylXQCLZNbGiOqrAr+M1JyPem",
+	"aQC0lOYqu3a9s9c7cP3WS/pJ+YRr11mFj/04jseIMMPxIQPt2U2OYbu4TTH0tmXtz2o8UlZB8LHL3IvI",
+	"EzTtI8V3lpiIUOLfl4p0/3suM5Wue0QqMur8N7ocIGmmminzn4ePyX/i/2qhmI+f7PT97OuS29PbVcKe",
+	"QrxExKlTW4tVZAE0VkgguFOpCMXgkbxaQB4/8kAXser2Za7BOQZHsz+e5otzt7kFb9scUxmVi33/9OZp",
+	"J1BI6MXpy1Piv8hTpZ5nFqAOX1HF627JJ492IbvD8m2+ljOIX37t4vn3BO/StbZOWm+Ip0ayvMrjqYOB",
+	"0r27jJQOqUEYwxpgyFLobNEYYnqf5XqaszvoOpU02Tveif26efrPmEUatSZSoVM8V+veysmQHEXkOCIP",
+	"//WPf7ZRtUIBRHbWqDBz4cprzCE/5PPGmwl73kK1QLayBbzlnUzBDdu8nDOGZc/uv4JPy8vOSW5bGbjY",
+	"x9e+ouP+Uv+ecQYf5wgwdmz3QZjbundgoPbvr+RlU6QmBtRDbGQ9nt6bH1vk7xYLigrfEcwaPIeiTsR+",
+	"1RNOMdgQVSTpAlZOQEUCngnVW+bM1XJ5oEkmUqYhdgVTBqRggToXu6OTPnw80j2E+pCusFwfg0oWS7Pu",
+	"tbKi/ZFDdvYI+DhzAbWNCTYBH4K7v4tK8khha7m3jIdN0dmY5UXhctyt/bYmDRLdzpvAY9UvVzEiItpi",
+	"bEQSKEcypTyNsHYSOLgp/JIpNvQRwBFkc13A+UQklkJgYRP/SzmmIkGOH3Kwqn0FHh803UpaqEcG+5Oo",
+	"nnZlIdXbqwKIB4cm2MMCP3sSvJ+hjBmGha3YZC7lZV6hGLU6WCU5HgyGhF3T2KR5hZ/ABY7Exg32yU/i",
+	"UsiVcPoiWP5dUBfpQrEYPCH4SFt1YUKTC1+4t4eBXwt6Xd7LEZCF2i8B999uAldUoyv59HZ/AmXOnKuu",
+	"3RdQV8zZddp9ATW80Dmj1u0+wQJYFlB9nafd32BJqLAmYdgyZ6O3rlZ2R3lUbVOibph8csvAFkD9wgyF",
+	"AluO6rX0gSZUvk2qJteueNsR2ByKxB+j1r27K5/xx0+J252Y1my+vGESTouMGtIdVO8leCft0lc8cG3P",
+	"QKmnsJRuuwn+INowAGhYdlkzTeaMKjNhlnmIhDjO5vM+9VrEcyUFlF6wsOjKw+UhjoHih3tHUUa3C26M",
+	"OjsiLu05/FjILnvwVKv2gADiq0FP83RzOK0yG0VeG2Gx1xAXHoluwdx7oSKinxndfoyuBDgBdRWT0OH6",
+	"+vBexbtyy+hZe5MN1h9LG9rbfizK77T8wJBNyyiVR2uowO7AFnJKarCpWMywuK5mjFwfuN91377V217o",
+	"sSlVtsjyg2xUHwZip4VoialMU7kCNLH3+ECTt5IL0nVROMQqi+0zVwvJJhCXmWcrhauUPXWPsbjBXK7E",
+	"Cann0IYZ7Vvk67sW5uLqU9aitEhBrovUrlBhHG+XdAYZTRK0luYVDovjXlGNIU4siQjG6DkRonzY+511",
+	"k7WyyB4Ln3Vg4fmpky7+Jy9Y22t7D3sno+YDoxtnqpieW800lsJwkTnmXvHX4IYLYCqV2TlvkQRR5NV1",
+	"PCQ0oXKjvf/TsehvKVoftLOHjuLNXMlsNncSZa3MiuSiFuFTC/nOHVyboXhIfnz0mpkzrjZSvNsEc24W",
+	"jYbapU5472JoeZ7krCtadK/lbAsusnqg1nYZ6oZJoG6izQhRHDF0QVu5lbuhze/Q3ZYpbtZnFnZc+BO0",
+	"28j7YIDpGH/KB5gbs8S+F1xMZaiqo4uJB1zXTF3xmEEWpdRmptjZ33/Aq19meu7bYACBtGKuNxFTzxT7",
+	"I/EUqg1on+eIcY4isQwtJ18neXSjnc1FkuYlVYBnR8BzccIRWFQdM4RcSZT+H2goY9S1o/pym2eGioSq",
+	"hPzs2HEP6/G4lEovbI4EF8WAD7Snn9SwPjljjCQy1odLJY2MZdpfJLm+ApvPH4zESEBqA5p06i1k7DDZ",
+	"As6j29THpNcnP/tibRjwORJAdGE/VEAXFRCnIpeleHh1hPVABWOJJmOnkvwGYw/J19iFZZQNBg9j+BD+",
+	"ZGMUnF3eRKfIh+hEnSumtEsl6R/1B2CzXDJBl7wz7DzsD/oPMVFpDoB3OIdKTr9BJUX0AVs6AvO/SDrD",
+	"zrfMuGJPte5Tx4PBlvYu+7V1cTMEurr8tOxXcKYz/OU86uhssaBWtgaBywcUc00yYFqGzrRFwnwnunNu",
+	"BzlUjCbrrXt9bd/4OFuFqaGHzuPBww/buMlAa6n17qNOqKETqwpCJiuN54DmFi2x4hcWRG48/6ujQ7rk",
+	"B75LR/ASfuDaYGcOfZ/3UOokEjgSLEJzydaRb25k1VtLCuM0S1yro0eDo6ZZ8mUfVro7wUcPd39UdByD",
+	"lbkglV1fFVdcvja7Rd++Ke8H4rr0AR1daJZeMd3rk1PoIQYtZRqvMeospQ5cG9YXdy1VkBcybb6WyfqO",
+	"r8z16Hlf5bguSbEGLkf3MncSghj3yAHGYPdtlbr3fThYenTU4ou8UZr94Pi4zbrKPb9uD7J4lp5hQtEF",
+	"31aSa8zM59qxf0j8bwe6NQp0+I4n710LC4ZCZhWkXwPml0C6AluPAmk1pT5oH+pCcR3bv8i7AX6sC8WD",
+	"KV1oa1pT6nT6y/238Dx3IJLXlG7kUN/CG/fIn/KC143caeb7U94I1O6Cq6AMWwoHcWsqrnOaytWBPQ8l",
+	"0wID4XgP312y9Vb8ewa/f5tXqtqBffh6UqEVlCxTygX561+OKuu0j8ES8hlXN3F1ISGRa497jRrl6fDt",
+	"3S2aNHWDvB2CfBq39aNg+11UjaIGeuTW0MTXfi91v+n7vs1VUnyZS35hWrxf5+bzqONsXzWzputFRmFV",
+	"UQ1QAbGThavEU/RyAWMDxIYYvmCk+9e/HPX6I3EWqGZPxlh2f0yUXOkTspCKEfyJpMzgv12NYMuo0H4y",
+	"yfR6JOz0ijlvGVjWsF4+F8QefJqyFFX3KqK8ygpEuXu52TctaCUyf3DU/Cwq34oPM0OyJTGSjF0VKjDT",
+	"uX41XG8gB2IEKydeb2fW5Wr2jeLQd/6l+7SclGruNwpFbrV/BLlIsRnXBlxS+aqKwy6q+NcP+vCdpact",
+	"JKPv8siJ1sLRZ3GnUdzZfkfNEk7jLdw55Pv+EGGSemvI/3QEnl1XVZNxQtMUr7jI6CZx4xQyoNzweSNU",
+	"SsaYFDUmM2YliFITiTFmPP3rH/8c+/j5DW5fBpq7Z/ilJiAfmOffAFI/8//bkS9kMuC9h6ZwhQvvRmzn",
+	"ENoIsYMiJ/Cm2CRD4TjPMiveg1Kx4iKRK8cssZCna98fU6VA01hJ9DOaTGEv6xXG56VJNBJ6SWO7Tju5",
+	"wXbZbuMH+Ue9iGjp43sUdPQjesVNPLcCEErocmWFc9/RumYChMNwUH3m+wvdB87Wcj7fO8T9A+Cp79Cp",
+	"S7mgf3Tc3ZuVfSLIvkxp7EKbKr2OIug+4zFLpuCuIlAUD2N8hO8J5tBuO03wZVMb5f3vsaxpyDz7a8bU",
+	"ujAK+DDfdnDps5TCYxUpJq0Gq0S1h0cs1c6/g/W5AOZGg8dGlFRTHQxXKtbHLObJ9Es6Y7nxpTa5qy7b",
+	"MP/D42p1UujSGUzADm8tb+SYD16UsByUyqw83tng9fweyZqvAxwgaFZuxOO7MRn6KPq91SctOkaW+uah",
+	"i2X0xRr/75s47vHgKG9fCxT8rZycuIgUMr5k6zGGBZUKmHe3NkPujQRNIV4AKzFF5Hgw8FNgoXPg0uNy",
+	"4eYhsaLnuE9+xlCYkRjXSsOPiWZMlNPc85pppWLzXmrounMlx4/IvAdLGIl8m9i3mxqweLhc3fCCIrKa",
+	"UwM+ccvhkMKEJAEsfv09RDLuJxGV9gmlls7vR4AoNbH4sDJ/pR/FJuKdFnBVARvvpoGUyFCrANd/hmuM",
+	"Tnwf3alDf8eq/bPPSsodEDE8TBBJXKBpjXaVxI7DvGRlmJydumxOLnJ1AepjnMDwXKDMA+HOkJSJcLaa",
+	"y5QV3bUbUFt37g01sYfNh8fMctuZLWBOulKRMnnsRRsn/BkV7g4V0GR/NCCDwQAt9lxgjVSrby5c/9Et",
+	"WIKFa5vR5A0Ua6p6BvJO/Z4g62o+BDbFwJFdfLBX/UYCvik3x6eajCsNWiCexi1sTBLJ9LDcXtFqIeVq",
+	"GdSMhBQxs7OW/HSQRWYcM4bkJZ+N152mdDZjCRnXm0yOoRcnPh0JV3FKSANlAUVEBKQ2gH8vQrd/r0/G",
+	"rof+2Hf/R0OE/do9gTZzI1HetI//OyHjhVRsTDRd6+JgS33+h+U+/5gwyA3heiQgya5PTl1RCTLlqbHi",
+	"R94bZEhobKllaUXYbOTdqIMvjzpD8m7UoWlq/wIy8n4cklqewkndI2n7Oksvc1z/sNQNp26ibFAJAKQH",
+	"bDPk7vSPTsQ+SrgdAEnkSdBEZiJhCZ4btlrMCYbvDAgGNAe5OyhVngV5A0KFWRhg2/SFuhvplp2HMz0S",
+	"QLgaqBMsBolTn5wias2lxnihzRZOmqRsaqy+Yw+mK6dEu9ZEek7BkElRhHW6lV0S4LFdSmKJTBOVGInt",
+	"ZILcgEo4BegGZALSTz9TiU+GSgy+2v3FUymmKcdUpY9krYSCN81UpQm7b0BkfChvk5MW9fb7FLRdN8UG",
+	"U7rXYP/kjtlcVOEgK03kNYqUPsMYJa2w8Wovm4rV3p918njduvi5v9vKD9hkRTttFmS5LsGvC6s52RRq",
+	"IYe3EGtHwsu1VCl+ZfnRo8FXLiE3t195i4lP19wq490zhG+BbUKnxmWVOPbxxw40+SToJ95rWSqBnoUG",
+	"i+nmSNWCMh6WCxZs8+k8LZK7W7h2Pnsc7tvj8EkQ/lDNi92+irsh93ndnrug+FWU+M4PfYYFie5DLs7b",
+	"IH5gobjaCTIUTOme3VwQvneS/EmY+/AcUYeGoPCmklJdyIsHlg8GbpaQ48Fxr4w7rgDOJnUvlaS8W6Gn",
+	"XvmpXu0pXDRxs+ol1kXUdMFGYiITznQRb1kpz9hDIWjlk+hxWm/MK+gMBDSDQyEoELkSZfeIuOVqWh8Y",
+	"d2t9L0MeN3z0GXdvHW0jFYLdjoJwrbC0sIPdKZvyppuPJ/xHhWr0CaTUfRqmk0y4KsEB+4gzFubNjjw1",
+	"tJAXofqNBZ18LZ42GkKp1NY2BeEsr+HUQj/YIsFjbfn2hbHvVYYvtTEIukgn8vrfR4YHq029TlpetAyK",
+	"YDhPW1U48X0ZbizbN8cvHRfxS678Pk9AFlnNmZlD5A5ZyUuWh/5065X5/d9TqUYCzL0WRLGtP0RHrt3I",
+	"vT459ZNANaTcEuOEED+SNnQNTltwjhamLq5dMTcjXcisK+ZWNu+UW0eGBJgzJpIzX3DtXsSXolNGK+nl",
+	"+O5nDprjn/kifn+6+OI/p4jk7ovQOs6EScMm1/FlQrfyHHjpz8VxfOHUAA58x7WRav3vw3F8vfw5brzK",
+	"e+7eeFR0bm4Eur/jK/cIAEVn6cZMVmzQkntTvOvk4+e11haGxugNx47vZf2+cuyl3NYmV93fXcLA/Z59",
+	"kz4Dy/x3cNXteYu3TarcyIAsrvnuxZu8WfoHNs20hqzPMZR3UR7MwXCR+QjeVWasgK5JFzpIRkQxq7pE",
+	"hIsDbFFPYrqMMA6h15piHZpKOd6txKtUubeV1IK1Z3VYbnlSEVsePfqYYktpY03+LsmFgYbZuClnjvD6",
+	"jmsZ4TZcZFOLNdRgkQtuDCiWn1SODpZVzjdZ2r1EM7ZD/bsjqw5CFTXsoOj23ijP5D3E71Wmqbamb5Rr",
+	"7KIJLPoPUaSjtJpdlVBKx926RkfRXH+PKh0FW8ZG5vpz2Y7Gsh3FBebhEfmh3aBe2Zb7ugdMaZIV7gJH",
+	"Ph1RtBUO3m1Vj+/lBG2AYDuEqFm7igtYxZC8Q/MghPaumBUa3o8hRcaH/yIVgC9HovSpHpJf+v3++bh3",
+	"4oyHUP9bihilk0u2fuAB1AUZj3GCMTo7NekCYRoJ95JvxRkRmqYkYRNuijCzXkMxsSoU372AnY//EYTs",
+	"/ZHns7R9Gww9dV54B49WunF1safchzwCBuQQbF/B7vk+rn+SKW3Guzls0fJ/mzhzlr91nyY6N8l2YcYv",
+	"OCKTNeDpH0Gm8YuqGGHzM9s87NbCjD+TzxXH7kR08RdAupY1QOS7NnTda7q3Zqml+WLuHiGayG4BdX9+",
+	"iWUXht2tsOIj6y1dNTy+JDRWUvuERayS4JtgnOROUGzgDSYRD2dUJCMBI3TH/scL+944IsUP9oVxr09O",
+	"IaabkkSuBBRNlSLFcrDQM0uxmAkzEguuNUtwYVbYaRBJKiB6Dx5NN/xHEEj2RIzP0sgd2P7K1c7asrsi",
+	"wiUcSVV43b9e318Ti8L1jrN89r9/9r/fqf+9nK8LKmaeptrglK+2/Cl6kf1ybjkSspemYuGO+UCEDPyt",
+	"MZvSN8si3bkxy+HhYSpjms6lNsMvB18OSCYSpsh4QS+ZZRpjkHkylXaGnUNghG6d74L1KiKScm0iwoVe",
+	"sthELj4uTwOGbFiw/zgLO3iON8ttnZZjnk7yjowru6py/FB5KH9w4eJd5dDQAwjsZiLBXnARob7fcGK1",
+	"BVNrz0ry9qx5tTO2bJqnVuHRpUyqTOTDltecF3jbHOwVU1wmPEbxUwpCSaykqBBVv56cpm4OA36PTd9L",
+	"yOcCMeFM2A+xoVvN9ViuGxea6mmt2j32pIPDO3A6amEBKI9YUTk3x8XGXBF0wuKCaRzXN04qjVNqUWIh",
+	"tWgX6xvfNie7n2F7O6o3m9sRfHPC9JCMN+pYjr2x6OooGpMvRmJCNXvyqPvd306fHpx9d3r8+EkXtHKe",
+	"kC/IqNMfdcgXUOpeG7pYln6byGTd6xURda7Evx/xIGGxTFhCllQZX3+uaNJXrm2LlQdPSJK5THj8gShX",
+	"w3Ik8mT5WqXOUk1Pqhg2yLWHTQXmFeSZ8lwTJmQ2m/dHwtE6bOthDizOmAMpYlY6L56MoQuc4L9mDORl",
+	"F1wSEkpVJlyGwNaeCD9tDBYR1p/1LcZcPDq+sDd+8dB3KL84ung8HcTH9KuiUN+c0QRqDDoAKla7tV3C",
+	"zmqBPwl+7QwtusiZ8DV7VlQTbKd4QhR7y2KwJeJrUpIpVRhCLLAY5NaV5oC0dcFts/02tRupXJeFGqBY",
+	"cMfmhwidrvthCYB2Lj1/da+zPr+/tJGPVAeh6LreqKcgM8J8HFdv7ThUgGszAWJoQQtDYoukZ+TxEFxi",
+	"+dtJmZRA1Qs9EvNykp2VXhgmTDlvTlzK5ClIVjklyUjneCUckBwksa9CrbmgJIdLVB5D1sQBaLhj0qXk",
+	"8eChcwNUnhgp0RldktPqp7EmEoKQsXRg5DqMyMxAoriv1kFiKQSL7VfYl2ha6Zcb+ZohuIoJjS/ldLq9",
+	"HyMYIsr9W7HRqtXFZY1sQ2/Veh/UcHLZ+/f/PwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

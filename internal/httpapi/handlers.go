@@ -76,15 +76,29 @@ func newJob(in JobInsert, prefix string, fields *[]engine.FieldError) engine.New
 		}
 	}
 	if in.RateLimit != nil {
-		j.RateLimit = &engine.RateLimitRef{Name: in.RateLimit.Name}
-		if in.RateLimit.Key != nil {
-			j.RateLimit.Key = *in.RateLimit.Key
-		}
-		if in.RateLimit.Weight != nil {
-			j.RateLimit.Weight = *in.RateLimit.Weight
+		r := rateLimitRef(*in.RateLimit)
+		j.RateLimit = &r
+	}
+	if in.RateLimits != nil {
+		j.RateLimits = make([]engine.RateLimitRef, len(*in.RateLimits))
+		for i, r := range *in.RateLimits {
+			j.RateLimits[i] = rateLimitRef(r)
 		}
 	}
 	return j
+}
+
+// rateLimitRef translates a wire rate limit reference (absent key: the shared bucket "",
+// absent weight: 0, read as 1).
+func rateLimitRef(in RateLimitRef) engine.RateLimitRef {
+	r := engine.RateLimitRef{Name: in.Name}
+	if in.Key != nil {
+		r.Key = *in.Key
+	}
+	if in.Weight != nil {
+		r.Weight = *in.Weight
+	}
+	return r
 }
 
 // InsertJob inserts one job: 201, or 200 with the live job holding its key.

@@ -94,21 +94,19 @@ func appendJob(b []byte, j *Job, deduplicated *bool) []byte {
 	b = strconv.AppendInt(b, int64(j.Priority), 10)
 	b = append(b, `,"queue":`...)
 	b = jsonappend.String(b, j.Queue)
-	if r := j.RateLimit; r != nil {
-		b = append(b, `,"rate_limit":{`...)
-		sep := ""
-		if r.Key != nil {
-			b = append(b, `"key":`...)
-			b = jsonappend.String(b, *r.Key)
-			sep = ","
+	if j.RateLimit != nil {
+		b = append(b, `,"rate_limit":`...)
+		b = appendRateLimitRef(b, *j.RateLimit)
+	}
+	if j.RateLimits != nil {
+		b = append(b, `,"rate_limits":[`...)
+		for i, r := range *j.RateLimits {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendRateLimitRef(b, r)
 		}
-		b = append(b, sep+`"name":`...)
-		b = jsonappend.String(b, r.Name)
-		if r.Weight != nil {
-			b = append(b, `,"weight":`...)
-			b = strconv.AppendInt(b, int64(*r.Weight), 10)
-		}
-		b = append(b, '}')
+		b = append(b, ']')
 	}
 	b = append(b, `,"result":`...)
 	b = jsonappend.Raw(b, j.Result)
@@ -132,6 +130,23 @@ func appendJob(b []byte, j *Job, deduplicated *bool) []byte {
 	if deduplicated != nil {
 		b = append(b, `,"deduplicated":`...)
 		b = strconv.AppendBool(b, *deduplicated)
+	}
+	return append(b, '}')
+}
+
+// appendRateLimitRef appends r as encoding/json writes it (members in name order).
+func appendRateLimitRef(b []byte, r RateLimitRef) []byte {
+	b = append(b, '{')
+	if r.Key != nil {
+		b = append(b, `"key":`...)
+		b = jsonappend.String(b, *r.Key)
+		b = append(b, ',')
+	}
+	b = append(b, `"name":`...)
+	b = jsonappend.String(b, r.Name)
+	if r.Weight != nil {
+		b = append(b, `,"weight":`...)
+		b = strconv.AppendInt(b, int64(*r.Weight), 10)
 	}
 	return append(b, '}')
 }

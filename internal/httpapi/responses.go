@@ -26,6 +26,16 @@ func jobBody(j engine.Job) Job {
 	if j.RateLimit != nil {
 		out.RateLimit = &RateLimitRef{Name: *j.RateLimit, Key: j.RateKey, Weight: &j.RateWeight}
 	}
+	if j.RateLimits != nil {
+		limits := make([]RateLimitRef, len(j.RateLimits))
+		for i, l := range j.RateLimits {
+			limits[i] = RateLimitRef{Name: l.Name, Weight: &l.Weight}
+			if l.Key != "" {
+				limits[i].Key = &l.Key
+			}
+		}
+		out.RateLimits = &limits
+	}
 	if out.Input == nil {
 		out.Input = json.RawMessage("null")
 	}

@@ -32,6 +32,9 @@ type Job struct {
 	RateLimit       *string
 	RateKey         *string
 	RateWeight      int
+	// ExtraRateLimits are the rate limits after the first (RateLimit) of a job naming
+	// several; nil otherwise.
+	ExtraRateLimits []RateLimitUse
 	ParentID        *int64
 	PendingChildren int
 	Awaiting        []string
@@ -51,10 +54,32 @@ type Job struct {
 	ScheduleTick *time.Time
 }
 
+// RateLimitUse is one rate limit a job draws from: Weight tokens of the bucket of Key
+// ("" for the limit's shared bucket) of rate limit Name. It is stored as a member of
+// jobs.extra_rate_limits.
+type RateLimitUse struct {
+	Name   string `json:"name"`
+	Key    string `json:"key"`
+	Weight int    `json:"weight"`
+}
+
+// decodeRateLimits reads jobs.extra_rate_limits (nil for NULL); the column is written
+// only by JobInsertMany and gendurable_enqueue, as an array of RateLimitUse.
+func decodeRateLimits(raw json.RawMessage) []RateLimitUse {
+	if len(raw) == 0 {
+		return nil
+	}
+	var out []RateLimitUse
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil
+	}
+	return out
+}
+
 // jobFromRow maps a jobs row to the API's view of it (the lease token and the claim's
 // bookkeeping stay in the database).
 func jobFromRow(r dbsqlc.Job) Job {
-	return Job{ID: r.ID, Queue: r.Queue, Handler: r.Handler, Status: r.Status, Priority: r.Priority,
+	return Job{ExtraRateLimits: decodeRateLimits(r.ExtraRateLimits), ID: r.ID, Queue: r.Queue, Handler: r.Handler, Status: r.Status, Priority: r.Priority,
 		EligibleAt: finiteTime(r.EligibleAt), Input: r.Input, State: r.State, Result: r.Result, Error: r.Error,
 		Step: r.Step, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Key: r.Key, ConcurrencyKey: r.ConcurrencyKey,
 		RateLimit: r.RateLimit, RateKey: r.RateKey, RateWeight: r.RateWeight, ParentID: r.ParentID,
@@ -77,6 +102,9 @@ type JobInsert struct {
 	RateLimit      *string         `json:"rate_limit,omitempty"`
 	RateKey        *string         `json:"rate_key,omitempty"`
 	RateWeight     *int            `json:"rate_weight,omitempty"`
+	// ExtraRateLimits are the job's rate limits after the first (RateLimit): a step runs
+	// only when every bucket it names holds its weight, and takes them all at once.
+	ExtraRateLimits []RateLimitUse `json:"extra_rate_limits,omitempty"`
 	MaxAttempts    *int            `json:"max_attempts,omitempty"`
 	ParentID       *int64          `json:"parent_id,omitempty"`
 	// IdempotencyKey, when set, makes a repeat within the idempotency window answer the
@@ -107,7 +135,7 @@ type JobInserted struct {
 // InsertProblem says why one item of a refused batch cannot be inserted.
 type InsertProblem struct {
 	Index   int    // the item's position in the request
-	Field   string // "handler", "rate_limit/name", "rate_limit/weight"
+	Field   string // "handler", "rate_limit/name", "rate_limit/weight", "rate_limits/N/name", "rate_limits/N/weight"
 	Message string
 }
 
@@ -156,7 +184,8 @@ func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts Job
 			PendingChildren: r.PendingChildren, Awaiting: r.Awaiting, Wake: r.Wake, InboxSeq: r.InboxSeq,
 			ConsumedSeq: r.ConsumedSeq, LeaseExpiresAt: r.LeaseExpiresAt, LeaseOwner: r.LeaseOwner,
 			AttemptedAt: r.AttemptedAt, CancelRequested: r.CancelRequested, CreatedAt: r.CreatedAt,
-			UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, ScheduleName: r.ScheduleName, ScheduleTick: r.ScheduleTick})
+			UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, ScheduleName: r.ScheduleName, ScheduleTick: r.ScheduleTick,
+			ExtraRateLimits: r.ExtraRateLimits})
 		switch {
 		case r.Origin == "inserted" && int(r.Ord) < len(items):
 			out[r.Ord], done[r.Ord] = JobInserted{Job: j}, true
@@ -199,7 +228,7 @@ func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts Job
 	}
 	if inserted == 0 {
 		rows, err := db.q.JobInsertProblems(ctx, dbsqlc.JobInsertProblemsParams{Handlers: p.Handlers,
-			RateLimits: p.RateLimits, RateWeights: p.RateWeights})
+			RateLimits: p.RateLimits, RateWeights: p.RateWeights, ExtraRateLimits: p.ExtraRateLimits})
 		if err != nil {
 			return nil, translate(err)
 		}
@@ -234,13 +263,15 @@ func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts Job
 
 // insertArrays lays the items out as JobInsertMany's typed arrays, one element per item;
 // an absent value is ” (text), 0 (weights, attempts, parent ids, delays), -1 (priority)
-// or the zero time (run_at), which the statement reads as NULL.
+// or the zero time (run_at), which the statement reads as NULL; extra rate limits are a
+// JSON array (NULL when none).
 func insertArrays(items []JobInsert) dbsqlc.JobInsertManyParams {
 	n := len(items)
 	p := dbsqlc.JobInsertManyParams{Queues: make([]string, n), Handlers: make([]string, n), Inputs: make([]json.RawMessage, n),
 		Keys: make([]string, n), Priorities: make([]int, n), RunAts: make([]time.Time, n), DelaysMs: make([]int64, n),
 		ConcurrencyKeys: make([]string, n), RateLimits: make([]string, n), RateKeys: make([]string, n),
-		RateWeights: make([]int, n), MaxAttempts: make([]int, n), ParentIds: make([]int64, n), IdempotencyKeys: make([]string, n)}
+		RateWeights: make([]int, n), MaxAttempts: make([]int, n), ParentIds: make([]int64, n), IdempotencyKeys: make([]string, n),
+		ExtraRateLimits: make([]json.RawMessage, n)}
 	for i, it := range items {
 		p.Queues[i], p.Handlers[i], p.Inputs[i] = it.Queue, it.Handler, it.Input
 		p.Keys[i], p.Priorities[i] = valueOr(it.Key, ""), valueOr(it.Priority, -1)
@@ -248,6 +279,9 @@ func insertArrays(items []JobInsert) dbsqlc.JobInsertManyParams {
 		p.ConcurrencyKeys[i], p.RateLimits[i], p.RateKeys[i] = valueOr(it.ConcurrencyKey, ""), valueOr(it.RateLimit, ""), valueOr(it.RateKey, "")
 		p.RateWeights[i], p.MaxAttempts[i], p.ParentIds[i] = valueOr(it.RateWeight, 0), valueOr(it.MaxAttempts, 0), valueOr(it.ParentID, 0)
 		p.IdempotencyKeys[i] = valueOr(it.IdempotencyKey, "")
+		if len(it.ExtraRateLimits) > 0 {
+			p.ExtraRateLimits[i], _ = json.Marshal(it.ExtraRateLimits) // plain structs: cannot fail
+		}
 	}
 	return p
 }

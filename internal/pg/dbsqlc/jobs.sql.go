@@ -76,7 +76,7 @@ func (q *Queries) ChildLoadForJoin(ctx context.Context, arg ChildLoadForJoinPara
 }
 
 const JobGet = `-- name: JobGet :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick,
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits,
        (SELECT count(*) FROM jobs c WHERE c.parent_id = j.id) AS children_total,
        (SELECT count(*) FROM jobs c WHERE c.parent_id = j.id
                                       AND c.status IN ('done', 'failed', 'cancelled')) AS children_finished
@@ -133,6 +133,7 @@ func (q *Queries) JobGet(ctx context.Context, id int64) (JobGetRow, error) {
 		&i.Job.CancelledWhile,
 		&i.Job.ScheduleName,
 		&i.Job.ScheduleTick,
+		&i.Job.ExtraRateLimits,
 		&i.ChildrenTotal,
 		&i.ChildrenFinished,
 	)
@@ -140,7 +141,7 @@ func (q *Queries) JobGet(ctx context.Context, id int64) (JobGetRow, error) {
 }
 
 const JobGetByIdempotencyKey = `-- name: JobGetByIdempotencyKey :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits
 FROM idempotency_keys k
 JOIN jobs j ON j.id = k.job_id
 WHERE k.key = $1::text AND k.expires_at > coalesce($2::timestamptz, now())
@@ -195,12 +196,13 @@ func (q *Queries) JobGetByIdempotencyKey(ctx context.Context, arg JobGetByIdempo
 		&i.CancelledWhile,
 		&i.ScheduleName,
 		&i.ScheduleTick,
+		&i.ExtraRateLimits,
 	)
 	return i, err
 }
 
 const JobGetLiveByKey = `-- name: JobGetLiveByKey :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits
 FROM jobs j
 WHERE j.key = $1::text AND j.status IN ('runnable', 'executing', 'awaiting')
 `
@@ -248,6 +250,7 @@ func (q *Queries) JobGetLiveByKey(ctx context.Context, jobKey string) (Job, erro
 		&i.CancelledWhile,
 		&i.ScheduleName,
 		&i.ScheduleTick,
+		&i.ExtraRateLimits,
 	)
 	return i, err
 }
@@ -260,7 +263,7 @@ WITH req AS (
            nullif(r.concurrency_key, '') AS concurrency_key, nullif(r.rate_limit, '') AS rate_limit,
            nullif(r.rate_key, '') AS rate_key, nullif(r.rate_weight, 0) AS rate_weight,
            nullif(r.max_attempts, 0) AS max_attempts, nullif(r.parent_id, 0) AS parent_id,
-           nullif(r.idempotency_key, '') AS idempotency_key,
+           nullif(r.idempotency_key, '') AS idempotency_key, r.extra_rate_limits,
            nextval(pg_get_serial_sequence('jobs', 'id')) AS id
     FROM ROWS FROM (unnest($1::text[]), unnest($2::text[]),
                     unnest($3::jsonb[]), unnest($4::text[]),
@@ -268,15 +271,19 @@ WITH req AS (
                     unnest($7::bigint[]), unnest($8::text[]),
                     unnest($9::text[]), unnest($10::text[]),
                     unnest($11::int[]), unnest($12::int[]),
-                    unnest($13::bigint[]), unnest($14::text[])) WITH ORDINALITY
+                    unnest($13::bigint[]), unnest($14::text[]),
+                    unnest($15::jsonb[])) WITH ORDINALITY
          AS r(queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, rate_limit,
-              rate_key, rate_weight, max_attempts, parent_id, idempotency_key, ord)
+              rate_key, rate_weight, max_attempts, parent_id, idempotency_key, extra_rate_limits, ord)
 ),
 missing AS (
     SELECT 1 FROM req r
     WHERE NOT EXISTS (SELECT 1 FROM handlers h WHERE h.name = r.handler)
        OR (r.rate_limit IS NOT NULL AND NOT EXISTS (
                SELECT 1 FROM rate_limits l WHERE l.name = r.rate_limit AND l.burst >= coalesce(r.rate_weight, 1)))
+       OR (r.extra_rate_limits IS NOT NULL AND EXISTS (
+               SELECT 1 FROM jsonb_to_recordset(r.extra_rate_limits) AS x(name text, weight int)
+               WHERE NOT EXISTS (SELECT 1 FROM rate_limits l WHERE l.name = x.name AND l.burst >= x.weight)))
     LIMIT 1
 ),
 new_queues AS (
@@ -288,7 +295,7 @@ new_queues AS (
 claimed AS (
     INSERT INTO idempotency_keys AS k (key, job_id, expires_at)
     SELECT DISTINCT ON (r.idempotency_key) r.idempotency_key, r.id,
-           coalesce($15::timestamptz, now()) + $16::bigint * interval '1 millisecond'
+           coalesce($16::timestamptz, now()) + $17::bigint * interval '1 millisecond'
     FROM req r
     WHERE r.idempotency_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM missing)
       AND (r.key IS NULL OR NOT EXISTS (SELECT 1 FROM jobs j WHERE j.key = r.key
@@ -296,16 +303,16 @@ claimed AS (
     ORDER BY r.idempotency_key, r.ord
     ON CONFLICT (key) DO UPDATE
     SET job_id = excluded.job_id, expires_at = excluded.expires_at, created_at = now()
-    WHERE k.expires_at <= coalesce($15::timestamptz, now())
+    WHERE k.expires_at <= coalesce($16::timestamptz, now())
     RETURNING k.job_id
 ),
 inserted AS (
     INSERT INTO jobs (id, queue, handler, input, key, priority, eligible_at, concurrency_key,
-                      rate_limit, rate_key, rate_weight, max_attempts, parent_id)
+                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id)
     OVERRIDING SYSTEM VALUE
     SELECT r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), r.key, coalesce(r.priority, 5),
            coalesce(r.run_at, now() + coalesce(r.delay_ms, 0) * interval '1 millisecond'),
-           r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1),
+           r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1), r.extra_rate_limits,
            coalesce(r.max_attempts, h.max_attempts), r.parent_id
     FROM req r JOIN handlers h ON h.name = r.handler
     WHERE NOT EXISTS (SELECT 1 FROM missing)
@@ -313,24 +320,24 @@ inserted AS (
     ORDER BY r.ord
     ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('runnable', 'executing', 'awaiting')
     DO NOTHING
-    RETURNING id, queue, handler, status, priority, eligible_at, input, state, result, error, step, attempt, max_attempts, key, concurrency_key, rate_limit, rate_key, rate_weight, parent_id, pending_children, awaiting, wake, inbox_seq, consumed_seq, claim_inbox_seq, lease_token, lease_expires_at, lease_owner, attempted_at, gate_shard, cancel_requested, created_at, updated_at, finished_at, late_signals, cancelled_while, schedule_name, schedule_tick
+    RETURNING id, queue, handler, status, priority, eligible_at, input, state, result, error, step, attempt, max_attempts, key, concurrency_key, rate_limit, rate_key, rate_weight, parent_id, pending_children, awaiting, wake, inbox_seq, consumed_seq, claim_inbox_seq, lease_token, lease_expires_at, lease_owner, attempted_at, gate_shard, cancel_requested, created_at, updated_at, finished_at, late_signals, cancelled_while, schedule_name, schedule_tick, extra_rate_limits
 ),
 notified AS (
     SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
     FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
 )
-SELECT 'existing'::text AS origin, -1::int AS ord, NULL::text AS idempotency_key, j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick
+SELECT 'existing'::text AS origin, -1::int AS ord, NULL::text AS idempotency_key, j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits
 FROM jobs j
 WHERE j.key IN (SELECT r.key FROM req r WHERE r.key IS NOT NULL)
   AND j.status IN ('runnable', 'executing', 'awaiting')
 UNION ALL
-SELECT 'idempotent', -1, k.key, j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick
+SELECT 'idempotent', -1, k.key, j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits
 FROM idempotency_keys k
 JOIN jobs j ON j.id = k.job_id
 WHERE k.key IN (SELECT r.idempotency_key FROM req r WHERE r.idempotency_key IS NOT NULL)
-  AND k.expires_at > coalesce($15::timestamptz, now())
+  AND k.expires_at > coalesce($16::timestamptz, now())
 UNION ALL
-SELECT 'inserted', r.ord::int, r.idempotency_key, i.id, i.queue, i.handler, i.status, i.priority, i.eligible_at, i.input, i.state, i.result, i.error, i.step, i.attempt, i.max_attempts, i.key, i.concurrency_key, i.rate_limit, i.rate_key, i.rate_weight, i.parent_id, i.pending_children, i.awaiting, i.wake, i.inbox_seq, i.consumed_seq, i.claim_inbox_seq, i.lease_token, i.lease_expires_at, i.lease_owner, i.attempted_at, i.gate_shard, i.cancel_requested, i.created_at, i.updated_at, i.finished_at, i.late_signals, i.cancelled_while, i.schedule_name, i.schedule_tick
+SELECT 'inserted', r.ord::int, r.idempotency_key, i.id, i.queue, i.handler, i.status, i.priority, i.eligible_at, i.input, i.state, i.result, i.error, i.step, i.attempt, i.max_attempts, i.key, i.concurrency_key, i.rate_limit, i.rate_key, i.rate_weight, i.parent_id, i.pending_children, i.awaiting, i.wake, i.inbox_seq, i.consumed_seq, i.claim_inbox_seq, i.lease_token, i.lease_expires_at, i.lease_owner, i.attempted_at, i.gate_shard, i.cancel_requested, i.created_at, i.updated_at, i.finished_at, i.late_signals, i.cancelled_while, i.schedule_name, i.schedule_tick, i.extra_rate_limits
 FROM inserted i
 JOIN req r ON r.id = i.id, notified
 `
@@ -350,6 +357,7 @@ type JobInsertManyParams struct {
 	MaxAttempts         []int
 	ParentIds           []int64
 	IdempotencyKeys     []string
+	ExtraRateLimits     []json.RawMessage
 	AsOf                *time.Time
 	IdempotencyWindowMs int64
 }
@@ -396,10 +404,11 @@ type JobInsertManyRow struct {
 	CancelledWhile  *string
 	ScheduleName    *string
 	ScheduleTick    *time.Time
+	ExtraRateLimits json.RawMessage
 }
 
 // Inserts a batch of jobs (one request item per element of each typed array, in request
-// order; ” / 0 / -1 / year 1 elements stand for an absent value), with
+// order; ” / 0 / -1 / year 1 / NULL elements stand for an absent value), with
 // live-key dedup and idempotency keys, creating unknown queues and notifying each queue's feeders once.
 // The whole batch is refused when any handler is unknown: `missing` gates the insert,
 // so nothing is written. Returns the inserted rows (origin 'inserted', with their
@@ -409,7 +418,10 @@ type JobInsertManyRow struct {
 // idempotency key can be claimed for its job in the same statement: `claimed` inserts the
 // key (or re-points an expired one, judged at as_of, default now()) and only the items
 // whose key it claimed, or that carry none, are inserted.
-// Index use: handlers_pkey per distinct handler, jobs_live_key per keyed item (arbiter),
+// A job naming several rate limits carries its first in rate_limits/rate_keys/rate_weights
+// and the others in extra_rate_limits ([{name, key, weight}], NULL for none): each must
+// exist and hold its weight in its burst, or the batch is refused.
+// Index use: handlers_pkey per distinct handler, rate_limits_pkey per rate limit named, jobs_live_key per keyed item (arbiter),
 // idempotency_keys_pkey per item with an idempotency key, queues_pkey per distinct
 // queue. Cost: one heap insert + its index entries per job (+ one key row per idempotency key).
 // The first item of each idempotency key claims it: a new key, or one past its window.
@@ -432,6 +444,7 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 		arg.MaxAttempts,
 		arg.ParentIds,
 		arg.IdempotencyKeys,
+		arg.ExtraRateLimits,
 		arg.AsOf,
 		arg.IdempotencyWindowMs,
 	)
@@ -484,6 +497,7 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 			&i.CancelledWhile,
 			&i.ScheduleName,
 			&i.ScheduleTick,
+			&i.ExtraRateLimits,
 		); err != nil {
 			return nil, err
 		}
@@ -497,9 +511,17 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 
 const JobInsertProblems = `-- name: JobInsertProblems :many
 WITH req AS (
-    SELECT r.ord - 1 AS ord, r.handler, nullif(r.rate_limit, '') AS rate_limit, nullif(r.rate_weight, 0) AS rate_weight
+    SELECT r.ord - 1 AS ord, r.handler, nullif(r.rate_limit, '') AS rate_limit, nullif(r.rate_weight, 0) AS rate_weight,
+           r.extra_rate_limits
     FROM ROWS FROM (unnest($1::text[]), unnest($2::text[]),
-                    unnest($3::int[])) WITH ORDINALITY AS r(handler, rate_limit, rate_weight, ord)
+                    unnest($3::int[]), unnest($4::jsonb[])) WITH ORDINALITY
+         AS r(handler, rate_limit, rate_weight, extra_rate_limits, ord)
+),
+extra AS (
+    SELECT r.ord, 'rate_limits/' || x.n AS field, x.e ->> 'name' AS name, (x.e ->> 'weight')::int AS weight
+    FROM req r
+    CROSS JOIN LATERAL jsonb_array_elements(r.extra_rate_limits) WITH ORDINALITY AS x(e, n)
+    WHERE r.extra_rate_limits IS NOT NULL
 )
 SELECT r.ord::int AS ord, 'handler'::text AS field,
        ('no handler named "' || r.handler || '" is registered (PUT /v1/handlers/' || r.handler || ' first)')::text AS message
@@ -514,13 +536,23 @@ SELECT r.ord, 'rate_limit/weight', 'weight ' || coalesce(r.rate_weight, 1) || ' 
 FROM req r
 JOIN rate_limits l ON l.name = r.rate_limit
 WHERE l.burst < coalesce(r.rate_weight, 1)
-ORDER BY 1
+UNION ALL
+SELECT e.ord, e.field || '/name', 'no rate limit named "' || e.name || '" exists (PUT /v1/rate-limits/' || e.name || ' first)'
+FROM extra e
+WHERE NOT EXISTS (SELECT 1 FROM rate_limits l WHERE l.name = e.name)
+UNION ALL
+SELECT e.ord, e.field || '/weight', 'weight ' || e.weight || ' can never fit: rate limit "' || l.name || '" has burst ' || l.burst
+FROM extra e
+JOIN rate_limits l ON l.name = e.name
+WHERE l.burst < e.weight
+ORDER BY 1, 2
 `
 
 type JobInsertProblemsParams struct {
-	Handlers    []string
-	RateLimits  []string
-	RateWeights []int
+	Handlers        []string
+	RateLimits      []string
+	RateWeights     []int
+	ExtraRateLimits []json.RawMessage
 }
 
 type JobInsertProblemsRow struct {
@@ -531,8 +563,15 @@ type JobInsertProblemsRow struct {
 
 // Why JobInsertMany refused a batch (its error path only): for each item, an unknown
 // handler, an unknown rate limit, or a weight that can never fit the burst of the limit.
+// The first rate limit of an item is named rate_limit/…, its extra ones rate_limits/N/…
+// (N counting the first as 0).
 func (q *Queries) JobInsertProblems(ctx context.Context, arg JobInsertProblemsParams) ([]JobInsertProblemsRow, error) {
-	rows, err := q.db.Query(ctx, JobInsertProblems, arg.Handlers, arg.RateLimits, arg.RateWeights)
+	rows, err := q.db.Query(ctx, JobInsertProblems,
+		arg.Handlers,
+		arg.RateLimits,
+		arg.RateWeights,
+		arg.ExtraRateLimits,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -552,7 +591,7 @@ func (q *Queries) JobInsertProblems(ctx context.Context, arg JobInsertProblemsPa
 }
 
 const JobList = `-- name: JobList :many
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits
 FROM jobs j
 WHERE ($1::text IS NULL OR j.queue = $1)
   AND ($2::text IS NULL OR j.status = $2)
@@ -633,6 +672,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 			&i.CancelledWhile,
 			&i.ScheduleName,
 			&i.ScheduleTick,
+			&i.ExtraRateLimits,
 		); err != nil {
 			return nil, err
 		}

@@ -97,6 +97,7 @@ type Job struct {
 	CancelledWhile  *string
 	ScheduleName    *string
 	ScheduleTick    *time.Time
+	ExtraRateLimits json.RawMessage
 }
 
 type Queue struct {

@@ -1,6 +1,6 @@
 -- name: JobInsertMany :many
 -- Inserts a batch of jobs (one request item per element of each typed array, in request
--- order; '' / 0 / -1 / year 1 elements stand for an absent value), with
+-- order; '' / 0 / -1 / year 1 / NULL elements stand for an absent value), with
 -- live-key dedup and idempotency keys, creating unknown queues and notifying each queue's feeders once.
 -- The whole batch is refused when any handler is unknown: `missing` gates the insert,
 -- so nothing is written. Returns the inserted rows (origin 'inserted', with their
@@ -10,7 +10,10 @@
 -- idempotency key can be claimed for its job in the same statement: `claimed` inserts the
 -- key (or re-points an expired one, judged at as_of, default now()) and only the items
 -- whose key it claimed, or that carry none, are inserted.
--- Index use: handlers_pkey per distinct handler, jobs_live_key per keyed item (arbiter),
+-- A job naming several rate limits carries its first in rate_limits/rate_keys/rate_weights
+-- and the others in extra_rate_limits ([{name, key, weight}], NULL for none): each must
+-- exist and hold its weight in its burst, or the batch is refused.
+-- Index use: handlers_pkey per distinct handler, rate_limits_pkey per rate limit named, jobs_live_key per keyed item (arbiter),
 -- idempotency_keys_pkey per item with an idempotency key, queues_pkey per distinct
 -- queue. Cost: one heap insert + its index entries per job (+ one key row per idempotency key).
 WITH req AS (
@@ -20,7 +23,7 @@ WITH req AS (
            nullif(r.concurrency_key, '') AS concurrency_key, nullif(r.rate_limit, '') AS rate_limit,
            nullif(r.rate_key, '') AS rate_key, nullif(r.rate_weight, 0) AS rate_weight,
            nullif(r.max_attempts, 0) AS max_attempts, nullif(r.parent_id, 0) AS parent_id,
-           nullif(r.idempotency_key, '') AS idempotency_key,
+           nullif(r.idempotency_key, '') AS idempotency_key, r.extra_rate_limits,
            nextval(pg_get_serial_sequence('jobs', 'id')) AS id
     FROM ROWS FROM (unnest(sqlc.arg(queues)::text[]), unnest(sqlc.arg(handlers)::text[]),
                     unnest(sqlc.arg(inputs)::jsonb[]), unnest(sqlc.arg(keys)::text[]),
@@ -28,15 +31,19 @@ WITH req AS (
                     unnest(sqlc.arg(delays_ms)::bigint[]), unnest(sqlc.arg(concurrency_keys)::text[]),
                     unnest(sqlc.arg(rate_limits)::text[]), unnest(sqlc.arg(rate_keys)::text[]),
                     unnest(sqlc.arg(rate_weights)::int[]), unnest(sqlc.arg(max_attempts)::int[]),
-                    unnest(sqlc.arg(parent_ids)::bigint[]), unnest(sqlc.arg(idempotency_keys)::text[])) WITH ORDINALITY
+                    unnest(sqlc.arg(parent_ids)::bigint[]), unnest(sqlc.arg(idempotency_keys)::text[]),
+                    unnest(sqlc.arg(extra_rate_limits)::jsonb[])) WITH ORDINALITY
          AS r(queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, rate_limit,
-              rate_key, rate_weight, max_attempts, parent_id, idempotency_key, ord)
+              rate_key, rate_weight, max_attempts, parent_id, idempotency_key, extra_rate_limits, ord)
 ),
 missing AS (
     SELECT 1 FROM req r
     WHERE NOT EXISTS (SELECT 1 FROM handlers h WHERE h.name = r.handler)
        OR (r.rate_limit IS NOT NULL AND NOT EXISTS (
                SELECT 1 FROM rate_limits l WHERE l.name = r.rate_limit AND l.burst >= coalesce(r.rate_weight, 1)))
+       OR (r.extra_rate_limits IS NOT NULL AND EXISTS (
+               SELECT 1 FROM jsonb_to_recordset(r.extra_rate_limits) AS x(name text, weight int)
+               WHERE NOT EXISTS (SELECT 1 FROM rate_limits l WHERE l.name = x.name AND l.burst >= x.weight)))
     LIMIT 1
 ),
 new_queues AS (
@@ -64,11 +71,11 @@ claimed AS (
 ),
 inserted AS (
     INSERT INTO jobs (id, queue, handler, input, key, priority, eligible_at, concurrency_key,
-                      rate_limit, rate_key, rate_weight, max_attempts, parent_id)
+                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id)
     OVERRIDING SYSTEM VALUE
     SELECT r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), r.key, coalesce(r.priority, 5),
            coalesce(r.run_at, now() + coalesce(r.delay_ms, 0) * interval '1 millisecond'),
-           r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1),
+           r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1), r.extra_rate_limits,
            coalesce(r.max_attempts, h.max_attempts), r.parent_id
     FROM req r JOIN handlers h ON h.name = r.handler
     WHERE NOT EXISTS (SELECT 1 FROM missing)
@@ -101,10 +108,20 @@ JOIN req r ON r.id = i.id, notified;
 -- name: JobInsertProblems :many
 -- Why JobInsertMany refused a batch (its error path only): for each item, an unknown
 -- handler, an unknown rate limit, or a weight that can never fit the burst of the limit.
+-- The first rate limit of an item is named rate_limit/…, its extra ones rate_limits/N/…
+-- (N counting the first as 0).
 WITH req AS (
-    SELECT r.ord - 1 AS ord, r.handler, nullif(r.rate_limit, '') AS rate_limit, nullif(r.rate_weight, 0) AS rate_weight
+    SELECT r.ord - 1 AS ord, r.handler, nullif(r.rate_limit, '') AS rate_limit, nullif(r.rate_weight, 0) AS rate_weight,
+           r.extra_rate_limits
     FROM ROWS FROM (unnest(sqlc.arg(handlers)::text[]), unnest(sqlc.arg(rate_limits)::text[]),
-                    unnest(sqlc.arg(rate_weights)::int[])) WITH ORDINALITY AS r(handler, rate_limit, rate_weight, ord)
+                    unnest(sqlc.arg(rate_weights)::int[]), unnest(sqlc.arg(extra_rate_limits)::jsonb[])) WITH ORDINALITY
+         AS r(handler, rate_limit, rate_weight, extra_rate_limits, ord)
+),
+extra AS (
+    SELECT r.ord, 'rate_limits/' || x.n AS field, x.e ->> 'name' AS name, (x.e ->> 'weight')::int AS weight
+    FROM req r
+    CROSS JOIN LATERAL jsonb_array_elements(r.extra_rate_limits) WITH ORDINALITY AS x(e, n)
+    WHERE r.extra_rate_limits IS NOT NULL
 )
 SELECT r.ord::int AS ord, 'handler'::text AS field,
        ('no handler named "' || r.handler || '" is registered (PUT /v1/handlers/' || r.handler || ' first)')::text AS message
@@ -119,7 +136,16 @@ SELECT r.ord, 'rate_limit/weight', 'weight ' || coalesce(r.rate_weight, 1) || ' 
 FROM req r
 JOIN rate_limits l ON l.name = r.rate_limit
 WHERE l.burst < coalesce(r.rate_weight, 1)
-ORDER BY 1;
+UNION ALL
+SELECT e.ord, e.field || '/name', 'no rate limit named "' || e.name || '" exists (PUT /v1/rate-limits/' || e.name || ' first)'
+FROM extra e
+WHERE NOT EXISTS (SELECT 1 FROM rate_limits l WHERE l.name = e.name)
+UNION ALL
+SELECT e.ord, e.field || '/weight', 'weight ' || e.weight || ' can never fit: rate limit "' || l.name || '" has burst ' || l.burst
+FROM extra e
+JOIN rate_limits l ON l.name = e.name
+WHERE l.burst < e.weight
+ORDER BY 1, 2;
 
 -- name: JobGet :one
 -- One job by primary key, with its inbox and children counts (jobs_parent, signals_inbox).

@@ -413,16 +413,21 @@ type Job struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -479,16 +484,21 @@ type JobDetail struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -541,7 +551,12 @@ type JobInsert struct {
 	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Queue     *Name         `json:"queue,omitempty"`
 	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
-	RunAt     *time.Time    `json:"run_at,omitempty"`
+
+	// RateLimits Several rate limits (each bucket once): a step runs only when every bucket named
+	// holds its weight, and is debited from all of them in the claim, or from none.
+	// Not with `rate_limit` (its one-limit form): giving both is refused.
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
+	RunAt      *time.Time      `json:"run_at,omitempty"`
 }
 
 // JobInserted defines model for JobInserted.
@@ -567,16 +582,21 @@ type JobInserted struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -1477,8 +1497,9 @@ type ClientInterface interface {
 
 	// PutRateLimitWithBody A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 	//
-	// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-	// bucket holds `weight` tokens.
+	// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+	// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+	// bucket it names, all debited at once).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1487,8 +1508,9 @@ type ClientInterface interface {
 
 	// PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 	//
-	// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-	// bucket holds `weight` tokens.
+	// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+	// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+	// bucket it names, all debited at once).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2377,8 +2399,9 @@ func (c *APIClient) GetRateLimit(ctx context.Context, name Name, reqEditors ...R
 
 // PutRateLimitWithBody A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 //
-// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-// bucket holds `weight` tokens.
+// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+// bucket it names, all debited at once).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2397,8 +2420,9 @@ func (c *APIClient) PutRateLimitWithBody(ctx context.Context, name Name, content
 
 // PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 //
-// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-// bucket holds `weight` tokens.
+// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+// bucket it names, all debited at once).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4692,8 +4716,9 @@ type ClientWithResponsesInterface interface {
 
 	// PutRateLimitWithBodyWithResponse A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 	//
-	// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-	// bucket holds `weight` tokens.
+	// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+	// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+	// bucket it names, all debited at once).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4702,8 +4727,9 @@ type ClientWithResponsesInterface interface {
 
 	// PutRateLimitWithResponse A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 	//
-	// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-	// bucket holds `weight` tokens.
+	// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+	// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+	// bucket it names, all debited at once).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7093,8 +7119,9 @@ func (c *ClientWithResponses) GetRateLimitWithResponse(ctx context.Context, name
 
 // PutRateLimitWithBodyWithResponse A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 //
-// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-// bucket holds `weight` tokens.
+// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+// bucket it names, all debited at once).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7109,8 +7136,9 @@ func (c *ClientWithResponses) PutRateLimitWithBodyWithResponse(ctx context.Conte
 
 // PutRateLimitWithResponse A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 //
-// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-// bucket holds `weight` tokens.
+// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+// bucket it names, all debited at once).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
