@@ -19,19 +19,19 @@ type Job struct {
 	Priority int
 	// EligibleAt is when a runnable job may run, or an awaiting job's deadline; nil for
 	// an await without a deadline.
-	EligibleAt      *time.Time
-	Input           json.RawMessage
-	State           json.RawMessage
-	Result          json.RawMessage
-	Error           json.RawMessage
-	Step            int
-	Attempt         int
-	MaxAttempts     int
-	Key             *string
-	ConcurrencyKey  *string
-	RateLimit       *string
-	RateKey         *string
-	RateWeight      int
+	EligibleAt     *time.Time
+	Input          json.RawMessage
+	State          json.RawMessage
+	Result         json.RawMessage
+	Error          json.RawMessage
+	Step           int
+	Attempt        int
+	MaxAttempts    int
+	Key            *string
+	ConcurrencyKey *string
+	RateLimit      *string
+	RateKey        *string
+	RateWeight     int
 	// ExtraRateLimits are the rate limits after the first (RateLimit) of a job naming
 	// several; nil otherwise.
 	ExtraRateLimits []RateLimitUse
@@ -105,8 +105,8 @@ type JobInsert struct {
 	// ExtraRateLimits are the job's rate limits after the first (RateLimit): a step runs
 	// only when every bucket it names holds its weight, and takes them all at once.
 	ExtraRateLimits []RateLimitUse `json:"extra_rate_limits,omitempty"`
-	MaxAttempts    *int            `json:"max_attempts,omitempty"`
-	ParentID       *int64          `json:"parent_id,omitempty"`
+	MaxAttempts     *int           `json:"max_attempts,omitempty"`
+	ParentID        *int64         `json:"parent_id,omitempty"`
 	// IdempotencyKey, when set, makes a repeat within the idempotency window answer the
 	// job it first made, whatever that job's status (table idempotency_keys).
 	IdempotencyKey *string `json:"idempotency_key,omitempty"`
