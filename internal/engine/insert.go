@@ -34,6 +34,19 @@ type NewJob struct {
 	// IdempotencyKey makes a repeat within the engine's IdempotencyWindow answer the job
 	// the key first made (Deduplicated), even after it finished.
 	IdempotencyKey *string
+	// Debounce collapses inserts of one key, while its job is pending, into that job
+	// (Debounced); not with Key, IdempotencyKey, RunAt or Delay.
+	Debounce *Debounce
+}
+
+// Debounce says how an insert collapses into the pending job of its key: that job runs
+// once Period has passed with no new insert of the key, or at the latest MaxWait (0: no
+// bound) after the insert that made it, with the latest insert's input. The key is
+// global, like Key: put the handler in it to keep handlers apart.
+type Debounce struct {
+	Key     string
+	Period  time.Duration
+	MaxWait time.Duration
 }
 
 // RateLimitRef names the token bucket a job draws from.
@@ -81,6 +94,24 @@ func (j NewJob) toInsert(v *validator, prefix string) pg.JobInsert {
 		in.DelayMS = &ms
 	}
 	v.jsonValue(prefix+"input", j.Input)
+	if d := j.Debounce; d != nil {
+		v.keyText(prefix+"debounce/key", &d.Key)
+		if d.Period <= 0 {
+			v.add(prefix+"debounce/period", "must be positive")
+		}
+		if d.MaxWait < 0 {
+			v.add(prefix+"debounce/max_wait", "must be positive")
+		}
+		switch {
+		case j.Key != nil:
+			v.add(prefix+"debounce", "give key or debounce, not both")
+		case j.IdempotencyKey != nil:
+			v.add(prefix+"debounce", "give an idempotency key or debounce, not both")
+		case j.RunAt != nil || j.Delay != nil:
+			v.add(prefix+"debounce", "a debounced job runs once its period has passed: give no run_at or delay")
+		}
+		in.Debounce = &pg.Debounce{Key: d.Key, Period: d.Period, MaxWait: d.MaxWait}
+	}
 	limits, field := j.RateLimits, prefix+"rate_limits/"
 	if j.RateLimit != nil {
 		if j.RateLimits != nil {
@@ -131,7 +162,7 @@ func (e *Engine) InsertJobs(ctx context.Context, jobs []NewJob) ([]JobInserted, 
 	}
 	out := make([]JobInserted, len(rows))
 	for i, r := range rows {
-		out[i] = JobInserted{Job: jobOf(r.Job), Deduplicated: r.Deduplicated}
+		out[i] = JobInserted{Job: jobOf(r.Job), Deduplicated: r.Deduplicated, Debounced: r.Debounced}
 	}
 	return out, nil
 }
@@ -189,9 +220,11 @@ func (e *Engine) insertJobs(ctx context.Context, jobs []NewJob, batch bool) ([]p
 	}
 	if err == nil && e.metrics != nil {
 		for _, j := range out {
-			if j.Deduplicated {
+			switch {
+			case j.Deduplicated:
 				e.metrics.Deduplicated.Inc()
-			} else {
+			case j.Debounced: // collapsed into a pending job: neither a new job nor a dedup
+			default:
 				e.metrics.JobsInserted.WithLabelValues(j.Queue).Inc()
 			}
 		}
@@ -205,7 +238,7 @@ func (e *Engine) InsertJob(ctx context.Context, job NewJob) (JobInserted, error)
 	if err != nil {
 		return JobInserted{}, err
 	}
-	return JobInserted{Job: jobOf(out[0].Job), Deduplicated: out[0].Deduplicated}, nil
+	return JobInserted{Job: jobOf(out[0].Job), Deduplicated: out[0].Deduplicated, Debounced: out[0].Debounced}, nil
 }
 
 // insertProblems finds the items of a refused batch that name an unknown handler or rate

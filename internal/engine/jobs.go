@@ -48,6 +48,8 @@ type Job struct {
 	// a client inserted it).
 	ScheduleName *string
 	ScheduleTick *time.Time
+	// DebounceKey is the debounce key the job was inserted with (nil: none).
+	DebounceKey *string
 }
 
 func jobOf(j pg.Job) Job {
@@ -58,7 +60,7 @@ func jobOf(j pg.Job) Job {
 		PendingChildren: j.PendingChildren, Awaiting: j.Awaiting, Wake: j.Wake, LeaseExpiresAt: j.LeaseExpiresAt,
 		LeaseOwner: j.LeaseOwner, AttemptedAt: j.AttemptedAt, CancelRequested: j.CancelRequested,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt,
-		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick}
+		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick, DebounceKey: j.DebounceKey}
 }
 
 // rateLimitsOf lists every rate limit of j, first the one of its rate_limit columns.
@@ -86,10 +88,12 @@ func jobsOf(rows []pg.Job) []Job {
 }
 
 // JobInserted is the answer for one inserted job: the new job, or the live job that
-// already held its key (Deduplicated).
+// already held its key (Deduplicated), or the pending job its debounced insert collapsed
+// into (Debounced).
 type JobInserted struct {
 	Job
 	Deduplicated bool
+	Debounced    bool
 }
 
 // JobDetail is a job with its inbox and children counts.

@@ -316,6 +316,28 @@ type BulkResult struct {
 	More bool `json:"more"`
 }
 
+// Debounce Inserts with the same debounce key collapse into one job while it is pending
+// (runnable and never claimed): each gives it its input and pushes it back to
+// `period` from now, never later than `max_wait` after the insert that made it. The
+// job runs once `period` has passed with no new insert (or at `max_wait`), with the
+// latest input; the other fields are those of the insert that made it. Once claimed,
+// the next insert makes a new job. The key is global (like `key`): include the
+// handler in it to keep handlers apart. Not with `key`, `idempotency_key` (or the
+// Idempotency-Key header), `run_at` or `delay`.
+type Debounce struct {
+	Key string `json:"key"`
+
+	// MaxWait A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	MaxWait *Duration `json:"max_wait,omitempty"`
+
+	// Period A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Period Duration `json:"period"`
+}
+
 // Duration A Go duration such as "500ms", "30s", "1h30m".
 //
 // Example: 30s
@@ -430,6 +452,9 @@ type Job struct {
 	ConcurrencyKey  *string   `json:"concurrency_key"`
 	CreatedAt       time.Time `json:"created_at"`
 
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
@@ -501,6 +526,9 @@ type JobDetail struct {
 	ConcurrencyKey   *string   `json:"concurrency_key"`
 	CreatedAt        time.Time `json:"created_at"`
 
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
@@ -554,6 +582,16 @@ type JobDetail struct {
 type JobInsert struct {
 	ConcurrencyKey *string `json:"concurrency_key,omitempty"`
 
+	// Debounce Inserts with the same debounce key collapse into one job while it is pending
+	// (runnable and never claimed): each gives it its input and pushes it back to
+	// `period` from now, never later than `max_wait` after the insert that made it. The
+	// job runs once `period` has passed with no new insert (or at `max_wait`), with the
+	// latest input; the other fields are those of the insert that made it. Once claimed,
+	// the next insert makes a new job. The key is global (like `key`): include the
+	// handler in it to keep handlers apart. Not with `key`, `idempotency_key` (or the
+	// Idempotency-Key header), `run_at` or `delay`.
+	Debounce *Debounce `json:"debounce,omitempty"`
+
 	// Delay A Go duration such as "500ms", "30s", "1h30m".
 	//
 	// Example: 30s
@@ -597,7 +635,13 @@ type JobInserted struct {
 	CancelRequested *bool     `json:"cancel_requested,omitempty"`
 	ConcurrencyKey  *string   `json:"concurrency_key"`
 	CreatedAt       time.Time `json:"created_at"`
-	Deduplicated    bool      `json:"deduplicated"`
+
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
+	// Debounced Present and true when the insert collapsed into a pending job of its debounce key.
+	Debounced    *bool `json:"debounced,omitempty"`
+	Deduplicated bool  `json:"deduplicated"`
 
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
@@ -8149,170 +8193,177 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H2Lchs3tuCvoLi3yuRNi6Lkx02omtqr2E7iTMbxWE6ldkOtCHaDJKwmwABoUYzjqvma+YP9gf2U+ZIt",
-	"nAP0i2iyqYcdZ1xTNZHZ3Xie9/NdJ5aLpRRMGN0ZvussqaILZpiCf71I2GIpDRPx+q9sbX9JmI4VXxou",
-	"RWfYOSWKLRk1ZMXNnAti5oxopq6YeqAJLz4mKy4SuSLdb5+/fPbT69Ovf3h+8eLZ87+9+vHN85dP/9fF",
-	"zy9ePvvx52gkEjalWWrI8aN5j1ChV0xpGPWtnMB/L9maTLnShixowiJCUy0JnRqmCDdkygXXc5b0R6IT",
-	"dbhd4pzRhKlO1BF0wTrD8pYO7J6ijo7nbEHt5hb0+gcmZmbeGT4+Oo46Cy78v4+ijlkv7QDaKC5mnffv",
-	"o873cvLimf0QZlpSMy/m4Ukn6ij2a8YVSzpDozJWnmoq1YIa+54wTx51YC6+yBblmbgwbMYUTPUSRg3O",
-	"BP/ZNtd/KDbtDDv/47C46kN8qg9h3Pd2BsX0UgrN4OK/pslr9mvGtLH/iqUwTMCfdLlMeUzt/R8ulZyk",
-	"bPHFW22B4V3LGV/hVzhpFZzezBmZyGRNuCZCGnJFU56Q789+fEm6UpG5TBNNEmqou3ELEPD0iqYZ6/U7",
-	"76POUymmKY8/+LrjORUzRmKZpjxhGjACFqiYlpmK2QNN4kwpJgzRhhoGq/1GqglPEiY+9HJPX70AXJpT",
-	"7VZJE6JjuWQnbiuaCMYSQgWhyYIL+zYs+aU038hMJB9yxS8l0Vk8z88SFuLf/4DrOBXk9TdPyVePHv8X",
-	"cYPDUt5I+QNVM/axkEVeOWzQ/DdGUr7gBtb1k6CZmUvFf2Mf9L5OMzNnwrjxYYWCUJHAGieMKrtceckE",
-	"kSoHRa7JgmvNxSwiKyXFzD5U7EpessTtZqlkzLSmk/SDH7VCclghTSdkzJSSSo+JJcKaMBrPyYQmZMpZ",
-	"ahf93tNhoKqnr144NrpUcsmU4UhtY8WoYckFNRXWkFDDDgwH6l5jPpHlLyE2UmcdUSel2lxkevvwIktT",
-	"PFVkHhvTCcd/Nh4sFZvy603R4A0y6wfaset4ThWNrWDRD23H3fOt1gjky37OhGWkv3SAcAFrpEnnPMTB",
-	"C6b5C3Jsx0xxqHx3UfmKakdaWXsxiZy8ZbGxy8JbfwoDAKgmCbeHRNNXJSiY0lSzqAYY/tRLgsnxYLBD",
-	"MLn1QVTOYNeOAAxpmv447Qx/2Y5hDvzfR3X4vwzJlg6ASHeWXF786x//7A2JnsuVIFLELCLaSMUSIkW6",
-	"JlQTajnZPABatb3ZqTa3dJ5v6geOIk91gXTJLy7ZGv7mhi30LmKSb9XPRJWi643V5OMGTxnE39MV5WYn",
-	"2FSP7hVVl7nUnAnDU0KJ5jNBUyBUCeGCjPEHPSZUKX7FNOlSsfavreaWOC+4MSzpjYRUZGzRUGZmTJZU",
-	"a/u6YJbtVN7sk1OyoCaeczHzQ5k5NW6OhKzmPGV2bSOhDVsSRQVZ0UumrfhODVwuSu/VG3CLrVzAnlhR",
-	"vYmoA1LYTvnYER0rZsIgeAi7PnuWKeBFcOMNN/tMCrbnxX4D+k1+tSBjjhXTWWrGJ4SSJQX5kmtipOU/",
-	"9VPEV/fbc/MGvqE83XcDlKf58oVcRbAHmRmimFFrLmZttgFM96528ZJd74tfrzNUdQW7tsI8W5IuKiTj",
-	"hKV0Pe5FJKYKtkPGAGbjzU3Aq+3h6Ebw2rzr1/a4b7htTRcMt01nlAtS2TvpsmtcFKcpmdD4Uk6nVSJx",
-	"YnE9lpkwGtQLY9hiae7ghO4ULs6WdCX2PKEXQjNlyDie8zRRTIxB6F1ukmNLOddECkbk1D5agCKWmy82",
-	"jsIP2JoBweqf2q/sjhb0+gV+dTQYWFJ5B7SwxsryFYZZ2Ro+2jQgiXVJgyddK+NZvFdsauWrnj2J64OZ",
-	"PHBDWpG+/5qu/ma1gBmzY3+dpZff8NQwtedlPYc7AEmdaGaIoErJlXZGrJTF9r0Ty5RSRrVlTSyyKsmY",
-	"puk4wlXi/jfvi6ZpYLOxHcTdvTdoUZiGgP7CLME7Af0ilosJF5ZhWhovzZwpXGpZfJ5ImTIKoJ/Lp1N3",
-	"ENWpnawGHFYhwtpx2qkafuwJm0rFmgfH5+3HnVORpEy1M1FFVnS7aNI2vpcTTVZzqVFm1IYq42wwHCjL",
-	"Xqa9qPNrxjLWdmEWeTIdOBcqYpYOicqEsHgTEXbN4syAhkutXMfFrE+AFA/JlPKUJZZz2K9ShKpWuP69",
-	"nJzhEt7DxjyqB4TPDcy02FOy9O2hm0xznNu2thJ2Wl2UL1CYdXZepEchdXshwcTrJMm39nrNnGsysT8R",
-	"YyVGd63Oaop0bYcVtUyw3PrPGw/Fi0p1SkzFDLWeAAi6p6RL3T16PmdR3b7PRELtv/Nbzg2Fi14/qL8v",
-	"gjj3t8rRKLagXJyQmKapY8pGwikVcgqcXIh4bBBy3KCbOXQ+Oc8NOAS+lSRxj9FmRzUZdR4PBgs96kRk",
-	"1Hk4cH8czR8OFqOOXRK7poul1eztU0tMrUyg7ID/p/vL4OCr8y+6o1Ef/+r9z67Qv2f69//3f/XvC/27",
-	"/n3x+7zX++I/QiTmG0syn3uxoA7ALA3c4ytqCS5wZaS4EWH9WR8O+vDh4VJxqbhZB60YC8eWNg0lG8Bn",
-	"5y4+CJ3yt44l1zjLFeWpN4DVhGvFGNGpNNqK1mFouompyannG7/n2Lw5jZ5Tlejws2yZ7LmEgA7vZ8+n",
-	"ikonUzPXlCZsOuew2j+jhrXX+eG+dmn8OGTTMl5l+1Lh/A6qlHAXLSzf0K49neGb9Z3gzE07OcuHL0j9",
-	"hj7hpS17KA+0A12qGBJNsO5UiPyTR7t29R2KFE+lmPLZ5oU6deRiQjXbR7Hw3y3o9T6f3QTZFvT6wmlE",
-	"DfizzRR7xWWmLzSLFTMX7HrJFdNu+urZ/wRqCKhl9gb8pwQ/JdrwNAUDjra8TEkDm3qAroaULnuNYt5u",
-	"My1MEdzB3taVm1CTqJOpdDeJdlZQ+26+5mKFtYuKqqBVhZj9yJED4TBFciJze6JURYhd1CkffsvC9qdR",
-	"Hxjr6hhUoYw7yWIOnFV8OeMzATZNxI/uaq5ZfEG+IHZTTx5ZgSFXFI+ekMnaMN07ITMmmALlCFCNTjQT",
-	"dX0EbJcliQeH/uX04H/Tg98GB199cXj+xV/eDaLj90ER5yY4owLa6dyY5fDw0OqH9k9t//7p9Q+oDhu2",
-	"RMr86sezNywhRm5s4tGXFa3qy11c3C4iCGaMpnaAOugvmUi4mF0s+Ax30kAeC21s+/zuvdASvpeTgOCF",
-	"IBWQeR2seaGx8PKz5ZAMwKRNKBrM7MWkDDRx5w0F2XxO0asIeitLTgjNbUFgKLhk9vy50SS1AGaHeqC9",
-	"4UyHJT339JY+Na+mhjHC+RPQjOfeRMs0tYudSuVMOn8hVKx7FY1208UYXktuo0KV6cI5YlEFCxhCpMAL",
-	"iNcXTnDducmb8GmW8hmfpCzIXX8GZM8VfziSBV3bH06cKkiTlKP5z5+dOyogFEIKdgsWewNDaNTxEHcr",
-	"eCnZdG7usuZimZl9l9/2si2NZjXZ6GZ7xZHkSuB+d76/W7RDx8dFw0E1TFD+3tHIsrk48JZTYcNPc9PX",
-	"po+eGnaRKxztfL6vQblacPOaTTvvz0OmnrdykkcJ2CkwfoV0NWOkmFIDOjQcQUG6Sx9soiVafEtzeKN8",
-	"ouhKk6mSi8jp/XYxE2bJWTEi6SL/rqFoKzmseg6bxO0mnjmMLUmylF14nWDzdP0r6IZd0ITluy7RG0ri",
-	"lNutJTzZdtDlGAM3teHxZXhq+8QzxeZl3EKRuIkDtxAPWptULbsNWHdzVg7SUZgJ30Q7WdFLFmIpa/SM",
-	"XjqZQGVCo61v6DztEfF4HxEnFba4ylAUDNKAgprnx1YiHlUW6Im2v5Ucoj0zcseYyyWbGhSader8u0wU",
-	"AwSuWbeqMrQGMe9rauL5nurMWzlpr399LyfoFAy64bYb68vXApNu20STvfpmq2XJTl1x24qeMeNjA1px",
-	"CStwb4YF+Uu+8BcZZlj5a0YamjYoBRg+cuHgp6Uc4r/KB975TV3HqAywuYyNxUeBTYfDlQrA2g96A/Lx",
-	"nr6xvd3ye/r5SnkDF8HIsFO0GtYi+QlG+pOu1TrQTQQw30OJ2z1dcQHBqFaPJYdXR4cWjG/gIGwlonq3",
-	"dyGd1lmIUixFX8klW1u1T7NYioRwDCTAaClKUn6FLBtD4DmEy2RKaGSnjovuuYVb2UnKMuT2qFr33r5O",
-	"1aqwuY9otVUEPGNXTNG0JARq0sWw3Sy+ZBiA1ht6fR2YLMQYgpiErnv3JkTSjYS/Ek1WjM/mJgLVnmuS",
-	"sAm34oEVKwlN0zzUwyXKxCnlC4gogDesPNkfiZfS+LiufB9j0rXjS8EOUBC1dKg3JDN+ZSXUiTTzUtCE",
-	"S365iVRaMKgvAyJqJm7us/E0oIFh5FznliwjYUmGgeBh+0BtVZXXG+nsK+fSux1jDUn9gl2bizhTWrbR",
-	"IEMMuDpGw+me5TKvDwj2lgnwvbqYhE7J2hN1EinsU4xK6HjrS8pC8cNR5werCj+/NkwkePA1L1VbnXv7",
-	"jjeGCe0XlmLheT++COkIlXVlGYic25eEn4XW8TKokv3AjGFKRyThM250RB5cPIjIg779v6H9v4MHJ+To",
-	"4Oj4y1rEfMlAXJiGz4s/L/rDg/N3g+jo+L/CduKKImTPRqwdmoVPCUFwl8Jdgv9tkV1A5uxYmwrJJlps",
-	"mh7yX0S2mAAD2kTt86j9CnaElP2YmVgu2CnEZCVB1L9obczaW+HcRHPUfbYYrF+VuHHub31cP5ABsjMw",
-	"blT8ql+VuP0gtIdSqlWd3npBP2yDbE8hS5EaAULJhTaWAAVn2rD4l1ZuuEnDX+EP70qxJ5kSwxkTSaYs",
-	"dA5dGtEQUn1QmN1JDdaQNYKTbr2xv3tZqO4qc/poQM2BQKJdxwjjPsVXb+GB5uJimlppZk8XtEwTps2F",
-	"Zy+3Mq8uqZVmwlZ+xQwT4RCkN3NGQNJ8YCUi95qVvcoeFZ37JTBdmTisaWf7unUEi/Mtux3WjzxyYJDf",
-	"efBc9/Mql+Fi07VVcvK0oGiFKNDu/cQlOrR4tRBG2r3vxJN2L+dCzw00+bsRmGr3EfbxA/C2J5xISXZZ",
-	"a9ygjUu5iVffkapAUI8UjCx5fIk6jibUQEDnRsTmLi1zgxTVlDlwS9vJHBa7/FBnG3XZRBthoruV27aU",
-	"p52qUthCNmSU7+SKpFLMMLjVk60qpaKKkUu2NCdk1BnoUafQ/WW14EKpuMLr52+ev3zz4seX/XDYr1X8",
-	"8ooOTl7odIIpxqDsPtAQV10q81Ao0CHTwwbJzDXNAM+DGQIi5F/Z2hk45vSKEerWUnEYNGP7JFO6Rp9l",
-	"hhhcFyZvxCYbeaByXokW894VI1FocsctR/mJ7sci8isKk6WaWWU/+8JO+lQefevibkCoPCDUIqilNpiE",
-	"rnPQQvta1SPlL68eYNlER4rb9YBQQyo3ZZKwhCyZcia/dpMGBXU/Y+BIc6DYeqb7a8vOnLnr7l0OrEeV",
-	"NnY/NKK1GfxnfDOIEk3b/ZkVnKQpLNVdUF51BrJTwUTHjS7RoH0jbs+cC/Ru8v9jJUWQ/GyNwLhJYAVk",
-	"u29ReXeHJcAIhseX91OCACxghXVyk4dBjJWdv31ukgtzLdvM9CUH/2WaylXQCLZNbGiOqrAr+M1JyPem",
-	"aQC0lOYqu3a9s9c7cP3WS/pJ+YRr11mFj/04jseIMMPxIQPt2U2OYbu4TTH0tmXtz2o8UlZB8LHL3IvI",
-	"EzTtI8V3lpiIUOLfl4p0/3suM5Wue0QqMur8N7ocIGmmminzn4ePyX/i/2qhmI+f7PT97OuS29PbVcKe",
-	"QrxExKlTW4tVZAE0VkgguFOpCMXgkbxaQB4/8kAXser2Za7BOQZHsz+e5otzt7kFb9scUxmVi33/9OZp",
-	"J1BI6MXpy1Piv8hTpZ5nFqAOX1HF627JJ492IbvD8m2+ljOIX37t4vn3BO/StbZOWm+Ip0ayvMrjqYOB",
-	"0r27jJQOqUEYwxpgyFLobNEYYnqf5XqaszvoOpU02Tveif26efrPmEUatSZSoVM8V+veysmQHEXkOCIP",
-	"//WPf7ZRtUIBRHbWqDBz4cprzCE/5PPGmwl73kK1QLayBbzlnUzBDdu8nDOGZc/uv4JPy8vOSW5bGbjY",
-	"x9e+ouP+Uv+ecQYf5wgwdmz3QZjbundgoPbvr+RlU6QmBtRDbGQ9nt6bH1vk7xYLigrfEcwaPIeiTsR+",
-	"1RNOMdgQVSTpAlZOQEUCngnVW+bM1XJ5oEkmUqYhdgVTBqRggToXu6OTPnw80j2E+pCusFwfg0oWS7Pu",
-	"tbKi/ZFDdvYI+DhzAbWNCTYBH4K7v4tK8khha7m3jIdN0dmY5UXhctyt/bYmDRLdzpvAY9UvVzEiItpi",
-	"bEQSKEcypTyNsHYSOLgp/JIpNvQRwBFkc13A+UQklkJgYRP/SzmmIkGOH3Kwqn0FHh803UpaqEcG+5Oo",
-	"nnZlIdXbqwKIB4cm2MMCP3sSvJ+hjBmGha3YZC7lZV6hGLU6WCU5HgyGhF3T2KR5hZ/ABY7Exg32yU/i",
-	"UsiVcPoiWP5dUBfpQrEYPCH4SFt1YUKTC1+4t4eBXwt6Xd7LEZCF2i8B999uAldUoyv59HZ/AmXOnKuu",
-	"3RdQV8zZddp9ATW80Dmj1u0+wQJYFlB9nafd32BJqLAmYdgyZ6O3rlZ2R3lUbVOibph8csvAFkD9wgyF",
-	"AluO6rX0gSZUvk2qJteueNsR2ByKxB+j1r27K5/xx0+J252Y1my+vGESTouMGtIdVO8leCft0lc8cG3P",
-	"QKmnsJRuuwn+INowAGhYdlkzTeaMKjNhlnmIhDjO5vM+9VrEcyUFlF6wsOjKw+UhjoHih3tHUUa3C26M",
-	"OjsiLu05/FjILnvwVKv2gADiq0FP83RzOK0yG0VeG2Gx1xAXHoluwdx7oSKinxndfoyuBDgBdRWT0OH6",
-	"+vBexbtyy+hZe5MN1h9LG9rbfizK77T8wJBNyyiVR2uowO7AFnJKarCpWMywuK5mjFwfuN91377V217o",
-	"sSlVtsjyg2xUHwZip4VoialMU7kCNLH3+ECTt5IL0nVROMQqi+0zVwvJJhCXmWcrhauUPXWPsbjBXK7E",
-	"Cann0IYZ7Vvk67sW5uLqU9aitEhBrovUrlBhHG+XdAYZTRK0luYVDovjXlGNIU4siQjG6DkRonzY+511",
-	"k7WyyB4Ln3Vg4fmpky7+Jy9Y22t7D3sno+YDoxtnqpieW800lsJwkTnmXvHX4IYLYCqV2TlvkQRR5NV1",
-	"PCQ0oXKjvf/TsehvKVoftLOHjuLNXMlsNncSZa3MiuSiFuFTC/nOHVyboXhIfnz0mpkzrjZSvNsEc24W",
-	"jYbapU5472JoeZ7krCtadK/lbAsusnqg1nYZ6oZJoG6izQhRHDF0QVu5lbuhze/Q3ZYpbtZnFnZc+BO0",
-	"28j7YIDpGH/KB5gbs8S+F1xMZaiqo4uJB1zXTF3xmEEWpdRmptjZ33/Aq19meu7bYACBtGKuNxFTzxT7",
-	"I/EUqg1on+eIcY4isQwtJ18neXSjnc1FkuYlVYBnR8BzccIRWFQdM4RcSZT+H2goY9S1o/pym2eGioSq",
-	"hPzs2HEP6/G4lEovbI4EF8WAD7Snn9SwPjljjCQy1odLJY2MZdpfJLm+ApvPH4zESEBqA5p06i1k7DDZ",
-	"As6j29THpNcnP/tibRjwORJAdGE/VEAXFRCnIpeleHh1hPVABWOJJmOnkvwGYw/J19iFZZQNBg9j+BD+",
-	"ZGMUnF3eRKfIh+hEnSumtEsl6R/1B2CzXDJBl7wz7DzsD/oPMVFpDoB3OIdKTr9BJUX0AVs6AvO/SDrD",
-	"zrfMuGJPte5Tx4PBlvYu+7V1cTMEurr8tOxXcKYz/OU86uhssaBWtgaBywcUc00yYFqGzrRFwnwnunNu",
-	"BzlUjCbrrXt9bd/4OFuFqaGHzuPBww/buMlAa6n17qNOqKETqwpCJiuN54DmFi2x4hcWRG48/6ujQ7rk",
-	"B75LR/ASfuDaYGcOfZ/3UOokEjgSLEJzydaRb25k1VtLCuM0S1yro0eDo6ZZ8mUfVro7wUcPd39UdByD",
-	"lbkglV1fFVdcvja7Rd++Ke8H4rr0AR1daJZeMd3rk1PoIQYtZRqvMeospQ5cG9YXdy1VkBcybb6WyfqO",
-	"r8z16Hlf5bguSbEGLkf3MncSghj3yAHGYPdtlbr3fThYenTU4ou8UZr94Pi4zbrKPb9uD7J4lp5hQtEF",
-	"31aSa8zM59qxf0j8bwe6NQp0+I4n710LC4ZCZhWkXwPml0C6AluPAmk1pT5oH+pCcR3bv8i7AX6sC8WD",
-	"KV1oa1pT6nT6y/238Dx3IJLXlG7kUN/CG/fIn/KC143caeb7U94I1O6Cq6AMWwoHcWsqrnOaytWBPQ8l",
-	"0wID4XgP312y9Vb8ewa/f5tXqtqBffh6UqEVlCxTygX561+OKuu0j8ES8hlXN3F1ISGRa497jRrl6fDt",
-	"3S2aNHWDvB2CfBq39aNg+11UjaIGeuTW0MTXfi91v+n7vs1VUnyZS35hWrxf5+bzqONsXzWzputFRmFV",
-	"UQ1QAbGThavEU/RyAWMDxIYYvmCk+9e/HPX6I3EWqGZPxlh2f0yUXOkTspCKEfyJpMzgv12NYMuo0H4y",
-	"yfR6JOz0ijlvGVjWsF4+F8QefJqyFFX3KqK8ygpEuXu52TctaCUyf3DU/Cwq34oPM0OyJTGSjF0VKjDT",
-	"uX41XG8gB2IEKydeb2fW5Wr2jeLQd/6l+7SclGruNwpFbrV/BLlIsRnXBlxS+aqKwy6q+NcP+vCdpact",
-	"JKPv8siJ1sLRZ3GnUdzZfkfNEk7jLdw55Pv+EGGSemvI/3QEnl1XVZNxQtMUr7jI6CZx4xQyoNzweSNU",
-	"SsaYFDUmM2YliFITiTFmPP3rH/8c+/j5DW5fBpq7Z/ilJiAfmOffAFI/8//bkS9kMuC9h6ZwhQvvRmzn",
-	"ENoIsYMiJ/Cm2CRD4TjPMiveg1Kx4iKRK8cssZCna98fU6VA01hJ9DOaTGEv6xXG56VJNBJ6SWO7Tju5",
-	"wXbZbuMH+Ue9iGjp43sUdPQjesVNPLcCEErocmWFc9/RumYChMNwUH3m+wvdB87Wcj7fO8T9A+Cp79Cp",
-	"S7mgf3Tc3ZuVfSLIvkxp7EKbKr2OIug+4zFLpuCuIlAUD2N8hO8J5tBuO03wZVMb5f3vsaxpyDz7a8bU",
-	"ujAK+DDfdnDps5TCYxUpJq0Gq0S1h0cs1c6/g/W5AOZGg8dGlFRTHQxXKtbHLObJ9Es6Y7nxpTa5qy7b",
-	"MP/D42p1UujSGUzADm8tb+SYD16UsByUyqw83tng9fweyZqvAxwgaFZuxOO7MRn6KPq91SctOkaW+uah",
-	"i2X0xRr/75s47vHgKG9fCxT8rZycuIgUMr5k6zGGBZUKmHe3NkPujQRNIV4AKzFF5Hgw8FNgoXPg0uNy",
-	"4eYhsaLnuE9+xlCYkRjXSsOPiWZMlNPc85pppWLzXmrounMlx4/IvAdLGIl8m9i3mxqweLhc3fCCIrKa",
-	"UwM+ccvhkMKEJAEsfv09RDLuJxGV9gmlls7vR4AoNbH4sDJ/pR/FJuKdFnBVARvvpoGUyFCrANd/hmuM",
-	"Tnwf3alDf8eq/bPPSsodEDE8TBBJXKBpjXaVxI7DvGRlmJydumxOLnJ1AepjnMDwXKDMA+HOkJSJcLaa",
-	"y5QV3bUbUFt37g01sYfNh8fMctuZLWBOulKRMnnsRRsn/BkV7g4V0GR/NCCDwQAt9lxgjVSrby5c/9Et",
-	"WIKFa5vR5A0Ua6p6BvJO/Z4g62o+BDbFwJFdfLBX/UYCvik3x6eajCsNWiCexi1sTBLJ9LDcXtFqIeVq",
-	"GdSMhBQxs7OW/HSQRWYcM4bkJZ+N152mdDZjCRnXm0yOoRcnPh0JV3FKSANlAUVEBKQ2gH8vQrd/r0/G",
-	"rof+2Hf/R0OE/do9gTZzI1HetI//OyHjhVRsTDRd6+JgS33+h+U+/5gwyA3heiQgya5PTl1RCTLlqbHi",
-	"R94bZEhobKllaUXYbOTdqIMvjzpD8m7UoWlq/wIy8n4cklqewkndI2n7Oksvc1z/sNQNp26ibFAJAKQH",
-	"bDPk7vSPTsQ+SrgdAEnkSdBEZiJhCZ4btlrMCYbvDAgGNAe5OyhVngV5A0KFWRhg2/SFuhvplp2HMz0S",
-	"QLgaqBMsBolTn5wias2lxnihzRZOmqRsaqy+Yw+mK6dEu9ZEek7BkElRhHW6lV0S4LFdSmKJTBOVGInt",
-	"ZILcgEo4BegGZALSTz9TiU+GSgy+2v3FUymmKcdUpY9krYSCN81UpQm7b0BkfChvk5MW9fb7FLRdN8UG",
-	"U7rXYP/kjtlcVOEgK03kNYqUPsMYJa2w8Wovm4rV3p918njduvi5v9vKD9hkRTttFmS5LsGvC6s52RRq",
-	"IYe3EGtHwsu1VCl+ZfnRo8FXLiE3t195i4lP19wq490zhG+BbUKnxmWVOPbxxw40+SToJ95rWSqBnoUG",
-	"i+nmSNWCMh6WCxZs8+k8LZK7W7h2Pnsc7tvj8EkQ/lDNi92+irsh93ndnrug+FWU+M4PfYYFie5DLs7b",
-	"IH5gobjaCTIUTOme3VwQvneS/EmY+/AcUYeGoPCmklJdyIsHlg8GbpaQ48Fxr4w7rgDOJnUvlaS8W6Gn",
-	"XvmpXu0pXDRxs+ol1kXUdMFGYiITznQRb1kpz9hDIWjlk+hxWm/MK+gMBDSDQyEoELkSZfeIuOVqWh8Y",
-	"d2t9L0MeN3z0GXdvHW0jFYLdjoJwrbC0sIPdKZvyppuPJ/xHhWr0CaTUfRqmk0y4KsEB+4gzFubNjjw1",
-	"tJAXofqNBZ18LZ42GkKp1NY2BeEsr+HUQj/YIsFjbfn2hbHvVYYvtTEIukgn8vrfR4YHq029TlpetAyK",
-	"YDhPW1U48X0ZbizbN8cvHRfxS678Pk9AFlnNmZlD5A5ZyUuWh/5065X5/d9TqUYCzL0WRLGtP0RHrt3I",
-	"vT459ZNANaTcEuOEED+SNnQNTltwjhamLq5dMTcjXcisK+ZWNu+UW0eGBJgzJpIzX3DtXsSXolNGK+nl",
-	"+O5nDprjn/kifn+6+OI/p4jk7ovQOs6EScMm1/FlQrfyHHjpz8VxfOHUAA58x7WRav3vw3F8vfw5brzK",
-	"e+7eeFR0bm4Eur/jK/cIAEVn6cZMVmzQkntTvOvk4+e11haGxugNx47vZf2+cuyl3NYmV93fXcLA/Z59",
-	"kz4Dy/x3cNXteYu3TarcyIAsrvnuxZu8WfoHNs20hqzPMZR3UR7MwXCR+QjeVWasgK5JFzpIRkQxq7pE",
-	"hIsDbFFPYrqMMA6h15piHZpKOd6txKtUubeV1IK1Z3VYbnlSEVsePfqYYktpY03+LsmFgYbZuClnjvD6",
-	"jmsZ4TZcZFOLNdRgkQtuDCiWn1SODpZVzjdZ2r1EM7ZD/bsjqw5CFTXsoOj23ijP5D3E71Wmqbamb5Rr",
-	"7KIJLPoPUaSjtJpdlVBKx926RkfRXH+PKh0FW8ZG5vpz2Y7Gsh3FBebhEfmh3aBe2Zb7ugdMaZIV7gJH",
-	"Ph1RtBUO3m1Vj+/lBG2AYDuEqFm7igtYxZC8Q/MghPaumBUa3o8hRcaH/yIVgC9HovSpHpJf+v3++bh3",
-	"4oyHUP9bihilk0u2fuAB1AUZj3GCMTo7NekCYRoJ95JvxRkRmqYkYRNuijCzXkMxsSoU372AnY//EYTs",
-	"/ZHns7R9Gww9dV54B49WunF1safchzwCBuQQbF/B7vk+rn+SKW3Guzls0fJ/mzhzlr91nyY6N8l2YcYv",
-	"OCKTNeDpH0Gm8YuqGGHzM9s87NbCjD+TzxXH7kR08RdAupY1QOS7NnTda7q3Zqml+WLuHiGayG4BdX9+",
-	"iWUXht2tsOIj6y1dNTy+JDRWUvuERayS4JtgnOROUGzgDSYRD2dUJCMBI3TH/scL+944IsUP9oVxr09O",
-	"IaabkkSuBBRNlSLFcrDQM0uxmAkzEguuNUtwYVbYaRBJKiB6Dx5NN/xHEEj2RIzP0sgd2P7K1c7asrsi",
-	"wiUcSVV43b9e318Ti8L1jrN89r9/9r/fqf+9nK8LKmaeptrglK+2/Cl6kf1ybjkSspemYuGO+UCEDPyt",
-	"MZvSN8si3bkxy+HhYSpjms6lNsMvB18OSCYSpsh4QS+ZZRpjkHkylXaGnUNghG6d74L1KiKScm0iwoVe",
-	"sthELj4uTwOGbFiw/zgLO3iON8ttnZZjnk7yjowru6py/FB5KH9w4eJd5dDQAwjsZiLBXnARob7fcGK1",
-	"BVNrz0ry9qx5tTO2bJqnVuHRpUyqTOTDltecF3jbHOwVU1wmPEbxUwpCSaykqBBVv56cpm4OA36PTd9L",
-	"yOcCMeFM2A+xoVvN9ViuGxea6mmt2j32pIPDO3A6amEBKI9YUTk3x8XGXBF0wuKCaRzXN04qjVNqUWIh",
-	"tWgX6xvfNie7n2F7O6o3m9sRfHPC9JCMN+pYjr2x6OooGpMvRmJCNXvyqPvd306fHpx9d3r8+EkXtHKe",
-	"kC/IqNMfdcgXUOpeG7pYln6byGTd6xURda7Evx/xIGGxTFhCllQZX3+uaNJXrm2LlQdPSJK5THj8gShX",
-	"w3Ik8mT5WqXOUk1Pqhg2yLWHTQXmFeSZ8lwTJmQ2m/dHwtE6bOthDizOmAMpYlY6L56MoQuc4L9mDORl",
-	"F1wSEkpVJlyGwNaeCD9tDBYR1p/1LcZcPDq+sDd+8dB3KL84ung8HcTH9KuiUN+c0QRqDDoAKla7tV3C",
-	"zmqBPwl+7QwtusiZ8DV7VlQTbKd4QhR7y2KwJeJrUpIpVRhCLLAY5NaV5oC0dcFts/02tRupXJeFGqBY",
-	"cMfmhwidrvthCYB2Lj1/da+zPr+/tJGPVAeh6LreqKcgM8J8HFdv7ThUgGszAWJoQQtDYoukZ+TxEFxi",
-	"+dtJmZRA1Qs9EvNykp2VXhgmTDlvTlzK5ClIVjklyUjneCUckBwksa9CrbmgJIdLVB5D1sQBaLhj0qXk",
-	"8eChcwNUnhgp0RldktPqp7EmEoKQsXRg5DqMyMxAoriv1kFiKQSL7VfYl2ha6Zcb+ZohuIoJjS/ldLq9",
-	"HyMYIsr9W7HRqtXFZY1sQ2/Veh/UcHLZ+/f/PwAA//8=",
+	"7H2Lchs3tuCvoLi3yuRNi6JkOzehamqvYufhTMbxWE6ldkOvCHaDJKwmwABoUYzjqvma+YP9gf2U+ZIt",
+	"nAP0i2iySUl2nHFN1URmd+N53s+3nVgullIwYXRn+LazpIoumGEK/vUsYYulNEzE67+ytf0lYTpWfGm4",
+	"FJ1h55wotmTUkBU3cy6ImTOimbpm6oEmvPiYrLhI5Ip0v/36+dOfXp5/9cPXl8+efv23Fz+++vr5k/91",
+	"+fOz509//DkaiYRNaZYacvpo3iNU6BVTGkZ9Iyfw3yu2JlOutCELmrCI0FRLQqeGKcINmXLB9Zwl/ZHo",
+	"RB1ulzhnNGGqE3UEXbDOsLylI7unqKPjOVtQu7kFvfmBiZmZd4aPT06jzoIL/++TqGPWSzuANoqLWefd",
+	"u6jzvZw8e2o/hJmW1MyLeXjSiTqK/ZpxxZLO0KiMlaeaSrWgxr4nzOePOjAXX2SL8kxcGDZjCqZ6DqMG",
+	"Z4L/bJvrPxSbdoad/3FcXPUxPtXHMO47O4NieimFZnDxX9HkJfs1Y9rYf8VSGCbgT7pcpjym9v6Pl0pO",
+	"Urb47I22wPC25Ywv8CuctApOr+aMTGSyJlwTIQ25pilPyPcXPz4nXanIXKaJJgk11N24BQh4ek3TjPX6",
+	"nXdR54kU05TH733d8ZyKGSOxTFOeMA0YAQtUTMtMxeyBJnGmFBOGaEMNg9V+I9WEJwkT73u55y+eAS7N",
+	"qXarpAnRsVyyM7cVTQRjCaGC0GTBhX0blvxcmm9kJpL3ueLnkugsnudnCQvx77/HdZwL8vKbJ+TLR4//",
+	"i7jBYSmvpPyBqhn7UMgirx02aP4bIylfcAPr+knQzMyl4r+x93pf55mZM2Hc+LBCQahIYI0TRpVdrrxi",
+	"gkiVgyLXZMG15mIWkZWSYmYfKnYtr1jidrNUMmZa00n63o9aITmskKYzMmZKSaXHxBJhTRiN52RCEzLl",
+	"LLWLfufpMFDV8xfPHBtdKrlkynCktrFi1LDkkpoKa0ioYUeGA3WvMZ/I8pcQG6mzjqiTUm0uM719eJGl",
+	"KZ4qMo+N6YTjPxsPlopN+c2maPAKmfUD7dh1PKeKxlaw6Ie24+75VmsE8mU/Z8Iy0l86QLiANdKk8zrE",
+	"wQum+QtybMdMcah8d1H5impHWll7MYmcvGGxscvCW38CAwCoJgm3h0TTFyUomNJUs6gGGP7US4LJ6WCw",
+	"QzC59UFUzmDXjgAMaZr+OO0Mf9mOYQ7830V1+L8KyZYOgEh3llxd/usf/+wNiZ7LlSBSxCwi2kjFEiJF",
+	"uiZUE2o52TwAWrW92ak2t/Q639QPHEWe6gLpkl9esTX8zQ1b6F3EJN+qn4kqRdcbq8nHDZ4yiL/nK8rN",
+	"TrCpHt0Lqq5yqTkThqeEEs1ngqZAqBLCBRnjD3pMqFL8mmnSpWLtX1vNLXFecGNY0hsJqcjYoqHMzJgs",
+	"qdb2dcEs26m82SfnZEFNPOdi5ocyc2rcHAlZzXnK7NpGQhu2JIoKsqJXTFvxnRq4XJTeqzfgFlu5gD2x",
+	"onoTUQeksJ3ysSM6VsyEQfAQdn32NFPAi+DGG272qRRsz4v9BvSb/GpBxhwrprPUjM8IJUsK8iXXxEjL",
+	"f+qniK/ut+fmDXxDebrvBihP8+ULuYpgDzIzRDGj1lzM2mwDmO5d7eI5u9kXv15mqOoKdmOFebYkXVRI",
+	"xglL6Xrci0hMFWyHjAHMxpubgFfbw9FB8Nq865f2uA/ctqYLhtumM8oFqeyddNkNLorTlExofCWn0yqR",
+	"OLO4HstMGA3qhTFssTR3cEJ3ChcXS7oSe57QM6GZMmQcz3maKCbGIPQuN8mxpZxrIgUjcmofLUARy80X",
+	"G0fhB2zNgGD1T+xXdkcLevMMvzoZDCypvANaWGNl+QrDrGwNH20akMS6pMGTrpXxLN4rNrXyVc+exM3R",
+	"TB65Ia1I339JV3+zWsCM2bG/ytKrb3hqmNrzsr6GOwBJnWhmiKBKyZV2RqyUxfa9M8uUUka1ZU0ssirJ",
+	"mKbpOMJV4v4374umaWCzsR3E3b03aFGYhoD+wizBOwP9IpaLCReWYVoaL82cKVxqWXyeSJkyCqCfy6dT",
+	"dxDVqZ2sBhxWIcLacdqpGn7sCZtKxZoHx+ftx51TkaRMtTNRRVZ0u2zSNr6XE01Wc6lRZtSGKuNsMBwo",
+	"y16mvajza8Yy1nZhFnkyHTgXKmKWDonKhLB4ExF2w+LMgIZLrVzHxaxPgBQPyZTylCWWc9ivUoSqVrj+",
+	"vZxc4BLewcY8qgeEzw3MtNhTsvTtoZtMc5zbtrYSdlpdlC9QmHV2XqRHIXV7IcHE6yTJN/Z6zZxrMrE/",
+	"EWMlRnetzmqKdG2HFbVMsNz6XzceiheV6pSYihlqPQEQdE9Jl7p79HzOorp9n4mE2n/nt5wbChe9flB/",
+	"XwRx7m+Vo1FsQbk4IzFNU8eUjYRTKuQUOLkQ8dgg5LhBN3PofJ6yicxEzA7ijiXTKAgSiRsMEDeWaUqX",
+	"mhEujAT+CHIuKA0cJMIlEwkXs5HoerQCHou6SJxSvmBJb4iWmBmoNfY7owkXy8wgP870HH+34gkxciTG",
+	"S6a4TMZkquQCBVMcMaVoaKaCjBf05tJi7bhkfubI8UHHWdDErrJPXln1xi5cZUKDSkPyCSyfBwXK3byQ",
+	"RLCVH6drqbMpTdWL8uMaCbsYbXAnZzB9mTEQqux1WxqIQkV4cT/a5biDikYihw/38gKUMQqLeiMnsBlv",
+	"npulckJT0k35FSPjK7Ye94aEizjNEqfTOZJu9UtuLAxeMbYk7ldN6JIq0yfPpXG6ix0jIuOSq8jqw2M4",
+	"Bxiw5q4h6M7pRWSsMnFJzRg4MoqeIb3RmRb2JP/++PcRPvGC91IM64aJfJAg0vkvA164byVJ3GM0lFNN",
+	"Rp3Hg8FCjzoRGXUeDtwfJ/OHg8WoY+kAu6GLZWoneTjQdm4riCs74P/p/jI4+vL1Z93RqI9/9f5nV+jf",
+	"M/37//u/+veF/l3/vvh93ut99h8hvv6NBcevvSxe5xosDRDPF9RKOQi18EpEWH/WB+p2/PB4qbhU3KyD",
+	"psOFkwU3rZMbFN/OXXwQOuVvnRxcE+euKU+91bmm0SrGiE6l0ZZshEn4IfZdB7gbv+csdHMaPacq0eFn",
+	"2TLZcwlB+MTZ86mi0snUbKSlCZvOOWxrm1ki11rPgfvaZWbDIZuW8SLbV/TJ76AqfuwSQMo3tGtPF/hm",
+	"fSc4c9NOLvLhC/lqQ4n3Ko49lAfaga5lHSCpgEm1Ill9/mjXrr5D8v5EiimfbV6oswFcTqhm+xBU/92C",
+	"3uzz2SHIZum9M0M04M82/8c1l5m+1CxWzFyymyVXTLvpq2f/E+j+YAuxN+A/Jfgp0YanKVhNtRUglTSw",
+	"qQfo30vpsteoW+32jcAUwR3sbdI8hJpEnUylu0m0cz3Yd/M1FyusXVRUBa0qxOxHjhwIhymSF19aE6Uq",
+	"QuyiTvnwWxa2P416z1hXx6AKZdxJFnPgrOLLBZ8JcCQgfnRXc83iS/IZsZv6/JEVGHLrzMnnZLI2TPfO",
+	"yIwJpsAiAahGJ5qJuhEAHAYliQeH/uX86H/To98GR19+dvz6s7+8HUSn74IiziE4owImobkxy+HxsRVi",
+	"7Z/a/v3Tyx9QOzJsiZT5xY8Xr1hCjNzYxKMvKrLsF7u4uF1EEMwYTe0AddB32tblgs9wJw3ksTCBbJ/f",
+	"vRdawvdyEhC8EKQCMq+DNS80FqE1bDkkA1S6KFqp7cWkDMxfLgQBFB6riQlp0FjEkjNCcwMsaJ1WddGg",
+	"OqYWwOxQD7S3VuuwpOee3tKR7W1DYYxwTjy0nbs3UU2mdrFTqZwd9S+EinWvYkba9OuH15IbhtFOcemi",
+	"H9DuEbA+SoEXgPobuK53bfIQPu1tBZeNHuOKNSH3k1Ht1FuvdXeRKCCBEFKwXlC1YCmf8UnKgtz8ZyAu",
+	"uXUPZlrQtf3hzNl7aJJytPH7u3JXU533MCg5wNsRdTyE3wo+S4bbw+NSwIqx7/LbApflCawmix22VxxJ",
+	"rgTud+f7u0VJ9G5eNhxUwwTl7x1NLvuEAm85lTn8NLdvbwbiUMMucwWnXWDHS1DmFty8ZNPOu9che+4b",
+	"OclDgewUGKRGupoxUkypAR0ajqBgFaUPNtES3TqlOTwVSBRdaTDwRc7OYBczYZZ8FiM2kIZWcl/1HDaJ",
+	"6SHudwwgS7KUXXodZPN0/SslU5/fdYneUBKn3G4t4cm2gy4HErmpDY+vwlPbJ54JNy/jForLIVEahTjS",
+	"2m9i2XvAhZOLDiCNhZn+IdrQil6xEEtZY/jDlZNBwIAMBv2hC6eJiMf7iDgptMVVhkLdkAYU1Dw/thLx",
+	"qLJAT7T9reQQ7ZmRO8ZcDtrU2NCMVJcXykQxQOCadbkqQ2sQK7+iJp7vqT69kZP2+t73coK+jaCvfbtH",
+	"rnwtMOm2TTQ5pQ5bLUt26qbbVvSUGR8A1IpLWAF/M/bPX/Klv8gww8pfM9LQtEEJwRixSwc/LeUQ/1U+",
+	"8M5v6jpNZYDNZWwsPgpsOhyTWADWftAbkMf39IAkJRffVg3Xvwff7Bmvs2cAQM1LFFAK0bIZ9hmRrtWM",
+	"0H8MeNJDKd09XXFw1YGuTY6vT44t6B8QOdBKrPXxMIVEW2c7SrEU/TlXbG1VU81iKRLvpUOPKCUpv0Y2",
+	"j7kxHOLoMiU0smDHeQ/wfh1syynLndvD7d17+0ZbVAXUfcSxrWLjBbtmiqYlwVGTLsbzZ/EVw8jU3tDb",
+	"FJxnN12jaIUxPe5NCLEdCX8lmqwYn81NBOYHrq2Oyq1IAb5mmqZ5DJjLoAPnLIQaOW+0YP2RKJymxT7G",
+	"pGvHl4IdofBqaVdvSGb82kq1E2nmpWgqlxV3iCRbMLUvAmIteGIP9Ct5GtDAZHJOdUs24+lZyPeoGAj8",
+	"YBxSGSsM9A7ZfFBCglEJ1McgAOLJKVxx2e4QjtBKWJJhjkrYilI7l8rrjdzhhXN83k4cCOkqgt2YyzhT",
+	"WrbRe0NiQ3WMhvu9yCV1n6vg7SngoXbhUp2STSzqJFLYpxgw1fE2qpSFUhuizg9Wgf/6xjCR4MHXfHlt",
+	"LQXbd7wxTGi/sBSLUftxc8iUqqwry0BQ3r4k/Cy0judBRfIHZgxTOiIJn3GjI/Lg8kFEHvTt/w3t/x09",
+	"OCMnRyenX9SSeUpm9MKA/rr487I/PHr9dhCdnP5X2JpeUd/s2Yi1Q/TwKSEI7jITlOB/W9ApEFo71qYa",
+	"tYkWmwaT/BeRLSbAAjdR+3XUfgU7ol1/zEwsF+wcwkWTIOpftjbB7a0mb6I5amxbzPovSvJA7pV+XD+Q",
+	"ATJUMMlUvM9fluSNQWgPpSzQOsX36knYctqeQpbiWQKEkgttqJOUg9aLrMEOaLhJw1/hD29LETqZEsMZ",
+	"E0mmLHQOXYbjELIQUZzeSQ3WkNCGk269sb97aazuUHRadEA5gxjHXccI4z7BV2/hp+ficppaeWpPR71M",
+	"E6bNpWcvtzIKL6mVp8K+EMUME+FArVdzRkDWfWBlMvealSDKfiede2+wkgJxWNPOYnfrOB/ngXc7rB95",
+	"5MAgv/Pgue7ney/DxaYDsOQKa0HRClGg3fuJy8Fq8WohjLR734kn7V7OhZ4D7A93IzDV7iMcCQHA255w",
+	"IiXZZWNygzYu5ZDYB0eqAqFPUjCy5PEValmaUAOx5hvB5Lv03A1SVFMnwXlvJ3NY7FLXnUXXJTpuRLDv",
+	"Vq/bUp52ylJhjdmQUb6TK5JKMcO4e0+2qpSKKqvwLM0ZGXUGetQprA+yWgumVPfl5devvn7+6tmPz/vh",
+	"jASreubFZpy80OkEqx+Auv1Ag6+3VIGmUOFDxo8NkpnrugGeBzMERMi/srUzsczpNSPUraXi5mjG9kmm",
+	"dI0+ywwxuC5MHsQmG3mgcr6UFvPeFSNR6CjALUf5ie7HIvIrCpOlmmFnPwvHTvpUHn3r4g4gVB4Qaskd",
+	"Uhusj6Fz0EILX9WP5i+vHobaREeK2/WAUEMqN2WSsIQsmXJGx3aTBgV1P2PgSHOg2Hqm+2vLzqC66+5d",
+	"er5HlTaWRzTjtRn8Z3wziBJN2/2ZFZykKXjXXVBeEAtyNcBIyI0u0aB945IvnOP2bkqTxEqKIPnZGjdy",
+	"SDgIFOLYovLuDqaAEQyPr+6nOgpYwAr76CYPg0g0O3/7tEkXDFy2mekrDl7XNJWroBFsm9jQHAtiV/Cb",
+	"k5DvTdMAaCnNVXZIexe1dzv7rZf0k/IJ166zCh/7cRyPEWGG4wMd2rObHMN2cZti6G3L2p/VeKSsguBj",
+	"lzsWkc/RuYAU31liIkKJf18q0v3vucxUuu4Rqcio89/o9IDUomo+0X8ePyb/if+rBaw+/nyn92lfp+Ce",
+	"/rYS9hTiJSJOndparHL5cEICwZ1KRSiGvOSFTPKolwe6iOi3L3MN7jk4mv3xNF+cu80teNvmmMqoXOz7",
+	"p1dPOoEaZ8/On58T/0WeUPZ1ZgHq+AVVvO4Y/fzRLmR3WL7N23MBUd4vXdbDnuBdutbW9TQaos6RLK/y",
+	"qPNgOHnvLuPJQ2oQRvoGGLIUOls0BuLeZyWx5hwYuk4lTfaO0mK/bp7+U2aRRq2JVOiWz9W6N3IyJCcR",
+	"OY3Iw3/9459tVK1Q2JOdNSrMXLjyGnPID/l1482EPW+hMkVb2QLe8k6m4IZtXs4Fw4qM919crOVl5yS3",
+	"rQxc7OMrX2x2f6l/z0iHD3MEGPG2+yDMbd07MFD791fyqim+FNMOIKKznnXgzY8tSgsUC4oK3xHMGjyH",
+	"ooTNfnUGzjFEElUk6bz4Z6AiAc+EwlJz5spMPdAkEynTED2DiRVSsEAJnt0xVYEoqnuOiLqHYCPSFZbr",
+	"Y1jLYmnWvVZWtD9y0NAeIScXLgy4MQ0p4ENw93dZSbEpbC33lqexKTobs7wsXI67td/WpEGi23kTeKz6",
+	"5YrZRERbjI1IApWSppSnEZZ1Awc3hV8yxYY+bjmCnLdLOJ+IxFIIrLnkfynHVCTI8UMOVrWvwONDvVtJ",
+	"C/V4Zn8S1dOuLKR6e1UA8eDQBHtYe2xPgvczVFjEwLQVm8ylvMqLp6NWB6skp4PBkLAbGps0Lz4WuMCR",
+	"2LjBPvlJXAm5EuVaIy6sjHShjhWeEHykrbowocmlrynew9CzBb0p7+UEyELtl4D7bzeBKwpllnx6uz+B",
+	"CozOVdfuCyh56Ow67b6A8oLonFHrdp9gbT4LqL4E3e5vsFpdWJMwbJmz0VsXUryj7K+2iVwHpszcMrAF",
+	"UL8wQ6HAlqN6LemhCZVvk9DKtasreQI2hyJdyah17+6KjPzxE/l2p9M1my8PTB1qkQdEuoPqvQTvpF3S",
+	"jQeu7Xkz9cSb0m03wR9EGwYADSvCa6bJnFFlJoxi7KvjbD5bVa9FPFdSQIEKC4uucmUe4hioy7p3FGV0",
+	"u+DGqLMj4tKew4+F7LIHT7VqDwggvlD9NE/Kh9Mqs1HktRHWoQ5x4ZHoFsy9F6pT9YnR7cfoSoATUFcx",
+	"VR+urw/vVbwrt4yetTfZYP2xtKG97cei/E7LDwzZtIxS5caG5hAObCGrpQabisUM635rxsjNkftd9+1b",
+	"ve01aJsSfIvcRAip92EgdlqIlpjKNJUrQBN7jw80eSO5IF0XhUOsstg+37aQbAJxmXmOVbiA4hP3GEtA",
+	"zOVKnJF65m+Y0b5Bvr5rYS6uPmUtCrAU5LpISAuVD/J2SWeQ0SRBa2lefLU47hXVeZU/gjF6ToQoH/Z+",
+	"Z91krSxy3sJnHVh4fuqki//Ja2n32t7D3im0+cDoxpkqpudWM42lMFxkjrlX/DW44QKYSsWIXrdIgiiy",
+	"ATseEppQudHe//FY9Lf00wja2UNH8WquZDabO4myVoxGclGL8KmFfOcOrs1QPCQ/PnrNzBlXG4npbYI5",
+	"N+vZQ1llJ7x3MbQ8T83WFS2613K2BRdZPVBruwx1YOqqm2gzQhRHDF3QVm7lbmjzO3S3ZYqb9YWFHRf+",
+	"BJ2A8hY9YDrGn/IB5sYssSUPF1MZqn3pYuIB1zVT1zxmkMcptZkpdvH3H/DqXdFXyOgDAmnFXG8ipp4p",
+	"9kfiCdRI8AVjXJyjSCxDy8nXWR7dyH0xVV0UggGeHQHPxQlHYFF1zBCyNVH6f6Ch2FPXjuor01wYKhKq",
+	"EvKzY8c9TExzSZ1e2BwJyEUzOed19JMa1icXjJFExvp4qaSRsUz7iyTXV2Dz+YORGAlIbUCTTr27lR0m",
+	"W8B5dJtaLPX65GefMYcBnyMBRBf2QwU0eAJxKnJ5ksfXJ1iqWDCWaDJ2KslvMPaQfIUNokbZYPAwhg/h",
+	"T+YKvLq8iU6RD9GJOtdMaZdK0j/pD8BmuWSCLnln2HnYH/QfYqLSHADveA71rn6DepPoA7Z0BOZ/lnSG",
+	"nW+ZcSWxao3xTgeDLZ2n9us45WYINJz6admv4Exn+MvrqKOzxYJa2RoELh9QzDXJgGkZOtMWCfOd6M5r",
+	"O8ixYjRZb93rS/vGh9kqTA3tvR4PHr7fnnIGut6tdx91Qg2dWFUQcmlpPM/LTmNdNKzV3nj+1yfHdMmP",
+	"fAOh4CX8wLXBpkH6Pu+h1OQocCRYOueKrSPfd82qt9qXeMYubI8GJ02z5Ms+rjSeg48e7v6oaIYIK3NB",
+	"Kru+Kq64fG12i76zXN6qyDUQBTq60Cy9ZrrXJ+fQ3hC6XTVeY9RZSh24Nmx94Lo9IS9k2nwlk/UdX5lr",
+	"H/auynFdkmINXE7uZe4kBDHukQOMwe7bKjUWfX+w9OikxRd5D0f7welpm3WV2xHeHmTxLD3DhLIPpqi9",
+	"DkEwXDv2D6UH2oFujQIdv+XJO9ddh6GQWQXpl4D5JZCuwNajQFpNqUXj+7pQXMf2L/JGpR/qQvFgShfa",
+	"mtaUmjD/cv/dhV87EMkrbzdyqG/hjXvkT3lZ8EbuNPOtcw8CtbvgKijDlsJB3JqK65ymcnVkz0PJtMBA",
+	"ON7jt1dsvRX/nsLv3+b1tXZgH76eVGgFJcuUckH++peTyjrtY7CEfMLVTVxdSEjk2uNeo0Z5Onx7d4sm",
+	"TY1qb4cgH8dt/SjYfhdVo6iB9t01NPEV8kuNufq+pXyVFF/lkl+YFu/XVP511HG2r5pZ07VJpLCqqAao",
+	"gNjJwtUCKtpMgbEBYkMMXzDS/etfTnr9kbgI1PwnY2xOMCZKrvQZWUjFCP5EUmbw366SsmVUaD+ZZHo9",
+	"EnZ6xZy3DCxr2FWAC2IPPk1Ziqp7FVFeZAWi3L3c7Fs7tBKZ3ztqfhKVb8WHmSHZkhhJxq4OFpjpXKck",
+	"rjeQAzGClROvtzPrcs3/RnHoO//SfVpOSp0JGoUit9o/glyk2IxrAy6pfFXFYRe9DuoHffzW0tMWktF3",
+	"eeREa+Hok7jTKO5sv6NmCafxFu4c8n0XjTBJvTXkfzwCz66rqsk4oWmKV1xkdJO4cQ4ZUL6b2yoXPsaY",
+	"FDUmM2YliFKrjTFmPP3rH/8c+/j5DW5fBpq7Z/ilVinvmecfAKmf+P/tyBcyGfDeQ7/KwoV3ENs5hmZL",
+	"7KjICTwUm2QoHOdpZsV7UCpWXCRy5ZgllhLFS4aW4aBprCT6GU2msM3+CuPz0iQaCb2ksV2nndxgJ3+3",
+	"8aP8o15EtPTxPQqajRK94iaeWwEIJXS5ssK5b7ZfMwHCYTiovvBdmO4DZ2s5n+8c4v4B8NQ3D9alXNA/",
+	"Ou7uzco+EmRfpjR2oU2VjlAR9OjxmCVTcFcRKIqHMT7Cd05zaLedJviyqY3y/vdY1jRknv01Y2pdGAV8",
+	"mG87uPRZSuGxihSTVoNVotrDI5Yq/t/B+lwAc6PBYyNKqqkOhisV62MW82T6JZ2x3PhSm9xVl22Y/+Fp",
+	"tTop9DINJmCHt5a3u8wHL0pYDkplVh7v7D39+h7Jmq8DHCBoVm7E4zuYDH0Q/d7qkxYdI0t989DFMvpi",
+	"Z4J3TRz3dHBS9Jl2vYzPXEQKth3GsKBSCfXu1j7tvZGgKcQLYCWmiJwOBn4KLLUOXHpcLtw8hILS4z75",
+	"GUNhRmJcK04/JpoxUU5zz2umlcrde6mh686VnD4i8x4sYSTybUIwk13LFVv7XN3wgiKymlMDPnHL4ZDC",
+	"+FWOxNhXsx6XeuoXZa9LB1Vtu11Uoq+dDnTDjqAft3Nj1rpxJ9CKO/ILdrW6/fEFRBSsC/49hFjuJ6qV",
+	"LgBqQL2+H8mm1BPk/SojlfYemxThvAD4Cjx7/xHkaoa6KLh2PhyKm+Rv+X4EtCiBHiqTDvTnLiMTduzS",
+	"P/ukbd0BNcbD9N34A0S4JD8d57U3w3T53KWlcpHrPVDo4wyG5wKFN4jbhuxShMvVXKYMe3f0m0mB7twb",
+	"KmMLofePyeWuP1vAHPrll+l8L9o44U+ocHeogL6HkwEZDAboeuACi71axXnh2s1uwRKswNuMJq+g6lTV",
+	"xbGwsGDpqSfguprYgdwTR3aBzl6HHQn4xs7BREKFgQztcaXXDQQGuYWNSSKZHpa7W1p1qlz2wzJ1KWJm",
+	"Zy05HCEdzjipArKwfFphd5rS2YwlZFzvKTqG1qv4FCQFwjFBxFAIGhaQowGOygjjF3p9Mka7TzLGR9pZ",
+	"VOzX7gl0+RuJ8qZ9IOMZGS+kYmOi6VoXBws3qdgC2q1BgDLM5jIfuSFcjwRkC/bJuauOQaY8NVaOytus",
+	"DAmNLbUsrQj7trwddfDlUWdI3o46NE3tX0BG3gWlnCdwUvdI2r7K0qsc198vdcOpmygblDQAaQM7Nrk7",
+	"/aMTsQ8SNwhAEnkSZIWwBARqE8+x02VOMHxjRrAEOsjdQanydM4DCBWmk4CR1lccb6Rbdh7O9EgA4Wqg",
+	"TrAYJE59co6oVVJQ6t2wNEnZ1FjFzR5MV06Jdl2e9JyCRZaiyOuURLskwGO7lMQSmSYqMRLbyQQ5gEo4",
+	"Te4AMgF5tJ+oxEdDJQZf7v7iiRTTlGPO1Qcyu0Llnmaq0oTdBxAZH5Pc5G1GPf8+BW3XzLLBJ+A12D+5",
+	"hzkXVTjIShN5gyKlT5VGSStshdvLBmO196edPPC4Ln7u73/zAzaZA8+bBVmuS/Dr4oPONoVaSEYuxNqR",
+	"8HItVYpfW370aPClyyzODXHewuLzTrfKePcM4Vtgm9Cpcekxjn38sSNmPgr6ifdalkqg/aPBqsA5UrWg",
+	"jMflygvbnFNPiiz1Fj6qT66T+3adfBSEP1S8Y7fT5W7IfV6A6C4ofhUlvvNDX2BlpfuQi/N+ju9ZKK62",
+	"tAxFhbpnhwvC906SPwpzH54j6tAQ3d5UG6sLCf7A8sHAzRJyOjjtlXHHVfLZpO6l2pp3K/TUS1jVy1aF",
+	"qz9ulu/EAo+aLthITGTCmS4CRyt1JnsoBOX9c3Fab8wr6AxEZoNDISgQuVpr94i45bJg7xl3aw08Qx46",
+	"fPQJd28dNiQVgt2OynatsLSwg90pm/Kmmw8n/EeFavQR5AZ+HKaTTLhyxwH7iDMW5l2bPDW0kBeh+o2V",
+	"qXxRoTYaQqlm2DYF4SIvRtVCP9giwWOR/PYVvu9Vhi/1Ywi6SCfy5t9HhgerTb3gW159Dap5OE9bVTjx",
+	"DSYOlu2bA7FOi0As10eAJyCLrObMzCEEiazkFctjmLr1FgP+76lUIwHmXguiEIOCYZ5rN3KvT879JBCC",
+	"kltinBDiR9KGrsFpC87RwtTFtatKZ6SL/XVV6crmnXIPzJAAc8FEcuErx92L+FK0/GglvZze/cxBc/xT",
+	"X43wTxco/ecUkdx9EVrHmTBp2OQ6vt7pVp4DL/25OI6vABvAge+4NlKt/304ji/8P8eNV3nP3RuPihbU",
+	"jUD3d3zlHgGgaJHdmJKLnWZyb4p3nXz4BN3awtAYveHY8U2531WOvZSk2+Sq+7vLfLjfs2/SZ2CZ/w6u",
+	"uj1v8bbZoRupnMU13714k3d9f8+mmdaQ9SmG8i7qnDkYLlI4wbvKjBXQNelCK8yIKGZVl4hwcYS99klM",
+	"lxHGIfRaU6xjU6krvJV4lUoQt5JasIiuDsstn1fElkePPqTYUtpYk79LcmGg8zduypkjvL7jel+4DRdp",
+	"4WINxWTkghsDiuVHlWyE9aHzTZZ2L9GM7VD/7siqg1BFDTsq2tY3yjN5M/R7lWmqPfYb5Rq7aAKL/kNU",
+	"GymtZldJl9Jxty42kh/KPuVGCraMHdn1p/ojjfVHigvMwyPyQzug8NqW+7oHTGmSFe4CRz4eUbQVDt5t",
+	"eZLv5QRtgGA7hKhZu4pLWMWQvEXzIIT2rpgVGt6NIUXGh/8iFYAvR6L0qR6SX/r9/utx78wZD6GQuRQx",
+	"SidXbP3AA6gLMh7jBGN0dmrSBcI0Eu4l31M0IjRNScIm3BRhZr2GqmhVKL57ATsf/wMI2fsjzydp+zYY",
+	"eu688A4erXTjCnxPuQ95BAzIIdi+olksReLj+ieZ0ma8m8P6TvjbxZmL/K37NNG5SbYLM37BEZmsAU//",
+	"CDKNX1TFCJuf2eZhtxZm/Jl8Kp12J6KLvwDStawBIt+1oete0701Sy3NF3P3CNFEdguo+/NLLLsw7G6F",
+	"FR9Zb+mq4fEVobGS2icsYrkH383jLHeCYidyMIl4OKMiGQkYoTv2P17a98YRKX6wL4x7fXIOMd2UJHIl",
+	"oPqrFCnWtYXmX4rFTJiRWHCtWYILs8JOg0hSAdF78Gi64T+AQLInYnySRu7A9lcu29aW3RURLuFIqsLr",
+	"/tX6/rpxFK53nOWT//2T//1O/e/lfF1QMfM01QanfLV3UdFU7ZfXliMhe2mqeu6YD0TIwN8asyl91y/S",
+	"nRuzHB4fpzKm6VxqM/xi8MWAZCJhiowX9IpZpjEGmSdTaWfYOQZG6Nb5NlivIiIp1yYiXOgli03k4uPy",
+	"NGDIhgX7j7Owg+d4s27YeTnm6SxvLbmyqyrHD5WH8gcXrkJWDg09gsBuJhJsahcR6hsnJ1ZbMLU+syTv",
+	"M5uXbWPLpnlqpSpdyqTKRD5sec15pbrNwV4wxWXCYxQ/pSCUxEqKClH168lp6uYw4PfY9L2EfC4QE86E",
+	"/RA709Vcj+UCeKGpntTK9mNzPTi8I6ejFhaA8ogVlXNzXOwwFkFLLy6YxnF9B6jSOKVeKxZSi763voNv",
+	"c7L7Bfbpo3qzSx/BNydMD8l4oyDn2BuLrk+iMflsJCZUs88fdb/72/mTo4vvzk8ff94FrZwn5DMy6vRH",
+	"HfIZ1OzXhi6Wpd8mMln3ekVEnetV4Ec8SlgsE5aQJVXGF9Irug2Wi/RiCcUzkmQuEx5/IMoV4xyJPFm+",
+	"VnK0VJyUKoadfu1hU4F5BXmmPNeECZnN5v2RcLQO+5OYI4sz5kiKmJXOiydjaGcn+K8ZA3nZBZeEhFKV",
+	"CZchsLW5w08bg0WE9Wd9izGXj04v7Y1fPvSt1i9PLh9PB/Ep/bKoODhnNIFiiQ6AitVu7fuws+zhT4Lf",
+	"OEOLLnImfM2eFdUE+0KeEcXesBhsifialGRKFYYQC6xquXWlOSBtXXDbbL9N7UYq1y6iBigW3LGLI0Kn",
+	"a+NYAqCdS89f3eusX99f2sgHqoNQtI9v1FOQGWE+jqu3dhoqwLWZADG0oIUhsUXSM/J4CC6x/O2sTEqg",
+	"6oUeiXk5yc5KLwwTppw3Jy5l8hQkq5ySZKRzvBIOSA6S2JehHmNQksMlKo8ha+IINNwx6VLyePDQuQEq",
+	"T4yU6IwuyWn101gTCUHIWAMxcq1SZGYgUdxX6yCxFILF9itssDStNP6NfM0QXMWExldyOt3eWBIMEeVG",
+	"tNgx1uriska2oUlsvaFrOLns3bv/HwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

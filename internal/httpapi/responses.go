@@ -17,7 +17,7 @@ func jobBody(j engine.Job) Job {
 		PendingChildren: j.PendingChildren, Wake: j.Wake, CancelRequested: &j.CancelRequested,
 		LeaseExpiresAt: j.LeaseExpiresAt, LeaseOwner: j.LeaseOwner, AttemptedAt: j.AttemptedAt,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt,
-		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick,
+		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick, DebounceKey: j.DebounceKey,
 	}
 	out.EligibleAt = j.EligibleAt
 	if j.Awaiting != nil {
@@ -45,6 +45,7 @@ func jobBody(j engine.Job) Job {
 type jobInsertedBody struct {
 	Job
 	Deduplicated bool `json:"deduplicated"`
+	Debounced    bool `json:"debounced,omitempty"`
 }
 
 type jobDetailBody struct {

@@ -52,6 +52,10 @@ type Job struct {
 	// (nil for a job inserted by a client).
 	ScheduleName *string
 	ScheduleTick *time.Time
+	// DebounceKey is the debounce key the job was inserted with, and DebounceDeadline
+	// the latest its debounced inserts may push it to (nil: none).
+	DebounceKey      *string
+	DebounceDeadline *time.Time
 }
 
 // RateLimitUse is one rate limit a job draws from: Weight tokens of the bucket of Key
@@ -86,7 +90,8 @@ func jobFromRow(r dbsqlc.Job) Job {
 		PendingChildren: r.PendingChildren, Awaiting: r.Awaiting, Wake: r.Wake, InboxSeq: r.InboxSeq,
 		ConsumedSeq: r.ConsumedSeq, LeaseExpiresAt: r.LeaseExpiresAt, LeaseOwner: r.LeaseOwner,
 		AttemptedAt: r.AttemptedAt, CancelRequested: r.CancelRequested, CreatedAt: r.CreatedAt,
-		UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, ScheduleName: r.ScheduleName, ScheduleTick: r.ScheduleTick}
+		UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, ScheduleName: r.ScheduleName, ScheduleTick: r.ScheduleTick,
+		DebounceKey: r.DebounceKey, DebounceDeadline: r.DebounceDeadline}
 }
 
 // JobInsert is one job to insert. Nil fields take the column or handler default.
@@ -110,6 +115,18 @@ type JobInsert struct {
 	// IdempotencyKey, when set, makes a repeat within the idempotency window answer the
 	// job it first made, whatever that job's status (table idempotency_keys).
 	IdempotencyKey *string `json:"idempotency_key,omitempty"`
+	// Debounce, when set, collapses inserts of one key into the one runnable,
+	// never-claimed job holding it (never with Key, IdempotencyKey, RunAt or DelayMS).
+	Debounce *Debounce `json:"debounce,omitempty"`
+}
+
+// Debounce says how an insert collapses into the pending job of its key: the job runs
+// once Period has passed with no new insert of the key, or MaxWait (0: no bound) after
+// the insert that made it, with the latest insert's input.
+type Debounce struct {
+	Key     string        `json:"key"`
+	Period  time.Duration `json:"period"`
+	MaxWait time.Duration `json:"max_wait,omitempty"`
 }
 
 // DefaultIdempotencyWindow is how long an idempotency key answers its job when the
@@ -120,16 +137,19 @@ const DefaultIdempotencyWindow = 24 * time.Hour
 type JobInsertOptions struct {
 	// IdempotencyWindow is how long a new idempotency key answers its job (0: the default, 24h).
 	IdempotencyWindow time.Duration
-	// AsOf, when set, is the time idempotency keys are judged by (default: the
-	// database's now()); tests set it ahead to pass a window without waiting.
+	// AsOf, when set, is the time idempotency keys are judged by and debounce periods
+	// count from (default: the database's now()); tests set it ahead to pass a window
+	// without waiting.
 	AsOf *time.Time
 }
 
 // JobInserted is the answer for one JobInsert: the new job, or the live job that already
-// held its key (Deduplicated).
+// held its key (Deduplicated), or the pending job its debounced insert collapsed into
+// (Debounced: made by an earlier insert of its debounce key, possibly of the same batch).
 type JobInserted struct {
 	Job
 	Deduplicated bool
+	Debounced    bool
 }
 
 // InsertProblem says why one item of a refused batch cannot be inserted.
@@ -175,6 +195,7 @@ func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts Job
 	done := make([]bool, len(items))
 	inserted := 0
 	live, idempotent := map[string]Job{}, map[string]Job{}
+	fresh := map[string]bool{} // debounce keys whose job this batch made
 	for _, r := range rows {
 		// The row is the origin, ord and key followed by every column of jobs, in table order.
 		j := jobFromRow(dbsqlc.Job{ID: r.ID, Queue: r.Queue, Handler: r.Handler, Status: r.Status, Priority: r.Priority,
@@ -185,15 +206,28 @@ func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts Job
 			ConsumedSeq: r.ConsumedSeq, LeaseExpiresAt: r.LeaseExpiresAt, LeaseOwner: r.LeaseOwner,
 			AttemptedAt: r.AttemptedAt, CancelRequested: r.CancelRequested, CreatedAt: r.CreatedAt,
 			UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, ScheduleName: r.ScheduleName, ScheduleTick: r.ScheduleTick,
-			ExtraRateLimits: r.ExtraRateLimits})
+			ExtraRateLimits: r.ExtraRateLimits, DebounceKey: r.DebounceKey, DebounceDeadline: r.DebounceDeadline})
 		switch {
 		case r.Origin == "inserted" && int(r.Ord) < len(items):
 			out[r.Ord], done[r.Ord] = JobInserted{Job: j}, true
 			inserted++
+		case (r.Origin == "debounce_new" || r.Origin == "debounce_hit") && int(r.Ord) < len(items):
+			out[r.Ord], done[r.Ord] = JobInserted{Job: j, Debounced: true}, true
+			inserted++
+			if r.Origin == "debounce_new" && j.DebounceKey != nil {
+				fresh[*j.DebounceKey] = true
+			}
 		case r.Origin == "idempotent" && r.IdempotencyKey != nil:
 			idempotent[*r.IdempotencyKey] = j
 		case j.Key != nil:
 			live[*j.Key] = j
+		}
+	}
+	// The first item of a debounce key that made a new job is the one that made it; every
+	// other item of the key collapsed into that job.
+	for i, it := range items {
+		if it.Debounce != nil && fresh[it.Debounce.Key] {
+			out[i].Debounced, fresh[it.Debounce.Key] = false, false
 		}
 	}
 	// Walk the request: an item not inserted answers the job holding its idempotency key
@@ -271,7 +305,8 @@ func insertArrays(items []JobInsert) dbsqlc.JobInsertManyParams {
 		Keys: make([]string, n), Priorities: make([]int, n), RunAts: make([]time.Time, n), DelaysMs: make([]int64, n),
 		ConcurrencyKeys: make([]string, n), RateLimits: make([]string, n), RateKeys: make([]string, n),
 		RateWeights: make([]int, n), MaxAttempts: make([]int, n), ParentIds: make([]int64, n), IdempotencyKeys: make([]string, n),
-		ExtraRateLimits: make([]json.RawMessage, n)}
+		ExtraRateLimits: make([]json.RawMessage, n), DebounceKeys: make([]string, n), DebouncePeriodsMs: make([]int64, n),
+		DebounceMaxWaitsMs: make([]int64, n)}
 	for i, it := range items {
 		p.Queues[i], p.Handlers[i], p.Inputs[i] = it.Queue, it.Handler, it.Input
 		p.Keys[i], p.Priorities[i] = valueOr(it.Key, ""), valueOr(it.Priority, -1)
@@ -281,6 +316,9 @@ func insertArrays(items []JobInsert) dbsqlc.JobInsertManyParams {
 		p.IdempotencyKeys[i] = valueOr(it.IdempotencyKey, "")
 		if len(it.ExtraRateLimits) > 0 {
 			p.ExtraRateLimits[i], _ = json.Marshal(it.ExtraRateLimits) // plain structs: cannot fail
+		}
+		if d := it.Debounce; d != nil {
+			p.DebounceKeys[i], p.DebouncePeriodsMs[i], p.DebounceMaxWaitsMs[i] = d.Key, d.Period.Milliseconds(), d.MaxWait.Milliseconds()
 		}
 	}
 	return p

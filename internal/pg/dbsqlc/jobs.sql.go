@@ -76,7 +76,7 @@ func (q *Queries) ChildLoadForJoin(ctx context.Context, arg ChildLoadForJoinPara
 }
 
 const JobGet = `-- name: JobGet :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits,
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline,
        (SELECT count(*) FROM jobs c WHERE c.parent_id = j.id) AS children_total,
        (SELECT count(*) FROM jobs c WHERE c.parent_id = j.id
                                       AND c.status IN ('done', 'failed', 'cancelled')) AS children_finished
@@ -134,6 +134,8 @@ func (q *Queries) JobGet(ctx context.Context, id int64) (JobGetRow, error) {
 		&i.Job.ScheduleName,
 		&i.Job.ScheduleTick,
 		&i.Job.ExtraRateLimits,
+		&i.Job.DebounceKey,
+		&i.Job.DebounceDeadline,
 		&i.ChildrenTotal,
 		&i.ChildrenFinished,
 	)
@@ -141,7 +143,7 @@ func (q *Queries) JobGet(ctx context.Context, id int64) (JobGetRow, error) {
 }
 
 const JobGetByIdempotencyKey = `-- name: JobGetByIdempotencyKey :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline
 FROM idempotency_keys k
 JOIN jobs j ON j.id = k.job_id
 WHERE k.key = $1::text AND k.expires_at > coalesce($2::timestamptz, now())
@@ -197,12 +199,14 @@ func (q *Queries) JobGetByIdempotencyKey(ctx context.Context, arg JobGetByIdempo
 		&i.ScheduleName,
 		&i.ScheduleTick,
 		&i.ExtraRateLimits,
+		&i.DebounceKey,
+		&i.DebounceDeadline,
 	)
 	return i, err
 }
 
 const JobGetLiveByKey = `-- name: JobGetLiveByKey :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline
 FROM jobs j
 WHERE j.key = $1::text AND j.status IN ('runnable', 'executing', 'awaiting')
 `
@@ -251,6 +255,8 @@ func (q *Queries) JobGetLiveByKey(ctx context.Context, jobKey string) (Job, erro
 		&i.ScheduleName,
 		&i.ScheduleTick,
 		&i.ExtraRateLimits,
+		&i.DebounceKey,
+		&i.DebounceDeadline,
 	)
 	return i, err
 }
@@ -264,6 +270,7 @@ WITH req AS (
            nullif(r.rate_key, '') AS rate_key, nullif(r.rate_weight, 0) AS rate_weight,
            nullif(r.max_attempts, 0) AS max_attempts, nullif(r.parent_id, 0) AS parent_id,
            nullif(r.idempotency_key, '') AS idempotency_key, r.extra_rate_limits,
+           nullif(r.debounce_key, '') AS debounce_key, r.debounce_period_ms, nullif(r.debounce_max_wait_ms, 0) AS debounce_max_wait_ms,
            nextval(pg_get_serial_sequence('jobs', 'id')) AS id
     FROM ROWS FROM (unnest($1::text[]), unnest($2::text[]),
                     unnest($3::jsonb[]), unnest($4::text[]),
@@ -272,9 +279,11 @@ WITH req AS (
                     unnest($9::text[]), unnest($10::text[]),
                     unnest($11::int[]), unnest($12::int[]),
                     unnest($13::bigint[]), unnest($14::text[]),
-                    unnest($15::jsonb[])) WITH ORDINALITY
+                    unnest($15::jsonb[]), unnest($16::text[]),
+                    unnest($17::bigint[]), unnest($18::bigint[])) WITH ORDINALITY
          AS r(queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, rate_limit,
-              rate_key, rate_weight, max_attempts, parent_id, idempotency_key, extra_rate_limits, ord)
+              rate_key, rate_weight, max_attempts, parent_id, idempotency_key, extra_rate_limits,
+              debounce_key, debounce_period_ms, debounce_max_wait_ms, ord)
 ),
 missing AS (
     SELECT 1 FROM req r
@@ -295,7 +304,7 @@ new_queues AS (
 claimed AS (
     INSERT INTO idempotency_keys AS k (key, job_id, expires_at)
     SELECT DISTINCT ON (r.idempotency_key) r.idempotency_key, r.id,
-           coalesce($16::timestamptz, now()) + $17::bigint * interval '1 millisecond'
+           coalesce($19::timestamptz, now()) + $20::bigint * interval '1 millisecond'
     FROM req r
     WHERE r.idempotency_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM missing)
       AND (r.key IS NULL OR NOT EXISTS (SELECT 1 FROM jobs j WHERE j.key = r.key
@@ -303,7 +312,7 @@ claimed AS (
     ORDER BY r.idempotency_key, r.ord
     ON CONFLICT (key) DO UPDATE
     SET job_id = excluded.job_id, expires_at = excluded.expires_at, created_at = now()
-    WHERE k.expires_at <= coalesce($16::timestamptz, now())
+    WHERE k.expires_at <= coalesce($19::timestamptz, now())
     RETURNING k.job_id
 ),
 inserted AS (
@@ -315,31 +324,54 @@ inserted AS (
            r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1), r.extra_rate_limits,
            coalesce(r.max_attempts, h.max_attempts), r.parent_id
     FROM req r JOIN handlers h ON h.name = r.handler
-    WHERE NOT EXISTS (SELECT 1 FROM missing)
+    WHERE NOT EXISTS (SELECT 1 FROM missing) AND r.debounce_key IS NULL
       AND (r.idempotency_key IS NULL OR r.id IN (SELECT c.job_id FROM claimed c))
     ORDER BY r.ord
     ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('runnable', 'executing', 'awaiting')
     DO NOTHING
-    RETURNING id, queue, handler, status, priority, eligible_at, input, state, result, error, step, attempt, max_attempts, key, concurrency_key, rate_limit, rate_key, rate_weight, parent_id, pending_children, awaiting, wake, inbox_seq, consumed_seq, claim_inbox_seq, lease_token, lease_expires_at, lease_owner, attempted_at, gate_shard, cancel_requested, created_at, updated_at, finished_at, late_signals, cancelled_while, schedule_name, schedule_tick, extra_rate_limits
+    RETURNING id, queue, handler, status, priority, eligible_at, input, state, result, error, step, attempt, max_attempts, key, concurrency_key, rate_limit, rate_key, rate_weight, parent_id, pending_children, awaiting, wake, inbox_seq, consumed_seq, claim_inbox_seq, lease_token, lease_expires_at, lease_owner, attempted_at, gate_shard, cancel_requested, created_at, updated_at, finished_at, late_signals, cancelled_while, schedule_name, schedule_tick, extra_rate_limits, debounce_key, debounce_deadline
+),
+debounced AS (
+    INSERT INTO jobs AS j (id, queue, handler, input, priority, eligible_at, concurrency_key, rate_limit,
+                           rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, debounce_key,
+                           debounce_deadline)
+    OVERRIDING SYSTEM VALUE
+    SELECT DISTINCT ON (r.debounce_key) r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), coalesce(r.priority, 5),
+           coalesce($19::timestamptz, now()) + r.debounce_period_ms * interval '1 millisecond',
+           r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1), r.extra_rate_limits,
+           coalesce(r.max_attempts, h.max_attempts), r.parent_id, r.debounce_key,
+           coalesce($19::timestamptz, now()) + r.debounce_max_wait_ms * interval '1 millisecond'
+    FROM req r JOIN handlers h ON h.name = r.handler
+    WHERE r.debounce_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM missing)
+    ORDER BY r.debounce_key, r.ord DESC
+    ON CONFLICT (debounce_key) WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL
+    DO UPDATE SET input = excluded.input,
+                  eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),
+                  updated_at = now()
+    RETURNING id, queue, handler, status, priority, eligible_at, input, state, result, error, step, attempt, max_attempts, key, concurrency_key, rate_limit, rate_key, rate_weight, parent_id, pending_children, awaiting, wake, inbox_seq, consumed_seq, claim_inbox_seq, lease_token, lease_expires_at, lease_owner, attempted_at, gate_shard, cancel_requested, created_at, updated_at, finished_at, late_signals, cancelled_while, schedule_name, schedule_tick, extra_rate_limits, debounce_key, debounce_deadline
 ),
 notified AS (
     SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
     FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
 )
-SELECT 'existing'::text AS origin, -1::int AS ord, NULL::text AS idempotency_key, j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits
+SELECT 'existing'::text AS origin, -1::int AS ord, NULL::text AS idempotency_key, j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline
 FROM jobs j
 WHERE j.key IN (SELECT r.key FROM req r WHERE r.key IS NOT NULL)
   AND j.status IN ('runnable', 'executing', 'awaiting')
 UNION ALL
-SELECT 'idempotent', -1, k.key, j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits
+SELECT 'idempotent', -1, k.key, j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline
 FROM idempotency_keys k
 JOIN jobs j ON j.id = k.job_id
 WHERE k.key IN (SELECT r.idempotency_key FROM req r WHERE r.idempotency_key IS NOT NULL)
-  AND k.expires_at > coalesce($16::timestamptz, now())
+  AND k.expires_at > coalesce($19::timestamptz, now())
 UNION ALL
-SELECT 'inserted', r.ord::int, r.idempotency_key, i.id, i.queue, i.handler, i.status, i.priority, i.eligible_at, i.input, i.state, i.result, i.error, i.step, i.attempt, i.max_attempts, i.key, i.concurrency_key, i.rate_limit, i.rate_key, i.rate_weight, i.parent_id, i.pending_children, i.awaiting, i.wake, i.inbox_seq, i.consumed_seq, i.claim_inbox_seq, i.lease_token, i.lease_expires_at, i.lease_owner, i.attempted_at, i.gate_shard, i.cancel_requested, i.created_at, i.updated_at, i.finished_at, i.late_signals, i.cancelled_while, i.schedule_name, i.schedule_tick, i.extra_rate_limits
+SELECT 'inserted', r.ord::int, r.idempotency_key, i.id, i.queue, i.handler, i.status, i.priority, i.eligible_at, i.input, i.state, i.result, i.error, i.step, i.attempt, i.max_attempts, i.key, i.concurrency_key, i.rate_limit, i.rate_key, i.rate_weight, i.parent_id, i.pending_children, i.awaiting, i.wake, i.inbox_seq, i.consumed_seq, i.claim_inbox_seq, i.lease_token, i.lease_expires_at, i.lease_owner, i.attempted_at, i.gate_shard, i.cancel_requested, i.created_at, i.updated_at, i.finished_at, i.late_signals, i.cancelled_while, i.schedule_name, i.schedule_tick, i.extra_rate_limits, i.debounce_key, i.debounce_deadline
 FROM inserted i
 JOIN req r ON r.id = i.id, notified
+UNION ALL
+SELECT CASE WHEN d.id = r.id THEN 'debounce_new' ELSE 'debounce_hit' END, r.ord::int, NULL, d.id, d.queue, d.handler, d.status, d.priority, d.eligible_at, d.input, d.state, d.result, d.error, d.step, d.attempt, d.max_attempts, d.key, d.concurrency_key, d.rate_limit, d.rate_key, d.rate_weight, d.parent_id, d.pending_children, d.awaiting, d.wake, d.inbox_seq, d.consumed_seq, d.claim_inbox_seq, d.lease_token, d.lease_expires_at, d.lease_owner, d.attempted_at, d.gate_shard, d.cancel_requested, d.created_at, d.updated_at, d.finished_at, d.late_signals, d.cancelled_while, d.schedule_name, d.schedule_tick, d.extra_rate_limits, d.debounce_key, d.debounce_deadline
+FROM debounced d
+JOIN req r ON r.debounce_key = d.debounce_key
 `
 
 type JobInsertManyParams struct {
@@ -358,53 +390,58 @@ type JobInsertManyParams struct {
 	ParentIds           []int64
 	IdempotencyKeys     []string
 	ExtraRateLimits     []json.RawMessage
+	DebounceKeys        []string
+	DebouncePeriodsMs   []int64
+	DebounceMaxWaitsMs  []int64
 	AsOf                *time.Time
 	IdempotencyWindowMs int64
 }
 
 type JobInsertManyRow struct {
-	Origin          string
-	Ord             int32
-	IdempotencyKey  *string
-	ID              int64
-	Queue           string
-	Handler         string
-	Status          string
-	Priority        int
-	EligibleAt      pgtype.Timestamptz
-	Input           json.RawMessage
-	State           json.RawMessage
-	Result          json.RawMessage
-	Error           json.RawMessage
-	Step            int
-	Attempt         int
-	MaxAttempts     int
-	Key             *string
-	ConcurrencyKey  *string
-	RateLimit       *string
-	RateKey         *string
-	RateWeight      int
-	ParentID        *int64
-	PendingChildren int
-	Awaiting        []string
-	Wake            *string
-	InboxSeq        int64
-	ConsumedSeq     int64
-	ClaimInboxSeq   int64
-	LeaseToken      *string
-	LeaseExpiresAt  *time.Time
-	LeaseOwner      *string
-	AttemptedAt     *time.Time
-	GateShard       *int
-	CancelRequested bool
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-	FinishedAt      *time.Time
-	LateSignals     []string
-	CancelledWhile  *string
-	ScheduleName    *string
-	ScheduleTick    *time.Time
-	ExtraRateLimits json.RawMessage
+	Origin           string
+	Ord              int32
+	IdempotencyKey   *string
+	ID               int64
+	Queue            string
+	Handler          string
+	Status           string
+	Priority         int
+	EligibleAt       pgtype.Timestamptz
+	Input            json.RawMessage
+	State            json.RawMessage
+	Result           json.RawMessage
+	Error            json.RawMessage
+	Step             int
+	Attempt          int
+	MaxAttempts      int
+	Key              *string
+	ConcurrencyKey   *string
+	RateLimit        *string
+	RateKey          *string
+	RateWeight       int
+	ParentID         *int64
+	PendingChildren  int
+	Awaiting         []string
+	Wake             *string
+	InboxSeq         int64
+	ConsumedSeq      int64
+	ClaimInboxSeq    int64
+	LeaseToken       *string
+	LeaseExpiresAt   *time.Time
+	LeaseOwner       *string
+	AttemptedAt      *time.Time
+	GateShard        *int
+	CancelRequested  bool
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	FinishedAt       *time.Time
+	LateSignals      []string
+	CancelledWhile   *string
+	ScheduleName     *string
+	ScheduleTick     *time.Time
+	ExtraRateLimits  json.RawMessage
+	DebounceKey      *string
+	DebounceDeadline *time.Time
 }
 
 // Inserts a batch of jobs (one request item per element of each typed array, in request
@@ -421,13 +458,22 @@ type JobInsertManyRow struct {
 // A job naming several rate limits carries its first in rate_limits/rate_keys/rate_weights
 // and the others in extra_rate_limits ([{name, key, weight}], NULL for none): each must
 // exist and hold its weight in its burst, or the batch is refused.
-// Index use: handlers_pkey per distinct handler, rate_limits_pkey per rate limit named, jobs_live_key per keyed item (arbiter),
+// Index use: handlers_pkey per distinct handler, rate_limits_pkey per rate limit named,
+// jobs_debounce per debounce key (arbiter), jobs_live_key per keyed item (arbiter),
 // idempotency_keys_pkey per item with an idempotency key, queues_pkey per distinct
 // queue. Cost: one heap insert + its index entries per job (+ one key row per idempotency key).
 // The first item of each idempotency key claims it: a new key, or one past its window.
 // A concurrent insert of the same key waits here for the other to commit and claims
 // nothing (its item answers the other's job, found by JobGetByIdempotencyKey).
+// Debounced items (never with a key or an idempotency key): the last item of each
+// debounce key upserts the runnable, never-claimed job holding it (jobs_debounce is the
+// arbiter, so concurrent inserts of a key make one job): a new job eligible a period
+// from as_of (default now()) with a deadline max_wait from then, or the existing job
+// given this input and pushed to a period from now, never past its deadline. Empty, and
+// nearly free, for a batch without debounce.
 // The pre-existing rows first: the answer takes the column types of the jobs table.
+// Every debounced item answers the job of its key: 'debounce_new' for the item whose id
+// made a new job, 'debounce_hit' for the others.
 func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([]JobInsertManyRow, error) {
 	rows, err := q.db.Query(ctx, JobInsertMany,
 		arg.Queues,
@@ -445,6 +491,9 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 		arg.ParentIds,
 		arg.IdempotencyKeys,
 		arg.ExtraRateLimits,
+		arg.DebounceKeys,
+		arg.DebouncePeriodsMs,
+		arg.DebounceMaxWaitsMs,
 		arg.AsOf,
 		arg.IdempotencyWindowMs,
 	)
@@ -498,6 +547,8 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 			&i.ScheduleName,
 			&i.ScheduleTick,
 			&i.ExtraRateLimits,
+			&i.DebounceKey,
+			&i.DebounceDeadline,
 		); err != nil {
 			return nil, err
 		}
@@ -591,7 +642,7 @@ func (q *Queries) JobInsertProblems(ctx context.Context, arg JobInsertProblemsPa
 }
 
 const JobList = `-- name: JobList :many
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline
 FROM jobs j
 WHERE ($1::text IS NULL OR j.queue = $1)
   AND ($2::text IS NULL OR j.status = $2)
@@ -673,6 +724,8 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 			&i.ScheduleName,
 			&i.ScheduleTick,
 			&i.ExtraRateLimits,
+			&i.DebounceKey,
+			&i.DebounceDeadline,
 		); err != nil {
 			return nil, err
 		}

@@ -13,7 +13,8 @@
 -- A job naming several rate limits carries its first in rate_limits/rate_keys/rate_weights
 -- and the others in extra_rate_limits ([{name, key, weight}], NULL for none): each must
 -- exist and hold its weight in its burst, or the batch is refused.
--- Index use: handlers_pkey per distinct handler, rate_limits_pkey per rate limit named, jobs_live_key per keyed item (arbiter),
+-- Index use: handlers_pkey per distinct handler, rate_limits_pkey per rate limit named,
+-- jobs_debounce per debounce key (arbiter), jobs_live_key per keyed item (arbiter),
 -- idempotency_keys_pkey per item with an idempotency key, queues_pkey per distinct
 -- queue. Cost: one heap insert + its index entries per job (+ one key row per idempotency key).
 WITH req AS (
@@ -24,6 +25,7 @@ WITH req AS (
            nullif(r.rate_key, '') AS rate_key, nullif(r.rate_weight, 0) AS rate_weight,
            nullif(r.max_attempts, 0) AS max_attempts, nullif(r.parent_id, 0) AS parent_id,
            nullif(r.idempotency_key, '') AS idempotency_key, r.extra_rate_limits,
+           nullif(r.debounce_key, '') AS debounce_key, r.debounce_period_ms, nullif(r.debounce_max_wait_ms, 0) AS debounce_max_wait_ms,
            nextval(pg_get_serial_sequence('jobs', 'id')) AS id
     FROM ROWS FROM (unnest(sqlc.arg(queues)::text[]), unnest(sqlc.arg(handlers)::text[]),
                     unnest(sqlc.arg(inputs)::jsonb[]), unnest(sqlc.arg(keys)::text[]),
@@ -32,9 +34,11 @@ WITH req AS (
                     unnest(sqlc.arg(rate_limits)::text[]), unnest(sqlc.arg(rate_keys)::text[]),
                     unnest(sqlc.arg(rate_weights)::int[]), unnest(sqlc.arg(max_attempts)::int[]),
                     unnest(sqlc.arg(parent_ids)::bigint[]), unnest(sqlc.arg(idempotency_keys)::text[]),
-                    unnest(sqlc.arg(extra_rate_limits)::jsonb[])) WITH ORDINALITY
+                    unnest(sqlc.arg(extra_rate_limits)::jsonb[]), unnest(sqlc.arg(debounce_keys)::text[]),
+                    unnest(sqlc.arg(debounce_periods_ms)::bigint[]), unnest(sqlc.arg(debounce_max_waits_ms)::bigint[])) WITH ORDINALITY
          AS r(queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, rate_limit,
-              rate_key, rate_weight, max_attempts, parent_id, idempotency_key, extra_rate_limits, ord)
+              rate_key, rate_weight, max_attempts, parent_id, idempotency_key, extra_rate_limits,
+              debounce_key, debounce_period_ms, debounce_max_wait_ms, ord)
 ),
 missing AS (
     SELECT 1 FROM req r
@@ -78,11 +82,36 @@ inserted AS (
            r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1), r.extra_rate_limits,
            coalesce(r.max_attempts, h.max_attempts), r.parent_id
     FROM req r JOIN handlers h ON h.name = r.handler
-    WHERE NOT EXISTS (SELECT 1 FROM missing)
+    WHERE NOT EXISTS (SELECT 1 FROM missing) AND r.debounce_key IS NULL
       AND (r.idempotency_key IS NULL OR r.id IN (SELECT c.job_id FROM claimed c))
     ORDER BY r.ord
     ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('runnable', 'executing', 'awaiting')
     DO NOTHING
+    RETURNING *
+),
+-- Debounced items (never with a key or an idempotency key): the last item of each
+-- debounce key upserts the runnable, never-claimed job holding it (jobs_debounce is the
+-- arbiter, so concurrent inserts of a key make one job): a new job eligible a period
+-- from as_of (default now()) with a deadline max_wait from then, or the existing job
+-- given this input and pushed to a period from now, never past its deadline. Empty, and
+-- nearly free, for a batch without debounce.
+debounced AS (
+    INSERT INTO jobs AS j (id, queue, handler, input, priority, eligible_at, concurrency_key, rate_limit,
+                           rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, debounce_key,
+                           debounce_deadline)
+    OVERRIDING SYSTEM VALUE
+    SELECT DISTINCT ON (r.debounce_key) r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), coalesce(r.priority, 5),
+           coalesce(sqlc.narg(as_of)::timestamptz, now()) + r.debounce_period_ms * interval '1 millisecond',
+           r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1), r.extra_rate_limits,
+           coalesce(r.max_attempts, h.max_attempts), r.parent_id, r.debounce_key,
+           coalesce(sqlc.narg(as_of)::timestamptz, now()) + r.debounce_max_wait_ms * interval '1 millisecond'
+    FROM req r JOIN handlers h ON h.name = r.handler
+    WHERE r.debounce_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM missing)
+    ORDER BY r.debounce_key, r.ord DESC
+    ON CONFLICT (debounce_key) WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL
+    DO UPDATE SET input = excluded.input,
+                  eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),
+                  updated_at = now()
     RETURNING *
 ),
 notified AS (
@@ -103,7 +132,13 @@ WHERE k.key IN (SELECT r.idempotency_key FROM req r WHERE r.idempotency_key IS N
 UNION ALL
 SELECT 'inserted', r.ord::int, r.idempotency_key, i.*
 FROM inserted i
-JOIN req r ON r.id = i.id, notified;
+JOIN req r ON r.id = i.id, notified
+UNION ALL
+-- Every debounced item answers the job of its key: 'debounce_new' for the item whose id
+-- made a new job, 'debounce_hit' for the others.
+SELECT CASE WHEN d.id = r.id THEN 'debounce_new' ELSE 'debounce_hit' END, r.ord::int, NULL, d.*
+FROM debounced d
+JOIN req r ON r.debounce_key = d.debounce_key;
 
 -- name: JobInsertProblems :many
 -- Why JobInsertMany refused a batch (its error path only): for each item, an unknown

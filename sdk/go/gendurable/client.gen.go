@@ -289,6 +289,28 @@ type BulkResult struct {
 	More bool `json:"more"`
 }
 
+// Debounce Inserts with the same debounce key collapse into one job while it is pending
+// (runnable and never claimed): each gives it its input and pushes it back to
+// `period` from now, never later than `max_wait` after the insert that made it. The
+// job runs once `period` has passed with no new insert (or at `max_wait`), with the
+// latest input; the other fields are those of the insert that made it. Once claimed,
+// the next insert makes a new job. The key is global (like `key`): include the
+// handler in it to keep handlers apart. Not with `key`, `idempotency_key` (or the
+// Idempotency-Key header), `run_at` or `delay`.
+type Debounce struct {
+	Key string `json:"key"`
+
+	// MaxWait A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	MaxWait *Duration `json:"max_wait,omitempty"`
+
+	// Period A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Period Duration `json:"period"`
+}
+
 // Duration A Go duration such as "500ms", "30s", "1h30m".
 //
 // Example: 30s
@@ -403,6 +425,9 @@ type Job struct {
 	ConcurrencyKey  *string   `json:"concurrency_key"`
 	CreatedAt       time.Time `json:"created_at"`
 
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
@@ -474,6 +499,9 @@ type JobDetail struct {
 	ConcurrencyKey   *string   `json:"concurrency_key"`
 	CreatedAt        time.Time `json:"created_at"`
 
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
@@ -527,6 +555,16 @@ type JobDetail struct {
 type JobInsert struct {
 	ConcurrencyKey *string `json:"concurrency_key,omitempty"`
 
+	// Debounce Inserts with the same debounce key collapse into one job while it is pending
+	// (runnable and never claimed): each gives it its input and pushes it back to
+	// `period` from now, never later than `max_wait` after the insert that made it. The
+	// job runs once `period` has passed with no new insert (or at `max_wait`), with the
+	// latest input; the other fields are those of the insert that made it. Once claimed,
+	// the next insert makes a new job. The key is global (like `key`): include the
+	// handler in it to keep handlers apart. Not with `key`, `idempotency_key` (or the
+	// Idempotency-Key header), `run_at` or `delay`.
+	Debounce *Debounce `json:"debounce,omitempty"`
+
 	// Delay A Go duration such as "500ms", "30s", "1h30m".
 	//
 	// Example: 30s
@@ -570,7 +608,13 @@ type JobInserted struct {
 	CancelRequested *bool     `json:"cancel_requested,omitempty"`
 	ConcurrencyKey  *string   `json:"concurrency_key"`
 	CreatedAt       time.Time `json:"created_at"`
-	Deduplicated    bool      `json:"deduplicated"`
+
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
+	// Debounced Present and true when the insert collapsed into a pending job of its debounce key.
+	Debounced    *bool `json:"debounced,omitempty"`
+	Deduplicated bool  `json:"deduplicated"`
 
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
@@ -1271,7 +1315,9 @@ type ClientInterface interface {
 	// 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 	// already holds, 200 with that job and `deduplicated: true`. With an
 	// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-	// with the job that key made and `deduplicated: true`, whatever its status.
+	// with the job that key made and `deduplicated: true`, whatever its status. With a
+	// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+	// job, given this input and pushed back, and `debounced: true`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1283,7 +1329,9 @@ type ClientInterface interface {
 	// 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 	// already holds, 200 with that job and `deduplicated: true`. With an
 	// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-	// with the job that key made and `deduplicated: true`, whatever its status.
+	// with the job that key made and `deduplicated: true`, whatever its status. With a
+	// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+	// job, given this input and pushed back, and `debounced: true`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1893,7 +1941,9 @@ func (c *APIClient) ListJobs(ctx context.Context, params *ListJobsParams, reqEdi
 // 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 // already holds, 200 with that job and `deduplicated: true`. With an
 // `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-// with the job that key made and `deduplicated: true`, whatever its status.
+// with the job that key made and `deduplicated: true`, whatever its status. With a
+// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+// job, given this input and pushed back, and `debounced: true`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1915,7 +1965,9 @@ func (c *APIClient) InsertJobWithBody(ctx context.Context, params *InsertJobPara
 // 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 // already holds, 200 with that job and `deduplicated: true`. With an
 // `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-// with the job that key made and `deduplicated: true`, whatever its status.
+// with the job that key made and `deduplicated: true`, whatever its status. With a
+// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+// job, given this input and pushed back, and `debounced: true`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4466,7 +4518,9 @@ type ClientWithResponsesInterface interface {
 	// 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 	// already holds, 200 with that job and `deduplicated: true`. With an
 	// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-	// with the job that key made and `deduplicated: true`, whatever its status.
+	// with the job that key made and `deduplicated: true`, whatever its status. With a
+	// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+	// job, given this input and pushed back, and `debounced: true`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4478,7 +4532,9 @@ type ClientWithResponsesInterface interface {
 	// 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 	// already holds, 200 with that job and `deduplicated: true`. With an
 	// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-	// with the job that key made and `deduplicated: true`, whatever its status.
+	// with the job that key made and `deduplicated: true`, whatever its status. With a
+	// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+	// job, given this input and pushed back, and `debounced: true`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6701,7 +6757,9 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 // 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 // already holds, 200 with that job and `deduplicated: true`. With an
 // `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-// with the job that key made and `deduplicated: true`, whatever its status.
+// with the job that key made and `deduplicated: true`, whatever its status. With a
+// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+// job, given this input and pushed back, and `debounced: true`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6719,7 +6777,9 @@ func (c *ClientWithResponses) InsertJobWithBodyWithResponse(ctx context.Context,
 // 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 // already holds, 200 with that job and `deduplicated: true`. With an
 // `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-// with the job that key made and `deduplicated: true`, whatever its status.
+// with the job that key made and `deduplicated: true`, whatever its status. With a
+// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+// job, given this input and pushed back, and `debounced: true`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
