@@ -219,6 +219,14 @@ func TestSQLEnqueueRefusesBadOptions(t *testing.T) {
 		{"h", `{}`, `{"rate_limits": [{"name": "tight", "key": "1"}, {"name": "tight", "key": "2"}, {"name": "tight", "key": "3"},
 			{"name": "tight", "key": "4"}, {"name": "tight", "key": "5"}, {"name": "tight", "key": "6"}, {"name": "tight", "key": "7"},
 			{"name": "tight", "key": "8"}, {"name": "tight", "key": "9"}]}`, "rate_limits", "more than the 8 a job may name"},
+		{"h", `{}`, `{"debounce": "k"}`, "debounce", "must be an object"},
+		{"h", `{}`, `{"debounce": {"key": "k", "period": "1s", "wait": "1m"}}`, "debounce", "unknown members: wait"},
+		{"h", `{}`, `{"debounce": {"period": "1s"}}`, "debounce/key", "must be 1-512 bytes"},
+		{"h", `{}`, `{"debounce": {"key": "k"}}`, "debounce/period", "must be a duration"},
+		{"h", `{}`, `{"debounce": {"key": "k", "period": "0"}}`, "debounce/period", "must be positive"},
+		{"h", `{}`, `{"debounce": {"key": "k", "period": "1s", "max_wait": "soon"}}`, "debounce/max_wait", "must be a duration"},
+		{"h", `{}`, `{"debounce": {"key": "k", "period": "1s"}, "key": "x"}`, "debounce", "give key or debounce, not both"},
+		{"h", `{}`, `{"debounce": {"key": "k", "period": "1s"}, "delay": "1s"}`, "debounce", "give no run_at or delay"},
 	}
 	for _, c := range cases {
 		var id int64
@@ -273,6 +281,48 @@ func TestSQLEnqueueSeveralRateLimits(t *testing.T) {
 	}
 	if job, err = db.JobGet(ctx, id); err != nil || *job.RateLimit != "daily" || job.RateKey != nil || job.ExtraRateLimits != nil {
 		t.Fatalf("one-element rate_limits: %+v %v", job.Job, err)
+	}
+}
+
+// A debounced enqueue collapses into the pending job of its key: same id, the latest
+// input, eligible a period after the call but never past max_wait after the first.
+func TestSQLEnqueueDebounce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := enqueueDB(t)
+	enqueue := func(input, options string) int64 {
+		t.Helper()
+		var id int64
+		if err := conn.QueryRow(ctx, `SELECT gendurable_enqueue('h', $1::jsonb, $2::jsonb)`, input, options).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	first := enqueue(`{"n": 1}`, `{"debounce": {"key": "user-7", "period": "1h", "max_wait": "90m"}}`)
+	// The database's own clock: eligible_at is a period after the job's creation.
+	if n, err := db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE id = $1 AND debounce_key = 'user-7'
+		AND eligible_at - created_at BETWEEN interval '1 hour' AND interval '1 hour 1 minute'
+		AND debounce_deadline - created_at BETWEEN interval '90 minutes' AND interval '91 minutes'`, first); err != nil || n != 1 {
+		t.Fatalf("first enqueue: eligible_at or deadline not as asked (%d, %v)", n, err)
+	}
+	// Pretend the first was 40 minutes ago: the next call would push it to 1 h from now
+	// (100 min after the first), past max_wait: it is held at the deadline.
+	if _, err := db.Exec(ctx, `UPDATE jobs SET created_at = created_at - interval '40 minutes',
+		eligible_at = eligible_at - interval '40 minutes', debounce_deadline = debounce_deadline - interval '40 minutes'`); err != nil {
+		t.Fatal(err)
+	}
+	if again := enqueue(`{"n": 2}`, `{"debounce": {"key": "user-7", "period": "1h"}}`); again != first {
+		t.Fatalf("second enqueue made job %d, want the pending %d", again, first)
+	}
+	if n, err := db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE id = $1 AND input = '{"n": 2}'
+		AND eligible_at = debounce_deadline`, first); err != nil || n != 1 {
+		t.Fatalf("second enqueue: input not replaced or eligible_at not held at the deadline (%d, %v)", n, err)
+	}
+	if other := enqueue(`{}`, `{"debounce": {"key": "user-8", "period": "1s"}}`); other == first {
+		t.Fatal("another debounce key answered the same job")
+	}
+	if n, _ := db.QueryInt(ctx, `SELECT count(*) FROM jobs`); n != 2 {
+		t.Fatalf("%d jobs, want 2", n)
 	}
 }
 
