@@ -1,16 +1,13 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/gendurable/gendurable/internal/pg/pgtest"
 	"github.com/gendurable/gendurable/webhook"
 )
 
@@ -20,23 +17,14 @@ import (
 // key is a 422 naming the field.
 func TestDebounceThroughTheServer(t *testing.T) {
 	t.Parallel()
-	bin := build(t, t.TempDir(), "./cmd/server")
-	dbURL := pgtest.NewDatabase(t)
-	const secret = "whsec_ZGVib3VuY2UtdGhyb3VnaC10aGUtc2VydmVy"
 	var mu sync.Mutex
 	inputs := map[int64][]string{}
-	hook := httptest.NewServer(webhook.Handler(secret, func(_ context.Context, req *webhook.StepRequest) webhook.Response {
+	f := startFlowServer(t, "digest", func(req *webhook.StepRequest) {
 		mu.Lock()
 		inputs[req.Job.ID] = append(inputs[req.Job.ID], string(req.Job.Input))
 		mu.Unlock()
-		return webhook.Response{Done: &webhook.Done{}}
-	}))
-	t.Cleanup(hook.Close)
-	addr, out := freeAddr(t), newOutput(t)
-	srv := startProcess(t, bin, out, "DATABASE_URL="+dbURL, "GENDURABLE_ADDR="+addr, "GENDURABLE_ALLOW_PRIVATE_WEBHOOKS=true")
-	base := "http://" + addr
-	waitReady(t, base+"/readyz", srv, out)
-	call(t, "PUT", base+"/v1/handlers/digest", fmt.Sprintf(`{"url": %q, "secret": %q}`, hook.URL+"/steps", secret))
+	})
+	base, srv, out := f.base, f.srv, f.out
 
 	post := func(body string) (int, map[string]any) {
 		t.Helper()

@@ -30,26 +30,41 @@ func send(t *testing.T, method, url, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// flowServer is a started server binary on a fresh database, with handler name
+// registered to a webhook that runs step (its secret generated here).
+type flowServer struct {
+	base, dbURL string
+	srv         *process
+	out         output
+}
+
+func startFlowServer(t *testing.T, handler string, step func(*webhook.StepRequest)) flowServer {
+	t.Helper()
+	bin := build(t, t.TempDir(), "./cmd/server")
+	f := flowServer{dbURL: pgtest.NewDatabase(t), out: newOutput(t)}
+	const secret = "whsec_Zmxvdy1jb250cm9sLXRocm91Z2gtdGhlLXNlcnZlcg=="
+	hook := httptest.NewServer(webhook.Handler(secret, func(_ context.Context, req *webhook.StepRequest) webhook.Response {
+		step(req)
+		return webhook.Response{Done: &webhook.Done{}}
+	}))
+	t.Cleanup(hook.Close)
+	addr := freeAddr(t)
+	f.srv = startProcess(t, bin, f.out, "DATABASE_URL="+f.dbURL, "GENDURABLE_ADDR="+addr, "GENDURABLE_ALLOW_PRIVATE_WEBHOOKS=true")
+	f.base = "http://" + addr
+	waitReady(t, f.base+"/readyz", f.srv, f.out)
+	call(t, "PUT", f.base+"/v1/handlers/"+handler, fmt.Sprintf(`{"url": %q, "secret": %q}`, hook.URL+"/steps", secret))
+	return f
+}
+
 // Through the HTTP API of the real server: a job naming two rate limits runs only when
 // both buckets hold its weight, and takes from both; the job JSON shows its limits; a
 // limit that does not exist is a 422 naming it, and writes nothing.
 func TestSeveralRateLimitsThroughTheServer(t *testing.T) {
 	t.Parallel()
-	bin := build(t, t.TempDir(), "./cmd/server")
-	dbURL := pgtest.NewDatabase(t)
-	const secret = "whsec_cmF0ZS1saW1pdHMtdGhyb3VnaC10aGUtc2VydmVy"
-	hook := httptest.NewServer(webhook.Handler(secret, func(context.Context, *webhook.StepRequest) webhook.Response {
-		return webhook.Response{Done: &webhook.Done{}}
-	}))
-	t.Cleanup(hook.Close)
-	addr, out := freeAddr(t), newOutput(t)
-	srv := startProcess(t, bin, out, "DATABASE_URL="+dbURL, "GENDURABLE_ADDR="+addr, "GENDURABLE_ALLOW_PRIVATE_WEBHOOKS=true")
-	base := "http://" + addr
-	waitReady(t, base+"/readyz", srv, out)
-	db := pgtest.Open(t, dbURL, pg.Options{MaxConns: 1})
+	f := startFlowServer(t, "send", func(*webhook.StepRequest) {})
+	base, srv, out := f.base, f.srv, f.out
+	db := pgtest.Open(t, f.dbURL, pg.Options{MaxConns: 1})
 	ctx := context.Background()
-
-	call(t, "PUT", base+"/v1/handlers/send", fmt.Sprintf(`{"url": %q, "secret": %q}`, hook.URL+"/steps", secret))
 	// Rate 0: no refill until the test raises it.
 	call(t, "PUT", base+"/v1/rate-limits/api", `{"rate": 0, "burst": 2}`)
 	call(t, "PUT", base+"/v1/rate-limits/email", `{"rate": 0, "burst": 1}`)
