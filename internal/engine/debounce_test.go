@@ -226,3 +226,66 @@ func TestDebounceRefused(t *testing.T) {
 		t.Fatalf("refusals wrote %d jobs (%v)", n, err)
 	}
 }
+
+// Debounced inserts racing claims of the key's job: no insert fails (an insert that
+// waited for a claim makes a new job instead of colliding), every job is made by exactly
+// one insert that answered debounced: false, and at most one job of the key is ever
+// pending (claimed jobs keep the key without holding it).
+func TestDebounceInsertsRacingClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	te := newTestEngine(t, engine.Config{})
+	var wg sync.WaitGroup
+	var made, answered atomic.Int64
+	stop := make(chan struct{})
+	claimed := make(chan int, 1)
+	go func() { // the claimer: a job is due a millisecond after it is made
+		n := 0
+		for {
+			select {
+			case <-stop:
+				claimed <- n
+				return
+			default:
+			}
+			steps, _, err := te.Claim(ctx, "default", 10)
+			if err != nil {
+				t.Error(err)
+			}
+			n += len(steps)
+		}
+	}()
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				got, err := te.InsertJob(ctx, engine.NewJob{Handler: "h", Debounce: debounced("racy", time.Millisecond, 0)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				answered.Add(1)
+				if !got.Debounced {
+					made.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	n := <-claimed
+	jobs, err := te.db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE debounce_key = 'racy'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := te.db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE debounce_key = 'racy' AND attempted_at IS NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if answered.Load() != 400 || made.Load() != jobs || pending > 1 {
+		t.Fatalf("400 inserts: %d answered, %d made a job, %d jobs hold the key, %d pending; want 400, jobs = made, ≤ 1 pending",
+			answered.Load(), made.Load(), jobs, pending)
+	}
+	t.Logf("400 debounced inserts racing a claimer: %d jobs made, %d claimed meanwhile", jobs, n)
+}
