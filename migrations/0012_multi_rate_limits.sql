@@ -9,6 +9,97 @@
 ALTER TABLE jobs ADD COLUMN extra_rate_limits jsonb
     CHECK (extra_rate_limits IS NULL OR (jsonb_typeof(extra_rate_limits) = 'array' AND rate_limit IS NOT NULL));
 
+-- gendurable_enqueue_rate_limits reads the rate_limit or rate_limits option of an
+-- options object as an array of {name, key, weight} (key '' when none; '[]' for none),
+-- refusing what POST /v1/jobs refuses: both forms, more than 8, a bucket twice, a bad
+-- member, a limit that does not exist or whose burst cannot hold the weight (one
+-- rate_limits_pkey lookup per limit).
+CREATE FUNCTION gendurable_enqueue_rate_limits(opts jsonb)
+RETURNS jsonb LANGUAGE plpgsql STABLE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    name_pattern constant text := '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$';
+    name_message constant text :=
+        'must be 1-128 characters of letters, digits, ''_'', ''.'', '':'' or ''-'', starting with a letter or digit';
+    unknown text;
+    rate jsonb;
+    rate_name text;
+    rate_key text;
+    rate_weight integer;
+    rate_burst float8;
+    raw_limits jsonb;
+    field_prefix text;
+    field text;
+    limits jsonb := '[]'::jsonb;
+BEGIN
+    -- rate_limit is the one-element form of rate_limits; both are read into limits, an
+    -- array of {name, key, weight} (key '' when absent), with the field path of each.
+    IF opts -> 'rate_limit' IS NOT NULL AND jsonb_typeof(opts -> 'rate_limit') <> 'null'
+       AND opts -> 'rate_limits' IS NOT NULL AND jsonb_typeof(opts -> 'rate_limits') <> 'null' THEN
+        PERFORM gendurable_enqueue_refuse('rate_limits', 'give rate_limit or rate_limits, not both');
+    END IF;
+    IF opts -> 'rate_limits' IS NOT NULL AND jsonb_typeof(opts -> 'rate_limits') <> 'null' THEN
+        IF jsonb_typeof(opts -> 'rate_limits') <> 'array' THEN
+            PERFORM gendurable_enqueue_refuse('rate_limits',
+                format('must be an array of {name, key, weight}, got %s', opts -> 'rate_limits'));
+        END IF;
+        IF jsonb_array_length(opts -> 'rate_limits') > 8 THEN
+            PERFORM gendurable_enqueue_refuse('rate_limits',
+                format('names %s rate limits, more than the 8 a job may name', jsonb_array_length(opts -> 'rate_limits')));
+        END IF;
+        raw_limits := opts -> 'rate_limits';
+        field_prefix := 'rate_limits/';
+    ELSIF opts -> 'rate_limit' IS NOT NULL AND jsonb_typeof(opts -> 'rate_limit') <> 'null' THEN
+        raw_limits := jsonb_build_array(opts -> 'rate_limit');
+        field_prefix := 'rate_limit';
+    END IF;
+    FOR i IN 0 .. coalesce(jsonb_array_length(raw_limits), 0) - 1 LOOP
+        rate := raw_limits -> i;
+        field := CASE WHEN field_prefix = 'rate_limit' THEN 'rate_limit' ELSE field_prefix || i END;
+        IF jsonb_typeof(rate) <> 'object' THEN
+            PERFORM gendurable_enqueue_refuse(field, format('must be an object {name, key, weight}, got %s', rate));
+        END IF;
+        SELECT string_agg(k, ', ' ORDER BY k) INTO unknown
+        FROM jsonb_object_keys(rate) k WHERE k NOT IN ('name', 'key', 'weight');
+        IF unknown IS NOT NULL THEN
+            PERFORM gendurable_enqueue_refuse(field, format('holds unknown members: %s (known: name, key, weight)', unknown));
+        END IF;
+        rate_name := gendurable_enqueue_text(rate, 'name', field || '/name');
+        IF rate_name IS NULL OR rate_name !~ name_pattern THEN
+            PERFORM gendurable_enqueue_refuse(field || '/name', name_message);
+        END IF;
+        rate_key := coalesce(gendurable_enqueue_text(rate, 'key', field || '/key'), '');
+        rate_weight := coalesce(nullif(gendurable_enqueue_int(rate, 'weight', field || '/weight',
+            -2147483648, 2147483647, 'must be an integer'), 0), 1);
+        IF rate_weight < 1 THEN
+            PERFORM gendurable_enqueue_refuse(field || '/weight', 'must be at least 1');
+        END IF;
+        IF limits @> jsonb_build_array(jsonb_build_object('name', rate_name, 'key', rate_key)) THEN
+            PERFORM gendurable_enqueue_refuse(field,
+                format('names the bucket of rate limit %s and key %s twice', to_json(rate_name), to_json(rate_key)));
+        END IF;
+        limits := limits || jsonb_build_array(jsonb_build_object('name', rate_name, 'key', rate_key, 'weight', rate_weight));
+    END LOOP;
+
+    FOR i IN 0 .. jsonb_array_length(limits) - 1 LOOP
+        field := CASE WHEN field_prefix = 'rate_limit' THEN 'rate_limit' ELSE field_prefix || i END;
+        rate_name := limits -> i ->> 'name';
+        rate_weight := (limits -> i ->> 'weight')::integer;
+        SELECT l.burst INTO rate_burst FROM rate_limits l WHERE l.name = rate_name;
+        IF NOT FOUND THEN
+            PERFORM gendurable_enqueue_refuse(field || '/name',
+                format('no rate limit named %s exists (PUT /v1/rate-limits/%s first)', to_json(rate_name), rate_name));
+        END IF;
+        IF rate_burst < rate_weight THEN
+            PERFORM gendurable_enqueue_refuse(field || '/weight',
+                format('weight %s can never fit: rate limit %s has burst %s', rate_weight, to_json(rate_name), rate_burst));
+        END IF;
+    END LOOP;
+    RETURN limits;
+END
+$$;
+
 -- gendurable_enqueue takes rate_limits [{name, key, weight}, ...] too.
 -- gendurable_enqueue inserts a job from the caller's transaction and returns its id; a
 -- key a live job already holds returns that job's id instead (the live-key dedup of
@@ -41,15 +132,10 @@ DECLARE
     job_concurrency_key text;
     job_max_attempts integer;
     handler_max_attempts integer;
-    rate jsonb;
     rate_name text;
     rate_key text;
     rate_weight integer;
-    rate_burst float8;
-    raw_limits jsonb;
-    field_prefix text;
-    field text;
-    limits jsonb := '[]'::jsonb;
+    limits jsonb;
     extra_limits jsonb;
     job_eligible_at timestamptz;
     job_id bigint;
@@ -106,74 +192,12 @@ BEGIN
         END IF;
     END IF;
 
-    -- rate_limit is the one-element form of rate_limits; both are read into limits, an
-    -- array of {name, key, weight} (key '' when absent), with the field path of each.
-    IF opts -> 'rate_limit' IS NOT NULL AND jsonb_typeof(opts -> 'rate_limit') <> 'null'
-       AND opts -> 'rate_limits' IS NOT NULL AND jsonb_typeof(opts -> 'rate_limits') <> 'null' THEN
-        PERFORM gendurable_enqueue_refuse('rate_limits', 'give rate_limit or rate_limits, not both');
-    END IF;
-    IF opts -> 'rate_limits' IS NOT NULL AND jsonb_typeof(opts -> 'rate_limits') <> 'null' THEN
-        IF jsonb_typeof(opts -> 'rate_limits') <> 'array' THEN
-            PERFORM gendurable_enqueue_refuse('rate_limits',
-                format('must be an array of {name, key, weight}, got %s', opts -> 'rate_limits'));
-        END IF;
-        IF jsonb_array_length(opts -> 'rate_limits') > 8 THEN
-            PERFORM gendurable_enqueue_refuse('rate_limits',
-                format('names %s rate limits, more than the 8 a job may name', jsonb_array_length(opts -> 'rate_limits')));
-        END IF;
-        raw_limits := opts -> 'rate_limits';
-        field_prefix := 'rate_limits/';
-    ELSIF opts -> 'rate_limit' IS NOT NULL AND jsonb_typeof(opts -> 'rate_limit') <> 'null' THEN
-        raw_limits := jsonb_build_array(opts -> 'rate_limit');
-        field_prefix := 'rate_limit';
-    END IF;
-    FOR i IN 0 .. coalesce(jsonb_array_length(raw_limits), 0) - 1 LOOP
-        rate := raw_limits -> i;
-        field := CASE WHEN field_prefix = 'rate_limit' THEN 'rate_limit' ELSE field_prefix || i END;
-        IF jsonb_typeof(rate) <> 'object' THEN
-            PERFORM gendurable_enqueue_refuse(field, format('must be an object {name, key, weight}, got %s', rate));
-        END IF;
-        SELECT string_agg(k, ', ' ORDER BY k) INTO unknown
-        FROM jsonb_object_keys(rate) k WHERE k NOT IN ('name', 'key', 'weight');
-        IF unknown IS NOT NULL THEN
-            PERFORM gendurable_enqueue_refuse(field, format('holds unknown members: %s (known: name, key, weight)', unknown));
-        END IF;
-        rate_name := gendurable_enqueue_text(rate, 'name', field || '/name');
-        IF rate_name IS NULL OR rate_name !~ name_pattern THEN
-            PERFORM gendurable_enqueue_refuse(field || '/name', name_message);
-        END IF;
-        rate_key := coalesce(gendurable_enqueue_text(rate, 'key', field || '/key'), '');
-        rate_weight := coalesce(nullif(gendurable_enqueue_int(rate, 'weight', field || '/weight',
-            -2147483648, 2147483647, 'must be an integer'), 0), 1);
-        IF rate_weight < 1 THEN
-            PERFORM gendurable_enqueue_refuse(field || '/weight', 'must be at least 1');
-        END IF;
-        IF limits @> jsonb_build_array(jsonb_build_object('name', rate_name, 'key', rate_key)) THEN
-            PERFORM gendurable_enqueue_refuse(field,
-                format('names the bucket of rate limit %s and key %s twice', to_json(rate_name), to_json(rate_key)));
-        END IF;
-        limits := limits || jsonb_build_array(jsonb_build_object('name', rate_name, 'key', rate_key, 'weight', rate_weight));
-    END LOOP;
-
     SELECT h.max_attempts INTO handler_max_attempts FROM handlers h WHERE h.name = job_handler;
     IF NOT FOUND THEN
         PERFORM gendurable_enqueue_refuse('handler',
             format('no handler named %s is registered (PUT /v1/handlers/%s first)', to_json(job_handler), job_handler));
     END IF;
-    FOR i IN 0 .. jsonb_array_length(limits) - 1 LOOP
-        field := CASE WHEN field_prefix = 'rate_limit' THEN 'rate_limit' ELSE field_prefix || i END;
-        rate_name := limits -> i ->> 'name';
-        rate_weight := (limits -> i ->> 'weight')::integer;
-        SELECT l.burst INTO rate_burst FROM rate_limits l WHERE l.name = rate_name;
-        IF NOT FOUND THEN
-            PERFORM gendurable_enqueue_refuse(field || '/name',
-                format('no rate limit named %s exists (PUT /v1/rate-limits/%s first)', to_json(rate_name), rate_name));
-        END IF;
-        IF rate_burst < rate_weight THEN
-            PERFORM gendurable_enqueue_refuse(field || '/weight',
-                format('weight %s can never fit: rate limit %s has burst %s', rate_weight, to_json(rate_name), rate_burst));
-        END IF;
-    END LOOP;
+    limits := gendurable_enqueue_rate_limits(opts);
     -- The first limit goes to the rate_limit columns, the others to extra_rate_limits.
     rate_name := limits -> 0 ->> 'name';
     rate_key := nullif(limits -> 0 ->> 'key', '');

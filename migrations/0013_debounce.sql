@@ -12,6 +12,56 @@ ALTER TABLE jobs ADD COLUMN debounce_key text, ADD COLUMN debounce_deadline time
 CREATE UNIQUE INDEX jobs_debounce ON jobs (debounce_key)
     WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL;
 
+-- gendurable_enqueue_debounce reads the debounce option of an options object as
+-- {key, period_ms, max_wait_ms} (max_wait_ms NULL when none; NULL for no debounce),
+-- refusing what POST /v1/jobs refuses: a bad member, a period that is not positive, and
+-- debounce with key, run_at or delay.
+CREATE FUNCTION gendurable_enqueue_debounce(opts jsonb)
+RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    unknown text;
+    debounce jsonb;
+    debounce_key text;
+    debounce_period_ms bigint;
+    debounce_max_wait_ms bigint;
+BEGIN
+    debounce := opts -> 'debounce';
+    IF debounce IS NOT NULL AND jsonb_typeof(debounce) <> 'null' THEN
+        IF jsonb_typeof(debounce) <> 'object' THEN
+            PERFORM gendurable_enqueue_refuse('debounce', format('must be an object {key, period, max_wait}, got %s', debounce));
+        END IF;
+        SELECT string_agg(k, ', ' ORDER BY k) INTO unknown
+        FROM jsonb_object_keys(debounce) k WHERE k NOT IN ('key', 'period', 'max_wait');
+        IF unknown IS NOT NULL THEN
+            PERFORM gendurable_enqueue_refuse('debounce', format('holds unknown members: %s (known: key, period, max_wait)', unknown));
+        END IF;
+        debounce_key := gendurable_enqueue_text(debounce, 'key', 'debounce/key');
+        IF debounce_key IS NULL OR octet_length(debounce_key) NOT BETWEEN 1 AND 512 THEN
+            PERFORM gendurable_enqueue_refuse('debounce/key', 'must be 1-512 bytes');
+        END IF;
+        debounce_period_ms := gendurable_duration_ms('debounce/period',
+            coalesce(gendurable_enqueue_text(debounce, 'period', 'debounce/period'), ''));
+        IF debounce_period_ms <= 0 THEN
+            PERFORM gendurable_enqueue_refuse('debounce/period', 'must be positive');
+        END IF;
+        IF gendurable_enqueue_text(debounce, 'max_wait', 'debounce/max_wait') IS NOT NULL THEN
+            debounce_max_wait_ms := gendurable_duration_ms('debounce/max_wait', debounce ->> 'max_wait');
+            IF debounce_max_wait_ms <= 0 THEN
+                PERFORM gendurable_enqueue_refuse('debounce/max_wait', 'must be positive');
+            END IF;
+        END IF;
+        IF opts -> 'key' IS NOT NULL AND jsonb_typeof(opts -> 'key') <> 'null' THEN
+            PERFORM gendurable_enqueue_refuse('debounce', 'give key or debounce, not both');
+        END IF;
+        IF coalesce(jsonb_typeof(opts -> 'run_at'), 'null') <> 'null' OR coalesce(jsonb_typeof(opts -> 'delay'), 'null') <> 'null' THEN
+            PERFORM gendurable_enqueue_refuse('debounce', 'a debounced job runs once its period has passed: give no run_at or delay');
+        END IF;
+        RETURN jsonb_build_object('key', debounce_key, 'period_ms', debounce_period_ms, 'max_wait_ms', debounce_max_wait_ms);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
 -- gendurable_enqueue takes a debounce option too.
 -- gendurable_enqueue inserts a job from the caller's transaction and returns its id; a
 -- key a live job already holds returns that job's id instead (the live-key dedup of
@@ -45,15 +95,10 @@ DECLARE
     job_concurrency_key text;
     job_max_attempts integer;
     handler_max_attempts integer;
-    rate jsonb;
     rate_name text;
     rate_key text;
     rate_weight integer;
-    rate_burst float8;
-    raw_limits jsonb;
-    field_prefix text;
-    field text;
-    limits jsonb := '[]'::jsonb;
+    limits jsonb;
     extra_limits jsonb;
     debounce jsonb;
     job_debounce_key text;
@@ -115,107 +160,17 @@ BEGIN
         END IF;
     END IF;
 
-    debounce := opts -> 'debounce';
-    IF debounce IS NOT NULL AND jsonb_typeof(debounce) <> 'null' THEN
-        IF jsonb_typeof(debounce) <> 'object' THEN
-            PERFORM gendurable_enqueue_refuse('debounce', format('must be an object {key, period, max_wait}, got %s', debounce));
-        END IF;
-        SELECT string_agg(k, ', ' ORDER BY k) INTO unknown
-        FROM jsonb_object_keys(debounce) k WHERE k NOT IN ('key', 'period', 'max_wait');
-        IF unknown IS NOT NULL THEN
-            PERFORM gendurable_enqueue_refuse('debounce', format('holds unknown members: %s (known: key, period, max_wait)', unknown));
-        END IF;
-        job_debounce_key := gendurable_enqueue_text(debounce, 'key', 'debounce/key');
-        IF job_debounce_key IS NULL OR octet_length(job_debounce_key) NOT BETWEEN 1 AND 512 THEN
-            PERFORM gendurable_enqueue_refuse('debounce/key', 'must be 1-512 bytes');
-        END IF;
-        debounce_period_ms := gendurable_duration_ms('debounce/period',
-            coalesce(gendurable_enqueue_text(debounce, 'period', 'debounce/period'), ''));
-        IF debounce_period_ms <= 0 THEN
-            PERFORM gendurable_enqueue_refuse('debounce/period', 'must be positive');
-        END IF;
-        IF gendurable_enqueue_text(debounce, 'max_wait', 'debounce/max_wait') IS NOT NULL THEN
-            debounce_max_wait_ms := gendurable_duration_ms('debounce/max_wait', debounce ->> 'max_wait');
-            IF debounce_max_wait_ms <= 0 THEN
-                PERFORM gendurable_enqueue_refuse('debounce/max_wait', 'must be positive');
-            END IF;
-        END IF;
-        IF job_key IS NOT NULL THEN
-            PERFORM gendurable_enqueue_refuse('debounce', 'give key or debounce, not both');
-        END IF;
-        IF job_run_at_text IS NOT NULL OR job_delay_text IS NOT NULL THEN
-            PERFORM gendurable_enqueue_refuse('debounce', 'a debounced job runs once its period has passed: give no run_at or delay');
-        END IF;
-    END IF;
-
-    -- rate_limit is the one-element form of rate_limits; both are read into limits, an
-    -- array of {name, key, weight} (key '' when absent), with the field path of each.
-    IF opts -> 'rate_limit' IS NOT NULL AND jsonb_typeof(opts -> 'rate_limit') <> 'null'
-       AND opts -> 'rate_limits' IS NOT NULL AND jsonb_typeof(opts -> 'rate_limits') <> 'null' THEN
-        PERFORM gendurable_enqueue_refuse('rate_limits', 'give rate_limit or rate_limits, not both');
-    END IF;
-    IF opts -> 'rate_limits' IS NOT NULL AND jsonb_typeof(opts -> 'rate_limits') <> 'null' THEN
-        IF jsonb_typeof(opts -> 'rate_limits') <> 'array' THEN
-            PERFORM gendurable_enqueue_refuse('rate_limits',
-                format('must be an array of {name, key, weight}, got %s', opts -> 'rate_limits'));
-        END IF;
-        IF jsonb_array_length(opts -> 'rate_limits') > 8 THEN
-            PERFORM gendurable_enqueue_refuse('rate_limits',
-                format('names %s rate limits, more than the 8 a job may name', jsonb_array_length(opts -> 'rate_limits')));
-        END IF;
-        raw_limits := opts -> 'rate_limits';
-        field_prefix := 'rate_limits/';
-    ELSIF opts -> 'rate_limit' IS NOT NULL AND jsonb_typeof(opts -> 'rate_limit') <> 'null' THEN
-        raw_limits := jsonb_build_array(opts -> 'rate_limit');
-        field_prefix := 'rate_limit';
-    END IF;
-    FOR i IN 0 .. coalesce(jsonb_array_length(raw_limits), 0) - 1 LOOP
-        rate := raw_limits -> i;
-        field := CASE WHEN field_prefix = 'rate_limit' THEN 'rate_limit' ELSE field_prefix || i END;
-        IF jsonb_typeof(rate) <> 'object' THEN
-            PERFORM gendurable_enqueue_refuse(field, format('must be an object {name, key, weight}, got %s', rate));
-        END IF;
-        SELECT string_agg(k, ', ' ORDER BY k) INTO unknown
-        FROM jsonb_object_keys(rate) k WHERE k NOT IN ('name', 'key', 'weight');
-        IF unknown IS NOT NULL THEN
-            PERFORM gendurable_enqueue_refuse(field, format('holds unknown members: %s (known: name, key, weight)', unknown));
-        END IF;
-        rate_name := gendurable_enqueue_text(rate, 'name', field || '/name');
-        IF rate_name IS NULL OR rate_name !~ name_pattern THEN
-            PERFORM gendurable_enqueue_refuse(field || '/name', name_message);
-        END IF;
-        rate_key := coalesce(gendurable_enqueue_text(rate, 'key', field || '/key'), '');
-        rate_weight := coalesce(nullif(gendurable_enqueue_int(rate, 'weight', field || '/weight',
-            -2147483648, 2147483647, 'must be an integer'), 0), 1);
-        IF rate_weight < 1 THEN
-            PERFORM gendurable_enqueue_refuse(field || '/weight', 'must be at least 1');
-        END IF;
-        IF limits @> jsonb_build_array(jsonb_build_object('name', rate_name, 'key', rate_key)) THEN
-            PERFORM gendurable_enqueue_refuse(field,
-                format('names the bucket of rate limit %s and key %s twice', to_json(rate_name), to_json(rate_key)));
-        END IF;
-        limits := limits || jsonb_build_array(jsonb_build_object('name', rate_name, 'key', rate_key, 'weight', rate_weight));
-    END LOOP;
+    debounce := gendurable_enqueue_debounce(opts);
+    job_debounce_key := debounce ->> 'key';
+    debounce_period_ms := (debounce ->> 'period_ms')::bigint;
+    debounce_max_wait_ms := (debounce ->> 'max_wait_ms')::bigint;
 
     SELECT h.max_attempts INTO handler_max_attempts FROM handlers h WHERE h.name = job_handler;
     IF NOT FOUND THEN
         PERFORM gendurable_enqueue_refuse('handler',
             format('no handler named %s is registered (PUT /v1/handlers/%s first)', to_json(job_handler), job_handler));
     END IF;
-    FOR i IN 0 .. jsonb_array_length(limits) - 1 LOOP
-        field := CASE WHEN field_prefix = 'rate_limit' THEN 'rate_limit' ELSE field_prefix || i END;
-        rate_name := limits -> i ->> 'name';
-        rate_weight := (limits -> i ->> 'weight')::integer;
-        SELECT l.burst INTO rate_burst FROM rate_limits l WHERE l.name = rate_name;
-        IF NOT FOUND THEN
-            PERFORM gendurable_enqueue_refuse(field || '/name',
-                format('no rate limit named %s exists (PUT /v1/rate-limits/%s first)', to_json(rate_name), rate_name));
-        END IF;
-        IF rate_burst < rate_weight THEN
-            PERFORM gendurable_enqueue_refuse(field || '/weight',
-                format('weight %s can never fit: rate limit %s has burst %s', rate_weight, to_json(rate_name), rate_burst));
-        END IF;
-    END LOOP;
+    limits := gendurable_enqueue_rate_limits(opts);
     -- The first limit goes to the rate_limit columns, the others to extra_rate_limits.
     rate_name := limits -> 0 ->> 'name';
     rate_key := nullif(limits -> 0 ->> 'key', '');
