@@ -98,27 +98,22 @@ buckets_now AS (
     LEFT JOIN buckets_locked l ON l.name = n.name AND l.key = n.key
     WHERE EXISTS (SELECT 1 FROM buckets_needed)  -- one-time filter: skipped when unused
 ),
-candidate_tokens AS (
-    SELECT cb.id, cb.priority, cb.eligible_at, cb.name, cb.key, cb.weight, b.tokens
-    FROM candidate_buckets cb
-    LEFT JOIN buckets_now b ON b.name = cb.name AND b.key = cb.key
-),
-hopeless AS (
-    SELECT DISTINCT ct.id FROM candidate_tokens ct WHERE NOT coalesce(ct.weight <= ct.tokens, false)
-),
 bucket_fits AS (
-    SELECT ct.id, ct.name, ct.key, ct.weight,
-           sum(ct.weight) OVER (PARTITION BY ct.name, ct.key
-                                ORDER BY ct.priority, ct.eligible_at, ct.id) <= ct.tokens AS fits
-    FROM candidate_tokens ct
-    WHERE ct.id NOT IN (SELECT h.id FROM hopeless h)
+    SELECT h.id, h.name, h.key, h.weight, h.hopeless,
+           sum(CASE WHEN h.hopeless THEN 0 ELSE h.weight END)
+               OVER (PARTITION BY h.name, h.key ORDER BY h.priority, h.eligible_at, h.id) <= h.tokens AS fits
+    FROM (SELECT cb.id, cb.priority, cb.eligible_at, cb.name, cb.key, cb.weight, b.tokens,
+                 bool_or(NOT coalesce(cb.weight <= b.tokens, false)) OVER (PARTITION BY cb.id) AS hopeless
+          FROM candidate_buckets cb
+          LEFT JOIN buckets_now b ON b.name = cb.name AND b.key = cb.key
+          WHERE EXISTS (SELECT 1 FROM buckets_needed)  -- one-time filter: skipped when unused
+         ) h
 ),
 admitted AS (
     SELECT p.id, p.handler, p.gate_shard, p.concurrency_key
     FROM gate_pass p
     WHERE p.rate_limit IS NULL
-       OR (p.id NOT IN (SELECT h.id FROM hopeless h)
-           AND NOT EXISTS (SELECT 1 FROM bucket_fits f WHERE f.id = p.id AND NOT f.fits))
+       OR NOT EXISTS (SELECT 1 FROM bucket_fits f WHERE f.id = p.id AND (f.hopeless OR NOT f.fits))
 ),
 winners AS (
     SELECT p.id, p.handler, NULL::smallint AS gate_shard FROM plain p
@@ -137,7 +132,8 @@ slots_debited AS (
 grants AS (
     SELECT f.name, f.key, sum(f.weight) AS weight
     FROM bucket_fits f
-    WHERE f.id IN (SELECT a.id FROM admitted a)
+    WHERE EXISTS (SELECT 1 FROM buckets_needed)  -- one-time filter: skipped when unused
+      AND f.id IN (SELECT a.id FROM admitted a)
     GROUP BY 1, 2
 ),
 buckets_debited AS (
@@ -248,8 +244,7 @@ type JobClaimBatchRow struct {
 //     bucket seen for the first time starts full (burst) and is inserted already debited
 //     (two picks minting the same bucket collide on its primary key: the loser's claim
 //     aborts whole and is retried); a candidate is admitted only when, in each of its
-//     buckets, the cumulative weight in pick order fits the tokens (see hopeless and
-//     bucket_fits), and every bucket of each winner is debited in this statement: all of
+//     buckets, the cumulative weight in pick order fits the tokens (see bucket_fits), and every bucket of each winner is debited in this statement: all of
 //     them or none.
 //
 // Only the final winners debit slots and tokens; a denied candidate stays runnable and
