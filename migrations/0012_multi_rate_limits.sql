@@ -2,9 +2,10 @@
 --
 -- A job's first rate limit stays in rate_limit/rate_key/rate_weight; the others go to
 -- extra_rate_limits, a JSON array of {name, key, weight} (key '' when none), NULL for a
--- job with at most one limit. So a job without a rate limit, or with one, stores and
--- costs exactly what it did: the pick reads extra_rate_limits only for a candidate that
--- has a rate limit (the row is in hand already), and expands it only when it is not NULL.
+-- job with at most one limit. So a job without a rate limit, or with one, stores what it
+-- did and its pick reads the same rows: extra_rate_limits is read from the row in hand
+-- and expanded only when it is not NULL (the larger pick statement's planning and start
+-- cost is measured in docs/flow-control.md, "What it costs").
 -- Adding a nullable column without a default rewrites nothing.
 ALTER TABLE jobs ADD COLUMN extra_rate_limits jsonb
     CHECK (extra_rate_limits IS NULL OR (jsonb_typeof(extra_rate_limits) = 'array' AND rate_limit IS NOT NULL));
