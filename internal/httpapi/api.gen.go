@@ -316,6 +316,28 @@ type BulkResult struct {
 	More bool `json:"more"`
 }
 
+// Debounce Inserts with the same debounce key collapse into one job while it is pending
+// (runnable and never claimed): each gives it its input and pushes it back to
+// `period` from now, never later than `max_wait` after the insert that made it. The
+// job runs once `period` has passed with no new insert (or at `max_wait`), with the
+// latest input; the other fields are those of the insert that made it. Once claimed,
+// the next insert makes a new job. The key is global (like `key`): include the
+// handler in it to keep handlers apart. Not with `key`, `idempotency_key` (or the
+// Idempotency-Key header), `run_at` or `delay`.
+type Debounce struct {
+	Key string `json:"key"`
+
+	// MaxWait A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	MaxWait *Duration `json:"max_wait,omitempty"`
+
+	// Period A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Period Duration `json:"period"`
+}
+
 // Duration A Go duration such as "500ms", "30s", "1h30m".
 //
 // Example: 30s
@@ -430,6 +452,9 @@ type Job struct {
 	ConcurrencyKey  *string   `json:"concurrency_key"`
 	CreatedAt       time.Time `json:"created_at"`
 
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
@@ -440,16 +465,21 @@ type Job struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -496,6 +526,9 @@ type JobDetail struct {
 	ConcurrencyKey   *string   `json:"concurrency_key"`
 	CreatedAt        time.Time `json:"created_at"`
 
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
@@ -506,16 +539,21 @@ type JobDetail struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -544,6 +582,16 @@ type JobDetail struct {
 type JobInsert struct {
 	ConcurrencyKey *string `json:"concurrency_key,omitempty"`
 
+	// Debounce Inserts with the same debounce key collapse into one job while it is pending
+	// (runnable and never claimed): each gives it its input and pushes it back to
+	// `period` from now, never later than `max_wait` after the insert that made it. The
+	// job runs once `period` has passed with no new insert (or at `max_wait`), with the
+	// latest input; the other fields are those of the insert that made it. Once claimed,
+	// the next insert makes a new job. The key is global (like `key`): include the
+	// handler in it to keep handlers apart. Not with `key`, `idempotency_key` (or the
+	// Idempotency-Key header), `run_at` or `delay`.
+	Debounce *Debounce `json:"debounce,omitempty"`
+
 	// Delay A Go duration such as "500ms", "30s", "1h30m".
 	//
 	// Example: 30s
@@ -568,7 +616,12 @@ type JobInsert struct {
 	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Queue     *Name         `json:"queue,omitempty"`
 	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
-	RunAt     *time.Time    `json:"run_at,omitempty"`
+
+	// RateLimits Several rate limits (each bucket once): a step runs only when every bucket named
+	// holds its weight, and is debited from all of them in the claim, or from none.
+	// Not with `rate_limit` (its one-limit form): giving both is refused.
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
+	RunAt      *time.Time      `json:"run_at,omitempty"`
 }
 
 // JobInserted defines model for JobInserted.
@@ -582,7 +635,13 @@ type JobInserted struct {
 	CancelRequested *bool     `json:"cancel_requested,omitempty"`
 	ConcurrencyKey  *string   `json:"concurrency_key"`
 	CreatedAt       time.Time `json:"created_at"`
-	Deduplicated    bool      `json:"deduplicated"`
+
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
+	// Debounced Present and true when the insert collapsed into a pending job of its debounce key.
+	Debounced    *bool `json:"debounced,omitempty"`
+	Deduplicated bool  `json:"deduplicated"`
 
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
@@ -594,16 +653,21 @@ type JobInserted struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -8129,167 +8193,177 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H2Lchs3tuCvoLi3yuRNi6Lkx02kmtqr2E7iTMbxWE6ldkMvCXaDJKwmwABoU4yjqvma+YP9gf2U+ZIt",
-	"nAP0i2iyqZfjjGuqJjK7G8/zfn7oxHKxlIIJozsnHzpLquiCGabgXy8StlhKw0S8/itb218SpmPFl4ZL",
-	"0TnpnBHFlowasuJmzgUxc0Y0U++ZeqAJLz4mKy4SuSLdb5+/fPbT67Ovf3g+evHs+d9e/fjm+cun/2v0",
-	"84uXz378ORqKhE1plhpy/GjeI1ToFVMaRn0nJ/DfC7YmU660IQuasIjQVEtCp4Ypwg2ZcsH1nCX9oehE",
-	"HW6XOGc0YaoTdQRdsM5JeUsHdk9RR8dztqB2cwt6+QMTMzPvnDw+Oo46Cy78v4+ijlkv7QDaKC5mnaur",
-	"qPO9nLx4Zj+EmZbUzIt5eNKJOor9mnHFks6JURkrTzWVakGNfU+YJ486MBdfZIvyTFwYNmMKpnoJowZn",
-	"gv9sm+s/FJt2Tjr/47C46kN8qg9h3Cs7g2J6KYVmcPFf0+Q1+zVj2th/xVIYJuBPulymPKb2/g+XSk5S",
-	"tvjinbbA8KHljK/wK5y0Ck5v5oxMZLImXBMhDXlPU56Q789/fEm6UpG5TBNNEmqou3ELEPD0PU0z1ut3",
-	"rqLOUymmKY/vfd3xnIoZI7FMU54wDRgBC1RMy0zF7IEmcaYUE4ZoQw2D1X4j1YQnCRP3vdyzVy8Al+ZU",
-	"u1XShOhYLtmp24omgrGEUEFosuDCvg1LfinNNzITyX2u+KUkOovn+VnCQvz797iOM0Fef/OUfPXo8X8R",
-	"Nzgs5Y2UP1A1Yx8LWeR7hw2a/8ZIyhfcwLp+EjQzc6n4b+xe7+ssM3MmjBsfVigIFQmsccKossuVF0wQ",
-	"qXJQ5JosuNZczCKyUlLM7EPF3ssLlrjdLJWMmdZ0kt77USskhxXSdErGTCmp9JhYIqwJo/GcTGhCppyl",
-	"dtFXng4DVT179cKx0aWSS6YMR2obK0YNS0bUVFhDQg07MByoe435RJa/hNhInXVEnZRqM8r09uFFlqZ4",
-	"qsg8NqYTjv9sPFgqNuWXm6LBG2TWD7Rj1/GcKhpbwaIf2o675xutEciX/ZwJy0h/6QDhAtZIk87bEAcv",
-	"mOYvyLEdM8Wh8t1F5SuqHWll7cUkcvKOxcYuC2/9KQwAoJok3B4STV+VoGBKU82iGmD4Uy8JJseDwQ7B",
-	"5MYHUTmDXTsCMKRp+uO0c/LLdgxz4H8V1eH/IiRbOgAi3VlyMfrXP/7ZOyF6LleCSBGziGgjFUuIFOma",
-	"UE2o5WTzAGjV9man2tzS23xTP3AUeaoLpEs+umBr+JsbttC7iEm+VT8TVYquN1aTjxs8ZRB/z1aUm51g",
-	"Uz26V1Rd5FJzJgxPCSWazwRNgVAlhAsyxh/0mFCl+HumSZeKtX9tNbfEecGNYUlvKKQiY4uGMjNjsqRa",
-	"29cFs2yn8mafnJEFNfGci5kfysypcXMkZDXnKbNrGwpt2JIoKsiKXjBtxXdq4HJReq/egFts5QL2xIrq",
-	"TUQdkMJ2yseO6FgxEwbBQ9j12bNMAS+CG2+42WdSsD0v9hvQb/KrBRlzrJjOUjM+JZQsKciXXBMjLf+p",
-	"nyK+ut+emzfwDeXpvhugPM2XL+Qqgj3IzBDFjFpzMWuzDWC6t7WLl+xyX/x6naGqK9ilFebZknRRIRkn",
-	"LKXrcS8iMVWwHTIGMBtvbgJebQ9H14LX5l2/tsd9zW1rumC4bTqjXJDK3kmXXeKiOE3JhMYXcjqtEolT",
-	"i+uxzITRoF4YwxZLcwsndKtwcb6kK7HnCb0QmilDxvGcp4liYgxC73KTHFvKuSZSMCKn9tECFLHcfLFx",
-	"FH7A1gwIVv/UfmV3tKCXL/Cro8HAkspboIU1VpavMMzK1vDRpgFJrEsaPOlaGc/ivWJTK1/17ElcHszk",
-	"gRvSivT913T1N6sFzJgd++ssvfiGp4apPS/rOdwBSOpEM0MEVUqutDNipSy2751appQyqi1rYpFVScY0",
-	"TccRrhL3v3lfNE0Dm43tIO7uvUGLwjQE9BdmCd4p6BexXEy4sAzT0nhp5kzhUsvi80TKlFEA/Vw+nbqD",
-	"qE7tZDXgsAoR1o7TTtXwY0/YVCrWPDg+bz/unIokZaqdiSqyotuoSdv4Xk40Wc2lRplRG6qMs8FwoCx7",
-	"mfaizq8Zy1jbhVnkyXTgXKiIWXpCVCaExZuIsEsWZwY0XGrlOi5mfQKk+IRMKU9ZYjmH/SpFqGqF69/L",
-	"yTku4Qo25lE9IHxuYKbFnpKlbw/dZJrj3La1lbDT6qJ8gcKss/MiPQqp2wsJJl4nSb6z12vmXJOJ/YkY",
-	"KzG6a3VWU6RrO6yoZYLl1v+28VC8qFSnxFTMUOsJgKB7SrrU3aPncxbV7ftMJNT+O7/l3FC46PWD+vsi",
-	"iHN/qxyNYgvKxSmJaZo6pmwknFIhp8DJhYjHBiHHDbqZQ+eT89yAQ+BbSRL3GG12VJNh5/FgsNDDTkSG",
-	"nYcD98fR/OFgMezYJbFLulhazd4+tcTUygTKDvh/ur8MDr56+0V3OOzjX73/2RX690z//v/+r/59oX/X",
-	"vy9+n/d6X/xHiMR8Y0nmcy8W1AGYpYF7fEUtwQWujBQ3Iqw/68NBHz48XCouFTfroBVj4djSpqFkA/js",
-	"3MUHoVP+1rHkGmd5T3nqDWA14VoxRnQqjbaidRiarmNqcur5xu85Nm9Oo+dUJTr8LFsmey4hoMP72fOp",
-	"otLJ1Mw1pQmbzjms9s+oYe11frivXRo/Dtm0jFfZvlQ4v4MqJdxFC8s3tGtP5/hmfSc4c9NOzvPhC1K/",
-	"oU94acseygPtQJcqhkQTrDsVIv/k0a5dfYcixVMppny2eaFOHRlNqGb7KBb+uwW93Oez6yDbgl6OnEbU",
-	"gD/bTLHvucz0SLNYMTNil0uumHbTV8/+J1BDQC2zN+A/Jfgp0YanKRhwtOVlShrY1AN0NaR02WsU83ab",
-	"aWGK4A72tq5ch5pEnUylu0m0s4Lad/M1FyusXVRUBa0qxOxHjhwIhymSE5nbE6UqQuyiTvnwWxa2P426",
-	"Z6yrY1CFMu4kizlwVvHlnM8E2DQRP7qruWbxiHxB7KaePLICQ64oHj0hk7VhundKZkwwBcoRoBqdaCbq",
-	"+gjYLksSDw79y9nB/6YHvw0Ovvri8O0Xf/kwiI6vgiLOdXBGBbTTuTHLk8NDqx/aP7X9+6fXP6A6bNgS",
-	"KfOrH8/fsIQYubGJR19WtKovd3Fxu4ggmDGa2gHqoL9kIuFiNlrwGe6kgTwW2tj2+d17oSV8LycBwQtB",
-	"KiDzOljzQmPh5WfLEzIAkzahaDCzF5My0MSdNxRk8zlFryLorSw5JTS3BYGh4ILZ8+dGk9QCmB3qgfaG",
-	"Mx2W9NzTG/rUvJoaxgjnT0AznnsTLdPULnYqlTPp/IVQse5VNNpNF2N4LbmNClWmkXPEogoWMIRIgRcQ",
-	"r0dOcN25yevwaZbyGZ+kLMhdfwZkzxV/OJIFXdsfTp0qSJOUo/nPn507KiAUQgp2AxZ7DUNo1PEQdyN4",
-	"Kdl0ru+y5mKZmX2X3/ayLY1mNdnoenvFkeRK4H53vr9btEPHx6jhoBomKH/vaGTZXBx4y6mw4ae56WvT",
-	"R08NG+UKRzuf72tQrhbcvGbTztXbxk0UxPc6PiqMskiylI28dLxpUvKvoENyQROWG+VLmEdJnHJLvhOO",
-	"5ucWYQduasPji/DU9olnD83LuIFIfR1XZsEoWxsXLeMJ2DlzpgZyQpgdXUdOX9ELFiKua/QRXjjuqDKh",
-	"0ep14nzOEfEYEBEnH7W4ylA8CGJDQdfyYyuhUZUZePLlbyWHaE+W3THmHHpTl0ADR52TlclDANWbtYwq",
-	"aW8QeL6mJp7vKdi/k5P2msj3coLusaBDarvZunwtMOm2TTRZbq+3Wpbs1Jq2regZM95L3opeWtFzM0DG",
-	"X/LIX2SYdOevGWlo2iAeYyDFyMFPS47sv8oH3vlNXdquDLC5jI3FR4FNhwN3CsDaD3oDkuKeXqK9HdR7",
-	"erxKEfSjYIzUGdrPajHtBGPeSdfK3+gwAZjvoezpnq64gLBMq9GRw/dHhxaMr+EqayWseQdwIafVWYhS",
-	"LEWvwQVbWwVIs1iKhHB0qWPcECUpf48sG4PBOQSOZEpoZKeOi+65hRtZDMrS1Pb4Uvfevu7FqtjVXtiK",
-	"OioT17eye1htIGw5dbwhaUtYkmHoblijq62q8nojPXjlnDA3YwChoDGrro/iTGnZRuYPMYrqGA2ne57L",
-	"Zj6E0+uS4C1zXuROST+POokU9in6kTteX05ZKOIz6vxglZfnl4aJBA++5ldoqyVt3/HGMKH9wlIsyO5H",
-	"vyGAvLKuLAPRaPuS8LPQOl4GVYcfmDFM6YgkfMaNjsiD0YOIPOjb/zux/3fw4JQcHRwdf1mLcS6Z9Apj",
-	"3tviz1H/5ODth0F0dPxfYcteRWC3ZyPWDs3Cp4QguEvBKsH/tlgcCHWxY20Kzptosaks5r+IbDEBQrmJ",
-	"2m+j9ivYEQT0Y2ZiuWBnEEWTBFF/1Nr8sLditInmKKNvMTG+KnGN3EP2uH4gA9RtIIK+4gn7qsSVBqE9",
-	"lJJj6vTWC6Rhq1F7ClnyrQcIJRfaWAIUnGnDRltaueEmDX+FP3woRQtkSpzMmEgyZaHzxCV+nEByBgpd",
-	"O6nBGuL8cdKtN/Z3z7Przg2nNwXEcQj92HWMMO5TfPUGPkMuRtOUz+ZmT6ehTBOmzcizlxsZxJY00012",
-	"WcUME+GgkTdzRkAieqBJ/hqR04oNXOeWZEwwJQ5r2tlobhxz4LyBbof1I48cGOR3HjzX/fyAZbjYdEaU",
-	"zPItKFohCrR7P3Gh6S1eLYSRdu878aTdy7nQcw2N83YEptp9hL2yALztCSdSkl1WBTdo41Ku44d1pCoQ",
-	"hiEFI0seX5A4pXyhCTUQgrcRY7dLG9ogRTWnETgS7WQOi11Gn7PhufyPjcC+3UpYW8rTTlUpdPYNGeU7",
-	"uSKpFDMMR/Rkq0qpqGLkgi3NKRl2BnrYKXRUWU2RL6XDv37+5vnLNy9+fNkPB2pa3S7PwXfyQqcTTArN",
-	"4gtmHmiIhC0l5ls90ueGbqrIGyQzVyYDPA9mCIiQf2Vrp4jP6XurruObFcN2M7ZPMqVr9FlmiMF1YfJa",
-	"bLKRBypnPW8x720xEoWmYdxylJ/ofiwiv6IwWSoMB+1pU3Hru+hTefSti7sGofKAUIt5ldpg2rDOQQvt",
-	"QFXPib+8ekhcEx0pbtcDQg2p3JRJwhKyZMqZptpNGhTU/YyBI82BYuuZ7q8tO7Pbrrt3WYseVdrYp1bM",
-	"0/pdg/+MbwZRomm7P7OCkzQFEroLyuuEQD7hVMkFhEwUNGjfGMlz56q7nYztWEkRJD9bfebXcYVDfvIW",
-	"lXe3IxlGMDy+uJukcbCAFdbJTR4GUTF2/vbZJC4wsWwz0xcc/GxpKldBI9g2saHZD25X8JuTkO9M0wBo",
-	"Kc1VdkF6p6R3NPqtl/ST8gnXrrMKH/txHI8RYYbjXdvt2U2OYbu4TTH0tmXtz2o8UlZB8LHLtYrIE8zP",
-	"QIrvLDERocS/LxXp/vdcZipd94hUZNj5b8zvgjSHam7Dfx4+Jv+J/6sFzz1+stNHsa/raE+vTAl7CvES",
-	"EadObS1WkQXQWCGB4E6lIhSDHPL87jzO4YEuoovty1yDEweOZn88zRfnbnML3rY5pjIqF/v+6c3TTqD0",
-	"y4uzl2fEf5EntzzPLEAdvqKK191nTx7tQnaH5dt8LecQcfraRWDvCd6la22dZtwQAYtkeZVHwAZDW3u3",
-	"GdsaUoMw6jDAkKXQ2aIxKPAuC6w0x+PTdSppsndcDvt18/SfMYs0ak2kQudtrta9k5MTchSR44g8/Nc/",
-	"/tlG1QoFuthZo8LMhSuvMYf8kN823kzY8xaq3rCVLeAt72QKbtjm5ZwzLFR19zVXWl52TnLbysDFPr72",
-	"Nfj2l/r39Id/nCPAGKfdB2Fu6t6Bgdq/v5IXTRGFGAINMXz1CGhvfmyRcVksKCp8RzBr8ByKzP798t3P",
-	"MCgOVSTpAitOQUUCngn1NubMVd94oEkmUqYhxgKDvKVggcoEu6No7j9u5g5CUkhXWK4PvI4tlmbda2VF",
-	"+yOHluwR8HHuAj8bUyICPgR3f6NKuH9ha7mzGPVN0dmY5ahwOe7WfluTBolu503gseqXy/GPiLYYG5EE",
-	"CkhMKU8jrHYDDm4Kv2SKnfhI1Qjyb0ZwPhGJpRBYisL/Uo6pSJDjhxysal+Bxwf3tpIW6hGs/iSqp11Z",
-	"SPX2qgDiwaEJ9rAky54E72coPIWJNys2mUt5kdeURa0OVkmOB4MTwi5pbNK8JkvgAodi4wb75CdxIeRK",
-	"OH0RLP+udgnpQnkPPCH4SFt1YUKTkS+12sNKVwt6Wd7LEZCF2i8B999uAlfUDyv59HZ/AoWpnKuu3RdQ",
-	"CcrZddp9AVWX0Dmj1u0+wZJFFlB9ZZ7d32ARn7AmYdgyZ6M3ri91S5kvbZNYrpkkccPAFkD9wgyFAluO",
-	"6rUw9yZUvklyHdeu3NYR2BywRIPShhi17t1ewYM/fhLT7lSiZvPlNZNFWmR+kO6gei/BO2mXZuGBa3um",
-	"RD3VonTbTfAH0YYBQMNCuZppMmdUmQmzzEMkxHE2n6mn1yKeKykgWd7CoivolYc4BsrV7R1FGd0suDHq",
-	"7Ii4tOfwYyG77MFTrdoDAoiv3zvNE4ThtMpsFHlthOU5Q1x4KLoFc++Fyj5+ZnT7MboS4ATUVUwbhuvr",
-	"w3sV78oNo2ftTTZYfyxtaG/7sSi/0/IDQzYto1TQqqFmtgNbyH2owaZiMcNyqJoxcnngftd9+1Zve2m+",
-	"zdneyckDXcpG00yYPAzETgvRElOZpnIFaGLv8YEm7yQXpOuicIhVFnut64EVkk0gLjPPqgnXlXrqHmM6",
-	"+lyuxKkz7RaJyWFG+w75+q6Fubj6lLUoBlGQ6yIFKVTKxNslnUFGkwStpXlNuuK4V1RjiBNLIoIxek6E",
-	"KB/2fmfdZK0sspzCZx1YeH7qpIv/yUuM9trew95Jk/nA6MaZKqbnVjONpTBcZI65V/w1uOECmEqFUd62",
-	"SIIo8r86HhKaULnR3v/pWPS3lBkP2tlDR/FmrmQ2mzuJslYYQ3JRi/CphXznDq7NUDwkPz56zcwZVxup",
-	"yG2COTfL/EK1SSe8dzG0PE/G1RUtutdytgUXWT1Qa7sMdc1kRTfRZoQojhi6oK3cyt3Q5nfobssUN+tz",
-	"Czsu/AkaJOSdC8B0jD/lA8yNWWKnAi6mMlSHz8XEA65rpt7zmEG2n9Rmptj533/Aq19meu4bFwCBtGKu",
-	"NxFTzxT7Q/EUsuK1z8fDOEeRWIaWk6/TPLrRzuYiSfMiGMCzI+C5OOEQLKqOGUJOH0r/DzQUnunaUX2B",
-	"xHNDRUJVQn527LiHFVRc6p8XNoeCi2LAB9rTT2pYn5wzRhIZ68OlkkbGMu0vklxfgc3nD4ZiKCC1AU06",
-	"9aYfdphsAefRbeo80euTn315LQz4HAogurAfKqDvBYhTkSsJe/j+CCs4CsYSTcZOJfkNxj4hX2PfjGE2",
-	"GDyM4UP4k41RcHZ5E50iH6ITdd4zpV0qSf+oPwCb5ZIJuuSdk87D/qD/EBOV5gB4h3OovfMb1L5DH7Cl",
-	"IzD/i6Rz0vmWGVeep9Yv6Hgw2NKQY79GHG6GQB+On5b9Cs50Tn55G3V0tlhQK1uDwOUDirkmGTAtQ2fa",
-	"ImG+E915awc5VIwm6617fW3f+Dhbhamh68njwcP7bbVjoBnQevdRJ9TQiVUFoRQyjeeA5hYtsUYTlrBt",
-	"PP/3R4d0yQ98X4XgJfzAtcFeCvou76HU+yFwJFgo+oKtI9+Oxqq3lhTGaZa45jSPBkdNs+TLPqz044GP",
-	"Hu7+qOgRBStzQSq7viquuHxtdou+4U7ewcH1VQM6utAsfc90r0/OoOsTNAFpvMaos5Q6cG1YEdo1wUBe",
-	"yLT5WibrW74y11XlqspxXZJiDVyO7mTuJAQx7pEDjMHu2yr1W7s/WHp01OKLvLWV/eD4uM26yl2abg6y",
-	"eJaeYUJxAN8IkFscRLMwsn9oB9MOdGsU6PADT65c0wGGQmYVpF8D5pdAugJbjwJpNaXOVfd1obiO7V/k",
-	"/ds+1oXiwZQutDWtKfWm/OXumy6+dSCSVwFu5FDfwht3yJ/yEsWN3GnmOwpeC9Rug6ugDFsKB3FrKq5z",
-	"msrVgT0PJdMCA+F4Dz9csPVW/HsGv3+bV1TagX34elKhFZQsU8oF+etfjirrtI/BEvIZVzdxdSEhkWuP",
-	"e40a5enw7d0umjT177sZgnwat/WjYPtdVI2iBrqa1tDEV+su9Svp+067VVJ8kUt+YVq8X6/dt1HH2b5q",
-	"Zk3XPYrCqqIaoAJiJwtuMOU0TwMGYwPEhhi+YKT7178c9fpDcR6oP07GWCh9TJRc6VOykIoR/ImkzOC/",
-	"XVVXy6jQfjLJ9Hoo7PSKOW8ZWNawwjkXxB58mrIUVfcqorzKCkS5fbnZl5lvJTLfO2p+FpVvxIeZIdmS",
-	"GEnGkJg5RjOd6zDC9QZyIEawcuL1dmZdrj/eKA5951+6S8tJqUp6o1DkVvtHkIsUm3FtwCWVr6o47KLu",
-	"ev2gDz9YetpCMvouj5xoLRx9FncaxZ3td9Qs4TTewq1Dvq/oHyapN4b8T0fg2XVVNRknNE3xiouMbhI3",
-	"ziADyg2ft66kZIxJUWMyY1aCKJX9H2PG07/+8c+xj5/f4PZloLl9hl9q23DPPP8akPqZ/9+MfCGTAe89",
-	"tPEqXHjXYjuH0PiFHRQ5gdfFJhkKx3mWWfEelIoVF4lcOWaJnYFdw/WYKgWaxkqin9FkCrsPrzA+L02i",
-	"odBLGtt12skNNjh2Gz/IP+pFREsf36OgBxvRK27iuRWAUEKXKyuc+x7ENRMgHIaD6nPfEeYucLaW83nl",
-	"EPcPgKe+p6Iu5YL+0XF3b1b2iSD7MqWxC22qdKeJoF+IxyyZgruKQFE8jPERvouTQ7vtNMGXTW2U97/H",
-	"sqYh8+yvGVPrwijgw3zbwaXPUgqPVaSYtBqsEtUeHrFU4/0W1ucCmBsNHhtRUk11MFypWB+zmCfTL+mM",
-	"5caX2uSuumzD/A+Pq9VJoa9iMAE7vLW89V4+eFHCclAqs/J4Z0vOt3dI1nwd4ABBs3IjHt+1ydBH0e+t",
-	"PmnRMbLUNw9dLKMv1qK/auK4x4OjvOEoUPB3cnLqIlLI+IKtx65df1Fou7u1fW1vKGgK8QJYiSkix4OB",
-	"nwILcgOXHpcLN58QK3qO++RnDIUZinGthPmYaMZEOc09r5lWKorupYauO1dy/IjMe7CEoci3iZ2WqQGL",
-	"h8vVDS8oIqs5NeATtxwOKUxIEsDi199DJON+ElFpn1Bq6e3dCBClZgv3K/NX+iZsIt5ZAVcVsPFuGkiJ",
-	"DJW0d31SuMboxKvoVh36O1btn31WUm6BiLke+VYkcYGmNdpVEjsO85KVYXJ25rI5ucjVBaiPcQrDc4Ey",
-	"D4Q7Q1ImwtlqLlNW9ENuQG3duTPUxF4r94+Z5fYoW8CcdKUiZfLYizZO+DMq3B4qoMn+aEAGgwFa7LnA",
-	"GqlW31y4jpFbsAQL1zajyRso1lT1DOS91T1B1tV8iAi4JI7s4oO96jcU8E25nTnVZFxpJALxNG5hY5JI",
-	"pk/KDfGsFlKulkHNUEgRMztryU8HWWTGMWNIXvLZeN1pSmczlpBxvS3gGLon4tOhcBWnhDRQFlBEREBq",
-	"A/j3InT79/pk7Lqej32/djRE2K/dk8iSjqEob9rH/52S8UIqNiaarnWtaT12Zj8pd2bHhEFuCNdDAUl2",
-	"fXLmikoQ7EqPEZWQRn5CaGypZWlFcA/jD0PXwn7YOSEfhh2apvYvICNX45DU8hRO6g5JG/bNd7h+v9St",
-	"1LI/QNmgEgBID9gOx93pH52IfZRwOwCSyJOgicxEwhI8N8CBgmD4DnZgQHOQu4NS5VmQ1yBUmIUBtk1f",
-	"qLuRbtl5ONNDAYSrgTrBYpA49ckZotZcaowX2mw1pEnKpsbqO/ZgunJKtMVJmkI8gF0hRRHW6VZ2SYDH",
-	"dimJJTJNVGIotpMJcg0q4RSga5AJSD/9TCU+GSox+Gr3F0+lmKYcU5U+krUSCt40U5Um7L4GkfGhvE1O",
-	"WtTb71LQdl3/GkzpXoP9kztmc1GFg6w0kZcoUvoMY5S0wsarvWwqVnt/1snjdevi5/5uKz9gkxXtrFmQ",
-	"5boEvy6s5nRTqIUc3kKsHQov11Kl+HvLjx4NvnIJubn9yltMfLrmVhnvjiF8C2wTOjUuq8Sxjz92oMkn",
-	"QT/xXstSicUl6Ahvf/BI1YIyHpYLFmzz6TwtkrtbuHY+exzu2uPwSRD+UM2L3b6K2yH3ed2e26D4VZT4",
-	"zg99jgWJ7kIuztsg3rNQXO0EGQqmdM+uLwjfOUn+JMx9eI6oQ0NQeFNJqS7kxQPLBwM3S8jx4LhXxh1X",
-	"AGeTupdKUt6u0FOv/FSv9hQumrhZ9RLrImq6YEMxkQlnuoi3rJRn7KEQtPJJ9DitN+YVdAYCmsGhEBSI",
-	"XImyO0TccjWte8bdWt/LkMcNH33G3RtH20iFYLejIFwrLC3sYLfKprzp5uMJ/1GhGn0CKXWfhukkE65K",
-	"cMA+4oyFebMjTw0t5EWofmNBJ1+Lp42GUCq1tU1BOM9rOLXQD7ZI8Fhbvn1h7DuV4UttDIIu0om8/PeR",
-	"4cFqU6+TlhctgyIYztNWFU58X4Zry/bN8UvHRfySK7/PE5BFVnNm5hC5Q1byguWhP916ZX7/91SqoQBz",
-	"rwVRiDzB6Mi1G7nXJ2d+EqiGlFtinBDiR9KGrsFpC87RwtTFtSvmZqQLmXXF3MrmnXLryJAAc85Ecu4L",
-	"rt2J+FJ0ymglvRzf/sxBc/wzX8TvTxdf/OcUkdx9EVrHmTBp2OQ6vkzoVp4DL/25OI4vnBrAge+4NlKt",
-	"/304jq+XP8eNV3nP7RuPis7NjUD3d3zlDgGg6CzdmMmKDVpyb4p3nXz8vNbawtAYveHY8b2sryrHXspt",
-	"bXLV/d0lDNzt2TfpM7DMfwdX3Z63eNOkyo0MyOKab1+8yZul37NppjVkfY6hvI3yYA6Gi8xH8K4yYwV0",
-	"TbrQQTIiilnVJSJcHGCLehLTZYRxCL3WFOvQVMrxbiVepcq9raQWrD2rw3LLk4rY8ujRxxRbShtr8ndJ",
-	"Lgw0zMZNOXOE13dcywi34SKbWqyhBotccGNAsfykcnSwrHK+ydLuJZqxHerfHll1EKqoYQdFt/dGeSbv",
-	"IX6nMk21NX2jXGMXTWDRf4giHaXV7KqEUjru1jU6iub6e1TpKNgyNjLXn8t2NJbtKC4wD4/ID+0a9cq2",
-	"3NcdYEqTrHAbOPLpiKKtcPB2q3p8LydoAwTbIUTN2lWMYBUn5AOaByG0d8Ws0HAFOQZ5FwUpYhQ3Ltj6",
-	"gR4KBDkXNjzGT8bovtQNBb+qkHb7QnA+/kcQhPcH8M8S8U2w6Mx5yh0YWgnE1a6ech+WCADuYRJewQ73",
-	"PvZ+kiltxru5YKXjf6PIcZ6/dZdmNDfJdoHDLzgikzXg/B9B7vCLqhhK8zPbPOzWAoc/k89VwW5FvPAX",
-	"QLqW2kN0ujZ03Wu6t2bJovlibh8hmshuAXV/fqliF4bdrkDho98tXTU8viA0VlL7pEKsZOAbVZzmjkps",
-	"sg1mCw9nVCRDASN0x/7HkX1vHJHiB/vCuNcnZxB3TUkiVwIKm0qRYslW6GulWMyEGYoF15oluDArvzSI",
-	"JBUQvQOvoxv+IwgkeyLGZ2nkFuxz5YpkbdldEYUSjnYqPONfr++u0UThHsdZPvvIP/vIb9VHXs6pBaUx",
-	"TyVtcJxX2/IU/cJ+eWs5ErKXpoLejvlAFAv8rTHj0Te0It25McuTw8NUxjSdS21Ovhx8OSCZSJgi4wW9",
-	"YJZpjEHmyVTaOekcAiN06/wQrCkRkZRrExEu9JLFJnIxbHmqLmSsgo3GWcHBu7tZEuusHJd0mndNXNlV",
-	"lWN8ykP5gwsX2CqHbx5A8DUTCfZriwj1PYETqy2YWgtVkrdQzSuSsWXTPLUqjC6tUWUiH7a85rwI2+Zg",
-	"r5jiMuExip9SEEpiJUWFqPr15DR1cxjwTWz6R0J+EYjbZsJ+iE3Xau7Bcm230FRPaxXpsW8cHN6B01EL",
-	"C0B5xIrKuTkuNs+KoFsVF0zjuL65UWmcUhsRC6lFS1ffnLY5If0cW9BRvdmAjuCbE6ZPyHij1uTYm3/e",
-	"H0Vj8sVQTKhmTx51v/vb2dOD8+/Ojh8/6YJWzhPyBRl2+sMO+QLK0WtDF8vSbxOZrHu9IurNleH3Ix4k",
-	"LJYJS8iSKuNrxBWN9Mr1Z7E64ClJMpetjj8Q5epMDkWe0F6rplmqu0kVwya29rCpwNj/PJuda8KEzGbz",
-	"/lA4WoetN8yBxRlzIEXMSufFkzF0ahP814yBvOwCQEJCqcqEi+Lf2rfgp43BIsL6s77FmNGj45G98dFD",
-	"30V8dDR6PB3Ex/SropjenNEE6gA6ACpWu7Wlwc6Kfj8JfukMLbrIa/B1dVZUE2x5eEoUe8diA/ZIeE1K",
-	"MqUKw3wFFmzcutIckLYuuG1G3qZ2I5XrhFADFAvu2KAQodN1KCwB0M6l56/uddZv7y614yPVKig6ozfq",
-	"KciMMGfG1UQ7DhXJ2kxSOLGghWGrRWIy8ngIALH87bRMSqAyhR6KeTkRzkovDJOanMclLmXbFCSrnDZk",
-	"pHOOEg5IDpLYV6H2WVA2wyUTjyGz4QA03DHpUvJ48NCZ6itPjJToMC7JafXTWBMJgcJY3i9yXUBkZiCZ",
-	"21fUILEUgsX2K+wdNK30tI18XQ9cxYTGF3I63d4zEQwR5R6r2AzV6uKyRrah/2m9V2k4Aezq6v8HAAD/",
-	"/w==",
+	"7H2Lchs3tuCvoLi3yuRNi6JkOzehamqvYufhTMbxWE6ldkOvCHaDJKwmwABoUYzjqvma+YP9gf2U+ZIt",
+	"nAP0i2iySUl2nHFN1URmd+N53s+3nVgullIwYXRn+LazpIoumGEK/vUsYYulNEzE67+ytf0lYTpWfGm4",
+	"FJ1h55wotmTUkBU3cy6ImTOimbpm6oEmvPiYrLhI5Ip0v/36+dOfXp5/9cPXl8+efv23Fz+++vr5k/91",
+	"+fOz509//DkaiYRNaZYacvpo3iNU6BVTGkZ9Iyfw3yu2JlOutCELmrCI0FRLQqeGKcINmXLB9Zwl/ZHo",
+	"RB1ulzhnNGGqE3UEXbDOsLylI7unqKPjOVtQu7kFvfmBiZmZd4aPT06jzoIL/++TqGPWSzuANoqLWefd",
+	"u6jzvZw8e2o/hJmW1MyLeXjSiTqK/ZpxxZLO0KiMlaeaSrWgxr4nzOePOjAXX2SL8kxcGDZjCqZ6DqMG",
+	"Z4L/bJvrPxSbdoad/3FcXPUxPtXHMO47O4NieimFZnDxX9HkJfs1Y9rYf8VSGCbgT7pcpjym9v6Pl0pO",
+	"Urb47I22wPC25Ywv8CuctApOr+aMTGSyJlwTIQ25pilPyPcXPz4nXanIXKaJJgk11N24BQh4ek3TjPX6",
+	"nXdR54kU05TH733d8ZyKGSOxTFOeMA0YAQtUTMtMxeyBJnGmFBOGaEMNg9V+I9WEJwkT73u55y+eAS7N",
+	"qXarpAnRsVyyM7cVTQRjCaGC0GTBhX0blvxcmm9kJpL3ueLnkugsnudnCQvx77/HdZwL8vKbJ+TLR4//",
+	"i7jBYSmvpPyBqhn7UMgirx02aP4bIylfcAPr+knQzMyl4r+x93pf55mZM2Hc+LBCQahIYI0TRpVdrrxi",
+	"gkiVgyLXZMG15mIWkZWSYmYfKnYtr1jidrNUMmZa00n63o9aITmskKYzMmZKSaXHxBJhTRiN52RCEzLl",
+	"LLWLfufpMFDV8xfPHBtdKrlkynCktrFi1LDkkpoKa0ioYUeGA3WvMZ/I8pcQG6mzjqiTUm0uM719eJGl",
+	"KZ4qMo+N6YTjPxsPlopN+c2maPAKmfUD7dh1PKeKxlaw6Ie24+75VmsE8mU/Z8Iy0l86QLiANdKk8zrE",
+	"wQum+QtybMdMcah8d1H5impHWll7MYmcvGGxscvCW38CAwCoJgm3h0TTFyUomNJUs6gGGP7US4LJ6WCw",
+	"QzC59UFUzmDXjgAMaZr+OO0Mf9mOYQ7830V1+L8KyZYOgEh3llxd/usf/+wNiZ7LlSBSxCwi2kjFEiJF",
+	"uiZUE2o52TwAWrW92ak2t/Q639QPHEWe6gLpkl9esTX8zQ1b6F3EJN+qn4kqRdcbq8nHDZ4yiL/nK8rN",
+	"TrCpHt0Lqq5yqTkThqeEEs1ngqZAqBLCBRnjD3pMqFL8mmnSpWLtX1vNLXFecGNY0hsJqcjYoqHMzJgs",
+	"qdb2dcEs26m82SfnZEFNPOdi5ocyc2rcHAlZzXnK7NpGQhu2JIoKsqJXTFvxnRq4XJTeqzfgFlu5gD2x",
+	"onoTUQeksJ3ysSM6VsyEQfAQdn32NFPAi+DGG272qRRsz4v9BvSb/GpBxhwrprPUjM8IJUsK8iXXxEjL",
+	"f+qniK/ut+fmDXxDebrvBihP8+ULuYpgDzIzRDGj1lzM2mwDmO5d7eI5u9kXv15mqOoKdmOFebYkXVRI",
+	"xglL6Xrci0hMFWyHjAHMxpubgFfbw9FB8Nq865f2uA/ctqYLhtumM8oFqeyddNkNLorTlExofCWn0yqR",
+	"OLO4HstMGA3qhTFssTR3cEJ3ChcXS7oSe57QM6GZMmQcz3maKCbGIPQuN8mxpZxrIgUjcmofLUARy80X",
+	"G0fhB2zNgGD1T+xXdkcLevMMvzoZDCypvANaWGNl+QrDrGwNH20akMS6pMGTrpXxLN4rNrXyVc+exM3R",
+	"TB65Ia1I339JV3+zWsCM2bG/ytKrb3hqmNrzsr6GOwBJnWhmiKBKyZV2RqyUxfa9M8uUUka1ZU0ssirJ",
+	"mKbpOMJV4v4374umaWCzsR3E3b03aFGYhoD+wizBOwP9IpaLCReWYVoaL82cKVxqWXyeSJkyCqCfy6dT",
+	"dxDVqZ2sBhxWIcLacdqpGn7sCZtKxZoHx+ftx51TkaRMtTNRRVZ0u2zSNr6XE01Wc6lRZtSGKuNsMBwo",
+	"y16mvajza8Yy1nZhFnkyHTgXKmKWDonKhLB4ExF2w+LMgIZLrVzHxaxPgBQPyZTylCWWc9ivUoSqVrj+",
+	"vZxc4BLewcY8qgeEzw3MtNhTsvTtoZtMc5zbtrYSdlpdlC9QmHV2XqRHIXV7IcHE6yTJN/Z6zZxrMrE/",
+	"EWMlRnetzmqKdG2HFbVMsNz6XzceiheV6pSYihlqPQEQdE9Jl7p79HzOorp9n4mE2n/nt5wbChe9flB/",
+	"XwRx7m+Vo1FsQbk4IzFNU8eUjYRTKuQUOLkQ8dgg5LhBN3PofJ6yicxEzA7ijiXTKAgSiRsMEDeWaUqX",
+	"mhEujAT+CHIuKA0cJMIlEwkXs5HoerQCHou6SJxSvmBJb4iWmBmoNfY7owkXy8wgP870HH+34gkxciTG",
+	"S6a4TMZkquQCBVMcMaVoaKaCjBf05tJi7bhkfubI8UHHWdDErrJPXln1xi5cZUKDSkPyCSyfBwXK3byQ",
+	"RLCVH6drqbMpTdWL8uMaCbsYbXAnZzB9mTEQqux1WxqIQkV4cT/a5biDikYihw/38gKUMQqLeiMnsBlv",
+	"npulckJT0k35FSPjK7Ye94aEizjNEqfTOZJu9UtuLAxeMbYk7ldN6JIq0yfPpXG6ix0jIuOSq8jqw2M4",
+	"Bxiw5q4h6M7pRWSsMnFJzRg4MoqeIb3RmRb2JP/++PcRPvGC91IM64aJfJAg0vkvA164byVJ3GM0lFNN",
+	"Rp3Hg8FCjzoRGXUeDtwfJ/OHg8WoY+kAu6GLZWoneTjQdm4riCs74P/p/jI4+vL1Z93RqI9/9f5nV+jf",
+	"M/37//u/+veF/l3/vvh93ut99h8hvv6NBcevvSxe5xosDRDPF9RKOQi18EpEWH/WB+p2/PB4qbhU3KyD",
+	"psOFkwU3rZMbFN/OXXwQOuVvnRxcE+euKU+91bmm0SrGiE6l0ZZshEn4IfZdB7gbv+csdHMaPacq0eFn",
+	"2TLZcwlB+MTZ86mi0snUbKSlCZvOOWxrm1ki11rPgfvaZWbDIZuW8SLbV/TJ76AqfuwSQMo3tGtPF/hm",
+	"fSc4c9NOLvLhC/lqQ4n3Ko49lAfaga5lHSCpgEm1Ill9/mjXrr5D8v5EiimfbV6oswFcTqhm+xBU/92C",
+	"3uzz2SHIZum9M0M04M82/8c1l5m+1CxWzFyymyVXTLvpq2f/E+j+YAuxN+A/Jfgp0YanKVhNtRUglTSw",
+	"qQfo30vpsteoW+32jcAUwR3sbdI8hJpEnUylu0m0cz3Yd/M1FyusXVRUBa0qxOxHjhwIhymSF19aE6Uq",
+	"QuyiTvnwWxa2P416z1hXx6AKZdxJFnPgrOLLBZ8JcCQgfnRXc83iS/IZsZv6/JEVGHLrzMnnZLI2TPfO",
+	"yIwJpsAiAahGJ5qJuhEAHAYliQeH/uX86H/To98GR19+dvz6s7+8HUSn74IiziE4owImobkxy+HxsRVi",
+	"7Z/a/v3Tyx9QOzJsiZT5xY8Xr1hCjNzYxKMvKrLsF7u4uF1EEMwYTe0AddB32tblgs9wJw3ksTCBbJ/f",
+	"vRdawvdyEhC8EKQCMq+DNS80FqE1bDkkA1S6KFqp7cWkDMxfLgQBFB6riQlp0FjEkjNCcwMsaJ1WddGg",
+	"OqYWwOxQD7S3VuuwpOee3tKR7W1DYYxwTjy0nbs3UU2mdrFTqZwd9S+EinWvYkba9OuH15IbhtFOcemi",
+	"H9DuEbA+SoEXgPobuK53bfIQPu1tBZeNHuOKNSH3k1Ht1FuvdXeRKCCBEFKwXlC1YCmf8UnKgtz8ZyAu",
+	"uXUPZlrQtf3hzNl7aJJytPH7u3JXU533MCg5wNsRdTyE3wo+S4bbw+NSwIqx7/LbApflCawmix22VxxJ",
+	"rgTud+f7u0VJ9G5eNhxUwwTl7x1NLvuEAm85lTn8NLdvbwbiUMMucwWnXWDHS1DmFty8ZNPOu9che+4b",
+	"OclDgewUGKRGupoxUkypAR0ajqBgFaUPNtES3TqlOTwVSBRdaTDwRc7OYBczYZZ8FiM2kIZWcl/1HDaJ",
+	"6SHudwwgS7KUXXodZPN0/SslU5/fdYneUBKn3G4t4cm2gy4HErmpDY+vwlPbJ54JNy/jForLIVEahTjS",
+	"2m9i2XvAhZOLDiCNhZn+IdrQil6xEEtZY/jDlZNBwIAMBv2hC6eJiMf7iDgptMVVhkLdkAYU1Dw/thLx",
+	"qLJAT7T9reQQ7ZmRO8ZcDtrU2NCMVJcXykQxQOCadbkqQ2sQK7+iJp7vqT69kZP2+t73coK+jaCvfbtH",
+	"rnwtMOm2TTQ5pQ5bLUt26qbbVvSUGR8A1IpLWAF/M/bPX/Klv8gww8pfM9LQtEEJwRixSwc/LeUQ/1U+",
+	"8M5v6jpNZYDNZWwsPgpsOhyTWADWftAbkMf39IAkJRffVg3Xvwff7Bmvs2cAQM1LFFAK0bIZ9hmRrtWM",
+	"0H8MeNJDKd09XXFw1YGuTY6vT44t6B8QOdBKrPXxMIVEW2c7SrEU/TlXbG1VU81iKRLvpUOPKCUpv0Y2",
+	"j7kxHOLoMiU0smDHeQ/wfh1syynLndvD7d17+0ZbVAXUfcSxrWLjBbtmiqYlwVGTLsbzZ/EVw8jU3tDb",
+	"FJxnN12jaIUxPe5NCLEdCX8lmqwYn81NBOYHrq2Oyq1IAb5mmqZ5DJjLoAPnLIQaOW+0YP2RKJymxT7G",
+	"pGvHl4IdofBqaVdvSGb82kq1E2nmpWgqlxV3iCRbMLUvAmIteGIP9Ct5GtDAZHJOdUs24+lZyPeoGAj8",
+	"YBxSGSsM9A7ZfFBCglEJ1McgAOLJKVxx2e4QjtBKWJJhjkrYilI7l8rrjdzhhXN83k4cCOkqgt2YyzhT",
+	"WrbRe0NiQ3WMhvu9yCV1n6vg7SngoXbhUp2STSzqJFLYpxgw1fE2qpSFUhuizg9Wgf/6xjCR4MHXfHlt",
+	"LQXbd7wxTGi/sBSLUftxc8iUqqwry0BQ3r4k/Cy0judBRfIHZgxTOiIJn3GjI/Lg8kFEHvTt/w3t/x09",
+	"OCMnRyenX9SSeUpm9MKA/rr487I/PHr9dhCdnP5X2JpeUd/s2Yi1Q/TwKSEI7jITlOB/W9ApEFo71qYa",
+	"tYkWmwaT/BeRLSbAAjdR+3XUfgU7ol1/zEwsF+wcwkWTIOpftjbB7a0mb6I5amxbzPovSvJA7pV+XD+Q",
+	"ATJUMMlUvM9fluSNQWgPpSzQOsX36knYctqeQpbiWQKEkgttqJOUg9aLrMEOaLhJw1/hD29LETqZEsMZ",
+	"E0mmLHQOXYbjELIQUZzeSQ3WkNCGk269sb97aazuUHRadEA5gxjHXccI4z7BV2/hp+ficppaeWpPR71M",
+	"E6bNpWcvtzIKL6mVp8K+EMUME+FArVdzRkDWfWBlMvealSDKfiede2+wkgJxWNPOYnfrOB/ngXc7rB95",
+	"5MAgv/Pgue7ney/DxaYDsOQKa0HRClGg3fuJy8Fq8WohjLR734kn7V7OhZ4D7A93IzDV7iMcCQHA255w",
+	"IiXZZWNygzYu5ZDYB0eqAqFPUjCy5PEValmaUAOx5hvB5Lv03A1SVFMnwXlvJ3NY7FLXnUXXJTpuRLDv",
+	"Vq/bUp52ylJhjdmQUb6TK5JKMcO4e0+2qpSKKqvwLM0ZGXUGetQprA+yWgumVPfl5devvn7+6tmPz/vh",
+	"jASreubFZpy80OkEqx+Auv1Ag6+3VIGmUOFDxo8NkpnrugGeBzMERMi/srUzsczpNSPUraXi5mjG9kmm",
+	"dI0+ywwxuC5MHsQmG3mgcr6UFvPeFSNR6CjALUf5ie7HIvIrCpOlmmFnPwvHTvpUHn3r4g4gVB4Qaskd",
+	"Uhusj6Fz0EILX9WP5i+vHobaREeK2/WAUEMqN2WSsIQsmXJGx3aTBgV1P2PgSHOg2Hqm+2vLzqC66+5d",
+	"er5HlTaWRzTjtRn8Z3wziBJN2/2ZFZykKXjXXVBeEAtyNcBIyI0u0aB945IvnOP2bkqTxEqKIPnZGjdy",
+	"SDgIFOLYovLuDqaAEQyPr+6nOgpYwAr76CYPg0g0O3/7tEkXDFy2mekrDl7XNJWroBFsm9jQHAtiV/Cb",
+	"k5DvTdMAaCnNVXZIexe1dzv7rZf0k/IJ166zCh/7cRyPEWGG4wMd2rObHMN2cZti6G3L2p/VeKSsguBj",
+	"lzsWkc/RuYAU31liIkKJf18q0v3vucxUuu4Rqcio89/o9IDUomo+0X8ePyb/if+rBaw+/nyn92lfp+Ce",
+	"/rYS9hTiJSJOndparHL5cEICwZ1KRSiGvOSFTPKolwe6iOi3L3MN7jk4mv3xNF+cu80teNvmmMqoXOz7",
+	"p1dPOoEaZ8/On58T/0WeUPZ1ZgHq+AVVvO4Y/fzRLmR3WL7N23MBUd4vXdbDnuBdutbW9TQaos6RLK/y",
+	"qPNgOHnvLuPJQ2oQRvoGGLIUOls0BuLeZyWx5hwYuk4lTfaO0mK/bp7+U2aRRq2JVOiWz9W6N3IyJCcR",
+	"OY3Iw3/9459tVK1Q2JOdNSrMXLjyGnPID/l1482EPW+hMkVb2QLe8k6m4IZtXs4Fw4qM919crOVl5yS3",
+	"rQxc7OMrX2x2f6l/z0iHD3MEGPG2+yDMbd07MFD791fyqim+FNMOIKKznnXgzY8tSgsUC4oK3xHMGjyH",
+	"ooTNfnUGzjFEElUk6bz4Z6AiAc+EwlJz5spMPdAkEynTED2DiRVSsEAJnt0xVYEoqnuOiLqHYCPSFZbr",
+	"Y1jLYmnWvVZWtD9y0NAeIScXLgy4MQ0p4ENw93dZSbEpbC33lqexKTobs7wsXI67td/WpEGi23kTeKz6",
+	"5YrZRERbjI1IApWSppSnEZZ1Awc3hV8yxYY+bjmCnLdLOJ+IxFIIrLnkfynHVCTI8UMOVrWvwONDvVtJ",
+	"C/V4Zn8S1dOuLKR6e1UA8eDQBHtYe2xPgvczVFjEwLQVm8ylvMqLp6NWB6skp4PBkLAbGps0Lz4WuMCR",
+	"2LjBPvlJXAm5EuVaIy6sjHShjhWeEHykrbowocmlrynew9CzBb0p7+UEyELtl4D7bzeBKwpllnx6uz+B",
+	"CozOVdfuCyh56Ow67b6A8oLonFHrdp9gbT4LqL4E3e5vsFpdWJMwbJmz0VsXUryj7K+2iVwHpszcMrAF",
+	"UL8wQ6HAlqN6LemhCZVvk9DKtasreQI2hyJdyah17+6KjPzxE/l2p9M1my8PTB1qkQdEuoPqvQTvpF3S",
+	"jQeu7Xkz9cSb0m03wR9EGwYADSvCa6bJnFFlJoxi7KvjbD5bVa9FPFdSQIEKC4uucmUe4hioy7p3FGV0",
+	"u+DGqLMj4tKew4+F7LIHT7VqDwggvlD9NE/Kh9Mqs1HktRHWoQ5x4ZHoFsy9F6pT9YnR7cfoSoATUFcx",
+	"VR+urw/vVbwrt4yetTfZYP2xtKG97cei/E7LDwzZtIxS5caG5hAObCGrpQabisUM635rxsjNkftd9+1b",
+	"ve01aJsSfIvcRAip92EgdlqIlpjKNJUrQBN7jw80eSO5IF0XhUOsstg+37aQbAJxmXmOVbiA4hP3GEtA",
+	"zOVKnJF65m+Y0b5Bvr5rYS6uPmUtCrAU5LpISAuVD/J2SWeQ0SRBa2lefLU47hXVeZU/gjF6ToQoH/Z+",
+	"Z91krSxy3sJnHVh4fuqki//Ja2n32t7D3im0+cDoxpkqpudWM42lMFxkjrlX/DW44QKYSsWIXrdIgiiy",
+	"ATseEppQudHe//FY9Lf00wja2UNH8WquZDabO4myVoxGclGL8KmFfOcOrs1QPCQ/PnrNzBlXG4npbYI5",
+	"N+vZQ1llJ7x3MbQ8T83WFS2613K2BRdZPVBruwx1YOqqm2gzQhRHDF3QVm7lbmjzO3S3ZYqb9YWFHRf+",
+	"BJ2A8hY9YDrGn/IB5sYssSUPF1MZqn3pYuIB1zVT1zxmkMcptZkpdvH3H/DqXdFXyOgDAmnFXG8ipp4p",
+	"9kfiCdRI8AVjXJyjSCxDy8nXWR7dyH0xVV0UggGeHQHPxQlHYFF1zBCyNVH6f6Ch2FPXjuor01wYKhKq",
+	"EvKzY8c9TExzSZ1e2BwJyEUzOed19JMa1icXjJFExvp4qaSRsUz7iyTXV2Dz+YORGAlIbUCTTr27lR0m",
+	"W8B5dJtaLPX65GefMYcBnyMBRBf2QwU0eAJxKnJ5ksfXJ1iqWDCWaDJ2KslvMPaQfIUNokbZYPAwhg/h",
+	"T+YKvLq8iU6RD9GJOtdMaZdK0j/pD8BmuWSCLnln2HnYH/QfYqLSHADveA71rn6DepPoA7Z0BOZ/lnSG",
+	"nW+ZcSWxao3xTgeDLZ2n9us45WYINJz6admv4Exn+MvrqKOzxYJa2RoELh9QzDXJgGkZOtMWCfOd6M5r",
+	"O8ixYjRZb93rS/vGh9kqTA3tvR4PHr7fnnIGut6tdx91Qg2dWFUQcmlpPM/LTmNdNKzV3nj+1yfHdMmP",
+	"fAOh4CX8wLXBpkH6Pu+h1OQocCRYOueKrSPfd82qt9qXeMYubI8GJ02z5Ms+rjSeg48e7v6oaIYIK3NB",
+	"Kru+Kq64fG12i76zXN6qyDUQBTq60Cy9ZrrXJ+fQ3hC6XTVeY9RZSh24Nmx94Lo9IS9k2nwlk/UdX5lr",
+	"H/auynFdkmINXE7uZe4kBDHukQOMwe7bKjUWfX+w9OikxRd5D0f7welpm3WV2xHeHmTxLD3DhLIPpqi9",
+	"DkEwXDv2D6UH2oFujQIdv+XJO9ddh6GQWQXpl4D5JZCuwNajQFpNqUXj+7pQXMf2L/JGpR/qQvFgShfa",
+	"mtaUmjD/cv/dhV87EMkrbzdyqG/hjXvkT3lZ8EbuNPOtcw8CtbvgKijDlsJB3JqK65ymcnVkz0PJtMBA",
+	"ON7jt1dsvRX/nsLv3+b1tXZgH76eVGgFJcuUckH++peTyjrtY7CEfMLVTVxdSEjk2uNeo0Z5Onx7d4sm",
+	"TY1qb4cgH8dt/SjYfhdVo6iB9t01NPEV8kuNufq+pXyVFF/lkl+YFu/XVP511HG2r5pZ07VJpLCqqAao",
+	"gNjJwtUCKtpMgbEBYkMMXzDS/etfTnr9kbgI1PwnY2xOMCZKrvQZWUjFCP5EUmbw366SsmVUaD+ZZHo9",
+	"EnZ6xZy3DCxr2FWAC2IPPk1Ziqp7FVFeZAWi3L3c7Fs7tBKZ3ztqfhKVb8WHmSHZkhhJxq4OFpjpXKck",
+	"rjeQAzGClROvtzPrcs3/RnHoO//SfVpOSp0JGoUit9o/glyk2IxrAy6pfFXFYRe9DuoHffzW0tMWktF3",
+	"eeREa+Hok7jTKO5sv6NmCafxFu4c8n0XjTBJvTXkfzwCz66rqsk4oWmKV1xkdJO4cQ4ZUL6b2yoXPsaY",
+	"FDUmM2YliFKrjTFmPP3rH/8c+/j5DW5fBpq7Z/ilVinvmecfAKmf+P/tyBcyGfDeQ7/KwoV3ENs5hmZL",
+	"7KjICTwUm2QoHOdpZsV7UCpWXCRy5ZgllhLFS4aW4aBprCT6GU2msM3+CuPz0iQaCb2ksV2nndxgJ3+3",
+	"8aP8o15EtPTxPQqajRK94iaeWwEIJXS5ssK5b7ZfMwHCYTiovvBdmO4DZ2s5n+8c4v4B8NQ3D9alXNA/",
+	"Ou7uzco+EmRfpjR2oU2VjlAR9OjxmCVTcFcRKIqHMT7Cd05zaLedJviyqY3y/vdY1jRknv01Y2pdGAV8",
+	"mG87uPRZSuGxihSTVoNVotrDI5Yq/t/B+lwAc6PBYyNKqqkOhisV62MW82T6JZ2x3PhSm9xVl22Y/+Fp",
+	"tTop9DINJmCHt5a3u8wHL0pYDkplVh7v7D39+h7Jmq8DHCBoVm7E4zuYDH0Q/d7qkxYdI0t989DFMvpi",
+	"Z4J3TRz3dHBS9Jl2vYzPXEQKth3GsKBSCfXu1j7tvZGgKcQLYCWmiJwOBn4KLLUOXHpcLtw8hILS4z75",
+	"GUNhRmJcK04/JpoxUU5zz2umlcrde6mh686VnD4i8x4sYSTybUIwk13LFVv7XN3wgiKymlMDPnHL4ZDC",
+	"+FWOxNhXsx6XeuoXZa9LB1Vtu11Uoq+dDnTDjqAft3Nj1rpxJ9CKO/ILdrW6/fEFRBSsC/49hFjuJ6qV",
+	"LgBqQL2+H8mm1BPk/SojlfYemxThvAD4Cjx7/xHkaoa6KLh2PhyKm+Rv+X4EtCiBHiqTDvTnLiMTduzS",
+	"P/ukbd0BNcbD9N34A0S4JD8d57U3w3T53KWlcpHrPVDo4wyG5wKFN4jbhuxShMvVXKYMe3f0m0mB7twb",
+	"KmMLofePyeWuP1vAHPrll+l8L9o44U+ocHeogL6HkwEZDAboeuACi71axXnh2s1uwRKswNuMJq+g6lTV",
+	"xbGwsGDpqSfguprYgdwTR3aBzl6HHQn4xs7BREKFgQztcaXXDQQGuYWNSSKZHpa7W1p1qlz2wzJ1KWJm",
+	"Zy05HCEdzjipArKwfFphd5rS2YwlZFzvKTqG1qv4FCQFwjFBxFAIGhaQowGOygjjF3p9Mka7TzLGR9pZ",
+	"VOzX7gl0+RuJ8qZ9IOMZGS+kYmOi6VoXBws3qdgC2q1BgDLM5jIfuSFcjwRkC/bJuauOQaY8NVaOytus",
+	"DAmNLbUsrQj7trwddfDlUWdI3o46NE3tX0BG3gWlnCdwUvdI2r7K0qsc198vdcOpmygblDQAaQM7Nrk7",
+	"/aMTsQ8SNwhAEnkSZIWwBARqE8+x02VOMHxjRrAEOsjdQanydM4DCBWmk4CR1lccb6Rbdh7O9EgA4Wqg",
+	"TrAYJE59co6oVVJQ6t2wNEnZ1FjFzR5MV06Jdl2e9JyCRZaiyOuURLskwGO7lMQSmSYqMRLbyQQ5gEo4",
+	"Te4AMgF5tJ+oxEdDJQZf7v7iiRTTlGPO1Qcyu0Llnmaq0oTdBxAZH5Pc5G1GPf8+BW3XzLLBJ+A12D+5",
+	"hzkXVTjIShN5gyKlT5VGSStshdvLBmO196edPPC4Ln7u73/zAzaZA8+bBVmuS/Dr4oPONoVaSEYuxNqR",
+	"8HItVYpfW370aPClyyzODXHewuLzTrfKePcM4Vtgm9Cpcekxjn38sSNmPgr6ifdalkqg/aPBqsA5UrWg",
+	"jMflygvbnFNPiiz1Fj6qT66T+3adfBSEP1S8Y7fT5W7IfV6A6C4ofhUlvvNDX2BlpfuQi/N+ju9ZKK62",
+	"tAxFhbpnhwvC906SPwpzH54j6tAQ3d5UG6sLCf7A8sHAzRJyOjjtlXHHVfLZpO6l2pp3K/TUS1jVy1aF",
+	"qz9ulu/EAo+aLthITGTCmS4CRyt1JnsoBOX9c3Fab8wr6AxEZoNDISgQuVpr94i45bJg7xl3aw08Qx46",
+	"fPQJd28dNiQVgt2OynatsLSwg90pm/Kmmw8n/EeFavQR5AZ+HKaTTLhyxwH7iDMW5l2bPDW0kBeh+o2V",
+	"qXxRoTYaQqlm2DYF4SIvRtVCP9giwWOR/PYVvu9Vhi/1Ywi6SCfy5t9HhgerTb3gW159Dap5OE9bVTjx",
+	"DSYOlu2bA7FOi0As10eAJyCLrObMzCEEiazkFctjmLr1FgP+76lUIwHmXguiEIOCYZ5rN3KvT879JBCC",
+	"kltinBDiR9KGrsFpC87RwtTFtatKZ6SL/XVV6crmnXIPzJAAc8FEcuErx92L+FK0/GglvZze/cxBc/xT",
+	"X43wTxco/ecUkdx9EVrHmTBp2OQ6vt7pVp4DL/25OI6vABvAge+4NlKt/304ji/8P8eNV3nP3RuPihbU",
+	"jUD3d3zlHgGgaJHdmJKLnWZyb4p3nXz4BN3awtAYveHY8U2531WOvZSk2+Sq+7vLfLjfs2/SZ2CZ/w6u",
+	"uj1v8bbZoRupnMU13714k3d9f8+mmdaQ9SmG8i7qnDkYLlI4wbvKjBXQNelCK8yIKGZVl4hwcYS99klM",
+	"lxHGIfRaU6xjU6krvJV4lUoQt5JasIiuDsstn1fElkePPqTYUtpYk79LcmGg8zduypkjvL7jel+4DRdp",
+	"4WINxWTkghsDiuVHlWyE9aHzTZZ2L9GM7VD/7siqg1BFDTsq2tY3yjN5M/R7lWmqPfYb5Rq7aAKL/kNU",
+	"GymtZldJl9Jxty42kh/KPuVGCraMHdn1p/ojjfVHigvMwyPyQzug8NqW+7oHTGmSFe4CRz4eUbQVDt5t",
+	"eZLv5QRtgGA7hKhZu4pLWMWQvEXzIIT2rpgVGt6NIUXGh/8iFYAvR6L0qR6SX/r9/utx78wZD6GQuRQx",
+	"SidXbP3AA6gLMh7jBGN0dmrSBcI0Eu4l31M0IjRNScIm3BRhZr2GqmhVKL57ATsf/wMI2fsjzydp+zYY",
+	"eu688A4erXTjCnxPuQ95BAzIIdi+olksReLj+ieZ0ma8m8P6TvjbxZmL/K37NNG5SbYLM37BEZmsAU//",
+	"CDKNX1TFCJuf2eZhtxZm/Jl8Kp12J6KLvwDStawBIt+1oete0701Sy3NF3P3CNFEdguo+/NLLLsw7G6F",
+	"FR9Zb+mq4fEVobGS2icsYrkH383jLHeCYidyMIl4OKMiGQkYoTv2P17a98YRKX6wL4x7fXIOMd2UJHIl",
+	"oPqrFCnWtYXmX4rFTJiRWHCtWYILs8JOg0hSAdF78Gi64T+AQLInYnySRu7A9lcu29aW3RURLuFIqsLr",
+	"/tX6/rpxFK53nOWT//2T//1O/e/lfF1QMfM01QanfLV3UdFU7ZfXliMhe2mqeu6YD0TIwN8asyl91y/S",
+	"nRuzHB4fpzKm6VxqM/xi8MWAZCJhiowX9IpZpjEGmSdTaWfYOQZG6Nb5NlivIiIp1yYiXOgli03k4uPy",
+	"NGDIhgX7j7Owg+d4s27YeTnm6SxvLbmyqyrHD5WH8gcXrkJWDg09gsBuJhJsahcR6hsnJ1ZbMLU+syTv",
+	"M5uXbWPLpnlqpSpdyqTKRD5sec15pbrNwV4wxWXCYxQ/pSCUxEqKClH168lp6uYw4PfY9L2EfC4QE86E",
+	"/RA709Vcj+UCeKGpntTK9mNzPTi8I6ejFhaA8ogVlXNzXOwwFkFLLy6YxnF9B6jSOKVeKxZSi763voNv",
+	"c7L7Bfbpo3qzSx/BNydMD8l4oyDn2BuLrk+iMflsJCZUs88fdb/72/mTo4vvzk8ff94FrZwn5DMy6vRH",
+	"HfIZ1OzXhi6Wpd8mMln3ekVEnetV4Ec8SlgsE5aQJVXGF9Irug2Wi/RiCcUzkmQuEx5/IMoV4xyJPFm+",
+	"VnK0VJyUKoadfu1hU4F5BXmmPNeECZnN5v2RcLQO+5OYI4sz5kiKmJXOiydjaGcn+K8ZA3nZBZeEhFKV",
+	"CZchsLW5w08bg0WE9Wd9izGXj04v7Y1fPvSt1i9PLh9PB/Ep/bKoODhnNIFiiQ6AitVu7fuws+zhT4Lf",
+	"OEOLLnImfM2eFdUE+0KeEcXesBhsifialGRKFYYQC6xquXWlOSBtXXDbbL9N7UYq1y6iBigW3LGLI0Kn",
+	"a+NYAqCdS89f3eusX99f2sgHqoNQtI9v1FOQGWE+jqu3dhoqwLWZADG0oIUhsUXSM/J4CC6x/O2sTEqg",
+	"6oUeiXk5yc5KLwwTppw3Jy5l8hQkq5ySZKRzvBIOSA6S2JehHmNQksMlKo8ha+IINNwx6VLyePDQuQEq",
+	"T4yU6IwuyWn101gTCUHIWAMxcq1SZGYgUdxX6yCxFILF9itssDStNP6NfM0QXMWExldyOt3eWBIMEeVG",
+	"tNgx1uriska2oUlsvaFrOLns3bv/HwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -53,7 +53,9 @@ export interface paths {
          * @description 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
          *     already holds, 200 with that job and `deduplicated: true`. With an
          *     `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-         *     with the job that key made and `deduplicated: true`, whatever its status.
+         *     with the job that key made and `deduplicated: true`, whatever its status. With a
+         *     `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+         *     job, given this input and pushed back, and `debounced: true`.
          */
         post: operations["insertJob"];
         delete?: never;
@@ -509,8 +511,9 @@ export interface paths {
         get: operations["getRateLimit"];
         /**
          * A token bucket per key, refilled at `rate` tokens per second up to `burst`.
-         * @description Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-         *     bucket holds `weight` tokens.
+         * @description Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+         *     `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+         *     bucket it names, all debited at once).
          */
         put: operations["putRateLimit"];
         post?: never;
@@ -674,9 +677,31 @@ export interface components {
             delay?: components["schemas"]["Duration"];
             concurrency_key?: string;
             rate_limit?: components["schemas"]["RateLimitRef"];
+            /**
+             * @description Several rate limits (each bucket once): a step runs only when every bucket named
+             *     holds its weight, and is debited from all of them in the claim, or from none.
+             *     Not with `rate_limit` (its one-limit form): giving both is refused.
+             */
+            rate_limits?: components["schemas"]["RateLimitRef"][];
             max_attempts?: number;
             /** @description As the Idempotency-Key header (for batch items); the header wins on POST /v1/jobs. */
             idempotency_key?: string;
+            debounce?: components["schemas"]["Debounce"];
+        };
+        /**
+         * @description Inserts with the same debounce key collapse into one job while it is pending
+         *     (runnable and never claimed): each gives it its input and pushes it back to
+         *     `period` from now, never later than `max_wait` after the insert that made it. The
+         *     job runs once `period` has passed with no new insert (or at `max_wait`), with the
+         *     latest input; the other fields are those of the insert that made it. Once claimed,
+         *     the next insert makes a new job. The key is global (like `key`): include the
+         *     handler in it to keep handlers apart. Not with `key`, `idempotency_key` (or the
+         *     Idempotency-Key header), `run_at` or `delay`.
+         */
+        Debounce: {
+            key: string;
+            period: components["schemas"]["Duration"];
+            max_wait?: components["schemas"]["Duration"];
         };
         JobBatch: {
             jobs: components["schemas"]["JobInsert"][];
@@ -704,7 +729,10 @@ export interface components {
             max_attempts: number;
             key: string | null;
             concurrency_key: string | null;
+            /** @description The job's first rate limit (see rate_limits). */
             rate_limit?: components["schemas"]["RateLimitRef"] | null;
+            /** @description Every rate limit the job draws from, the first being rate_limit (absent when none). */
+            rate_limits?: components["schemas"]["RateLimitRef"][];
             /** Format: int64 */
             parent_id: number | null;
             pending_children: number;
@@ -731,6 +759,8 @@ export interface components {
              * @description The tick of the schedule that made the job.
              */
             schedule_tick?: string | null;
+            /** @description The debounce key the job was inserted with (absent when none). */
+            debounce_key?: string;
         };
         SchedulePut: {
             /**
@@ -784,6 +814,8 @@ export interface components {
         };
         JobInserted: components["schemas"]["Job"] & {
             deduplicated: boolean;
+            /** @description Present and true when the insert collapsed into a pending job of its debounce key. */
+            debounced?: boolean;
         };
         JobDetail: components["schemas"]["Job"] & {
             /** Format: int64 */
@@ -1392,7 +1424,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description A live job already holds the key, or the Idempotency-Key made this job. */
+            /** @description A live job already holds the key, or the Idempotency-Key made this job, or the insert was debounced into a pending job. */
             200: {
                 headers: {
                     [name: string]: unknown;

@@ -289,6 +289,28 @@ type BulkResult struct {
 	More bool `json:"more"`
 }
 
+// Debounce Inserts with the same debounce key collapse into one job while it is pending
+// (runnable and never claimed): each gives it its input and pushes it back to
+// `period` from now, never later than `max_wait` after the insert that made it. The
+// job runs once `period` has passed with no new insert (or at `max_wait`), with the
+// latest input; the other fields are those of the insert that made it. Once claimed,
+// the next insert makes a new job. The key is global (like `key`): include the
+// handler in it to keep handlers apart. Not with `key`, `idempotency_key` (or the
+// Idempotency-Key header), `run_at` or `delay`.
+type Debounce struct {
+	Key string `json:"key"`
+
+	// MaxWait A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	MaxWait *Duration `json:"max_wait,omitempty"`
+
+	// Period A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Period Duration `json:"period"`
+}
+
 // Duration A Go duration such as "500ms", "30s", "1h30m".
 //
 // Example: 30s
@@ -403,6 +425,9 @@ type Job struct {
 	ConcurrencyKey  *string   `json:"concurrency_key"`
 	CreatedAt       time.Time `json:"created_at"`
 
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
@@ -413,16 +438,21 @@ type Job struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -469,6 +499,9 @@ type JobDetail struct {
 	ConcurrencyKey   *string   `json:"concurrency_key"`
 	CreatedAt        time.Time `json:"created_at"`
 
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
@@ -479,16 +512,21 @@ type JobDetail struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -517,6 +555,16 @@ type JobDetail struct {
 type JobInsert struct {
 	ConcurrencyKey *string `json:"concurrency_key,omitempty"`
 
+	// Debounce Inserts with the same debounce key collapse into one job while it is pending
+	// (runnable and never claimed): each gives it its input and pushes it back to
+	// `period` from now, never later than `max_wait` after the insert that made it. The
+	// job runs once `period` has passed with no new insert (or at `max_wait`), with the
+	// latest input; the other fields are those of the insert that made it. Once claimed,
+	// the next insert makes a new job. The key is global (like `key`): include the
+	// handler in it to keep handlers apart. Not with `key`, `idempotency_key` (or the
+	// Idempotency-Key header), `run_at` or `delay`.
+	Debounce *Debounce `json:"debounce,omitempty"`
+
 	// Delay A Go duration such as "500ms", "30s", "1h30m".
 	//
 	// Example: 30s
@@ -541,7 +589,12 @@ type JobInsert struct {
 	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Queue     *Name         `json:"queue,omitempty"`
 	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
-	RunAt     *time.Time    `json:"run_at,omitempty"`
+
+	// RateLimits Several rate limits (each bucket once): a step runs only when every bucket named
+	// holds its weight, and is debited from all of them in the claim, or from none.
+	// Not with `rate_limit` (its one-limit form): giving both is refused.
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
+	RunAt      *time.Time      `json:"run_at,omitempty"`
 }
 
 // JobInserted defines model for JobInserted.
@@ -555,7 +608,13 @@ type JobInserted struct {
 	CancelRequested *bool     `json:"cancel_requested,omitempty"`
 	ConcurrencyKey  *string   `json:"concurrency_key"`
 	CreatedAt       time.Time `json:"created_at"`
-	Deduplicated    bool      `json:"deduplicated"`
+
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
+	// Debounced Present and true when the insert collapsed into a pending job of its debounce key.
+	Debounced    *bool `json:"debounced,omitempty"`
+	Deduplicated bool  `json:"deduplicated"`
 
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
@@ -567,16 +626,21 @@ type JobInserted struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -1251,7 +1315,9 @@ type ClientInterface interface {
 	// 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 	// already holds, 200 with that job and `deduplicated: true`. With an
 	// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-	// with the job that key made and `deduplicated: true`, whatever its status.
+	// with the job that key made and `deduplicated: true`, whatever its status. With a
+	// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+	// job, given this input and pushed back, and `debounced: true`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1263,7 +1329,9 @@ type ClientInterface interface {
 	// 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 	// already holds, 200 with that job and `deduplicated: true`. With an
 	// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-	// with the job that key made and `deduplicated: true`, whatever its status.
+	// with the job that key made and `deduplicated: true`, whatever its status. With a
+	// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+	// job, given this input and pushed back, and `debounced: true`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1477,8 +1545,9 @@ type ClientInterface interface {
 
 	// PutRateLimitWithBody A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 	//
-	// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-	// bucket holds `weight` tokens.
+	// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+	// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+	// bucket it names, all debited at once).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1487,8 +1556,9 @@ type ClientInterface interface {
 
 	// PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 	//
-	// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-	// bucket holds `weight` tokens.
+	// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+	// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+	// bucket it names, all debited at once).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1871,7 +1941,9 @@ func (c *APIClient) ListJobs(ctx context.Context, params *ListJobsParams, reqEdi
 // 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 // already holds, 200 with that job and `deduplicated: true`. With an
 // `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-// with the job that key made and `deduplicated: true`, whatever its status.
+// with the job that key made and `deduplicated: true`, whatever its status. With a
+// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+// job, given this input and pushed back, and `debounced: true`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1893,7 +1965,9 @@ func (c *APIClient) InsertJobWithBody(ctx context.Context, params *InsertJobPara
 // 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 // already holds, 200 with that job and `deduplicated: true`. With an
 // `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-// with the job that key made and `deduplicated: true`, whatever its status.
+// with the job that key made and `deduplicated: true`, whatever its status. With a
+// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+// job, given this input and pushed back, and `debounced: true`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2377,8 +2451,9 @@ func (c *APIClient) GetRateLimit(ctx context.Context, name Name, reqEditors ...R
 
 // PutRateLimitWithBody A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 //
-// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-// bucket holds `weight` tokens.
+// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+// bucket it names, all debited at once).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2397,8 +2472,9 @@ func (c *APIClient) PutRateLimitWithBody(ctx context.Context, name Name, content
 
 // PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 //
-// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-// bucket holds `weight` tokens.
+// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+// bucket it names, all debited at once).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4442,7 +4518,9 @@ type ClientWithResponsesInterface interface {
 	// 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 	// already holds, 200 with that job and `deduplicated: true`. With an
 	// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-	// with the job that key made and `deduplicated: true`, whatever its status.
+	// with the job that key made and `deduplicated: true`, whatever its status. With a
+	// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+	// job, given this input and pushed back, and `debounced: true`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4454,7 +4532,9 @@ type ClientWithResponsesInterface interface {
 	// 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 	// already holds, 200 with that job and `deduplicated: true`. With an
 	// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-	// with the job that key made and `deduplicated: true`, whatever its status.
+	// with the job that key made and `deduplicated: true`, whatever its status. With a
+	// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+	// job, given this input and pushed back, and `debounced: true`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4692,8 +4772,9 @@ type ClientWithResponsesInterface interface {
 
 	// PutRateLimitWithBodyWithResponse A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 	//
-	// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-	// bucket holds `weight` tokens.
+	// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+	// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+	// bucket it names, all debited at once).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4702,8 +4783,9 @@ type ClientWithResponsesInterface interface {
 
 	// PutRateLimitWithResponse A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 	//
-	// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-	// bucket holds `weight` tokens.
+	// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+	// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+	// bucket it names, all debited at once).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6675,7 +6757,9 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 // 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 // already holds, 200 with that job and `deduplicated: true`. With an
 // `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-// with the job that key made and `deduplicated: true`, whatever its status.
+// with the job that key made and `deduplicated: true`, whatever its status. With a
+// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+// job, given this input and pushed back, and `debounced: true`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6693,7 +6777,9 @@ func (c *ClientWithResponses) InsertJobWithBodyWithResponse(ctx context.Context,
 // 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 // already holds, 200 with that job and `deduplicated: true`. With an
 // `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-// with the job that key made and `deduplicated: true`, whatever its status.
+// with the job that key made and `deduplicated: true`, whatever its status. With a
+// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+// job, given this input and pushed back, and `debounced: true`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7093,8 +7179,9 @@ func (c *ClientWithResponses) GetRateLimitWithResponse(ctx context.Context, name
 
 // PutRateLimitWithBodyWithResponse A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 //
-// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-// bucket holds `weight` tokens.
+// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+// bucket it names, all debited at once).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7109,8 +7196,9 @@ func (c *ClientWithResponses) PutRateLimitWithBodyWithResponse(ctx context.Conte
 
 // PutRateLimitWithResponse A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 //
-// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-// bucket holds `weight` tokens.
+// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+// bucket it names, all debited at once).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
