@@ -26,14 +26,18 @@ const maxRetryAfter = 24 * time.Hour
 // write (batching linger plus statement) kept a quarter of the slots idle under load.
 func (d *Dispatcher) runStep(ctx context.Context, f *feeder, st engine.Step) {
 	outcome, deliver := d.call(ctx, st)
+	verdict := verdictOf(outcome)
 	if !deliver {
+		answered := ctx.Err() == nil // a 202: the handler is up
+		d.recordProbe(&st, verdictSuccess, answered)
 		d.leases.remove(st.ID, st.LeaseToken)
 		f.release()
 		return
 	}
+	d.recordProbe(&st, verdict, verdict != verdictNone || outcome.HTTPStatus != nil)
 	d.leases.markCompleting(st.ID, st.LeaseToken)
 	defer f.release()
-	d.completer.submit(st.WithOutcome(outcome),
+	d.completer.submit(st.WithOutcome(outcome), noteOf(&st, verdict),
 		func(applied *engine.OutcomeApplied, err error) {
 			d.leases.remove(st.ID, st.LeaseToken)
 			d.metrics.Steps.WithLabelValues(st.Queue, st.Handler, outcome.Label).Inc()

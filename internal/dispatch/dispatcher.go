@@ -53,6 +53,12 @@ type Config struct {
 	// OnPaused, when set, is called each time a feeder finds its queue paused and stops
 	// claiming (tests wait on it instead of sleeping).
 	OnPaused func(queue string)
+	// PausedRecheck is how long a claimed step of a handler its circuit breaker paused is
+	// parked for before it is claimed (and parked) again (default 5m): after a resume,
+	// the handler's steps run within this time.
+	PausedRecheck time.Duration
+	// Now is the circuit breaker's clock (nil: the database's now()); tests move it.
+	Now func() time.Time
 }
 
 func (c *Config) applyDefaults() {
@@ -80,6 +86,9 @@ func (c *Config) applyDefaults() {
 	if c.OutcomeBatch == 0 {
 		c.OutcomeBatch = 128
 	}
+	if c.PausedRecheck == 0 {
+		c.PausedRecheck = 5 * time.Minute
+	}
 }
 
 // Dispatcher runs the steps of every queue (or of Config.Queues) for one process.
@@ -92,6 +101,7 @@ type Dispatcher struct {
 
 	leases    *leaseRegistry
 	completer *completer
+	probes    probes   // the steps carrying their handler's circuit breaker probe
 	signers   sync.Map // signing secret → *webhook.Signer
 	// signerCount counts signers made since the cache was last cleared.
 	signerCount atomic.Int64

@@ -102,10 +102,11 @@ func (f *feeder) loop() {
 			continue
 		}
 		d.metrics.PickRows.WithLabelValues(f.queue).Observe(float64(len(steps)))
-		for _, st := range steps {
+		claimed := len(steps)
+		for _, st := range d.admitSteps(f.ctx, steps) { // parks the steps of open circuit breakers
 			f.launch(st)
 		}
-		if len(steps) == want {
+		if claimed == want {
 			backlog = true
 			poll = d.cfg.PollMin
 			continue

@@ -20,13 +20,14 @@ type Handler struct {
 	BackoffBase             time.Duration
 	BackoffMax              time.Duration
 	CreatedAt, UpdatedAt    time.Time
+	Breaker                 Breaker
 }
 
 func handlerOf(h pg.Handler) Handler {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	return Handler{Name: h.Name, URL: h.URL, Secret: h.Secret, PreviousSecretExpiresAt: h.PreviousSecretExpiresAt,
 		Timeout: ms(h.TimeoutMS), MaxAttempts: h.MaxAttempts, BackoffBase: ms(h.BackoffBaseMS),
-		BackoffMax: ms(h.BackoffMaxMS), CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
+		BackoffMax: ms(h.BackoffMaxMS), CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt, Breaker: breakerOf(h.Breaker)}
 }
 
 // HandlerSettings registers or changes a handler. Nil fields keep the current value (or
@@ -39,6 +40,7 @@ type HandlerSettings struct {
 	Timeout     *time.Duration // 1ms-24h, whole milliseconds
 	BackoffBase *time.Duration // 0-24h
 	BackoffMax  *time.Duration // 0-24h
+	Breaker     BreakerSettings
 }
 
 // URLChecker vets a handler URL before it is registered (a *netguard.Guard is one): the
@@ -52,7 +54,7 @@ const maxHandlerDuration = 24 * time.Hour
 
 // CheckHandler lists what is wrong with a handler's settings (nil when nothing is),
 // in the order of the fields: url (vetted by guard, which may resolve its host),
-// secret, max_attempts, timeout, backoff_base, backoff_max.
+// secret, max_attempts, timeout, backoff_base, backoff_max, breaker.
 func CheckHandler(ctx context.Context, name string, s HandlerSettings, guard URLChecker) []FieldError {
 	v := &validator{}
 	v.name("name", name)
@@ -74,6 +76,7 @@ func CheckHandler(ctx context.Context, name string, s HandlerSettings, guard URL
 			v.add(d.field, "must be a duration between %s and 24h", d.min)
 		}
 	}
+	v.breaker(s.Breaker)
 	return v.errs
 }
 
@@ -96,6 +99,7 @@ func (e *Engine) SetHandler(ctx context.Context, name string, s HandlerSettings,
 			*d.out = &ms
 		}
 	}
+	s.Breaker.apply(&p)
 	h, err := e.db.HandlerUpsert(ctx, p)
 	if err != nil {
 		return Handler{}, err

@@ -61,8 +61,9 @@ won AS (
         breaker_next_probe_at = CASE WHEN (h.breaker_pause_after_ms > 0 AND h.breaker_opened_at + h.breaker_pause_after_ms * interval '1 millisecond' <= n.at) THEN h.breaker_next_probe_at
                                      ELSE n.at + (h.timeout_ms + 30000) * interval '1 millisecond' END,
         paused_at = CASE WHEN (h.breaker_pause_after_ms > 0 AND h.breaker_opened_at + h.breaker_pause_after_ms * interval '1 millisecond' <= n.at) THEN n.at END,
-        paused_reason = CASE WHEN (h.breaker_pause_after_ms > 0 AND h.breaker_opened_at + h.breaker_pause_after_ms * interval '1 millisecond' <= n.at) THEN format('circuit breaker open since %s (longer than %s ms)',
-                                                        h.breaker_opened_at, h.breaker_pause_after_ms) END
+        paused_reason = CASE WHEN (h.breaker_pause_after_ms > 0 AND h.breaker_opened_at + h.breaker_pause_after_ms * interval '1 millisecond' <= n.at) THEN format('circuit breaker open since %s, longer than its pause_after (%s)',
+            to_char(h.breaker_opened_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+            h.breaker_pause_after_ms * interval '1 millisecond') END
     FROM now n
     WHERE h.name = sqlc.arg(name)
       AND h.breaker_state <> 'closed'
