@@ -78,6 +78,27 @@ func (e APIKeyCreatedScope) Valid() bool {
 	}
 }
 
+// Defines values for BreakerState.
+const (
+	Closed   BreakerState = "closed"
+	HalfOpen BreakerState = "half_open"
+	Open     BreakerState = "open"
+)
+
+// Valid indicates whether the value is a known member of the BreakerState enum.
+func (e BreakerState) Valid() bool {
+	switch e {
+	case Closed:
+		return true
+	case HalfOpen:
+		return true
+	case Open:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobStatus.
 const (
 	Awaiting  JobStatus = "awaiting"
@@ -274,6 +295,60 @@ type AnswerSpawn struct {
 // AnyJSON Any JSON value (null is refused).
 type AnyJSON = json.RawMessage
 
+// Breaker defines model for Breaker.
+type Breaker struct {
+	ConsecutiveFailures int `json:"consecutive_failures"`
+
+	// NextProbeAt Open, when the next probe may go; half-open, when the running probe is given up for lost.
+	NextProbeAt *time.Time `json:"next_probe_at"`
+	OpenedAt    *time.Time `json:"opened_at"`
+
+	// Opens Times the breaker opened.
+	Opens int64 `json:"opens"`
+
+	// PauseAfter A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	PauseAfter Duration `json:"pause_after"`
+
+	// Paused The breaker stayed open for longer than pause_after; POST .../resume.
+	Paused       bool       `json:"paused"`
+	PausedAt     *time.Time `json:"paused_at"`
+	PausedReason *string    `json:"paused_reason"`
+
+	// ProbeInterval A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	ProbeInterval Duration `json:"probe_interval"`
+
+	// ProbeIntervalMax A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	ProbeIntervalMax Duration `json:"probe_interval_max"`
+
+	// State closed calls every step; open parks them until the next probe; half_open while the probe runs.
+	State     BreakerState `json:"state"`
+	Threshold int          `json:"threshold"`
+}
+
+// BreakerState closed calls every step; open parks them until the next probe; half_open while the probe runs.
+type BreakerState string
+
+// BreakerPut The handler's circuit breaker (docs/flow-control.md); absent fields keep their value.
+type BreakerPut struct {
+	// PauseAfter A breaker open for longer pauses the handler until it is resumed; "0s" never pauses. Default 1h.
+	PauseAfter *Duration `json:"pause_after,omitempty"`
+
+	// ProbeInterval Wait before the first probe of an open breaker; doubled by each failed probe. Default 5s.
+	ProbeInterval *Duration `json:"probe_interval,omitempty"`
+
+	// ProbeIntervalMax The longest wait between probes. Default 5m.
+	ProbeIntervalMax *Duration `json:"probe_interval_max,omitempty"`
+
+	// Threshold Consecutive failures (connection errors, timeouts, 5xx) that open the breaker; 0 turns it off. Default 10.
+	Threshold *int `json:"threshold,omitempty"`
+}
+
 // BulkFilter Every field set narrows the selection; at least one, or `all`, is required.
 type BulkFilter struct {
 	// All Act on every job the action applies to; not combined with other fields.
@@ -366,6 +441,7 @@ type HandlerConfig struct {
 	//
 	// Example: 30s
 	BackoffMax  Duration  `json:"backoff_max"`
+	Breaker     Breaker   `json:"breaker"`
 	CreatedAt   time.Time `json:"created_at"`
 	MaxAttempts int       `json:"max_attempts"`
 	Name        string    `json:"name"`
@@ -397,8 +473,11 @@ type HandlerPut struct {
 	// BackoffMax A Go duration such as "500ms", "30s", "1h30m".
 	//
 	// Example: 30s
-	BackoffMax  *Duration `json:"backoff_max,omitempty"`
-	MaxAttempts *int      `json:"max_attempts,omitempty"`
+	BackoffMax *Duration `json:"backoff_max,omitempty"`
+
+	// Breaker The handler's circuit breaker (docs/flow-control.md); absent fields keep their value.
+	Breaker     *BreakerPut `json:"breaker,omitempty"`
+	MaxAttempts *int        `json:"max_attempts,omitempty"`
 
 	// Secret Signing secret (whsec_ + base64 of at least 16 bytes); generated when absent.
 	Secret *string `json:"secret,omitempty"`
@@ -1210,6 +1289,9 @@ type ServerInterface interface {
 	// PutHandler Register or change a webhook handler.
 	// (PUT /v1/handlers/{name})
 	PutHandler(w http.ResponseWriter, r *http.Request, name Name)
+	// ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
+	// (POST /v1/handlers/{name}/resume)
+	ResumeHandler(w http.ResponseWriter, r *http.Request, name Name)
 	// RotateHandlerSecret Replace the signing secret, keeping the old one valid for an overlap window.
 	// (POST /v1/handlers/{name}/rotate-secret)
 	RotateHandlerSecret(w http.ResponseWriter, r *http.Request, name Name)
@@ -1375,6 +1457,12 @@ func (_ Unimplemented) GetHandler(w http.ResponseWriter, r *http.Request, name N
 // PutHandler Register or change a webhook handler.
 // (PUT /v1/handlers/{name})
 func (_ Unimplemented) PutHandler(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
+// (POST /v1/handlers/{name}/resume)
+func (_ Unimplemented) ResumeHandler(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1812,6 +1900,32 @@ func (siw *ServerInterfaceWrapper) PutHandler(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PutHandler(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeHandler operation middleware
+func (siw *ServerInterfaceWrapper) ResumeHandler(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeHandler(w, r, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2858,6 +2972,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/v1/api-keys/{id}", wrapper.RevokeAPIKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/handlers/{name}/resume", wrapper.ResumeHandler)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/handlers/{name}/rotate-secret", wrapper.RotateHandlerSecret)
@@ -3932,6 +4049,109 @@ type PutHandlerdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response PutHandlerdefaultApplicationProblemPlusJSONResponse) VisitPutHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandlerRequestObject struct {
+	Name Name `json:"name"`
+}
+
+type ResumeHandlerResponseObject interface {
+	VisitResumeHandlerResponse(w http.ResponseWriter) error
+}
+
+type ResumeHandler200JSONResponse HandlerConfig
+
+func (response ResumeHandler200JSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandler401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeHandler401ApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandler403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeHandler403ApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandler404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeHandler404ApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandler422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeHandler422ApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandlerdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ResumeHandlerdefaultApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -6847,6 +7067,9 @@ type StrictServerInterface interface {
 	// PutHandler Register or change a webhook handler.
 	// (PUT /v1/handlers/{name})
 	PutHandler(ctx context.Context, request PutHandlerRequestObject) (PutHandlerResponseObject, error)
+	// ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
+	// (POST /v1/handlers/{name}/resume)
+	ResumeHandler(ctx context.Context, request ResumeHandlerRequestObject) (ResumeHandlerResponseObject, error)
 	// RotateHandlerSecret Replace the signing secret, keeping the old one valid for an overlap window.
 	// (POST /v1/handlers/{name}/rotate-secret)
 	RotateHandlerSecret(ctx context.Context, request RotateHandlerSecretRequestObject) (RotateHandlerSecretResponseObject, error)
@@ -7312,6 +7535,32 @@ func (sh *strictHandler) PutHandler(w http.ResponseWriter, r *http.Request, name
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(PutHandlerResponseObject); ok {
 		if err := validResponse.VisitPutHandlerResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ResumeHandler operation middleware
+func (sh *strictHandler) ResumeHandler(w http.ResponseWriter, r *http.Request, name Name) {
+	var request ResumeHandlerRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResumeHandler(ctx, request.(ResumeHandlerRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResumeHandler")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResumeHandlerResponseObject); ok {
+		if err := validResponse.VisitResumeHandlerResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -8129,167 +8378,178 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H2Lchs3tuCvoLi3yuRNi6Lkx02kmtqr2E7iTMbxWE6ldkMvCXaDJKwmwABoU4yjqvma+YP9gf2U+ZIt",
-	"nAP0i2iyqZfjjGuqJjK7G8/zfn7oxHKxlIIJozsnHzpLquiCGabgXy8StlhKw0S8/itb218SpmPFl4ZL",
-	"0TnpnBHFlowasuJmzgUxc0Y0U++ZeqAJLz4mKy4SuSLdb5+/fPbT67Ovf3g+evHs+d9e/fjm+cun/2v0",
-	"84uXz378ORqKhE1plhpy/GjeI1ToFVMaRn0nJ/DfC7YmU660IQuasIjQVEtCp4Ypwg2ZcsH1nCX9oehE",
-	"HW6XOGc0YaoTdQRdsM5JeUsHdk9RR8dztqB2cwt6+QMTMzPvnDw+Oo46Cy78v4+ijlkv7QDaKC5mnaur",
-	"qPO9nLx4Zj+EmZbUzIt5eNKJOor9mnHFks6JURkrTzWVakGNfU+YJ486MBdfZIvyTFwYNmMKpnoJowZn",
-	"gv9sm+s/FJt2Tjr/47C46kN8qg9h3Cs7g2J6KYVmcPFf0+Q1+zVj2th/xVIYJuBPulymPKb2/g+XSk5S",
-	"tvjinbbA8KHljK/wK5y0Ck5v5oxMZLImXBMhDXlPU56Q789/fEm6UpG5TBNNEmqou3ELEPD0PU0z1ut3",
-	"rqLOUymmKY/vfd3xnIoZI7FMU54wDRgBC1RMy0zF7IEmcaYUE4ZoQw2D1X4j1YQnCRP3vdyzVy8Al+ZU",
-	"u1XShOhYLtmp24omgrGEUEFosuDCvg1LfinNNzITyX2u+KUkOovn+VnCQvz797iOM0Fef/OUfPXo8X8R",
-	"Nzgs5Y2UP1A1Yx8LWeR7hw2a/8ZIyhfcwLp+EjQzc6n4b+xe7+ssM3MmjBsfVigIFQmsccKossuVF0wQ",
-	"qXJQ5JosuNZczCKyUlLM7EPF3ssLlrjdLJWMmdZ0kt77USskhxXSdErGTCmp9JhYIqwJo/GcTGhCppyl",
-	"dtFXng4DVT179cKx0aWSS6YMR2obK0YNS0bUVFhDQg07MByoe435RJa/hNhInXVEnZRqM8r09uFFlqZ4",
-	"qsg8NqYTjv9sPFgqNuWXm6LBG2TWD7Rj1/GcKhpbwaIf2o675xutEciX/ZwJy0h/6QDhAtZIk87bEAcv",
-	"mOYvyLEdM8Wh8t1F5SuqHWll7cUkcvKOxcYuC2/9KQwAoJok3B4STV+VoGBKU82iGmD4Uy8JJseDwQ7B",
-	"5MYHUTmDXTsCMKRp+uO0c/LLdgxz4H8V1eH/IiRbOgAi3VlyMfrXP/7ZOyF6LleCSBGziGgjFUuIFOma",
-	"UE2o5WTzAGjV9man2tzS23xTP3AUeaoLpEs+umBr+JsbttC7iEm+VT8TVYquN1aTjxs8ZRB/z1aUm51g",
-	"Uz26V1Rd5FJzJgxPCSWazwRNgVAlhAsyxh/0mFCl+HumSZeKtX9tNbfEecGNYUlvKKQiY4uGMjNjsqRa",
-	"29cFs2yn8mafnJEFNfGci5kfysypcXMkZDXnKbNrGwpt2JIoKsiKXjBtxXdq4HJReq/egFts5QL2xIrq",
-	"TUQdkMJ2yseO6FgxEwbBQ9j12bNMAS+CG2+42WdSsD0v9hvQb/KrBRlzrJjOUjM+JZQsKciXXBMjLf+p",
-	"nyK+ut+emzfwDeXpvhugPM2XL+Qqgj3IzBDFjFpzMWuzDWC6t7WLl+xyX/x6naGqK9ilFebZknRRIRkn",
-	"LKXrcS8iMVWwHTIGMBtvbgJebQ9H14LX5l2/tsd9zW1rumC4bTqjXJDK3kmXXeKiOE3JhMYXcjqtEolT",
-	"i+uxzITRoF4YwxZLcwsndKtwcb6kK7HnCb0QmilDxvGcp4liYgxC73KTHFvKuSZSMCKn9tECFLHcfLFx",
-	"FH7A1gwIVv/UfmV3tKCXL/Cro8HAkspboIU1VpavMMzK1vDRpgFJrEsaPOlaGc/ivWJTK1/17ElcHszk",
-	"gRvSivT913T1N6sFzJgd++ssvfiGp4apPS/rOdwBSOpEM0MEVUqutDNipSy2751appQyqi1rYpFVScY0",
-	"TccRrhL3v3lfNE0Dm43tIO7uvUGLwjQE9BdmCd4p6BexXEy4sAzT0nhp5kzhUsvi80TKlFEA/Vw+nbqD",
-	"qE7tZDXgsAoR1o7TTtXwY0/YVCrWPDg+bz/unIokZaqdiSqyotuoSdv4Xk40Wc2lRplRG6qMs8FwoCx7",
-	"mfaizq8Zy1jbhVnkyXTgXKiIWXpCVCaExZuIsEsWZwY0XGrlOi5mfQKk+IRMKU9ZYjmH/SpFqGqF69/L",
-	"yTku4Qo25lE9IHxuYKbFnpKlbw/dZJrj3La1lbDT6qJ8gcKss/MiPQqp2wsJJl4nSb6z12vmXJOJ/YkY",
-	"KzG6a3VWU6RrO6yoZYLl1v+28VC8qFSnxFTMUOsJgKB7SrrU3aPncxbV7ftMJNT+O7/l3FC46PWD+vsi",
-	"iHN/qxyNYgvKxSmJaZo6pmwknFIhp8DJhYjHBiHHDbqZQ+eT89yAQ+BbSRL3GG12VJNh5/FgsNDDTkSG",
-	"nYcD98fR/OFgMezYJbFLulhazd4+tcTUygTKDvh/ur8MDr56+0V3OOzjX73/2RX690z//v/+r/59oX/X",
-	"vy9+n/d6X/xHiMR8Y0nmcy8W1AGYpYF7fEUtwQWujBQ3Iqw/68NBHz48XCouFTfroBVj4djSpqFkA/js",
-	"3MUHoVP+1rHkGmd5T3nqDWA14VoxRnQqjbaidRiarmNqcur5xu85Nm9Oo+dUJTr8LFsmey4hoMP72fOp",
-	"otLJ1Mw1pQmbzjms9s+oYe11frivXRo/Dtm0jFfZvlQ4v4MqJdxFC8s3tGtP5/hmfSc4c9NOzvPhC1K/",
-	"oU94acseygPtQJcqhkQTrDsVIv/k0a5dfYcixVMppny2eaFOHRlNqGb7KBb+uwW93Oez6yDbgl6OnEbU",
-	"gD/bTLHvucz0SLNYMTNil0uumHbTV8/+J1BDQC2zN+A/Jfgp0YanKRhwtOVlShrY1AN0NaR02WsU83ab",
-	"aWGK4A72tq5ch5pEnUylu0m0s4Lad/M1FyusXVRUBa0qxOxHjhwIhymSE5nbE6UqQuyiTvnwWxa2P426",
-	"Z6yrY1CFMu4kizlwVvHlnM8E2DQRP7qruWbxiHxB7KaePLICQ64oHj0hk7VhundKZkwwBcoRoBqdaCbq",
-	"+gjYLksSDw79y9nB/6YHvw0Ovvri8O0Xf/kwiI6vgiLOdXBGBbTTuTHLk8NDqx/aP7X9+6fXP6A6bNgS",
-	"KfOrH8/fsIQYubGJR19WtKovd3Fxu4ggmDGa2gHqoL9kIuFiNlrwGe6kgTwW2tj2+d17oSV8LycBwQtB",
-	"KiDzOljzQmPh5WfLEzIAkzahaDCzF5My0MSdNxRk8zlFryLorSw5JTS3BYGh4ILZ8+dGk9QCmB3qgfaG",
-	"Mx2W9NzTG/rUvJoaxgjnT0AznnsTLdPULnYqlTPp/IVQse5VNNpNF2N4LbmNClWmkXPEogoWMIRIgRcQ",
-	"r0dOcN25yevwaZbyGZ+kLMhdfwZkzxV/OJIFXdsfTp0qSJOUo/nPn507KiAUQgp2AxZ7DUNo1PEQdyN4",
-	"Kdl0ru+y5mKZmX2X3/ayLY1mNdnoenvFkeRK4H53vr9btEPHx6jhoBomKH/vaGTZXBx4y6mw4ae56WvT",
-	"R08NG+UKRzuf72tQrhbcvGbTztXbxk0UxPc6PiqMskiylI28dLxpUvKvoENyQROWG+VLmEdJnHJLvhOO",
-	"5ucWYQduasPji/DU9olnD83LuIFIfR1XZsEoWxsXLeMJ2DlzpgZyQpgdXUdOX9ELFiKua/QRXjjuqDKh",
-	"0ep14nzOEfEYEBEnH7W4ylA8CGJDQdfyYyuhUZUZePLlbyWHaE+W3THmHHpTl0ADR52TlclDANWbtYwq",
-	"aW8QeL6mJp7vKdi/k5P2msj3coLusaBDarvZunwtMOm2TTRZbq+3Wpbs1Jq2regZM95L3opeWtFzM0DG",
-	"X/LIX2SYdOevGWlo2iAeYyDFyMFPS47sv8oH3vlNXdquDLC5jI3FR4FNhwN3CsDaD3oDkuKeXqK9HdR7",
-	"erxKEfSjYIzUGdrPajHtBGPeSdfK3+gwAZjvoezpnq64gLBMq9GRw/dHhxaMr+EqayWseQdwIafVWYhS",
-	"LEWvwQVbWwVIs1iKhHB0qWPcECUpf48sG4PBOQSOZEpoZKeOi+65hRtZDMrS1Pb4Uvfevu7FqtjVXtiK",
-	"OioT17eye1htIGw5dbwhaUtYkmHoblijq62q8nojPXjlnDA3YwChoDGrro/iTGnZRuYPMYrqGA2ne57L",
-	"Zj6E0+uS4C1zXuROST+POokU9in6kTteX05ZKOIz6vxglZfnl4aJBA++5ldoqyVt3/HGMKH9wlIsyO5H",
-	"vyGAvLKuLAPRaPuS8LPQOl4GVYcfmDFM6YgkfMaNjsiD0YOIPOjb/zux/3fw4JQcHRwdf1mLcS6Z9Apj",
-	"3tviz1H/5ODth0F0dPxfYcteRWC3ZyPWDs3Cp4QguEvBKsH/tlgcCHWxY20Kzptosaks5r+IbDEBQrmJ",
-	"2m+j9ivYEQT0Y2ZiuWBnEEWTBFF/1Nr8sLditInmKKNvMTG+KnGN3EP2uH4gA9RtIIK+4gn7qsSVBqE9",
-	"lJJj6vTWC6Rhq1F7ClnyrQcIJRfaWAIUnGnDRltaueEmDX+FP3woRQtkSpzMmEgyZaHzxCV+nEByBgpd",
-	"O6nBGuL8cdKtN/Z3z7Przg2nNwXEcQj92HWMMO5TfPUGPkMuRtOUz+ZmT6ehTBOmzcizlxsZxJY00012",
-	"WcUME+GgkTdzRkAieqBJ/hqR04oNXOeWZEwwJQ5r2tlobhxz4LyBbof1I48cGOR3HjzX/fyAZbjYdEaU",
-	"zPItKFohCrR7P3Gh6S1eLYSRdu878aTdy7nQcw2N83YEptp9hL2yALztCSdSkl1WBTdo41Ku44d1pCoQ",
-	"hiEFI0seX5A4pXyhCTUQgrcRY7dLG9ogRTWnETgS7WQOi11Gn7PhufyPjcC+3UpYW8rTTlUpdPYNGeU7",
-	"uSKpFDMMR/Rkq0qpqGLkgi3NKRl2BnrYKXRUWU2RL6XDv37+5vnLNy9+fNkPB2pa3S7PwXfyQqcTTArN",
-	"4gtmHmiIhC0l5ls90ueGbqrIGyQzVyYDPA9mCIiQf2Vrp4jP6XurruObFcN2M7ZPMqVr9FlmiMF1YfJa",
-	"bLKRBypnPW8x720xEoWmYdxylJ/ofiwiv6IwWSoMB+1pU3Hru+hTefSti7sGofKAUIt5ldpg2rDOQQvt",
-	"QFXPib+8ekhcEx0pbtcDQg2p3JRJwhKyZMqZptpNGhTU/YyBI82BYuuZ7q8tO7Pbrrt3WYseVdrYp1bM",
-	"0/pdg/+MbwZRomm7P7OCkzQFEroLyuuEQD7hVMkFhEwUNGjfGMlz56q7nYztWEkRJD9bfebXcYVDfvIW",
-	"lXe3IxlGMDy+uJukcbCAFdbJTR4GUTF2/vbZJC4wsWwz0xcc/GxpKldBI9g2saHZD25X8JuTkO9M0wBo",
-	"Kc1VdkF6p6R3NPqtl/ST8gnXrrMKH/txHI8RYYbjXdvt2U2OYbu4TTH0tmXtz2o8UlZB8LHLtYrIE8zP",
-	"QIrvLDERocS/LxXp/vdcZipd94hUZNj5b8zvgjSHam7Dfx4+Jv+J/6sFzz1+stNHsa/raE+vTAl7CvES",
-	"EadObS1WkQXQWCGB4E6lIhSDHPL87jzO4YEuoovty1yDEweOZn88zRfnbnML3rY5pjIqF/v+6c3TTqD0",
-	"y4uzl2fEf5EntzzPLEAdvqKK191nTx7tQnaH5dt8LecQcfraRWDvCd6la22dZtwQAYtkeZVHwAZDW3u3",
-	"GdsaUoMw6jDAkKXQ2aIxKPAuC6w0x+PTdSppsndcDvt18/SfMYs0ak2kQudtrta9k5MTchSR44g8/Nc/",
-	"/tlG1QoFuthZo8LMhSuvMYf8kN823kzY8xaq3rCVLeAt72QKbtjm5ZwzLFR19zVXWl52TnLbysDFPr72",
-	"Nfj2l/r39Id/nCPAGKfdB2Fu6t6Bgdq/v5IXTRGFGAINMXz1CGhvfmyRcVksKCp8RzBr8ByKzP798t3P",
-	"MCgOVSTpAitOQUUCngn1NubMVd94oEkmUqYhxgKDvKVggcoEu6No7j9u5g5CUkhXWK4PvI4tlmbda2VF",
-	"+yOHluwR8HHuAj8bUyICPgR3f6NKuH9ha7mzGPVN0dmY5ahwOe7WfluTBolu503gseqXy/GPiLYYG5EE",
-	"CkhMKU8jrHYDDm4Kv2SKnfhI1Qjyb0ZwPhGJpRBYisL/Uo6pSJDjhxysal+Bxwf3tpIW6hGs/iSqp11Z",
-	"SPX2qgDiwaEJ9rAky54E72coPIWJNys2mUt5kdeURa0OVkmOB4MTwi5pbNK8JkvgAodi4wb75CdxIeRK",
-	"OH0RLP+udgnpQnkPPCH4SFt1YUKTkS+12sNKVwt6Wd7LEZCF2i8B999uAlfUDyv59HZ/AoWpnKuu3RdQ",
-	"CcrZddp9AVWX0Dmj1u0+wZJFFlB9ZZ7d32ARn7AmYdgyZ6M3ri91S5kvbZNYrpkkccPAFkD9wgyFAluO",
-	"6rUw9yZUvklyHdeu3NYR2BywRIPShhi17t1ewYM/fhLT7lSiZvPlNZNFWmR+kO6gei/BO2mXZuGBa3um",
-	"RD3VonTbTfAH0YYBQMNCuZppMmdUmQmzzEMkxHE2n6mn1yKeKykgWd7CoivolYc4BsrV7R1FGd0suDHq",
-	"7Ii4tOfwYyG77MFTrdoDAoiv3zvNE4ThtMpsFHlthOU5Q1x4KLoFc++Fyj5+ZnT7MboS4ATUVUwbhuvr",
-	"w3sV78oNo2ftTTZYfyxtaG/7sSi/0/IDQzYto1TQqqFmtgNbyH2owaZiMcNyqJoxcnngftd9+1Zve2m+",
-	"zdneyckDXcpG00yYPAzETgvRElOZpnIFaGLv8YEm7yQXpOuicIhVFnut64EVkk0gLjPPqgnXlXrqHmM6",
-	"+lyuxKkz7RaJyWFG+w75+q6Fubj6lLUoBlGQ6yIFKVTKxNslnUFGkwStpXlNuuK4V1RjiBNLIoIxek6E",
-	"KB/2fmfdZK0sspzCZx1YeH7qpIv/yUuM9trew95Jk/nA6MaZKqbnVjONpTBcZI65V/w1uOECmEqFUd62",
-	"SIIo8r86HhKaULnR3v/pWPS3lBkP2tlDR/FmrmQ2mzuJslYYQ3JRi/CphXznDq7NUDwkPz56zcwZVxup",
-	"yG2COTfL/EK1SSe8dzG0PE/G1RUtutdytgUXWT1Qa7sMdc1kRTfRZoQojhi6oK3cyt3Q5nfobssUN+tz",
-	"Czsu/AkaJOSdC8B0jD/lA8yNWWKnAi6mMlSHz8XEA65rpt7zmEG2n9Rmptj533/Aq19meu4bFwCBtGKu",
-	"NxFTzxT7Q/EUsuK1z8fDOEeRWIaWk6/TPLrRzuYiSfMiGMCzI+C5OOEQLKqOGUJOH0r/DzQUnunaUX2B",
-	"xHNDRUJVQn527LiHFVRc6p8XNoeCi2LAB9rTT2pYn5wzRhIZ68OlkkbGMu0vklxfgc3nD4ZiKCC1AU06",
-	"9aYfdphsAefRbeo80euTn315LQz4HAogurAfKqDvBYhTkSsJe/j+CCs4CsYSTcZOJfkNxj4hX2PfjGE2",
-	"GDyM4UP4k41RcHZ5E50iH6ITdd4zpV0qSf+oPwCb5ZIJuuSdk87D/qD/EBOV5gB4h3OovfMb1L5DH7Cl",
-	"IzD/i6Rz0vmWGVeep9Yv6Hgw2NKQY79GHG6GQB+On5b9Cs50Tn55G3V0tlhQK1uDwOUDirkmGTAtQ2fa",
-	"ImG+E915awc5VIwm6617fW3f+Dhbhamh68njwcP7bbVjoBnQevdRJ9TQiVUFoRQyjeeA5hYtsUYTlrBt",
-	"PP/3R4d0yQ98X4XgJfzAtcFeCvou76HU+yFwJFgo+oKtI9+Oxqq3lhTGaZa45jSPBkdNs+TLPqz044GP",
-	"Hu7+qOgRBStzQSq7viquuHxtdou+4U7ewcH1VQM6utAsfc90r0/OoOsTNAFpvMaos5Q6cG1YEdo1wUBe",
-	"yLT5WibrW74y11XlqspxXZJiDVyO7mTuJAQx7pEDjMHu2yr1W7s/WHp01OKLvLWV/eD4uM26yl2abg6y",
-	"eJaeYUJxAN8IkFscRLMwsn9oB9MOdGsU6PADT65c0wGGQmYVpF8D5pdAugJbjwJpNaXOVfd1obiO7V/k",
-	"/ds+1oXiwZQutDWtKfWm/OXumy6+dSCSVwFu5FDfwht3yJ/yEsWN3GnmOwpeC9Rug6ugDFsKB3FrKq5z",
-	"msrVgT0PJdMCA+F4Dz9csPVW/HsGv3+bV1TagX34elKhFZQsU8oF+etfjirrtI/BEvIZVzdxdSEhkWuP",
-	"e40a5enw7d0umjT177sZgnwat/WjYPtdVI2iBrqa1tDEV+su9Svp+067VVJ8kUt+YVq8X6/dt1HH2b5q",
-	"Zk3XPYrCqqIaoAJiJwtuMOU0TwMGYwPEhhi+YKT7178c9fpDcR6oP07GWCh9TJRc6VOykIoR/ImkzOC/",
-	"XVVXy6jQfjLJ9Hoo7PSKOW8ZWNawwjkXxB58mrIUVfcqorzKCkS5fbnZl5lvJTLfO2p+FpVvxIeZIdmS",
-	"GEnGkJg5RjOd6zDC9QZyIEawcuL1dmZdrj/eKA5951+6S8tJqUp6o1DkVvtHkIsUm3FtwCWVr6o47KLu",
-	"ev2gDz9YetpCMvouj5xoLRx9FncaxZ3td9Qs4TTewq1Dvq/oHyapN4b8T0fg2XVVNRknNE3xiouMbhI3",
-	"ziADyg2ft66kZIxJUWMyY1aCKJX9H2PG07/+8c+xj5/f4PZloLl9hl9q23DPPP8akPqZ/9+MfCGTAe89",
-	"tPEqXHjXYjuH0PiFHRQ5gdfFJhkKx3mWWfEelIoVF4lcOWaJnYFdw/WYKgWaxkqin9FkCrsPrzA+L02i",
-	"odBLGtt12skNNjh2Gz/IP+pFREsf36OgBxvRK27iuRWAUEKXKyuc+x7ENRMgHIaD6nPfEeYucLaW83nl",
-	"EPcPgKe+p6Iu5YL+0XF3b1b2iSD7MqWxC22qdKeJoF+IxyyZgruKQFE8jPERvouTQ7vtNMGXTW2U97/H",
-	"sqYh8+yvGVPrwijgw3zbwaXPUgqPVaSYtBqsEtUeHrFU4/0W1ucCmBsNHhtRUk11MFypWB+zmCfTL+mM",
-	"5caX2uSuumzD/A+Pq9VJoa9iMAE7vLW89V4+eFHCclAqs/J4Z0vOt3dI1nwd4ABBs3IjHt+1ydBH0e+t",
-	"PmnRMbLUNw9dLKMv1qK/auK4x4OjvOEoUPB3cnLqIlLI+IKtx65df1Fou7u1fW1vKGgK8QJYiSkix4OB",
-	"nwILcgOXHpcLN58QK3qO++RnDIUZinGthPmYaMZEOc09r5lWKorupYauO1dy/IjMe7CEoci3iZ2WqQGL",
-	"h8vVDS8oIqs5NeATtxwOKUxIEsDi199DJON+ElFpn1Bq6e3dCBClZgv3K/NX+iZsIt5ZAVcVsPFuGkiJ",
-	"DJW0d31SuMboxKvoVh36O1btn31WUm6BiLke+VYkcYGmNdpVEjsO85KVYXJ25rI5ucjVBaiPcQrDc4Ey",
-	"D4Q7Q1ImwtlqLlNW9ENuQG3duTPUxF4r94+Z5fYoW8CcdKUiZfLYizZO+DMq3B4qoMn+aEAGgwFa7LnA",
-	"GqlW31y4jpFbsAQL1zajyRso1lT1DOS91T1B1tV8iAi4JI7s4oO96jcU8E25nTnVZFxpJALxNG5hY5JI",
-	"pk/KDfGsFlKulkHNUEgRMztryU8HWWTGMWNIXvLZeN1pSmczlpBxvS3gGLon4tOhcBWnhDRQFlBEREBq",
-	"A/j3InT79/pk7Lqej32/djRE2K/dk8iSjqEob9rH/52S8UIqNiaarnWtaT12Zj8pd2bHhEFuCNdDAUl2",
-	"fXLmikoQ7EqPEZWQRn5CaGypZWlFcA/jD0PXwn7YOSEfhh2apvYvICNX45DU8hRO6g5JG/bNd7h+v9St",
-	"1LI/QNmgEgBID9gOx93pH52IfZRwOwCSyJOgicxEwhI8N8CBgmD4DnZgQHOQu4NS5VmQ1yBUmIUBtk1f",
-	"qLuRbtl5ONNDAYSrgTrBYpA49ckZotZcaowX2mw1pEnKpsbqO/ZgunJKtMVJmkI8gF0hRRHW6VZ2SYDH",
-	"dimJJTJNVGIotpMJcg0q4RSga5AJSD/9TCU+GSox+Gr3F0+lmKYcU5U+krUSCt40U5Um7L4GkfGhvE1O",
-	"WtTb71LQdl3/GkzpXoP9kztmc1GFg6w0kZcoUvoMY5S0wsarvWwqVnt/1snjdevi5/5uKz9gkxXtrFmQ",
-	"5boEvy6s5nRTqIUc3kKsHQov11Kl+HvLjx4NvnIJubn9yltMfLrmVhnvjiF8C2wTOjUuq8Sxjz92oMkn",
-	"QT/xXstSicUl6Ahvf/BI1YIyHpYLFmzz6TwtkrtbuHY+exzu2uPwSRD+UM2L3b6K2yH3ed2e26D4VZT4",
-	"zg99jgWJ7kIuztsg3rNQXO0EGQqmdM+uLwjfOUn+JMx9eI6oQ0NQeFNJqS7kxQPLBwM3S8jx4LhXxh1X",
-	"AGeTupdKUt6u0FOv/FSv9hQumrhZ9RLrImq6YEMxkQlnuoi3rJRn7KEQtPJJ9DitN+YVdAYCmsGhEBSI",
-	"XImyO0TccjWte8bdWt/LkMcNH33G3RtH20iFYLejIFwrLC3sYLfKprzp5uMJ/1GhGn0CKXWfhukkE65K",
-	"cMA+4oyFebMjTw0t5EWofmNBJ1+Lp42GUCq1tU1BOM9rOLXQD7ZI8Fhbvn1h7DuV4UttDIIu0om8/PeR",
-	"4cFqU6+TlhctgyIYztNWFU58X4Zry/bN8UvHRfySK7/PE5BFVnNm5hC5Q1byguWhP916ZX7/91SqoQBz",
-	"rwVRiDzB6Mi1G7nXJ2d+EqiGlFtinBDiR9KGrsFpC87RwtTFtSvmZqQLmXXF3MrmnXLryJAAc85Ecu4L",
-	"rt2J+FJ0ymglvRzf/sxBc/wzX8TvTxdf/OcUkdx9EVrHmTBp2OQ6vkzoVp4DL/25OI4vnBrAge+4NlKt",
-	"/304jq+XP8eNV3nP7RuPis7NjUD3d3zlDgGg6CzdmMmKDVpyb4p3nXz8vNbawtAYveHY8b2sryrHXspt",
-	"bXLV/d0lDNzt2TfpM7DMfwdX3Z63eNOkyo0MyOKab1+8yZul37NppjVkfY6hvI3yYA6Gi8xH8K4yYwV0",
-	"TbrQQTIiilnVJSJcHGCLehLTZYRxCL3WFOvQVMrxbiVepcq9raQWrD2rw3LLk4rY8ujRxxRbShtr8ndJ",
-	"Lgw0zMZNOXOE13dcywi34SKbWqyhBotccGNAsfykcnSwrHK+ydLuJZqxHerfHll1EKqoYQdFt/dGeSbv",
-	"IX6nMk21NX2jXGMXTWDRf4giHaXV7KqEUjru1jU6iub6e1TpKNgyNjLXn8t2NJbtKC4wD4/ID+0a9cq2",
-	"3NcdYEqTrHAbOPLpiKKtcPB2q3p8LydoAwTbIUTN2lWMYBUn5AOaByG0d8Ws0HAFOQZ5FwUpYhQ3Ltj6",
-	"gR4KBDkXNjzGT8bovtQNBb+qkHb7QnA+/kcQhPcH8M8S8U2w6Mx5yh0YWgnE1a6ech+WCADuYRJewQ73",
-	"PvZ+kiltxru5YKXjf6PIcZ6/dZdmNDfJdoHDLzgikzXg/B9B7vCLqhhK8zPbPOzWAoc/k89VwW5FvPAX",
-	"QLqW2kN0ujZ03Wu6t2bJovlibh8hmshuAXV/fqliF4bdrkDho98tXTU8viA0VlL7pEKsZOAbVZzmjkps",
-	"sg1mCw9nVCRDASN0x/7HkX1vHJHiB/vCuNcnZxB3TUkiVwIKm0qRYslW6GulWMyEGYoF15oluDArvzSI",
-	"JBUQvQOvoxv+IwgkeyLGZ2nkFuxz5YpkbdldEYUSjnYqPONfr++u0UThHsdZPvvIP/vIb9VHXs6pBaUx",
-	"TyVtcJxX2/IU/cJ+eWs5ErKXpoLejvlAFAv8rTHj0Te0It25McuTw8NUxjSdS21Ovhx8OSCZSJgi4wW9",
-	"YJZpjEHmyVTaOekcAiN06/wQrCkRkZRrExEu9JLFJnIxbHmqLmSsgo3GWcHBu7tZEuusHJd0mndNXNlV",
-	"lWN8ykP5gwsX2CqHbx5A8DUTCfZriwj1PYETqy2YWgtVkrdQzSuSsWXTPLUqjC6tUWUiH7a85rwI2+Zg",
-	"r5jiMuExip9SEEpiJUWFqPr15DR1cxjwTWz6R0J+EYjbZsJ+iE3Xau7Bcm230FRPaxXpsW8cHN6B01EL",
-	"C0B5xIrKuTkuNs+KoFsVF0zjuL65UWmcUhsRC6lFS1ffnLY5If0cW9BRvdmAjuCbE6ZPyHij1uTYm3/e",
-	"H0Vj8sVQTKhmTx51v/vb2dOD8+/Ojh8/6YJWzhPyBRl2+sMO+QLK0WtDF8vSbxOZrHu9IurNleH3Ix4k",
-	"LJYJS8iSKuNrxBWN9Mr1Z7E64ClJMpetjj8Q5epMDkWe0F6rplmqu0kVwya29rCpwNj/PJuda8KEzGbz",
-	"/lA4WoetN8yBxRlzIEXMSufFkzF0ahP814yBvOwCQEJCqcqEi+Lf2rfgp43BIsL6s77FmNGj45G98dFD",
-	"30V8dDR6PB3Ex/SropjenNEE6gA6ACpWu7Wlwc6Kfj8JfukMLbrIa/B1dVZUE2x5eEoUe8diA/ZIeE1K",
-	"MqUKw3wFFmzcutIckLYuuG1G3qZ2I5XrhFADFAvu2KAQodN1KCwB0M6l56/uddZv7y614yPVKig6ozfq",
-	"KciMMGfG1UQ7DhXJ2kxSOLGghWGrRWIy8ngIALH87bRMSqAyhR6KeTkRzkovDJOanMclLmXbFCSrnDZk",
-	"pHOOEg5IDpLYV6H2WVA2wyUTjyGz4QA03DHpUvJ48NCZ6itPjJToMC7JafXTWBMJgcJY3i9yXUBkZiCZ",
-	"21fUILEUgsX2K+wdNK30tI18XQ9cxYTGF3I63d4zEQwR5R6r2AzV6uKyRrah/2m9V2k4Aezq6v8HAAD/",
-	"/w==",
+	"7H2Jchs32uCroLh/lcU/LYqS7fyJVFP7K3YOZzK2x3IqtRt6SbAbJGE1AQZAm2IcV83TzBvsC+yjzJNs",
+	"4fuAPtFkU4ePjGuqJjK7G+d3n297sVyupGDC6N7p296KKrpkhin415OELVfSMBFv/so29peE6VjxleFS",
+	"9E5750SxFaOGrLlZcEHMghHN1Bum7mnCi4/JmotErsnB998+ffzzi/Nvfvp2/OTxt397/uzlt08f/a/x",
+	"L0+ePn72SzQSCZvRLDXk5MGiT6jQa6Y0jPpaTuG/l2xDZlxpQ5Y0YRGhqZaEzgxThBsy44LrBUsGI9GL",
+	"etwuccFowlQv6gm6ZL3T8pYO7Z6ino4XbEnt5pb06icm5mbRO314fBL1llz4fx9HPbNZ2QG0UVzMe+/e",
+	"Rb0f5fTJY/shzLSiZlHMw5Ne1FPst4wrlvROjcpYeaqZVEtq7HvCfPmgB3PxZbYsz8SFYXOmYKqnMGpw",
+	"JvjPtrn+Q7FZ77T3P46Kqz7Cp/oIxn1nZ1BMr6TQDC7+G5q8YL9lTBv7r1gKwwT8SVerlMfU3v/RSslp",
+	"ypZfvNYWGN52nPE5foWTVsHp5YKRqUw2hGsipCFvaMoT8uPFs6fkQCqykGmiSUINdTduAQKevqFpxvqD",
+	"3ruo90iKWcrj977ueEHFnJFYpilPmAaMgAUqpmWmYnZPkzhTiglDtKGGwWq/k2rKk4SJ973c8+dPAJcW",
+	"VLtV0oToWK7YmduKJoKxhFBBaLLkwr4NS34qzXcyE8n7XPFTSXQWL/KzhIX499/jOs4FefHdI/L1g4f/",
+	"RdzgsJSXUv5E1Zx9KGSRbxw2aP47IylfcgPr+lnQzCyk4r+z93pf55lZMGHc+LBCQahIYI1TRpVdrrxk",
+	"gkiVgyLXZMm15mIekbWSYm4fKvZGXrLE7WalZMy0ptP0vR+1QnJYIU1nZMKUkkpPiCXCmjAaL8iUJmTG",
+	"WWoX/c7TYaCq58+fODa6UnLFlOFIbWPFqGHJmJoKa0ioYYeGA3WvMZ/I8pcQG6mzjqiXUm3Gmd4+vMjS",
+	"FE8VmUdjOuH4T+PBSrEZv2qKBi+RWd/Tjl3HC6pobAWLQWg77p5vtEYgX/ZzJiwj/bUHhAtYI016r0Ic",
+	"vGCavyLHdswUh8p3F5WvqHaklbUXk8jpaxYbuyy89UcwAIBqknB7SDR9XoKCGU01i2qA4U+9JJicDIc7",
+	"BJMbH0TlDHbtCMCQpumzWe/01+0Y5sD/XVSH/8uQbOkAiBzMk8vxv/7xz/4p0Qu5FkSKmEVEG6lYQqRI",
+	"N4RqQi0nWwRAq7Y3O1VzS6/yTf3EUeSpLpCu+PiSbeBvbthS7yIm+Vb9TFQpummsJh83eMog/p6vKTc7",
+	"waZ6dM+pusyl5kwYnhJKNJ8LmgKhSggXZII/6AmhSvE3TJMDKjb+tfXCEuclN4Yl/ZGQikwsGsrMTMiK",
+	"am1fF8yyncqbA3JOltTECy7mfiizoMbNkZD1gqfMrm0ktGEroqgga3rJtBXfqYHLRem9egNusZUL2BMr",
+	"qjcR9UAK2ykfO6JjxUwYBA9h12ePMwW8CG685WYfS8H2vNjvQL/JrxZkzIliOkvN5IxQsqIgX3JNjLT8",
+	"p36K+Op+e27fwHeUp/tugPI0X76Q6wj2IDNDFDNqw8W8yzaA6d7WLp6yq33x60WGqq5gV1aYZytygArJ",
+	"JGEp3Uz6EYmpgu2QCYDZpLkJeLU7HF0LXtt3/cIe9zW3remS4bbpnHJBKnsnB+wKF8VpSqY0vpSzWZVI",
+	"nFlcj2UmjAb1whi2XJlbOKFbhYuLFV2LPU/oidBMGTKJFzxNFBMTEHpXTXJsKeeGSMGInNlHS1DEcvNF",
+	"4yj8gJ0ZEKz+kf3K7mhJr57gV8fDoSWVt0ALa6wsX2GYlW3go6YBSWxKGjw5sDKexXvFZla+6tuTuDqc",
+	"y0M3pBXpBy/o+m9WC5gzO/Y3itFLpgJStRSaxZnhb9h4RnmaKfy9KSJbPB5brYE5+bO6yGcrJiIE4Rzr",
+	"4W2ypBsyl2dkQdPZoay+pjIhLAHAN7kmc/6GCZKtyEwqkkoNEH89SddOdUNh2Q6hA1IXt3oMqGl4rgTn",
+	"qqy1XdlY0UyzMRCEfRAXPkvCMqBfhzZ0YwW+FRPuBMUctF4qSGnaM/L82cVLMhgMjiy3W7KSTDiVMmW0",
+	"NOONTtANoRh1eubuLwDE7HGpNzTd64AqX46X9OpanKN6unEqNUtITNNUO4pkqfoZnrGlWhppE9KsKuwj",
+	"0I/h1Vyoc8CuMgFanlc/cKIeAl0v6uVfBnSRqGcWiumFTJMQstaoTvFu43SDh1aFUH8yUZhWlPGsTiQ8",
+	"AuWwWwapOmyESKIjW8+zfYUPixMLKpIUjOwxV3HGTY4lB4mM9dEslevDWAqjZDpYWo5Lp9qKVGCX0OSS",
+	"sZW9L66Q8DYZTg2Ruyl4Bcy9aliEKvSkjMAwE5Icty0Hb9wgJ7BInJyRUW+oRz2CSgd+NCCPnb/geDEI",
+	"I9iNF/4LtafLZlIhhKM1A+Fczqz8AhtyuzsjicymKUvIdIPWIAtNLMEPivU+1IN2tL7xmi2IwOlqQ9a4",
+	"frNmFqftfKVje4jmywrGVYd6VCAG8YhBDmIpBIvBtocGsIg4xUhH5OHVVR+VPjiZEi85I0NiMiVA2ZOz",
+	"Wen+hhYEl/TK+UCGQ5RTcq/IMOgVaWJVll5+x1MPtd2x6lsgf4AeRDNDBFVKrrXzaKW42TOroaaMaqun",
+	"sohYrZim6SRCQEWy1MQlmqYBySe2gziy671bFM8UjJkWJ+QZGBtjuZxyYbVnq/BJs2DKYXKYueXGKo++",
+	"tTvFx6BuK5TeW0WRBnX2YyNKtA+Oz7uP63C/m78q6l2yzbjN9PijnGqyXkiNBiRtqDLOIcONg7Pufr6o",
+	"91vGMtZ1YZajZAHB6hEVMUtPQSy0QkJE2BUglphHhFos5WI+IKCXnTqqYdVI+1WKUNVJ8P9RTi9wCe9g",
+	"Y17uD1iigthTcvvtYaic5Ti3bW0l7HwX9cBNgQcFRADRPkTLlhL8vc6s9Nper1lwTab2J2LoJdNN8rHT",
+	"pVqWI9z6X7Ueireb1NUyKuYhwRVA0D0lB9Tdo1d6Larb95lIqP13fsu513DZHwTl62UQ5/5WORrFlpSL",
+	"M5DrnIZuJJxSIcLByYWIR0Orww26mUPnk/OhQHTA95Ik7jE68Kgmo97D4XCpR72IjHr3h+6P48X94XLU",
+	"A6nxii5XVoq2T0GWMoYpO+D/Ofh1ePj1qy8ORqMB/tX/nwdC/5HpP/7f/9V/LPUf+o/lH4t+/4v/CJGY",
+	"7yzJ/NbbCOoAzELs7zm1BHfmOD9Lk4iwwXwAB310/2iluFTcbIIujaXTUZtekwbwMRBg/QehU/7eSfA1",
+	"zvKG8tR7w2qWNsUY0ak0mgi5DkPTdfxOzlbf+D3H5uY0ekFV0qJ6Z6tkzyUEDPp+9nyqqHQyNd9NacK2",
+	"cw77AObUsO4OALivXeZ/HLJtGV1Ug+oS8zvYIkgdR1tvaNeeLvDN+k5w5radXOTDF6S+YVz00pY9lHva",
+	"gS5VDIkmuHoqRP7LB7t29QOKFI+kmPF580KdbXI8pZrto0377/ZUwqeFnWorj3SvXRM9l/Rq7Ayqbcau",
+	"LZ7cN1xmeqxZrJgZs6sVV0wHTWI/g4aW27r8pwQ/JdrwNAX/j7bcT0kDx3APIxVSuupf3/aFUwR3sLdz",
+	"5jr0J+plKt1N1J0T1b6br7lYYe2ioiowVmGsAJ39SJkD/zA1c+J2d4JWRaZdlC0ffsvC9qdvHzXG2u0E",
+	"ELBCinfS4Ry2q+h2wedgS3bodbBeaBaPyRfEnsSXD8AQ4TXT4y/JdGOY7p+RORNMgTYGmIo2oJoCBJ7T",
+	"koiFQ/96fvi/6eHvw8Ovvzh69cVf3g6jk3dBmeo6KKcC6vDCmNXp0ZFVSO2f2v7984ufUP82bIWs4Pmz",
+	"i5csIUY2NvHgq4oa99UuscEuIgibjKZ2gDq+rJhIuJiPl3yOO2mhroX6t31+915oCT/KaUDSQ5AKCNkO",
+	"1ryUWsQYstUpGYJDnVB019mLSRmo/i4WC5SBBcWYJlCUWXJGaO6JAsvEJbPnz40mqQUwO9Q97d12Oixa",
+	"uqc3NLF7vTiMES6aAZ2I7k30i1O72JlUzqH0F0LFpl9RoZsBTuG15B4y1NHGLgyMlY3TZcuLFHgB8Wbs",
+	"JOWdm7wOm2cpn/NpGvZX/QLInlsa4EiWdGN/OHO6J01SLrwBE87OHRUQCiEFuwGHvoYbNup5iLsRvJSM",
+	"SNcPmONilZl9l9/1si2NZjXR6np7xZHkWuB+d76/WzLEsItxy0G1TFD+3tHIsrM68JbTmcNPc1tbM0KQ",
+	"GjbONZxuNvIXoM0tuXnBZmAnb9lEQXyvEyGDMZ5JlrKxF66bNiz/ClrGlzRheUhACfMoiVNuyXfC0fnd",
+	"IejRTW14fBme2j7x7KF9GTeQyK8TSFUwys7WTMt4Qh4Kz9RATgizo+uI+Wt6yULEdYMRSpeOO6pMaDSz",
+	"nbqIt4h4DMjdIh2uMhSNithQ0LX82EpoVGUGnnwVrk0H0Z4su2PMOXRTFUGLSp2TlclDANXbVZMqaW8R",
+	"eL6hJl7sqQ28ltPu6suPcorBOcFwmO128vK1wKTbNtFmKr7ealmyU9XatqLHzPgYvU700oqezfBcf8lj",
+	"f5Fh0p2/ZqShaYt4jGGcYwc/HTmy/yofeOc3dWm7MkBzGY3FR4FNh8OGC8DaD3oDkuKebqm9w+P2dLGV",
+	"8vfGwQjtczTY1TLqCGbckQMrf6OHBmC+j7Kne7rmApJCIFjn6M3xkQXja/jmOglrPvyskNPqLEQplqKb",
+	"4pJtrAKkWSxFQjgG9GGACyUpf4MsG1PROIStgkMb2Knjontu4UYWg7I0tT27xb23rz+zKnZ1F7ainsrE",
+	"9c36HlZbCFtOHW9I2hKWZJg4FNboaquqvN5KD547r8/NGEAoZB1ikOJMadlF5g8xiuoYLad7kctmPoLL",
+	"65LgnnNu615JP496iRT2KTque15fTlkSjPH6ySov314ZJhI8+Jojo6uWtH3HjWFC+4WlWJDdj35D+lpl",
+	"XVkGotH2JeFnoXU8DaoOPzFjmNIRSficGx2Re+N7Ebk3sP93av/v8N4ZOT48PvmqlmFVMukVxrxXxZ/j",
+	"wenhq7fD6Pjkv8KWvYrAbs9GbByahU8JQXCXglWC/22RwBBbY8dqCs5NtGgqi/kvIltOgVA2UbsZota+",
+	"gh0hyM8yE8slO4ewnSSI+uPO5oe9FaMmmqOMvsXE+LzENXKX3MP6gQxRt4GIt4rr7evtgVmV1Nw6vfUC",
+	"adhq1J1Clpz5AULJhTaWAAVnathoSys33KThr/CHt6XwhEyJ0zkTSaYsdJ66tNNTSA1FoWsnNdhAliFO",
+	"uvXG/u55dt0j4vSmgDgOsSa7jhHGfYSv3sDlyMV4lvL5wuzpc5RpwrQZe/ZyC/HYYbusYoaJcJTKywUj",
+	"IBHd0yR/jchZxQauc0sylrcgDmu62WhuHOTgnIl5qHH1yCMHBvmdB891P+dhGS6azoiSWb4DRStEgW7v",
+	"Jy4xrsOrhTDS7X0nnnR7ORd6rqFx3o7AVLuPsCsXgLc74URKssuq4AZtXcp1nLeOVAXiPqRgZMXjSxKn",
+	"lC81oQZi/hpBfbu0oQYpqjmNwJFoJ3NY7OoJOBueyz5tBiLvVMK6Up4bR3b/INcQ2Y3xj55sVSkVVYxc",
+	"spXJQ+ZzHVVWC/SUivG8+Pblt09fPnn2dBCODLW6XV4ByMkLvV6wJEUWXzJzT0PobakskNUjfWWKporc",
+	"IJm5MhngeTBDQIT8K9s4RXxB31h1Hd/smLo0zZSu0WcI5S9ezoXJa7HJVh6onPW8w7y3xUgUmoZxy1F+",
+	"ovuxiPyKwmSpMBx0p03Fre+iT+XRty7uGoTKA0ItyFZqg0VLdA5aaAeqek785dVj8NroSHG7Kpil9dJN",
+	"mSQsISumnGmq26RBQd3PGDjSHCi2nun+2rIzu+26e1czwaNKF/vUmnlav2vwX/DNIEq0bfcXVnCStshF",
+	"d0F5lTKoZjBTcgkhEwUN2jco88K56m6nXkyspAiSn60+8+u4wqE6yhaVd7cjGUYwPL68m5I1YAErrJNN",
+	"HgZRMXb+7ukrLq6xbDPTlxz8bGkq10Ej2Daxod0Pblfwu5OQ70zTAGgpzVV2QXqnpHc0+q2X9JPyCdeu",
+	"swof+3EcjxFhhuNd293ZTY5hu7hNMfS2Ze3PajxSVkHwoUvuisiXmBCCFN9ZYiJCiX9fKnLw3wuZqXTT",
+	"J1KRUe+/MaEM8iqqyRT/efSQ/Cf+rxY89/DLnT6KfV1He3plSthTiJeIOHVqa7GKLIHGCgkEdyYVoRjk",
+	"UCQi+xu7p4vgZPsy1+DEKWcn74Gn+eLcbW7B2y7HVEblYt8/v3zUCxSee3L+9Jz4L/Jsmm8zC1BHz6ni",
+	"dffZlw92IbvD8m2+lguIOH3hArj3BO/StXZOVW+JgEWyvM4jYIOhrf3bjG0NqUEYdRguNZEtW4MC77K8",
+	"W3s4P92kkiZ7x+Ww35qn/5hZpFEbIhU6b3O17rWcnpLjiJxE5P6//vHPLqpWKNDFzhoVZi5ceY055If8",
+	"qvVmwp63UO2orWwBb3knU3DDti/ngmGZzLuv+NbxsnOS21UGLvbxja8AvL/Uv6c//MMcAcY47T4Ic1P3",
+	"DgzU/f21vGyLKMQQaIjhq0dAe/NjhxTPYkFR4TuCWYPnUNQV2i/B/hyD4lBFki6w4gxUJOCZUO1rwVzt",
+	"r3uaZCJlGmIsMMhbikCZig5RNO8/buYOQlLIgbBcH3gdW67Mpt/JivYxh5bsEfBx4QI/W1MiAj4Ed3/j",
+	"Srh/YWu5sxj1puhszGpcuBx3a7+dSYNEt3MTeKz65YoKRERbjI1IAhUrZpSnEdbaAwc39UU9Tn2kagT5",
+	"N2M4n4gUhT78L+WYigQ5fsjBqvYVeHxwbydpoR7B6k+ietqVhVRvrwogHhzaYA8Lwu1J8H6BspeYeLNm",
+	"04WUl3lFe9TqYJXkZDg8JeyKxibNK8IFLnAkGjc4ID+LSyHXwpf1oYr5ymnkAOqJ4AnBR9qqC1OajH2h",
+	"9z7W2VzSq/JejoEs1H4JuP92E7iiemnJp7f7EyiL6Vx13b6AOpTOrtPtC6j5iM4Zten2CRZMtIDq6wLu",
+	"/gZLCIY1CcNWORu9cXXLW8p86ZrEcs0kiRsGtgDqF2YoFNhyVK+Fubeh8k2S67h2xT6PweZQVIMyatO/",
+	"vQoLH38S0+5Uonbz5TWTRTpkfpCDYfVegnfSLc3CA9f2TIl6qkXpttvgD6INA4CGZfo102TBqDJTZpmH",
+	"SIjjbD5TT29EvFBSQK69hUVXTjQPcQwUy907ijK6WXBj1NsRcWnP4Vkhu+xZ+w4EEN89YJYnCMNpldko",
+	"8toIi4OHuPBIHBTMvR8qOv2Z0e3H6EqAE1BXMW0Yrm8A71W8KzeMnrU32WL9sbShu+3HovxOyw8M2baM",
+	"UgWtlo4dDmwh96EGm4rFDIuxa8bI1aH7XQ/sW/3thYGbs72W03u6lI0GNSB9GIiBGpDUkJlMU7kGNLH3",
+	"eE+T15ILcuCicIhVFvudC5AVkk0gLjPPqgkXsnrkHmM6+kKuRV65Mk9MDjPa18jXdy3MxdWnrEMFiYJc",
+	"FylIoUoo3i7pDDKaJGgtzYvgFce9phpDnFgSEYzRcyJE+bD3O+s2a2WR5RQ+68DC81MnB/ifvMB5v+s9",
+	"7J00WZQmRXVUMb2wmmksheEic8y94q/BDRfAVKqr8qpDEkSR/9XzkNCGyq32/k/Hor+lyUnQzh46ipcL",
+	"JbP5wkmUtcIYkotahE8t5Dt3cDVD8ZD8+Og1LEhbT0XuEszZbDIA5S2d8H7QrFFa0qL7HWdbcpHVA7W2",
+	"y1DXTFZ0EzUjRHHE0AVt5VbuhprfobstU9xsLizsuPAnaM+U900C0zH+lA+wMGaFfZK4mMlQ4T8XEw+4",
+	"rpl6w2MG2X5Sm7liF3//Ca9+lemFb5sEBNKKud5ETD1THIzEI8iK1z4fD+McRWIZWk6+zvLoRjubiyTN",
+	"i2AAz46A5+KEI7CoOmYIOX15UeWfX/xEDuyoviLjhaEioSohvzh23McKKi71zwubI8FFMeA97eknNWxA",
+	"LhgjUJx5paSRMRRmzvUV2Hz+YCRGAlIb0KRTbzlmh8mWcB4HbX2v+gPyi6/OhQGfIwFEF/ZDBXTdAnEq",
+	"cjVoj94cY8lIwViiycSpJL/D2KfkG+zaNcqGw/sxfAh/sgkKzi5volfkQ/Si3humtEslGRwPhr7sPF3x",
+	"3mnv/mA4uI+JSgsAvKMF1N75HYrtoQ/Y0hGY/0nSO+19z4wrz1PrVngyHG5pB7ZfGzA3Q6AL2M+rQQVn",
+	"eqe/vop6OlsuqZWtQeDyAcVckwyYlqFzbZEw34nuvbKDHClGk83Wvb6wb3yYrcLUUBr64fD++230Z6AV",
+	"4Wb3USfU0KlVBaH2Mo0XgOYWLbFGE9bMbT3/N8dHdMUPfVen4CX8xLXBTk76Lu+h1HkqcCRYmfqSbSLf",
+	"DM+qt5YUxmmWuNZ4D4bHbbPkyz6qdAOEj+7v/qjoUAkrc0Equ74qrrh8bXaLvt1f3j/KdXXFVgOapW+Y",
+	"7g/IOfSchBZkrdcY9VZSB64NS1C7FlzIC5k238hkc8tX5nq6vatyXJekWAOX4zuZOwlBjHvkAGO4+7ZK",
+	"3V7fHyw9OO7wRd5Y035wctJlXeUekTcHWTxLzzChOIBvQ8wtDqJZGNk/NKPrBro1CnT0lifvXMsjhkJm",
+	"FaRfAOaXQLoCWw8CaTWlvpnv60JxHdu/yLvHfqgLxYMpXWhnWlPqjP3r3bd8fuVAJC873Mqhvoc37pA/",
+	"5TWRW7nT3Pczvhao3QZXQRm2FA7i1lRcZ7knSoGBcLxHby/ZZiv+PYbfv88rKu3APnw9qdAKSlYp5YL8",
+	"9S/HlXXax2AJ+YyrTVxdSkjk2uNeo1Z5Onx7t4smbd2Db4Ygn8ZtPRNsv4uqUdRAT/Uamvjy4KUGKQPf",
+	"579Kii9zyS9Mi/fr9P8q6jnbV82s6XpXUlhVVANUQOxkyQ2mnOZpwGBsgNgQw5eMHPz1L8f9wUhcBAqe",
+	"kwlWZp8QJdf6jCylYgR/Iikz+G9X1dUyKrSfTDO9GQk7vWLOWwaWNSypzqG1F01TlqLqXkWU51mBKLcv",
+	"N/u69p1E5veOmp9F5RvxYWZItiJGkgkkZk7QTOdamnDdQA7ECFZOvN7OrMtFy1vFoR/8S3dpOSmVVm8V",
+	"itxqPwa5SLE51wZcUvmqisMuirXXD/roraWnHSSjH/LIic7C0Wdxp1Xc2X5H7RJO6y3cOuT7NgBhknpj",
+	"yP90BJ5dV1WTcULTFK+4yOg2ceMcMqB8k8R1LnxMMClqQubMShClsv8TzHj61z/+OfHx8w1uXwaa22f4",
+	"pV4P75nnXwNSP/P/m5EvZDLgvYe+YYUL71psxzXwxXak10Mj2RaHUzj7iu4SMYUebK6Ws4EGgi5moUgs",
+	"9W1M11Rjf0uViZHwnXA2BKL1koxBRIf9IKWGafwz4XpFTbyAeTGrlCgWL1h8GZGHBB2/mkw3I+HuInLN",
+	"1WHoNVMMWzDgqvoDcl6QA1iuX52VtrC7L9cjgeZJuzWNXVVDgv8LOOyPjIVEWEPB7Qq39FlwaBip7bmU",
+	"O+gGGgNTkZCUz4xLsso0gy78AIR7YqU01LDDIlP3VpHzcWaVbljlmotErkudqYnjUCSmSoH+v5bo/TfY",
+	"l9byR4iaTZNoJPSKxnaddnLLDbnw5Ogw/6gfES191J2CVoxEr7mJFwTxlysi11ZljlkQa+AwHEhf+DZP",
+	"d8FJa5nY7xw7/QiQ1LdW1aUM7Y+do+6N158IC16lNHYBh5WeURF08fGYJVNwIhMoVYmRd8K3ZnNot50m",
+	"+GLGrVr4j1hsOOQ0+S1jalOY6nzwfTe49LmD4bGKxK9Og1VyTcIjljov3ML6XFpBqxmyEbvYVp3GFXD2",
+	"kcR5iYsVnbPcJFqb3NV8bpn//km1ZjC0Vw2WRQhvLe/AmQ9eFJYdloofPdzZmffVHZI1X507QNCsNofH",
+	"d20y9EGsblxjPFxkqW8eUFxGX+wQ8a6N454Mj/O+w0DBX8vpmYsTI5NLtplgsF6p/P3B1i7W/ZGgKUTx",
+	"YH20iJwMh34KLJMPXHpSLqd+SqxCOBmQXzBAbSQmtcYCE6IZE+XiE3klw1KrAi81HLhzJScPyKIPSxiJ",
+	"fJvYcJ0asEO6DPrwgiKyXlADkSqWwyGFCUkCWJL+R4gv3k8iKu0TCqC9uhsBotQC5f1q4pVuJk3EOy/g",
+	"qgI23nkKicqhRhOuexHXGDP8LrrVMJsdq/bPPpsOboGI4WGCSOLCv2u0qyR2HOWFZMPk7NzlWHORqwtQ",
+	"teYMhucCZR5IQoBUaYSz9UKmrGiL3oLaundnqIkdkN4/ZpabFm0Bc3IgFSmTx37UOOHPqHB7qICOtOMh",
+	"GQ6H6EfjAisXW31z6fq4bsESLCfdjiYvoYRa1V+3tLBgdQRPkHU1SykCLokju6h9r/qNBHxj52AiocJA",
+	"uYFJpb0PRLm5hU1IIpk+LbeptFpIuYYNNSMhRczsrCXvOeR2GseMIaXQ58gezFI6n7OETOrNOifQ0xSf",
+	"joSrAyekgWKdIiICEo7A6x6h/a8/IBM0YiYTfKSdIcJ+7Z5ElnSMRHnTPir3jEyWUrEJ0XSji4OFm1Rs",
+	"CRZGiLaH2VwaL9jmRgJSXwfk3JV6ITOeGrTpueIOp4TGllqWVgT3MHk76uHLo94peTvq0TS1fwEZeTcJ",
+	"SS2P4KTukLR9k6WXOa6/X+qGU7dRNqjPAdIDNqlyd/qxE7EPYl8EIIk8CZrKTCQswXOL0MjtCYbvKwkG",
+	"NAe5OyhVnpt8DUKFuVHgcfDl81vplp2HMz0SQLhaqBMsBonTgJwjaoFlHaJ5Gg3ANEnZzFh9xx7MgZwR",
+	"bXGSphClY1dIUYR1upVdEuCxXUpiiUwblRiJ7WSCXINKOAXoGmQCksI/U4lPhkoMv979xSMpZinHBMIP",
+	"ZK2EMlTtVKUNu69BZHyAfVvoBOrtdylou16cLaZ0r8H+ycMlclGFg6w0lVcoUvq8f5S0wsarvWwqVnt/",
+	"3Muj6Ovi5/5uKz9gmxXtvF2Q5boEvy7Y7awp1IIPuRBrR8LLtVQp/sbyowfDr12afG6/8hYTn0S9Vca7",
+	"YwjfAtuFG9urjB+3F/eToJ94r2WpxOKShSD4wSNVB8p4VC4jss2n86goudDBtfPZ43DXHodPgvCHKtHs",
+	"9lXcDrnPq2ndBsWvosQPfugLLBN2F3Jx3pz0PQvF1f6soRBn9+z6gvCdk+RPwtyH54g6NKRqtBV6O4Bq",
+	"FcDyfTTXyfCkX8YdV5aqSd1LhWJvV+ip12Or12ALlzJt1qLFaqWaLtlITGXCmS6ioCtFU/soBPlwOzet",
+	"N+YVdAbSDMChEBSIXOHAO0Tcco2794y7tW60IY8bPvqMuzeOtpEKwW5HmcZOWFrYwW6VTXnTzYcT/qNC",
+	"NfoEEl0/DdNJJlzt7oB9xBkL8xZknhpayItQ/cYya75CVhcNoVQAb5uCcJFXVuugH2yR4LHjQ/dy9Xcq",
+	"w5eaiwRdpFN59e8jw4PVpl69MC8lCKVpnKetKpz4binXlu3b45dOivgl1xSDJyCLrBfMLCByh6zlJctD",
+	"fw7q/TL83zOpRgLMvRZEIfIEoyM3bmSIuXeTQI2y3BLjhBA/kjZ0A05bcI4Wpi6uXYlFI13IrCuxWDbv",
+	"lBu6hgSYCyaSC18G8U7El6J/TSfp5eT2Zw6a4x/70pp/uvjiP6eI5O6L0DrOhElDk+v44r1beQ689Ofi",
+	"OL6ccQAHfuDaSLX59+E4vovFAjde5T23bzwq+qm3At3f8ZU7BICi33trfjm2Tcq9Kd518uGzzWsLQ2N0",
+	"w7HjO8y/qxx7KeO8zVX3d5cwcLdn36bPwDL/HVx1e97iTVOdG3nJxTXfvngDY3+AnOTOkPU5hvI2ivY5",
+	"GC7ykcG7yowV0DU5gCzIiGCWcUS4OJylfL4wJKarCOMQ+p0p1pGpFMneSrxK9bQ7SS0uMTgst3xZEVse",
+	"PPiQYktpY23+LsmFgTb2uClnjvD6jmvk4jOh8xoHYgMZ2nLJjQHF8pPK0cFi5/kmS7uXaMZ2qH97ZNVB",
+	"qKKGHYLMu12eyTv736lMk8+yXa6xiyaw6I+idE5pNbvqE5WOu3PlnPxQ9qmdU7DlaRZfspuIfX/6YjrF",
+	"BebhEfmhXaOK4Jb7ugNMaZMVbgNHPh1RtBMO3m6tnR/lFG2AYDuEqFm7ijGs4pS8RfMghPaumRUa3kGO",
+	"Qd7bRIoYxY1LtrmnRwJBzoUNT/CTCbovdUsZviqk3b4QnI//AQTh/QH8s0R8Eyw6d55yB4ZWAnEV5Wfc",
+	"hyUCgHuYhFc0i6VIfOz9NFPaTHZzQXvHSZbuMKFc5G/dpRnNTbJd4PALjsh0Azj/McgdflEVQ2l+Zs3D",
+	"7ixw+DP5XKvvVsQLfwHkwFJ7iE7Xhm76bffWLlm0X8ztI0Qb2S2g7s8vVezCsNsVKHz0u6WrhseXhMZK",
+	"ap9UiJUMfPuYs9xRia3vwWzh4YyKZCRghIOJ/3Fs35tEpPjBvjDpD8g5xF1Tksi1gHLDUqRYSBm6zSkW",
+	"M2FGYsm1ZgkuzMovLSJJBUTvwOvohv8AAsmeiPFZGrkF+1y5TmBXdldEoYSjnQrP+Debu2v/UrjHcZbP",
+	"PvLPPvJb9ZGXc2pBacxTSVsc59VmWUUXv19fWY6E7KWtzL5jPhDFAn9rzHj0bebIwcKY1enRUSpjmi6k",
+	"NqdfDb8akkwkTJHJkl4yyzQmIPNkKu2d9o6AEbp1vg3WlIhIyrWJCBd6xWITuRi2PFUXMlbBRuOs4ODd",
+	"bZbEOi/HJZ3lvUzXdlXlGJ/yUP7gwgW2yuGbhxB8zUSCXRQjQn2n7sRqC6bW2JjkjY3zimRs1TZPrTaq",
+	"S2tUmciHLa85L8LWHOw5U1wmPEbxUwpCSaykqBBVv56cpjaHAd9E0z8S8otA3DYT9sO+Ky1ZcQ+Wa7uF",
+	"pnpU6xOB3Rzh8A6djlpYAMojVlTO5rjY0i6CHnJcMI3j+pZjpXFKzX0spBaNln3L6PaE9AtsDEl1sy0k",
+	"wTenTJ+SSaPW5MSbf94cRxPyxUhMqWZfPjj44W/njw4vfjg/efjlAWjlPCFfkFFvMOqRL6BJhDZ0uSr9",
+	"NpXJpt8vot5ccww/4mHCYpmwhKyoMr5GXFEatFwVGqsDnpEkc9nq+ANRrs7kSOQJ7bVqmqW6m1QxbC1t",
+	"D5sKjP3Ps9m5JkzIbL4YjISjddgQxxxanDGHUsSsdF48mUD/RMF/yxjIyy4AJCSUqky4KP6t3UR+bgwW",
+	"ETaYDyzGjB+cjO2Nj+/73v7j4/HD2TA+oV8XxfQWjCZQB9ABULHarY1Gdlb0+1nwK2do0UVeg6+rs6aa",
+	"YCPSM6LYaxYbsEfCa1KSGVUY5iuwYOPWleaAtHXBXTPymtqNVK4/SQ1QLLhj21CETtc3tARAO5eev7rX",
+	"Wb+6u9SOD1SrwE6N9a1a9RRkRpgz42qinYSKZDWTFE4taGHYapGYjDweAkAsfzsrkxKoTKFHYlFOhLPS",
+	"C8OkJudxiUvZNgXJKqcNGemco4QDkoMk9nWoqR2UzXDJxBPIbDgEDXdCDih5OLzvTPWVJ0ZKdBiX5LT6",
+	"aWyIhEBhLO8Xud48MjOQzO0rapBYCsFi+xV29JpVOk1Hvq4HrmJK40s5m23vZAqGiHLnY2xRbHVxWSPb",
+	"0JW43kE4nAD27t3/DwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
