@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gendurable/gendurable/internal/engine"
-	"github.com/gendurable/gendurable/internal/pg"
 )
 
 // The circuit breaker of each handler (docs/flow-control.md, "Circuit breaker"). Its state
@@ -64,8 +63,8 @@ func noteOf(st *engine.Step, v breakerVerdict) breakerNote {
 
 // breakerTallies sums a batch's notes per handler, in batch order: a success resets the
 // count (when failures may be recorded), failures after it add up.
-func breakerTallies(batch []pendingOutcome) []pg.BreakerTally {
-	var tallies []pg.BreakerTally
+func breakerTallies(batch []pendingOutcome) []engine.BreakerTally {
+	var tallies []engine.BreakerTally
 	index := map[string]int{}
 	for _, p := range batch {
 		n := p.note
@@ -81,7 +80,7 @@ func breakerTallies(batch []pendingOutcome) []pg.BreakerTally {
 		if !ok {
 			i = len(tallies)
 			index[n.handler] = i
-			tallies = append(tallies, pg.BreakerTally{Handler: n.handler})
+			tallies = append(tallies, engine.BreakerTally{Handler: n.handler})
 		}
 		if n.verdict == verdictFailure {
 			tallies[i].Failures++
@@ -143,22 +142,22 @@ const halfOpenRecheck = time.Second
 // handler whose breaker is open (but the one that wins the probe), half-open or paused.
 // A step whose claim showed a closed breaker is launched as it is, at no cost.
 func (d *Dispatcher) admitSteps(ctx context.Context, steps []engine.Step) []engine.Step {
-	var parks []pg.Park
+	var parks []engine.Park
 	var parkedBy map[string]int
-	var asked map[string]pg.BreakerProbe // at most one probe statement per handler and batch
+	var asked map[string]engine.BreakerProbe // at most one probe statement per handler and batch
 	now := time.Now()
 	if d.cfg.Now != nil {
 		now = d.cfg.Now()
 	}
 	out := steps[:0]
 	for _, st := range steps {
-		if st.BreakerState == nil || (*st.BreakerState == pg.BreakerClosed && st.HandlerPausedAt == nil) {
+		if st.BreakerState == nil || (*st.BreakerState == engine.BreakerClosed && st.HandlerPausedAt == nil) {
 			out = append(out, st)
 			continue
 		}
 		b, ok := asked[st.Handler]
 		if !ok {
-			b = pg.BreakerProbe{State: *st.BreakerState, NextProbeAt: st.BreakerNextProbeAt, PausedAt: st.HandlerPausedAt}
+			b = engine.BreakerProbe{State: *st.BreakerState, NextProbeAt: st.BreakerNextProbeAt, PausedAt: st.HandlerPausedAt}
 			if b.PausedAt == nil && b.NextProbeAt != nil && !now.Before(*b.NextProbeAt) {
 				var err error
 				if b, err = d.eng.AskBreakerProbe(ctx, st.Handler, d.cfg.now()); err != nil {
@@ -170,7 +169,7 @@ func (d *Dispatcher) admitSteps(ctx context.Context, steps []engine.Step) []engi
 				}
 			}
 			if asked == nil {
-				asked = map[string]pg.BreakerProbe{}
+				asked = map[string]engine.BreakerProbe{}
 			}
 			asked[st.Handler] = b
 		}
@@ -182,11 +181,11 @@ func (d *Dispatcher) admitSteps(ctx context.Context, steps []engine.Step) []engi
 			asked[st.Handler] = b
 			out = append(out, st)
 			continue
-		case b.State == pg.BreakerClosed && b.PausedAt == nil: // closed meanwhile
+		case b.State == engine.BreakerClosed && b.PausedAt == nil: // closed meanwhile
 			out = append(out, st)
 			continue
 		}
-		parks = append(parks, pg.Park{ID: st.ID, Token: st.LeaseToken, At: d.parkUntil(b, now)})
+		parks = append(parks, engine.Park{ID: st.ID, Token: st.LeaseToken, At: d.parkUntil(b, now)})
 		if parkedBy == nil {
 			parkedBy = map[string]int{}
 		}
@@ -207,12 +206,12 @@ func (d *Dispatcher) admitSteps(ctx context.Context, steps []engine.Step) []engi
 // parkUntil is when a parked step comes back: the breaker's next probe, spread over a
 // quarter of the wait (so a deep backlog comes back as a trickle, not a wave); a second
 // while a probe runs; ParkedRecheck while the handler is paused.
-func (d *Dispatcher) parkUntil(b pg.BreakerProbe, now time.Time) time.Time {
+func (d *Dispatcher) parkUntil(b engine.BreakerProbe, now time.Time) time.Time {
 	wait := halfOpenRecheck
 	switch {
 	case b.PausedAt != nil:
 		wait = d.cfg.PausedRecheck
-	case b.State == pg.BreakerOpen && b.NextProbeAt != nil:
+	case b.State == engine.BreakerOpen && b.NextProbeAt != nil:
 		wait = max(b.NextProbeAt.Sub(now), 0)
 	}
 	spread := max(wait/4, 100*time.Millisecond)
@@ -237,7 +236,7 @@ func (d *Dispatcher) recordProbe(st *engine.Step, v breakerVerdict, answered boo
 	switch {
 	case err != nil:
 		d.log.Warn("recording a circuit breaker probe failed", "handler", st.Handler, "err", err)
-	case state == pg.BreakerClosed:
+	case state == engine.BreakerClosed:
 		d.log.Info("circuit breaker closed: the probe succeeded", "handler", st.Handler)
 	default:
 		d.log.Info("circuit breaker probe failed; open again", "handler", st.Handler, "next_probe_at", next)

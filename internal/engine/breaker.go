@@ -2,9 +2,30 @@ package engine
 
 import (
 	"context"
+	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/gendurable/gendurable/internal/pg"
+)
+
+// Breaker states, and the values the dispatcher trades with the breaker statements.
+const (
+	BreakerClosed   = pg.BreakerClosed
+	BreakerOpen     = pg.BreakerOpen
+	BreakerHalfOpen = pg.BreakerHalfOpen
+)
+
+type (
+	// BreakerTally is what one outcome batch says about a handler's breaker.
+	BreakerTally = pg.BreakerTally
+	// BreakerRecorded is a handler's breaker after a tally was recorded.
+	BreakerRecorded = pg.BreakerRecorded
+	// BreakerProbe is the breaker as a probe request found it, and whether it won the probe.
+	BreakerProbe = pg.BreakerProbe
+	// Park is a claimed step given back unrun until a time.
+	Park = pg.Park
 )
 
 // Breaker is a handler's circuit breaker (docs/flow-control.md, "Circuit breaker"): its
@@ -84,14 +105,14 @@ func (b BreakerSettings) apply(p *pg.HandlerUpsert) {
 // RecordBreakerFailures adds the breaker tallies of one outcome batch to their handlers
 // (one statement; a handler with nothing to change is not written) and answers the
 // handlers written. now nil is the database's clock.
-func (e *Engine) RecordBreakerFailures(ctx context.Context, tallies []pg.BreakerTally, now *time.Time) ([]pg.BreakerRecorded, error) {
+func (e *Engine) RecordBreakerFailures(ctx context.Context, tallies []BreakerTally, now *time.Time) ([]BreakerRecorded, error) {
 	return e.db.HandlerBreakerRecord(ctx, tallies, now)
 }
 
 // AskBreakerProbe asks for the single probe of handler's open breaker: at most one caller
 // across every process wins it per interval. It pauses a handler open for longer than
 // its PauseAfter instead. One statement.
-func (e *Engine) AskBreakerProbe(ctx context.Context, handler string, now *time.Time) (pg.BreakerProbe, error) {
+func (e *Engine) AskBreakerProbe(ctx context.Context, handler string, now *time.Time) (BreakerProbe, error) {
 	return e.db.HandlerBreakerProbe(ctx, handler, now)
 }
 
@@ -105,7 +126,7 @@ func (e *Engine) RecordBreakerProbe(ctx context.Context, handler string, success
 // ParkSteps gives claimed steps back without calling their webhook (their handler's
 // breaker is open), each runnable again at its own time, its attempt undone. One
 // statement; answers the ids given back.
-func (e *Engine) ParkSteps(ctx context.Context, parks []pg.Park) ([]int64, error) {
+func (e *Engine) ParkSteps(ctx context.Context, parks []Park) ([]int64, error) {
 	return e.db.LeaseParkMany(ctx, parks)
 }
 
@@ -117,4 +138,58 @@ func (e *Engine) ResumeHandler(ctx context.Context, name string) (Handler, error
 		return Handler{}, err
 	}
 	return handlerOf(h), nil
+}
+
+// breakerCollector reports every handler's breaker state, sampled at most every 5 seconds
+// (one read of the handlers table per interval, whatever the scrape rate).
+type breakerCollector struct {
+	db       *pg.DB
+	mu       sync.Mutex
+	at       time.Time
+	handlers []pg.Handler
+}
+
+var (
+	breakerStateDesc = prometheus.NewDesc("gendurable_handler_breaker_state",
+		"1 for the state each handler's circuit breaker is in (closed, open, half_open), 0 for the others (sampled).",
+		[]string{"handler", "state"}, nil)
+	breakerPausedDesc = prometheus.NewDesc("gendurable_handler_paused",
+		"1 while a handler is paused by its circuit breaker (open for longer than pause_after; resume it).",
+		[]string{"handler"}, nil)
+	breakerFailuresDesc = prometheus.NewDesc("gendurable_handler_consecutive_failures",
+		"Consecutive breaker failures recorded for each handler (sampled).", []string{"handler"}, nil)
+)
+
+func (c *breakerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- breakerStateDesc
+	ch <- breakerPausedDesc
+	ch <- breakerFailuresDesc
+}
+
+func (c *breakerCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.at) > 5*time.Second {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		hs, err := c.db.HandlerList(ctx)
+		cancel()
+		if err == nil {
+			c.handlers, c.at = hs, time.Now()
+		}
+	}
+	for _, h := range c.handlers {
+		for _, s := range [...]string{BreakerClosed, BreakerOpen, BreakerHalfOpen} {
+			v := 0.0
+			if h.Breaker.State == s {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(breakerStateDesc, prometheus.GaugeValue, v, h.Name, s)
+		}
+		paused := 0.0
+		if h.Breaker.PausedAt != nil {
+			paused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(breakerPausedDesc, prometheus.GaugeValue, paused, h.Name)
+		ch <- prometheus.MustNewConstMetric(breakerFailuresDesc, prometheus.GaugeValue, float64(h.Breaker.ConsecutiveFailures), h.Name)
+	}
 }
