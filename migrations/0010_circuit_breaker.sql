@@ -31,3 +31,10 @@ ALTER TABLE handlers
     ADD COLUMN paused_reason text,
     ADD CONSTRAINT handlers_breaker_open_has_times CHECK (
         breaker_state = 'closed' OR (breaker_opened_at IS NOT NULL AND breaker_next_probe_at IS NOT NULL));
+
+-- A step parked by an open breaker is runnable with lease_owner 'breaker:<handler>' (the
+-- breaker holds it; every claim overwrites lease_owner and every outcome clears it, so
+-- no other runnable row has one). When the breaker closes, JobWakeParked finds the
+-- handler's parked steps through this index, which holds nothing else: a healthy step
+-- never enters it.
+CREATE INDEX jobs_breaker_parked ON jobs (lease_owner) WHERE status = 'runnable' AND lease_owner IS NOT NULL;

@@ -15,10 +15,12 @@ import (
 // successes write nothing. What costs a statement:
 //   - an outcome batch holding breaker failures, or successes of a handler with failures
 //     recorded: one HandlerBreakerRecord for the batch (completer.recordBreakers);
-//   - a claimed step of an open handler: parked unrun until the breaker's next probe
-//     (one LeaseParkMany per claim batch), except the one step that wins the probe (one
-//     HandlerBreakerProbe per handler and claim batch once the probe is due) and whose
-//     result is recorded by one HandlerBreakerProbeResult.
+//   - a claimed step of an open handler: parked unrun (one LeaseParkMany per claim
+//     batch), one per batch until the breaker's next probe and the rest for ParkFor,
+//     except the one step that wins the probe (one HandlerBreakerProbe per handler and
+//     claim batch once the probe is due) and whose result is recorded by one
+//     HandlerBreakerProbeResult; a success closes the breaker and wakes every step it
+//     parked (one JobWakeParked).
 
 // breakerVerdict is what one webhook call tells its handler's breaker.
 type breakerVerdict uint8
@@ -185,10 +187,15 @@ func (d *Dispatcher) admitSteps(ctx context.Context, steps []engine.Step) []engi
 			out = append(out, st)
 			continue
 		}
-		parks = append(parks, engine.Park{ID: st.ID, Token: st.LeaseToken, At: d.parkUntil(b, now)})
+		// The first parked step of a handler in each claim comes back for the next probe;
+		// the others stay away for ParkFor (or until the breaker closes and wakes them),
+		// so a deep backlog costs one claim and one park per step per ParkFor, not per
+		// probe interval.
 		if parkedBy == nil {
 			parkedBy = map[string]int{}
 		}
+		reserve := parkedBy[st.Handler] == 0 && b.PausedAt == nil
+		parks = append(parks, engine.Park{ID: st.ID, Token: st.LeaseToken, At: d.parkUntil(b, now, reserve)})
 		parkedBy[st.Handler]++
 	}
 	if len(parks) > 0 {
@@ -203,19 +210,24 @@ func (d *Dispatcher) admitSteps(ctx context.Context, steps []engine.Step) []engi
 	return out
 }
 
-// parkUntil is when a parked step comes back: the breaker's next probe, spread over a
-// quarter of the wait (so a deep backlog comes back as a trickle, not a wave); a second
-// while a probe runs; ParkedRecheck while the handler is paused.
-func (d *Dispatcher) parkUntil(b engine.BreakerProbe, now time.Time) time.Time {
-	wait := halfOpenRecheck
+// parkUntil is when a parked step comes back. The probe's reserve: just after the
+// breaker's next probe (spread over a quarter of the wait, so that many processes'
+// reserves do not arrive together), or a second while a probe runs. Any other step:
+// spread over the second half of ParkFor.
+func (d *Dispatcher) parkUntil(b engine.BreakerProbe, now time.Time, reserve bool) time.Time {
+	var wait, spread time.Duration
 	switch {
-	case b.PausedAt != nil:
-		wait = d.cfg.PausedRecheck
+	case !reserve:
+		wait = d.cfg.ParkFor / 2
+		spread = d.cfg.ParkFor / 2
 	case b.State == engine.BreakerOpen && b.NextProbeAt != nil:
 		wait = max(b.NextProbeAt.Sub(now), 0)
+		spread = wait / 4
+	default: // half-open: a probe is running
+		wait = halfOpenRecheck
+		spread = halfOpenRecheck / 4
 	}
-	spread := max(wait/4, 100*time.Millisecond)
-	at := now.Add(wait + rand.N(spread))
+	at := now.Add(wait + rand.N(max(spread, time.Millisecond)))
 	if d.cfg.Now != nil { // parked times are compared with the database's clock
 		at = time.Now().Add(at.Sub(now))
 	}
@@ -237,7 +249,12 @@ func (d *Dispatcher) recordProbe(st *engine.Step, v breakerVerdict, answered boo
 	case err != nil:
 		d.log.Warn("recording a circuit breaker probe failed", "handler", st.Handler, "err", err)
 	case state == engine.BreakerClosed:
-		d.log.Info("circuit breaker closed: the probe succeeded", "handler", st.Handler)
+		woken, err := d.eng.WakeParked(ctx, st.Handler)
+		if err != nil {
+			d.log.Warn("waking the steps a circuit breaker parked failed; they come back within ParkFor",
+				"handler", st.Handler, "err", err)
+		}
+		d.log.Info("circuit breaker closed: the probe succeeded", "handler", st.Handler, "woken", woken)
 	default:
 		d.log.Info("circuit breaker probe failed; open again", "handler", st.Handler, "next_probe_at", next)
 	}

@@ -53,10 +53,10 @@ type Config struct {
 	// OnPaused, when set, is called each time a feeder finds its queue paused and stops
 	// claiming (tests wait on it instead of sleeping).
 	OnPaused func(queue string)
-	// PausedRecheck is how long a claimed step of a handler its circuit breaker paused is
-	// parked for before it is claimed (and parked) again (default 5m): after a resume,
-	// the handler's steps run within this time.
-	PausedRecheck time.Duration
+	// ParkFor is how long the claimed steps of an open (or paused) circuit breaker are
+	// parked for, beyond the one kept back per claim for the next probe (default 5m):
+	// they come back spread over its second half, or at once when the breaker closes.
+	ParkFor time.Duration
 	// Now is the circuit breaker's clock (nil: the database's now()); tests move it.
 	Now func() time.Time
 }
@@ -86,8 +86,8 @@ func (c *Config) applyDefaults() {
 	if c.OutcomeBatch == 0 {
 		c.OutcomeBatch = 128
 	}
-	if c.PausedRecheck == 0 {
-		c.PausedRecheck = 5 * time.Minute
+	if c.ParkFor == 0 {
+		c.ParkFor = 5 * time.Minute
 	}
 }
 

@@ -130,11 +130,20 @@ func (e *Engine) ParkSteps(ctx context.Context, parks []Park) ([]int64, error) {
 	return e.db.LeaseParkMany(ctx, parks)
 }
 
-// ResumeHandler closes a handler's breaker and lifts its pause; ErrNotFound when no
-// handler has the name.
+// WakeParked makes the steps an open breaker parked for handler due now (the breaker
+// closed) and answers how many. One statement, reading the parked steps only.
+func (e *Engine) WakeParked(ctx context.Context, handler string) (int64, error) {
+	return e.db.JobWakeParked(ctx, handler)
+}
+
+// ResumeHandler closes a handler's breaker, lifts its pause and wakes its parked steps
+// (two statements); ErrNotFound when no handler has the name.
 func (e *Engine) ResumeHandler(ctx context.Context, name string) (Handler, error) {
 	h, err := e.db.HandlerBreakerResume(ctx, name)
 	if err != nil {
+		return Handler{}, err
+	}
+	if _, err := e.db.JobWakeParked(ctx, name); err != nil {
 		return Handler{}, err
 	}
 	return handlerOf(h), nil

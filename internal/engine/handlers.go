@@ -84,7 +84,8 @@ func CheckHandler(ctx context.Context, name string, s HandlerSettings, guard URL
 const secretRule = "must be whsec_ followed by the base64 of at least 16 bytes"
 
 // SetHandler registers or changes a handler after CheckHandler finds nothing wrong
-// (a *ValidationError otherwise; nothing is written). One statement.
+// (a *ValidationError otherwise; nothing is written). One statement (two when it turns
+// the breaker off: its parked steps are woken).
 func (e *Engine) SetHandler(ctx context.Context, name string, s HandlerSettings, guard URLChecker) (Handler, error) {
 	if errs := CheckHandler(ctx, name, s, guard); len(errs) > 0 {
 		return Handler{}, &ValidationError{Errors: errs}
@@ -103,6 +104,11 @@ func (e *Engine) SetHandler(ctx context.Context, name string, s HandlerSettings,
 	h, err := e.db.HandlerUpsert(ctx, p)
 	if err != nil {
 		return Handler{}, err
+	}
+	if t := s.Breaker.Threshold; t != nil && *t == 0 { // the breaker is off and closed: run what it parked
+		if _, err := e.db.JobWakeParked(ctx, name); err != nil {
+			return Handler{}, err
+		}
 	}
 	return handlerOf(h), nil
 }

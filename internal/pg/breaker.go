@@ -106,3 +106,10 @@ func (db *DB) LeaseParkMany(ctx context.Context, parks []Park) ([]int64, error) 
 	ids, err := db.q.LeaseParkMany(ctx, p)
 	return ids, translate(err)
 }
+
+// JobWakeParked makes the steps parked by handler's breaker due now (it closed) and
+// answers how many; one statement through jobs_breaker_parked.
+func (db *DB) JobWakeParked(ctx context.Context, handler string) (int64, error) {
+	n, err := db.q.JobWakeParked(ctx, handler)
+	return n, translate(err)
+}

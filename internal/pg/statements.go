@@ -53,6 +53,7 @@ var statements = map[string]string{
 	"JobRetry":                  dbsqlc.JobRetry,
 	"JobRetryMany":              dbsqlc.JobRetryMany,
 	"JobWakeExpiredAwaits":      dbsqlc.JobWakeExpiredAwaits,
+	"JobWakeParked":             dbsqlc.JobWakeParked,
 	"LeaseExtendMany":           dbsqlc.LeaseExtendMany,
 	"LeaseGetBackoffs":          dbsqlc.LeaseGetBackoffs,
 	"LeaseParkMany":             dbsqlc.LeaseParkMany,

@@ -213,9 +213,8 @@ WHERE h.name = $1
 RETURNING h.name, h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms, h.max_attempts, h.backoff_base_ms, h.backoff_max_ms, h.created_at, h.updated_at, h.breaker_threshold, h.breaker_probe_ms, h.breaker_probe_max_ms, h.breaker_pause_after_ms, h.breaker_state, h.consecutive_failures, h.breaker_opened_at, h.breaker_next_probe_at, h.breaker_probes, h.breaker_opens, h.paused_at, h.paused_reason
 `
 
-// Closes a handler's breaker and lifts its pause (an operator's decision): its parked
-// steps run when they come due again (at the latest breaker_probe_max_ms after they
-// were parked). Index use: handlers_pkey.
+// Closes a handler's breaker and lifts its pause (an operator's decision; the caller then
+// wakes its parked steps with JobWakeParked). Index use: handlers_pkey.
 func (q *Queries) HandlerBreakerResume(ctx context.Context, name string) (Handler, error) {
 	row := q.db.QueryRow(ctx, HandlerBreakerResume, name)
 	var i Handler
@@ -247,6 +246,30 @@ func (q *Queries) HandlerBreakerResume(ctx context.Context, name string) (Handle
 	return i, err
 }
 
+const JobWakeParked = `-- name: JobWakeParked :one
+WITH woken AS (
+    UPDATE jobs j
+    SET eligible_at = now(), lease_owner = NULL, updated_at = now()
+    WHERE j.status = 'runnable' AND j.lease_owner = 'breaker:' || $1::text
+    RETURNING j.queue
+),
+notified AS (
+    SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
+    FROM (SELECT DISTINCT w.queue FROM woken w) q
+)
+SELECT count(*)::bigint AS woken FROM woken, notified
+`
+
+// Makes the steps an open breaker parked for handler due now (the breaker closed), and
+// wakes the dispatchers of their queues. Answers how many it woke.
+// Index use: jobs_breaker_parked (it holds the parked steps only).
+func (q *Queries) JobWakeParked(ctx context.Context, handler string) (int64, error) {
+	row := q.db.QueryRow(ctx, JobWakeParked, handler)
+	var woken int64
+	err := row.Scan(&woken)
+	return woken, err
+}
+
 const LeaseParkMany = `-- name: LeaseParkMany :many
 WITH before AS (
     SELECT j.id, j.concurrency_key, j.gate_shard
@@ -260,7 +283,7 @@ updated AS (
         eligible_at = l.eligible_at,
         lease_token = NULL,
         lease_expires_at = NULL,
-        lease_owner = NULL,
+        lease_owner = 'breaker:' || j.handler,
         gate_shard = NULL,
         late_signals = NULL,
         updated_at = now()
@@ -290,10 +313,11 @@ type LeaseParkManyParams struct {
 }
 
 // Gives claimed steps of a handler whose breaker is open back without calling it: runnable
-// again at their own eligible_at (the breaker's next probe plus a jitter), the attempt
-// the claim counted undone, the gate slot returned. LeaseReleaseMany with a time per row
-// and no NOTIFY (nothing is due). Fenced per row by status and token; a row missing from
-// the result was no longer held.
+// again at their own eligible_at (the breaker's next probe, or later), the attempt the
+// claim counted undone, the gate slot returned, and marked lease_owner
+// 'breaker:<handler>' so that JobWakeParked finds them when the breaker closes.
+// LeaseReleaseMany with a time per row and no NOTIFY (nothing is due). Fenced per row
+// by status and token; a row missing from the result was no longer held.
 // Index use: jobs_pkey per id (unnest × PK lookups).
 // The gate slot an ending step held goes back to its shard (capped: a gate whose limit
 // was lowered meanwhile refills only up to its new cap).

@@ -100,9 +100,8 @@ WHERE h.name = sqlc.arg(name) AND h.breaker_state = 'half_open'
 RETURNING h.breaker_state, h.breaker_next_probe_at;
 
 -- name: HandlerBreakerResume :one
--- Closes a handler's breaker and lifts its pause (an operator's decision): its parked
--- steps run when they come due again (at the latest breaker_probe_max_ms after they
--- were parked). Index use: handlers_pkey.
+-- Closes a handler's breaker and lifts its pause (an operator's decision; the caller then
+-- wakes its parked steps with JobWakeParked). Index use: handlers_pkey.
 UPDATE handlers h
 SET breaker_state = 'closed', consecutive_failures = 0, breaker_probes = 0,
     breaker_opened_at = NULL, breaker_next_probe_at = NULL, paused_at = NULL, paused_reason = NULL,
@@ -112,10 +111,11 @@ RETURNING h.*;
 
 -- name: LeaseParkMany :many
 -- Gives claimed steps of a handler whose breaker is open back without calling it: runnable
--- again at their own eligible_at (the breaker's next probe plus a jitter), the attempt
--- the claim counted undone, the gate slot returned. LeaseReleaseMany with a time per row
--- and no NOTIFY (nothing is due). Fenced per row by status and token; a row missing from
--- the result was no longer held.
+-- again at their own eligible_at (the breaker's next probe, or later), the attempt the
+-- claim counted undone, the gate slot returned, and marked lease_owner
+-- 'breaker:<handler>' so that JobWakeParked finds them when the breaker closes.
+-- LeaseReleaseMany with a time per row and no NOTIFY (nothing is due). Fenced per row
+-- by status and token; a row missing from the result was no longer held.
 -- Index use: jobs_pkey per id (unnest × PK lookups).
 WITH before AS (
     SELECT j.id, j.concurrency_key, j.gate_shard
@@ -129,7 +129,7 @@ updated AS (
         eligible_at = l.eligible_at,
         lease_token = NULL,
         lease_expires_at = NULL,
-        lease_owner = NULL,
+        lease_owner = 'breaker:' || j.handler,
         gate_shard = NULL,
         late_signals = NULL,
         updated_at = now()
@@ -152,3 +152,19 @@ credited AS (
     WHERE s.key = d.key AND s.shard = d.shard
 )
 SELECT u.id FROM updated u;
+
+-- name: JobWakeParked :one
+-- Makes the steps an open breaker parked for handler due now (the breaker closed), and
+-- wakes the dispatchers of their queues. Answers how many it woke.
+-- Index use: jobs_breaker_parked (it holds the parked steps only).
+WITH woken AS (
+    UPDATE jobs j
+    SET eligible_at = now(), lease_owner = NULL, updated_at = now()
+    WHERE j.status = 'runnable' AND j.lease_owner = 'breaker:' || sqlc.arg(handler)::text
+    RETURNING j.queue
+),
+notified AS (
+    SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
+    FROM (SELECT DISTINCT w.queue FROM woken w) q
+)
+SELECT count(*)::bigint AS woken FROM woken, notified;

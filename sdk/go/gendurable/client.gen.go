@@ -1302,10 +1302,8 @@ type ClientInterface interface {
 
 	// ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
 	//
-	// The handler's steps are called again: those parked while the breaker was open run
-	// when they come due (at the latest the dispatcher's paused recheck, 5 minutes by
-	// default, after they were last parked). A handler whose breaker is closed is
-	// answered as it is.
+	// The handler's steps are called again: those parked while the breaker was open are
+	// made due at once. Resuming a handler whose breaker is closed changes nothing.
 	//
 	// Corresponds with POST /v1/handlers/{name}/resume (the `ResumeHandler` operationId).
 	ResumeHandler(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1902,10 +1900,8 @@ func (c *APIClient) PutHandler(ctx context.Context, name Name, body PutHandlerJS
 
 // ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
 //
-// The handler's steps are called again: those parked while the breaker was open run
-// when they come due (at the latest the dispatcher's paused recheck, 5 minutes by
-// default, after they were last parked). A handler whose breaker is closed is
-// answered as it is.
+// The handler's steps are called again: those parked while the breaker was open are
+// made due at once. Resuming a handler whose breaker is closed changes nothing.
 //
 // Corresponds with POST /v1/handlers/{name}/resume (the `ResumeHandler` operationId).
 func (c *APIClient) ResumeHandler(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4555,10 +4551,8 @@ type ClientWithResponsesInterface interface {
 
 	// ResumeHandlerWithResponse Close the handler's circuit breaker and lift the pause it caused.
 	//
-	// The handler's steps are called again: those parked while the breaker was open run
-	// when they come due (at the latest the dispatcher's paused recheck, 5 minutes by
-	// default, after they were last parked). A handler whose breaker is closed is
-	// answered as it is.
+	// The handler's steps are called again: those parked while the breaker was open are
+	// made due at once. Resuming a handler whose breaker is closed changes nothing.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6823,10 +6817,8 @@ func (c *ClientWithResponses) PutHandlerWithResponse(ctx context.Context, name N
 
 // ResumeHandlerWithResponse Close the handler's circuit breaker and lift the pause it caused.
 //
-// The handler's steps are called again: those parked while the breaker was open run
-// when they come due (at the latest the dispatcher's paused recheck, 5 minutes by
-// default, after they were last parked). A handler whose breaker is closed is
-// answered as it is.
+// The handler's steps are called again: those parked while the breaker was open are
+// made due at once. Resuming a handler whose breaker is closed changes nothing.
 //
 // Returns a wrapper object for the known response body format(s).
 //
