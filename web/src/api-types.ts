@@ -571,10 +571,8 @@ export interface paths {
         put?: never;
         /**
          * Close the handler's circuit breaker and lift the pause it caused.
-         * @description The handler's steps are called again: those parked while the breaker was open run
-         *     when they come due (at the latest the dispatcher's paused recheck, 5 minutes by
-         *     default, after they were last parked). A handler whose breaker is closed is
-         *     answered as it is.
+         * @description The handler's steps are called again: those parked while the breaker was open are
+         *     made due at once. Resuming a handler whose breaker is closed changes nothing.
          */
         post: operations["resumeHandler"];
         delete?: never;

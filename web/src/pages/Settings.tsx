@@ -38,7 +38,7 @@ function Health({ h, onResume }: { h: Handler; onResume: (name: string) => void 
   return (
     <span data-health={b.state} title={`opened ${ago(b.opened_at)}; ${b.opens} opens in all`}>
       <span class="badge s-failed">{b.state === 'open' ? 'open' : 'probing'}</span>{' '}
-      <span class="muted">{b.state === 'open' ? `probe ${ago(b.next_probe_at)}` : 'probe running'}</span> {resume}
+      <span class="muted">{b.state !== 'open' ? 'probe running' : b.next_probe_at && new Date(b.next_probe_at).getTime() > Date.now() ? `probe ${ago(b.next_probe_at)}` : 'probe due'}</span> {resume}
     </span>
   );
 }
