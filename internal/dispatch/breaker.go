@@ -237,10 +237,14 @@ func (d *Dispatcher) parkUntil(b engine.BreakerProbe, now time.Time, reserve boo
 // recordProbe records the outcome of the probe this step carried (if it carried one):
 // answered is false for a call abandoned without an answer (shutdown, lease lost), whose
 // probe is given up and sent again after its deadline. Any answer that is not a breaker
-// failure (a 4xx too: the endpoint is up) closes the breaker.
-func (d *Dispatcher) recordProbe(st *engine.Step, v breakerVerdict, answered bool) {
-	if !d.probes.take(st.LeaseToken) || !answered {
-		return
+// failure (a 4xx too: the endpoint is up) closes the breaker. It reports whether the
+// step carried the probe.
+func (d *Dispatcher) recordProbe(st *engine.Step, v breakerVerdict, answered bool) bool {
+	if !d.probes.take(st.LeaseToken) {
+		return false
+	}
+	if !answered {
+		return true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -258,4 +262,5 @@ func (d *Dispatcher) recordProbe(st *engine.Step, v breakerVerdict, answered boo
 	default:
 		d.log.Info("circuit breaker probe failed; open again", "handler", st.Handler, "next_probe_at", next)
 	}
+	return true
 }

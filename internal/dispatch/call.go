@@ -34,10 +34,13 @@ func (d *Dispatcher) runStep(ctx context.Context, f *feeder, st engine.Step) {
 		f.release()
 		return
 	}
-	d.recordProbe(&st, verdict, verdict != verdictNone || outcome.HTTPStatus != nil)
+	note := noteOf(&st, verdict)
+	if d.recordProbe(&st, verdict, verdict != verdictNone || outcome.HTTPStatus != nil) {
+		note.verdict = verdictNone // the probe's result is recorded already
+	}
 	d.leases.markCompleting(st.ID, st.LeaseToken)
 	defer f.release()
-	d.completer.submit(st.WithOutcome(outcome), noteOf(&st, verdict),
+	d.completer.submit(st.WithOutcome(outcome), note,
 		func(applied *engine.OutcomeApplied, err error) {
 			d.leases.remove(st.ID, st.LeaseToken)
 			d.metrics.Steps.WithLabelValues(st.Queue, st.Handler, outcome.Label).Inc()
