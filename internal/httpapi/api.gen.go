@@ -78,6 +78,27 @@ func (e APIKeyCreatedScope) Valid() bool {
 	}
 }
 
+// Defines values for BreakerState.
+const (
+	Closed   BreakerState = "closed"
+	HalfOpen BreakerState = "half_open"
+	Open     BreakerState = "open"
+)
+
+// Valid indicates whether the value is a known member of the BreakerState enum.
+func (e BreakerState) Valid() bool {
+	switch e {
+	case Closed:
+		return true
+	case HalfOpen:
+		return true
+	case Open:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobStatus.
 const (
 	Awaiting  JobStatus = "awaiting"
@@ -274,6 +295,60 @@ type AnswerSpawn struct {
 // AnyJSON Any JSON value (null is refused).
 type AnyJSON = json.RawMessage
 
+// Breaker defines model for Breaker.
+type Breaker struct {
+	ConsecutiveFailures int `json:"consecutive_failures"`
+
+	// NextProbeAt Open, when the next probe may go; half-open, when the running probe is given up for lost.
+	NextProbeAt *time.Time `json:"next_probe_at"`
+	OpenedAt    *time.Time `json:"opened_at"`
+
+	// Opens Times the breaker opened.
+	Opens int64 `json:"opens"`
+
+	// PauseAfter A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	PauseAfter Duration `json:"pause_after"`
+
+	// Paused The breaker stayed open for longer than pause_after; POST .../resume.
+	Paused       bool       `json:"paused"`
+	PausedAt     *time.Time `json:"paused_at"`
+	PausedReason *string    `json:"paused_reason"`
+
+	// ProbeInterval A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	ProbeInterval Duration `json:"probe_interval"`
+
+	// ProbeIntervalMax A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	ProbeIntervalMax Duration `json:"probe_interval_max"`
+
+	// State closed calls every step; open parks them until the next probe; half_open while the probe runs.
+	State     BreakerState `json:"state"`
+	Threshold int          `json:"threshold"`
+}
+
+// BreakerState closed calls every step; open parks them until the next probe; half_open while the probe runs.
+type BreakerState string
+
+// BreakerPut The handler's circuit breaker (docs/flow-control.md); absent fields keep their value.
+type BreakerPut struct {
+	// PauseAfter A breaker open for longer pauses the handler until it is resumed; "0s" never pauses. Default 1h.
+	PauseAfter *Duration `json:"pause_after,omitempty"`
+
+	// ProbeInterval Wait before the first probe of an open breaker; doubled by each failed probe. Default 5s.
+	ProbeInterval *Duration `json:"probe_interval,omitempty"`
+
+	// ProbeIntervalMax The longest wait between probes. Default 5m.
+	ProbeIntervalMax *Duration `json:"probe_interval_max,omitempty"`
+
+	// Threshold Consecutive failures (connection errors, timeouts, 5xx) that open the breaker; 0 turns it off. Default 10.
+	Threshold *int `json:"threshold,omitempty"`
+}
+
 // BulkFilter Every field set narrows the selection; at least one, or `all`, is required.
 type BulkFilter struct {
 	// All Act on every job the action applies to; not combined with other fields.
@@ -388,6 +463,7 @@ type HandlerConfig struct {
 	//
 	// Example: 30s
 	BackoffMax  Duration  `json:"backoff_max"`
+	Breaker     Breaker   `json:"breaker"`
 	CreatedAt   time.Time `json:"created_at"`
 	MaxAttempts int       `json:"max_attempts"`
 	Name        string    `json:"name"`
@@ -419,8 +495,11 @@ type HandlerPut struct {
 	// BackoffMax A Go duration such as "500ms", "30s", "1h30m".
 	//
 	// Example: 30s
-	BackoffMax  *Duration `json:"backoff_max,omitempty"`
-	MaxAttempts *int      `json:"max_attempts,omitempty"`
+	BackoffMax *Duration `json:"backoff_max,omitempty"`
+
+	// Breaker The handler's circuit breaker (docs/flow-control.md); absent fields keep their value.
+	Breaker     *BreakerPut `json:"breaker,omitempty"`
+	MaxAttempts *int        `json:"max_attempts,omitempty"`
 
 	// Secret Signing secret (whsec_ + base64 of at least 16 bytes); generated when absent.
 	Secret *string `json:"secret,omitempty"`
@@ -1274,6 +1353,9 @@ type ServerInterface interface {
 	// PutHandler Register or change a webhook handler.
 	// (PUT /v1/handlers/{name})
 	PutHandler(w http.ResponseWriter, r *http.Request, name Name)
+	// ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
+	// (POST /v1/handlers/{name}/resume)
+	ResumeHandler(w http.ResponseWriter, r *http.Request, name Name)
 	// RotateHandlerSecret Replace the signing secret, keeping the old one valid for an overlap window.
 	// (POST /v1/handlers/{name}/rotate-secret)
 	RotateHandlerSecret(w http.ResponseWriter, r *http.Request, name Name)
@@ -1439,6 +1521,12 @@ func (_ Unimplemented) GetHandler(w http.ResponseWriter, r *http.Request, name N
 // PutHandler Register or change a webhook handler.
 // (PUT /v1/handlers/{name})
 func (_ Unimplemented) PutHandler(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
+// (POST /v1/handlers/{name}/resume)
+func (_ Unimplemented) ResumeHandler(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1876,6 +1964,32 @@ func (siw *ServerInterfaceWrapper) PutHandler(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PutHandler(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeHandler operation middleware
+func (siw *ServerInterfaceWrapper) ResumeHandler(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeHandler(w, r, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2922,6 +3036,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/v1/api-keys/{id}", wrapper.RevokeAPIKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/handlers/{name}/resume", wrapper.ResumeHandler)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/handlers/{name}/rotate-secret", wrapper.RotateHandlerSecret)
@@ -3996,6 +4113,109 @@ type PutHandlerdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response PutHandlerdefaultApplicationProblemPlusJSONResponse) VisitPutHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandlerRequestObject struct {
+	Name Name `json:"name"`
+}
+
+type ResumeHandlerResponseObject interface {
+	VisitResumeHandlerResponse(w http.ResponseWriter) error
+}
+
+type ResumeHandler200JSONResponse HandlerConfig
+
+func (response ResumeHandler200JSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandler401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeHandler401ApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandler403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeHandler403ApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandler404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeHandler404ApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandler422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeHandler422ApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandlerdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ResumeHandlerdefaultApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -6911,6 +7131,9 @@ type StrictServerInterface interface {
 	// PutHandler Register or change a webhook handler.
 	// (PUT /v1/handlers/{name})
 	PutHandler(ctx context.Context, request PutHandlerRequestObject) (PutHandlerResponseObject, error)
+	// ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
+	// (POST /v1/handlers/{name}/resume)
+	ResumeHandler(ctx context.Context, request ResumeHandlerRequestObject) (ResumeHandlerResponseObject, error)
 	// RotateHandlerSecret Replace the signing secret, keeping the old one valid for an overlap window.
 	// (POST /v1/handlers/{name}/rotate-secret)
 	RotateHandlerSecret(ctx context.Context, request RotateHandlerSecretRequestObject) (RotateHandlerSecretResponseObject, error)
@@ -7376,6 +7599,32 @@ func (sh *strictHandler) PutHandler(w http.ResponseWriter, r *http.Request, name
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(PutHandlerResponseObject); ok {
 		if err := validResponse.VisitPutHandlerResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ResumeHandler operation middleware
+func (sh *strictHandler) ResumeHandler(w http.ResponseWriter, r *http.Request, name Name) {
+	var request ResumeHandlerRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResumeHandler(ctx, request.(ResumeHandlerRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResumeHandler")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResumeHandlerResponseObject); ok {
+		if err := validResponse.VisitResumeHandlerResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -8193,177 +8442,188 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H2Lchs3tuCvoLi3yuRNi6JkOzehamqvYufhTMbxWE6ldkOvCHaDJKwmwABoUYzjqvma+YP9gf2U+ZIt",
-	"nAP0i2iySUl2nHFN1URmd+N53s+3nVgullIwYXRn+LazpIoumGEK/vUsYYulNEzE67+ytf0lYTpWfGm4",
-	"FJ1h55wotmTUkBU3cy6ImTOimbpm6oEmvPiYrLhI5Ip0v/36+dOfXp5/9cPXl8+efv23Fz+++vr5k/91",
-	"+fOz509//DkaiYRNaZYacvpo3iNU6BVTGkZ9Iyfw3yu2JlOutCELmrCI0FRLQqeGKcINmXLB9Zwl/ZHo",
-	"RB1ulzhnNGGqE3UEXbDOsLylI7unqKPjOVtQu7kFvfmBiZmZd4aPT06jzoIL/++TqGPWSzuANoqLWefd",
-	"u6jzvZw8e2o/hJmW1MyLeXjSiTqK/ZpxxZLO0KiMlaeaSrWgxr4nzOePOjAXX2SL8kxcGDZjCqZ6DqMG",
-	"Z4L/bJvrPxSbdoad/3FcXPUxPtXHMO47O4NieimFZnDxX9HkJfs1Y9rYf8VSGCbgT7pcpjym9v6Pl0pO",
-	"Urb47I22wPC25Ywv8CuctApOr+aMTGSyJlwTIQ25pilPyPcXPz4nXanIXKaJJgk11N24BQh4ek3TjPX6",
-	"nXdR54kU05TH733d8ZyKGSOxTFOeMA0YAQtUTMtMxeyBJnGmFBOGaEMNg9V+I9WEJwkT73u55y+eAS7N",
-	"qXarpAnRsVyyM7cVTQRjCaGC0GTBhX0blvxcmm9kJpL3ueLnkugsnudnCQvx77/HdZwL8vKbJ+TLR4//",
-	"i7jBYSmvpPyBqhn7UMgirx02aP4bIylfcAPr+knQzMyl4r+x93pf55mZM2Hc+LBCQahIYI0TRpVdrrxi",
-	"gkiVgyLXZMG15mIWkZWSYmYfKnYtr1jidrNUMmZa00n63o9aITmskKYzMmZKSaXHxBJhTRiN52RCEzLl",
-	"LLWLfufpMFDV8xfPHBtdKrlkynCktrFi1LDkkpoKa0ioYUeGA3WvMZ/I8pcQG6mzjqiTUm0uM719eJGl",
-	"KZ4qMo+N6YTjPxsPlopN+c2maPAKmfUD7dh1PKeKxlaw6Ie24+75VmsE8mU/Z8Iy0l86QLiANdKk8zrE",
-	"wQum+QtybMdMcah8d1H5impHWll7MYmcvGGxscvCW38CAwCoJgm3h0TTFyUomNJUs6gGGP7US4LJ6WCw",
-	"QzC59UFUzmDXjgAMaZr+OO0Mf9mOYQ7830V1+L8KyZYOgEh3llxd/usf/+wNiZ7LlSBSxCwi2kjFEiJF",
-	"uiZUE2o52TwAWrW92ak2t/Q639QPHEWe6gLpkl9esTX8zQ1b6F3EJN+qn4kqRdcbq8nHDZ4yiL/nK8rN",
-	"TrCpHt0Lqq5yqTkThqeEEs1ngqZAqBLCBRnjD3pMqFL8mmnSpWLtX1vNLXFecGNY0hsJqcjYoqHMzJgs",
-	"qdb2dcEs26m82SfnZEFNPOdi5ocyc2rcHAlZzXnK7NpGQhu2JIoKsqJXTFvxnRq4XJTeqzfgFlu5gD2x",
-	"onoTUQeksJ3ysSM6VsyEQfAQdn32NFPAi+DGG272qRRsz4v9BvSb/GpBxhwrprPUjM8IJUsK8iXXxEjL",
-	"f+qniK/ut+fmDXxDebrvBihP8+ULuYpgDzIzRDGj1lzM2mwDmO5d7eI5u9kXv15mqOoKdmOFebYkXVRI",
-	"xglL6Xrci0hMFWyHjAHMxpubgFfbw9FB8Nq865f2uA/ctqYLhtumM8oFqeyddNkNLorTlExofCWn0yqR",
-	"OLO4HstMGA3qhTFssTR3cEJ3ChcXS7oSe57QM6GZMmQcz3maKCbGIPQuN8mxpZxrIgUjcmofLUARy80X",
-	"G0fhB2zNgGD1T+xXdkcLevMMvzoZDCypvANaWGNl+QrDrGwNH20akMS6pMGTrpXxLN4rNrXyVc+exM3R",
-	"TB65Ia1I339JV3+zWsCM2bG/ytKrb3hqmNrzsr6GOwBJnWhmiKBKyZV2RqyUxfa9M8uUUka1ZU0ssirJ",
-	"mKbpOMJV4v4374umaWCzsR3E3b03aFGYhoD+wizBOwP9IpaLCReWYVoaL82cKVxqWXyeSJkyCqCfy6dT",
-	"dxDVqZ2sBhxWIcLacdqpGn7sCZtKxZoHx+ftx51TkaRMtTNRRVZ0u2zSNr6XE01Wc6lRZtSGKuNsMBwo",
-	"y16mvajza8Yy1nZhFnkyHTgXKmKWDonKhLB4ExF2w+LMgIZLrVzHxaxPgBQPyZTylCWWc9ivUoSqVrj+",
-	"vZxc4BLewcY8qgeEzw3MtNhTsvTtoZtMc5zbtrYSdlpdlC9QmHV2XqRHIXV7IcHE6yTJN/Z6zZxrMrE/",
-	"EWMlRnetzmqKdG2HFbVMsNz6XzceiheV6pSYihlqPQEQdE9Jl7p79HzOorp9n4mE2n/nt5wbChe9flB/",
-	"XwRx7m+Vo1FsQbk4IzFNU8eUjYRTKuQUOLkQ8dgg5LhBN3PofJ6yicxEzA7ijiXTKAgSiRsMEDeWaUqX",
-	"mhEujAT+CHIuKA0cJMIlEwkXs5HoerQCHou6SJxSvmBJb4iWmBmoNfY7owkXy8wgP870HH+34gkxciTG",
-	"S6a4TMZkquQCBVMcMaVoaKaCjBf05tJi7bhkfubI8UHHWdDErrJPXln1xi5cZUKDSkPyCSyfBwXK3byQ",
-	"RLCVH6drqbMpTdWL8uMaCbsYbXAnZzB9mTEQqux1WxqIQkV4cT/a5biDikYihw/38gKUMQqLeiMnsBlv",
-	"npulckJT0k35FSPjK7Ye94aEizjNEqfTOZJu9UtuLAxeMbYk7ldN6JIq0yfPpXG6ix0jIuOSq8jqw2M4",
-	"Bxiw5q4h6M7pRWSsMnFJzRg4MoqeIb3RmRb2JP/++PcRPvGC91IM64aJfJAg0vkvA164byVJ3GM0lFNN",
-	"Rp3Hg8FCjzoRGXUeDtwfJ/OHg8WoY+kAu6GLZWoneTjQdm4riCs74P/p/jI4+vL1Z93RqI9/9f5nV+jf",
-	"M/37//u/+veF/l3/vvh93ut99h8hvv6NBcevvSxe5xosDRDPF9RKOQi18EpEWH/WB+p2/PB4qbhU3KyD",
-	"psOFkwU3rZMbFN/OXXwQOuVvnRxcE+euKU+91bmm0SrGiE6l0ZZshEn4IfZdB7gbv+csdHMaPacq0eFn",
-	"2TLZcwlB+MTZ86mi0snUbKSlCZvOOWxrm1ki11rPgfvaZWbDIZuW8SLbV/TJ76AqfuwSQMo3tGtPF/hm",
-	"fSc4c9NOLvLhC/lqQ4n3Ko49lAfaga5lHSCpgEm1Ill9/mjXrr5D8v5EiimfbV6oswFcTqhm+xBU/92C",
-	"3uzz2SHIZum9M0M04M82/8c1l5m+1CxWzFyymyVXTLvpq2f/E+j+YAuxN+A/Jfgp0YanKVhNtRUglTSw",
-	"qQfo30vpsteoW+32jcAUwR3sbdI8hJpEnUylu0m0cz3Yd/M1FyusXVRUBa0qxOxHjhwIhymSF19aE6Uq",
-	"QuyiTvnwWxa2P416z1hXx6AKZdxJFnPgrOLLBZ8JcCQgfnRXc83iS/IZsZv6/JEVGHLrzMnnZLI2TPfO",
-	"yIwJpsAiAahGJ5qJuhEAHAYliQeH/uX86H/To98GR19+dvz6s7+8HUSn74IiziE4owImobkxy+HxsRVi",
-	"7Z/a/v3Tyx9QOzJsiZT5xY8Xr1hCjNzYxKMvKrLsF7u4uF1EEMwYTe0AddB32tblgs9wJw3ksTCBbJ/f",
-	"vRdawvdyEhC8EKQCMq+DNS80FqE1bDkkA1S6KFqp7cWkDMxfLgQBFB6riQlp0FjEkjNCcwMsaJ1WddGg",
-	"OqYWwOxQD7S3VuuwpOee3tKR7W1DYYxwTjy0nbs3UU2mdrFTqZwd9S+EinWvYkba9OuH15IbhtFOcemi",
-	"H9DuEbA+SoEXgPobuK53bfIQPu1tBZeNHuOKNSH3k1Ht1FuvdXeRKCCBEFKwXlC1YCmf8UnKgtz8ZyAu",
-	"uXUPZlrQtf3hzNl7aJJytPH7u3JXU533MCg5wNsRdTyE3wo+S4bbw+NSwIqx7/LbApflCawmix22VxxJ",
-	"rgTud+f7u0VJ9G5eNhxUwwTl7x1NLvuEAm85lTn8NLdvbwbiUMMucwWnXWDHS1DmFty8ZNPOu9che+4b",
-	"OclDgewUGKRGupoxUkypAR0ajqBgFaUPNtES3TqlOTwVSBRdaTDwRc7OYBczYZZ8FiM2kIZWcl/1HDaJ",
-	"6SHudwwgS7KUXXodZPN0/SslU5/fdYneUBKn3G4t4cm2gy4HErmpDY+vwlPbJ54JNy/jForLIVEahTjS",
-	"2m9i2XvAhZOLDiCNhZn+IdrQil6xEEtZY/jDlZNBwIAMBv2hC6eJiMf7iDgptMVVhkLdkAYU1Dw/thLx",
-	"qLJAT7T9reQQ7ZmRO8ZcDtrU2NCMVJcXykQxQOCadbkqQ2sQK7+iJp7vqT69kZP2+t73coK+jaCvfbtH",
-	"rnwtMOm2TTQ5pQ5bLUt26qbbVvSUGR8A1IpLWAF/M/bPX/Klv8gww8pfM9LQtEEJwRixSwc/LeUQ/1U+",
-	"8M5v6jpNZYDNZWwsPgpsOhyTWADWftAbkMf39IAkJRffVg3Xvwff7Bmvs2cAQM1LFFAK0bIZ9hmRrtWM",
-	"0H8MeNJDKd09XXFw1YGuTY6vT44t6B8QOdBKrPXxMIVEW2c7SrEU/TlXbG1VU81iKRLvpUOPKCUpv0Y2",
-	"j7kxHOLoMiU0smDHeQ/wfh1syynLndvD7d17+0ZbVAXUfcSxrWLjBbtmiqYlwVGTLsbzZ/EVw8jU3tDb",
-	"FJxnN12jaIUxPe5NCLEdCX8lmqwYn81NBOYHrq2Oyq1IAb5mmqZ5DJjLoAPnLIQaOW+0YP2RKJymxT7G",
-	"pGvHl4IdofBqaVdvSGb82kq1E2nmpWgqlxV3iCRbMLUvAmIteGIP9Ct5GtDAZHJOdUs24+lZyPeoGAj8",
-	"YBxSGSsM9A7ZfFBCglEJ1McgAOLJKVxx2e4QjtBKWJJhjkrYilI7l8rrjdzhhXN83k4cCOkqgt2YyzhT",
-	"WrbRe0NiQ3WMhvu9yCV1n6vg7SngoXbhUp2STSzqJFLYpxgw1fE2qpSFUhuizg9Wgf/6xjCR4MHXfHlt",
-	"LQXbd7wxTGi/sBSLUftxc8iUqqwry0BQ3r4k/Cy0judBRfIHZgxTOiIJn3GjI/Lg8kFEHvTt/w3t/x09",
-	"OCMnRyenX9SSeUpm9MKA/rr487I/PHr9dhCdnP5X2JpeUd/s2Yi1Q/TwKSEI7jITlOB/W9ApEFo71qYa",
-	"tYkWmwaT/BeRLSbAAjdR+3XUfgU7ol1/zEwsF+wcwkWTIOpftjbB7a0mb6I5amxbzPovSvJA7pV+XD+Q",
-	"ATJUMMlUvM9fluSNQWgPpSzQOsX36knYctqeQpbiWQKEkgttqJOUg9aLrMEOaLhJw1/hD29LETqZEsMZ",
-	"E0mmLHQOXYbjELIQUZzeSQ3WkNCGk269sb97aazuUHRadEA5gxjHXccI4z7BV2/hp+ficppaeWpPR71M",
-	"E6bNpWcvtzIKL6mVp8K+EMUME+FArVdzRkDWfWBlMvealSDKfiede2+wkgJxWNPOYnfrOB/ngXc7rB95",
-	"5MAgv/Pgue7ney/DxaYDsOQKa0HRClGg3fuJy8Fq8WohjLR734kn7V7OhZ4D7A93IzDV7iMcCQHA255w",
-	"IiXZZWNygzYu5ZDYB0eqAqFPUjCy5PEValmaUAOx5hvB5Lv03A1SVFMnwXlvJ3NY7FLXnUXXJTpuRLDv",
-	"Vq/bUp52ylJhjdmQUb6TK5JKMcO4e0+2qpSKKqvwLM0ZGXUGetQprA+yWgumVPfl5devvn7+6tmPz/vh",
-	"jASreubFZpy80OkEqx+Auv1Ag6+3VIGmUOFDxo8NkpnrugGeBzMERMi/srUzsczpNSPUraXi5mjG9kmm",
-	"dI0+ywwxuC5MHsQmG3mgcr6UFvPeFSNR6CjALUf5ie7HIvIrCpOlmmFnPwvHTvpUHn3r4g4gVB4Qaskd",
-	"Uhusj6Fz0EILX9WP5i+vHobaREeK2/WAUEMqN2WSsIQsmXJGx3aTBgV1P2PgSHOg2Hqm+2vLzqC66+5d",
-	"er5HlTaWRzTjtRn8Z3wziBJN2/2ZFZykKXjXXVBeEAtyNcBIyI0u0aB945IvnOP2bkqTxEqKIPnZGjdy",
-	"SDgIFOLYovLuDqaAEQyPr+6nOgpYwAr76CYPg0g0O3/7tEkXDFy2mekrDl7XNJWroBFsm9jQHAtiV/Cb",
-	"k5DvTdMAaCnNVXZIexe1dzv7rZf0k/IJ166zCh/7cRyPEWGG4wMd2rObHMN2cZti6G3L2p/VeKSsguBj",
-	"lzsWkc/RuYAU31liIkKJf18q0v3vucxUuu4Rqcio89/o9IDUomo+0X8ePyb/if+rBaw+/nyn92lfp+Ce",
-	"/rYS9hTiJSJOndparHL5cEICwZ1KRSiGvOSFTPKolwe6iOi3L3MN7jk4mv3xNF+cu80teNvmmMqoXOz7",
-	"p1dPOoEaZ8/On58T/0WeUPZ1ZgHq+AVVvO4Y/fzRLmR3WL7N23MBUd4vXdbDnuBdutbW9TQaos6RLK/y",
-	"qPNgOHnvLuPJQ2oQRvoGGLIUOls0BuLeZyWx5hwYuk4lTfaO0mK/bp7+U2aRRq2JVOiWz9W6N3IyJCcR",
-	"OY3Iw3/9459tVK1Q2JOdNSrMXLjyGnPID/l1482EPW+hMkVb2QLe8k6m4IZtXs4Fw4qM919crOVl5yS3",
-	"rQxc7OMrX2x2f6l/z0iHD3MEGPG2+yDMbd07MFD791fyqim+FNMOIKKznnXgzY8tSgsUC4oK3xHMGjyH",
-	"ooTNfnUGzjFEElUk6bz4Z6AiAc+EwlJz5spMPdAkEynTED2DiRVSsEAJnt0xVYEoqnuOiLqHYCPSFZbr",
-	"Y1jLYmnWvVZWtD9y0NAeIScXLgy4MQ0p4ENw93dZSbEpbC33lqexKTobs7wsXI67td/WpEGi23kTeKz6",
-	"5YrZRERbjI1IApWSppSnEZZ1Awc3hV8yxYY+bjmCnLdLOJ+IxFIIrLnkfynHVCTI8UMOVrWvwONDvVtJ",
-	"C/V4Zn8S1dOuLKR6e1UA8eDQBHtYe2xPgvczVFjEwLQVm8ylvMqLp6NWB6skp4PBkLAbGps0Lz4WuMCR",
-	"2LjBPvlJXAm5EuVaIy6sjHShjhWeEHykrbowocmlrynew9CzBb0p7+UEyELtl4D7bzeBKwpllnx6uz+B",
-	"CozOVdfuCyh56Ow67b6A8oLonFHrdp9gbT4LqL4E3e5vsFpdWJMwbJmz0VsXUryj7K+2iVwHpszcMrAF",
-	"UL8wQ6HAlqN6LemhCZVvk9DKtasreQI2hyJdyah17+6KjPzxE/l2p9M1my8PTB1qkQdEuoPqvQTvpF3S",
-	"jQeu7Xkz9cSb0m03wR9EGwYADSvCa6bJnFFlJoxi7KvjbD5bVa9FPFdSQIEKC4uucmUe4hioy7p3FGV0",
-	"u+DGqLMj4tKew4+F7LIHT7VqDwggvlD9NE/Kh9Mqs1HktRHWoQ5x4ZHoFsy9F6pT9YnR7cfoSoATUFcx",
-	"VR+urw/vVbwrt4yetTfZYP2xtKG97cei/E7LDwzZtIxS5caG5hAObCGrpQabisUM635rxsjNkftd9+1b",
-	"ve01aJsSfIvcRAip92EgdlqIlpjKNJUrQBN7jw80eSO5IF0XhUOsstg+37aQbAJxmXmOVbiA4hP3GEtA",
-	"zOVKnJF65m+Y0b5Bvr5rYS6uPmUtCrAU5LpISAuVD/J2SWeQ0SRBa2lefLU47hXVeZU/gjF6ToQoH/Z+",
-	"Z91krSxy3sJnHVh4fuqki//Ja2n32t7D3im0+cDoxpkqpudWM42lMFxkjrlX/DW44QKYSsWIXrdIgiiy",
-	"ATseEppQudHe//FY9Lf00wja2UNH8WquZDabO4myVoxGclGL8KmFfOcOrs1QPCQ/PnrNzBlXG4npbYI5",
-	"N+vZQ1llJ7x3MbQ8T83WFS2613K2BRdZPVBruwx1YOqqm2gzQhRHDF3QVm7lbmjzO3S3ZYqb9YWFHRf+",
-	"BJ2A8hY9YDrGn/IB5sYssSUPF1MZqn3pYuIB1zVT1zxmkMcptZkpdvH3H/DqXdFXyOgDAmnFXG8ipp4p",
-	"9kfiCdRI8AVjXJyjSCxDy8nXWR7dyH0xVV0UggGeHQHPxQlHYFF1zBCyNVH6f6Ch2FPXjuor01wYKhKq",
-	"EvKzY8c9TExzSZ1e2BwJyEUzOed19JMa1icXjJFExvp4qaSRsUz7iyTXV2Dz+YORGAlIbUCTTr27lR0m",
-	"W8B5dJtaLPX65GefMYcBnyMBRBf2QwU0eAJxKnJ5ksfXJ1iqWDCWaDJ2KslvMPaQfIUNokbZYPAwhg/h",
-	"T+YKvLq8iU6RD9GJOtdMaZdK0j/pD8BmuWSCLnln2HnYH/QfYqLSHADveA71rn6DepPoA7Z0BOZ/lnSG",
-	"nW+ZcSWxao3xTgeDLZ2n9us45WYINJz6admv4Exn+MvrqKOzxYJa2RoELh9QzDXJgGkZOtMWCfOd6M5r",
-	"O8ixYjRZb93rS/vGh9kqTA3tvR4PHr7fnnIGut6tdx91Qg2dWFUQcmlpPM/LTmNdNKzV3nj+1yfHdMmP",
-	"fAOh4CX8wLXBpkH6Pu+h1OQocCRYOueKrSPfd82qt9qXeMYubI8GJ02z5Ms+rjSeg48e7v6oaIYIK3NB",
-	"Kru+Kq64fG12i76zXN6qyDUQBTq60Cy9ZrrXJ+fQ3hC6XTVeY9RZSh24Nmx94Lo9IS9k2nwlk/UdX5lr",
-	"H/auynFdkmINXE7uZe4kBDHukQOMwe7bKjUWfX+w9OikxRd5D0f7welpm3WV2xHeHmTxLD3DhLIPpqi9",
-	"DkEwXDv2D6UH2oFujQIdv+XJO9ddh6GQWQXpl4D5JZCuwNajQFpNqUXj+7pQXMf2L/JGpR/qQvFgShfa",
-	"mtaUmjD/cv/dhV87EMkrbzdyqG/hjXvkT3lZ8EbuNPOtcw8CtbvgKijDlsJB3JqK65ymcnVkz0PJtMBA",
-	"ON7jt1dsvRX/nsLv3+b1tXZgH76eVGgFJcuUckH++peTyjrtY7CEfMLVTVxdSEjk2uNeo0Z5Onx7d4sm",
-	"TY1qb4cgH8dt/SjYfhdVo6iB9t01NPEV8kuNufq+pXyVFF/lkl+YFu/XVP511HG2r5pZ07VJpLCqqAao",
-	"gNjJwtUCKtpMgbEBYkMMXzDS/etfTnr9kbgI1PwnY2xOMCZKrvQZWUjFCP5EUmbw366SsmVUaD+ZZHo9",
-	"EnZ6xZy3DCxr2FWAC2IPPk1Ziqp7FVFeZAWi3L3c7Fs7tBKZ3ztqfhKVb8WHmSHZkhhJxq4OFpjpXKck",
-	"rjeQAzGClROvtzPrcs3/RnHoO//SfVpOSp0JGoUit9o/glyk2IxrAy6pfFXFYRe9DuoHffzW0tMWktF3",
-	"eeREa+Hok7jTKO5sv6NmCafxFu4c8n0XjTBJvTXkfzwCz66rqsk4oWmKV1xkdJO4cQ4ZUL6b2yoXPsaY",
-	"FDUmM2YliFKrjTFmPP3rH/8c+/j5DW5fBpq7Z/ilVinvmecfAKmf+P/tyBcyGfDeQ7/KwoV3ENs5hmZL",
-	"7KjICTwUm2QoHOdpZsV7UCpWXCRy5ZgllhLFS4aW4aBprCT6GU2msM3+CuPz0iQaCb2ksV2nndxgJ3+3",
-	"8aP8o15EtPTxPQqajRK94iaeWwEIJXS5ssK5b7ZfMwHCYTiovvBdmO4DZ2s5n+8c4v4B8NQ3D9alXNA/",
-	"Ou7uzco+EmRfpjR2oU2VjlAR9OjxmCVTcFcRKIqHMT7Cd05zaLedJviyqY3y/vdY1jRknv01Y2pdGAV8",
-	"mG87uPRZSuGxihSTVoNVotrDI5Yq/t/B+lwAc6PBYyNKqqkOhisV62MW82T6JZ2x3PhSm9xVl22Y/+Fp",
-	"tTop9DINJmCHt5a3u8wHL0pYDkplVh7v7D39+h7Jmq8DHCBoVm7E4zuYDH0Q/d7qkxYdI0t989DFMvpi",
-	"Z4J3TRz3dHBS9Jl2vYzPXEQKth3GsKBSCfXu1j7tvZGgKcQLYCWmiJwOBn4KLLUOXHpcLtw8hILS4z75",
-	"GUNhRmJcK04/JpoxUU5zz2umlcrde6mh686VnD4i8x4sYSTybUIwk13LFVv7XN3wgiKymlMDPnHL4ZDC",
-	"+FWOxNhXsx6XeuoXZa9LB1Vtu11Uoq+dDnTDjqAft3Nj1rpxJ9CKO/ILdrW6/fEFRBSsC/49hFjuJ6qV",
-	"LgBqQL2+H8mm1BPk/SojlfYemxThvAD4Cjx7/xHkaoa6KLh2PhyKm+Rv+X4EtCiBHiqTDvTnLiMTduzS",
-	"P/ukbd0BNcbD9N34A0S4JD8d57U3w3T53KWlcpHrPVDo4wyG5wKFN4jbhuxShMvVXKYMe3f0m0mB7twb",
-	"KmMLofePyeWuP1vAHPrll+l8L9o44U+ocHeogL6HkwEZDAboeuACi71axXnh2s1uwRKswNuMJq+g6lTV",
-	"xbGwsGDpqSfguprYgdwTR3aBzl6HHQn4xs7BREKFgQztcaXXDQQGuYWNSSKZHpa7W1p1qlz2wzJ1KWJm",
-	"Zy05HCEdzjipArKwfFphd5rS2YwlZFzvKTqG1qv4FCQFwjFBxFAIGhaQowGOygjjF3p9Mka7TzLGR9pZ",
-	"VOzX7gl0+RuJ8qZ9IOMZGS+kYmOi6VoXBws3qdgC2q1BgDLM5jIfuSFcjwRkC/bJuauOQaY8NVaOytus",
-	"DAmNLbUsrQj7trwddfDlUWdI3o46NE3tX0BG3gWlnCdwUvdI2r7K0qsc198vdcOpmygblDQAaQM7Nrk7",
-	"/aMTsQ8SNwhAEnkSZIWwBARqE8+x02VOMHxjRrAEOsjdQanydM4DCBWmk4CR1lccb6Rbdh7O9EgA4Wqg",
-	"TrAYJE59co6oVVJQ6t2wNEnZ1FjFzR5MV06Jdl2e9JyCRZaiyOuURLskwGO7lMQSmSYqMRLbyQQ5gEo4",
-	"Te4AMgF5tJ+oxEdDJQZf7v7iiRTTlGPO1Qcyu0Llnmaq0oTdBxAZH5Pc5G1GPf8+BW3XzLLBJ+A12D+5",
-	"hzkXVTjIShN5gyKlT5VGSStshdvLBmO196edPPC4Ln7u73/zAzaZA8+bBVmuS/Dr4oPONoVaSEYuxNqR",
-	"8HItVYpfW370aPClyyzODXHewuLzTrfKePcM4Vtgm9Cpcekxjn38sSNmPgr6ifdalkqg/aPBqsA5UrWg",
-	"jMflygvbnFNPiiz1Fj6qT66T+3adfBSEP1S8Y7fT5W7IfV6A6C4ofhUlvvNDX2BlpfuQi/N+ju9ZKK62",
-	"tAxFhbpnhwvC906SPwpzH54j6tAQ3d5UG6sLCf7A8sHAzRJyOjjtlXHHVfLZpO6l2pp3K/TUS1jVy1aF",
-	"qz9ulu/EAo+aLthITGTCmS4CRyt1JnsoBOX9c3Fab8wr6AxEZoNDISgQuVpr94i45bJg7xl3aw08Qx46",
-	"fPQJd28dNiQVgt2OynatsLSwg90pm/Kmmw8n/EeFavQR5AZ+HKaTTLhyxwH7iDMW5l2bPDW0kBeh+o2V",
-	"qXxRoTYaQqlm2DYF4SIvRtVCP9giwWOR/PYVvu9Vhi/1Ywi6SCfy5t9HhgerTb3gW159Dap5OE9bVTjx",
-	"DSYOlu2bA7FOi0As10eAJyCLrObMzCEEiazkFctjmLr1FgP+76lUIwHmXguiEIOCYZ5rN3KvT879JBCC",
-	"kltinBDiR9KGrsFpC87RwtTFtatKZ6SL/XVV6crmnXIPzJAAc8FEcuErx92L+FK0/GglvZze/cxBc/xT",
-	"X43wTxco/ecUkdx9EVrHmTBp2OQ6vt7pVp4DL/25OI6vABvAge+4NlKt/304ji/8P8eNV3nP3RuPihbU",
-	"jUD3d3zlHgGgaJHdmJKLnWZyb4p3nXz4BN3awtAYveHY8U2531WOvZSk2+Sq+7vLfLjfs2/SZ2CZ/w6u",
-	"uj1v8bbZoRupnMU13714k3d9f8+mmdaQ9SmG8i7qnDkYLlI4wbvKjBXQNelCK8yIKGZVl4hwcYS99klM",
-	"lxHGIfRaU6xjU6krvJV4lUoQt5JasIiuDsstn1fElkePPqTYUtpYk79LcmGg8zduypkjvL7jel+4DRdp",
-	"4WINxWTkghsDiuVHlWyE9aHzTZZ2L9GM7VD/7siqg1BFDTsq2tY3yjN5M/R7lWmqPfYb5Rq7aAKL/kNU",
-	"GymtZldJl9Jxty42kh/KPuVGCraMHdn1p/ojjfVHigvMwyPyQzug8NqW+7oHTGmSFe4CRz4eUbQVDt5t",
-	"eZLv5QRtgGA7hKhZu4pLWMWQvEXzIIT2rpgVGt6NIUXGh/8iFYAvR6L0qR6SX/r9/utx78wZD6GQuRQx",
-	"SidXbP3AA6gLMh7jBGN0dmrSBcI0Eu4l31M0IjRNScIm3BRhZr2GqmhVKL57ATsf/wMI2fsjzydp+zYY",
-	"eu688A4erXTjCnxPuQ95BAzIIdi+olksReLj+ieZ0ma8m8P6TvjbxZmL/K37NNG5SbYLM37BEZmsAU//",
-	"CDKNX1TFCJuf2eZhtxZm/Jl8Kp12J6KLvwDStawBIt+1oete0701Sy3NF3P3CNFEdguo+/NLLLsw7G6F",
-	"FR9Zb+mq4fEVobGS2icsYrkH383jLHeCYidyMIl4OKMiGQkYoTv2P17a98YRKX6wL4x7fXIOMd2UJHIl",
-	"oPqrFCnWtYXmX4rFTJiRWHCtWYILs8JOg0hSAdF78Gi64T+AQLInYnySRu7A9lcu29aW3RURLuFIqsLr",
-	"/tX6/rpxFK53nOWT//2T//1O/e/lfF1QMfM01QanfLV3UdFU7ZfXliMhe2mqeu6YD0TIwN8asyl91y/S",
-	"nRuzHB4fpzKm6VxqM/xi8MWAZCJhiowX9IpZpjEGmSdTaWfYOQZG6Nb5NlivIiIp1yYiXOgli03k4uPy",
-	"NGDIhgX7j7Owg+d4s27YeTnm6SxvLbmyqyrHD5WH8gcXrkJWDg09gsBuJhJsahcR6hsnJ1ZbMLU+syTv",
-	"M5uXbWPLpnlqpSpdyqTKRD5sec15pbrNwV4wxWXCYxQ/pSCUxEqKClH168lp6uYw4PfY9L2EfC4QE86E",
-	"/RA709Vcj+UCeKGpntTK9mNzPTi8I6ejFhaA8ogVlXNzXOwwFkFLLy6YxnF9B6jSOKVeKxZSi763voNv",
-	"c7L7Bfbpo3qzSx/BNydMD8l4oyDn2BuLrk+iMflsJCZUs88fdb/72/mTo4vvzk8ff94FrZwn5DMy6vRH",
-	"HfIZ1OzXhi6Wpd8mMln3ekVEnetV4Ec8SlgsE5aQJVXGF9Irug2Wi/RiCcUzkmQuEx5/IMoV4xyJPFm+",
-	"VnK0VJyUKoadfu1hU4F5BXmmPNeECZnN5v2RcLQO+5OYI4sz5kiKmJXOiydjaGcn+K8ZA3nZBZeEhFKV",
-	"CZchsLW5w08bg0WE9Wd9izGXj04v7Y1fPvSt1i9PLh9PB/Ep/bKoODhnNIFiiQ6AitVu7fuws+zhT4Lf",
-	"OEOLLnImfM2eFdUE+0KeEcXesBhsifialGRKFYYQC6xquXWlOSBtXXDbbL9N7UYq1y6iBigW3LGLI0Kn",
-	"a+NYAqCdS89f3eusX99f2sgHqoNQtI9v1FOQGWE+jqu3dhoqwLWZADG0oIUhsUXSM/J4CC6x/O2sTEqg",
-	"6oUeiXk5yc5KLwwTppw3Jy5l8hQkq5ySZKRzvBIOSA6S2JehHmNQksMlKo8ha+IINNwx6VLyePDQuQEq",
-	"T4yU6IwuyWn101gTCUHIWAMxcq1SZGYgUdxX6yCxFILF9itssDStNP6NfM0QXMWExldyOt3eWBIMEeVG",
-	"tNgx1uriska2oUlsvaFrOLns3bv/HwAA//8=",
+	"7H2Lchs3tuCvoLi3yuRNi6JkOzeRamqvYuc5GdtjOZXaDb0k2A2SiJoAA6BFMY6r5mvmD/YH9lPmS7Zw",
+	"DtAvoskmJfmRcU3VRGZ343nezzedWC6WUjBhdOfsTWdJFV0wwxT86/uELZbSMBGv/8rW9peE6VjxpeFS",
+	"dM46F0SxJaOGrLiZc0HMnBHN1DVTDzThxcdkxUUiV6T77dfPnv708uKrH78eff/067+9eP7q62dP/tfo",
+	"5++fPX3+czQUCZvSLDXk9NG8R6jQK6Y0jPqrnMB/r9iaTLnShixowiJCUy0JnRqmCDdkygXXc5b0h6IT",
+	"dbhd4pzRhKlO1BF0wTpn5S0d2T1FHR3P2YLazS3ozY9MzMy8c/b45DTqLLjw/z6JOma9tANoo7iYdd6+",
+	"jTo/yMn3T+2HMNOSmnkxD086UUex3zKuWNI5Mypj5ammUi2ose8J8/mjDszFF9miPBMXhs2YgqmewajB",
+	"meA/2+b6D8WmnbPO/zgurvoYn+pjGPetnUExvZRCM7j4r2jykv2WMW3sv2IpDBPwJ10uUx5Te//HSyUn",
+	"KVt89qu2wPCm5Ywv8CuctApOr+aMTGSyJlwTIQ25pilPyA+Xz5+RrlRkLtNEk4Qa6m7cAgQ8vaZpxnr9",
+	"ztuo80SKacrjd77ueE7FjJFYpilPmAaMgAUqpmWmYvZAkzhTiglDtKGGwWq/kWrCk4SJd73cixffAy7N",
+	"qXarpAnRsVyyc7cVTQRjCaGC0GTBhX0blvxMmm9kJpJ3ueJnkugsnudnCQvx77/DdVwI8vKbJ+TLR4//",
+	"i7jBYSmvpPyRqhl7X8girx02aP47IylfcAPr+knQzMyl4r+zd3pfF5mZM2Hc+LBCQahIYI0TRpVdrrxi",
+	"gkiVgyLXZMG15mIWkZWSYmYfKnYtr1jidrNUMmZa00n6zo9aITmskKZzMmZKSaXHxBJhTRiN52RCEzLl",
+	"LLWLfuvpMFDVixffOza6VHLJlOFIbWPFqGHJiJoKa0ioYUeGA3WvMZ/I8pcQG6mzjqiTUm1Gmd4+vMjS",
+	"FE8VmcfGdMLxn40HS8Wm/GZTNHiFzPqBduw6nlNFYytY9EPbcfd8qzUC+bKfM2EZ6S8dIFzAGmnSeR3i",
+	"4AXT/AU5tmOmOFS+u6h8RbUjray9mEROfmWxscvCW38CAwCoJgm3h0TTFyUomNJUs6gGGP7US4LJ6WCw",
+	"QzC59UFUzmDXjgAMaZo+n3bOftmOYQ7830Z1+L8KyZYOgEh3llyN/vWPf/bOiJ7LlSBSxCwi2kjFEiJF",
+	"uiZUE2o52TwAWrW92ak2t/Q639SPHEWe6gLpko+u2Br+5oYt9C5ikm/Vz0SVouuN1eTjBk8ZxN+LFeVm",
+	"J9hUj+4FVVe51JwJw1NCieYzQVMgVAnhgozxBz0mVCl+zTTpUrH2r63mljgvuDEs6Q2FVGRs0VBmZkyW",
+	"VGv7umCW7VTe7JMLsqAmnnMx80OZOTVujoSs5jxldm1DoQ1bEkUFWdErpq34Tg1cLkrv1Rtwi61cwJ5Y",
+	"Ub2JqANS2E752BEdK2bCIHgIuz57mingRXDjDTf7VAq258V+A/pNfrUgY44V01lqxueEkiUF+ZJrYqTl",
+	"P/VTxFf323PzBr6hPN13A5Sn+fKFXEWwB5kZophRay5mbbYBTPeudvGM3eyLXy8zVHUFu7HCPFuSLiok",
+	"44SldD3uRSSmCrZDxgBm481NwKvt4eggeG3e9Ut73AduW9MFw23TGeWCVPZOuuwGF8VpSiY0vpLTaZVI",
+	"nFtcj2UmjAb1whi2WJo7OKE7hYvLJV2JPU/oe6GZMmQcz3maKCbGIPQuN8mxpZxrIgUjcmofLUARy80X",
+	"G0fhB2zNgGD1T+xXdkcLevM9fnUyGFhSeQe0sMbK8hWGWdkaPto0IIl1SYMnXSvjWbxXbGrlq549iZuj",
+	"mTxyQ1qRvv+Srv5mtYAZs2N/pRi9YiogVUuhWZwZfs1GU8rTTOHvmyKyxeOR1RqYkz+ri3y+ZCJCEM6x",
+	"Ht4mC7omM3lO5jSdHsnqayoTwhIAfJNrMuPXTJBsSaZSkVRqgPjDJF071S2FZTuEDkhd3OoxoKbhuRKc",
+	"q7LWZmVjSTPNRkAQ9kFc+CwJy4B+HdrQtRX4lky4ExQz0HqpIKVpz8mL55evSL/fP7bcbsFKMuFEypTR",
+	"0oy3OkE3hGLU6Zm7vwAQs8elrmm61wFVvhwt6M1BnKN6unEqNUtITNNUO4pkqfo5nrGlWhppE9KsKuwj",
+	"0I/g1Vyoc8CuMgFanlc/cKIOAl0n6uRfBnSRqGPmium5TJMQstaoTvHuxukGD60Kof5kojCtKONZnUh4",
+	"BMphtwxSddgIkURHtl5k+wofFifmVCQpGNljruKMmxxLuomM9fE0laujWAqjZNpfWI5LJ9qKVGCX0OSK",
+	"saW9L66Q8G4ynBoit1PwCph7vWERqtCTMgLDTEhy3LYcvHGDnMAicXJOhp2BHnYIKh34UZ88df6Ck3k/",
+	"jGC3XvjP1J4um0qFEI7WDIRzObXyC2zI7e6cJDKbpCwhkzVagyw0sQQ/KNb7WPeb0frWa7YgAqerDVnh",
+	"+s2KWZy285WO7TGaLysYVx3qSYEYxCMG6cZSCBaDbQ8NYBFxipGOyOObmx4qfXAyJV5yTgbEZEqAsien",
+	"09L9DSwILuiN84EMBiin5F6RQdArsolVWXr1DU891LbHqq+B/AF6EM0MEVQpudLOo5XiZs+thpoyqq2e",
+	"yiJitWKapuMIARXJ0iYu0TQNSD6xHcSRXe/donimYMy0OCHPwdgYy8WEC6s9W4VPmjlTDpPDzC03Vnn0",
+	"rd0pPgZ1W6H03iiKbFBnPzaiRPPg+Lz9uA732/mros4VW4+aTI8/yIkmq7nUaEDShirjHDLcODhr7+eL",
+	"Or9lLGNtF2Y5ShYQrJ5QEbP0DMRCKyREhN0AYolZRKjFUi5mfQJ62ZmjGlaNtF+lCFWtBP8f5OQSl/AW",
+	"Nubl/oAlKog9JbffHobKaY5z29ZWws63UQfcFHhQQAQQ7UO0bCHB3+vMSr/a6zVzrsnE/kQMvWJ6k3zs",
+	"dKmW5Qi3/teNh+LtJnW1jIpZSHAFEHRPSZe6e/RKr0V1+z4TCbX/zm859xouev2gfL0I4tzfKkej2IJy",
+	"cQ5yndPQjYRTKkQ4OLkQ8djQ6nCDbubQ+TxlE5mJmB2kKpf8pGBVSNxggLixTFO61IxwYSQoy2D0AmET",
+	"hYMlEwkXs6HoerQChRtlhDilfMGS3hky4hnYOO13RhMulplB5TzTc/x9QuMrYuRQjJdMcZmMyVTJBVqp",
+	"cMSUGq9xjBf0ZmSxdlzyRXNU/4H3LWhiV9knr+ZsKOzCrVQM9k2ST2CVfrCmupsXkgi28uN0LXU2pal6",
+	"UX5cQ2EXow3u5BymLzMGQkFesTQQLQzhxT23y3EHFQ1FDh/u5QVYZiks6lc5gc14X90slROakm7KrxgZ",
+	"X7H1uHdGuIjTLHEGXi/OcWGP10gUO92vmtAlVaZPnknjDJl2jIiMS3EjI/sTnAMMWIvdIBjb0YvIWGVi",
+	"RM0YODLaoUJGZOdn2JP8++PfS1+DC97LSlz3UuSDBJHOfxkIyflWksQ9Rq851WTYeTwYLPSwE5Fh5+HA",
+	"/XEyfzhYDDugqt3QxdKqrvYpKDDGMGUH/D/dXwZHX77+rDsc9vGv3v/sCv1Hpv/4f/9X/7HQf+g/Fn/M",
+	"e73P/iPE17+x4Pi1N8zVuQYLyZwvqJVypk7cZmkSEdaf9YG6HT88XiouFTfroB9x4QxDm67KDYrPQGv0",
+	"H4RO+VunNtfEuWvKU++Crpm3FWNEp9JoSzbCJPwQZ68D3I3fcxa6OY2eU5U02LuyZbLnEoLwibPnU0Wl",
+	"k6k5TEsTNp1z2PE2s0SutdET7muXzw2HbFpGG328usT8DrZoLyfR1hvatadLfLO+E5y5aSeX+fCFfLVh",
+	"0fcqjj2UB9qBrmUdIKmAf7UiWX3+aNeuvkPy/kSKKZ9tXqhzCIwmVLN9CKr/bk/L16QwDm8VTN1rB6Kn",
+	"5RDOi9FkYd4SPnHNZaZHmsWKmRG7WXLFdNAO/ROYRXIDs/+U4KdEG56m4HTVVuRU0sAxPMDwoJQue4cb",
+	"nHGK4A729ogeQn+iTqbS3UTdRS7Yd/M1FyusXVRUBcYqjBWgsx8pc+AfpmZe9GlN0KrItIuy5cNvWdj+",
+	"9O2Dxli7nQACVkjxTjqcw3YV3S75DBw4Dr26q7lm8Yh8RuxJfP4IrH/eHHTyOZmsDdO9czJjgikwgQCm",
+	"ouG1ZnWAcIWSiIVD/3Jx9L/p0e+Doy8/O3792V/eDKLTt0GZ6hCUUwEb1NyY5dnxsZWa7Z/a/v3Tyx9R",
+	"HTNsiazgxfPLVywhRm5s4tEXFeH5i11ig11EEDYZTe0AdXxx6t1owWe4kwbqWthcts/v3gst4Qc5CUh6",
+	"CFIBIdvBmpdSi8BetjwjA9TyKPrI7cWkDOxtLgASNCyr+glp0DrFknNCc/cvqLlWV9Kgq6YWwOxQD7T3",
+	"leuwaOme3tKv5Y1RYYxwIUTouXdvol5O7WKnUjkv7l8IFetexW61GVUYXkvulkbDyMjFXrKyR6hs7pQC",
+	"LwAVxlauuEPYvDdOjBrj1SrmizxKh2qnT3s1v+u8MUAghBSsF9RlWMpnfJKGndI/A3HJzYkw04Ku7Q/n",
+	"zsBEk5QL76WAu3JXU533MCg5INYi6ngIvxV8lizFh0fFgtlk3+W3BS7LE1hNlDtsrziSXAnc7873d0ui",
+	"GFs1ajiohgnK3zuaXI5ICbzldPTw09ygvhkGTA0b5RpVO0fYS9AeF9y8ZNMGZ9ivcpIHItspMESedDVj",
+	"pJhSAzo0HEHBKkofbKIl+pFKc3gqkCi60mBRjEp+xAmz5LMYsYE0tBIWq+ewSUwPCf7D8PUkS9nIqzCb",
+	"p+tfKdkW/a5L9IaSOOV2awlPth10OYzZTW14fBWe2j7xTLh5GbfQew6JES3EkdaOGsveQ85XLzqANBZm",
+	"+ocoUyt6xUIsZY3Bl1dOBgGLNXgQzlwwb0Q83uce3xZXGQq0RxpQUPP82ErEo8oCPdEuojYcRHtm5I4x",
+	"l4M2FT60W9XlhTJRDBC4ZgWwytAaxMqvqInne+pcv8pJeyXxBzlBZ0ow0m+7C7B8LTDptk00ecEOWy1L",
+	"diq021b0lBkfftyKS1gBfzPzwF/yyF9kmGHlrxlpaNqghGCE+sjBT0s5xH+VD7zzm7pOUxlgcxkbi48C",
+	"mw5nRBSAtR/0BuTxPV0uScmnuFXD9e/BN3tGC+8ZcVBzSwWUQjSlhp1UpGs1I3RYA570UEp3T1ccfIMY",
+	"u3h8fXJsQf+AUIVWYq2Pxi0k2jrbUYql6EC6YmurmmoWS5F4tyC6YClJ+TWyeczM5RDFD/E9wIId5z3A",
+	"3XawLacsd25P9nPv7RveURVQ9xHHtoqNl+yaKZqWBEdNuphNmMVXDPNiemfepuBcyekaRSsMInJvQoLP",
+	"UPgr0WTF+GxuIjA/cG11VG5FCnBu0zTNI9Bd/j54gyG2ybm/BesPReGlLfYxJl07vhTsCIVXS7t6Z2TG",
+	"r61UO5FmXorldjn5h0iyBVP7IiDWguv3QEeWpwENTCbnVLdkM56ehZydioHAD8YhlbHCvu+QzUdBJBgG",
+	"QX3QAyCenMIVl+0O4ZCwhCUZZsiGrSi1c6m83sgdXjhP6+3EgZCuAsG2caa0bKP3hsSG6hgN93uZS+o+",
+	"VNnbU8Al7uKzOiWbWNRJpLBPMUKr421UKUuCwcw/WgX+6xvDRIIHX3MetrUUbN/xxjCh/cJSLEbtx80h",
+	"T7uyriwDQXn7kvCz0DqeBRXJH5kxTOmIJHzGjY7Ig9GDiDzo2/87s/939OCcnBydnH5RSyUumdELA/rr",
+	"4s9R/+zo9ZtBdHL6X2FrekV9s2cj1g7Rw6eEILjLTFCC/20pL0Bo7VibatQmWmwaTPJfRLaYAAvcRO3N",
+	"WOzmFezItXmemVgu2AXEpyZB1B+1NsHtrSZvojlqbFvM+i9K8kDuBn9cP5ABMlQwyVTc3V9uj0Cu1KCo",
+	"U3yvnoQtp+0pZCmAJkAoudCGOkk5aL3IGuyAhps0/BX+8KYUEpQpcTZjIsmUhc4zV1/hDGogoDi9kxqs",
+	"IZ0eJ916Y3/30ljdC+m06IByBkGVu44Rxn2Cr97Czc/FaJpaeWpPP79ME6bNyLOXO0g8CvtCFDNMhCPD",
+	"Xs0ZAVn3gZXJ3GtWgij7nXTuvcE6TsRhTTuL3a0Di5wDP8+pqR555MAgv/Pgue7nsC/DxaYDsOQKa0HR",
+	"ClGg3fuJywBv8WohjLR734kn7V7OhZ4D7A93IzDV7iMcPgHA255wIiXZZWNygzYu5ZCACUeqArFWUjCy",
+	"5PEValmaUAPB7RvR67v03A1SVFMnwXlvJ3NY7ArnOIuuK7OwmXGzU71uS3luncL0nVxBChMG+nuyVaVU",
+	"VFmFZ2ny3LDc+iCrlehKVedefv3q62evvn/+rB9OgbCqZ17qzskLnU6w9hKo2w80+HpL9e8KFT5k/Ngg",
+	"mbmuG+B5MENAhPwrWzsTy5xeM0LdWlrm6E4ypWv0GXLWipdzYfIgNtnIA5XzpbSY964YiUJHAW45yk90",
+	"PxaRX1GYLNUMO/tZOHbSp/LoWxd3AKHygFDLJpHaYHUunYMWWviqfjR/efW41yY6UtyuCqYjv3JTJglL",
+	"yJIpZ3RsN2lQUPczBo40B4qtZ7q/tuwMqrvu3hUH8qjSxvKIZrw2g/+MbwZRomm7P7OCkzRFC7sLystx",
+	"QnIIGAm50SUatG8g9KVz3N5NYbRYSREkP1vjRg4JB4EyYFtU3t3BFDCC4fHV/dRmAwtYYR/d5GEQiWbn",
+	"b5+n6WKJyzYzfcXB65qmchU0gm0TG5pjQewKfncS8r1pGgAtpbnKDmnvovZuZ7/1kn5SPuHadVbhYz+O",
+	"4zEizHB8oEN7dpNj2C5uUwy9bVn7sxqPlFUQfOyS1SLyOToXkOI7S0xEKPHvS0W6/z2XmUrXPSIVGXb+",
+	"G50ekMtUTWD6z+PH5D/xf7WA1cef7/Q+7esU3NPfVsKeQrxExKlTW4tVLgFPSCC4U6kIxZCXouKGv7EH",
+	"ukgIsC9zDe65chmOPfA0X5y7zS142+aYyqhc7PunV086gQqr3188uyD+izyD7evMAtTxC6p43TH6+aNd",
+	"yO6wfJu35xKivF+6pIk9wbt0ra1rsjREnSNZXuVR58Fw8t5dxpOH1CCM9A3XVMoWjYG491nHtDmFhq5T",
+	"SZO9o7TYb5un/5RZpFFrIhW65XO17lc5OSMnETmNyMN//eOfbVStUNiTnTUqzFy48hpzyA/5dePNhD1v",
+	"oSKJW9kC3vJOpuCGbV7OJcN60Pdf2rTlZeckt60MXOzjK1/qfn+pf89Ih/dzBBjxtvsgzG3dOzBQ+/dX",
+	"8qopvhTTDiCis5514M2PLWoZFAuKCt8RzBo8h6KA3n6FDS4wRBJVJOm8+OegIgHPhLKWc+aKXD7QJBMp",
+	"0xA9g4kVUgTqMbWIqQpEUd1zRNQ9BBuRrrBcH8NaFkuz7rWyon3IQUN7hJxcujDgxjSkgA/B3d+okmJT",
+	"2FruLU9jU3Q2ZjkqXI67td/WpEGi23kTeKz65arnRERbjI1IAqWZppSnERaVBQc39dWrznzccgQ5byM4",
+	"n4gUFa38L+WYigQ5fsjBqvYVeHyodytpoR7P7E+ietqVhVRvrwogHhyaYA8rn+5J8H6G+s4YmLZik7mU",
+	"V3nrFtTqYJXkdDA4I+yGxibNS58GLnAoNm6wT34SV0KuRLm4iQsrI10onIUnBB9pqy5MaDLyHU16GHq2",
+	"oDflvZwAWaj9EnD/7SZwRZnukk9v9ydQ/9m56tp9AQWXnV2n3RdQ3BidM2rd7hOsDGwB1RfA3f0N1soN",
+	"axKGLXM2eusyzneU/dU2kevAlJlbBrYA6hdmKBTYclSvJT00ofJtElq5dlWtT8DmUKQrGbXu3V1Vkw8/",
+	"kW93Ol2z+fLA1KEWeUCkO6jeS/BO2iXdeODanjdTT7wp3XYT/EG0YQDQsB+NZprMGVVmwijGvjrO5rNV",
+	"9VrEcyUF1LewsOjqZuchjoGq8HtHUUa3C26MOjsiLu05PC9klz2LvIIA4tvkTPOkfDitMhtFXhthF4wQ",
+	"Fx6KbsHce6HCWJ8Y3X6MrgQ4AXUVU/Xh+vrwXsW7csvoWXuTDdYfSxva234syu+0/MCQTcsolYpsaE3l",
+	"wBayWmqwqVjMsOuIZozcHLnfdd++1dteAb8pwbfITYSQeh8GYqDYMTVkKtNUrgBN7D0+0ORXyQXpuigc",
+	"YpXF9vm2hWQTiMvMc6zCFRufuMdYAmIuVyIv0Zxn/oYZ7a/I13ctzMXVp6xF1ZaCXBcJaaHqQ94u6Qwy",
+	"miRoLc2rvRbHvaI6LytIMEbPiRDlw97vrJuslUXOW/isAwvPT5108T95J49e23vYO4W2qMGN6qhiem41",
+	"01gKw0XmmHvFX4MbLoCpVMvodYskiCIbsOMhoQmVG+39H49Ff0s3r6CdPXQUr+ZKZrO5kyhrxWgkF7UI",
+	"n1rId+7g2gzFQ/Ljo9ew8no9Mb1NMOdmNx2o4+yE9+5mMe6SFt1rOduCi6weqLVdhjowddVNtBkhiiOG",
+	"Lmgrt3I3tPkdutsyxc360sKOC3+CPoR5g0AwHeNP+QBzY5bYEJCLqQwV23Qx8YDrmqlrHjPI45TazBS7",
+	"/PuPePWuyixk9AGBtGKuNxFTzxT7Q/EEaiT4gjEuzlEklqHl5Os8j27kvnqrLgrBAM+OgOfihEOwqDpm",
+	"CNmaefeAn17+SLp2VF+Z5tJQkVCVkJ8dO+5hYppL6vTC5lBALprJOa+jn9SwPrlkjEAXgqWSRsbQgSDX",
+	"V2Dz+YOhGApIbUCTTr23ph0mW8B5dJsaPPb65GefMYcBn0MBRBf2QwW0lwRxKnJ5ksfXJ1gbWTCWaDJ2",
+	"KsnvMPYZ+QrbUw6zweBhDB/Cn8xVlHV5E50iH6ITda6Z0i6VpH/SH/j+KnTJO2edh/1B/yEmKs0B8I7n",
+	"UO/qdyhwiT5gS0dg/u+TzlnnW2ZcSaxaW97TwWBL38v9+l26GQLtLn9a9is40zn75XXU0dliQa1sDQKX",
+	"DyjmmmTAtAydaYuE+U5057Ud5Fgxmqy37vWlfeP9bBWmhh4IjwcP321HWwM9d9e7jzqhhk6sKgi5tDSe",
+	"53WusS4aFodvPP/rk2O65Ee+fWHwEn7k2mDLQn2f91BqsRg4Eiydc8XWke/6atVb7WtKYw/YR4OTplny",
+	"ZR9X2t7CRw93f1S0YoaVuSCVXV8VV1y+NrtF39c2b5To2pdjTx3N0mume31yAc2Voddm4zVGnaXUgWvD",
+	"Xguu1yTyQqbNVzJZ3/GVuealb6sc1yUp1sDl5F7mTkIQ4x45wBjsvq1SW/N3B0uPTlp8kXeQth+cnrZZ",
+	"V7kZ8u1BFs/SM0wo+2CKYu8QBMO1Y/9QeqAd6NYo0PEbnrx1vf0YCplVkH4JmF8C6QpsPQqk1ZQaRL+r",
+	"C8V1bP8ib5P+vi4UD6Z0oa1pDVV0wQzUqf3lTYfbU7ayi9enzlC3qtKBqITTG3rA1kYcrx2I5KW+GznU",
+	"t/DGPfKnvA55I3ea+cb9B4HaXXAVlGFL4SBuTcV1lpt/FRgIx3v85oqtt+LfU/j927y+1g7sw9eTCq2g",
+	"ZJlSLshf/3JSWad9DJaQT7i6iasLCYlce9xr1ChPh2/vbtGkqU3+7RDk47it54Ltd1E1irp5anU08SX5",
+	"S53AwFS6SYqvcskvTIv3Ckl8+zrqONtXzazpmjRTWFVUA1RA7GThagEVfa3A2ACxIYYvGOn+9S8nvf5Q",
+	"XAaaDJAxdkMYEyVX+pwspGIEfyIpM/hvV0nZMiq0n0wyvR4KO71izlsGljVsY8ChhyVNU5ai6l5FlBdZ",
+	"gSh3Lzf7XhKtROZ3jpqfROVb8WFmSLYkRpKxq4MFZjrXmonrDeRAjGDlxOvtzLrcKKBRHPrOv3SflpNS",
+	"O4NGocit9kOQixSbcW3AJZWvqjjsokFC/aCP31h62kIy+i6PnGgtHH0SdxrFne131CzhNN7CnUO+b70R",
+	"Jqm3hvyPR+DZdVU1GSc0TfGKi4xuEjcuIAPKt49b5cLHGJOixmTGrARRarUxxoynf/3jn2MfP7/B7ctA",
+	"c/cMv9Rf5R3z/AMg9RP/vx35QiYD3ntokFm48A5iO65TPfbdPgyNZFMcTuHsKzq6xBSajbrK3tgl0sUs",
+	"FImlvl/3imps5EwVGwpIwkmyQpYhL+3arbRPC4yFEf0AViBynebhsCD8Ys7FLCSVw2jsA6PvERY4cPvB",
+	"zXzi6hsWZHsu5T7ugfb0VCQk5VPjMqAyDZ1cY8g73hNlpKGGHRVptHeKOU8zqxHDKldcJHLl5Eusvot0",
+	"kcRUKVDOVxJd8wa7o1vmBSGtaRINhV7S2K7TTm6giqunFUf5R72IaOlD4hQ0BCZ6xU08t3iGSq1cWX02",
+	"ZkGsgcNwIH3p+57dB5urpUm/dbzuA0BS3+Bbl9KnP3R2tzdefyT8cZnS2EUDVpqoRdDWymOWTMHDS6CO",
+	"JIbFCd+r0KHddprgKw03qsg/YCXgkEfjt4ypdWFH85Hx7eDSJ/aFxyqysloNVkkECY9YapJxB+tzMf+N",
+	"NsKNwMKm0jGuurIP883rTyzpjOX2ytrkriBzw/wPT6sFfaHfcLBmQXhreUvafPCi6uugVJno8c7+8K/v",
+	"kaz50tkBgmZVLTy+g8nQezGJcY3BapGlvnm0bxl9sZnH2yaOezo4KXrBu37j5y6IC1uDYyRdqetA3vQ9",
+	"KmzOUZ4e3hsKmkKIDRYvi8jpYOCnwO4EwKXH5VrnZ1CDfdwnP2P02FCMa/0cxkQzJsqVIfIyg6UOEV5q",
+	"6LpzJaePyLwHSxiKfJsQ/2fXcsXWPr09vKCIrObUQBiJ5XBIYfwqh2LsC8CPnewNJvm8UnzpoKqt8Yvm",
+	"DbXTgY71EfTMd57/Wsf8BNrlR37Brry9P76AiIKl9H+AqOT9RLXSBUDZtNf3I9mU2ui8W/290hFnkyJc",
+	"FABfgWfvcoX05lDjEdcBi0M9oPwt38KDFl0DQp0FgP7cZTDPjl36Z58MFHdAjfEwQbZyQeY1IlySn47z",
+	"crVhunzhMrm5yPUeqI1zDsNzgcIbpDpAQjbC5WouU4btbvrNpEB37g2VsevWu8fkcqOsLWBOulKRMp3v",
+	"RRsn/AkV7g4V0F13MiCDwQC9dVxgfWSrOC9ch+YtWIJFq5vR5BUUaqt6BRcWFiw99QRcV3OhkHviyC43",
+	"wOuwQwHf2DmYSKgwUNRgXGkPBbF0bmFjkkimz8oNYa06Va6UY5m6FDGzs5Z89JBBapxUAYmLPhO3O03p",
+	"bMYSMq634R1Dt2J8CpIC4ZhTZSjE2QtIawLffoRWxl6fjNH6l4zxkXYWFfu1ewKNMYeivGkf+3tOxgup",
+	"2JhoutbFwcJNKrYAOybE9MNsLlmYG8L1UECCbZ9cuIIyZMpTg2ZJV0LijNDYUsvSirDV0ZthB18eds7I",
+	"m2GHpqn9C8jI26CU8wRO6h5J21dZepXj+rulbjh1E2WDKiAgbWCTM3enHzoRey+GUgCSyJMgK4QlIFCb",
+	"eI7NYXOC4XuZgiXQQe4OSpVnQB9AqDADC/wavkh/I92y83CmhwIIVwN1gsUgceqTC0StkoJSbyCnScqm",
+	"xipu9mC6ckq0a4ym51ShkwFEXqck2iUBHtulJJbINFGJodhOJsgBVMJpcgeQCUg9/0QlPhoqMfhy9xdP",
+	"pJimHNMU35PZFYpdNVOVJuw+gMj4MP6mAA3U8+9T0Hb9Xxt8Al6D/ZMHZeSiCgdZaSJvUKT01QVQ0gpb",
+	"4faywVjt/Wknj9Wvi5/7+9/8gE3mwItmQZbrEvw6N/T5plAL+fuFWDsUXq6lSvFry48eDb50yfi5Ic5b",
+	"WHyq9lYZ754hfAtsEzo1LqPMsY8P2x39UdBPvNeyVAIdUw0W0s6RqgVlPC4XK9nmnHpSFHZo4aP65Dq5",
+	"b9fJR0H4Q/Vudjtd7obc5zW77oLiV1HiOz/0JRYjuw+5OG+B+o6F4moX2FAgtXt2uCB87yT5ozD34Tmi",
+	"Dg0JIU3l5LpQEwNYPhi4WUJOB6e9Mu644leb1L1UjvZuhZ561bd6pbdwwdTNirdYE1XTBRuKiUw406Xg",
+	"vHJp1h4KQXnLaZzWG/MKOgPJDOBQCApErjzhPSJuuZLeO8bdWs/bkIcOH33C3VuHDUmFYLejGGQrLC3s",
+	"YHfKprzp5v0J/1GhGn0E6bQfh+kkE65CeMA+4oyFeaMzTw0t5EWofmMxN1+Hq42GUCqzt01BuMzrt7XQ",
+	"D7ZI8NhXon1R/HuV4UstTIIu0om8+feR4cFqU6+RmBcshAI4ztNWFU58T5aDZfvmQKzTIhDLtd7gCcgi",
+	"qzkzcwhBIit5xfIYpm69K4f/eyrVUIC514IoxKBgmOfajdzrkws/CYSg5JYYJ4T4kbSha3DagnO0MHVx",
+	"7Qo5Gulif10hx7J5p9w2NiTAXDKRXPpii/civhRdclpJL6d3P3PQHP/UF/D80wVK/zlFJHdfhNZxJkwa",
+	"NrmOLxG8lefAS38ujuOLJgdw4DuujVTrfx+O43tlzHHjVd5z98ajomt7I9D9HV+5RwAouso3ZrFjc6bc",
+	"m+JdJ+8/p722MDRGbzh2fB/7t5VjL+W1N7nq/u4yH+737Jv0GVjmv4Orbs9bvG1C9Ub2c3HNdy/ewNjv",
+	"IfO5NWR9iqG8i9KADoaLrGfwrjJjBXRNupDOGRHMZY4IF0fTlM/mhsR0GWEcQq81xTo2lVLcW4lXqWp3",
+	"K6kF607rsNzyeUVsefTofYotpY01+bskFwaa5eOmnDnC6zuuXYzbcFFJQawhD1wuuDGgWH5UyUZYUj3f",
+	"ZGn3Es3YDvXvjqw6CFXUsCOQebfLMy+hjiC8do/Qkc+yXa6xiyaw6A+iQE9pNbuqIJWOu3V9nvxQ9qnQ",
+	"U7DlSRZfsduIfX/6kj3FBebhEfmhHVCrcMt93QOmNMkKd4EjH48o2goH77aizw9ygjZAsB1C1KxdxQhW",
+	"cUbeoHkQQntXzAoNb8eQIuPDf5EKwJdDUfpUn5Ff+v3+63Hv3BkPofa/FDFKJ1ds/cADqAsyHuMEY3R2",
+	"atIFwjQU7iXfhjciNE1JwibcFGFmvYZCglUovnsBOx//PQjZ+yPPJ2n7Nhh64bzwDh6tdONq4k+5D3kE",
+	"DMgh2L6iWSxF4uP6J5nSZrybw9o7TrJ0h3nmMn/rPk10bpLtwoxfcEQma8DTD0Gm8YuqGGHzM9s87NbC",
+	"jD+TT9UG70R08RdAupY1QOS7NnTda7q3Zqml+WLuHiGayG4BdX9+iWUXht2tsOIj6y1dNTy+IjRWUvuE",
+	"RSz34BvgnOdOUGzeDyYRD2dUJEMBI3TH/seRfW8ckeIH+8K41ycXENNNSSJXAgomS5FiKWjol6dYzIQZ",
+	"igXXmiW4MCvsNIgkFRC9B4+mG/49CCR7IsYnaeQObH/lSodt2V0R4RKOpCq87l+t76+BTeF6x1k++d8/",
+	"+d/v1P9eztcFFTNPU21wylfbfRV9CH95bTkSspemRgGO+UCEDPytMZvSN8oj3bkxy7Pj41TGNJ1Lbc6+",
+	"GHwxIJlImCLjBb1ilmmMQebJVNo56xwDI3TrfBOsVxGRlGsTES70ksUmcvFxeRowZMOC/cdZ2MFzvFk3",
+	"7KIc83Sed2Nd2VWV44fKQ/mDC1chK4eGHkFgNxMJ9oGMCPW9xhOrLZhaa2aSt2bOy7axZdM8tequLmVS",
+	"ZSIftrzmvFLd5mAvmOIy4TGKn1IQSmIlRYWo+vXkNHVzGPB7bPpeQj4XiAlnwn7Yc/U3K67HcgG80FRP",
+	"ap0usB8lHN6R01ELC0B5xIrKuTkuNuWLoAseF0zjuL5pWmmcUnsiC6lFq2jf9Lo52f0SW1tSvdnYkuCb",
+	"E6bPyHijIOfYG4uuT6Ix+WwoJlSzzx91v/vbxZOjy+8uTh9/3gWtnCfkMzLs9Icd8hm0udCGLpal3yYy",
+	"Wfd6RUSda+/hRzxKWCwTlpAlVcYX0ivqp5brWmMJxXOSZC4THn8gyhXjHIo8Wb5WcrRUnJQqhs2x7WFT",
+	"gXkFeaY814QJmc3m/aFwtA5b+pgjizPmSIqYlc6LJ2PoACn4bxkDedkFl4SEUpUJlyGwtR/KTxuDRYT1",
+	"Z32LMaNHpyN746OHI/dsdDJ6PB3Ep/TLouLgnNEEiiU6ACpWu7VVys6yhz8JfuMMLbrImfA1e1ZUE2yl",
+	"ek4U+5XFYEvE16QkU6owhFhgVcutK80BaeuC22b7bWo3UrkOKzVAseCOjU8ROl3n0xIA7Vx6/upeZ/36",
+	"/tJG3lMdBDs11s5q1FOQGWE+jqu3dhoqwLWZAHFmQQtDYoukZ+TxEFxi+dt5mZRA1Qs9FPNykp2VXhgm",
+	"TDlvTlzK5ClIVjklyUjneCUckBwksS9DbfmgJIdLVB5D1sQRaLhj0qXk8eChcwNUnhgp0RldktPqp7Em",
+	"EoKQsQZi5LoLycxAoriv1kFiKQSL7VfYk2xa6ZUd+ZohuIoJja/kdLq9FysYIsq9m7HJstXFZY1sQ1/l",
+	"eg/kcHLZ27f/PwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

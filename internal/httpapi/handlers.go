@@ -383,6 +383,12 @@ func (s *Server) PutHandler(ctx context.Context, req PutHandlerRequestObject) (P
 	set := engine.HandlerSettings{URL: b.Url, Secret: b.Secret, MaxAttempts: b.MaxAttempts,
 		Timeout: optDuration("timeout", b.Timeout, &fields), BackoffBase: optDuration("backoff_base", b.BackoffBase, &fields),
 		BackoffMax: optDuration("backoff_max", b.BackoffMax, &fields)}
+	if br := b.Breaker; br != nil {
+		set.Breaker = engine.BreakerSettings{Threshold: br.Threshold,
+			ProbeInterval:    optDuration("breaker/probe_interval", br.ProbeInterval, &fields),
+			ProbeIntervalMax: optDuration("breaker/probe_interval_max", br.ProbeIntervalMax, &fields),
+			PauseAfter:       optDuration("breaker/pause_after", br.PauseAfter, &fields)}
+	}
 	if len(fields) > 0 {
 		// Report what the engine would refuse too, each field in the body's order.
 		fields = append(engine.CheckHandler(ctx, req.Name, set, s.cfg.Guard), fields...)
@@ -399,7 +405,8 @@ func (s *Server) PutHandler(ctx context.Context, req PutHandlerRequestObject) (P
 }
 
 // handlerFields orders a handler's field errors.
-var handlerFields = []string{"name", "url", "secret", "max_attempts", "timeout", "backoff_base", "backoff_max"}
+var handlerFields = []string{"name", "url", "secret", "max_attempts", "timeout", "backoff_base", "backoff_max",
+	"breaker/threshold", "breaker/probe_interval", "breaker/probe_interval_max", "breaker/pause_after"}
 
 // optDuration reads an optional duration field (nil when absent or unreadable; fields
 // gets why it is unreadable).
@@ -412,6 +419,15 @@ func optDuration(field string, s *string, fields *[]engine.FieldError) *time.Dur
 		return nil
 	}
 	return &d
+}
+
+// ResumeHandler closes a handler's circuit breaker and lifts the pause it caused.
+func (s *Server) ResumeHandler(ctx context.Context, req ResumeHandlerRequestObject) (ResumeHandlerResponseObject, error) {
+	h, err := s.eng.ResumeHandler(ctx, req.Name)
+	if err != nil {
+		return nil, missing(err, "handler", req.Name)
+	}
+	return ResumeHandler200JSONResponse(handlerBody(h, scopeOf(ctx))), nil
 }
 
 // DeleteHandler removes a handler.

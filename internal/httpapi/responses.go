@@ -80,7 +80,15 @@ func handlerBody(h engine.Handler, scope string) HandlerConfig {
 	}
 	return HandlerConfig{Name: h.Name, Url: h.URL, Secret: secret, MaxAttempts: h.MaxAttempts,
 		Timeout: h.Timeout.String(), BackoffBase: h.BackoffBase.String(), BackoffMax: h.BackoffMax.String(),
-		PreviousSecretExpiresAt: h.PreviousSecretExpiresAt, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
+		PreviousSecretExpiresAt: h.PreviousSecretExpiresAt, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt,
+		Breaker: breakerBody(h.Breaker)}
+}
+
+func breakerBody(b engine.Breaker) Breaker {
+	return Breaker{Threshold: b.Threshold, ProbeInterval: b.ProbeInterval.String(), ProbeIntervalMax: b.ProbeIntervalMax.String(),
+		PauseAfter: b.PauseAfter.String(), State: BreakerState(b.State), ConsecutiveFailures: b.ConsecutiveFailures,
+		OpenedAt: b.OpenedAt, NextProbeAt: b.NextProbeAt, Opens: b.Opens, Paused: b.PausedAt != nil,
+		PausedAt: b.PausedAt, PausedReason: b.PausedReason}
 }
 
 func queueBody(q engine.Queue) Queue {

@@ -49,6 +49,18 @@ type Handler struct {
 	BackoffMaxMs            int
 	CreatedAt               time.Time
 	UpdatedAt               time.Time
+	BreakerThreshold        int
+	BreakerProbeMs          int
+	BreakerProbeMaxMs       int
+	BreakerPauseAfterMs     int64
+	BreakerState            string
+	ConsecutiveFailures     int
+	BreakerOpenedAt         *time.Time
+	BreakerNextProbeAt      *time.Time
+	BreakerProbes           int
+	BreakerOpens            int64
+	PausedAt                *time.Time
+	PausedReason            *string
 }
 
 type IdempotencyKey struct {

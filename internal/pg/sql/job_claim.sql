@@ -212,7 +212,9 @@ SELECT c.id, c.queue, c.handler, c.key, c.step, c.attempt, c.max_attempts, c.inp
        c.attempted_at::timestamptz AS attempted_at, c.wake,
        c.consumed_seq, c.claim_inbox_seq, c.inbox_seq, c.pending_children, c.gate_shard,
        h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms,
-       h.backoff_base_ms, h.backoff_max_ms
+       h.backoff_base_ms, h.backoff_max_ms,
+       -- the handler's circuit breaker, read by the same probe (internal/dispatch/breaker.go)
+       h.breaker_state, h.consecutive_failures, h.breaker_next_probe_at, h.paused_at
 FROM claimed c LEFT JOIN handlers h ON h.name = c.handler;
 
 -- name: JobReadyExists :one

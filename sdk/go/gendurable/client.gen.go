@@ -72,6 +72,27 @@ func (e APIKeyCreatedScope) Valid() bool {
 	}
 }
 
+// Defines values for BreakerState.
+const (
+	Closed   BreakerState = "closed"
+	HalfOpen BreakerState = "half_open"
+	Open     BreakerState = "open"
+)
+
+// Valid indicates whether the value is a known member of the BreakerState enum.
+func (e BreakerState) Valid() bool {
+	switch e {
+	case Closed:
+		return true
+	case HalfOpen:
+		return true
+	case Open:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobStatus.
 const (
 	Awaiting  JobStatus = "awaiting"
@@ -247,6 +268,60 @@ type AnswerSpawn struct {
 // AnyJSON Any JSON value (null is refused).
 type AnyJSON = json.RawMessage
 
+// Breaker defines model for Breaker.
+type Breaker struct {
+	ConsecutiveFailures int `json:"consecutive_failures"`
+
+	// NextProbeAt Open, when the next probe may go; half-open, when the running probe is given up for lost.
+	NextProbeAt *time.Time `json:"next_probe_at"`
+	OpenedAt    *time.Time `json:"opened_at"`
+
+	// Opens Times the breaker opened.
+	Opens int64 `json:"opens"`
+
+	// PauseAfter A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	PauseAfter Duration `json:"pause_after"`
+
+	// Paused The breaker stayed open for longer than pause_after; POST .../resume.
+	Paused       bool       `json:"paused"`
+	PausedAt     *time.Time `json:"paused_at"`
+	PausedReason *string    `json:"paused_reason"`
+
+	// ProbeInterval A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	ProbeInterval Duration `json:"probe_interval"`
+
+	// ProbeIntervalMax A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	ProbeIntervalMax Duration `json:"probe_interval_max"`
+
+	// State closed calls every step; open parks them until the next probe; half_open while the probe runs.
+	State     BreakerState `json:"state"`
+	Threshold int          `json:"threshold"`
+}
+
+// BreakerState closed calls every step; open parks them until the next probe; half_open while the probe runs.
+type BreakerState string
+
+// BreakerPut The handler's circuit breaker (docs/flow-control.md); absent fields keep their value.
+type BreakerPut struct {
+	// PauseAfter A breaker open for longer pauses the handler until it is resumed; "0s" never pauses. Default 1h.
+	PauseAfter *Duration `json:"pause_after,omitempty"`
+
+	// ProbeInterval Wait before the first probe of an open breaker; doubled by each failed probe. Default 5s.
+	ProbeInterval *Duration `json:"probe_interval,omitempty"`
+
+	// ProbeIntervalMax The longest wait between probes. Default 5m.
+	ProbeIntervalMax *Duration `json:"probe_interval_max,omitempty"`
+
+	// Threshold Consecutive failures (connection errors, timeouts, 5xx) that open the breaker; 0 turns it off. Default 10.
+	Threshold *int `json:"threshold,omitempty"`
+}
+
 // BulkFilter Every field set narrows the selection; at least one, or `all`, is required.
 type BulkFilter struct {
 	// All Act on every job the action applies to; not combined with other fields.
@@ -361,6 +436,7 @@ type HandlerConfig struct {
 	//
 	// Example: 30s
 	BackoffMax  Duration  `json:"backoff_max"`
+	Breaker     Breaker   `json:"breaker"`
 	CreatedAt   time.Time `json:"created_at"`
 	MaxAttempts int       `json:"max_attempts"`
 	Name        string    `json:"name"`
@@ -392,8 +468,11 @@ type HandlerPut struct {
 	// BackoffMax A Go duration such as "500ms", "30s", "1h30m".
 	//
 	// Example: 30s
-	BackoffMax  *Duration `json:"backoff_max,omitempty"`
-	MaxAttempts *int      `json:"max_attempts,omitempty"`
+	BackoffMax *Duration `json:"backoff_max,omitempty"`
+
+	// Breaker The handler's circuit breaker (docs/flow-control.md); absent fields keep their value.
+	Breaker     *BreakerPut `json:"breaker,omitempty"`
+	MaxAttempts *int        `json:"max_attempts,omitempty"`
 
 	// Secret Signing secret (whsec_ + base64 of at least 16 bytes); generated when absent.
 	Secret *string `json:"secret,omitempty"`
@@ -1285,6 +1364,14 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/handlers/{name} (the `PutHandler` operationId).
 	PutHandler(ctx context.Context, name Name, body PutHandlerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
+	//
+	// The handler's steps are called again: those parked while the breaker was open are
+	// made due at once. Resuming a handler whose breaker is closed changes nothing.
+	//
+	// Corresponds with POST /v1/handlers/{name}/resume (the `ResumeHandler` operationId).
+	ResumeHandler(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RotateHandlerSecretWithBody Replace the signing secret, keeping the old one valid for an overlap window.
 	//
 	// During the window every step request carries two signatures (new and old,
@@ -1871,6 +1958,24 @@ func (c *APIClient) PutHandlerWithBody(ctx context.Context, name Name, contentTy
 // Corresponds with PUT /v1/handlers/{name} (the `PutHandler` operationId).
 func (c *APIClient) PutHandler(ctx context.Context, name Name, body PutHandlerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutHandlerRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
+//
+// The handler's steps are called again: those parked while the breaker was open are
+// made due at once. Resuming a handler whose breaker is closed changes nothing.
+//
+// Corresponds with POST /v1/handlers/{name}/resume (the `ResumeHandler` operationId).
+func (c *APIClient) ResumeHandler(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeHandlerRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -3047,6 +3152,40 @@ func NewPutHandlerRequestWithBody(server string, name Name, contentType string, 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewResumeHandlerRequest constructs an http.Request for the ResumeHandler method
+func NewResumeHandlerRequest(server string, name Name) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/handlers/%s/resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -4486,6 +4625,16 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v1/handlers/{name} (the `PutHandler` operationId).
 	PutHandlerWithResponse(ctx context.Context, name Name, body PutHandlerJSONRequestBody, reqEditors ...RequestEditorFn) (*PutHandlerResponse, error)
 
+	// ResumeHandlerWithResponse Close the handler's circuit breaker and lift the pause it caused.
+	//
+	// The handler's steps are called again: those parked while the breaker was open are
+	// made due at once. Resuming a handler whose breaker is closed changes nothing.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/handlers/{name}/resume (the `ResumeHandler` operationId).
+	ResumeHandlerWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*ResumeHandlerResponse, error)
+
 	// RotateHandlerSecretWithBodyWithResponse Replace the signing secret, keeping the old one valid for an overlap window.
 	//
 	// During the window every step request carries two signatures (new and old,
@@ -5339,6 +5488,47 @@ func (r PutHandlerResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PutHandlerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ResumeHandlerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HandlerConfig
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeHandlerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeHandlerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeHandlerResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6707,6 +6897,22 @@ func (c *ClientWithResponses) PutHandlerWithResponse(ctx context.Context, name N
 	return ParsePutHandlerResponse(rsp)
 }
 
+// ResumeHandlerWithResponse Close the handler's circuit breaker and lift the pause it caused.
+//
+// The handler's steps are called again: those parked while the breaker was open are
+// made due at once. Resuming a handler whose breaker is closed changes nothing.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/handlers/{name}/resume (the `ResumeHandler` operationId).
+func (c *ClientWithResponses) ResumeHandlerWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*ResumeHandlerResponse, error) {
+	rsp, err := c.ResumeHandler(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeHandlerResponse(rsp)
+}
+
 // RotateHandlerSecretWithBodyWithResponse Replace the signing secret, keeping the old one valid for an overlap window.
 //
 // During the window every step request carries two signatures (new and old,
@@ -7959,6 +8165,67 @@ func ParsePutHandlerResponse(rsp *http.Response) (*PutHandlerResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseResumeHandlerResponse parses an HTTP response from a ResumeHandlerWithResponse call
+func ParseResumeHandlerResponse(rsp *http.Response) (*ResumeHandlerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeHandlerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HandlerConfig
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unprocessable

@@ -561,6 +561,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/handlers/{name}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Close the handler's circuit breaker and lift the pause it caused.
+         * @description The handler's steps are called again: those parked while the breaker was open are
+         *     made due at once. Resuming a handler whose breaker is closed changes nothing.
+         */
+        post: operations["resumeHandler"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/handlers/{name}/rotate-secret": {
         parameters: {
             query?: never;
@@ -1073,6 +1096,47 @@ export interface components {
             max_attempts?: number;
             backoff_base?: components["schemas"]["Duration"];
             backoff_max?: components["schemas"]["Duration"];
+            breaker?: components["schemas"]["BreakerPut"];
+        };
+        /** @description The handler's circuit breaker (docs/flow-control.md); absent fields keep their value. */
+        BreakerPut: {
+            /** @description Consecutive failures (connection errors, timeouts, 5xx) that open the breaker; 0 turns it off. Default 10. */
+            threshold?: number;
+            /** @description Wait before the first probe of an open breaker; doubled by each failed probe. Default 5s. */
+            probe_interval?: components["schemas"]["Duration"];
+            /** @description The longest wait between probes. Default 5m. */
+            probe_interval_max?: components["schemas"]["Duration"];
+            /** @description A breaker open for longer pauses the handler until it is resumed; "0s" never pauses. Default 1h. */
+            pause_after?: components["schemas"]["Duration"];
+        };
+        Breaker: {
+            threshold: number;
+            probe_interval: components["schemas"]["Duration"];
+            probe_interval_max: components["schemas"]["Duration"];
+            pause_after: components["schemas"]["Duration"];
+            /**
+             * @description closed calls every step; open parks them until the next probe; half_open while the probe runs.
+             * @enum {string}
+             */
+            state: "closed" | "open" | "half_open";
+            consecutive_failures: number;
+            /** Format: date-time */
+            opened_at: string | null;
+            /**
+             * Format: date-time
+             * @description Open, when the next probe may go; half-open, when the running probe is given up for lost.
+             */
+            next_probe_at: string | null;
+            /**
+             * Format: int64
+             * @description Times the breaker opened.
+             */
+            opens: number;
+            /** @description The breaker stayed open for longer than pause_after; POST .../resume. */
+            paused: boolean;
+            /** Format: date-time */
+            paused_at: string | null;
+            paused_reason: string | null;
         };
         HandlerConfig: {
             name: string;
@@ -1087,6 +1151,7 @@ export interface components {
              * @description Until when the previous secret still signs (a rotation's overlap).
              */
             previous_secret_expires_at?: string | null;
+            breaker: components["schemas"]["Breaker"];
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -2409,6 +2474,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    resumeHandler: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The handler, its breaker closed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HandlerConfig"];
+                };
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
