@@ -282,3 +282,54 @@ func TestGCIsProportionalToTheBatch(t *testing.T) {
 		t.Fatalf("the GC delete read %.0f rows of jobs for 1000 ids", read)
 	}
 }
+
+// Far-future work at an urgent priority (delayed jobs, or a dead handler's parked
+// backlog) is not walked past: the pick descends jobs_pick once per priority and each
+// descent stops at its first row not yet due.
+func TestPickDoesNotWalkPastNotYetDueRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.Open(t, pgtest.NewDatabase(t), pg.Options{MaxConns: 1}) // the generic plan is prepared on it
+	seedJobs(t, db, "other", 10, "")
+	if _, err := db.Exec(ctx, `INSERT INTO jobs (queue, handler, max_attempts, priority, eligible_at)
+		SELECT 'q', 'h', 5, (CASE WHEN i % 2 = 0 THEN 0 ELSE 5 END)::smallint, now() + interval '1 hour' + i * interval '1 second'
+		FROM generate_series(1, 20000) i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `INSERT INTO jobs (queue, handler, max_attempts, priority, eligible_at)
+		SELECT 'q', 'h', 5, 5, now() - i * interval '1 second' FROM generate_series(1, 30) i; ANALYZE jobs`); err != nil {
+		t.Fatal(err)
+	}
+	check := func(mode string, raw []byte, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := pgtest.ParsePlan(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Rows read stay at 30 either way; what the walk costs shows in the index's buffers
+		// (entries an index condition skips are counted by no row count): 140 buffers when
+		// the pick was one range scan of the queue, 21 with one descent per priority.
+		read, blocks := plan.MaxRowsRead("jobs"), plan.IndexBlocks("jobs_pick")
+		t.Logf("%s plan: a pick of 100 read at most %.0f rows of jobs and %.0f buffers of jobs_pick (30 due, 20 000 not yet due)", mode, read, blocks)
+		if read > 2*30+10 || blocks > 40 {
+			t.Fatalf("%s plan: the pick read %.0f rows of jobs and %.0f buffers of jobs_pick to claim 30:\n%s", mode, read, blocks, raw)
+		}
+	}
+	raw, err := db.ExplainAnalyze(ctx, pg.Statement("JobClaimBatch"), "q", 100, int64(30_000), "explain", 100)
+	check("custom", raw, err)
+	if _, err := db.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, "PREPARE pick(text, int, bigint, text, int) AS "+pg.Statement("JobClaimBatch")); err != nil {
+		t.Fatal(err)
+	}
+	raw, err = db.ExplainAnalyze(ctx, "EXECUTE pick('q', 100, 30000, 'explain', 100)")
+	check("generic", raw, err)
+	got, err := db.JobClaimBatch(ctx, pg.JobClaimParams{Queue: "q", Limit: 100, LeaseTTL: time.Minute, Owner: "t", SignalCap: 100})
+	if err != nil || len(got) != 30 {
+		t.Fatalf("claimed %d rows (%v), want the 30 due", len(got), err)
+	}
+}

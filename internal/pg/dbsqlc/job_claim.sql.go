@@ -13,20 +13,25 @@ import (
 
 const JobClaimBatch = `-- name: JobClaimBatch :many
 WITH candidates AS (
-    SELECT j.id, j.handler, j.concurrency_key, j.priority, j.eligible_at,
-           j.rate_limit, j.rate_key, j.rate_weight, j.extra_rate_limits
-    FROM jobs j
-    WHERE j.queue = $1::text
-      AND j.status = 'runnable'
-      AND j.eligible_at <= now()
-      AND (j.concurrency_key IS NULL OR (
-            SELECT e.id FROM jobs e
-            WHERE e.concurrency_key = j.concurrency_key
-              AND e.status = 'executing' AND e.gate_shard IS NULL
-            LIMIT 1) IS NULL)
-    ORDER BY j.priority, j.eligible_at, j.id
+    SELECT c.id, c.handler, c.concurrency_key, c.priority, c.eligible_at, c.rate_limit, c.rate_key, c.rate_weight, c.extra_rate_limits FROM generate_series(0, 9) AS p(priority)
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.handler, j.concurrency_key, j.priority, j.eligible_at,
+               j.rate_limit, j.rate_key, j.rate_weight, j.extra_rate_limits
+        FROM jobs j
+        WHERE j.queue = $1::text
+          AND j.status = 'runnable'
+          AND j.priority = p.priority::smallint
+          AND j.eligible_at <= now()
+          AND (j.concurrency_key IS NULL OR (
+                SELECT e.id FROM jobs e
+                WHERE e.concurrency_key = j.concurrency_key
+                  AND e.status = 'executing' AND e.gate_shard IS NULL
+                LIMIT 1) IS NULL)
+        ORDER BY j.eligible_at, j.id
+        LIMIT $2::int
+        FOR UPDATE OF j SKIP LOCKED
+    ) c
     LIMIT $2::int
-    FOR UPDATE SKIP LOCKED
 ),
 plain AS (
     SELECT c.id, c.handler FROM candidates c
@@ -225,9 +230,12 @@ type JobClaimBatchRow struct {
 
 // Claims up to max_rows runnable jobs of queue queue in one statement and leases them.
 //
-// `queue = queue` (never ANY) lets jobs_pick hand rows over already in (priority,
-// eligible_at, id) order, so the scan, the SKIP LOCKED lock and the LIMIT stop together
-// after about max_rows rows whatever the backlog. The K=1 concurrency guard is a filter inside
+// `queue = queue` (never ANY) and one descent of jobs_pick per priority (0-9, a LATERAL
+// each, concatenated in priority order under one LIMIT) hand rows over already in
+// (priority, eligible_at, id) order, and each descent stops at its first row not yet due
+// (one range scan of the queue walked past every not-yet-due row of a more urgent
+// priority: TestPickDoesNotWalkPastNotYetDueRows), so the scans, the SKIP LOCKED lock and
+// the LIMIT stop together after about max_rows rows whatever the backlog. The K=1 concurrency guard is a filter inside
 // that scan, so skipped rows do not use up the batch; row_number() dedups ungated keys
 // within the locked set. The guard is one probe of jobs_concurrency_exclusive per keyed
 // row the scan reads (never executed for keyless rows). It is written as a scalar

@@ -14,6 +14,8 @@ type PlanNode struct {
 	ActualRows        float64    `json:"Actual Rows"`
 	ActualLoops       float64    `json:"Actual Loops"`
 	RowsRemovedFilter float64    `json:"Rows Removed by Filter"`
+	SharedHitBlocks   float64    `json:"Shared Hit Blocks"`
+	SharedReadBlocks  float64    `json:"Shared Read Blocks"`
 	Plans             []PlanNode `json:"Plans"`
 }
 
@@ -51,6 +53,19 @@ func (n PlanNode) MaxRowsRead(relation string) float64 {
 		}
 	})
 	return most
+}
+
+// IndexBlocks is the number of buffers the scans of index touched (with BUFFERS): the
+// measure that also counts entries an index condition skipped inside the index, which
+// no row count shows.
+func (n PlanNode) IndexBlocks(index string) float64 {
+	var blocks float64
+	n.Walk(func(p PlanNode) {
+		if p.IndexName == index {
+			blocks += p.SharedHitBlocks + p.SharedReadBlocks
+		}
+	})
+	return blocks
 }
 
 // Uses reports whether some node scans index.

@@ -1,9 +1,12 @@
 -- name: JobClaimBatch :many
 -- Claims up to max_rows runnable jobs of queue queue in one statement and leases them.
 --
--- `queue = queue` (never ANY) lets jobs_pick hand rows over already in (priority,
--- eligible_at, id) order, so the scan, the SKIP LOCKED lock and the LIMIT stop together
--- after about max_rows rows whatever the backlog. The K=1 concurrency guard is a filter inside
+-- `queue = queue` (never ANY) and one descent of jobs_pick per priority (0-9, a LATERAL
+-- each, concatenated in priority order under one LIMIT) hand rows over already in
+-- (priority, eligible_at, id) order, and each descent stops at its first row not yet due
+-- (one range scan of the queue walked past every not-yet-due row of a more urgent
+-- priority: TestPickDoesNotWalkPastNotYetDueRows), so the scans, the SKIP LOCKED lock and
+-- the LIMIT stop together after about max_rows rows whatever the backlog. The K=1 concurrency guard is a filter inside
 -- that scan, so skipped rows do not use up the batch; row_number() dedups ungated keys
 -- within the locked set. The guard is one probe of jobs_concurrency_exclusive per keyed
 -- row the scan reads (never executed for keyless rows). It is written as a scalar
@@ -33,20 +36,25 @@
 -- nested loop, batch × PK lookups), sets a fresh lease token, and records the inbox
 -- watermark the step will be shown (claim_inbox_seq, capped at signal_cap signals per step).
 WITH candidates AS (
-    SELECT j.id, j.handler, j.concurrency_key, j.priority, j.eligible_at,
-           j.rate_limit, j.rate_key, j.rate_weight, j.extra_rate_limits
-    FROM jobs j
-    WHERE j.queue = sqlc.arg(queue)::text
-      AND j.status = 'runnable'
-      AND j.eligible_at <= now()
-      AND (j.concurrency_key IS NULL OR (
-            SELECT e.id FROM jobs e
-            WHERE e.concurrency_key = j.concurrency_key
-              AND e.status = 'executing' AND e.gate_shard IS NULL
-            LIMIT 1) IS NULL)
-    ORDER BY j.priority, j.eligible_at, j.id
+    SELECT c.* FROM generate_series(0, 9) AS p(priority)
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.handler, j.concurrency_key, j.priority, j.eligible_at,
+               j.rate_limit, j.rate_key, j.rate_weight, j.extra_rate_limits
+        FROM jobs j
+        WHERE j.queue = sqlc.arg(queue)::text
+          AND j.status = 'runnable'
+          AND j.priority = p.priority::smallint
+          AND j.eligible_at <= now()
+          AND (j.concurrency_key IS NULL OR (
+                SELECT e.id FROM jobs e
+                WHERE e.concurrency_key = j.concurrency_key
+                  AND e.status = 'executing' AND e.gate_shard IS NULL
+                LIMIT 1) IS NULL)
+        ORDER BY j.eligible_at, j.id
+        LIMIT sqlc.arg(max_rows)::int
+        FOR UPDATE OF j SKIP LOCKED
+    ) c
     LIMIT sqlc.arg(max_rows)::int
-    FOR UPDATE SKIP LOCKED
 ),
 -- Rows with neither a concurrency key nor a rate limit need no admission: they win as
 -- they are, and the windows and sorts below only ever see the others.
