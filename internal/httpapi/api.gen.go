@@ -144,6 +144,45 @@ func (e SchedulePutOverlap) Valid() bool {
 	}
 }
 
+// Defines values for StepBodiesSetting.
+const (
+	StepBodiesAll      StepBodiesSetting = "all"
+	StepBodiesFailures StepBodiesSetting = "failures"
+	StepBodiesOff      StepBodiesSetting = "off"
+)
+
+// Valid indicates whether the value is a known member of the StepBodiesSetting enum.
+func (e StepBodiesSetting) Valid() bool {
+	switch e {
+	case StepBodiesAll:
+		return true
+	case StepBodiesFailures:
+		return true
+	case StepBodiesOff:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StepBodyFormat.
+const (
+	StepBodyJSON StepBodyFormat = "json"
+	StepBodyText StepBodyFormat = "text"
+)
+
+// Valid indicates whether the value is a known member of the StepBodyFormat enum.
+func (e StepBodyFormat) Valid() bool {
+	switch e {
+	case StepBodyJSON:
+		return true
+	case StepBodyText:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StepRequestWake.
 const (
 	StepRequestWakeChildren StepRequestWake = "children"
@@ -683,8 +722,11 @@ type Queue struct {
 	Paused           bool        `json:"paused"`
 
 	// Retention The queue's retention of finished jobs (null = server default).
-	Retention *string   `json:"retention,omitempty"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Retention *string `json:"retention,omitempty"`
+
+	// StepBodies Which attempts keep their request and response bodies in the step history (capped at GENDURABLE_STEP_BODY_CAP each, gone with their history partition): failures keeps every attempt that did not end in next, await, spawn or done; all keeps every one; off keeps none.
+	StepBodies StepBodiesSetting `json:"step_bodies"`
+	UpdatedAt  time.Time         `json:"updated_at"`
 }
 
 // QueueCounts defines model for QueueCounts.
@@ -713,6 +755,9 @@ type QueuePut struct {
 
 	// Retention How long this queue's finished jobs are kept; "0s" returns to the server's GENDURABLE_RETENTION.
 	Retention *Duration `json:"retention,omitempty"`
+
+	// StepBodies Which attempts keep their request and response bodies in the step history (capped at GENDURABLE_STEP_BODY_CAP each, gone with their history partition): failures keeps every attempt that did not end in next, await, spawn or done; all keeps every one; off keeps none.
+	StepBodies *StepBodiesSetting `json:"step_bodies,omitempty"`
 }
 
 // RateKey The bucket's key within the rate limit.
@@ -898,8 +943,11 @@ type SpawnChild struct {
 
 // Step defines model for Step.
 type Step struct {
-	Attempt    int     `json:"attempt"`
-	DurationMs float32 `json:"duration_ms"`
+	Attempt int `json:"attempt"`
+
+	// Bodies The attempt's request body and the answer's body, when its queue's step_bodies setting kept them (null otherwise). Headers are never kept: the Webhook-Signature is derived from the handler's secret.
+	Bodies     *StepBodies `json:"bodies"`
+	DurationMs float32     `json:"duration_ms"`
 
 	// Error Any JSON value, or null.
 	Error      NullableJSON `json:"error"`
@@ -936,6 +984,36 @@ type StepAnswer struct {
 	// Spawn Insert `children` and park the job until every one of them has finished.
 	Spawn *AnswerSpawn `json:"spawn,omitempty"`
 }
+
+// StepBodies defines model for StepBodies.
+type StepBodies struct {
+	// Request The step request's JSON body as sent (null for an outcome reported through completeStep).
+	Request *StepBody `json:"request"`
+
+	// Response The answer's body (null when there was none, e.g. a timeout or a refused connection); for completeStep, the outcome posted (without its token).
+	Response *StepBody `json:"response"`
+}
+
+// StepBodiesSetting Which attempts keep their request and response bodies in the step history (capped at GENDURABLE_STEP_BODY_CAP each, gone with their history partition): failures keeps every attempt that did not end in next, await, spawn or done; all keeps every one; off keeps none.
+type StepBodiesSetting string
+
+// StepBody defines model for StepBody.
+type StepBody struct {
+	// Body Any JSON value, or null.
+	Body NullableJSON `json:"body"`
+
+	// Format json when the kept bytes parse as JSON (body is that value), text otherwise (body is a string).
+	Format StepBodyFormat `json:"format"`
+
+	// Size The body's size in bytes as sent or received (at least the response cap, for an answer over it).
+	Size int `json:"size"`
+
+	// Truncated The body was longer than the server's GENDURABLE_STEP_BODY_CAP (8 KiB by default) and is cut to it.
+	Truncated bool `json:"truncated"`
+}
+
+// StepBodyFormat json when the kept bytes parse as JSON (body is that value), text otherwise (body is a string).
+type StepBodyFormat string
 
 // StepChild defines model for StepChild.
 type StepChild struct {
@@ -8129,167 +8207,177 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H2Lchs3tuCvoLi3yuRNi6Lkx02kmtqr2E7iTMbxWE6ldkMvCXaDJKwmwABoU4yjqvma+YP9gf2U+ZIt",
-	"nAP0i2iyqZfjjGuqJjK7G8/zfn7oxHKxlIIJozsnHzpLquiCGabgXy8StlhKw0S8/itb218SpmPFl4ZL",
-	"0TnpnBHFlowasuJmzgUxc0Y0U++ZeqAJLz4mKy4SuSLdb5+/fPbT67Ovf3g+evHs+d9e/fjm+cun/2v0",
-	"84uXz378ORqKhE1plhpy/GjeI1ToFVMaRn0nJ/DfC7YmU660IQuasIjQVEtCp4Ypwg2ZcsH1nCX9oehE",
-	"HW6XOGc0YaoTdQRdsM5JeUsHdk9RR8dztqB2cwt6+QMTMzPvnDw+Oo46Cy78v4+ijlkv7QDaKC5mnaur",
-	"qPO9nLx4Zj+EmZbUzIt5eNKJOor9mnHFks6JURkrTzWVakGNfU+YJ486MBdfZIvyTFwYNmMKpnoJowZn",
-	"gv9sm+s/FJt2Tjr/47C46kN8qg9h3Cs7g2J6KYVmcPFf0+Q1+zVj2th/xVIYJuBPulymPKb2/g+XSk5S",
-	"tvjinbbA8KHljK/wK5y0Ck5v5oxMZLImXBMhDXlPU56Q789/fEm6UpG5TBNNEmqou3ELEPD0PU0z1ut3",
-	"rqLOUymmKY/vfd3xnIoZI7FMU54wDRgBC1RMy0zF7IEmcaYUE4ZoQw2D1X4j1YQnCRP3vdyzVy8Al+ZU",
-	"u1XShOhYLtmp24omgrGEUEFosuDCvg1LfinNNzITyX2u+KUkOovn+VnCQvz797iOM0Fef/OUfPXo8X8R",
-	"Nzgs5Y2UP1A1Yx8LWeR7hw2a/8ZIyhfcwLp+EjQzc6n4b+xe7+ssM3MmjBsfVigIFQmsccKossuVF0wQ",
-	"qXJQ5JosuNZczCKyUlLM7EPF3ssLlrjdLJWMmdZ0kt77USskhxXSdErGTCmp9JhYIqwJo/GcTGhCppyl",
-	"dtFXng4DVT179cKx0aWSS6YMR2obK0YNS0bUVFhDQg07MByoe435RJa/hNhInXVEnZRqM8r09uFFlqZ4",
-	"qsg8NqYTjv9sPFgqNuWXm6LBG2TWD7Rj1/GcKhpbwaIf2o675xutEciX/ZwJy0h/6QDhAtZIk87bEAcv",
-	"mOYvyLEdM8Wh8t1F5SuqHWll7cUkcvKOxcYuC2/9KQwAoJok3B4STV+VoGBKU82iGmD4Uy8JJseDwQ7B",
-	"5MYHUTmDXTsCMKRp+uO0c/LLdgxz4H8V1eH/IiRbOgAi3VlyMfrXP/7ZOyF6LleCSBGziGgjFUuIFOma",
-	"UE2o5WTzAGjV9man2tzS23xTP3AUeaoLpEs+umBr+JsbttC7iEm+VT8TVYquN1aTjxs8ZRB/z1aUm51g",
-	"Uz26V1Rd5FJzJgxPCSWazwRNgVAlhAsyxh/0mFCl+HumSZeKtX9tNbfEecGNYUlvKKQiY4uGMjNjsqRa",
-	"29cFs2yn8mafnJEFNfGci5kfysypcXMkZDXnKbNrGwpt2JIoKsiKXjBtxXdq4HJReq/egFts5QL2xIrq",
-	"TUQdkMJ2yseO6FgxEwbBQ9j12bNMAS+CG2+42WdSsD0v9hvQb/KrBRlzrJjOUjM+JZQsKciXXBMjLf+p",
-	"nyK+ut+emzfwDeXpvhugPM2XL+Qqgj3IzBDFjFpzMWuzDWC6t7WLl+xyX/x6naGqK9ilFebZknRRIRkn",
-	"LKXrcS8iMVWwHTIGMBtvbgJebQ9H14LX5l2/tsd9zW1rumC4bTqjXJDK3kmXXeKiOE3JhMYXcjqtEolT",
-	"i+uxzITRoF4YwxZLcwsndKtwcb6kK7HnCb0QmilDxvGcp4liYgxC73KTHFvKuSZSMCKn9tECFLHcfLFx",
-	"FH7A1gwIVv/UfmV3tKCXL/Cro8HAkspboIU1VpavMMzK1vDRpgFJrEsaPOlaGc/ivWJTK1/17ElcHszk",
-	"gRvSivT913T1N6sFzJgd++ssvfiGp4apPS/rOdwBSOpEM0MEVUqutDNipSy2751appQyqi1rYpFVScY0",
-	"TccRrhL3v3lfNE0Dm43tIO7uvUGLwjQE9BdmCd4p6BexXEy4sAzT0nhp5kzhUsvi80TKlFEA/Vw+nbqD",
-	"qE7tZDXgsAoR1o7TTtXwY0/YVCrWPDg+bz/unIokZaqdiSqyotuoSdv4Xk40Wc2lRplRG6qMs8FwoCx7",
-	"mfaizq8Zy1jbhVnkyXTgXKiIWXpCVCaExZuIsEsWZwY0XGrlOi5mfQKk+IRMKU9ZYjmH/SpFqGqF69/L",
-	"yTku4Qo25lE9IHxuYKbFnpKlbw/dZJrj3La1lbDT6qJ8gcKss/MiPQqp2wsJJl4nSb6z12vmXJOJ/YkY",
-	"KzG6a3VWU6RrO6yoZYLl1v+28VC8qFSnxFTMUOsJgKB7SrrU3aPncxbV7ftMJNT+O7/l3FC46PWD+vsi",
-	"iHN/qxyNYgvKxSmJaZo6pmwknFIhp8DJhYjHBiHHDbqZQ+eT89yAQ+BbSRL3GG12VJNh5/FgsNDDTkSG",
-	"nYcD98fR/OFgMezYJbFLulhazd4+tcTUygTKDvh/ur8MDr56+0V3OOzjX73/2RX690z//v/+r/59oX/X",
-	"vy9+n/d6X/xHiMR8Y0nmcy8W1AGYpYF7fEUtwQWujBQ3Iqw/68NBHz48XCouFTfroBVj4djSpqFkA/js",
-	"3MUHoVP+1rHkGmd5T3nqDWA14VoxRnQqjbaidRiarmNqcur5xu85Nm9Oo+dUJTr8LFsmey4hoMP72fOp",
-	"otLJ1Mw1pQmbzjms9s+oYe11frivXRo/Dtm0jFfZvlQ4v4MqJdxFC8s3tGtP5/hmfSc4c9NOzvPhC1K/",
-	"oU94acseygPtQJcqhkQTrDsVIv/k0a5dfYcixVMppny2eaFOHRlNqGb7KBb+uwW93Oez6yDbgl6OnEbU",
-	"gD/bTLHvucz0SLNYMTNil0uumHbTV8/+J1BDQC2zN+A/Jfgp0YanKRhwtOVlShrY1AN0NaR02WsU83ab",
-	"aWGK4A72tq5ch5pEnUylu0m0s4Lad/M1FyusXVRUBa0qxOxHjhwIhymSE5nbE6UqQuyiTvnwWxa2P426",
-	"Z6yrY1CFMu4kizlwVvHlnM8E2DQRP7qruWbxiHxB7KaePLICQ64oHj0hk7VhundKZkwwBcoRoBqdaCbq",
-	"+gjYLksSDw79y9nB/6YHvw0Ovvri8O0Xf/kwiI6vgiLOdXBGBbTTuTHLk8NDqx/aP7X9+6fXP6A6bNgS",
-	"KfOrH8/fsIQYubGJR19WtKovd3Fxu4ggmDGa2gHqoL9kIuFiNlrwGe6kgTwW2tj2+d17oSV8LycBwQtB",
-	"KiDzOljzQmPh5WfLEzIAkzahaDCzF5My0MSdNxRk8zlFryLorSw5JTS3BYGh4ILZ8+dGk9QCmB3qgfaG",
-	"Mx2W9NzTG/rUvJoaxgjnT0AznnsTLdPULnYqlTPp/IVQse5VNNpNF2N4LbmNClWmkXPEogoWMIRIgRcQ",
-	"r0dOcN25yevwaZbyGZ+kLMhdfwZkzxV/OJIFXdsfTp0qSJOUo/nPn507KiAUQgp2AxZ7DUNo1PEQdyN4",
-	"Kdl0ru+y5mKZmX2X3/ayLY1mNdnoenvFkeRK4H53vr9btEPHx6jhoBomKH/vaGTZXBx4y6mw4ae56WvT",
-	"R08NG+UKRzuf72tQrhbcvGbTztXbxk0UxPc6PiqMskiylI28dLxpUvKvoENyQROWG+VLmEdJnHJLvhOO",
-	"5ucWYQduasPji/DU9olnD83LuIFIfR1XZsEoWxsXLeMJ2DlzpgZyQpgdXUdOX9ELFiKua/QRXjjuqDKh",
-	"0ep14nzOEfEYEBEnH7W4ylA8CGJDQdfyYyuhUZUZePLlbyWHaE+W3THmHHpTl0ADR52TlclDANWbtYwq",
-	"aW8QeL6mJp7vKdi/k5P2msj3coLusaBDarvZunwtMOm2TTRZbq+3Wpbs1Jq2regZM95L3opeWtFzM0DG",
-	"X/LIX2SYdOevGWlo2iAeYyDFyMFPS47sv8oH3vlNXdquDLC5jI3FR4FNhwN3CsDaD3oDkuKeXqK9HdR7",
-	"erxKEfSjYIzUGdrPajHtBGPeSdfK3+gwAZjvoezpnq64gLBMq9GRw/dHhxaMr+EqayWseQdwIafVWYhS",
-	"LEWvwQVbWwVIs1iKhHB0qWPcECUpf48sG4PBOQSOZEpoZKeOi+65hRtZDMrS1Pb4Uvfevu7FqtjVXtiK",
-	"OioT17eye1htIGw5dbwhaUtYkmHoblijq62q8nojPXjlnDA3YwChoDGrro/iTGnZRuYPMYrqGA2ne57L",
-	"Zj6E0+uS4C1zXuROST+POokU9in6kTteX05ZKOIz6vxglZfnl4aJBA++5ldoqyVt3/HGMKH9wlIsyO5H",
-	"vyGAvLKuLAPRaPuS8LPQOl4GVYcfmDFM6YgkfMaNjsiD0YOIPOjb/zux/3fw4JQcHRwdf1mLcS6Z9Apj",
-	"3tviz1H/5ODth0F0dPxfYcteRWC3ZyPWDs3Cp4QguEvBKsH/tlgcCHWxY20Kzptosaks5r+IbDEBQrmJ",
-	"2m+j9ivYEQT0Y2ZiuWBnEEWTBFF/1Nr8sLditInmKKNvMTG+KnGN3EP2uH4gA9RtIIK+4gn7qsSVBqE9",
-	"lJJj6vTWC6Rhq1F7ClnyrQcIJRfaWAIUnGnDRltaueEmDX+FP3woRQtkSpzMmEgyZaHzxCV+nEByBgpd",
-	"O6nBGuL8cdKtN/Z3z7Przg2nNwXEcQj92HWMMO5TfPUGPkMuRtOUz+ZmT6ehTBOmzcizlxsZxJY00012",
-	"WcUME+GgkTdzRkAieqBJ/hqR04oNXOeWZEwwJQ5r2tlobhxz4LyBbof1I48cGOR3HjzX/fyAZbjYdEaU",
-	"zPItKFohCrR7P3Gh6S1eLYSRdu878aTdy7nQcw2N83YEptp9hL2yALztCSdSkl1WBTdo41Ku44d1pCoQ",
-	"hiEFI0seX5A4pXyhCTUQgrcRY7dLG9ogRTWnETgS7WQOi11Gn7PhufyPjcC+3UpYW8rTTlUpdPYNGeU7",
-	"uSKpFDMMR/Rkq0qpqGLkgi3NKRl2BnrYKXRUWU2RL6XDv37+5vnLNy9+fNkPB2pa3S7PwXfyQqcTTArN",
-	"4gtmHmiIhC0l5ls90ueGbqrIGyQzVyYDPA9mCIiQf2Vrp4jP6XurruObFcN2M7ZPMqVr9FlmiMF1YfJa",
-	"bLKRBypnPW8x720xEoWmYdxylJ/ofiwiv6IwWSoMB+1pU3Hru+hTefSti7sGofKAUIt5ldpg2rDOQQvt",
-	"QFXPib+8ekhcEx0pbtcDQg2p3JRJwhKyZMqZptpNGhTU/YyBI82BYuuZ7q8tO7Pbrrt3WYseVdrYp1bM",
-	"0/pdg/+MbwZRomm7P7OCkzQFEroLyuuEQD7hVMkFhEwUNGjfGMlz56q7nYztWEkRJD9bfebXcYVDfvIW",
-	"lXe3IxlGMDy+uJukcbCAFdbJTR4GUTF2/vbZJC4wsWwz0xcc/GxpKldBI9g2saHZD25X8JuTkO9M0wBo",
-	"Kc1VdkF6p6R3NPqtl/ST8gnXrrMKH/txHI8RYYbjXdvt2U2OYbu4TTH0tmXtz2o8UlZB8LHLtYrIE8zP",
-	"QIrvLDERocS/LxXp/vdcZipd94hUZNj5b8zvgjSHam7Dfx4+Jv+J/6sFzz1+stNHsa/raE+vTAl7CvES",
-	"EadObS1WkQXQWCGB4E6lIhSDHPL87jzO4YEuoovty1yDEweOZn88zRfnbnML3rY5pjIqF/v+6c3TTqD0",
-	"y4uzl2fEf5EntzzPLEAdvqKK191nTx7tQnaH5dt8LecQcfraRWDvCd6la22dZtwQAYtkeZVHwAZDW3u3",
-	"GdsaUoMw6jDAkKXQ2aIxKPAuC6w0x+PTdSppsndcDvt18/SfMYs0ak2kQudtrta9k5MTchSR44g8/Nc/",
-	"/tlG1QoFuthZo8LMhSuvMYf8kN823kzY8xaq3rCVLeAt72QKbtjm5ZwzLFR19zVXWl52TnLbysDFPr72",
-	"Nfj2l/r39Id/nCPAGKfdB2Fu6t6Bgdq/v5IXTRGFGAINMXz1CGhvfmyRcVksKCp8RzBr8ByKzP798t3P",
-	"MCgOVSTpAitOQUUCngn1NubMVd94oEkmUqYhxgKDvKVggcoEu6No7j9u5g5CUkhXWK4PvI4tlmbda2VF",
-	"+yOHluwR8HHuAj8bUyICPgR3f6NKuH9ha7mzGPVN0dmY5ahwOe7WfluTBolu503gseqXy/GPiLYYG5EE",
-	"CkhMKU8jrHYDDm4Kv2SKnfhI1Qjyb0ZwPhGJpRBYisL/Uo6pSJDjhxysal+Bxwf3tpIW6hGs/iSqp11Z",
-	"SPX2qgDiwaEJ9rAky54E72coPIWJNys2mUt5kdeURa0OVkmOB4MTwi5pbNK8JkvgAodi4wb75CdxIeRK",
-	"OH0RLP+udgnpQnkPPCH4SFt1YUKTkS+12sNKVwt6Wd7LEZCF2i8B999uAlfUDyv59HZ/AoWpnKuu3RdQ",
-	"CcrZddp9AVWX0Dmj1u0+wZJFFlB9ZZ7d32ARn7AmYdgyZ6M3ri91S5kvbZNYrpkkccPAFkD9wgyFAluO",
-	"6rUw9yZUvklyHdeu3NYR2BywRIPShhi17t1ewYM/fhLT7lSiZvPlNZNFWmR+kO6gei/BO2mXZuGBa3um",
-	"RD3VonTbTfAH0YYBQMNCuZppMmdUmQmzzEMkxHE2n6mn1yKeKykgWd7CoivolYc4BsrV7R1FGd0suDHq",
-	"7Ii4tOfwYyG77MFTrdoDAoiv3zvNE4ThtMpsFHlthOU5Q1x4KLoFc++Fyj5+ZnT7MboS4ATUVUwbhuvr",
-	"w3sV78oNo2ftTTZYfyxtaG/7sSi/0/IDQzYto1TQqqFmtgNbyH2owaZiMcNyqJoxcnngftd9+1Zve2m+",
-	"zdneyckDXcpG00yYPAzETgvRElOZpnIFaGLv8YEm7yQXpOuicIhVFnut64EVkk0gLjPPqgnXlXrqHmM6",
-	"+lyuxKkz7RaJyWFG+w75+q6Fubj6lLUoBlGQ6yIFKVTKxNslnUFGkwStpXlNuuK4V1RjiBNLIoIxek6E",
-	"KB/2fmfdZK0sspzCZx1YeH7qpIv/yUuM9trew95Jk/nA6MaZKqbnVjONpTBcZI65V/w1uOECmEqFUd62",
-	"SIIo8r86HhKaULnR3v/pWPS3lBkP2tlDR/FmrmQ2mzuJslYYQ3JRi/CphXznDq7NUDwkPz56zcwZVxup",
-	"yG2COTfL/EK1SSe8dzG0PE/G1RUtutdytgUXWT1Qa7sMdc1kRTfRZoQojhi6oK3cyt3Q5nfobssUN+tz",
-	"Czsu/AkaJOSdC8B0jD/lA8yNWWKnAi6mMlSHz8XEA65rpt7zmEG2n9Rmptj533/Aq19meu4bFwCBtGKu",
-	"NxFTzxT7Q/EUsuK1z8fDOEeRWIaWk6/TPLrRzuYiSfMiGMCzI+C5OOEQLKqOGUJOH0r/DzQUnunaUX2B",
-	"xHNDRUJVQn527LiHFVRc6p8XNoeCi2LAB9rTT2pYn5wzRhIZ68OlkkbGMu0vklxfgc3nD4ZiKCC1AU06",
-	"9aYfdphsAefRbeo80euTn315LQz4HAogurAfKqDvBYhTkSsJe/j+CCs4CsYSTcZOJfkNxj4hX2PfjGE2",
-	"GDyM4UP4k41RcHZ5E50iH6ITdd4zpV0qSf+oPwCb5ZIJuuSdk87D/qD/EBOV5gB4h3OovfMb1L5DH7Cl",
-	"IzD/i6Rz0vmWGVeep9Yv6Hgw2NKQY79GHG6GQB+On5b9Cs50Tn55G3V0tlhQK1uDwOUDirkmGTAtQ2fa",
-	"ImG+E915awc5VIwm6617fW3f+Dhbhamh68njwcP7bbVjoBnQevdRJ9TQiVUFoRQyjeeA5hYtsUYTlrBt",
-	"PP/3R4d0yQ98X4XgJfzAtcFeCvou76HU+yFwJFgo+oKtI9+Oxqq3lhTGaZa45jSPBkdNs+TLPqz044GP",
-	"Hu7+qOgRBStzQSq7viquuHxtdou+4U7ewcH1VQM6utAsfc90r0/OoOsTNAFpvMaos5Q6cG1YEdo1wUBe",
-	"yLT5WibrW74y11XlqspxXZJiDVyO7mTuJAQx7pEDjMHu2yr1W7s/WHp01OKLvLWV/eD4uM26yl2abg6y",
-	"eJaeYUJxAN8IkFscRLMwsn9oB9MOdGsU6PADT65c0wGGQmYVpF8D5pdAugJbjwJpNaXOVfd1obiO7V/k",
-	"/ds+1oXiwZQutDWtKfWm/OXumy6+dSCSVwFu5FDfwht3yJ/yEsWN3GnmOwpeC9Rug6ugDFsKB3FrKq5z",
-	"msrVgT0PJdMCA+F4Dz9csPVW/HsGv3+bV1TagX34elKhFZQsU8oF+etfjirrtI/BEvIZVzdxdSEhkWuP",
-	"e40a5enw7d0umjT177sZgnwat/WjYPtdVI2iBrqa1tDEV+su9Svp+067VVJ8kUt+YVq8X6/dt1HH2b5q",
-	"Zk3XPYrCqqIaoAJiJwtuMOU0TwMGYwPEhhi+YKT7178c9fpDcR6oP07GWCh9TJRc6VOykIoR/ImkzOC/",
-	"XVVXy6jQfjLJ9Hoo7PSKOW8ZWNawwjkXxB58mrIUVfcqorzKCkS5fbnZl5lvJTLfO2p+FpVvxIeZIdmS",
-	"GEnGkJg5RjOd6zDC9QZyIEawcuL1dmZdrj/eKA5951+6S8tJqUp6o1DkVvtHkIsUm3FtwCWVr6o47KLu",
-	"ev2gDz9YetpCMvouj5xoLRx9FncaxZ3td9Qs4TTewq1Dvq/oHyapN4b8T0fg2XVVNRknNE3xiouMbhI3",
-	"ziADyg2ft66kZIxJUWMyY1aCKJX9H2PG07/+8c+xj5/f4PZloLl9hl9q23DPPP8akPqZ/9+MfCGTAe89",
-	"tPEqXHjXYjuH0PiFHRQ5gdfFJhkKx3mWWfEelIoVF4lcOWaJnYFdw/WYKgWaxkqin9FkCrsPrzA+L02i",
-	"odBLGtt12skNNjh2Gz/IP+pFREsf36OgBxvRK27iuRWAUEKXKyuc+x7ENRMgHIaD6nPfEeYucLaW83nl",
-	"EPcPgKe+p6Iu5YL+0XF3b1b2iSD7MqWxC22qdKeJoF+IxyyZgruKQFE8jPERvouTQ7vtNMGXTW2U97/H",
-	"sqYh8+yvGVPrwijgw3zbwaXPUgqPVaSYtBqsEtUeHrFU4/0W1ucCmBsNHhtRUk11MFypWB+zmCfTL+mM",
-	"5caX2uSuumzD/A+Pq9VJoa9iMAE7vLW89V4+eFHCclAqs/J4Z0vOt3dI1nwd4ABBs3IjHt+1ydBH0e+t",
-	"PmnRMbLUNw9dLKMv1qK/auK4x4OjvOEoUPB3cnLqIlLI+IKtx65df1Fou7u1fW1vKGgK8QJYiSkix4OB",
-	"nwILcgOXHpcLN58QK3qO++RnDIUZinGthPmYaMZEOc09r5lWKorupYauO1dy/IjMe7CEoci3iZ2WqQGL",
-	"h8vVDS8oIqs5NeATtxwOKUxIEsDi199DJON+ElFpn1Bq6e3dCBClZgv3K/NX+iZsIt5ZAVcVsPFuGkiJ",
-	"DJW0d31SuMboxKvoVh36O1btn31WUm6BiLke+VYkcYGmNdpVEjsO85KVYXJ25rI5ucjVBaiPcQrDc4Ey",
-	"D4Q7Q1ImwtlqLlNW9ENuQG3duTPUxF4r94+Z5fYoW8CcdKUiZfLYizZO+DMq3B4qoMn+aEAGgwFa7LnA",
-	"GqlW31y4jpFbsAQL1zajyRso1lT1DOS91T1B1tV8iAi4JI7s4oO96jcU8E25nTnVZFxpJALxNG5hY5JI",
-	"pk/KDfGsFlKulkHNUEgRMztryU8HWWTGMWNIXvLZeN1pSmczlpBxvS3gGLon4tOhcBWnhDRQFlBEREBq",
-	"A/j3InT79/pk7Lqej32/djRE2K/dk8iSjqEob9rH/52S8UIqNiaarnWtaT12Zj8pd2bHhEFuCNdDAUl2",
-	"fXLmikoQ7EqPEZWQRn5CaGypZWlFcA/jD0PXwn7YOSEfhh2apvYvICNX45DU8hRO6g5JG/bNd7h+v9St",
-	"1LI/QNmgEgBID9gOx93pH52IfZRwOwCSyJOgicxEwhI8N8CBgmD4DnZgQHOQu4NS5VmQ1yBUmIUBtk1f",
-	"qLuRbtl5ONNDAYSrgTrBYpA49ckZotZcaowX2mw1pEnKpsbqO/ZgunJKtMVJmkI8gF0hRRHW6VZ2SYDH",
-	"dimJJTJNVGIotpMJcg0q4RSga5AJSD/9TCU+GSox+Gr3F0+lmKYcU5U+krUSCt40U5Um7L4GkfGhvE1O",
-	"WtTb71LQdl3/GkzpXoP9kztmc1GFg6w0kZcoUvoMY5S0wsarvWwqVnt/1snjdevi5/5uKz9gkxXtrFmQ",
-	"5boEvy6s5nRTqIUc3kKsHQov11Kl+HvLjx4NvnIJubn9yltMfLrmVhnvjiF8C2wTOjUuq8Sxjz92oMkn",
-	"QT/xXstSicUl6Ahvf/BI1YIyHpYLFmzz6TwtkrtbuHY+exzu2uPwSRD+UM2L3b6K2yH3ed2e26D4VZT4",
-	"zg99jgWJ7kIuztsg3rNQXO0EGQqmdM+uLwjfOUn+JMx9eI6oQ0NQeFNJqS7kxQPLBwM3S8jx4LhXxh1X",
-	"AGeTupdKUt6u0FOv/FSv9hQumrhZ9RLrImq6YEMxkQlnuoi3rJRn7KEQtPJJ9DitN+YVdAYCmsGhEBSI",
-	"XImyO0TccjWte8bdWt/LkMcNH33G3RtH20iFYLejIFwrLC3sYLfKprzp5uMJ/1GhGn0CKXWfhukkE65K",
-	"cMA+4oyFebMjTw0t5EWofmNBJ1+Lp42GUCq1tU1BOM9rOLXQD7ZI8Fhbvn1h7DuV4UttDIIu0om8/PeR",
-	"4cFqU6+TlhctgyIYztNWFU58X4Zry/bN8UvHRfySK7/PE5BFVnNm5hC5Q1byguWhP916ZX7/91SqoQBz",
-	"rwVRiDzB6Mi1G7nXJ2d+EqiGlFtinBDiR9KGrsFpC87RwtTFtSvmZqQLmXXF3MrmnXLryJAAc85Ecu4L",
-	"rt2J+FJ0ymglvRzf/sxBc/wzX8TvTxdf/OcUkdx9EVrHmTBp2OQ6vkzoVp4DL/25OI4vnBrAge+4NlKt",
-	"/304jq+XP8eNV3nP7RuPis7NjUD3d3zlDgGg6CzdmMmKDVpyb4p3nXz8vNbawtAYveHY8b2sryrHXspt",
-	"bXLV/d0lDNzt2TfpM7DMfwdX3Z63eNOkyo0MyOKab1+8yZul37NppjVkfY6hvI3yYA6Gi8xH8K4yYwV0",
-	"TbrQQTIiilnVJSJcHGCLehLTZYRxCL3WFOvQVMrxbiVepcq9raQWrD2rw3LLk4rY8ujRxxRbShtr8ndJ",
-	"Lgw0zMZNOXOE13dcywi34SKbWqyhBotccGNAsfykcnSwrHK+ydLuJZqxHerfHll1EKqoYQdFt/dGeSbv",
-	"IX6nMk21NX2jXGMXTWDRf4giHaXV7KqEUjru1jU6iub6e1TpKNgyNjLXn8t2NJbtKC4wD4/ID+0a9cq2",
-	"3NcdYEqTrHAbOPLpiKKtcPB2q3p8LydoAwTbIUTN2lWMYBUn5AOaByG0d8Ws0HAFOQZ5FwUpYhQ3Ltj6",
-	"gR4KBDkXNjzGT8bovtQNBb+qkHb7QnA+/kcQhPcH8M8S8U2w6Mx5yh0YWgnE1a6ech+WCADuYRJewQ73",
-	"PvZ+kiltxru5YKXjf6PIcZ6/dZdmNDfJdoHDLzgikzXg/B9B7vCLqhhK8zPbPOzWAoc/k89VwW5FvPAX",
-	"QLqW2kN0ujZ03Wu6t2bJovlibh8hmshuAXV/fqliF4bdrkDho98tXTU8viA0VlL7pEKsZOAbVZzmjkps",
-	"sg1mCw9nVCRDASN0x/7HkX1vHJHiB/vCuNcnZxB3TUkiVwIKm0qRYslW6GulWMyEGYoF15oluDArvzSI",
-	"JBUQvQOvoxv+IwgkeyLGZ2nkFuxz5YpkbdldEYUSjnYqPONfr++u0UThHsdZPvvIP/vIb9VHXs6pBaUx",
-	"TyVtcJxX2/IU/cJ+eWs5ErKXpoLejvlAFAv8rTHj0Te0It25McuTw8NUxjSdS21Ovhx8OSCZSJgi4wW9",
-	"YJZpjEHmyVTaOekcAiN06/wQrCkRkZRrExEu9JLFJnIxbHmqLmSsgo3GWcHBu7tZEuusHJd0mndNXNlV",
-	"lWN8ykP5gwsX2CqHbx5A8DUTCfZriwj1PYETqy2YWgtVkrdQzSuSsWXTPLUqjC6tUWUiH7a85rwI2+Zg",
-	"r5jiMuExip9SEEpiJUWFqPr15DR1cxjwTWz6R0J+EYjbZsJ+iE3Xau7Bcm230FRPaxXpsW8cHN6B01EL",
-	"C0B5xIrKuTkuNs+KoFsVF0zjuL65UWmcUhsRC6lFS1ffnLY5If0cW9BRvdmAjuCbE6ZPyHij1uTYm3/e",
-	"H0Vj8sVQTKhmTx51v/vb2dOD8+/Ojh8/6YJWzhPyBRl2+sMO+QLK0WtDF8vSbxOZrHu9IurNleH3Ix4k",
-	"LJYJS8iSKuNrxBWN9Mr1Z7E64ClJMpetjj8Q5epMDkWe0F6rplmqu0kVwya29rCpwNj/PJuda8KEzGbz",
-	"/lA4WoetN8yBxRlzIEXMSufFkzF0ahP814yBvOwCQEJCqcqEi+Lf2rfgp43BIsL6s77FmNGj45G98dFD",
-	"30V8dDR6PB3Ex/SropjenNEE6gA6ACpWu7Wlwc6Kfj8JfukMLbrIa/B1dVZUE2x5eEoUe8diA/ZIeE1K",
-	"MqUKw3wFFmzcutIckLYuuG1G3qZ2I5XrhFADFAvu2KAQodN1KCwB0M6l56/uddZv7y614yPVKig6ozfq",
-	"KciMMGfG1UQ7DhXJ2kxSOLGghWGrRWIy8ngIALH87bRMSqAyhR6KeTkRzkovDJOanMclLmXbFCSrnDZk",
-	"pHOOEg5IDpLYV6H2WVA2wyUTjyGz4QA03DHpUvJ48NCZ6itPjJToMC7JafXTWBMJgcJY3i9yXUBkZiCZ",
-	"21fUILEUgsX2K+wdNK30tI18XQ9cxYTGF3I63d4zEQwR5R6r2AzV6uKyRrah/2m9V2k4Aezq6v8HAAD/",
-	"/w==",
+	"7L0Lchs3uii8FRT/UyXypEVRsp2TSDX1H/mRxJmM7bHsSp0b+pJgN0jCagIMgDbFOK6a1cwO7gbuUmYl",
+	"t/B9QL+IJpt62HHGNVUTmd2N5/d+vu/EcrGUggmjO6fvO0uq6IIZpuBfTxO2WErDRLz+K1vbXxKmY8WX",
+	"hkvROe2cE8WWjBqy4mbOBTFzRjRT75g60IQXH5MVF4lcke73T549fv3y/OFPT0ZPHz/524vnr548e/Q/",
+	"o5+fPnv8/OdoKBI2pVlqyMn9eY9QoVdMaRj1rZzAfy/Zmky50oYsaMIiQlMtCZ0apgg3ZMoF13OW9Iei",
+	"E3W4XeKc0YSpTtQRdME6p+UtHdo9RR0dz9mC2s0t6NVPTMzMvHP64Pgk6iy48P8+jjpmvbQDaKO4mHU+",
+	"fIg6P8rJ08f2Q5hpSc28mIcnnaij2K8ZVyzpnBqVsfJUU6kW1Nj3hPn6fgfm4otsUZ6JC8NmTMFUz2DU",
+	"4Ezwn21z/Ydi085p5/87Kq76CJ/qIxj3g51BMb2UQjO4+Ic0ecl+zZg29l+xFIYJ+JMulymPqb3/o6WS",
+	"k5QtvnqrLTC8bznjC/wKJ62C06s5IxOZrAnXREhD3tGUJ+THi+fPSFcqMpdpoklCDXU3bgECnr6jacZ6",
+	"/c6HqPNIimnK44++7nhOxYyRWKYpT5gGjIAFKqZlpmJ2oEmcKcWEIdpQw2C130k14UnCxMde7vmLp4BL",
+	"c6rdKmlCdCyX7MxtRRPBWEKoIDRZcGHfhiU/k+Y7mYnkY674mSQ6i+f5WcJC/PsfcR3ngrz87hH59v6D",
+	"/yJucFjKKyl/omrGPhWyyHcOGzT/jZGUL7iBdb0WNDNzqfhv7KPe13lm5kwYNz6sUBAqEljjhFFllysv",
+	"mSBS5aDINVlwrbmYRWSlpJjZh4q9k5cscbtZKhkzrekk/ehHrZAcVkjTGRkzpaTSY2KJsCaMxnMyoQmZ",
+	"cpbaRX/wdBio6vmLp46NLpVcMmU4UttYMWpYMqKmwhoSatih4UDda8wnsvwlxEbqrCPqpFSbUaa3Dy+y",
+	"NMVTReaxMZ1w/GfjwVKxKb/aFA1eIbM+0I5dx3OqaGwFi35oO+6eb7RGIF/2cyYsI/2lA4QLWCNNOm9C",
+	"HLxgmr8gx3bMFIfKdxeVr6h2pJW1F5PIyVsWG7ssvPVHMACAapJwe0g0fVGCgilNNYtqgOFPvSSYnAwG",
+	"OwSTGx9E5Qx27QjAkKbp82nn9JftGObA/0NUh//LkGzpAIh0Z8nl6F//+GfvlOi5XAkiRcwioo1ULCFS",
+	"pGtCNaGWk80DoFXbm51qc0tv8k39xFHkqS6QLvnokq3hb27YQu8iJvlW/UxUKbreWE0+bvCUQfw9X1Fu",
+	"doJN9eheUHWZS82ZMDwllGg+EzQFQpUQLsgYf9BjQpXi75gmXSrW/rXV3BLnBTeGJb2hkIqMLRrKzIzJ",
+	"kmptXxfMsp3Km31yThbUxHMuZn4oM6fGzZGQ1ZynzK5tKLRhS6KoICt6ybQV36mBy0XpvXoDbrGVC9gT",
+	"K6o3EXVACtspHzuiY8VMGAQPYddnjzMFvAhuvOFmH0vB9rzY70C/ya8WZMyxYjpLzfiMULKkIF9yTYy0",
+	"/Kd+ivjqfntu3sB3lKf7boDyNF++kKsI9iAzQxQzas3FrM02gOne1i6esat98etlhqquYFdWmGdL0kWF",
+	"ZJywlK7HvYjEVMF2yBjAbLy5CXi1PRxdC16bd/3SHvc1t63pguG26YxyQSp7J112hYviNCUTGl/K6bRK",
+	"JM4srscyE0aDemEMWyzNLZzQrcLFxZKuxJ4n9FRopgwZx3OeJoqJMQi9y01ybCnnmkjBiJzaRwtQxHLz",
+	"xcZR+AFbMyBY/SP7ld3Rgl49xa+OBwNLKm+BFtZYWb7CMCtbw0ebBiSxLmnwpGtlPIv3ik2tfNWzJ3F1",
+	"OJOHbkgr0vdf0tXfrBYwY3bsh1l6+R1PDVN7XtYTuAOQ1IlmhgiqlFxpZ8RKWWzfO7NMKWVUW9bEIquS",
+	"jGmajiNcJe5/875omgY2G9tB3N17gxaFaQjoL8wSvDPQL2K5mHBhGaal8dLMmcKllsXniZQpowD6uXw6",
+	"dQdRndrJasBhFSKsHaedquHHnrCpVKx5cHzeftw5FUnKVDsTVWRFt1GTtvGjnGiymkuNMqM2VBlng+FA",
+	"WfYy7UWdXzOWsbYLs8iT6cC5UBGz9JSoTAiLNxFhVyzODGi41Mp1XMz6BEjxKZlSnrLEcg77VYpQ1QrX",
+	"f5STC1zCB9iYR/WA8LmBmRZ7Spa+PXSTaY5z29ZWwk6ri/IFCrPOzov0KKRuLySYeJ0k+dZer5lzTSb2",
+	"J2KsxOiu1VlNka7tsKKWCZZb/5vGQ/GiUp0SUzFDrScAgu4p6VJ3j57PWVS37zORUPvv/JZzQ+Gi1w/q",
+	"74sgzv2tcjSKLSgXZySmaeqYspFwSoWcAicXIh4bhBw36GYOnU/OcwMOge8lSdxjtNlRTYadB4PBQg87",
+	"ERl27g3cH8fze4PFsGOXxK7oYmk1e/vUElMrEyg74P/u/jI4/PbNV93hsI9/9f7/rtC/Z/r3//t/9O8L",
+	"/bv+ffH7vNf76j9CJOY7SzKfeLGgDsAsDdzjC2oJLnBlpLgRYf1ZHw766N7RUnGpuFkHrRgLx5Y2DSUb",
+	"wGfnLj4InfL3jiXXOMs7ylNvAKsJ14oxolNptBWtw9B0HVOTU883fs+xeXMaPacq0eFn2TLZcwkBHd7P",
+	"nk8VlU6mZq4pTdh0zmG1f0YNa6/zw33t0vhxyKZlvMj2pcL5HVQp4S5aWL6hXXu6wDfrO8GZm3ZykQ9f",
+	"kPoNfcJLW/ZQDrQDXaoYEk2w7lSI/Nf3d+3qBxQpHkkx5bPNC3XqyGhCNdtHsfDfLejVPp9dB9kW9Grk",
+	"NKIG/Nlmin3HZaZHmsWKmRG7WnLFtJu+evavQQ0BtczegP+U4KdEG56mYMDRlpcpaWBTB+hqSOmy1yjm",
+	"7TbTwhTBHextXbkONYk6mUp3k2hnBbXv5msuVli7qKgKWlWI2Y8cORAOUyQnMrcnSlWE2EWd8uG3LGx/",
+	"GvWRsa6OQRXKuJMs5sBZxZcLPhNg00T86K7mmsUj8hWxm/r6vhUYckXx+GsyWRume2dkxgRToBwBqtGJ",
+	"ZqKuj4DtsiTx4NC/nB/+L3r42+Dw26+O3nz1l/eD6ORDUMS5Ds6ogHY6N2Z5enRk9UP7p7Z/v375E6rD",
+	"hi2RMr94fvGKJcTIjU3c/6aiVX2zi4vbRQTBjNHUDlAH/SUTCRez0YLPcCcN5LHQxrbP794LLeFHOQkI",
+	"XghSAZnXwZoXGgsvP1uekgGYtAlFg5m9mJSBJu68oSCbzyl6FUFvZckZobktCAwFl8yePzeapBbA7FAH",
+	"2hvOdFjSc09v6FPzamoYI5w/Ac147k20TFO72KlUzqTzF0LFulfRaDddjOG15DYqVJlGzhGLKljAECIF",
+	"XkC8HjnBdecmr8OnWcpnfJKyIHf9GZA9V/zhSBZ0bX84c6ogTVKO5j9/du6ogFAIKdgNWOw1DKFRx0Pc",
+	"jeClZNO5vsuai2Vm9l1+28u2NJrVZKPr7RVHkiuB+935/m7RDh0fo4aDapig/L2jkWVzceAtp8KGn+am",
+	"r00fPTVslCsc7Xy+L0G5WnDzkk07H940bqIgvtfxUWGURZKlbOSl402Tkn8FHZILmrDcKF/CPErilFvy",
+	"nXA0P7cIO3BTGx5fhqe2Tzx7aF7GDUTq67gyC0bZ2rhoGU/AzpkzNZATwuzoOnL6il6yEHFdo4/w0nFH",
+	"lQmNVq9T53OOiMeAiDj5qMVVhuJBEBsKupYfWwmNqszAky9/KzlEe7LsjjHn0Ju6BBo46pysTB4CqN6s",
+	"ZVRJe4PA85CaeL6nYP9WTtprIj/KCbrHgg6p7Wbr8rXApNs20WS5vd5qWbJTa9q2osfMeC95K3ppRc/N",
+	"ABl/ySN/kWHSnb9mpKFpg3iMgRQjBz8tObL/Kh945zd1absywOYyNhYfBTYdDtwpAGs/6A1Iint6ifZ2",
+	"UO/p8SpF0I+CMVLnaD+rxbQTjHknXSt/o8MEYL6Hsqd7uuICwjKtRkeO3h0fWTC+hquslbDmHcCFnFZn",
+	"IUqxFL0Gl2xtFSDNYikSwtGljnFDlKT8HbJsDAbnEDiSKaGRnTouuucWbmQxKEtT2+NL3Xv7uherYld7",
+	"YSvqqExc38ruYbWBsOXU8YakLWFJhqG7YY2utqrK64304IVzwtyMAYSCxqy6PoozpWUbmT/EKKpjNJzu",
+	"RS6b+RBOr0uCt8x5kTsl/TzqJFLYp+hH7nh9OWWhiM+o85NVXp5cGSYSPPiaX6GtlrR9xxvDhPYLS7Eg",
+	"ux/9hgDyyrqyDESj7UvCz0LreBZUHX5ixjClI5LwGTc6Igejg4gc9O3/ndr/Ozw4I8eHxyff1GKcSya9",
+	"wpj3pvhz1D89fPN+EB2f/FfYslcR2O3ZiLVDs/ApIQjuUrBK8L8tFgdCXexYm4LzJlpsKov5LyJbTIBQ",
+	"bqL2m6j9CnYEAT3PTCwX7ByiaJIg6o9amx/2Vow20Rxl9C0mxhclrpF7yB7UD2SAug1E0Fc8Yd+WuNIg",
+	"tIdSckyd3nqBNGw1ak8hS771AKHkQhtLgIIzbdhoSys33KThr/CH96VogUyJ0xkTSaYsdJ66xI9TSM5A",
+	"oWsnNVhDnD9OuvXG/u55dt254fSmgDgOoR+7jhHGfYSv3sBnyMVomvLZ3OzpNJRpwrQZefZyI4PYkma6",
+	"yS6rmGEiHDTyas4ISEQHmuSvETmt2MB1bknGBFPisKaljcaw5WgiE3dpWyMnDVs+hDcvmDHeY3jTmAXn",
+	"TXQnVL+yyIFRdaE5BAVvaT+vYhnKNl0bJSN/C/pYCBbt3k9coHuLVwvRpt37Tthp93IuQl1Df70d8at2",
+	"H2EfL6BCezKMdGmXjcIN2riU63h1HeELBHVIwciSx5ckTilfaEINBPRtROzt0q02CFvNBQVuSTuZowku",
+	"P9BZBF02yUaY4G6Vri0da6f4FBaADYnnB7kiqRQzDG70RLBK96hi5JItzRkZdgZ62Ck0XllNuC8l1798",
+	"8urJs1dPnz/r35z6hcJGraaZVwRw0kunE0xRzeJLZg40xOWWygRYrdZnqm4q7BsEPFdtAxwYZggItH9l",
+	"a2cWmNN3jFC3loqZvZlaTDKla9ReZkgB6qLttZh2I0dWzpbfYt7bYksKDdW45Sg/0f1YTH5FYbJWmDHa",
+	"07bi1nfRt/LoWxd3DULnAaEWgSu1wSRmnYMWWqWqfhx/efUAvSY6VNyuB4QaUrkpk4QlZMmUM5S1mzSo",
+	"NvgZA0eaA8XWM91fd3dGwF1373IoPaq0sZatmOcVuwb/Gd8MokTTdn9mBSdqCmt0F5RXLYHsxqmSCwjg",
+	"KGjQvhGbF85xeDv547GSIkh+tnrwr+OYh2zpLQr4brc2jGB4fHk3KexgjytspZs8DGJ07Pztc1tcmGTZ",
+	"gqcvOXj90lSugia5bWJHs1feruA3J2FvRjreEoMAaCnNVXaIehepd3v6rZe0nfIJ166zCh/7cRyPEWGG",
+	"4x3t7dlNjmG7uE0x9LZl7c9qPFJWQfCBy/yKyNeYLYIU39mFIkKJf18q0v3vucxUuu4Rqciw89+YbQZJ",
+	"F9VMi/88ekD+E/9XC+V78PVOj8m+jqw9fUQl7CnES0ScOrW1WEUWQGOFBII7lYpQDLnIs83zqIsDXcQ6",
+	"25e5BpcSHM3+eJovzt3mFrxtc0xlVC72/frVo06gEM3T82fnxH+Rp9o8ySxAHb2gitedeV/f34XsDsu3",
+	"eX4uIP71pYsH3xO8S9faOum5IR4XyfIqj8cNBtr2bjPSNqQGYQxkgCFLobNFY4jiXZZ7ac4OoOtU0mTv",
+	"KCH26+bpP2YWadSaSIWu5Fyteysnp+Q4IicRufevf/yzjaoVCruxs0aF0QxXXmMO+SG/abyZsB8wVEti",
+	"K1vAW97JFNywzcu5YFg26+4rwLS87JzktpWBi3089BUB95f69/TOf5ojwIir3QdhbupsgoHav7+Sl03x",
+	"jRiQDRGF9Xhsb75skf9ZLCgqPFkwa/AcijoD+2Xfn2OIHqpI0oV5nIGKBDwTqn/MmasFcqBJJlKmIeID",
+	"Q86lYIE6Cbtjej5+FM8dBMiQrrBcH3gdWyzNutfKivZHDnTZI/zkwoWhNiZoBKx5ufWznc22sIMGrLYW",
+	"29xsBzqvDAfF+HxaB9YuPdDwa4QXlcP2gSYlkyzRaGkFIy8WA0FXF1R9WHHNen3yAwRtoTEY6y7Zt09h",
+	"rp/ZZC7l5SHQJJMpwJ2EYcElMDxA2Bce6IHP8Qv69X3q9qiSo1GYpO4ssWBTwzBmOSr8xLuNBK0pqMRY",
+	"gU0cs1qqK8wQEW0JW0QSqPoxpTyNsEQRRCVQ+CVT7NSHF0eQNDWC84lILIXA+iH+l3IgTIKCUcgrrvaV",
+	"C31Ediuhqh527E+ietqVhVRvrwogRUCzw64mXMWCOnsyiJ+hbBimTa0QwvOKwKgFw3LJyWBwStgVjU2a",
+	"V9QJ3ORQbFxln7wWl0KuhNOvAblc5RnSNQWSw0faqlcTmox8odwe1ilb0KvyXo6BjNZ+CbhbdzOEovpb",
+	"yYe6+xMoK+Zco+2+gDpezg7W7guomYXOMLVu9wkWnLIQ6+sq7f4GSzCFNa+CPm96Gkr1TPYh9usGUo+F",
+	"6nDQA40RSkjsLS0VPnEL7A6COKQiii2lxSJi5kpms3me+2dn6wWpr4esW1t5hQuVs1wsZ2FkBWmHFiug",
+	"wgX1xAxJnMeEgpj1zmCT5Y1EwFv8npdS2x13fVE3y/HARRLab93d4G6tdAxvtl68d1BWjCWOLuvOJjnh",
+	"8TxPmYSMSrt0rnL+bVm3n5o41uxrmlsImHNtpFqTbkyXS6ylVPK4Xrx68mL08Pnj/xk9On8BhWAjMgMZ",
+	"zdV34SofYUmVATLYO/WMRLscTzTXeboDzsuEJ5AcyiAaOkDb7HVZ+nBGaJpWxoEf5XTqfhROZvaWrtJh",
+	"0TS1DGE63bR4RZ2rQ/vF4TuqQPS2nxbX8F0xSPHjOQxX/Pu5Hbi4vUAN3In7dS/BwrHIOiN/q6UoahuA",
+	"WAUJ2fbgNbNoizXFfflkOGasIR4Rw65MIXoVL1lWZM+jVz5BKDEcdew3+x0cSvvFgbyCEUAf/K1Bv7ML",
+	"sdIb/41ZOMAdeRIEpZJjBiJfN89Ed/XHEaRjuow8kULCgHWjuWmoPGRUJvK47Ibi05aEpFLMoP40FY0B",
+	"CVX06H5D/sofksk6j+IC7OOaxJkBddC00FTd9UcIO+7oystuoh+5vnrjspK3lPDaNnf1mrmRN4xnBeGx",
+	"8PegZSQXFmvZbU1nfpOceq5dlc1jgF+szKQsfKt17/bqHP3xc5d3ZxA3+wmvmSPaIuGTdAfVewneSbvs",
+	"Sg9c2xMk6xmWpdtugj9IMggAGtbH10yTOaPKTBhFScCLNC5BX69FPFdSQI0cC4uujmee2RCoUrt38kR0",
+	"s5yGqLMj0cKew/NC+91DGbP0HlRYX7Z/WshF9rTK+hfylgircofUt6HoFlphL1Tt+YuGtJ+GVAKcsPpy",
+	"oPH6+vBeJYzhhkkz9iYb3CyWNrR3sliU3+ligSGbllGqY9kgrTiwhZTHGmw66UmTrmaMXB2633Vfe3Wt",
+	"uSLv5mxv5eRAl5LQQUbz8ZoGVA9qyFSmqVwBmth7PNDkreQC5Deof3k8GAx6rcuAFpJNIB0jT6YNl5N8",
+	"5B5jFZq5XIkz50Mt6pGEGe1b5Ou7FubS6VLWogZUQa6LzONQBTPvAHSeD00SdEvmpWiL47ZiKsQisyQi",
+	"GEzvRIjyYe931k1uwSK5OXzWgYXnp066+J+8sniv7T3sXSshHxjjJaaK6TkB7V4YLjLH3CuBEbjhAphK",
+	"9dDetMh9LNK+Ox4SmlC50bH++bjOt3QXCTq0Q0fxCk1HTqKs1cOSXNRCaWuZXnkkyWbMPJIfH2aO1ol6",
+	"BZI2WReb1f3BMOKE9y5mlOU1OHTF/NprOduCi6weEb1dhrpmjQI30WYqB44YuqCt3Mrd0OZ3GNeSKW7W",
+	"FxZ2nAUE+iLlDYtA88Wf8gHmxiyxQREXUxkqv+tS4QDXrR7OYwZJ/lKbmWIXf/8Jr36Z6bnvVwQE0oq5",
+	"3hdLPVPsD8UjKIajfRo+JiSIxDK0nHyd5Vq/nc2lfOS1r4BnR8BzccIhuC4dM4RU/twz9frlT6RrR/V1",
+	"kS8MFQlVifdxaTQU+Ix/L2wOBRfFgAfa009qWJ9cMEYSGeujpZJGxjLtL5JcX4HN5w+GYiggoxF9AfVe",
+	"X3aYbAHn0W1qONXrk5+95QkNIUMBRBf2QwW0uwJxKnJGuqN3x1i4WTCWaDJ2KslvMPYpeYjtsobZYHAv",
+	"hg/hTzZGwdmlS3aKNMhO1HnHlHYZpP3j/gC8Xksm6JJ3Tjv3+oP+PcxPngPgHc2h5N5vUPIWg60sHYH5",
+	"nyad0873zLiqfLU2gSeDwZY+XPv133IzBNpvvV72KzjTOf3lTdTR2WJBrWwNApfP/OGaZMC0DJ2BvS3f",
+	"ie68sYMcKUaT9da9vrRvfJqtwtSQs/NgcO/jdtgz0ANwvfuoE2roxKqC0AGBxnNAc4uWWJoRK9c3nv+7",
+	"4yO65Ie+nVLwEn7i2mALJX2X91Bq+RQ4EuwPccnWke9CZ9VbSwrjNEtcT7r7g+OmWfJlH1Xa8MFH93Z/",
+	"VLSGhJU5B8eur4orLl+b3aLvs5c3bnLtVIGOLjRL3zHd65NzaPYIvb8arzHqLKUOXBs2gnC9ryLv0fH2",
+	"/lu8MtdM7UOV49a8aA5cju9k7iQEMe6RA4zB7tsqtVn9eLB0/7jFF3lHS/vByUmbdZWbM94cZPEsPcOE",
+	"mkC+/y93fjmucz+GSNftQLdGgY7e8+SD6zXEUMisgvRLwPwSSFdg634g/7XUsPJjXSiuY/sXedvWT3Wh",
+	"eDClC21Na0otqX+5+17LbxyI5MX/GznU9/DGHfKnvDNBI3ea+UbC1wK12+AqKMOW4i7dmorrnKZydWjP",
+	"Q8m0wEA43qP3l2y9Ff8ew+/f54UUd2Afvp5UaAUly5RyQf76l+PKOu1jsIR8wdVNXF1IyJje416jRnk6",
+	"fHu3iyZNbXtvhiCfx209F2y/i6pR1EAz8xqa+CYdpTZlfd9gv0qKL3PJL0yL92ux/ybqONtXzazp4oso",
+	"rCqqASogdrLgBmtD5PU6wNgAQYWGLxjp/vUvx73+UFwE2o6QMfZHGRMlV/qMLKRiBH8iKTP4bxcHZRkV",
+	"2k8mmV4PhZ1eMectA8saNjbhgtiDT1OWoupeRZQXWYEoty83++4yrUTmj46aX0TlG/FhZki2JEaSMVRA",
+	"GKOZzgWecb2BHIgRrFwhZTuzLrcdaRSHfvAv3aXlpNQcpVEocqv9I8hFis24NuCSyldVHHbRbqV+0Efv",
+	"LT1tIRn9kEdOtBaOvog7jeLO9jtqlnAab+HWId838gmT1BtD/ucj8Oy6qpqME5qmeMWlIDWJG+eQauyG",
+	"zztWUzLGTJoxmTErQZS6/Ywxtfhf//jn2CeqbXD7MtDcPsMvdWv6yDz/GpD6hf/fjHwhkwHvPXTvLFx4",
+	"12I7R9DvjR0WyffXxSYZCsd5nFnxHpSKFReJXDlmWc6zgAbqoGmsJPoZDUTJdy0mQnxemkRDoZc0tuu0",
+	"k1u848Jv/DD/qBcRLX18j4LWq0SvuIF0ACehy5UVzmMWEsyh2IFntBe+Edxd4GytuMIHh7h/ADz1rZR1",
+	"qejCHx1392ZlnwmyL1Mau9CmSlO6CLI8PGbJFNxVBGrh5rlJWIDDod12muCrpTfK+z9iNfOQefbXjKl1",
+	"YRTwYb7t4NKnA4fHKpIUWw1WiWoPj1hq7XIL63MBzI0Gj40oqaaCU65CvI9ZzKvWLOmM5caX2uSuqHzD",
+	"/PdOqkXJoZ1ysNJJeGt5x9188KJy9aBUz+zBzk7cb+6QrPny/wGCZuVGPL5rk6FPot9bfdKiY2Spbx66",
+	"WEZfbEHzoYnjngyO8zw0oOBv5eTMRaSQ8SVbjzEsqNRfo7u1a31vKGgK8QJY8jAiJ4OBnwL7cACXHpf7",
+	"NZwSK3qO++RnDIUZinGtc8mYaMZEuZ5MnktU6oXipYauO1dycp/Me7CEoci3CcFMdi2XbO2LYoQXFJHV",
+	"nBqGuVDa5RWHJAHsefEjRDLuJxGV9gk1Dd/cjQBR6rH0cWX+SrukTcQ7L+CqAjbeTQNJ9aFONq49GtcY",
+	"nfghulWH/o5V+2dflJRbIGJ4mCCSuEDTGu0qiR1HeW3pMDk7d2UAuMjVBShEdQbDc4EyD4Q7Qw4zwtlq",
+	"LlOG/ZD6zaitO3eGmthi7eNjZrkr2hYwJ12pSJk89qKNE/6CCreHCmiyPx6QwWCAFnsusJi51TcXrlH0",
+	"FizBCvPNaPIKqiJWPQMLCwtWR/AEWVfzISLgkjiyiw/2qt9QwDd2DiYSKgxkH48r/cMgnsYtbEwSyfRp",
+	"uQ+u1ULKZamoGQopYmZnLfnpIIvMOGYMyUs+G687TelsxhIyrncDHkPTZHw6FK60o5AG6u+KiAhIbQD/",
+	"XoRu/16fjNFckozxkU+bt1+7J1DfYCjKm/bxf2dkvJCKjYmma10cLNykYgtoRwlxvTCbSxjkhnA9FJBk",
+	"1yfnrnoTmfLUWPFD+6oLp4TGllqWVgT3MH4/7ODLw84peT/s0DS1f2FFhXFIankEJ3WHpO1hll7muP5x",
+	"qRtO3UTZoIQMSA/YBc/d6R+diH2ScDsAksiToInMRMISPDes8ZETDN+4FgxoDnJ3UKo8C/IahAqzMMC2",
+	"6TtqNNItOw9neiiAcDVQJ1gMEqc+OUfUmkuN8UKbHQY1SdnUWH3HHkxXTom2OElTiAewK6Qowjrdyi4J",
+	"8NguJbFEpolKDMV2MkGuQSWcAnQNMgHpp1+oxGdDJQbf7v7ikRTTlGOq0ieyVkLJtGaq0oTd1yAyPpS3",
+	"yUmLevtdCtqu2W+DKd1rsH9yx2wuqnCQlSbyCkVKn2GMklbYeLWXTcVq7487ebxuXfzc323lB2yyop03",
+	"C7Jcl+DXhdWcbQq1eRlIFGuHwsu1VCn+zvKj+4NvXUJubr/yFhOfrrlVxrtjCN8C24ROjcsqcezjjx1o",
+	"8lnQT7zXslQCdZIMVq3PkaoFZTwqFyzY5tN5VCR3t3DtfPE43LXH4bMg/KGaF7t9FbdD7vO6PbdB8aso",
+	"8YMf+gILEt2FXJx3P/7IQnG1AXQomNI9u74gfOck+bMw9+E5og4NQeFNJaW6kBcPLB8M3CwhJ4OTXhl3",
+	"XAGcTepeKmp8u0JPvfJTvdpTuNruZt1kLKir6YINhSuumcdbVur69lAIyss34rTemFfQGQhoBodCUCAq",
+	"1Si9q2idUjWtj4y7tXbXIY8bPvqCuzeOtpHKVGrcNmBvKywt7GC3yqa86ebTCf9RoRp9Bil1n4fpJBOu",
+	"znzAPuKMhXlXQU8NNZRkBvUbCzr5WjxtNIRSqa1tCsJFXsOphX6wRYLHJi7tO1DcqQxf6hcUdJFO5NW/",
+	"jwwPVpt6nbS8aBkUwXCetqpw4hsgXVu2b45fOinil1yfG56ALLKaMzOHyB2ykpcsD/3p1lvg+L+nUg0F",
+	"mHstiELkCUZHrt3IvT4595NANaTcEuOEED+SNnQNTltwjhamLq5dMTcoZKyLYm5l8065x3NIgLlgIrnw",
+	"BdfuRHwpWlK1kl5Obn/moDn+sS/i96eLL/5zikjuvgit40yYNGxyHV8mdCvPgZf+XBzHF04N4MAP2Cjg",
+	"34fj+IYHrkNClffcvvEIAtK3A93f8ZU7BACYYXsmK3ZCy70p3nXy6fNaawtDY/SGY8cdc470+O9SbmuT",
+	"q+7vLmHgbs++SZ+BZf47uOr2vMWbJlVuZEAW13z74g2M/QmyH1tD1pcYytsoD+ZguMh8BO8qdgbSpAut",
+	"miOimFVdIsLF4TTls7nBZigQh9BrTbGOTKUc71biVarc20pqwdqzOiy3fF0RW+7f/5RiS2ljTf4uyYUh",
+	"S6YIbsqZI7y+41pGuA0X2dRiDTVY5IIbA4rlZ5Wjg2WV802Wdi/RjO1Q//bIqoNQRQ07BJl3uzzzEmqJ",
+	"wWt3CB35LNvlGrtoAov+QxTpKK1mVyWU0nG3rtGRH8o+VToKtjzJ4kt2E7HvT1+2o7jAPDwiP7Rr1Cvb",
+	"cl93gClNssJt4MjnI4q2wsHbrerxo5ygDRBshxA1a1cxglWckvdoHoTQ3hWzQsMHyDHIuyhIEaO4ccnW",
+	"B3ooEORc2PAYPxmj+1I3FPyqQtrtC8H5+J9AEN4fwL9IxDfBonPnKXdguIQW0VC7esp9WCIAuIdJeEWz",
+	"WIrEx95PMqXNeDcXtHecZOkOE8pF/tZdmtHcJNsFDr/giEzWgPN/BLnDL6piKM3PbPOwWwsc/ky+VAW7",
+	"FfHCXwDpWmoP0ena0HWv6d6aJYvmi7l9hGgiuwXU/fmlil0YdrsChY9+t3TV8PiS0FhJ7ZMKsZKBb1Rx",
+	"ljsqoTMsmi08nFGRDAWM0B37H0f2vXFEih/sC+Nen5xD3DUliVwJKGwqRYolW6GvlWIxE2YoFlxrluDC",
+	"rPzSIJJUQPQOvI5u+E8gkOyJGF+kkVuwz5UrkrVld0UUSjjaqfCMP1zfXaOJwj2Os3zxkX/xkd+qj7yc",
+	"UwtKY55K2uA4r7blKfqF/fLGciRkL00FvR3zgSgW+FtjxqNvaEW6c2OWp0dHqYxpOpfanH4z+GZAMpEw",
+	"RcYLesks0xiDzJOptHPaOQJG6Nb5PlhTIiIp1yYiXOgli03kYtjyVF3IWAUbjbOCg3d3syTWeTku6Szv",
+	"mriyqyrH+JSH8gcXLrBVDt88hOBrJhLs1xYR6nsCJ1ZbMLUWqiRvoZpXJGPLpnlqVRhdWqPKRD5sec15",
+	"EbbNwV4wxWXCYxQ/pSCUxEqKClH168lp6uYw4JvY9I+E/CIQt82E/TDC+HQM28YObDVfYbnQW2jeR7Xy",
+	"9NhEDk7y0CmshTmgPGJF/9wcFztpRdC6igumcVzf6ag0TqmniAXbor+r71TbnJ1+gf3oqN7sRkfwzQnT",
+	"p2S8UXhy7G1B746jMflqKCZUs6/vd3/42/mjw4sfzk8efN0FFZ0n5Csy7PSHHfIV1KbXhi6Wpd8mMln3",
+	"ekUInKvJ70c8TFgsE5aQJVXGF4wruuqVi9FiqcAzkmQudR1/IMoVnRyKPLu9VlqzVISTKoYdbe1hU4GJ",
+	"AHlqO9eECZnN5v2hcIQP+3CYQ4tA5lCKmJXOiydjaNsm+K8ZA+HZRYOEJFSVCRfSv7WJweuNwSLC+rO+",
+	"RZ/R/ZORvfHRPd9SfHQ8ejAdxCf026Ky3pzRBIoCOgAqVru1v8HO8n6vBb9yVhddJDn4Ijsrqgn2Pzwj",
+	"ir1lsQHjJLwmJZlShTG/Aqs3bl1pDkhbF9w2PW9T1ZHKtUWoAYoFd+xWiNDp2hWWAGjn0vNX9zrrN3eX",
+	"5/GJChcUbdIblRbkTJhA4wqknYQqZm1mLJxa0MIY1iJLGRk+RINYZndWJiVQpkIPxbycFWdFGYYZTs79",
+	"EpdSbwqSVc4hMtJ5SgkHJAex7NtQLy2ooeEyi8eQ5nAI6u6YdCl5MLjn7PaVJ0ZK9B6XhLb6aayJhKhh",
+	"rPUXuZYgMjOQ2e3La5BYCsFi+xU2EppWGtxGvsgHrmJC40s5nW5voAhWiXLDVeyMahVzWSPb0Ay13rg0",
+	"nA324cP/CwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

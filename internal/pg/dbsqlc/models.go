@@ -107,6 +107,7 @@ type Queue struct {
 	Retention   pgtype.Interval
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	StepBodies  string
 }
 
 type RateBucket struct {
@@ -159,6 +160,7 @@ type Step struct {
 	FinishedAt time.Time
 	Error      json.RawMessage
 	Queue      *string
+	Bodies     json.RawMessage
 }
 
 type StepsDefault struct {
