@@ -66,6 +66,13 @@ func TestOutcomeHistoryBodies(t *testing.T) {
 	if n, err := db.QueryInt(ctx, `SELECT count(*) FROM steps WHERE bodies IS NULL`); err != nil || n != 1 {
 		t.Fatalf("%d rows without bodies, want the done one (%v)", n, err)
 	}
+	// The done row is as large as it was without the column: the NULL is a bit of the null
+	// bitmap the row has anyway (its error is NULL), so the heap and the WAL see no byte more.
+	const sizes = `SELECT pg_column_size(s.*) - pg_column_size(ROW(s.job_id, s.id, s.step, s.attempt, s.outcome,
+		s.http_status, s.started_at, s.finished_at, s.error, s.queue)) FROM steps s WHERE s.job_id = $1`
+	if extra, err := db.QueryInt(ctx, sizes, claimed[0].ID); err != nil || extra != 0 {
+		t.Fatalf("the done row is %d bytes larger than without the bodies column (%v)", extra, err)
+	}
 }
 
 // The queue setting is stored, kept when a PUT leaves it out, and refused by the CHECK
@@ -98,5 +105,32 @@ func TestQueueStepBodiesSetting(t *testing.T) {
 	modes, err := db.JobStepBodiesMode(ctx, []int64{id, id + 1000})
 	if err != nil || len(modes) != 1 || modes[id] != "all" {
 		t.Fatalf("modes %v (%v)", modes, err)
+	}
+}
+
+// The asynchronous outcomes' read of their queues' step_bodies is a primary-key lookup per
+// job: with 20 000 jobs it reads no more rows of jobs than it is given ids.
+func TestJobStepBodiesModeReadsOneRowPerID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	if _, err := db.QueueUpsert(ctx, pg.QueueUpsert{Name: "bulk"}); err != nil {
+		t.Fatal(err)
+	}
+	seedJobs(t, db, "bulk", 20_000, "")
+	if _, err := db.Exec(ctx, `ANALYZE jobs`); err != nil {
+		t.Fatal(err)
+	}
+	ids := []int64{3, 500, 19_999}
+	raw, err := db.ExplainAnalyze(ctx, pg.Statement("JobStepBodiesMode"), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pgtest.ParsePlan(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read := plan.MaxRowsRead("jobs"); read > float64(len(ids)) {
+		t.Fatalf("a node read %.0f rows of jobs for %d ids:\n%s", read, len(ids), raw)
 	}
 }
