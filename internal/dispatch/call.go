@@ -144,8 +144,8 @@ func (d *Dispatcher) interpretAnswer(ctx context.Context, st *engine.Step, req *
 	}
 	if engine.KeepsBodies(bodies, o.Kind) {
 		o.Bodies = d.eng.StepBodies(req.body, resp.Body, err == nil)
-		if err == nil && resp.TooLarge { // Body holds the cap's bytes of a longer answer
-			o.Bodies.Response.Truncated = true
+		if err == nil && resp.TooLarge { // the answer was over the cap and was not kept at all
+			o.Bodies.Response.Size, o.Bodies.Response.Truncated = d.cfg.MaxBodyBytes, true
 		}
 	}
 	return &o

@@ -162,3 +162,26 @@ func TestHistoryBodiesOfATimeout(t *testing.T) {
 		t.Fatalf("history: %+v", steps)
 	}
 }
+
+// An answer over the dispatcher's response cap is not read: its history row keeps the
+// request, and a response marked truncated, empty, of at least the cap's size.
+func TestHistoryBodiesOfAnAnswerOverTheCap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarness(t, 30*time.Second)
+	url := webhooktest.NewRaw(t, func(_ http.Header, _ []byte, w http.ResponseWriter) {
+		_, _ = w.Write(bytes.Repeat([]byte("x"), 4096))
+	})
+	h.handler(t, "chatty", url, 1)
+	job := h.insert(t, engine.NewJob{Handler: "chatty", Queue: "chattyq"})[0]
+	startDispatcher(t, h.eng, dispatch.Config{Queues: []string{"chattyq"}, MaxBodyBytes: 1024})
+	waitJob(t, h.db, job.ID, 10*time.Second, hasStatus("failed"))
+	steps, err := h.eng.ListSteps(ctx, job.ID, 10)
+	if err != nil || len(steps) != 1 || steps[0].Outcome != "response_too_large" || steps[0].Bodies == nil {
+		t.Fatalf("history: %+v (%v)", steps, err)
+	}
+	b := steps[0].Bodies
+	if b.Request == nil || b.Response == nil || b.Response.Text != "" || !b.Response.Truncated || b.Response.Size != 1024 {
+		t.Fatalf("bodies: request %+v, response %+v", b.Request, b.Response)
+	}
+}
