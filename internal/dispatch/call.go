@@ -34,23 +34,30 @@ const maxRetryAfter = 24 * time.Hour
 // The queue's step_bodies setting (cached by its feeder) says whether the attempt's
 // request and answer bodies go into its history row.
 func (d *Dispatcher) runStep(ctx context.Context, f *feeder, st *engine.Step) {
-	d.finishStep(f, st, d.call(ctx, st, f.settings.Load().StepBodies))
+	d.finishStep(ctx, f, st, d.call(ctx, st, f.settings.Load().StepBodies))
 }
 
-// finishStep frees the step's slot and, unless outcome is nil (nothing to write), queues
-// the outcome for the completer.
+// finishStep records a probe's result, frees the step's slot and, unless outcome is nil
+// (nothing to write), queues the outcome for the completer with its breaker note.
 //
 //go:noinline
-func (d *Dispatcher) finishStep(f *feeder, st *engine.Step, outcome *engine.Outcome) {
+func (d *Dispatcher) finishStep(ctx context.Context, f *feeder, st *engine.Step, outcome *engine.Outcome) {
 	if outcome == nil {
+		answered := ctx.Err() == nil // a 202: the handler is up
+		d.recordProbe(st, verdictSuccess, answered)
 		d.leases.remove(st.ID, st.LeaseToken)
 		f.release()
 		return
 	}
+	verdict := verdictOf(*outcome)
+	note := noteOf(st, verdict)
+	if d.recordProbe(st, verdict, verdict != verdictNone || outcome.HTTPStatus != nil) {
+		note.verdict = verdictNone // the probe's result is recorded already
+	}
 	d.leases.markCompleting(st.ID, st.LeaseToken)
 	defer f.release()
 	label := outcome.Label
-	d.completer.submit(st.WithOutcome(*outcome),
+	d.completer.submit(st.WithOutcome(*outcome), note,
 		func(applied *engine.OutcomeApplied, err error) {
 			d.leases.remove(st.ID, st.LeaseToken)
 			d.metrics.Steps.WithLabelValues(st.Queue, st.Handler, label).Inc()

@@ -40,7 +40,7 @@ func NewMetrics(reg prometheus.Registerer, db *pg.DB) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.JobsInserted, m.Deduplicated, m.Reaped, m.AwaitTimeouts, m.GCDeleted, m.GateRepairs,
-			&depthCollector{db: db}, &poolCollector{db: db})
+			&depthCollector{db: db}, &poolCollector{db: db}, &breakerCollector{db: db})
 	}
 	return m
 }

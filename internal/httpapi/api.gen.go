@@ -78,6 +78,27 @@ func (e APIKeyCreatedScope) Valid() bool {
 	}
 }
 
+// Defines values for BreakerState.
+const (
+	Closed   BreakerState = "closed"
+	HalfOpen BreakerState = "half_open"
+	Open     BreakerState = "open"
+)
+
+// Valid indicates whether the value is a known member of the BreakerState enum.
+func (e BreakerState) Valid() bool {
+	switch e {
+	case Closed:
+		return true
+	case HalfOpen:
+		return true
+	case Open:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobStatus.
 const (
 	Awaiting  JobStatus = "awaiting"
@@ -313,6 +334,60 @@ type AnswerSpawn struct {
 // AnyJSON Any JSON value (null is refused).
 type AnyJSON = json.RawMessage
 
+// Breaker defines model for Breaker.
+type Breaker struct {
+	ConsecutiveFailures int `json:"consecutive_failures"`
+
+	// NextProbeAt Open, when the next probe may go; half-open, when the running probe is given up for lost.
+	NextProbeAt *time.Time `json:"next_probe_at"`
+	OpenedAt    *time.Time `json:"opened_at"`
+
+	// Opens Times the breaker opened.
+	Opens int64 `json:"opens"`
+
+	// PauseAfter A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	PauseAfter Duration `json:"pause_after"`
+
+	// Paused The breaker stayed open for longer than pause_after; POST .../resume.
+	Paused       bool       `json:"paused"`
+	PausedAt     *time.Time `json:"paused_at"`
+	PausedReason *string    `json:"paused_reason"`
+
+	// ProbeInterval A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	ProbeInterval Duration `json:"probe_interval"`
+
+	// ProbeIntervalMax A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	ProbeIntervalMax Duration `json:"probe_interval_max"`
+
+	// State closed calls every step; open parks them until the next probe; half_open while the probe runs.
+	State     BreakerState `json:"state"`
+	Threshold int          `json:"threshold"`
+}
+
+// BreakerState closed calls every step; open parks them until the next probe; half_open while the probe runs.
+type BreakerState string
+
+// BreakerPut The handler's circuit breaker (docs/flow-control.md); absent fields keep their value.
+type BreakerPut struct {
+	// PauseAfter A breaker open for longer pauses the handler until it is resumed; "0s" never pauses. Default 1h.
+	PauseAfter *Duration `json:"pause_after,omitempty"`
+
+	// ProbeInterval Wait before the first probe of an open breaker; doubled by each failed probe. Default 5s.
+	ProbeInterval *Duration `json:"probe_interval,omitempty"`
+
+	// ProbeIntervalMax The longest wait between probes. Default 5m.
+	ProbeIntervalMax *Duration `json:"probe_interval_max,omitempty"`
+
+	// Threshold Consecutive failures (connection errors, timeouts, 5xx) that open the breaker; 0 turns it off. Default 10.
+	Threshold *int `json:"threshold,omitempty"`
+}
+
 // BulkFilter Every field set narrows the selection; at least one, or `all`, is required.
 type BulkFilter struct {
 	// All Act on every job the action applies to; not combined with other fields.
@@ -353,6 +428,28 @@ type BulkResult struct {
 
 	// More Matching jobs remain; call again to take the next batch.
 	More bool `json:"more"`
+}
+
+// Debounce Inserts with the same debounce key collapse into one job while it is pending
+// (runnable and never claimed): each gives it its input and pushes it back to
+// `period` from now, never later than `max_wait` after the insert that made it. The
+// job runs once `period` has passed with no new insert (or at `max_wait`), with the
+// latest input; the other fields are those of the insert that made it. Once claimed,
+// the next insert makes a new job. The key is global (like `key`): include the
+// handler in it to keep handlers apart. Not with `key`, `idempotency_key` (or the
+// Idempotency-Key header), `run_at` or `delay`.
+type Debounce struct {
+	Key string `json:"key"`
+
+	// MaxWait A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	MaxWait *Duration `json:"max_wait,omitempty"`
+
+	// Period A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Period Duration `json:"period"`
 }
 
 // Duration A Go duration such as "500ms", "30s", "1h30m".
@@ -405,6 +502,7 @@ type HandlerConfig struct {
 	//
 	// Example: 30s
 	BackoffMax  Duration  `json:"backoff_max"`
+	Breaker     Breaker   `json:"breaker"`
 	CreatedAt   time.Time `json:"created_at"`
 	MaxAttempts int       `json:"max_attempts"`
 	Name        string    `json:"name"`
@@ -436,8 +534,11 @@ type HandlerPut struct {
 	// BackoffMax A Go duration such as "500ms", "30s", "1h30m".
 	//
 	// Example: 30s
-	BackoffMax  *Duration `json:"backoff_max,omitempty"`
-	MaxAttempts *int      `json:"max_attempts,omitempty"`
+	BackoffMax *Duration `json:"backoff_max,omitempty"`
+
+	// Breaker The handler's circuit breaker (docs/flow-control.md); absent fields keep their value.
+	Breaker     *BreakerPut `json:"breaker,omitempty"`
+	MaxAttempts *int        `json:"max_attempts,omitempty"`
 
 	// Secret Signing secret (whsec_ + base64 of at least 16 bytes); generated when absent.
 	Secret *string `json:"secret,omitempty"`
@@ -469,6 +570,9 @@ type Job struct {
 	ConcurrencyKey  *string   `json:"concurrency_key"`
 	CreatedAt       time.Time `json:"created_at"`
 
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
@@ -479,16 +583,21 @@ type Job struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -535,6 +644,9 @@ type JobDetail struct {
 	ConcurrencyKey   *string   `json:"concurrency_key"`
 	CreatedAt        time.Time `json:"created_at"`
 
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
@@ -545,16 +657,21 @@ type JobDetail struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -583,6 +700,16 @@ type JobDetail struct {
 type JobInsert struct {
 	ConcurrencyKey *string `json:"concurrency_key,omitempty"`
 
+	// Debounce Inserts with the same debounce key collapse into one job while it is pending
+	// (runnable and never claimed): each gives it its input and pushes it back to
+	// `period` from now, never later than `max_wait` after the insert that made it. The
+	// job runs once `period` has passed with no new insert (or at `max_wait`), with the
+	// latest input; the other fields are those of the insert that made it. Once claimed,
+	// the next insert makes a new job. The key is global (like `key`): include the
+	// handler in it to keep handlers apart. Not with `key`, `idempotency_key` (or the
+	// Idempotency-Key header), `run_at` or `delay`.
+	Debounce *Debounce `json:"debounce,omitempty"`
+
 	// Delay A Go duration such as "500ms", "30s", "1h30m".
 	//
 	// Example: 30s
@@ -607,7 +734,12 @@ type JobInsert struct {
 	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Queue     *Name         `json:"queue,omitempty"`
 	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
-	RunAt     *time.Time    `json:"run_at,omitempty"`
+
+	// RateLimits Several rate limits (each bucket once): a step runs only when every bucket named
+	// holds its weight, and is debited from all of them in the claim, or from none.
+	// Not with `rate_limit` (its one-limit form): giving both is refused.
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
+	RunAt      *time.Time      `json:"run_at,omitempty"`
 }
 
 // JobInserted defines model for JobInserted.
@@ -621,7 +753,13 @@ type JobInserted struct {
 	CancelRequested *bool     `json:"cancel_requested,omitempty"`
 	ConcurrencyKey  *string   `json:"concurrency_key"`
 	CreatedAt       time.Time `json:"created_at"`
-	Deduplicated    bool      `json:"deduplicated"`
+
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
+	// Debounced Present and true when the insert collapsed into a pending job of its debounce key.
+	Debounced    *bool `json:"debounced,omitempty"`
+	Deduplicated bool  `json:"deduplicated"`
 
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
@@ -633,16 +771,21 @@ type JobInserted struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -1288,6 +1431,9 @@ type ServerInterface interface {
 	// PutHandler Register or change a webhook handler.
 	// (PUT /v1/handlers/{name})
 	PutHandler(w http.ResponseWriter, r *http.Request, name Name)
+	// ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
+	// (POST /v1/handlers/{name}/resume)
+	ResumeHandler(w http.ResponseWriter, r *http.Request, name Name)
 	// RotateHandlerSecret Replace the signing secret, keeping the old one valid for an overlap window.
 	// (POST /v1/handlers/{name}/rotate-secret)
 	RotateHandlerSecret(w http.ResponseWriter, r *http.Request, name Name)
@@ -1453,6 +1599,12 @@ func (_ Unimplemented) GetHandler(w http.ResponseWriter, r *http.Request, name N
 // PutHandler Register or change a webhook handler.
 // (PUT /v1/handlers/{name})
 func (_ Unimplemented) PutHandler(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
+// (POST /v1/handlers/{name}/resume)
+func (_ Unimplemented) ResumeHandler(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1890,6 +2042,32 @@ func (siw *ServerInterfaceWrapper) PutHandler(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PutHandler(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeHandler operation middleware
+func (siw *ServerInterfaceWrapper) ResumeHandler(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeHandler(w, r, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2936,6 +3114,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Delete(options.BaseURL+"/v1/api-keys/{id}", wrapper.RevokeAPIKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/handlers/{name}/resume", wrapper.ResumeHandler)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/handlers/{name}/rotate-secret", wrapper.RotateHandlerSecret)
@@ -4010,6 +4191,109 @@ type PutHandlerdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response PutHandlerdefaultApplicationProblemPlusJSONResponse) VisitPutHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandlerRequestObject struct {
+	Name Name `json:"name"`
+}
+
+type ResumeHandlerResponseObject interface {
+	VisitResumeHandlerResponse(w http.ResponseWriter) error
+}
+
+type ResumeHandler200JSONResponse HandlerConfig
+
+func (response ResumeHandler200JSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandler401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeHandler401ApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandler403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeHandler403ApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandler404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeHandler404ApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandler422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeHandler422ApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandlerdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ResumeHandlerdefaultApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -6925,6 +7209,9 @@ type StrictServerInterface interface {
 	// PutHandler Register or change a webhook handler.
 	// (PUT /v1/handlers/{name})
 	PutHandler(ctx context.Context, request PutHandlerRequestObject) (PutHandlerResponseObject, error)
+	// ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
+	// (POST /v1/handlers/{name}/resume)
+	ResumeHandler(ctx context.Context, request ResumeHandlerRequestObject) (ResumeHandlerResponseObject, error)
 	// RotateHandlerSecret Replace the signing secret, keeping the old one valid for an overlap window.
 	// (POST /v1/handlers/{name}/rotate-secret)
 	RotateHandlerSecret(ctx context.Context, request RotateHandlerSecretRequestObject) (RotateHandlerSecretResponseObject, error)
@@ -7390,6 +7677,32 @@ func (sh *strictHandler) PutHandler(w http.ResponseWriter, r *http.Request, name
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(PutHandlerResponseObject); ok {
 		if err := validResponse.VisitPutHandlerResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ResumeHandler operation middleware
+func (sh *strictHandler) ResumeHandler(w http.ResponseWriter, r *http.Request, name Name) {
+	var request ResumeHandlerRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResumeHandler(ctx, request.(ResumeHandlerRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResumeHandler")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResumeHandlerResponseObject); ok {
+		if err := validResponse.VisitResumeHandlerResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -8207,177 +8520,198 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L0Lchs3uii8FRT/UyXypEVRsp2TSDX1H/mRxJmM7bHsSp0b+pJgN0jCagIMgDbFOK6a1cwO7gbuUmYl",
-	"t/B9QL+IJpt62HHGNVUTmd2N5/d+vu/EcrGUggmjO6fvO0uq6IIZpuBfTxO2WErDRLz+K1vbXxKmY8WX",
-	"hkvROe2cE8WWjBqy4mbOBTFzRjRT75g60IQXH5MVF4lcke73T549fv3y/OFPT0ZPHz/524vnr548e/Q/",
-	"o5+fPnv8/OdoKBI2pVlqyMn9eY9QoVdMaRj1rZzAfy/Zmky50oYsaMIiQlMtCZ0apgg3ZMoF13OW9Iei",
-	"E3W4XeKc0YSpTtQRdME6p+UtHdo9RR0dz9mC2s0t6NVPTMzMvHP64Pgk6iy48P8+jjpmvbQDaKO4mHU+",
-	"fIg6P8rJ08f2Q5hpSc28mIcnnaij2K8ZVyzpnBqVsfJUU6kW1Nj3hPn6fgfm4otsUZ6JC8NmTMFUz2DU",
-	"4Ezwn21z/Ydi085p5/87Kq76CJ/qIxj3g51BMb2UQjO4+Ic0ecl+zZg29l+xFIYJ+JMulymPqb3/o6WS",
-	"k5QtvnqrLTC8bznjC/wKJ62C06s5IxOZrAnXREhD3tGUJ+THi+fPSFcqMpdpoklCDXU3bgECnr6jacZ6",
-	"/c6HqPNIimnK44++7nhOxYyRWKYpT5gGjIAFKqZlpmJ2oEmcKcWEIdpQw2C130k14UnCxMde7vmLp4BL",
-	"c6rdKmlCdCyX7MxtRRPBWEKoIDRZcGHfhiU/k+Y7mYnkY674mSQ6i+f5WcJC/PsfcR3ngrz87hH59v6D",
-	"/yJucFjKKyl/omrGPhWyyHcOGzT/jZGUL7iBdb0WNDNzqfhv7KPe13lm5kwYNz6sUBAqEljjhFFllysv",
-	"mSBS5aDINVlwrbmYRWSlpJjZh4q9k5cscbtZKhkzrekk/ehHrZAcVkjTGRkzpaTSY2KJsCaMxnMyoQmZ",
-	"cpbaRX/wdBio6vmLp46NLpVcMmU4UttYMWpYMqKmwhoSatih4UDda8wnsvwlxEbqrCPqpFSbUaa3Dy+y",
-	"NMVTReaxMZ1w/GfjwVKxKb/aFA1eIbM+0I5dx3OqaGwFi35oO+6eb7RGIF/2cyYsI/2lA4QLWCNNOm9C",
-	"HLxgmr8gx3bMFIfKdxeVr6h2pJW1F5PIyVsWG7ssvPVHMACAapJwe0g0fVGCgilNNYtqgOFPvSSYnAwG",
-	"OwSTGx9E5Qx27QjAkKbp82nn9JftGObA/0NUh//LkGzpAIh0Z8nl6F//+GfvlOi5XAkiRcwioo1ULCFS",
-	"pGtCNaGWk80DoFXbm51qc0tv8k39xFHkqS6QLvnokq3hb27YQu8iJvlW/UxUKbreWE0+bvCUQfw9X1Fu",
-	"doJN9eheUHWZS82ZMDwllGg+EzQFQpUQLsgYf9BjQpXi75gmXSrW/rXV3BLnBTeGJb2hkIqMLRrKzIzJ",
-	"kmptXxfMsp3Km31yThbUxHMuZn4oM6fGzZGQ1ZynzK5tKLRhS6KoICt6ybQV36mBy0XpvXoDbrGVC9gT",
-	"K6o3EXVACtspHzuiY8VMGAQPYddnjzMFvAhuvOFmH0vB9rzY70C/ya8WZMyxYjpLzfiMULKkIF9yTYy0",
-	"/Kd+ivjqfntu3sB3lKf7boDyNF++kKsI9iAzQxQzas3FrM02gOne1i6esat98etlhqquYFdWmGdL0kWF",
-	"ZJywlK7HvYjEVMF2yBjAbLy5CXi1PRxdC16bd/3SHvc1t63pguG26YxyQSp7J112hYviNCUTGl/K6bRK",
-	"JM4srscyE0aDemEMWyzNLZzQrcLFxZKuxJ4n9FRopgwZx3OeJoqJMQi9y01ybCnnmkjBiJzaRwtQxHLz",
-	"xcZR+AFbMyBY/SP7ld3Rgl49xa+OBwNLKm+BFtZYWb7CMCtbw0ebBiSxLmnwpGtlPIv3ik2tfNWzJ3F1",
-	"OJOHbkgr0vdf0tXfrBYwY3bsh1l6+R1PDVN7XtYTuAOQ1IlmhgiqlFxpZ8RKWWzfO7NMKWVUW9bEIquS",
-	"jGmajiNcJe5/875omgY2G9tB3N17gxaFaQjoL8wSvDPQL2K5mHBhGaal8dLMmcKllsXniZQpowD6uXw6",
-	"dQdRndrJasBhFSKsHaedquHHnrCpVKx5cHzeftw5FUnKVDsTVWRFt1GTtvGjnGiymkuNMqM2VBlng+FA",
-	"WfYy7UWdXzOWsbYLs8iT6cC5UBGz9JSoTAiLNxFhVyzODGi41Mp1XMz6BEjxKZlSnrLEcg77VYpQ1QrX",
-	"f5STC1zCB9iYR/WA8LmBmRZ7Spa+PXSTaY5z29ZWwk6ri/IFCrPOzov0KKRuLySYeJ0k+dZer5lzTSb2",
-	"J2KsxOiu1VlNka7tsKKWCZZb/5vGQ/GiUp0SUzFDrScAgu4p6VJ3j57PWVS37zORUPvv/JZzQ+Gi1w/q",
-	"74sgzv2tcjSKLSgXZySmaeqYspFwSoWcAicXIh4bhBw36GYOnU/OcwMOge8lSdxjtNlRTYadB4PBQg87",
-	"ERl27g3cH8fze4PFsGOXxK7oYmk1e/vUElMrEyg74P/u/jI4/PbNV93hsI9/9f7/rtC/Z/r3//t/9O8L",
-	"/bv+ffH7vNf76j9CJOY7SzKfeLGgDsAsDdzjC2oJLnBlpLgRYf1ZHw766N7RUnGpuFkHrRgLx5Y2DSUb",
-	"wGfnLj4InfL3jiXXOMs7ylNvAKsJ14oxolNptBWtw9B0HVOTU883fs+xeXMaPacq0eFn2TLZcwkBHd7P",
-	"nk8VlU6mZq4pTdh0zmG1f0YNa6/zw33t0vhxyKZlvMj2pcL5HVQp4S5aWL6hXXu6wDfrO8GZm3ZykQ9f",
-	"kPoNfcJLW/ZQDrQDXaoYEk2w7lSI/Nf3d+3qBxQpHkkx5bPNC3XqyGhCNdtHsfDfLejVPp9dB9kW9Grk",
-	"NKIG/Nlmin3HZaZHmsWKmRG7WnLFtJu+evavQQ0BtczegP+U4KdEG56mYMDRlpcpaWBTB+hqSOmy1yjm",
-	"7TbTwhTBHextXbkONYk6mUp3k2hnBbXv5msuVli7qKgKWlWI2Y8cORAOUyQnMrcnSlWE2EWd8uG3LGx/",
-	"GvWRsa6OQRXKuJMs5sBZxZcLPhNg00T86K7mmsUj8hWxm/r6vhUYckXx+GsyWRume2dkxgRToBwBqtGJ",
-	"ZqKuj4DtsiTx4NC/nB/+L3r42+Dw26+O3nz1l/eD6ORDUMS5Ds6ogHY6N2Z5enRk9UP7p7Z/v375E6rD",
-	"hi2RMr94fvGKJcTIjU3c/6aiVX2zi4vbRQTBjNHUDlAH/SUTCRez0YLPcCcN5LHQxrbP794LLeFHOQkI",
-	"XghSAZnXwZoXGgsvP1uekgGYtAlFg5m9mJSBJu68oSCbzyl6FUFvZckZobktCAwFl8yePzeapBbA7FAH",
-	"2hvOdFjSc09v6FPzamoYI5w/Ac147k20TFO72KlUzqTzF0LFulfRaDddjOG15DYqVJlGzhGLKljAECIF",
-	"XkC8HjnBdecmr8OnWcpnfJKyIHf9GZA9V/zhSBZ0bX84c6ogTVKO5j9/du6ogFAIKdgNWOw1DKFRx0Pc",
-	"jeClZNO5vsuai2Vm9l1+28u2NJrVZKPr7RVHkiuB+935/m7RDh0fo4aDapig/L2jkWVzceAtp8KGn+am",
-	"r00fPTVslCsc7Xy+L0G5WnDzkk07H940bqIgvtfxUWGURZKlbOSl402Tkn8FHZILmrDcKF/CPErilFvy",
-	"nXA0P7cIO3BTGx5fhqe2Tzx7aF7GDUTq67gyC0bZ2rhoGU/AzpkzNZATwuzoOnL6il6yEHFdo4/w0nFH",
-	"lQmNVq9T53OOiMeAiDj5qMVVhuJBEBsKupYfWwmNqszAky9/KzlEe7LsjjHn0Ju6BBo46pysTB4CqN6s",
-	"ZVRJe4PA85CaeL6nYP9WTtprIj/KCbrHgg6p7Wbr8rXApNs20WS5vd5qWbJTa9q2osfMeC95K3ppRc/N",
-	"ABl/ySN/kWHSnb9mpKFpg3iMgRQjBz8tObL/Kh945zd1absywOYyNhYfBTYdDtwpAGs/6A1Iint6ifZ2",
-	"UO/p8SpF0I+CMVLnaD+rxbQTjHknXSt/o8MEYL6Hsqd7uuICwjKtRkeO3h0fWTC+hquslbDmHcCFnFZn",
-	"IUqxFL0Gl2xtFSDNYikSwtGljnFDlKT8HbJsDAbnEDiSKaGRnTouuucWbmQxKEtT2+NL3Xv7uherYld7",
-	"YSvqqExc38ruYbWBsOXU8YakLWFJhqG7YY2utqrK64304IVzwtyMAYSCxqy6PoozpWUbmT/EKKpjNJzu",
-	"RS6b+RBOr0uCt8x5kTsl/TzqJFLYp+hH7nh9OWWhiM+o85NVXp5cGSYSPPiaX6GtlrR9xxvDhPYLS7Eg",
-	"ux/9hgDyyrqyDESj7UvCz0LreBZUHX5ixjClI5LwGTc6Igejg4gc9O3/ndr/Ozw4I8eHxyff1GKcSya9",
-	"wpj3pvhz1D89fPN+EB2f/FfYslcR2O3ZiLVDs/ApIQjuUrBK8L8tFgdCXexYm4LzJlpsKov5LyJbTIBQ",
-	"bqL2m6j9CnYEAT3PTCwX7ByiaJIg6o9amx/2Vow20Rxl9C0mxhclrpF7yB7UD2SAug1E0Fc8Yd+WuNIg",
-	"tIdSckyd3nqBNGw1ak8hS771AKHkQhtLgIIzbdhoSys33KThr/CH96VogUyJ0xkTSaYsdJ66xI9TSM5A",
-	"oWsnNVhDnD9OuvXG/u55dt254fSmgDgOoR+7jhHGfYSv3sBnyMVomvLZ3OzpNJRpwrQZefZyI4PYkma6",
-	"yS6rmGEiHDTyas4ISEQHmuSvETmt2MB1bknGBFPisKaljcaw5WgiE3dpWyMnDVs+hDcvmDHeY3jTmAXn",
-	"TXQnVL+yyIFRdaE5BAVvaT+vYhnKNl0bJSN/C/pYCBbt3k9coHuLVwvRpt37Tthp93IuQl1Df70d8at2",
-	"H2EfL6BCezKMdGmXjcIN2riU63h1HeELBHVIwciSx5ckTilfaEINBPRtROzt0q02CFvNBQVuSTuZowku",
-	"P9BZBF02yUaY4G6Vri0da6f4FBaADYnnB7kiqRQzDG70RLBK96hi5JItzRkZdgZ62Ck0XllNuC8l1798",
-	"8urJs1dPnz/r35z6hcJGraaZVwRw0kunE0xRzeJLZg40xOWWygRYrdZnqm4q7BsEPFdtAxwYZggItH9l",
-	"a2cWmNN3jFC3loqZvZlaTDKla9ReZkgB6qLttZh2I0dWzpbfYt7bYksKDdW45Sg/0f1YTH5FYbJWmDHa",
-	"07bi1nfRt/LoWxd3DULnAaEWgSu1wSRmnYMWWqWqfhx/efUAvSY6VNyuB4QaUrkpk4QlZMmUM5S1mzSo",
-	"NvgZA0eaA8XWM91fd3dGwF1373IoPaq0sZatmOcVuwb/Gd8MokTTdn9mBSdqCmt0F5RXLYHsxqmSCwjg",
-	"KGjQvhGbF85xeDv547GSIkh+tnrwr+OYh2zpLQr4brc2jGB4fHk3KexgjytspZs8DGJ07Pztc1tcmGTZ",
-	"gqcvOXj90lSugia5bWJHs1feruA3J2FvRjreEoMAaCnNVXaIehepd3v6rZe0nfIJ166zCh/7cRyPEWGG",
-	"4x3t7dlNjmG7uE0x9LZl7c9qPFJWQfCBy/yKyNeYLYIU39mFIkKJf18q0v3vucxUuu4Rqciw89+YbQZJ",
-	"F9VMi/88ekD+E/9XC+V78PVOj8m+jqw9fUQl7CnES0ScOrW1WEUWQGOFBII7lYpQDLnIs83zqIsDXcQ6",
-	"25e5BpcSHM3+eJovzt3mFrxtc0xlVC72/frVo06gEM3T82fnxH+Rp9o8ySxAHb2gitedeV/f34XsDsu3",
-	"eX4uIP71pYsH3xO8S9faOum5IR4XyfIqj8cNBtr2bjPSNqQGYQxkgCFLobNFY4jiXZZ7ac4OoOtU0mTv",
-	"KCH26+bpP2YWadSaSIWu5Fyteysnp+Q4IicRufevf/yzjaoVCruxs0aF0QxXXmMO+SG/abyZsB8wVEti",
-	"K1vAW97JFNywzcu5YFg26+4rwLS87JzktpWBi3089BUB95f69/TOf5ojwIir3QdhbupsgoHav7+Sl03x",
-	"jRiQDRGF9Xhsb75skf9ZLCgqPFkwa/AcijoD+2Xfn2OIHqpI0oV5nIGKBDwTqn/MmasFcqBJJlKmIeID",
-	"Q86lYIE6Cbtjej5+FM8dBMiQrrBcH3gdWyzNutfKivZHDnTZI/zkwoWhNiZoBKx5ufWznc22sIMGrLYW",
-	"29xsBzqvDAfF+HxaB9YuPdDwa4QXlcP2gSYlkyzRaGkFIy8WA0FXF1R9WHHNen3yAwRtoTEY6y7Zt09h",
-	"rp/ZZC7l5SHQJJMpwJ2EYcElMDxA2Bce6IHP8Qv69X3q9qiSo1GYpO4ssWBTwzBmOSr8xLuNBK0pqMRY",
-	"gU0cs1qqK8wQEW0JW0QSqPoxpTyNsEQRRCVQ+CVT7NSHF0eQNDWC84lILIXA+iH+l3IgTIKCUcgrrvaV",
-	"C31Ediuhqh527E+ietqVhVRvrwogRUCzw64mXMWCOnsyiJ+hbBimTa0QwvOKwKgFw3LJyWBwStgVjU2a",
-	"V9QJ3ORQbFxln7wWl0KuhNOvAblc5RnSNQWSw0faqlcTmox8odwe1ilb0KvyXo6BjNZ+CbhbdzOEovpb",
-	"yYe6+xMoK+Zco+2+gDpezg7W7guomYXOMLVu9wkWnLIQ6+sq7f4GSzCFNa+CPm96Gkr1TPYh9usGUo+F",
-	"6nDQA40RSkjsLS0VPnEL7A6COKQiii2lxSJi5kpms3me+2dn6wWpr4esW1t5hQuVs1wsZ2FkBWmHFiug",
-	"wgX1xAxJnMeEgpj1zmCT5Y1EwFv8npdS2x13fVE3y/HARRLab93d4G6tdAxvtl68d1BWjCWOLuvOJjnh",
-	"8TxPmYSMSrt0rnL+bVm3n5o41uxrmlsImHNtpFqTbkyXS6ylVPK4Xrx68mL08Pnj/xk9On8BhWAjMgMZ",
-	"zdV34SofYUmVATLYO/WMRLscTzTXeboDzsuEJ5AcyiAaOkDb7HVZ+nBGaJpWxoEf5XTqfhROZvaWrtJh",
-	"0TS1DGE63bR4RZ2rQ/vF4TuqQPS2nxbX8F0xSPHjOQxX/Pu5Hbi4vUAN3In7dS/BwrHIOiN/q6UoahuA",
-	"WAUJ2fbgNbNoizXFfflkOGasIR4Rw65MIXoVL1lWZM+jVz5BKDEcdew3+x0cSvvFgbyCEUAf/K1Bv7ML",
-	"sdIb/41ZOMAdeRIEpZJjBiJfN89Ed/XHEaRjuow8kULCgHWjuWmoPGRUJvK47Ibi05aEpFLMoP40FY0B",
-	"CVX06H5D/sofksk6j+IC7OOaxJkBddC00FTd9UcIO+7oystuoh+5vnrjspK3lPDaNnf1mrmRN4xnBeGx",
-	"8PegZSQXFmvZbU1nfpOceq5dlc1jgF+szKQsfKt17/bqHP3xc5d3ZxA3+wmvmSPaIuGTdAfVewneSbvs",
-	"Sg9c2xMk6xmWpdtugj9IMggAGtbH10yTOaPKTBhFScCLNC5BX69FPFdSQI0cC4uujmee2RCoUrt38kR0",
-	"s5yGqLMj0cKew/NC+91DGbP0HlRYX7Z/WshF9rTK+hfylgircofUt6HoFlphL1Tt+YuGtJ+GVAKcsPpy",
-	"oPH6+vBeJYzhhkkz9iYb3CyWNrR3sliU3+ligSGbllGqY9kgrTiwhZTHGmw66UmTrmaMXB2633Vfe3Wt",
-	"uSLv5mxv5eRAl5LQQUbz8ZoGVA9qyFSmqVwBmth7PNDkreQC5Deof3k8GAx6rcuAFpJNIB0jT6YNl5N8",
-	"5B5jFZq5XIkz50Mt6pGEGe1b5Ou7FubS6VLWogZUQa6LzONQBTPvAHSeD00SdEvmpWiL47ZiKsQisyQi",
-	"GEzvRIjyYe931k1uwSK5OXzWgYXnp066+J+8sniv7T3sXSshHxjjJaaK6TkB7V4YLjLH3CuBEbjhAphK",
-	"9dDetMh9LNK+Ox4SmlC50bH++bjOt3QXCTq0Q0fxCk1HTqKs1cOSXNRCaWuZXnkkyWbMPJIfH2aO1ol6",
-	"BZI2WReb1f3BMOKE9y5mlOU1OHTF/NprOduCi6weEb1dhrpmjQI30WYqB44YuqCt3Mrd0OZ3GNeSKW7W",
-	"FxZ2nAUE+iLlDYtA88Wf8gHmxiyxQREXUxkqv+tS4QDXrR7OYwZJ/lKbmWIXf/8Jr36Z6bnvVwQE0oq5",
-	"3hdLPVPsD8UjKIajfRo+JiSIxDK0nHyd5Vq/nc2lfOS1r4BnR8BzccIhuC4dM4RU/twz9frlT6RrR/V1",
-	"kS8MFQlVifdxaTQU+Ix/L2wOBRfFgAfa009qWJ9cMEYSGeujpZJGxjLtL5JcX4HN5w+GYiggoxF9AfVe",
-	"X3aYbAHn0W1qONXrk5+95QkNIUMBRBf2QwW0uwJxKnJGuqN3x1i4WTCWaDJ2KslvMPYpeYjtsobZYHAv",
-	"hg/hTzZGwdmlS3aKNMhO1HnHlHYZpP3j/gC8Xksm6JJ3Tjv3+oP+PcxPngPgHc2h5N5vUPIWg60sHYH5",
-	"nyad0873zLiqfLU2gSeDwZY+XPv133IzBNpvvV72KzjTOf3lTdTR2WJBrWwNApfP/OGaZMC0DJ2BvS3f",
-	"ie68sYMcKUaT9da9vrRvfJqtwtSQs/NgcO/jdtgz0ANwvfuoE2roxKqC0AGBxnNAc4uWWJoRK9c3nv+7",
-	"4yO65Ie+nVLwEn7i2mALJX2X91Bq+RQ4EuwPccnWke9CZ9VbSwrjNEtcT7r7g+OmWfJlH1Xa8MFH93Z/",
-	"VLSGhJU5B8eur4orLl+b3aLvs5c3bnLtVIGOLjRL3zHd65NzaPYIvb8arzHqLKUOXBs2gnC9ryLv0fH2",
-	"/lu8MtdM7UOV49a8aA5cju9k7iQEMe6RA4zB7tsqtVn9eLB0/7jFF3lHS/vByUmbdZWbM94cZPEsPcOE",
-	"mkC+/y93fjmucz+GSNftQLdGgY7e8+SD6zXEUMisgvRLwPwSSFdg634g/7XUsPJjXSiuY/sXedvWT3Wh",
-	"eDClC21Na0otqX+5+17LbxyI5MX/GznU9/DGHfKnvDNBI3ea+UbC1wK12+AqKMOW4i7dmorrnKZydWjP",
-	"Q8m0wEA43qP3l2y9Ff8ew+/f54UUd2Afvp5UaAUly5RyQf76l+PKOu1jsIR8wdVNXF1IyJje416jRnk6",
-	"fHu3iyZNbXtvhiCfx209F2y/i6pR1EAz8xqa+CYdpTZlfd9gv0qKL3PJL0yL92ux/ybqONtXzazp4oso",
-	"rCqqASogdrLgBmtD5PU6wNgAQYWGLxjp/vUvx73+UFwE2o6QMfZHGRMlV/qMLKRiBH8iKTP4bxcHZRkV",
-	"2k8mmV4PhZ1eMectA8saNjbhgtiDT1OWoupeRZQXWYEoty83++4yrUTmj46aX0TlG/FhZki2JEaSMVRA",
-	"GKOZzgWecb2BHIgRrFwhZTuzLrcdaRSHfvAv3aXlpNQcpVEocqv9I8hFis24NuCSyldVHHbRbqV+0Efv",
-	"LT1tIRn9kEdOtBaOvog7jeLO9jtqlnAab+HWId838gmT1BtD/ucj8Oy6qpqME5qmeMWlIDWJG+eQauyG",
-	"zztWUzLGTJoxmTErQZS6/Ywxtfhf//jn2CeqbXD7MtDcPsMvdWv6yDz/GpD6hf/fjHwhkwHvPXTvLFx4",
-	"12I7R9DvjR0WyffXxSYZCsd5nFnxHpSKFReJXDlmWc6zgAbqoGmsJPoZDUTJdy0mQnxemkRDoZc0tuu0",
-	"k1u848Jv/DD/qBcRLX18j4LWq0SvuIF0ACehy5UVzmMWEsyh2IFntBe+Edxd4GytuMIHh7h/ADz1rZR1",
-	"qejCHx1392ZlnwmyL1Mau9CmSlO6CLI8PGbJFNxVBGrh5rlJWIDDod12muCrpTfK+z9iNfOQefbXjKl1",
-	"YRTwYb7t4NKnA4fHKpIUWw1WiWoPj1hq7XIL63MBzI0Gj40oqaaCU65CvI9ZzKvWLOmM5caX2uSuqHzD",
-	"/PdOqkXJoZ1ysNJJeGt5x9188KJy9aBUz+zBzk7cb+6QrPny/wGCZuVGPL5rk6FPot9bfdKiY2Spbx66",
-	"WEZfbEHzoYnjngyO8zw0oOBv5eTMRaSQ8SVbjzEsqNRfo7u1a31vKGgK8QJY8jAiJ4OBnwL7cACXHpf7",
-	"NZwSK3qO++RnDIUZinGtc8mYaMZEuZ5MnktU6oXipYauO1dycp/Me7CEoci3CcFMdi2XbO2LYoQXFJHV",
-	"nBqGuVDa5RWHJAHsefEjRDLuJxGV9gk1Dd/cjQBR6rH0cWX+SrukTcQ7L+CqAjbeTQNJ9aFONq49GtcY",
-	"nfghulWH/o5V+2dflJRbIGJ4mCCSuEDTGu0qiR1HeW3pMDk7d2UAuMjVBShEdQbDc4EyD4Q7Qw4zwtlq",
-	"LlOG/ZD6zaitO3eGmthi7eNjZrkr2hYwJ12pSJk89qKNE/6CCreHCmiyPx6QwWCAFnsusJi51TcXrlH0",
-	"FizBCvPNaPIKqiJWPQMLCwtWR/AEWVfzISLgkjiyiw/2qt9QwDd2DiYSKgxkH48r/cMgnsYtbEwSyfRp",
-	"uQ+u1ULKZamoGQopYmZnLfnpIIvMOGYMyUs+G687TelsxhIyrncDHkPTZHw6FK60o5AG6u+KiAhIbQD/",
-	"XoRu/16fjNFckozxkU+bt1+7J1DfYCjKm/bxf2dkvJCKjYmma10cLNykYgtoRwlxvTCbSxjkhnA9FJBk",
-	"1yfnrnoTmfLUWPFD+6oLp4TGllqWVgT3MH4/7ODLw84peT/s0DS1f2FFhXFIankEJ3WHpO1hll7muP5x",
-	"qRtO3UTZoIQMSA/YBc/d6R+diH2ScDsAksiToInMRMISPDes8ZETDN+4FgxoDnJ3UKo8C/IahAqzMMC2",
-	"6TtqNNItOw9neiiAcDVQJ1gMEqc+OUfUmkuN8UKbHQY1SdnUWH3HHkxXTom2OElTiAewK6Qowjrdyi4J",
-	"8NguJbFEpolKDMV2MkGuQSWcAnQNMgHpp1+oxGdDJQbf7v7ikRTTlGOq0ieyVkLJtGaq0oTd1yAyPpS3",
-	"yUmLevtdCtqu2W+DKd1rsH9yx2wuqnCQlSbyCkVKn2GMklbYeLWXTcVq7487ebxuXfzc323lB2yyop03",
-	"C7Jcl+DXhdWcbQq1eRlIFGuHwsu1VCn+zvKj+4NvXUJubr/yFhOfrrlVxrtjCN8C24ROjcsqcezjjx1o",
-	"8lnQT7zXslQCdZIMVq3PkaoFZTwqFyzY5tN5VCR3t3DtfPE43LXH4bMg/KGaF7t9FbdD7vO6PbdB8aso",
-	"8YMf+gILEt2FXJx3P/7IQnG1AXQomNI9u74gfOck+bMw9+E5og4NQeFNJaW6kBcPLB8M3CwhJ4OTXhl3",
-	"XAGcTepeKmp8u0JPvfJTvdpTuNruZt1kLKir6YINhSuumcdbVur69lAIyss34rTemFfQGQhoBodCUCAq",
-	"1Si9q2idUjWtj4y7tXbXIY8bPvqCuzeOtpHKVGrcNmBvKywt7GC3yqa86ebTCf9RoRp9Bil1n4fpJBOu",
-	"znzAPuKMhXlXQU8NNZRkBvUbCzr5WjxtNIRSqa1tCsJFXsOphX6wRYLHJi7tO1DcqQxf6hcUdJFO5NW/",
-	"jwwPVpt6nbS8aBkUwXCetqpw4hsgXVu2b45fOinil1yfG56ALLKaMzOHyB2ykpcsD/3p1lvg+L+nUg0F",
-	"mHstiELkCUZHrt3IvT4595NANaTcEuOEED+SNnQNTltwjhamLq5dMTcoZKyLYm5l8065x3NIgLlgIrnw",
-	"BdfuRHwpWlK1kl5Obn/moDn+sS/i96eLL/5zikjuvgit40yYNGxyHV8mdCvPgZf+XBzHF04N4MAP2Cjg",
-	"34fj+IYHrkNClffcvvEIAtK3A93f8ZU7BACYYXsmK3ZCy70p3nXy6fNaawtDY/SGY8cdc470+O9SbmuT",
-	"q+7vLmHgbs++SZ+BZf47uOr2vMWbJlVuZEAW13z74g2M/QmyH1tD1pcYytsoD+ZguMh8BO8qdgbSpAut",
-	"miOimFVdIsLF4TTls7nBZigQh9BrTbGOTKUc71biVarc20pqwdqzOiy3fF0RW+7f/5RiS2ljTf4uyYUh",
-	"S6YIbsqZI7y+41pGuA0X2dRiDTVY5IIbA4rlZ5Wjg2WV802Wdi/RjO1Q//bIqoNQRQ07BJl3uzzzEmqJ",
-	"wWt3CB35LNvlGrtoAov+QxTpKK1mVyWU0nG3rtGRH8o+VToKtjzJ4kt2E7HvT1+2o7jAPDwiP7Rr1Cvb",
-	"cl93gClNssJt4MjnI4q2wsHbrerxo5ygDRBshxA1a1cxglWckvdoHoTQ3hWzQsMHyDHIuyhIEaO4ccnW",
-	"B3ooEORc2PAYPxmj+1I3FPyqQtrtC8H5+J9AEN4fwL9IxDfBonPnKXdguIQW0VC7esp9WCIAuIdJeEWz",
-	"WIrEx95PMqXNeDcXtHecZOkOE8pF/tZdmtHcJNsFDr/giEzWgPN/BLnDL6piKM3PbPOwWwsc/ky+VAW7",
-	"FfHCXwDpWmoP0ena0HWv6d6aJYvmi7l9hGgiuwXU/fmlil0YdrsChY9+t3TV8PiS0FhJ7ZMKsZKBb1Rx",
-	"ljsqoTMsmi08nFGRDAWM0B37H0f2vXFEih/sC+Nen5xD3DUliVwJKGwqRYolW6GvlWIxE2YoFlxrluDC",
-	"rPzSIJJUQPQOvI5u+E8gkOyJGF+kkVuwz5UrkrVld0UUSjjaqfCMP1zfXaOJwj2Os3zxkX/xkd+qj7yc",
-	"UwtKY55K2uA4r7blKfqF/fLGciRkL00FvR3zgSgW+FtjxqNvaEW6c2OWp0dHqYxpOpfanH4z+GZAMpEw",
-	"RcYLesks0xiDzJOptHPaOQJG6Nb5PlhTIiIp1yYiXOgli03kYtjyVF3IWAUbjbOCg3d3syTWeTku6Szv",
-	"mriyqyrH+JSH8gcXLrBVDt88hOBrJhLs1xYR6nsCJ1ZbMLUWqiRvoZpXJGPLpnlqVRhdWqPKRD5sec15",
-	"EbbNwV4wxWXCYxQ/pSCUxEqKClH168lp6uYw4JvY9I+E/CIQt82E/TDC+HQM28YObDVfYbnQW2jeR7Xy",
-	"9NhEDk7y0CmshTmgPGJF/9wcFztpRdC6igumcVzf6ag0TqmniAXbor+r71TbnJ1+gf3oqN7sRkfwzQnT",
-	"p2S8UXhy7G1B746jMflqKCZUs6/vd3/42/mjw4sfzk8efN0FFZ0n5Csy7PSHHfIV1KbXhi6Wpd8mMln3",
-	"ekUInKvJ70c8TFgsE5aQJVXGF4wruuqVi9FiqcAzkmQudR1/IMoVnRyKPLu9VlqzVISTKoYdbe1hU4GJ",
-	"AHlqO9eECZnN5v2hcIQP+3CYQ4tA5lCKmJXOiydjaNsm+K8ZA+HZRYOEJFSVCRfSv7WJweuNwSLC+rO+",
-	"RZ/R/ZORvfHRPd9SfHQ8ejAdxCf026Ky3pzRBIoCOgAqVru1v8HO8n6vBb9yVhddJDn4Ijsrqgn2Pzwj",
-	"ir1lsQHjJLwmJZlShTG/Aqs3bl1pDkhbF9w2PW9T1ZHKtUWoAYoFd+xWiNDp2hWWAGjn0vNX9zrrN3eX",
-	"5/GJChcUbdIblRbkTJhA4wqknYQqZm1mLJxa0MIY1iJLGRk+RINYZndWJiVQpkIPxbycFWdFGYYZTs79",
-	"EpdSbwqSVc4hMtJ5SgkHJAex7NtQLy2ooeEyi8eQ5nAI6u6YdCl5MLjn7PaVJ0ZK9B6XhLb6aayJhKhh",
-	"rPUXuZYgMjOQ2e3La5BYCsFi+xU2EppWGtxGvsgHrmJC40s5nW5voAhWiXLDVeyMahVzWSPb0Ay13rg0",
-	"nA324cP/CwAA//8=",
+	"7L2Jchs3uij8Kij+p8rkSYuiZDsnkWrqP7KdxRmP7bGcSp0b+pJgN0jCagIMgBbFOK6ap5k3uC9wH2We",
+	"5Ba+D+iNaLKpxUvGNVUTmd2N9dvXd51YLpZSMGF05+RdZ0kVXTDDFPzracIWS2mYiNd/ZWv7S8J0rPjS",
+	"cCk6J50zotiSUUNW3My5IGbOiGbqkql7mvDiY7LiIpEr0v3hu+dPfn519ujZd6OnT77728sXr797/vh/",
+	"Rr88ff7kxS/RUCRsSrPUkOMH8x6hQq+Y0jDqWzmB/16wNZlypQ1Z0IRFhKZaEjo1TBFuyJQLrucs6Q9F",
+	"J+pwu8Q5owlTnagj6IJ1TspbOrB7ijo6nrMFtZtb0KtnTMzMvHPy8Og46iy48P8+ijpmvbQDaKO4mHXe",
+	"v486P8nJ0yf2Q5hpSc28mIcnnaij2G8ZVyzpnBiVsfJUU6kW1Nj3hPn6QQfm4otsUZ6JC8NmTMFUz2HU",
+	"4Ezwn21z/Ydi085J5/87LK76EJ/qQxj3vZ1BMb2UQjO4+Ec0ecV+y5g29l+xFIYJ+JMulymPqb3/w6WS",
+	"k5QtvnqrLTC8aznjS/wKJ62C0+s5IxOZrAnXREhDLmnKE/LT+YvnpCsVmcs00SShhrobtwABTy9pmrFe",
+	"v/M+6jyWYpry+IOvO55TMWMklmnKE6YBI2CBimmZqZjd0yTOlGLCEG2oYbDa76Wa8CRh4kMv9+zlU8Cl",
+	"OdVulTQhOpZLduq2oolgLCFUEJosuLBvw5KfS/O9zETyIVf8XBKdxfP8LGEh/v0PuI4zQV59/5h8++Dh",
+	"fxE3OCzltZTPqJqxj4Us8tJhg+a/M5LyBTewrp8FzcxcKv47+6D3dZaZORPGjQ8rFISKBNY4YVTZ5coL",
+	"JohUOShyTRZcay5mEVkpKWb2oWKX8oIlbjdLJWOmNZ2kH/yoFZLDCmk6JWOmlFR6TCwR1oTReE4mNCFT",
+	"zlK76PeeDgNVPXv51LHRpZJLpgxHahsrRg1LRtRUWENCDTswHKh7jflElr+E2EiddUSdlGozyvT24UWW",
+	"pniqyDw2phOO/2w8WCo25VebosFrZNb3tGPX8ZwqGlvBoh/ajrvnG60RyJf9nAnLSH/tAOEC1kiTzpsQ",
+	"By+Y5q/IsR0zxaHy3UXlK6odaWXtxSRy8pbFxi4Lb/0xDACgmiTcHhJNX5agYEpTzaIaYPhTLwkmx4PB",
+	"DsHkxgdROYNdOwIwpGn6Yto5+XU7hjnwfx/V4f8iJFs6ACLdWXIx+tc//tk7IXouV4JIEbOIaCMVS4gU",
+	"6ZpQTajlZPMAaNX2Zqfa3NKbfFPPOIo81QXSJR9dsDX8zQ1b6F3EJN+qn4kqRdcbq8nHDZ4yiL9nK8rN",
+	"TrCpHt1Lqi5yqTkThqeEEs1ngqZAqBLCBRnjD3pMqFL8kmnSpWLtX1vNLXFecGNY0hsKqcjYoqHMzJgs",
+	"qdb2dcEs26m82SdnZEFNPOdi5ocyc2rcHAlZzXnK7NqGQhu2JIoKsqIXTFvxnRq4XJTeqzfgFlu5gD2x",
+	"onoTUQeksJ3ysSM6VsyEQfAQdn32JFPAi+DGG272iRRsz4v9HvSb/GpBxhwrprPUjE8JJUsK8iXXxEjL",
+	"f+qniK/ut+fmDXxPebrvBihP8+ULuYpgDzIzRDGj1lzM2mwDmO5t7eI5u9oXv15lqOoKdmWFebYkXVRI",
+	"xglL6Xrci0hMFWyHjAHMxpubgFfbw9G14LV516/scV9z25ouGG6bzigXpLJ30mVXuChOUzKh8YWcTqtE",
+	"4tTieiwzYTSoF8awxdLcwgndKlycL+lK7HlCT4VmypBxPOdpopgYg9C73CTHlnKuiRSMyKl9tABFLDdf",
+	"bByFH7A1A4LVP7Zf2R0t6NVT/OpoMLCk8hZoYY2V5SsMs7I1fLRpQBLrkgZPulbGs3iv2NTKVz17ElcH",
+	"M3nghrQiff8VXf3NagEzZsd+pBi9YCogVUuhWZwZfslGU8rTTOHvmyKyxeOR1RqYkz+ri3yxZCJCEM6x",
+	"Ht4mC7omM3lK5jSdHsjqayoTwhIAfJNrMuOXTJBsSaZSkVRqgPjrSbp2qhsKy3YIHZC6uNVjQE3DcyU4",
+	"V2WtzcrGkmaajYAg7IO48FkSlgH9OrShayvwLZlwJyhmoPVSQUrTnpKXL85fk36/f2i53YKVZMKJlCmj",
+	"pRlvdIJuCMWo0zN3fwEgZo9LXdJ0rwOqfDla0KtrcY7q6cap1CwhMU1T7SiSpeqneMaWammkTUizqrCP",
+	"QD+CV3OhzgG7ygRoeV79wIk6CHSdqJN/GdBFoo6ZK6bnMk1CyFqjOsW7G6cbPLQqhPqTicK0ooxndSLh",
+	"ESiH3TJI1WEjRBId2XqZ7St8WJyYU5GkYGSPuYozbnIs6SYy1ofTVK4OYimMkml/YTkunWgrUoFdQpML",
+	"xpb2vrhCwrvJcGqI3E7BK2DuzYZFqEJPyggMMyHJcdty8MYNcgKLxMkpGXYGetghqHTgR33yxPkLjub9",
+	"MILdeOG/UHu6bCoVQjhaMxDO5dTKL7Aht7tTkshskrKETNZoDbLQxBL8oFjvQ91vRusbr9mCCJyuNmSF",
+	"6zcrZnHazlc6todovqxgXHWoxwViEI8YpBtLIVgMtj00gEXEKUY6Ig+vrnqo9MHJlHjJKRkQkykByp6c",
+	"Tkv3N7AguKBXzgcyGKCckntFBkGvyCZWZenF9zz1UNseq74D8gfoQTQzRFCl5Eo7j1aKmz21GmrKqLZ6",
+	"KouI1Yppmo4jBFQkS5u4RNM0IPnEdhBHdr13i+KZgjHT4oQ8BWNjLBcTLqz2bBU+aeZMOUwOM7fcWOXR",
+	"t3an+BjUbYXSe6MoskGd/diIEs2D4/P24zrcb+evijoXbD1qMj3+JCearOZSowFJG6qMc8hw4+CsvZ8v",
+	"6vyWsYy1XZjlKFlAsHpMRczSExALrZAQEXYFiCVmEaEWS7mY9QnoZSeOalg10n6VIlS1Evx/kpNzXMJ7",
+	"2JiX+wOWqCD2lNx+exgqpznObVtbCTvfRx1wU+BBARFAtA/RsoUEf68zK72112vmXJOJ/YkYesH0JvnY",
+	"6VItyxFu/W8aD8XbTepqGRWzkOAKIOieki519+iVXovq9n0mEmr/nd9y7jVc9PpB+XoRxLm/VY5GsQXl",
+	"4hTkOqehGwmnVIhwcHIh4rGh1eEG3cyh83nCJjITMbuWqlzyk4JVIXGDAeLGMk3pUjPChZGgLIPRC4RN",
+	"FA6WTCRczIai69EKFG6UEeKU8gVLeifIiGdg47TfGU24WGYGlfNMz/H3CY0viJFDMV4yxWUyJlMlF2il",
+	"whFTarzGMV7Qq5HF2nHJF81R/Qfet6CJXWWfvJ6zobALt1Ix2DdJPoFV+sGa6m5eSCLYyo/TtdTZlKbq",
+	"RflxDYVdjDa4k1OYvswYCAV5xdJAtDCEF/fCLscdVDQUOXy4lxdgmaWwqLdyApvxvrpZKic0Jd2UXzAy",
+	"vmDrce+EcBGnWeIMvF6c48Ier5EodrpfNaFLqkyfPJfGGTLtGBEZl+JGRvYnOAcYsBa7QTC2oxeRscrE",
+	"iJoxcGS0Q4WMyM7PsCf598e/l74GF7yXlbjupcgHCSKd/zIQkvODJIl7jF5zqsmw83AwWOhhJyLDzv2B",
+	"++Nofn+wGHZAVbuii6VVXe1TUGCMYcoO+L+7vw4Ovn3zVXc47ONfvf+/K/Qfmf7j//4f/cdC/6H/WPwx",
+	"7/W++o8QX//eguN33jBX5xosJHO+pFbKmTpxm6VJRFh/1gfqdnj/cKm4VNysg37EhTMMbboqNyg+A63R",
+	"fxA65R+c2lwT5y4pT70LumbeVowRnUqjLdkIk/DrOHsd4G78nrPQzWn0nKqkwd6VLZM9lxCET5w9nyoq",
+	"nUzNYVqasOmcw463mSVyrY2ecF+7fG44ZNMy2ujj1SXmd7BFezmKtt7Qrj2d45v1neDMTTs5z4cv5KsN",
+	"i75Xceyh3NMOdC3rAEkF/KsVyerrB7t29SOS98dSTPls80KdQ2A0oZrtQ1D9d3taviaFcXirYOpeuyZ6",
+	"Wg7hvBhNFuYt4ROXXGZ6pFmsmBmxqyVXTAft0D+DWSQ3MPtPCX5KtOFpCk5XbUVOJQ0cwz0MD0rpsnd9",
+	"gzNOEdzB3h7R69CfqJOpdDdRd5EL9t18zcUKaxcVVYGxCmMF6OxHyhz4h6mZF31aE7QqMu2ibPnwWxa2",
+	"P337pDHWbieAgBVSvJMO57BdRbdzPgMHjkOv7mquWTwiXxF7El8/AOufNwcdfU0ma8N075TMmGAKTCCA",
+	"qWh4rVkdIFyhJGLh0L+eHfwvevD74ODbrw7ffPWXd4Po+H1QproOyqmADWpuzPLk8NBKzfZPbf/++dUz",
+	"VMcMWyIrePni/DVLiJEbm3jwTUV4/maX2GAXEYRNRlM7QB1fnHo3WvAZ7qSBuhY2l+3zu/dCS/hJTgKS",
+	"HoJUQMh2sOal1CKwly1PyAC1PIo+cnsxKQN7mwuABA3Lqn5CGrROseSU0Nz9C2qu1ZU06KqpBTA71D3t",
+	"feU6LFq6pzf0a3ljVBgjXAgReu7dm6iXU7vYqVTOi/sXQsW6V7FbbUYVhteSu6XRMDJysZes7BEqmzul",
+	"wAtAhbGVK+46bN4bJ0aN8WoV80UepUO106e9mt913hggEEIK1gvqMizlMz5Jw07pX4C45OZEmGlB1/aH",
+	"U2dgoknKhfdSwF25q6nOez0ouUasRdTxEH4j+CxZiq8fFQtmk32X3xa4LE9gNVHuenvFkeRK4H53vr9b",
+	"EsXYqlHDQTVMUP7e0eRyRErgLaejh5/mBvXNMGBq2CjXqNo5wl6B9rjg5hWbNjjD3spJHohsp8AQedLV",
+	"jJFiSg3o0HAEBasofbCJluhHKs3hqUCi6EqDRTEq+REnzJLPYsQG0tBKWKyewyYxvU7wH4avJ1nKRl6F",
+	"2Txd/0rJtuh3XaI3lMQpt1tLeLLtoMthzG5qw+OL8NT2iWfCzcu4gd5znRjRQhxp7aix7D3kfPWiA0hj",
+	"YaZ/HWVqRS9YiKWsMfjywskgYLEGD8KJC+aNiMf73OPb4ipDgfZIAwpqnh9biXhUWaAn2kXUhoNoz4zc",
+	"MeZy0KbCh3arurxQJooBAtesAFYZWoNY+YiaeL6nzvVWTtoriT/JCTpTgpF+212A5WuBSbdtoskLdr3V",
+	"smSnQrttRU+Y8eHHrbiEFfA3Mw/8JY/8RYYZVv6akYamDUoIRqiPHPy0lEP8V/nAO7+p6zSVATaXsbH4",
+	"KLDpcEZEAVj7QW9AHt/T5ZKUfIpbNVz/HnyzZ7TwnhEHNbdUQClEU2rYSUW6VjNChzXgSQ+ldPd0xcE3",
+	"iLGLh5dHhxb0rxGq0Eqs9dG4hURbZztKsRQdSBdsbVVTzWIpEu8WRBcsJSm/RDaPmbkcovghvgdYsOO8",
+	"13C3XduWU5Y7tyf7uff2De+oCqj7iGNbxcZzdskUTUuCoyZdzCbM4guGeTG9E29TcK7kdI2iFQYRuTch",
+	"wWco/JVosmJ8NjcRmB+4tjoqtyIFOLdpmuYR6C5/H7zBENvk3N+C9Yei8NIW+xiTrh1fCnaAwqulXb0T",
+	"MuOXVqqdSDMvxXK7nPzrSLIFU/smINaC6/eajixPAxqYTM6pbshmPD0LOTsVA4EfjEMqY4V93yGbj4JI",
+	"MAyC+qAHQDw5hSsu2x3CIWEJSzLMkA1bUWrnUnm9kTu8dJ7Wm4kDIV0Fgm3jTGnZRu8NiQ3VMRru9zyX",
+	"1H2osrengEvcxWd1SjaxqJNIYZ9ihFbH26hSlgSDmZ9ZBf67K8NEggdfcx62tRRs3/HGMKH9wlIsRu3H",
+	"zSFPu7KuLANBefuS8LPQOp4HFclnzBimdEQSPuNGR+Te6F5E7vXt/53Y/zu4d0qODo6Ov6mlEpfM6IUB",
+	"/U3x56h/cvDm3SA6Ov6vsDW9or7ZsxFrh+jhU0IQ3GUmKMH/tpQXILR2rE01ahMtNg0m+S8iW0yABW6i",
+	"9mYsdvMKduTavMhMLBfsDOJTkyDqj1qb4PZWkzfRHDW2LWb9lyV5IHeDP6wfyAAZKphkKu7ub7dHIFdq",
+	"UNQpvldPwpbT9hSyFEATIJRcaEOdpBy0XmQNdkDDTRr+Cn94VwoJypQ4mTGRZMpC54mrr3ACNRBQnN5J",
+	"DdaQTo+Tbr2xv3tprO6FdFp0QDmDoMpdxwjjPsZXb+Dm52I0Ta08taefX6YJ02bk2cstJB6FfSGKGSbC",
+	"kWGv54yArHvPymTuNStBlP1OOvfeYB0n4rCmpcXOsOVoIhN3aVsTFA1bPoI3z5kx3sl/08AkFwCQ5+RU",
+	"ryxyYFRdaA5BwVvaz/1fhrJNd2LJsdaCPhaCRbv3E5dP3uLVQrRp974Tdtq9nItQ17Bm3I74VbuPcDAG",
+	"oEJ7Mox0aZfFyg3auJTrhF84wheI3JKCkSWPL1Bn04QaCJXfiIXfpTVvELaacgqhAHYyRxNcGR5nH3ZF",
+	"Gzbzd3Yq623p2I0Ton6UK0iIwrQBTwSrdI8qqz4tTZ5pltsyZLWuXamG3avvXn/3/PXTF8/7N6d+oYQM",
+	"qwjnhfec9NLpBCtBgfJ/T4PnuVSNrzAohEwxGwQ817wDHBhmCAi0f2VrZ/CZ00tGqFtLy4zhSaZ0jdpD",
+	"Bl3xci7aXotpN3Jk5Tw7Lea9Lbak0G2BW47yE92PxeRXFCZrNTPTfvaWnfStPPrWxV2D0HlAqOW2SG2w",
+	"VpjOQQvtjVWvnr+8ehRuEx0qblcFk6NfuymThCVkyZQzgbabNKg2+BkDR5oDxdYz3V93d+bdXXfvShV5",
+	"VGljB0WjYpvBf8E3gyjRtN1fWMGJmmKX3QXlxUEhVQVMltzoEg3aNyz73LmRb6dMW6ykCJKfrVEs1wlO",
+	"gaJkWxTw3aEdMILh8cXdVIoDe1xhrd3kYRAXZ+dvnzXqIpvLFjx9wcEHnKZyFTTJbRM7miNT7Ap+dxL2",
+	"ZnDyLTEIgJbSXGX3uHeYeye433pJ2ymfcO06q/CxH8fxGBFmOD7soj27yTFsF7cpht62rP1ZjUfKKgg+",
+	"dKlzEfkaXR1I8Z1dKCKU+PelIt3/nstMpesekYoMO/+NLhjIrKqmU/3n4UPyn/i/Wvjsw693+sL2dVHu",
+	"6f0rYU8hXiLi1KmtxSqXDigkENypVIRiAE5R/8Pf2D1dpCfYl7kGZ2G5KMgeeJovzt3mFrxtc0xlVC72",
+	"/fPrx51AvdenZ8/PiP8iz6f7LrMAdfiSKl530379YBeyOyzf5ns6h5jzVy6FY0/wLl1r6woxDTHwSJZX",
+	"eQx8MLi9d5vR7SE1COOOwxWeskVjWPBdVlVtTuih61TSZO+YMfbb5uk/YRZp1JpIhUECuVr3Vk5OyFFE",
+	"jiNy/1//+GcbVSsUhGVnjQqjGa68xhzyQ37TeDNhP2CoZONWtoC3vJMpuGGbl3POsDr13RdabXnZOclt",
+	"KwMX+3jkC+/vL/XvGXfxcY4A4+92H4S5qbMJBmr//kpeNEW7YhIExJfWcyC8+bJFZYViQVHhyYJZg+dQ",
+	"lPPbr8zCGQZsoookXUzBKahIwDOhyOacuZKb9zTJRMo0xPJgmocUgepQLSK8AjFddxyfdQehT6QrLNfH",
+	"IJvF0qx7raxon3II0x4BMOcuKLkxKSpgzcutn+1stoUdtCFy3812T+cF2KHmvU+lwhYh9zT86oov5rB9",
+	"T5OSSZZotLSCkRcjntDVBWUzVlyzXp/8COF4aAzGmh/27ROY6xc2mUt5cQA0yWSKYTQV1jUGw4OplGZD",
+	"mSno1/f1GUaVvKjCJHVnyTWbGoYxy1HhJ95tJGhNQSXGCmzimNVSXcmjiGhL2CKSQD2tKeVphJWAISqB",
+	"+pJjJz7YPIJExRGcT0SKMmT+l3IgTIKCUcgrrvaVC318fiuhqh6E7k+ietqVhVRvrwogRXi7w64mXMW6",
+	"tXsyiF+gOjeGFa4QwvPGO6gFw3LJ8WBwQtgVjU2aF64N3ORQbFxln/wsLoRciXJpGhcUSLqmQHL4SFv1",
+	"akKTke9H08PAwQW9Ku/lCMho7ZeAu3U3QyiKrJd8qLs/gerdzjXa7gsol+3sYO2+gNLU6AxT63afYF1n",
+	"C7G+fPHub7DScVjzKujzpqehVClsH2K/biD1GNmKg97TGKGExN7SUuGTF8HuIIhDKqLYUkJmpZkrmc3m",
+	"eb6tna0XpL4esm5t5RUuVM55spyFQQKoAKyAMjbUEzMkcR4TCmLWO4VNljeCOWN+z0up7Y67vna65Xjg",
+	"Igntt+5ucLdWOoY3Wy/eOygrxpJSjdQ6OeHxPE9TLhca9fzbsm4/NXGs2bcOsxAw59pItSbdmC6XWKWw",
+	"5HE9f/3dy9GjF0/+Z/T47CUU9orIDGQ0VxiLq3yEJVUGyGDvpKhdiXnVaK7zdAeclwlPICGbQZx7gLbZ",
+	"67L04RSipsvjwI9yOnU/Cicze0tX6bBomlqGMJ1uWryiztWB/eLgkioQve2nxTV8XwxS/HgGwxX/fmEH",
+	"Lm4v0Gpm4n7dS7BwLLLOyN9qKYpwZRCroAiCPXjNLNpi6y7fpQiOGVt1RcSwK1OIXsVLlhXZ8+iVTxA6",
+	"+UQd+81+B4fSfnEgr2EE0Ad/b9Dv7EKs9MZ/ZxYOcEeeBEFHopiByNfNqz+4Nl8I0jFdRp5IIWHA9kzc",
+	"NNT0MyoTeVx2Q48nS0LKBa+bAhKq6NH9hvyVPyKTdR7F5ZMA4gwKsmFUwA5N1V1/hLDjjq687Cb6keur",
+	"N+7ecEtJ323zt6+ZKXvDeFYQHgt/D1pGcmGxluvYdOY3qWPBtWtmcQTwW2QpG7Xu3V4xs08/f393Fn2z",
+	"n/CaGcMt0n9Jd1C9l+CdtMu19cC1PV22nm9buu0m+IMkgwCgYRs6zTSZM6rMhFGUBLxI44pU6LWI50oK",
+	"KGtlYdG1y8gzGwLNYPZOnohultMQdXYkWthzeFFov3vWdgcV1nfHmxZykT2tsv6FvCXC5lch9W0ouoVW",
+	"2AvVw/yiIe2nIZUAJ6y+3NN4fX14rxLGcMOkGXuTDW4WSxvaO1ksyu90scCQTcsoVYhukFYc2EIyaw02",
+	"nfSksfbG1YH7Xfe1V9eaG9801fUoShKAjObjNQ2oHtSQqUxTuQI0sfd4T5O3kguQ36Cy9NFgMGhfZqOQ",
+	"bALpGHlqdbhQ82P3GCs/zeVK5J0Z8oIfYUb7Fvn6roW5dLqUtSjWVpDrIg89VHTQOwCd50OTBN2SeZH3",
+	"4ritmOqrCRMMpnciRPmw9zvrJrdgkeoePuvAwvNTJ138T97Aq9f2HvaunFG03kCDpmJ6TkC7F4aLzDH3",
+	"SmAEbrgAplIJwzctch+LIgAdDwlNqNzoWP98XOdbmngGHdqho3iNpiMnUdZq0EkuaqG0tUyvPJJkM2Ye",
+	"yY8PM0frRL0eTZusi80memAYccJ7d7MHR8n82ms524KLrB4RvV2GumbFCjfRZioHjhi6oK3cyt3Q5ncY",
+	"15IpbtbnFnacBQTaD+d9gUHzxZ/yAebGLLEPMBdTGaqx7VLhANetHs5jBuUbpDYzxc7//gyv3hWXh0R+",
+	"IJBWzPW+WOqZYn8oHkNpJF8nziUkiMQytJx8neZaP/dF23VR/w14dgQ8FyccguvSMUMo0pB7pn5+9Yx0",
+	"7ai+IN25oSKhKvE+Lo2GAl/LwQubQwEp6CbnvI5+UsP65JwxAs2HlkoaGUPjoVxfgc3nD4ZiKCCjEX0B",
+	"9ZbadphsAefRberr3OuTX7zlCQ0hQwFEF/ZDBXSVBnEqcka6w8sjbIkgGEs0GTuV5HcY+4Q8wq7Uw2ww",
+	"uB/Dh/Anc4XkXbpkp0iD7ESdS6a0yyDtH/UHvq0aXfLOSed+f9C/j/nJcwC8wzmUufwd6lpjsJWlIzD/",
+	"06Rz0vmBGVcJs9aN/3gw2NLuer82126GQJfrn5f9Cs50Tn59E3V0tlhQK1uDwOUzf7gmGTAtQ2dgb8t3",
+	"ojtv7CCHitFkvXWvr+wbH2erMDXk7Dwc3P+wjewNtNpf7z7qhBo6saoglNCg8Txvb4HlULEnTOP5Xx4d",
+	"0iU/8F2Lg5fwjGuDnYr1Xd5DqbNy4EiwYt4FW0e+2btVb7VvJYGt3x8MjppmyZd9WOl2Dx/d3/3R91JN",
+	"eJIwVyXDOTh2fVVccfna7BZ9O/u8PzLaxtfYSk+z9JLpXp+cJQsuCLTYbrzGqLOUOnBt2GLJtZiOvEfH",
+	"2/tv8cpcz/L3VY5b86I5cDm6k7mTEMS4Rw4wBrtv6xFNvNL64WDpwVGLL15L+YwqLK7w4Pi4zbocCQYW",
+	"dHOQxbP0DBOqPZmixwv45bjO/RgiXbcD3RoFOnzHk/eupS9DIbMK0q8A80sgXYGtB4H8VyQVH5I4PMB1",
+	"bP/iuTTfy0wkH+1C8WBKF9qa1lBFF8xAefpf33W4PWUru3h96gR1qyodiEo4vaEHbO2/9caBSN7ho5FD",
+	"/QBv3CF/ytuPNHInu8jrg9ptcBWUYUtxl25NxXWWe34WGAjHe/jugq234t8T+P2HvKzmDuzD15MKraBk",
+	"mVIuyF//clRZp30MlpAvuLqJqwsJGdN73GvUKE+Hb+920SSEIq9d/5ib3O/ncFsvBNvvomoUdfPU6mji",
+	"O/GUGoCCqXSTFF/kkl+YFu8V+//+TdRxtq+aWdPFF1FYVVQDVEDsZOFKABbtLMHYAEGFhi8Y6f71L0e9",
+	"/lCcB3oLkTE2QRoTJVf6lCykYgR/Iikz+G8XB2UZFdpPJpleD4WdXjHnLQPLGnYv4tC6mqYpS1F1ryLK",
+	"y6xAlNuXm30LqVYi8wdHzS+i8o34MDMkWxIjydiVvwQznQs843oDORAjWLlCynZmXe4P1CgO/ehfukvL",
+	"SamLUaNQ5Fb7KchFis24NuCSyldVHHbRF6l+0IfvLD1tIRn9mEdOtBaOvog7jeLO9jtqlnAab+HWId93",
+	"3AqT1BtD/ucj8Oy6qpqME5qmeMWlIDWJG2eQauy7xq5y4WOMmTRjMmNWgih12BpjavG//vHPsU9U2+D2",
+	"ZaC5fYZfaqv2gXn+NSD1C/+/GflCJgPee+iLXbjwrsV27IwZ+sKvi0ayKQ6nlIaWN3KLKfQYdw09sDm0",
+	"i1koKji4/nsQyiGXTNgvhwKyXZOskGXIK7t2K+3TAmNhRD+AFYhSCZkNcFgQfjHnYhaSymE09onR9wgr",
+	"Cbn94Ga+cPUNC7I9l1rqY8xVnHGTnx0VCUn51LhU40xDA/cYCnzsiTLSUMMOinoVt4o5TzKrEcMqV1wk",
+	"cuXky3JqEompUqCcryS65g0klnQt84KQ1jSJhkIvaWzXaSc3ULzd04qD/KNeRLT0IXFKk5gKolfcQAaN",
+	"U2rlyuqzMQtiDRyGA+lz3+70LthcrR7Je8frPgEkRf3LImpRp+RTZ3d74/Vnwh+XKY1dNGCld2oEiVEe",
+	"s2QKHl4C5aPzdD6sWePQbjtN8A0GGlXkn7ABQMij8VvG1Lqwo/nI+HZw6TPow2MVeb2tBqskgoRHLPXG",
+	"uoX1uZj/RhvhRmBhU40211TBh/nmhZ6WdMZye2VtcteHoWH++8fVOv6Dg2/ffBUsDhTeWt6JPh+8KPY+",
+	"KJUAfLir/IJlDXdG1nzHjABBs6oWHt+1ydBHMYlxjcFqkaW+ebRvGX2xh9f7Jo57PDjKUzeBgr+Vk1MX",
+	"xEXGF2w9xki6UrOhro95iwqbc5TXYekNBU0hxAarhEbkeDDwU2BTIuDS43KLkxNovTLuk18wemwoxrU2",
+	"TmOiGRPlEkx5+l2pMZSXGrruXMnxAzLvwRKGIt8mxP/ZtVywta8jE15QRFZzahimD2qXiu9XORRj3/dl",
+	"7GRvMMnnDWJKB4WhKC40u1f0bKqdzlC8lZOIzPglc55/SAGC9UEsY0ImNL6I/IJdVxt/fAERBTvo/ARR",
+	"yfuJaqULgPqkb+5Gsil1z/uw+nulEd4mRTgrAL4Cz97lCgUyQv3GXONLDoX38rd85y5aNAsKNRQC+nOb",
+	"wTw7dumffTFQ3AI1xsME2coFmdeIcEl+Oszryofp8pkrAcJFrvdAEbpTGJ4LFN4g1QHqFyBcruYyZdjl",
+	"rt9MCnTnzlAZm21+eEwu98fcAuakKxUp0/letHHCX1Dh9lAB3XVHAzIYDNBbxwU2MrCK84IJswNLsLtE",
+	"M5q8hoqoVa/gwsKCpaeegOtqLhRyTxzZ5QZ4HXYo4Bs7BxMJFQYqD4wrXSEhls4tbEwSyfRJuQ+8VafK",
+	"JeksU5ciZnbWko8eMkiNkyogcdFn4nanKZ3NWELG9e7741NCiXsKkgLhmFNlKMTZC0hrAt9+hFbGXp+M",
+	"0fqXjPGRL5lhv3ZPoLbJUJQ37WN/T8l4IRUbE03XujhYuEnFFmDHhJh+mM0lC3NDuB4KSLDtkzNXuY1M",
+	"eWrQLOkqrpwQGltqWVoRdjh8N+zgy8POCXk37NA0tX9hNZWglPMYTuoOSdujLL3Icf3DUjecuomyQfko",
+	"kDawt6m700+diH0UQykASeRJkBXCEhCoTTzH+j45wfAtzMES6CB3B6XKM6CvQagwAwv8Gr6bTiPdsvNw",
+	"pocCCFcDdYLFIHHqkzNErZKCUu8bq0nKpsYqbvZgunJKtOuHqudUoZMBRF6nJNolAR7bpSSWyDRRiaHY",
+	"TibINaiE0+SuQSYg9fwLlfhsqMTg291fPJZimnJMU/xIZlcol9hMVZqw+xpExofxNwVooJ5/l4K2a/ve",
+	"4BPwGuyfPCgjF1U4yEoTeYUipa8ugJJW2Aq3lw3Gau9POnmsfl383N//5gdsMgeeNQuyXJfg17mhTzeF",
+	"2rwELIq1Q+HlWqoUv7T86MHgW5eMnxvivIXFp2pvlfHuGMK3wDahU+Myyhz7+LTd0Z8F/cR7LUslUCPN",
+	"YMeKHKlaUMbDcrGSbc6px0VhhxY+qi+uk7t2nXwWhD9U72a30+V2yH1es+s2KH4VJX70Q59jMbK7kIvz",
+	"zucfWCiuNn8PBVK7Z9cXhO+cJH8W5j48R9ShISGkqZxcF2piAMsHAzdLyPHguFfGHVf8apO6lwqa367Q",
+	"U6/6Vq/0Fq60vVkzHYtpa7pgQ+EK6xbBeeWa3j0UgvLSrTitN+YVdAaSGcChEBSISvWJ7yrsqFRJ7wPj",
+	"bq3VfchDh4++4O6Nw4akMpX61g3Y2wpLCzvYrbIpb7r5eMJ/VKhGn0E67edhOsmE6zERsI84Y2HeUdRT",
+	"Qw3l2EH9xmJuvg5XGw2hVGZvm4Jwntdva6EfbJHgsYFT++4zdyrDl3qFBV2kE3n17yPDg9WmXiMxL1gI",
+	"BXCcp60qnPjmZ9eW7ZsDsY6LQCzX44onIIus5szMIQSJrOQFy2OYuvX2V/7vqVRDAeZeC6IQg4Jhnms3",
+	"cq9PzvwkEIKSW2KcEOJH0oauwWkLztHC1MW1K+QIRcx1UcixbN4p93cPCTDnTCTnvtjinYgvRTu6VtLL",
+	"8e3PHDTHP/EFPP90gdJ/ThHJ3RehdZwJk4ZNruNLBG/lOfDSn4vj+KLJARz4EZuE/PtwHN/sxHVHqfKe",
+	"2zceQWT9dqD7O75yhwAAM2zPYscuiLk3xbtOPn5Oe21haIzecOy4Y86RHv9dymtvctX93WU+3O3ZN+kz",
+	"sMx/B1fdnrd404Tqjezn4ppvX7yBsT9C5nNryPoSQ3kbpQEdDBdZz+Bdxa5gmnQhnTMimMscES4Opimf",
+	"zQ02QoI4hF5rinVoKqW4txKvUtXuVlIL1p3WYbnl64rY8uDBxxRbShtr8ndJLgxZMkVwU84c4fUd1y7G",
+	"bbiopCDWkAcuF9wYUCw/q2QjLKmeb7K0e4lmbIf6t0dWHYQqatgByLzb5ZlXUEcQXrtD6Mhn2S7X2EUT",
+	"WPQnUaCntJpdVZBKx926Pk9+KPtU6CnY8iSLL9hNxL4/fcme4gLz8Ij80K5Rq3DLfd0BpjTJCreBI5+P",
+	"KNoKB2+3os9PcoI2QLAdQtSsXcUIVnFC3qF5EEJ7V8wKDe/HkCLjw3+RCsCXQ1H6VJ+QX/v9/ptx79QZ",
+	"D6H2vxQxSicXbH3PA6gLMh7jBGN0dmrSBcI0FO4l3+8+guaeCZtwU4SZ9RoKCVah+PYF7Hz8jyBk7488",
+	"X6Ttm2DomfPCO3hcQut5qIk/5T7kETAgh2D7imaxFImP659kSpvxbg5r7zjJ0h3mmfP8rbs00blJtgsz",
+	"fsERmawBTz8FmcYvqmKEzc9s87BbCzP+TL5UG7wV0cVfAOla1gCR79rQda/p3pqlluaLuX2EaCK7BdT9",
+	"+SWWXRh2u8KKj6y3dNXw+ILQWEntExax3INvgHOaO0FBakCTiIczKpKhgBG6Y//jyL43jkjxg31h3OuT",
+	"M4jppiSRKwEFk6VIsRQ09MtTLGbCDMWCa80SXJgVdhpEkgqI3oFH0w3/EQSSPRHjizRyC7a/cqXDtuyu",
+	"iHAJR1IVXvdH67trYFO43nGWL/73L/73W/W/l/N1QcXM01QbnPLVdl9FH8Jf31iOhOylqVGAYz4QIQN/",
+	"a8ym9I3ySHduzPLk8DCVMU3nUpuTbwbfDEgmEqbIeEEvmGUaY5B5MpV2TjqHwAjdOt8F61VEJOXaRIQL",
+	"vWSxiVx8XJ4GDNmwYP9xFnbwHG/WDTsrxzyd5t1YV3ZV5fih8lD+4MJVyMqhoQcQ2M1Egn0gI0J9r/HE",
+	"agum1pqZ5K2Z87JtbNk0T626q0uZVJnIhy2vOa9UtznYS6a4THiM4qcUhJJYSVEhqn49OU3dHAb8Hpu+",
+	"l5DPBWLCmbAfRhj7jiHhPVeMs+KHLFfDC837uNb2AptTwkkeOIW1MAeUR6zon5vjYoe+CFriccE0jus7",
+	"qJXGKfUqsmBb9I32HbCbM9/Psc8l1ZtdLgm+OWH6hIw3qnOOveXo8igak6+GYkI1+/pB98e/nT0+OP/x",
+	"7Pjh111Q0XlCviLDTn/YIV9Bzwtt6GJZ+m0ik3WvV4TXuV4ffsSDhMUyYQlZUmV8Vb2imGq5yDXWUzwl",
+	"SebS4vEHolxlzqHIM+dr9UdLlUqpYtgp2x42FZhkkKfNc02YkNls3h8KR/iwv485sAhkDqSIWem8eDKG",
+	"dpCC/5YxEJ5dpElIQlWZcOkCW5uj/LwxWERYf9a36DN6cDyyNz66P3LPRkejh9NBfEy/LcoPzhlNoHKi",
+	"A6BitVv7puysgfiz4FfO6qKLBApfwGdFNcG+qqdEsbcsBsMiviYlmVKF8cQCS1xuXWkOSFsX3Db1b1PV",
+	"kcq1W6kBigV37IKK0OnaoJYAaOfS81f3Ous3d5dD8pGKItipsZBWo9KCnAmTc1zxteNQNa7NbIgTC1oY",
+	"H1tkQCPDh0gTy+xOy6QESmDooZiXM+6sKMMwe8q5duJSWk9Bssr5SUY6LyzhgOQgln0b6tEH9Tlc1vIY",
+	"UigOQN0dky4lDwf3nU+g8sRIiZ7pktBWP401kRCRjAURI9dqSGYGssZ96Q4SSyFYbL/CBmXTSuPsyBcQ",
+	"wVVMaHwhp9PtjVnBKlFu5Iwdl61iLmtkG5os1xsihzPN3r//fwEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
