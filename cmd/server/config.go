@@ -37,6 +37,7 @@ type config struct {
 	OutcomeWorkers       int
 	OutcomeBusyLinger    time.Duration
 	MaxBodyBytes         int64
+	StepBodyCap          int
 	DBMaxConns           int
 	LogLevel             slog.Level
 }
@@ -117,6 +118,10 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	c.MaxBodyBytes = int64(integer("GENDURABLE_MAX_BODY_BYTES", 1<<20))
 	c.DBMaxConns = integer("GENDURABLE_DB_MAX_CONNS", 20)
+	c.StepBodyCap = integer("GENDURABLE_STEP_BODY_CAP", 8<<10)
+	if c.StepBodyCap < 1 {
+		errs = append(errs, fmt.Errorf("GENDURABLE_STEP_BODY_CAP=%d: must be at least 1 (a queue's step_bodies \"off\" keeps none)", c.StepBodyCap))
+	}
 	queues := env("GENDURABLE_QUEUES", "")
 	cidrs := env("GENDURABLE_WEBHOOK_ALLOW_CIDRS", "")
 	level := env("GENDURABLE_LOG_LEVEL", "info")

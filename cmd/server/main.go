@@ -86,7 +86,8 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	eng, err := engine.New(db, engine.Config{LeaseTTL: cfg.LeaseTTL, IdempotencyWindow: cfg.IdempotencyWindow}, log)
+	eng, err := engine.New(db, engine.Config{LeaseTTL: cfg.LeaseTTL, IdempotencyWindow: cfg.IdempotencyWindow,
+		StepBodyCap: cfg.StepBodyCap}, log)
 	if err != nil {
 		return err
 	}

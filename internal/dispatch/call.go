@@ -30,8 +30,11 @@ const maxRetryAfter = 24 * time.Hour
 // passed by pointer, the request is built and signed and the answer interpreted in
 // functions of their own (prepareCall, interpretAnswer, finishStep), so their locals are
 // not part of the frames that wait (a parked stack above 2 KiB keeps 8 KiB).
+//
+// The queue's step_bodies setting (cached by its feeder) says whether the attempt's
+// request and answer bodies go into its history row.
 func (d *Dispatcher) runStep(ctx context.Context, f *feeder, st *engine.Step) {
-	d.finishStep(ctx, f, st, d.call(ctx, st))
+	d.finishStep(ctx, f, st, d.call(ctx, st, f.settings.Load().StepBodies))
 }
 
 // finishStep records a probe's result, frees the step's slot and, unless outcome is nil
@@ -79,10 +82,11 @@ type signedRequest struct {
 	timeout time.Duration
 }
 
-// call POSTs one step to its handler and turns the answer into an outcome. It answers
-// nil when there is nothing to write: a 202 (the handler reports later through the API)
-// or a call abandoned because its lease was lost or the grace period ended.
-func (d *Dispatcher) call(ctx context.Context, st *engine.Step) *engine.Outcome {
+// call POSTs one step to its handler and turns the answer into an outcome, with the
+// bodies of the call when the queue's setting bodies keeps them for that outcome. It
+// answers nil when there is nothing to write: a 202 (the handler reports later through
+// the API) or a call abandoned because its lease was lost or the grace period ended.
+func (d *Dispatcher) call(ctx context.Context, st *engine.Step, bodies string) *engine.Outcome {
 	req, refused := d.prepareCall(st)
 	if refused != nil {
 		return refused
@@ -91,7 +95,7 @@ func (d *Dispatcher) call(ctx context.Context, st *engine.Step) *engine.Outcome 
 	started := time.Now()
 	resp, err := d.client.Post(callCtx, *st.HandlerURL, req.headers[:], req.body, d.cfg.MaxBodyBytes)
 	cancel()
-	return d.interpretAnswer(ctx, st, req.timeout, started, &resp, err)
+	return d.interpretAnswer(ctx, st, req, bodies, started, &resp, err)
 }
 
 // prepareCall builds and signs the step's request, or answers the outcome that refuses
@@ -133,14 +137,23 @@ func (d *Dispatcher) prepareCall(st *engine.Step) (*signedRequest, *engine.Outco
 }
 
 // interpretAnswer turns the webhook call's answer (or its error) into the step's
-// outcome; nil when there is nothing to write.
+// outcome; nil when there is nothing to write. The outcome carries the request body
+// and the answer's (none for a call that got no answer) when the queue's step_bodies
+// setting keeps them for this outcome; the headers are never kept (the signature is
+// derived from the secret).
 //
 //go:noinline
-func (d *Dispatcher) interpretAnswer(ctx context.Context, st *engine.Step, timeout time.Duration, started time.Time,
-	resp *webhookclient.Response, err error) *engine.Outcome {
-	o, deliver := d.outcomeOf(ctx, st, timeout, started, resp, err)
+func (d *Dispatcher) interpretAnswer(ctx context.Context, st *engine.Step, req *signedRequest, bodies string,
+	started time.Time, resp *webhookclient.Response, err error) *engine.Outcome {
+	o, deliver := d.outcomeOf(ctx, st, req.timeout, started, resp, err)
 	if !deliver {
 		return nil
+	}
+	if engine.KeepsBodies(bodies, o.Kind) {
+		o.Bodies = d.eng.StepBodies(req.body, resp.Body, err == nil)
+		if err == nil && resp.TooLarge { // the answer was over the cap and was not kept at all
+			o.Bodies.Response.Size, o.Bodies.Response.Truncated = d.cfg.MaxBodyBytes, true
+		}
 	}
 	return &o
 }

@@ -42,6 +42,10 @@ type Config struct {
 	// periods count from (default: the database's now()). Tests set it to pass a window
 	// or a period without waiting.
 	IdempotencyClock func() time.Time
+	// StepBodyCap is the most bytes of each request and response body a history row keeps
+	// (default DefaultStepBodyCap, 8 KiB: GENDURABLE_STEP_BODY_CAP); a longer one is kept
+	// cut to it and marked truncated. Which attempts keep them is the queue's step_bodies.
+	StepBodyCap int
 }
 
 func (c *Config) applyDefaults() error {
@@ -62,6 +66,12 @@ func (c *Config) applyDefaults() error {
 	}
 	if c.IdempotencyWindow < time.Second {
 		return fmt.Errorf("engine: idempotency window %s is below 1s", c.IdempotencyWindow)
+	}
+	if c.StepBodyCap == 0 {
+		c.StepBodyCap = DefaultStepBodyCap
+	}
+	if c.StepBodyCap < 0 {
+		return fmt.Errorf("engine: step body cap %d is negative", c.StepBodyCap)
 	}
 	if c.Owner == "" {
 		c.Owner = defaultOwner()

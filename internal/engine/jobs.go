@@ -143,6 +143,9 @@ type StepAttempt struct {
 	StartedAt  time.Time
 	FinishedAt time.Time
 	Error      json.RawMessage
+	// Bodies is the attempt's request and response bodies (nil: its queue's step_bodies
+	// setting did not keep them).
+	Bodies *StepBodies
 }
 
 // ListSteps returns at most limit attempts of a job's history, oldest first;
@@ -158,7 +161,7 @@ func (e *Engine) ListSteps(ctx context.Context, jobID int64, limit int) ([]StepA
 	out := make([]StepAttempt, len(rows))
 	for i, s := range rows {
 		out[i] = StepAttempt{ID: s.ID, Step: s.Step, Attempt: s.Attempt, Outcome: s.Outcome, HTTPStatus: s.HTTPStatus,
-			StartedAt: s.StartedAt, FinishedAt: s.FinishedAt, Error: s.Error}
+			StartedAt: s.StartedAt, FinishedAt: s.FinishedAt, Error: s.Error, Bodies: s.Bodies}
 	}
 	return out, nil
 }

@@ -29,6 +29,9 @@ type Outcome struct {
 	Awaiting   []string
 	Children   []pg.JobInsert
 	HTTPStatus *int
+	// Bodies is what the history row keeps of the attempt's request and answer (nil:
+	// nothing, what the happy path of the default step_bodies setting writes).
+	Bodies *StepBodies
 }
 
 // DecodeResponse reads a handler's answer (the body of a 200, or the outcome posted for
@@ -194,6 +197,10 @@ type StepOutcome struct {
 	// API): ApplyOutcomes reads it, one statement for the batch, only when a retry
 	// without a delay needs it.
 	Backoff *RetryBackoff
+	// BodiesByQueue: Bodies are kept only if the job's queue's step_bodies setting asks
+	// for them (ApplyOutcomes reads it: the asynchronous-step API). False: the caller
+	// decided already (the dispatcher knows its queue's setting).
+	BodiesByQueue bool
 	Outcome
 }
 
@@ -206,7 +213,7 @@ func (s Step) WithOutcome(o Outcome) StepOutcome {
 
 func (s StepOutcome) record() (pg.OutcomeRecord, error) {
 	r := pg.OutcomeRecord{ID: s.JobID, Token: s.Token, Kind: s.Kind, Label: s.Label, State: s.State,
-		Result: s.Result, Error: s.Error, Awaiting: s.Awaiting, HTTPStatus: s.HTTPStatus}
+		Result: s.Result, Error: s.Error, Awaiting: s.Awaiting, HTTPStatus: s.HTTPStatus, Bodies: s.Bodies}
 	if s.Delay != nil {
 		r.DelayMS = ptr(s.Delay.Milliseconds())
 	}
@@ -231,6 +238,9 @@ func (s StepOutcome) record() (pg.OutcomeRecord, error) {
 func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]OutcomeApplied, error) {
 	outcomes, err := e.withRetryDelays(ctx, outcomes)
 	if err != nil {
+		return nil, err
+	}
+	if outcomes, err = e.keepBodiesByQueue(ctx, outcomes); err != nil {
 		return nil, err
 	}
 	recs := make([]pg.OutcomeRecord, len(outcomes))
@@ -348,13 +358,16 @@ func (e *Engine) applyOneByOne(ctx context.Context, outcomes []StepOutcome) ([]O
 	var all []OutcomeApplied
 	for _, o := range outcomes {
 		got, err := e.ApplyOutcomes(ctx, []StepOutcome{o})
+		bodies := o.Bodies // kept by the failure that replaces the outcome (already decided)
 		switch {
 		case errors.Is(err, ErrConflict) && o.Kind == pg.KindSpawn:
 			o.Outcome = ErrorOutcome("error", "spawn refused: a child's key is held by a live job ("+err.Error()+")", o.HTTPStatus, nil, nil)
+			o.Bodies, o.BodiesByQueue = bodies, false
 			got, err = e.ApplyOutcomes(ctx, []StepOutcome{o})
 		case errors.Is(err, ErrInvalid) && o.Label != "bad_response":
 			// The database refused this answer: the attempt failed, and the history says why.
 			o.Outcome = ErrorOutcome("bad_response", "the database refused the answer: "+err.Error(), o.HTTPStatus, nil, nil)
+			o.Bodies, o.BodiesByQueue = bodies, false
 			got, err = e.ApplyOutcomes(ctx, []StepOutcome{o})
 		}
 		if err != nil {

@@ -15,7 +15,10 @@ type Queue struct {
 	Batch       int
 	// Retention is how long finished jobs are kept (nil: the server default).
 	Retention *time.Duration
-	Counts    QueueCounts
+	// StepBodies says which attempts keep their bodies in the history: StepBodiesFailures
+	// (the default), StepBodiesAll or StepBodiesOff.
+	StepBodies string
+	Counts     QueueCounts
 	// OldestRunnableAt is when the longest-waiting runnable job became eligible (nil: none).
 	OldestRunnableAt     *time.Time
 	CreatedAt, UpdatedAt time.Time
@@ -30,7 +33,7 @@ type QueueCounts struct {
 // queues' rows, which are skipped).
 func queueOf(q pg.Queue, counts []pg.QueueCount) Queue {
 	out := Queue{Name: q.Name, Paused: q.Paused, MaxInFlight: q.MaxInFlight, Batch: q.Batch, Retention: q.Retention,
-		CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}
+		StepBodies: q.StepBodies, CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}
 	for _, c := range counts {
 		if c.Queue != q.Name {
 			continue
@@ -97,6 +100,8 @@ type QueueSettings struct {
 	// Retention is how long the queue's finished jobs are kept; 0 returns the queue to
 	// the server's default.
 	Retention *time.Duration
+	// StepBodies is StepBodiesFailures, StepBodiesAll or StepBodiesOff.
+	StepBodies *string
 }
 
 // SetQueue creates a queue or changes its settings (a *ValidationError for settings out
@@ -113,10 +118,13 @@ func (e *Engine) SetQueue(ctx context.Context, name string, s QueueSettings) (Qu
 	if s.Retention != nil && *s.Retention < 0 {
 		v.add("retention", "must not be negative")
 	}
+	if b := s.StepBodies; b != nil && *b != StepBodiesFailures && *b != StepBodiesAll && *b != StepBodiesOff {
+		v.add("step_bodies", "must be one of failures, all, off, got %q", *b)
+	}
 	if err := v.err(); err != nil {
 		return Queue{}, err
 	}
-	p := pg.QueueUpsert{Name: name, Paused: s.Paused, MaxInFlight: s.MaxInFlight, Batch: s.Batch}
+	p := pg.QueueUpsert{Name: name, Paused: s.Paused, MaxInFlight: s.MaxInFlight, Batch: s.Batch, StepBodies: s.StepBodies}
 	if s.Retention != nil {
 		if *s.Retention > 0 {
 			p.Retention = s.Retention

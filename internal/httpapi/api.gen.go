@@ -165,6 +165,45 @@ func (e SchedulePutOverlap) Valid() bool {
 	}
 }
 
+// Defines values for StepBodiesSetting.
+const (
+	StepBodiesAll      StepBodiesSetting = "all"
+	StepBodiesFailures StepBodiesSetting = "failures"
+	StepBodiesOff      StepBodiesSetting = "off"
+)
+
+// Valid indicates whether the value is a known member of the StepBodiesSetting enum.
+func (e StepBodiesSetting) Valid() bool {
+	switch e {
+	case StepBodiesAll:
+		return true
+	case StepBodiesFailures:
+		return true
+	case StepBodiesOff:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StepBodyFormat.
+const (
+	StepBodyJSON StepBodyFormat = "json"
+	StepBodyText StepBodyFormat = "text"
+)
+
+// Valid indicates whether the value is a known member of the StepBodyFormat enum.
+func (e StepBodyFormat) Valid() bool {
+	switch e {
+	case StepBodyJSON:
+		return true
+	case StepBodyText:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StepRequestWake.
 const (
 	StepRequestWakeChildren StepRequestWake = "children"
@@ -826,8 +865,11 @@ type Queue struct {
 	Paused           bool        `json:"paused"`
 
 	// Retention The queue's retention of finished jobs (null = server default).
-	Retention *string   `json:"retention,omitempty"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Retention *string `json:"retention,omitempty"`
+
+	// StepBodies Which attempts keep their request and response bodies in the step history (capped at GENDURABLE_STEP_BODY_CAP each, gone with their history partition): failures keeps every attempt that did not end in next, await, spawn or done; all keeps every one; off keeps none.
+	StepBodies StepBodiesSetting `json:"step_bodies"`
+	UpdatedAt  time.Time         `json:"updated_at"`
 }
 
 // QueueCounts defines model for QueueCounts.
@@ -856,6 +898,9 @@ type QueuePut struct {
 
 	// Retention How long this queue's finished jobs are kept; "0s" returns to the server's GENDURABLE_RETENTION.
 	Retention *Duration `json:"retention,omitempty"`
+
+	// StepBodies Which attempts keep their request and response bodies in the step history (capped at GENDURABLE_STEP_BODY_CAP each, gone with their history partition): failures keeps every attempt that did not end in next, await, spawn or done; all keeps every one; off keeps none.
+	StepBodies *StepBodiesSetting `json:"step_bodies,omitempty"`
 }
 
 // RateKey The bucket's key within the rate limit.
@@ -1041,8 +1086,11 @@ type SpawnChild struct {
 
 // Step defines model for Step.
 type Step struct {
-	Attempt    int     `json:"attempt"`
-	DurationMs float32 `json:"duration_ms"`
+	Attempt int `json:"attempt"`
+
+	// Bodies The attempt's request body and the answer's body, when its queue's step_bodies setting kept them (null otherwise). Headers are never kept: the Webhook-Signature is derived from the handler's secret.
+	Bodies     *StepBodies `json:"bodies"`
+	DurationMs float32     `json:"duration_ms"`
 
 	// Error Any JSON value, or null.
 	Error      NullableJSON `json:"error"`
@@ -1079,6 +1127,36 @@ type StepAnswer struct {
 	// Spawn Insert `children` and park the job until every one of them has finished.
 	Spawn *AnswerSpawn `json:"spawn,omitempty"`
 }
+
+// StepBodies defines model for StepBodies.
+type StepBodies struct {
+	// Request The step request's JSON body as sent (null for an outcome reported through completeStep).
+	Request *StepBody `json:"request"`
+
+	// Response The answer's body (null when there was none, e.g. a timeout or a refused connection); for completeStep, the outcome posted (without its token).
+	Response *StepBody `json:"response"`
+}
+
+// StepBodiesSetting Which attempts keep their request and response bodies in the step history (capped at GENDURABLE_STEP_BODY_CAP each, gone with their history partition): failures keeps every attempt that did not end in next, await, spawn or done; all keeps every one; off keeps none.
+type StepBodiesSetting string
+
+// StepBody defines model for StepBody.
+type StepBody struct {
+	// Body Any JSON value, or null.
+	Body NullableJSON `json:"body"`
+
+	// Format json when the kept bytes parse as JSON (body is that value), text otherwise (body is a string).
+	Format StepBodyFormat `json:"format"`
+
+	// Size The body's size in bytes as sent or received (at least the response cap, for an answer over it).
+	Size int `json:"size"`
+
+	// Truncated The body was longer than the server's GENDURABLE_STEP_BODY_CAP (8 KiB by default) and is cut to it.
+	Truncated bool `json:"truncated"`
+}
+
+// StepBodyFormat json when the kept bytes parse as JSON (body is that value), text otherwise (body is a string).
+type StepBodyFormat string
 
 // StepChild defines model for StepChild.
 type StepChild struct {
@@ -8442,188 +8520,198 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H2Lchs3tuCvoLi3yuRNi6JkOzeRamqvYuc5GdtjOZXaDb0k2A2SiJoAA6BFMY6r5mvmD/YH9lPmS7Zw",
-	"DtAvoskmJfmRcU3VRGZ343nezzedWC6WUjBhdOfsTWdJFV0wwxT86/uELZbSMBGv/8rW9peE6VjxpeFS",
-	"dM46F0SxJaOGrLiZc0HMnBHN1DVTDzThxcdkxUUiV6T77dfPnv708uKrH78eff/067+9eP7q62dP/tfo",
-	"5++fPX3+czQUCZvSLDXk9NG8R6jQK6Y0jPqrnMB/r9iaTLnShixowiJCUy0JnRqmCDdkygXXc5b0h6IT",
-	"dbhd4pzRhKlO1BF0wTpn5S0d2T1FHR3P2YLazS3ozY9MzMy8c/b45DTqLLjw/z6JOma9tANoo7iYdd6+",
-	"jTo/yMn3T+2HMNOSmnkxD086UUex3zKuWNI5Mypj5ammUi2ose8J8/mjDszFF9miPBMXhs2YgqmewajB",
-	"meA/2+b6D8WmnbPO/zgurvoYn+pjGPetnUExvZRCM7j4r2jykv2WMW3sv2IpDBPwJ10uUx5Te//HSyUn",
-	"KVt89qu2wPCm5Ywv8CuctApOr+aMTGSyJlwTIQ25pilPyA+Xz5+RrlRkLtNEk4Qa6m7cAgQ8vaZpxnr9",
-	"ztuo80SKacrjd77ueE7FjJFYpilPmAaMgAUqpmWmYvZAkzhTiglDtKGGwWq/kWrCk4SJd73cixffAy7N",
-	"qXarpAnRsVyyc7cVTQRjCaGC0GTBhX0blvxMmm9kJpJ3ueJnkugsnudnCQvx77/DdVwI8vKbJ+TLR4//",
-	"i7jBYSmvpPyRqhl7X8girx02aP47IylfcAPr+knQzMyl4r+zd3pfF5mZM2Hc+LBCQahIYI0TRpVdrrxi",
-	"gkiVgyLXZMG15mIWkZWSYmYfKnYtr1jidrNUMmZa00n6zo9aITmskKZzMmZKSaXHxBJhTRiN52RCEzLl",
-	"LLWLfuvpMFDVixffOza6VHLJlOFIbWPFqGHJiJoKa0ioYUeGA3WvMZ/I8pcQG6mzjqiTUm1Gmd4+vMjS",
-	"FE8VmcfGdMLxn40HS8Wm/GZTNHiFzPqBduw6nlNFYytY9EPbcfd8qzUC+bKfM2EZ6S8dIFzAGmnSeR3i",
-	"4AXT/AU5tmOmOFS+u6h8RbUjray9mEROfmWxscvCW38CAwCoJgm3h0TTFyUomNJUs6gGGP7US4LJ6WCw",
-	"QzC59UFUzmDXjgAMaZo+n3bOftmOYQ7830Z1+L8KyZYOgEh3llyN/vWPf/bOiJ7LlSBSxCwi2kjFEiJF",
-	"uiZUE2o52TwAWrW92ak2t/Q639SPHEWe6gLpko+u2Br+5oYt9C5ikm/Vz0SVouuN1eTjBk8ZxN+LFeVm",
-	"J9hUj+4FVVe51JwJw1NCieYzQVMgVAnhgozxBz0mVCl+zTTpUrH2r63mljgvuDEs6Q2FVGRs0VBmZkyW",
-	"VGv7umCW7VTe7JMLsqAmnnMx80OZOTVujoSs5jxldm1DoQ1bEkUFWdErpq34Tg1cLkrv1Rtwi61cwJ5Y",
-	"Ub2JqANS2E752BEdK2bCIHgIuz57mingRXDjDTf7VAq258V+A/pNfrUgY44V01lqxueEkiUF+ZJrYqTl",
-	"P/VTxFf323PzBr6hPN13A5Sn+fKFXEWwB5kZophRay5mbbYBTPeudvGM3eyLXy8zVHUFu7HCPFuSLiok",
-	"44SldD3uRSSmCrZDxgBm481NwKvt4eggeG3e9Ut73AduW9MFw23TGeWCVPZOuuwGF8VpSiY0vpLTaZVI",
-	"nFtcj2UmjAb1whi2WJo7OKE7hYvLJV2JPU/oe6GZMmQcz3maKCbGIPQuN8mxpZxrIgUjcmofLUARy80X",
-	"G0fhB2zNgGD1T+xXdkcLevM9fnUyGFhSeQe0sMbK8hWGWdkaPto0IIl1SYMnXSvjWbxXbGrlq549iZuj",
-	"mTxyQ1qRvv+Srv5mtYAZs2N/pRi9YiogVUuhWZwZfs1GU8rTTOHvmyKyxeOR1RqYkz+ri3y+ZCJCEM6x",
-	"Ht4mC7omM3lO5jSdHsnqayoTwhIAfJNrMuPXTJBsSaZSkVRqgPjDJF071S2FZTuEDkhd3OoxoKbhuRKc",
-	"q7LWZmVjSTPNRkAQ9kFc+CwJy4B+HdrQtRX4lky4ExQz0HqpIKVpz8mL55evSL/fP7bcbsFKMuFEypTR",
-	"0oy3OkE3hGLU6Zm7vwAQs8elrmm61wFVvhwt6M1BnKN6unEqNUtITNNUO4pkqfo5nrGlWhppE9KsKuwj",
-	"0I/g1Vyoc8CuMgFanlc/cKIOAl0n6uRfBnSRqGPmium5TJMQstaoTvHuxukGD60Kof5kojCtKONZnUh4",
-	"BMphtwxSddgIkURHtl5k+wofFifmVCQpGNljruKMmxxLuomM9fE0laujWAqjZNpfWI5LJ9qKVGCX0OSK",
-	"saW9L66Q8G4ynBoit1PwCph7vWERqtCTMgLDTEhy3LYcvHGDnMAicXJOhp2BHnYIKh34UZ88df6Ck3k/",
-	"jGC3XvjP1J4um0qFEI7WDIRzObXyC2zI7e6cJDKbpCwhkzVagyw0sQQ/KNb7WPeb0frWa7YgAqerDVnh",
-	"+s2KWZy285WO7TGaLysYVx3qSYEYxCMG6cZSCBaDbQ8NYBFxipGOyOObmx4qfXAyJV5yTgbEZEqAsien",
-	"09L9DSwILuiN84EMBiin5F6RQdArsolVWXr1DU891LbHqq+B/AF6EM0MEVQpudLOo5XiZs+thpoyqq2e",
-	"yiJitWKapuMIARXJ0iYu0TQNSD6xHcSRXe/donimYMy0OCHPwdgYy8WEC6s9W4VPmjlTDpPDzC03Vnn0",
-	"rd0pPgZ1W6H03iiKbFBnPzaiRPPg+Lz9uA732/mros4VW4+aTI8/yIkmq7nUaEDShirjHDLcODhr7+eL",
-	"Or9lLGNtF2Y5ShYQrJ5QEbP0DMRCKyREhN0AYolZRKjFUi5mfQJ62ZmjGlaNtF+lCFWtBP8f5OQSl/AW",
-	"Nubl/oAlKog9JbffHobKaY5z29ZWws63UQfcFHhQQAQQ7UO0bCHB3+vMSr/a6zVzrsnE/kQMvWJ6k3zs",
-	"dKmW5Qi3/teNh+LtJnW1jIpZSHAFEHRPSZe6e/RKr0V1+z4TCbX/zm859xouev2gfL0I4tzfKkej2IJy",
-	"cQ5yndPQjYRTKkQ4OLkQ8djQ6nCDbubQ+TxlE5mJmB2kKpf8pGBVSNxggLixTFO61IxwYSQoy2D0AmET",
-	"hYMlEwkXs6HoerQChRtlhDilfMGS3hky4hnYOO13RhMulplB5TzTc/x9QuMrYuRQjJdMcZmMyVTJBVqp",
-	"cMSUGq9xjBf0ZmSxdlzyRXNU/4H3LWhiV9knr+ZsKOzCrVQM9k2ST2CVfrCmupsXkgi28uN0LXU2pal6",
-	"UX5cQ2EXow3u5BymLzMGQkFesTQQLQzhxT23y3EHFQ1FDh/u5QVYZiks6lc5gc14X90slROakm7KrxgZ",
-	"X7H1uHdGuIjTLHEGXi/OcWGP10gUO92vmtAlVaZPnknjDJl2jIiMS3EjI/sTnAMMWIvdIBjb0YvIWGVi",
-	"RM0YODLaoUJGZOdn2JP8++PfS1+DC97LSlz3UuSDBJHOfxkIyflWksQ9Rq851WTYeTwYLPSwE5Fh5+HA",
-	"/XEyfzhYDDugqt3QxdKqrvYpKDDGMGUH/D/dXwZHX77+rDsc9vGv3v/sCv1Hpv/4f/9X/7HQf+g/Fn/M",
-	"e73P/iPE17+x4Pi1N8zVuQYLyZwvqJVypk7cZmkSEdaf9YG6HT88XiouFTfroB9x4QxDm67KDYrPQGv0",
-	"H4RO+VunNtfEuWvKU++Crpm3FWNEp9JoSzbCJPwQZ68D3I3fcxa6OY2eU5U02LuyZbLnEoLwibPnU0Wl",
-	"k6k5TEsTNp1z2PE2s0SutdET7muXzw2HbFpGG328usT8DrZoLyfR1hvatadLfLO+E5y5aSeX+fCFfLVh",
-	"0fcqjj2UB9qBrmUdIKmAf7UiWX3+aNeuvkPy/kSKKZ9tXqhzCIwmVLN9CKr/bk/L16QwDm8VTN1rB6Kn",
-	"5RDOi9FkYd4SPnHNZaZHmsWKmRG7WXLFdNAO/ROYRXIDs/+U4KdEG56m4HTVVuRU0sAxPMDwoJQue4cb",
-	"nHGK4A729ogeQn+iTqbS3UTdRS7Yd/M1FyusXVRUBcYqjBWgsx8pc+AfpmZe9GlN0KrItIuy5cNvWdj+",
-	"9O2Dxli7nQACVkjxTjqcw3YV3S75DBw4Dr26q7lm8Yh8RuxJfP4IrH/eHHTyOZmsDdO9czJjgikwgQCm",
-	"ouG1ZnWAcIWSiIVD/3Jx9L/p0e+Doy8/O3792V/eDKLTt0GZ6hCUUwEb1NyY5dnxsZWa7Z/a/v3Tyx9R",
-	"HTNsiazgxfPLVywhRm5s4tEXFeH5i11ig11EEDYZTe0AdXxx6t1owWe4kwbqWthcts/v3gst4Qc5CUh6",
-	"CFIBIdvBmpdSi8BetjwjA9TyKPrI7cWkDOxtLgASNCyr+glp0DrFknNCc/cvqLlWV9Kgq6YWwOxQD7T3",
-	"leuwaOme3tKv5Y1RYYxwIUTouXdvol5O7WKnUjkv7l8IFetexW61GVUYXkvulkbDyMjFXrKyR6hs7pQC",
-	"LwAVxlauuEPYvDdOjBrj1SrmizxKh2qnT3s1v+u8MUAghBSsF9RlWMpnfJKGndI/A3HJzYkw04Ku7Q/n",
-	"zsBEk5QL76WAu3JXU533MCg5INYi6ngIvxV8lizFh0fFgtlk3+W3BS7LE1hNlDtsrziSXAnc7873d0ui",
-	"GFs1ajiohgnK3zuaXI5ICbzldPTw09ygvhkGTA0b5RpVO0fYS9AeF9y8ZNMGZ9ivcpIHItspMESedDVj",
-	"pJhSAzo0HEHBKkofbKIl+pFKc3gqkCi60mBRjEp+xAmz5LMYsYE0tBIWq+ewSUwPCf7D8PUkS9nIqzCb",
-	"p+tfKdkW/a5L9IaSOOV2awlPth10OYzZTW14fBWe2j7xTLh5GbfQew6JES3EkdaOGsveQ85XLzqANBZm",
-	"+ocoUyt6xUIsZY3Bl1dOBgGLNXgQzlwwb0Q83uce3xZXGQq0RxpQUPP82ErEo8oCPdEuojYcRHtm5I4x",
-	"l4M2FT60W9XlhTJRDBC4ZgWwytAaxMqvqInne+pcv8pJeyXxBzlBZ0ow0m+7C7B8LTDptk00ecEOWy1L",
-	"diq021b0lBkfftyKS1gBfzPzwF/yyF9kmGHlrxlpaNqghGCE+sjBT0s5xH+VD7zzm7pOUxlgcxkbi48C",
-	"mw5nRBSAtR/0BuTxPV0uScmnuFXD9e/BN3tGC+8ZcVBzSwWUQjSlhp1UpGs1I3RYA570UEp3T1ccfIMY",
-	"u3h8fXJsQf+AUIVWYq2Pxi0k2jrbUYql6EC6YmurmmoWS5F4tyC6YClJ+TWyeczM5RDFD/E9wIId5z3A",
-	"3XawLacsd25P9nPv7RveURVQ9xHHtoqNl+yaKZqWBEdNuphNmMVXDPNiemfepuBcyekaRSsMInJvQoLP",
-	"UPgr0WTF+GxuIjA/cG11VG5FCnBu0zTNI9Bd/j54gyG2ybm/BesPReGlLfYxJl07vhTsCIVXS7t6Z2TG",
-	"r61UO5FmXorldjn5h0iyBVP7IiDWguv3QEeWpwENTCbnVLdkM56ehZydioHAD8YhlbHCvu+QzUdBJBgG",
-	"QX3QAyCenMIVl+0O4ZCwhCUZZsiGrSi1c6m83sgdXjhP6+3EgZCuAsG2caa0bKP3hsSG6hgN93uZS+o+",
-	"VNnbU8Al7uKzOiWbWNRJpLBPMUKr421UKUuCwcw/WgX+6xvDRIIHX3MetrUUbN/xxjCh/cJSLEbtx80h",
-	"T7uyriwDQXn7kvCz0DqeBRXJH5kxTOmIJHzGjY7Ig9GDiDzo2/87s/939OCcnBydnH5RSyUumdELA/rr",
-	"4s9R/+zo9ZtBdHL6X2FrekV9s2cj1g7Rw6eEILjLTFCC/20pL0Bo7VibatQmWmwaTPJfRLaYAAvcRO3N",
-	"WOzmFezItXmemVgu2AXEpyZB1B+1NsHtrSZvojlqbFvM+i9K8kDuBn9cP5ABMlQwyVTc3V9uj0Cu1KCo",
-	"U3yvnoQtp+0pZCmAJkAoudCGOkk5aL3IGuyAhps0/BX+8KYUEpQpcTZjIsmUhc4zV1/hDGogoDi9kxqs",
-	"IZ0eJ916Y3/30ljdC+m06IByBkGVu44Rxn2Cr97Czc/FaJpaeWpPP79ME6bNyLOXO0g8CvtCFDNMhCPD",
-	"Xs0ZAVn3gZXJ3GtWgij7nXTuvcE6TsRhTTuL3a0Di5wDP8+pqR555MAgv/Pgue7nsC/DxaYDsOQKa0HR",
-	"ClGg3fuJywBv8WohjLR734kn7V7OhZ4D7A93IzDV7iMcPgHA255wIiXZZWNygzYu5ZCACUeqArFWUjCy",
-	"5PEValmaUAPB7RvR67v03A1SVFMnwXlvJ3NY7ArnOIuuK7OwmXGzU71uS3luncL0nVxBChMG+nuyVaVU",
-	"VFmFZ2ny3LDc+iCrlehKVedefv3q62evvn/+rB9OgbCqZ17qzskLnU6w9hKo2w80+HpL9e8KFT5k/Ngg",
-	"mbmuG+B5MENAhPwrWzsTy5xeM0LdWlrm6E4ypWv0GXLWipdzYfIgNtnIA5XzpbSY964YiUJHAW45yk90",
-	"PxaRX1GYLNUMO/tZOHbSp/LoWxd3AKHygFDLJpHaYHUunYMWWviqfjR/efW41yY6UtyuCqYjv3JTJglL",
-	"yJIpZ3RsN2lQUPczBo40B4qtZ7q/tuwMqrvu3hUH8qjSxvKIZrw2g/+MbwZRomm7P7OCkzRFC7sLystx",
-	"QnIIGAm50SUatG8g9KVz3N5NYbRYSREkP1vjRg4JB4EyYFtU3t3BFDCC4fHV/dRmAwtYYR/d5GEQiWbn",
-	"b5+n6WKJyzYzfcXB65qmchU0gm0TG5pjQewKfncS8r1pGgAtpbnKDmnvovZuZ7/1kn5SPuHadVbhYz+O",
-	"4zEizHB8oEN7dpNj2C5uUwy9bVn7sxqPlFUQfOyS1SLyOToXkOI7S0xEKPHvS0W6/z2XmUrXPSIVGXb+",
-	"G50ekMtUTWD6z+PH5D/xf7WA1cef7/Q+7esU3NPfVsKeQrxExKlTW4tVLgFPSCC4U6kIxZCXouKGv7EH",
-	"ukgIsC9zDe65chmOPfA0X5y7zS142+aYyqhc7PunV086gQqr3188uyD+izyD7evMAtTxC6p43TH6+aNd",
-	"yO6wfJu35xKivF+6pIk9wbt0ra1rsjREnSNZXuVR58Fw8t5dxpOH1CCM9A3XVMoWjYG491nHtDmFhq5T",
-	"SZO9o7TYb5un/5RZpFFrIhW65XO17lc5OSMnETmNyMN//eOfbVStUNiTnTUqzFy48hpzyA/5dePNhD1v",
-	"oSKJW9kC3vJOpuCGbV7OJcN60Pdf2rTlZeckt60MXOzjK1/qfn+pf89Ih/dzBBjxtvsgzG3dOzBQ+/dX",
-	"8qopvhTTDiCis5514M2PLWoZFAuKCt8RzBo8h6KA3n6FDS4wRBJVJOm8+OegIgHPhLKWc+aKXD7QJBMp",
-	"0xA9g4kVUgTqMbWIqQpEUd1zRNQ9BBuRrrBcH8NaFkuz7rWyon3IQUN7hJxcujDgxjSkgA/B3d+okmJT",
-	"2FruLU9jU3Q2ZjkqXI67td/WpEGi23kTeKz65arnRERbjI1IAqWZppSnERaVBQc39dWrznzccgQ5byM4",
-	"n4gUFa38L+WYigQ5fsjBqvYVeHyodytpoR7P7E+ietqVhVRvrwogHhyaYA8rn+5J8H6G+s4YmLZik7mU",
-	"V3nrFtTqYJXkdDA4I+yGxibNS58GLnAoNm6wT34SV0KuRLm4iQsrI10onIUnBB9pqy5MaDLyHU16GHq2",
-	"oDflvZwAWaj9EnD/7SZwRZnukk9v9ydQ/9m56tp9AQWXnV2n3RdQ3BidM2rd7hOsDGwB1RfA3f0N1soN",
-	"axKGLXM2eusyzneU/dU2kevAlJlbBrYA6hdmKBTYclSvJT00ofJtElq5dlWtT8DmUKQrGbXu3V1Vkw8/",
-	"kW93Ol2z+fLA1KEWeUCkO6jeS/BO2iXdeODanjdTT7wp3XYT/EG0YQDQsB+NZprMGVVmwijGvjrO5rNV",
-	"9VrEcyUF1LewsOjqZuchjoGq8HtHUUa3C26MOjsiLu05PC9klz2LvIIA4tvkTPOkfDitMhtFXhthF4wQ",
-	"Fx6KbsHce6HCWJ8Y3X6MrgQ4AXUVU/Xh+vrwXsW7csvoWXuTDdYfSxva234syu+0/MCQTcsolYpsaE3l",
-	"wBayWmqwqVjMsOuIZozcHLnfdd++1dteAb8pwbfITYSQeh8GYqDYMTVkKtNUrgBN7D0+0ORXyQXpuigc",
-	"YpXF9vm2hWQTiMvMc6zCFRufuMdYAmIuVyIv0Zxn/oYZ7a/I13ctzMXVp6xF1ZaCXBcJaaHqQ94u6Qwy",
-	"miRoLc2rvRbHvaI6LytIMEbPiRDlw97vrJuslUXOW/isAwvPT5108T95J49e23vYO4W2qMGN6qhiem41",
-	"01gKw0XmmHvFX4MbLoCpVMvodYskiCIbsOMhoQmVG+39H49Ff0s3r6CdPXQUr+ZKZrO5kyhrxWgkF7UI",
-	"n1rId+7g2gzFQ/Ljo9ew8no9Mb1NMOdmNx2o4+yE9+5mMe6SFt1rOduCi6weqLVdhjowddVNtBkhiiOG",
-	"Lmgrt3I3tPkdutsyxc360sKOC3+CPoR5g0AwHeNP+QBzY5bYEJCLqQwV23Qx8YDrmqlrHjPI45TazBS7",
-	"/PuPePWuyixk9AGBtGKuNxFTzxT7Q/EEaiT4gjEuzlEklqHl5Os8j27kvnqrLgrBAM+OgOfihEOwqDpm",
-	"CNmaefeAn17+SLp2VF+Z5tJQkVCVkJ8dO+5hYppL6vTC5lBALprJOa+jn9SwPrlkjEAXgqWSRsbQgSDX",
-	"V2Dz+YOhGApIbUCTTr23ph0mW8B5dJsaPPb65GefMYcBn0MBRBf2QwW0lwRxKnJ5ksfXJ1gbWTCWaDJ2",
-	"KsnvMPYZ+QrbUw6zweBhDB/Cn8xVlHV5E50iH6ITda6Z0i6VpH/SH/j+KnTJO2edh/1B/yEmKs0B8I7n",
-	"UO/qdyhwiT5gS0dg/u+TzlnnW2ZcSaxaW97TwWBL38v9+l26GQLtLn9a9is40zn75XXU0dliQa1sDQKX",
-	"DyjmmmTAtAydaYuE+U5057Ud5Fgxmqy37vWlfeP9bBWmhh4IjwcP321HWwM9d9e7jzqhhk6sKgi5tDSe",
-	"53WusS4aFodvPP/rk2O65Ee+fWHwEn7k2mDLQn2f91BqsRg4Eiydc8XWke/6atVb7WtKYw/YR4OTplny",
-	"ZR9X2t7CRw93f1S0YoaVuSCVXV8VV1y+NrtF39c2b5To2pdjTx3N0mume31yAc2Voddm4zVGnaXUgWvD",
-	"Xguu1yTyQqbNVzJZ3/GVuealb6sc1yUp1sDl5F7mTkIQ4x45wBjsvq1SW/N3B0uPTlp8kXeQth+cnrZZ",
-	"V7kZ8u1BFs/SM0wo+2CKYu8QBMO1Y/9QeqAd6NYo0PEbnrx1vf0YCplVkH4JmF8C6QpsPQqk1ZQaRL+r",
-	"C8V1bP8ib5P+vi4UD6Z0oa1pDVV0wQzUqf3lTYfbU7ayi9enzlC3qtKBqITTG3rA1kYcrx2I5KW+GznU",
-	"t/DGPfKnvA55I3ea+cb9B4HaXXAVlGFL4SBuTcV1lpt/FRgIx3v85oqtt+LfU/j927y+1g7sw9eTCq2g",
-	"ZJlSLshf/3JSWad9DJaQT7i6iasLCYlce9xr1ChPh2/vbtGkqU3+7RDk47it54Ltd1E1irp5anU08SX5",
-	"S53AwFS6SYqvcskvTIv3Ckl8+zrqONtXzazpmjRTWFVUA1RA7GThagEVfa3A2ACxIYYvGOn+9S8nvf5Q",
-	"XAaaDJAxdkMYEyVX+pwspGIEfyIpM/hvV0nZMiq0n0wyvR4KO71izlsGljVsY8ChhyVNU5ai6l5FlBdZ",
-	"gSh3Lzf7XhKtROZ3jpqfROVb8WFmSLYkRpKxq4MFZjrXmonrDeRAjGDlxOvtzLrcKKBRHPrOv3SflpNS",
-	"O4NGocit9kOQixSbcW3AJZWvqjjsokFC/aCP31h62kIy+i6PnGgtHH0SdxrFne131CzhNN7CnUO+b70R",
-	"Jqm3hvyPR+DZdVU1GSc0TfGKi4xuEjcuIAPKt49b5cLHGJOixmTGrARRarUxxoynf/3jn2MfP7/B7ctA",
-	"c/cMv9Rf5R3z/AMg9RP/vx35QiYD3ntokFm48A5iO65TPfbdPgyNZFMcTuHsKzq6xBSajbrK3tgl0sUs",
-	"FImlvl/3imps5EwVGwpIwkmyQpYhL+3arbRPC4yFEf0AViBynebhsCD8Ys7FLCSVw2jsA6PvERY4cPvB",
-	"zXzi6hsWZHsu5T7ugfb0VCQk5VPjMqAyDZ1cY8g73hNlpKGGHRVptHeKOU8zqxHDKldcJHLl5Eusvot0",
-	"kcRUKVDOVxJd8wa7o1vmBSGtaRINhV7S2K7TTm6giqunFUf5R72IaOlD4hQ0BCZ6xU08t3iGSq1cWX02",
-	"ZkGsgcNwIH3p+57dB5urpUm/dbzuA0BS3+Bbl9KnP3R2tzdefyT8cZnS2EUDVpqoRdDWymOWTMHDS6CO",
-	"JIbFCd+r0KHddprgKw03qsg/YCXgkEfjt4ypdWFH85Hx7eDSJ/aFxyqysloNVkkECY9YapJxB+tzMf+N",
-	"NsKNwMKm0jGuurIP883rTyzpjOX2ytrkriBzw/wPT6sFfaHfcLBmQXhreUvafPCi6uugVJno8c7+8K/v",
-	"kaz50tkBgmZVLTy+g8nQezGJcY3BapGlvnm0bxl9sZnH2yaOezo4KXrBu37j5y6IC1uDYyRdqetA3vQ9",
-	"KmzOUZ4e3hsKmkKIDRYvi8jpYOCnwO4EwKXH5VrnZ1CDfdwnP2P02FCMa/0cxkQzJsqVIfIyg6UOEV5q",
-	"6LpzJaePyLwHSxiKfJsQ/2fXcsXWPr09vKCIrObUQBiJ5XBIYfwqh2LsC8CPnewNJvm8UnzpoKqt8Yvm",
-	"DbXTgY71EfTMd57/Wsf8BNrlR37Brry9P76AiIKl9H+AqOT9RLXSBUDZtNf3I9mU2ui8W/290hFnkyJc",
-	"FABfgWfvcoX05lDjEdcBi0M9oPwt38KDFl0DQp0FgP7cZTDPjl36Z58MFHdAjfEwQbZyQeY1IlySn47z",
-	"crVhunzhMrm5yPUeqI1zDsNzgcIbpDpAQjbC5WouU4btbvrNpEB37g2VsevWu8fkcqOsLWBOulKRMp3v",
-	"RRsn/AkV7g4V0F13MiCDwQC9dVxgfWSrOC9ch+YtWIJFq5vR5BUUaqt6BRcWFiw99QRcV3OhkHviyC43",
-	"wOuwQwHf2DmYSKgwUNRgXGkPBbF0bmFjkkimz8oNYa06Va6UY5m6FDGzs5Z89JBBapxUAYmLPhO3O03p",
-	"bMYSMq634R1Dt2J8CpIC4ZhTZSjE2QtIawLffoRWxl6fjNH6l4zxkXYWFfu1ewKNMYeivGkf+3tOxgup",
-	"2JhoutbFwcJNKrYAOybE9MNsLlmYG8L1UECCbZ9cuIIyZMpTg2ZJV0LijNDYUsvSirDV0ZthB18eds7I",
-	"m2GHpqn9C8jI26CU8wRO6h5J21dZepXj+rulbjh1E2WDKiAgbWCTM3enHzoRey+GUgCSyJMgK4QlIFCb",
-	"eI7NYXOC4XuZgiXQQe4OSpVnQB9AqDADC/wavkh/I92y83CmhwIIVwN1gsUgceqTC0StkoJSbyCnScqm",
-	"xipu9mC6ckq0a4ym51ShkwFEXqck2iUBHtulJJbINFGJodhOJsgBVMJpcgeQCUg9/0QlPhoqMfhy9xdP",
-	"pJimHNMU35PZFYpdNVOVJuw+gMj4MP6mAA3U8+9T0Hb9Xxt8Al6D/ZMHZeSiCgdZaSJvUKT01QVQ0gpb",
-	"4faywVjt/Wknj9Wvi5/7+9/8gE3mwItmQZbrEvw6N/T5plAL+fuFWDsUXq6lSvFry48eDb50yfi5Ic5b",
-	"WHyq9lYZ754hfAtsEzo1LqPMsY8P2x39UdBPvNeyVAIdUw0W0s6RqgVlPC4XK9nmnHpSFHZo4aP65Dq5",
-	"b9fJR0H4Q/Vudjtd7obc5zW77oLiV1HiOz/0JRYjuw+5OG+B+o6F4moX2FAgtXt2uCB87yT5ozD34Tmi",
-	"Dg0JIU3l5LpQEwNYPhi4WUJOB6e9Mu644leb1L1UjvZuhZ561bd6pbdwwdTNirdYE1XTBRuKiUw406Xg",
-	"vHJp1h4KQXnLaZzWG/MKOgPJDOBQCApErjzhPSJuuZLeO8bdWs/bkIcOH33C3VuHDUmFYLejGGQrLC3s",
-	"YHfKprzp5v0J/1GhGn0E6bQfh+kkE65CeMA+4oyFeaMzTw0t5EWofmMxN1+Hq42GUCqzt01BuMzrt7XQ",
-	"D7ZI8NhXon1R/HuV4UstTIIu0om8+feR4cFqU6+RmBcshAI4ztNWFU58T5aDZfvmQKzTIhDLtd7gCcgi",
-	"qzkzcwhBIit5xfIYpm69K4f/eyrVUIC514IoxKBgmOfajdzrkws/CYSg5JYYJ4T4kbSha3DagnO0MHVx",
-	"7Qo5Gulif10hx7J5p9w2NiTAXDKRXPpii/civhRdclpJL6d3P3PQHP/UF/D80wVK/zlFJHdfhNZxJkwa",
-	"NrmOLxG8lefAS38ujuOLJgdw4DuujVTrfx+O43tlzHHjVd5z98ajomt7I9D9HV+5RwAouso3ZrFjc6bc",
-	"m+JdJ+8/p722MDRGbzh2fB/7t5VjL+W1N7nq/u4yH+737Jv0GVjmv4Orbs9bvG1C9Ub2c3HNdy/ewNjv",
-	"IfO5NWR9iqG8i9KADoaLrGfwrjJjBXRNupDOGRHMZY4IF0fTlM/mhsR0GWEcQq81xTo2lVLcW4lXqWp3",
-	"K6kF607rsNzyeUVsefTofYotpY01+bskFwaa5eOmnDnC6zuuXYzbcFFJQawhD1wuuDGgWH5UyUZYUj3f",
-	"ZGn3Es3YDvXvjqw6CFXUsCOQebfLMy+hjiC8do/Qkc+yXa6xiyaw6A+iQE9pNbuqIJWOu3V9nvxQ9qnQ",
-	"U7DlSRZfsduIfX/6kj3FBebhEfmhHVCrcMt93QOmNMkKd4EjH48o2goH77aizw9ygjZAsB1C1KxdxQhW",
-	"cUbeoHkQQntXzAoNb8eQIuPDf5EKwJdDUfpUn5Ff+v3+63Hv3BkPofa/FDFKJ1ds/cADqAsyHuMEY3R2",
-	"atIFwjQU7iXfhjciNE1JwibcFGFmvYZCglUovnsBOx//PQjZ+yPPJ2n7Nhh64bzwDh6tdONq4k+5D3kE",
-	"DMgh2L6iWSxF4uP6J5nSZrybw9o7TrJ0h3nmMn/rPk10bpLtwoxfcEQma8DTD0Gm8YuqGGHzM9s87NbC",
-	"jD+TT9UG70R08RdAupY1QOS7NnTda7q3Zqml+WLuHiGayG4BdX9+iWUXht2tsOIj6y1dNTy+IjRWUvuE",
-	"RSz34BvgnOdOUGzeDyYRD2dUJEMBI3TH/seRfW8ckeIH+8K41ycXENNNSSJXAgomS5FiKWjol6dYzIQZ",
-	"igXXmiW4MCvsNIgkFRC9B4+mG/49CCR7IsYnaeQObH/lSodt2V0R4RKOpCq87l+t76+BTeF6x1k++d8/",
-	"+d/v1P9eztcFFTNPU21wylfbfRV9CH95bTkSspemRgGO+UCEDPytMZvSN8oj3bkxy7Pj41TGNJ1Lbc6+",
-	"GHwxIJlImCLjBb1ilmmMQebJVNo56xwDI3TrfBOsVxGRlGsTES70ksUmcvFxeRowZMOC/cdZ2MFzvFk3",
-	"7KIc83Sed2Nd2VWV44fKQ/mDC1chK4eGHkFgNxMJ9oGMCPW9xhOrLZhaa2aSt2bOy7axZdM8tequLmVS",
-	"ZSIftrzmvFLd5mAvmOIy4TGKn1IQSmIlRYWo+vXkNHVzGPB7bPpeQj4XiAlnwn7Yc/U3K67HcgG80FRP",
-	"ap0usB8lHN6R01ELC0B5xIrKuTkuNuWLoAseF0zjuL5pWmmcUnsiC6lFq2jf9Lo52f0SW1tSvdnYkuCb",
-	"E6bPyHijIOfYG4uuT6Ix+WwoJlSzzx91v/vbxZOjy+8uTh9/3gWtnCfkMzLs9Icd8hm0udCGLpal3yYy",
-	"Wfd6RUSda+/hRzxKWCwTlpAlVcYX0ivqp5brWmMJxXOSZC4THn8gyhXjHIo8Wb5WcrRUnJQqhs2x7WFT",
-	"gXkFeaY814QJmc3m/aFwtA5b+pgjizPmSIqYlc6LJ2PoACn4bxkDedkFl4SEUpUJlyGwtR/KTxuDRYT1",
-	"Z32LMaNHpyN746OHI/dsdDJ6PB3Ep/TLouLgnNEEiiU6ACpWu7VVys6yhz8JfuMMLbrImfA1e1ZUE2yl",
-	"ek4U+5XFYEvE16QkU6owhFhgVcutK80BaeuC22b7bWo3UrkOKzVAseCOjU8ROl3n0xIA7Vx6/upeZ/36",
-	"/tJG3lMdBDs11s5q1FOQGWE+jqu3dhoqwLWZAHFmQQtDYoukZ+TxEFxi+dt5mZRA1Qs9FPNykp2VXhgm",
-	"TDlvTlzK5ClIVjklyUjneCUckBwksS9DbfmgJIdLVB5D1sQRaLhj0qXk8eChcwNUnhgp0RldktPqp7Em",
-	"EoKQsQZi5LoLycxAoriv1kFiKQSL7VfYk2xa6ZUd+ZohuIoJja/kdLq9FysYIsq9m7HJstXFZY1sQ1/l",
-	"eg/kcHLZ27f/PwAA//8=",
+	"7L2Jchs3uij8Kij+p8rkSYuiZDsnkWrqP7KdxRmP7bGcSp0b+pJgN0jCagIMgBbFOK6ap5k3uC9wH2We",
+	"5Ba+D+iNaLKpxUvGNVUTmd2N9dvXd51YLpZSMGF05+RdZ0kVXTDDFPzracIWS2mYiNd/ZWv7S8J0rPjS",
+	"cCk6J50zotiSUUNW3My5IGbOiGbqkql7mvDiY7LiIpEr0v3hu+dPfn519ujZd6OnT77728sXr797/vh/",
+	"Rr88ff7kxS/RUCRsSrPUkOMH8x6hQq+Y0jDqWzmB/16wNZlypQ1Z0IRFhKZaEjo1TBFuyJQLrucs6Q9F",
+	"J+pwu8Q5owlTnagj6IJ1TspbOrB7ijo6nrMFtZtb0KtnTMzMvHPy8Og46iy48P8+ijpmvbQDaKO4mHXe",
+	"v486P8nJ0yf2Q5hpSc28mIcnnaij2G8ZVyzpnBiVsfJUU6kW1Nj3hPn6QQfm4otsUZ6JC8NmTMFUz2HU",
+	"4Ezwn21z/Ydi085J5/87LK76EJ/qQxj3vZ1BMb2UQjO4+Ec0ecV+y5g29l+xFIYJ+JMulymPqb3/w6WS",
+	"k5QtvnqrLTC8aznjS/wKJ62C0+s5IxOZrAnXREhDLmnKE/LT+YvnpCsVmcs00SShhrobtwABTy9pmrFe",
+	"v/M+6jyWYpry+IOvO55TMWMklmnKE6YBI2CBimmZqZjd0yTOlGLCEG2oYbDa76Wa8CRh4kMv9+zlU8Cl",
+	"OdVulTQhOpZLduq2oolgLCFUEJosuLBvw5KfS/O9zETyIVf8XBKdxfP8LGEh/v0PuI4zQV59/5h8++Dh",
+	"fxE3OCzltZTPqJqxj4Us8tJhg+a/M5LyBTewrp8FzcxcKv47+6D3dZaZORPGjQ8rFISKBNY4YVTZ5coL",
+	"JohUOShyTRZcay5mEVkpKWb2oWKX8oIlbjdLJWOmNZ2kH/yoFZLDCmk6JWOmlFR6TCwR1oTReE4mNCFT",
+	"zlK76PeeDgNVPXv51LHRpZJLpgxHahsrRg1LRtRUWENCDTswHKh7jflElr+E2EiddUSdlGozyvT24UWW",
+	"pniqyDw2phOO/2w8WCo25VebosFrZNb3tGPX8ZwqGlvBoh/ajrvnG60RyJf9nAnLSH/tAOEC1kiTzpsQ",
+	"By+Y5q/IsR0zxaHy3UXlK6odaWXtxSRy8pbFxi4Lb/0xDACgmiTcHhJNX5agYEpTzaIaYPhTLwkmx4PB",
+	"DsHkxgdROYNdOwIwpGn6Yto5+XU7hjnwfx/V4f8iJFs6ACLdWXIx+tc//tk7IXouV4JIEbOIaCMVS4gU",
+	"6ZpQTajlZPMAaNX2Zqfa3NKbfFPPOIo81QXSJR9dsDX8zQ1b6F3EJN+qn4kqRdcbq8nHDZ4yiL9nK8rN",
+	"TrCpHt1Lqi5yqTkThqeEEs1ngqZAqBLCBRnjD3pMqFL8kmnSpWLtX1vNLXFecGNY0hsKqcjYoqHMzJgs",
+	"qdb2dcEs26m82SdnZEFNPOdi5ocyc2rcHAlZzXnK7NqGQhu2JIoKsqIXTFvxnRq4XJTeqzfgFlu5gD2x",
+	"onoTUQeksJ3ysSM6VsyEQfAQdn32JFPAi+DGG272iRRsz4v9HvSb/GpBxhwrprPUjE8JJUsK8iXXxEjL",
+	"f+qniK/ut+fmDXxPebrvBihP8+ULuYpgDzIzRDGj1lzM2mwDmO5t7eI5u9oXv15lqOoKdmWFebYkXVRI",
+	"xglL6Xrci0hMFWyHjAHMxpubgFfbw9G14LV516/scV9z25ouGG6bzigXpLJ30mVXuChOUzKh8YWcTqtE",
+	"4tTieiwzYTSoF8awxdLcwgndKlycL+lK7HlCT4VmypBxPOdpopgYg9C73CTHlnKuiRSMyKl9tABFLDdf",
+	"bByFH7A1A4LVP7Zf2R0t6NVT/OpoMLCk8hZoYY2V5SsMs7I1fLRpQBLrkgZPulbGs3iv2NTKVz17ElcH",
+	"M3nghrQiff8VXf3NagEzZsd+pBi9YCogVUuhWZwZfslGU8rTTOHvmyKyxeOR1RqYkz+ri3yxZCJCEM6x",
+	"Ht4mC7omM3lK5jSdHsjqayoTwhIAfJNrMuOXTJBsSaZSkVRqgPjrSbp2qhsKy3YIHZC6uNVjQE3DcyU4",
+	"V2WtzcrGkmaajYAg7IO48FkSlgH9OrShayvwLZlwJyhmoPVSQUrTnpKXL85fk36/f2i53YKVZMKJlCmj",
+	"pRlvdIJuCMWo0zN3fwEgZo9LXdJ0rwOqfDla0KtrcY7q6cap1CwhMU1T7SiSpeqneMaWammkTUizqrCP",
+	"QD+CV3OhzgG7ygRoeV79wIk6CHSdqJN/GdBFoo6ZK6bnMk1CyFqjOsW7G6cbPLQqhPqTicK0ooxndSLh",
+	"ESiH3TJI1WEjRBId2XqZ7St8WJyYU5GkYGSPuYozbnIs6SYy1ofTVK4OYimMkml/YTkunWgrUoFdQpML",
+	"xpb2vrhCwrvJcGqI3E7BK2DuzYZFqEJPyggMMyHJcdty8MYNcgKLxMkpGXYGetghqHTgR33yxPkLjub9",
+	"MILdeOG/UHu6bCoVQjhaMxDO5dTKL7Aht7tTkshskrKETNZoDbLQxBL8oFjvQ91vRusbr9mCCJyuNmSF",
+	"6zcrZnHazlc6todovqxgXHWoxwViEI8YpBtLIVgMtj00gEXEKUY6Ig+vrnqo9MHJlHjJKRkQkykByp6c",
+	"Tkv3N7AguKBXzgcyGKCckntFBkGvyCZWZenF9zz1UNseq74D8gfoQTQzRFCl5Eo7j1aKmz21GmrKqLZ6",
+	"KouI1Yppmo4jBFQkS5u4RNM0IPnEdhBHdr13i+KZgjHT4oQ8BWNjLBcTLqz2bBU+aeZMOUwOM7fcWOXR",
+	"t3an+BjUbYXSe6MoskGd/diIEs2D4/P24zrcb+evijoXbD1qMj3+JCearOZSowFJG6qMc8hw4+CsvZ8v",
+	"6vyWsYy1XZjlKFlAsHpMRczSExALrZAQEXYFiCVmEaEWS7mY9QnoZSeOalg10n6VIlS1Evx/kpNzXMJ7",
+	"2JiX+wOWqCD2lNx+exgqpznObVtbCTvfRx1wU+BBARFAtA/RsoUEf68zK72112vmXJOJ/YkYesH0JvnY",
+	"6VItyxFu/W8aD8XbTepqGRWzkOAKIOieki519+iVXovq9n0mEmr/nd9y7jVc9PpB+XoRxLm/VY5GsQXl",
+	"4hTkOqehGwmnVIhwcHIh4rGh1eEG3cyh83nCJjITMbuWqlzyk4JVIXGDAeLGMk3pUjPChZGgLIPRC4RN",
+	"FA6WTCRczIai69EKFG6UEeKU8gVLeifIiGdg47TfGU24WGYGlfNMz/H3CY0viJFDMV4yxWUyJlMlF2il",
+	"whFTarzGMV7Qq5HF2nHJF81R/Qfet6CJXWWfvJ6zobALt1Ix2DdJPoFV+sGa6m5eSCLYyo/TtdTZlKbq",
+	"RflxDYVdjDa4k1OYvswYCAV5xdJAtDCEF/fCLscdVDQUOXy4lxdgmaWwqLdyApvxvrpZKic0Jd2UXzAy",
+	"vmDrce+EcBGnWeIMvF6c48Ier5EodrpfNaFLqkyfPJfGGTLtGBEZl+JGRvYnOAcYsBa7QTC2oxeRscrE",
+	"iJoxcGS0Q4WMyM7PsCf598e/l74GF7yXlbjupcgHCSKd/zIQkvODJIl7jF5zqsmw83AwWOhhJyLDzv2B",
+	"++Nofn+wGHZAVbuii6VVXe1TUGCMYcoO+L+7vw4Ovn3zVXc47ONfvf+/K/Qfmf7j//4f/cdC/6H/WPwx",
+	"7/W++o8QX//eguN33jBX5xosJHO+pFbKmTpxm6VJRFh/1gfqdnj/cKm4VNysg37EhTMMbboqNyg+A63R",
+	"fxA65R+c2lwT5y4pT70LumbeVowRnUqjLdkIk/DrOHsd4G78nrPQzWn0nKqkwd6VLZM9lxCET5w9nyoq",
+	"nUzNYVqasOmcw463mSVyrY2ecF+7fG44ZNMy2ujj1SXmd7BFezmKtt7Qrj2d45v1neDMTTs5z4cv5KsN",
+	"i75Xceyh3NMOdC3rAEkF/KsVyerrB7t29SOS98dSTPls80KdQ2A0oZrtQ1D9d3taviaFcXirYOpeuyZ6",
+	"Wg7hvBhNFuYt4ROXXGZ6pFmsmBmxqyVXTAft0D+DWSQ3MPtPCX5KtOFpCk5XbUVOJQ0cwz0MD0rpsnd9",
+	"gzNOEdzB3h7R69CfqJOpdDdRd5EL9t18zcUKaxcVVYGxCmMF6OxHyhz4h6mZF31aE7QqMu2ibPnwWxa2",
+	"P337pDHWbieAgBVSvJMO57BdRbdzPgMHjkOv7mquWTwiXxF7El8/AOufNwcdfU0ma8N075TMmGAKTCCA",
+	"qWh4rVkdIFyhJGLh0L+eHfwvevD74ODbrw7ffPWXd4Po+H1QproOyqmADWpuzPLk8NBKzfZPbf/++dUz",
+	"VMcMWyIrePni/DVLiJEbm3jwTUV4/maX2GAXEYRNRlM7QB1fnHo3WvAZ7qSBuhY2l+3zu/dCS/hJTgKS",
+	"HoJUQMh2sOal1CKwly1PyAC1PIo+cnsxKQN7mwuABA3Lqn5CGrROseSU0Nz9C2qu1ZU06KqpBTA71D3t",
+	"feU6LFq6pzf0a3ljVBgjXAgReu7dm6iXU7vYqVTOi/sXQsW6V7FbbUYVhteSu6XRMDJysZes7BEqmzul",
+	"wAtAhbGVK+46bN4bJ0aN8WoV80UepUO106e9mt913hggEEIK1gvqMizlMz5Jw07pX4C45OZEmGlB1/aH",
+	"U2dgoknKhfdSwF25q6nOez0ouUasRdTxEH4j+CxZiq8fFQtmk32X3xa4LE9gNVHuenvFkeRK4H53vr9b",
+	"EsXYqlHDQTVMUP7e0eRyRErgLaejh5/mBvXNMGBq2CjXqNo5wl6B9rjg5hWbNjjD3spJHohsp8AQedLV",
+	"jJFiSg3o0HAEBasofbCJluhHKs3hqUCi6EqDRTEq+REnzJLPYsQG0tBKWKyewyYxvU7wH4avJ1nKRl6F",
+	"2Txd/0rJtuh3XaI3lMQpt1tLeLLtoMthzG5qw+OL8NT2iWfCzcu4gd5znRjRQhxp7aix7D3kfPWiA0hj",
+	"YaZ/HWVqRS9YiKWsMfjywskgYLEGD8KJC+aNiMf73OPb4ipDgfZIAwpqnh9biXhUWaAn2kXUhoNoz4zc",
+	"MeZy0KbCh3arurxQJooBAtesAFYZWoNY+YiaeL6nzvVWTtoriT/JCTpTgpF+212A5WuBSbdtoskLdr3V",
+	"smSnQrttRU+Y8eHHrbiEFfA3Mw/8JY/8RYYZVv6akYamDUoIRqiPHPy0lEP8V/nAO7+p6zSVATaXsbH4",
+	"KLDpcEZEAVj7QW9AHt/T5ZKUfIpbNVz/HnyzZ7TwnhEHNbdUQClEU2rYSUW6VjNChzXgSQ+ldPd0xcE3",
+	"iLGLh5dHhxb0rxGq0Eqs9dG4hURbZztKsRQdSBdsbVVTzWIpEu8WRBcsJSm/RDaPmbkcovghvgdYsOO8",
+	"13C3XduWU5Y7tyf7uff2De+oCqj7iGNbxcZzdskUTUuCoyZdzCbM4guGeTG9E29TcK7kdI2iFQYRuTch",
+	"wWco/JVosmJ8NjcRmB+4tjoqtyIFOLdpmuYR6C5/H7zBENvk3N+C9Yei8NIW+xiTrh1fCnaAwqulXb0T",
+	"MuOXVqqdSDMvxXK7nPzrSLIFU/smINaC6/eajixPAxqYTM6pbshmPD0LOTsVA4EfjEMqY4V93yGbj4JI",
+	"MAyC+qAHQDw5hSsu2x3CIWEJSzLMkA1bUWrnUnm9kTu8dJ7Wm4kDIV0Fgm3jTGnZRu8NiQ3VMRru9zyX",
+	"1H2osrengEvcxWd1SjaxqJNIYZ9ihFbH26hSlgSDmZ9ZBf67K8NEggdfcx62tRRs3/HGMKH9wlIsRu3H",
+	"zSFPu7KuLANBefuS8LPQOp4HFclnzBimdEQSPuNGR+Te6F5E7vXt/53Y/zu4d0qODo6Ov6mlEpfM6IUB",
+	"/U3x56h/cvDm3SA6Ov6vsDW9or7ZsxFrh+jhU0IQ3GUmKMH/tpQXILR2rE01ahMtNg0m+S8iW0yABW6i",
+	"9mYsdvMKduTavMhMLBfsDOJTkyDqj1qb4PZWkzfRHDW2LWb9lyV5IHeDP6wfyAAZKphkKu7ub7dHIFdq",
+	"UNQpvldPwpbT9hSyFEATIJRcaEOdpBy0XmQNdkDDTRr+Cn94VwoJypQ4mTGRZMpC54mrr3ACNRBQnN5J",
+	"DdaQTo+Tbr2xv3tprO6FdFp0QDmDoMpdxwjjPsZXb+Dm52I0Ta08taefX6YJ02bk2cstJB6FfSGKGSbC",
+	"kWGv54yArHvPymTuNStBlP1OOvfeYB0n4rCmpcXOsOVoIhN3aVsTFA1bPoI3z5kx3sl/08AkFwCQ5+RU",
+	"ryxyYFRdaA5BwVvaz/1fhrJNd2LJsdaCPhaCRbv3E5dP3uLVQrRp974Tdtq9nItQ17Bm3I74VbuPcDAG",
+	"oEJ7Mox0aZfFyg3auJTrhF84wheI3JKCkSWPL1Bn04QaCJXfiIXfpTVvELaacgqhAHYyRxNcGR5nH3ZF",
+	"Gzbzd3Yq623p2I0Ton6UK0iIwrQBTwSrdI8qqz4tTZ5pltsyZLWuXamG3avvXn/3/PXTF8/7N6d+oYQM",
+	"qwjnhfec9NLpBCtBgfJ/T4PnuVSNrzAohEwxGwQ817wDHBhmCAi0f2VrZ/CZ00tGqFtLy4zhSaZ0jdpD",
+	"Bl3xci7aXotpN3Jk5Tw7Lea9Lbak0G2BW47yE92PxeRXFCZrNTPTfvaWnfStPPrWxV2D0HlAqOW2SG2w",
+	"VpjOQQvtjVWvnr+8ehRuEx0qblcFk6NfuymThCVkyZQzgbabNKg2+BkDR5oDxdYz3V93d+bdXXfvShV5",
+	"VGljB0WjYpvBf8E3gyjRtN1fWMGJmmKX3QXlxUEhVQVMltzoEg3aNyz73LmRb6dMW6ykCJKfrVEs1wlO",
+	"gaJkWxTw3aEdMILh8cXdVIoDe1xhrd3kYRAXZ+dvnzXqIpvLFjx9wcEHnKZyFTTJbRM7miNT7Ap+dxL2",
+	"ZnDyLTEIgJbSXGX3uHeYeye433pJ2ymfcO06q/CxH8fxGBFmOD7soj27yTFsF7cpht62rP1ZjUfKKgg+",
+	"dKlzEfkaXR1I8Z1dKCKU+PelIt3/nstMpesekYoMO/+NLhjIrKqmU/3n4UPyn/i/Wvjsw693+sL2dVHu",
+	"6f0rYU8hXiLi1KmtxSqXDigkENypVIRiAE5R/8Pf2D1dpCfYl7kGZ2G5KMgeeJovzt3mFrxtc0xlVC72",
+	"/fPrx51AvdenZ8/PiP8iz6f7LrMAdfiSKl530379YBeyOyzf5ns6h5jzVy6FY0/wLl1r6woxDTHwSJZX",
+	"eQx8MLi9d5vR7SE1COOOwxWeskVjWPBdVlVtTuih61TSZO+YMfbb5uk/YRZp1JpIhUECuVr3Vk5OyFFE",
+	"jiNy/1//+GcbVSsUhGVnjQqjGa68xhzyQ37TeDNhP2CoZONWtoC3vJMpuGGbl3POsDr13RdabXnZOclt",
+	"KwMX+3jkC+/vL/XvGXfxcY4A4+92H4S5qbMJBmr//kpeNEW7YhIExJfWcyC8+bJFZYViQVHhyYJZg+dQ",
+	"lPPbr8zCGQZsoookXUzBKahIwDOhyOacuZKb9zTJRMo0xPJgmocUgepQLSK8AjFddxyfdQehT6QrLNfH",
+	"IJvF0qx7raxon3II0x4BMOcuKLkxKSpgzcutn+1stoUdtCFy3812T+cF2KHmvU+lwhYh9zT86oov5rB9",
+	"T5OSSZZotLSCkRcjntDVBWUzVlyzXp/8COF4aAzGmh/27ROY6xc2mUt5cQA0yWSKYTQV1jUGw4OplGZD",
+	"mSno1/f1GUaVvKjCJHVnyTWbGoYxy1HhJ95tJGhNQSXGCmzimNVSXcmjiGhL2CKSQD2tKeVphJWAISqB",
+	"+pJjJz7YPIJExRGcT0SKMmT+l3IgTIKCUcgrrvaVC318fiuhqh6E7k+ietqVhVRvrwogRXi7w64mXMW6",
+	"tXsyiF+gOjeGFa4QwvPGO6gFw3LJ8WBwQtgVjU2aF64N3ORQbFxln/wsLoRciXJpGhcUSLqmQHL4SFv1",
+	"akKTke9H08PAwQW9Ku/lCMho7ZeAu3U3QyiKrJd8qLs/gerdzjXa7gsol+3sYO2+gNLU6AxT63afYF1n",
+	"C7G+fPHub7DScVjzKujzpqehVClsH2K/biD1GNmKg97TGKGExN7SUuGTF8HuIIhDKqLYUkJmpZkrmc3m",
+	"eb6tna0XpL4esm5t5RUuVM55spyFQQKoAKyAMjbUEzMkcR4TCmLWO4VNljeCOWN+z0up7Y67vna65Xjg",
+	"Igntt+5ucLdWOoY3Wy/eOygrxpJSjdQ6OeHxPE9TLhca9fzbsm4/NXGs2bcOsxAw59pItSbdmC6XWKWw",
+	"5HE9f/3dy9GjF0/+Z/T47CUU9orIDGQ0VxiLq3yEJVUGyGDvpKhdiXnVaK7zdAeclwlPICGbQZx7gLbZ",
+	"67L04RSipsvjwI9yOnU/Cicze0tX6bBomlqGMJ1uWryiztWB/eLgkioQve2nxTV8XwxS/HgGwxX/fmEH",
+	"Lm4v0Gpm4n7dS7BwLLLOyN9qKYpwZRCroAiCPXjNLNpi6y7fpQiOGVt1RcSwK1OIXsVLlhXZ8+iVTxA6",
+	"+UQd+81+B4fSfnEgr2EE0Ad/b9Dv7EKs9MZ/ZxYOcEeeBEFHopiByNfNqz+4Nl8I0jFdRp5IIWHA9kzc",
+	"NNT0MyoTeVx2Q48nS0LKBa+bAhKq6NH9hvyVPyKTdR7F5ZMA4gwKsmFUwA5N1V1/hLDjjq687Cb6keur",
+	"N+7ecEtJ323zt6+ZKXvDeFYQHgt/D1pGcmGxluvYdOY3qWPBtWtmcQTwW2QpG7Xu3V4xs08/f393Fn2z",
+	"n/CaGcMt0n9Jd1C9l+CdtMu19cC1PV22nm9buu0m+IMkgwCgYRs6zTSZM6rMhFGUBLxI44pU6LWI50oK",
+	"KGtlYdG1y8gzGwLNYPZOnohultMQdXYkWthzeFFov3vWdgcV1nfHmxZykT2tsv6FvCXC5lch9W0ouoVW",
+	"2AvVw/yiIe2nIZUAJ6y+3NN4fX14rxLGcMOkGXuTDW4WSxvaO1ksyu90scCQTcsoVYhukFYc2EIyaw02",
+	"nfSksfbG1YH7Xfe1V9eaG9801fUoShKAjObjNQ2oHtSQqUxTuQI0sfd4T5O3kguQ36Cy9NFgMGhfZqOQ",
+	"bALpGHlqdbhQ82P3GCs/zeVK5J0Z8oIfYUb7Fvn6roW5dLqUtSjWVpDrIg89VHTQOwCd50OTBN2SeZH3",
+	"4ritmOqrCRMMpnciRPmw9zvrJrdgkeoePuvAwvNTJ138T97Aq9f2HvaunFG03kCDpmJ6TkC7F4aLzDH3",
+	"SmAEbrgAplIJwzctch+LIgAdDwlNqNzoWP98XOdbmngGHdqho3iNpiMnUdZq0EkuaqG0tUyvPJJkM2Ye",
+	"yY8PM0frRL0eTZusi80memAYccJ7d7MHR8n82ms524KLrB4RvV2GumbFCjfRZioHjhi6oK3cyt3Q5ncY",
+	"15IpbtbnFnacBQTaD+d9gUHzxZ/yAebGLLEPMBdTGaqx7VLhANetHs5jBuUbpDYzxc7//gyv3hWXh0R+",
+	"IJBWzPW+WOqZYn8oHkNpJF8nziUkiMQytJx8neZaP/dF23VR/w14dgQ8FyccguvSMUMo0pB7pn5+9Yx0",
+	"7ai+IN25oSKhKvE+Lo2GAl/LwQubQwEp6CbnvI5+UsP65JwxAs2HlkoaGUPjoVxfgc3nD4ZiKCCjEX0B",
+	"9ZbadphsAefRberr3OuTX7zlCQ0hQwFEF/ZDBXSVBnEqcka6w8sjbIkgGEs0GTuV5HcY+4Q8wq7Uw2ww",
+	"uB/Dh/Anc4XkXbpkp0iD7ESdS6a0yyDtH/UHvq0aXfLOSed+f9C/j/nJcwC8wzmUufwd6lpjsJWlIzD/",
+	"06Rz0vmBGVcJs9aN/3gw2NLuer82126GQJfrn5f9Cs50Tn59E3V0tlhQK1uDwOUzf7gmGTAtQ2dgb8t3",
+	"ojtv7CCHitFkvXWvr+wbH2erMDXk7Dwc3P+wjewNtNpf7z7qhBo6saoglNCg8Txvb4HlULEnTOP5Xx4d",
+	"0iU/8F2Lg5fwjGuDnYr1Xd5DqbNy4EiwYt4FW0e+2btVb7VvJYGt3x8MjppmyZd9WOl2Dx/d3/3R91JN",
+	"eJIwVyXDOTh2fVVccfna7BZ9O/u8PzLaxtfYSk+z9JLpXp+cJQsuCLTYbrzGqLOUOnBt2GLJtZiOvEfH",
+	"2/tv8cpcz/L3VY5b86I5cDm6k7mTEMS4Rw4wBrtv6xFNvNL64WDpwVGLL15L+YwqLK7w4Pi4zbocCQYW",
+	"dHOQxbP0DBOqPZmixwv45bjO/RgiXbcD3RoFOnzHk/eupS9DIbMK0q8A80sgXYGtB4H8VyQVH5I4PMB1",
+	"bP/iuTTfy0wkH+1C8WBKF9qa1lBFF8xAefpf33W4PWUru3h96gR1qyodiEo4vaEHbO2/9caBSN7ho5FD",
+	"/QBv3CF/ytuPNHInu8jrg9ptcBWUYUtxl25NxXWWe34WGAjHe/jugq234t8T+P2HvKzmDuzD15MKraBk",
+	"mVIuyF//clRZp30MlpAvuLqJqwsJGdN73GvUKE+Hb+920SSEIq9d/5ib3O/ncFsvBNvvomoUdfPU6mji",
+	"O/GUGoCCqXSTFF/kkl+YFu8V+//+TdRxtq+aWdPFF1FYVVQDVEDsZOFKABbtLMHYAEGFhi8Y6f71L0e9",
+	"/lCcB3oLkTE2QRoTJVf6lCykYgR/Iikz+G8XB2UZFdpPJpleD4WdXjHnLQPLGnYv4tC6mqYpS1F1ryLK",
+	"y6xAlNuXm30LqVYi8wdHzS+i8o34MDMkWxIjydiVvwQznQs843oDORAjWLlCynZmXe4P1CgO/ehfukvL",
+	"SamLUaNQ5Fb7KchFis24NuCSyldVHHbRF6l+0IfvLD1tIRn9mEdOtBaOvog7jeLO9jtqlnAab+HWId93",
+	"3AqT1BtD/ucj8Oy6qpqME5qmeMWlIDWJG2eQauy7xq5y4WOMmTRjMmNWgih12BpjavG//vHPsU9U2+D2",
+	"ZaC5fYZfaqv2gXn+NSD1C/+/GflCJgPee+iLXbjwrsV27IwZ+sKvi0ayKQ6nlIaWN3KLKfQYdw09sDm0",
+	"i1koKji4/nsQyiGXTNgvhwKyXZOskGXIK7t2K+3TAmNhRD+AFYhSCZkNcFgQfjHnYhaSymE09onR9wgr",
+	"Cbn94Ga+cPUNC7I9l1rqY8xVnHGTnx0VCUn51LhU40xDA/cYCnzsiTLSUMMOinoVt4o5TzKrEcMqV1wk",
+	"cuXky3JqEompUqCcryS65g0klnQt84KQ1jSJhkIvaWzXaSc3ULzd04qD/KNeRLT0IXFKk5gKolfcQAaN",
+	"U2rlyuqzMQtiDRyGA+lz3+70LthcrR7Je8frPgEkRf3LImpRp+RTZ3d74/Vnwh+XKY1dNGCld2oEiVEe",
+	"s2QKHl4C5aPzdD6sWePQbjtN8A0GGlXkn7ABQMij8VvG1Lqwo/nI+HZw6TPow2MVeb2tBqskgoRHLPXG",
+	"uoX1uZj/RhvhRmBhU40211TBh/nmhZ6WdMZye2VtcteHoWH++8fVOv6Dg2/ffBUsDhTeWt6JPh+8KPY+",
+	"KJUAfLir/IJlDXdG1nzHjABBs6oWHt+1ydBHMYlxjcFqkaW+ebRvGX2xh9f7Jo57PDjKUzeBgr+Vk1MX",
+	"xEXGF2w9xki6UrOhro95iwqbc5TXYekNBU0hxAarhEbkeDDwU2BTIuDS43KLkxNovTLuk18wemwoxrU2",
+	"TmOiGRPlEkx5+l2pMZSXGrruXMnxAzLvwRKGIt8mxP/ZtVywta8jE15QRFZzahimD2qXiu9XORRj3/dl",
+	"7GRvMMnnDWJKB4WhKC40u1f0bKqdzlC8lZOIzPglc55/SAGC9UEsY0ImNL6I/IJdVxt/fAERBTvo/ARR",
+	"yfuJaqULgPqkb+5Gsil1z/uw+nulEd4mRTgrAL4Cz97lCgUyQv3GXONLDoX38rd85y5aNAsKNRQC+nOb",
+	"wTw7dumffTFQ3AI1xsME2coFmdeIcEl+Oszryofp8pkrAcJFrvdAEbpTGJ4LFN4g1QHqFyBcruYyZdjl",
+	"rt9MCnTnzlAZm21+eEwu98fcAuakKxUp0/letHHCX1Dh9lAB3XVHAzIYDNBbxwU2MrCK84IJswNLsLtE",
+	"M5q8hoqoVa/gwsKCpaeegOtqLhRyTxzZ5QZ4HXYo4Bs7BxMJFQYqD4wrXSEhls4tbEwSyfRJuQ+8VafK",
+	"JeksU5ciZnbWko8eMkiNkyogcdFn4nanKZ3NWELG9e7741NCiXsKkgLhmFNlKMTZC0hrAt9+hFbGXp+M",
+	"0fqXjPGRL5lhv3ZPoLbJUJQ37WN/T8l4IRUbE03XujhYuEnFFmDHhJh+mM0lC3NDuB4KSLDtkzNXuY1M",
+	"eWrQLOkqrpwQGltqWVoRdjh8N+zgy8POCXk37NA0tX9hNZWglPMYTuoOSdujLL3Icf3DUjecuomyQfko",
+	"kDawt6m700+diH0UQykASeRJkBXCEhCoTTzH+j45wfAtzMES6CB3B6XKM6CvQagwAwv8Gr6bTiPdsvNw",
+	"pocCCFcDdYLFIHHqkzNErZKCUu8bq0nKpsYqbvZgunJKtOuHqudUoZMBRF6nJNolAR7bpSSWyDRRiaHY",
+	"TibINaiE0+SuQSYg9fwLlfhsqMTg291fPJZimnJMU/xIZlcol9hMVZqw+xpExofxNwVooJ5/l4K2a/ve",
+	"4BPwGuyfPCgjF1U4yEoTeYUipa8ugJJW2Aq3lw3Gau9POnmsfl383N//5gdsMgeeNQuyXJfg17mhTzeF",
+	"2rwELIq1Q+HlWqoUv7T86MHgW5eMnxvivIXFp2pvlfHuGMK3wDahU+Myyhz7+LTd0Z8F/cR7LUslUCPN",
+	"YMeKHKlaUMbDcrGSbc6px0VhhxY+qi+uk7t2nXwWhD9U72a30+V2yH1es+s2KH4VJX70Q59jMbK7kIvz",
+	"zucfWCiuNn8PBVK7Z9cXhO+cJH8W5j48R9ShISGkqZxcF2piAMsHAzdLyPHguFfGHVf8apO6lwqa367Q",
+	"U6/6Vq/0Fq60vVkzHYtpa7pgQ+EK6xbBeeWa3j0UgvLSrTitN+YVdAaSGcChEBSISvWJ7yrsqFRJ7wPj",
+	"bq3VfchDh4++4O6Nw4akMpX61g3Y2wpLCzvYrbIpb7r5eMJ/VKhGn0E67edhOsmE6zERsI84Y2HeUdRT",
+	"Qw3l2EH9xmJuvg5XGw2hVGZvm4Jwntdva6EfbJHgsYFT++4zdyrDl3qFBV2kE3n17yPDg9WmXiMxL1gI",
+	"BXCcp60qnPjmZ9eW7ZsDsY6LQCzX44onIIus5szMIQSJrOQFy2OYuvX2V/7vqVRDAeZeC6IQg4Jhnms3",
+	"cq9PzvwkEIKSW2KcEOJH0oauwWkLztHC1MW1K+QIRcx1UcixbN4p93cPCTDnTCTnvtjinYgvRTu6VtLL",
+	"8e3PHDTHP/EFPP90gdJ/ThHJ3RehdZwJk4ZNruNLBG/lOfDSn4vj+KLJARz4EZuE/PtwHN/sxHVHqfKe",
+	"2zceQWT9dqD7O75yhwAAM2zPYscuiLk3xbtOPn5Oe21haIzecOy4Y86RHv9dymtvctX93WU+3O3ZN+kz",
+	"sMx/B1fdnrd404Tqjezn4ppvX7yBsT9C5nNryPoSQ3kbpQEdDBdZz+Bdxa5gmnQhnTMimMscES4Opimf",
+	"zQ02QoI4hF5rinVoKqW4txKvUtXuVlIL1p3WYbnl64rY8uDBxxRbShtr8ndJLgxZMkVwU84c4fUd1y7G",
+	"bbiopCDWkAcuF9wYUCw/q2QjLKmeb7K0e4lmbIf6t0dWHYQqatgByLzb5ZlXUEcQXrtD6Mhn2S7X2EUT",
+	"WPQnUaCntJpdVZBKx926Pk9+KPtU6CnY8iSLL9hNxL4/fcme4gLz8Ij80K5Rq3DLfd0BpjTJCreBI5+P",
+	"KNoKB2+3os9PcoI2QLAdQtSsXcUIVnFC3qF5EEJ7V8wKDe/HkCLjw3+RCsCXQ1H6VJ+QX/v9/ptx79QZ",
+	"D6H2vxQxSicXbH3PA6gLMh7jBGN0dmrSBcI0FO4l3+8+guaeCZtwU4SZ9RoKCVah+PYF7Hz8jyBk7488",
+	"X6Ttm2DomfPCO3hcQut5qIk/5T7kETAgh2D7imaxFImP659kSpvxbg5r7zjJ0h3mmfP8rbs00blJtgsz",
+	"fsERmawBTz8FmcYvqmKEzc9s87BbCzP+TL5UG7wV0cVfAOla1gCR79rQda/p3pqlluaLuX2EaCK7BdT9",
+	"+SWWXRh2u8KKj6y3dNXw+ILQWEntExax3INvgHOaO0FBakCTiIczKpKhgBG6Y//jyL43jkjxg31h3OuT",
+	"M4jppiSRKwEFk6VIsRQ09MtTLGbCDMWCa80SXJgVdhpEkgqI3oFH0w3/EQSSPRHjizRyC7a/cqXDtuyu",
+	"iHAJR1IVXvdH67trYFO43nGWL/73L/73W/W/l/N1QcXM01QbnPLVdl9FH8Jf31iOhOylqVGAYz4QIQN/",
+	"a8ym9I3ySHduzPLk8DCVMU3nUpuTbwbfDEgmEqbIeEEvmGUaY5B5MpV2TjqHwAjdOt8F61VEJOXaRIQL",
+	"vWSxiVx8XJ4GDNmwYP9xFnbwHG/WDTsrxzyd5t1YV3ZV5fih8lD+4MJVyMqhoQcQ2M1Egn0gI0J9r/HE",
+	"agum1pqZ5K2Z87JtbNk0T626q0uZVJnIhy2vOa9UtznYS6a4THiM4qcUhJJYSVEhqn49OU3dHAb8Hpu+",
+	"l5DPBWLCmbAfRhj7jiHhPVeMs+KHLFfDC837uNb2AptTwkkeOIW1MAeUR6zon5vjYoe+CFriccE0jus7",
+	"qJXGKfUqsmBb9I32HbCbM9/Psc8l1ZtdLgm+OWH6hIw3qnOOveXo8igak6+GYkI1+/pB98e/nT0+OP/x",
+	"7Pjh111Q0XlCviLDTn/YIV9Bzwtt6GJZ+m0ik3WvV4TXuV4ffsSDhMUyYQlZUmV8Vb2imGq5yDXWUzwl",
+	"SebS4vEHolxlzqHIM+dr9UdLlUqpYtgp2x42FZhkkKfNc02YkNls3h8KR/iwv485sAhkDqSIWem8eDKG",
+	"dpCC/5YxEJ5dpElIQlWZcOkCW5uj/LwxWERYf9a36DN6cDyyNz66P3LPRkejh9NBfEy/LcoPzhlNoHKi",
+	"A6BitVv7puysgfiz4FfO6qKLBApfwGdFNcG+qqdEsbcsBsMiviYlmVKF8cQCS1xuXWkOSFsX3Db1b1PV",
+	"kcq1W6kBigV37IKK0OnaoJYAaOfS81f3Ous3d5dD8pGKItipsZBWo9KCnAmTc1zxteNQNa7NbIgTC1oY",
+	"H1tkQCPDh0gTy+xOy6QESmDooZiXM+6sKMMwe8q5duJSWk9Bssr5SUY6LyzhgOQgln0b6tEH9Tlc1vIY",
+	"UigOQN0dky4lDwf3nU+g8sRIiZ7pktBWP401kRCRjAURI9dqSGYGssZ96Q4SSyFYbL/CBmXTSuPsyBcQ",
+	"wVVMaHwhp9PtjVnBKlFu5Iwdl61iLmtkG5os1xsihzPN3r//fwEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -143,6 +143,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"handler bad timeout", "PUT", "/v1/handlers/x", `{"url": "http://93.184.215.14/", "timeout": "forever"}`, 422, "timeout"},
 		{"handler bad name", "PUT", "/v1/handlers/bad%20name", `{"url": "http://93.184.215.14/"}`, 422, "path/name"},
 		{"queue batch zero", "PUT", "/v1/queues/q", `{"batch": 0}`, 422, "batch"},
+		{"queue step_bodies unknown", "PUT", "/v1/queues/q", `{"step_bodies": "some"}`, 422, "step_bodies"},
 		{"list limit zero", "GET", "/v1/jobs?limit=0", ``, 422, "query/limit"},
 		{"list bad status", "GET", "/v1/jobs?status=sleeping", ``, 422, "query/status"},
 		{"job id not a number", "GET", "/v1/jobs/abc", ``, 422, "path/id"},

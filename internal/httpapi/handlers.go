@@ -229,7 +229,7 @@ func (s *Server) ListJobSteps(ctx context.Context, req ListJobStepsRequestObject
 	for i, st := range steps {
 		out.Steps[i] = Step{Id: st.ID, Step: st.Step, Attempt: st.Attempt, Outcome: st.Outcome, HttpStatus: st.HTTPStatus,
 			StartedAt: st.StartedAt, FinishedAt: st.FinishedAt, Error: st.Error,
-			DurationMs: float32(st.FinishedAt.Sub(st.StartedAt).Microseconds()) / 1000}
+			DurationMs: float32(st.FinishedAt.Sub(st.StartedAt).Microseconds()) / 1000, Bodies: stepBodiesBody(st.Bodies)}
 		if out.Steps[i].Error == nil {
 			out.Steps[i].Error = json.RawMessage("null")
 		}
@@ -347,7 +347,11 @@ func (s *Server) CompleteStep(ctx context.Context, req CompleteStepRequestObject
 	// the history row records that status rather than none.
 	accepted := http.StatusAccepted
 	outcome.HTTPStatus = &accepted
-	applied, err := s.eng.ApplyOutcome(ctx, engine.StepOutcome{JobID: req.Id, Token: req.Body.Token.String(), Outcome: outcome})
+	// The history keeps the outcome posted (raw: without its token) as the attempt's answer
+	// when the job's queue keeps bodies for it; there is no request body to keep.
+	outcome.Bodies = s.eng.StepBodies(nil, raw, true)
+	applied, err := s.eng.ApplyOutcome(ctx, engine.StepOutcome{JobID: req.Id, Token: req.Body.Token.String(),
+		BodiesByQueue: true, Outcome: outcome})
 	if err != nil {
 		return nil, err
 	}
@@ -463,6 +467,9 @@ func (s *Server) GetQueue(ctx context.Context, req GetQueueRequestObject) (GetQu
 // PutQueue creates a queue or changes its settings.
 func (s *Server) PutQueue(ctx context.Context, req PutQueueRequestObject) (PutQueueResponseObject, error) {
 	set := engine.QueueSettings{Paused: req.Body.Paused, MaxInFlight: req.Body.MaxInFlight, Batch: req.Body.Batch}
+	if req.Body.StepBodies != nil {
+		set.StepBodies = (*string)(req.Body.StepBodies)
+	}
 	if req.Body.Retention != nil {
 		var fields []engine.FieldError
 		if set.Retention = optDuration("retention", req.Body.Retention, &fields); len(fields) > 0 {

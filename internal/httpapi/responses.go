@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 
@@ -96,10 +97,34 @@ func queueBody(q engine.Queue) Queue {
 	out := Queue{Name: q.Name, Paused: q.Paused, MaxInFlight: q.MaxInFlight, Batch: q.Batch,
 		Counts: QueueCounts{Runnable: c.Runnable, Executing: c.Executing, Awaiting: c.Awaiting, Done: c.Done,
 			Failed: c.Failed, Cancelled: c.Cancelled},
-		OldestRunnableAt: q.OldestRunnableAt, CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}
+		StepBodies: StepBodiesSetting(q.StepBodies), OldestRunnableAt: q.OldestRunnableAt, CreatedAt: q.CreatedAt,
+		UpdatedAt: q.UpdatedAt}
 	if q.Retention != nil {
 		r := q.Retention.String()
 		out.Retention = &r
+	}
+	return out
+}
+
+// stepBodiesBody is a history row's bodies as the API shows them (nil: none kept).
+func stepBodiesBody(b *engine.StepBodies) *StepBodies {
+	if b == nil {
+		return nil
+	}
+	return &StepBodies{Request: stepBodyBody(b.Request), Response: stepBodyBody(b.Response)}
+}
+
+// stepBodyBody shows a kept body as the JSON value it holds when its text parses (a
+// truncated one seldom does), else as a string.
+func stepBodyBody(b *engine.StepBody) *StepBody {
+	if b == nil {
+		return nil
+	}
+	out := &StepBody{Format: StepBodyText, Size: b.Size, Truncated: b.Truncated}
+	if text := []byte(b.Text); len(bytes.TrimSpace(text)) > 0 && json.Valid(text) {
+		out.Format, out.Body = StepBodyJSON, text
+	} else {
+		out.Body, _ = json.Marshal(b.Text)
 	}
 	return out
 }

@@ -424,15 +424,28 @@ type Step struct {
 	StartedAt  time.Time
 	FinishedAt time.Time
 	Error      json.RawMessage
+	Bodies     *StepBodies // nil: the attempt's queue did not keep them
 }
 
 // StepList returns a job's history, oldest first.
 func (db *DB) StepList(ctx context.Context, jobID int64, limit int) ([]Step, error) {
 	rows, err := db.q.StepList(ctx, dbsqlc.StepListParams{JobID: jobID, MaxRows: limit})
-	return convertAll(rows, func(r dbsqlc.StepListRow) Step {
-		return Step{ID: r.ID, Step: r.Step, Attempt: r.Attempt, Outcome: r.Outcome, HTTPStatus: r.HttpStatus,
+	if err != nil {
+		return nil, translate(err)
+	}
+	out := make([]Step, len(rows))
+	for i, r := range rows {
+		out[i] = Step{ID: r.ID, Step: r.Step, Attempt: r.Attempt, Outcome: r.Outcome, HTTPStatus: r.HttpStatus,
 			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Error: r.Error}
-	}), translate(err)
+		if len(r.Bodies) > 0 {
+			var b StepBodies
+			if err := json.Unmarshal(r.Bodies, &b); err != nil {
+				return nil, fmt.Errorf("pg: the bodies of step %d: %w", r.ID, err)
+			}
+			out[i].Bodies = &b
+		}
+	}
+	return out, nil
 }
 
 // finiteTime reads a timestamptz as a *time.Time, ±infinity (and NULL) as nil.

@@ -39,6 +39,24 @@ type OutcomeRecord struct {
 	// Children is the JSON array of JobInsert-shaped children of a spawn.
 	Children   json.RawMessage `json:"children,omitempty"`
 	HTTPStatus *int            `json:"http_status,omitempty"`
+	// Bodies is what the history row keeps of the attempt's request and answer (the
+	// steps.bodies document of migration 0014); nil, and absent from the batch, for an
+	// attempt whose queue does not keep them.
+	Bodies *StepBodies `json:"bodies,omitempty"`
+}
+
+// StepBodies is the request and response bodies of one attempt, as the history keeps them.
+type StepBodies struct {
+	Request  *StepBody `json:"request,omitempty"`
+	Response *StepBody `json:"response,omitempty"`
+}
+
+// StepBody is one body: its text (valid UTF-8 without NUL, at most the server's cap),
+// its size as sent or received, and whether Text holds less than that.
+type StepBody struct {
+	Text      string `json:"text"`
+	Size      int    `json:"size"`
+	Truncated bool   `json:"truncated"`
 }
 
 // OutcomeApplied reports one applied outcome; records missing from the answer were

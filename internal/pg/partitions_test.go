@@ -54,7 +54,9 @@ func TestMigrationPartitionsAPopulatedHistory(t *testing.T) {
 		FROM jobs j CROSS JOIN generate_series(1, 10) s`); err != nil {
 		t.Fatal(err)
 	}
-	before, err := db.StepList(ctx, 500, 100)
+	// (Read by hand: StepList reads columns of later migrations.)
+	const history = `SELECT id::text, finished_at::text FROM steps WHERE job_id = 500 ORDER BY id`
+	before, err := db.QueryStrings(ctx, history)
 	if err != nil || len(before) != 10 {
 		t.Fatalf("before: %d steps (%v)", len(before), err)
 	}
@@ -68,14 +70,25 @@ func TestMigrationPartitionsAPopulatedHistory(t *testing.T) {
 	if n, err := db.QueryInt(ctx, `SELECT count(*) FROM steps_legacy`); err != nil || n != 10000 {
 		t.Fatalf("steps_legacy holds %d rows (%v)", n, err)
 	}
-	after, err := db.StepList(ctx, 500, 100)
+	// The migrations after 0011 apply to the populated, partitioned history too.
+	for _, m := range all {
+		if m.Version > 11 {
+			if _, err := db.Exec(ctx, m.SQL); err != nil {
+				t.Fatalf("%s after 0011: %v", m.Name, err)
+			}
+		}
+	}
+	after, err := db.QueryStrings(ctx, history)
 	if err != nil || len(after) != len(before) {
 		t.Fatalf("after: %d steps (%v)", len(after), err)
 	}
 	for i := range after {
-		if after[i].ID != before[i].ID || !after[i].FinishedAt.Equal(before[i].FinishedAt) {
-			t.Fatalf("step %d changed: %+v, was %+v", i, after[i], before[i])
+		if after[i][0] != before[i][0] || after[i][1] != before[i][1] {
+			t.Fatalf("step %d changed: %v, was %v", i, after[i], before[i])
 		}
+	}
+	if listed, err := db.StepList(ctx, 500, 100); err != nil || len(listed) != len(before) {
+		t.Fatalf("StepList after: %d steps (%v)", len(listed), err)
 	}
 	parts, err := db.StepPartitionList(ctx)
 	if err != nil || len(parts) != 2 || !parts[0].Default || parts[1].Name != "steps_legacy" || !parts[1].From.IsZero() {
@@ -103,13 +116,7 @@ func TestMigrationPartitionsAPopulatedHistory(t *testing.T) {
 	if _, err := db.StepPartitionDrop(ctx, "steps_default", time.Second); !errors.Is(err, pg.ErrInvalid) {
 		t.Fatalf("the DEFAULT partition: %v", err)
 	}
-	for _, m := range all { // the migrations after 0011, then every statement prepares
-		if m.Version > 11 {
-			if _, err := db.Exec(ctx, m.SQL); err != nil {
-				t.Fatalf("%s: %v", m.Name, err)
-			}
-		}
-	}
+	// (The migrations after 0011 ran above.) Every statement prepares.
 	if err := db.CheckStatements(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +186,7 @@ func TestOutcomeHistoryInsertIntoPartitions(t *testing.T) {
 				job_id bigint NOT NULL, id bigint GENERATED ALWAYS AS IDENTITY, step integer NOT NULL,
 				attempt integer NOT NULL, outcome text NOT NULL, http_status integer,
 				started_at timestamptz NOT NULL, finished_at timestamptz NOT NULL, error jsonb, queue text,
-				PRIMARY KEY (job_id, id));
+				bodies jsonb, PRIMARY KEY (job_id, id));
 				CREATE INDEX steps_queue_finished ON steps (queue, finished_at)`); err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ type Queue struct {
 	MaxInFlight          int
 	Batch                int
 	Retention            *time.Duration // nil: the server default
+	StepBodies           string         // which attempts keep their bodies: "failures", "all" or "off"
 	CreatedAt, UpdatedAt time.Time
 }
 
@@ -26,11 +27,13 @@ type QueueUpsert struct {
 	// Retention sets the queue's retention; ClearRetention returns it to the default.
 	Retention      *time.Duration
 	ClearRetention bool
+	// StepBodies is "failures", "all" or "off" (nil: keep; "failures" for a new queue).
+	StepBodies *string
 }
 
 func queueFromRow(r dbsqlc.Queue) Queue {
 	q := Queue{Name: r.Name, Paused: r.Paused, MaxInFlight: r.MaxInFlight, Batch: r.Batch,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		StepBodies: r.StepBodies, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	if r.Retention.Valid {
 		d := time.Duration(r.Retention.Microseconds)*time.Microsecond +
 			time.Duration(r.Retention.Days)*24*time.Hour + time.Duration(r.Retention.Months)*30*24*time.Hour
@@ -47,7 +50,7 @@ func (db *DB) QueueUpsert(ctx context.Context, p QueueUpsert) (Queue, error) {
 		retentionMS = &ms
 	}
 	q, err := db.q.QueueUpsert(ctx, dbsqlc.QueueUpsertParams{Name: p.Name, Paused: p.Paused, MaxInFlight: p.MaxInFlight,
-		Batch: p.Batch, ClearRetention: p.ClearRetention, RetentionMs: retentionMS})
+		Batch: p.Batch, ClearRetention: p.ClearRetention, RetentionMs: retentionMS, StepBodies: p.StepBodies})
 	return queueFromRow(dbsqlc.Queue(q)), translate(err)
 }
 
@@ -92,4 +95,18 @@ func (db *DB) QueueThroughput(ctx context.Context, queue string, minutes int) ([
 // QueueEnsureMany creates the named queues that do not exist yet (default settings).
 func (db *DB) QueueEnsureMany(ctx context.Context, names []string) error {
 	return translate(db.q.QueueEnsureMany(ctx, names))
+}
+
+// JobStepBodiesMode answers the step_bodies setting of the queue of each job of ids that
+// exists (the asynchronous-step outcomes: the dispatcher knows its queue's already).
+func (db *DB) JobStepBodiesMode(ctx context.Context, ids []int64) (map[int64]string, error) {
+	rows, err := db.q.JobStepBodiesMode(ctx, ids)
+	if err != nil {
+		return nil, translate(err)
+	}
+	modes := make(map[int64]string, len(rows))
+	for _, r := range rows {
+		modes[r.ID] = r.StepBodies
+	}
+	return modes, nil
 }

@@ -904,6 +904,26 @@ export interface components {
             finished_at: string;
             duration_ms: number;
             error: components["schemas"]["NullableJSON"];
+            /** @description The attempt's request body and the answer's body, when its queue's step_bodies setting kept them (null otherwise). Headers are never kept: the Webhook-Signature is derived from the handler's secret. */
+            bodies: components["schemas"]["StepBodies"] | null;
+        };
+        StepBodies: {
+            /** @description The step request's JSON body as sent (null for an outcome reported through completeStep). */
+            request: components["schemas"]["StepBody"] | null;
+            /** @description The answer's body (null when there was none, e.g. a timeout or a refused connection); for completeStep, the outcome posted (without its token). */
+            response: components["schemas"]["StepBody"] | null;
+        };
+        StepBody: {
+            /**
+             * @description json when the kept bytes parse as JSON (body is that value), text otherwise (body is a string).
+             * @enum {string}
+             */
+            format: "json" | "text";
+            body: components["schemas"]["NullableJSON"];
+            /** @description The body's size in bytes as sent or received (at least the response cap, for an answer over it). */
+            size: number;
+            /** @description The body was longer than the server's GENDURABLE_STEP_BODY_CAP (8 KiB by default) and is cut to it. */
+            truncated: boolean;
         };
         StepPage: {
             steps: components["schemas"]["Step"][];
@@ -1168,7 +1188,14 @@ export interface components {
             batch?: number;
             /** @description How long this queue's finished jobs are kept; "0s" returns to the server's GENDURABLE_RETENTION. */
             retention?: components["schemas"]["Duration"];
+            step_bodies?: components["schemas"]["StepBodiesSetting"];
         };
+        /**
+         * @description Which attempts keep their request and response bodies in the step history (capped at GENDURABLE_STEP_BODY_CAP each, gone with their history partition): failures keeps every attempt that did not end in next, await, spawn or done; all keeps every one; off keeps none.
+         * @default failures
+         * @enum {string}
+         */
+        StepBodiesSetting: "failures" | "all" | "off";
         QueueCounts: {
             /** Format: int64 */
             runnable: number;
@@ -1188,6 +1215,7 @@ export interface components {
             paused: boolean;
             max_in_flight: number;
             batch: number;
+            step_bodies: components["schemas"]["StepBodiesSetting"];
             counts: components["schemas"]["QueueCounts"];
             /** @description The queue's retention of finished jobs (null = server default). */
             retention?: string | null;

@@ -122,6 +122,7 @@ type Queue struct {
 	Retention   pgtype.Interval
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	StepBodies  string
 }
 
 type RateBucket struct {
@@ -174,6 +175,7 @@ type Step struct {
 	FinishedAt time.Time
 	Error      json.RawMessage
 	Queue      *string
+	Bodies     json.RawMessage
 }
 
 type StepsDefault struct {

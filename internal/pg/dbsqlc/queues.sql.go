@@ -12,6 +12,41 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const JobStepBodiesMode = `-- name: JobStepBodiesMode :many
+SELECT j.id, q.step_bodies
+FROM jobs j JOIN queues q ON q.name = j.queue
+WHERE j.id = ANY ($1::bigint[])
+`
+
+type JobStepBodiesModeRow struct {
+	ID         int64
+	StepBodies string
+}
+
+// The step_bodies setting of the queue of each job of ids: what an outcome reported through
+// the API (an asynchronous step) needs to know whether to keep its body. Only run for a
+// batch that holds such an outcome; the dispatcher knows its queue's setting already.
+// Index use: jobs_pkey and queues_pkey per id.
+func (q *Queries) JobStepBodiesMode(ctx context.Context, ids []int64) ([]JobStepBodiesModeRow, error) {
+	rows, err := q.db.Query(ctx, JobStepBodiesMode, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobStepBodiesModeRow
+	for rows.Next() {
+		var i JobStepBodiesModeRow
+		if err := rows.Scan(&i.ID, &i.StepBodies); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const QueueCounts = `-- name: QueueCounts :many
 SELECT j.queue, j.status, count(*) AS n,
        CASE WHEN j.status = 'runnable' THEN min(j.eligible_at) END AS oldest_runnable
@@ -70,7 +105,7 @@ func (q *Queries) QueueEnsureMany(ctx context.Context, names []string) error {
 }
 
 const QueueList = `-- name: QueueList :many
-SELECT q.name, q.paused, q.max_in_flight, q.batch, q.retention, q.created_at, q.updated_at FROM queues q ORDER BY q.name
+SELECT q.name, q.paused, q.max_in_flight, q.batch, q.retention, q.created_at, q.updated_at, q.step_bodies FROM queues q ORDER BY q.name
 `
 
 // Every queue's settings (the feeders reload these every second).
@@ -91,6 +126,7 @@ func (q *Queries) QueueList(ctx context.Context) ([]Queue, error) {
 			&i.Retention,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.StepBodies,
 		); err != nil {
 			return nil, err
 		}
@@ -104,20 +140,22 @@ func (q *Queries) QueueList(ctx context.Context) ([]Queue, error) {
 
 const QueueUpsert = `-- name: QueueUpsert :one
 WITH q AS (
-    INSERT INTO queues AS q (name, paused, max_in_flight, batch, retention)
-    VALUES ($1::text, coalesce($2::bool, false), coalesce($3::int, 100), coalesce($4::int, 50), $5::bigint * interval '1 millisecond')
+    INSERT INTO queues AS q (name, paused, max_in_flight, batch, retention, step_bodies)
+    VALUES ($1::text, coalesce($2::bool, false), coalesce($3::int, 100), coalesce($4::int, 50), $5::bigint * interval '1 millisecond',
+            coalesce($6::text, 'failures'))
     ON CONFLICT (name) DO UPDATE
     SET paused = coalesce($2, q.paused),
         max_in_flight = coalesce($3, q.max_in_flight),
         batch = coalesce($4, q.batch),
-        retention = CASE WHEN $6::bool THEN NULL ELSE coalesce($5 * interval '1 millisecond', q.retention) END,
+        step_bodies = coalesce($6, q.step_bodies),
+        retention = CASE WHEN $7::bool THEN NULL ELSE coalesce($5 * interval '1 millisecond', q.retention) END,
         updated_at = now()
-    RETURNING q.name, q.paused, q.max_in_flight, q.batch, q.retention, q.created_at, q.updated_at
+    RETURNING q.name, q.paused, q.max_in_flight, q.batch, q.retention, q.created_at, q.updated_at, q.step_bodies
 ),
 notified AS (
     SELECT pg_notify('gendurable_jobs', '!settings') FROM q
 )
-SELECT q.name, q.paused, q.max_in_flight, q.batch, q.retention, q.created_at, q.updated_at
+SELECT q.name, q.paused, q.max_in_flight, q.batch, q.retention, q.created_at, q.updated_at, q.step_bodies
 FROM q, notified
 `
 
@@ -127,6 +165,7 @@ type QueueUpsertParams struct {
 	MaxInFlight    *int
 	Batch          *int
 	RetentionMs    *int64
+	StepBodies     *string
 	ClearRetention bool
 }
 
@@ -138,6 +177,7 @@ type QueueUpsertRow struct {
 	Retention   pgtype.Interval
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	StepBodies  string
 }
 
 // Creates or changes a queue's settings; NULL parameters keep the current value
@@ -151,6 +191,7 @@ func (q *Queries) QueueUpsert(ctx context.Context, arg QueueUpsertParams) (Queue
 		arg.MaxInFlight,
 		arg.Batch,
 		arg.RetentionMs,
+		arg.StepBodies,
 		arg.ClearRetention,
 	)
 	var i QueueUpsertRow
@@ -162,6 +203,7 @@ func (q *Queries) QueueUpsert(ctx context.Context, arg QueueUpsertParams) (Queue
 		&i.Retention,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.StepBodies,
 	)
 	return i, err
 }

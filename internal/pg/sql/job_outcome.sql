@@ -26,7 +26,8 @@ WITH o AS (
            r->'state' AS state, r->'result' AS result, r->'error' AS error,
            (r->>'delay_ms')::bigint AS delay_ms, (r->>'timeout_ms')::bigint AS timeout_ms,
            CASE WHEN r ? 'awaiting' THEN ARRAY(SELECT jsonb_array_elements_text(r->'awaiting')) END AS awaiting,
-           r->'children' AS children, (r->>'http_status')::int AS http_status
+           r->'children' AS children, (r->>'http_status')::int AS http_status,
+           r->'bodies' AS bodies  -- absent (NULL) unless the queue keeps this attempt's bodies
     FROM jsonb_array_elements(sqlc.arg(batch)::jsonb) AS r
 ),
 -- The step and attempt being completed, as claimed (they do not change under a lease).
@@ -113,8 +114,8 @@ updated AS (
     RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.parent_id, j.eligible_at
 ),
 history AS (
-    INSERT INTO steps (job_id, queue, step, attempt, outcome, http_status, started_at, finished_at, error)
-    SELECT u.id, u.queue, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error
+    INSERT INTO steps (job_id, queue, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
+    SELECT u.id, u.queue, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error, o.bodies
     FROM updated u JOIN o ON o.id = u.id AND o.token = u.token JOIN before b ON b.id = u.id
 ),
 children AS (
@@ -193,7 +194,8 @@ WITH o AS (
            r->'state' AS state, r->'result' AS result, r->'error' AS error,
            (r->>'delay_ms')::bigint AS delay_ms, (r->>'timeout_ms')::bigint AS timeout_ms,
            CASE WHEN r ? 'awaiting' THEN ARRAY(SELECT jsonb_array_elements_text(r->'awaiting')) END AS awaiting,
-           r->'children' AS children, (r->>'http_status')::int AS http_status
+           r->'children' AS children, (r->>'http_status')::int AS http_status,
+           r->'bodies' AS bodies  -- absent (NULL) unless the queue keeps this attempt's bodies
     FROM jsonb_array_elements(sqlc.arg(batch)::jsonb) AS r
 ),
 -- The step and attempt being completed, as claimed (they do not change under a lease).
@@ -280,8 +282,8 @@ updated AS (
     RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.parent_id, j.eligible_at
 ),
 history AS (
-    INSERT INTO steps (job_id, queue, step, attempt, outcome, http_status, started_at, finished_at, error)
-    SELECT u.id, u.queue, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error
+    INSERT INTO steps (job_id, queue, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
+    SELECT u.id, u.queue, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error, o.bodies
     FROM updated u JOIN o ON o.id = u.id AND o.token = u.token JOIN before b ON b.id = u.id
 ),
 -- The gate slot an ending step held goes back to its shard (capped: a gate whose limit

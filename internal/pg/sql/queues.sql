@@ -4,12 +4,14 @@
 -- at once (NOTIFY '!settings', a payload no queue name can take) rather than at its next
 -- periodic reload: a resumed queue runs now, not up to a reload interval later.
 WITH q AS (
-    INSERT INTO queues AS q (name, paused, max_in_flight, batch, retention)
-    VALUES (sqlc.arg(name)::text, coalesce(sqlc.narg(paused)::bool, false), coalesce(sqlc.narg(max_in_flight)::int, 100), coalesce(sqlc.narg(batch)::int, 50), sqlc.narg(retention_ms)::bigint * interval '1 millisecond')
+    INSERT INTO queues AS q (name, paused, max_in_flight, batch, retention, step_bodies)
+    VALUES (sqlc.arg(name)::text, coalesce(sqlc.narg(paused)::bool, false), coalesce(sqlc.narg(max_in_flight)::int, 100), coalesce(sqlc.narg(batch)::int, 50), sqlc.narg(retention_ms)::bigint * interval '1 millisecond',
+            coalesce(sqlc.narg(step_bodies)::text, 'failures'))
     ON CONFLICT (name) DO UPDATE
     SET paused = coalesce(sqlc.narg(paused), q.paused),
         max_in_flight = coalesce(sqlc.narg(max_in_flight), q.max_in_flight),
         batch = coalesce(sqlc.narg(batch), q.batch),
+        step_bodies = coalesce(sqlc.narg(step_bodies), q.step_bodies),
         retention = CASE WHEN sqlc.arg(clear_retention)::bool THEN NULL ELSE coalesce(sqlc.narg(retention_ms) * interval '1 millisecond', q.retention) END,
         updated_at = now()
     RETURNING q.*
@@ -17,7 +19,7 @@ WITH q AS (
 notified AS (
     SELECT pg_notify('gendurable_jobs', '!settings') FROM q
 )
-SELECT q.name, q.paused, q.max_in_flight, q.batch, q.retention, q.created_at, q.updated_at
+SELECT q.name, q.paused, q.max_in_flight, q.batch, q.retention, q.created_at, q.updated_at, q.step_bodies
 FROM q, notified;
 
 -- name: QueueList :many
@@ -41,3 +43,12 @@ GROUP BY j.queue, j.status;
 INSERT INTO queues (name)
 SELECT DISTINCT n FROM unnest(sqlc.arg(names)::text[]) AS n
 ON CONFLICT (name) DO NOTHING;
+
+-- name: JobStepBodiesMode :many
+-- The step_bodies setting of the queue of each job of ids: what an outcome reported through
+-- the API (an asynchronous step) needs to know whether to keep its body. Only run for a
+-- batch that holds such an outcome; the dispatcher knows its queue's setting already.
+-- Index use: jobs_pkey and queues_pkey per id.
+SELECT j.id, q.step_bodies
+FROM jobs j JOIN queues q ON q.name = j.queue
+WHERE j.id = ANY (sqlc.arg(ids)::bigint[]);

@@ -16,7 +16,8 @@ ORDER BY 1;
 -- each partition from the job's creation on (no step of a job finishes before the job is
 -- created, so the initplan prunes the older partitions at run time). A job that no longer
 -- exists has no history, even while its rows wait for their partition to be dropped.
-SELECT s.id, s.step, s.attempt, s.outcome, s.http_status, s.started_at, s.finished_at, s.error
+-- bodies (migration 0014) is NULL for most rows; a kept one is at most two capped texts.
+SELECT s.id, s.step, s.attempt, s.outcome, s.http_status, s.started_at, s.finished_at, s.error, s.bodies
 FROM steps s
 WHERE s.job_id = sqlc.arg(job_id)::bigint
   AND s.finished_at >= (SELECT j.created_at FROM jobs j WHERE j.id = sqlc.arg(job_id)::bigint)

@@ -159,6 +159,45 @@ func (e SchedulePutOverlap) Valid() bool {
 	}
 }
 
+// Defines values for StepBodiesSetting.
+const (
+	StepBodiesAll      StepBodiesSetting = "all"
+	StepBodiesFailures StepBodiesSetting = "failures"
+	StepBodiesOff      StepBodiesSetting = "off"
+)
+
+// Valid indicates whether the value is a known member of the StepBodiesSetting enum.
+func (e StepBodiesSetting) Valid() bool {
+	switch e {
+	case StepBodiesAll:
+		return true
+	case StepBodiesFailures:
+		return true
+	case StepBodiesOff:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StepBodyFormat.
+const (
+	StepBodyJSON StepBodyFormat = "json"
+	StepBodyText StepBodyFormat = "text"
+)
+
+// Valid indicates whether the value is a known member of the StepBodyFormat enum.
+func (e StepBodyFormat) Valid() bool {
+	switch e {
+	case StepBodyJSON:
+		return true
+	case StepBodyText:
+		return true
+	default:
+		return false
+	}
+}
+
 // APIKey defines model for APIKey.
 type APIKey struct {
 	CreatedAt  time.Time  `json:"created_at"`
@@ -799,8 +838,11 @@ type Queue struct {
 	Paused           bool        `json:"paused"`
 
 	// Retention The queue's retention of finished jobs (null = server default).
-	Retention *string   `json:"retention,omitempty"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Retention *string `json:"retention,omitempty"`
+
+	// StepBodies Which attempts keep their request and response bodies in the step history (capped at GENDURABLE_STEP_BODY_CAP each, gone with their history partition): failures keeps every attempt that did not end in next, await, spawn or done; all keeps every one; off keeps none.
+	StepBodies StepBodiesSetting `json:"step_bodies"`
+	UpdatedAt  time.Time         `json:"updated_at"`
 }
 
 // QueueCounts defines model for QueueCounts.
@@ -829,6 +871,9 @@ type QueuePut struct {
 
 	// Retention How long this queue's finished jobs are kept; "0s" returns to the server's GENDURABLE_RETENTION.
 	Retention *Duration `json:"retention,omitempty"`
+
+	// StepBodies Which attempts keep their request and response bodies in the step history (capped at GENDURABLE_STEP_BODY_CAP each, gone with their history partition): failures keeps every attempt that did not end in next, await, spawn or done; all keeps every one; off keeps none.
+	StepBodies *StepBodiesSetting `json:"step_bodies,omitempty"`
 }
 
 // RateKey The bucket's key within the rate limit.
@@ -1014,8 +1059,11 @@ type SpawnChild struct {
 
 // Step defines model for Step.
 type Step struct {
-	Attempt    int     `json:"attempt"`
-	DurationMs float32 `json:"duration_ms"`
+	Attempt int `json:"attempt"`
+
+	// Bodies The attempt's request body and the answer's body, when its queue's step_bodies setting kept them (null otherwise). Headers are never kept: the Webhook-Signature is derived from the handler's secret.
+	Bodies     *StepBodies `json:"bodies"`
+	DurationMs float32     `json:"duration_ms"`
 
 	// Error Any JSON value, or null.
 	Error      NullableJSON `json:"error"`
@@ -1028,6 +1076,36 @@ type Step struct {
 	StartedAt time.Time `json:"started_at"`
 	Step      int       `json:"step"`
 }
+
+// StepBodies defines model for StepBodies.
+type StepBodies struct {
+	// Request The step request's JSON body as sent (null for an outcome reported through completeStep).
+	Request *StepBody `json:"request"`
+
+	// Response The answer's body (null when there was none, e.g. a timeout or a refused connection); for completeStep, the outcome posted (without its token).
+	Response *StepBody `json:"response"`
+}
+
+// StepBodiesSetting Which attempts keep their request and response bodies in the step history (capped at GENDURABLE_STEP_BODY_CAP each, gone with their history partition): failures keeps every attempt that did not end in next, await, spawn or done; all keeps every one; off keeps none.
+type StepBodiesSetting string
+
+// StepBody defines model for StepBody.
+type StepBody struct {
+	// Body Any JSON value, or null.
+	Body NullableJSON `json:"body"`
+
+	// Format json when the kept bytes parse as JSON (body is that value), text otherwise (body is a string).
+	Format StepBodyFormat `json:"format"`
+
+	// Size The body's size in bytes as sent or received (at least the response cap, for an answer over it).
+	Size int `json:"size"`
+
+	// Truncated The body was longer than the server's GENDURABLE_STEP_BODY_CAP (8 KiB by default) and is cut to it.
+	Truncated bool `json:"truncated"`
+}
+
+// StepBodyFormat json when the kept bytes parse as JSON (body is that value), text otherwise (body is a string).
+type StepBodyFormat string
 
 // StepOutcome The lease token of the step and exactly one answer, as a step webhook answers
 // (StepAnswer).

@@ -1,11 +1,18 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
-import { api, must, type Queue, type Throughput } from '../api';
+import { api, must, type Queue, type StepBodiesSetting, type Throughput } from '../api';
 import { Empty, Notice, PollError, ago, useNotice, usePoll } from '../ui';
 import { navigate } from '../router';
 
 const COUNTS = ['runnable', 'executing', 'awaiting', 'done', 'failed', 'cancelled'] as const;
+
+/** BODIES says what each step_bodies setting keeps in the step history. */
+const BODIES: Record<StepBodiesSetting, string> = {
+  failures: 'the request and response bodies of failed attempts',
+  all: 'the request and response bodies of every attempt',
+  off: 'no request or response bodies',
+};
 
 /**
  * Queues shows each queue's counts, lag and throughput, and pauses or resumes it. The queue
@@ -32,6 +39,16 @@ export function Queues({ selected: chosen }: { selected?: string }) {
     }
   };
 
+  const setBodies = async (q: Queue, step_bodies: StepBodiesSetting) => {
+    try {
+      await must(api.PUT('/v1/queues/{name}', { params: { path: { name: q.name } }, body: { step_bodies } }));
+      ok(`Queue ${q.name} keeps ${BODIES[step_bodies]}.`);
+      await refresh();
+    } catch (e) {
+      fail(e);
+    }
+  };
+
   if (queues && queues.length === 0 && !error) {
     return <Empty title="No queues yet">A queue appears with its first job.</Empty>;
   }
@@ -50,6 +67,7 @@ export function Queues({ selected: chosen }: { selected?: string }) {
               <th>Oldest runnable</th>
               <th class="num">In flight cap</th>
               <th class="num">Batch</th>
+              <th title="Which attempts keep their request and response bodies in the timeline">Step bodies</th>
               <th></th>
             </tr>
           </thead>
@@ -70,6 +88,19 @@ export function Queues({ selected: chosen }: { selected?: string }) {
                 <td>{q.oldest_runnable_at ? ago(q.oldest_runnable_at) : '—'}</td>
                 <td class="num">{q.max_in_flight}</td>
                 <td class="num">{q.batch}</td>
+                <td>
+                  <select
+                    aria-label={`Step bodies of ${q.name}`}
+                    data-testid="step-bodies"
+                    title={`Keeps ${BODIES[q.step_bodies]}`}
+                    value={q.step_bodies}
+                    onChange={(e) => setBodies(q, (e.target as HTMLSelectElement).value as StepBodiesSetting)}
+                  >
+                    <option value="failures">failures</option>
+                    <option value="all">all</option>
+                    <option value="off">off</option>
+                  </select>
+                </td>
                 <td>
                   <button onClick={() => toggle(q)}>{q.paused ? 'Resume' : 'Pause'}</button>
                 </td>

@@ -1,6 +1,6 @@
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
-import { api, must, type JobDetail, type Signal, type Step } from '../api';
+import { api, must, type JobDetail, type Signal, type Step, type StepBody } from '../api';
 import { Json, Notice, PollError, Status, ago, ms, useNotice, usePoll } from '../ui';
 import { attemptSaid, errorDetail, errorMessage, httpSaid } from '../attempts';
 import { Family } from './Family';
@@ -24,6 +24,47 @@ function ErrorText({ error }: { error: unknown }) {
           <pre>{JSON.stringify(detail, null, 2)}</pre>
         </details>
       )}
+    </div>
+  );
+}
+
+/** bytes says a size in B, KiB or MiB. */
+function bytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+/**
+ * Body shows one kept request or response body of an attempt, collapsed: JSON
+ * pretty-printed, text as it came, and whether the server's cap cut it.
+ */
+function Body({ label, body }: { label: 'request' | 'response'; body: StepBody | null }) {
+  if (!body) return null;
+  const text = body.format === 'json' ? JSON.stringify(body.body, null, 2) : String(body.body);
+  return (
+    <details class="step-body" data-testid={`step-${label}`}>
+      <summary>
+        {label} <span class="muted">{bytes(body.size)}</span>
+        {body.truncated && (
+          <span class="badge truncated" title="longer than the server's GENDURABLE_STEP_BODY_CAP: the start is kept">
+            truncated
+          </span>
+        )}
+      </summary>
+      <pre>{text}</pre>
+    </details>
+  );
+}
+
+/** Bodies is an attempt's kept bodies (the queue's step_bodies setting decides which are kept). */
+function Bodies({ step }: { step: Step }) {
+  const b = step.bodies;
+  if (!b || (!b.request && !b.response)) return <span class="muted">—</span>;
+  return (
+    <div class="step-bodies">
+      <Body label="request" body={b.request} />
+      <Body label="response" body={b.response} />
     </div>
   );
 }
@@ -194,6 +235,7 @@ export function Run({ id }: { id: number }) {
                 <th class="num">Duration</th>
                 <th>Finished</th>
                 <th>Error</th>
+                <th title="Kept per the queue's step_bodies setting (failures by default)">Bodies</th>
               </tr>
             </thead>
             <tbody>
@@ -211,6 +253,9 @@ export function Run({ id }: { id: number }) {
                   <td title={s.finished_at}>{ago(s.finished_at)}</td>
                   <td class="error-cell">
                     <ErrorText error={s.error} />
+                  </td>
+                  <td class="bodies-cell">
+                    <Bodies step={s} />
                   </td>
                 </tr>
                 );
