@@ -194,6 +194,21 @@ export function Run({ id }: { id: number }) {
             {job.pending_children ? `${job.pending_children} children` : job.awaiting?.join(', ') ?? 'any signal'}
           </Fact>
         )}
+        {job.concurrency_key && <Fact label="Concurrency key">{job.concurrency_key}</Fact>}
+        {job.rate_limits && job.rate_limits.length > 0 && (
+          <Fact label="Rate limits">
+            <span data-testid="rate-limits">
+              {job.rate_limits
+                .map((l) => `${l.name}${l.key ? `[${l.key}]` : ''}${(l.weight ?? 1) !== 1 ? ` ×${l.weight}` : ''}`)
+                .join(', ')}
+            </span>
+          </Fact>
+        )}
+        {job.debounce_key && (
+          <Fact label="Debounce key">
+            <span data-testid="debounce-key">{job.debounce_key}</span>
+          </Fact>
+        )}
         {job.parent_id && (
           <Fact label="Parent">
             <a href={`#/runs/${job.parent_id}`}>run {job.parent_id}</a>
