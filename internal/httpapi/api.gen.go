@@ -1044,6 +1044,56 @@ type StepSignal struct {
 	Payload NullableJSON `json:"payload"`
 }
 
+// StepStats defines model for StepStats.
+type StepStats struct {
+	// Bucket Example: 1m0s
+	Bucket string `json:"bucket"`
+
+	// From Start of the first bucket.
+	From time.Time `json:"from"`
+
+	// Handler The handler asked for (absent when a queue was).
+	Handler *string          `json:"handler,omitempty"`
+	Points  []StepStatsPoint `json:"points"`
+
+	// Queue The queue asked for (absent when a handler was).
+	Queue *string `json:"queue,omitempty"`
+
+	// To End of the last bucket (which holds now).
+	To time.Time `json:"to"`
+
+	// Window The window covered: the number of buckets times the bucket.
+	//
+	// Example: 1h0m0s
+	Window string `json:"window"`
+}
+
+// StepStatsPoint defines model for StepStatsPoint.
+type StepStatsPoint struct {
+	// At Start of the bucket.
+	At time.Time `json:"at"`
+
+	// Done Attempts that completed their job (a part of ok).
+	Done int64 `json:"done"`
+
+	// Failed Attempts that failed with no retry asked (fail, request_too_large, bad_secret).
+	Failed int64 `json:"failed"`
+
+	// LatencyMs Percentiles of the attempts' durations in milliseconds (absent for an empty bucket).
+	LatencyMs *struct {
+		P50 float64 `json:"p50"`
+		P95 float64 `json:"p95"`
+		P99 float64 `json:"p99"`
+	} `json:"latency_ms,omitempty"`
+
+	// Ok Attempts whose step continued or finished its job (next, await, spawn, done).
+	Ok int64 `json:"ok"`
+
+	// Retry Attempts that failed with a retryable error (retry, http_error, timeout, lease_expired…), a job's last attempt included.
+	Retry int64 `json:"retry"`
+	Total int64 `json:"total"`
+}
+
 // Throughput defines model for Throughput.
 type Throughput struct {
 	Points []struct {
@@ -1091,6 +1141,9 @@ type ListJobsParams struct {
 	Handler *Name      `form:"handler,omitempty" json:"handler,omitempty"`
 	Key     *string    `form:"key,omitempty" json:"key,omitempty"`
 
+	// Schedule The jobs the schedule of this name made.
+	Schedule *Name `form:"schedule,omitempty" json:"schedule,omitempty"`
+
 	// Cursor The next_cursor of the previous page.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
@@ -1122,6 +1175,18 @@ type ListJobStepsParams struct {
 // GetQueueThroughputParams defines parameters for GetQueueThroughput.
 type GetQueueThroughputParams struct {
 	Minutes *int `form:"minutes,omitempty" json:"minutes,omitempty"`
+}
+
+// GetStepStatsParams defines parameters for GetStepStats.
+type GetStepStatsParams struct {
+	Queue   *Name `form:"queue,omitempty" json:"queue,omitempty"`
+	Handler *Name `form:"handler,omitempty" json:"handler,omitempty"`
+
+	// Window How far back (default 1h, at most 24h).
+	Window *Duration `form:"window,omitempty" json:"window,omitempty"`
+
+	// Bucket The width of a point (default 1m, at least 1s).
+	Bucket *Duration `form:"bucket,omitempty" json:"bucket,omitempty"`
 }
 
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
@@ -1264,7 +1329,7 @@ type ServerInterface interface {
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 	// (PUT /v1/queues/{name})
 	PutQueue(w http.ResponseWriter, r *http.Request, name Name)
-	// GetQueueThroughput Steps finished per minute on the queue.
+	// GetQueueThroughput Steps finished per minute on the queue (getStepStats has latency and any bucket).
 	// (GET /v1/queues/{name}/throughput)
 	GetQueueThroughput(w http.ResponseWriter, r *http.Request, name Name, params GetQueueThroughputParams)
 	// ListRateLimits List every rate limit.
@@ -1294,6 +1359,9 @@ type ServerInterface interface {
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	// (POST /v1/signals)
 	SendSignalByKey(w http.ResponseWriter, r *http.Request)
+	// GetStepStats Throughput, error rate and latency of a queue's or a handler's steps over time.
+	// (GET /v1/stats/steps)
+	GetStepStats(w http.ResponseWriter, r *http.Request, params GetStepStatsParams)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -1486,7 +1554,7 @@ func (_ Unimplemented) PutQueue(w http.ResponseWriter, r *http.Request, name Nam
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// GetQueueThroughput Steps finished per minute on the queue.
+// GetQueueThroughput Steps finished per minute on the queue (getStepStats has latency and any bucket).
 // (GET /v1/queues/{name}/throughput)
 func (_ Unimplemented) GetQueueThroughput(w http.ResponseWriter, r *http.Request, name Name, params GetQueueThroughputParams) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -1543,6 +1611,12 @@ func (_ Unimplemented) PutSchedule(w http.ResponseWriter, r *http.Request, name 
 // SendSignalByKey Deliver a signal to the live job holding a key.
 // (POST /v1/signals)
 func (_ Unimplemented) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetStepStats Throughput, error rate and latency of a queue's or a handler's steps over time.
+// (GET /v1/stats/steps)
+func (_ Unimplemented) GetStepStats(w http.ResponseWriter, r *http.Request, params GetStepStatsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1904,6 +1978,19 @@ func (siw *ServerInterfaceWrapper) ListJobs(w http.ResponseWriter, r *http.Reque
 			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "key"})
 		} else {
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "schedule" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "schedule", r.URL.Query(), &params.Schedule, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "schedule"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "schedule", Err: err})
 		}
 		return
 	}
@@ -2629,6 +2716,78 @@ func (siw *ServerInterfaceWrapper) SendSignalByKey(w http.ResponseWriter, r *htt
 	handler.ServeHTTP(w, r)
 }
 
+// GetStepStats operation middleware
+func (siw *ServerInterfaceWrapper) GetStepStats(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetStepStatsParams
+
+	// ------------- Optional query parameter "queue" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "queue"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queue", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "handler" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "handler", r.URL.Query(), &params.Handler, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "handler"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "handler", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "window" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "window", r.URL.Query(), &params.Window, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "window"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "window", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "bucket" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "bucket", r.URL.Query(), &params.Bucket, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "bucket"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "bucket", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetStepStats(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -2864,6 +3023,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/queues/{name}/throughput", wrapper.GetQueueThroughput)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/stats/steps", wrapper.GetStepStats)
 	})
 
 	return r
@@ -6806,6 +6968,77 @@ func (response SendSignalByKeydefaultApplicationProblemPlusJSONResponse) VisitSe
 	return err
 }
 
+type GetStepStatsRequestObject struct {
+	Params GetStepStatsParams
+}
+
+type GetStepStatsResponseObject interface {
+	VisitGetStepStatsResponse(w http.ResponseWriter) error
+}
+
+type GetStepStats200JSONResponse StepStats
+
+func (response GetStepStats200JSONResponse) VisitGetStepStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStepStats401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetStepStats401ApplicationProblemPlusJSONResponse) VisitGetStepStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStepStats422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetStepStats422ApplicationProblemPlusJSONResponse) VisitGetStepStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStepStatsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetStepStatsdefaultApplicationProblemPlusJSONResponse) VisitGetStepStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// GetHealth The process is up.
@@ -6901,7 +7134,7 @@ type StrictServerInterface interface {
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 	// (PUT /v1/queues/{name})
 	PutQueue(ctx context.Context, request PutQueueRequestObject) (PutQueueResponseObject, error)
-	// GetQueueThroughput Steps finished per minute on the queue.
+	// GetQueueThroughput Steps finished per minute on the queue (getStepStats has latency and any bucket).
 	// (GET /v1/queues/{name}/throughput)
 	GetQueueThroughput(ctx context.Context, request GetQueueThroughputRequestObject) (GetQueueThroughputResponseObject, error)
 	// ListRateLimits List every rate limit.
@@ -6931,6 +7164,9 @@ type StrictServerInterface interface {
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	// (POST /v1/signals)
 	SendSignalByKey(ctx context.Context, request SendSignalByKeyRequestObject) (SendSignalByKeyResponseObject, error)
+	// GetStepStats Throughput, error rate and latency of a queue's or a handler's steps over time.
+	// (GET /v1/stats/steps)
+	GetStepStats(ctx context.Context, request GetStepStatsRequestObject) (GetStepStatsResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -8124,172 +8360,209 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 	}
 }
 
+// GetStepStats operation middleware
+func (sh *strictHandler) GetStepStats(w http.ResponseWriter, r *http.Request, params GetStepStatsParams) {
+	var request GetStepStatsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetStepStats(ctx, request.(GetStepStatsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetStepStats")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetStepStatsResponseObject); ok {
+		if err := validResponse.VisitGetStepStatsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H2Lchs3tuCvoLi3yuRNi6Lkx02kmtqr2E7iTMbxWE6ldkMvCXaDJKwmwABoU4yjqvma+YP9gf2U+ZIt",
-	"nAP0i2iyqZfjjGuqJjK7G8/zfn7oxHKxlIIJozsnHzpLquiCGabgXy8StlhKw0S8/itb218SpmPFl4ZL",
-	"0TnpnBHFlowasuJmzgUxc0Y0U++ZeqAJLz4mKy4SuSLdb5+/fPbT67Ovf3g+evHs+d9e/fjm+cun/2v0",
-	"84uXz378ORqKhE1plhpy/GjeI1ToFVMaRn0nJ/DfC7YmU660IQuasIjQVEtCp4Ypwg2ZcsH1nCX9oehE",
-	"HW6XOGc0YaoTdQRdsM5JeUsHdk9RR8dztqB2cwt6+QMTMzPvnDw+Oo46Cy78v4+ijlkv7QDaKC5mnaur",
-	"qPO9nLx4Zj+EmZbUzIt5eNKJOor9mnHFks6JURkrTzWVakGNfU+YJ486MBdfZIvyTFwYNmMKpnoJowZn",
-	"gv9sm+s/FJt2Tjr/47C46kN8qg9h3Cs7g2J6KYVmcPFf0+Q1+zVj2th/xVIYJuBPulymPKb2/g+XSk5S",
-	"tvjinbbA8KHljK/wK5y0Ck5v5oxMZLImXBMhDXlPU56Q789/fEm6UpG5TBNNEmqou3ELEPD0PU0z1ut3",
-	"rqLOUymmKY/vfd3xnIoZI7FMU54wDRgBC1RMy0zF7IEmcaYUE4ZoQw2D1X4j1YQnCRP3vdyzVy8Al+ZU",
-	"u1XShOhYLtmp24omgrGEUEFosuDCvg1LfinNNzITyX2u+KUkOovn+VnCQvz797iOM0Fef/OUfPXo8X8R",
-	"Nzgs5Y2UP1A1Yx8LWeR7hw2a/8ZIyhfcwLp+EjQzc6n4b+xe7+ssM3MmjBsfVigIFQmsccKossuVF0wQ",
-	"qXJQ5JosuNZczCKyUlLM7EPF3ssLlrjdLJWMmdZ0kt77USskhxXSdErGTCmp9JhYIqwJo/GcTGhCppyl",
-	"dtFXng4DVT179cKx0aWSS6YMR2obK0YNS0bUVFhDQg07MByoe435RJa/hNhInXVEnZRqM8r09uFFlqZ4",
-	"qsg8NqYTjv9sPFgqNuWXm6LBG2TWD7Rj1/GcKhpbwaIf2o675xutEciX/ZwJy0h/6QDhAtZIk87bEAcv",
-	"mOYvyLEdM8Wh8t1F5SuqHWll7cUkcvKOxcYuC2/9KQwAoJok3B4STV+VoGBKU82iGmD4Uy8JJseDwQ7B",
-	"5MYHUTmDXTsCMKRp+uO0c/LLdgxz4H8V1eH/IiRbOgAi3VlyMfrXP/7ZOyF6LleCSBGziGgjFUuIFOma",
-	"UE2o5WTzAGjV9man2tzS23xTP3AUeaoLpEs+umBr+JsbttC7iEm+VT8TVYquN1aTjxs8ZRB/z1aUm51g",
-	"Uz26V1Rd5FJzJgxPCSWazwRNgVAlhAsyxh/0mFCl+HumSZeKtX9tNbfEecGNYUlvKKQiY4uGMjNjsqRa",
-	"29cFs2yn8mafnJEFNfGci5kfysypcXMkZDXnKbNrGwpt2JIoKsiKXjBtxXdq4HJReq/egFts5QL2xIrq",
-	"TUQdkMJ2yseO6FgxEwbBQ9j12bNMAS+CG2+42WdSsD0v9hvQb/KrBRlzrJjOUjM+JZQsKciXXBMjLf+p",
-	"nyK+ut+emzfwDeXpvhugPM2XL+Qqgj3IzBDFjFpzMWuzDWC6t7WLl+xyX/x6naGqK9ilFebZknRRIRkn",
-	"LKXrcS8iMVWwHTIGMBtvbgJebQ9H14LX5l2/tsd9zW1rumC4bTqjXJDK3kmXXeKiOE3JhMYXcjqtEolT",
-	"i+uxzITRoF4YwxZLcwsndKtwcb6kK7HnCb0QmilDxvGcp4liYgxC73KTHFvKuSZSMCKn9tECFLHcfLFx",
-	"FH7A1gwIVv/UfmV3tKCXL/Cro8HAkspboIU1VpavMMzK1vDRpgFJrEsaPOlaGc/ivWJTK1/17ElcHszk",
-	"gRvSivT913T1N6sFzJgd++ssvfiGp4apPS/rOdwBSOpEM0MEVUqutDNipSy2751appQyqi1rYpFVScY0",
-	"TccRrhL3v3lfNE0Dm43tIO7uvUGLwjQE9BdmCd4p6BexXEy4sAzT0nhp5kzhUsvi80TKlFEA/Vw+nbqD",
-	"qE7tZDXgsAoR1o7TTtXwY0/YVCrWPDg+bz/unIokZaqdiSqyotuoSdv4Xk40Wc2lRplRG6qMs8FwoCx7",
-	"mfaizq8Zy1jbhVnkyXTgXKiIWXpCVCaExZuIsEsWZwY0XGrlOi5mfQKk+IRMKU9ZYjmH/SpFqGqF69/L",
-	"yTku4Qo25lE9IHxuYKbFnpKlbw/dZJrj3La1lbDT6qJ8gcKss/MiPQqp2wsJJl4nSb6z12vmXJOJ/YkY",
-	"KzG6a3VWU6RrO6yoZYLl1v+28VC8qFSnxFTMUOsJgKB7SrrU3aPncxbV7ftMJNT+O7/l3FC46PWD+vsi",
-	"iHN/qxyNYgvKxSmJaZo6pmwknFIhp8DJhYjHBiHHDbqZQ+eT89yAQ+BbSRL3GG12VJNh5/FgsNDDTkSG",
-	"nYcD98fR/OFgMezYJbFLulhazd4+tcTUygTKDvh/ur8MDr56+0V3OOzjX73/2RX690z//v/+r/59oX/X",
-	"vy9+n/d6X/xHiMR8Y0nmcy8W1AGYpYF7fEUtwQWujBQ3Iqw/68NBHz48XCouFTfroBVj4djSpqFkA/js",
-	"3MUHoVP+1rHkGmd5T3nqDWA14VoxRnQqjbaidRiarmNqcur5xu85Nm9Oo+dUJTr8LFsmey4hoMP72fOp",
-	"otLJ1Mw1pQmbzjms9s+oYe11frivXRo/Dtm0jFfZvlQ4v4MqJdxFC8s3tGtP5/hmfSc4c9NOzvPhC1K/",
-	"oU94acseygPtQJcqhkQTrDsVIv/k0a5dfYcixVMppny2eaFOHRlNqGb7KBb+uwW93Oez6yDbgl6OnEbU",
-	"gD/bTLHvucz0SLNYMTNil0uumHbTV8/+J1BDQC2zN+A/Jfgp0YanKRhwtOVlShrY1AN0NaR02WsU83ab",
-	"aWGK4A72tq5ch5pEnUylu0m0s4Lad/M1FyusXVRUBa0qxOxHjhwIhymSE5nbE6UqQuyiTvnwWxa2P426",
-	"Z6yrY1CFMu4kizlwVvHlnM8E2DQRP7qruWbxiHxB7KaePLICQ64oHj0hk7VhundKZkwwBcoRoBqdaCbq",
-	"+gjYLksSDw79y9nB/6YHvw0Ovvri8O0Xf/kwiI6vgiLOdXBGBbTTuTHLk8NDqx/aP7X9+6fXP6A6bNgS",
-	"KfOrH8/fsIQYubGJR19WtKovd3Fxu4ggmDGa2gHqoL9kIuFiNlrwGe6kgTwW2tj2+d17oSV8LycBwQtB",
-	"KiDzOljzQmPh5WfLEzIAkzahaDCzF5My0MSdNxRk8zlFryLorSw5JTS3BYGh4ILZ8+dGk9QCmB3qgfaG",
-	"Mx2W9NzTG/rUvJoaxgjnT0AznnsTLdPULnYqlTPp/IVQse5VNNpNF2N4LbmNClWmkXPEogoWMIRIgRcQ",
-	"r0dOcN25yevwaZbyGZ+kLMhdfwZkzxV/OJIFXdsfTp0qSJOUo/nPn507KiAUQgp2AxZ7DUNo1PEQdyN4",
-	"Kdl0ru+y5mKZmX2X3/ayLY1mNdnoenvFkeRK4H53vr9btEPHx6jhoBomKH/vaGTZXBx4y6mw4ae56WvT",
-	"R08NG+UKRzuf72tQrhbcvGbTztXbxk0UxPc6PiqMskiylI28dLxpUvKvoENyQROWG+VLmEdJnHJLvhOO",
-	"5ucWYQduasPji/DU9olnD83LuIFIfR1XZsEoWxsXLeMJ2DlzpgZyQpgdXUdOX9ELFiKua/QRXjjuqDKh",
-	"0ep14nzOEfEYEBEnH7W4ylA8CGJDQdfyYyuhUZUZePLlbyWHaE+W3THmHHpTl0ADR52TlclDANWbtYwq",
-	"aW8QeL6mJp7vKdi/k5P2msj3coLusaBDarvZunwtMOm2TTRZbq+3Wpbs1Jq2regZM95L3opeWtFzM0DG",
-	"X/LIX2SYdOevGWlo2iAeYyDFyMFPS47sv8oH3vlNXdquDLC5jI3FR4FNhwN3CsDaD3oDkuKeXqK9HdR7",
-	"erxKEfSjYIzUGdrPajHtBGPeSdfK3+gwAZjvoezpnq64gLBMq9GRw/dHhxaMr+EqayWseQdwIafVWYhS",
-	"LEWvwQVbWwVIs1iKhHB0qWPcECUpf48sG4PBOQSOZEpoZKeOi+65hRtZDMrS1Pb4Uvfevu7FqtjVXtiK",
-	"OioT17eye1htIGw5dbwhaUtYkmHoblijq62q8nojPXjlnDA3YwChoDGrro/iTGnZRuYPMYrqGA2ne57L",
-	"Zj6E0+uS4C1zXuROST+POokU9in6kTteX05ZKOIz6vxglZfnl4aJBA++5ldoqyVt3/HGMKH9wlIsyO5H",
-	"vyGAvLKuLAPRaPuS8LPQOl4GVYcfmDFM6YgkfMaNjsiD0YOIPOjb/zux/3fw4JQcHRwdf1mLcS6Z9Apj",
-	"3tviz1H/5ODth0F0dPxfYcteRWC3ZyPWDs3Cp4QguEvBKsH/tlgcCHWxY20Kzptosaks5r+IbDEBQrmJ",
-	"2m+j9ivYEQT0Y2ZiuWBnEEWTBFF/1Nr8sLditInmKKNvMTG+KnGN3EP2uH4gA9RtIIK+4gn7qsSVBqE9",
-	"lJJj6vTWC6Rhq1F7ClnyrQcIJRfaWAIUnGnDRltaueEmDX+FP3woRQtkSpzMmEgyZaHzxCV+nEByBgpd",
-	"O6nBGuL8cdKtN/Z3z7Przg2nNwXEcQj92HWMMO5TfPUGPkMuRtOUz+ZmT6ehTBOmzcizlxsZxJY00012",
-	"WcUME+GgkTdzRkAieqBJ/hqR04oNXOeWZEwwJQ5r2tlobhxz4LyBbof1I48cGOR3HjzX/fyAZbjYdEaU",
-	"zPItKFohCrR7P3Gh6S1eLYSRdu878aTdy7nQcw2N83YEptp9hL2yALztCSdSkl1WBTdo41Ku44d1pCoQ",
-	"hiEFI0seX5A4pXyhCTUQgrcRY7dLG9ogRTWnETgS7WQOi11Gn7PhufyPjcC+3UpYW8rTTlUpdPYNGeU7",
-	"uSKpFDMMR/Rkq0qpqGLkgi3NKRl2BnrYKXRUWU2RL6XDv37+5vnLNy9+fNkPB2pa3S7PwXfyQqcTTArN",
-	"4gtmHmiIhC0l5ls90ueGbqrIGyQzVyYDPA9mCIiQf2Vrp4jP6XurruObFcN2M7ZPMqVr9FlmiMF1YfJa",
-	"bLKRBypnPW8x720xEoWmYdxylJ/ofiwiv6IwWSoMB+1pU3Hru+hTefSti7sGofKAUIt5ldpg2rDOQQvt",
-	"QFXPib+8ekhcEx0pbtcDQg2p3JRJwhKyZMqZptpNGhTU/YyBI82BYuuZ7q8tO7Pbrrt3WYseVdrYp1bM",
-	"0/pdg/+MbwZRomm7P7OCkzQFEroLyuuEQD7hVMkFhEwUNGjfGMlz56q7nYztWEkRJD9bfebXcYVDfvIW",
-	"lXe3IxlGMDy+uJukcbCAFdbJTR4GUTF2/vbZJC4wsWwz0xcc/GxpKldBI9g2saHZD25X8JuTkO9M0wBo",
-	"Kc1VdkF6p6R3NPqtl/ST8gnXrrMKH/txHI8RYYbjXdvt2U2OYbu4TTH0tmXtz2o8UlZB8LHLtYrIE8zP",
-	"QIrvLDERocS/LxXp/vdcZipd94hUZNj5b8zvgjSHam7Dfx4+Jv+J/6sFzz1+stNHsa/raE+vTAl7CvES",
-	"EadObS1WkQXQWCGB4E6lIhSDHPL87jzO4YEuoovty1yDEweOZn88zRfnbnML3rY5pjIqF/v+6c3TTqD0",
-	"y4uzl2fEf5EntzzPLEAdvqKK191nTx7tQnaH5dt8LecQcfraRWDvCd6la22dZtwQAYtkeZVHwAZDW3u3",
-	"GdsaUoMw6jDAkKXQ2aIxKPAuC6w0x+PTdSppsndcDvt18/SfMYs0ak2kQudtrta9k5MTchSR44g8/Nc/",
-	"/tlG1QoFuthZo8LMhSuvMYf8kN823kzY8xaq3rCVLeAt72QKbtjm5ZwzLFR19zVXWl52TnLbysDFPr72",
-	"Nfj2l/r39Id/nCPAGKfdB2Fu6t6Bgdq/v5IXTRGFGAINMXz1CGhvfmyRcVksKCp8RzBr8ByKzP798t3P",
-	"MCgOVSTpAitOQUUCngn1NubMVd94oEkmUqYhxgKDvKVggcoEu6No7j9u5g5CUkhXWK4PvI4tlmbda2VF",
-	"+yOHluwR8HHuAj8bUyICPgR3f6NKuH9ha7mzGPVN0dmY5ahwOe7WfluTBolu503gseqXy/GPiLYYG5EE",
-	"CkhMKU8jrHYDDm4Kv2SKnfhI1Qjyb0ZwPhGJpRBYisL/Uo6pSJDjhxysal+Bxwf3tpIW6hGs/iSqp11Z",
-	"SPX2qgDiwaEJ9rAky54E72coPIWJNys2mUt5kdeURa0OVkmOB4MTwi5pbNK8JkvgAodi4wb75CdxIeRK",
-	"OH0RLP+udgnpQnkPPCH4SFt1YUKTkS+12sNKVwt6Wd7LEZCF2i8B999uAlfUDyv59HZ/AoWpnKuu3RdQ",
-	"CcrZddp9AVWX0Dmj1u0+wZJFFlB9ZZ7d32ARn7AmYdgyZ6M3ri91S5kvbZNYrpkkccPAFkD9wgyFAluO",
-	"6rUw9yZUvklyHdeu3NYR2BywRIPShhi17t1ewYM/fhLT7lSiZvPlNZNFWmR+kO6gei/BO2mXZuGBa3um",
-	"RD3VonTbTfAH0YYBQMNCuZppMmdUmQmzzEMkxHE2n6mn1yKeKykgWd7CoivolYc4BsrV7R1FGd0suDHq",
-	"7Ii4tOfwYyG77MFTrdoDAoiv3zvNE4ThtMpsFHlthOU5Q1x4KLoFc++Fyj5+ZnT7MboS4ATUVUwbhuvr",
-	"w3sV78oNo2ftTTZYfyxtaG/7sSi/0/IDQzYto1TQqqFmtgNbyH2owaZiMcNyqJoxcnngftd9+1Zve2m+",
-	"zdneyckDXcpG00yYPAzETgvRElOZpnIFaGLv8YEm7yQXpOuicIhVFnut64EVkk0gLjPPqgnXlXrqHmM6",
-	"+lyuxKkz7RaJyWFG+w75+q6Fubj6lLUoBlGQ6yIFKVTKxNslnUFGkwStpXlNuuK4V1RjiBNLIoIxek6E",
-	"KB/2fmfdZK0sspzCZx1YeH7qpIv/yUuM9trew95Jk/nA6MaZKqbnVjONpTBcZI65V/w1uOECmEqFUd62",
-	"SIIo8r86HhKaULnR3v/pWPS3lBkP2tlDR/FmrmQ2mzuJslYYQ3JRi/CphXznDq7NUDwkPz56zcwZVxup",
-	"yG2COTfL/EK1SSe8dzG0PE/G1RUtutdytgUXWT1Qa7sMdc1kRTfRZoQojhi6oK3cyt3Q5nfobssUN+tz",
-	"Czsu/AkaJOSdC8B0jD/lA8yNWWKnAi6mMlSHz8XEA65rpt7zmEG2n9Rmptj533/Aq19meu4bFwCBtGKu",
-	"NxFTzxT7Q/EUsuK1z8fDOEeRWIaWk6/TPLrRzuYiSfMiGMCzI+C5OOEQLKqOGUJOH0r/DzQUnunaUX2B",
-	"xHNDRUJVQn527LiHFVRc6p8XNoeCi2LAB9rTT2pYn5wzRhIZ68OlkkbGMu0vklxfgc3nD4ZiKCC1AU06",
-	"9aYfdphsAefRbeo80euTn315LQz4HAogurAfKqDvBYhTkSsJe/j+CCs4CsYSTcZOJfkNxj4hX2PfjGE2",
-	"GDyM4UP4k41RcHZ5E50iH6ITdd4zpV0qSf+oPwCb5ZIJuuSdk87D/qD/EBOV5gB4h3OovfMb1L5DH7Cl",
-	"IzD/i6Rz0vmWGVeep9Yv6Hgw2NKQY79GHG6GQB+On5b9Cs50Tn55G3V0tlhQK1uDwOUDirkmGTAtQ2fa",
-	"ImG+E915awc5VIwm6617fW3f+Dhbhamh68njwcP7bbVjoBnQevdRJ9TQiVUFoRQyjeeA5hYtsUYTlrBt",
-	"PP/3R4d0yQ98X4XgJfzAtcFeCvou76HU+yFwJFgo+oKtI9+Oxqq3lhTGaZa45jSPBkdNs+TLPqz044GP",
-	"Hu7+qOgRBStzQSq7viquuHxtdou+4U7ewcH1VQM6utAsfc90r0/OoOsTNAFpvMaos5Q6cG1YEdo1wUBe",
-	"yLT5WibrW74y11XlqspxXZJiDVyO7mTuJAQx7pEDjMHu2yr1W7s/WHp01OKLvLWV/eD4uM26yl2abg6y",
-	"eJaeYUJxAN8IkFscRLMwsn9oB9MOdGsU6PADT65c0wGGQmYVpF8D5pdAugJbjwJpNaXOVfd1obiO7V/k",
-	"/ds+1oXiwZQutDWtKfWm/OXumy6+dSCSVwFu5FDfwht3yJ/yEsWN3GnmOwpeC9Rug6ugDFsKB3FrKq5z",
-	"msrVgT0PJdMCA+F4Dz9csPVW/HsGv3+bV1TagX34elKhFZQsU8oF+etfjirrtI/BEvIZVzdxdSEhkWuP",
-	"e40a5enw7d0umjT177sZgnwat/WjYPtdVI2iBrqa1tDEV+su9Svp+067VVJ8kUt+YVq8X6/dt1HH2b5q",
-	"Zk3XPYrCqqIaoAJiJwtuMOU0TwMGYwPEhhi+YKT7178c9fpDcR6oP07GWCh9TJRc6VOykIoR/ImkzOC/",
-	"XVVXy6jQfjLJ9Hoo7PSKOW8ZWNawwjkXxB58mrIUVfcqorzKCkS5fbnZl5lvJTLfO2p+FpVvxIeZIdmS",
-	"GEnGkJg5RjOd6zDC9QZyIEawcuL1dmZdrj/eKA5951+6S8tJqUp6o1DkVvtHkIsUm3FtwCWVr6o47KLu",
-	"ev2gDz9YetpCMvouj5xoLRx9FncaxZ3td9Qs4TTewq1Dvq/oHyapN4b8T0fg2XVVNRknNE3xiouMbhI3",
-	"ziADyg2ft66kZIxJUWMyY1aCKJX9H2PG07/+8c+xj5/f4PZloLl9hl9q23DPPP8akPqZ/9+MfCGTAe89",
-	"tPEqXHjXYjuH0PiFHRQ5gdfFJhkKx3mWWfEelIoVF4lcOWaJnYFdw/WYKgWaxkqin9FkCrsPrzA+L02i",
-	"odBLGtt12skNNjh2Gz/IP+pFREsf36OgBxvRK27iuRWAUEKXKyuc+x7ENRMgHIaD6nPfEeYucLaW83nl",
-	"EPcPgKe+p6Iu5YL+0XF3b1b2iSD7MqWxC22qdKeJoF+IxyyZgruKQFE8jPERvouTQ7vtNMGXTW2U97/H",
-	"sqYh8+yvGVPrwijgw3zbwaXPUgqPVaSYtBqsEtUeHrFU4/0W1ucCmBsNHhtRUk11MFypWB+zmCfTL+mM",
-	"5caX2uSuumzD/A+Pq9VJoa9iMAE7vLW89V4+eFHCclAqs/J4Z0vOt3dI1nwd4ABBs3IjHt+1ydBH0e+t",
-	"PmnRMbLUNw9dLKMv1qK/auK4x4OjvOEoUPB3cnLqIlLI+IKtx65df1Fou7u1fW1vKGgK8QJYiSkix4OB",
-	"nwILcgOXHpcLN58QK3qO++RnDIUZinGthPmYaMZEOc09r5lWKorupYauO1dy/IjMe7CEoci3iZ2WqQGL",
-	"h8vVDS8oIqs5NeATtxwOKUxIEsDi199DJON+ElFpn1Bq6e3dCBClZgv3K/NX+iZsIt5ZAVcVsPFuGkiJ",
-	"DJW0d31SuMboxKvoVh36O1btn31WUm6BiLke+VYkcYGmNdpVEjsO85KVYXJ25rI5ucjVBaiPcQrDc4Ey",
-	"D4Q7Q1ImwtlqLlNW9ENuQG3duTPUxF4r94+Z5fYoW8CcdKUiZfLYizZO+DMq3B4qoMn+aEAGgwFa7LnA",
-	"GqlW31y4jpFbsAQL1zajyRso1lT1DOS91T1B1tV8iAi4JI7s4oO96jcU8E25nTnVZFxpJALxNG5hY5JI",
-	"pk/KDfGsFlKulkHNUEgRMztryU8HWWTGMWNIXvLZeN1pSmczlpBxvS3gGLon4tOhcBWnhDRQFlBEREBq",
-	"A/j3InT79/pk7Lqej32/djRE2K/dk8iSjqEob9rH/52S8UIqNiaarnWtaT12Zj8pd2bHhEFuCNdDAUl2",
-	"fXLmikoQ7EqPEZWQRn5CaGypZWlFcA/jD0PXwn7YOSEfhh2apvYvICNX45DU8hRO6g5JG/bNd7h+v9St",
-	"1LI/QNmgEgBID9gOx93pH52IfZRwOwCSyJOgicxEwhI8N8CBgmD4DnZgQHOQu4NS5VmQ1yBUmIUBtk1f",
-	"qLuRbtl5ONNDAYSrgTrBYpA49ckZotZcaowX2mw1pEnKpsbqO/ZgunJKtMVJmkI8gF0hRRHW6VZ2SYDH",
-	"dimJJTJNVGIotpMJcg0q4RSga5AJSD/9TCU+GSox+Gr3F0+lmKYcU5U+krUSCt40U5Um7L4GkfGhvE1O",
-	"WtTb71LQdl3/GkzpXoP9kztmc1GFg6w0kZcoUvoMY5S0wsarvWwqVnt/1snjdevi5/5uKz9gkxXtrFmQ",
-	"5boEvy6s5nRTqIUc3kKsHQov11Kl+HvLjx4NvnIJubn9yltMfLrmVhnvjiF8C2wTOjUuq8Sxjz92oMkn",
-	"QT/xXstSicUl6Ahvf/BI1YIyHpYLFmzz6TwtkrtbuHY+exzu2uPwSRD+UM2L3b6K2yH3ed2e26D4VZT4",
-	"zg99jgWJ7kIuztsg3rNQXO0EGQqmdM+uLwjfOUn+JMx9eI6oQ0NQeFNJqS7kxQPLBwM3S8jx4LhXxh1X",
-	"AGeTupdKUt6u0FOv/FSv9hQumrhZ9RLrImq6YEMxkQlnuoi3rJRn7KEQtPJJ9DitN+YVdAYCmsGhEBSI",
-	"XImyO0TccjWte8bdWt/LkMcNH33G3RtH20iFYLejIFwrLC3sYLfKprzp5uMJ/1GhGn0CKXWfhukkE65K",
-	"cMA+4oyFebMjTw0t5EWofmNBJ1+Lp42GUCq1tU1BOM9rOLXQD7ZI8Fhbvn1h7DuV4UttDIIu0om8/PeR",
-	"4cFqU6+TlhctgyIYztNWFU58X4Zry/bN8UvHRfySK7/PE5BFVnNm5hC5Q1byguWhP916ZX7/91SqoQBz",
-	"rwVRiDzB6Mi1G7nXJ2d+EqiGlFtinBDiR9KGrsFpC87RwtTFtSvmZqQLmXXF3MrmnXLryJAAc85Ecu4L",
-	"rt2J+FJ0ymglvRzf/sxBc/wzX8TvTxdf/OcUkdx9EVrHmTBp2OQ6vkzoVp4DL/25OI4vnBrAge+4NlKt",
-	"/304jq+XP8eNV3nP7RuPis7NjUD3d3zlDgGg6CzdmMmKDVpyb4p3nXz8vNbawtAYveHY8b2sryrHXspt",
-	"bXLV/d0lDNzt2TfpM7DMfwdX3Z63eNOkyo0MyOKab1+8yZul37NppjVkfY6hvI3yYA6Gi8xH8K4yYwV0",
-	"TbrQQTIiilnVJSJcHGCLehLTZYRxCL3WFOvQVMrxbiVepcq9raQWrD2rw3LLk4rY8ujRxxRbShtr8ndJ",
-	"Lgw0zMZNOXOE13dcywi34SKbWqyhBotccGNAsfykcnSwrHK+ydLuJZqxHerfHll1EKqoYQdFt/dGeSbv",
-	"IX6nMk21NX2jXGMXTWDRf4giHaXV7KqEUjru1jU6iub6e1TpKNgyNjLXn8t2NJbtKC4wD4/ID+0a9cq2",
-	"3NcdYEqTrHAbOPLpiKKtcPB2q3p8LydoAwTbIUTN2lWMYBUn5AOaByG0d8Ws0HAFOQZ5FwUpYhQ3Ltj6",
-	"gR4KBDkXNjzGT8bovtQNBb+qkHb7QnA+/kcQhPcH8M8S8U2w6Mx5yh0YWgnE1a6ech+WCADuYRJewQ73",
-	"PvZ+kiltxru5YKXjf6PIcZ6/dZdmNDfJdoHDLzgikzXg/B9B7vCLqhhK8zPbPOzWAoc/k89VwW5FvPAX",
-	"QLqW2kN0ujZ03Wu6t2bJovlibh8hmshuAXV/fqliF4bdrkDho98tXTU8viA0VlL7pEKsZOAbVZzmjkps",
-	"sg1mCw9nVCRDASN0x/7HkX1vHJHiB/vCuNcnZxB3TUkiVwIKm0qRYslW6GulWMyEGYoF15oluDArvzSI",
-	"JBUQvQOvoxv+IwgkeyLGZ2nkFuxz5YpkbdldEYUSjnYqPONfr++u0UThHsdZPvvIP/vIb9VHXs6pBaUx",
-	"TyVtcJxX2/IU/cJ+eWs5ErKXpoLejvlAFAv8rTHj0Te0It25McuTw8NUxjSdS21Ovhx8OSCZSJgi4wW9",
-	"YJZpjEHmyVTaOekcAiN06/wQrCkRkZRrExEu9JLFJnIxbHmqLmSsgo3GWcHBu7tZEuusHJd0mndNXNlV",
-	"lWN8ykP5gwsX2CqHbx5A8DUTCfZriwj1PYETqy2YWgtVkrdQzSuSsWXTPLUqjC6tUWUiH7a85rwI2+Zg",
-	"r5jiMuExip9SEEpiJUWFqPr15DR1cxjwTWz6R0J+EYjbZsJ+iE3Xau7Bcm230FRPaxXpsW8cHN6B01EL",
-	"C0B5xIrKuTkuNs+KoFsVF0zjuL65UWmcUhsRC6lFS1ffnLY5If0cW9BRvdmAjuCbE6ZPyHij1uTYm3/e",
-	"H0Vj8sVQTKhmTx51v/vb2dOD8+/Ojh8/6YJWzhPyBRl2+sMO+QLK0WtDF8vSbxOZrHu9IurNleH3Ix4k",
-	"LJYJS8iSKuNrxBWN9Mr1Z7E64ClJMpetjj8Q5epMDkWe0F6rplmqu0kVwya29rCpwNj/PJuda8KEzGbz",
-	"/lA4WoetN8yBxRlzIEXMSufFkzF0ahP814yBvOwCQEJCqcqEi+Lf2rfgp43BIsL6s77FmNGj45G98dFD",
-	"30V8dDR6PB3Ex/SropjenNEE6gA6ACpWu7Wlwc6Kfj8JfukMLbrIa/B1dVZUE2x5eEoUe8diA/ZIeE1K",
-	"MqUKw3wFFmzcutIckLYuuG1G3qZ2I5XrhFADFAvu2KAQodN1KCwB0M6l56/uddZv7y614yPVKig6ozfq",
-	"KciMMGfG1UQ7DhXJ2kxSOLGghWGrRWIy8ngIALH87bRMSqAyhR6KeTkRzkovDJOanMclLmXbFCSrnDZk",
-	"pHOOEg5IDpLYV6H2WVA2wyUTjyGz4QA03DHpUvJ48NCZ6itPjJToMC7JafXTWBMJgcJY3i9yXUBkZiCZ",
-	"21fUILEUgsX2K+wdNK30tI18XQ9cxYTGF3I63d4zEQwR5R6r2AzV6uKyRrah/2m9V2k4Aezq6v8HAAD/",
-	"/w==",
+	"7H2Lchs3tuCvoLi3SuRNS6JkO3ci1dRexXYSZzKOx3IqtRt6SbAbJGE1AQYATTGOq+Zr5g/2B/ZT5ku2",
+	"cA6AfhBNNvWw4xnXVE1kdjee5/1810nlfCEFE0Z3zt51FlTROTNMwb+eZWy+kIaJdP0Xtra/ZEynii8M",
+	"l6Jz1rkgii0YNWTFzYwLYmaMaKbeMnWgCS8+JisuMrki3W+fPn/y08uLr394Onz25OlfX/z46unzx/9r",
+	"+POz509+/DkZiIxN6DI35PThrEeo0CumNIz6Ro7hv1dsTSZcaUPmNGMJobmWhE4MU4QbMuGC6xnLjgai",
+	"k3S4XeKM0YypTtIRdM46Z+UtHdo9JR2dztic2s3N6fUPTEzNrHP26OQ06cy58P8+STpmvbADaKO4mHbe",
+	"v08638vxsyf2Q5hpQc2smIdnnaSj2K9LrljWOTNqycpTTaSaU2PfE+bLhx2Yi8+X8/JMXBg2ZQqmeg6j",
+	"RmeC/2yb6z8Um3TOOv/juLjqY3yqj2Hc93YGxfRCCs3g4r+m2Uv265JpY/+VSmGYgD/pYpHzlNr7P14o",
+	"Oc7Z/Is32gLDu5YzvsCvcNIqOL2aMTKW2ZpwTYQ05C3NeUa+v/zxOelKRWYyzzTJqKHuxi1AwNO3NF+y",
+	"3lHnfdJ5LMUk5+kHX3c6o2LKSCrznGdMA0bAAhXTcqlSdqBJulSKCUO0oYbBar+RasyzjIkPvdyLF88A",
+	"l2ZUu1XSjOhULti524omgrGMUEFoNufCvg1Lfi7NN3Ipsg+54ueS6GU6C2cJC/Hvf8B1XAjy8pvH5KuH",
+	"j/6LuMFhKa+k/IGqKftYyCLfOmzQ/DdGcj7nBtb1k6BLM5OK/8Y+6H1dLM2MCePGhxUKQkUGaxwzquxy",
+	"5RUTRKoAilyTOdeai2lCVkqKqX2o2Ft5xTK3m4WSKdOajvMPftQKyWGFNJ2TEVNKKj0ilghrwmg6I2Oa",
+	"kQlnuV30e0+HgapevHjm2OhCyQVThiO1TRWjhmVDaiqsIaOGHRoO1L3GfBLLX2JspM46kk5OtRku9fbh",
+	"xTLP8VSReWxMJxz/2XiwUGzCrzdFg1fIrA+0Y9fpjCqaWsHiKLYdd8+3WiOQL/s5E5aR/tIBwgWskWad",
+	"1zEOXjDNX5BjO2aKQ4XdJeUrqh1pZe3FJHL8hqXGLgtv/TEMAKCaZdweEs1flKBgQnPNkhpg+FMvCSan",
+	"/f4OweTWB1E5g107AjCkef7jpHP2y3YMc+D/PqnD/1VMtnQARLrT7Gr4z7//o3dG9EyuBJEiZQnRRiqW",
+	"ESnyNaGaUMvJZhHQqu3NTrW5pddhUz9wFHmqC6QLPrxia/ibGzbXu4hJ2KqfiSpF1xurCeNGTxnE34sV",
+	"5WYn2FSP7gVVV0FqXgrDc0KJ5lNBcyBUGeGCjPAHPSJUKf6WadKlYu1fW80scZ5zY1jWGwipyMiioVya",
+	"EVlQre3rglm2U3nziFyQOTXpjIupH8rMqHFzZGQ14zmzaxsIbdiCKCrIil4xbcV3auByUXqv3oBbbOUC",
+	"9sSK6k0kHZDCdsrHjuhYMRMGwUPY9dmTpQJeBDfecLNPpGB7Xuw3oN+EqwUZc6SYXuZmdE4oWVCQL7km",
+	"Rlr+Uz9FfHW/PTdv4BvK8303QHkeli/kKoE9yKUhihm15mLaZhvAdO9qF8/Z9b749XKJqq5g11aYZwvS",
+	"RYVklLGcrke9hKRUwXbICMBstLkJeLU9HN0IXpt3/dIe9w23remc4bbplHJBKnsnXXaNi+I0J2OaXsnJ",
+	"pEokzi2up3IpjAb1whg2X5g7OKE7hYvLBV2JPU/omdBMGTJKZzzPFBMjEHoXm+TYUs41kYIRObGP5qCI",
+	"BfPFxlH4AVszIFj9Y/uV3dGcXj/Dr076fUsq74AW1lhZWGGcla3ho00DkliXNHjStTKexXvFJla+6tmT",
+	"uD6cykM3pBXpj17S1V+tFjBlduyvl/nVNzw3TO15WU/hDkBSJ5oZIqhScqWdEStnqX3v3DKlnFFtWRNL",
+	"rEoyonk+SnCVuP/N+6J5Htlsagdxd+8NWhSmIaC/MEvwzkG/SOV8zIVlmJbGSzNjCpdaFp/HUuaMAugH",
+	"+XTiDqI6tZPVgMMqRFg7TjtVw489ZhOpWPPg+Lz9uDMqspypdiaqxIpuwyZt43s51mQ1kxplRm2oMs4G",
+	"w4Gy7GXaSzq/LtmStV2YRZ6ljpwLFSnLz4haCmHxJiHsmqVLAxoutXIdF9MjAqT4jEwoz1lmOYf9Kkeo",
+	"aoXr38vxJS7hPWzMo3pE+NzATIs9JUvfHrrJJODctrWVsNPqonyOwqyz8yI9iqnbcwkmXidJvrHXa2Zc",
+	"k7H9iRgrMbprdVZTpGs7rKhlguXW/7rxULyoVKfEVExR64mAoHtKutTdo+dzFtXt+0xk1P473HIwFM57",
+	"R1H9fR7Fub9WjkaxOeXinKQ0zx1TNhJOqZBT4ORixGODkOMG3cyx8wk8N+IQ+FaSzD1Gmx3VZNB51O/P",
+	"9aCTkEHnQd/9cTJ70J8POnZJ7JrOF1azt08tMbUygbID/p/uL/3Dr15/0R0MjvCv3v/sCv37Uv/+//6v",
+	"/n2uf9e/z3+f9Xpf/EeMxHxjSeZTLxbUAZjlkXt8QS3BBa6MFDch7Gh6BAd9/OB4obhU3KyjVoy5Y0ub",
+	"hpIN4LNzFx/ETvlbx5JrnOUt5bk3gNWEa8UY0bk02orWcWi6ianJqecbvwds3pxGz6jKdPzZcpHtuYSI",
+	"Du9nD1MlpZOpmWtKEzadc1ztn1LD2uv8cF+7NH4csmkZL5b7UuFwB1VKuIsWlm9o154u8c36TnDmpp1c",
+	"huELUr+hT3hpyx7KgXagSxVDognWnQqR//Lhrl19hyLFYykmfLp5oU4dGY6pZvsoFv67Ob3e57ObINuc",
+	"Xg+dRtSAP9tMsW+5XOqhZqliZsiuF1wx7aavnv1PoIaAWmZvwH9K8FOiDc9zMOBoy8uUNLCpA3Q15HTR",
+	"axTzdptpYYroDva2rtyEmiSdpcp3k2hnBbXvhjUXK6xdVFIFrSrE7EeOHAjHKZITmdsTpSpC7KJOYfgt",
+	"C9ufRn1grKtjUIUy7iSLATir+HLJpwJsmogf3dVMs3RIviB2U18+tAJDUBRPviTjtWG6d06mTDAFyhGg",
+	"Gh1rJur6CNguSxIPDv3LxeH/poe/9Q+/+uL49Rd/ftdPTt9HRZyb4IyKaKczYxZnx8dWP7R/avv3Ty9/",
+	"QHXYsAVS5hc/Xr5iGTFyYxMP/1TRqv60i4vbRUTBjNHcDlAH/QUTGRfT4ZxPcScN5LHQxrbP796LLeF7",
+	"OY4IXghSEZnXwZoXGgsvP1uckT6YtAlFg5m9mJyBJu68oSCbzyh6FUFvZdk5ocEWBIaCK2bPnxtNcgtg",
+	"dqgD7Q1nOi7puae39Kl5NTWOEc6fgGY89yZapqld7EQqZ9L5M6Fi3atotJsuxvhago0KVaahc8SiChYx",
+	"hEiBF5Cuh05w3bnJm/BplvMpH+csyl1/BmQPij8cyZyu7Q/nThWkWc7R/OfPzh0VEAohBbsFi72BITTp",
+	"eIi7FbyUbDo3d1lzsViafZff9rItjWY12ehme8WR5Ergfne+v1u0Q8fHsOGgGiYof+9oZNlcHHnLqbDx",
+	"p8H0temjp4YNg8LRzuf7EpSrOTcv2aTz/nXjJgriexMfFUZZZMucDb10vGlS8q+gQ3JOMxaM8iXMoyTN",
+	"uSXfGUfzc4uwAze14elVfGr7xLOH5mXcQqS+iSuzYJStjYuW8UTsnIGpgZwQZ0c3kdNX9IrFiOsafYRX",
+	"jjuqpdBo9TpzPueEeAxIiJOPWlxlLB4EsaGga+HYSmhUZQaefPlbCRDtybI7xsChN3UJNHDUOVmZPERQ",
+	"vVnLqJL2BoHna2rS2Z6C/Rs5bq+JfC/H6B6LOqS2m63L1wKTbttEk+X2Zqtl2U6taduKnjDjveSt6KUV",
+	"PTcDZPwlD/1Fxkl3eM1IQ/MG8RgDKYYOflpyZP9VGHjnN3VpuzLA5jI2Fp9ENh0P3CkAaz/ojUiKe3qJ",
+	"9nZQ7+nxKkXQD6MxUhdoP6vFtBOMeSddK3+jwwRgvoeyp3u64gLCMq1GR47fnhxbML6Bq6yVsOYdwIWc",
+	"VmchSrEcvQZXbG0VIM1SKTLC0aWOcUOU5PwtsmwMBucQOLJUQiM7dVx0zy3cymJQlqa2x5e69/Z1L1bF",
+	"rvbCVtJRS3FzK7uH1QbCFqjjLUlbxrIlhu7GNbraqiqvN9KDF84JczsGEAsas+r6MF0qLdvI/DFGUR2j",
+	"4XQvg2zmQzi9LgneMudF7pT086STSWGfoh+54/XlnMUiPpPOD1Z5eXptmMjw4Gt+hbZa0vYdbwwT2y8s",
+	"xYLsfvQbAsgr61ouQTTaviT8LLaO51HV4QdmDFM6IRmfcqMTcjA8SMjBkf2/M/t/hwfn5OTw5PRPtRjn",
+	"kkmvMOa9Lv4cHp0dvn7XT05O/ytu2asI7PZsxNqhWfyUEAR3KVgl+N8WiwOhLnasTcF5Ey02lcXwi1jO",
+	"x0AoN1H7ddJ+BTuCgH5cmlTO2QVE0WRR1B+2Nj/srRhtojnK6FtMjC9KXCN4yB7VD6SPug1E0Fc8YV+V",
+	"uFI/todSckyd3nqBNG41ak8hS771CKHkQhtLgKIzbdhoSys33OTxr/CHd6VogaUSZ1MmsqWy0HnmEj/O",
+	"IDkDha6d1GANcf446dYb+5vn2XXnhtObIuI4hH7sOkYY9zG+egufIRfDSc6nM7On01DmGdNm6NnLrQxi",
+	"C7rUTXZZxQwT8aCRVzNGQCI60CS8RuSkYgPXwZKMCabEYU07G82tYw6cN9DtsH7kiQODcOfRc93PD1iG",
+	"i01nRMks34KiFaJAu/czF5re4tVCGGn3vhNP2r0chJ4baJx3IzDV7iPulQXgbU84kZLssiq4QRuXchM/",
+	"rCNVkTAMKRhZ8PSKpDnlc02ogRC8jRi7XdrQBimqOY3AkWgnc1jsMvqcDc/lf2wE9u1WwtpSnnaqSqGz",
+	"b8go38kVyaWYYjiiJ1tVSkUVI1dsYc7JoNPXg06ho8pqinwpHf7l01dPn7969uPzo3igptXtQg6+kxc6",
+	"nWhS6DK9YuZAQyRsKTHf6pE+N3RTRd4gmUGZjPA8mCEiQv6FrZ0iPqNvrbqOb1YM283YPl4qXaPPcokY",
+	"XBcmb8QmG3mgctbzFvPeFSNRaBrGLSfhRPdjEeGK4mSpMBy0p03Fre+iT+XRty7uBoTKA0It5lVqg2nD",
+	"OoAW2oGqnhN/efWQuCY6UtyuB4QaUrkps4xlZMGUM021mzQqqPsZI0cagGLrme6vLTuz2667d1mLHlXa",
+	"2KdWzNP6XYP/jG9GUaJpuz+zgpM0BRK6Cwp1QiCfcKLkHEImChq0b4zkpXPV3U3GdqqkiJKfrT7zm7jC",
+	"IT95i8q725EMIxieXt1P0jhYwArr5CYPg6gYO3/7bBIXmFi2mekrDn62PJerqBFsm9jQ7Ae3K/jNScj3",
+	"pmkAtJTmKrsgvVPSOxr91kv6SfmEa9dZhY/9OI7HiDjD8a7t9uwmYNgublMMvW1Z+7Maj5RVEHzkcq0S",
+	"8iXmZyDFd5aYhFDi35eKdP97JpcqX/eIVGTQ+W/M74I0h2puw38ePyL/if+rBc89+nKnj2Jf19GeXpkS",
+	"9hTiJSJOndparCJzoLFCAsGdSEUoBjmE/O4Q53Cgi+hi+zLX4MSBo9kfT8Pi3G1uwds2x1RG5WLfP716",
+	"3ImUfnl28fyC+C9CcsvTpQWo4xdU8br77MuHu5DdYfk2X8slRJy+dBHYe4J36Vpbpxk3RMAiWV6FCNho",
+	"aGvvLmNbY2oQRh1GGLIUejlvDAq8zwIrzfH4dJ1Lmu0dl8N+3Tz9J8wijVoTqdB5G9S6N3J8Rk4ScpqQ",
+	"B//8+z/aqFqxQBc7a1KYuXDlNeYQDvl1483EPW+x6g1b2QLe8k6m4IZtXs4lw0JV919zpeVlB5LbVgYu",
+	"9vG1r8G3v9S/pz/84xwBxjjtPghzW/cODNT+/ZW8aoooxBBoiOGrR0B782OLjMtiQUnhO4JZo+dQZPbv",
+	"l+9+gUFxqCJJF1hxDioS8EyotzFjrvrGgSZLkTMNMRYY5C0Fi1Qm2B1F8+HjZu4hJIV0heX6wOvYfGHW",
+	"vVZWtD9yaMkeAR+XLvCzMSUi4kNw9zeshPsXtpZ7i1HfFJ2NWQwLl+Nu7bc1aZDodt4EHqt+uRz/hGiL",
+	"sQnJoIDEhPI8wWo34OCm8MtSsTMfqZpA/s0QzichqRQCS1H4X8oxFRly/JiDVe0r8Pjg3lbSQj2C1Z9E",
+	"9bQrC6neXhVAPDg0wR6WZNmT4P0Mhacw8WbFxjMpr0JNWdTqYJXktN8/I+yapiYPNVkiFzgQGzd4RH4S",
+	"V0KuhNMXwfLvapeQLpT3wBOCj7RVF8Y0G/pSqz2sdDWn1+W9nABZqP0Scf/tJnBF/bCST2/3J1CYyrnq",
+	"2n0BlaCcXafdF1B1CZ0zat3uEyxZZAHVV+bZ/Q0W8YlrEoYtAhu9dX2pO8p8aZvEcsMkiVsGtgDqF2Yo",
+	"FNgCqtfC3JtQ+TbJdVy7clsnYHPAEg1KG2LUund3BQ/++ElMu1OJms2XN0wWaZH5Qbr96r1E76RdmoUH",
+	"ru2ZEvVUi9JtN8EfRBtGAA0L5WqmyYxRZcbMMg+REcfZfKaeXot0pqSAZHkLi66gVwhxjJSr2zuKMrld",
+	"cGPS2RFxac/hx0J22YOnWrUHBBBfv3cSEoThtMpsFHltguU5Y1x4ILoFc+/Fyj5+ZnT7MboS4ETUVUwb",
+	"hus7gvcq3pVbRs/am2yw/lja0N72Y1F+p+UHhmxaRqmgVUPNbAe2kPtQg03FUoblUDVj5PrQ/a6P7Fu9",
+	"7aX5Nmd7I8cHupSNppkwIQzETgvREhOZ53IFaGLv8UCTN5IL0nVROMQqi73W9cAKySYSlxmyauJ1pR67",
+	"x5iOPpMrce5Mu0VicpzRvkG+vmthLq4+Zy2KQRTkukhBipUy8XZJZ5DRJENraahJVxz3imoMcWJZQjBG",
+	"z4kQ5cPe76ybrJVFllP8rCMLD6dOuvifUGK01/Ye9k6aDAOjG2eimJ5ZzTSVwnCxdMy94q/BDRfAVCqM",
+	"8rpFEkSR/9XxkNCEyo32/k/Hor+lzHjUzt54FIbGQkExvKEaF30yhzJqG+ufKDmPBeVRZYqSZxYZInFb",
+	"bSXmTRroHhKqLfBBUYgyKFNnflxR3YtWVVtILsx+DATO6oX9LoaWQTZuiENuXqnfSuNajdwc96mVIvF0",
+	"oXyHi1zqrmY8nblENiFXvfbHje104jtwrXZSCQTwDIuMgNXNLsIFmoGtCc29xVWX4GfWj0JQDZTdMnz4",
+	"WscBGJxCuLat4IxXFFEHd0DpvvCZBR9vVLkEJlzUZjEzxhUWBgCaCdPKq17LOMYixHnbdPgWGqKERHuS",
+	"A7yuNzGBGDM0Ug5zqqYsAesROmDbLianmD8ay/h5wVTKrPrCQvEar1sdhCqOmnBB5jzPuQ+C6Jb5hbOG",
+	"uxuJyEeLR/2WsZWLrx61fvOrVm/W4NUuBafBIWKgKa+2XBxWmHWVfDx3lKoI/+VGu4ISDQbgttcW1IW2",
+	"IEQRgqDcDBhgSNcZmcvW5GBirhuRewmhTlgFGuXtllyk+TJjWctl3zg/HCzC8qrjd14Ky3dh+jh07Mpe",
+	"zZRcTmfO3FKDvk3eUcuHilIGjFPHQ/Z3G6jCLcnAN3hrHtNIF/OuwuXoiom5LcDMuVjWo5i3GxhueFNu",
+	"os30ieYL2qrKNbIJjEVZKm7Wl5a1O3EHugeFtj7gV8WfwgAW4LGNDxcTGStS6xLGAFU1U295yiAVXmoz",
+	"Vezybz/g1S+Weua7+gDSywliidXgqNcYjwbiMZSM0T5ZHZMARGa1vSDbn4fQfzubS7MIFaJAoU1AIcUJ",
+	"B+BudJoiJLyj6HGgoSpb147qcf/SUJFRlZGfna7aw/JiLi/eW2IGgotiwAPtlQtq2BG5ZIxkMtXHCyWN",
+	"TGV+NM+CMQ82Hx4MxEBA3h/6O+odsewwyzmcR7epLVPviPzsa09iNsRAgEaCtExAUyiwNSSuXvrx2xMs",
+	"bywYyzQZOXvdbzD2Gfkam0oNlv3+gxQ+hD/ZCK1KLqmwUyQLdpLOW6a0y7M8OjnqA/VfMEEXvHPWeXDU",
+	"P3qAWbwzALzjGRSm+w0Kw6LAbekIzP8s65x1vmXG1a6rNdM77fe3dKvar0uVmyHSpOqnxVEFZzpnv7xO",
+	"Ono5n1PLSUA29Nk2XJMlaHSGTrVFwrAT3XltBzlWjGbrrXt9ad/4OFuFqaEl2KP+gw/bh85Ap7z17qPO",
+	"qKFjqhn2CaDpDNDcoiUWMESW2nj+b0+O6YIf+qZD0Uv4gWuDjYb0fd5DqTFS5Eiwi8IVWye+VxuRgumS",
+	"4PA+6TzsnzTNEpZ9XGlWBx892P1R0UARVuYiOHd9VVxx+drsFn03utDeyDUdBTo61yx/y3TviFxAS0To",
+	"kNV4jVYD0pFrw3YJrkMU8kKmzdcyW9/xlbmWY++rHNdl8NfA5eRe5s5iEOMeOcDo776tUjPSDwdLD09a",
+	"fBH6PtoPTk/brKvcwvD2IItn6RkmVM7xXXI5KG7gM0X2D73S2oFujQIdv+PZe9eRh6GQWQXpl4D5JZCu",
+	"wNbDSM5pqa3jh7pQXMf2L0Jz0491oXgwpQttTWtKjZt/uf+OxK8diIQS+Y0c6lt44x75U6jf38idpr7d",
+	"7o1A7S64CsqwpVhJt6biOie5XB3a81AyLzAQjvf43RVbb8W/J/D7t6Hc4A7sw9ezCq2gZJFTLshf/nxS",
+	"Wad9DG6Cz7i6iatzCVnOe9xr0ihPx2/vbtGkqbnt7RDk07itHwXb76JqFDXS8ruGJr6VRamZ15FvQ18l",
+	"xVdB8ovT4v0a0b9OOs72VfP5udaKFFaV1AAVEDubc4P1GEKNDDA2QOCk4XNGun/580nvaCAuI805yAi7",
+	"iIyIkit9TuZSMYI/kZwZ/Lczq4MlGewn46VeD4SdXjEXSgKWNWz/wQWxB5/nLEfVvYooL5YFoty93Ox7",
+	"sLQSmT84an4WlW/Fh5khywUxkoygasEIzXSu/RbXG8iBGMHKVUm2M+tyc45Gceg7/9J9Wk5KLUQahSK3",
+	"2j+CXKTYlGsD8RphVcVhF01J6gd9/M7S0xaS0XchrLC1cPRZ3GkUd7bfUbOE03gLdw75vt1NnKTeGvI/",
+	"HYFn11XVZJzYNMUrLm2oSdy4gPTgECERhI8ROqxHZMqsBFHqiTPCdOB//v0fI59ctsHty0Bz9wy/1NPo",
+	"A/P8G0DqZ/5/O/KFTAZC26DHZeHCuxHbOYauaOywSJi/KTbJWKzqk6UV70GpcCE9yCyxbT5eMrQZB01j",
+	"JdHPaJYKW/OvMHg9z5KB0Aua2nXayQ12/3cbPwwf9RKipQ9+VdCglOgVN+nMCkAoocuVFc59g/6aCRAO",
+	"w0H1pW+Xdh84WyuI8N4h7h8AT33DYV0qlPBHx929WdknguyLnKYu7rfSui2BZloes2QO7ioCFWN9QJMr",
+	"muHQbjtN8DXFG+X977Hmd8w8++uSqXVhFPA5MO3g0qfwxscq8i9bDVZJ+YqPWGqAcgfrc9k9jQaPjbjD",
+	"hth6XW2p45PE7CyQlh/sL/Xz8XWH9t9OvFiVq+fuw+hCxZsFnTYuwpWAbziHB6fVEuLQ/DhaJSV+xKE/",
+	"bhi8qDPdL9VCe7Szb/breySvvlh/hLBa+RWP78bk8KPYGaxea0EzsVwg5BeUyQg2jHnfxPlP+yehKzhw",
+	"kjdyfO6j/EZXbD3C8KRSN4zu1h7zvYGgOcQtYLRxQk77fT8Fds0AaWFU7q5wRqwIPDoiP2NIzkCMan1G",
+	"RkQzJsq1aEJh01LnEi+9dN25ktOHZNaDJQxE2CYEVdm1XLG1L6gRX1BCVjNqwDdvOS1SuphEgh0qvod0",
+	"g/0ks9I+oR7i6/sRZEodkT6s7lFpbrSJeBcFXFXAxruLoG5BrO+Ma2bGNUZJvk/uNLBgx6r9s8/K0h0Q",
+	"MTxMEI1cwGuNdpXEn+NQVzpOzi5cyQUugtoCRazOYXguUPaCnCSonIBwtprJnGH3oqNm1Nade0NNbIj2",
+	"4TGz3MNsC5iTrlSkTB57ycYJf0aFu0MFdB2c9Em/30fJkwssZG713rlr67wFS7C6fDOavIKKilUPxdzC",
+	"gtVVPEHW1aTFBLgkjuzilL0KOhDwjZ2DiYwKA9VHRpVuXxDX4xY2Iplk+qzctdZqQ+WSVtQMhBQpSyDr",
+	"I/gLIdXbOGYMGcY+Zb47yel0yjIyqvfuHUGLY3w6EK4spJAGaveKhAjIPwQ/Y4LhB70jMkKzTTbCR9oZ",
+	"ROzX7kliScdAlDft4xDPyWguFRsRTde6OFi4ScXm0DwS4othNpfVzw3heiAgE/6IXPhclwnPjRU/tK/1",
+	"ckZoaqllaUVwD6N3gw6+POickXeDDs1z+xeQkfejmNTyGE7qHknb18v8KuD6h6VuOHUTZYNyPSA9YM86",
+	"d6d/dCL2UcL+AEgST4LGcikyluG5JZho6AmGbzMLhjwHuTsoVcg9ugGhcilJFn19N41GumXn4UwPBBCu",
+	"BuoEi0HidEQuELUgCwviFzb6AWqSs4mx+o49mK6cEG1xkuYQl2BXSFGEdbqVXRLgsV1KZolME5UYiO1k",
+	"gtyASjgF6AZkAmpEfKYSnwyV6H+1+4vHUkxyjilTH8lqCgmDzVSlCbtvQGR8SHGTsxj19vsUtF1r3gaT",
+	"vtdg/8UdxEFU4SArjeU1ipS+DAhKWnHj1V42Fau9P+mEuOG6+Lm/+8wP2GRFu2gWZLkuwa8L7znfFGoh",
+	"578QawfCy7VUKf7W8qOH/a9c1Yxgv/IWE582ulXGu2cI3wLbhE6My25x7OOPHfDySdBPvNeyVGJxyUIQ",
+	"/OCRqgVlPC5XFdrmW3pcVGBp4WL67HG4b4/DJ0H4Y4Wpdvsq7obch+J6d0HxqyjxnR/6EqsG3odcHHoV",
+	"f2ChuNquORbU6Z7dXBC+d5L8SZj78BxRh4bg9Ka6j13IzweWDwZulpHT/mmvjDuuSt0mdS/Vjb5boade",
+	"nrFekjFe2XizNDUWL9Z0zgZiLDPOdKn4UbmGcg+FoJVP5sdpvTGvoDMQWA0OhahA5Erv3CPilktefmDc",
+	"rTWnjnnc8NFn3L111I9UCHY7qra2wtLCDnanbMqbbj6e8J8UqtEnkNr3aZhOlsKV8o/YR5yxMHQk9NTQ",
+	"Ql6C6jdWXfQ1gdpoCKV6mNsUhMtQaLGFfrBFgscGMO27V9yrDF/qNRR1kY7l9b+PDA9Wm3ox01BZFIpx",
+	"OE9bVTjxzZNuLNs3xy+dFvFLrkcOz0AWWc2YmUHkDlnJKxZCf7r19jn+74lUAxFi+iDyBKM0127k3hG5",
+	"8JNAVaZgiXFCiB9JG7oGpy04RwtTF9eu4qqRLnTXVVwtm3fK/Z1jAswlE9mlr4p6L+JL0c6qlfRyevcz",
+	"R83xT3yl3X+5OOd/TRHJ3RehdZyJk4ZNruNreW/lOfDSvxbH8dXNIzjwHddGqvW/D8fxxSFnuPEq77l7",
+	"4xEExm8Hur/hK/cIADDD9oxaV8bYe1O86+Tj59fWFobG6A3HjjvmgPT471KObZOr7m8uceF+z75Jn4Fl",
+	"/ju46va8xdsmd25kYhbXfPfiDYz9EbIwW0PW5xjKuyhT5mC4yMAE7yozVkDXpAttnhOimFVdEsLF4STn",
+	"05khKV0kGIfQa02xjk2lLPBW4lWqINxKasEauDout3xZEVsePvyYYktpY03+LsmFIQumCG7KmSO8vuP6",
+	"OrkNF1ndYg21YOScGwOK5SeVo4PlncMmS7uXaMZGOO1OmQml6smMauKqqYPiaM+gVPX8rgiwg2VFDTsE",
+	"6Xi75PMSqp/Ba/cIR2GW7RKQXTSBRf8hyoqUVrOrdkvpuFtXFQmHsk9dkYKBu1YMnwuNNBYaKS4wBFKE",
+	"Q7tBhbUt93UPmNIkVdwFjnw6QmsrHLzbOiTfy7HLAObGheHbVQxhFWfkHRoSIQh4xax48R6yEUJTJClS",
+	"FEyu2PpAD4Rr14IBxiP8ZISOTt1QoqwKaXcvLofxP4LIvD+Af5adb4NFF86n7sDQyiqu2vaE+wBGAHAP",
+	"k/AK9mrxUfrjpdJmtJsL+rT47SLHZXjrPg1ubpLtAodfcELGa8D5P4Lc4RdVMamGM9s87NYCx2VRteBz",
+	"HbPbixehbETXte2BbPJ1r+nemiWL5ou5e4RoIrsF1P3rSxW7MOxuBQofJ2/pquHpFaGpktqnH2LNA99a",
+	"4zy4NC1OazRweDijIhsIGKE78j8O7XujhBQ/2BdGvSNyARHalGRyJaAUqxQ5FpmFNpWKpUyYgZhzrVmG",
+	"C7PyS4NIUgHRe/BPuuE/gkCyJ2J8lkbuwJJXrqHWlt0V8SrxuKjCh/71+v5aYxSOdJzlszf9szf9Tr3p",
+	"5exbUBpD0ulWF7s21IJJzb2+zV7rFAJXccpX2Sl3Yyyy312U2W9MSd1LoIcRhKMNRGjv5Zy5Z0VjuvE6",
+	"hFGmOdXY0myx0TOSq9ArciC63qg6pIYcWnlKYVtbbETq6y2mNM9LwTyR8GoIJuZzNhA+x7aoK4D5V1nv",
+	"iHxrD7oW4DwCC+wICwi5mOXRESl6ow4E18R3ez59OENrrvv3o37fn945GbO1FFlCHp6extjqtyXz8Iev",
+	"8Xbzimy18AW5IhOqyJhawcRXaTqZJeUz6jUVMQs9YNst4omDlKZaaiuemRnWiUdILxY0hwXljGpDTnTj",
+	"gkIv2r0XdN/xIwgnTVIKU5wVafIOuV1ExSflXCl8TonrRKqwR1EW3Cdwv4ALBxqyM0vdDdHjJKH3Fp+z",
+	"uL+v2nyt6Ar5y2t7iyiSN7VtcAI7xAjC3xrzyX3bQtKdGbM4Oz7OZUrzmdTm7E/9P/XJUmRMkdGcXjEr",
+	"aI8AApcq75x1jkF5cMt8F63Yk5Cca5MQLvSCpSZxEcKhEALUAwC7toNjiJ3ZRJKLctTneWgcv7KrKkdQ",
+	"lofyzCaOcmXaewi0l4kMu3ImxMGT1TDG69AL8kCXs0zKMwH/akDtaq1dlzSuliIMW15zKLW5OdgLprjM",
+	"eIoquxSEklRJURFEa3UeY8OA53fT+xzzOkNWjOV6UmBrzVrwRZm6x6Z6XOs7gqwUDu/QYXphNS2PWDHT",
+	"RUg3tEhEfs4Fcyzat7ArjVNqFmUh9frQXQbQOXv0zeU+LrHRKNWbbUYJvjlm+oyMNioKj7zJ/O1JMiJf",
+	"DMSYavblw+53f714fHj53cXpoy+7YMnkGfmCDDpHgw75AhuTGzpflH4by2zd6xUxxa7Zih/xMGOpzFgW",
+	"WnWboiTvga5UGccasOdWYEGxDH8gylUTHohQLqRWM7lUXZkqCzbCBC+wFTxCrRCuCROWAB4NhJMPscGS",
+	"OQTedShFykrnxbMR9OMU/NclA8HOCWAxiUMthcuR2tqd5qeNwRLCjqZHFmOGD0+H9saHD4bu2fBk+GjS",
+	"T0/pV0Wp0hmjGcgWns2H1W5tXLOzbutPgl8T30g8ZI35qmUrqgk2tj0nir1hqQEfDrwmJUgpkEQhsCzv",
+	"1pUGQNq64Lb5zpuCuFSu300NUCy4YxtahE7Xh7YEQDuXHl7d66xf31/i3EeqBGOnxuqBjVITMiPMSHQV",
+	"J09jJQg3NYwzC1qYFFCUfUAeD+F1lr+dl0kJKC16IGblNGOr8TFMGXVe6rSUy1iQrHJSppEu9IRwQHIQ",
+	"1L6KNUmEokSuVMMI8sYOwSo4Il1KHvUfOPdm5YmREsNxSmJc/TTWREIaBhZPTVyvJ7k0KIy5ekUklUKw",
+	"1H6FHeImlc7lia+ahKuw6oOcTLZ3xgXjbbmTNra8ZpnXnGtdrusdqePpte/f//8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -57,7 +57,6 @@ var statements = map[string]string{
 	"QueueCounts":               dbsqlc.QueueCounts,
 	"QueueEnsureMany":           dbsqlc.QueueEnsureMany,
 	"QueueList":                 dbsqlc.QueueList,
-	"QueueThroughput":           dbsqlc.QueueThroughput,
 	"QueueUpsert":               dbsqlc.QueueUpsert,
 	"RateLimitDelete":           dbsqlc.RateLimitDelete,
 	"RateLimitList":             dbsqlc.RateLimitList,
@@ -72,6 +71,7 @@ var statements = map[string]string{
 	"SignalList":                dbsqlc.SignalList,
 	"SignalLoadInboxes":         dbsqlc.SignalLoadInboxes,
 	"StepList":                  dbsqlc.StepList,
+	"StepStats":                 dbsqlc.StepStats,
 	"StepPartitionList":         dbsqlc.StepPartitionList,
 }
 

@@ -159,6 +159,7 @@ type Step struct {
 	FinishedAt time.Time
 	Error      json.RawMessage
 	Queue      *string
+	Handler    *string
 }
 
 type StepsDefault struct {
