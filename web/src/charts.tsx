@@ -95,6 +95,8 @@ export function StepCharts({ queue, handler }: { queue?: string; handler?: strin
           { label: 'p95', stroke: '#9333ea', width: 1.5, spanGaps: false, value: value(2, ms) },
           { label: 'p99', stroke: '#db2777', width: 1, dash: [4, 3], spanGaps: false, value: value(3, ms) },
         ],
+        // From 0: a lone minute's percentiles are drawn against the floor, not against each other.
+        scales: { y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } },
         axes: [{}, { size: 60, values: (_u, vs) => vs.map((v) => ms(v)) }],
       },
       [xs, ...series],

@@ -31,7 +31,7 @@ export function Handler({ name }: { name: string }) {
       {handler && (
         <dl class="facts" data-testid="handler-settings">
           <Fact label="URL" title={handler.url}>
-            <span class="ellipsis">{handler.url}</span>
+            <span style={{ display: 'block', overflow: 'hidden', textOverflow: 'ellipsis', whiteSpace: 'nowrap' }}>{handler.url}</span>
           </Fact>
           <Fact label="Timeout">{handler.timeout}</Fact>
           <Fact label="Max attempts">{handler.max_attempts}</Fact>
