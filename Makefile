@@ -72,6 +72,7 @@ fuzz-short: ## Run each Go fuzz target for FUZZTIME (default 15s; the API target
 	$(GO) test -run '^$$' -fuzz '^FuzzSignalRequest$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./internal/httpapi/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeResponse$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./webhook/
 	$(GO) test -run '^$$' -fuzz '^FuzzStepBodyString$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./internal/dispatch/
+	$(GO) test -run '^$$' -fuzz '^FuzzBodyAcceptor$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./internal/httpapi/
 
 REDOCLY_CLI ?= @redocly/cli@2.77.0
 

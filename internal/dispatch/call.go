@@ -31,23 +31,30 @@ const maxRetryAfter = 24 * time.Hour
 // functions of their own (prepareCall, interpretAnswer, finishStep), so their locals are
 // not part of the frames that wait (a parked stack above 2 KiB keeps 8 KiB).
 func (d *Dispatcher) runStep(ctx context.Context, f *feeder, st *engine.Step) {
-	d.finishStep(f, st, d.call(ctx, st))
+	d.finishStep(ctx, f, st, d.call(ctx, st))
 }
 
-// finishStep frees the step's slot and, unless outcome is nil (nothing to write), queues
-// the outcome for the completer.
+// finishStep records a probe's result, frees the step's slot and, unless outcome is nil
+// (nothing to write), queues the outcome for the completer with its breaker note.
 //
 //go:noinline
-func (d *Dispatcher) finishStep(f *feeder, st *engine.Step, outcome *engine.Outcome) {
+func (d *Dispatcher) finishStep(ctx context.Context, f *feeder, st *engine.Step, outcome *engine.Outcome) {
 	if outcome == nil {
+		answered := ctx.Err() == nil // a 202: the handler is up
+		d.recordProbe(st, verdictSuccess, answered)
 		d.leases.remove(st.ID, st.LeaseToken)
 		f.release()
 		return
 	}
+	verdict := verdictOf(*outcome)
+	note := noteOf(st, verdict)
+	if d.recordProbe(st, verdict, verdict != verdictNone || outcome.HTTPStatus != nil) {
+		note.verdict = verdictNone // the probe's result is recorded already
+	}
 	d.leases.markCompleting(st.ID, st.LeaseToken)
 	defer f.release()
 	label := outcome.Label
-	d.completer.submit(st.WithOutcome(*outcome),
+	d.completer.submit(st.WithOutcome(*outcome), note,
 		func(applied *engine.OutcomeApplied, err error) {
 			d.leases.remove(st.ID, st.LeaseToken)
 			d.metrics.Steps.WithLabelValues(st.Queue, st.Handler, label).Inc()

@@ -26,6 +26,7 @@ type completer struct {
 
 type pendingOutcome struct {
 	outcome engine.StepOutcome
+	note    breakerNote
 	done    func(*engine.OutcomeApplied, error)
 }
 
@@ -46,8 +47,8 @@ func (c *completer) stop() {
 	c.wg.Wait()
 }
 
-func (c *completer) submit(o engine.StepOutcome, done func(*engine.OutcomeApplied, error)) {
-	c.queue <- pendingOutcome{outcome: o, done: done}
+func (c *completer) submit(o engine.StepOutcome, note breakerNote, done func(*engine.OutcomeApplied, error)) {
+	c.queue <- pendingOutcome{outcome: o, note: note, done: done}
 }
 
 func (c *completer) work() {
@@ -117,6 +118,7 @@ func (c *completer) flush(batch []pendingOutcome) {
 		time.Sleep(wait)
 	}
 	c.metrics.OutcomeBatch.Observe(float64(len(batch)))
+	c.recordBreakers(batch)
 	// By job and token: a stale outcome of a job can share the batch with its current one.
 	type lease struct {
 		id    int64

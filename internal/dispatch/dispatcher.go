@@ -53,6 +53,12 @@ type Config struct {
 	// OnPaused, when set, is called each time a feeder finds its queue paused and stops
 	// claiming (tests wait on it instead of sleeping).
 	OnPaused func(queue string)
+	// ParkFor is how long the claimed steps of an open (or paused) circuit breaker are
+	// parked for, beyond the one kept back per claim for the next probe (default 5m):
+	// they come back spread over its second half, or at once when the breaker closes.
+	ParkFor time.Duration
+	// Now is the circuit breaker's clock (nil: the database's now()); tests move it.
+	Now func() time.Time
 }
 
 func (c *Config) applyDefaults() {
@@ -80,6 +86,9 @@ func (c *Config) applyDefaults() {
 	if c.OutcomeBatch == 0 {
 		c.OutcomeBatch = 128
 	}
+	if c.ParkFor == 0 {
+		c.ParkFor = 5 * time.Minute
+	}
 }
 
 // Dispatcher runs the steps of every queue (or of Config.Queues) for one process.
@@ -92,6 +101,7 @@ type Dispatcher struct {
 
 	leases    *leaseRegistry
 	completer *completer
+	probes    probes   // the steps carrying their handler's circuit breaker probe
 	signers   sync.Map // signing secret → *webhook.Signer
 	// signerCount counts signers made since the cache was last cleared.
 	signerCount atomic.Int64

@@ -102,10 +102,12 @@ func (f *feeder) loop() {
 			continue
 		}
 		d.metrics.PickRows.WithLabelValues(f.queue).Observe(float64(len(steps)))
-		for i := range steps {
-			f.launch(&steps[i])
+		claimed := len(steps)
+		admitted := d.admitSteps(f.ctx, steps) // parks the steps of open circuit breakers
+		for i := range admitted {
+			f.launch(&admitted[i])
 		}
-		if len(steps) == want {
+		if claimed == want {
 			backlog = true
 			poll = d.cfg.PollMin
 			continue

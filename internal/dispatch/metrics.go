@@ -15,6 +15,9 @@ type Metrics struct {
 	PickThrottled   *prometheus.CounterVec   // empty picks while due work waited on a gate or rate limit
 	OutcomeBatch    prometheus.Histogram     // outcomes written per statement
 	ListenErrors    prometheus.Counter       // LISTEN connections lost (reconnected with backoff)
+	BreakerOpens    *prometheus.CounterVec   // circuit breakers this process opened, by handler
+	BreakerProbes   *prometheus.CounterVec   // circuit breaker probes this process sent, by handler
+	BreakerParked   *prometheus.CounterVec   // claimed steps parked unrun by an open breaker, by handler
 }
 
 // NewMetrics creates the instruments and registers them on reg (nil: not registered).
@@ -49,10 +52,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Outcomes written by one statement.", Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200}}),
 		ListenErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "gendurable_listen_errors_total",
 			Help: "LISTEN connections lost or refused; the dispatcher reconnects with backoff and polls meanwhile."}),
+		BreakerOpens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gendurable_breaker_opens_total",
+			Help: "Circuit breakers this process opened (the failure that reached the threshold was its), by handler."},
+			[]string{"handler"}),
+		BreakerProbes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gendurable_breaker_probes_total",
+			Help: "Probes of an open circuit breaker this process sent, by handler."}, []string{"handler"}),
+		BreakerParked: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gendurable_breaker_parked_steps_total",
+			Help: "Claimed steps given back unrun because their handler's circuit breaker was open, by handler."},
+			[]string{"handler"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Steps, m.WebhookDuration, m.InFlight, m.LeaseLost, m.Picks, m.PickRows,
-			m.PickDuration, m.PickContended, m.PickThrottled, m.OutcomeBatch, m.ListenErrors)
+			m.PickDuration, m.PickContended, m.PickThrottled, m.OutcomeBatch, m.ListenErrors,
+			m.BreakerOpens, m.BreakerProbes, m.BreakerParked)
 	}
 	return m
 }

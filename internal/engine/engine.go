@@ -38,8 +38,9 @@ type Config struct {
 	// IdempotencyWindow is how long an Idempotency-Key answers the job it made, also
 	// after that job finished (default 24h; GC keeps the job meanwhile).
 	IdempotencyWindow time.Duration
-	// IdempotencyClock, when set, is the time idempotency keys are judged by (default:
-	// the database's now()). Tests set it ahead to pass a window without waiting.
+	// IdempotencyClock, when set, is the time idempotency keys are judged by and debounce
+	// periods count from (default: the database's now()). Tests set it to pass a window
+	// or a period without waiting.
 	IdempotencyClock func() time.Time
 }
 

@@ -20,13 +20,14 @@ type Handler struct {
 	BackoffBase             time.Duration
 	BackoffMax              time.Duration
 	CreatedAt, UpdatedAt    time.Time
+	Breaker                 Breaker
 }
 
 func handlerOf(h pg.Handler) Handler {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	return Handler{Name: h.Name, URL: h.URL, Secret: h.Secret, PreviousSecretExpiresAt: h.PreviousSecretExpiresAt,
 		Timeout: ms(h.TimeoutMS), MaxAttempts: h.MaxAttempts, BackoffBase: ms(h.BackoffBaseMS),
-		BackoffMax: ms(h.BackoffMaxMS), CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
+		BackoffMax: ms(h.BackoffMaxMS), CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt, Breaker: breakerOf(h.Breaker)}
 }
 
 // HandlerSettings registers or changes a handler. Nil fields keep the current value (or
@@ -39,6 +40,7 @@ type HandlerSettings struct {
 	Timeout     *time.Duration // 1ms-24h, whole milliseconds
 	BackoffBase *time.Duration // 0-24h
 	BackoffMax  *time.Duration // 0-24h
+	Breaker     BreakerSettings
 }
 
 // URLChecker vets a handler URL before it is registered (a *netguard.Guard is one): the
@@ -52,7 +54,7 @@ const maxHandlerDuration = 24 * time.Hour
 
 // CheckHandler lists what is wrong with a handler's settings (nil when nothing is),
 // in the order of the fields: url (vetted by guard, which may resolve its host),
-// secret, max_attempts, timeout, backoff_base, backoff_max.
+// secret, max_attempts, timeout, backoff_base, backoff_max, breaker.
 func CheckHandler(ctx context.Context, name string, s HandlerSettings, guard URLChecker) []FieldError {
 	v := &validator{}
 	v.name("name", name)
@@ -74,6 +76,7 @@ func CheckHandler(ctx context.Context, name string, s HandlerSettings, guard URL
 			v.add(d.field, "must be a duration between %s and 24h", d.min)
 		}
 	}
+	v.breaker(s.Breaker)
 	return v.errs
 }
 
@@ -81,7 +84,8 @@ func CheckHandler(ctx context.Context, name string, s HandlerSettings, guard URL
 const secretRule = "must be whsec_ followed by the base64 of at least 16 bytes"
 
 // SetHandler registers or changes a handler after CheckHandler finds nothing wrong
-// (a *ValidationError otherwise; nothing is written). One statement.
+// (a *ValidationError otherwise; nothing is written). One statement (two when it turns
+// the breaker off: its parked steps are woken).
 func (e *Engine) SetHandler(ctx context.Context, name string, s HandlerSettings, guard URLChecker) (Handler, error) {
 	if errs := CheckHandler(ctx, name, s, guard); len(errs) > 0 {
 		return Handler{}, &ValidationError{Errors: errs}
@@ -96,9 +100,15 @@ func (e *Engine) SetHandler(ctx context.Context, name string, s HandlerSettings,
 			*d.out = &ms
 		}
 	}
+	s.Breaker.apply(&p)
 	h, err := e.db.HandlerUpsert(ctx, p)
 	if err != nil {
 		return Handler{}, err
+	}
+	if t := s.Breaker.Threshold; t != nil && *t == 0 { // the breaker is off and closed: run what it parked
+		if _, err := e.db.JobWakeParked(ctx, name); err != nil {
+			return Handler{}, err
+		}
 	}
 	return handlerOf(h), nil
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg"
@@ -24,10 +26,27 @@ type NewJob struct {
 	Delay          *time.Duration
 	ConcurrencyKey *string
 	RateLimit      *RateLimitRef
-	MaxAttempts    *int
+	// RateLimits names several token buckets: a step runs only when each holds its
+	// weight, and takes from all of them at once (at most MaxRateLimits, each bucket
+	// once; not with RateLimit, its one-bucket form).
+	RateLimits  []RateLimitRef
+	MaxAttempts *int
 	// IdempotencyKey makes a repeat within the engine's IdempotencyWindow answer the job
 	// the key first made (Deduplicated), even after it finished.
 	IdempotencyKey *string
+	// Debounce collapses inserts of one key, while its job is pending, into that job
+	// (Debounced); not with Key, IdempotencyKey, RunAt or Delay.
+	Debounce *Debounce
+}
+
+// Debounce says how an insert collapses into the pending job of its key: that job runs
+// once Period has passed with no new insert of the key, or at the latest MaxWait (0: no
+// bound) after the insert that made it, with the latest insert's input. The key is
+// global, like Key: put the handler in it to keep handlers apart.
+type Debounce struct {
+	Key     string
+	Period  time.Duration
+	MaxWait time.Duration
 }
 
 // RateLimitRef names the token bucket a job draws from.
@@ -36,6 +55,9 @@ type RateLimitRef struct {
 	Key    string
 	Weight int
 }
+
+// MaxRateLimits is the most rate limits one job may name.
+const MaxRateLimits = 8
 
 // DefaultQueue is the queue of a job that names none.
 const DefaultQueue = "default"
@@ -72,19 +94,60 @@ func (j NewJob) toInsert(v *validator, prefix string) pg.JobInsert {
 		in.DelayMS = &ms
 	}
 	v.jsonValue(prefix+"input", j.Input)
+	if d := j.Debounce; d != nil {
+		v.keyText(prefix+"debounce/key", &d.Key)
+		if d.Period <= 0 {
+			v.add(prefix+"debounce/period", "must be positive")
+		}
+		if d.MaxWait < 0 {
+			v.add(prefix+"debounce/max_wait", "must be positive")
+		}
+		switch {
+		case j.Key != nil:
+			v.add(prefix+"debounce", "give key or debounce, not both")
+		case j.IdempotencyKey != nil:
+			v.add(prefix+"debounce", "give an idempotency key or debounce, not both")
+		case j.RunAt != nil || j.Delay != nil:
+			v.add(prefix+"debounce", "a debounced job runs once its period has passed: give no run_at or delay")
+		}
+		in.Debounce = &pg.Debounce{Key: d.Key, Period: d.Period, MaxWait: d.MaxWait}
+	}
+	limits, field := j.RateLimits, prefix+"rate_limits/"
 	if j.RateLimit != nil {
-		v.name(prefix+"rate_limit/name", j.RateLimit.Name)
-		if msg := UnstorableText(j.RateLimit.Key); msg != "" {
-			v.add(prefix+"rate_limit/key", "%s", msg)
+		if j.RateLimits != nil {
+			v.add(prefix+"rate_limits", "give rate_limit or rate_limits, not both")
 		}
-		w := j.RateLimit.Weight
-		if w == 0 {
-			w = 1
+		limits, field = []RateLimitRef{*j.RateLimit}, prefix+"rate_limit"
+	}
+	if len(limits) > MaxRateLimits {
+		v.add(prefix+"rate_limits", "names %d rate limits, more than the %d a job may name", len(limits), MaxRateLimits)
+	}
+	seen := map[RateLimitRef]bool{}
+	for i, l := range limits {
+		f := field
+		if j.RateLimit == nil {
+			f = field + strconv.Itoa(i)
 		}
-		if w < 1 {
-			v.add(prefix+"rate_limit/weight", "must be at least 1")
+		v.name(f+"/name", l.Name)
+		if msg := UnstorableText(l.Key); msg != "" {
+			v.add(f+"/key", "%s", msg)
 		}
-		in.RateLimit, in.RateKey, in.RateWeight = &j.RateLimit.Name, &j.RateLimit.Key, &w
+		if l.Weight == 0 {
+			l.Weight = 1
+		}
+		if l.Weight < 1 {
+			v.add(f+"/weight", "must be at least 1")
+		}
+		if bucket := (RateLimitRef{Name: l.Name, Key: l.Key}); seen[bucket] {
+			v.add(f, "names the bucket of rate limit %q and key %q twice", l.Name, l.Key)
+		} else {
+			seen[bucket] = true
+		}
+		if i == 0 {
+			in.RateLimit, in.RateKey, in.RateWeight = &l.Name, &l.Key, &l.Weight
+		} else {
+			in.ExtraRateLimits = append(in.ExtraRateLimits, pg.RateLimitUse(l))
+		}
 	}
 	return in
 }
@@ -99,7 +162,7 @@ func (e *Engine) InsertJobs(ctx context.Context, jobs []NewJob) ([]JobInserted, 
 	}
 	out := make([]JobInserted, len(rows))
 	for i, r := range rows {
-		out[i] = JobInserted{Job: jobOf(r.Job), Deduplicated: r.Deduplicated}
+		out[i] = JobInserted{Job: jobOf(r.Job), Deduplicated: r.Deduplicated, Debounced: r.Debounced}
 	}
 	return out, nil
 }
@@ -147,15 +210,21 @@ func (e *Engine) insertJobs(ctx context.Context, jobs []NewJob, batch bool) ([]p
 			if batch {
 				prefix = fmt.Sprintf("jobs/%d/", p.Index)
 			}
+			// The database names a job's first limit rate_limit/…; given as a list, it is rate_limits/0/….
+			if field, ok := strings.CutPrefix(p.Field, "rate_limit/"); ok && p.Index < len(jobs) && jobs[p.Index].RateLimit == nil {
+				p.Field = "rate_limits/0/" + field
+			}
 			v.add(prefix+p.Field, "%s", p.Message)
 		}
 		return nil, v.err()
 	}
 	if err == nil && e.metrics != nil {
 		for _, j := range out {
-			if j.Deduplicated {
+			switch {
+			case j.Deduplicated:
 				e.metrics.Deduplicated.Inc()
-			} else {
+			case j.Debounced: // collapsed into a pending job: neither a new job nor a dedup
+			default:
 				e.metrics.JobsInserted.WithLabelValues(j.Queue).Inc()
 			}
 		}
@@ -169,7 +238,7 @@ func (e *Engine) InsertJob(ctx context.Context, job NewJob) (JobInserted, error)
 	if err != nil {
 		return JobInserted{}, err
 	}
-	return JobInserted{Job: jobOf(out[0].Job), Deduplicated: out[0].Deduplicated}, nil
+	return JobInserted{Job: jobOf(out[0].Job), Deduplicated: out[0].Deduplicated, Debounced: out[0].Debounced}, nil
 }
 
 // insertProblems finds the items of a refused batch that name an unknown handler or rate
@@ -195,29 +264,35 @@ func (e *Engine) insertProblems(ctx context.Context, items []pg.JobInsert) []pg.
 		if it.RateLimit == nil {
 			continue
 		}
-		name := *it.RateLimit
-		l, seen := limits[name]
-		if !seen {
-			got, err := e.db.RateLimitGet(ctx, name)
-			if err != nil && !errors.Is(err, ErrNotFound) {
-				return nil
-			}
-			if err == nil {
-				l = &got
-			}
-			limits[name] = l
-		}
 		weight := 1
 		if it.RateWeight != nil {
 			weight = *it.RateWeight
 		}
-		switch {
-		case l == nil:
-			problems = append(problems, pg.InsertProblem{Index: i, Field: "rate_limit/name",
-				Message: fmt.Sprintf("no rate limit named %q exists (PUT /v1/rate-limits/%s first)", name, name)})
-		case l.Burst < float64(weight):
-			problems = append(problems, pg.InsertProblem{Index: i, Field: "rate_limit/weight",
-				Message: fmt.Sprintf("weight %d can never fit: rate limit %q has burst %g", weight, name, l.Burst)})
+		uses := append([]pg.RateLimitUse{{Name: *it.RateLimit, Weight: weight}}, it.ExtraRateLimits...)
+		for n, use := range uses {
+			l, seen := limits[use.Name]
+			if !seen {
+				got, err := e.db.RateLimitGet(ctx, use.Name)
+				if err != nil && !errors.Is(err, ErrNotFound) {
+					return nil
+				}
+				if err == nil {
+					l = &got
+				}
+				limits[use.Name] = l
+			}
+			field := "rate_limit"
+			if n > 0 {
+				field = "rate_limits/" + strconv.Itoa(n)
+			}
+			switch {
+			case l == nil:
+				problems = append(problems, pg.InsertProblem{Index: i, Field: field + "/name",
+					Message: fmt.Sprintf("no rate limit named %q exists (PUT /v1/rate-limits/%s first)", use.Name, use.Name)})
+			case l.Burst < float64(use.Weight):
+				problems = append(problems, pg.InsertProblem{Index: i, Field: field + "/weight",
+					Message: fmt.Sprintf("weight %d can never fit: rate limit %q has burst %g", use.Weight, use.Name, l.Burst)})
+			}
 		}
 	}
 	return problems

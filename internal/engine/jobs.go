@@ -17,19 +17,22 @@ type Job struct {
 	Priority int
 	// EligibleAt is when a runnable job may run, or an awaiting job's deadline; nil for
 	// an await without a deadline.
-	EligibleAt      *time.Time
-	Input           json.RawMessage
-	State           json.RawMessage
-	Result          json.RawMessage
-	Error           json.RawMessage
-	Step            int
-	Attempt         int
-	MaxAttempts     int
-	Key             *string
-	ConcurrencyKey  *string
-	RateLimit       *string // the rate limit's name (nil: none)
-	RateKey         *string
-	RateWeight      int
+	EligibleAt     *time.Time
+	Input          json.RawMessage
+	State          json.RawMessage
+	Result         json.RawMessage
+	Error          json.RawMessage
+	Step           int
+	Attempt        int
+	MaxAttempts    int
+	Key            *string
+	ConcurrencyKey *string
+	RateLimit      *string // the rate limit's name (nil: none)
+	RateKey        *string
+	RateWeight     int
+	// RateLimits are every rate limit the job draws from, the first being RateLimit,
+	// RateKey and RateWeight (nil: none).
+	RateLimits      []RateLimitRef
 	ParentID        *int64
 	PendingChildren int
 	Awaiting        []string
@@ -45,17 +48,35 @@ type Job struct {
 	// a client inserted it).
 	ScheduleName *string
 	ScheduleTick *time.Time
+	// DebounceKey is the debounce key the job was inserted with (nil: none).
+	DebounceKey *string
 }
 
 func jobOf(j pg.Job) Job {
-	return Job{ID: j.ID, Queue: j.Queue, Handler: j.Handler, Status: j.Status, Priority: j.Priority,
+	return Job{RateLimits: rateLimitsOf(j), ID: j.ID, Queue: j.Queue, Handler: j.Handler, Status: j.Status, Priority: j.Priority,
 		EligibleAt: j.EligibleAt, Input: j.Input, State: j.State, Result: j.Result, Error: j.Error,
 		Step: j.Step, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Key: j.Key, ConcurrencyKey: j.ConcurrencyKey,
 		RateLimit: j.RateLimit, RateKey: j.RateKey, RateWeight: j.RateWeight, ParentID: j.ParentID,
 		PendingChildren: j.PendingChildren, Awaiting: j.Awaiting, Wake: j.Wake, LeaseExpiresAt: j.LeaseExpiresAt,
 		LeaseOwner: j.LeaseOwner, AttemptedAt: j.AttemptedAt, CancelRequested: j.CancelRequested,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt,
-		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick}
+		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick, DebounceKey: j.DebounceKey}
+}
+
+// rateLimitsOf lists every rate limit of j, first the one of its rate_limit columns.
+func rateLimitsOf(j pg.Job) []RateLimitRef {
+	if j.RateLimit == nil {
+		return nil
+	}
+	out := make([]RateLimitRef, 0, 1+len(j.ExtraRateLimits))
+	out = append(out, RateLimitRef{Name: *j.RateLimit, Weight: j.RateWeight})
+	if j.RateKey != nil {
+		out[0].Key = *j.RateKey
+	}
+	for _, l := range j.ExtraRateLimits {
+		out = append(out, RateLimitRef(l))
+	}
+	return out
 }
 
 func jobsOf(rows []pg.Job) []Job {
@@ -67,10 +88,12 @@ func jobsOf(rows []pg.Job) []Job {
 }
 
 // JobInserted is the answer for one inserted job: the new job, or the live job that
-// already held its key (Deduplicated).
+// already held its key (Deduplicated), or the pending job its debounced insert collapsed
+// into (Debounced).
 type JobInserted struct {
 	Job
 	Deduplicated bool
+	Debounced    bool
 }
 
 // JobDetail is a job with its inbox and children counts.

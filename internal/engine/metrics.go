@@ -45,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer, db *pg.DB) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.JobsInserted, m.Deduplicated, m.Reaped, m.AwaitTimeouts, m.GCDeleted, m.GateRepairs, m.ScheduleTicks,
-			&depthCollector{db: db}, &poolCollector{db: db})
+			&depthCollector{db: db}, &poolCollector{db: db}, &breakerCollector{db: db})
 	}
 	return m
 }

@@ -78,6 +78,27 @@ func (e APIKeyCreatedScope) Valid() bool {
 	}
 }
 
+// Defines values for BreakerState.
+const (
+	Closed   BreakerState = "closed"
+	HalfOpen BreakerState = "half_open"
+	Open     BreakerState = "open"
+)
+
+// Valid indicates whether the value is a known member of the BreakerState enum.
+func (e BreakerState) Valid() bool {
+	switch e {
+	case Closed:
+		return true
+	case HalfOpen:
+		return true
+	case Open:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobStatus.
 const (
 	Awaiting  JobStatus = "awaiting"
@@ -274,6 +295,60 @@ type AnswerSpawn struct {
 // AnyJSON Any JSON value (null is refused).
 type AnyJSON = json.RawMessage
 
+// Breaker defines model for Breaker.
+type Breaker struct {
+	ConsecutiveFailures int `json:"consecutive_failures"`
+
+	// NextProbeAt Open, when the next probe may go; half-open, when the running probe is given up for lost.
+	NextProbeAt *time.Time `json:"next_probe_at"`
+	OpenedAt    *time.Time `json:"opened_at"`
+
+	// Opens Times the breaker opened.
+	Opens int64 `json:"opens"`
+
+	// PauseAfter A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	PauseAfter Duration `json:"pause_after"`
+
+	// Paused The breaker stayed open for longer than pause_after; POST .../resume.
+	Paused       bool       `json:"paused"`
+	PausedAt     *time.Time `json:"paused_at"`
+	PausedReason *string    `json:"paused_reason"`
+
+	// ProbeInterval A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	ProbeInterval Duration `json:"probe_interval"`
+
+	// ProbeIntervalMax A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	ProbeIntervalMax Duration `json:"probe_interval_max"`
+
+	// State closed calls every step; open parks them until the next probe; half_open while the probe runs.
+	State     BreakerState `json:"state"`
+	Threshold int          `json:"threshold"`
+}
+
+// BreakerState closed calls every step; open parks them until the next probe; half_open while the probe runs.
+type BreakerState string
+
+// BreakerPut The handler's circuit breaker (docs/flow-control.md); absent fields keep their value.
+type BreakerPut struct {
+	// PauseAfter A breaker open for longer pauses the handler until it is resumed; "0s" never pauses. Default 1h.
+	PauseAfter *Duration `json:"pause_after,omitempty"`
+
+	// ProbeInterval Wait before the first probe of an open breaker; doubled by each failed probe. Default 5s.
+	ProbeInterval *Duration `json:"probe_interval,omitempty"`
+
+	// ProbeIntervalMax The longest wait between probes. Default 5m.
+	ProbeIntervalMax *Duration `json:"probe_interval_max,omitempty"`
+
+	// Threshold Consecutive failures (connection errors, timeouts, 5xx) that open the breaker; 0 turns it off. Default 10.
+	Threshold *int `json:"threshold,omitempty"`
+}
+
 // BulkFilter Every field set narrows the selection; at least one, or `all`, is required.
 type BulkFilter struct {
 	// All Act on every job the action applies to; not combined with other fields.
@@ -314,6 +389,28 @@ type BulkResult struct {
 
 	// More Matching jobs remain; call again to take the next batch.
 	More bool `json:"more"`
+}
+
+// Debounce Inserts with the same debounce key collapse into one job while it is pending
+// (runnable and never claimed): each gives it its input and pushes it back to
+// `period` from now, never later than `max_wait` after the insert that made it. The
+// job runs once `period` has passed with no new insert (or at `max_wait`), with the
+// latest input; the other fields are those of the insert that made it. Once claimed,
+// the next insert makes a new job. The key is global (like `key`): include the
+// handler in it to keep handlers apart. Not with `key`, `idempotency_key` (or the
+// Idempotency-Key header), `run_at` or `delay`.
+type Debounce struct {
+	Key string `json:"key"`
+
+	// MaxWait A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	MaxWait *Duration `json:"max_wait,omitempty"`
+
+	// Period A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Period Duration `json:"period"`
 }
 
 // Duration A Go duration such as "500ms", "30s", "1h30m".
@@ -366,6 +463,7 @@ type HandlerConfig struct {
 	//
 	// Example: 30s
 	BackoffMax  Duration  `json:"backoff_max"`
+	Breaker     Breaker   `json:"breaker"`
 	CreatedAt   time.Time `json:"created_at"`
 	MaxAttempts int       `json:"max_attempts"`
 	Name        string    `json:"name"`
@@ -397,8 +495,11 @@ type HandlerPut struct {
 	// BackoffMax A Go duration such as "500ms", "30s", "1h30m".
 	//
 	// Example: 30s
-	BackoffMax  *Duration `json:"backoff_max,omitempty"`
-	MaxAttempts *int      `json:"max_attempts,omitempty"`
+	BackoffMax *Duration `json:"backoff_max,omitempty"`
+
+	// Breaker The handler's circuit breaker (docs/flow-control.md); absent fields keep their value.
+	Breaker     *BreakerPut `json:"breaker,omitempty"`
+	MaxAttempts *int        `json:"max_attempts,omitempty"`
 
 	// Secret Signing secret (whsec_ + base64 of at least 16 bytes); generated when absent.
 	Secret *string `json:"secret,omitempty"`
@@ -430,6 +531,9 @@ type Job struct {
 	ConcurrencyKey  *string   `json:"concurrency_key"`
 	CreatedAt       time.Time `json:"created_at"`
 
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
@@ -440,16 +544,21 @@ type Job struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -496,6 +605,9 @@ type JobDetail struct {
 	ConcurrencyKey   *string   `json:"concurrency_key"`
 	CreatedAt        time.Time `json:"created_at"`
 
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
@@ -506,16 +618,21 @@ type JobDetail struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -544,6 +661,16 @@ type JobDetail struct {
 type JobInsert struct {
 	ConcurrencyKey *string `json:"concurrency_key,omitempty"`
 
+	// Debounce Inserts with the same debounce key collapse into one job while it is pending
+	// (runnable and never claimed): each gives it its input and pushes it back to
+	// `period` from now, never later than `max_wait` after the insert that made it. The
+	// job runs once `period` has passed with no new insert (or at `max_wait`), with the
+	// latest input; the other fields are those of the insert that made it. Once claimed,
+	// the next insert makes a new job. The key is global (like `key`): include the
+	// handler in it to keep handlers apart. Not with `key`, `idempotency_key` (or the
+	// Idempotency-Key header), `run_at` or `delay`.
+	Debounce *Debounce `json:"debounce,omitempty"`
+
 	// Delay A Go duration such as "500ms", "30s", "1h30m".
 	//
 	// Example: 30s
@@ -568,7 +695,12 @@ type JobInsert struct {
 	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Queue     *Name         `json:"queue,omitempty"`
 	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
-	RunAt     *time.Time    `json:"run_at,omitempty"`
+
+	// RateLimits Several rate limits (each bucket once): a step runs only when every bucket named
+	// holds its weight, and is debited from all of them in the claim, or from none.
+	// Not with `rate_limit` (its one-limit form): giving both is refused.
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
+	RunAt      *time.Time      `json:"run_at,omitempty"`
 }
 
 // JobInserted defines model for JobInserted.
@@ -582,7 +714,13 @@ type JobInserted struct {
 	CancelRequested *bool     `json:"cancel_requested,omitempty"`
 	ConcurrencyKey  *string   `json:"concurrency_key"`
 	CreatedAt       time.Time `json:"created_at"`
-	Deduplicated    bool      `json:"deduplicated"`
+
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
+	// Debounced Present and true when the insert collapsed into a pending job of its debounce key.
+	Debounced    *bool `json:"debounced,omitempty"`
+	Deduplicated bool  `json:"deduplicated"`
 
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
@@ -594,16 +732,21 @@ type JobInserted struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -1275,6 +1418,9 @@ type ServerInterface interface {
 	// PutHandler Register or change a webhook handler.
 	// (PUT /v1/handlers/{name})
 	PutHandler(w http.ResponseWriter, r *http.Request, name Name)
+	// ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
+	// (POST /v1/handlers/{name}/resume)
+	ResumeHandler(w http.ResponseWriter, r *http.Request, name Name)
 	// RotateHandlerSecret Replace the signing secret, keeping the old one valid for an overlap window.
 	// (POST /v1/handlers/{name}/rotate-secret)
 	RotateHandlerSecret(w http.ResponseWriter, r *http.Request, name Name)
@@ -1443,6 +1589,12 @@ func (_ Unimplemented) GetHandler(w http.ResponseWriter, r *http.Request, name N
 // PutHandler Register or change a webhook handler.
 // (PUT /v1/handlers/{name})
 func (_ Unimplemented) PutHandler(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
+// (POST /v1/handlers/{name}/resume)
+func (_ Unimplemented) ResumeHandler(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1886,6 +2038,32 @@ func (siw *ServerInterfaceWrapper) PutHandler(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PutHandler(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeHandler operation middleware
+func (siw *ServerInterfaceWrapper) ResumeHandler(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeHandler(w, r, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3019,6 +3197,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Delete(options.BaseURL+"/v1/api-keys/{id}", wrapper.RevokeAPIKey)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/handlers/{name}/resume", wrapper.ResumeHandler)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/handlers/{name}/rotate-secret", wrapper.RotateHandlerSecret)
 	})
 	r.Group(func(r chi.Router) {
@@ -4094,6 +4275,109 @@ type PutHandlerdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response PutHandlerdefaultApplicationProblemPlusJSONResponse) VisitPutHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandlerRequestObject struct {
+	Name Name `json:"name"`
+}
+
+type ResumeHandlerResponseObject interface {
+	VisitResumeHandlerResponse(w http.ResponseWriter) error
+}
+
+type ResumeHandler200JSONResponse HandlerConfig
+
+func (response ResumeHandler200JSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandler401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeHandler401ApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandler403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeHandler403ApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandler404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeHandler404ApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandler422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeHandler422ApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeHandlerdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ResumeHandlerdefaultApplicationProblemPlusJSONResponse) VisitResumeHandlerResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -7080,6 +7364,9 @@ type StrictServerInterface interface {
 	// PutHandler Register or change a webhook handler.
 	// (PUT /v1/handlers/{name})
 	PutHandler(ctx context.Context, request PutHandlerRequestObject) (PutHandlerResponseObject, error)
+	// ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
+	// (POST /v1/handlers/{name}/resume)
+	ResumeHandler(ctx context.Context, request ResumeHandlerRequestObject) (ResumeHandlerResponseObject, error)
 	// RotateHandlerSecret Replace the signing secret, keeping the old one valid for an overlap window.
 	// (POST /v1/handlers/{name}/rotate-secret)
 	RotateHandlerSecret(ctx context.Context, request RotateHandlerSecretRequestObject) (RotateHandlerSecretResponseObject, error)
@@ -7548,6 +7835,32 @@ func (sh *strictHandler) PutHandler(w http.ResponseWriter, r *http.Request, name
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(PutHandlerResponseObject); ok {
 		if err := validResponse.VisitPutHandlerResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ResumeHandler operation middleware
+func (sh *strictHandler) ResumeHandler(w http.ResponseWriter, r *http.Request, name Name) {
+	var request ResumeHandlerRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResumeHandler(ctx, request.(ResumeHandlerRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResumeHandler")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResumeHandlerResponseObject); ok {
+		if err := validResponse.VisitResumeHandlerResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -8391,178 +8704,200 @@ func (sh *strictHandler) GetStepStats(w http.ResponseWriter, r *http.Request, pa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H2Lchs3tuCvoLi3SuRNS6JkO3ci1dRexXYSZzKOx3IqtRt6SbAbJGE1AQYATTGOq+Zr5g/2B/ZT5ku2",
-	"cA6AfhBNNvWw4xnXVE1kdjee5/1810nlfCEFE0Z3zt51FlTROTNMwb+eZWy+kIaJdP0Xtra/ZEynii8M",
-	"l6Jz1rkgii0YNWTFzYwLYmaMaKbeMnWgCS8+JisuMrki3W+fPn/y08uLr394Onz25OlfX/z46unzx/9r",
-	"+POz509+/DkZiIxN6DI35PThrEeo0CumNIz6Ro7hv1dsTSZcaUPmNGMJobmWhE4MU4QbMuGC6xnLjgai",
-	"k3S4XeKM0YypTtIRdM46Z+UtHdo9JR2dztic2s3N6fUPTEzNrHP26OQ06cy58P8+STpmvbADaKO4mHbe",
-	"v08638vxsyf2Q5hpQc2smIdnnaSj2K9LrljWOTNqycpTTaSaU2PfE+bLhx2Yi8+X8/JMXBg2ZQqmeg6j",
-	"RmeC/2yb6z8Um3TOOv/juLjqY3yqj2Hc93YGxfRCCs3g4r+m2Uv265JpY/+VSmGYgD/pYpHzlNr7P14o",
-	"Oc7Z/Is32gLDu5YzvsCvcNIqOL2aMTKW2ZpwTYQ05C3NeUa+v/zxOelKRWYyzzTJqKHuxi1AwNO3NF+y",
-	"3lHnfdJ5LMUk5+kHX3c6o2LKSCrznGdMA0bAAhXTcqlSdqBJulSKCUO0oYbBar+RasyzjIkPvdyLF88A",
-	"l2ZUu1XSjOhULti524omgrGMUEFoNufCvg1Lfi7NN3Ipsg+54ueS6GU6C2cJC/Hvf8B1XAjy8pvH5KuH",
-	"j/6LuMFhKa+k/IGqKftYyCLfOmzQ/DdGcj7nBtb1k6BLM5OK/8Y+6H1dLM2MCePGhxUKQkUGaxwzquxy",
-	"5RUTRKoAilyTOdeai2lCVkqKqX2o2Ft5xTK3m4WSKdOajvMPftQKyWGFNJ2TEVNKKj0ilghrwmg6I2Oa",
-	"kQlnuV30e0+HgapevHjm2OhCyQVThiO1TRWjhmVDaiqsIaOGHRoO1L3GfBLLX2JspM46kk5OtRku9fbh",
-	"xTLP8VSReWxMJxz/2XiwUGzCrzdFg1fIrA+0Y9fpjCqaWsHiKLYdd8+3WiOQL/s5E5aR/tIBwgWskWad",
-	"1zEOXjDNX5BjO2aKQ4XdJeUrqh1pZe3FJHL8hqXGLgtv/TEMAKCaZdweEs1flKBgQnPNkhpg+FMvCSan",
-	"/f4OweTWB1E5g107AjCkef7jpHP2y3YMc+D/PqnD/1VMtnQARLrT7Gr4z7//o3dG9EyuBJEiZQnRRiqW",
-	"ESnyNaGaUMvJZhHQqu3NTrW5pddhUz9wFHmqC6QLPrxia/ibGzbXu4hJ2KqfiSpF1xurCeNGTxnE34sV",
-	"5WYn2FSP7gVVV0FqXgrDc0KJ5lNBcyBUGeGCjPAHPSJUKf6WadKlYu1fW80scZ5zY1jWGwipyMiioVya",
-	"EVlQre3rglm2U3nziFyQOTXpjIupH8rMqHFzZGQ14zmzaxsIbdiCKCrIil4xbcV3auByUXqv3oBbbOUC",
-	"9sSK6k0kHZDCdsrHjuhYMRMGwUPY9dmTpQJeBDfecLNPpGB7Xuw3oN+EqwUZc6SYXuZmdE4oWVCQL7km",
-	"Rlr+Uz9FfHW/PTdv4BvK8303QHkeli/kKoE9yKUhihm15mLaZhvAdO9qF8/Z9b749XKJqq5g11aYZwvS",
-	"RYVklLGcrke9hKRUwXbICMBstLkJeLU9HN0IXpt3/dIe9w23remc4bbplHJBKnsnXXaNi+I0J2OaXsnJ",
-	"pEokzi2up3IpjAb1whg2X5g7OKE7hYvLBV2JPU/omdBMGTJKZzzPFBMjEHoXm+TYUs41kYIRObGP5qCI",
-	"BfPFxlH4AVszIFj9Y/uV3dGcXj/Dr076fUsq74AW1lhZWGGcla3ho00DkliXNHjStTKexXvFJla+6tmT",
-	"uD6cykM3pBXpj17S1V+tFjBlduyvl/nVNzw3TO15WU/hDkBSJ5oZIqhScqWdEStnqX3v3DKlnFFtWRNL",
-	"rEoyonk+SnCVuP/N+6J5Htlsagdxd+8NWhSmIaC/MEvwzkG/SOV8zIVlmJbGSzNjCpdaFp/HUuaMAugH",
-	"+XTiDqI6tZPVgMMqRFg7TjtVw489ZhOpWPPg+Lz9uDMqspypdiaqxIpuwyZt43s51mQ1kxplRm2oMs4G",
-	"w4Gy7GXaSzq/LtmStV2YRZ6ljpwLFSnLz4haCmHxJiHsmqVLAxoutXIdF9MjAqT4jEwoz1lmOYf9Kkeo",
-	"aoXr38vxJS7hPWzMo3pE+NzATIs9JUvfHrrJJODctrWVsNPqonyOwqyz8yI9iqnbcwkmXidJvrHXa2Zc",
-	"k7H9iRgrMbprdVZTpGs7rKhlguXW/7rxULyoVKfEVExR64mAoHtKutTdo+dzFtXt+0xk1P473HIwFM57",
-	"R1H9fR7Fub9WjkaxOeXinKQ0zx1TNhJOqZBT4ORixGODkOMG3cyx8wk8N+IQ+FaSzD1Gmx3VZNB51O/P",
-	"9aCTkEHnQd/9cTJ70J8POnZJ7JrOF1azt08tMbUygbID/p/uL/3Dr15/0R0MjvCv3v/sCv37Uv/+//6v",
-	"/n2uf9e/z3+f9Xpf/EeMxHxjSeZTLxbUAZjlkXt8QS3BBa6MFDch7Gh6BAd9/OB4obhU3KyjVoy5Y0ub",
-	"hpIN4LNzFx/ETvlbx5JrnOUt5bk3gNWEa8UY0bk02orWcWi6ianJqecbvwds3pxGz6jKdPzZcpHtuYSI",
-	"Du9nD1MlpZOpmWtKEzadc1ztn1LD2uv8cF+7NH4csmkZL5b7UuFwB1VKuIsWlm9o154u8c36TnDmpp1c",
-	"huELUr+hT3hpyx7KgXagSxVDognWnQqR//Lhrl19hyLFYykmfLp5oU4dGY6pZvsoFv67Ob3e57ObINuc",
-	"Xg+dRtSAP9tMsW+5XOqhZqliZsiuF1wx7aavnv1PoIaAWmZvwH9K8FOiDc9zMOBoy8uUNLCpA3Q15HTR",
-	"axTzdptpYYroDva2rtyEmiSdpcp3k2hnBbXvhjUXK6xdVFIFrSrE7EeOHAjHKZITmdsTpSpC7KJOYfgt",
-	"C9ufRn1grKtjUIUy7iSLATir+HLJpwJsmogf3dVMs3RIviB2U18+tAJDUBRPviTjtWG6d06mTDAFyhGg",
-	"Gh1rJur6CNguSxIPDv3LxeH/poe/9Q+/+uL49Rd/ftdPTt9HRZyb4IyKaKczYxZnx8dWP7R/avv3Ty9/",
-	"QHXYsAVS5hc/Xr5iGTFyYxMP/1TRqv60i4vbRUTBjNHcDlAH/QUTGRfT4ZxPcScN5LHQxrbP796LLeF7",
-	"OY4IXghSEZnXwZoXGgsvP1uckT6YtAlFg5m9mJyBJu68oSCbzyh6FUFvZdk5ocEWBIaCK2bPnxtNcgtg",
-	"dqgD7Q1nOi7puae39Kl5NTWOEc6fgGY89yZapqld7EQqZ9L5M6Fi3atotJsuxvhago0KVaahc8SiChYx",
-	"hEiBF5Cuh05w3bnJm/BplvMpH+csyl1/BmQPij8cyZyu7Q/nThWkWc7R/OfPzh0VEAohBbsFi72BITTp",
-	"eIi7FbyUbDo3d1lzsViafZff9rItjWY12ehme8WR5Ergfne+v1u0Q8fHsOGgGiYof+9oZNlcHHnLqbDx",
-	"p8H0temjp4YNg8LRzuf7EpSrOTcv2aTz/nXjJgriexMfFUZZZMucDb10vGlS8q+gQ3JOMxaM8iXMoyTN",
-	"uSXfGUfzc4uwAze14elVfGr7xLOH5mXcQqS+iSuzYJStjYuW8UTsnIGpgZwQZ0c3kdNX9IrFiOsafYRX",
-	"jjuqpdBo9TpzPueEeAxIiJOPWlxlLB4EsaGga+HYSmhUZQaefPlbCRDtybI7xsChN3UJNHDUOVmZPERQ",
-	"vVnLqJL2BoHna2rS2Z6C/Rs5bq+JfC/H6B6LOqS2m63L1wKTbttEk+X2Zqtl2U6taduKnjDjveSt6KUV",
-	"PTcDZPwlD/1Fxkl3eM1IQ/MG8RgDKYYOflpyZP9VGHjnN3VpuzLA5jI2Fp9ENh0P3CkAaz/ojUiKe3qJ",
-	"9nZQ7+nxKkXQD6MxUhdoP6vFtBOMeSddK3+jwwRgvoeyp3u64gLCMq1GR47fnhxbML6Bq6yVsOYdwIWc",
-	"VmchSrEcvQZXbG0VIM1SKTLC0aWOcUOU5PwtsmwMBucQOLJUQiM7dVx0zy3cymJQlqa2x5e69/Z1L1bF",
-	"rvbCVtJRS3FzK7uH1QbCFqjjLUlbxrIlhu7GNbraqiqvN9KDF84JczsGEAsas+r6MF0qLdvI/DFGUR2j",
-	"4XQvg2zmQzi9LgneMudF7pT086STSWGfoh+54/XlnMUiPpPOD1Z5eXptmMjw4Gt+hbZa0vYdbwwT2y8s",
-	"xYLsfvQbAsgr61ouQTTaviT8LLaO51HV4QdmDFM6IRmfcqMTcjA8SMjBkf2/M/t/hwfn5OTw5PRPtRjn",
-	"kkmvMOa9Lv4cHp0dvn7XT05O/ytu2asI7PZsxNqhWfyUEAR3KVgl+N8WiwOhLnasTcF5Ey02lcXwi1jO",
-	"x0AoN1H7ddJ+BTuCgH5cmlTO2QVE0WRR1B+2Nj/srRhtojnK6FtMjC9KXCN4yB7VD6SPug1E0Fc8YV+V",
-	"uFI/todSckyd3nqBNG41ak8hS771CKHkQhtLgKIzbdhoSys33OTxr/CHd6VogaUSZ1MmsqWy0HnmEj/O",
-	"IDkDha6d1GANcf446dYb+5vn2XXnhtObIuI4hH7sOkYY9zG+egufIRfDSc6nM7On01DmGdNm6NnLrQxi",
-	"C7rUTXZZxQwT8aCRVzNGQCI60CS8RuSkYgPXwZKMCabEYU07G82tYw6cN9DtsH7kiQODcOfRc93PD1iG",
-	"i01nRMks34KiFaJAu/czF5re4tVCGGn3vhNP2r0chJ4baJx3IzDV7iPulQXgbU84kZLssiq4QRuXchM/",
-	"rCNVkTAMKRhZ8PSKpDnlc02ogRC8jRi7XdrQBimqOY3AkWgnc1jsMvqcDc/lf2wE9u1WwtpSnnaqSqGz",
-	"b8go38kVyaWYYjiiJ1tVSkUVI1dsYc7JoNPXg06ho8pqinwpHf7l01dPn7969uPzo3igptXtQg6+kxc6",
-	"nWhS6DK9YuZAQyRsKTHf6pE+N3RTRd4gmUGZjPA8mCEiQv6FrZ0iPqNvrbqOb1YM283YPl4qXaPPcokY",
-	"XBcmb8QmG3mgctbzFvPeFSNRaBrGLSfhRPdjEeGK4mSpMBy0p03Fre+iT+XRty7uBoTKA0It5lVqg2nD",
-	"OoAW2oGqnhN/efWQuCY6UtyuB4QaUrkps4xlZMGUM021mzQqqPsZI0cagGLrme6vLTuz2667d1mLHlXa",
-	"2KdWzNP6XYP/jG9GUaJpuz+zgpM0BRK6Cwp1QiCfcKLkHEImChq0b4zkpXPV3U3GdqqkiJKfrT7zm7jC",
-	"IT95i8q725EMIxieXt1P0jhYwArr5CYPg6gYO3/7bBIXmFi2mekrDn62PJerqBFsm9jQ7Ae3K/jNScj3",
-	"pmkAtJTmKrsgvVPSOxr91kv6SfmEa9dZhY/9OI7HiDjD8a7t9uwmYNgublMMvW1Z+7Maj5RVEHzkcq0S",
-	"8iXmZyDFd5aYhFDi35eKdP97JpcqX/eIVGTQ+W/M74I0h2puw38ePyL/if+rBc89+nKnj2Jf19GeXpkS",
-	"9hTiJSJOndparCJzoLFCAsGdSEUoBjmE/O4Q53Cgi+hi+zLX4MSBo9kfT8Pi3G1uwds2x1RG5WLfP716",
-	"3ImUfnl28fyC+C9CcsvTpQWo4xdU8br77MuHu5DdYfk2X8slRJy+dBHYe4J36Vpbpxk3RMAiWV6FCNho",
-	"aGvvLmNbY2oQRh1GGLIUejlvDAq8zwIrzfH4dJ1Lmu0dl8N+3Tz9J8wijVoTqdB5G9S6N3J8Rk4ScpqQ",
-	"B//8+z/aqFqxQBc7a1KYuXDlNeYQDvl1483EPW+x6g1b2QLe8k6m4IZtXs4lw0JV919zpeVlB5LbVgYu",
-	"9vG1r8G3v9S/pz/84xwBxjjtPghzW/cODNT+/ZW8aoooxBBoiOGrR0B782OLjMtiQUnhO4JZo+dQZPbv",
-	"l+9+gUFxqCJJF1hxDioS8EyotzFjrvrGgSZLkTMNMRYY5C0Fi1Qm2B1F8+HjZu4hJIV0heX6wOvYfGHW",
-	"vVZWtD9yaMkeAR+XLvCzMSUi4kNw9zeshPsXtpZ7i1HfFJ2NWQwLl+Nu7bc1aZDodt4EHqt+uRz/hGiL",
-	"sQnJoIDEhPI8wWo34OCm8MtSsTMfqZpA/s0QzichqRQCS1H4X8oxFRly/JiDVe0r8Pjg3lbSQj2C1Z9E",
-	"9bQrC6neXhVAPDg0wR6WZNmT4P0Mhacw8WbFxjMpr0JNWdTqYJXktN8/I+yapiYPNVkiFzgQGzd4RH4S",
-	"V0KuhNMXwfLvapeQLpT3wBOCj7RVF8Y0G/pSqz2sdDWn1+W9nABZqP0Scf/tJnBF/bCST2/3J1CYyrnq",
-	"2n0BlaCcXafdF1B1CZ0zat3uEyxZZAHVV+bZ/Q0W8YlrEoYtAhu9dX2pO8p8aZvEcsMkiVsGtgDqF2Yo",
-	"FNgCqtfC3JtQ+TbJdVy7clsnYHPAEg1KG2LUund3BQ/++ElMu1OJms2XN0wWaZH5Qbr96r1E76RdmoUH",
-	"ru2ZEvVUi9JtN8EfRBtGAA0L5WqmyYxRZcbMMg+REcfZfKaeXot0pqSAZHkLi66gVwhxjJSr2zuKMrld",
-	"cGPS2RFxac/hx0J22YOnWrUHBBBfv3cSEoThtMpsFHltguU5Y1x4ILoFc+/Fyj5+ZnT7MboS4ETUVUwb",
-	"hus7gvcq3pVbRs/am2yw/lja0N72Y1F+p+UHhmxaRqmgVUPNbAe2kPtQg03FUoblUDVj5PrQ/a6P7Fu9",
-	"7aX5Nmd7I8cHupSNppkwIQzETgvREhOZ53IFaGLv8UCTN5IL0nVROMQqi73W9cAKySYSlxmyauJ1pR67",
-	"x5iOPpMrce5Mu0VicpzRvkG+vmthLq4+Zy2KQRTkukhBipUy8XZJZ5DRJENraahJVxz3imoMcWJZQjBG",
-	"z4kQ5cPe76ybrJVFllP8rCMLD6dOuvifUGK01/Ye9k6aDAOjG2eimJ5ZzTSVwnCxdMy94q/BDRfAVCqM",
-	"8rpFEkSR/9XxkNCEyo32/k/Hor+lzHjUzt54FIbGQkExvKEaF30yhzJqG+ufKDmPBeVRZYqSZxYZInFb",
-	"bSXmTRroHhKqLfBBUYgyKFNnflxR3YtWVVtILsx+DATO6oX9LoaWQTZuiENuXqnfSuNajdwc96mVIvF0",
-	"oXyHi1zqrmY8nblENiFXvfbHje104jtwrXZSCQTwDIuMgNXNLsIFmoGtCc29xVWX4GfWj0JQDZTdMnz4",
-	"WscBGJxCuLat4IxXFFEHd0DpvvCZBR9vVLkEJlzUZjEzxhUWBgCaCdPKq17LOMYixHnbdPgWGqKERHuS",
-	"A7yuNzGBGDM0Ug5zqqYsAesROmDbLianmD8ay/h5wVTKrPrCQvEar1sdhCqOmnBB5jzPuQ+C6Jb5hbOG",
-	"uxuJyEeLR/2WsZWLrx61fvOrVm/W4NUuBafBIWKgKa+2XBxWmHWVfDx3lKoI/+VGu4ISDQbgttcW1IW2",
-	"IEQRgqDcDBhgSNcZmcvW5GBirhuRewmhTlgFGuXtllyk+TJjWctl3zg/HCzC8qrjd14Ky3dh+jh07Mpe",
-	"zZRcTmfO3FKDvk3eUcuHilIGjFPHQ/Z3G6jCLcnAN3hrHtNIF/OuwuXoiom5LcDMuVjWo5i3GxhueFNu",
-	"os30ieYL2qrKNbIJjEVZKm7Wl5a1O3EHugeFtj7gV8WfwgAW4LGNDxcTGStS6xLGAFU1U295yiAVXmoz",
-	"Vezybz/g1S+Weua7+gDSywliidXgqNcYjwbiMZSM0T5ZHZMARGa1vSDbn4fQfzubS7MIFaJAoU1AIcUJ",
-	"B+BudJoiJLyj6HGgoSpb147qcf/SUJFRlZGfna7aw/JiLi/eW2IGgotiwAPtlQtq2BG5ZIxkMtXHCyWN",
-	"TGV+NM+CMQ82Hx4MxEBA3h/6O+odsewwyzmcR7epLVPviPzsa09iNsRAgEaCtExAUyiwNSSuXvrx2xMs",
-	"bywYyzQZOXvdbzD2Gfkam0oNlv3+gxQ+hD/ZCK1KLqmwUyQLdpLOW6a0y7M8OjnqA/VfMEEXvHPWeXDU",
-	"P3qAWbwzALzjGRSm+w0Kw6LAbekIzP8s65x1vmXG1a6rNdM77fe3dKvar0uVmyHSpOqnxVEFZzpnv7xO",
-	"Ono5n1PLSUA29Nk2XJMlaHSGTrVFwrAT3XltBzlWjGbrrXt9ad/4OFuFqaEl2KP+gw/bh85Ap7z17qPO",
-	"qKFjqhn2CaDpDNDcoiUWMESW2nj+b0+O6YIf+qZD0Uv4gWuDjYb0fd5DqTFS5Eiwi8IVWye+VxuRgumS",
-	"4PA+6TzsnzTNEpZ9XGlWBx892P1R0UARVuYiOHd9VVxx+drsFn03utDeyDUdBTo61yx/y3TviFxAS0To",
-	"kNV4jVYD0pFrw3YJrkMU8kKmzdcyW9/xlbmWY++rHNdl8NfA5eRe5s5iEOMeOcDo776tUjPSDwdLD09a",
-	"fBH6PtoPTk/brKvcwvD2IItn6RkmVM7xXXI5KG7gM0X2D73S2oFujQIdv+PZe9eRh6GQWQXpl4D5JZCu",
-	"wNbDSM5pqa3jh7pQXMf2L0Jz0491oXgwpQttTWtKjZt/uf+OxK8diIQS+Y0c6lt44x75U6jf38idpr7d",
-	"7o1A7S64CsqwpVhJt6biOie5XB3a81AyLzAQjvf43RVbb8W/J/D7t6Hc4A7sw9ezCq2gZJFTLshf/nxS",
-	"Wad9DG6Cz7i6iatzCVnOe9xr0ihPx2/vbtGkqbnt7RDk07itHwXb76JqFDXS8ruGJr6VRamZ15FvQ18l",
-	"xVdB8ovT4v0a0b9OOs72VfP5udaKFFaV1AAVEDubc4P1GEKNDDA2QOCk4XNGun/580nvaCAuI805yAi7",
-	"iIyIkit9TuZSMYI/kZwZ/Lczq4MlGewn46VeD4SdXjEXSgKWNWz/wQWxB5/nLEfVvYooL5YFoty93Ox7",
-	"sLQSmT84an4WlW/Fh5khywUxkoygasEIzXSu/RbXG8iBGMHKVUm2M+tyc45Gceg7/9J9Wk5KLUQahSK3",
-	"2j+CXKTYlGsD8RphVcVhF01J6gd9/M7S0xaS0XchrLC1cPRZ3GkUd7bfUbOE03gLdw75vt1NnKTeGvI/",
-	"HYFn11XVZJzYNMUrLm2oSdy4gPTgECERhI8ROqxHZMqsBFHqiTPCdOB//v0fI59ctsHty0Bz9wy/1NPo",
-	"A/P8G0DqZ/5/O/KFTAZC26DHZeHCuxHbOYauaOywSJi/KTbJWKzqk6UV70GpcCE9yCyxbT5eMrQZB01j",
-	"JdHPaJYKW/OvMHg9z5KB0Aua2nXayQ12/3cbPwwf9RKipQ9+VdCglOgVN+nMCkAoocuVFc59g/6aCRAO",
-	"w0H1pW+Xdh84WyuI8N4h7h8AT33DYV0qlPBHx929WdknguyLnKYu7rfSui2BZloes2QO7ioCFWN9QJMr",
-	"muHQbjtN8DXFG+X977Hmd8w8++uSqXVhFPA5MO3g0qfwxscq8i9bDVZJ+YqPWGqAcgfrc9k9jQaPjbjD",
-	"hth6XW2p45PE7CyQlh/sL/Xz8XWH9t9OvFiVq+fuw+hCxZsFnTYuwpWAbziHB6fVEuLQ/DhaJSV+xKE/",
-	"bhi8qDPdL9VCe7Szb/breySvvlh/hLBa+RWP78bk8KPYGaxea0EzsVwg5BeUyQg2jHnfxPlP+yehKzhw",
-	"kjdyfO6j/EZXbD3C8KRSN4zu1h7zvYGgOcQtYLRxQk77fT8Fds0AaWFU7q5wRqwIPDoiP2NIzkCMan1G",
-	"RkQzJsq1aEJh01LnEi+9dN25ktOHZNaDJQxE2CYEVdm1XLG1L6gRX1BCVjNqwDdvOS1SuphEgh0qvod0",
-	"g/0ks9I+oR7i6/sRZEodkT6s7lFpbrSJeBcFXFXAxruLoG5BrO+Ma2bGNUZJvk/uNLBgx6r9s8/K0h0Q",
-	"MTxMEI1cwGuNdpXEn+NQVzpOzi5cyQUugtoCRazOYXguUPaCnCSonIBwtprJnGH3oqNm1Nade0NNbIj2",
-	"4TGz3MNsC5iTrlSkTB57ycYJf0aFu0MFdB2c9Em/30fJkwssZG713rlr67wFS7C6fDOavIKKilUPxdzC",
-	"gtVVPEHW1aTFBLgkjuzilL0KOhDwjZ2DiYwKA9VHRpVuXxDX4xY2Iplk+qzctdZqQ+WSVtQMhBQpSyDr",
-	"I/gLIdXbOGYMGcY+Zb47yel0yjIyqvfuHUGLY3w6EK4spJAGaveKhAjIPwQ/Y4LhB70jMkKzTTbCR9oZ",
-	"ROzX7kliScdAlDft4xDPyWguFRsRTde6OFi4ScXm0DwS4othNpfVzw3heiAgE/6IXPhclwnPjRU/tK/1",
-	"ckZoaqllaUVwD6N3gw6+POickXeDDs1z+xeQkfejmNTyGE7qHknb18v8KuD6h6VuOHUTZYNyPSA9YM86",
-	"d6d/dCL2UcL+AEgST4LGcikyluG5JZho6AmGbzMLhjwHuTsoVcg9ugGhcilJFn19N41GumXn4UwPBBCu",
-	"BuoEi0HidEQuELUgCwviFzb6AWqSs4mx+o49mK6cEG1xkuYQl2BXSFGEdbqVXRLgsV1KZolME5UYiO1k",
-	"gtyASjgF6AZkAmpEfKYSnwyV6H+1+4vHUkxyjilTH8lqCgmDzVSlCbtvQGR8SHGTsxj19vsUtF1r3gaT",
-	"vtdg/8UdxEFU4SArjeU1ipS+DAhKWnHj1V42Fau9P+mEuOG6+Lm/+8wP2GRFu2gWZLkuwa8L7znfFGoh",
-	"578QawfCy7VUKf7W8qOH/a9c1Yxgv/IWE582ulXGu2cI3wLbhE6My25x7OOPHfDySdBPvNeyVGJxyUIQ",
-	"/OCRqgVlPC5XFdrmW3pcVGBp4WL67HG4b4/DJ0H4Y4Wpdvsq7obch+J6d0HxqyjxnR/6EqsG3odcHHoV",
-	"f2ChuNquORbU6Z7dXBC+d5L8SZj78BxRh4bg9Ka6j13IzweWDwZulpHT/mmvjDuuSt0mdS/Vjb5boade",
-	"nrFekjFe2XizNDUWL9Z0zgZiLDPOdKn4UbmGcg+FoJVP5sdpvTGvoDMQWA0OhahA5Erv3CPilktefmDc",
-	"rTWnjnnc8NFn3L111I9UCHY7qra2wtLCDnanbMqbbj6e8J8UqtEnkNr3aZhOlsKV8o/YR5yxMHQk9NTQ",
-	"Ql6C6jdWXfQ1gdpoCKV6mNsUhMtQaLGFfrBFgscGMO27V9yrDF/qNRR1kY7l9b+PDA9Wm3ox01BZFIpx",
-	"OE9bVTjxzZNuLNs3xy+dFvFLrkcOz0AWWc2YmUHkDlnJKxZCf7r19jn+74lUAxFi+iDyBKM0127k3hG5",
-	"8JNAVaZgiXFCiB9JG7oGpy04RwtTF9eu4qqRLnTXVVwtm3fK/Z1jAswlE9mlr4p6L+JL0c6qlfRyevcz",
-	"R83xT3yl3X+5OOd/TRHJ3RehdZyJk4ZNruNreW/lOfDSvxbH8dXNIzjwHddGqvW/D8fxxSFnuPEq77l7",
-	"4xEExm8Hur/hK/cIADDD9oxaV8bYe1O86+Tj59fWFobG6A3HjjvmgPT471KObZOr7m8uceF+z75Jn4Fl",
-	"/ju46va8xdsmd25kYhbXfPfiDYz9EbIwW0PW5xjKuyhT5mC4yMAE7yozVkDXpAttnhOimFVdEsLF4STn",
-	"05khKV0kGIfQa02xjk2lLPBW4lWqINxKasEauDout3xZEVsePvyYYktpY03+LsmFIQumCG7KmSO8vuP6",
-	"OrkNF1ndYg21YOScGwOK5SeVo4PlncMmS7uXaMZGOO1OmQml6smMauKqqYPiaM+gVPX8rgiwg2VFDTsE",
-	"6Xi75PMSqp/Ba/cIR2GW7RKQXTSBRf8hyoqUVrOrdkvpuFtXFQmHsk9dkYKBu1YMnwuNNBYaKS4wBFKE",
-	"Q7tBhbUt93UPmNIkVdwFjnw6QmsrHLzbOiTfy7HLAObGheHbVQxhFWfkHRoSIQh4xax48R6yEUJTJClS",
-	"FEyu2PpAD4Rr14IBxiP8ZISOTt1QoqwKaXcvLofxP4LIvD+Af5adb4NFF86n7sDQyiqu2vaE+wBGAHAP",
-	"k/AK9mrxUfrjpdJmtJsL+rT47SLHZXjrPg1ubpLtAodfcELGa8D5P4Lc4RdVMamGM9s87NYCx2VRteBz",
-	"HbPbixehbETXte2BbPJ1r+nemiWL5ou5e4RoIrsF1P3rSxW7MOxuBQofJ2/pquHpFaGpktqnH2LNA99a",
-	"4zy4NC1OazRweDijIhsIGKE78j8O7XujhBQ/2BdGvSNyARHalGRyJaAUqxQ5FpmFNpWKpUyYgZhzrVmG",
-	"C7PyS4NIUgHRe/BPuuE/gkCyJ2J8lkbuwJJXrqHWlt0V8SrxuKjCh/71+v5aYxSOdJzlszf9szf9Tr3p",
-	"5exbUBpD0ulWF7s21IJJzb2+zV7rFAJXccpX2Sl3Yyyy312U2W9MSd1LoIcRhKMNRGjv5Zy5Z0VjuvE6",
-	"hFGmOdXY0myx0TOSq9ArciC63qg6pIYcWnlKYVtbbETq6y2mNM9LwTyR8GoIJuZzNhA+x7aoK4D5V1nv",
-	"iHxrD7oW4DwCC+wICwi5mOXRESl6ow4E18R3ez59OENrrvv3o37fn945GbO1FFlCHp6extjqtyXz8Iev",
-	"8Xbzimy18AW5IhOqyJhawcRXaTqZJeUz6jUVMQs9YNst4omDlKZaaiuemRnWiUdILxY0hwXljGpDTnTj",
-	"gkIv2r0XdN/xIwgnTVIKU5wVafIOuV1ExSflXCl8TonrRKqwR1EW3Cdwv4ALBxqyM0vdDdHjJKH3Fp+z",
-	"uL+v2nyt6Ar5y2t7iyiSN7VtcAI7xAjC3xrzyX3bQtKdGbM4Oz7OZUrzmdTm7E/9P/XJUmRMkdGcXjEr",
-	"aI8AApcq75x1jkF5cMt8F63Yk5Cca5MQLvSCpSZxEcKhEALUAwC7toNjiJ3ZRJKLctTneWgcv7KrKkdQ",
-	"lofyzCaOcmXaewi0l4kMu3ImxMGT1TDG69AL8kCXs0zKMwH/akDtaq1dlzSuliIMW15zKLW5OdgLprjM",
-	"eIoquxSEklRJURFEa3UeY8OA53fT+xzzOkNWjOV6UmBrzVrwRZm6x6Z6XOs7gqwUDu/QYXphNS2PWDHT",
-	"RUg3tEhEfs4Fcyzat7ArjVNqFmUh9frQXQbQOXv0zeU+LrHRKNWbbUYJvjlm+oyMNioKj7zJ/O1JMiJf",
-	"DMSYavblw+53f714fHj53cXpoy+7YMnkGfmCDDpHgw75AhuTGzpflH4by2zd6xUxxa7Zih/xMGOpzFgW",
-	"WnWboiTvga5UGccasOdWYEGxDH8gylUTHohQLqRWM7lUXZkqCzbCBC+wFTxCrRCuCROWAB4NhJMPscGS",
-	"OQTedShFykrnxbMR9OMU/NclA8HOCWAxiUMthcuR2tqd5qeNwRLCjqZHFmOGD0+H9saHD4bu2fBk+GjS",
-	"T0/pV0Wp0hmjGcgWns2H1W5tXLOzbutPgl8T30g8ZI35qmUrqgk2tj0nir1hqQEfDrwmJUgpkEQhsCzv",
-	"1pUGQNq64Lb5zpuCuFSu300NUCy4YxtahE7Xh7YEQDuXHl7d66xf31/i3EeqBGOnxuqBjVITMiPMSHQV",
-	"J09jJQg3NYwzC1qYFFCUfUAeD+F1lr+dl0kJKC16IGblNGOr8TFMGXVe6rSUy1iQrHJSppEu9IRwQHIQ",
-	"1L6KNUmEokSuVMMI8sYOwSo4Il1KHvUfOPdm5YmREsNxSmJc/TTWREIaBhZPTVyvJ7k0KIy5ekUklUKw",
-	"1H6FHeImlc7lia+ahKuw6oOcTLZ3xgXjbbmTNra8ZpnXnGtdrusdqePpte/f//8AAAD//w==",
+	"7H2Lchs3tuCvoLi3yuRNi6JkOzeRamqvYuc5GdtjOZXaDb0k2A2SsJoAA6BFMY6r7tfcP9gf2E+ZL9nC",
+	"OUC/iCablOTHjGuqJjK7G8/zfr7txHKxlIIJoztnbztLquiCGabgXz8mbLGUhol4/Ve2tr8kTMeKLw2X",
+	"onPWuSCKLRk1ZMXNnAti5oxopq6ZeqAJLz4mKy4SuSLd77999vSXlxff/Pzt6Men3/7txfNX3z578r9G",
+	"v/747OnzX6OhSNiUZqkhp4/mPUKFXjGlYdQ3cgL/vWJrMuVKG7KgCYsITbUkdGqYItyQKRdcz1nSH4pO",
+	"1OF2iXNGE6Y6UUfQBeuclbd0ZPcUdXQ8ZwtqN7egNz8zMTPzztnjk9Oos+DC//sk6pj10g6gjeJi1nn3",
+	"Lur8JCc/PrUfwkxLaubFPDzpRB3Ffs+4YknnzKiMlaeaSrWgxr4nzJePOjAXX2SL8kxcGDZjCqZ6BqMG",
+	"Z4L/bJvr3xSbds46/+O4uOpjfKqPYdx3dgbF9FIKzeDiv6HJS/Z7xrSx/4qlMEzAn3S5THlM7f0fL5Wc",
+	"pGzxxRttgeFtyxlf4Fc4aRWcXs0ZmchkTbgmQhpyTVOekJ8unz8jXanIXKaJJgk11N24BQh4ek3TjPX6",
+	"nXdR54kU05TH733d8ZyKGSOxTFOeMA0YAQtUTMtMxeyBJnGmFBOGaEMNg9V+J9WEJwkT73u5Fy9+BFya",
+	"U+1WSROiY7lk524rmgjGEkIFocmCC/s2LPmZNN/JTCTvc8XPJNFZPM/PEhbi33+P67gQ5OV3T8jXjx7/",
+	"B3GDw1JeSfkzVTP2oZBFXjts0PwPRlK+4AbW9YugmZlLxf9g7/W+LjIzZ8K48WGFglCRwBonjCq7XHnF",
+	"BJEqB0WuyYJrzcUsIislxcw+VOxaXrHE7WapZMy0ppP0vR+1QnJYIU3nZMyUkkqPiSXCmjAaz8mEJmTK",
+	"WWoX/c7TYaCqFy9+dGx0qeSSKcOR2saKUcOSETUV1pBQw44MB+peYz6R5S8hNlJnHVEnpdqMMr19eJGl",
+	"KZ4qMo+N6YTjPxsPlopN+c2maPAKmfUD7dh1PKeKxlaw6Ie24+75VmsE8mU/Z8Iy0t86QLiANdKk8zrE",
+	"wQum+RtybMdMcah8d1H5impHWll7MYmcvGGxscvCW38CAwCoJgm3h0TTFyUomNJUs6gGGP7US4LJ6WCw",
+	"QzC59UFUzmDXjgAMaZo+n3bOftuOYQ7830V1+L8KyZYOgEh3llyN/vFf/907I3ouV4JIEbOIaCMVS4gU",
+	"6ZpQTajlZPMAaNX2Zqfa3NLrfFM/cxR5qgukSz66Ymv4mxu20LuISb5VPxNViq43VpOPGzxlEH8vVpSb",
+	"nWBTPboXVF3lUnMmDE8JJZrPBE2BUCWECzLGH/SYUKX4NdOkS8Xav7aaW+K84MawpDcUUpGxRUOZmTFZ",
+	"Uq3t64JZtlN5s08uyIKaeM7FzA9l5tS4ORKymvOU2bUNhTZsSRQVZEWvmLbiOzVwuSi9V2/ALbZyAXti",
+	"RfUmog5IYTvlY0d0rJgJg+Ah7PrsaaaAF8GNN9zsUynYnhf7Heg3+dWCjDlWTGepGZ8TSpYU5EuuiZGW",
+	"/9RPEV/db8/NG/iO8nTfDVCe5ssXchXBHmRmiGJGrbmYtdkGMN272sUzdrMvfr3MUNUV7MYK82xJuqiQ",
+	"jBOW0vW4F5GYKtgOGQOYjTc3Aa+2h6OD4LV51y/tcR+4bU0XDLdNZ5QLUtk76bIbXBSnKZnQ+EpOp1Ui",
+	"cW5xPZaZMBrUC2PYYmnu4ITuFC4ul3Ql9jyhH4VmypBxPOdpopgYg9C73CTHlnKuiRSMyKl9tABFLDdf",
+	"bByFH7A1A4LVP7Ff2R0t6M2P+NXJYGBJ5R3Qwhory1cYZmVr+GjTgCTWJQ2edK2MZ/FesamVr3r2JG6O",
+	"ZvLIDWlF+v5Luvqb1QJmzI79jWL0iqmAVC2FZnFm+DUbTSlPM4W/b4rIFo9HVmtgTv6sLvL5kokIQTjH",
+	"enibLOiazOQ5mdN0eiSrr6lMCEsA8E2uyYxfM0GyJZlKRVKpAeIPk3TtVLcUlu0QOiB1cavHgJqG50pw",
+	"rspam5WNJc00GwFB2Adx4bMkLAP6dWhD11bgWzLhTlDMQOulgpSmPScvnl++Iv1+/9hyuwUryYQTKVNG",
+	"SzPe6gTdEIpRp2fu/gJAzB6XuqbpXgdU+XK0oDcHcY7q6cap1CwhMU1T7SiSperneMaWammkTUizqrCP",
+	"QD+CV3OhzgG7ygRoeV79wIk6CHSdqJN/GdBFoo6ZK6bnMk1CyFqjOsW7G6cbPLQqhPqTicK0ooxndSLh",
+	"ESiH3TJI1WEjRBId2XqR7St8WJyYU5GkYGSPuYozbnIs6SYy1sfTVK6OYimMkml/YTkunWgrUoFdQpMr",
+	"xpb2vrhCwrvJcGqI3E7BK2Du9YZFqEJPyggMMyHJcdty8MYNcgKLxMk5GXYGetghqHTgR33y1PkLTub9",
+	"MILdeuG/Unu6bCoVQjhaMxDO5dTKL7Aht7tzkshskrKETNZoDbLQxBL8oFjvY91vRutbr9mCCJyuNmSF",
+	"6zcrZnHazlc6tsdovqxgXHWoJwViEI8YpBtLIVgMtj00gEXEKUY6Io9vbnqo9MHJlHjJORkQkykByp6c",
+	"Tkv3N7AguKA3zgcyGKCckntFBkGvyCZWZenVdzz1UNseq74F8gfoQTQzRFCl5Eo7j1aKmz23GmrKqLZ6",
+	"KouI1Yppmo4jBFQkS5u4RNM0IPnEdhBHdr13i+KZgjHT4oQ8B2NjLBcTLqz2bBU+aeZMOUwOM7fcWOXR",
+	"t3an+BjUbYXSe6MoskGd/diIEs2D4/P24zrcb+evijpXbD1qMj3+JCearOZSowFJG6qMc8hw4+CsvZ8v",
+	"6vyesYy1XZjlKFlAsHpCRczSMxALrZAQEXYDiCVmEaEWS7mY9QnoZWeOalg10n6VIlS1Evx/kpNLXMI7",
+	"2JiX+wOWqCD2lNx+exgqpznObVtbCTvfRR1wU+BBARFAtA/RsoUEf68zK72x12vmXJOJ/YkYesX0JvnY",
+	"6VItyxFu/a8bD8XbTepqGRWzkOAKIOieki519+iVXovq9n0mEmr/nd9y7jVc9PpB+XoRxLm/VY5GsQXl",
+	"4hzkOqehGwmnVIhwcHIh4rGh1eEG3cyh83nKJjITMTtIVS75ScGqkLjBAHFjmaZ0qRnhwkhQlsHoBcIm",
+	"CgdLJhIuZkPR9WgFCjfKCHFK+YIlvTNkxDOwcdrvjCZcLDODynmm5/j7hMZXxMihGC+Z4jIZk6mSC7RS",
+	"4YgpNV7jGC/ozchi7bjki+ao/gPvW9DErrJPXs3ZUNiFW6kY7Jskn8Aq/WBNdTcvJBFs5cfpWupsSlP1",
+	"ovy4hsIuRhvcyTlMX2YMhIK8YmkgWhjCi3tul+MOKhqKHD7cywuwzFJY1Bs5gc14X90slROakm7KrxgZ",
+	"X7H1uHdGuIjTLHEGXi/OcWGP10gUO92vmtAlVaZPnknjDJl2jIiMS3EjI/sTnAMMWIvdIBjb0YvIWGVi",
+	"RM0YODLaoUJGZOdn2JP8++PfS1+DC97LSlz3UuSDBJHOfxkIyfleksQ9Rq851WTYeTwYLPSwE5Fh5+HA",
+	"/XEyfzhYDDugqt3QxdKqrvYpKDDGMGUH/D/d3wZHX7/+ojsc9vGv3v/sCv1npv/8f/9X/7nQf+o/F3/O",
+	"e70v/i3E17+z4PitN8zVuQYLyZwvqJVypk7cZmkSEdaf9YG6HT88XiouFTfroB9x4QxDm67KDYrPQGv0",
+	"H4RO+XunNtfEuWvKU++Crpm3FWNEp9JoSzbCJPwQZ68D3I3fcxa6OY2eU5U02LuyZbLnEoLwibPnU0Wl",
+	"k6k5TEsTNp1z2PE2s0SutdET7muXzw2HbFpGG328usT8DrZoLyfR1hvatadLfLO+E5y5aSeX+fCFfLVh",
+	"0fcqjj2UB9qBrmUdIKmAf7UiWX35aNeufkDy/kSKKZ9tXqhzCIwmVLN9CKr/bk/L16QwDm8VTN1rB6Kn",
+	"5RDOi9FkYd4SPnHNZaZHmsWKmRG7WXLFdNAO/QuYRXIDs/+U4KdEG56m4HTVVuRU0sAxPMDwoJQue4cb",
+	"nHGK4A729ogeQn+iTqbS3UTdRS7Yd/M1FyusXVRUBcYqjBWgsx8pc+AfpmZe9GlN0KrItIuy5cNvWdj+",
+	"9O2jxli7nQACVkjxTjqcw3YV3S75DBw4Dr26q7lm8Yh8QexJfPkIrH/eHHTyJZmsDdO9czJjgikwgQCm",
+	"ouG1ZnWAcIWSiIVD/3Zx9L/p0R+Do6+/OH79xV/eDqLTd0GZ6hCUUwEb1NyY5dnxsZWa7Z/a/v3Ly59R",
+	"HTNsiazgxfPLVywhRm5s4tFXFeH5q11ig11EEDYZTe0AdXxx6t1owWe4kwbqWthcts/v3gst4Sc5CUh6",
+	"CFIBIdvBmpdSi8BetjwjA9TyKPrI7cWkDOxtLgASNCyr+glp0DrFknNCc/cvqLlWV9Kgq6YWwOxQD7T3",
+	"leuwaOme3tKv5Y1RYYxwIUTouXdvol5O7WKnUjkv7l8IFetexW61GVUYXkvulkbDyMjFXrKyR6hs7pQC",
+	"LwAVxlauuEPYvDdOjBrj1SrmizxKh2qnT3s1v+u8MUAghBSsF9RlWMpnfJKGndK/AnHJzYkw04Ku7Q/n",
+	"zsBEk5QL76WAu3JXU533MCg5INYi6ngIvxV8lizFh0fFgtlk3+W3BS7LE1hNlDtsrziSXAnc7873d0ui",
+	"GFs1ajiohgnK3zuaXI5ICbzldPTw09ygvhkGTA0b5RpVO0fYS9AeF9y8ZNMGZ9gbOckDke0UGCJPupox",
+	"UkypAR0ajqBgFaUPNtES/UilOTwVSBRdabAoRiU/4oRZ8lmM2EAaWgmL1XPYJKaHBP9h+HqSpWzkVZjN",
+	"0/WvlGyLftclekNJnHK7tYQn2w66HMbspjY8vgpPbZ94Jty8jFvoPYfEiBbiSGtHjWXvIeerFx1AGgsz",
+	"/UOUqRW9YiGWssbgyysng4DFGjwIZy6YNyIe73OPb4urDAXaIw0oqHl+bCXiUWWBnmgXURsOoj0zcseY",
+	"y0GbCh/areryQpkoBghcswJYZWgNYuU31MTzPXWuN3LSXkn8SU7QmRKM9NvuAixfC0y6bRNNXrDDVsuS",
+	"nQrtthU9ZcaHH7fiElbA38w88Jc88hcZZlj5a0YamjYoIRihPnLw01IO8V/lA+/8pq7TVAbYXMbG4qPA",
+	"psMZEQVg7Qe9AXl8T5dLUvIpbtVw/XvwzZ7RwntGHNTcUgGlEE2pYScV6VrNCB3WgCc9lNLd0xUH3yDG",
+	"Lh5fnxxb0D8gVKGVWOujcQuJts52lGIpOpCu2NqqpprFUiTeLYguWEpSfo1sHjNzOUTxQ3wPsGDHeQ9w",
+	"tx1syynLnduT/dx7+4Z3VAXUfcSxrWLjJbtmiqYlwVGTLmYTZvEVw7yY3pm3KThXcrpG0QqDiNybkOAz",
+	"FP5KNFkxPpubCMwPXFsdlVuRApzbNE3zCHSXvw/eYIhtcu5vwfpDUXhpi32MSdeOLwU7QuHV0q7eGZnx",
+	"ayvVTqSZl2K5XU7+IZJswdS+Coi14Po90JHlaUADk8k51S3ZjKdnIWenYiDwg3FIZayw7ztk81EQCYZB",
+	"UB/0AIgnp3DFZbtDOCQsYUmGGbJhK0rtXCqvN3KHF87TejtxIKSrQLBtnCkt2+i9IbGhOkbD/V7mkroP",
+	"Vfb2FHCJu/isTskmFnUSKexTjNDqeBtVypJgMPPPVoH/9sYwkeDB15yHbS0F23e8MUxov7AUi1H7cXPI",
+	"066sK8tAUN6+JPwstI5nQUXyZ2YMUzoiCZ9xoyPyYPQgIg/69v/O7P8dPTgnJ0cnp1/VUolLZvTCgP66",
+	"+HPUPzt6/XYQnZz+R9iaXlHf7NmItUP08CkhCO4yE5Tgf1vKCxBaO9amGrWJFpsGk/wXkS0mwAI3UXsz",
+	"Frt5BTtybZ5nJpYLdgHxqUkQ9UetTXB7q8mbaI4a2xaz/ouSPJC7wR/XD2SADBVMMhV399fbI5ArNSjq",
+	"FN+rJ2HLaXsKWQqgCRBKLrShTlIOWi+yBjug4SYNf4U/vC2FBGVKnM2YSDJlofPM1Vc4gxoIKE7vpAZr",
+	"SKfHSbfe2N+9NFb3QjotOqCcQVDlrmOEcZ/gq7dw83MxmqZWntrTzy/ThGkz8uzlDhKPwr4QxQwT4ciw",
+	"V3NGQNZ9YGUy95qVIMp+J517b7COE3FY085id+vAIufAz3NqqkceOTDI7zx4rvs57MtwsekALLnCWlC0",
+	"QhRo937iMsBbvFoII+3ed+JJu5dzoecA+8PdCEy1+wiHTwDwtiecSEl22ZjcoI1LOSRgwpGqQKyVFIws",
+	"eXyFWpYm1EBw+0b0+i49d4MU1dRJcN7byRwWu8I5zqLryixsZtzsVK/bUp5bpzD9IFeQwoSB/p5sVSkV",
+	"VVbhWZo8Nyy3PshqJbpS1bmX37769tmrH58/64dTIKzqmZe6c/JCpxOsvQTq9gMNvt5S/btChQ8ZPzZI",
+	"Zq7rBngezBAQIf/K1s7EMqfXjFC3lpY5upNM6Rp9hpy14uVcmDyITTbyQOV8KS3mvStGotBRgFuO8hPd",
+	"j0XkVxQmSzXDzn4Wjp30qTz61sUdQKg8INSySaQ2WJ1L56CFFr6qH81fXj3utYmOFLergunIr9yUScIS",
+	"smTKGR3bTRoU1P2MgSPNgWLrme6vLTuD6q67d8WBPKq0sTyiGa/N4L/im0GUaNrur6zgJE3Rwu6C8nKc",
+	"kBwCRkJudIkG7RsIfekct3dTGC1WUgTJz9a4kUPCQaAM2BaVd3cwBYxgeHx1P7XZwAJW2Ec3eRhEotn5",
+	"2+dpuljiss1MX3HwuqapXAWNYNvEhuZYELuCP5yEfG+aBkBLaa6yQ9q7qL3b2W+9pJ+UT7h2nVX42I/j",
+	"eIwIMxwf6NCe3eQYtovbFENvW9b+rMYjZRUEH7tktYh8ic4FpPjOEhMRSvz7UpHuf85lptJ1j0hFhp3/",
+	"RKcH5DJVE5j+/fgx+Xf8Xy1g9fGXO71P+zoF9/S3lbCnEC8RcerU1mKVS8ATEgjuVCpCMeSlqLjhb+yB",
+	"LhIC7Mtcg3uuXIZjDzzNF+ducwvetjmmMioX+/7l1ZNOoMLqjxfPLoj/Is9g+zazAHX8giped4x++WgX",
+	"sjss3+btuYQo75cuaWJP8C5da+uaLA1R50iWV3nUeTCcvHeX8eQhNQgjfcM1lbJFYyDufdYxbU6hoetU",
+	"0mTvKC32++bpP2UWadSaSIVu+VyteyMnZ+QkIqcRefiP//rvNqpWKOzJzhoVZi5ceY055If8uvFmwp63",
+	"UJHErWwBb3knU3DDNi/nkmE96PsvbdrysnOS21YGLvbxjS91v7/Uv2ekw4c5Aox4230Q5rbuHRio/fsr",
+	"edUUX4ppBxDRWc868ObHFrUMigVFhe8IZg2eQ1FAb7/CBhcYIokqknRe/HNQkYBnQlnLOXNFLh9okomU",
+	"aYiewcQKKQL1mFrEVAWiqO45Iuoego1IV1iuj2Eti6VZ91pZ0T7moKE9Qk4uXRhwYxpSwIfg7m9USbEp",
+	"bC33lqexKTobsxwVLsfd2m9r0iDR7bwJPFb9ctVzIqItxkYkgdJMU8rTCIvKgoOb+upVZz5uOYKctxGc",
+	"T0SKilb+l3JMRYIcP+RgVfsKPD7Uu5W0UI9n9idRPe3KQqq3VwUQDw5NsIeVT/ckeL9CfWcMTFuxyVzK",
+	"q7x1C2p1sEpyOhicEXZDY5PmpU8DFzgUGzfYJ7+IKyFXolzcxIWVkS4UzsITgo+0VRcmNBn5jiY9DD1b",
+	"0JvyXk6ALNR+Cbj/dhO4okx3yae3+xOo/+xcde2+gILLzq7T7gsobozOGbVu9wlWBraA6gvg7v4Ga+WG",
+	"NQnDljkbvXUZ5zvK/mqbyHVgyswtA1sA9QszFApsOarXkh6aUPk2Ca1cu6rWJ2BzKNKVjFr37q6qycef",
+	"yLc7na7ZfHlg6lCLPCDSHVTvJXgn7ZJuPHBtz5upJ96UbrsJ/iDaMABo2I9GM03mjCozYRRjXx1n89mq",
+	"ei3iuZIC6ltYWHR1s/MQx0BV+L2jKKPbBTdGnR0Rl/Ycnheyy55FXkEA8W1ypnlSPpxWmY0ir42wC0aI",
+	"Cw9Ft2DuvVBhrM+Mbj9GVwKcgLqKqfpwfX14r+JduWX0rL3JBuuPpQ3tbT8W5XdafmDIpmWUSkU2tKZy",
+	"YAtZLTXYVCxm2HVEM0Zujtzvum/f6m2vgN+U4FvkJkJIvQ8DMVDsmBoylWkqV4Am9h4faPJGckG6LgqH",
+	"WGWxfb5tIdkE4jLzHKtwxcYn7jGWgJjLlchLNOeZv2FG+wb5+q6Fubj6lLWo2lKQ6yIhLVR9yNslnUFG",
+	"kwStpXm11+K4V1TnZQUJxug5EaJ82PuddZO1ssh5C591YOH5qZMu/ifv5NFrew97p9AWNbhRHVVMz61m",
+	"GkthuMgcc6/4a3DDBTCVahm9bpEEUWQDdjwkNKFyo73/07Hob+nmFbSzNx6FoaFQUAxvqMZFnyygVuLG",
+	"+qdKLkJBeVSZoq4hpP9vxm21lZgbi8ITqi3wQSGWMihTZ35cUR0uN7KUXJj9GAic1Qv7XQgtc9m4IQ65",
+	"eaV+K41rNTJQesFKkXi6UDLHRS51V3Mez12KopCrXvvjxq614R24jraxBAJ4hoV9wOpmF+ECzcDW5Npp",
+	"5Fddgp/5IAhBNVB2y/Dhax0HYHAK+bVtBWe8ooA6uANK94XPJPfxBpVLYMJFPSRsQABlIoBmwrTyqtcy",
+	"jrEIcd42nau/78vrgnzoAK/rTUwgxoyMlKOUqhmLwHqEDti2i0kpZgaHMn5eMBUzq76wvGCU160e5KVa",
+	"NeGCLHiach8E0S3zC2cNdzcSkI+WjwctYyuXXz9u/ebXrd6swatdCk6DQ4RAU15tuTis3e6qZ3nuKFUR",
+	"/suNduVFGgzAba8tVxfaghBFCIKSS2CAIV1nZC5bk3MTc92I3IsIdcIq0Chvt3R1k9u22Tm4WgB2Lrnq",
+	"+J2XwvJdmD4OHbqyV3Mls9ncmVtq0LfJO2r5UEHKgHHqeMj+bnOqcEsy8B3emsc00t3sVFEyMbcFmAUX",
+	"WT2KebuB4cCbchNtpk80X9BWVa6RTWAsSqa4WV9a1u7EHWjSm3fPBb8q/pQPYAEeu+VyMZWhStQuYQxQ",
+	"VTN1zWMGRQ6kNjPFLv/+M169K8EO6e6A9HKKWEIg39lphv2heAIFhHw1NZcEIBKr7eWy/Xke+s99aXNd",
+	"VEkDhTYChRQnHIK70WmKUMogb63zy8ufSdeO6nH/0lCRUJWQX52u2sOsbVfxwFtihgIStU2uljrlghrW",
+	"J5eMEWjRs1TSyBja8+TGPNh8/mAohgLy/tDfUW88bYfJFnAe3abux70++dWnk2M2xFCARoK0TEDvZbA1",
+	"RK6IwPH1CTYOEIwlmoydve4PGPuMfIO9m4fZYPAwhg/hT+bKrbukwk6RLNiJOtdMaZdn2T/pD3zzMbrk",
+	"nbPOw/6g/xCzeOcAeMdzKAb5B1R/RoHb0hGY/8ekc9b5nhlXL7LWs/50MNjSFHq/ZtBuhkAv6F+W/QrO",
+	"dM5+ex11dLZYUMtJQDb02TZckww0OkNn2iJhvhPdeW0HOVaMJuute31p3/gwW4WpoUHQ48HD99vu3UBD",
+	"+vXuo06ooROqGRaaoPE8bwKBRUORpTae//XJMV3yI9/bN3gJP3NtsJ+vvs97KPUfDhwJ1pW7YuvIt0Qn",
+	"UjBdEhzeRZ1Hg5OmWfJlH1d6wsNHD3d/9J1UE54kzNWScBGcu74qrrh8bXaLvul73kXYYGMJbDinWXrN",
+	"dK9PLpIFFwQaUTdeo9WAdODasBGRa8SMvJBp841M1nd8Za6z97sqx3UZ/DVwObmXuZMQxLhHDjAGu2/r",
+	"G5p4i+77g6VHJy2+eCXlz1Yxgw9OT9usy5FgYEG3B1k8S88woSaSKTqhQIQo1479Q12edqBbo0DHb3ny",
+	"zjW+ZShkVkH6JWB+CaQrsPUokHOKpOJ9EodHuI7tXzyT5juZieSDXSgeTOlCW9MaquiCGSji/tvbDren",
+	"bGUXb2w8Q8NjlQ5EJZze0AO2dql67UAk74PRyKG+hzfukT/lTToauZNd5OGgdhdcBWXYUqykW1NxneXO",
+	"mAUGwvEev71i66349xR+/z4vPrkD+/D1pEIrKFmmlAvy17+cVNZpH4Ob4DOubuLqQkKW8x73GjXK0+Hb",
+	"u1s0CaHIK9dl5Tb3+ync1nPB9ruoGkXdPLU6mvh+NaU2meBH3CTFV7nkF6bFe8Xrv3sddZztq+bz42Yu",
+	"M0MorCqqASogdrJwhfKKpo9gbIDAScMXjHT/+peTXn8oLgMdeMgYWwWNiZIrfU4WUjGCP5GUGfy3M6uD",
+	"JRnsJ5NMr4fCTq+YCyUByxr2+OHQ4JmmKUtRda8iyousQJS7l5t9o6VWIvN7R83PovKt+DAzJFsSI8nY",
+	"FYkEM53rW8j1BnIgRrByVZLtzLrcRadRHPrBv3SflpNSr59Gocit9mOQixSbcW0gXiNfVXHYRfeg+kEf",
+	"v7X0tIVk9EMeVthaOPos7jSKO9vvqFnCabyFO4d835cqTFJvDfmfjsCz66pqMk5omuIVlzbUJG5cQHpw",
+	"HiGRCx9jdFiPyYxZCaLUh2qM6cD/+K//Hvvksg1uXwaau2f4peZj75nnHwCpn/n/7cgXMhkIbYPu0YUL",
+	"7yC2Y2fMMFDsUDSSTUGqhbOvaHcWU+jE7dpeYAtlF9BXVF1wXeogzlEumbBfDgVkqCZZIcuQl3btVtov",
+	"xTTBiH4AKxClUrPEHRbEJs65mIWkchiNfWT0PcLqP24/uJnPXH3DgmzPBSv+5zAXcxVn3ORnR0VCUj41",
+	"Lj0409DmPIaiHHuijDTUsKOixsSdYs7TzGrEsEoXBYfyJZamR7pIYqoUKOcria55kykG7p4V5nukSTQU",
+	"eklju047uYES555WHOUf9SKipY8XV9Atn+gVN/Hc4hkqtXJl9dmYBbEGDsOB9KVvCnofbK5WQ+Sd43Uf",
+	"AZKi/mURtagt8rGzu73x+hPhj8uUxi5UvtJhNIKejx6zZAoeXgJFln0MoKsz49BuO03wZfgbVeSfsEx+",
+	"yKPxe8bUurCj+bSxdnDps97DYxUpy60Gq2RJhkcsdZC6g/W5hLhGG+FGqG5DOoqu9iTzeZV2FqhkkZss",
+	"6+fjS3Xtv51wfTfXAsFHnuZFopZ01rgI1zWh4Rwenlar7g+Ovn79RbCwUPiI877x+eBFafZBqXzg412l",
+	"GyyLujfy6vtbBAirVfnw+A4mhx/ENMc1Bs1FlgvkKTllMoIdt941cf7TwYm35GGVqjdycu4DY8dXbD3G",
+	"iL5Sa6Cuj72LCtt3lNdw6Q0FTSHUBwP0I3I6GPgpsIUQSAvjckOSM2iUMu6TXzGKbSjGtaZLY6IZE+Xy",
+	"TXkt4FIbJy+9dN25ktNHZN6DJQxFvk2IQ7RruWJrX4MmvKCIrObUQDiL5bRI6fwqh2Lsu7SMnQ4AroG8",
+	"nUvpoDAkxuVP9YoOS7XTGYo3chKRGb9mLgIB8nRhfRBTmZAJja8iv2DXg8YfX0BUwn43P0Hq0H4iY+kC",
+	"oLbp6/uRsEq97t6vHaHStm6TIlwUAF+BZ+/6hRokoe5grk0lh3j2/C3fZ4sWrX1C7X+A/txlUNGOXfpn",
+	"nw0ld0CN8TBBxnPB7jUiXJLjjvOa8mG6fOHKrXCR619QwO4chucChUjIR4SqKQiXq7lMGfak6zeTAt25",
+	"N1TG1pjvH5PL3Sy3gDnpSkXKdL4XbZzwZ1S4O1RAt+HJgAwGAxShucAmBlaBXzBhdmAJdpZoRpNXUE21",
+	"6p1cWFiw9NQTcF1NWEbuiSO7HAWvSw8FfGPnYCKhwkDloXGlhyPE9LmFjUkimT4rd223al25nJ1l6lLE",
+	"LIKMrzxWAMo8GCdVQHUBXy6jO03pbMYSMq73yh+fE0rcU5AUCMfEZ0Mh3l9A7jHEGERo7ez1yRitkMkY",
+	"H2ln2bFfuyfQvXooypv2McjnZLyQio2JpmtdHCzcpGILsKdCbgHM5ip6cEO4HgqogtEnFz7PbcpTg+ZR",
+	"V+fpjNDYUsvSirAf4dthB18eds7I22GHpqn9C8jIu6CU8wRO6h5J2zdZepXj+vulbjh1E2WDUl0gbWAn",
+	"UnenHzsR+yAGWwCSyJMgK4QlIFCbeI4d3HOC4RuOg0XSQe4OSpXnHR5AqFw6okVf30mnkW7ZeTjTQwGE",
+	"q4E6wWKQOPXJBaJWSUGpd3nVJGVTYxU3ezBdOSXadS/Vc6rQ2QEir1MS7ZIAj+1SEktkmqjEUGwnE+QA",
+	"KuE0uQPIBNSH+UwlPhkqMfh69xdPpJimHNMlP5D5F5KFm6lKE3YfQGR8OkFToAjq+fcpaLsm7Q2+Ca/B",
+	"/pMHh+SiCgdZaSJvUKT0JYBQ0gpb4faywVjt/Wknzxmoi5/7+wH9gE3mwItmQZbrEvw6d/j5plAL9T4K",
+	"sXYovFxLleLXlh89GnztKubkhjhvYfEp41tlvHuG8C2wTejUuMw2xz4+brf4J0E/8V7LUgm0NTfY7SJH",
+	"qhaU8bhcUWybk+xJUX2pha/ss+vkvl0nnwThDxWl2+10uRtynxfWvAuKX0WJH/zQl1gx9D7k4rxP+XsW",
+	"iqut2kMB3e7Z4YLwvZPkT8Lch+eIOjQkpjTVfO1CbQ5g+WDgZgk5HZz2yrjjKlRuUvdSzfi7FXrqpVnr",
+	"5VjDVc03y9Jj4XJNF2woJjLhTJeCBMv103soBK18IQ+c1hvzCjoDSRXgUAgKRK7s1j0ibrnc7XvG3Vpj",
+	"+pCHDh99xt1bhy9JhWC3o2JzKywt7GB3yqa86ebDCf9RoRp9Amm9n4bpJBOujUfAPuKMhXk3Uk8NLeRF",
+	"qH5jxVVfD6yNhlCqhbtNQbjMi6y20A+2SPDY/Kl955p7leFLfcaCLtKJvPnXkeHBalMvZJxXFYZCPM7T",
+	"VhVOfOO0g2X75kCs0yIQy/XH4gnIIqs5M3MIQSIrecXyGKZuvXWW/3sq1VDkwYkQg4Lhpms3cq9PLvwk",
+	"EIKSW2KcEOJH0oauwWkLztHC1MW1q7ZspItBdtWWy+adcm/3kABzyURy6Ssi34v4UrSyayW9nN79zEFz",
+	"/FNfZfufLmD7n1NEcvdFaB1nwqRhk+v4Ov5beQ689M/FcXxngwAO/MC1kWr9r8NxfGHYOW68ynvu3ngE",
+	"Ef7bge7v+Mo9AgDMsD2b3pUw994U7zr58Ln1tYWhMXrDseOOOUd6/Hcpv77JVfd3l4Fxv2ffpM/AMv8V",
+	"XHV73uJtE7s3srCLa7578QbG/gAZ2K0h63MM5V2UKHQwXGRfg3eVGSuga9KFtNKIYE51RLg4mqZ8Njck",
+	"pssI4xB6rSnWsamUBN9KvErVw1tJLVj/Woflli8rYsujRx9SbCltrMnfJbkwZMkUwU05c4TXd1xPN7fh",
+	"oqKDWEM+ulxwY0Cx/KSSjbC0e77J0u4lmrERTrszZvI2FWRONXGdFEBxtGdQ6nhwVwTYwbKihh2BdLxd",
+	"8nkJlQ/htXuEo3yW7RKQXTSBRX8UJYVKq9lVt6l03K0rCuWHsk9NoYKBuzYsn8sRNBYZKi4wD6TID+2A",
+	"6opb7useMKVJqrgLHPl0hNZWOHi3NYh+khOXysyNC8O3qxjBKs7IWzQkQhDwilnx4t0Ykml8oDBSAfhy",
+	"KEqf6jPyW7/ffz3unTszI3QrkCJGOeaKrR94AHXhyGOcYIxuUU26QJiGwr3ku+pHhKYpSdiEmyIgrddQ",
+	"+rAKxXcviufjfwBxfH/k+SyX3wZDL5y/3sGjlYNcFf8p98GRgAE5BNtXsAeUzwCYZEqb8W4O62sHbBdn",
+	"LvO37tOY5ybZLsz4BUdksgY8/RhkGr+oirk2P7PNw24tzFwWpR0+10e8veiS19bounZgkHK/7jXdW7PU",
+	"0nwxd48QTWS3gLp/follF4bdrbDiY/AtXTU8viI0VlL71EYsDOFb9pzn7lKQGtB44uGMimQoYITu2P84",
+	"su+NI1L8YF8Y9/rkAqK/KUnkSkCJZylSLF4N7W8Vi5kwQ7HgWrMEF2aFnQaRpAKi9+D7dMN/AIFkT8T4",
+	"LI3cgZWwXJuxLbsrYmHCMVeFf/6b9f213Cmc9DjLZ0/9Z0/9nXrqy5m9oGLmCa1b3ffaUAsmNdf9Nluw",
+	"UwhcWS5fiqjc5bXIrHcRbH8wJXUvgt5oEOo2FHnbQOcoPisaXk7WeYhmnFKNrRKXG71oucp70A5F1xts",
+	"R9SQIytPKWyXjQ2OfR3XmKZpKVAoELoNgcp8wYbC5+8WNQswtyvp9cn39qBrwdNjsO6OsWiRi4ce90nR",
+	"c3kouCa+i/zpozlait2/Hw8G/vTOyYStpUgi8uj0NMRWvy+Znt9/IbzDy9bVQiPkikypglJPRSmrk3lU",
+	"PqNeU6W3vLd0u0U8dZDSVHBuxRMzx/4TCOnFghawoJRRbciJblxQ3uN67wXdd2wKwkmTlMIUZ0UKvkNu",
+	"F63xSTluCn9W5DocK+x9luSuGbhfwIUHGjI/NwopS+jpxxcs7EusNnUsus3+9treIorkTe1gnMAO8Yfw",
+	"t8Zcdd8OlXTnxizPjo9TGdN0LrU5+2rw1YBkImGKjBf0illBewwQmKm0c9Y5BuXBLfNtsBpQRFKuTUS4",
+	"0EsWm8hFH+dFFqDWANjMHRxDXM4mklyUI0rPfdNasrKrKkdnlofyzCaMcmXaewS0l4kEu/1GxMGT1TAm",
+	"67zH7ANdzmApzwT8qwG1qzW8XUK6ykQ+bHnNeT3SzcFeMMVlwmNU2aUglMRKioogWiuGGRoGvMqbnu2Q",
+	"RxsybizXk6LnqixXAjvK1D001ZNaPyNkpXB4Rw7TC6tpecSKmS5AuqH1KvJzLphj0b41ZmmcUhM6C6k3",
+	"R+4ygM7Zo28uJXKJDYyp3mxfTPDNCdNnZLxRdnnsDezXJ9GYfDEUE6rZl4+6P/zt4snR5Q8Xp4+/7IIl",
+	"kyfkCzLs9Icd8gXgvDZ0sSz9NpHJutcr4pVdEyc/4lHCYpmwhCypyuWhgqCUuxdgodxzK7CgWIY/EOVK",
+	"Lg9FXoqkVli6VIKaKgs2wuQeZit45HVIuCZMWALYHwonH2LjNnMEvOtIipiVzosnY+jzK/jvGQPBzglg",
+	"IYlDZcLlX23tevXLxmARYf1Z32LM6NHpyN746OHIPRudjB5PB/Ep/bqo5zpnNAHZwrP5fLVbG2LtLG77",
+	"i+A3zjiti4w0XxFtRTXBhtnnRLE3LAb/C74mJUgpkKAhsHbx1pXmgLR1wW1zqTcFcalcH60aoFhwx/bW",
+	"CJ2uv3UJgHYuPX91r7N+fX9JeR+oyoydGisTNkpNyIww29FVszwNlTfc1DDOLGhhwkFRUgJ5PITuWf52",
+	"XiYloLTooZiXU5itxscwHdV5wONSnmRBssoJn0a6sBbCAclBUPs61HwVCh65MhBjyEk7AqvgmHQpeTx4",
+	"6FynlSdGSgz1KYlx9dNYEwkpHlhhNnI95GRmUBhztZBILIVgsf0KO0+61KmcpLiKTLgKqz7I6XR7x20w",
+	"3pY79GMrfZZ4zbnWPb/e6T6cuvvu3f8PAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -273,3 +273,41 @@ func (g *bodyGen) object(s *openapi3.Schema, depth int) string {
 	g.rng.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
 	return "{" + strings.Join(members, ",") + "}"
 }
+
+// FuzzBodyAcceptor: for any JSON body and any request schema of openapi.yaml, the
+// acceptor never takes what kin-openapi refuses (make fuzz-short).
+func FuzzBodyAcceptor(f *testing.F) {
+	doc, err := GetSwagger()
+	if err != nil {
+		f.Fatal(err)
+	}
+	var schemas []*openapi3.Schema
+	var names []string
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			if op.RequestBody != nil && op.RequestBody.Value != nil {
+				if mt := op.RequestBody.Value.Content.Get("application/json"); mt != nil && mt.Schema != nil {
+					schemas, names = append(schemas, mt.Schema.Value), append(names, op.OperationID)
+				}
+			}
+		}
+	}
+	acceptors := make([]*bodyAcceptor, len(schemas))
+	for i, s := range schemas {
+		acceptors[i] = newBodyAcceptor(s)
+	}
+	rng := rand.New(rand.NewPCG(3, 5))
+	for i := range 64 {
+		g := bodyGen{rng: rng, breakRate: float64(i%4) * 0.05}
+		f.Add(uint8(i), []byte(g.value(schemas[i%len(schemas)], 0)))
+	}
+	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
+		if !json.Valid(body) {
+			return // checkJSON refuses it before the acceptor is asked
+		}
+		i := int(which) % len(schemas)
+		if acceptors[i].accepts(body) && !kinAccepts(schemas[i], body) {
+			t.Fatalf("%s: the acceptor took a body kin-openapi refuses: %s", names[i], body)
+		}
+	})
+}

@@ -76,15 +76,40 @@ func newJob(in JobInsert, prefix string, fields *[]engine.FieldError) engine.New
 		}
 	}
 	if in.RateLimit != nil {
-		j.RateLimit = &engine.RateLimitRef{Name: in.RateLimit.Name}
-		if in.RateLimit.Key != nil {
-			j.RateLimit.Key = *in.RateLimit.Key
+		r := rateLimitRef(*in.RateLimit)
+		j.RateLimit = &r
+	}
+	if in.Debounce != nil {
+		j.Debounce = &engine.Debounce{Key: in.Debounce.Key}
+		if d, ok := parseDuration(prefix+"debounce/period", in.Debounce.Period, fields); ok {
+			j.Debounce.Period = d
 		}
-		if in.RateLimit.Weight != nil {
-			j.RateLimit.Weight = *in.RateLimit.Weight
+		if in.Debounce.MaxWait != nil {
+			if d, ok := parseDuration(prefix+"debounce/max_wait", *in.Debounce.MaxWait, fields); ok {
+				j.Debounce.MaxWait = d
+			}
+		}
+	}
+	if in.RateLimits != nil {
+		j.RateLimits = make([]engine.RateLimitRef, len(*in.RateLimits))
+		for i, r := range *in.RateLimits {
+			j.RateLimits[i] = rateLimitRef(r)
 		}
 	}
 	return j
+}
+
+// rateLimitRef translates a wire rate limit reference (absent key: the shared bucket "",
+// absent weight: 0, read as 1).
+func rateLimitRef(in RateLimitRef) engine.RateLimitRef {
+	r := engine.RateLimitRef{Name: in.Name}
+	if in.Key != nil {
+		r.Key = *in.Key
+	}
+	if in.Weight != nil {
+		r.Weight = *in.Weight
+	}
+	return r
 }
 
 // InsertJob inserts one job: 201, or 200 with the live job holding its key.
@@ -102,10 +127,11 @@ func (s *Server) InsertJob(ctx context.Context, req InsertJobRequestObject) (Ins
 		return nil, err
 	}
 	status := http.StatusCreated
-	if got.Deduplicated {
+	if got.Deduplicated || got.Debounced {
 		status = http.StatusOK
 	}
-	return jsonResponse{status: status, body: jobInsertedBody{Job: jobBody(got.Job), Deduplicated: got.Deduplicated}}, nil
+	return jsonResponse{status: status, body: jobInsertedBody{Job: jobBody(got.Job), Deduplicated: got.Deduplicated,
+		Debounced: got.Debounced}}, nil
 }
 
 // InsertJobs inserts a batch in one statement, answering in request order.
@@ -124,7 +150,7 @@ func (s *Server) InsertJobs(ctx context.Context, req InsertJobsRequestObject) (I
 	}
 	out := make([]jobInsertedBody, len(got))
 	for i, g := range got {
-		out[i] = jobInsertedBody{Job: jobBody(g.Job), Deduplicated: g.Deduplicated}
+		out[i] = jobInsertedBody{Job: jobBody(g.Job), Deduplicated: g.Deduplicated, Debounced: g.Debounced}
 	}
 	return batchInsertedResponse{body: encodeInsertedJobs(out)}, nil
 }
@@ -357,6 +383,12 @@ func (s *Server) PutHandler(ctx context.Context, req PutHandlerRequestObject) (P
 	set := engine.HandlerSettings{URL: b.Url, Secret: b.Secret, MaxAttempts: b.MaxAttempts,
 		Timeout: optDuration("timeout", b.Timeout, &fields), BackoffBase: optDuration("backoff_base", b.BackoffBase, &fields),
 		BackoffMax: optDuration("backoff_max", b.BackoffMax, &fields)}
+	if br := b.Breaker; br != nil {
+		set.Breaker = engine.BreakerSettings{Threshold: br.Threshold,
+			ProbeInterval:    optDuration("breaker/probe_interval", br.ProbeInterval, &fields),
+			ProbeIntervalMax: optDuration("breaker/probe_interval_max", br.ProbeIntervalMax, &fields),
+			PauseAfter:       optDuration("breaker/pause_after", br.PauseAfter, &fields)}
+	}
 	if len(fields) > 0 {
 		// Report what the engine would refuse too, each field in the body's order.
 		fields = append(engine.CheckHandler(ctx, req.Name, set, s.cfg.Guard), fields...)
@@ -373,7 +405,8 @@ func (s *Server) PutHandler(ctx context.Context, req PutHandlerRequestObject) (P
 }
 
 // handlerFields orders a handler's field errors.
-var handlerFields = []string{"name", "url", "secret", "max_attempts", "timeout", "backoff_base", "backoff_max"}
+var handlerFields = []string{"name", "url", "secret", "max_attempts", "timeout", "backoff_base", "backoff_max",
+	"breaker/threshold", "breaker/probe_interval", "breaker/probe_interval_max", "breaker/pause_after"}
 
 // optDuration reads an optional duration field (nil when absent or unreadable; fields
 // gets why it is unreadable).
@@ -386,6 +419,15 @@ func optDuration(field string, s *string, fields *[]engine.FieldError) *time.Dur
 		return nil
 	}
 	return &d
+}
+
+// ResumeHandler closes a handler's circuit breaker and lifts the pause it caused.
+func (s *Server) ResumeHandler(ctx context.Context, req ResumeHandlerRequestObject) (ResumeHandlerResponseObject, error) {
+	h, err := s.eng.ResumeHandler(ctx, req.Name)
+	if err != nil {
+		return nil, missing(err, "handler", req.Name)
+	}
+	return ResumeHandler200JSONResponse(handlerBody(h, scopeOf(ctx))), nil
 }
 
 // DeleteHandler removes a handler.

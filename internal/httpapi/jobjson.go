@@ -24,7 +24,7 @@ func (r batchInsertedResponse) VisitInsertJobsResponse(w http.ResponseWriter) er
 	return err
 }
 
-// encodeInsertedJobs encodes {"jobs": [...]} with each job's deduplicated flag.
+// encodeInsertedJobs encodes {"jobs": [...]} with each job's deduplicated and debounced flags.
 func encodeInsertedJobs(jobs []jobInsertedBody) []byte {
 	b := make([]byte, 0, 64+len(jobs)*640)
 	b = append(b, `{"jobs":[`...)
@@ -32,13 +32,14 @@ func encodeInsertedJobs(jobs []jobInsertedBody) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJob(b, &jobs[i].Job, &jobs[i].Deduplicated)
+		b = appendJob(b, &jobs[i].Job, &jobs[i].Deduplicated, jobs[i].Debounced)
 	}
 	return append(b, "]}\n"...)
 }
 
-// appendJob appends j as a JSON object; deduplicated, when given, is added as a key.
-func appendJob(b []byte, j *Job, deduplicated *bool) []byte {
+// appendJob appends j as a JSON object; deduplicated, when given, is added as a key, and
+// debounced when true (omitempty).
+func appendJob(b []byte, j *Job, deduplicated *bool, debounced bool) []byte {
 	b = append(b, `{"attempt":`...)
 	b = strconv.AppendInt(b, int64(j.Attempt), 10)
 	b = optTime(b, `,"attempted_at":`, j.AttemptedAt)
@@ -64,6 +65,10 @@ func appendJob(b []byte, j *Job, deduplicated *bool) []byte {
 	b = nullString(b, `,"concurrency_key":`, j.ConcurrencyKey)
 	b = append(b, `,"created_at":`...)
 	b = jsonappend.Time(b, j.CreatedAt)
+	if j.DebounceKey != nil {
+		b = append(b, `,"debounce_key":`...)
+		b = jsonappend.String(b, *j.DebounceKey)
+	}
 	b = nullTime(b, `,"eligible_at":`, j.EligibleAt)
 	b = append(b, `,"error":`...)
 	b = jsonappend.Raw(b, j.Error)
@@ -94,21 +99,19 @@ func appendJob(b []byte, j *Job, deduplicated *bool) []byte {
 	b = strconv.AppendInt(b, int64(j.Priority), 10)
 	b = append(b, `,"queue":`...)
 	b = jsonappend.String(b, j.Queue)
-	if r := j.RateLimit; r != nil {
-		b = append(b, `,"rate_limit":{`...)
-		sep := ""
-		if r.Key != nil {
-			b = append(b, `"key":`...)
-			b = jsonappend.String(b, *r.Key)
-			sep = ","
+	if j.RateLimit != nil {
+		b = append(b, `,"rate_limit":`...)
+		b = appendRateLimitRef(b, *j.RateLimit)
+	}
+	if j.RateLimits != nil {
+		b = append(b, `,"rate_limits":[`...)
+		for i, r := range *j.RateLimits {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendRateLimitRef(b, r)
 		}
-		b = append(b, sep+`"name":`...)
-		b = jsonappend.String(b, r.Name)
-		if r.Weight != nil {
-			b = append(b, `,"weight":`...)
-			b = strconv.AppendInt(b, int64(*r.Weight), 10)
-		}
-		b = append(b, '}')
+		b = append(b, ']')
 	}
 	b = append(b, `,"result":`...)
 	b = jsonappend.Raw(b, j.Result)
@@ -132,6 +135,26 @@ func appendJob(b []byte, j *Job, deduplicated *bool) []byte {
 	if deduplicated != nil {
 		b = append(b, `,"deduplicated":`...)
 		b = strconv.AppendBool(b, *deduplicated)
+	}
+	if debounced {
+		b = append(b, `,"debounced":true`...)
+	}
+	return append(b, '}')
+}
+
+// appendRateLimitRef appends r as encoding/json writes it (members in name order).
+func appendRateLimitRef(b []byte, r RateLimitRef) []byte {
+	b = append(b, '{')
+	if r.Key != nil {
+		b = append(b, `"key":`...)
+		b = jsonappend.String(b, *r.Key)
+		b = append(b, ',')
+	}
+	b = append(b, `"name":`...)
+	b = jsonappend.String(b, r.Name)
+	if r.Weight != nil {
+		b = append(b, `,"weight":`...)
+		b = strconv.AppendInt(b, int64(*r.Weight), 10)
 	}
 	return append(b, '}')
 }

@@ -51,11 +51,12 @@ func TestAppendJobMatchesEncodingJSON(t *testing.T) {
 	awaitingNone := Job{Awaiting: new([]string)} // an empty pointer target: encoding/json writes null
 	for name, j := range map[string]Job{"every field set": full, "every field empty": {}, "awaiting of no names": awaitingNone} {
 		for _, dedup := range []bool{false, true} {
-			want, err := json.Marshal(jobInsertedBody{Job: j, Deduplicated: dedup})
+			debounced := dedup // both flags false, then both true
+			want, err := json.Marshal(jobInsertedBody{Job: j, Deduplicated: dedup, Debounced: debounced})
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := appendJob(nil, &j, &dedup)
+			got := appendJob(nil, &j, &dedup, debounced)
 			var wantDoc, gotDoc map[string]any
 			if err := json.Unmarshal(want, &wantDoc); err != nil {
 				t.Fatal(err)

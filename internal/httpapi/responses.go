@@ -17,7 +17,7 @@ func jobBody(j engine.Job) Job {
 		PendingChildren: j.PendingChildren, Wake: j.Wake, CancelRequested: &j.CancelRequested,
 		LeaseExpiresAt: j.LeaseExpiresAt, LeaseOwner: j.LeaseOwner, AttemptedAt: j.AttemptedAt,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt,
-		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick,
+		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick, DebounceKey: j.DebounceKey,
 	}
 	out.EligibleAt = j.EligibleAt
 	if j.Awaiting != nil {
@@ -25,6 +25,16 @@ func jobBody(j engine.Job) Job {
 	}
 	if j.RateLimit != nil {
 		out.RateLimit = &RateLimitRef{Name: *j.RateLimit, Key: j.RateKey, Weight: &j.RateWeight}
+	}
+	if j.RateLimits != nil {
+		limits := make([]RateLimitRef, len(j.RateLimits))
+		for i, l := range j.RateLimits {
+			limits[i] = RateLimitRef{Name: l.Name, Weight: &l.Weight}
+			if l.Key != "" {
+				limits[i].Key = &l.Key
+			}
+		}
+		out.RateLimits = &limits
 	}
 	if out.Input == nil {
 		out.Input = json.RawMessage("null")
@@ -35,6 +45,7 @@ func jobBody(j engine.Job) Job {
 type jobInsertedBody struct {
 	Job
 	Deduplicated bool `json:"deduplicated"`
+	Debounced    bool `json:"debounced,omitempty"`
 }
 
 type jobDetailBody struct {
@@ -69,7 +80,15 @@ func handlerBody(h engine.Handler, scope string) HandlerConfig {
 	}
 	return HandlerConfig{Name: h.Name, Url: h.URL, Secret: secret, MaxAttempts: h.MaxAttempts,
 		Timeout: h.Timeout.String(), BackoffBase: h.BackoffBase.String(), BackoffMax: h.BackoffMax.String(),
-		PreviousSecretExpiresAt: h.PreviousSecretExpiresAt, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
+		PreviousSecretExpiresAt: h.PreviousSecretExpiresAt, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt,
+		Breaker: breakerBody(h.Breaker)}
+}
+
+func breakerBody(b engine.Breaker) Breaker {
+	return Breaker{Threshold: b.Threshold, ProbeInterval: b.ProbeInterval.String(), ProbeIntervalMax: b.ProbeIntervalMax.String(),
+		PauseAfter: b.PauseAfter.String(), State: BreakerState(b.State), ConsecutiveFailures: b.ConsecutiveFailures,
+		OpenedAt: b.OpenedAt, NextProbeAt: b.NextProbeAt, Opens: b.Opens, Paused: b.PausedAt != nil,
+		PausedAt: b.PausedAt, PausedReason: b.PausedReason}
 }
 
 func queueBody(q engine.Queue) Queue {

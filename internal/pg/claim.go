@@ -52,6 +52,11 @@ type ClaimedJob struct {
 	TimeoutMS               *int
 	BackoffBaseMS           *int
 	BackoffMaxMS            *int
+	// The handler's circuit breaker as the claim saw it (nil when not registered).
+	BreakerState        *string
+	ConsecutiveFailures *int
+	BreakerNextProbeAt  *time.Time
+	HandlerPausedAt     *time.Time
 }
 
 // JobClaimBatch claims and leases up to p.Limit runnable steps of one queue in one
@@ -66,7 +71,9 @@ func (db *DB) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]ClaimedJob
 			ClaimInboxSeq: r.ClaimInboxSeq, InboxSeq: r.InboxSeq, PendingChildren: r.PendingChildren, GateShard: r.GateShard,
 			HandlerURL: r.Url, Secret: r.Secret, PreviousSecret: r.PreviousSecret,
 			PreviousSecretExpiresAt: r.PreviousSecretExpiresAt, TimeoutMS: r.TimeoutMs,
-			BackoffBaseMS: r.BackoffBaseMs, BackoffMaxMS: r.BackoffMaxMs}
+			BackoffBaseMS: r.BackoffBaseMs, BackoffMaxMS: r.BackoffMaxMs,
+			BreakerState: r.BreakerState, ConsecutiveFailures: r.ConsecutiveFailures,
+			BreakerNextProbeAt: r.BreakerNextProbeAt, HandlerPausedAt: r.PausedAt}
 	}), translate(err)
 }
 

@@ -30,7 +30,7 @@ var sharedCTEs = []struct {
 	reads   []string
 }{
 	{"joined", []string{"JobApplyOutcomes", "JobApplyOutcomesCrediting", "JobCancel", "JobCancelMany", "JobReapExpiredLeases"}, []string{"updated"}},
-	{"credited", []string{"JobApplyOutcomesCrediting", "JobReapExpiredLeases", "LeaseReleaseMany"}, []string{"updated", "before"}},
+	{"credited", []string{"JobApplyOutcomesCrediting", "JobReapExpiredLeases", "LeaseParkMany", "LeaseReleaseMany"}, []string{"updated", "before"}},
 	{"retried", []string{"JobRetry", "JobRetryMany"}, []string{"target"}},
 }
 

@@ -3,6 +3,7 @@ package pg_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -205,6 +206,27 @@ func TestSQLEnqueueRefusesBadOptions(t *testing.T) {
 		{"h", `{}`, `{"rate_limit": {"name": "loose"}}`, "rate_limit/name", `no rate limit named "loose" exists`},
 		{"h", `{}`, `{"rate_limit": {"name": "tight", "weight": -2}}`, "rate_limit/weight", "must be at least 1"},
 		{"h", `{}`, `{"rate_limit": {"name": "tight", "weight": 3}}`, "rate_limit/weight", `weight 3 can never fit: rate limit "tight" has burst 2`},
+		{"h", `{}`, `{"rate_limits": {"name": "tight"}}`, "rate_limits", "must be an array"},
+		{"h", `{}`, `{"rate_limit": {"name": "tight"}, "rate_limits": [{"name": "tight"}]}`, "rate_limits", "give rate_limit or rate_limits, not both"},
+		{"h", `{}`, `{"rate_limits": [{"name": "tight"}, 7]}`, "rate_limits/1", "must be an object"},
+		{"h", `{}`, `{"rate_limits": [{"name": "tight"}, {"name": "tight", "wieght": 1}]}`, "rate_limits/1", "unknown members: wieght"},
+		{"h", `{}`, `{"rate_limits": [{"name": "tight"}, {"key": "k"}]}`, "rate_limits/1/name", "must be 1-128 characters"},
+		{"h", `{}`, `{"rate_limits": [{"name": "tight"}, {"name": "loose"}]}`, "rate_limits/1/name", `no rate limit named "loose" exists`},
+		{"h", `{}`, `{"rate_limits": [{"name": "loose"}, {"name": "tight"}]}`, "rate_limits/0/name", `no rate limit named "loose" exists`},
+		{"h", `{}`, `{"rate_limits": [{"name": "tight"}, {"name": "tight", "key": "k", "weight": 0.5}]}`, "rate_limits/1/weight", "must be an integer"},
+		{"h", `{}`, `{"rate_limits": [{"name": "tight"}, {"name": "tight", "key": "k", "weight": 3}]}`, "rate_limits/1/weight", `weight 3 can never fit`},
+		{"h", `{}`, `{"rate_limits": [{"name": "tight", "key": "k"}, {"name": "tight", "key": "k"}]}`, "rate_limits/1", "twice"},
+		{"h", `{}`, `{"rate_limits": [{"name": "tight", "key": "1"}, {"name": "tight", "key": "2"}, {"name": "tight", "key": "3"},
+			{"name": "tight", "key": "4"}, {"name": "tight", "key": "5"}, {"name": "tight", "key": "6"}, {"name": "tight", "key": "7"},
+			{"name": "tight", "key": "8"}, {"name": "tight", "key": "9"}]}`, "rate_limits", "more than the 8 a job may name"},
+		{"h", `{}`, `{"debounce": "k"}`, "debounce", "must be an object"},
+		{"h", `{}`, `{"debounce": {"key": "k", "period": "1s", "wait": "1m"}}`, "debounce", "unknown members: wait"},
+		{"h", `{}`, `{"debounce": {"period": "1s"}}`, "debounce/key", "must be 1-512 bytes"},
+		{"h", `{}`, `{"debounce": {"key": "k"}}`, "debounce/period", "must be a duration"},
+		{"h", `{}`, `{"debounce": {"key": "k", "period": "0"}}`, "debounce/period", "must be positive"},
+		{"h", `{}`, `{"debounce": {"key": "k", "period": "1s", "max_wait": "soon"}}`, "debounce/max_wait", "must be a duration"},
+		{"h", `{}`, `{"debounce": {"key": "k", "period": "1s"}, "key": "x"}`, "debounce", "give key or debounce, not both"},
+		{"h", `{}`, `{"debounce": {"key": "k", "period": "1s"}, "delay": "1s"}`, "debounce", "give no run_at or delay"},
 	}
 	for _, c := range cases {
 		var id int64
@@ -225,6 +247,82 @@ func TestSQLEnqueueRefusesBadOptions(t *testing.T) {
 	}
 	if n, _ := db.QueryInt(ctx, `SELECT count(*) FROM queues`); n != 0 {
 		t.Fatalf("refused calls wrote %d queues", n)
+	}
+}
+
+// rate_limits puts its first limit in the rate_limit columns and the others in
+// extra_rate_limits, as POST /v1/jobs does.
+func TestSQLEnqueueSeveralRateLimits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := enqueueDB(t)
+	if _, err := db.RateLimitUpsert(ctx, "daily", 0, 100); err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	err := conn.QueryRow(ctx, `SELECT gendurable_enqueue('h', '{}', '{"rate_limits": [{"name": "tight", "key": "user-7", "weight": 2},
+		{"name": "daily", "weight": 5}, {"name": "tight", "key": "tenant-1"}]}')`).Scan(&id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := db.JobGet(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []pg.RateLimitUse{{Name: "daily", Key: "", Weight: 5}, {Name: "tight", Key: "tenant-1", Weight: 1}}
+	if job.RateLimit == nil || *job.RateLimit != "tight" || job.RateKey == nil || *job.RateKey != "user-7" || job.RateWeight != 2 ||
+		!slices.Equal(job.ExtraRateLimits, want) {
+		t.Fatalf("job limits: %v %v %d, extra %+v; want tight/user-7/2 then %+v", job.RateLimit, job.RateKey, job.RateWeight,
+			job.ExtraRateLimits, want)
+	}
+	// One element is the one-limit form: nothing extra stored.
+	if err := conn.QueryRow(ctx, `SELECT gendurable_enqueue('h', '{}', '{"rate_limits": [{"name": "daily"}]}')`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if job, err = db.JobGet(ctx, id); err != nil || *job.RateLimit != "daily" || job.RateKey != nil || job.ExtraRateLimits != nil {
+		t.Fatalf("one-element rate_limits: %+v %v", job.Job, err)
+	}
+}
+
+// A debounced enqueue collapses into the pending job of its key: same id, the latest
+// input, eligible a period after the call but never past max_wait after the first.
+func TestSQLEnqueueDebounce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := enqueueDB(t)
+	enqueue := func(input, options string) int64 {
+		t.Helper()
+		var id int64
+		if err := conn.QueryRow(ctx, `SELECT gendurable_enqueue('h', $1::jsonb, $2::jsonb)`, input, options).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	first := enqueue(`{"n": 1}`, `{"debounce": {"key": "user-7", "period": "1h", "max_wait": "90m"}}`)
+	// The database's own clock: eligible_at is a period after the job's creation.
+	if n, err := db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE id = $1 AND debounce_key = 'user-7'
+		AND eligible_at - created_at BETWEEN interval '1 hour' AND interval '1 hour 1 minute'
+		AND debounce_deadline - created_at BETWEEN interval '90 minutes' AND interval '91 minutes'`, first); err != nil || n != 1 {
+		t.Fatalf("first enqueue: eligible_at or deadline not as asked (%d, %v)", n, err)
+	}
+	// Pretend the first was 40 minutes ago: the next call would push it to 1 h from now
+	// (100 min after the first), past max_wait: it is held at the deadline.
+	if _, err := db.Exec(ctx, `UPDATE jobs SET created_at = created_at - interval '40 minutes',
+		eligible_at = eligible_at - interval '40 minutes', debounce_deadline = debounce_deadline - interval '40 minutes'`); err != nil {
+		t.Fatal(err)
+	}
+	if again := enqueue(`{"n": 2}`, `{"debounce": {"key": "user-7", "period": "1h"}}`); again != first {
+		t.Fatalf("second enqueue made job %d, want the pending %d", again, first)
+	}
+	if n, err := db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE id = $1 AND input = '{"n": 2}'
+		AND eligible_at = debounce_deadline`, first); err != nil || n != 1 {
+		t.Fatalf("second enqueue: input not replaced or eligible_at not held at the deadline (%d, %v)", n, err)
+	}
+	if other := enqueue(`{}`, `{"debounce": {"key": "user-8", "period": "1s"}}`); other == first {
+		t.Fatal("another debounce key answered the same job")
+	}
+	if n, _ := db.QueryInt(ctx, `SELECT count(*) FROM jobs`); n != 2 {
+		t.Fatalf("%d jobs, want 2", n)
 	}
 }
 

@@ -15,7 +15,8 @@ func OutcomeArgs(recs []OutcomeRecord) []any {
 func InsertArgs(items []JobInsert) []any {
 	p := insertArrays(items)
 	return []any{p.Queues, p.Handlers, p.Inputs, p.Keys, p.Priorities, p.RunAts, p.DelaysMs, p.ConcurrencyKeys,
-		p.RateLimits, p.RateKeys, p.RateWeights, p.MaxAttempts, p.ParentIds}
+		p.RateLimits, p.RateKeys, p.RateWeights, p.MaxAttempts, p.ParentIds, p.IdempotencyKeys, p.ExtraRateLimits, p.DebounceKeys, p.DebouncePeriodsMs, p.DebounceMaxWaitsMs,
+		p.AsOf, int64(DefaultIdempotencyWindow.Milliseconds())}
 }
 
 // StatementNames lists the statements of the table.

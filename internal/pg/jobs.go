@@ -19,19 +19,22 @@ type Job struct {
 	Priority int
 	// EligibleAt is when a runnable job may run, or an awaiting job's deadline; nil for
 	// an await without a deadline.
-	EligibleAt      *time.Time
-	Input           json.RawMessage
-	State           json.RawMessage
-	Result          json.RawMessage
-	Error           json.RawMessage
-	Step            int
-	Attempt         int
-	MaxAttempts     int
-	Key             *string
-	ConcurrencyKey  *string
-	RateLimit       *string
-	RateKey         *string
-	RateWeight      int
+	EligibleAt     *time.Time
+	Input          json.RawMessage
+	State          json.RawMessage
+	Result         json.RawMessage
+	Error          json.RawMessage
+	Step           int
+	Attempt        int
+	MaxAttempts    int
+	Key            *string
+	ConcurrencyKey *string
+	RateLimit      *string
+	RateKey        *string
+	RateWeight     int
+	// ExtraRateLimits are the rate limits after the first (RateLimit) of a job naming
+	// several; nil otherwise.
+	ExtraRateLimits []RateLimitUse
 	ParentID        *int64
 	PendingChildren int
 	Awaiting        []string
@@ -49,19 +52,46 @@ type Job struct {
 	// (nil for a job inserted by a client).
 	ScheduleName *string
 	ScheduleTick *time.Time
+	// DebounceKey is the debounce key the job was inserted with, and DebounceDeadline
+	// the latest its debounced inserts may push it to (nil: none).
+	DebounceKey      *string
+	DebounceDeadline *time.Time
+}
+
+// RateLimitUse is one rate limit a job draws from: Weight tokens of the bucket of Key
+// ("" for the limit's shared bucket) of rate limit Name. It is stored as a member of
+// jobs.extra_rate_limits.
+type RateLimitUse struct {
+	Name   string `json:"name"`
+	Key    string `json:"key"`
+	Weight int    `json:"weight"`
+}
+
+// decodeRateLimits reads jobs.extra_rate_limits (nil for NULL); the column is written
+// only by JobInsertMany and gendurable_enqueue, as an array of RateLimitUse.
+func decodeRateLimits(raw json.RawMessage) []RateLimitUse {
+	if len(raw) == 0 {
+		return nil
+	}
+	var out []RateLimitUse
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil
+	}
+	return out
 }
 
 // jobFromRow maps a jobs row to the API's view of it (the lease token and the claim's
 // bookkeeping stay in the database).
 func jobFromRow(r dbsqlc.Job) Job {
-	return Job{ID: r.ID, Queue: r.Queue, Handler: r.Handler, Status: r.Status, Priority: r.Priority,
+	return Job{ExtraRateLimits: decodeRateLimits(r.ExtraRateLimits), ID: r.ID, Queue: r.Queue, Handler: r.Handler, Status: r.Status, Priority: r.Priority,
 		EligibleAt: finiteTime(r.EligibleAt), Input: r.Input, State: r.State, Result: r.Result, Error: r.Error,
 		Step: r.Step, Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Key: r.Key, ConcurrencyKey: r.ConcurrencyKey,
 		RateLimit: r.RateLimit, RateKey: r.RateKey, RateWeight: r.RateWeight, ParentID: r.ParentID,
 		PendingChildren: r.PendingChildren, Awaiting: r.Awaiting, Wake: r.Wake, InboxSeq: r.InboxSeq,
 		ConsumedSeq: r.ConsumedSeq, LeaseExpiresAt: r.LeaseExpiresAt, LeaseOwner: r.LeaseOwner,
 		AttemptedAt: r.AttemptedAt, CancelRequested: r.CancelRequested, CreatedAt: r.CreatedAt,
-		UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, ScheduleName: r.ScheduleName, ScheduleTick: r.ScheduleTick}
+		UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, ScheduleName: r.ScheduleName, ScheduleTick: r.ScheduleTick,
+		DebounceKey: r.DebounceKey, DebounceDeadline: r.DebounceDeadline}
 }
 
 // JobInsert is one job to insert. Nil fields take the column or handler default.
@@ -77,11 +107,26 @@ type JobInsert struct {
 	RateLimit      *string         `json:"rate_limit,omitempty"`
 	RateKey        *string         `json:"rate_key,omitempty"`
 	RateWeight     *int            `json:"rate_weight,omitempty"`
-	MaxAttempts    *int            `json:"max_attempts,omitempty"`
-	ParentID       *int64          `json:"parent_id,omitempty"`
+	// ExtraRateLimits are the job's rate limits after the first (RateLimit): a step runs
+	// only when every bucket it names holds its weight, and takes them all at once.
+	ExtraRateLimits []RateLimitUse `json:"extra_rate_limits,omitempty"`
+	MaxAttempts     *int           `json:"max_attempts,omitempty"`
+	ParentID        *int64         `json:"parent_id,omitempty"`
 	// IdempotencyKey, when set, makes a repeat within the idempotency window answer the
 	// job it first made, whatever that job's status (table idempotency_keys).
 	IdempotencyKey *string `json:"idempotency_key,omitempty"`
+	// Debounce, when set, collapses inserts of one key into the one runnable,
+	// never-claimed job holding it (never with Key, IdempotencyKey, RunAt or DelayMS).
+	Debounce *Debounce `json:"debounce,omitempty"`
+}
+
+// Debounce says how an insert collapses into the pending job of its key: the job runs
+// once Period has passed with no new insert of the key, or MaxWait (0: no bound) after
+// the insert that made it, with the latest insert's input.
+type Debounce struct {
+	Key     string        `json:"key"`
+	Period  time.Duration `json:"period"`
+	MaxWait time.Duration `json:"max_wait,omitempty"`
 }
 
 // DefaultIdempotencyWindow is how long an idempotency key answers its job when the
@@ -92,22 +137,25 @@ const DefaultIdempotencyWindow = 24 * time.Hour
 type JobInsertOptions struct {
 	// IdempotencyWindow is how long a new idempotency key answers its job (0: the default, 24h).
 	IdempotencyWindow time.Duration
-	// AsOf, when set, is the time idempotency keys are judged by (default: the
-	// database's now()); tests set it ahead to pass a window without waiting.
+	// AsOf, when set, is the time idempotency keys are judged by and debounce periods
+	// count from (default: the database's now()); tests set it ahead to pass a window
+	// without waiting.
 	AsOf *time.Time
 }
 
 // JobInserted is the answer for one JobInsert: the new job, or the live job that already
-// held its key (Deduplicated).
+// held its key (Deduplicated), or the pending job its debounced insert collapsed into
+// (Debounced: made by an earlier insert of its debounce key, possibly of the same batch).
 type JobInserted struct {
 	Job
 	Deduplicated bool
+	Debounced    bool
 }
 
 // InsertProblem says why one item of a refused batch cannot be inserted.
 type InsertProblem struct {
 	Index   int    // the item's position in the request
-	Field   string // "handler", "rate_limit/name", "rate_limit/weight"
+	Field   string // "handler", "rate_limit/name", "rate_limit/weight", "rate_limits/N/name", "rate_limits/N/weight"
 	Message string
 }
 
@@ -147,21 +195,52 @@ func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts Job
 	done := make([]bool, len(items))
 	inserted := 0
 	liveIDs, idempotentIDs := map[string]int64{}, map[string]int64{}
+	debounced := map[int]int64{} // item → the job of its debounce key
+	fresh := map[string]bool{}   // debounce keys whose job this batch made
 	for i := range rows {
 		r := &rows[i]
 		switch {
 		case r.Origin == "inserted" && int(r.Ord) < len(items):
 			out[r.Ord], done[r.Ord] = JobInserted{Job: insertedJob(&items[r.Ord], r)}, true
 			inserted++
+		case (r.Origin == "debounce_new" || r.Origin == "debounce_hit") && int(r.Ord) < len(items):
+			debounced[int(r.Ord)] = r.ID
+			inserted++
+			if r.Origin == "debounce_new" && r.DebounceKey != nil {
+				fresh[*r.DebounceKey] = true
+			}
 		case r.Origin == "idempotent" && r.IdempotencyKey != nil:
 			idempotentIDs[*r.IdempotencyKey] = r.ID
 		case r.Key != nil:
 			liveIDs[*r.Key] = r.ID
 		}
 	}
-	live, idempotent, err := db.jobsHoldingKeys(ctx, liveIDs, idempotentIDs)
+	full, err := db.jobsByID(ctx, liveIDs, idempotentIDs, debounced)
 	if err != nil {
 		return nil, err
+	}
+	live, idempotent := map[string]Job{}, map[string]Job{}
+	for key, id := range liveIDs {
+		if j, ok := full[id]; ok {
+			live[key] = j
+		}
+	}
+	for key, id := range idempotentIDs {
+		if j, ok := full[id]; ok {
+			idempotent[key] = j
+		}
+	}
+	for i, id := range debounced {
+		if j, ok := full[id]; ok {
+			out[i], done[i] = JobInserted{Job: j, Debounced: true}, true
+		}
+	}
+	// The first item of a debounce key that made a new job is the one that made it; every
+	// other item of the key collapsed into that job.
+	for i, it := range items {
+		if it.Debounce != nil && fresh[it.Debounce.Key] {
+			out[i].Debounced, fresh[it.Debounce.Key] = false, false
+		}
 	}
 	// Walk the request: an item not inserted answers the job holding its idempotency key
 	// or live key, found before the statement or inserted by an earlier item of the batch.
@@ -195,7 +274,7 @@ func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts Job
 	}
 	if inserted == 0 {
 		rows, err := db.q.JobInsertProblems(ctx, dbsqlc.JobInsertProblemsParams{Handlers: p.Handlers,
-			RateLimits: p.RateLimits, RateWeights: p.RateWeights})
+			RateLimits: p.RateLimits, RateWeights: p.RateWeights, ExtraRateLimits: p.ExtraRateLimits})
 		if err != nil {
 			return nil, translate(err)
 		}
@@ -230,13 +309,16 @@ func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts Job
 
 // insertArrays lays the items out as JobInsertMany's typed arrays, one element per item;
 // an absent value is ” (text), 0 (weights, attempts, parent ids, delays), -1 (priority)
-// or the zero time (run_at), which the statement reads as NULL.
+// or the zero time (run_at), which the statement reads as NULL; extra rate limits are a
+// JSON array (NULL when none).
 func insertArrays(items []JobInsert) dbsqlc.JobInsertManyParams {
 	n := len(items)
 	p := dbsqlc.JobInsertManyParams{Queues: make([]string, n), Handlers: make([]string, n), Inputs: make([]json.RawMessage, n),
 		Keys: make([]string, n), Priorities: make([]int, n), RunAts: make([]time.Time, n), DelaysMs: make([]int64, n),
 		ConcurrencyKeys: make([]string, n), RateLimits: make([]string, n), RateKeys: make([]string, n),
-		RateWeights: make([]int, n), MaxAttempts: make([]int, n), ParentIds: make([]int64, n), IdempotencyKeys: make([]string, n)}
+		RateWeights: make([]int, n), MaxAttempts: make([]int, n), ParentIds: make([]int64, n), IdempotencyKeys: make([]string, n),
+		ExtraRateLimits: make([]json.RawMessage, n), DebounceKeys: make([]string, n), DebouncePeriodsMs: make([]int64, n),
+		DebounceMaxWaitsMs: make([]int64, n)}
 	for i, it := range items {
 		p.Queues[i], p.Handlers[i], p.Inputs[i] = it.Queue, it.Handler, it.Input
 		p.Keys[i], p.Priorities[i] = valueOr(it.Key, ""), valueOr(it.Priority, -1)
@@ -244,6 +326,12 @@ func insertArrays(items []JobInsert) dbsqlc.JobInsertManyParams {
 		p.ConcurrencyKeys[i], p.RateLimits[i], p.RateKeys[i] = valueOr(it.ConcurrencyKey, ""), valueOr(it.RateLimit, ""), valueOr(it.RateKey, "")
 		p.RateWeights[i], p.MaxAttempts[i], p.ParentIds[i] = valueOr(it.RateWeight, 0), valueOr(it.MaxAttempts, 0), valueOr(it.ParentID, 0)
 		p.IdempotencyKeys[i] = valueOr(it.IdempotencyKey, "")
+		if len(it.ExtraRateLimits) > 0 {
+			p.ExtraRateLimits[i], _ = json.Marshal(it.ExtraRateLimits) // plain structs: cannot fail
+		}
+		if d := it.Debounce; d != nil {
+			p.DebounceKeys[i], p.DebouncePeriodsMs[i], p.DebounceMaxWaitsMs[i] = d.Key, d.Period.Milliseconds(), d.MaxWait.Milliseconds()
+		}
 	}
 	return p
 }
@@ -255,45 +343,40 @@ func insertedJob(it *JobInsert, r *dbsqlc.JobInsertManyRow) Job {
 		Priority: valueOr(r.Priority, 0), EligibleAt: r.EligibleAt, Input: r.Input,
 		MaxAttempts: valueOr(r.MaxAttempts, 0), Key: r.Key, ConcurrencyKey: it.ConcurrencyKey,
 		RateLimit: it.RateLimit, RateKey: it.RateKey, RateWeight: valueOr(r.RateWeight, 0), ParentID: it.ParentID}
+	if len(it.ExtraRateLimits) > 0 {
+		j.ExtraRateLimits = it.ExtraRateLimits
+	}
 	if r.CreatedAt != nil {
 		j.CreatedAt, j.UpdatedAt = *r.CreatedAt, *r.CreatedAt
 	}
 	return j
 }
 
-// jobsHoldingKeys reads in full the jobs the insert answered by id only: those holding a
-// requested live key or idempotency key (one statement, none when no item was deduplicated).
-func (db *DB) jobsHoldingKeys(ctx context.Context, liveIDs, idempotentIDs map[string]int64) (live, idempotent map[string]Job, err error) {
-	live, idempotent = map[string]Job{}, map[string]Job{}
-	if len(liveIDs)+len(idempotentIDs) == 0 {
-		return live, idempotent, nil
+// jobsByID reads in full the jobs the insert answered by id only: those holding a
+// requested live key or idempotency key, and those of debounced items (one statement,
+// none when no item was deduplicated or debounced).
+func (db *DB) jobsByID(ctx context.Context, liveIDs, idempotentIDs map[string]int64, debounced map[int]int64) (map[int64]Job, error) {
+	ids := make([]int64, 0, len(liveIDs)+len(idempotentIDs)+len(debounced))
+	for _, m := range []map[string]int64{liveIDs, idempotentIDs} {
+		for _, id := range m {
+			ids = append(ids, id)
+		}
 	}
-	ids := make([]int64, 0, len(liveIDs)+len(idempotentIDs))
-	for _, id := range liveIDs {
+	for _, id := range debounced {
 		ids = append(ids, id)
 	}
-	for _, id := range idempotentIDs {
-		ids = append(ids, id)
+	if len(ids) == 0 {
+		return nil, nil
 	}
 	rows, err := db.q.JobGetMany(ctx, ids)
 	if err != nil {
-		return nil, nil, translate(err)
+		return nil, translate(err)
 	}
 	byID := make(map[int64]Job, len(rows))
 	for _, r := range rows {
 		byID[r.ID] = jobFromRow(r)
 	}
-	for key, id := range liveIDs {
-		if j, ok := byID[id]; ok {
-			live[key] = j
-		}
-	}
-	for key, id := range idempotentIDs {
-		if j, ok := byID[id]; ok {
-			idempotent[key] = j
-		}
-	}
-	return live, idempotent, nil
+	return byID, nil
 }
 
 // JobGetLiveByKey returns the live job holding key (jobs_live_key).

@@ -144,6 +144,58 @@ func TestPickAdmissionRunsWhenUsed(t *testing.T) {
 	}
 }
 
+// Jobs naming several rate limits: admission expands them, and the pick still reads only
+// the batch from jobs and probes rate_buckets by key (100 000 buckets exist), under the
+// custom and the generic plan.
+func TestPickWithSeveralRateLimitsStaysOnTheIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.Open(t, pgtest.NewDatabase(t), pg.Options{MaxConns: 1})
+	seedJobs(t, db, "multi", 10_000, "")
+	if _, err := db.Exec(ctx, `INSERT INTO rate_limits (name, rate, burst) VALUES ('api', 10, 10), ('email', 10, 10);
+		INSERT INTO rate_buckets (name, key, tokens) SELECT 'api', 'other-' || i, 10 FROM generate_series(1, 100000) i;
+		UPDATE jobs SET rate_limit = 'api', rate_key = 'k' || (id % 7),
+		       extra_rate_limits = jsonb_build_array(jsonb_build_object('name', 'email', 'key', 'k' || (id % 5), 'weight', 1))
+		WHERE id % 2 = 0;
+		ANALYZE rate_buckets; ANALYZE jobs`); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, raw []byte) {
+		t.Helper()
+		plan, err := pgtest.ParsePlan(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan.NeverExecuted("rate_limits") {
+			t.Fatalf("%s: admission did not run:\n%s", what, raw)
+		}
+		if plan.HasSeqScan("jobs") || plan.HasSeqScan("rate_buckets") {
+			t.Fatalf("%s: a sequential scan in the pick:\n%s", what, raw)
+		}
+		if read := plan.MaxRowsRead("jobs"); read > 100 {
+			t.Fatalf("%s: a node read %.0f rows of jobs for a batch of 50:\n%s", what, read, raw)
+		}
+		if read := plan.MaxRowsRead("rate_buckets"); read > 100 {
+			t.Fatalf("%s: a node read %.0f rows of rate_buckets for a batch of 50:\n%s", what, read, raw)
+		}
+	}
+	raw, err := db.ExplainAnalyze(ctx, pg.Statement("JobClaimBatch"), "multi", 50, int64(30_000), "explain", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("custom plan", raw)
+	if _, err := db.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, "PREPARE pick(text, int, bigint, text, int) AS "+pg.Statement("JobClaimBatch")); err != nil {
+		t.Fatal(err)
+	}
+	if raw, err = db.ExplainAnalyze(ctx, "EXECUTE pick('multi', 50, 30000, 'explain', 100)"); err != nil {
+		t.Fatal(err)
+	}
+	check("generic plan", raw)
+}
+
 // A connection reuses a cached generic plan for a prepared statement once Postgres finds
 // it no costlier than the custom ones; a generic plan cannot see LIMIT $2. The pick must
 // still read only the batch then, and never scan the whole table.

@@ -21,7 +21,7 @@ func (q *Queries) HandlerDelete(ctx context.Context, name string) (string, error
 }
 
 const HandlerGet = `-- name: HandlerGet :one
-SELECT h.name, h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms, h.max_attempts, h.backoff_base_ms, h.backoff_max_ms, h.created_at, h.updated_at FROM handlers h WHERE h.name = $1
+SELECT h.name, h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms, h.max_attempts, h.backoff_base_ms, h.backoff_max_ms, h.created_at, h.updated_at, h.breaker_threshold, h.breaker_probe_ms, h.breaker_probe_max_ms, h.breaker_pause_after_ms, h.breaker_state, h.consecutive_failures, h.breaker_opened_at, h.breaker_next_probe_at, h.breaker_probes, h.breaker_opens, h.paused_at, h.paused_reason FROM handlers h WHERE h.name = $1
 `
 
 func (q *Queries) HandlerGet(ctx context.Context, name string) (Handler, error) {
@@ -39,12 +39,24 @@ func (q *Queries) HandlerGet(ctx context.Context, name string) (Handler, error) 
 		&i.BackoffMaxMs,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.BreakerThreshold,
+		&i.BreakerProbeMs,
+		&i.BreakerProbeMaxMs,
+		&i.BreakerPauseAfterMs,
+		&i.BreakerState,
+		&i.ConsecutiveFailures,
+		&i.BreakerOpenedAt,
+		&i.BreakerNextProbeAt,
+		&i.BreakerProbes,
+		&i.BreakerOpens,
+		&i.PausedAt,
+		&i.PausedReason,
 	)
 	return i, err
 }
 
 const HandlerList = `-- name: HandlerList :many
-SELECT h.name, h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms, h.max_attempts, h.backoff_base_ms, h.backoff_max_ms, h.created_at, h.updated_at FROM handlers h ORDER BY h.name
+SELECT h.name, h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms, h.max_attempts, h.backoff_base_ms, h.backoff_max_ms, h.created_at, h.updated_at, h.breaker_threshold, h.breaker_probe_ms, h.breaker_probe_max_ms, h.breaker_pause_after_ms, h.breaker_state, h.consecutive_failures, h.breaker_opened_at, h.breaker_next_probe_at, h.breaker_probes, h.breaker_opens, h.paused_at, h.paused_reason FROM handlers h ORDER BY h.name
 `
 
 func (q *Queries) HandlerList(ctx context.Context) ([]Handler, error) {
@@ -68,6 +80,18 @@ func (q *Queries) HandlerList(ctx context.Context) ([]Handler, error) {
 			&i.BackoffMaxMs,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.BreakerThreshold,
+			&i.BreakerProbeMs,
+			&i.BreakerProbeMaxMs,
+			&i.BreakerPauseAfterMs,
+			&i.BreakerState,
+			&i.ConsecutiveFailures,
+			&i.BreakerOpenedAt,
+			&i.BreakerNextProbeAt,
+			&i.BreakerProbes,
+			&i.BreakerOpens,
+			&i.PausedAt,
+			&i.PausedReason,
 		); err != nil {
 			return nil, err
 		}
@@ -86,7 +110,7 @@ SET previous_secret = h.secret,
     secret = $2,
     updated_at = now()
 WHERE h.name = $3
-RETURNING h.name, h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms, h.max_attempts, h.backoff_base_ms, h.backoff_max_ms, h.created_at, h.updated_at
+RETURNING h.name, h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms, h.max_attempts, h.backoff_base_ms, h.backoff_max_ms, h.created_at, h.updated_at, h.breaker_threshold, h.breaker_probe_ms, h.breaker_probe_max_ms, h.breaker_pause_after_ms, h.breaker_state, h.consecutive_failures, h.breaker_opened_at, h.breaker_next_probe_at, h.breaker_probes, h.breaker_opens, h.paused_at, h.paused_reason
 `
 
 type HandlerRotateSecretParams struct {
@@ -112,15 +136,31 @@ func (q *Queries) HandlerRotateSecret(ctx context.Context, arg HandlerRotateSecr
 		&i.BackoffMaxMs,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.BreakerThreshold,
+		&i.BreakerProbeMs,
+		&i.BreakerProbeMaxMs,
+		&i.BreakerPauseAfterMs,
+		&i.BreakerState,
+		&i.ConsecutiveFailures,
+		&i.BreakerOpenedAt,
+		&i.BreakerNextProbeAt,
+		&i.BreakerProbes,
+		&i.BreakerOpens,
+		&i.PausedAt,
+		&i.PausedReason,
 	)
 	return i, err
 }
 
 const HandlerUpsert = `-- name: HandlerUpsert :one
-INSERT INTO handlers AS h (name, url, secret, timeout_ms, max_attempts, backoff_base_ms, backoff_max_ms)
+INSERT INTO handlers AS h (name, url, secret, timeout_ms, max_attempts, backoff_base_ms, backoff_max_ms,
+                           breaker_threshold, breaker_probe_ms, breaker_probe_max_ms, breaker_pause_after_ms)
 VALUES ($1, $2, coalesce($3::text, $4::text),
         coalesce($5::int, 30000), coalesce($6::int, 5),
-        coalesce($7::int, 1000), coalesce($8::int, 3600000))
+        coalesce($7::int, 1000), coalesce($8::int, 3600000),
+        coalesce($9::int, 10), coalesce($10::int, 5000),
+        coalesce($11::int, 300000),
+        coalesce($12::bigint, 3600000))
 ON CONFLICT (name) DO UPDATE
 SET url = excluded.url,
     secret = coalesce($3::text, h.secret),
@@ -128,24 +168,39 @@ SET url = excluded.url,
     max_attempts = coalesce($6::int, h.max_attempts),
     backoff_base_ms = coalesce($7::int, h.backoff_base_ms),
     backoff_max_ms = coalesce($8::int, h.backoff_max_ms),
+    breaker_threshold = coalesce($9::int, h.breaker_threshold),
+    breaker_probe_ms = coalesce($10::int, h.breaker_probe_ms),
+    breaker_probe_max_ms = coalesce($11::int, h.breaker_probe_max_ms),
+    breaker_pause_after_ms = coalesce($12::bigint, h.breaker_pause_after_ms),
+    breaker_state = CASE WHEN $9::int = 0 THEN 'closed' ELSE h.breaker_state END,
+    consecutive_failures = CASE WHEN $9::int = 0 THEN 0 ELSE h.consecutive_failures END,
+    paused_at = CASE WHEN $9::int = 0 THEN NULL ELSE h.paused_at END,
+    paused_reason = CASE WHEN $9::int = 0 THEN NULL ELSE h.paused_reason END,
     updated_at = now()
-RETURNING h.name, h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms, h.max_attempts, h.backoff_base_ms, h.backoff_max_ms, h.created_at, h.updated_at
+RETURNING h.name, h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms, h.max_attempts, h.backoff_base_ms, h.backoff_max_ms, h.created_at, h.updated_at, h.breaker_threshold, h.breaker_probe_ms, h.breaker_probe_max_ms, h.breaker_pause_after_ms, h.breaker_state, h.consecutive_failures, h.breaker_opened_at, h.breaker_next_probe_at, h.breaker_probes, h.breaker_opens, h.paused_at, h.paused_reason
 `
 
 type HandlerUpsertParams struct {
-	Name          string
-	Url           string
-	Secret        *string
-	NewSecret     string
-	TimeoutMs     *int
-	MaxAttempts   *int
-	BackoffBaseMs *int
-	BackoffMaxMs  *int
+	Name                string
+	Url                 string
+	Secret              *string
+	NewSecret           string
+	TimeoutMs           *int
+	MaxAttempts         *int
+	BackoffBaseMs       *int
+	BackoffMaxMs        *int
+	BreakerThreshold    *int
+	BreakerProbeMs      *int
+	BreakerProbeMaxMs   *int
+	BreakerPauseAfterMs *int64
 }
 
 // Registers or updates a handler; a NULL secret keeps the existing one (a new handler
 // gets the generated new_secret of the caller). NULL settings keep the current value or take
 // the default. Index use: handlers_pkey.
+//
+// The breaker settings (NULL: keep, or the default) follow the same rule; turning the
+// breaker off (threshold 0) also closes it and lifts a pause it caused.
 func (q *Queries) HandlerUpsert(ctx context.Context, arg HandlerUpsertParams) (Handler, error) {
 	row := q.db.QueryRow(ctx, HandlerUpsert,
 		arg.Name,
@@ -156,6 +211,10 @@ func (q *Queries) HandlerUpsert(ctx context.Context, arg HandlerUpsertParams) (H
 		arg.MaxAttempts,
 		arg.BackoffBaseMs,
 		arg.BackoffMaxMs,
+		arg.BreakerThreshold,
+		arg.BreakerProbeMs,
+		arg.BreakerProbeMaxMs,
+		arg.BreakerPauseAfterMs,
 	)
 	var i Handler
 	err := row.Scan(
@@ -170,6 +229,18 @@ func (q *Queries) HandlerUpsert(ctx context.Context, arg HandlerUpsertParams) (H
 		&i.BackoffMaxMs,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.BreakerThreshold,
+		&i.BreakerProbeMs,
+		&i.BreakerProbeMaxMs,
+		&i.BreakerPauseAfterMs,
+		&i.BreakerState,
+		&i.ConsecutiveFailures,
+		&i.BreakerOpenedAt,
+		&i.BreakerNextProbeAt,
+		&i.BreakerProbes,
+		&i.BreakerOpens,
+		&i.PausedAt,
+		&i.PausedReason,
 	)
 	return i, err
 }

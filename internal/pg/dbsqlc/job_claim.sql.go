@@ -14,7 +14,7 @@ import (
 const JobClaimBatch = `-- name: JobClaimBatch :many
 WITH candidates AS (
     SELECT j.id, j.handler, j.concurrency_key, j.priority, j.eligible_at,
-           j.rate_limit, j.rate_key, j.rate_weight
+           j.rate_limit, j.rate_key, j.rate_weight, j.extra_rate_limits
     FROM jobs j
     WHERE j.queue = $1::text
       AND j.status = 'runnable'
@@ -33,7 +33,7 @@ plain AS (
     WHERE c.concurrency_key IS NULL AND c.rate_limit IS NULL
 ),
 ranked AS (
-    SELECT c.id, c.handler, c.concurrency_key, c.priority, c.eligible_at, c.rate_limit, c.rate_key, c.rate_weight,
+    SELECT c.id, c.handler, c.concurrency_key, c.priority, c.eligible_at, c.rate_limit, c.rate_key, c.rate_weight, c.extra_rate_limits,
            CASE WHEN c.concurrency_key IS NULL THEN false
                 ELSE coalesce((SELECT true FROM gates g WHERE g.key = c.concurrency_key), false) END AS gated,
            row_number() OVER (PARTITION BY c.concurrency_key
@@ -42,7 +42,7 @@ ranked AS (
     WHERE c.concurrency_key IS NOT NULL OR c.rate_limit IS NOT NULL
 ),
 k1 AS (
-    SELECT r.id, r.handler, r.concurrency_key, r.priority, r.eligible_at, r.rate_limit, r.rate_key, r.rate_weight, r.gated, r.key_rank FROM ranked r
+    SELECT r.id, r.handler, r.concurrency_key, r.priority, r.eligible_at, r.rate_limit, r.rate_key, r.rate_weight, r.extra_rate_limits, r.gated, r.key_rank FROM ranked r
     WHERE r.concurrency_key IS NULL OR r.gated OR r.key_rank = 1
 ),
 slots_locked AS (
@@ -60,15 +60,23 @@ free_slots AS (
     CROSS JOIN LATERAL generate_series(1, least(l.available, $2)) AS n(n)
 ),
 gate_pass AS (
-    SELECT k.id, k.handler, k.concurrency_key, k.priority, k.eligible_at, k.rate_limit, k.rate_key, k.rate_weight, k.gated, k.key_rank, f.shard AS gate_shard
+    SELECT k.id, k.handler, k.concurrency_key, k.priority, k.eligible_at, k.rate_limit, k.rate_key, k.rate_weight, k.extra_rate_limits, k.gated, k.key_rank, f.shard AS gate_shard
     FROM k1 k
     LEFT JOIN free_slots f ON k.gated AND f.key = k.concurrency_key AND f.slot_no = k.key_rank
     WHERE NOT k.gated OR f.shard IS NOT NULL
 ),
-buckets_needed AS (
-    SELECT DISTINCT p.rate_limit AS name, coalesce(p.rate_key, '') AS key
+candidate_buckets AS (
+    SELECT p.id, p.priority, p.eligible_at, p.rate_limit AS name, coalesce(p.rate_key, '') AS key, p.rate_weight AS weight
     FROM gate_pass p
     WHERE p.rate_limit IS NOT NULL
+    UNION ALL
+    SELECT p.id, p.priority, p.eligible_at, x.name, coalesce(x.key, ''), coalesce(x.weight, 1)
+    FROM gate_pass p
+    CROSS JOIN LATERAL jsonb_to_recordset(p.extra_rate_limits) AS x(name text, key text, weight int)
+    WHERE p.extra_rate_limits IS NOT NULL
+),
+buckets_needed AS (
+    SELECT DISTINCT cb.name, cb.key FROM candidate_buckets cb
 ),
 buckets_locked AS (
     SELECT b.name, b.key, b.tokens, b.updated_at
@@ -90,13 +98,22 @@ buckets_now AS (
     LEFT JOIN buckets_locked l ON l.name = n.name AND l.key = n.key
     WHERE EXISTS (SELECT 1 FROM buckets_needed)  -- one-time filter: skipped when unused
 ),
+bucket_fits AS (
+    SELECT h.id, h.name, h.key, h.weight, h.hopeless,
+           sum(CASE WHEN h.hopeless THEN 0 ELSE h.weight END)
+               OVER (PARTITION BY h.name, h.key ORDER BY h.priority, h.eligible_at, h.id) <= h.tokens AS fits
+    FROM (SELECT cb.id, cb.priority, cb.eligible_at, cb.name, cb.key, cb.weight, b.tokens,
+                 bool_or(NOT coalesce(cb.weight <= b.tokens, false)) OVER (PARTITION BY cb.id) AS hopeless
+          FROM candidate_buckets cb
+          LEFT JOIN buckets_now b ON b.name = cb.name AND b.key = cb.key
+          WHERE EXISTS (SELECT 1 FROM buckets_needed)  -- one-time filter: skipped when unused
+         ) h
+),
 admitted AS (
-    SELECT p.id, p.handler, p.gate_shard, p.concurrency_key, p.rate_limit, p.rate_key, p.rate_weight
-    FROM (SELECT p.id, p.handler, p.concurrency_key, p.priority, p.eligible_at, p.rate_limit, p.rate_key, p.rate_weight, p.gated, p.key_rank, p.gate_shard, sum(p.rate_weight) OVER (PARTITION BY p.rate_limit, p.rate_key
-                                               ORDER BY p.priority, p.eligible_at, p.id) AS cum_weight
-          FROM gate_pass p) p
-    LEFT JOIN buckets_now b ON b.name = p.rate_limit AND b.key = coalesce(p.rate_key, '')
-    WHERE p.rate_limit IS NULL OR p.cum_weight <= b.tokens
+    SELECT p.id, p.handler, p.gate_shard, p.concurrency_key
+    FROM gate_pass p
+    WHERE p.rate_limit IS NULL
+       OR NOT EXISTS (SELECT 1 FROM bucket_fits f WHERE f.id = p.id AND (f.hopeless OR NOT f.fits))
 ),
 winners AS (
     SELECT p.id, p.handler, NULL::smallint AS gate_shard FROM plain p
@@ -113,8 +130,11 @@ slots_debited AS (
       AND s.key = d.key AND s.shard = d.shard
 ),
 grants AS (
-    SELECT a.rate_limit AS name, coalesce(a.rate_key, '') AS key, sum(a.rate_weight) AS weight
-    FROM admitted a WHERE a.rate_limit IS NOT NULL GROUP BY 1, 2
+    SELECT f.name, f.key, sum(f.weight) AS weight
+    FROM bucket_fits f
+    WHERE EXISTS (SELECT 1 FROM buckets_needed)  -- one-time filter: skipped when unused
+      AND f.id IN (SELECT a.id FROM admitted a)
+    GROUP BY 1, 2
 ),
 buckets_debited AS (
     UPDATE rate_buckets b
@@ -156,7 +176,9 @@ SELECT c.id, c.queue, c.handler, c.key, c.step, c.attempt, c.max_attempts, c.inp
        c.attempted_at::timestamptz AS attempted_at, c.wake,
        c.consumed_seq, c.claim_inbox_seq, c.inbox_seq, c.pending_children, c.gate_shard,
        h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms,
-       h.backoff_base_ms, h.backoff_max_ms
+       h.backoff_base_ms, h.backoff_max_ms,
+       -- the handler's circuit breaker, read by the same probe (internal/dispatch/breaker.go)
+       h.breaker_state, h.consecutive_failures, h.breaker_next_probe_at, h.paused_at
 FROM claimed c LEFT JOIN handlers h ON h.name = c.handler
 `
 
@@ -195,6 +217,10 @@ type JobClaimBatchRow struct {
 	TimeoutMs               *int
 	BackoffBaseMs           *int
 	BackoffMaxMs            *int
+	BreakerState            *string
+	ConsecutiveFailures     *int
+	BreakerNextProbeAt      *time.Time
+	PausedAt                *time.Time
 }
 
 // Claims up to max_rows runnable jobs of queue queue in one statement and leases them.
@@ -219,11 +245,13 @@ type JobClaimBatchRow struct {
 // slots and 100 000 buckets read per pick):
 //   - gates: the slot rows of the batch's gated keys are locked in (key, shard) order;
 //     candidate number r of a key takes the key's r-th free slot (and its shard);
-//   - rate limits: the batch's buckets are locked in (name, key) order and refilled
-//     lazily; a bucket seen for the first time starts full (burst) and is inserted
-//     already debited (two picks minting the same bucket collide on its primary key: the
-//     loser's claim aborts whole and is retried); a key's candidates are admitted while
-//     their cumulative weight fits the tokens.
+//   - rate limits: the buckets of the batch (every bucket every candidate names: a job
+//     may name several) are locked together in (name, key) order and refilled lazily; a
+//     bucket seen for the first time starts full (burst) and is inserted already debited
+//     (two picks minting the same bucket collide on its primary key: the loser's claim
+//     aborts whole and is retried); a candidate is admitted only when, in each of its
+//     buckets, the cumulative weight in pick order fits the tokens (see bucket_fits), and every bucket of each winner is debited in this statement: all of
+//     them or none.
 //
 // Only the final winners debit slots and tokens; a denied candidate stays runnable and
 // its lock ends with the statement. The UPDATE flips each winner by primary key (one
@@ -231,6 +259,18 @@ type JobClaimBatchRow struct {
 // watermark the step will be shown (claim_inbox_seq, capped at signal_cap signals per step).
 // Rows with neither a concurrency key nor a rate limit need no admission: they win as
 // they are, and the windows and sorts below only ever see the others.
+// One row per bucket a candidate names: its first limit from the rate_limit columns, the
+// others (a job naming several) from extra_rate_limits, expanded only where not NULL.
+// A candidate naming a bucket that cannot hold its weight even alone (an empty bucket, a
+// deleted limit: no tokens row) is hopeless this pick, and takes no part in the sums
+// below. Any other candidate is admitted when, in every bucket it names, the cumulative
+// weight of the non-hopeless candidates naming that bucket, in pick order and up to and
+// including it, fits the bucket's tokens. This never over-debits: a bucket's winners
+// weigh at most the sum up to its last winner, which fits. It may under-admit within one
+// pick (a candidate denied by one bucket still counts in the sums of its others), but
+// never for long: the first non-hopeless candidate is always admitted (nothing precedes
+// it in any of its sums), so each pick makes progress, and one bucket's shortage never
+// holds back another bucket's jobs for good.
 // The handler of each claimed step (nil when it is not registered: the caller fails the
 // step); one handlers_pkey probe per step.
 func (q *Queries) JobClaimBatch(ctx context.Context, arg JobClaimBatchParams) ([]JobClaimBatchRow, error) {
@@ -275,6 +315,10 @@ func (q *Queries) JobClaimBatch(ctx context.Context, arg JobClaimBatchParams) ([
 			&i.TimeoutMs,
 			&i.BackoffBaseMs,
 			&i.BackoffMaxMs,
+			&i.BreakerState,
+			&i.ConsecutiveFailures,
+			&i.BreakerNextProbeAt,
+			&i.PausedAt,
 		); err != nil {
 			return nil, err
 		}

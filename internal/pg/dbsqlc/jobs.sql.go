@@ -74,7 +74,7 @@ func (q *Queries) ChildLoadForJoin(ctx context.Context, arg ChildLoadForJoinPara
 }
 
 const JobGet = `-- name: JobGet :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick,
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline,
        (SELECT count(*) FROM jobs c WHERE c.parent_id = j.id) AS children_total,
        (SELECT count(*) FROM jobs c WHERE c.parent_id = j.id
                                       AND c.status IN ('done', 'failed', 'cancelled')) AS children_finished
@@ -131,6 +131,9 @@ func (q *Queries) JobGet(ctx context.Context, id int64) (JobGetRow, error) {
 		&i.Job.CancelledWhile,
 		&i.Job.ScheduleName,
 		&i.Job.ScheduleTick,
+		&i.Job.ExtraRateLimits,
+		&i.Job.DebounceKey,
+		&i.Job.DebounceDeadline,
 		&i.ChildrenTotal,
 		&i.ChildrenFinished,
 	)
@@ -138,7 +141,7 @@ func (q *Queries) JobGet(ctx context.Context, id int64) (JobGetRow, error) {
 }
 
 const JobGetByIdempotencyKey = `-- name: JobGetByIdempotencyKey :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline
 FROM idempotency_keys k
 JOIN jobs j ON j.id = k.job_id
 WHERE k.key = $1::text AND k.expires_at > coalesce($2::timestamptz, now())
@@ -193,12 +196,15 @@ func (q *Queries) JobGetByIdempotencyKey(ctx context.Context, arg JobGetByIdempo
 		&i.CancelledWhile,
 		&i.ScheduleName,
 		&i.ScheduleTick,
+		&i.ExtraRateLimits,
+		&i.DebounceKey,
+		&i.DebounceDeadline,
 	)
 	return i, err
 }
 
 const JobGetLiveByKey = `-- name: JobGetLiveByKey :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline
 FROM jobs j
 WHERE j.key = $1::text AND j.status IN ('runnable', 'executing', 'awaiting')
 `
@@ -246,12 +252,15 @@ func (q *Queries) JobGetLiveByKey(ctx context.Context, jobKey string) (Job, erro
 		&i.CancelledWhile,
 		&i.ScheduleName,
 		&i.ScheduleTick,
+		&i.ExtraRateLimits,
+		&i.DebounceKey,
+		&i.DebounceDeadline,
 	)
 	return i, err
 }
 
 const JobGetMany = `-- name: JobGetMany :many
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick FROM jobs j WHERE j.id = ANY ($1::bigint[])
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline FROM jobs j WHERE j.id = ANY ($1::bigint[])
 `
 
 // The jobs of ids (jobs_pkey), in no particular order.
@@ -303,6 +312,9 @@ func (q *Queries) JobGetMany(ctx context.Context, ids []int64) ([]Job, error) {
 			&i.CancelledWhile,
 			&i.ScheduleName,
 			&i.ScheduleTick,
+			&i.ExtraRateLimits,
+			&i.DebounceKey,
+			&i.DebounceDeadline,
 		); err != nil {
 			return nil, err
 		}
@@ -322,7 +334,8 @@ WITH req AS (
            nullif(r.concurrency_key, '') AS concurrency_key, nullif(r.rate_limit, '') AS rate_limit,
            nullif(r.rate_key, '') AS rate_key, nullif(r.rate_weight, 0) AS rate_weight,
            nullif(r.max_attempts, 0) AS max_attempts, nullif(r.parent_id, 0) AS parent_id,
-           nullif(r.idempotency_key, '') AS idempotency_key,
+           nullif(r.idempotency_key, '') AS idempotency_key, r.extra_rate_limits,
+           nullif(r.debounce_key, '') AS debounce_key, r.debounce_period_ms, nullif(r.debounce_max_wait_ms, 0) AS debounce_max_wait_ms,
            nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) AS id
     FROM ROWS FROM (unnest($1::text[]), unnest($2::text[]),
                     unnest($3::jsonb[]), unnest($4::text[]),
@@ -330,15 +343,21 @@ WITH req AS (
                     unnest($7::bigint[]), unnest($8::text[]),
                     unnest($9::text[]), unnest($10::text[]),
                     unnest($11::int[]), unnest($12::int[]),
-                    unnest($13::bigint[]), unnest($14::text[])) WITH ORDINALITY
+                    unnest($13::bigint[]), unnest($14::text[]),
+                    unnest($15::jsonb[]), unnest($16::text[]),
+                    unnest($17::bigint[]), unnest($18::bigint[])) WITH ORDINALITY
          AS r(queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, rate_limit,
-              rate_key, rate_weight, max_attempts, parent_id, idempotency_key, ord)
+              rate_key, rate_weight, max_attempts, parent_id, idempotency_key, extra_rate_limits,
+              debounce_key, debounce_period_ms, debounce_max_wait_ms, ord)
 ),
 missing AS (
     SELECT 1 FROM req r
     WHERE NOT EXISTS (SELECT 1 FROM handlers h WHERE h.name = r.handler)
        OR (r.rate_limit IS NOT NULL AND NOT EXISTS (
                SELECT 1 FROM rate_limits l WHERE l.name = r.rate_limit AND l.burst >= coalesce(r.rate_weight, 1)))
+       OR (r.extra_rate_limits IS NOT NULL AND EXISTS (
+               SELECT 1 FROM jsonb_to_recordset(r.extra_rate_limits) AS x(name text, weight int)
+               WHERE NOT EXISTS (SELECT 1 FROM rate_limits l WHERE l.name = x.name AND l.burst >= x.weight)))
     LIMIT 1
 ),
 new_queues AS (
@@ -350,7 +369,7 @@ new_queues AS (
 claimed AS (
     INSERT INTO idempotency_keys AS k (key, job_id, expires_at)
     SELECT DISTINCT ON (r.idempotency_key) r.idempotency_key, r.id,
-           coalesce($15::timestamptz, now()) + $16::bigint * interval '1 millisecond'
+           coalesce($19::timestamptz, now()) + $20::bigint * interval '1 millisecond'
     FROM req r
     WHERE r.idempotency_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM missing)
       AND (r.key IS NULL OR NOT EXISTS (SELECT 1 FROM jobs j WHERE j.key = r.key
@@ -358,45 +377,70 @@ claimed AS (
     ORDER BY r.idempotency_key, r.ord
     ON CONFLICT (key) DO UPDATE
     SET job_id = excluded.job_id, expires_at = excluded.expires_at, created_at = now()
-    WHERE k.expires_at <= coalesce($15::timestamptz, now())
+    WHERE k.expires_at <= coalesce($19::timestamptz, now())
     RETURNING k.job_id
 ),
 inserted AS (
     INSERT INTO jobs (id, queue, handler, input, key, priority, eligible_at, concurrency_key,
-                      rate_limit, rate_key, rate_weight, max_attempts, parent_id)
+                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id)
     OVERRIDING SYSTEM VALUE
     SELECT r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), r.key, coalesce(r.priority, 5),
            coalesce(r.run_at, now() + coalesce(r.delay_ms, 0) * interval '1 millisecond'),
-           r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1),
+           r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1), r.extra_rate_limits,
            coalesce(r.max_attempts, h.max_attempts), r.parent_id
     FROM req r JOIN handlers h ON h.name = r.handler
-    WHERE NOT EXISTS (SELECT 1 FROM missing)
+    WHERE NOT EXISTS (SELECT 1 FROM missing) AND r.debounce_key IS NULL
       AND (r.idempotency_key IS NULL OR r.id IN (SELECT c.job_id FROM claimed c))
     ORDER BY r.ord
     ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('runnable', 'executing', 'awaiting')
     DO NOTHING
     RETURNING id, queue, key, status, priority, eligible_at, input, max_attempts, rate_weight, created_at
 ),
+debounced AS (
+    INSERT INTO jobs AS j (id, queue, handler, input, priority, eligible_at, concurrency_key, rate_limit,
+                           rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, debounce_key,
+                           debounce_deadline)
+    OVERRIDING SYSTEM VALUE
+    SELECT DISTINCT ON (r.debounce_key) r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), coalesce(r.priority, 5),
+           coalesce($19::timestamptz, now()) + r.debounce_period_ms * interval '1 millisecond',
+           r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1), r.extra_rate_limits,
+           coalesce(r.max_attempts, h.max_attempts), r.parent_id, r.debounce_key,
+           coalesce($19::timestamptz, now()) + r.debounce_max_wait_ms * interval '1 millisecond'
+    FROM req r JOIN handlers h ON h.name = r.handler
+    WHERE r.debounce_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM missing)
+    ORDER BY r.debounce_key, r.ord DESC
+    ON CONFLICT (debounce_key) WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL
+    DO UPDATE SET input = excluded.input,
+                  eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),
+                  updated_at = now()
+    RETURNING j.id, j.debounce_key
+),
 notified AS (
     SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
     FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
 )
 SELECT 'existing'::text AS origin, -1::int AS ord, NULL::text AS idempotency_key, j.id, j.key,
-       NULL::text AS status, NULL::smallint AS priority, NULL::timestamptz AS eligible_at, NULL::jsonb AS input,
-       NULL::int AS max_attempts, NULL::int AS rate_weight, NULL::timestamptz AS created_at
+       NULL::text AS debounce_key, NULL::text AS status, NULL::smallint AS priority,
+       NULL::timestamptz AS eligible_at, NULL::jsonb AS input, NULL::int AS max_attempts,
+       NULL::int AS rate_weight, NULL::timestamptz AS created_at
 FROM jobs j
 WHERE j.key IN (SELECT r.key FROM req r WHERE r.key IS NOT NULL)
   AND j.status IN ('runnable', 'executing', 'awaiting')
 UNION ALL
-SELECT 'idempotent', -1, k.key, k.job_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+SELECT 'idempotent', -1, k.key, k.job_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM idempotency_keys k
 WHERE k.key IN (SELECT r.idempotency_key FROM req r WHERE r.idempotency_key IS NOT NULL)
-  AND k.expires_at > coalesce($15::timestamptz, now())
+  AND k.expires_at > coalesce($19::timestamptz, now())
 UNION ALL
-SELECT 'inserted', r.ord::int, r.idempotency_key, i.id, i.key, i.status, i.priority, i.eligible_at, i.input,
-       i.max_attempts, i.rate_weight, i.created_at
+SELECT 'inserted', r.ord::int, r.idempotency_key, i.id, i.key, NULL, i.status, i.priority, i.eligible_at,
+       i.input, i.max_attempts, i.rate_weight, i.created_at
 FROM inserted i
 JOIN req r ON r.id = i.id, notified
+UNION ALL
+SELECT CASE WHEN d.id = r.id THEN 'debounce_new' ELSE 'debounce_hit' END, r.ord::int, NULL, d.id, NULL,
+       d.debounce_key, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM debounced d
+JOIN req r ON r.debounce_key = d.debounce_key
 `
 
 type JobInsertManyParams struct {
@@ -414,6 +458,10 @@ type JobInsertManyParams struct {
 	MaxAttempts         []int
 	ParentIds           []int64
 	IdempotencyKeys     []string
+	ExtraRateLimits     []json.RawMessage
+	DebounceKeys        []string
+	DebouncePeriodsMs   []int64
+	DebounceMaxWaitsMs  []int64
 	AsOf                *time.Time
 	IdempotencyWindowMs int64
 }
@@ -424,6 +472,7 @@ type JobInsertManyRow struct {
 	IdempotencyKey *string
 	ID             int64
 	Key            *string
+	DebounceKey    *string
 	Status         *string
 	Priority       *int
 	EligibleAt     *time.Time
@@ -434,7 +483,7 @@ type JobInsertManyRow struct {
 }
 
 // Inserts a batch of jobs (one request item per element of each typed array, in request
-// order; ” / 0 / -1 / year 1 elements stand for an absent value), with
+// order; ” / 0 / -1 / year 1 / NULL elements stand for an absent value), with
 // live-key dedup and idempotency keys, creating unknown queues and notifying each queue's feeders once.
 // The whole batch is refused when any handler is unknown: `missing` gates the insert,
 // so nothing is written. Returns the inserted rows (origin 'inserted', with their
@@ -447,16 +496,28 @@ type JobInsertManyRow struct {
 // The answer is narrow: an inserted row brings back only what the statement decided (id,
 // defaults, the eligible time, the stored input); JobInsertManyWith takes the rest from the
 // request and the table's defaults (TestBatchInsertAnswerIsTheStoredJob holds the two to
-// the stored row). A key's existing job is answered by id, read in full by JobGetMany
-// only when some item was deduplicated. The 37-column RETURNING cost 12 ms of server
-// CPU and 4 ms of statement time per 5 000 jobs.
-// Index use: handlers_pkey per distinct handler, jobs_live_key per keyed item (arbiter),
+// the stored row). The jobs of existing keys and of debounced items are answered by id,
+// read in full by JobGetMany only when some item was deduplicated or debounced. The
+// 37-column RETURNING cost 12 ms of server CPU and 4 ms of statement time per 5 000 jobs.
+// A job naming several rate limits carries its first in rate_limits/rate_keys/rate_weights
+// and the others in extra_rate_limits ([{name, key, weight}], NULL for none): each must
+// exist and hold its weight in its burst, or the batch is refused.
+// Index use: handlers_pkey per distinct handler, rate_limits_pkey per rate limit named,
+// jobs_debounce per debounce key (arbiter), jobs_live_key per keyed item (arbiter),
 // idempotency_keys_pkey per item with an idempotency key, queues_pkey per distinct
 // queue. Cost: one heap insert + its index entries per job (+ one key row per idempotency key).
 // The first item of each idempotency key claims it: a new key, or one past its window.
 // A concurrent insert of the same key waits here for the other to commit and claims
 // nothing (its item answers the other's job, found by JobGetByIdempotencyKey).
+// Debounced items (never with a key or an idempotency key): the last item of each
+// debounce key upserts the runnable, never-claimed job holding it (jobs_debounce is the
+// arbiter, so concurrent inserts of a key make one job): a new job eligible a period
+// from as_of (default now()) with a deadline max_wait from then, or the existing job
+// given this input and pushed to a period from now, never past its deadline. Empty, and
+// nearly free, for a batch without debounce.
 // The pre-existing rows first: their NULLs make the answer's columns nullable.
+// Every debounced item answers the job of its key: 'debounce_new' for the item whose id
+// made a new job, 'debounce_hit' for the others.
 func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([]JobInsertManyRow, error) {
 	rows, err := q.db.Query(ctx, JobInsertMany,
 		arg.Queues,
@@ -473,6 +534,10 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 		arg.MaxAttempts,
 		arg.ParentIds,
 		arg.IdempotencyKeys,
+		arg.ExtraRateLimits,
+		arg.DebounceKeys,
+		arg.DebouncePeriodsMs,
+		arg.DebounceMaxWaitsMs,
 		arg.AsOf,
 		arg.IdempotencyWindowMs,
 	)
@@ -489,6 +554,7 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 			&i.IdempotencyKey,
 			&i.ID,
 			&i.Key,
+			&i.DebounceKey,
 			&i.Status,
 			&i.Priority,
 			&i.EligibleAt,
@@ -509,9 +575,17 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 
 const JobInsertProblems = `-- name: JobInsertProblems :many
 WITH req AS (
-    SELECT r.ord - 1 AS ord, r.handler, nullif(r.rate_limit, '') AS rate_limit, nullif(r.rate_weight, 0) AS rate_weight
+    SELECT r.ord - 1 AS ord, r.handler, nullif(r.rate_limit, '') AS rate_limit, nullif(r.rate_weight, 0) AS rate_weight,
+           r.extra_rate_limits
     FROM ROWS FROM (unnest($1::text[]), unnest($2::text[]),
-                    unnest($3::int[])) WITH ORDINALITY AS r(handler, rate_limit, rate_weight, ord)
+                    unnest($3::int[]), unnest($4::jsonb[])) WITH ORDINALITY
+         AS r(handler, rate_limit, rate_weight, extra_rate_limits, ord)
+),
+extra AS (
+    SELECT r.ord, 'rate_limits/' || x.n AS field, x.e ->> 'name' AS name, (x.e ->> 'weight')::int AS weight
+    FROM req r
+    CROSS JOIN LATERAL jsonb_array_elements(r.extra_rate_limits) WITH ORDINALITY AS x(e, n)
+    WHERE r.extra_rate_limits IS NOT NULL
 )
 SELECT r.ord::int AS ord, 'handler'::text AS field,
        ('no handler named "' || r.handler || '" is registered (PUT /v1/handlers/' || r.handler || ' first)')::text AS message
@@ -526,13 +600,23 @@ SELECT r.ord, 'rate_limit/weight', 'weight ' || coalesce(r.rate_weight, 1) || ' 
 FROM req r
 JOIN rate_limits l ON l.name = r.rate_limit
 WHERE l.burst < coalesce(r.rate_weight, 1)
-ORDER BY 1
+UNION ALL
+SELECT e.ord, e.field || '/name', 'no rate limit named "' || e.name || '" exists (PUT /v1/rate-limits/' || e.name || ' first)'
+FROM extra e
+WHERE NOT EXISTS (SELECT 1 FROM rate_limits l WHERE l.name = e.name)
+UNION ALL
+SELECT e.ord, e.field || '/weight', 'weight ' || e.weight || ' can never fit: rate limit "' || l.name || '" has burst ' || l.burst
+FROM extra e
+JOIN rate_limits l ON l.name = e.name
+WHERE l.burst < e.weight
+ORDER BY 1, 2
 `
 
 type JobInsertProblemsParams struct {
-	Handlers    []string
-	RateLimits  []string
-	RateWeights []int
+	Handlers        []string
+	RateLimits      []string
+	RateWeights     []int
+	ExtraRateLimits []json.RawMessage
 }
 
 type JobInsertProblemsRow struct {
@@ -543,8 +627,15 @@ type JobInsertProblemsRow struct {
 
 // Why JobInsertMany refused a batch (its error path only): for each item, an unknown
 // handler, an unknown rate limit, or a weight that can never fit the burst of the limit.
+// The first rate limit of an item is named rate_limit/…, its extra ones rate_limits/N/…
+// (N counting the first as 0).
 func (q *Queries) JobInsertProblems(ctx context.Context, arg JobInsertProblemsParams) ([]JobInsertProblemsRow, error) {
-	rows, err := q.db.Query(ctx, JobInsertProblems, arg.Handlers, arg.RateLimits, arg.RateWeights)
+	rows, err := q.db.Query(ctx, JobInsertProblems,
+		arg.Handlers,
+		arg.RateLimits,
+		arg.RateWeights,
+		arg.ExtraRateLimits,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -564,7 +655,7 @@ func (q *Queries) JobInsertProblems(ctx context.Context, arg JobInsertProblemsPa
 }
 
 const JobList = `-- name: JobList :many
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline
 FROM jobs j
 WHERE ($1::text IS NULL OR j.queue = $1)
   AND ($2::text IS NULL OR j.status = $2)
@@ -648,6 +739,9 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 			&i.CancelledWhile,
 			&i.ScheduleName,
 			&i.ScheduleTick,
+			&i.ExtraRateLimits,
+			&i.DebounceKey,
+			&i.DebounceDeadline,
 		); err != nil {
 			return nil, err
 		}

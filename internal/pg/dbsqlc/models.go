@@ -49,6 +49,18 @@ type Handler struct {
 	BackoffMaxMs            int
 	CreatedAt               time.Time
 	UpdatedAt               time.Time
+	BreakerThreshold        int
+	BreakerProbeMs          int
+	BreakerProbeMaxMs       int
+	BreakerPauseAfterMs     int64
+	BreakerState            string
+	ConsecutiveFailures     int
+	BreakerOpenedAt         *time.Time
+	BreakerNextProbeAt      *time.Time
+	BreakerProbes           int
+	BreakerOpens            int64
+	PausedAt                *time.Time
+	PausedReason            *string
 }
 
 type IdempotencyKey struct {
@@ -59,44 +71,47 @@ type IdempotencyKey struct {
 }
 
 type Job struct {
-	ID              int64
-	Queue           string
-	Handler         string
-	Status          string
-	Priority        int
-	EligibleAt      pgtype.Timestamptz
-	Input           json.RawMessage
-	State           json.RawMessage
-	Result          json.RawMessage
-	Error           json.RawMessage
-	Step            int
-	Attempt         int
-	MaxAttempts     int
-	Key             *string
-	ConcurrencyKey  *string
-	RateLimit       *string
-	RateKey         *string
-	RateWeight      int
-	ParentID        *int64
-	PendingChildren int
-	Awaiting        []string
-	Wake            *string
-	InboxSeq        int64
-	ConsumedSeq     int64
-	ClaimInboxSeq   int64
-	LeaseToken      *string
-	LeaseExpiresAt  *time.Time
-	LeaseOwner      *string
-	AttemptedAt     *time.Time
-	GateShard       *int
-	CancelRequested bool
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-	FinishedAt      *time.Time
-	LateSignals     []string
-	CancelledWhile  *string
-	ScheduleName    *string
-	ScheduleTick    *time.Time
+	ID               int64
+	Queue            string
+	Handler          string
+	Status           string
+	Priority         int
+	EligibleAt       pgtype.Timestamptz
+	Input            json.RawMessage
+	State            json.RawMessage
+	Result           json.RawMessage
+	Error            json.RawMessage
+	Step             int
+	Attempt          int
+	MaxAttempts      int
+	Key              *string
+	ConcurrencyKey   *string
+	RateLimit        *string
+	RateKey          *string
+	RateWeight       int
+	ParentID         *int64
+	PendingChildren  int
+	Awaiting         []string
+	Wake             *string
+	InboxSeq         int64
+	ConsumedSeq      int64
+	ClaimInboxSeq    int64
+	LeaseToken       *string
+	LeaseExpiresAt   *time.Time
+	LeaseOwner       *string
+	AttemptedAt      *time.Time
+	GateShard        *int
+	CancelRequested  bool
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	FinishedAt       *time.Time
+	LateSignals      []string
+	CancelledWhile   *string
+	ScheduleName     *string
+	ScheduleTick     *time.Time
+	ExtraRateLimits  json.RawMessage
+	DebounceKey      *string
+	DebounceDeadline *time.Time
 }
 
 type Queue struct {

@@ -72,6 +72,27 @@ func (e APIKeyCreatedScope) Valid() bool {
 	}
 }
 
+// Defines values for BreakerState.
+const (
+	Closed   BreakerState = "closed"
+	HalfOpen BreakerState = "half_open"
+	Open     BreakerState = "open"
+)
+
+// Valid indicates whether the value is a known member of the BreakerState enum.
+func (e BreakerState) Valid() bool {
+	switch e {
+	case Closed:
+		return true
+	case HalfOpen:
+		return true
+	case Open:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobStatus.
 const (
 	Awaiting  JobStatus = "awaiting"
@@ -247,6 +268,60 @@ type AnswerSpawn struct {
 // AnyJSON Any JSON value (null is refused).
 type AnyJSON = json.RawMessage
 
+// Breaker defines model for Breaker.
+type Breaker struct {
+	ConsecutiveFailures int `json:"consecutive_failures"`
+
+	// NextProbeAt Open, when the next probe may go; half-open, when the running probe is given up for lost.
+	NextProbeAt *time.Time `json:"next_probe_at"`
+	OpenedAt    *time.Time `json:"opened_at"`
+
+	// Opens Times the breaker opened.
+	Opens int64 `json:"opens"`
+
+	// PauseAfter A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	PauseAfter Duration `json:"pause_after"`
+
+	// Paused The breaker stayed open for longer than pause_after; POST .../resume.
+	Paused       bool       `json:"paused"`
+	PausedAt     *time.Time `json:"paused_at"`
+	PausedReason *string    `json:"paused_reason"`
+
+	// ProbeInterval A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	ProbeInterval Duration `json:"probe_interval"`
+
+	// ProbeIntervalMax A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	ProbeIntervalMax Duration `json:"probe_interval_max"`
+
+	// State closed calls every step; open parks them until the next probe; half_open while the probe runs.
+	State     BreakerState `json:"state"`
+	Threshold int          `json:"threshold"`
+}
+
+// BreakerState closed calls every step; open parks them until the next probe; half_open while the probe runs.
+type BreakerState string
+
+// BreakerPut The handler's circuit breaker (docs/flow-control.md); absent fields keep their value.
+type BreakerPut struct {
+	// PauseAfter A breaker open for longer pauses the handler until it is resumed; "0s" never pauses. Default 1h.
+	PauseAfter *Duration `json:"pause_after,omitempty"`
+
+	// ProbeInterval Wait before the first probe of an open breaker; doubled by each failed probe. Default 5s.
+	ProbeInterval *Duration `json:"probe_interval,omitempty"`
+
+	// ProbeIntervalMax The longest wait between probes. Default 5m.
+	ProbeIntervalMax *Duration `json:"probe_interval_max,omitempty"`
+
+	// Threshold Consecutive failures (connection errors, timeouts, 5xx) that open the breaker; 0 turns it off. Default 10.
+	Threshold *int `json:"threshold,omitempty"`
+}
+
 // BulkFilter Every field set narrows the selection; at least one, or `all`, is required.
 type BulkFilter struct {
 	// All Act on every job the action applies to; not combined with other fields.
@@ -287,6 +362,28 @@ type BulkResult struct {
 
 	// More Matching jobs remain; call again to take the next batch.
 	More bool `json:"more"`
+}
+
+// Debounce Inserts with the same debounce key collapse into one job while it is pending
+// (runnable and never claimed): each gives it its input and pushes it back to
+// `period` from now, never later than `max_wait` after the insert that made it. The
+// job runs once `period` has passed with no new insert (or at `max_wait`), with the
+// latest input; the other fields are those of the insert that made it. Once claimed,
+// the next insert makes a new job. The key is global (like `key`): include the
+// handler in it to keep handlers apart. Not with `key`, `idempotency_key` (or the
+// Idempotency-Key header), `run_at` or `delay`.
+type Debounce struct {
+	Key string `json:"key"`
+
+	// MaxWait A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	MaxWait *Duration `json:"max_wait,omitempty"`
+
+	// Period A Go duration such as "500ms", "30s", "1h30m".
+	//
+	// Example: 30s
+	Period Duration `json:"period"`
 }
 
 // Duration A Go duration such as "500ms", "30s", "1h30m".
@@ -339,6 +436,7 @@ type HandlerConfig struct {
 	//
 	// Example: 30s
 	BackoffMax  Duration  `json:"backoff_max"`
+	Breaker     Breaker   `json:"breaker"`
 	CreatedAt   time.Time `json:"created_at"`
 	MaxAttempts int       `json:"max_attempts"`
 	Name        string    `json:"name"`
@@ -370,8 +468,11 @@ type HandlerPut struct {
 	// BackoffMax A Go duration such as "500ms", "30s", "1h30m".
 	//
 	// Example: 30s
-	BackoffMax  *Duration `json:"backoff_max,omitempty"`
-	MaxAttempts *int      `json:"max_attempts,omitempty"`
+	BackoffMax *Duration `json:"backoff_max,omitempty"`
+
+	// Breaker The handler's circuit breaker (docs/flow-control.md); absent fields keep their value.
+	Breaker     *BreakerPut `json:"breaker,omitempty"`
+	MaxAttempts *int        `json:"max_attempts,omitempty"`
 
 	// Secret Signing secret (whsec_ + base64 of at least 16 bytes); generated when absent.
 	Secret *string `json:"secret,omitempty"`
@@ -403,6 +504,9 @@ type Job struct {
 	ConcurrencyKey  *string   `json:"concurrency_key"`
 	CreatedAt       time.Time `json:"created_at"`
 
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
@@ -413,16 +517,21 @@ type Job struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -469,6 +578,9 @@ type JobDetail struct {
 	ConcurrencyKey   *string   `json:"concurrency_key"`
 	CreatedAt        time.Time `json:"created_at"`
 
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
 
@@ -479,16 +591,21 @@ type JobDetail struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -517,6 +634,16 @@ type JobDetail struct {
 type JobInsert struct {
 	ConcurrencyKey *string `json:"concurrency_key,omitempty"`
 
+	// Debounce Inserts with the same debounce key collapse into one job while it is pending
+	// (runnable and never claimed): each gives it its input and pushes it back to
+	// `period` from now, never later than `max_wait` after the insert that made it. The
+	// job runs once `period` has passed with no new insert (or at `max_wait`), with the
+	// latest input; the other fields are those of the insert that made it. Once claimed,
+	// the next insert makes a new job. The key is global (like `key`): include the
+	// handler in it to keep handlers apart. Not with `key`, `idempotency_key` (or the
+	// Idempotency-Key header), `run_at` or `delay`.
+	Debounce *Debounce `json:"debounce,omitempty"`
+
 	// Delay A Go duration such as "500ms", "30s", "1h30m".
 	//
 	// Example: 30s
@@ -541,7 +668,12 @@ type JobInsert struct {
 	// Queue Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Queue     *Name         `json:"queue,omitempty"`
 	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
-	RunAt     *time.Time    `json:"run_at,omitempty"`
+
+	// RateLimits Several rate limits (each bucket once): a step runs only when every bucket named
+	// holds its weight, and is debited from all of them in the claim, or from none.
+	// Not with `rate_limit` (its one-limit form): giving both is refused.
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
+	RunAt      *time.Time      `json:"run_at,omitempty"`
 }
 
 // JobInserted defines model for JobInserted.
@@ -555,7 +687,13 @@ type JobInserted struct {
 	CancelRequested *bool     `json:"cancel_requested,omitempty"`
 	ConcurrencyKey  *string   `json:"concurrency_key"`
 	CreatedAt       time.Time `json:"created_at"`
-	Deduplicated    bool      `json:"deduplicated"`
+
+	// DebounceKey The debounce key the job was inserted with (absent when none).
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
+	// Debounced Present and true when the insert collapsed into a pending job of its debounce key.
+	Debounced    *bool `json:"debounced,omitempty"`
+	Deduplicated bool  `json:"deduplicated"`
 
 	// EligibleAt When a runnable job may run; the deadline of an await (null when none).
 	EligibleAt *time.Time `json:"eligible_at"`
@@ -567,16 +705,21 @@ type JobInserted struct {
 	Id         int64        `json:"id"`
 
 	// Input Any JSON value, or null.
-	Input           NullableJSON  `json:"input"`
-	Key             *string       `json:"key"`
-	LeaseExpiresAt  *time.Time    `json:"lease_expires_at,omitempty"`
-	LeaseOwner      *string       `json:"lease_owner,omitempty"`
-	MaxAttempts     int           `json:"max_attempts"`
-	ParentId        *int64        `json:"parent_id"`
-	PendingChildren int           `json:"pending_children"`
-	Priority        int           `json:"priority"`
-	Queue           string        `json:"queue"`
-	RateLimit       *RateLimitRef `json:"rate_limit,omitempty"`
+	Input           NullableJSON `json:"input"`
+	Key             *string      `json:"key"`
+	LeaseExpiresAt  *time.Time   `json:"lease_expires_at,omitempty"`
+	LeaseOwner      *string      `json:"lease_owner,omitempty"`
+	MaxAttempts     int          `json:"max_attempts"`
+	ParentId        *int64       `json:"parent_id"`
+	PendingChildren int          `json:"pending_children"`
+	Priority        int          `json:"priority"`
+	Queue           string       `json:"queue"`
+
+	// RateLimit The job's first rate limit (see rate_limits).
+	RateLimit *RateLimitRef `json:"rate_limit,omitempty"`
+
+	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
+	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -1286,6 +1429,14 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/handlers/{name} (the `PutHandler` operationId).
 	PutHandler(ctx context.Context, name Name, body PutHandlerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
+	//
+	// The handler's steps are called again: those parked while the breaker was open are
+	// made due at once. Resuming a handler whose breaker is closed changes nothing.
+	//
+	// Corresponds with POST /v1/handlers/{name}/resume (the `ResumeHandler` operationId).
+	ResumeHandler(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RotateHandlerSecretWithBody Replace the signing secret, keeping the old one valid for an overlap window.
 	//
 	// During the window every step request carries two signatures (new and old,
@@ -1316,7 +1467,9 @@ type ClientInterface interface {
 	// 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 	// already holds, 200 with that job and `deduplicated: true`. With an
 	// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-	// with the job that key made and `deduplicated: true`, whatever its status.
+	// with the job that key made and `deduplicated: true`, whatever its status. With a
+	// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+	// job, given this input and pushed back, and `debounced: true`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1328,7 +1481,9 @@ type ClientInterface interface {
 	// 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 	// already holds, 200 with that job and `deduplicated: true`. With an
 	// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-	// with the job that key made and `deduplicated: true`, whatever its status.
+	// with the job that key made and `deduplicated: true`, whatever its status. With a
+	// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+	// job, given this input and pushed back, and `debounced: true`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1542,8 +1697,9 @@ type ClientInterface interface {
 
 	// PutRateLimitWithBody A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 	//
-	// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-	// bucket holds `weight` tokens.
+	// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+	// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+	// bucket it names, all debited at once).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1552,8 +1708,9 @@ type ClientInterface interface {
 
 	// PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 	//
-	// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-	// bucket holds `weight` tokens.
+	// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+	// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+	// bucket it names, all debited at once).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1887,6 +2044,24 @@ func (c *APIClient) PutHandler(ctx context.Context, name Name, body PutHandlerJS
 	return c.Client.Do(req)
 }
 
+// ResumeHandler Close the handler's circuit breaker and lift the pause it caused.
+//
+// The handler's steps are called again: those parked while the breaker was open are
+// made due at once. Resuming a handler whose breaker is closed changes nothing.
+//
+// Corresponds with POST /v1/handlers/{name}/resume (the `ResumeHandler` operationId).
+func (c *APIClient) ResumeHandler(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeHandlerRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // RotateHandlerSecretWithBody Replace the signing secret, keeping the old one valid for an overlap window.
 //
 // During the window every step request carries two signatures (new and old,
@@ -1947,7 +2122,9 @@ func (c *APIClient) ListJobs(ctx context.Context, params *ListJobsParams, reqEdi
 // 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 // already holds, 200 with that job and `deduplicated: true`. With an
 // `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-// with the job that key made and `deduplicated: true`, whatever its status.
+// with the job that key made and `deduplicated: true`, whatever its status. With a
+// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+// job, given this input and pushed back, and `debounced: true`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1969,7 +2146,9 @@ func (c *APIClient) InsertJobWithBody(ctx context.Context, params *InsertJobPara
 // 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 // already holds, 200 with that job and `deduplicated: true`. With an
 // `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-// with the job that key made and `deduplicated: true`, whatever its status.
+// with the job that key made and `deduplicated: true`, whatever its status. With a
+// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+// job, given this input and pushed back, and `debounced: true`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2453,8 +2632,9 @@ func (c *APIClient) GetRateLimit(ctx context.Context, name Name, reqEditors ...R
 
 // PutRateLimitWithBody A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 //
-// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-// bucket holds `weight` tokens.
+// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+// bucket it names, all debited at once).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2473,8 +2653,9 @@ func (c *APIClient) PutRateLimitWithBody(ctx context.Context, name Name, content
 
 // PutRateLimit A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 //
-// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-// bucket holds `weight` tokens.
+// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+// bucket it names, all debited at once).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3068,6 +3249,40 @@ func NewPutHandlerRequestWithBody(server string, name Name, contentType string, 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewResumeHandlerRequest constructs an http.Request for the ResumeHandler method
+func NewResumeHandlerRequest(server string, name Name) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/handlers/%s/resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -4609,6 +4824,16 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v1/handlers/{name} (the `PutHandler` operationId).
 	PutHandlerWithResponse(ctx context.Context, name Name, body PutHandlerJSONRequestBody, reqEditors ...RequestEditorFn) (*PutHandlerResponse, error)
 
+	// ResumeHandlerWithResponse Close the handler's circuit breaker and lift the pause it caused.
+	//
+	// The handler's steps are called again: those parked while the breaker was open are
+	// made due at once. Resuming a handler whose breaker is closed changes nothing.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/handlers/{name}/resume (the `ResumeHandler` operationId).
+	ResumeHandlerWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*ResumeHandlerResponse, error)
+
 	// RotateHandlerSecretWithBodyWithResponse Replace the signing secret, keeping the old one valid for an overlap window.
 	//
 	// During the window every step request carries two signatures (new and old,
@@ -4641,7 +4866,9 @@ type ClientWithResponsesInterface interface {
 	// 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 	// already holds, 200 with that job and `deduplicated: true`. With an
 	// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-	// with the job that key made and `deduplicated: true`, whatever its status.
+	// with the job that key made and `deduplicated: true`, whatever its status. With a
+	// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+	// job, given this input and pushed back, and `debounced: true`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4653,7 +4880,9 @@ type ClientWithResponsesInterface interface {
 	// 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 	// already holds, 200 with that job and `deduplicated: true`. With an
 	// `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-	// with the job that key made and `deduplicated: true`, whatever its status.
+	// with the job that key made and `deduplicated: true`, whatever its status. With a
+	// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+	// job, given this input and pushed back, and `debounced: true`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4891,8 +5120,9 @@ type ClientWithResponsesInterface interface {
 
 	// PutRateLimitWithBodyWithResponse A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 	//
-	// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-	// bucket holds `weight` tokens.
+	// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+	// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+	// bucket it names, all debited at once).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4901,8 +5131,9 @@ type ClientWithResponsesInterface interface {
 
 	// PutRateLimitWithResponse A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 	//
-	// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-	// bucket holds `weight` tokens.
+	// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+	// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+	// bucket it names, all debited at once).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5469,6 +5700,47 @@ func (r PutHandlerResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PutHandlerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ResumeHandlerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HandlerConfig
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeHandlerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeHandlerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeHandlerResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6874,6 +7146,22 @@ func (c *ClientWithResponses) PutHandlerWithResponse(ctx context.Context, name N
 	return ParsePutHandlerResponse(rsp)
 }
 
+// ResumeHandlerWithResponse Close the handler's circuit breaker and lift the pause it caused.
+//
+// The handler's steps are called again: those parked while the breaker was open are
+// made due at once. Resuming a handler whose breaker is closed changes nothing.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/handlers/{name}/resume (the `ResumeHandler` operationId).
+func (c *ClientWithResponses) ResumeHandlerWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*ResumeHandlerResponse, error) {
+	rsp, err := c.ResumeHandler(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeHandlerResponse(rsp)
+}
+
 // RotateHandlerSecretWithBodyWithResponse Replace the signing secret, keeping the old one valid for an overlap window.
 //
 // During the window every step request carries two signatures (new and old,
@@ -6924,7 +7212,9 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 // 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 // already holds, 200 with that job and `deduplicated: true`. With an
 // `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-// with the job that key made and `deduplicated: true`, whatever its status.
+// with the job that key made and `deduplicated: true`, whatever its status. With a
+// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+// job, given this input and pushed back, and `debounced: true`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6942,7 +7232,9 @@ func (c *ClientWithResponses) InsertJobWithBodyWithResponse(ctx context.Context,
 // 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
 // already holds, 200 with that job and `deduplicated: true`. With an
 // `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-// with the job that key made and `deduplicated: true`, whatever its status.
+// with the job that key made and `deduplicated: true`, whatever its status. With a
+// `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+// job, given this input and pushed back, and `debounced: true`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7342,8 +7634,9 @@ func (c *ClientWithResponses) GetRateLimitWithResponse(ctx context.Context, name
 
 // PutRateLimitWithBodyWithResponse A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 //
-// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-// bucket holds `weight` tokens.
+// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+// bucket it names, all debited at once).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7358,8 +7651,9 @@ func (c *ClientWithResponses) PutRateLimitWithBodyWithResponse(ctx context.Conte
 
 // PutRateLimitWithResponse A token bucket per key, refilled at `rate` tokens per second up to `burst`.
 //
-// Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-// bucket holds `weight` tokens.
+// Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+// `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+// bucket it names, all debited at once).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8139,6 +8433,67 @@ func ParsePutHandlerResponse(rsp *http.Response) (*PutHandlerResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseResumeHandlerResponse parses an HTTP response from a ResumeHandlerWithResponse call
+func ParseResumeHandlerResponse(rsp *http.Response) (*ResumeHandlerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeHandlerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HandlerConfig
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unprocessable

@@ -53,7 +53,9 @@ export interface paths {
          * @description 201 with the new job; with a `key` that a live job (runnable, executing, awaiting)
          *     already holds, 200 with that job and `deduplicated: true`. With an
          *     `Idempotency-Key` seen within the server's idempotency window (default 24 h), 200
-         *     with the job that key made and `deduplicated: true`, whatever its status.
+         *     with the job that key made and `deduplicated: true`, whatever its status. With a
+         *     `debounce` whose key a pending (runnable, never claimed) job holds, 200 with that
+         *     job, given this input and pushed back, and `debounced: true`.
          */
         post: operations["insertJob"];
         delete?: never;
@@ -509,8 +511,9 @@ export interface paths {
         get: operations["getRateLimit"];
         /**
          * A token bucket per key, refilled at `rate` tokens per second up to `burst`.
-         * @description Jobs name it with `rate_limit: {name, key, weight}`; a job runs once its key's
-         *     bucket holds `weight` tokens.
+         * @description Jobs name it with `rate_limit: {name, key, weight}` (or several limits with
+         *     `rate_limits: [...]`); a job runs once its key's bucket holds `weight` tokens (every
+         *     bucket it names, all debited at once).
          */
         put: operations["putRateLimit"];
         post?: never;
@@ -553,6 +556,29 @@ export interface paths {
         post?: never;
         /** Revoke an API key. Admin scope. */
         delete: operations["revokeAPIKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/handlers/{name}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Close the handler's circuit breaker and lift the pause it caused.
+         * @description The handler's steps are called again: those parked while the breaker was open are
+         *     made due at once. Resuming a handler whose breaker is closed changes nothing.
+         */
+        post: operations["resumeHandler"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -698,9 +724,31 @@ export interface components {
             delay?: components["schemas"]["Duration"];
             concurrency_key?: string;
             rate_limit?: components["schemas"]["RateLimitRef"];
+            /**
+             * @description Several rate limits (each bucket once): a step runs only when every bucket named
+             *     holds its weight, and is debited from all of them in the claim, or from none.
+             *     Not with `rate_limit` (its one-limit form): giving both is refused.
+             */
+            rate_limits?: components["schemas"]["RateLimitRef"][];
             max_attempts?: number;
             /** @description As the Idempotency-Key header (for batch items); the header wins on POST /v1/jobs. */
             idempotency_key?: string;
+            debounce?: components["schemas"]["Debounce"];
+        };
+        /**
+         * @description Inserts with the same debounce key collapse into one job while it is pending
+         *     (runnable and never claimed): each gives it its input and pushes it back to
+         *     `period` from now, never later than `max_wait` after the insert that made it. The
+         *     job runs once `period` has passed with no new insert (or at `max_wait`), with the
+         *     latest input; the other fields are those of the insert that made it. Once claimed,
+         *     the next insert makes a new job. The key is global (like `key`): include the
+         *     handler in it to keep handlers apart. Not with `key`, `idempotency_key` (or the
+         *     Idempotency-Key header), `run_at` or `delay`.
+         */
+        Debounce: {
+            key: string;
+            period: components["schemas"]["Duration"];
+            max_wait?: components["schemas"]["Duration"];
         };
         JobBatch: {
             jobs: components["schemas"]["JobInsert"][];
@@ -728,7 +776,10 @@ export interface components {
             max_attempts: number;
             key: string | null;
             concurrency_key: string | null;
+            /** @description The job's first rate limit (see rate_limits). */
             rate_limit?: components["schemas"]["RateLimitRef"] | null;
+            /** @description Every rate limit the job draws from, the first being rate_limit (absent when none). */
+            rate_limits?: components["schemas"]["RateLimitRef"][];
             /** Format: int64 */
             parent_id: number | null;
             pending_children: number;
@@ -755,6 +806,8 @@ export interface components {
              * @description The tick of the schedule that made the job.
              */
             schedule_tick?: string | null;
+            /** @description The debounce key the job was inserted with (absent when none). */
+            debounce_key?: string;
         };
         SchedulePut: {
             /**
@@ -808,6 +861,8 @@ export interface components {
         };
         JobInserted: components["schemas"]["Job"] & {
             deduplicated: boolean;
+            /** @description Present and true when the insert collapsed into a pending job of its debounce key. */
+            debounced?: boolean;
         };
         JobDetail: components["schemas"]["Job"] & {
             /** Format: int64 */
@@ -1065,6 +1120,47 @@ export interface components {
             max_attempts?: number;
             backoff_base?: components["schemas"]["Duration"];
             backoff_max?: components["schemas"]["Duration"];
+            breaker?: components["schemas"]["BreakerPut"];
+        };
+        /** @description The handler's circuit breaker (docs/flow-control.md); absent fields keep their value. */
+        BreakerPut: {
+            /** @description Consecutive failures (connection errors, timeouts, 5xx) that open the breaker; 0 turns it off. Default 10. */
+            threshold?: number;
+            /** @description Wait before the first probe of an open breaker; doubled by each failed probe. Default 5s. */
+            probe_interval?: components["schemas"]["Duration"];
+            /** @description The longest wait between probes. Default 5m. */
+            probe_interval_max?: components["schemas"]["Duration"];
+            /** @description A breaker open for longer pauses the handler until it is resumed; "0s" never pauses. Default 1h. */
+            pause_after?: components["schemas"]["Duration"];
+        };
+        Breaker: {
+            threshold: number;
+            probe_interval: components["schemas"]["Duration"];
+            probe_interval_max: components["schemas"]["Duration"];
+            pause_after: components["schemas"]["Duration"];
+            /**
+             * @description closed calls every step; open parks them until the next probe; half_open while the probe runs.
+             * @enum {string}
+             */
+            state: "closed" | "open" | "half_open";
+            consecutive_failures: number;
+            /** Format: date-time */
+            opened_at: string | null;
+            /**
+             * Format: date-time
+             * @description Open, when the next probe may go; half-open, when the running probe is given up for lost.
+             */
+            next_probe_at: string | null;
+            /**
+             * Format: int64
+             * @description Times the breaker opened.
+             */
+            opens: number;
+            /** @description The breaker stayed open for longer than pause_after; POST .../resume. */
+            paused: boolean;
+            /** Format: date-time */
+            paused_at: string | null;
+            paused_reason: string | null;
         };
         HandlerConfig: {
             name: string;
@@ -1079,6 +1175,7 @@ export interface components {
              * @description Until when the previous secret still signs (a rotation's overlap).
              */
             previous_secret_expires_at?: string | null;
+            breaker: components["schemas"]["Breaker"];
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -1480,7 +1577,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description A live job already holds the key, or the Idempotency-Key made this job. */
+            /** @description A live job already holds the key, or the Idempotency-Key made this job, or the insert was debounced into a pending job. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2465,6 +2562,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    resumeHandler: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The handler, its breaker closed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HandlerConfig"];
+                };
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api, must, type Gate, type Handler, type RateLimit } from '../api';
-import { Empty, Notice, PollError, useNotice, usePoll } from '../ui';
+import { Empty, Notice, PollError, ago, useNotice, usePoll } from '../ui';
 
 function form(e: Event): FormData {
   e.preventDefault();
@@ -12,6 +12,37 @@ function opt(f: FormData, name: string): string | undefined {
   return v || undefined;
 }
 
+/** Health is a handler's circuit breaker: healthy, failing, open (with its next probe) or paused. */
+function Health({ h, onResume }: { h: Handler; onResume: (name: string) => void }) {
+  const b = h.breaker;
+  const resume = (
+    <button type="button" class="small" onClick={() => onResume(h.name)}>
+      Resume
+    </button>
+  );
+  if (b.paused)
+    return (
+      <span data-health="paused" title={b.paused_reason || ''}>
+        <span class="badge s-failed">paused</span> {resume}
+      </span>
+    );
+  if (b.state === 'closed') {
+    if (b.threshold === 0) return <span data-health="off" class="muted">breaker off</span>;
+    if (b.consecutive_failures === 0) return <span data-health="healthy" class="badge s-done">healthy</span>;
+    return (
+      <span data-health="failing" class="badge s-executing" title={`opens at ${b.threshold}`}>
+        {b.consecutive_failures} failures
+      </span>
+    );
+  }
+  return (
+    <span data-health={b.state} title={`opened ${ago(b.opened_at)}; ${b.opens} opens in all`}>
+      <span class="badge s-failed">{b.state === 'open' ? 'open' : 'probing'}</span>{' '}
+      <span class="muted">{b.state !== 'open' ? 'probe running' : b.next_probe_at && new Date(b.next_probe_at).getTime() > Date.now() ? `probe ${ago(b.next_probe_at)}` : 'probe due'}</span> {resume}
+    </span>
+  );
+}
+
 /** Handlers lists the registered webhooks and registers or changes one. */
 export function Handlers() {
   const [handlers, setHandlers] = useState<Handler[] | null>(null);
@@ -19,7 +50,7 @@ export function Handlers() {
   const { error, refresh } = usePoll(
     (signal) => must(api.GET('/v1/handlers', { signal })),
     (r) => setHandlers(r.handlers),
-    10000,
+    3000, // the health column follows the breakers
     [],
   );
   const save = async (e: Event) => {
@@ -40,6 +71,15 @@ export function Handlers() {
       fail(err);
     }
   };
+  const resume = async (name: string) => {
+    try {
+      await must(api.POST('/v1/handlers/{name}/resume', { params: { path: { name } } }));
+      ok(`Handler ${name} resumed: its steps are called again.`);
+      await refresh();
+    } catch (err) {
+      fail(err);
+    }
+  };
   return (
     <section>
       <PollError error={error} stale />
@@ -51,6 +91,7 @@ export function Handlers() {
             <thead>
               <tr>
                 <th>Name</th>
+                <th>Health</th>
                 <th>URL</th>
                 <th>Timeout</th>
                 <th class="num">Max attempts</th>
@@ -63,6 +104,9 @@ export function Handlers() {
                   <td>
                     <a href={`#/handlers/${encodeURIComponent(h.name)}`}>{h.name}</a>{' '}
                     <a class="muted" href={`#/runs?handler=${encodeURIComponent(h.name)}`}>runs</a>
+                  </td>
+                  <td>
+                    <Health h={h} onResume={resume} />
                   </td>
                   <td class="ellipsis">{h.url}</td>
                   <td>{h.timeout}</td>
