@@ -110,7 +110,9 @@ func TestStepStatsCountWhatTheWebhookAnswered(t *testing.T) {
 	}
 	// The older per-queue endpoint reads the same statement.
 	r := s.do("GET", "/v1/queues/money/throughput?minutes=5", "")
-	var old struct{ Points []struct{ Done, Failed, Total int64 } }
+	var old struct {
+		Points []struct{ Done, Failed, Total int64 }
+	}
 	_ = json.Unmarshal(r.body, &old)
 	var done, failed, total int64
 	for _, p := range old.Points {
