@@ -62,31 +62,14 @@ func TestScheduleListDueReadsTheDueOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	seedSchedules(t, db, now)
-	for _, generic := range []bool{false, true} {
-		var raw []byte
-		if generic {
-			for _, s := range []string{"SET plan_cache_mode = force_generic_plan",
-				"PREPARE due(timestamptz, int) AS " + pg.Statement("ScheduleListDue")} {
-				if _, err := db.Exec(ctx, s); err != nil {
-					t.Fatal(err)
-				}
-			}
-			raw, err = db.ExplainAnalyze(ctx, "EXECUTE due(now(), 100)")
-		} else {
-			raw, err = db.ExplainAnalyze(ctx, pg.Statement("ScheduleListDue"), now, 100)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		plan, _ := pgtest.ParsePlan(raw)
+	for _, r := range customAndGenericPlans(t, db, pg.Statement("ScheduleListDue"), "due", "timestamptz, int",
+		"'"+now.Format(time.RFC3339Nano)+"', 100", now, 100) {
+		generic, raw, plan := r.generic, r.raw, r.plan
 		read := rowsRead(plan, "schedules")
 		t.Logf("generic %v: %.0f rows of schedules read for 5 due of 12 005", generic, read)
 		if read > 8 || plan.HasSeqScan("schedules") || !plan.Uses("schedules_due") {
 			t.Fatalf("generic %v: %.0f rows of schedules read for 5 due:\n%s", generic, read, raw)
 		}
-	}
-	if _, err := db.Exec(ctx, "RESET plan_cache_mode"); err != nil {
-		t.Fatal(err)
 	}
 	due, err := db.ScheduleListDue(ctx, now, 100)
 	if err != nil {
@@ -115,24 +98,10 @@ func TestScheduleFireReadsOneScheduleAndItsLatestJob(t *testing.T) {
 	now = now.Truncate(time.Microsecond)
 	seedSchedules(t, db, now)
 	dueAt := now.Add(-time.Minute) // sched-due-1's tick
-	for _, generic := range []bool{false, true} {
-		var raw []byte
-		if generic {
-			for _, s := range []string{"SET plan_cache_mode = force_generic_plan",
-				"PREPARE fire(timestamptz, timestamptz, text, timestamptz) AS " + pg.Statement("ScheduleFire")} {
-				if _, err := db.Exec(ctx, s); err != nil {
-					t.Fatal(err)
-				}
-			}
-			raw, err = db.ExplainAnalyze(ctx, "EXECUTE fire('"+now.Add(time.Hour).Format(time.RFC3339Nano)+"', '"+
-				dueAt.Format(time.RFC3339Nano)+"', 'sched-due-1', '"+dueAt.Format(time.RFC3339Nano)+"')")
-		} else {
-			raw, err = db.ExplainAnalyze(ctx, pg.Statement("ScheduleFire"), now.Add(time.Hour), dueAt, "sched-due-1", dueAt)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		plan, _ := pgtest.ParsePlan(raw)
+	ts := func(t time.Time) string { return "'" + t.Format(time.RFC3339Nano) + "'" }
+	for _, r := range customAndGenericPlans(t, db, pg.Statement("ScheduleFire"), "fire", "timestamptz, timestamptz, text, timestamptz",
+		ts(now.Add(time.Hour))+", "+ts(dueAt)+", 'sched-due-1', "+ts(dueAt), now.Add(time.Hour), dueAt, "sched-due-1", dueAt) {
+		generic, raw, plan := r.generic, r.raw, r.plan
 		schedules, jobs := rowsRead(plan, "schedules"), rowsRead(plan, "jobs")
 		t.Logf("generic %v: %.0f rows of schedules and %.0f of jobs read", generic, schedules, jobs)
 		if schedules > 2 || jobs > 2 || plan.HasSeqScan("schedules") || plan.HasSeqScan("jobs") {
@@ -141,9 +110,6 @@ func TestScheduleFireReadsOneScheduleAndItsLatestJob(t *testing.T) {
 		if !strings.Contains(string(raw), "jobs_schedule_tick") {
 			t.Fatalf("generic %v: the overlap probe does not ride jobs_schedule_tick:\n%s", generic, raw)
 		}
-	}
-	if _, err := db.Exec(ctx, "RESET plan_cache_mode"); err != nil {
-		t.Fatal(err)
 	}
 	// And it fires: the previous run is finished, so the tick makes its job.
 	fired, err := db.ScheduleFire(ctx, pg.ScheduleFire{Name: "sched-due-1", DueAt: dueAt, Tick: dueAt, NextRunAt: now.Add(time.Hour)})

@@ -23,6 +23,46 @@ func stepsRead(plan pgtest.PlanNode) (rows float64, partitions []string) {
 	return rows, partitions
 }
 
+// planRun is one EXPLAIN ANALYZE of a statement: in a custom plan or in the generic plan.
+type planRun struct {
+	generic bool
+	raw     []byte
+	plan    pgtest.PlanNode
+}
+
+// customAndGenericPlans explains statement with args bound (a custom plan), then prepared
+// as name(types) under force_generic_plan and executed with literals (the plan a prepared
+// statement ends up with after its first executions). db must hold one connection.
+func customAndGenericPlans(t *testing.T, db *pg.DB, statement, name, types, literals string, args ...any) []planRun {
+	t.Helper()
+	ctx := context.Background()
+	custom, err := db.ExplainAnalyze(ctx, statement, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"SET plan_cache_mode = force_generic_plan", "PREPARE " + name + "(" + types + ") AS " + statement} {
+		if _, err := db.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	generic, err := db.ExplainAnalyze(ctx, "EXECUTE "+name+"("+literals+")")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, "RESET plan_cache_mode"); err != nil {
+		t.Fatal(err)
+	}
+	var runs []planRun
+	for i, raw := range [][]byte{custom, generic} {
+		plan, err := pgtest.ParsePlan(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, planRun{generic: i == 1, raw: raw, plan: plan})
+	}
+	return runs
+}
+
 // literal is a test name as an SQL literal (NULL for nil).
 func literal(s *string) string {
 	if s == nil {
@@ -86,23 +126,9 @@ func TestStepStatsReadsTheWindowOnly(t *testing.T) {
 		{"queue", &queue, nil, "queue_finished", 90},
 		{"handler", nil, &handler, "handler_finished", 110},
 	} {
-		for _, generic := range []bool{false, true} {
-			var raw []byte
-			if generic {
-				for _, s := range []string{"SET plan_cache_mode = force_generic_plan",
-					"PREPARE stats_" + c.name + "(int, bigint, text, text) AS " + pg.Statement("StepStats")} {
-					if _, err := db.Exec(ctx, s); err != nil {
-						t.Fatal(err)
-					}
-				}
-				raw, err = db.ExplainAnalyze(ctx, fmt.Sprintf("EXECUTE stats_%s(61, 60000, %s, %s)", c.name, literal(c.queue), literal(c.handler)))
-			} else {
-				raw, err = db.ExplainAnalyze(ctx, pg.Statement("StepStats"), 61, int64(60_000), c.queue, c.handler)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan, _ := pgtest.ParsePlan(raw)
+		for _, r := range customAndGenericPlans(t, db, pg.Statement("StepStats"), "stats_"+c.name, "int, bigint, text, text",
+			fmt.Sprintf("61, 60000, %s, %s", literal(c.queue), literal(c.handler)), 61, int64(60_000), c.queue, c.handler) {
+			generic, raw, plan := r.generic, r.raw, r.plan
 			read, partitions := stepsRead(plan)
 			t.Logf("%s, generic %v: %.0f rows of steps read from %v (%d in the window, 200 000 in the history)",
 				c.name, generic, read, partitions, c.want)
@@ -116,9 +142,6 @@ func TestStepStatsReadsTheWindowOnly(t *testing.T) {
 				t.Fatalf("%s, generic %v: the read does not ride its index:\n%s", c.name, generic, raw)
 			}
 		}
-	}
-	if _, err := db.Exec(ctx, "RESET plan_cache_mode"); err != nil {
-		t.Fatal(err)
 	}
 
 	// The figures: one point per minute, h1's classes and latencies.
