@@ -91,9 +91,9 @@ export function StepCharts({ queue, handler }: { queue?: string; handler?: strin
         height: 200,
         series: [
           { value: value(0, clock) },
-          { label: 'p50', stroke: '#16a34a', width: 2, spanGaps: false, value: value(1, ms) },
-          { label: 'p95', stroke: '#9333ea', width: 1.5, spanGaps: false, value: value(2, ms) },
-          { label: 'p99', stroke: '#db2777', width: 1, dash: [4, 3], spanGaps: false, value: value(3, ms) },
+          { label: 'p50', points: { show: true, size: 5 }, stroke: '#16a34a', width: 2, spanGaps: false, value: value(1, ms) },
+          { label: 'p95', points: { show: true, size: 5 }, stroke: '#9333ea', width: 1.5, spanGaps: false, value: value(2, ms) },
+          { label: 'p99', points: { show: true, size: 5 }, stroke: '#db2777', width: 1, dash: [4, 3], spanGaps: false, value: value(3, ms) },
         ],
         // From 0: a lone minute's percentiles are drawn against the floor, not against each other.
         scales: { y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } },

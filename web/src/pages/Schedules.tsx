@@ -189,11 +189,7 @@ export function ScheduleDetail({ name }: { name: string }) {
           </table>
         </div>
       )}
-      {jobs.length === 50 && (
-        <p>
-          <a href={`#/runs`}>Older runs</a> are in the runs list.
-        </p>
-      )}
+      {jobs.length === 50 && <p class="muted">The 50 newest; GET /v1/jobs?schedule={name} pages through the rest.</p>}
     </section>
   );
 }
