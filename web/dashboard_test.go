@@ -80,6 +80,7 @@ type server struct {
 	url   string
 	http  *httptest.Server
 	token string // the API token the server requires ("" for none)
+	eng   *engine.Engine
 }
 
 // newServer starts the server; dispatching starts the dispatcher that runs the steps.
@@ -101,7 +102,7 @@ func newServer(t *testing.T, token string, dispatching bool) *server {
 		d.Start(context.Background())
 		t.Cleanup(func() { d.Stop(context.Background()) })
 	}
-	return &server{t: t, url: srv.URL, http: srv, token: token}
+	return &server{t: t, url: srv.URL, http: srv, token: token, eng: eng}
 }
 
 // id inserts a job and returns its id.

@@ -175,8 +175,8 @@ func TestDashboardSaysAttemptsStatusesAndErrors(t *testing.T) {
 		}
 	}
 
-	// The throughput legend shows the last hour's figures before any hover: 7 steps, 2
-	// failed attempts (flaky's 500, verbose's fail).
+	// The throughput legend shows the last hour's figures before any hover: 7 steps, a
+	// retried attempt (flaky's 500) and a failed one (verbose's fail).
 	if err := chromedp.Run(ctx,
 		chromedp.Navigate(s.url+"/#/queues?queue=default"),
 		chromedp.WaitVisible(`.u-legend`),
@@ -185,7 +185,8 @@ func TestDashboardSaysAttemptsStatusesAndErrors(t *testing.T) {
 		t.Fatalf("the queue's chart: %v", err)
 	}
 	legend := textOf(ctx, t, `.u-legend`)
-	if strings.Contains(legend, "--") || !strings.Contains(legend, "steps7") || !strings.Contains(legend, "failed2") ||
+	if strings.Contains(legend, "--") || !strings.Contains(legend, "steps7") || !strings.Contains(legend, "retried1") ||
+		!strings.Contains(legend, "failed1") ||
 		!strings.Contains(legend, "error rate28.6 %") {
 		t.Errorf("the legend without a hover: %q", legend)
 	}

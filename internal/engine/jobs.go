@@ -109,6 +109,7 @@ type JobDetail struct {
 // keyset cursor (ids below it); Limit is the page size.
 type JobFilter struct {
 	Queue, Status, Handler, Key *string
+	Schedule                    *string // the jobs the schedule of this name made
 	Before                      *int64
 	Limit                       int
 }
@@ -116,7 +117,7 @@ type JobFilter struct {
 // ListJobs lists jobs newest first (one statement, keyset on id).
 func (e *Engine) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	rows, err := e.db.JobList(ctx, pg.JobListParams{Queue: f.Queue, Status: f.Status, Handler: f.Handler,
-		Key: f.Key, Before: f.Before, Limit: f.Limit})
+		Key: f.Key, Schedule: f.Schedule, Before: f.Before, Limit: f.Limit})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ type Metrics struct {
 	AwaitTimeouts prometheus.Counter     // awaits woken by their deadline
 	GCDeleted     prometheus.Counter     // finished jobs deleted by GC
 	GateRepairs   prometheus.Counter     // gate slot counters repaired by the reconciler
+	ScheduleTicks *prometheus.CounterVec // schedule ticks this process fired, by schedule and outcome
 }
 
 // NewMetrics creates the engine's instruments and registers them, with collectors that
@@ -37,9 +38,13 @@ func NewMetrics(reg prometheus.Registerer, db *pg.DB) *Metrics {
 			Help: "Finished jobs deleted after their retention."}),
 		GateRepairs: prometheus.NewCounter(prometheus.CounterOpts{Name: "gendurable_gate_repairs_total",
 			Help: "Gate slot counters the reconciler found wrong and repaired."}),
+		ScheduleTicks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gendurable_schedule_ticks_total",
+			Help: "Schedule ticks this process fired, by schedule and outcome: fired (a job made), skipped " +
+				"(overlap skip, the previous run still live), no_handler (the handler is not registered)."},
+			[]string{"schedule", "outcome"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.JobsInserted, m.Deduplicated, m.Reaped, m.AwaitTimeouts, m.GCDeleted, m.GateRepairs,
+		reg.MustRegister(m.JobsInserted, m.Deduplicated, m.Reaped, m.AwaitTimeouts, m.GCDeleted, m.GateRepairs, m.ScheduleTicks,
 			&depthCollector{db: db}, &poolCollector{db: db}, &breakerCollector{db: db})
 	}
 	return m

@@ -143,25 +143,6 @@ func (e *Engine) SetQueue(ctx context.Context, name string, s QueueSettings) (Qu
 	return queueOf(q, counts), nil
 }
 
-// ThroughputPoint is one minute of a queue's finished steps.
-type ThroughputPoint struct {
-	Minute              time.Time
-	Done, Failed, Total int64
-}
-
-// QueueThroughput returns a queue's finished steps per minute over the last minutes.
-func (e *Engine) QueueThroughput(ctx context.Context, queue string, minutes int) ([]ThroughputPoint, error) {
-	rows, err := e.db.QueueThroughput(ctx, queue, minutes)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]ThroughputPoint, len(rows))
-	for i, p := range rows {
-		out[i] = ThroughputPoint{Minute: p.Minute, Done: p.Done, Failed: p.Failed, Total: p.Total}
-	}
-	return out, nil
-}
-
 // ListQueueSettings returns every queue's settings without its counts: what the
 // dispatcher reloads every second (one read of the queues table).
 func (e *Engine) ListQueueSettings(ctx context.Context) ([]Queue, error) {

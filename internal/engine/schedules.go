@@ -290,7 +290,7 @@ func (s *Scheduler) RunDue(ctx context.Context) (SchedulerStats, error) {
 	var st SchedulerStats
 	for {
 		now := s.cfg.Now()
-		due, err := s.engine.db.ScheduleListDue(ctx, s.cfg.Batch)
+		due, err := s.engine.db.ScheduleListDue(ctx, now, s.cfg.Batch)
 		if err != nil {
 			return st, err
 		}
@@ -335,12 +335,22 @@ func (s *Scheduler) fire(ctx context.Context, d pg.ScheduleDue, now time.Time, s
 		return time.Time{}, err
 	case r.JobID != 0:
 		st.Fired++
+		s.countTick(d.Name, "fired")
 	case r.Skipped:
 		st.Skipped++
+		s.countTick(d.Name, "skipped")
 	case !r.HandlerKnown:
 		s.log.Warn("schedule names a handler that is not registered; tick fired without a job", "schedule", d.Name, "tick", tick)
+		s.countTick(d.Name, "no_handler")
 	}
 	return next, nil
+}
+
+// countTick counts a tick this process fired in gendurable_schedule_ticks_total.
+func (s *Scheduler) countTick(schedule, outcome string) {
+	if m := s.engine.metrics; m != nil {
+		m.ScheduleTicks.WithLabelValues(schedule, outcome).Inc()
+	}
 }
 
 func earliest(a, b time.Time) time.Time {

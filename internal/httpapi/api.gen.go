@@ -1265,6 +1265,56 @@ type StepSignal struct {
 	Payload NullableJSON `json:"payload"`
 }
 
+// StepStats defines model for StepStats.
+type StepStats struct {
+	// Bucket Example: 1m0s
+	Bucket string `json:"bucket"`
+
+	// From Start of the first bucket.
+	From time.Time `json:"from"`
+
+	// Handler The handler asked for (absent when a queue was).
+	Handler *string          `json:"handler,omitempty"`
+	Points  []StepStatsPoint `json:"points"`
+
+	// Queue The queue asked for (absent when a handler was).
+	Queue *string `json:"queue,omitempty"`
+
+	// To End of the last bucket (which holds now).
+	To time.Time `json:"to"`
+
+	// Window The window covered: the number of buckets times the bucket.
+	//
+	// Example: 1h0m0s
+	Window string `json:"window"`
+}
+
+// StepStatsPoint defines model for StepStatsPoint.
+type StepStatsPoint struct {
+	// At Start of the bucket.
+	At time.Time `json:"at"`
+
+	// Done Attempts that completed their job (a part of ok).
+	Done int64 `json:"done"`
+
+	// Failed Attempts that failed with no retry asked (fail, request_too_large, bad_secret).
+	Failed int64 `json:"failed"`
+
+	// LatencyMs Percentiles of the attempts' durations in milliseconds (absent for an empty bucket).
+	LatencyMs *struct {
+		P50 float64 `json:"p50"`
+		P95 float64 `json:"p95"`
+		P99 float64 `json:"p99"`
+	} `json:"latency_ms,omitempty"`
+
+	// Ok Attempts whose step continued or finished its job (next, await, spawn, done).
+	Ok int64 `json:"ok"`
+
+	// Retry Attempts that failed with a retryable error (retry, http_error, timeout, lease_expired…), a job's last attempt included.
+	Retry int64 `json:"retry"`
+	Total int64 `json:"total"`
+}
+
 // Throughput defines model for Throughput.
 type Throughput struct {
 	Points []struct {
@@ -1312,6 +1362,9 @@ type ListJobsParams struct {
 	Handler *Name      `form:"handler,omitempty" json:"handler,omitempty"`
 	Key     *string    `form:"key,omitempty" json:"key,omitempty"`
 
+	// Schedule The jobs the schedule of this name made.
+	Schedule *Name `form:"schedule,omitempty" json:"schedule,omitempty"`
+
 	// Cursor The next_cursor of the previous page.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
@@ -1343,6 +1396,18 @@ type ListJobStepsParams struct {
 // GetQueueThroughputParams defines parameters for GetQueueThroughput.
 type GetQueueThroughputParams struct {
 	Minutes *int `form:"minutes,omitempty" json:"minutes,omitempty"`
+}
+
+// GetStepStatsParams defines parameters for GetStepStats.
+type GetStepStatsParams struct {
+	Queue   *Name `form:"queue,omitempty" json:"queue,omitempty"`
+	Handler *Name `form:"handler,omitempty" json:"handler,omitempty"`
+
+	// Window How far back (default 1h, at most 24h).
+	Window *Duration `form:"window,omitempty" json:"window,omitempty"`
+
+	// Bucket The width of a point (default 1m, at least 1s).
+	Bucket *Duration `form:"bucket,omitempty" json:"bucket,omitempty"`
 }
 
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
@@ -1488,7 +1553,7 @@ type ServerInterface interface {
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 	// (PUT /v1/queues/{name})
 	PutQueue(w http.ResponseWriter, r *http.Request, name Name)
-	// GetQueueThroughput Steps finished per minute on the queue.
+	// GetQueueThroughput Steps finished per minute on the queue (getStepStats has latency and any bucket).
 	// (GET /v1/queues/{name}/throughput)
 	GetQueueThroughput(w http.ResponseWriter, r *http.Request, name Name, params GetQueueThroughputParams)
 	// ListRateLimits List every rate limit.
@@ -1518,6 +1583,9 @@ type ServerInterface interface {
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	// (POST /v1/signals)
 	SendSignalByKey(w http.ResponseWriter, r *http.Request)
+	// GetStepStats Throughput, error rate and latency of a queue's or a handler's steps over time.
+	// (GET /v1/stats/steps)
+	GetStepStats(w http.ResponseWriter, r *http.Request, params GetStepStatsParams)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -1716,7 +1784,7 @@ func (_ Unimplemented) PutQueue(w http.ResponseWriter, r *http.Request, name Nam
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// GetQueueThroughput Steps finished per minute on the queue.
+// GetQueueThroughput Steps finished per minute on the queue (getStepStats has latency and any bucket).
 // (GET /v1/queues/{name}/throughput)
 func (_ Unimplemented) GetQueueThroughput(w http.ResponseWriter, r *http.Request, name Name, params GetQueueThroughputParams) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -1773,6 +1841,12 @@ func (_ Unimplemented) PutSchedule(w http.ResponseWriter, r *http.Request, name 
 // SendSignalByKey Deliver a signal to the live job holding a key.
 // (POST /v1/signals)
 func (_ Unimplemented) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetStepStats Throughput, error rate and latency of a queue's or a handler's steps over time.
+// (GET /v1/stats/steps)
+func (_ Unimplemented) GetStepStats(w http.ResponseWriter, r *http.Request, params GetStepStatsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2160,6 +2234,19 @@ func (siw *ServerInterfaceWrapper) ListJobs(w http.ResponseWriter, r *http.Reque
 			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "key"})
 		} else {
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "schedule" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "schedule", r.URL.Query(), &params.Schedule, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "schedule"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "schedule", Err: err})
 		}
 		return
 	}
@@ -2885,6 +2972,78 @@ func (siw *ServerInterfaceWrapper) SendSignalByKey(w http.ResponseWriter, r *htt
 	handler.ServeHTTP(w, r)
 }
 
+// GetStepStats operation middleware
+func (siw *ServerInterfaceWrapper) GetStepStats(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetStepStatsParams
+
+	// ------------- Optional query parameter "queue" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "queue", r.URL.Query(), &params.Queue, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "queue"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "queue", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "handler" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "handler", r.URL.Query(), &params.Handler, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "handler"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "handler", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "window" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "window", r.URL.Query(), &params.Window, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "window"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "window", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "bucket" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "bucket", r.URL.Query(), &params.Bucket, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "bucket"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "bucket", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetStepStats(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -3123,6 +3282,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/queues/{name}/throughput", wrapper.GetQueueThroughput)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/stats/steps", wrapper.GetStepStats)
 	})
 
 	return r
@@ -7168,6 +7330,77 @@ func (response SendSignalByKeydefaultApplicationProblemPlusJSONResponse) VisitSe
 	return err
 }
 
+type GetStepStatsRequestObject struct {
+	Params GetStepStatsParams
+}
+
+type GetStepStatsResponseObject interface {
+	VisitGetStepStatsResponse(w http.ResponseWriter) error
+}
+
+type GetStepStats200JSONResponse StepStats
+
+func (response GetStepStats200JSONResponse) VisitGetStepStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStepStats401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetStepStats401ApplicationProblemPlusJSONResponse) VisitGetStepStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStepStats422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetStepStats422ApplicationProblemPlusJSONResponse) VisitGetStepStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetStepStatsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetStepStatsdefaultApplicationProblemPlusJSONResponse) VisitGetStepStatsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// GetHealth The process is up.
@@ -7266,7 +7499,7 @@ type StrictServerInterface interface {
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 	// (PUT /v1/queues/{name})
 	PutQueue(ctx context.Context, request PutQueueRequestObject) (PutQueueResponseObject, error)
-	// GetQueueThroughput Steps finished per minute on the queue.
+	// GetQueueThroughput Steps finished per minute on the queue (getStepStats has latency and any bucket).
 	// (GET /v1/queues/{name}/throughput)
 	GetQueueThroughput(ctx context.Context, request GetQueueThroughputRequestObject) (GetQueueThroughputResponseObject, error)
 	// ListRateLimits List every rate limit.
@@ -7296,6 +7529,9 @@ type StrictServerInterface interface {
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	// (POST /v1/signals)
 	SendSignalByKey(ctx context.Context, request SendSignalByKeyRequestObject) (SendSignalByKeyResponseObject, error)
+	// GetStepStats Throughput, error rate and latency of a queue's or a handler's steps over time.
+	// (GET /v1/stats/steps)
+	GetStepStats(ctx context.Context, request GetStepStatsRequestObject) (GetStepStatsResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -8515,203 +8751,242 @@ func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request)
 	}
 }
 
+// GetStepStats operation middleware
+func (sh *strictHandler) GetStepStats(w http.ResponseWriter, r *http.Request, params GetStepStatsParams) {
+	var request GetStepStatsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetStepStats(ctx, request.(GetStepStatsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetStepStats")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetStepStatsResponseObject); ok {
+		if err := validResponse.VisitGetStepStatsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Jchs3uij8Kij+p8rkSYuiZDsnkWrqP7KdxRmP7bGcSp0b+pJgN0jCagIMgBbFOK6ap5k3uC9wH2We",
-	"5Ba+D+iNaLKpxUvGNVUTmd2N9dvXd51YLpZSMGF05+RdZ0kVXTDDFPzracIWS2mYiNd/ZWv7S8J0rPjS",
-	"cCk6J50zotiSUUNW3My5IGbOiGbqkql7mvDiY7LiIpEr0v3hu+dPfn519ujZd6OnT77728sXr797/vh/",
-	"Rr88ff7kxS/RUCRsSrPUkOMH8x6hQq+Y0jDqWzmB/16wNZlypQ1Z0IRFhKZaEjo1TBFuyJQLrucs6Q9F",
-	"J+pwu8Q5owlTnagj6IJ1TspbOrB7ijo6nrMFtZtb0KtnTMzMvHPy8Og46iy48P8+ijpmvbQDaKO4mHXe",
-	"v486P8nJ0yf2Q5hpSc28mIcnnaij2G8ZVyzpnBiVsfJUU6kW1Nj3hPn6QQfm4otsUZ6JC8NmTMFUz2HU",
-	"4Ezwn21z/Ydi085J5/87LK76EJ/qQxj3vZ1BMb2UQjO4+Ec0ecV+y5g29l+xFIYJ+JMulymPqb3/w6WS",
-	"k5QtvnqrLTC8aznjS/wKJ62C0+s5IxOZrAnXREhDLmnKE/LT+YvnpCsVmcs00SShhrobtwABTy9pmrFe",
-	"v/M+6jyWYpry+IOvO55TMWMklmnKE6YBI2CBimmZqZjd0yTOlGLCEG2oYbDa76Wa8CRh4kMv9+zlU8Cl",
-	"OdVulTQhOpZLduq2oolgLCFUEJosuLBvw5KfS/O9zETyIVf8XBKdxfP8LGEh/v0PuI4zQV59/5h8++Dh",
-	"fxE3OCzltZTPqJqxj4Us8tJhg+a/M5LyBTewrp8FzcxcKv47+6D3dZaZORPGjQ8rFISKBNY4YVTZ5coL",
-	"JohUOShyTRZcay5mEVkpKWb2oWKX8oIlbjdLJWOmNZ2kH/yoFZLDCmk6JWOmlFR6TCwR1oTReE4mNCFT",
-	"zlK76PeeDgNVPXv51LHRpZJLpgxHahsrRg1LRtRUWENCDTswHKh7jflElr+E2EiddUSdlGozyvT24UWW",
-	"pniqyDw2phOO/2w8WCo25VebosFrZNb3tGPX8ZwqGlvBoh/ajrvnG60RyJf9nAnLSH/tAOEC1kiTzpsQ",
-	"By+Y5q/IsR0zxaHy3UXlK6odaWXtxSRy8pbFxi4Lb/0xDACgmiTcHhJNX5agYEpTzaIaYPhTLwkmx4PB",
-	"DsHkxgdROYNdOwIwpGn6Yto5+XU7hjnwfx/V4f8iJFs6ACLdWXIx+tc//tk7IXouV4JIEbOIaCMVS4gU",
-	"6ZpQTajlZPMAaNX2Zqfa3NKbfFPPOIo81QXSJR9dsDX8zQ1b6F3EJN+qn4kqRdcbq8nHDZ4yiL9nK8rN",
-	"TrCpHt1Lqi5yqTkThqeEEs1ngqZAqBLCBRnjD3pMqFL8kmnSpWLtX1vNLXFecGNY0hsKqcjYoqHMzJgs",
-	"qdb2dcEs26m82SdnZEFNPOdi5ocyc2rcHAlZzXnK7NqGQhu2JIoKsqIXTFvxnRq4XJTeqzfgFlu5gD2x",
-	"onoTUQeksJ3ysSM6VsyEQfAQdn32JFPAi+DGG272iRRsz4v9HvSb/GpBxhwrprPUjE8JJUsK8iXXxEjL",
-	"f+qniK/ut+fmDXxPebrvBihP8+ULuYpgDzIzRDGj1lzM2mwDmO5t7eI5u9oXv15lqOoKdmWFebYkXVRI",
-	"xglL6Xrci0hMFWyHjAHMxpubgFfbw9G14LV516/scV9z25ouGG6bzigXpLJ30mVXuChOUzKh8YWcTqtE",
-	"4tTieiwzYTSoF8awxdLcwgndKlycL+lK7HlCT4VmypBxPOdpopgYg9C73CTHlnKuiRSMyKl9tABFLDdf",
-	"bByFH7A1A4LVP7Zf2R0t6NVT/OpoMLCk8hZoYY2V5SsMs7I1fLRpQBLrkgZPulbGs3iv2NTKVz17ElcH",
-	"M3nghrQiff8VXf3NagEzZsd+pBi9YCogVUuhWZwZfslGU8rTTOHvmyKyxeOR1RqYkz+ri3yxZCJCEM6x",
-	"Ht4mC7omM3lK5jSdHsjqayoTwhIAfJNrMuOXTJBsSaZSkVRqgPjrSbp2qhsKy3YIHZC6uNVjQE3DcyU4",
-	"V2WtzcrGkmaajYAg7IO48FkSlgH9OrShayvwLZlwJyhmoPVSQUrTnpKXL85fk36/f2i53YKVZMKJlCmj",
-	"pRlvdIJuCMWo0zN3fwEgZo9LXdJ0rwOqfDla0KtrcY7q6cap1CwhMU1T7SiSpeqneMaWammkTUizqrCP",
-	"QD+CV3OhzgG7ygRoeV79wIk6CHSdqJN/GdBFoo6ZK6bnMk1CyFqjOsW7G6cbPLQqhPqTicK0ooxndSLh",
-	"ESiH3TJI1WEjRBId2XqZ7St8WJyYU5GkYGSPuYozbnIs6SYy1ofTVK4OYimMkml/YTkunWgrUoFdQpML",
-	"xpb2vrhCwrvJcGqI3E7BK2DuzYZFqEJPyggMMyHJcdty8MYNcgKLxMkpGXYGetghqHTgR33yxPkLjub9",
-	"MILdeOG/UHu6bCoVQjhaMxDO5dTKL7Aht7tTkshskrKETNZoDbLQxBL8oFjvQ91vRusbr9mCCJyuNmSF",
-	"6zcrZnHazlc6todovqxgXHWoxwViEI8YpBtLIVgMtj00gEXEKUY6Ig+vrnqo9MHJlHjJKRkQkykByp6c",
-	"Tkv3N7AguKBXzgcyGKCckntFBkGvyCZWZenF9zz1UNseq74D8gfoQTQzRFCl5Eo7j1aKmz21GmrKqLZ6",
-	"KouI1Yppmo4jBFQkS5u4RNM0IPnEdhBHdr13i+KZgjHT4oQ8BWNjLBcTLqz2bBU+aeZMOUwOM7fcWOXR",
-	"t3an+BjUbYXSe6MoskGd/diIEs2D4/P24zrcb+evijoXbD1qMj3+JCearOZSowFJG6qMc8hw4+CsvZ8v",
-	"6vyWsYy1XZjlKFlAsHpMRczSExALrZAQEXYFiCVmEaEWS7mY9QnoZSeOalg10n6VIlS1Evx/kpNzXMJ7",
-	"2JiX+wOWqCD2lNx+exgqpznObVtbCTvfRx1wU+BBARFAtA/RsoUEf68zK72112vmXJOJ/YkYesH0JvnY",
-	"6VItyxFu/W8aD8XbTepqGRWzkOAKIOieki519+iVXovq9n0mEmr/nd9y7jVc9PpB+XoRxLm/VY5GsQXl",
-	"4hTkOqehGwmnVIhwcHIh4rGh1eEG3cyh83nCJjITMbuWqlzyk4JVIXGDAeLGMk3pUjPChZGgLIPRC4RN",
-	"FA6WTCRczIai69EKFG6UEeKU8gVLeifIiGdg47TfGU24WGYGlfNMz/H3CY0viJFDMV4yxWUyJlMlF2il",
-	"whFTarzGMV7Qq5HF2nHJF81R/Qfet6CJXWWfvJ6zobALt1Ix2DdJPoFV+sGa6m5eSCLYyo/TtdTZlKbq",
-	"RflxDYVdjDa4k1OYvswYCAV5xdJAtDCEF/fCLscdVDQUOXy4lxdgmaWwqLdyApvxvrpZKic0Jd2UXzAy",
-	"vmDrce+EcBGnWeIMvF6c48Ier5EodrpfNaFLqkyfPJfGGTLtGBEZl+JGRvYnOAcYsBa7QTC2oxeRscrE",
-	"iJoxcGS0Q4WMyM7PsCf598e/l74GF7yXlbjupcgHCSKd/zIQkvODJIl7jF5zqsmw83AwWOhhJyLDzv2B",
-	"++Nofn+wGHZAVbuii6VVXe1TUGCMYcoO+L+7vw4Ovn3zVXc47ONfvf+/K/Qfmf7j//4f/cdC/6H/WPwx",
-	"7/W++o8QX//eguN33jBX5xosJHO+pFbKmTpxm6VJRFh/1gfqdnj/cKm4VNysg37EhTMMbboqNyg+A63R",
-	"fxA65R+c2lwT5y4pT70LumbeVowRnUqjLdkIk/DrOHsd4G78nrPQzWn0nKqkwd6VLZM9lxCET5w9nyoq",
-	"nUzNYVqasOmcw463mSVyrY2ecF+7fG44ZNMy2ujj1SXmd7BFezmKtt7Qrj2d45v1neDMTTs5z4cv5KsN",
-	"i75Xceyh3NMOdC3rAEkF/KsVyerrB7t29SOS98dSTPls80KdQ2A0oZrtQ1D9d3taviaFcXirYOpeuyZ6",
-	"Wg7hvBhNFuYt4ROXXGZ6pFmsmBmxqyVXTAft0D+DWSQ3MPtPCX5KtOFpCk5XbUVOJQ0cwz0MD0rpsnd9",
-	"gzNOEdzB3h7R69CfqJOpdDdRd5EL9t18zcUKaxcVVYGxCmMF6OxHyhz4h6mZF31aE7QqMu2ibPnwWxa2",
-	"P337pDHWbieAgBVSvJMO57BdRbdzPgMHjkOv7mquWTwiXxF7El8/AOufNwcdfU0ma8N075TMmGAKTCCA",
-	"qWh4rVkdIFyhJGLh0L+eHfwvevD74ODbrw7ffPWXd4Po+H1QproOyqmADWpuzPLk8NBKzfZPbf/++dUz",
-	"VMcMWyIrePni/DVLiJEbm3jwTUV4/maX2GAXEYRNRlM7QB1fnHo3WvAZ7qSBuhY2l+3zu/dCS/hJTgKS",
-	"HoJUQMh2sOal1CKwly1PyAC1PIo+cnsxKQN7mwuABA3Lqn5CGrROseSU0Nz9C2qu1ZU06KqpBTA71D3t",
-	"feU6LFq6pzf0a3ljVBgjXAgReu7dm6iXU7vYqVTOi/sXQsW6V7FbbUYVhteSu6XRMDJysZes7BEqmzul",
-	"wAtAhbGVK+46bN4bJ0aN8WoV80UepUO106e9mt913hggEEIK1gvqMizlMz5Jw07pX4C45OZEmGlB1/aH",
-	"U2dgoknKhfdSwF25q6nOez0ouUasRdTxEH4j+CxZiq8fFQtmk32X3xa4LE9gNVHuenvFkeRK4H53vr9b",
-	"EsXYqlHDQTVMUP7e0eRyRErgLaejh5/mBvXNMGBq2CjXqNo5wl6B9rjg5hWbNjjD3spJHohsp8AQedLV",
-	"jJFiSg3o0HAEBasofbCJluhHKs3hqUCi6EqDRTEq+REnzJLPYsQG0tBKWKyewyYxvU7wH4avJ1nKRl6F",
-	"2Txd/0rJtuh3XaI3lMQpt1tLeLLtoMthzG5qw+OL8NT2iWfCzcu4gd5znRjRQhxp7aix7D3kfPWiA0hj",
-	"YaZ/HWVqRS9YiKWsMfjywskgYLEGD8KJC+aNiMf73OPb4ipDgfZIAwpqnh9biXhUWaAn2kXUhoNoz4zc",
-	"MeZy0KbCh3arurxQJooBAtesAFYZWoNY+YiaeL6nzvVWTtoriT/JCTpTgpF+212A5WuBSbdtoskLdr3V",
-	"smSnQrttRU+Y8eHHrbiEFfA3Mw/8JY/8RYYZVv6akYamDUoIRqiPHPy0lEP8V/nAO7+p6zSVATaXsbH4",
-	"KLDpcEZEAVj7QW9AHt/T5ZKUfIpbNVz/HnyzZ7TwnhEHNbdUQClEU2rYSUW6VjNChzXgSQ+ldPd0xcE3",
-	"iLGLh5dHhxb0rxGq0Eqs9dG4hURbZztKsRQdSBdsbVVTzWIpEu8WRBcsJSm/RDaPmbkcovghvgdYsOO8",
-	"13C3XduWU5Y7tyf7uff2De+oCqj7iGNbxcZzdskUTUuCoyZdzCbM4guGeTG9E29TcK7kdI2iFQYRuTch",
-	"wWco/JVosmJ8NjcRmB+4tjoqtyIFOLdpmuYR6C5/H7zBENvk3N+C9Yei8NIW+xiTrh1fCnaAwqulXb0T",
-	"MuOXVqqdSDMvxXK7nPzrSLIFU/smINaC6/eajixPAxqYTM6pbshmPD0LOTsVA4EfjEMqY4V93yGbj4JI",
-	"MAyC+qAHQDw5hSsu2x3CIWEJSzLMkA1bUWrnUnm9kTu8dJ7Wm4kDIV0Fgm3jTGnZRu8NiQ3VMRru9zyX",
-	"1H2osrengEvcxWd1SjaxqJNIYZ9ihFbH26hSlgSDmZ9ZBf67K8NEggdfcx62tRRs3/HGMKH9wlIsRu3H",
-	"zSFPu7KuLANBefuS8LPQOp4HFclnzBimdEQSPuNGR+Te6F5E7vXt/53Y/zu4d0qODo6Ov6mlEpfM6IUB",
-	"/U3x56h/cvDm3SA6Ov6vsDW9or7ZsxFrh+jhU0IQ3GUmKMH/tpQXILR2rE01ahMtNg0m+S8iW0yABW6i",
-	"9mYsdvMKduTavMhMLBfsDOJTkyDqj1qb4PZWkzfRHDW2LWb9lyV5IHeDP6wfyAAZKphkKu7ub7dHIFdq",
-	"UNQpvldPwpbT9hSyFEATIJRcaEOdpBy0XmQNdkDDTRr+Cn94VwoJypQ4mTGRZMpC54mrr3ACNRBQnN5J",
-	"DdaQTo+Tbr2xv3tprO6FdFp0QDmDoMpdxwjjPsZXb+Dm52I0Ta08taefX6YJ02bk2cstJB6FfSGKGSbC",
-	"kWGv54yArHvPymTuNStBlP1OOvfeYB0n4rCmpcXOsOVoIhN3aVsTFA1bPoI3z5kx3sl/08AkFwCQ5+RU",
-	"ryxyYFRdaA5BwVvaz/1fhrJNd2LJsdaCPhaCRbv3E5dP3uLVQrRp974Tdtq9nItQ17Bm3I74VbuPcDAG",
-	"oEJ7Mox0aZfFyg3auJTrhF84wheI3JKCkSWPL1Bn04QaCJXfiIXfpTVvELaacgqhAHYyRxNcGR5nH3ZF",
-	"Gzbzd3Yq623p2I0Ton6UK0iIwrQBTwSrdI8qqz4tTZ5pltsyZLWuXamG3avvXn/3/PXTF8/7N6d+oYQM",
-	"qwjnhfec9NLpBCtBgfJ/T4PnuVSNrzAohEwxGwQ817wDHBhmCAi0f2VrZ/CZ00tGqFtLy4zhSaZ0jdpD",
-	"Bl3xci7aXotpN3Jk5Tw7Lea9Lbak0G2BW47yE92PxeRXFCZrNTPTfvaWnfStPPrWxV2D0HlAqOW2SG2w",
-	"VpjOQQvtjVWvnr+8ehRuEx0qblcFk6NfuymThCVkyZQzgbabNKg2+BkDR5oDxdYz3V93d+bdXXfvShV5",
-	"VGljB0WjYpvBf8E3gyjRtN1fWMGJmmKX3QXlxUEhVQVMltzoEg3aNyz73LmRb6dMW6ykCJKfrVEs1wlO",
-	"gaJkWxTw3aEdMILh8cXdVIoDe1xhrd3kYRAXZ+dvnzXqIpvLFjx9wcEHnKZyFTTJbRM7miNT7Ap+dxL2",
-	"ZnDyLTEIgJbSXGX3uHeYeye433pJ2ymfcO06q/CxH8fxGBFmOD7soj27yTFsF7cpht62rP1ZjUfKKgg+",
-	"dKlzEfkaXR1I8Z1dKCKU+PelIt3/nstMpesekYoMO/+NLhjIrKqmU/3n4UPyn/i/Wvjsw693+sL2dVHu",
-	"6f0rYU8hXiLi1KmtxSqXDigkENypVIRiAE5R/8Pf2D1dpCfYl7kGZ2G5KMgeeJovzt3mFrxtc0xlVC72",
-	"/fPrx51AvdenZ8/PiP8iz6f7LrMAdfiSKl530379YBeyOyzf5ns6h5jzVy6FY0/wLl1r6woxDTHwSJZX",
-	"eQx8MLi9d5vR7SE1COOOwxWeskVjWPBdVlVtTuih61TSZO+YMfbb5uk/YRZp1JpIhUECuVr3Vk5OyFFE",
-	"jiNy/1//+GcbVSsUhGVnjQqjGa68xhzyQ37TeDNhP2CoZONWtoC3vJMpuGGbl3POsDr13RdabXnZOclt",
-	"KwMX+3jkC+/vL/XvGXfxcY4A4+92H4S5qbMJBmr//kpeNEW7YhIExJfWcyC8+bJFZYViQVHhyYJZg+dQ",
-	"lPPbr8zCGQZsoookXUzBKahIwDOhyOacuZKb9zTJRMo0xPJgmocUgepQLSK8AjFddxyfdQehT6QrLNfH",
-	"IJvF0qx7raxon3II0x4BMOcuKLkxKSpgzcutn+1stoUdtCFy3812T+cF2KHmvU+lwhYh9zT86oov5rB9",
-	"T5OSSZZotLSCkRcjntDVBWUzVlyzXp/8COF4aAzGmh/27ROY6xc2mUt5cQA0yWSKYTQV1jUGw4OplGZD",
-	"mSno1/f1GUaVvKjCJHVnyTWbGoYxy1HhJ95tJGhNQSXGCmzimNVSXcmjiGhL2CKSQD2tKeVphJWAISqB",
-	"+pJjJz7YPIJExRGcT0SKMmT+l3IgTIKCUcgrrvaVC318fiuhqh6E7k+ietqVhVRvrwogRXi7w64mXMW6",
-	"tXsyiF+gOjeGFa4QwvPGO6gFw3LJ8WBwQtgVjU2aF64N3ORQbFxln/wsLoRciXJpGhcUSLqmQHL4SFv1",
-	"akKTke9H08PAwQW9Ku/lCMho7ZeAu3U3QyiKrJd8qLs/gerdzjXa7gsol+3sYO2+gNLU6AxT63afYF1n",
-	"C7G+fPHub7DScVjzKujzpqehVClsH2K/biD1GNmKg97TGKGExN7SUuGTF8HuIIhDKqLYUkJmpZkrmc3m",
-	"eb6tna0XpL4esm5t5RUuVM55spyFQQKoAKyAMjbUEzMkcR4TCmLWO4VNljeCOWN+z0up7Y67vna65Xjg",
-	"Igntt+5ucLdWOoY3Wy/eOygrxpJSjdQ6OeHxPE9TLhca9fzbsm4/NXGs2bcOsxAw59pItSbdmC6XWKWw",
-	"5HE9f/3dy9GjF0/+Z/T47CUU9orIDGQ0VxiLq3yEJVUGyGDvpKhdiXnVaK7zdAeclwlPICGbQZx7gLbZ",
-	"67L04RSipsvjwI9yOnU/Cicze0tX6bBomlqGMJ1uWryiztWB/eLgkioQve2nxTV8XwxS/HgGwxX/fmEH",
-	"Lm4v0Gpm4n7dS7BwLLLOyN9qKYpwZRCroAiCPXjNLNpi6y7fpQiOGVt1RcSwK1OIXsVLlhXZ8+iVTxA6",
-	"+UQd+81+B4fSfnEgr2EE0Ad/b9Dv7EKs9MZ/ZxYOcEeeBEFHopiByNfNqz+4Nl8I0jFdRp5IIWHA9kzc",
-	"NNT0MyoTeVx2Q48nS0LKBa+bAhKq6NH9hvyVPyKTdR7F5ZMA4gwKsmFUwA5N1V1/hLDjjq687Cb6keur",
-	"N+7ecEtJ323zt6+ZKXvDeFYQHgt/D1pGcmGxluvYdOY3qWPBtWtmcQTwW2QpG7Xu3V4xs08/f393Fn2z",
-	"n/CaGcMt0n9Jd1C9l+CdtMu19cC1PV22nm9buu0m+IMkgwCgYRs6zTSZM6rMhFGUBLxI44pU6LWI50oK",
-	"KGtlYdG1y8gzGwLNYPZOnohultMQdXYkWthzeFFov3vWdgcV1nfHmxZykT2tsv6FvCXC5lch9W0ouoVW",
-	"2AvVw/yiIe2nIZUAJ6y+3NN4fX14rxLGcMOkGXuTDW4WSxvaO1ksyu90scCQTcsoVYhukFYc2EIyaw02",
-	"nfSksfbG1YH7Xfe1V9eaG9801fUoShKAjObjNQ2oHtSQqUxTuQI0sfd4T5O3kguQ36Cy9NFgMGhfZqOQ",
-	"bALpGHlqdbhQ82P3GCs/zeVK5J0Z8oIfYUb7Fvn6roW5dLqUtSjWVpDrIg89VHTQOwCd50OTBN2SeZH3",
-	"4ritmOqrCRMMpnciRPmw9zvrJrdgkeoePuvAwvNTJ138T97Aq9f2HvaunFG03kCDpmJ6TkC7F4aLzDH3",
-	"SmAEbrgAplIJwzctch+LIgAdDwlNqNzoWP98XOdbmngGHdqho3iNpiMnUdZq0EkuaqG0tUyvPJJkM2Ye",
-	"yY8PM0frRL0eTZusi80memAYccJ7d7MHR8n82ms524KLrB4RvV2GumbFCjfRZioHjhi6oK3cyt3Q5ncY",
-	"15IpbtbnFnacBQTaD+d9gUHzxZ/yAebGLLEPMBdTGaqx7VLhANetHs5jBuUbpDYzxc7//gyv3hWXh0R+",
-	"IJBWzPW+WOqZYn8oHkNpJF8nziUkiMQytJx8neZaP/dF23VR/w14dgQ8FyccguvSMUMo0pB7pn5+9Yx0",
-	"7ai+IN25oSKhKvE+Lo2GAl/LwQubQwEp6CbnvI5+UsP65JwxAs2HlkoaGUPjoVxfgc3nD4ZiKCCjEX0B",
-	"9ZbadphsAefRberr3OuTX7zlCQ0hQwFEF/ZDBXSVBnEqcka6w8sjbIkgGEs0GTuV5HcY+4Q8wq7Uw2ww",
-	"uB/Dh/Anc4XkXbpkp0iD7ESdS6a0yyDtH/UHvq0aXfLOSed+f9C/j/nJcwC8wzmUufwd6lpjsJWlIzD/",
-	"06Rz0vmBGVcJs9aN/3gw2NLuer82126GQJfrn5f9Cs50Tn59E3V0tlhQK1uDwOUzf7gmGTAtQ2dgb8t3",
-	"ojtv7CCHitFkvXWvr+wbH2erMDXk7Dwc3P+wjewNtNpf7z7qhBo6saoglNCg8Txvb4HlULEnTOP5Xx4d",
-	"0iU/8F2Lg5fwjGuDnYr1Xd5DqbNy4EiwYt4FW0e+2btVb7VvJYGt3x8MjppmyZd9WOl2Dx/d3/3R91JN",
-	"eJIwVyXDOTh2fVVccfna7BZ9O/u8PzLaxtfYSk+z9JLpXp+cJQsuCLTYbrzGqLOUOnBt2GLJtZiOvEfH",
-	"2/tv8cpcz/L3VY5b86I5cDm6k7mTEMS4Rw4wBrtv6xFNvNL64WDpwVGLL15L+YwqLK7w4Pi4zbocCQYW",
-	"dHOQxbP0DBOqPZmixwv45bjO/RgiXbcD3RoFOnzHk/eupS9DIbMK0q8A80sgXYGtB4H8VyQVH5I4PMB1",
-	"bP/iuTTfy0wkH+1C8WBKF9qa1lBFF8xAefpf33W4PWUru3h96gR1qyodiEo4vaEHbO2/9caBSN7ho5FD",
-	"/QBv3CF/ytuPNHInu8jrg9ptcBWUYUtxl25NxXWWe34WGAjHe/jugq234t8T+P2HvKzmDuzD15MKraBk",
-	"mVIuyF//clRZp30MlpAvuLqJqwsJGdN73GvUKE+Hb+920SSEIq9d/5ib3O/ncFsvBNvvomoUdfPU6mji",
-	"O/GUGoCCqXSTFF/kkl+YFu8V+//+TdRxtq+aWdPFF1FYVVQDVEDsZOFKABbtLMHYAEGFhi8Y6f71L0e9",
-	"/lCcB3oLkTE2QRoTJVf6lCykYgR/Iikz+G8XB2UZFdpPJpleD4WdXjHnLQPLGnYv4tC6mqYpS1F1ryLK",
-	"y6xAlNuXm30LqVYi8wdHzS+i8o34MDMkWxIjydiVvwQznQs843oDORAjWLlCynZmXe4P1CgO/ehfukvL",
-	"SamLUaNQ5Fb7KchFis24NuCSyldVHHbRF6l+0IfvLD1tIRn9mEdOtBaOvog7jeLO9jtqlnAab+HWId93",
-	"3AqT1BtD/ucj8Oy6qpqME5qmeMWlIDWJG2eQauy7xq5y4WOMmTRjMmNWgih12BpjavG//vHPsU9U2+D2",
-	"ZaC5fYZfaqv2gXn+NSD1C/+/GflCJgPee+iLXbjwrsV27IwZ+sKvi0ayKQ6nlIaWN3KLKfQYdw09sDm0",
-	"i1koKji4/nsQyiGXTNgvhwKyXZOskGXIK7t2K+3TAmNhRD+AFYhSCZkNcFgQfjHnYhaSymE09onR9wgr",
-	"Cbn94Ga+cPUNC7I9l1rqY8xVnHGTnx0VCUn51LhU40xDA/cYCnzsiTLSUMMOinoVt4o5TzKrEcMqV1wk",
-	"cuXky3JqEompUqCcryS65g0klnQt84KQ1jSJhkIvaWzXaSc3ULzd04qD/KNeRLT0IXFKk5gKolfcQAaN",
-	"U2rlyuqzMQtiDRyGA+lz3+70LthcrR7Je8frPgEkRf3LImpRp+RTZ3d74/Vnwh+XKY1dNGCld2oEiVEe",
-	"s2QKHl4C5aPzdD6sWePQbjtN8A0GGlXkn7ABQMij8VvG1Lqwo/nI+HZw6TPow2MVeb2tBqskgoRHLPXG",
-	"uoX1uZj/RhvhRmBhU40211TBh/nmhZ6WdMZye2VtcteHoWH++8fVOv6Dg2/ffBUsDhTeWt6JPh+8KPY+",
-	"KJUAfLir/IJlDXdG1nzHjABBs6oWHt+1ydBHMYlxjcFqkaW+ebRvGX2xh9f7Jo57PDjKUzeBgr+Vk1MX",
-	"xEXGF2w9xki6UrOhro95iwqbc5TXYekNBU0hxAarhEbkeDDwU2BTIuDS43KLkxNovTLuk18wemwoxrU2",
-	"TmOiGRPlEkx5+l2pMZSXGrruXMnxAzLvwRKGIt8mxP/ZtVywta8jE15QRFZzahimD2qXiu9XORRj3/dl",
-	"7GRvMMnnDWJKB4WhKC40u1f0bKqdzlC8lZOIzPglc55/SAGC9UEsY0ImNL6I/IJdVxt/fAERBTvo/ARR",
-	"yfuJaqULgPqkb+5Gsil1z/uw+nulEd4mRTgrAL4Cz97lCgUyQv3GXONLDoX38rd85y5aNAsKNRQC+nOb",
-	"wTw7dumffTFQ3AI1xsME2coFmdeIcEl+Oszryofp8pkrAcJFrvdAEbpTGJ4LFN4g1QHqFyBcruYyZdjl",
-	"rt9MCnTnzlAZm21+eEwu98fcAuakKxUp0/letHHCX1Dh9lAB3XVHAzIYDNBbxwU2MrCK84IJswNLsLtE",
-	"M5q8hoqoVa/gwsKCpaeegOtqLhRyTxzZ5QZ4HXYo4Bs7BxMJFQYqD4wrXSEhls4tbEwSyfRJuQ+8VafK",
-	"JeksU5ciZnbWko8eMkiNkyogcdFn4nanKZ3NWELG9e7741NCiXsKkgLhmFNlKMTZC0hrAt9+hFbGXp+M",
-	"0fqXjPGRL5lhv3ZPoLbJUJQ37WN/T8l4IRUbE03XujhYuEnFFmDHhJh+mM0lC3NDuB4KSLDtkzNXuY1M",
-	"eWrQLOkqrpwQGltqWVoRdjh8N+zgy8POCXk37NA0tX9hNZWglPMYTuoOSdujLL3Icf3DUjecuomyQfko",
-	"kDawt6m700+diH0UQykASeRJkBXCEhCoTTzH+j45wfAtzMES6CB3B6XKM6CvQagwAwv8Gr6bTiPdsvNw",
-	"pocCCFcDdYLFIHHqkzNErZKCUu8bq0nKpsYqbvZgunJKtOuHqudUoZMBRF6nJNolAR7bpSSWyDRRiaHY",
-	"TibINaiE0+SuQSYg9fwLlfhsqMTg291fPJZimnJMU/xIZlcol9hMVZqw+xpExofxNwVooJ5/l4K2a/ve",
-	"4BPwGuyfPCgjF1U4yEoTeYUipa8ugJJW2Aq3lw3Gau9POnmsfl383N//5gdsMgeeNQuyXJfg17mhTzeF",
-	"2rwELIq1Q+HlWqoUv7T86MHgW5eMnxvivIXFp2pvlfHuGMK3wDahU+Myyhz7+LTd0Z8F/cR7LUslUCPN",
-	"YMeKHKlaUMbDcrGSbc6px0VhhxY+qi+uk7t2nXwWhD9U72a30+V2yH1es+s2KH4VJX70Q59jMbK7kIvz",
-	"zucfWCiuNn8PBVK7Z9cXhO+cJH8W5j48R9ShISGkqZxcF2piAMsHAzdLyPHguFfGHVf8apO6lwqa367Q",
-	"U6/6Vq/0Fq60vVkzHYtpa7pgQ+EK6xbBeeWa3j0UgvLSrTitN+YVdAaSGcChEBSISvWJ7yrsqFRJ7wPj",
-	"bq3VfchDh4++4O6Nw4akMpX61g3Y2wpLCzvYrbIpb7r5eMJ/VKhGn0E67edhOsmE6zERsI84Y2HeUdRT",
-	"Qw3l2EH9xmJuvg5XGw2hVGZvm4Jwntdva6EfbJHgsYFT++4zdyrDl3qFBV2kE3n17yPDg9WmXiMxL1gI",
-	"BXCcp60qnPjmZ9eW7ZsDsY6LQCzX44onIIus5szMIQSJrOQFy2OYuvX2V/7vqVRDAeZeC6IQg4Jhnms3",
-	"cq9PzvwkEIKSW2KcEOJH0oauwWkLztHC1MW1K+QIRcx1UcixbN4p93cPCTDnTCTnvtjinYgvRTu6VtLL",
-	"8e3PHDTHP/EFPP90gdJ/ThHJ3RehdZwJk4ZNruNLBG/lOfDSn4vj+KLJARz4EZuE/PtwHN/sxHVHqfKe",
-	"2zceQWT9dqD7O75yhwAAM2zPYscuiLk3xbtOPn5Oe21haIzecOy4Y86RHv9dymtvctX93WU+3O3ZN+kz",
-	"sMx/B1fdnrd404Tqjezn4ppvX7yBsT9C5nNryPoSQ3kbpQEdDBdZz+Bdxa5gmnQhnTMimMscES4Opimf",
-	"zQ02QoI4hF5rinVoKqW4txKvUtXuVlIL1p3WYbnl64rY8uDBxxRbShtr8ndJLgxZMkVwU84c4fUd1y7G",
-	"bbiopCDWkAcuF9wYUCw/q2QjLKmeb7K0e4lmbIf6t0dWHYQqatgByLzb5ZlXUEcQXrtD6Mhn2S7X2EUT",
-	"WPQnUaCntJpdVZBKx926Pk9+KPtU6CnY8iSLL9hNxL4/fcme4gLz8Ij80K5Rq3DLfd0BpjTJCreBI5+P",
-	"KNoKB2+3os9PcoI2QLAdQtSsXcUIVnFC3qF5EEJ7V8wKDe/HkCLjw3+RCsCXQ1H6VJ+QX/v9/ptx79QZ",
-	"D6H2vxQxSicXbH3PA6gLMh7jBGN0dmrSBcI0FO4l3+8+guaeCZtwU4SZ9RoKCVah+PYF7Hz8jyBk7488",
-	"X6Ttm2DomfPCO3hcQut5qIk/5T7kETAgh2D7imaxFImP659kSpvxbg5r7zjJ0h3mmfP8rbs00blJtgsz",
-	"fsERmawBTz8FmcYvqmKEzc9s87BbCzP+TL5UG7wV0cVfAOla1gCR79rQda/p3pqlluaLuX2EaCK7BdT9",
-	"+SWWXRh2u8KKj6y3dNXw+ILQWEntExax3INvgHOaO0FBakCTiIczKpKhgBG6Y//jyL43jkjxg31h3OuT",
-	"M4jppiSRKwEFk6VIsRQ09MtTLGbCDMWCa80SXJgVdhpEkgqI3oFH0w3/EQSSPRHjizRyC7a/cqXDtuyu",
-	"iHAJR1IVXvdH67trYFO43nGWL/73L/73W/W/l/N1QcXM01QbnPLVdl9FH8Jf31iOhOylqVGAYz4QIQN/",
-	"a8ym9I3ySHduzPLk8DCVMU3nUpuTbwbfDEgmEqbIeEEvmGUaY5B5MpV2TjqHwAjdOt8F61VEJOXaRIQL",
-	"vWSxiVx8XJ4GDNmwYP9xFnbwHG/WDTsrxzyd5t1YV3ZV5fih8lD+4MJVyMqhoQcQ2M1Egn0gI0J9r/HE",
-	"agum1pqZ5K2Z87JtbNk0T626q0uZVJnIhy2vOa9UtznYS6a4THiM4qcUhJJYSVEhqn49OU3dHAb8Hpu+",
-	"l5DPBWLCmbAfRhj7jiHhPVeMs+KHLFfDC837uNb2AptTwkkeOIW1MAeUR6zon5vjYoe+CFriccE0jus7",
-	"qJXGKfUqsmBb9I32HbCbM9/Psc8l1ZtdLgm+OWH6hIw3qnOOveXo8igak6+GYkI1+/pB98e/nT0+OP/x",
-	"7Pjh111Q0XlCviLDTn/YIV9Bzwtt6GJZ+m0ik3WvV4TXuV4ffsSDhMUyYQlZUmV8Vb2imGq5yDXWUzwl",
-	"SebS4vEHolxlzqHIM+dr9UdLlUqpYtgp2x42FZhkkKfNc02YkNls3h8KR/iwv485sAhkDqSIWem8eDKG",
-	"dpCC/5YxEJ5dpElIQlWZcOkCW5uj/LwxWERYf9a36DN6cDyyNz66P3LPRkejh9NBfEy/LcoPzhlNoHKi",
-	"A6BitVv7puysgfiz4FfO6qKLBApfwGdFNcG+qqdEsbcsBsMiviYlmVKF8cQCS1xuXWkOSFsX3Db1b1PV",
-	"kcq1W6kBigV37IKK0OnaoJYAaOfS81f3Ous3d5dD8pGKItipsZBWo9KCnAmTc1zxteNQNa7NbIgTC1oY",
-	"H1tkQCPDh0gTy+xOy6QESmDooZiXM+6sKMMwe8q5duJSWk9Bssr5SUY6LyzhgOQgln0b6tEH9Tlc1vIY",
-	"UigOQN0dky4lDwf3nU+g8sRIiZ7pktBWP401kRCRjAURI9dqSGYGssZ96Q4SSyFYbL/CBmXTSuPsyBcQ",
-	"wVVMaHwhp9PtjVnBKlFu5Iwdl61iLmtkG5os1xsihzPN3r//fwEAAP//",
+	"7L2Lchs3mij8Kij+WyVy06Ioxc7GUk39K98SZzK2x3IqtSf0IcFukITVBDgAKIpxXLVPs29wXuA8yj7J",
+	"KXwfgO4m0WRTFzuedU3VRGZ34/rdrx9aqZzNpWDC6Nbph9acKjpjhin414uMzebSMJGu/spW9peM6VTx",
+	"ueFStE5b50SxOaOGLLmZckHMlBHN1BVTB5rw4mOy5CKTS9L+4dnLp7+8OX/887PBi6fP/vb61dtnL5/8",
+	"x+DXFy+fvvo16YuMjekiN+TkwbRDqNBLpjSM+l6O4L+XbEXGXGlDZjRjCaG5loSODVOEGzLmguspy7p9",
+	"0Upa3C5xymjGVCtpCTpjrdPylg7tnpKWTqdsRu3mZvT6ZyYmZto6fXh8krRmXPh/Hycts5rbAbRRXExa",
+	"Hz8mrZ/k6MVT+yHMNKdmWszDs1bSUuwfC65Y1jo1asHKU42lmlFj3xPmuwctmIvPFrPyTFwYNmEKpnoJ",
+	"o0Zngv9sm+tfFBu3Tlv/31Fx1Uf4VB/BuB/tDIrpuRSawcU/ptkb9o8F08b+K5XCMAF/0vk85ym19380",
+	"V3KUs9k377UFhg8NZ3yNX+GkVXB6O2VkJLMV4ZoIacgVzXlGfrp49ZK0pSJTmWeaZNRQd+MWIODpFc0X",
+	"rNNtfUxaT6QY5zz95OtOp1RMGEllnvOMacAIWKBiWi5Uyg40SRdKMWGINtQwWO1zqUY8y5j41Ms9f/0C",
+	"cGlKtVslzYhO5Zydua1oIhjLCBWEZjMu7Nuw5JfSPJcLkX3KFb+URC/SaThLWIh//xOu41yQN8+fkEcP",
+	"Hv4bcYPDUt5K+TNVE/a5kEVeOWzQ/HdGcj7jBtb1i6ALM5WK/84+6X2dL8yUCePGhxUKQkUGaxwxquxy",
+	"5SUTRKoAilyTGdeai0lClkqKiX2o2JW8ZJnbzVzJlGlNR/knP2qF5LBCms7IkCkllR4SS4Q1YTSdkhHN",
+	"yJiz3C76o6fDQFXPX79wbHSu5Jwpw5HapopRw7IBNRXWkFHDDg0H6r7GfBLLX2JsZJ11JK2cajNY6O3D",
+	"i0We46ki89iYTjj+s/FgrtiYX2+KBm+RWR9ox67TKVU0tYJFN7Ydd8+3WiOQL/s5E5aR/tYCwgWskWat",
+	"dzEOXjDN35BjO2aKQ4XdJeUrWjvSytqLSeToPUuNXRbe+hMYAEA1y7g9JJq/LkHBmOaaJWuA4U+9JJic",
+	"9Ho7BJNbH0TlDHbtCMCQ5vmrcev0t+0Y5sD/Y7IO/5cx2dIBEGlPssvBf//nf3VOiZ7KpSBSpCwh2kjF",
+	"MiJFviJUE2o52TQCWmt7s1Ntbuld2NTPHEWe6gLpnA8u2Qr+5obN9C5iErbqZ6JK0dXGasK40VMG8fd8",
+	"SbnZCTbVo3tN1WWQmhfC8JxQovlE0BwIVUa4IEP8QQ8JVYpfMU3aVKz8a8upJc4zbgzLOn0hFRlaNJQL",
+	"MyRzqrV9XTDLdipvdsk5mVGTTrmY+KHMlBo3R0aWU54zu7a+0IbNiaKCLOkl01Z8pwYuF6X36g24xVYu",
+	"YE+sqN5E0gIpbKd87IiOFTNhEDyEXZ89XSjgRXDjNTf7VAq258U+B/0mXC3ImEPF9CI3wzNCyZyCfMk1",
+	"MdLyn/VTxFf323P9Bp5Tnu+7AcrzsHwhlwnsQS4MUcyoFReTJtsApntXu3jJrvfFrzcLVHUFu7bCPJuT",
+	"Niokw4zldDXsJCSlCrZDhgBmw81NwKvN4ehG8Fq/6zf2uG+4bU1nDLdNJ5QLUtk7abNrXBSnORnR9FKO",
+	"x1UicWZxPZULYTSoF8aw2dzcwQndKVxczOlS7HlCL4RmypBhOuV5ppgYgtA73yTHlnKuiBSMyLF9NANF",
+	"LJgvNo7CD9iYAcHqn9iv7I5m9PoFfnXc61lSeQe0cI2VhRXGWdkKPto0IIlVSYMnbSvjWbxXbGzlq449",
+	"ievDiTx0Q1qRvvuGLv9mtYAJs2M/VoxeMhWRqqXQLF0YfsUGY8rzhcLfN0Vki8cDqzUwJ39WF/lqzkSC",
+	"IBywHt4mM7oiE3lGpjQfH8rqa2ohhCUA+CbXZMKvmCCLORlLRXKpAeJvJunaqW4pLNshdETq4laPATUN",
+	"z5XgXJW11isbc7rQbAAEYR/Ehc+yuAzo16ENXVmBb86EO0ExAa2XClKa9oy8fnXxlnS73SPL7WasJBOO",
+	"pMwZLc14qxN0QyhGnZ65+wsAMXtc6ormex1Q5cvBjF7fiHNUTzfNpWYZSWmea0eRLFU/wzO2VEsjbUKa",
+	"VYV9BPoBvBqEOgfsaiFAy/PqB07UQqBrJa3wZUQXSVpmqpieyjyLIesa1Sne3Tjd6KFVIdSfTBKnFWU8",
+	"WycSHoEC7JZBah02YiTRka3Xi32FD4sTUyqyHIzsKVfpgpuAJe1MpvponMvlYSqFUTLvzizHpSNtRSqw",
+	"S2hyydjc3hdXSHg3Gc4aIjdT8AqYe7dhEarQkzICw0xIcty2HLxxg5zAInF2Rvqtnu63CCod+FGXPHX+",
+	"guNpN45gt174r9SeLhtLhRCO1gyEczm28gtsyO3ujGRyMcpZRkYrtAZZaGIZflCs96Hu1qP1rddsQQRO",
+	"VxuyxPWbJbM4becrHdtDNF9WMK461JMCMYhHDNJOpRAsBdseGsAS4hQjnZCH19cdVPrgZEq85Iz0iFko",
+	"AcqeHI9L99ezIDij184H0uuhnBK8Ir2oV2QTqxb55XOee6htjlXPgPwBehDNDBFUKbnUzqOV42bPrIaa",
+	"M6qtnsoSYrVimufDBAEVydImLtE8j0g+qR3EkV3v3aJ4pmDMtDghz8DYmMrZiAurPVuFT5opUw6T48wt",
+	"GKs8+q7dKT4GdVuh9F4rimxQZz82okT94Pi8+bgO95v5q5LWJVsN6kyPP8mRJsup1GhA0oYq4xwy3Dg4",
+	"a+7nS1r/WLAFa7owy1EWEcHqCRUpy09BLLRCQkLYNSCWmCSEWizlYtIloJedOqph1Uj7VY5Q1Ujw/0mO",
+	"LnAJH2FjXu6PWKKi2FNy++1hqBwHnNu2thJ2fkxa4KbAgwIigGgfo2UzCf5eZ1Z6b6/XTLkmI/sTMfSS",
+	"6U3ysdOlWpYj3Prf1R6Kt5usq2VUTGKCK4Cge0ra1N2jV3otqtv3mcio/Xe45eA1nHW6Ufl6FsW5v1WO",
+	"RrEZ5eIM5DqnoRsJp1SIcHByMeKxodXhBt3MsfN5ykZyIVJ2I1W55CcFq0LmBgPETWWe07lmhAsjQVkG",
+	"oxcImygczJnIuJj0RdujFSjcKCOkOeUzlnVOkRFPwMZpvzOacDFfGFTOF3qKv49oekmM7IvhnCkusyEZ",
+	"KzlDKxWOmFPjNY7hjF4PLNYOS75ojuo/8L4Zzewqu+TtlPWFXbiVisG+ScIEVukHa6q7eSGJYEs/TttS",
+	"Z1OaqpOE4+oLuxhtcCdnMH2ZMRAK8oqlgWhhiC/ulV2OO6ikLwJ8uJdnYJmlsKj3cgSb8b66SS5HNCft",
+	"nF8yMrxkq2HnlHCR5ovMGXi9OMeFPV4jUex0v2pC51SZLnkpjTNk2jESMizFjQzsT3AOMOBa7AbB2I5O",
+	"QoZqIQbUDIEjox0qZkR2foY9yb8//r30NbjgvazE616KMEgU6fyXkZCcHyTJ3GP0mlNN+q2Hvd5M91sJ",
+	"6be+7bk/jqff9mb9Fqhq13Q2t6qrfQoKjDFM2QH/d/u33uGjd9+0+/0u/tX5/9tC/7HQf/zf/6P/mOk/",
+	"9B+zP6adzjf/EuPrzy04PvOGuXWuwWIy52tqpZyxE7dZniWEdSddoG5H3x7NFZeKm1XUjzhzhqFNV+UG",
+	"xWegNfoPYqf8g1Ob18S5K8pz74JeM28rxojOpdGWbMRJ+E2cvQ5wN34PLHRzGj2lKquxdy3m2Z5LiMIn",
+	"zh6mSkons+YwLU1Yd85xx9vEErnGRk+4r10+NxyybhlN9PHqEsMdbNFejpOtN7RrTxf45vpOcOa6nVyE",
+	"4Qv5asOi71UceygH2oGuZR0gqYB/tSJZffdg165+RPL+RIoxn2xeqHMIDEZUs30Iqv9uT8vXqDAObxVM",
+	"3Ws3RE/LIZwXo87CvCV84orLhR5olipmBux6zhXTUTv0L2AWCQZm/ynBT4k2PM/B6aqtyKmkgWM4wPCg",
+	"nM47Nzc44xTRHeztEb0J/UlaC5XvJuoucsG+G9ZcrHDtopIqMFZhrACd/UiZA/84NfOiT2OCVkWmXZQt",
+	"DL9lYfvTtz81xtrtRBCwQop30uEA21V0u+ATcOA49Govp5qlA/INsSfx3QOw/nlz0PF3ZLQyTHfOyIQJ",
+	"psAEApiKhtc1qwOEK5RELBz6t/PD/0UPf+8dPvrm6N03f/nQS04+RmWqm6CcitigpsbMT4+OrNRs/9T2",
+	"71/e/IzqmGFzZAWvX128ZRkxcmMTD76vCM/f7xIb7CKisMlobgdYxxen3g1mfII7qaGuhc1l+/zuvdgS",
+	"fpKjiKSHIBURsh2seSm1COxl81PSQy2Poo/cXkzOwN7mAiBBw7Kqn5AGrVMsOyM0uH9BzbW6kgZdNbcA",
+	"Zoc60N5XruOipXt6S7+WN0bFMcKFEKHn3r2Jejm1ix1L5by4fyFUrDoVu9VmVGF8LcEtjYaRgYu9ZGWP",
+	"UNncKQVeACqMjVxxN2Hz3jgxqI1Xq5gvQpQO1U6f9mp+23ljgEAIKVgnqsuwnE/4KI87pX8F4hLMiTDT",
+	"jK7sD2fOwESznAvvpYC7cldTnfdmUHKDWIuk5SH8VvBZshTfPCoWzCb7Lr8pcFmewNZEuZvtFUeSS4H7",
+	"3fn+bkkUY6sGNQdVM0H5e0eTyxEpkbecjh5/Ggzqm2HA1LBB0KiaOcLegPY44+YNG9c4w97LUQhEtlNg",
+	"iDxpa8ZIMaUGdKg5goJVlD7YREv0I5Xm8FQgU3SpwaKYlPyII2bJZzFiDWloJCxWz2GTmN4k+A/D17NF",
+	"zgZehdk8Xf9Kybbod12iN5SkObdby3i27aDLYcxuasPTy/jU9olnwvXLuIXec5MY0UIcaeyosew95nz1",
+	"ogNIY3GmfxNlakkvWYylrDD48tLJIGCxBg/CqQvmTYjH++DxbXCVsUB7pAEFNQ/HViIeVRboiXYRteEg",
+	"2jMjd4xBDtpU+NButS4vlIlihMDVK4BVhlYjVj6mJp3uqXO9l6PmSuJPcoTOlGik33YXYPlaYNJtm6jz",
+	"gt1stSzbqdBuW9FTZnz4cSMuYQX8zcwDf8kDf5FxhhVeM9LQvEYJwQj1gYOfhnKI/yoMvPObdZ2mMsDm",
+	"MjYWn0Q2Hc+IKABrP+iNyON7ulyykk9xq4br34Nv9owW3jPiYM0tFVEK0ZQad1KRttWM0GENeNJBKd09",
+	"XXLwDWLs4tHV8ZEF/RuEKjQSa300biHRrrMdpViODqRLtrKqqWapFJl3C6ILlpKcXyGbx8xcDlH8EN8D",
+	"LNhx3hu4225syynLnduT/dx7+4Z3VAXUfcSxrWLjBbtiiuYlwVGTNmYTLtJLhnkxnVNvU3Cu5HyFohUG",
+	"Ebk3IcGnL/yVaLJkfDI1CZgfuLY6KrciBTi3aZ6HCHSXvw/eYIhtcu5vwbp9UXhpi30MSduOLwU7ROHV",
+	"0q7OKZnwKyvVjqSZlmK5XU7+TSTZgql9HxFrwfV7Q0eWpwE1TCZwqluyGU/PYs5OxUDgB+OQWrDCvu+Q",
+	"zUdBZBgGQX3QAyCeHMMVl+0O8ZCwjGULzJCNW1HWzqXyei13eO08rbcTB2K6CgTbpgulZRO9NyY2VMeo",
+	"ud+LIKn7UGVvTwGXuIvPapVsYkkrk8I+xQitlrdR5SyLBjP/bBX4Z9eGiQwPfs152NRSsH3HG8PE9gtL",
+	"sRi1HzeHPO3KuhYLEJS3Lwk/i63jZVSR/JkZw5ROSMYn3OiEHAwOEnLQtf93av/v8OCMHB8en3y/lkpc",
+	"MqMXBvR3xZ+D7unhuw+95Pjk3+LW9Ir6Zs9GrByix08JQXCXmaAE/9tSXoDQ2rE21ahNtNg0mIRfxGI2",
+	"Aha4idqbsdj1K9iRa/NqYVI5Y+cQn5pFUX/Q2AS3t5q8ieaosW0x678uyQPBDf5w/UB6yFDBJFNxdz/a",
+	"HoFcqUGxTvG9ehK3nDankKUAmgih5EIb6iTlqPViUWMHNNzk8a/whw+lkKCFEqcTJrKFstB56uornEIN",
+	"BBSnd1KDFaTT46Rbb+zvXhpb90I6LTqinEFQ5a5jhHGf4Ku3cPNzMRjnVp7a088v84xpM/Ds5Q4Sj+K+",
+	"EMUME/HIsLdTRkDWPbAymXvNShBlv5MO3hus40Qc1jS02Bk2H4xk5i5ta4KiYfPH8OYFM8Y7+W8bmOQC",
+	"AEJOTvXKEgdG1YUGCIre0n7u/zKUbboTS461BvSxECyavZ+5fPIGrxaiTbP3nbDT7OUgQt3AmnE34tfa",
+	"fcSDMQAVmpNhpEu7LFZu0Nql3CT8whG+SOSWFIzMeXqJOpsm1ECo/EYs/C6teYOwrSmnEApgJ3M0wZXh",
+	"cfZhV7RhM39np7LelI7dOiHqR7mEhChMG/BEsEr3qLLq09yETLNgy5DVunalGnZvnr199vLti1cvu7en",
+	"frGEDKsIh8J7TnpptaKVoED5P9DgeS5V4ysMCjFTzAYBD5p3hAPDDBGB9q9s5Qw+U3rFCHVraZgxPFoo",
+	"vUbtIYOueDmItjdi2rUcWTnPToN574otKXRb4JaTcKL7sZhwRXGytmZm2s/espO+lUffurgbEDoPCGu5",
+	"LVIbrBWmA2ihvbHq1fOXtx6FW0eHittV0eTot27KLGMZmTPlTKDNJo2qDX7GyJEGoNh6pvvr7s68u+vu",
+	"XakijypN7KBoVGwy+K/4ZhQl6rb7Kys4UV3ssrugUBwUUlXAZMmNLtGgfcOyL5wb+W7KtKVKiij52RrF",
+	"cpPgFChKtkUB3x3aASMYnl7eT6U4sMcV1tpNHgZxcXb+5lmjLrK5bMHTlxx8wHkul1GT3Daxoz4yxa7g",
+	"dydhbwYn3xGDAGgpzVV2j3uHuXeC+62XtJ3yCa9dZxU+9uM4HiPiDMeHXTRnNwHDdnGbYuhty9qf1Xik",
+	"rILgQ5c6l5Dv0NWBFN/ZhRJCiX9fKtL+96lcqHzVIVKRfuvf0QUDmVXVdKp/PXpI/hX/txY++/C7nb6w",
+	"fV2Ue3r/SthTiJeIOOvU1mKVSwcUEgjuWCpCMQCnqP/hb+xAF+kJ9mWuwVlYLgqyB56Gxbnb3IK3TY6p",
+	"jMrFvn95+6QVqff64vzlOfFfhHy6ZwsLUEevqeLrbtrvHuxCdofl23xPFxBz/salcOwJ3qVrbVwhpiYG",
+	"HsnyMsTAR4PbO3cZ3R5TgzDuOF7haTGrDQu+z6qq9Qk9dJVLmu0dM8b+sXn6T5lFGrUiUmGQQFDr3svR",
+	"KTlOyElCvv3v//yvJqpWLAjLzpoURjNc+RpzCIf8rvZm4n7AWMnGrWwBb3knU3DD1i/ngmF16vsvtNrw",
+	"sgPJbSoDF/t47Avv7y/17xl38XmOAOPvdh+Eua2zCQZq/v5SXtZFu2ISBMSXrudAePNlg8oKxYKSwpMF",
+	"s0bPoSjnt1+ZhXMM2EQVSbqYgjNQkYBnQpHNKXMlNw80WYicaYjlwTQPKSLVoRpEeEViuu45PuseQp9I",
+	"W1iuj0E2s7lZdRpZ0f7MIUx7BMBcuKDk2qSoiDUvWD+b2WwLO2hN5L6b7UCHAuxQ896nUmGLkAMNv7ri",
+	"iwG2DzQpmWSJRksrGHkx4gldXVA2Y8k163TJjxCOh8ZgrPlh3z6FuX5lo6mUl4dAk8xCMYymwrrGYHgw",
+	"ldJsKDNF/fq+PsOgkhdVmKTuLblmU8MwZj4o/MS7jQSNKajEWIFNHLNaqit5lBBtCVtCMqinNaY8T7AS",
+	"MEQlUF9y7NQHmyeQqDiA80lIUYbM/1IOhMlQMIp5xdW+cqGPz28kVK0HofuTqJ52ZSHV26sCSBHe7rCr",
+	"Dlexbu2eDOJXqM6NYYVLhPDQeAe1YFguOen1Tgm7pqnJQ+HayE32xcZVdskv4lLIpSiXpnFBgaRtCiSH",
+	"j7RVr0Y0G/h+NB0MHJzR6/JejoGMrv0ScbfuZghFkfWSD3X3J1C927lGm30B5bKdHazZF1CaGp1hatXs",
+	"E6zrbCHWly/e/Q1WOo5rXgV93vQ0lCqF7UPsVzWkHiNbcdADjRFKSOwtLRU+eRHsDoI4pCKKzSVkVpqp",
+	"kovJNOTb2tk6UerrIevOVl7hQuWcJ8tZGCSACsAKKGNDPTFDEucxoSBmnTPYZHkjmDPm9zyX2u647Wun",
+	"W44HLpLYftfdDe7WSsfwbuvFewdlxVhSqpG6Tk54Og1pyuVCo55/W9btpyaONfvWYRYCplwbqVakndL5",
+	"HKsUljyuF2+fvR48fvX0PwZPzl9DYa+ETEBGc4WxuAojzKkyQAY7p0XtSsyrRnOdpzvgvMx4BgnZDOLc",
+	"I7TNXpelD2cQNV0eB36U47H7UTiZ2Vu6SodF89wyhPF40+KVtK4P7ReHV1SB6G0/La7heTFI8eM5DFf8",
+	"+5UduLi9SKuZkft1L8HCsch1Rv5eS1GEK4NYBUUQ7MFrZtEWW3f5LkVwzNiqKyGGXZtC9CpesqzInken",
+	"fILQySdp2W/2OziU9osDeQsjgD74e41+ZxdipTf+O7NwgDvyJAg6EqUMRL52qP7g2nwhSKd0nngihYQB",
+	"2zNxU1PTz6iFCHHZNT2eLAkpF7yuC0iookf7e/JX/piMViGKyycBpAsoyIZRATs0VXf9CcKOO7rysuvo",
+	"R9BXb9294Y6Svpvmb98wU/aW8awgPBb+HrSMBGFxLdex7sxvU8eCa9fM4hjgt8hSNmrVubtiZn/+/P3d",
+	"WfT1fsIbZgw3SP8l7V71XqJ30izX1gPX9nTZ9Xzb0m3XwR8kGUQADdvQaabJlFFlRoyiJOBFGlekQq9E",
+	"OlVSQFkrC4uuXUbIbIg0g9k7eSK5XU5D0tqRaGHP4VWh/e5Z2x1UWN8db1zIRfa0yvoX8pYEm1/F1Le+",
+	"aBdaYSdWD/OrhrSfhlQCnLj6cqDx+rrwXiWM4ZZJM/Yma9wsljY0d7JYlN/pYoEh65ZRqhBdI604sIVk",
+	"1jXYdNKTxtob14fud93VXl2rb3xTV9ejKEkAMpqP1zSgelBDxjLP5RLQxN7jgSbvJRcgv0Fl6eNer9e8",
+	"zEYh2UTSMUJqdbxQ8xP3GCs/TeVShM4MoeBHnNG+R76+a2EunS5nDYq1FeS6yEOPFR30DkDn+dAkQ7dk",
+	"KPJeHLcVU301YYLB9E6EKB/2fmdd5xYsUt3jZx1ZeDh10sb/hAZenab3sHfljKL1Bho0FdNTAtq9MFws",
+	"HHOvBEbghgtgKpUwfNcg97EoAtDykFCHyrWO9S/Hdb6liWfUoV17FIbGcjYwjrCaDnU8gxLJG+sfKzmL",
+	"Rc9TZYpyxlD1ZzNAuqnEXNsLhlBtgQ/qr5VBmTo/35LqeJWxueTC7MdA4Kxe2+9iaBlk45r0o/qV+q3U",
+	"rtXISMUlK0Xi6UKlPBci3F6CJQrT4IVcdpofNzarj+/ANbJPJRBAdAyh38YuwkV0g4HPddEKV12Cn2kv",
+	"CkFroOyW4ePEWw7A4BTCtW0FZ7yiiDq4A0r3hc8sBFNFlUtgwkUZRDTSQXUooJkwrbzsNEwYKHKRtk3n",
+	"2u74qvogHzrAa3vfBIgxAyPlIKdqwhJwO6DXrulicooFQWKJvq+ZSplVX1ioE+l1q4NQoR1snzOe59xH",
+	"G7bL/MK5nd2NROSj+cNewySG+aOHjd981OjNNXi1S8FpcIgYaMrLLReHLVtc0UzPHaUq8nS40a6qWI0L",
+	"sem1BXWhKQhRhCCotAgGGNJ2bsqyPzI4KdfdkJ2EUCesAo3yhmfXLqFpd70bFwnChmWXLb/zUv6cy6fD",
+	"oWNX9hb9Ks7csgZ9m7xjLQ06ShkwoQwP2d9toAq3JAPP8daCB6K92aCq5JtsCjAzLhbr6ULbDQw3vCk3",
+	"0WaeY/0FbVXlatkEBn0uFDerC8vanbgDvflD03wwC+NPYQAL8Ngkn4uxjDWgcHnigKqaqSueMqhtJLWZ",
+	"KHbx95/x6l3nFahyA0gvx4glBMqcOM2w2xdPoG6gL6LqsvVEZrW9INufBZM49x1NdFEcFRTaBBRSnLAP",
+	"cT1OU4QKRiFs45c3P5O2HdXj/oWhIqMq8wEgGq3ovtCRt8T0BdRnMUEtdcoFNaxLLhgj0JlvrqSRKXTl",
+	"C8Y82Hx40Bd9Aen+6Ch/8/wJefTg4b8Rl3Vvh1nM4Dza0CcsBT5y5B5/815L0emSX71bBr0EfQEaCdIy",
+	"Qc5fv0ALU+I8WEdXx9gvSDCWaTJ09rrfYexT8hhggPQXvd63KXwIfzLXZcXVEmgVNQJaSeuKKe3KK3SP",
+	"uz3fc5TOeeu09W231/0Wi3dMAfCOplAD+ndo+oACt6UjMP+LrHXa+oEZVya68FzClye9ngtJMy5MsHws",
+	"711vThRfd9ZbxxkAute0yXm3gjOt09/eJS29mM2o5SQgG/q0WK7JAjQ6QyfgjAo70a13dpAjxWi22rrX",
+	"N/aNz7NVmBoSWh/2vt0yXxnims/rK2ZEJn4pDVFu8h1HnVFDR1QzrC9F02no/YS1wpGl1p7/1fERnfND",
+	"39I/egk/c22wjb++z3vAKSC1JnIkWE72kq0sv7qSl9CRAxzmXnD4mLQe9I7rZgnLPvpFUIfTWHjxAd7t",
+	"9o+eSzXiWcZcCSnn/d/1VXHF5WuzWwTCY0/dinBXrmvWJeYPs5lm+RXTnS45z2ZcEJ3KOau9RqsB6ci1",
+	"Yf9BPNVW4sMdvDP8Dq8MJ8JLKzjuWoiJA5fje5k7i0GMe+QAo7f7th7TzFt0Px0sPThu8MVbKX+2ihl8",
+	"cHLSZF2OBAMLuj3I4ll6hgmlEE3RAA2CVrgOTn6Rr5qB7hoFOvrAs4+u3z1DIbMK0m8A80sgXYGtB5Hi",
+	"EEgqPiVxeIDr2P7FS2mey4XIPtuF4sGULrQxraGKzpiB3i2/fWhxe8pWdvHGxlM0PFbpQFLC6Q09YGtz",
+	"yncOREL7q1oO9QO8cY/8KfTmquVOdpE3B7W74Coow5aSEtyaiussN8QuMBCO9+jDJVttxb+n8PsPoeb0",
+	"DuzD17MKraBknlMuyF//clxZp30MboKvuLqJqzMJ5UT2uNekVp6O397dokkMRd665mq3ud8v4bZeCbbf",
+	"Ra1R1M1TW0cT36au1B0b/IibpPgySH5xWrxXYtzHd0nL2b7WfH4u+JbCqpI1QAXEzmauPm7R6xmMDRBx",
+	"b/iMkfZf/3Lc6fbFRaTxHhlih8AhUXKpz8hMKkbwJ5Izg/92ZnWwJIP9ZLTQq76w0yvmQknAsoat/bgg",
+	"9uDznOWoulcR5fWiQJS7l5t9f8VGIvMnR82vovKt+DAzZDEnRpKhqw0NZjoXlc31BnIgRrBy+bDtzLrc",
+	"PK9WHPrRv3SflpNSi79aocit9s8gFyk24dpAvEZYVXHYRdPA9YM++mDpaQPJ6McQVthYOPoq7tSKO9vv",
+	"qF7Cqb2FO4d8344yTlJvDflfjsCz66rWZJzYNMUrLj+3Ttw4hzocIUIiCB9DdFgPyYRZCaLUfnKIdTf+",
+	"+z//a+izuDe4fRlo7p7hl3qOfmKefwNI/cr/b0e+kMlAaNuUigkrXHg3Yjt2xgUGit0UjWRdkGopRzt0",
+	"OU2tUJz5blcGQhFcQF9R3sg1p4U4Rzlnwn7ZF1AKIlsUsgx5Y9dupf1STBOM6AewAlEuIe0PDgtiE6dc",
+	"TGJSOYzG/mT0PcEye24/uJmvXH3DgmzPZa0uQMpVuuAmnB0VGcn52Lg6HAvNCDckhepXe6KMNNSww6KY",
+	"051iztOF1YhhlS4KDuXLct4uSalSoJwvJbrmDWRdti3zgnyPPEv6Qs9patdpJzfQ2cTTisPwUSchWvp4",
+	"caVJSgXRS24gvdQptXJp9dmURbEGDsOB9IXvBX4fbG6tWNdHx+v+BEiK+pdF1KKI15+d3e2N118If5zn",
+	"NHWh8pXG4glkDXvMkjl4eAn0Vgi57ljQzaHddprgu+/Uqsg/YXecmEfjHwumVoUdzaeNNYNLX14mPlZR",
+	"9KLRYJUsyfiIpcaRd7A+lxBXayPcCNWtSUfR1VakPq/SzgIlo4LJcv18fE3M/bcTL6TqOh/5yNNQjXFO",
+	"J7WLcM2Sas7h25Nqs53e4aN330Qr+MWPGLumlQcvOrL0SnV6H+6qkWRZ1L2RV9/WKkJYrcqHx3djcvhZ",
+	"THNcY9BcYrlASMkpkxFstPmxjvOf9I5DfQXgJO/l6MwHxg4v2WqIEX2ljoBtH3uXFLbvJBRL6/QFzSHU",
+	"BwP0E3LS6/kpsHMgSAvDch+yU+iPNuySXzGKrS+Ga70Wh0QzJsp1EkOOfKl7o5de2u5cyckDMu3AEvoi",
+	"bBPiEO1aLtnKF3uLLyghyyk1DHP8tauX41fZF0PfnG3odABwDYQubqWDwpAYlz/VKRorrp1OX7yXo4RM",
+	"+BVzEQiQpwvrg5jKjIxoepn4BbvWc/74IqIStrn7CVKH9hMZSxcARcTf3Y+EVWpx+2ntCJVutZsU4bwA",
+	"+Ao8e9cvVLGKNQV13ak5xLOHt3x7TVp09It1/QP6c5dBRTt26Z99NZTcATXGwwQZzwW7rxHhkhx3FJq/",
+	"xOnyuavTxUXQv6BS7BkMzwUKkZCPCEWGEC6XU5kzbEXbrScFunVvqIwdsT89JpebWG8Bc9KWipTpfCfZ",
+	"OOGvqHB3qIBuw+Me6fV6KEJzgd2GrAI/Y8LswBJsAVWPJm+hbHnVOzmzsGDpqSfgupqwjNwTR3Y5Cl6X",
+	"7gv4xs7BREaFgfJAw0rrZojpcwsbkkwyfUpokY9g1bpy3VjL1KVIWQIZXyFWAMo8GCdVQHUBXy6jPc7p",
+	"ZMIyMsQ5Bg46WTY8I5S4pyApEI6Jz4ZCvL+A3GOIMUjQ2tnpkiFaIbMhPvJ1rezX7gkUIOuL8qZ9DPIZ",
+	"Gc6kYkOi6UoXBws3qdgM7KmQWwCzuYoe3BCu+wKqYHTJuc9zG/PcoHnUlUU7JTS11LK0ImxD/KHfwpf7",
+	"rVPyod+ieW7/wpJnUSnnCZzUPZK2x4v8MuD6p6VuOHUdZYMajyBtYANyd6d/diL2WQy2ACSJJ0FWCMtA",
+	"oDbpFIvwBYKB6gHAu0U5AMYdlCrkHd6AULl0RIu+vuVdLd2y83Cm+wIIVw11gsUgceqSc0StkoKy3txd",
+	"k5yNjVXc7MG05Zho17RcT6lCZweIvE5JtEsCPLZLySyRqaMSfbGdTJAbUAmnyd2ATEB9mK9U4ouhEr1H",
+	"u794IsU455gu+ZnMv5AsXE9V6rD7BkTGpxPUBYqgnn+fgvZTbH5c45vwGuw/eXBIEFU4yEojeY0ipS8B",
+	"hJJW3Aq3lw3Gau9PWyFnYF383N8P6AesMwee1wuyXJfg17nDzzaF2lCnHcXavvByLVWKX1l+9KD3yFXM",
+	"CYY4b2HxKeNbZbx7hvAtsE3o2LjMNsc+/txu8S+CfuK9lqUSKGRqsK1UQKoGlPGoXFFsm5PsSVF9qYGv",
+	"7Kvr5L5dJ18E4Y8VpdvtdLkbch8Ka94Fxa+ixI9+6AusGHofcjGUonvDxp9aKIZ5n10bZkWyaEC3e3Zz",
+	"QfjeSfIXYe7Dc0QdGhJT6mq+tqE2B7B8MHCzjJz0Tjpl3HEVKjepe6nryN0KPeulWdfLscbbYWw2NsGO",
+	"F5rOWF+46vdFkGC58UYHhaBQXx2n9ca8gs5AUgU4FKICUamJwH2FP5XK3X5i3HXTnkNGWNxDh4++4u6t",
+	"w5ekMpUmFDXY2whLCzvYnbIpb7r5fMJ/UqhGX0Ba75dhOlkI1wgqYh9xxsLQ9ttTQw09U0D9xoqrvh5Y",
+	"Ew2hVAt3m4JwEYqsNtAPtkjw2GWxeYu4e5XhSw09oy7Skbz+nyPDg9VmvZBxqCoMhXicp60qnPgOpTeW",
+	"7esDsU6KQCzXiJJnIIssp8xMIQSJLOUlCzFM7fUelf7vsVR9EYITIQYFw01XbuROl5z7SSAEJVhinBDi",
+	"R9KGrsBpC87RwtTFtau2DJ1GdFFtuWzeCQUA38tRTIC5YCK78BWR70V8KXrGNpJeTu5+5qg5/qmvsv1P",
+	"F7D9zykiufsidB1n4qRhk+v4Ov5beQ689M/FcXxngwgO/IidvP7ncBxfGNa1MKvynrs3HkGE/3ag+zu+",
+	"co8AADNsz6Z3Jcy9N8W7Tj5/bv3awtAYveHYcccckB7/Xcqvr3PV/d1lYNzv2dfpM7DM/wmuuj1v8baJ",
+	"3RtZ2MU13714A2N/hgzsxpD1NYbyLkoUOhgusq/Bu4qtOzVpQ1ppQjCnOiFcHI5zPpka7FYIcQidxhTr",
+	"yFRKgm8lXqXq4Y2kFqx/reNyy3cVseXBg88ptpQ2VufvklwYMmeK4KacOcLrO66nm9twUdFBrCAfXc64",
+	"MaBYflHJRljaPWyytHuJZmyE0/aEmdCmgkypJq6TAiiO9gxKHQ/uigA7WFbUsEOQjrdLPm+g8iG8do9w",
+	"FGbZLgHZRRNY9J+ipFBpNbvqNpWOu3FFoXAo+9QUKhi4a8PytRxBbZGh4gJDIEU4tBtUV9xyX/eAKXVS",
+	"xV3gyJcjtDbCwbutQfSTHLlUZm5cGL5dxQBWcUo+oCERgoCXzIoXH4eQTOMDhZEKwJd9UfpUn5Lfut3u",
+	"u2HnzJkZoVuBFCnKMZdsdeAB1IUjD3GCIbpFNWkDYeoL9xI3sE6dQK/ujI24KQLSOjWlD6tQfPeieBj/",
+	"M4jj+yPPV7n8Nhh67vz1Dh6tHOSq+I+5D44EDAgQbF/BHlA+A2C0UNoMd3NYXztguzhzEd66T2Oem2S7",
+	"MOMXnJDRCvD0zyDT+EVVzLXhzDYPu7Ewc1GUdvhaH/H2okuordF27cAg5X7Vqbu3eqml/mLuHiHqyG4B",
+	"df/8EssuDLtbYcXH4Fu6anh6SWiqpPapjVgYwrfsOQvuUpAa0Hji4YyKrC9ghPbQ/ziw7w0TUvxgXxh2",
+	"uuQcor8pyeRSQIlnKXIsXg3tbxVLmTB9MeNaswwXZoWdGpGkAqL34Pt0w38GgWRPxPgqjdyBlbBcm7Ep",
+	"uytiYeIxV4V//vHq/lruFE56nOWrp/6rp/5OPfXlzF5QMUNC61b3vTbUgsma636bLdgpBK4sly9FVO7y",
+	"WmTWuwi235mSupNAbzQIdeuL0DbQOYpPi4aXo1UI0UxzqrFV4nyjFy1XoQdtX7S9wXZADTm08pTCdtnY",
+	"4NjXcU1pnpcChSKh2xCozGesL3z+blGzAHO7sk6X/GAPei14egjW3SEWLXLx0MMuKXou9wXXxHeRP3kw",
+	"RUux+/fDXs+f3hkZsZUUWUIenJzE2OoPJdPzpy+Ed/OydWuhEXJJxlRBqaeilNXxNCmfUaeu0lvoLd1s",
+	"EU8dpNQVnFvyzEyx/wRCerGgGSwoZ1QbcqxrFxR6XO+9oPuOTUE4qZNSmOKsSMF3yO2iNb4ox03hz0pc",
+	"h2OFvc+y4JqB+wVcONCQ+blRSFlCTz8+Y3FfYrWpY9Ft9rd39hZRJK9rB+MEdog/hL815qr7dqikPTVm",
+	"fnp0lMuU5lOpzen3ve97ZCEypshwRi+ZFbSHAIELlbdOW0egPLhlfohWA0pIzrVJCBd6zlKTuOjjUGQB",
+	"ag2AzdzBMcTlbCLJeTmi9Mw3rSVLu6pydGZ5KM9s4ihXpr2HQHuZyLDbb0IcPFkNY7QKPWYPdDmDpTwT",
+	"8K8a1K7W8HYJ6WohwrDlNYd6pJuDvWaKy4ynqLJLQShJlRQVQXStGGZsGPAqb3q2Yx5tyLixXE+KBNkT",
+	"Jtx0XMnlSpRHmdTH5n2y1twI+Sqc5KFD+8KEWh6xYrOL0HHow4rMnQvm+LXvk1kap9SRzoLt9aG7GSB6",
+	"dnf1dUUusJsx1Zu9jAm+OWL6lAw3ajAPvbX96jgZkm/6YkQ1++5B+8e/nT85vPjx/OThd20wa/KMfEP6",
+	"rW6/Rb4BAqANnc1Lv41ktup0iuBl19HJj3iYsVRmLCNzqoJwVFCXcisDrJp7ZqUXlNHwB6Jc/eW+CHVJ",
+	"1qpMl+pRU2VhSJjgbrZSSChKwjVhwlLDbl84YRG7uJlDYGSHUqSsdF48G0LTX8H/sWAg5TlpLCZ+qIVw",
+	"yVhbW2D9sjFYQlh30rXoM3hwMrA3Pvh24J4NjgcPx730hD4qirtOGc1A0PA8P6x2a3esnZVufxH82lmq",
+	"dZGe5sujLakm2D37jCj2nqXgjMHXpASRBbI1BBYy3rrSAEhbF9w0sXpTKpfKNdVaAxQL7tjrGqHTNbsu",
+	"AdDOpYdX9zrrd/eXofeZSs7YqbFMYa0IhZwJUx9dacuTWK3DTXXj1IIWZh8U9SWQ4UMcn2V2Z2VSAhqM",
+	"7otpOZ/Zqn8Mc1OdOzwtJU0WJKuc/Wmki3EhHJAcpLZHsU6sUP3I1YQYQoLaIZgIh6RNycPet86PWnli",
+	"pMS4n5JMt34aKyIh3wPLzSauoZxcGJTMXGEkkkohWGq/wjaULo8qkBRXnglXYXUJOR5vb78Nltxyu37s",
+	"q88yr0avtdJfb3sfz+P9+PH/BQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

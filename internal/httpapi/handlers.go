@@ -191,7 +191,7 @@ func (s *Server) ListJobs(ctx context.Context, req ListJobsRequestObject) (ListJ
 		status = &st
 	}
 	jobs, err := s.eng.ListJobs(ctx, engine.JobFilter{Queue: p.Queue, Status: status, Handler: p.Handler, Key: p.Key,
-		Before: parseCursor(p.Cursor), Limit: limit})
+		Schedule: p.Schedule, Before: parseCursor(p.Cursor), Limit: limit})
 	if err != nil {
 		return nil, err
 	}

@@ -402,6 +402,7 @@ func (db *DB) JobGet(ctx context.Context, id int64) (JobDetail, error) {
 // (list ids below it).
 type JobListParams struct {
 	Queue, Status, Handler, Key *string
+	Schedule                    *string // the jobs of the schedule of this name
 	ParentID                    *int64
 	Before                      *int64
 	Limit                       int
@@ -410,7 +411,7 @@ type JobListParams struct {
 // JobList lists jobs newest first.
 func (db *DB) JobList(ctx context.Context, p JobListParams) ([]Job, error) {
 	js, err := db.q.JobList(ctx, dbsqlc.JobListParams{Queue: p.Queue, Status: p.Status, Handler: p.Handler, JobKey: p.Key,
-		BeforeID: p.Before, ParentID: p.ParentID, MaxRows: p.Limit})
+		BeforeID: p.Before, ParentID: p.ParentID, ScheduleName: p.Schedule, MaxRows: p.Limit})
 	return convertAll(js, jobFromRow), translate(err)
 }
 

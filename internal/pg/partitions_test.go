@@ -185,9 +185,10 @@ func TestOutcomeHistoryInsertIntoPartitions(t *testing.T) {
 			if _, err := db.Exec(ctx, `DROP TABLE steps; CREATE TABLE steps (
 				job_id bigint NOT NULL, id bigint GENERATED ALWAYS AS IDENTITY, step integer NOT NULL,
 				attempt integer NOT NULL, outcome text NOT NULL, http_status integer,
-				started_at timestamptz NOT NULL, finished_at timestamptz NOT NULL, error jsonb, queue text,
+				started_at timestamptz NOT NULL, finished_at timestamptz NOT NULL, error jsonb, queue text, handler text,
 				bodies jsonb, PRIMARY KEY (job_id, id));
-				CREATE INDEX steps_queue_finished ON steps (queue, finished_at)`); err != nil {
+				CREATE INDEX steps_queue_finished ON steps (queue, finished_at);
+				CREATE INDEX steps_handler_finished ON steps (handler, finished_at)`); err != nil {
 				t.Fatal(err)
 			}
 		} else {

@@ -80,18 +80,6 @@ func (db *DB) QueueCounts(ctx context.Context, queue *string) ([]QueueCount, err
 	}), translate(err)
 }
 
-// ThroughputPoint is one minute of a queue's finished steps.
-type ThroughputPoint struct {
-	Minute              time.Time
-	Done, Failed, Total int64
-}
-
-// QueueThroughput returns the steps finished per minute on queue over the last minutes.
-func (db *DB) QueueThroughput(ctx context.Context, queue string, minutes int) ([]ThroughputPoint, error) {
-	rows, err := db.q.QueueThroughput(ctx, dbsqlc.QueueThroughputParams{Queue: queue, Minutes: minutes})
-	return convertAll(rows, func(r dbsqlc.QueueThroughputRow) ThroughputPoint { return ThroughputPoint(r) }), translate(err)
-}
-
 // QueueEnsureMany creates the named queues that do not exist yet (default settings).
 func (db *DB) QueueEnsureMany(ctx context.Context, names []string) error {
 	return translate(db.q.QueueEnsureMany(ctx, names))

@@ -71,9 +71,10 @@ type ScheduleDue struct {
 	NextRunAt            time.Time
 }
 
-// ScheduleListDue returns up to limit running schedules, earliest due tick first.
-func (db *DB) ScheduleListDue(ctx context.Context, limit int) ([]ScheduleDue, error) {
-	rows, err := db.q.ScheduleListDue(ctx, limit)
+// ScheduleListDue returns up to limit running schedules due at asOf, earliest due tick
+// first, then the first running schedule not yet due (if any).
+func (db *DB) ScheduleListDue(ctx context.Context, asOf time.Time, limit int) ([]ScheduleDue, error) {
+	rows, err := db.q.ScheduleListDue(ctx, dbsqlc.ScheduleListDueParams{AsOf: asOf, MaxRows: limit})
 	return convertAll(rows, func(r dbsqlc.ScheduleListDueRow) ScheduleDue { return ScheduleDue(r) }), translate(err)
 }
 

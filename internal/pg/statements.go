@@ -64,7 +64,6 @@ var statements = map[string]string{
 	"QueueCounts":               dbsqlc.QueueCounts,
 	"QueueEnsureMany":           dbsqlc.QueueEnsureMany,
 	"QueueList":                 dbsqlc.QueueList,
-	"QueueThroughput":           dbsqlc.QueueThroughput,
 	"QueueUpsert":               dbsqlc.QueueUpsert,
 	"RateLimitDelete":           dbsqlc.RateLimitDelete,
 	"RateLimitList":             dbsqlc.RateLimitList,
@@ -79,6 +78,7 @@ var statements = map[string]string{
 	"SignalList":                dbsqlc.SignalList,
 	"SignalLoadInboxes":         dbsqlc.SignalLoadInboxes,
 	"StepList":                  dbsqlc.StepList,
+	"StepStats":                 dbsqlc.StepStats,
 	"StepPartitionList":         dbsqlc.StepPartitionList,
 }
 

@@ -22,6 +22,8 @@ export type RateLimit = S['RateLimit'];
 export type Problem = S['Problem'];
 export type JobStatus = S['JobStatus'];
 export type Throughput = S['Throughput'];
+export type StepStats = S['StepStats'];
+export type Schedule = S['Schedule'];
 
 const TOKEN_KEY = 'gendurable.token';
 

@@ -6,6 +6,8 @@ import { Runs } from './pages/Runs';
 import { Run } from './pages/Run';
 import { Queues } from './pages/Queues';
 import { Flow, Handlers } from './pages/Settings';
+import { Handler } from './pages/Handler';
+import { ScheduleDetail, Schedules } from './pages/Schedules';
 import './styles.css';
 
 function TokenPrompt({ onDone }: { onDone: () => void }) {
@@ -37,11 +39,16 @@ function App() {
     ['/runs', 'Runs'],
     ['/queues', 'Queues'],
     ['/handlers', 'Handlers'],
+    ['/schedules', 'Schedules'],
     ['/flow', 'Gates & rate limits'],
   ];
   const runMatch = route.path.match(/^\/runs\/(\d+)$/);
+  const named = route.path.match(/^\/(handlers|schedules)\/(.+)$/);
   let page;
   if (runMatch) page = <Run key={runMatch[1]} id={Number(runMatch[1])} />;
+  else if (named?.[1] === 'handlers') page = <Handler key={named[2]} name={decodeURIComponent(named[2])} />;
+  else if (named?.[1] === 'schedules') page = <ScheduleDetail key={named[2]} name={decodeURIComponent(named[2])} />;
+  else if (route.path === '/schedules') page = <Schedules />;
   else if (route.path === '/queues') page = <Queues selected={route.query.queue} />;
   else if (route.path === '/handlers') page = <Handlers />;
   else if (route.path === '/flow') page = <Flow />;

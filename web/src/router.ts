@@ -1,4 +1,4 @@
-// Hash routing: #/runs?status=failed, #/runs/42, #/queues, #/handlers, #/flow.
+// Hash routing: #/runs?status=failed, #/runs/42, #/queues, #/handlers, #/handlers/charge, #/schedules, #/schedules/nightly, #/flow.
 import { useEffect, useState } from 'preact/hooks';
 
 export interface Route {

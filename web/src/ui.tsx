@@ -16,6 +16,16 @@ export function ms(n?: number | null): string {
   return n < 1000 ? `${n.toFixed(n < 10 ? 1 : 0)} ms` : `${(n / 1000).toFixed(2)} s`;
 }
 
+/** Fact is one labelled value of a dl.facts grid. */
+export function Fact({ label, title, children }: { label: string; title?: string; children: ComponentChildren }) {
+  return (
+    <div>
+      <dt>{label}</dt>
+      <dd title={title}>{children}</dd>
+    </div>
+  );
+}
+
 export function Status({ status }: { status: string }) {
   return <span class={`badge s-${status}`}>{status}</span>;
 }

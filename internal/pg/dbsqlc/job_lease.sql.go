@@ -100,7 +100,7 @@ updated AS (
     -- rows read for 50 leases, custom and generic plans alike; TestReapReadsOnlyWhatExpired).
     FROM before b
     WHERE j.id = b.id
-    RETURNING j.id, j.status, j.queue, j.parent_id, j.step, j.attempt, j.attempted_at, j.error
+    RETURNING j.id, j.status, j.queue, j.handler, j.parent_id, j.step, j.attempt, j.attempted_at, j.error
 ),
 credited AS (
     UPDATE gate_slots s
@@ -112,8 +112,8 @@ credited AS (
     WHERE s.key = d.key AND s.shard = d.shard
 ),
 history AS (
-    INSERT INTO steps (job_id, queue, step, attempt, outcome, http_status, started_at, finished_at, error)
-    SELECT u.id, u.queue, u.step, u.attempt, 'lease_expired', NULL, coalesce(u.attempted_at, now()), now(), u.error
+    INSERT INTO steps (job_id, queue, handler, step, attempt, outcome, http_status, started_at, finished_at, error)
+    SELECT u.id, u.queue, u.handler, u.step, u.attempt, 'lease_expired', NULL, coalesce(u.attempted_at, now()), now(), u.error
     FROM updated u
 ),
 joined AS (

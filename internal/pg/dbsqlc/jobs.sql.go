@@ -663,18 +663,20 @@ WHERE ($1::text IS NULL OR j.queue = $1)
   AND ($4::text IS NULL OR j.key = $4)
   AND ($5::bigint IS NULL OR j.id < $5)
   AND ($6::bigint IS NULL OR j.parent_id = $6)
+  AND ($7::text IS NULL OR j.schedule_name = $7)
 ORDER BY j.id DESC
-LIMIT $7::int
+LIMIT $8::int
 `
 
 type JobListParams struct {
-	Queue    *string
-	Status   *string
-	Handler  *string
-	JobKey   *string
-	BeforeID *int64
-	ParentID *int64
-	MaxRows  int
+	Queue        *string
+	Status       *string
+	Handler      *string
+	JobKey       *string
+	BeforeID     *int64
+	ParentID     *int64
+	ScheduleName *string
+	MaxRows      int
 }
 
 // Newest first with keyset pagination on id (before_id = last id seen). Filters are optional.
@@ -688,6 +690,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 		arg.JobKey,
 		arg.BeforeID,
 		arg.ParentID,
+		arg.ScheduleName,
 		arg.MaxRows,
 	)
 	if err != nil {

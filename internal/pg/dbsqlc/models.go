@@ -176,6 +176,7 @@ type Step struct {
 	Error      json.RawMessage
 	Queue      *string
 	Bodies     json.RawMessage
+	Handler    *string
 }
 
 type StepsDefault struct {

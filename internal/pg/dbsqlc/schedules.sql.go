@@ -220,12 +220,23 @@ func (q *Queries) ScheduleList(ctx context.Context) ([]ScheduleListRow, error) {
 }
 
 const ScheduleListDue = `-- name: ScheduleListDue :many
-SELECT s.name, s.cron, s.timezone, s.next_run_at
-FROM schedules s
-WHERE NOT s.paused
-ORDER BY s.next_run_at
-LIMIT $1::int
+(SELECT s.name, s.cron, s.timezone, s.next_run_at
+ FROM schedules s
+ WHERE NOT s.paused AND s.next_run_at <= $1::timestamptz
+ ORDER BY s.next_run_at
+ LIMIT $2::int)
+UNION ALL
+(SELECT s.name, s.cron, s.timezone, s.next_run_at
+ FROM schedules s
+ WHERE NOT s.paused AND s.next_run_at > $1::timestamptz
+ ORDER BY s.next_run_at
+ LIMIT 1)
 `
+
+type ScheduleListDueParams struct {
+	AsOf    time.Time
+	MaxRows int
+}
 
 type ScheduleListDueRow struct {
 	Name      string
@@ -234,11 +245,13 @@ type ScheduleListDueRow struct {
 	NextRunAt time.Time
 }
 
-// The running schedules by due tick, earliest first: the scheduler fires those due at
-// its clock and sleeps until the first one that is not. One statement per wake-up; an
-// ordered scan of schedules_due that stops at max_rows.
-func (q *Queries) ScheduleListDue(ctx context.Context, maxRows int) ([]ScheduleListDueRow, error) {
-	rows, err := q.db.Query(ctx, ScheduleListDue, maxRows)
+// The running schedules due at as_of (at most max_rows, earliest first), then the first
+// one that is not: the scheduler fires the due ones and sleeps until that one. One
+// statement per wake-up; two ordered scans of schedules_due, the first stopping at the
+// first tick after as_of (or at max_rows), the second after one row, so the rows read are
+// the due schedules + 2 whatever the number of schedules (TestScheduleListDueReadsTheDueOnly).
+func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams) ([]ScheduleListDueRow, error) {
+	rows, err := q.db.Query(ctx, ScheduleListDue, arg.AsOf, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}

@@ -24,57 +24,6 @@ func (q *Queries) DatabaseNow(ctx context.Context) (time.Time, error) {
 	return now, err
 }
 
-const QueueThroughput = `-- name: QueueThroughput :many
-SELECT date_trunc('minute', s.finished_at)::timestamptz AS minute,
-       count(*) FILTER (WHERE s.outcome = 'done') AS done,
-       count(*) FILTER (WHERE s.outcome NOT IN ('next', 'await', 'spawn', 'done')) AS failed,
-       count(*) AS total
-FROM steps s
-WHERE s.queue = $1::text AND s.finished_at > now() - $2::int * interval '1 minute'
-GROUP BY 1
-ORDER BY 1
-`
-
-type QueueThroughputParams struct {
-	Queue   string
-	Minutes int
-}
-
-type QueueThroughputRow struct {
-	Minute time.Time
-	Done   int64
-	Failed int64
-	Total  int64
-}
-
-// Steps finished per minute on queue queue over the last minutes minutes, split into completed
-// jobs, failures (any outcome that is not a step's normal continuation) and the rest.
-// Index use: steps_queue_finished range scan of the partitions the window touches.
-func (q *Queries) QueueThroughput(ctx context.Context, arg QueueThroughputParams) ([]QueueThroughputRow, error) {
-	rows, err := q.db.Query(ctx, QueueThroughput, arg.Queue, arg.Minutes)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []QueueThroughputRow
-	for rows.Next() {
-		var i QueueThroughputRow
-		if err := rows.Scan(
-			&i.Minute,
-			&i.Done,
-			&i.Failed,
-			&i.Total,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const StepList = `-- name: StepList :many
 SELECT s.id, s.step, s.attempt, s.outcome, s.http_status, s.started_at, s.finished_at, s.error, s.bodies
 FROM steps s

@@ -111,11 +111,11 @@ updated AS (
     WHERE j.id = o.id
       AND j.lease_token = o.token
       AND j.id = ANY (ARRAY(SELECT o2.id FROM o o2))
-    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.parent_id, j.eligible_at
+    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at
 ),
 history AS (
-    INSERT INTO steps (job_id, queue, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
-    SELECT u.id, u.queue, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error, o.bodies
+    INSERT INTO steps (job_id, queue, handler, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
+    SELECT u.id, u.queue, u.handler, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error, o.bodies
     FROM updated u JOIN o ON o.id = u.id AND o.token = u.token JOIN before b ON b.id = u.id
 ),
 children AS (
@@ -279,11 +279,11 @@ updated AS (
     WHERE j.id = o.id
       AND j.lease_token = o.token
       AND j.id = ANY (ARRAY(SELECT o2.id FROM o o2))
-    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.parent_id, j.eligible_at
+    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at
 ),
 history AS (
-    INSERT INTO steps (job_id, queue, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
-    SELECT u.id, u.queue, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error, o.bodies
+    INSERT INTO steps (job_id, queue, handler, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
+    SELECT u.id, u.queue, u.handler, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error, o.bodies
     FROM updated u JOIN o ON o.id = u.id AND o.token = u.token JOIN before b ON b.id = u.id
 ),
 -- The gate slot an ending step held goes back to its shard (capped: a gate whose limit

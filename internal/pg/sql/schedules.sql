@@ -48,14 +48,22 @@ SELECT d.name, pg_notify('gendurable_schedules', d.name)::text AS notified
 FROM deleted d;
 
 -- name: ScheduleListDue :many
--- The running schedules by due tick, earliest first: the scheduler fires those due at
--- its clock and sleeps until the first one that is not. One statement per wake-up; an
--- ordered scan of schedules_due that stops at max_rows.
-SELECT s.name, s.cron, s.timezone, s.next_run_at
-FROM schedules s
-WHERE NOT s.paused
-ORDER BY s.next_run_at
-LIMIT sqlc.arg(max_rows)::int;
+-- The running schedules due at as_of (at most max_rows, earliest first), then the first
+-- one that is not: the scheduler fires the due ones and sleeps until that one. One
+-- statement per wake-up; two ordered scans of schedules_due, the first stopping at the
+-- first tick after as_of (or at max_rows), the second after one row, so the rows read are
+-- the due schedules + 2 whatever the number of schedules (TestScheduleListDueReadsTheDueOnly).
+(SELECT s.name, s.cron, s.timezone, s.next_run_at
+ FROM schedules s
+ WHERE NOT s.paused AND s.next_run_at <= sqlc.arg(as_of)::timestamptz
+ ORDER BY s.next_run_at
+ LIMIT sqlc.arg(max_rows)::int)
+UNION ALL
+(SELECT s.name, s.cron, s.timezone, s.next_run_at
+ FROM schedules s
+ WHERE NOT s.paused AND s.next_run_at > sqlc.arg(as_of)::timestamptz
+ ORDER BY s.next_run_at
+ LIMIT 1);
 
 -- name: ScheduleFire :one
 -- Fires one due tick: advances the schedule from due_at to next_run_at (compare-and-set:

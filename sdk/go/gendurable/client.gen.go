@@ -1139,6 +1139,56 @@ type StepPage struct {
 	Steps []Step `json:"steps"`
 }
 
+// StepStats defines model for StepStats.
+type StepStats struct {
+	// Bucket Example: 1m0s
+	Bucket string `json:"bucket"`
+
+	// From Start of the first bucket.
+	From time.Time `json:"from"`
+
+	// Handler The handler asked for (absent when a queue was).
+	Handler *string          `json:"handler,omitempty"`
+	Points  []StepStatsPoint `json:"points"`
+
+	// Queue The queue asked for (absent when a handler was).
+	Queue *string `json:"queue,omitempty"`
+
+	// To End of the last bucket (which holds now).
+	To time.Time `json:"to"`
+
+	// Window The window covered: the number of buckets times the bucket.
+	//
+	// Example: 1h0m0s
+	Window string `json:"window"`
+}
+
+// StepStatsPoint defines model for StepStatsPoint.
+type StepStatsPoint struct {
+	// At Start of the bucket.
+	At time.Time `json:"at"`
+
+	// Done Attempts that completed their job (a part of ok).
+	Done int64 `json:"done"`
+
+	// Failed Attempts that failed with no retry asked (fail, request_too_large, bad_secret).
+	Failed int64 `json:"failed"`
+
+	// LatencyMs Percentiles of the attempts' durations in milliseconds (absent for an empty bucket).
+	LatencyMs *struct {
+		P50 float64 `json:"p50"`
+		P95 float64 `json:"p95"`
+		P99 float64 `json:"p99"`
+	} `json:"latency_ms,omitempty"`
+
+	// Ok Attempts whose step continued or finished its job (next, await, spawn, done).
+	Ok int64 `json:"ok"`
+
+	// Retry Attempts that failed with a retryable error (retry, http_error, timeout, lease_expired…), a job's last attempt included.
+	Retry int64 `json:"retry"`
+	Total int64 `json:"total"`
+}
+
 // Throughput defines model for Throughput.
 type Throughput struct {
 	Points []struct {
@@ -1186,6 +1236,9 @@ type ListJobsParams struct {
 	Handler *Name      `form:"handler,omitempty" json:"handler,omitempty"`
 	Key     *string    `form:"key,omitempty" json:"key,omitempty"`
 
+	// Schedule The jobs the schedule of this name made.
+	Schedule *Name `form:"schedule,omitempty" json:"schedule,omitempty"`
+
 	// Cursor The next_cursor of the previous page.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
@@ -1217,6 +1270,18 @@ type ListJobStepsParams struct {
 // GetQueueThroughputParams defines parameters for GetQueueThroughput.
 type GetQueueThroughputParams struct {
 	Minutes *int `form:"minutes,omitempty" json:"minutes,omitempty"`
+}
+
+// GetStepStatsParams defines parameters for GetStepStats.
+type GetStepStatsParams struct {
+	Queue   *Name `form:"queue,omitempty" json:"queue,omitempty"`
+	Handler *Name `form:"handler,omitempty" json:"handler,omitempty"`
+
+	// Window How far back (default 1h, at most 24h).
+	Window *Duration `form:"window,omitempty" json:"window,omitempty"`
+
+	// Bucket The width of a point (default 1m, at least 1s).
+	Bucket *Duration `form:"bucket,omitempty" json:"bucket,omitempty"`
 }
 
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
@@ -1688,7 +1753,7 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/queues/{name} (the `PutQueue` operationId).
 	PutQueue(ctx context.Context, name Name, body PutQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetQueueThroughput Steps finished per minute on the queue.
+	// GetQueueThroughput Steps finished per minute on the queue (getStepStats has latency and any bucket).
 	//
 	// Corresponds with GET /v1/queues/{name}/throughput (the `GetQueueThroughput` operationId).
 	GetQueueThroughput(ctx context.Context, name Name, params *GetQueueThroughputParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1780,6 +1845,17 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
 	SendSignalByKey(ctx context.Context, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetStepStats Throughput, error rate and latency of a queue's or a handler's steps over time.
+	//
+	// One point per bucket of the window (empty buckets included, with zeros), read from
+	// the step history: attempts by outcome class and percentiles of their duration
+	// (finished_at - started_at: the webhook call, or for an asynchronous step the time
+	// until its outcome arrived). Give exactly one of `queue` and `handler`. The window
+	// is at most 24h and at most 500 buckets; beyond, 422.
+	//
+	// Corresponds with GET /v1/stats/steps (the `GetStepStats` operationId).
+	GetStepStats(ctx context.Context, params *GetStepStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetHealth The process is up.
@@ -2572,7 +2648,7 @@ func (c *APIClient) PutQueue(ctx context.Context, name Name, body PutQueueJSONRe
 	return c.Client.Do(req)
 }
 
-// GetQueueThroughput Steps finished per minute on the queue.
+// GetQueueThroughput Steps finished per minute on the queue (getStepStats has latency and any bucket).
 //
 // Corresponds with GET /v1/queues/{name}/throughput (the `GetQueueThroughput` operationId).
 func (c *APIClient) GetQueueThroughput(ctx context.Context, name Name, params *GetQueueThroughputParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2785,6 +2861,27 @@ func (c *APIClient) SendSignalByKeyWithBody(ctx context.Context, contentType str
 // Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
 func (c *APIClient) SendSignalByKey(ctx context.Context, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSendSignalByKeyRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetStepStats Throughput, error rate and latency of a queue's or a handler's steps over time.
+//
+// One point per bucket of the window (empty buckets included, with zeros), read from
+// the step history: attempts by outcome class and percentiles of their duration
+// (finished_at - started_at: the webhook call, or for an asynchronous step the time
+// until its outcome arrived). Give exactly one of `queue` and `handler`. The window
+// is at most 24h and at most 500 buckets; beyond, 422.
+//
+// Corresponds with GET /v1/stats/steps (the `GetStepStats` operationId).
+func (c *APIClient) GetStepStats(ctx context.Context, params *GetStepStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetStepStatsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3382,6 +3479,18 @@ func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, e
 		if params.Key != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "key", *params.Key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Schedule != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "schedule", *params.Schedule, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -4535,6 +4644,96 @@ func NewSendSignalByKeyRequestWithBody(server string, contentType string, body i
 	return req, nil
 }
 
+// NewGetStepStatsRequest constructs an http.Request for the GetStepStats method
+func NewGetStepStatsRequest(server string, params *GetStepStatsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/stats/steps")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Queue != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "queue", *params.Queue, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Handler != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "handler", *params.Handler, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Window != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "window", *params.Window, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Bucket != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "bucket", *params.Bucket, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *APIClient) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -4969,7 +5168,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v1/queues/{name} (the `PutQueue` operationId).
 	PutQueueWithResponse(ctx context.Context, name Name, body PutQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*PutQueueResponse, error)
 
-	// GetQueueThroughputWithResponse Steps finished per minute on the queue.
+	// GetQueueThroughputWithResponse Steps finished per minute on the queue (getStepStats has latency and any bucket).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5075,6 +5274,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
 	SendSignalByKeyWithResponse(ctx context.Context, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*SendSignalByKeyResponse, error)
+
+	// GetStepStatsWithResponse Throughput, error rate and latency of a queue's or a handler's steps over time.
+	//
+	// One point per bucket of the window (empty buckets included, with zeros), read from
+	// the step history: attempts by outcome class and percentiles of their duration
+	// (finished_at - started_at: the webhook call, or for an asynchronous step the time
+	// until its outcome arrived). Give exactly one of `queue` and `handler`. The window
+	// is at most 24h and at most 500 buckets; beyond, 422.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/stats/steps (the `GetStepStats` operationId).
+	GetStepStatsWithResponse(ctx context.Context, params *GetStepStatsParams, reqEditors ...RequestEditorFn) (*GetStepStatsResponse, error)
 }
 
 type GetHealthResponse struct {
@@ -6755,6 +6967,43 @@ func (r SendSignalByKeyResponse) ContentType() string {
 	return ""
 }
 
+type GetStepStatsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StepStats
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r GetStepStatsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetStepStatsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetStepStatsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetHealthWithResponse The process is up.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -7409,7 +7658,7 @@ func (c *ClientWithResponses) PutQueueWithResponse(ctx context.Context, name Nam
 	return ParsePutQueueResponse(rsp)
 }
 
-// GetQueueThroughputWithResponse Steps finished per minute on the queue.
+// GetQueueThroughputWithResponse Steps finished per minute on the queue (getStepStats has latency and any bucket).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7592,6 +7841,25 @@ func (c *ClientWithResponses) SendSignalByKeyWithResponse(ctx context.Context, b
 		return nil, err
 	}
 	return ParseSendSignalByKeyResponse(rsp)
+}
+
+// GetStepStatsWithResponse Throughput, error rate and latency of a queue's or a handler's steps over time.
+//
+// One point per bucket of the window (empty buckets included, with zeros), read from
+// the step history: attempts by outcome class and percentiles of their duration
+// (finished_at - started_at: the webhook call, or for an asynchronous step the time
+// until its outcome arrived). Give exactly one of `queue` and `handler`. The window
+// is at most 24h and at most 500 buckets; beyond, 422.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/stats/steps (the `GetStepStats` operationId).
+func (c *ClientWithResponses) GetStepStatsWithResponse(ctx context.Context, params *GetStepStatsParams, reqEditors ...RequestEditorFn) (*GetStepStatsResponse, error) {
+	rsp, err := c.GetStepStats(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetStepStatsResponse(rsp)
 }
 
 // ParseGetHealthResponse parses an HTTP response from a GetHealthWithResponse call
@@ -9997,6 +10265,53 @@ func ParseSendSignalByKeyResponse(rsp *http.Response) (*SendSignalByKeyResponse,
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetStepStatsResponse parses an HTTP response from a GetStepStatsWithResponse call
+func ParseGetStepStatsResponse(rsp *http.Response) (*GetStepStatsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetStepStatsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StepStats
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unprocessable

@@ -616,8 +616,32 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Steps finished per minute on the queue. */
+        /** Steps finished per minute on the queue (getStepStats has latency and any bucket). */
         get: operations["getQueueThroughput"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/stats/steps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Throughput, error rate and latency of a queue's or a handler's steps over time.
+         * @description One point per bucket of the window (empty buckets included, with zeros), read from
+         *     the step history: attempts by outcome class and percentiles of their duration
+         *     (finished_at - started_at: the webhook call, or for an asynchronous step the time
+         *     until its outcome arrived). Give exactly one of `queue` and `handler`. The window
+         *     is at most 24h and at most 500 buckets; beyond, 422.
+         */
+        get: operations["getStepStats"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1310,6 +1334,68 @@ export interface components {
         APIKeyList: {
             api_keys: components["schemas"]["APIKey"][];
         };
+        StepStats: {
+            /** @description The queue asked for (absent when a handler was). */
+            queue?: string;
+            /** @description The handler asked for (absent when a queue was). */
+            handler?: string;
+            /**
+             * @description The window covered: the number of buckets times the bucket.
+             * @example 1h0m0s
+             */
+            window: string;
+            /** @example 1m0s */
+            bucket: string;
+            /**
+             * Format: date-time
+             * @description Start of the first bucket.
+             */
+            from: string;
+            /**
+             * Format: date-time
+             * @description End of the last bucket (which holds now).
+             */
+            to: string;
+            points: components["schemas"]["StepStatsPoint"][];
+        };
+        StepStatsPoint: {
+            /**
+             * Format: date-time
+             * @description Start of the bucket.
+             */
+            at: string;
+            /**
+             * Format: int64
+             * @description Attempts whose step continued or finished its job (next, await, spawn, done).
+             */
+            ok: number;
+            /**
+             * Format: int64
+             * @description Attempts that failed with a retryable error (retry, http_error, timeout, lease_expired…), a job's last attempt included.
+             */
+            retry: number;
+            /**
+             * Format: int64
+             * @description Attempts that failed with no retry asked (fail, request_too_large, bad_secret).
+             */
+            failed: number;
+            /**
+             * Format: int64
+             * @description Attempts that completed their job (a part of ok).
+             */
+            done: number;
+            /** Format: int64 */
+            total: number;
+            /** @description Percentiles of the attempts' durations in milliseconds (absent for an empty bucket). */
+            latency_ms?: {
+                /** Format: double */
+                p50: number;
+                /** Format: double */
+                p95: number;
+                /** Format: double */
+                p99: number;
+            };
+        };
         Throughput: {
             points: {
                 /** Format: date-time */
@@ -1474,6 +1560,8 @@ export interface operations {
                 status?: components["schemas"]["JobStatus"];
                 handler?: components["schemas"]["Name"];
                 key?: string;
+                /** @description The jobs the schedule of this name made. */
+                schedule?: components["schemas"]["Name"];
                 /** @description The next_cursor of the previous page. */
                 cursor?: string;
                 limit?: number;
@@ -2590,6 +2678,36 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Throughput"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    getStepStats: {
+        parameters: {
+            query?: {
+                queue?: components["schemas"]["Name"];
+                handler?: components["schemas"]["Name"];
+                /** @description How far back (default 1h, at most 24h). */
+                window?: components["schemas"]["Duration"];
+                /** @description The width of a point (default 1m, at least 1s). */
+                bucket?: components["schemas"]["Duration"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The series, oldest bucket first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StepStats"];
                 };
             };
             401: components["responses"]["Unauthorized"];

@@ -1,7 +1,6 @@
-import { useEffect, useRef, useState } from 'preact/hooks';
-import uPlot from 'uplot';
-import 'uplot/dist/uPlot.min.css';
-import { api, must, type Queue, type StepBodiesSetting, type Throughput } from '../api';
+import { useState } from 'preact/hooks';
+import { api, must, type Queue, type StepBodiesSetting } from '../api';
+import { StepCharts } from '../charts';
 import { Empty, Notice, PollError, ago, useNotice, usePoll } from '../ui';
 import { navigate } from '../router';
 
@@ -109,76 +108,7 @@ export function Queues({ selected: chosen }: { selected?: string }) {
           </tbody>
         </table>
       </div>
-      {selected && <Chart queue={selected} />}
+      {selected && <StepCharts key={selected} queue={selected} />}
     </section>
-  );
-}
-
-function Chart({ queue }: { queue: string }) {
-  const box = useRef<HTMLDivElement>(null);
-  const plot = useRef<uPlot | null>(null);
-  const [data, setData] = useState<Throughput | null>(null);
-  const { error } = usePoll(
-    (signal) =>
-      must(api.GET('/v1/queues/{name}/throughput', { params: { path: { name: queue }, query: { minutes: 60 } }, signal })),
-    setData,
-    10000,
-    [queue],
-  );
-
-  useEffect(() => {
-    if (!box.current || !data) return;
-    // One point per minute of the last hour, zeros where nothing finished.
-    const now = Math.floor(Date.now() / 60000) * 60;
-    const xs: number[] = [];
-    const total: number[] = [];
-    const failed: number[] = [];
-    const rate: (number | null)[] = [];
-    const byMinute = new Map(data.points.map((p) => [Math.floor(new Date(p.minute).getTime() / 1000), p]));
-    for (let t = now - 59 * 60; t <= now; t += 60) {
-      xs.push(t);
-      total.push(byMinute.get(t)?.total ?? 0);
-      failed.push(byMinute.get(t)?.failed ?? 0);
-      const p = byMinute.get(t);
-      rate.push(p && p.total > 0 ? (100 * p.failed) / p.total : null);
-    }
-    const sum = (a: number[]) => a.reduce((x, y) => x + y, 0);
-    const hourTotal = sum(total);
-    const hourFailed = sum(failed);
-    // Away from the cursor the legend shows the hour's figures (uPlot's default is "--"),
-    // under it the minute's.
-    const hour = [
-      'last hour',
-      `${hourTotal}`,
-      `${hourFailed}`,
-      hourTotal ? `${((100 * hourFailed) / hourTotal).toFixed(1)} %` : 'none',
-    ];
-    const value = (i: number, minute: (v: number) => string) => (_u: uPlot, v: number | null, _s: number, idx: number | null) =>
-      idx == null ? hour[i] : v === null ? '—' : minute(v);
-    const opts: uPlot.Options = {
-      width: Math.min(box.current.clientWidth || 640, 900),
-      height: 200,
-      series: [
-        { value: value(0, (v) => new Date(v * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })) },
-        { label: 'steps', stroke: '#2563eb', width: 2, value: value(1, (v) => `${v}/min`) },
-        { label: 'failed', stroke: '#dc2626', width: 1.5, value: value(2, (v) => `${v}/min`) },
-        { label: 'error rate', stroke: '#f59e0b', width: 1, dash: [4, 3], scale: '%', spanGaps: false, value: value(3, (v) => `${v.toFixed(1)} %`) },
-      ],
-      scales: { '%': { range: [0, 100] } },
-      axes: [{}, { size: 50 }, { scale: '%', side: 1, size: 50, grid: { show: false }, values: (_u, vs) => vs.map((v) => `${v}%`) }],
-    };
-    plot.current?.destroy();
-    plot.current = new uPlot(opts, [xs, total, failed, rate], box.current);
-    return () => plot.current?.destroy();
-  }, [data]);
-
-  return (
-    <figure class="chart">
-      <figcaption>
-        Throughput and error rate of {queue}, per minute over the last hour (failed: failed attempts, retried or not)
-      </figcaption>
-      <PollError error={error} stale={data !== null} />
-      <div ref={box} style={{ minHeight: '230px' }} />
-    </figure>
   );
 }

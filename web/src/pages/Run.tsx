@@ -1,7 +1,6 @@
-import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { api, must, type JobDetail, type Signal, type Step, type StepBody } from '../api';
-import { Json, Notice, PollError, Status, ago, ms, useNotice, usePoll } from '../ui';
+import { Fact, Json, Notice, PollError, Status, ago, ms, useNotice, usePoll } from '../ui';
 import { attemptSaid, errorDetail, errorMessage, httpSaid } from '../attempts';
 import { Family } from './Family';
 
@@ -65,15 +64,6 @@ function Bodies({ step }: { step: Step }) {
     <div class="step-bodies">
       <Body label="request" body={b.request} />
       <Body label="response" body={b.response} />
-    </div>
-  );
-}
-
-function Fact({ label, title, children }: { label: string; title?: string; children: ComponentChildren }) {
-  return (
-    <div>
-      <dt>{label}</dt>
-      <dd title={title}>{children}</dd>
     </div>
   );
 }
@@ -144,7 +134,11 @@ export function Run({ id }: { id: number }) {
     <section class="run">
       <header class="run-head">
         <h2>
-          Run {job.id} <span class="muted">{job.handler}</span> <Status status={job.status} />
+          Run {job.id}{' '}
+          <a class="muted" href={`#/handlers/${encodeURIComponent(job.handler)}`} title={`Handler ${job.handler}: its charts`}>
+            {job.handler}
+          </a>{' '}
+          <Status status={job.status} />
         </h2>
         <div class="actions">
           {LIVE.includes(job.status) && (
@@ -169,6 +163,11 @@ export function Run({ id }: { id: number }) {
       <Notice notice={notice} />
       <dl class="facts">
         <Fact label="Queue">{job.queue}</Fact>
+        {job.schedule_name && (
+          <Fact label="Schedule" title={job.schedule_tick ?? ''}>
+            <a href={`#/schedules/${encodeURIComponent(job.schedule_name)}`}>{job.schedule_name}</a>
+          </Fact>
+        )}
         <Fact label="Key">{job.key ?? '—'}</Fact>
         <Fact label="Steps completed">{job.step}</Fact>
         <Fact label="Attempts" title={attempts.title}>

@@ -102,7 +102,8 @@ export function Handlers() {
               {handlers.map((h) => (
                 <tr key={h.name}>
                   <td>
-                    <a href={`#/runs?handler=${encodeURIComponent(h.name)}`}>{h.name}</a>
+                    <a href={`#/handlers/${encodeURIComponent(h.name)}`}>{h.name}</a>{' '}
+                    <a class="muted" href={`#/runs?handler=${encodeURIComponent(h.name)}`}>runs</a>
                   </td>
                   <td>
                     <Health h={h} onResume={resume} />
