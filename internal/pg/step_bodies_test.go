@@ -69,7 +69,7 @@ func TestOutcomeHistoryBodies(t *testing.T) {
 	// The done row is as large as it was without the column: the NULL is a bit of the null
 	// bitmap the row has anyway (its error is NULL), so the heap and the WAL see no byte more.
 	const sizes = `SELECT pg_column_size(s.*) - pg_column_size(ROW(s.job_id, s.id, s.step, s.attempt, s.outcome,
-		s.http_status, s.started_at, s.finished_at, s.error, s.queue)) FROM steps s WHERE s.job_id = $1`
+		s.http_status, s.started_at, s.finished_at, s.error, s.queue, s.handler)) FROM steps s WHERE s.job_id = $1`
 	if extra, err := db.QueryInt(ctx, sizes, claimed[0].ID); err != nil || extra != 0 {
 		t.Fatalf("the done row is %d bytes larger than without the bodies column (%v)", extra, err)
 	}

@@ -108,7 +108,7 @@ func TestQuickstart(t *testing.T) {
 		t.Fatalf("job after the quickstart: status %s step %d result %s", done.Status, done.Step, done.Result)
 	}
 	if got := fmt.Sprint(stepOutcomes(t, c, job.Id)); got != "[next next done]" {
-		t.Fatalf("history %s", got)
+		t.Fatalf("history %s\n%s", got, srv.Logs())
 	}
 }
 
