@@ -73,6 +73,11 @@ func (db *DB) StepPartitionCreate(ctx context.Context, from, to time.Time, lockT
 	name := pgx.Identifier{StepPartitionName(from)}.Sanitize()
 	deflt := pgx.Identifier{stepsDefaultPartition}.Sanitize()
 	err = db.partitionTx(ctx, lockTimeout, func(tx pgx.Tx) error {
+		// Another process may have made it between our list and our lock: then it is done.
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil || exists {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `LOCK TABLE `+deflt+` IN ACCESS EXCLUSIVE MODE`); err != nil {
 			return err
 		}

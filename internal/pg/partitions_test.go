@@ -290,3 +290,48 @@ func TestStepListReadsThePartitionsSinceTheJobOnly(t *testing.T) {
 		t.Fatalf("steps %+v (%v)", steps, err)
 	}
 }
+
+// Two processes that both listed the partitions before either made the next one: the
+// second to take the lock finds it made and does nothing (it once failed with "relation
+// already exists", logged as an error by every process but the first at start).
+func TestStepPartitionCreateTwiceIsDoneOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	now, err := db.DatabaseNow(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := now.Add(30 * 24 * time.Hour).Truncate(24 * time.Hour)
+	errs := make(chan error, 8)
+	for range cap(errs) {
+		go func() {
+			for {
+				_, err := db.StepPartitionCreate(ctx, from, from.Add(24*time.Hour), 5*time.Second)
+				if errors.Is(err, pg.ErrPartitionBusy) {
+					continue // the lock is taken: the service tries again on its next pass
+				}
+				errs <- err
+				return
+			}
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	parts, err := db.StepPartitionList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := 0
+	for _, p := range parts {
+		if p.Name == pg.StepPartitionName(from) {
+			made++
+		}
+	}
+	if made != 1 {
+		t.Fatalf("%d partitions named %s: %+v", made, pg.StepPartitionName(from), parts)
+	}
+}
