@@ -56,7 +56,7 @@ func TestBreakerVerdictsAndTallies(t *testing.T) {
 		{"neutral answers change nothing", []pendingOutcome{n("a", verdictFailure, false), n("a", verdictNone, true)},
 			[]engine.BreakerTally{{Handler: "a", Failures: 1}}},
 	} {
-		if got := breakerTallies(c.batch); !reflect.DeepEqual(got, c.want) && !(len(got) == 0 && len(c.want) == 0) {
+		if got := breakerTallies(c.batch); !reflect.DeepEqual(got, c.want) && (len(got) != 0 || len(c.want) != 0) {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
 		}
 	}
