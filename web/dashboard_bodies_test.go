@@ -126,8 +126,13 @@ func TestDashboardShowsStepBodies(t *testing.T) {
 		t.Errorf("the queues' step_bodies: %s", got)
 	}
 	if err := chromedp.Run(ctx,
-		chromedp.SetValue(`select[aria-label="Step bodies of payments"]`, "all"),
-		chromedp.Evaluate(`document.querySelector('select[aria-label="Step bodies of payments"]').dispatchEvent(new Event('change', {bubbles: true}))`, nil),
+		// Set and announce the choice in one script: between two separate actions a poll's
+		// render could put the select back, and the change would send that value instead.
+		chromedp.Evaluate(`(() => {
+			const s = document.querySelector('select[aria-label="Step bodies of payments"]');
+			s.value = 'all';
+			s.dispatchEvent(new Event('change', {bubbles: true}));
+		})()`, nil),
 		waitText(`.notice-slot`, "Queue payments keeps the request and response bodies of every attempt"),
 	); err != nil {
 		t.Fatalf("changing the setting: %v", err)
