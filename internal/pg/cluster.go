@@ -171,6 +171,11 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		args = append(args, "-c", "shared_preload_libraries=pg_stat_statements",
 			"-c", "pg_stat_statements.track=all", "-c", "pg_stat_statements.track_planning=on")
 	}
+	if pid := runningPostmaster(dataDir); pid > 0 {
+		c.removeSocketDir()
+		return nil, fmt.Errorf("pg: a PostgreSQL (pid %d) already runs on %s: is another make run using %s? "+
+			"Stop it (Ctrl-C there), or give this one another folder (GENDURABLE_DEV_POSTGRES)", pid, dataDir, opts.Dir)
+	}
 	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
 	logw := opts.Log
@@ -436,4 +441,22 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// runningPostmaster is the pid of the live postmaster that holds dataDir (its
+// postmaster.pid names a process that exists), or 0.
+func runningPostmaster(dataDir string) int {
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return 0 // a stale file: postgres itself checks and replaces it
+	}
+	return pid
 }

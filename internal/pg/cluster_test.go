@@ -157,3 +157,23 @@ func TestStartClusterInADeepFolder(t *testing.T) {
 		t.Fatalf("socket folder %s after Stop: %v", c.sockDir, err)
 	}
 }
+
+// A second start on a folder whose cluster runs (a second make run in one clone) says so
+// and names the fix, instead of "postgres exited during start-up".
+func TestStartClusterTwiceOnOneFolderNamesTheRunningOne(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(folder(t, 0o755), ".data")
+	c := startCluster(t, ClusterOptions{Dir: dir, Throwaway: true})
+	defer c.Stop()
+	second, err := StartCluster(context.Background(), ClusterOptions{Dir: dir, Throwaway: true})
+	if err == nil {
+		second.Stop()
+		t.Fatal("a second cluster started on the folder of a running one")
+	}
+	if !strings.Contains(err.Error(), "already runs") || !strings.Contains(err.Error(), "GENDURABLE_DEV_POSTGRES") {
+		t.Fatalf("the second start said %q", err)
+	}
+	if n := tableCount(t, c, "anything"); n != 0 { // the first one still serves
+		t.Fatalf("%d tables", n)
+	}
+}
