@@ -80,8 +80,10 @@ class Client:
     def insert_job(self, handler: str, input: Any = None, **options: Any) -> dict:
         """Inserts one job; options are the other fields of ``JobInsert`` (``queue``, ``key``,
         ``priority``, ``run_at``, ``delay``, ``concurrency_key``, ``rate_limit``,
-        ``max_attempts``, …). A key a live job holds answers that job with
-        ``deduplicated: True``."""
+        ``rate_limits`` (a list of ``{"name", "key", "weight"}``), ``debounce``
+        (``{"key", "period", "max_wait"}``), ``idempotency_key``, ``max_attempts``, …). A
+        key a live job holds answers that job with ``deduplicated: True``; an insert
+        collapsed into a pending debounced job answers it with ``debounced: True``."""
         return self.request("POST", "/v1/jobs", _without_none(handler=handler, input=input, **options))
 
     def insert_jobs(self, jobs: Iterable[dict]) -> list[dict]:
