@@ -198,8 +198,8 @@ type StepOutcome struct {
 	// without a delay needs it.
 	Backoff *RetryBackoff
 	// BodiesByQueue: Bodies are kept only if the job's queue's step_bodies setting asks
-	// for them (ApplyOutcomes reads it: the asynchronous-step API). False: the caller
-	// decided already (the dispatcher knows its queue's setting).
+	// for them (the outcome statement reads it: the asynchronous-step API). False: the
+	// caller decided already (the dispatcher knows its queue's setting).
 	BodiesByQueue bool
 	Outcome
 }
@@ -214,6 +214,11 @@ func (s Step) WithOutcome(o Outcome) StepOutcome {
 func (s StepOutcome) record() (pg.OutcomeRecord, error) {
 	r := pg.OutcomeRecord{ID: s.JobID, Token: s.Token, Kind: s.Kind, Label: s.Label, State: s.State,
 		Result: s.Result, Error: s.Error, Awaiting: s.Awaiting, HTTPStatus: s.HTTPStatus, Bodies: s.Bodies}
+	if s.BodiesByQueue && s.Bodies != nil {
+		b := *s.Bodies
+		b.ByQueue = true
+		r.Bodies = &b
+	}
 	if s.Delay != nil {
 		r.DelayMS = ptr(s.Delay.Milliseconds())
 	}
@@ -238,9 +243,6 @@ func (s StepOutcome) record() (pg.OutcomeRecord, error) {
 func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]OutcomeApplied, error) {
 	outcomes, err := e.withRetryDelays(ctx, outcomes)
 	if err != nil {
-		return nil, err
-	}
-	if outcomes, err = e.keepBodiesByQueue(ctx, outcomes); err != nil {
 		return nil, err
 	}
 	recs := make([]pg.OutcomeRecord, len(outcomes))
@@ -358,16 +360,16 @@ func (e *Engine) applyOneByOne(ctx context.Context, outcomes []StepOutcome) ([]O
 	var all []OutcomeApplied
 	for _, o := range outcomes {
 		got, err := e.ApplyOutcomes(ctx, []StepOutcome{o})
-		bodies := o.Bodies // kept by the failure that replaces the outcome (already decided)
+		bodies := o.Bodies // kept by the failure that replaces the outcome
 		switch {
 		case errors.Is(err, ErrConflict) && o.Kind == pg.KindSpawn:
 			o.Outcome = ErrorOutcome("error", "spawn refused: a child's key is held by a live job ("+err.Error()+")", o.HTTPStatus, nil, nil)
-			o.Bodies, o.BodiesByQueue = bodies, false
+			o.Bodies = bodies
 			got, err = e.ApplyOutcomes(ctx, []StepOutcome{o})
 		case errors.Is(err, ErrInvalid) && o.Label != "bad_response":
 			// The database refused this answer: the attempt failed, and the history says why.
 			o.Outcome = ErrorOutcome("bad_response", "the database refused the answer: "+err.Error(), o.HTTPStatus, nil, nil)
-			o.Bodies, o.BodiesByQueue = bodies, false
+			o.Bodies = bodies
 			got, err = e.ApplyOutcomes(ctx, []StepOutcome{o})
 		}
 		if err != nil {

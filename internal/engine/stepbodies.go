@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"context"
 	"strings"
 	"unicode/utf8"
 
@@ -78,32 +77,4 @@ func capBody(body []byte, limit int) *StepBody {
 		text = strings.ReplaceAll(text, "\x00", "\uFFFD")
 	}
 	return &StepBody{Text: text, Size: len(body), Truncated: len(kept) < len(body)}
-}
-
-// keepBodiesByQueue drops the bodies of the outcomes that asked their queue's setting
-// (StepOutcome.BodiesByQueue) and whose queue does not keep them: one statement for the
-// batch, only when such an outcome carries bodies. outcomes itself is left as it was.
-func (e *Engine) keepBodiesByQueue(ctx context.Context, outcomes []StepOutcome) ([]StepOutcome, error) {
-	var ids []int64
-	for _, o := range outcomes {
-		if o.BodiesByQueue && o.Bodies != nil {
-			ids = append(ids, o.JobID)
-		}
-	}
-	if len(ids) == 0 {
-		return outcomes, nil
-	}
-	modes, err := e.db.JobStepBodiesMode(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]StepOutcome, len(outcomes))
-	copy(out, outcomes)
-	for i, o := range out {
-		if o.BodiesByQueue && o.Bodies != nil && !KeepsBodies(modes[o.JobID], o.Kind) {
-			out[i].Bodies = nil
-		}
-		out[i].BodiesByQueue = false // decided
-	}
-	return out, nil
 }

@@ -49,6 +49,11 @@ type OutcomeRecord struct {
 type StepBodies struct {
 	Request  *StepBody `json:"request,omitempty"`
 	Response *StepBody `json:"response,omitempty"`
+	// ByQueue, in an outcome record only: the outcome statement keeps the bodies if the
+	// job's queue's step_bodies setting asks for them (an outcome reported through the
+	// API), and stores them without this flag. False: the caller decided (the dispatcher
+	// knows its queue's setting).
+	ByQueue bool `json:"by_queue,omitempty"`
 }
 
 // StepBody is one body: its text (valid UTF-8 without NUL, at most the server's cap),

@@ -84,17 +84,3 @@ func (db *DB) QueueCounts(ctx context.Context, queue *string) ([]QueueCount, err
 func (db *DB) QueueEnsureMany(ctx context.Context, names []string) error {
 	return translate(db.q.QueueEnsureMany(ctx, names))
 }
-
-// JobStepBodiesMode answers the step_bodies setting of the queue of each job of ids that
-// exists (the asynchronous-step outcomes: the dispatcher knows its queue's already).
-func (db *DB) JobStepBodiesMode(ctx context.Context, ids []int64) (map[int64]string, error) {
-	rows, err := db.q.JobStepBodiesMode(ctx, ids)
-	if err != nil {
-		return nil, translate(err)
-	}
-	modes := make(map[int64]string, len(rows))
-	for _, r := range rows {
-		modes[r.ID] = r.StepBodies
-	}
-	return modes, nil
-}

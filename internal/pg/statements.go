@@ -46,7 +46,6 @@ var statements = map[string]string{
 	"JobGetByIdempotencyKey":    dbsqlc.JobGetByIdempotencyKey,
 	"JobGetMany":                dbsqlc.JobGetMany,
 	"JobGetLiveByKey":           dbsqlc.JobGetLiveByKey,
-	"JobStepBodiesMode":         dbsqlc.JobStepBodiesMode,
 	"JobInsertMany":             dbsqlc.JobInsertMany,
 	"JobInsertProblems":         dbsqlc.JobInsertProblems,
 	"JobList":                   dbsqlc.JobList,

@@ -97,40 +97,75 @@ func TestQueueStepBodiesSetting(t *testing.T) {
 	if _, err = db.QueueUpsert(ctx, pg.QueueUpsert{Name: "q", StepBodies: &bad}); err == nil {
 		t.Fatal("an unknown step_bodies value was stored")
 	}
-	seedJobs(t, db, "q", 1, "")
-	id, err := db.QueryInt(ctx, `SELECT id FROM jobs WHERE queue = 'q'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	modes, err := db.JobStepBodiesMode(ctx, []int64{id, id + 1000})
-	if err != nil || len(modes) != 1 || modes[id] != "all" {
-		t.Fatalf("modes %v (%v)", modes, err)
-	}
 }
 
-// The asynchronous outcomes' read of their queues' step_bodies is a primary-key lookup per
-// job: with 20 000 jobs it reads no more rows of jobs than it is given ids.
-func TestJobStepBodiesModeReadsOneRowPerID(t *testing.T) {
+// Bodies flagged by_queue (outcomes reported through the API) are kept by the outcome
+// statement itself as the job's queue says, in the same one statement: 'off' keeps none,
+// 'failures' those of a retry or a fail, 'all' every one; the flag is not stored.
+func TestOutcomeKeepsBodiesByQueueInTheStatement(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := pgtest.NewDB(t)
-	if _, err := db.QueueUpsert(ctx, pg.QueueUpsert{Name: "bulk"}); err != nil {
-		t.Fatal(err)
+	url := pgtest.NewDatabase(t)
+	counter := &pg.StatementCounter{}
+	db := pgtest.Open(t, url, pg.Options{Counter: counter})
+	type attempt struct {
+		queue, kind string
+		kept        bool
 	}
-	seedJobs(t, db, "bulk", 20_000, "")
-	if _, err := db.Exec(ctx, `ANALYZE jobs`); err != nil {
-		t.Fatal(err)
+	cases := []attempt{
+		{"off", pg.KindRetry, false}, {"off", pg.KindDone, false},
+		{"failures", pg.KindRetry, true}, {"failures", pg.KindFail, true}, {"failures", pg.KindDone, false},
+		{"all", pg.KindDone, true}, {"all", pg.KindNext, true},
 	}
-	ids := []int64{3, 500, 19_999}
-	raw, err := db.ExplainAnalyze(ctx, pg.Statement("JobStepBodiesMode"), ids)
-	if err != nil {
-		t.Fatal(err)
+	for _, mode := range []string{"off", "failures", "all"} {
+		m := mode
+		if _, err := db.QueueUpsert(ctx, pg.QueueUpsert{Name: mode, StepBodies: &m}); err != nil {
+			t.Fatal(err)
+		}
+		seedJobs(t, db, mode, 3, "")
 	}
-	plan, err := pgtest.ParsePlan(raw)
-	if err != nil {
-		t.Fatal(err)
+	delay := int64(1000)
+	var recs []pg.OutcomeRecord
+	used := map[string]int{}
+	claimedBy := map[string][]pg.ClaimedJob{}
+	for _, q := range []string{"off", "failures", "all"} {
+		got, err := db.JobClaimBatch(ctx, pg.JobClaimParams{Queue: q, Limit: 3, LeaseTTL: time.Minute, Owner: "t", SignalCap: 10})
+		if err != nil || len(got) != 3 {
+			t.Fatalf("claimed %d of %s (%v)", len(got), q, err)
+		}
+		claimedBy[q] = got
 	}
-	if read := plan.MaxRowsRead("jobs"); read > float64(len(ids)) {
-		t.Fatalf("a node read %.0f rows of jobs for %d ids:\n%s", read, len(ids), raw)
+	for _, c := range cases {
+		j := claimedBy[c.queue][used[c.queue]]
+		used[c.queue]++
+		r := pg.OutcomeRecord{ID: j.ID, Token: j.LeaseToken, Kind: c.kind, Label: c.kind,
+			Bodies: &pg.StepBodies{Response: &pg.StepBody{Text: "answer", Size: 6}, ByQueue: true}}
+		switch c.kind {
+		case pg.KindRetry:
+			r.Error, r.DelayMS = json.RawMessage(`{}`), &delay
+		case pg.KindFail:
+			r.Error = json.RawMessage(`{}`)
+		}
+		recs = append(recs, r)
+	}
+	counter.Reset()
+	if applied, err := db.JobApplyOutcomes(ctx, recs, false); err != nil || len(applied) != len(recs) {
+		t.Fatalf("applied %d of %d (%v)", len(applied), len(recs), err)
+	}
+	if total := counter.Snapshot(); len(total) != 1 || total["JobApplyOutcomes"] != 1 {
+		t.Fatalf("the batch ran %v, want one JobApplyOutcomes", total)
+	}
+	for i, c := range cases {
+		steps, err := db.StepList(ctx, recs[i].ID, 10)
+		if err != nil || len(steps) != 1 {
+			t.Fatalf("case %d: %d steps (%v)", i, len(steps), err)
+		}
+		b := steps[0].Bodies
+		if (b != nil) != c.kept {
+			t.Errorf("queue %s, %s: bodies %+v, kept %v wanted", c.queue, c.kind, b, c.kept)
+		}
+		if b != nil && (b.ByQueue || b.Response == nil || b.Response.Text != "answer") {
+			t.Errorf("queue %s, %s: stored %+v", c.queue, c.kind, *b)
+		}
 	}
 }

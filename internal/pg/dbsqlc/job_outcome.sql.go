@@ -101,7 +101,14 @@ updated AS (
 ),
 history AS (
     INSERT INTO steps (job_id, queue, handler, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
-    SELECT u.id, u.queue, u.handler, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error, o.bodies
+    SELECT u.id, u.queue, u.handler, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error,
+           -- Bodies flagged by_queue (an outcome reported through the API) are kept as the
+           -- job's queue says: 'all', or 'failures' for a retry or a fail; the queue is
+           -- read only for them (one primary-key probe), never for the dispatcher's.
+           CASE WHEN o.bodies IS NULL OR o.bodies->'by_queue' IS NULL THEN o.bodies
+                WHEN coalesce((SELECT q.step_bodies FROM queues q WHERE q.name = u.queue), 'failures')
+                     IN ('all', CASE WHEN o.kind IN ('retry', 'fail') THEN 'failures' END)
+                THEN o.bodies - 'by_queue' END
     FROM updated u JOIN o ON o.id = u.id AND o.token = u.token JOIN before b ON b.id = u.id
 ),
 children AS (
@@ -304,7 +311,14 @@ updated AS (
 ),
 history AS (
     INSERT INTO steps (job_id, queue, handler, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
-    SELECT u.id, u.queue, u.handler, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error, o.bodies
+    SELECT u.id, u.queue, u.handler, b.step, b.attempt, o.label, o.http_status, coalesce(b.attempted_at, now()), now(), o.error,
+           -- Bodies flagged by_queue (an outcome reported through the API) are kept as the
+           -- job's queue says: 'all', or 'failures' for a retry or a fail; the queue is
+           -- read only for them (one primary-key probe), never for the dispatcher's.
+           CASE WHEN o.bodies IS NULL OR o.bodies->'by_queue' IS NULL THEN o.bodies
+                WHEN coalesce((SELECT q.step_bodies FROM queues q WHERE q.name = u.queue), 'failures')
+                     IN ('all', CASE WHEN o.kind IN ('retry', 'fail') THEN 'failures' END)
+                THEN o.bodies - 'by_queue' END
     FROM updated u JOIN o ON o.id = u.id AND o.token = u.token JOIN before b ON b.id = u.id
 ),
 credited AS (

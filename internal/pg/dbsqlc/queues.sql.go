@@ -12,41 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const JobStepBodiesMode = `-- name: JobStepBodiesMode :many
-SELECT j.id, q.step_bodies
-FROM jobs j JOIN queues q ON q.name = j.queue
-WHERE j.id = ANY ($1::bigint[])
-`
-
-type JobStepBodiesModeRow struct {
-	ID         int64
-	StepBodies string
-}
-
-// The step_bodies setting of the queue of each job of ids: what an outcome reported through
-// the API (an asynchronous step) needs to know whether to keep its body. Only run for a
-// batch that holds such an outcome; the dispatcher knows its queue's setting already.
-// Index use: jobs_pkey and queues_pkey per id.
-func (q *Queries) JobStepBodiesMode(ctx context.Context, ids []int64) ([]JobStepBodiesModeRow, error) {
-	rows, err := q.db.Query(ctx, JobStepBodiesMode, ids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []JobStepBodiesModeRow
-	for rows.Next() {
-		var i JobStepBodiesModeRow
-		if err := rows.Scan(&i.ID, &i.StepBodies); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const QueueCounts = `-- name: QueueCounts :many
 SELECT j.queue, j.status, count(*) AS n,
        CASE WHEN j.status = 'runnable' THEN min(j.eligible_at) END AS oldest_runnable

@@ -43,12 +43,3 @@ GROUP BY j.queue, j.status;
 INSERT INTO queues (name)
 SELECT DISTINCT n FROM unnest(sqlc.arg(names)::text[]) AS n
 ON CONFLICT (name) DO NOTHING;
-
--- name: JobStepBodiesMode :many
--- The step_bodies setting of the queue of each job of ids: what an outcome reported through
--- the API (an asynchronous step) needs to know whether to keep its body. Only run for a
--- batch that holds such an outcome; the dispatcher knows its queue's setting already.
--- Index use: jobs_pkey and queues_pkey per id.
-SELECT j.id, q.step_bodies
-FROM jobs j JOIN queues q ON q.name = j.queue
-WHERE j.id = ANY (sqlc.arg(ids)::bigint[]);
