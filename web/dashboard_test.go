@@ -96,6 +96,10 @@ func newServer(t *testing.T, token string, dispatching bool) *server {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
+	// The charts' counts, flushed often so a chart shows a step within its refresh.
+	rollups := eng.NewStepRollups(engine.StepRollupConfig{Interval: 50 * time.Millisecond})
+	rollups.Start(context.Background())
+	t.Cleanup(rollups.Stop)
 	if dispatching {
 		d := dispatch.New(eng, dispatch.Config{PollMin: 10 * time.Millisecond, PollMax: 100 * time.Millisecond,
 			QueueRefresh: 100 * time.Millisecond}, nil, nil)

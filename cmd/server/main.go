@@ -124,6 +124,10 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	log.Info("gendurable is serving", "addr", ln.Addr().String(), "dispatch", cfg.Dispatch,
 		"allow_private_webhooks", cfg.AllowPrivateWebhooks, "auth", cfg.APIToken != "")
 
+	// The charts' counts of what this process writes to the history (also the outcomes
+	// reported through the API when dispatch is off).
+	rollups := eng.NewStepRollups(engine.StepRollupConfig{})
+	rollups.Start(ctx)
 	var disp *dispatch.Dispatcher
 	var reaper *engine.Reaper
 	var reconciler *engine.Reconciler
@@ -171,6 +175,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("HTTP shutdown", "err", err)
 	}
+	rollups.Stop() // after the last outcome this process can write
 	log.Info("stopped")
 	return nil
 }

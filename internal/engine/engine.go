@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg"
@@ -88,6 +89,9 @@ type Engine struct {
 	// knownQueues holds the queue names this process has seen exist (string → struct{}),
 	// so a spawn into a queue nothing has created yet costs one statement the first time.
 	knownQueues sync.Map
+	// rollups counts the attempts written to the history for the charts (nil until
+	// NewStepRollups).
+	rollups atomic.Pointer[StepRollups]
 }
 
 // SetMetrics makes the engine and its services record into m.

@@ -274,6 +274,9 @@ func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]O
 		// One outcome the database refused must not fail the others of its batch.
 		return e.applyOneByOne(ctx, outcomes)
 	}
+	if r := e.rollups.Load(); r != nil && len(rows) > 0 {
+		r.countApplied(rows)
+	}
 	applied := make([]OutcomeApplied, len(rows))
 	for i, a := range rows {
 		applied[i] = OutcomeApplied{ID: a.ID, Token: a.Token, Status: a.Status, Queue: a.Queue, Ready: a.Ready}

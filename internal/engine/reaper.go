@@ -89,7 +89,11 @@ func (r *Reaper) reapExpiredLeases(ctx context.Context, asOf *time.Time) ([]pg.R
 	for i, x := range expired {
 		reaps[i] = pg.LeaseReap{Lease: x.Lease, Delay: backoffOf(x.Attempt, x.BackoffBaseMS, x.BackoffMaxMS).Delay()}
 	}
-	return r.engine.db.JobReapExpiredLeases(ctx, reaps, asOf)
+	reaped, err := r.engine.db.JobReapExpiredLeases(ctx, reaps, asOf)
+	if rollups := r.engine.rollups.Load(); rollups != nil && len(reaped) > 0 {
+		rollups.countReaped(reaped)
+	}
+	return reaped, err
 }
 
 // Start runs sweeps every Interval until Stop.

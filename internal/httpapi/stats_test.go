@@ -89,14 +89,22 @@ func TestStepStatsCountWhatTheWebhookAnswered(t *testing.T) {
 		}
 		return out
 	}
+	// The charts lag the history by a flush of the rollups: wait for the five attempts.
 	pay := get("handler=pay")
+	for _, _, _, _, total, _ := pay.sums(); total < 5; _, _, _, _, total, _ = pay.sums() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the handler's series holds %d attempts of 5", total)
+		}
+		time.Sleep(10 * time.Millisecond) // polling pace
+		pay = get("handler=pay")
+	}
 	if len(pay.Points) != 60 || pay.Window != "1h0m0s" || pay.Bucket != "1m0s" || *pay.Handler != "pay" || pay.Queue != nil ||
 		!pay.To.Equal(pay.From.Add(time.Hour)) || !pay.Points[59].At.Equal(pay.To.Add(-time.Minute)) {
 		t.Fatalf("the default series: %d points, window %s, bucket %s, from %s to %s", len(pay.Points), pay.Window, pay.Bucket, pay.From, pay.To)
 	}
 	// 5 attempts: slow, slow, flaky's 500 and its done, fail.
-	if ok, retry, failed, done, total, p99 := pay.sums(); ok != 3 || retry != 1 || failed != 1 || done != 3 || total != 5 || p99 < 40 {
-		t.Fatalf("pay's hour: ok %d retry %d failed %d done %d total %d, p99 %.1f ms (want 3 1 1 3 5, ≥ 40 ms)", ok, retry, failed, done, total, p99)
+	if ok, retry, failed, done, total, p99 := pay.sums(); ok != 3 || retry != 1 || failed != 1 || done != 3 || total != 5 || p99 < 40*0.956 {
+		t.Fatalf("pay's hour: ok %d retry %d failed %d done %d total %d, p99 %.1f ms (want 3 1 1 3 5, ≥ 38 ms: 40 ms to the histogram's 4.4 %%)", ok, retry, failed, done, total, p99)
 	}
 	if ok, _, _, _, total, _ := get("queue=money&window=10m&bucket=30s").sums(); ok != 4 || total != 6 {
 		t.Fatalf("the queue's 10 minutes: ok %d of %d, want 4 of 6", ok, total)

@@ -47,7 +47,9 @@ func newStack(t *testing.T, leaseTTL time.Duration) *stack {
 	d.Start(context.Background())
 	reaper := eng.NewReaper(engine.ReaperConfig{Interval: 50 * time.Millisecond})
 	reaper.Start(context.Background())
-	t.Cleanup(func() { reaper.Stop(); d.Stop(context.Background()) })
+	rollups := eng.NewStepRollups(engine.StepRollupConfig{Interval: 20 * time.Millisecond})
+	rollups.Start(context.Background())
+	t.Cleanup(func() { reaper.Stop(); d.Stop(context.Background()); rollups.Stop() })
 	return &stack{api: &api{t: t, url: srv.URL, db: db, eng: eng}, counter: counter}
 }
 

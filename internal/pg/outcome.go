@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 )
@@ -75,6 +76,10 @@ type OutcomeApplied struct {
 	Queue  string
 	// Ready: the job is runnable now (a feeder may claim it at once).
 	Ready bool
+	// Handler, Label, StartedAt and FinishedAt are the attempt's, as its history row
+	// holds them.
+	Handler, Label        string
+	StartedAt, FinishedAt time.Time
 }
 
 // checkRetryDelays refuses a retry without its delay: the retry policy is the caller's.
@@ -109,6 +114,7 @@ func (db *DB) JobApplyOutcomes(ctx context.Context, recs []OutcomeRecord, credit
 		rows, err = db.q.JobApplyOutcomes(ctx, batch)
 	}
 	return convertAll(rows, func(r dbsqlc.JobApplyOutcomesRow) OutcomeApplied {
-		return OutcomeApplied{ID: r.ID, Token: r.Token, Status: r.Status, Queue: r.Queue, Ready: r.Ready}
+		return OutcomeApplied{ID: r.ID, Token: r.Token, Status: r.Status, Queue: r.Queue, Ready: r.Ready,
+			Handler: r.Handler, Label: r.Label, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
 	}), translate(err)
 }

@@ -23,10 +23,13 @@ type LeaseReap struct {
 	Delay time.Duration
 }
 
-// Reaped is one step whose lease expired, and the status it was put in.
+// Reaped is one step whose lease expired, and the status it was put in; its queue,
+// handler and the attempt's start and end are the history row's.
 type Reaped struct {
-	JobID  int64
-	Status string
+	JobID                 int64
+	Status                string
+	Queue, Handler        string
+	StartedAt, FinishedAt time.Time
 }
 
 // JobListExpiredLeases lists up to limit leases expired at asOf (nil: the database's
@@ -50,7 +53,9 @@ func (db *DB) JobReapExpiredLeases(ctx context.Context, reaps []LeaseReap, asOf 
 		p.Ids[i], p.Tokens[i], p.DelaysMs[i] = r.JobID, r.Token, r.Delay.Milliseconds()
 	}
 	rows, err := db.q.JobReapExpiredLeases(ctx, p)
-	return convertAll(rows, func(r dbsqlc.JobReapExpiredLeasesRow) Reaped { return Reaped{JobID: r.ID, Status: r.Status} }), translate(err)
+	return convertAll(rows, func(r dbsqlc.JobReapExpiredLeasesRow) Reaped {
+		return Reaped{JobID: r.ID, Status: r.Status, Queue: r.Queue, Handler: r.Handler, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
+	}), translate(err)
 }
 
 // JobWakeExpiredAwaits makes up to limit awaiting jobs past their deadline at asOf (nil:

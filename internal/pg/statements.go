@@ -78,6 +78,8 @@ var statements = map[string]string{
 	"SignalLoadInboxes":         dbsqlc.SignalLoadInboxes,
 	"StepList":                  dbsqlc.StepList,
 	"StepStats":                 dbsqlc.StepStats,
+	"StepRollupAppend":          dbsqlc.StepRollupAppend,
+	"StepRollupTrim":            dbsqlc.StepRollupTrim,
 	"StepPartitionList":         dbsqlc.StepPartitionList,
 }
 

@@ -138,7 +138,9 @@ notified AS (
     FROM (SELECT queue FROM updated WHERE status = 'runnable'
           UNION SELECT queue FROM joined WHERE status = 'runnable') q
 )
-SELECT u.id, u.status FROM updated u, notified
+SELECT u.id, u.status, u.queue, u.handler, coalesce(u.attempted_at, now())::timestamptz AS started_at,
+       now()::timestamptz AS finished_at
+FROM updated u, notified
 `
 
 type JobReapExpiredLeasesParams struct {
@@ -149,8 +151,12 @@ type JobReapExpiredLeasesParams struct {
 }
 
 type JobReapExpiredLeasesRow struct {
-	ID     int64
-	Status string
+	ID         int64
+	Status     string
+	Queue      string
+	Handler    string
+	StartedAt  time.Time
+	FinishedAt time.Time
 }
 
 // Takes back the expired leases JobListExpiredLeases found, each with its retry delay in
@@ -168,6 +174,8 @@ type JobReapExpiredLeasesRow struct {
 // parent in a batch count twice), and a parent waiting for them is woken at zero.
 // A row `updated` already changed is left alone: Postgres applies only one of two
 // updates of a row in one statement. Parents are locked in id order.
+// The queue, handler and the attempt's start and end, as its history row holds them
+// (counted into the charts' rollups, engine.StepRollups).
 func (q *Queries) JobReapExpiredLeases(ctx context.Context, arg JobReapExpiredLeasesParams) ([]JobReapExpiredLeasesRow, error) {
 	rows, err := q.db.Query(ctx, JobReapExpiredLeases,
 		arg.Ids,
@@ -182,7 +190,14 @@ func (q *Queries) JobReapExpiredLeases(ctx context.Context, arg JobReapExpiredLe
 	var items []JobReapExpiredLeasesRow
 	for rows.Next() {
 		var i JobReapExpiredLeasesRow
-		if err := rows.Scan(&i.ID, &i.Status); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Status,
+			&i.Queue,
+			&i.Handler,
+			&i.StartedAt,
+			&i.FinishedAt,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

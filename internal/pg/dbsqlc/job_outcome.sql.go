@@ -8,6 +8,7 @@ package dbsqlc
 import (
 	"context"
 	"encoding/json"
+	"time"
 )
 
 const JobApplyOutcomes = `-- name: JobApplyOutcomes :many
@@ -97,7 +98,7 @@ updated AS (
     WHERE j.id = o.id
       AND j.lease_token = o.token
       AND j.id = ANY (ARRAY(SELECT o2.id FROM o o2))
-    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at
+    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at, j.attempted_at, o.label::text AS label
 ),
 history AS (
     INSERT INTO steps (job_id, queue, handler, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
@@ -151,16 +152,21 @@ notified AS (
     FROM (SELECT queue FROM joined WHERE status = 'runnable'
           UNION SELECT queue FROM children) q
 )
-SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready
+SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready,
+       u.handler, u.label, coalesce(u.attempted_at, now())::timestamptz AS started_at, now()::timestamptz AS finished_at
 FROM updated u, notified
 `
 
 type JobApplyOutcomesRow struct {
-	ID     int64
-	Token  string
-	Status string
-	Queue  string
-	Ready  bool
+	ID         int64
+	Token      string
+	Status     string
+	Queue      string
+	Ready      bool
+	Handler    string
+	Label      string
+	StartedAt  time.Time
+	FinishedAt time.Time
 }
 
 // Applies a batch of step outcomes in one statement: one JSON record per step. (Twelve
@@ -194,6 +200,8 @@ type JobApplyOutcomesRow struct {
 // parent in a batch count twice), and a parent waiting for them is woken at zero.
 // A row `updated` already changed is left alone: Postgres applies only one of two
 // updates of a row in one statement. Parents are locked in id order.
+// The handler, the history row's outcome label and the attempt's start and end, as the
+// row holds them: what the process counts into the charts' rollups (engine.StepRollups).
 func (q *Queries) JobApplyOutcomes(ctx context.Context, batch json.RawMessage) ([]JobApplyOutcomesRow, error) {
 	rows, err := q.db.Query(ctx, JobApplyOutcomes, batch)
 	if err != nil {
@@ -209,6 +217,10 @@ func (q *Queries) JobApplyOutcomes(ctx context.Context, batch json.RawMessage) (
 			&i.Status,
 			&i.Queue,
 			&i.Ready,
+			&i.Handler,
+			&i.Label,
+			&i.StartedAt,
+			&i.FinishedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -307,7 +319,7 @@ updated AS (
     WHERE j.id = o.id
       AND j.lease_token = o.token
       AND j.id = ANY (ARRAY(SELECT o2.id FROM o o2))
-    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at
+    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at, j.attempted_at, o.label::text AS label
 ),
 history AS (
     INSERT INTO steps (job_id, queue, handler, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
@@ -370,16 +382,21 @@ notified AS (
     FROM (SELECT queue FROM joined WHERE status = 'runnable'
           UNION SELECT queue FROM children) q
 )
-SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready
+SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready,
+       u.handler, u.label, coalesce(u.attempted_at, now())::timestamptz AS started_at, now()::timestamptz AS finished_at
 FROM updated u, notified
 `
 
 type JobApplyOutcomesCreditingRow struct {
-	ID     int64
-	Token  string
-	Status string
-	Queue  string
-	Ready  bool
+	ID         int64
+	Token      string
+	Status     string
+	Queue      string
+	Ready      bool
+	Handler    string
+	Label      string
+	StartedAt  time.Time
+	FinishedAt time.Time
 }
 
 // Applies a batch of step outcomes in one statement: one JSON record per step. (Twelve
@@ -415,6 +432,8 @@ type JobApplyOutcomesCreditingRow struct {
 // parent in a batch count twice), and a parent waiting for them is woken at zero.
 // A row `updated` already changed is left alone: Postgres applies only one of two
 // updates of a row in one statement. Parents are locked in id order.
+// The handler, the history row's outcome label and the attempt's start and end, as the
+// row holds them: what the process counts into the charts' rollups (engine.StepRollups).
 func (q *Queries) JobApplyOutcomesCrediting(ctx context.Context, batch json.RawMessage) ([]JobApplyOutcomesCreditingRow, error) {
 	rows, err := q.db.Query(ctx, JobApplyOutcomesCrediting, batch)
 	if err != nil {
@@ -430,6 +449,10 @@ func (q *Queries) JobApplyOutcomesCrediting(ctx context.Context, batch json.RawM
 			&i.Status,
 			&i.Queue,
 			&i.Ready,
+			&i.Handler,
+			&i.Label,
+			&i.StartedAt,
+			&i.FinishedAt,
 		); err != nil {
 			return nil, err
 		}

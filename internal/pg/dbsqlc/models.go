@@ -179,6 +179,18 @@ type Step struct {
 	Handler    *string
 }
 
+type StepRollup struct {
+	At             time.Time
+	Queue          string
+	Handler        *string
+	Ok             int
+	Failed         int
+	Done           int
+	Total          int
+	LatencyBuckets []int
+	LatencyCounts  []int
+}
+
 type StepsDefault struct {
 	JobID      int64
 	ID         int64

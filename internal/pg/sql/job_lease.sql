@@ -194,7 +194,11 @@ notified AS (
     FROM (SELECT queue FROM updated WHERE status = 'runnable'
           UNION SELECT queue FROM joined WHERE status = 'runnable') q
 )
-SELECT u.id, u.status FROM updated u, notified;
+-- The queue, handler and the attempt's start and end, as its history row holds them
+-- (counted into the charts' rollups, engine.StepRollups).
+SELECT u.id, u.status, u.queue, u.handler, coalesce(u.attempted_at, now())::timestamptz AS started_at,
+       now()::timestamptz AS finished_at
+FROM updated u, notified;
 
 -- name: JobWakeExpiredAwaits :many
 -- Wakes up to max_rows awaiting jobs whose wait deadline passed at as_of (NULL: now()), with

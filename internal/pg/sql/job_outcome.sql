@@ -111,7 +111,7 @@ updated AS (
     WHERE j.id = o.id
       AND j.lease_token = o.token
       AND j.id = ANY (ARRAY(SELECT o2.id FROM o o2))
-    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at
+    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at, j.attempted_at, o.label::text AS label
 ),
 history AS (
     INSERT INTO steps (job_id, queue, handler, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
@@ -170,7 +170,10 @@ notified AS (
     FROM (SELECT queue FROM joined WHERE status = 'runnable'
           UNION SELECT queue FROM children) q
 )
-SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready
+-- The handler, the history row's outcome label and the attempt's start and end, as the
+-- row holds them: what the process counts into the charts' rollups (engine.StepRollups).
+SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready,
+       u.handler, u.label, coalesce(u.attempted_at, now())::timestamptz AS started_at, now()::timestamptz AS finished_at
 FROM updated u, notified;
 
 -- name: JobApplyOutcomesCrediting :many
@@ -286,7 +289,7 @@ updated AS (
     WHERE j.id = o.id
       AND j.lease_token = o.token
       AND j.id = ANY (ARRAY(SELECT o2.id FROM o o2))
-    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at
+    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at, j.attempted_at, o.label::text AS label
 ),
 history AS (
     INSERT INTO steps (job_id, queue, handler, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
@@ -356,5 +359,8 @@ notified AS (
     FROM (SELECT queue FROM joined WHERE status = 'runnable'
           UNION SELECT queue FROM children) q
 )
-SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready
+-- The handler, the history row's outcome label and the attempt's start and end, as the
+-- row holds them: what the process counts into the charts' rollups (engine.StepRollups).
+SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready,
+       u.handler, u.label, coalesce(u.attempted_at, now())::timestamptz AS started_at, now()::timestamptz AS finished_at
 FROM updated u, notified;

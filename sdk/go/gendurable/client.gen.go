@@ -1174,7 +1174,7 @@ type StepStatsPoint struct {
 	// Failed Attempts that failed with no retry asked (fail, request_too_large, bad_secret).
 	Failed int64 `json:"failed"`
 
-	// LatencyMs Percentiles of the attempts' durations in milliseconds (absent for an empty bucket).
+	// LatencyMs Percentiles of the attempts' durations in milliseconds, within 4.5 % (the middle of a histogram bucket; absent for an empty bucket).
 	LatencyMs *struct {
 		P50 float64 `json:"p50"`
 		P95 float64 `json:"p95"`
@@ -1848,11 +1848,15 @@ type ClientInterface interface {
 
 	// GetStepStats Throughput, error rate and latency of a queue's or a handler's steps over time.
 	//
-	// One point per bucket of the window (empty buckets included, with zeros), read from
-	// the step history: attempts by outcome class and percentiles of their duration
-	// (finished_at - started_at: the webhook call, or for an asynchronous step the time
-	// until its outcome arrived). Give exactly one of `queue` and `handler`. The window
-	// is at most 24h and at most 500 buckets; beyond, 422.
+	// One point per bucket of the window (empty buckets included, with zeros): attempts by
+	// outcome class and percentiles of their duration (finished_at - started_at: the
+	// webhook call, or for an asynchronous step the time until its outcome arrived). Read
+	// from per-second rollups that every server process appends once a second of the
+	// attempts it wrote to the step history, so a point lags the history by up to a second
+	// and a process killed with kill -9 loses its last second of counts; percentiles come
+	// from a histogram of 8 buckets per doubling, within 4.5 % of the exact value. Give
+	// exactly one of `queue` and `handler`. The window is at most 24h and at most 500
+	// buckets; beyond, 422.
 	//
 	// Corresponds with GET /v1/stats/steps (the `GetStepStats` operationId).
 	GetStepStats(ctx context.Context, params *GetStepStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2873,11 +2877,15 @@ func (c *APIClient) SendSignalByKey(ctx context.Context, body SendSignalByKeyJSO
 
 // GetStepStats Throughput, error rate and latency of a queue's or a handler's steps over time.
 //
-// One point per bucket of the window (empty buckets included, with zeros), read from
-// the step history: attempts by outcome class and percentiles of their duration
-// (finished_at - started_at: the webhook call, or for an asynchronous step the time
-// until its outcome arrived). Give exactly one of `queue` and `handler`. The window
-// is at most 24h and at most 500 buckets; beyond, 422.
+// One point per bucket of the window (empty buckets included, with zeros): attempts by
+// outcome class and percentiles of their duration (finished_at - started_at: the
+// webhook call, or for an asynchronous step the time until its outcome arrived). Read
+// from per-second rollups that every server process appends once a second of the
+// attempts it wrote to the step history, so a point lags the history by up to a second
+// and a process killed with kill -9 loses its last second of counts; percentiles come
+// from a histogram of 8 buckets per doubling, within 4.5 % of the exact value. Give
+// exactly one of `queue` and `handler`. The window is at most 24h and at most 500
+// buckets; beyond, 422.
 //
 // Corresponds with GET /v1/stats/steps (the `GetStepStats` operationId).
 func (c *APIClient) GetStepStats(ctx context.Context, params *GetStepStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5277,11 +5285,15 @@ type ClientWithResponsesInterface interface {
 
 	// GetStepStatsWithResponse Throughput, error rate and latency of a queue's or a handler's steps over time.
 	//
-	// One point per bucket of the window (empty buckets included, with zeros), read from
-	// the step history: attempts by outcome class and percentiles of their duration
-	// (finished_at - started_at: the webhook call, or for an asynchronous step the time
-	// until its outcome arrived). Give exactly one of `queue` and `handler`. The window
-	// is at most 24h and at most 500 buckets; beyond, 422.
+	// One point per bucket of the window (empty buckets included, with zeros): attempts by
+	// outcome class and percentiles of their duration (finished_at - started_at: the
+	// webhook call, or for an asynchronous step the time until its outcome arrived). Read
+	// from per-second rollups that every server process appends once a second of the
+	// attempts it wrote to the step history, so a point lags the history by up to a second
+	// and a process killed with kill -9 loses its last second of counts; percentiles come
+	// from a histogram of 8 buckets per doubling, within 4.5 % of the exact value. Give
+	// exactly one of `queue` and `handler`. The window is at most 24h and at most 500
+	// buckets; beyond, 422.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7845,11 +7857,15 @@ func (c *ClientWithResponses) SendSignalByKeyWithResponse(ctx context.Context, b
 
 // GetStepStatsWithResponse Throughput, error rate and latency of a queue's or a handler's steps over time.
 //
-// One point per bucket of the window (empty buckets included, with zeros), read from
-// the step history: attempts by outcome class and percentiles of their duration
-// (finished_at - started_at: the webhook call, or for an asynchronous step the time
-// until its outcome arrived). Give exactly one of `queue` and `handler`. The window
-// is at most 24h and at most 500 buckets; beyond, 422.
+// One point per bucket of the window (empty buckets included, with zeros): attempts by
+// outcome class and percentiles of their duration (finished_at - started_at: the
+// webhook call, or for an asynchronous step the time until its outcome arrived). Read
+// from per-second rollups that every server process appends once a second of the
+// attempts it wrote to the step history, so a point lags the history by up to a second
+// and a process killed with kill -9 loses its last second of counts; percentiles come
+// from a histogram of 8 buckets per doubling, within 4.5 % of the exact value. Give
+// exactly one of `queue` and `handler`. The window is at most 24h and at most 500
+// buckets; beyond, 422.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -635,11 +635,15 @@ export interface paths {
         };
         /**
          * Throughput, error rate and latency of a queue's or a handler's steps over time.
-         * @description One point per bucket of the window (empty buckets included, with zeros), read from
-         *     the step history: attempts by outcome class and percentiles of their duration
-         *     (finished_at - started_at: the webhook call, or for an asynchronous step the time
-         *     until its outcome arrived). Give exactly one of `queue` and `handler`. The window
-         *     is at most 24h and at most 500 buckets; beyond, 422.
+         * @description One point per bucket of the window (empty buckets included, with zeros): attempts by
+         *     outcome class and percentiles of their duration (finished_at - started_at: the
+         *     webhook call, or for an asynchronous step the time until its outcome arrived). Read
+         *     from per-second rollups that every server process appends once a second of the
+         *     attempts it wrote to the step history, so a point lags the history by up to a second
+         *     and a process killed with kill -9 loses its last second of counts; percentiles come
+         *     from a histogram of 8 buckets per doubling, within 4.5 % of the exact value. Give
+         *     exactly one of `queue` and `handler`. The window is at most 24h and at most 500
+         *     buckets; beyond, 422.
          */
         get: operations["getStepStats"];
         put?: never;
@@ -1386,7 +1390,7 @@ export interface components {
             done: number;
             /** Format: int64 */
             total: number;
-            /** @description Percentiles of the attempts' durations in milliseconds (absent for an empty bucket). */
+            /** @description Percentiles of the attempts' durations in milliseconds, within 4.5 % (the middle of a histogram bucket; absent for an empty bucket). */
             latency_ms?: {
                 /** Format: double */
                 p50: number;
