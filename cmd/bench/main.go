@@ -127,7 +127,7 @@ func main() {
 	flag.IntVar(&o.bulk, "bulk", 100000, "jobs to insert through the batch endpoint (10 000 per request, -bulk-clients clients)")
 	flag.IntVar(&o.latencyRate, "latency-rate", 100, "jobs per second for the latency run")
 	flag.DurationVar(&o.latencyFor, "latency-for", 5*time.Second, "length of the latency run")
-	flag.IntVar(&o.outcomeBatch, "outcome-batch", 128, "GENDURABLE_OUTCOME_BATCH of the server (1 = unbatched)")
+	flag.IntVar(&o.outcomeBatch, "outcome-batch", 256, "GENDURABLE_OUTCOME_BATCH of the server (1 = unbatched)")
 	flag.IntVar(&o.maxInFlight, "max-in-flight", 256, "max_in_flight of the drained queues, and the River peer's MaxWorkers")
 	flag.IntVar(&o.batch, "batch", 100, "batch of the drained queues")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results to this JSON file")

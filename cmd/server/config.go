@@ -103,7 +103,7 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	if c.HistoryPartition > 0 && c.HistoryPartition < time.Hour {
 		errs = append(errs, fmt.Errorf("GENDURABLE_HISTORY_PARTITION=%s is below the least partition span, 1h", c.HistoryPartition))
 	}
-	c.OutcomeBatch = integer("GENDURABLE_OUTCOME_BATCH", 128)
+	c.OutcomeBatch = integer("GENDURABLE_OUTCOME_BATCH", 256)
 	c.IdempotencyWindow = duration("GENDURABLE_IDEMPOTENCY_WINDOW", "24h")
 	fs.DurationVar(&c.IdempotencyWindow, "idempotency-window", c.IdempotencyWindow, "how long an Idempotency-Key answers the job it made (env GENDURABLE_IDEMPOTENCY_WINDOW)")
 	c.PprofAddr = getenv("GENDURABLE_PPROF_ADDR")

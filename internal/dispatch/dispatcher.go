@@ -31,10 +31,11 @@ type Config struct {
 	// ShutdownGrace is how long Stop lets running steps finish before it abandons them
 	// to lease expiry (default 15s).
 	ShutdownGrace time.Duration
-	// OutcomeWorkers is how many outcome statements may run at once (default 2: with the
-	// busy linger, two fuller statements cost Postgres less than four thinner ones).
+	// OutcomeWorkers is how many outcome statements may run at once (default 2). The
+	// first writes every batch; the others only a full batch that the first left waiting
+	// (fewer, fuller statements cost Postgres less: see completer).
 	OutcomeWorkers int
-	// OutcomeBatch is the most outcomes one statement writes (default 128; 1 turns
+	// OutcomeBatch is the most outcomes one statement writes (default 256; 1 turns
 	// batching off).
 	OutcomeBatch int
 	// OutcomeLinger is how long a flush waits for more outcomes once one is pending
@@ -84,7 +85,7 @@ func (c *Config) applyDefaults() {
 		c.OutcomeBusyLinger = time.Millisecond
 	}
 	if c.OutcomeBatch == 0 {
-		c.OutcomeBatch = 128
+		c.OutcomeBatch = 256
 	}
 	if c.ParkFor == 0 {
 		c.ParkFor = 5 * time.Minute

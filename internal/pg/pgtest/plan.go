@@ -11,6 +11,7 @@ type PlanNode struct {
 	NodeType          string     `json:"Node Type"`
 	RelationName      string     `json:"Relation Name"`
 	IndexName         string     `json:"Index Name"`
+	CTEName           string     `json:"CTE Name"`
 	ActualRows        float64    `json:"Actual Rows"`
 	ActualLoops       float64    `json:"Actual Loops"`
 	RowsRemovedFilter float64    `json:"Rows Removed by Filter"`

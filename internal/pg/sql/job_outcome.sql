@@ -111,7 +111,11 @@ updated AS (
     WHERE j.id = o.id
       AND j.lease_token = o.token
       AND j.id = ANY (ARRAY(SELECT o2.id FROM o o2))
-    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at, j.attempted_at, o.label::text AS label
+    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at, j.attempted_at, o.label::text AS label,
+              -- A spawn's children ride along: the children CTE reads them from here, not
+              -- by joining back to o (that join was a nested loop rescanning o per updated
+              -- row: 4 ms of a 12 ms statement for 256 `next` outcomes).
+              CASE WHEN o.kind = 'spawn' THEN o.children END AS children
 ),
 history AS (
     INSERT INTO steps (job_id, queue, handler, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
@@ -134,13 +138,12 @@ children AS (
            c.concurrency_key, c.rate_limit, c.rate_key, coalesce(c.rate_weight, 1),
            coalesce(c.max_attempts, h.max_attempts, 5), u.id
     FROM updated u
-    JOIN o ON o.id = u.id AND o.token = u.token AND o.kind = 'spawn'
-    CROSS JOIN LATERAL jsonb_to_recordset(o.children) AS c(
+    CROSS JOIN LATERAL jsonb_to_recordset(u.children) AS c(
         queue text, handler text, input jsonb, key text, priority smallint, run_at timestamptz,
         delay_ms bigint, concurrency_key text, rate_limit text, rate_key text, rate_weight int,
         max_attempts int)
     LEFT JOIN handlers h ON h.name = c.handler
-    WHERE u.status IN ('awaiting', 'runnable')
+    WHERE u.children IS NOT NULL AND u.status IN ('awaiting', 'runnable')
     RETURNING queue
 ),
 -- The parent join of a statement whose `updated` CTE ended children: each parent's
@@ -289,7 +292,11 @@ updated AS (
     WHERE j.id = o.id
       AND j.lease_token = o.token
       AND j.id = ANY (ARRAY(SELECT o2.id FROM o o2))
-    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at, j.attempted_at, o.label::text AS label
+    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at, j.attempted_at, o.label::text AS label,
+              -- A spawn's children ride along: the children CTE reads them from here, not
+              -- by joining back to o (that join was a nested loop rescanning o per updated
+              -- row: 4 ms of a 12 ms statement for 256 `next` outcomes).
+              CASE WHEN o.kind = 'spawn' THEN o.children END AS children
 ),
 history AS (
     INSERT INTO steps (job_id, queue, handler, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
@@ -323,13 +330,12 @@ children AS (
            c.concurrency_key, c.rate_limit, c.rate_key, coalesce(c.rate_weight, 1),
            coalesce(c.max_attempts, h.max_attempts, 5), u.id
     FROM updated u
-    JOIN o ON o.id = u.id AND o.token = u.token AND o.kind = 'spawn'
-    CROSS JOIN LATERAL jsonb_to_recordset(o.children) AS c(
+    CROSS JOIN LATERAL jsonb_to_recordset(u.children) AS c(
         queue text, handler text, input jsonb, key text, priority smallint, run_at timestamptz,
         delay_ms bigint, concurrency_key text, rate_limit text, rate_key text, rate_weight int,
         max_attempts int)
     LEFT JOIN handlers h ON h.name = c.handler
-    WHERE u.status IN ('awaiting', 'runnable')
+    WHERE u.children IS NOT NULL AND u.status IN ('awaiting', 'runnable')
     RETURNING queue
 ),
 -- The parent join of a statement whose `updated` CTE ended children: each parent's
