@@ -27,7 +27,7 @@ type flakyEndpoint struct {
 	times  []time.Time
 }
 
-func newFlakyEndpoint(t *testing.T) *flakyEndpoint {
+func newFlakyEndpoint(t testing.TB) *flakyEndpoint {
 	e := &flakyEndpoint{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.mu.Lock()
@@ -53,7 +53,7 @@ func (e *flakyEndpoint) requests() []time.Time {
 
 // breakerHandler registers a handler whose breaker opens after threshold failures and
 // probes every probe (constant: the cap is the interval), never pausing unless pauseAfter.
-func (h *harness) breakerHandler(t *testing.T, name, url string, threshold int, probe time.Duration, pauseAfter time.Duration) {
+func (h *harness) breakerHandler(t testing.TB, name, url string, threshold int, probe time.Duration, pauseAfter time.Duration) {
 	t.Helper()
 	attempts, base, tmo := 1000, 10, 5000
 	probeMS, pause := int(probe.Milliseconds()), pauseAfter.Milliseconds()
@@ -64,7 +64,7 @@ func (h *harness) breakerHandler(t *testing.T, name, url string, threshold int, 
 	}
 }
 
-func (h *harness) breaker(t *testing.T, name string) pg.HandlerBreaker {
+func (h *harness) breaker(t testing.TB, name string) pg.HandlerBreaker {
 	t.Helper()
 	hd, err := h.db.HandlerGet(context.Background(), name)
 	if err != nil {
@@ -73,7 +73,7 @@ func (h *harness) breaker(t *testing.T, name string) pg.HandlerBreaker {
 	return hd.Breaker
 }
 
-func (h *harness) count(t *testing.T, sql string, args ...any) int64 {
+func (h *harness) count(t testing.TB, sql string, args ...any) int64 {
 	t.Helper()
 	n, err := h.db.QueryInt(context.Background(), sql, args...)
 	if err != nil {
@@ -83,7 +83,7 @@ func (h *harness) count(t *testing.T, sql string, args ...any) int64 {
 }
 
 // waitUntil polls cond every few milliseconds until it holds or timeout passes.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -225,10 +225,11 @@ func TestLeaseParkManyGivesStepsBackUnrun(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.NewDB(t)
 	breakerHandler(t, db, "h")
-	if _, err := db.HandlerBreakerRecord(ctx, []pg.BreakerTally{{Handler: "h", Failures: 3}}, nil); err != nil {
+	// Inserted while the breaker is closed (an open one parks what is inserted).
+	if _, err := db.JobInsertMany(ctx, []pg.JobInsert{{Queue: "q", Handler: "h"}, {Queue: "q", Handler: "h"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.JobInsertMany(ctx, []pg.JobInsert{{Queue: "q", Handler: "h"}, {Queue: "q", Handler: "h"}}); err != nil {
+	if _, err := db.HandlerBreakerRecord(ctx, []pg.BreakerTally{{Handler: "h", Failures: 3}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	claimed, err := db.JobClaimBatch(ctx, pg.JobClaimParams{Queue: "q", Limit: 10, LeaseTTL: time.Minute, Owner: "t", SignalCap: 100})
@@ -255,5 +256,66 @@ func TestLeaseParkManyGivesStepsBackUnrun(t *testing.T) {
 	again, err := db.JobClaimBatch(ctx, pg.JobClaimParams{Queue: "q", Limit: 10, LeaseTTL: time.Minute, Owner: "t", SignalCap: 100})
 	if err != nil || len(again) != 0 {
 		t.Fatalf("a parked step was claimed before its time: %d %v", len(again), err)
+	}
+}
+
+// A job inserted for a handler whose breaker is open is inserted parked, as a claim would
+// park it: the batch's first item due at the next probe, the others in 150-300 s, all
+// marked 'breaker:<handler>' (the answer says so, as the stored row does), and every one
+// of them woken when the breaker closes. A closed handler's jobs in the same batch are
+// inserted runnable now, and a claim finds only them.
+func TestInsertParksTheJobsOfAnOpenBreaker(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	breakerHandler(t, db, "dead")
+	breakerHandler(t, db, "alive")
+	if _, err := db.HandlerBreakerRecord(ctx, []pg.BreakerTally{{Handler: "dead", Failures: 3}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := breakerOf(t, db, "dead")
+	if b.State != pg.BreakerOpen || b.NextProbeAt == nil {
+		t.Fatalf("breaker: %+v", b)
+	}
+	got, err := db.JobInsertMany(ctx, []pg.JobInsert{{Queue: "q", Handler: "dead"}, {Queue: "q", Handler: "dead"},
+		{Queue: "q", Handler: "alive"}, {Queue: "q", Handler: "dead"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := db.DatabaseNow(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range got {
+		stored, err := db.JobGet(ctx, g.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !g.EligibleAt.Equal(*stored.EligibleAt) || (g.LeaseOwner == nil) != (stored.LeaseOwner == nil) {
+			t.Fatalf("item %d: answered eligible %s owner %v, stored %s %v", i, g.EligibleAt, g.LeaseOwner, stored.EligibleAt, stored.LeaseOwner)
+		}
+		switch {
+		case i == 2:
+			if g.LeaseOwner != nil || g.EligibleAt.After(now) {
+				t.Fatalf("the alive handler's job: owner %v eligible %s (now %s)", g.LeaseOwner, g.EligibleAt, now)
+			}
+		case g.LeaseOwner == nil || *g.LeaseOwner != "breaker:dead":
+			t.Fatalf("item %d of the dead handler is not parked: owner %v", i, g.LeaseOwner)
+		case i == 0:
+			if !g.EligibleAt.Equal(*b.NextProbeAt) {
+				t.Fatalf("the batch's first dead item is due at %s, want the next probe %s", g.EligibleAt, b.NextProbeAt)
+			}
+		default:
+			if wait := g.EligibleAt.Sub(now); wait < 149*time.Second || wait > 301*time.Second {
+				t.Fatalf("item %d is parked for %s, want 150-300 s", i, wait)
+			}
+		}
+	}
+	claimed, err := db.JobClaimBatch(ctx, pg.JobClaimParams{Queue: "q", Limit: 10, LeaseTTL: time.Minute, Owner: "t", SignalCap: 100})
+	if err != nil || len(claimed) != 1 || claimed[0].Handler != "alive" {
+		t.Fatalf("claimed %d (%v), want the alive handler's job alone", len(claimed), err)
+	}
+	if n, err := db.JobWakeParked(ctx, "dead"); err != nil || n != 3 {
+		t.Fatalf("the breaker's close woke %d (%v), want the 3 parked at insert", n, err)
 	}
 }

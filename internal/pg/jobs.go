@@ -342,7 +342,8 @@ func insertedJob(it *JobInsert, r *dbsqlc.JobInsertManyRow) Job {
 	j := Job{ID: r.ID, Queue: it.Queue, Handler: it.Handler, Status: valueOr(r.Status, ""),
 		Priority: valueOr(r.Priority, 0), EligibleAt: r.EligibleAt, Input: r.Input,
 		MaxAttempts: valueOr(r.MaxAttempts, 0), Key: r.Key, ConcurrencyKey: it.ConcurrencyKey,
-		RateLimit: it.RateLimit, RateKey: it.RateKey, RateWeight: valueOr(r.RateWeight, 0), ParentID: it.ParentID}
+		RateLimit: it.RateLimit, RateKey: it.RateKey, RateWeight: valueOr(r.RateWeight, 0), ParentID: it.ParentID,
+		LeaseOwner: r.LeaseOwner}
 	if len(it.ExtraRateLimits) > 0 {
 		j.ExtraRateLimits = it.ExtraRateLimits
 	}

@@ -382,19 +382,25 @@ claimed AS (
 ),
 inserted AS (
     INSERT INTO jobs (id, queue, handler, input, key, priority, eligible_at, concurrency_key,
-                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id)
+                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, lease_owner)
     OVERRIDING SYSTEM VALUE
     SELECT r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), r.key, coalesce(r.priority, 5),
-           coalesce(r.run_at, now() + coalesce(r.delay_ms, 0) * interval '1 millisecond'),
+           CASE WHEN h.breaker_state = 'closed' AND h.paused_at IS NULL
+                THEN coalesce(r.run_at, now() + coalesce(r.delay_ms, 0) * interval '1 millisecond')
+                ELSE greatest(coalesce(r.run_at, now() + coalesce(r.delay_ms, 0) * interval '1 millisecond'),
+                              CASE WHEN r.ord = 0 AND h.paused_at IS NULL
+                                   THEN greatest(coalesce(h.breaker_next_probe_at, now() + interval '1 second'), now())
+                                   ELSE now() + interval '150 seconds' + random() * interval '150 seconds' END) END,
            r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1), r.extra_rate_limits,
-           coalesce(r.max_attempts, h.max_attempts), r.parent_id
+           coalesce(r.max_attempts, h.max_attempts), r.parent_id,
+           CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END
     FROM req r JOIN handlers h ON h.name = r.handler
     WHERE NOT EXISTS (SELECT 1 FROM missing) AND r.debounce_key IS NULL
       AND (r.idempotency_key IS NULL OR r.id IN (SELECT c.job_id FROM claimed c))
     ORDER BY r.ord
     ON CONFLICT (key) WHERE key IS NOT NULL AND status IN ('runnable', 'executing', 'awaiting')
     DO NOTHING
-    RETURNING id, queue, key, status, priority, eligible_at, input, max_attempts, rate_weight, created_at
+    RETURNING id, queue, key, status, priority, eligible_at, input, max_attempts, rate_weight, created_at, lease_owner
 ),
 debounced AS (
     INSERT INTO jobs AS j (id, queue, handler, input, priority, eligible_at, concurrency_key, rate_limit,
@@ -422,23 +428,23 @@ notified AS (
 SELECT 'existing'::text AS origin, -1::int AS ord, NULL::text AS idempotency_key, j.id, j.key,
        NULL::text AS debounce_key, NULL::text AS status, NULL::smallint AS priority,
        NULL::timestamptz AS eligible_at, NULL::jsonb AS input, NULL::int AS max_attempts,
-       NULL::int AS rate_weight, NULL::timestamptz AS created_at
+       NULL::int AS rate_weight, NULL::timestamptz AS created_at, NULL::text AS lease_owner
 FROM jobs j
 WHERE j.key IN (SELECT r.key FROM req r WHERE r.key IS NOT NULL)
   AND j.status IN ('runnable', 'executing', 'awaiting')
 UNION ALL
-SELECT 'idempotent', -1, k.key, k.job_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+SELECT 'idempotent', -1, k.key, k.job_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM idempotency_keys k
 WHERE k.key IN (SELECT r.idempotency_key FROM req r WHERE r.idempotency_key IS NOT NULL)
   AND k.expires_at > coalesce($19::timestamptz, now())
 UNION ALL
 SELECT 'inserted', r.ord::int, r.idempotency_key, i.id, i.key, NULL, i.status, i.priority, i.eligible_at,
-       i.input, i.max_attempts, i.rate_weight, i.created_at
+       i.input, i.max_attempts, i.rate_weight, i.created_at, i.lease_owner
 FROM inserted i
 JOIN req r ON r.id = i.id, notified
 UNION ALL
 SELECT CASE WHEN d.id = r.id THEN 'debounce_new' ELSE 'debounce_hit' END, r.ord::int, NULL, d.id, NULL,
-       d.debounce_key, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+       d.debounce_key, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM debounced d
 JOIN req r ON r.debounce_key = d.debounce_key
 `
@@ -480,6 +486,7 @@ type JobInsertManyRow struct {
 	MaxAttempts    *int
 	RateWeight     *int
 	CreatedAt      *time.Time
+	LeaseOwner     *string
 }
 
 // Inserts a batch of jobs (one request item per element of each typed array, in request
@@ -509,6 +516,13 @@ type JobInsertManyRow struct {
 // The first item of each idempotency key claims it: a new key, or one past its window.
 // A concurrent insert of the same key waits here for the other to commit and claims
 // nothing (its item answers the other's job, found by JobGetByIdempotencyKey).
+// A job of a handler whose circuit breaker is open (or half-open) or that is paused is
+// inserted parked, as the dispatcher would park it once claimed (lease_owner
+// 'breaker:<handler>', woken by JobWakeParked when the breaker closes or the handler is
+// resumed): a dead endpoint's new work never lands in front of the queue, where every
+// feeder would first claim and park it ahead of the healthy handlers' steps (measured,
+// BenchmarkHealthyBesideADeadHandler). The batch's first item of an open breaker comes
+// back for its next probe; the others in 150-300 s, like the dispatcher's ParkFor.
 // Debounced items (never with a key or an idempotency key): the last item of each
 // debounce key upserts the runnable, never-claimed job holding it (jobs_debounce is the
 // arbiter, so concurrent inserts of a key make one job): a new job eligible a period
@@ -562,6 +576,7 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 			&i.MaxAttempts,
 			&i.RateWeight,
 			&i.CreatedAt,
+			&i.LeaseOwner,
 		); err != nil {
 			return nil, err
 		}
