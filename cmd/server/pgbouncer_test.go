@@ -152,6 +152,9 @@ func TestExecModesThroughPgBouncer(t *testing.T) {
 		w := proxy.Wire().Since(before)
 		rt, executing, _ := w.PerStatement()
 		t.Logf("%-62s %v: %s; %s", m.name, f.took.Round(time.Millisecond), f.outcome(), w)
+		if m.mustWork && (warmUp.failing() || f.failing()) {
+			t.Logf("%s: the server's warnings and errors:\n%s", m.name, warningsOf(logs.String()))
+		}
 		if m.mustWork && (executing > 1 || rt > 1.25) {
 			t.Errorf("%s: %.2f round trips a statement, %.2f executing", m.name, rt, executing)
 		}
@@ -521,4 +524,15 @@ func TestConfigPooler(t *testing.T) {
 		!strings.Contains(err.Error(), `GENDURABLE_DB_POOLER="pgbouncer"`) {
 		t.Fatalf("an unknown pooler: %v", err)
 	}
+}
+
+// warningsOf keeps the WARN and ERROR lines of a server log.
+func warningsOf(log string) string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -82,7 +82,8 @@ func BenchmarkHealthyBesideADeadHandler(b *testing.B) {
 				d.Stop(ctx)
 				b.ReportMetric(healthy/elapsed.Seconds(), "healthy-steps/s")
 				if testing.Verbose() {
-					b.Logf("%s: statements %v", mode, h.counter.Snapshot())
+					b.Logf("%s: statements %v; client-side time claims %s, outcomes %s, inserts %s", mode, h.counter.Snapshot(),
+						h.counter.Time("JobClaimBatch"), h.counter.Time("JobApplyOutcomes"), h.counter.Time("JobInsertMany"))
 				}
 			}
 		})

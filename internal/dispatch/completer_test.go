@@ -11,6 +11,7 @@ import (
 	"github.com/gendurable/gendurable/internal/engine"
 	"github.com/gendurable/gendurable/internal/pg"
 	"github.com/gendurable/gendurable/internal/pg/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // The completer fills its statements: 200 outcomes waiting when it starts are written by
@@ -76,5 +77,92 @@ func TestCompleterFillsItsStatements(t *testing.T) {
 				t.Fatalf("job %d reported %d times", st.ID, reported[st.ID])
 			}
 		}
+	}
+}
+
+// An outcome statement held up by a row lock does not hold the process's other outcomes
+// back: while one job's row is locked by another transaction, the outcomes of two other
+// jobs submitted after it are written by an overflow worker; the held one is written once
+// the lock goes.
+func TestCompleterDoesNotHoldOutcomesBehindALockedRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	db := pgtest.Open(t, url, pg.Options{MaxConns: 8})
+	eng, err := engine.New(db, engine.Config{LeaseTTL: time.Hour}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:9/"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.InsertJobs(ctx, []engine.NewJob{{Handler: "h"}, {Handler: "h"}, {Handler: "h"}}); err != nil {
+		t.Fatal(err)
+	}
+	steps, _, err := eng.Claim(ctx, "default", 10)
+	if err != nil || len(steps) != 3 {
+		t.Fatalf("claimed %d (%v)", len(steps), err)
+	}
+	locker, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(ctx)
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE`, steps[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{OutcomeWorkers: 2}
+	cfg.applyDefaults()
+	c := newCompleter(eng, cfg, NewMetrics(nil), slog.New(slog.DiscardHandler))
+	c.start()
+	defer c.stop()
+	written := make(chan int64, 3)
+	submit := func(st engine.Step) {
+		c.submit(st.WithOutcome(engine.Outcome{Kind: pg.KindDone, Label: "done"}), breakerNote{}, func(a *engine.OutcomeApplied, err error) {
+			if err != nil || a == nil {
+				t.Errorf("job %d: %+v %v", st.ID, a, err)
+			}
+			written <- st.ID
+		})
+	}
+	submit(steps[0])
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		n, err := db.QueryInt(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first outcome statement never waited on the locked row")
+		}
+	}
+	submit(steps[1])
+	submit(steps[2])
+	for range 2 {
+		select {
+		case id := <-written:
+			if id == steps[0].ID {
+				t.Fatal("the locked job's outcome was written while its row was locked")
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the outcomes behind the held statement were not written while it waited")
+		}
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-written:
+		if id != steps[0].ID {
+			t.Fatalf("job %d written twice", id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the held outcome was not written once the lock went")
 	}
 }
