@@ -37,8 +37,8 @@ type completer struct {
 	// closing guards overflow against a late watchdog once stop closes it.
 	closing sync.Mutex
 	closed  bool
-	first    sync.WaitGroup // the first worker
-	others   sync.WaitGroup // the overflow workers
+	first   sync.WaitGroup // the first worker
+	others  sync.WaitGroup // the overflow workers
 }
 
 type pendingOutcome struct {
