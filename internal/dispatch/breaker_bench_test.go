@@ -17,13 +17,16 @@ import (
 //   - arriving: 10 000 dead steps inserted just before the healthy ones, in the timed
 //     window (before they were parked at insert, the drain also paid their first claim
 //     and park: 2 470-2 919 healthy steps/s);
-//   - inserting: the control for arriving, 10 000 jobs of a third handler inserted into
-//     a paused queue in the timed window, no breaker open.
+//   - scheduled: the control for arriving, 10 000 jobs of a third, healthy handler
+//     inserted into the same queue in the timed window, due in an hour (not runnable yet,
+//     as the parked ones), no breaker open;
+//   - inserting: 10 000 jobs of a third handler inserted into a paused queue in the
+//     timed window (an insert of runnable rows; see docs/flow-control.md for its outliers).
 //
 // go test -run '^$' -bench HealthyBesideADeadHandler -benchtime 1x -count 5 ./internal/dispatch/
 func BenchmarkHealthyBesideADeadHandler(b *testing.B) {
 	const healthy, dead = 5000, 10000
-	for _, mode := range []string{"none", "parked", "arriving", "inserting"} {
+	for _, mode := range []string{"none", "parked", "arriving", "scheduled", "inserting"} {
 		b.Run(mode, func(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
@@ -34,7 +37,7 @@ func BenchmarkHealthyBesideADeadHandler(b *testing.B) {
 					b.Fatal(err)
 				}
 				d := startDispatcher(b, h.eng, dispatch.Config{})
-				if mode == "inserting" {
+				if mode == "inserting" || mode == "scheduled" {
 					h.handler(b, "later", doneReceiver(b).URL, 3)
 					if _, err := h.db.QueueUpsert(ctx, pg.QueueUpsert{Name: "held", Paused: ptr(true)}); err != nil {
 						b.Fatal(err)
@@ -65,6 +68,13 @@ func BenchmarkHealthyBesideADeadHandler(b *testing.B) {
 				switch mode {
 				case "arriving":
 					h.insert(b, jobsOf("dead", dead)...)
+				case "scheduled":
+					later := jobsOf("later", dead)
+					inAnHour := time.Now().Add(time.Hour)
+					for i := range later {
+						later[i].RunAt = &inAnHour
+					}
+					h.insert(b, later...)
 				case "inserting":
 					later := jobsOf("later", dead)
 					for i := range later {
