@@ -200,6 +200,12 @@ func (d *Dispatcher) refreshLoop() {
 }
 
 func (d *Dispatcher) refreshQueues() {
+	// The claims' plans follow the table's size (a plan made while jobs was small scans it whole).
+	if grown, pages, err := d.eng.ReplanIfGrown(d.runCtx); err != nil && d.runCtx.Err() == nil {
+		d.log.Warn("reading the jobs table's size failed", "err", err)
+	} else if grown {
+		d.log.Info("the jobs table grew several times over: database connections reopened so that statements are planned again", "pages", pages)
+	}
 	queues, err := d.eng.ListQueueSettings(d.runCtx)
 	if err != nil {
 		if d.runCtx.Err() == nil {

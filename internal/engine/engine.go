@@ -116,3 +116,10 @@ func (e *Engine) Config() Config { return e.cfg }
 func (e *Engine) PendingMigrations(ctx context.Context) (int, error) {
 	return e.db.MigrationsPending(ctx)
 }
+
+// ReplanIfGrown reopens the database connections when the jobs table has grown several
+// times over since their statements were planned (pg.DB.ReplanIfGrown); it reports
+// whether it did, and the table's size in pages.
+func (e *Engine) ReplanIfGrown(ctx context.Context) (bool, int64, error) {
+	return e.db.ReplanIfGrown(ctx)
+}

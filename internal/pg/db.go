@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
@@ -22,6 +23,9 @@ type DB struct {
 	// the migrations' advisory lock): a pool on Options.DirectURL, or pool itself.
 	session *pgxpool.Pool
 	q       *dbsqlc.Queries
+	// plannedPages is the size of jobs, in pages, when the pool's connections were opened
+	// or last reset: their cached plans were made for about that size (ReplanIfGrown).
+	plannedPages atomic.Int64
 }
 
 // Pooler names what the database URL reaches: PostgreSQL itself, or a connection pooler

@@ -36,6 +36,7 @@ var statements = map[string]string{
 	"HandlerRotateSecret":       dbsqlc.HandlerRotateSecret,
 	"HandlerUpsert":             dbsqlc.HandlerUpsert,
 	"JobApplyOutcomes":          dbsqlc.JobApplyOutcomes,
+	"JobTablePages":             dbsqlc.JobTablePages,
 	"JobApplyOutcomesCrediting": dbsqlc.JobApplyOutcomesCrediting,
 	"JobCancel":                 dbsqlc.JobCancel,
 	"JobCancelMany":             dbsqlc.JobCancelMany,

@@ -774,3 +774,16 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 	}
 	return items, nil
 }
+
+const JobTablePages = `-- name: JobTablePages :one
+SELECT (pg_relation_size('jobs') / current_setting('block_size')::bigint)::bigint AS pages
+`
+
+// The size of jobs in pages, as the planner reads it (not the statistics): what
+// ReplanIfGrown compares with the size the pool's plans were made at.
+func (q *Queries) JobTablePages(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, JobTablePages)
+	var pages int64
+	err := row.Scan(&pages)
+	return pages, err
+}

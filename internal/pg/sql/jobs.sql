@@ -270,3 +270,8 @@ CROSS JOIN LATERAL (
     LIMIT sqlc.arg(per_parent)::int
 ) c
 ORDER BY p.id, c.id;
+
+-- name: JobTablePages :one
+-- The size of jobs in pages, as the planner reads it (not the statistics): what
+-- ReplanIfGrown compares with the size the pool's plans were made at.
+SELECT (pg_relation_size('jobs') / current_setting('block_size')::bigint)::bigint AS pages;
