@@ -86,7 +86,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pg: connect: %w", err)
 	}
-	db := &DB{pool: pool, session: pool, q: dbsqlc.New(replanning{pool})}
+	db := &DB{pool: pool, session: pool, q: dbsqlc.New(pool)}
 	if opts.DirectURL != "" {
 		dcfg, err := poolConfig(opts.DirectURL, PoolerNone, opts)
 		if err != nil {
