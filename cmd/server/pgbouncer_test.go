@@ -177,7 +177,7 @@ type flow struct {
 	doneAnswers  map[int64]int  // done answers the handler gave, by job
 	failedOnce   map[int64]bool // retry jobs failed on their first run
 	badWakes     []string
-	awaiting     chan int64 // jobs that answered await (signal or cancel them)
+	awaiting     chan awaited // jobs that answered await (signal or cancel them)
 	failed       chan int64 // jobs that answered fail (retry them)
 	problems     int
 	took         time.Duration
@@ -189,13 +189,20 @@ func newFlow(t *testing.T, handler string) *flow {
 	f := &flow{t: t, handler: handler, client: &http.Client{Timeout: 30 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 		doneAnswers: map[int64]int{}, failedOnce: map[int64]bool{},
-		awaiting: make(chan int64, 10000), failed: make(chan int64, 10000), aborted: make(chan struct{})}
+		awaiting: make(chan awaited, 10000), failed: make(chan int64, 10000), aborted: make(chan struct{})}
 	f.hook = webhooktest.New(t, f.step)
 	return f
 }
 
 // kind is what job i does: "retry" fails once and is retried, "cancel" awaits and is
 // cancelled, "signal" awaits a signal and finishes.
+// awaited is a job that answered await, and whether its kind wants it cancelled (read
+// from its input: the step can come before its insert's answer reached the client).
+type awaited struct {
+	id     int64
+	cancel bool
+}
+
 func kind(i int) string {
 	switch i % 5 {
 	case 0:
@@ -226,7 +233,7 @@ func (f *flow) step(w http.ResponseWriter, req *webhook.StepRequest) {
 	case req.Job.Step == 1:
 		webhooktest.Answer(w, webhook.Response{Await: &webhook.Await{Signals: []string{"go"},
 			Timeout: webhook.Duration(time.Hour), State: json.RawMessage(`{"n":2}`)}})
-		f.awaiting <- id
+		f.awaiting <- awaited{id: id, cancel: in.Kind == "cancel"}
 	default:
 		if req.Wake != "signal" || len(req.Signals) != 1 || req.Signals[0].Name != "go" {
 			f.badWakes = append(f.badWakes, fmt.Sprintf("job %d step %d: wake %q, %d signals", id, req.Job.Step,
@@ -340,14 +347,12 @@ func (f *flow) run(n, clients int) {
 				select {
 				case <-stop:
 					return
-				case id := <-f.awaiting:
-					wantMu.Lock()
-					cancel := want["cancelled"][id]
-					wantMu.Unlock()
-					if cancel {
-						f.call("POST", fmt.Sprintf("/v1/jobs/%d/cancel", id), `{}`, nil)
+				case a := <-f.awaiting:
+					// By the job's own kind: its insert's answer may not have reached want yet.
+					if a.cancel {
+						f.call("POST", fmt.Sprintf("/v1/jobs/%d/cancel", a.id), `{}`, nil)
 					} else {
-						f.call("POST", fmt.Sprintf("/v1/jobs/%d/signals", id), `{"name": "go", "payload": {}}`, nil)
+						f.call("POST", fmt.Sprintf("/v1/jobs/%d/signals", a.id), `{"name": "go", "payload": {}}`, nil)
 					}
 				case id := <-f.failed:
 					f.retryWhenFailed(id)

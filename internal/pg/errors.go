@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -50,6 +51,13 @@ func translate(err error) error {
 			// fk, check, bad text representation, out of range, not null, untranslatable
 			// character (\u0000 in jsonb), character not in repertoire
 			if pgErr.ConstraintName == "gate_slots_check" || pgErr.ConstraintName == "rate_buckets_tokens_check" {
+				return fmt.Errorf("%w: %w", ErrRetryable, pgErr)
+			}
+			// A history row routed to steps_default while the history keeper attached the
+			// partition for its time (a server's first minutes on a new database): the
+			// same statement again routes it to that partition.
+			if pgErr.Code == "23514" && (pgErr.TableName == "steps_default" ||
+				strings.Contains(pgErr.Message, `relation "steps_default" violates partition constraint`)) {
 				return fmt.Errorf("%w: %w", ErrRetryable, pgErr)
 			}
 			return fmt.Errorf("%w: %w", ErrInvalid, pgErr)

@@ -132,13 +132,7 @@ func TestBatchInsertStaysLinearUnderAPlanMadeWhileEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var most float64
-	var where string
-	plan.Walk(func(n pgtest.PlanNode) {
-		if read := (n.ActualRows + n.RowsRemovedFilter) * max(n.ActualLoops, 1); read > most {
-			most, where = read, n.NodeType+" "+n.RelationName+n.CTEName
-		}
-	})
+	most, where := largestRead(plan)
 	t.Logf("the largest node reads %.0f rows (%s) for %d items beside 20 000 live jobs", most, where, batch)
 	if most > 2*batch {
 		t.Fatalf("%s reads %.0f rows for %d items:\n%s", where, most, batch, raw)

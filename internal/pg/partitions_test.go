@@ -17,31 +17,35 @@ import (
 // partition steps_legacy untouched (same count, same ids), ids go on past the old ones,
 // a job's history reads as before, and new rows go to the DEFAULT partition until the
 // server makes partitions (which takes them over).
-func TestMigrationPartitionsAPopulatedHistory(t *testing.T) {
-	t.Parallel()
+// schemaBefore takes db back to the schema just before migration version, from the
+// migration files themselves, and returns that migration (not applied).
+func schemaBefore(t *testing.T, db *pg.DB, version int) pg.Migration {
+	t.Helper()
 	ctx := context.Background()
-	db := pgtest.NewDB(t)
 	all, err := pg.Migrations()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Back to the schema before 0011, from the migration files themselves.
 	if _, err := db.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
 		t.Fatal(err)
 	}
-	var partitioning pg.Migration
 	for _, m := range all {
-		if m.Version == 11 {
-			partitioning = m
-			break
+		if m.Version == version {
+			return m
 		}
 		if _, err := db.Exec(ctx, m.SQL); err != nil {
 			t.Fatalf("%s: %v", m.Name, err)
 		}
 	}
-	if partitioning.SQL == "" {
-		t.Fatal("no migration 0011")
-	}
+	t.Fatalf("no migration %04d", version)
+	return pg.Migration{}
+}
+
+func TestMigrationPartitionsAPopulatedHistory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	partitioning := schemaBefore(t, db, 11)
 	if _, err := db.Exec(ctx, `INSERT INTO handlers (name, url, secret) VALUES ('h', 'http://example.test/', 'whsec_x')`); err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +75,10 @@ func TestMigrationPartitionsAPopulatedHistory(t *testing.T) {
 		t.Fatalf("steps_legacy holds %d rows (%v)", n, err)
 	}
 	// The migrations after 0011 apply to the populated, partitioned history too.
+	all, err := pg.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, m := range all {
 		if m.Version > 11 {
 			if _, err := db.Exec(ctx, m.SQL); err != nil {

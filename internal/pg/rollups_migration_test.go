@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gendurable/gendurable/internal/engine"
-	"github.com/gendurable/gendurable/internal/pg"
 	"github.com/gendurable/gendurable/internal/pg/pgtest"
 )
 
@@ -19,26 +18,7 @@ func TestMigrationRollsUpTheLastDay(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := pgtest.NewDB(t)
-	all, err := pg.Migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
-		t.Fatal(err)
-	}
-	var rollups pg.Migration
-	for _, m := range all {
-		if m.Version == 16 {
-			rollups = m
-			break
-		}
-		if _, err := db.Exec(ctx, m.SQL); err != nil {
-			t.Fatalf("%s: %v", m.Name, err)
-		}
-	}
-	if rollups.SQL == "" {
-		t.Fatal("no migration 0016")
-	}
+	rollups := schemaBefore(t, db, 16)
 	// Durations from 0.4 µs to 90 s; outcomes of every class; one second, two handlers.
 	durations := []time.Duration{400 * time.Nanosecond, 3 * time.Microsecond, 999 * time.Microsecond, time.Millisecond,
 		7 * time.Millisecond, 250 * time.Millisecond, 90 * time.Second}
