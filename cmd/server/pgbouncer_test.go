@@ -178,7 +178,7 @@ type flow struct {
 	failedOnce   map[int64]bool // retry jobs failed on their first run
 	badWakes     []string
 	awaiting     chan awaited // jobs that answered await (signal or cancel them)
-	failed       chan int64 // jobs that answered fail (retry them)
+	failed       chan int64   // jobs that answered fail (retry them)
 	problems     int
 	took         time.Duration
 	aborted      chan struct{}
