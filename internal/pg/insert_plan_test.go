@@ -132,7 +132,7 @@ func TestBatchInsertStaysLinearUnderAPlanMadeWhileEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	most, where := largestRead(plan)
+	most, where := plan.LargestRead()
 	t.Logf("the largest node reads %.0f rows (%s) for %d items beside 20 000 live jobs", most, where, batch)
 	if most > 2*batch {
 		t.Fatalf("%s reads %.0f rows for %d items:\n%s", where, most, batch, raw)

@@ -11,17 +11,6 @@ import (
 	"github.com/gendurable/gendurable/internal/pg/pgtest"
 )
 
-// largestRead is the most rows one node of plan read over all its loops (returned plus
-// removed by its filter), and which node.
-func largestRead(plan pgtest.PlanNode) (most float64, where string) {
-	plan.Walk(func(n pgtest.PlanNode) {
-		if read := (n.ActualRows + n.RowsRemovedFilter) * max(n.ActualLoops, 1); read > most {
-			most, where = read, n.NodeType+" "+n.RelationName+n.CTEName
-		}
-	})
-	return most, where
-}
-
 // The outcome statement is linear in its batch: for 256 outcomes of each kind (done,
 // next, await, retry, fail, and spawn with a child each) no scan of the plan, over all
 // its loops, reads more than twice the batch. A join back to the batch's records from
@@ -63,7 +52,7 @@ func TestOutcomeBatchReadsEachRecordOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		most, where := largestRead(plan)
+		most, where := plan.LargestRead()
 		t.Logf("%s: the largest scan reads %.0f rows (%s) for %d outcomes", kind, most, where, batch)
 		if most > 2*batch {
 			t.Fatalf("%s: %s reads %.0f rows for %d outcomes:\n%s", kind, where, most, batch, raw)

@@ -56,6 +56,18 @@ func (n PlanNode) MaxRowsRead(relation string) float64 {
 	return most
 }
 
+// LargestRead is the most rows any single node read over all its loops (rows it
+// returned plus rows its filter removed), whatever its relation or CTE, and which node:
+// the measure that catches a nested loop rescanning a CTE once per outer row.
+func (n PlanNode) LargestRead() (most float64, where string) {
+	n.Walk(func(p PlanNode) {
+		if read := (p.ActualRows + p.RowsRemovedFilter) * max(p.ActualLoops, 1); read > most {
+			most, where = read, strings.TrimSpace(p.NodeType+" "+p.RelationName+p.CTEName)
+		}
+	})
+	return most, where
+}
+
 // IndexBlocks is the number of buffers the scans of index touched (with BUFFERS): the
 // measure that also counts entries an index condition skipped inside the index, which
 // no row count shows.
