@@ -62,65 +62,65 @@ const MaxRateLimits = 8
 // DefaultQueue is the queue of a job that names none.
 const DefaultQueue = "default"
 
-// toInsert validates one job (field paths under prefix) and converts it.
-func (j NewJob) toInsert(v *validator, prefix string) pg.JobInsert {
+// toInsert validates one job (its fields named as v names those of its item) and converts it.
+func (j NewJob) toInsert(v *validator) pg.JobInsert {
 	in := pg.JobInsert{Handler: j.Handler, Queue: j.Queue, Input: j.Input, Key: j.Key,
 		ConcurrencyKey: j.ConcurrencyKey, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, IdempotencyKey: j.IdempotencyKey}
 	if in.Queue == "" {
 		in.Queue = DefaultQueue
 	}
-	v.name(prefix+"handler", j.Handler)
-	v.name(prefix+"queue", in.Queue)
-	v.keyText(prefix+"key", j.Key)
-	v.keyText(prefix+"concurrency_key", j.ConcurrencyKey)
-	v.keyText(prefix+"idempotency_key", j.IdempotencyKey)
+	v.name("handler", j.Handler)
+	v.name("queue", in.Queue)
+	v.keyText("key", j.Key)
+	v.keyText("concurrency_key", j.ConcurrencyKey)
+	v.keyText("idempotency_key", j.IdempotencyKey)
 	if j.Priority != nil {
 		if *j.Priority < 0 || *j.Priority > 9 {
-			v.add(prefix+"priority", "must be between 0 (most urgent) and 9, got %d", *j.Priority)
+			v.add("priority", "must be between 0 (most urgent) and 9, got %d", *j.Priority)
 		}
 		in.Priority = j.Priority
 	}
 	if j.MaxAttempts != nil && (*j.MaxAttempts < 1 || *j.MaxAttempts > 1000) {
-		v.add(prefix+"max_attempts", "must be between 1 and 1000, got %d", *j.MaxAttempts)
+		v.add("max_attempts", "must be between 1 and 1000, got %d", *j.MaxAttempts)
 	}
 	if j.RunAt != nil && j.Delay != nil {
-		v.add(prefix+"delay", "give run_at or delay, not both")
+		v.add("delay", "give run_at or delay, not both")
 	}
 	if j.Delay != nil {
 		if *j.Delay < 0 {
-			v.add(prefix+"delay", "must not be negative")
+			v.add("delay", "must not be negative")
 		}
 		ms := j.Delay.Milliseconds()
 		in.DelayMS = &ms
 	}
-	v.jsonValue(prefix+"input", j.Input)
+	v.jsonValue("input/", j.Input)
 	if d := j.Debounce; d != nil {
-		v.keyText(prefix+"debounce/key", &d.Key)
+		v.keyText("debounce/key", &d.Key)
 		if d.Period <= 0 {
-			v.add(prefix+"debounce/period", "must be positive")
+			v.add("debounce/period", "must be positive")
 		}
 		if d.MaxWait < 0 {
-			v.add(prefix+"debounce/max_wait", "must be positive")
+			v.add("debounce/max_wait", "must be positive")
 		}
 		switch {
 		case j.Key != nil:
-			v.add(prefix+"debounce", "give key or debounce, not both")
+			v.add("debounce", "give key or debounce, not both")
 		case j.IdempotencyKey != nil:
-			v.add(prefix+"debounce", "give an idempotency key or debounce, not both")
+			v.add("debounce", "give an idempotency key or debounce, not both")
 		case j.RunAt != nil || j.Delay != nil:
-			v.add(prefix+"debounce", "a debounced job runs once its period has passed: give no run_at or delay")
+			v.add("debounce", "a debounced job runs once its period has passed: give no run_at or delay")
 		}
 		in.Debounce = &pg.Debounce{Key: d.Key, Period: d.Period, MaxWait: d.MaxWait}
 	}
-	limits, field := j.RateLimits, prefix+"rate_limits/"
+	limits, field := j.RateLimits, "rate_limits/"
 	if j.RateLimit != nil {
 		if j.RateLimits != nil {
-			v.add(prefix+"rate_limits", "give rate_limit or rate_limits, not both")
+			v.add("rate_limits", "give rate_limit or rate_limits, not both")
 		}
-		limits, field = []RateLimitRef{*j.RateLimit}, prefix+"rate_limit"
+		limits, field = []RateLimitRef{*j.RateLimit}, "rate_limit"
 	}
 	if len(limits) > MaxRateLimits {
-		v.add(prefix+"rate_limits", "names %d rate limits, more than the %d a job may name", len(limits), MaxRateLimits)
+		v.add("rate_limits", "names %d rate limits, more than the %d a job may name", len(limits), MaxRateLimits)
 	}
 	seen := map[RateLimitRef]bool{}
 	for i, l := range limits {
@@ -179,13 +179,14 @@ func (e *Engine) insertJobs(ctx context.Context, jobs []NewJob, batch bool) ([]p
 		return nil, err
 	}
 	items := make([]pg.JobInsert, len(jobs))
-	for i, j := range jobs {
-		prefix := ""
-		if batch {
-			prefix = fmt.Sprintf("jobs/%d/", i)
-		}
-		items[i] = j.toInsert(v, prefix)
+	if batch {
+		v.within = "jobs/"
 	}
+	for i := range jobs {
+		v.index = i
+		items[i] = jobs[i].toInsert(v)
+	}
+	v.within = ""
 	if err := v.err(); err != nil {
 		return nil, err
 	}

@@ -144,7 +144,9 @@ func spawnOutcome(s *webhook.Spawn) (Outcome, error) {
 		if c.Delay > 0 {
 			nj.Delay = ptr(time.Duration(c.Delay))
 		}
-		children[i] = nj.toInsert(v, fmt.Sprintf("spawn/children/%d/", i))
+		v.within, v.index = "spawn/children/", i
+		children[i] = nj.toInsert(v)
+		v.within = ""
 		if c.Queue == "" {
 			children[i].Queue = "" // the parent's queue, filled in by the outcome statement
 		}

@@ -186,7 +186,7 @@ func (e *Engine) SetSchedule(ctx context.Context, name string, s ScheduleSetting
 	if s.Overlap != OverlapAllow && s.Overlap != OverlapSkip {
 		v.add("overlap", `must be "skip" or "allow"`)
 	}
-	v.jsonValue("input", s.Input)
+	v.jsonValue("input/", s.Input)
 	if err := v.err(); err != nil {
 		return Schedule{}, err
 	}

@@ -33,10 +33,25 @@ func (e *ValidationError) Error() string {
 // Unwrap makes errors.Is(err, ErrInvalid) true.
 func (e *ValidationError) Unwrap() error { return ErrInvalid }
 
-type validator struct{ errs []FieldError }
+type validator struct {
+	errs []FieldError
+	// within and index name the item of a list being checked: its fields are reported
+	// as within + index + "/" + field ("jobs/3/key"), and bare when within is "". The
+	// item's name is built only for an error (a batch of 5 000 built 25 000 names).
+	within string
+	index  int
+}
 
 func (v *validator) add(field, format string, args ...any) {
-	v.errs = append(v.errs, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	v.errs = append(v.errs, FieldError{Field: v.field(field), Message: fmt.Sprintf(format, args...)})
+}
+
+// field is the name the answer gives a field of the item being checked.
+func (v *validator) field(f string) string {
+	if v.within == "" {
+		return f
+	}
+	return v.within + strconv.Itoa(v.index) + "/" + f
 }
 
 func (v *validator) err() error {
@@ -69,16 +84,20 @@ func (v *validator) keyText(field string, s *string) {
 	}
 }
 
-// jsonValue checks a JSON value that will be stored as jsonb.
-func (v *validator) jsonValue(field string, b json.RawMessage) {
+// jsonValue checks a JSON value that will be stored as jsonb; prefix is its field's
+// name and a slash ("input/").
+func (v *validator) jsonValue(prefix string, b json.RawMessage) {
 	if len(b) == 0 {
 		return
 	}
 	if !json.Valid(b) {
-		v.add(field, "is not valid JSON")
+		v.add(strings.TrimSuffix(prefix, "/"), "is not valid JSON")
 		return
 	}
-	v.errs = append(v.errs, UnstorableJSON(b, field+"/")...)
+	for _, e := range UnstorableJSON(b, prefix) {
+		e.Field = v.field(e.Field)
+		v.errs = append(v.errs, e)
+	}
 }
 
 // UnstorableText says why PostgreSQL cannot store s as text ("" when it can): text

@@ -160,11 +160,16 @@ type acceptScanner struct {
 	b    []byte
 	i    int
 	opts []openapi3.SchemaValidationOption
-	// lastTaken is, per schema judged by kin-openapi, the last scalar token it took: a
-	// batch repeats its handler and queue names in every item, and the verdict is a
-	// function of the schema and the token.
-	lastTaken map[*acceptNode]string
+	// taken holds the scalar tokens kin-openapi took, by schema: a batch repeats its
+	// handler and queue names in every item (and the two share one schema, so the last
+	// token alone missed every time), and the verdict is a function of the schema and the
+	// token. At most maxTaken entries, so that a body of distinct values does not grow it.
+	taken      map[*acceptNode]map[string]struct{}
+	takenCount int
 }
+
+// maxTaken bounds the tokens an acceptScanner remembers.
+const maxTaken = 256
 
 func (s *acceptScanner) space() {
 	for s.i < len(s.b) {
@@ -197,16 +202,22 @@ func (s *acceptScanner) value(n *acceptNode) bool {
 	// acceptByKin: hand kin-openapi the value as its body decoder would have made it.
 	start := s.i
 	if c != '{' && c != '[' && s.skip() {
-		if last, ok := s.lastTaken[n]; ok && last == string(s.b[start:s.i]) {
+		if _, ok := s.taken[n][string(s.b[start:s.i])]; ok {
 			return true
 		}
 		if !s.judge(n, start) {
 			return false
 		}
-		if s.lastTaken == nil {
-			s.lastTaken = map[*acceptNode]string{}
+		if s.takenCount < maxTaken {
+			if s.taken == nil {
+				s.taken = map[*acceptNode]map[string]struct{}{}
+			}
+			if s.taken[n] == nil {
+				s.taken[n] = map[string]struct{}{}
+			}
+			s.taken[n][string(s.b[start:s.i])] = struct{}{}
+			s.takenCount++
 		}
-		s.lastTaken[n] = string(s.b[start:s.i])
 		return true
 	}
 	s.i = start

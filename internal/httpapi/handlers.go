@@ -61,7 +61,7 @@ func parseDuration(field, s string, fields *[]engine.FieldError) (time.Duration,
 
 // newJob translates a wire job into an engine job; fields gets what cannot be translated
 // (named under prefix).
-func newJob(in JobInsert, prefix string, fields *[]engine.FieldError) engine.NewJob {
+func newJob(in *JobInsert, prefix string, fields *[]engine.FieldError) engine.NewJob {
 	j := engine.NewJob{Handler: in.Handler, Key: in.Key, Priority: in.Priority, RunAt: in.RunAt,
 		ConcurrencyKey: in.ConcurrencyKey, MaxAttempts: in.MaxAttempts, IdempotencyKey: in.IdempotencyKey}
 	if in.Queue != nil {
@@ -115,7 +115,7 @@ func rateLimitRef(in RateLimitRef) engine.RateLimitRef {
 // InsertJob inserts one job: 201, or 200 with the live job holding its key.
 func (s *Server) InsertJob(ctx context.Context, req InsertJobRequestObject) (InsertJobResponseObject, error) {
 	var fields []engine.FieldError
-	job := newJob(*req.Body, "", &fields)
+	job := newJob(req.Body, "", &fields)
 	if req.Params.IdempotencyKey != nil {
 		job.IdempotencyKey = req.Params.IdempotencyKey
 	}
@@ -130,7 +130,7 @@ func (s *Server) InsertJob(ctx context.Context, req InsertJobRequestObject) (Ins
 	if got.Deduplicated || got.Debounced {
 		status = http.StatusOK
 	}
-	return jsonResponse{status: status, body: jobInsertedBody{Job: jobBody(got.Job), Deduplicated: got.Deduplicated,
+	return jsonResponse{status: status, body: jobInsertedBody{Job: jobBody(&got.Job), Deduplicated: got.Deduplicated,
 		Debounced: got.Debounced}}, nil
 }
 
@@ -138,8 +138,13 @@ func (s *Server) InsertJob(ctx context.Context, req InsertJobRequestObject) (Ins
 func (s *Server) InsertJobs(ctx context.Context, req InsertJobsRequestObject) (InsertJobsResponseObject, error) {
 	jobs := make([]engine.NewJob, len(req.Body.Jobs))
 	var fields []engine.FieldError
-	for i, in := range req.Body.Jobs {
-		jobs[i] = newJob(in, "jobs/"+strconv.Itoa(i)+"/", &fields)
+	for i := range req.Body.Jobs {
+		in := &req.Body.Jobs[i]
+		prefix := "" // the field names of a duration that does not parse, built only for one
+		if in.Delay != nil || in.Debounce != nil {
+			prefix = "jobs/" + strconv.Itoa(i) + "/"
+		}
+		jobs[i] = newJob(in, prefix, &fields)
 	}
 	if len(fields) > 0 {
 		return nil, &engine.ValidationError{Errors: fields}
@@ -148,11 +153,7 @@ func (s *Server) InsertJobs(ctx context.Context, req InsertJobsRequestObject) (I
 	if err != nil {
 		return nil, err
 	}
-	out := make([]jobInsertedBody, len(got))
-	for i, g := range got {
-		out[i] = jobInsertedBody{Job: jobBody(g.Job), Deduplicated: g.Deduplicated, Debounced: g.Debounced}
-	}
-	return batchInsertedResponse{body: encodeInsertedJobs(out)}, nil
+	return batchInsertedResponse{body: encodeInsertedJobs(got)}, nil
 }
 
 func parseCursor(c *string) *int64 {
@@ -168,8 +169,8 @@ func parseCursor(c *string) *int64 {
 
 func jobPage(jobs []engine.Job, limit int) JobPage {
 	page := JobPage{Jobs: make([]Job, len(jobs))}
-	for i, j := range jobs {
-		page.Jobs[i] = jobBody(j)
+	for i := range jobs {
+		page.Jobs[i] = jobBody(&jobs[i])
 	}
 	if len(jobs) == limit && limit > 0 {
 		c := strconv.FormatInt(jobs[len(jobs)-1].ID, 10)
@@ -204,7 +205,7 @@ func (s *Server) GetJob(ctx context.Context, req GetJobRequestObject) (GetJobRes
 	if err != nil {
 		return nil, notFound(err, "job", req.Id)
 	}
-	return jsonResponse{status: http.StatusOK, body: jobDetailBody{Job: jobBody(d.Job), SignalsTotal: d.SignalsTotal,
+	return jsonResponse{status: http.StatusOK, body: jobDetailBody{Job: jobBody(&d.Job), SignalsTotal: d.SignalsTotal,
 		SignalsPending: d.SignalsPending, ChildrenTotal: d.ChildrenTotal, ChildrenFinished: d.ChildrenFinished}}, nil
 }
 
@@ -305,7 +306,7 @@ func (s *Server) CancelJob(ctx context.Context, req CancelJobRequestObject) (Can
 	if err != nil {
 		return nil, err
 	}
-	return CancelJob200JSONResponse(jobBody(d.Job)), nil
+	return CancelJob200JSONResponse(jobBody(&d.Job)), nil
 }
 
 // RetryJob makes a failed or cancelled job runnable again.
@@ -317,7 +318,7 @@ func (s *Server) RetryJob(ctx context.Context, req RetryJobRequestObject) (Retry
 	if err != nil {
 		return nil, err
 	}
-	return RetryJob200JSONResponse(jobBody(d.Job)), nil
+	return RetryJob200JSONResponse(jobBody(&d.Job)), nil
 }
 
 // HeartbeatStep extends an asynchronous step's lease.

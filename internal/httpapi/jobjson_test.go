@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/gendurable/gendurable/internal/engine"
 )
 
 // fill sets every field of v (a pointer to a struct) to a non-zero value, recursively,
@@ -71,8 +73,8 @@ func TestAppendJobMatchesEncodingJSON(t *testing.T) {
 	}
 	// The whole answer: an object holding the array.
 	var doc struct{ Jobs []map[string]any }
-	if err := json.Unmarshal(encodeInsertedJobs([]jobInsertedBody{{Job: full}, {Job: Job{}, Deduplicated: true}}), &doc); err != nil || len(doc.Jobs) != 2 ||
-		doc.Jobs[1]["deduplicated"] != true {
+	if err := json.Unmarshal(encodeInsertedJobs([]engine.JobInserted{{Job: engine.Job{ID: 7}}, {Deduplicated: true}}), &doc); err != nil || len(doc.Jobs) != 2 ||
+		doc.Jobs[0]["id"] != 7.0 || doc.Jobs[1]["deduplicated"] != true {
 		t.Fatalf("encodeInsertedJobs: %v %+v", err, doc)
 	}
 }

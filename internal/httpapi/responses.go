@@ -10,7 +10,8 @@ import (
 
 // jobBody is a job on the wire (schema Job); the responses that extend it (JobInserted,
 // JobDetail) embed it so that the conversion below is the only one.
-func jobBody(j engine.Job) Job {
+// jobBody is j as the API writes it; its pointers point into *j.
+func jobBody(j *engine.Job) Job {
 	out := Job{
 		Id: j.ID, Queue: j.Queue, Handler: j.Handler, Status: JobStatus(j.Status), Priority: j.Priority,
 		Input: j.Input, State: j.State, Result: j.Result, Error: j.Error, Step: j.Step, Attempt: j.Attempt,
@@ -29,7 +30,8 @@ func jobBody(j engine.Job) Job {
 	}
 	if j.RateLimits != nil {
 		limits := make([]RateLimitRef, len(j.RateLimits))
-		for i, l := range j.RateLimits {
+		for i := range j.RateLimits {
+			l := &j.RateLimits[i]
 			limits[i] = RateLimitRef{Name: l.Name, Weight: &l.Weight}
 			if l.Key != "" {
 				limits[i].Key = &l.Key

@@ -125,6 +125,7 @@ func poolConfig(url string, pooler Pooler, opts Options) (*pgxpool.Config, error
 		cfg.ConnConfig.Tracer = opts.Counter
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "gendurable"
+	cfg.AfterConnect = registerJSONB
 	switch pooler {
 	case "", PoolerNone:
 		// No JIT: on a large jobs table the planner's estimates cross jit_above_cost and every

@@ -1,6 +1,9 @@
 package pg
 
-import "encoding/json"
+import (
+	"context"
+	"encoding/json"
+)
 
 // OutcomeArgs are the arguments of JobApplyOutcomes for recs, for tests that EXPLAIN it.
 func OutcomeArgs(recs []OutcomeRecord) []any {
@@ -26,4 +29,26 @@ func StatementNames() []string {
 		names = append(names, name)
 	}
 	return names
+}
+
+// QueryJSON reads the one jsonb column of sql's rows as json.RawMessage, and as a
+// *json.RawMessage, through the pool's codecs.
+func (db *DB) QueryJSON(ctx context.Context, sql string) (raw []json.RawMessage, ptrs []*json.RawMessage, err error) {
+	rows, err := db.pool.Query(ctx, sql)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r json.RawMessage
+		var p *json.RawMessage
+		if err := rows.Scan(&r); err != nil {
+			return nil, nil, err
+		}
+		if err := rows.Scan(&p); err != nil {
+			return nil, nil, err
+		}
+		raw, ptrs = append(raw, r), append(ptrs, p)
+	}
+	return raw, ptrs, rows.Err()
 }

@@ -310,30 +310,58 @@ func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts Job
 // insertArrays lays the items out as JobInsertMany's typed arrays, one element per item;
 // an absent value is ” (text), 0 (weights, attempts, parent ids, delays), -1 (priority)
 // or the zero time (run_at), which the statement reads as NULL; extra rate limits are a
-// JSON array (NULL when none).
+// JSON array (NULL when none). An optional column no item of the batch sets is sent as a
+// NULL array: ROWS FROM pads a shorter unnest with NULLs, so the statement reads the same
+// NULLs without n placeholders to encode, send and parse (15 of the 18 arrays of a batch
+// of plain jobs).
 func insertArrays(items []JobInsert) dbsqlc.JobInsertManyParams {
 	n := len(items)
-	p := dbsqlc.JobInsertManyParams{Queues: make([]string, n), Handlers: make([]string, n), Inputs: make([]json.RawMessage, n),
-		Keys: make([]string, n), Priorities: make([]int, n), RunAts: make([]time.Time, n), DelaysMs: make([]int64, n),
-		ConcurrencyKeys: make([]string, n), RateLimits: make([]string, n), RateKeys: make([]string, n),
-		RateWeights: make([]int, n), MaxAttempts: make([]int, n), ParentIds: make([]int64, n), IdempotencyKeys: make([]string, n),
-		ExtraRateLimits: make([]json.RawMessage, n), DebounceKeys: make([]string, n), DebouncePeriodsMs: make([]int64, n),
-		DebounceMaxWaitsMs: make([]int64, n)}
-	for i, it := range items {
+	p := dbsqlc.JobInsertManyParams{Queues: make([]string, n), Handlers: make([]string, n), Inputs: make([]json.RawMessage, n)}
+	for i := range items {
+		it := &items[i]
 		p.Queues[i], p.Handlers[i], p.Inputs[i] = it.Queue, it.Handler, it.Input
-		p.Keys[i], p.Priorities[i] = valueOr(it.Key, ""), valueOr(it.Priority, -1)
-		p.RunAts[i], p.DelaysMs[i] = valueOr(it.RunAt, time.Time{}), valueOr(it.DelayMS, 0)
-		p.ConcurrencyKeys[i], p.RateLimits[i], p.RateKeys[i] = valueOr(it.ConcurrencyKey, ""), valueOr(it.RateLimit, ""), valueOr(it.RateKey, "")
-		p.RateWeights[i], p.MaxAttempts[i], p.ParentIds[i] = valueOr(it.RateWeight, 0), valueOr(it.MaxAttempts, 0), valueOr(it.ParentID, 0)
-		p.IdempotencyKeys[i] = valueOr(it.IdempotencyKey, "")
+		setOptional(&p.Keys, n, i, it.Key, "")
+		setOptional(&p.Priorities, n, i, it.Priority, -1)
+		setOptional(&p.RunAts, n, i, it.RunAt, time.Time{})
+		setOptional(&p.DelaysMs, n, i, it.DelayMS, 0)
+		setOptional(&p.ConcurrencyKeys, n, i, it.ConcurrencyKey, "")
+		setOptional(&p.RateLimits, n, i, it.RateLimit, "")
+		setOptional(&p.RateKeys, n, i, it.RateKey, "")
+		setOptional(&p.RateWeights, n, i, it.RateWeight, 0)
+		setOptional(&p.MaxAttempts, n, i, it.MaxAttempts, 0)
+		setOptional(&p.ParentIds, n, i, it.ParentID, 0)
+		setOptional(&p.IdempotencyKeys, n, i, it.IdempotencyKey, "")
 		if len(it.ExtraRateLimits) > 0 {
-			p.ExtraRateLimits[i], _ = json.Marshal(it.ExtraRateLimits) // plain structs: cannot fail
+			var extra json.RawMessage
+			extra, _ = json.Marshal(it.ExtraRateLimits) // plain structs: cannot fail
+			setOptional(&p.ExtraRateLimits, n, i, &extra, nil)
 		}
 		if d := it.Debounce; d != nil {
-			p.DebounceKeys[i], p.DebouncePeriodsMs[i], p.DebounceMaxWaitsMs[i] = d.Key, d.Period.Milliseconds(), d.MaxWait.Milliseconds()
+			period, maxWait := d.Period.Milliseconds(), d.MaxWait.Milliseconds()
+			setOptional(&p.DebounceKeys, n, i, &d.Key, "")
+			setOptional(&p.DebouncePeriodsMs, n, i, &period, 0)
+			setOptional(&p.DebounceMaxWaitsMs, n, i, &maxWait, 0)
 		}
 	}
 	return p
+}
+
+// setOptional sets item i's element of an optional column to *v, making the column (its
+// earlier items absent) at the first item that sets it; a nil v leaves an unmade column
+// nil and writes absent into a made one.
+func setOptional[V any](col *[]V, n, i int, v *V, absent V) {
+	switch {
+	case v != nil && *col == nil:
+		*col = make([]V, n)
+		for k := range i {
+			(*col)[k] = absent
+		}
+		(*col)[i] = *v
+	case v != nil:
+		(*col)[i] = *v
+	case *col != nil:
+		(*col)[i] = absent
+	}
 }
 
 // insertedJob is the stored row of an inserted item: what the statement answered (the
