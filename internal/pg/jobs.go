@@ -308,7 +308,7 @@ func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts Job
 }
 
 // insertArrays lays the items out as JobInsertMany's typed arrays, one element per item;
-// an absent value is ” (text), 0 (weights, attempts, parent ids, delays), -1 (priority)
+// an absent value is the empty string (text), 0 (weights, attempts, parent ids, delays), -1 (priority)
 // or the zero time (run_at), which the statement reads as NULL; extra rate limits are a
 // JSON array (NULL when none). An optional column no item of the batch sets is sent as a
 // NULL array: ROWS FROM pads a shorter unnest with NULLs, so the statement reads the same
