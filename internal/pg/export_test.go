@@ -17,9 +17,8 @@ func OutcomeArgs(recs []OutcomeRecord) []any {
 // InsertArgs are the positional arguments of JobInsertMany for items, in its $n order.
 func InsertArgs(items []JobInsert) []any {
 	p := insertArrays(items)
-	return []any{p.Queues, p.Handlers, p.Inputs, p.Keys, p.Priorities, p.RunAts, p.DelaysMs, p.ConcurrencyKeys,
-		p.RateLimits, p.RateKeys, p.RateWeights, p.MaxAttempts, p.ParentIds, p.IdempotencyKeys, p.ExtraRateLimits, p.DebounceKeys, p.DebouncePeriodsMs, p.DebounceMaxWaitsMs,
-		p.AsOf, int64(DefaultIdempotencyWindow.Milliseconds())}
+	p.IdempotencyWindowMs = DefaultIdempotencyWindow.Milliseconds()
+	return insertManyArgs(p)
 }
 
 // StatementNames lists the statements of the table.
