@@ -241,14 +241,6 @@ func convertAll[R, T any](rows []R, convert func(R) T) []T {
 	return out
 }
 
-// valueOr is *p, or absent when p is nil.
-func valueOr[T any](p *T, absent T) T {
-	if p == nil {
-		return absent
-	}
-	return *p
-}
-
 // CheckStatements prepares every embedded statement once, so a schema/SQL mismatch is
 // reported at start-up (and by the tests) rather than at the first job.
 func (db *DB) CheckStatements(ctx context.Context) error {
