@@ -91,10 +91,8 @@ func (d *Dispatcher) call(ctx context.Context, st *engine.Step, bodies string) *
 	if refused != nil {
 		return refused
 	}
-	callCtx, cancel := context.WithTimeout(ctx, req.timeout)
 	started := time.Now()
-	resp, err := d.client.Post(callCtx, *st.HandlerURL, req.headers[:], req.body, d.cfg.MaxBodyBytes)
-	cancel()
+	resp, err := d.client.PostUntil(ctx, started.Add(req.timeout), *st.HandlerURL, req.headers[:], req.body, d.cfg.MaxBodyBytes)
 	return d.interpretAnswer(ctx, st, req, bodies, started, &resp, err)
 }
 

@@ -31,22 +31,39 @@ func (r batchInsertedResponse) VisitInsertJobsResponse(w http.ResponseWriter) er
 func encodeInsertedJobs(jobs []engine.JobInserted) []byte {
 	b := make([]byte, 0, 64+len(jobs)*640)
 	b = append(b, `{"jobs":[`...)
+	var times timeMemo
 	for i := range jobs {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		body := jobBody(&jobs[i].Job)
-		b = appendJob(b, &body, &jobs[i].Deduplicated, jobs[i].Debounced)
+		b = appendJob(b, &times, &body, &jobs[i].Deduplicated, jobs[i].Debounced)
 	}
 	return append(b, "]}\n"...)
 }
 
+// timeMemo is the last time appendJob wrote and its text: a batch's jobs share their
+// created_at, updated_at and eligible_at, and formatting them was 2 ms of a 5 000-job
+// answer.
+type timeMemo struct {
+	t    time.Time
+	text []byte
+}
+
+// append appends t as jsonappend.Time does.
+func (m *timeMemo) append(b []byte, t time.Time) []byte {
+	if m.text == nil || m.t != t { // ==: the same instant in the same location formats alike
+		m.t, m.text = t, jsonappend.Time(m.text[:0], t)
+	}
+	return append(b, m.text...)
+}
+
 // appendJob appends j as a JSON object; deduplicated, when given, is added as a key, and
 // debounced when true (omitempty).
-func appendJob(b []byte, j *Job, deduplicated *bool, debounced bool) []byte {
+func appendJob(b []byte, times *timeMemo, j *Job, deduplicated *bool, debounced bool) []byte {
 	b = append(b, `{"attempt":`...)
 	b = strconv.AppendInt(b, int64(j.Attempt), 10)
-	b = optTime(b, `,"attempted_at":`, j.AttemptedAt)
+	b = optTime(b, times, `,"attempted_at":`, j.AttemptedAt)
 	if j.Awaiting != nil {
 		b = append(b, `,"awaiting":`...)
 		if *j.Awaiting == nil {
@@ -68,15 +85,15 @@ func appendJob(b []byte, j *Job, deduplicated *bool, debounced bool) []byte {
 	}
 	b = nullString(b, `,"concurrency_key":`, j.ConcurrencyKey)
 	b = append(b, `,"created_at":`...)
-	b = jsonappend.Time(b, j.CreatedAt)
+	b = times.append(b, j.CreatedAt)
 	if j.DebounceKey != nil {
 		b = append(b, `,"debounce_key":`...)
 		b = jsonappend.String(b, *j.DebounceKey)
 	}
-	b = nullTime(b, `,"eligible_at":`, j.EligibleAt)
+	b = nullTime(b, times, `,"eligible_at":`, j.EligibleAt)
 	b = append(b, `,"error":`...)
 	b = jsonappend.Raw(b, j.Error)
-	b = nullTime(b, `,"finished_at":`, j.FinishedAt)
+	b = nullTime(b, times, `,"finished_at":`, j.FinishedAt)
 	b = append(b, `,"handler":`...)
 	b = jsonappend.String(b, j.Handler)
 	b = append(b, `,"id":`...)
@@ -84,7 +101,7 @@ func appendJob(b []byte, j *Job, deduplicated *bool, debounced bool) []byte {
 	b = append(b, `,"input":`...)
 	b = jsonappend.Raw(b, j.Input)
 	b = nullString(b, `,"key":`, j.Key)
-	b = optTime(b, `,"lease_expires_at":`, j.LeaseExpiresAt)
+	b = optTime(b, times, `,"lease_expires_at":`, j.LeaseExpiresAt)
 	if j.LeaseOwner != nil {
 		b = append(b, `,"lease_owner":`...)
 		b = jsonappend.String(b, *j.LeaseOwner)
@@ -123,7 +140,7 @@ func appendJob(b []byte, j *Job, deduplicated *bool, debounced bool) []byte {
 		b = append(b, `,"schedule_name":`...)
 		b = jsonappend.String(b, *j.ScheduleName)
 	}
-	b = optTime(b, `,"schedule_tick":`, j.ScheduleTick)
+	b = optTime(b, times, `,"schedule_tick":`, j.ScheduleTick)
 	b = append(b, `,"state":`...)
 	b = jsonappend.Raw(b, j.State)
 	b = append(b, `,"status":`...)
@@ -131,7 +148,7 @@ func appendJob(b []byte, j *Job, deduplicated *bool, debounced bool) []byte {
 	b = append(b, `,"step":`...)
 	b = strconv.AppendInt(b, int64(j.Step), 10)
 	b = append(b, `,"updated_at":`...)
-	b = jsonappend.Time(b, j.UpdatedAt)
+	b = times.append(b, j.UpdatedAt)
 	if j.Wake != nil {
 		b = append(b, `,"wake":`...)
 		b = jsonappend.String(b, *j.Wake)
@@ -164,20 +181,20 @@ func appendRateLimitRef(b []byte, r RateLimitRef) []byte {
 }
 
 // optTime appends key and t when t is set (an omitempty time).
-func optTime(b []byte, key string, t *time.Time) []byte {
+func optTime(b []byte, times *timeMemo, key string, t *time.Time) []byte {
 	if t == nil {
 		return b
 	}
-	return jsonappend.Time(append(b, key...), *t)
+	return times.append(append(b, key...), *t)
 }
 
 // nullTime appends key and t, or null.
-func nullTime(b []byte, key string, t *time.Time) []byte {
+func nullTime(b []byte, times *timeMemo, key string, t *time.Time) []byte {
 	b = append(b, key...)
 	if t == nil {
 		return append(b, "null"...)
 	}
-	return jsonappend.Time(b, *t)
+	return times.append(b, *t)
 }
 
 // nullString appends key and s, or null.

@@ -58,7 +58,7 @@ func TestAppendJobMatchesEncodingJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := appendJob(nil, &j, &dedup, debounced)
+			got := appendJob(nil, &timeMemo{}, &j, &dedup, debounced)
 			var wantDoc, gotDoc map[string]any
 			if err := json.Unmarshal(want, &wantDoc); err != nil {
 				t.Fatal(err)
@@ -69,6 +69,26 @@ func TestAppendJobMatchesEncodingJSON(t *testing.T) {
 			if !reflect.DeepEqual(gotDoc, wantDoc) {
 				t.Errorf("%s: appendJob differs from encoding/json\n got: %s\nwant: %s", name, got, want)
 			}
+		}
+	}
+	// Jobs sharing their times and not (the same instant in two locations among them):
+	// each as encoding/json writes it.
+	at := time.Date(2026, 12, 1, 10, 0, 0, 5, time.UTC)
+	later := at.Add(time.Millisecond)
+	batch := []engine.JobInserted{{Job: engine.Job{ID: 1, CreatedAt: at, UpdatedAt: at, EligibleAt: &at}},
+		{Job: engine.Job{ID: 2, CreatedAt: at, UpdatedAt: later, EligibleAt: &later}},
+		{Job: engine.Job{ID: 3, CreatedAt: at.In(time.FixedZone("x", 3600)), UpdatedAt: at, EligibleAt: &at}, Deduplicated: true}}
+	var answer struct{ Jobs []json.RawMessage }
+	if err := json.Unmarshal(encodeInsertedJobs(batch), &answer); err != nil || len(answer.Jobs) != len(batch) {
+		t.Fatalf("encodeInsertedJobs: %v, %d jobs", err, len(answer.Jobs))
+	}
+	for i := range batch {
+		want, _ := json.Marshal(jobInsertedBody{Job: jobBody(&batch[i].Job), Deduplicated: batch[i].Deduplicated})
+		var wantDoc, gotDoc map[string]any
+		_ = json.Unmarshal(want, &wantDoc)
+		_ = json.Unmarshal(answer.Jobs[i], &gotDoc)
+		if !reflect.DeepEqual(gotDoc, wantDoc) {
+			t.Errorf("job %d of the batch:\n got: %s\nwant: %s", i+1, answer.Jobs[i], want)
 		}
 	}
 	// The whole answer: an object holding the array.

@@ -283,6 +283,15 @@ func TestDeadlineAndCancellation(t *testing.T) {
 		t.Fatalf("past the deadline: err %v, want DeadlineExceeded", err)
 	}
 
+	// A deadline of the call's own, with a context that has none (twice: a connection
+	// that timed out is closed, not kept).
+	for range 2 {
+		_, err := c.PostUntil(context.Background(), time.Now().Add(50*time.Millisecond), srv.URL, nil, []byte("{}"), 64)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("past PostUntil's deadline: err %v, want DeadlineExceeded", err)
+		}
+	}
+
 	ctx, cancel = context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
