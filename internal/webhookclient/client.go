@@ -113,34 +113,95 @@ func (c *Client) Post(ctx context.Context, rawURL string, headers []Header, body
 // call takes its timeout this way rather than from a context.WithTimeout, whose timer
 // and context were 0.5 kB of each of 10 000 steps held in flight.
 func (c *Client) PostUntil(ctx context.Context, deadline time.Time, rawURL string, headers []Header, body []byte, maxBody int) (Response, error) {
+	x := c.Send(ctx, deadline, rawURL, headers, body, maxBody)
+	x.Wait()
+	return x.Finish()
+}
+
+// Exchange is one request under way: Send writes it, Wait blocks until its answer
+// starts arriving (or the exchange fails), and Finish reads the answer. PostUntil is the
+// three in a row. They are apart for a caller that holds thousands of calls open: each
+// waits in Wait, with neither the frames that build the request nor those that read the
+// answer on its stack, and no read buffer (TestWaitingExchangesHoldNoReadBuffer).
+type Exchange struct {
+	c          *Client
+	ctx        context.Context
+	deadline   time.Time
+	t          *target
+	head, body []byte
+	maxBody    int
+	cn         *conn // nil: no connection (err says why)
+	reused     bool
+	stop       func() bool // disarms the cancellation of the exchange on cn
+	err        error       // the exchange failed before its answer
+}
+
+// Send takes a connection to rawURL (an idle one, or one it dials) and writes the
+// request; a failure is answered by Finish.
+func (c *Client) Send(ctx context.Context, deadline time.Time, rawURL string, headers []Header, body []byte, maxBody int) *Exchange {
 	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
 		deadline = d
 	}
-	t, err := c.target(rawURL)
-	if err != nil {
-		return Response{}, err
+	x := &Exchange{c: c, ctx: ctx, deadline: deadline, body: body, maxBody: maxBody}
+	if x.t, x.err = c.target(rawURL); x.err != nil {
+		return x
 	}
-	head := t.appendHead(make([]byte, 0, 256+len(t.requestURI)), c.cfg.UserAgent, headers, len(body))
+	x.head = x.t.appendHead(make([]byte, 0, 256+len(x.t.requestURI)), c.cfg.UserAgent, headers, len(body))
+	x.send()
+	return x
+}
+
+// send takes a connection and writes the request on it.
+func (x *Exchange) send() {
+	x.cn, x.reused, x.stop = nil, false, nil
+	cn, reused, err := x.c.get(x.ctx, x.deadline, x.t)
+	if err != nil {
+		x.err = contextError(x.ctx, x.deadline, err)
+		return
+	}
+	x.cn, x.reused = cn, reused
+	x.stop, x.err = cn.begin(x.ctx, x.deadline, x.head, x.body)
+}
+
+// Wait blocks until the first byte of the answer arrives, or the exchange fails. On a
+// plain TCP connection it waits for the socket to be readable without a read buffer:
+// the connection takes one from a pool to read the answer, and gives it back when it
+// goes idle (2 KiB for each of thousands of steps in flight, and of the idle pool).
+func (x *Exchange) Wait() {
+	if x.err == nil {
+		if err := x.cn.waitReadable(); err != nil {
+			x.err = x.cn.abandon(x.ctx, x.deadline, x.stop, err)
+		}
+	}
+}
+
+// Finish reads the answer (waiting for it if Wait has not), at most maxBody bytes of
+// its body, and gives the connection back to the pool when it can carry another request.
+func (x *Exchange) Finish() (Response, error) {
 	for tries := 0; ; tries++ {
-		cn, reused, err := c.get(ctx, deadline, t)
-		if err != nil {
-			return Response{}, contextError(ctx, deadline, err)
+		if x.cn == nil {
+			return Response{}, x.err
 		}
-		resp, keep, err := cn.roundTrip(ctx, deadline, head, body, maxBody)
+		err := x.err
 		if err == nil {
-			if keep {
-				c.put(t, cn)
-			} else {
-				cn.close()
+			var resp Response
+			var keep bool
+			if resp, keep, err = x.cn.end(x.ctx, x.deadline, x.stop, x.maxBody); err == nil {
+				if keep {
+					x.c.put(x.t, x.cn)
+				} else {
+					x.cn.close()
+				}
+				return resp, nil
 			}
-			return resp, nil
 		}
-		cn.close()
+		x.cn.close()
 		// A kept-alive connection the server closed while it was idle fails before a byte
 		// of the answer arrives: that is the pool's fault, not the handler's, so try once
 		// on a new connection (as net/http does). The handler may see the request twice if
 		// it read it and then dropped the connection unanswered, as with any retry.
-		if reused && tries == 0 && cn.nothingRead && ctx.Err() == nil && isConnectionLoss(err) {
+		if x.reused && tries == 0 && x.cn.nothingRead && x.ctx.Err() == nil && isConnectionLoss(err) {
+			x.send()
 			continue
 		}
 		return Response{}, err
@@ -252,12 +313,12 @@ func (c *Client) get(ctx context.Context, deadline time.Time, t *target) (*conn,
 		list[len(list)-1] = nil
 		list = list[:len(list)-1]
 		// Bytes that arrived while idle (a server's parting 408, say) answer no request.
-		if now.Sub(cn.idleSince) < c.cfg.IdleTimeout && cn.br.Buffered() == 0 {
+		if now.Sub(cn.idleSince) < c.cfg.IdleTimeout {
 			c.idle[t.key] = list
 			c.mu.Unlock()
 			return cn, true, nil
 		}
-		cn.close() // idle too long (the server has likely closed it), or spoken out of turn
+		cn.close() // idle too long (the server has likely closed it)
 	}
 	delete(c.idle, t.key)
 	c.mu.Unlock()
@@ -285,6 +346,12 @@ func (c *Client) get(ctx context.Context, deadline time.Time, t *target) (*conn,
 }
 
 func (c *Client) put(t *target, cn *conn) {
+	// Bytes read past the answer (a server's parting 408, say) answer no request.
+	if cn.br != nil && cn.br.Buffered() > 0 {
+		cn.close()
+		return
+	}
+	cn.releaseReader()
 	cn.idleSince = time.Now()
 	c.mu.Lock()
 	list := c.idle[t.key]
@@ -318,49 +385,113 @@ func (c *Client) dial(ctx context.Context, t *target) (*conn, error) {
 		}
 		nc = tc
 	}
-	return &conn{nc: nc, br: bufio.NewReaderSize(nc, readBufferSize)}, nil
+	cn := &conn{nc: nc}
+	if sc, ok := nc.(syscall.Conn); ok && !t.tls {
+		cn.raw, _ = sc.SyscallConn()
+	}
+	if cn.raw == nil {
+		cn.br = bufio.NewReaderSize(nc, readBufferSize) // TLS reads through its own records
+	}
+	return cn, nil
 }
 
 // conn is one HTTP/1.1 connection, used by one request at a time.
 type conn struct {
-	nc          net.Conn
+	nc net.Conn
+	// br reads the answers: on a plain TCP connection (raw set) it is taken from
+	// readerPool when an answer arrives and given back when the connection goes idle.
 	br          *bufio.Reader
+	raw         syscall.RawConn
+	peek        [1]byte
 	idleSince   time.Time
 	nothingRead bool // the last exchange failed before a byte of the answer arrived
 }
 
-func (cn *conn) close() { _ = cn.nc.Close() }
+// readerPool holds the read buffers of the plain TCP connections not reading an answer.
+var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufferSize) }}
 
-// roundTrip writes one request and reads its answer. keep says the connection can
-// carry another request.
-func (cn *conn) roundTrip(ctx context.Context, deadline time.Time, head, body []byte, maxBody int) (resp Response, keep bool, err error) {
+// reader is the connection's read buffer, taken from the pool if it has none.
+func (cn *conn) reader() *bufio.Reader {
+	if cn.br == nil {
+		cn.br = readerPool.Get().(*bufio.Reader)
+		cn.br.Reset(cn.nc)
+	}
+	return cn.br
+}
+
+// releaseReader gives a plain TCP connection's read buffer back to the pool; it holds
+// nothing unread (put checks).
+func (cn *conn) releaseReader() {
+	if cn.raw != nil && cn.br != nil {
+		cn.br.Reset(nil)
+		readerPool.Put(cn.br)
+		cn.br = nil
+	}
+}
+
+func (cn *conn) close() {
+	_ = cn.nc.Close()
+	cn.releaseReader()
+}
+
+// waitReadable blocks until the answer can be read (a byte, the end of the stream or an
+// error is there), or the exchange's deadline or cancellation interrupts it.
+func (cn *conn) waitReadable() error {
+	if cn.raw == nil || cn.br != nil {
+		_, err := cn.reader().Peek(1)
+		return err
+	}
+	first := true
+	return cn.raw.Read(func(fd uintptr) bool {
+		if !first {
+			return true // the poller says it is readable
+		}
+		first = false
+		// Readiness the poller reported before this wait is not kept: look at the socket.
+		for {
+			_, _, err := syscall.Recvfrom(int(fd), cn.peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			if err != syscall.EINTR {
+				return err != syscall.EAGAIN && err != syscall.EWOULDBLOCK
+			}
+		}
+	})
+}
+
+// begin arms the exchange's deadline and its cancellation on cn and writes the request;
+// stop disarms the cancellation (false: it ran or is running).
+func (cn *conn) begin(ctx context.Context, deadline time.Time, head, body []byte) (stop func() bool, err error) {
 	cn.nothingRead = true
-	hasDeadline := !deadline.IsZero()
-	if hasDeadline {
+	if !deadline.IsZero() {
 		if err := cn.nc.SetDeadline(deadline); err != nil {
-			return Response{}, false, err
+			return nil, err
 		}
 	}
 	// Cancellation (a lost lease, the end of the shutdown grace) interrupts blocked I/O.
-	stop := context.AfterFunc(ctx, func() { _ = cn.nc.SetDeadline(time.Unix(1, 0)) })
-	defer func() {
-		if !stop() { // the interrupt ran or is running: the connection's state is unknown
-			keep = false
-		}
-		if err != nil {
-			err = contextError(ctx, deadline, err)
-		}
-	}()
-
+	stop = context.AfterFunc(ctx, func() { _ = cn.nc.SetDeadline(time.Unix(1, 0)) })
 	bufs := net.Buffers{head, body}
 	if _, err := bufs.WriteTo(cn.nc); err != nil {
-		return Response{}, false, err
+		return nil, cn.abandon(ctx, deadline, stop, err)
 	}
+	return stop, nil
+}
+
+// abandon disarms an exchange that failed with err, and says what failed.
+func (cn *conn) abandon(ctx context.Context, deadline time.Time, stop func() bool, err error) error {
+	stop()
+	return contextError(ctx, deadline, err)
+}
+
+// end reads the answer of the request begin wrote and disarms the exchange. keep says
+// the connection can carry another request.
+func (cn *conn) end(ctx context.Context, deadline time.Time, stop func() bool, maxBody int) (resp Response, keep bool, err error) {
 	resp, keep, err = cn.readResponse(maxBody)
-	if err != nil {
-		return Response{}, false, err
+	if !stop() { // the interrupt ran or is running: the connection's state is unknown
+		keep = false
 	}
-	if hasDeadline && keep {
+	if err != nil {
+		return Response{}, false, contextError(ctx, deadline, err)
+	}
+	if !deadline.IsZero() && keep {
 		if err := cn.nc.SetDeadline(time.Time{}); err != nil {
 			keep = false
 		}
@@ -417,17 +548,17 @@ func (cn *conn) readResponse(maxBody int) (resp Response, keep bool, err error) 
 			return resp, false, nil
 		}
 		resp.Body = make([]byte, h.contentLength)
-		if _, err := io.ReadFull(cn.br, resp.Body); err != nil {
+		if _, err := io.ReadFull(cn.reader(), resp.Body); err != nil {
 			return Response{}, false, err
 		}
 		return resp, keep, nil
 	default: // the body runs to the end of the connection
-		return cn.readToLimit(cn.br, resp, false, maxBody)
+		return cn.readToLimit(cn.reader(), resp, false, maxBody)
 	}
 }
 
 func (cn *conn) readChunked(resp Response, keep bool, maxBody int) (Response, bool, error) {
-	resp, keep, err := cn.readToLimit(httputil.NewChunkedReader(cn.br), resp, keep, maxBody)
+	resp, keep, err := cn.readToLimit(httputil.NewChunkedReader(cn.reader()), resp, keep, maxBody)
 	if err != nil || resp.TooLarge {
 		return resp, false, err
 	}
@@ -536,14 +667,14 @@ func (cn *conn) readHeader() (header, error) {
 // readLine reads one CRLF- (or LF-) terminated line without its terminator; n counts the
 // header's bytes so far against maxHeaderBytes. The line is valid until the next read.
 func (cn *conn) readLine(n *int) ([]byte, error) {
-	line, err := cn.br.ReadSlice('\n')
+	line, err := cn.reader().ReadSlice('\n')
 	if len(line) > 0 {
 		cn.nothingRead = false
 	}
 	if errors.Is(err, bufio.ErrBufferFull) { // a line longer than the buffer: gather it
 		long := append([]byte(nil), line...)
 		for errors.Is(err, bufio.ErrBufferFull) && *n+len(long) <= maxHeaderBytes {
-			line, err = cn.br.ReadSlice('\n')
+			line, err = cn.reader().ReadSlice('\n')
 			long = append(long, line...)
 		}
 		line = long
