@@ -388,6 +388,7 @@ func (c *Client) dial(ctx context.Context, t *target) (*conn, error) {
 	cn := &conn{nc: nc}
 	if sc, ok := nc.(syscall.Conn); ok && !t.tls {
 		cn.raw, _ = sc.SyscallConn()
+		cn.readable = cn.readableTest
 	}
 	if cn.raw == nil {
 		cn.br = bufio.NewReaderSize(nc, readBufferSize) // TLS reads through its own records
@@ -402,6 +403,8 @@ type conn struct {
 	// readerPool when an answer arrives and given back when the connection goes idle.
 	br          *bufio.Reader
 	raw         syscall.RawConn
+	readable    func(fd uintptr) bool // cn.readableTest
+	looked      bool                  // readableTest has looked at the socket
 	peek        [1]byte
 	idleSince   time.Time
 	nothingRead bool // the last exchange failed before a byte of the answer arrived
@@ -441,20 +444,24 @@ func (cn *conn) waitReadable() error {
 		_, err := cn.reader().Peek(1)
 		return err
 	}
-	first := true
-	return cn.raw.Read(func(fd uintptr) bool {
-		if !first {
-			return true // the poller says it is readable
+	cn.looked = false
+	return cn.raw.Read(cn.readable)
+}
+
+// readableTest is waitReadable's test, made once per connection (a method value): it looks
+// at the socket the first time, and is true when the poller wakes it.
+func (cn *conn) readableTest(fd uintptr) bool {
+	if cn.looked {
+		return true // the poller says it is readable
+	}
+	cn.looked = true
+	// Readiness the poller reported before this wait is not kept: look at the socket.
+	for {
+		_, _, err := syscall.Recvfrom(int(fd), cn.peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		if err != syscall.EINTR {
+			return err != syscall.EAGAIN && err != syscall.EWOULDBLOCK
 		}
-		first = false
-		// Readiness the poller reported before this wait is not kept: look at the socket.
-		for {
-			_, _, err := syscall.Recvfrom(int(fd), cn.peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-			if err != syscall.EINTR {
-				return err != syscall.EAGAIN && err != syscall.EWOULDBLOCK
-			}
-		}
-	})
+	}
 }
 
 // begin arms the exchange's deadline and its cancellation on cn and writes the request;
