@@ -38,17 +38,29 @@ type Outcome struct {
 // an asynchronous step). Exactly one of next, await, spawn, done, fail, retry must be
 // given; unknown fields are refused so that a typo is reported instead of ignored.
 func DecodeResponse(body []byte) (Outcome, error) {
+	if r, ok := decodePlainResponse(body); ok {
+		return FromResponse(r)
+	}
+	r, err := decodeResponseJSON(body)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return FromResponse(r)
+}
+
+// decodeResponseJSON decodes an answer with encoding/json, unknown fields refused.
+func decodeResponseJSON(body []byte) (webhook.Response, error) {
 	var r webhook.Response
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return Outcome{}, fmt.Errorf("the answer is not a valid step response: %v", err)
+		return r, fmt.Errorf("the answer is not a valid step response: %v", err)
 	}
 	// dec.More is false before a stray '}' or ']': ask for the next token instead.
 	if _, err := dec.Token(); err != io.EOF {
-		return Outcome{}, fmt.Errorf("the answer has data after the JSON object")
+		return r, fmt.Errorf("the answer has data after the JSON object")
 	}
-	return FromResponse(r)
+	return r, nil
 }
 
 // FromResponse validates a decoded answer, including that Postgres can store it (a
