@@ -98,9 +98,10 @@ func (p *plainScanner) key() (string, bool) {
 	if !p.byte(':') {
 		return "", false
 	}
-	switch string(k) { // the keys this pass knows, without allocating
-	case "done", "next", "result", "state":
-		return string(k), true
+	for _, known := range [...]string{"done", "next", "result", "state"} { // without allocating
+		if string(k) == known {
+			return known, true
+		}
 	}
 	return "", false
 }
