@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
+	"github.com/gendurable/gendurable/internal/jsonscan"
 	"github.com/gendurable/gendurable/webhook"
 )
 
@@ -106,57 +107,15 @@ func (p *plainScanner) key() (string, bool) {
 	return "", false
 }
 
-// skip moves past one value (the body is valid JSON: brackets are counted outside
-// strings); null is not skipped, it is encoding/json's to read.
+// skip moves past one value (the body is valid JSON); null is not skipped, it is
+// encoding/json's to read.
 func (p *plainScanner) skip() bool {
 	if p.i >= len(p.b) || p.b[p.i] == 'n' {
 		return false
 	}
-	switch p.b[p.i] {
-	case '"':
-		return p.stringEnd()
-	case '{', '[':
-		depth := 0
-		for p.i < len(p.b) {
-			switch p.b[p.i] {
-			case '"':
-				if !p.stringEnd() {
-					return false
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					p.i++
-					return true
-				}
-			}
-			p.i++
-		}
-		return false
+	end, ok := jsonscan.Skip(p.b, p.i)
+	if ok {
+		p.i = end
 	}
-	start := p.i // a number, true or false: up to the next delimiter
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return p.i > start
-		}
-		p.i++
-	}
-	return p.i > start
-}
-
-// stringEnd moves past the string token at p.i.
-func (p *plainScanner) stringEnd() bool {
-	for j := p.i + 1; j < len(p.b); j++ {
-		switch p.b[j] {
-		case '\\':
-			j++
-		case '"':
-			p.i = j + 1
-			return true
-		}
-	}
-	return false
+	return ok
 }

@@ -6,6 +6,8 @@ import (
 	"reflect"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/gendurable/gendurable/internal/jsonscan"
 )
 
 // bodyAcceptor decides in one pass over the bytes, without building the body as a tree
@@ -395,58 +397,11 @@ func (s *acceptScanner) string() (string, bool) {
 	return "", false
 }
 
-// skip moves past one JSON value (known valid: brackets are counted outside strings).
+// skip moves past one JSON value (known valid).
 func (s *acceptScanner) skip() bool {
-	if s.i >= len(s.b) {
-		return false
+	end, ok := jsonscan.Skip(s.b, s.i)
+	if ok {
+		s.i = end
 	}
-	switch s.b[s.i] {
-	case '"':
-		_, ok := s.stringEnd()
-		return ok
-	case '{', '[':
-		depth := 0
-		for s.i < len(s.b) {
-			switch s.b[s.i] {
-			case '"':
-				if _, ok := s.stringEnd(); !ok {
-					return false
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					s.i++
-					return true
-				}
-			}
-			s.i++
-		}
-		return false
-	}
-	start := s.i
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return s.i > start
-		}
-		s.i++
-	}
-	return s.i > start
-}
-
-// stringEnd moves past the string token at s.i.
-func (s *acceptScanner) stringEnd() (int, bool) {
-	for j := s.i + 1; j < len(s.b); j++ {
-		switch s.b[j] {
-		case '\\':
-			j++
-		case '"':
-			s.i = j + 1
-			return s.i, true
-		}
-	}
-	return 0, false
+	return ok
 }
