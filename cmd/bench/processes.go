@@ -20,7 +20,8 @@ import (
 type ProcessesDrain struct {
 	Processes int   `json:"processes"`
 	Drain     Drain `json:"drain"`
-	// ClaimCalls and ClaimRows are JobClaimBatch's calls and rows in pg_stat_statements.
+	// ClaimCalls and ClaimRows are the claims' calls and rows in pg_stat_statements
+	// (JobClaimPlain and JobClaimBatch).
 	ClaimCalls int64 `json:"claim_calls"`
 	ClaimRows  int64 `json:"claim_rows"`
 	// ReadyCalls are JobReadyExists's calls: each reads jobs_pick too (about one entry).
@@ -181,8 +182,8 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 	r := ProcessesDrain{Processes: n, Drain: d, PickEntries: read1 - read0, PickFetched: fetched1 - fetched0}
 	for _, st := range d.Statements {
 		switch st.Name {
-		case "JobClaimBatch":
-			r.ClaimCalls, r.ClaimRows = st.Calls, st.Rows
+		case "JobClaimBatch", "JobClaimPlain":
+			r.ClaimCalls, r.ClaimRows = r.ClaimCalls+st.Calls, r.ClaimRows+st.Rows
 		case "JobReadyExists":
 			r.ReadyCalls = st.Calls
 		}
@@ -299,7 +300,7 @@ func printProcesses(out io.Writer, rows []ProcessesDrain, o options) {
 	}
 	_ = w.Flush()
 	fmt.Fprintln(out, "\nskipped/claim: jobs_pick rows fetched (idx_tup_fetch) minus rows claimed minus JobReadyExists calls, "+
-		"per JobClaimBatch call: rows the scan met held by another process's claim (SKIP LOCKED) or just claimed by one. "+
+		"per claim: rows the scan met held by another process's claim (SKIP LOCKED) or just claimed by one. "+
 		"dead/claim: entries read (idx_tup_read) but not fetched: rows claimed earlier, still in the index. "+
 		"Locks: pg_locks NOT granted and pg_stat_activity wait_event_type = 'Lock', sampled every 10 ms over the drain. "+
 		"CPU: utime+stime per step, the server processes summed.")

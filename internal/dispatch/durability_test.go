@@ -185,10 +185,12 @@ func TestTwoDispatchersDrainWithoutDoubleOutcomes(t *testing.T) {
 		t.Fatalf("history rows (total, distinct jobs, done) = %v, want one done row per job", rows[0])
 	}
 	// Batching: never more than one outcome statement per step.
-	if n := h.counter.Count("JobApplyOutcomes"); n > total || n == 0 {
-		t.Fatalf("%d outcome statements for %d steps", n, total)
+	outcomes := h.counter.Count("JobApplyOutcomes") + h.counter.Count("JobApplyPlainOutcomes")
+	if outcomes > total || outcomes == 0 {
+		t.Fatalf("%d outcome statements for %d steps", outcomes, total)
 	}
-	t.Logf("5000 one-step jobs: %d outcome statements (dispatcher A's pool), %d picks", h.counter.Count("JobApplyOutcomes"), h.counter.Count("JobClaimBatch"))
+	t.Logf("5000 one-step jobs: %d outcome statements (dispatcher A's pool), %d picks", outcomes,
+		h.counter.Count("JobClaimBatch")+h.counter.Count("JobClaimPlain"))
 }
 
 // A plain step costs exactly one outcome statement, and nothing else per step.
@@ -203,15 +205,15 @@ func TestPlainStepIsOneOutcomeStatement(t *testing.T) {
 	waitJob(t, h.db, job.ID, 10*time.Second, hasStatus("done"))
 	d.Stop(context.Background())
 	counts := h.counter.Snapshot()
-	if counts["JobApplyOutcomes"] != 1 {
-		t.Fatalf("outcome statements: %v", counts)
+	if counts["JobApplyPlainOutcomes"] != 1 || counts["JobApplyOutcomes"] != 0 {
+		t.Fatalf("outcome statements: %v, want one JobApplyPlainOutcomes", counts)
 	}
 	// Everything else is per batch or per process, not per step: the queue load and its
 	// read of the jobs table's size, the LISTEN ("other") and picks (the one that claimed
 	// the step, and empty ones woken by the LISTEN connecting). JobGet is this test's own polling.
 	for name := range counts {
 		switch name {
-		case "JobApplyOutcomes", "JobClaimBatch", "JobReadyExists", "QueueList", "JobTablePages", "other", "JobGet":
+		case "JobApplyPlainOutcomes", "JobClaimPlain", "JobReadyExists", "QueueList", "JobTablePages", "other", "JobGet":
 		default:
 			t.Fatalf("a plain step ran %s: %v", name, counts)
 		}

@@ -27,15 +27,7 @@ type Step struct {
 // A claim that lost a cross-process race on a concurrency key, gate or bucket is retried
 // a few times; contended counts those retries.
 func (e *Engine) Claim(ctx context.Context, queue string, limit int) (steps []Step, contended int, err error) {
-	var claimed []pg.ClaimedJob
-	for {
-		claimed, err = e.db.JobClaimBatch(ctx, pg.JobClaimParams{Queue: queue, Limit: limit,
-			LeaseTTL: e.cfg.LeaseTTL, Owner: e.cfg.Owner, SignalCap: e.cfg.SignalCap})
-		if !errors.Is(err, ErrRetryable) || contended >= 3 {
-			break
-		}
-		contended++
-	}
+	claimed, contended, err := e.claim(ctx, queue, limit)
 	if err != nil || len(claimed) == 0 {
 		return nil, contended, err
 	}
@@ -61,6 +53,46 @@ func (e *Engine) Claim(ctx context.Context, queue string, limit int) (steps []St
 		return nil, contended, fmt.Errorf("loading what the claimed steps are shown: %w", err)
 	}
 	return steps, contended, nil
+}
+
+// admissionWindow is how long a queue's claims go by JobClaimBatch after a plain claim
+// met rows that need admission, before a plain claim is tried again: at most one plain
+// claim in vain per window for a queue that always holds such rows.
+const admissionWindow = 10 * time.Second
+
+// claim leases up to limit steps of queue. A queue whose rows need no admission (none
+// with a concurrency key or a rate limit: most queues) is claimed by JobClaimPlain, a
+// statement a sixth the size of JobClaimBatch. When a plain claim meets rows that do
+// need it, the rest of the batch is claimed at once by JobClaimBatch, which the queue's
+// claims then use for admissionWindow. Those rows wait for no more than that second
+// statement; the plain rows behind them in the queue's order may go one claim earlier.
+func (e *Engine) claim(ctx context.Context, queue string, limit int) (claimed []pg.ClaimedJob, contended int, err error) {
+	p := pg.JobClaimParams{Queue: queue, Limit: limit, LeaseTTL: e.cfg.LeaseTTL, Owner: e.cfg.Owner, SignalCap: e.cfg.SignalCap}
+	if until, ok := e.admissionUntil.Load(queue); !ok || time.Now().After(until.(time.Time)) {
+		var others int
+		claimed, others, err = e.db.JobClaimPlain(ctx, p)
+		if err != nil || others == 0 || len(claimed) == limit {
+			if others > 0 {
+				e.admissionUntil.Store(queue, time.Now().Add(admissionWindow))
+			}
+			return claimed, 0, err
+		}
+		e.admissionUntil.Store(queue, time.Now().Add(admissionWindow))
+		p.Limit -= len(claimed)
+	}
+	for {
+		var more []pg.ClaimedJob
+		more, err = e.db.JobClaimBatch(ctx, p)
+		if err != nil && len(claimed) > 0 {
+			// The plain part is leased: it runs, and the next claim tries the rest again.
+			e.log.Warn("claim: the rows that need admission were not claimed", "queue", queue, "err", err)
+			return claimed, contended, nil
+		}
+		if !errors.Is(err, ErrRetryable) || contended >= 3 {
+			return append(claimed, more...), contended, err
+		}
+		contended++
+	}
 }
 
 // release gives claimed steps back, retrying for up to half a lease: past that the

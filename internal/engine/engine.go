@@ -92,6 +92,10 @@ type Engine struct {
 	// rollups counts the attempts written to the history for the charts (nil until
 	// NewStepRollups).
 	rollups atomic.Pointer[StepRollups]
+	// admissionUntil holds, per queue (string → time.Time), until when its claims go by
+	// JobClaimBatch, which admits rows with a concurrency key or a rate limit: set when a
+	// plain claim (JobClaimPlain) met such rows. Absent or past: plain claims.
+	admissionUntil sync.Map
 }
 
 // SetMetrics makes the engine and its services record into m.

@@ -215,19 +215,23 @@ type StepOutcome struct {
 	// for them (the outcome statement reads it: the asynchronous-step API). False: the
 	// caller decided already (the dispatcher knows its queue's setting).
 	BodiesByQueue bool
+	// Attempt is the step's attempt as claimed (0: not known, the asynchronous-step
+	// API); outcomes that know it can go by the plain outcome statement.
+	Attempt int
 	Outcome
 }
 
 // WithOutcome is o as the outcome of this step: fenced by its lease token, with the gate
 // slot it holds and the backoff its retry takes, all known from the claim.
 func (s Step) WithOutcome(o Outcome) StepOutcome {
-	return StepOutcome{JobID: s.ID, Token: s.LeaseToken, NoGateSlot: s.GateShard == nil,
+	return StepOutcome{JobID: s.ID, Token: s.LeaseToken, NoGateSlot: s.GateShard == nil, Attempt: s.Attempt,
 		Backoff: ptr(backoffOf(s.Attempt, s.BackoffBaseMS, s.BackoffMaxMS)), Outcome: o}
 }
 
 func (s StepOutcome) record() (pg.OutcomeRecord, error) {
 	r := pg.OutcomeRecord{ID: s.JobID, Token: s.Token, Kind: s.Kind, Label: s.Label, State: s.State,
-		Result: s.Result, Error: s.Error, Awaiting: s.Awaiting, HTTPStatus: s.HTTPStatus, Bodies: s.Bodies}
+		Result: s.Result, Error: s.Error, Awaiting: s.Awaiting, HTTPStatus: s.HTTPStatus, Bodies: s.Bodies,
+		Attempt: s.Attempt}
 	if s.BodiesByQueue && s.Bodies != nil {
 		b := *s.Bodies
 		b.ByQueue = true

@@ -77,6 +77,35 @@ func (db *DB) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]ClaimedJob
 	}), translate(err)
 }
 
+// JobClaimPlain claims like JobClaimBatch but only the candidates that need no
+// admission (no concurrency key, no rate limit); others counts the candidates it met and
+// left runnable, which JobClaimBatch claims (JobClaimPlain in sql/job_claim.sql).
+func (db *DB) JobClaimPlain(ctx context.Context, p JobClaimParams) (claimed []ClaimedJob, others int, err error) {
+	rows, err := db.q.JobClaimPlain(ctx, dbsqlc.JobClaimPlainParams{Queue: p.Queue, MaxRows: p.Limit,
+		LeaseTtlMs: p.LeaseTTL.Milliseconds(), LeaseOwner: p.Owner, SignalCap: int64(p.SignalCap)})
+	if err != nil {
+		return nil, 0, translate(err)
+	}
+	claimed = make([]ClaimedJob, 0, len(rows))
+	for _, r := range rows {
+		others = int(r.Others)
+		if r.ID == nil {
+			continue // the row of a claim that claimed nothing
+		}
+		claimed = append(claimed, ClaimedJob{ID: *r.ID, Queue: *r.Queue, Handler: *r.Handler, Key: r.Key, Step: *r.Step,
+			Attempt: *r.Attempt, MaxAttempts: *r.MaxAttempts, Input: r.Input, State: r.State, CreatedAt: *r.CreatedAt,
+			LeaseToken: *r.LeaseToken, LeaseExpiresAt: *r.LeaseExpiresAt, ClaimedAt: *r.AttemptedAt, Wake: r.Wake,
+			ConsumedSeq: *r.ConsumedSeq, ClaimInboxSeq: *r.ClaimInboxSeq, InboxSeq: *r.InboxSeq,
+			PendingChildren: *r.PendingChildren,
+			HandlerURL:      r.Url, Secret: r.Secret, PreviousSecret: r.PreviousSecret,
+			PreviousSecretExpiresAt: r.PreviousSecretExpiresAt, TimeoutMS: r.TimeoutMs,
+			BackoffBaseMS: r.BackoffBaseMs, BackoffMaxMS: r.BackoffMaxMs,
+			BreakerState: r.BreakerState, ConsecutiveFailures: r.ConsecutiveFailures,
+			BreakerNextProbeAt: r.BreakerNextProbeAt, HandlerPausedAt: r.PausedAt})
+	}
+	return claimed, others, nil
+}
+
 // JobReadyExists reports whether queue has a due runnable job (one jobs_pick probe): an
 // empty pick on such a queue was throttled, not idle.
 func (db *DB) JobReadyExists(ctx context.Context, queue string) (bool, error) {

@@ -29,7 +29,7 @@ var sharedCTEs = []struct {
 	holders []string
 	reads   []string
 }{
-	{"joined", []string{"JobApplyOutcomes", "JobApplyOutcomesCrediting", "JobCancel", "JobCancelMany", "JobReapExpiredLeases"}, []string{"updated"}},
+	{"joined", []string{"JobApplyOutcomes", "JobApplyOutcomesCrediting", "JobApplyPlainOutcomes", "JobCancel", "JobCancelMany", "JobReapExpiredLeases"}, []string{"updated"}},
 	{"credited", []string{"JobApplyOutcomesCrediting", "JobReapExpiredLeases", "LeaseParkMany", "LeaseReleaseMany"}, []string{"updated", "before"}},
 	{"retried", []string{"JobRetry", "JobRetryMany"}, []string{"target"}},
 }

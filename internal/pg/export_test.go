@@ -51,3 +51,9 @@ func (db *DB) QueryJSON(ctx context.Context, sql string) (raw []json.RawMessage,
 	}
 	return raw, ptrs, rows.Err()
 }
+
+// JobApplyOutcomesGeneral writes recs with the general outcome statement whatever they
+// are, for tests that compare it with the plain one.
+func (db *DB) JobApplyOutcomesGeneral(ctx context.Context, recs []OutcomeRecord) ([]OutcomeApplied, error) {
+	return db.jobApplyOutcomes(ctx, recs, false)
+}

@@ -44,6 +44,10 @@ type OutcomeRecord struct {
 	// steps.bodies document of migration 0014); nil, and absent from the batch, for an
 	// attempt whose queue does not keep them.
 	Bodies *StepBodies `json:"bodies,omitempty"`
+	// Attempt is the step's attempt as claimed (0: not known). A batch of `next` and
+	// `done` outcomes that all know it is written by the plain statement
+	// (JobApplyPlainOutcomes); the general one reads it from the row.
+	Attempt int `json:"-"`
 }
 
 // StepBodies is the request and response bodies of one attempt, as the history keeps them.
@@ -99,6 +103,15 @@ func (db *DB) JobApplyOutcomes(ctx context.Context, recs []OutcomeRecord, credit
 	if err := checkRetryDelays(recs); err != nil {
 		return nil, err
 	}
+	if !creditGates && plainOutcomes(recs) {
+		return db.jobApplyPlainOutcomes(ctx, recs)
+	}
+	return db.jobApplyOutcomes(ctx, recs, creditGates)
+}
+
+// jobApplyOutcomes writes recs with the general statement (JobApplyOutcomes, or its
+// crediting variant).
+func (db *DB) jobApplyOutcomes(ctx context.Context, recs []OutcomeRecord, creditGates bool) ([]OutcomeApplied, error) {
 	batch, err := json.Marshal(recs)
 	if err != nil {
 		return nil, err
@@ -114,6 +127,52 @@ func (db *DB) JobApplyOutcomes(ctx context.Context, recs []OutcomeRecord, credit
 		rows, err = db.q.JobApplyOutcomes(ctx, batch)
 	}
 	return convertAll(rows, func(r dbsqlc.JobApplyOutcomesRow) OutcomeApplied {
+		return OutcomeApplied{ID: r.ID, Token: r.Token, Status: r.Status, Queue: r.Queue, Ready: r.Ready,
+			Handler: r.Handler, Label: r.Label, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
+	}), translate(err)
+}
+
+// plainOutcomes reports whether JobApplyPlainOutcomes writes recs as JobApplyOutcomes
+// would: every one a `next` or a `done` with its attempt and HTTP status known, no
+// error, and bodies (if any) the caller chose to keep.
+func plainOutcomes(recs []OutcomeRecord) bool {
+	for _, r := range recs {
+		if r.Kind != KindNext && r.Kind != KindDone || r.Attempt <= 0 || r.HTTPStatus == nil ||
+			r.Error != nil || r.Bodies != nil && r.Bodies.ByQueue {
+			return false
+		}
+	}
+	return len(recs) > 0
+}
+
+// jobApplyPlainOutcomes writes a batch of plain outcomes (plainOutcomes) with
+// JobApplyPlainOutcomes.
+func (db *DB) jobApplyPlainOutcomes(ctx context.Context, recs []OutcomeRecord) ([]OutcomeApplied, error) {
+	n := len(recs)
+	p := dbsqlc.JobApplyPlainOutcomesParams{Ids: make([]int64, n), Tokens: make([]string, n), Kinds: make([]string, n),
+		Labels: make([]string, n), Attempts: make([]int, n), HttpStatuses: make([]int, n),
+		Payloads: make([]json.RawMessage, n), DelaysMs: make([]int64, n), Bodies: make([]json.RawMessage, n)}
+	for i, r := range recs {
+		p.Ids[i], p.Tokens[i], p.Kinds[i], p.Labels[i] = r.ID, r.Token, r.Kind, r.Label
+		p.Attempts[i], p.HttpStatuses[i] = r.Attempt, *r.HTTPStatus
+		if r.Kind == KindDone {
+			p.Payloads[i] = r.Result
+		} else {
+			p.Payloads[i] = r.State
+		}
+		if r.DelayMS != nil {
+			p.DelaysMs[i] = *r.DelayMS // none and 0 are the same delay
+		}
+		if r.Bodies != nil {
+			b, err := json.Marshal(r.Bodies)
+			if err != nil {
+				return nil, err
+			}
+			p.Bodies[i] = b
+		}
+	}
+	rows, err := db.q.JobApplyPlainOutcomes(ctx, p)
+	return convertAll(rows, func(r dbsqlc.JobApplyPlainOutcomesRow) OutcomeApplied {
 		return OutcomeApplied{ID: r.ID, Token: r.Token, Status: r.Status, Queue: r.Queue, Ready: r.Ready,
 			Handler: r.Handler, Label: r.Label, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
 	}), translate(err)

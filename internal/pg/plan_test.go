@@ -2,6 +2,7 @@ package pg_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -34,23 +35,25 @@ func TestPickReadsAtMostTwiceTheBatch(t *testing.T) {
 	db := pgtest.NewDB(t)
 	seedJobs(t, db, "bulk", 100_000, "")
 	seedJobs(t, db, "other", 20_000, "")
-	for _, batch := range []int{1, 10, 50, 200} {
-		raw, err := db.ExplainAnalyze(context.Background(), pg.Statement("JobClaimBatch"),
-			"bulk", batch, int64(30_000), "explain", 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		plan, err := pgtest.ParsePlan(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !plan.Uses("jobs_pick") || plan.HasSeqScan("jobs") {
-			t.Fatalf("batch %d: the pick does not ride jobs_pick:\n%s", batch, raw)
-		}
-		read := plan.MaxRowsRead("jobs")
-		t.Logf("batch %d: at most %.0f rows of jobs read by one node (100 000 runnable queued)", batch, read)
-		if read > float64(2*batch) {
-			t.Fatalf("batch %d: a plan node read %.0f rows of jobs, more than 2 × batch:\n%s", batch, read, raw)
+	for _, name := range []string{"JobClaimBatch", "JobClaimPlain"} {
+		for _, batch := range []int{1, 10, 50, 200} {
+			raw, err := db.ExplainAnalyze(context.Background(), pg.Statement(name),
+				"bulk", batch, int64(30_000), "explain", 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := pgtest.ParsePlan(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !plan.Uses("jobs_pick") || plan.HasSeqScan("jobs") {
+				t.Fatalf("%s, batch %d: the pick does not ride jobs_pick:\n%s", name, batch, raw)
+			}
+			read := plan.MaxRowsRead("jobs")
+			t.Logf("%s, batch %d: at most %.0f rows of jobs read by one node (100 000 runnable queued)", name, batch, read)
+			if read > float64(2*batch) {
+				t.Fatalf("%s, batch %d: a plan node read %.0f rows of jobs, more than 2 × batch:\n%s", name, batch, read, raw)
+			}
 		}
 	}
 }
@@ -207,19 +210,21 @@ func TestPickGenericPlanStaysOnTheIndexes(t *testing.T) {
 	if _, err := db.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(ctx, "PREPARE pick(text, int, bigint, text, int) AS "+pg.Statement("JobClaimBatch")); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := db.ExplainAnalyze(ctx, "EXECUTE pick('q', 50, 30000, 'explain', 100)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, _ := pgtest.ParsePlan(raw)
-	if plan.HasSeqScan("jobs") {
-		t.Fatalf("the generic plan of the pick scans jobs sequentially:\n%s", raw)
-	}
-	if read := plan.MaxRowsRead("jobs"); read > 100 {
-		t.Fatalf("the generic plan read %.0f rows of jobs for a batch of 50", read)
+	for i, name := range []string{"JobClaimBatch", "JobClaimPlain"} {
+		if _, err := db.Exec(ctx, fmt.Sprintf("PREPARE pick%d(text, int, bigint, text, int) AS ", i)+pg.Statement(name)); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := db.ExplainAnalyze(ctx, fmt.Sprintf("EXECUTE pick%d('q', 50, 30000, 'explain', 100)", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, _ := pgtest.ParsePlan(raw)
+		if plan.HasSeqScan("jobs") {
+			t.Fatalf("the generic plan of %s scans jobs sequentially:\n%s", name, raw)
+		}
+		if read := plan.MaxRowsRead("jobs"); read > 100 {
+			t.Fatalf("the generic plan of %s read %.0f rows of jobs for a batch of 50", name, read)
+		}
 	}
 }
 

@@ -469,3 +469,155 @@ func (q *Queries) JobApplyOutcomesCrediting(ctx context.Context, batch json.RawM
 	}
 	return items, nil
 }
+
+const JobApplyPlainOutcomes = `-- name: JobApplyPlainOutcomes :many
+WITH o AS (
+    SELECT id, token, kind, label, attempt, http_status, payload, delay_ms, bodies FROM ROWS FROM (unnest($1::bigint[]),
+                             unnest($2::uuid[]),
+                             unnest($3::text[]),
+                             unnest($4::text[]),
+                             unnest($5::int[]),
+                             unnest($6::int[]),
+                             unnest($7::jsonb[]),
+                             unnest($8::bigint[]),
+                             unnest($9::jsonb[]))
+        AS o(id, token, kind, label, attempt, http_status, payload, delay_ms, bodies)
+),
+updated AS (
+    UPDATE jobs j
+    SET status = CASE WHEN o.kind = 'done' THEN 'done' WHEN j.cancel_requested THEN 'cancelled' ELSE 'runnable' END,
+        eligible_at = CASE WHEN o.kind = 'next' AND NOT j.cancel_requested
+                           THEN now() + coalesce(o.delay_ms, 0) * interval '1 millisecond'
+                           ELSE j.eligible_at END,
+        finished_at = CASE WHEN o.kind = 'done' OR j.cancel_requested THEN now() END,
+        wake = NULL,
+        cancelled_while = CASE WHEN o.kind = 'next' AND j.cancel_requested THEN 'executing' END,
+        step = j.step + 1,
+        attempt = CASE WHEN o.kind = 'next' AND NOT j.cancel_requested THEN 0 ELSE j.attempt END,
+        consumed_seq = j.claim_inbox_seq,
+        state = CASE WHEN o.kind = 'next' AND o.payload IS NOT NULL THEN o.payload ELSE j.state END,
+        result = CASE WHEN o.kind = 'done' THEN o.payload ELSE j.result END,
+        error = NULL,
+        awaiting = NULL,
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        lease_owner = NULL,
+        gate_shard = NULL,
+        late_signals = NULL,
+        updated_at = now()
+    FROM o
+    WHERE j.id = o.id
+      AND j.lease_token = o.token
+      AND j.id = ANY ($1::bigint[])
+    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at, j.attempted_at,
+              j.step - 1 AS step, o.attempt, o.label::text AS label, o.http_status, o.bodies
+),
+history AS (
+    INSERT INTO steps (job_id, queue, handler, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
+    SELECT u.id, u.queue, u.handler, u.step, u.attempt, u.label, u.http_status, coalesce(u.attempted_at, now()), now(), NULL, u.bodies
+    FROM updated u
+),
+joined AS (
+    UPDATE jobs p
+    SET pending_children = p.pending_children - d.n,
+        status = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'runnable'
+                      ELSE p.status END,
+        wake = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'children'
+                    ELSE p.wake END,
+        eligible_at = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN now()
+                           ELSE p.eligible_at END,
+        updated_at = now()
+    FROM (SELECT parent_id, count(*) AS n FROM updated
+          WHERE parent_id IS NOT NULL AND status IN ('done', 'failed', 'cancelled')
+          GROUP BY parent_id ORDER BY parent_id) d
+    WHERE p.id = d.parent_id AND p.pending_children > 0
+      AND p.id NOT IN (SELECT u.id FROM updated u)
+    RETURNING p.queue, p.status
+),
+notified AS (
+    SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
+    FROM (SELECT DISTINCT queue FROM joined WHERE status = 'runnable') q
+)
+SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready,
+       u.handler, u.label, coalesce(u.attempted_at, now())::timestamptz AS started_at, now()::timestamptz AS finished_at
+FROM updated u, notified
+`
+
+type JobApplyPlainOutcomesParams struct {
+	Ids          []int64
+	Tokens       []string
+	Kinds        []string
+	Labels       []string
+	Attempts     []int
+	HttpStatuses []int
+	Payloads     []json.RawMessage
+	DelaysMs     []int64
+	Bodies       []json.RawMessage
+}
+
+type JobApplyPlainOutcomesRow struct {
+	ID         int64
+	Token      string
+	Status     string
+	Queue      string
+	Ready      bool
+	Handler    string
+	Label      string
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
+// JobApplyOutcomes for a batch of plain outcomes only: `next` and `done` reported by the
+// dispatcher, which knows each step's attempt from the claim and holds no gate slot for
+// any of them. It writes what JobApplyOutcomes writes for these two kinds (checked by
+// TestPlainOutcomesWriteWhatTheGeneralStatementWrites) in a quarter of its plan: typed
+// arrays instead of a JSON document, no second read of each row for the history (the
+// step is the row's new step - 1, the attempt the caller's), and no spawn. Measured with
+// BenchmarkStepStatements: PostgreSQL CPU 41.8 -> 33.8 µs a step.
+// Fencing, the re-evaluation on a row a signal delivery changed meanwhile, and the
+// parent join are JobApplyOutcomes' (see there); a cancel requested during the step
+// makes a `next` cancelled, as gendurable_outcome_status() says.
+// The parent join of a statement whose `updated` CTE ended children: each parent's
+// pending_children drops by its finished children (grouped, so two children of one
+// parent in a batch count twice), and a parent waiting for them is woken at zero.
+// A row `updated` already changed is left alone: Postgres applies only one of two
+// updates of a row in one statement. Parents are locked in id order.
+func (q *Queries) JobApplyPlainOutcomes(ctx context.Context, arg JobApplyPlainOutcomesParams) ([]JobApplyPlainOutcomesRow, error) {
+	rows, err := q.db.Query(ctx, JobApplyPlainOutcomes,
+		arg.Ids,
+		arg.Tokens,
+		arg.Kinds,
+		arg.Labels,
+		arg.Attempts,
+		arg.HttpStatuses,
+		arg.Payloads,
+		arg.DelaysMs,
+		arg.Bodies,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobApplyPlainOutcomesRow
+	for rows.Next() {
+		var i JobApplyPlainOutcomesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Token,
+			&i.Status,
+			&i.Queue,
+			&i.Ready,
+			&i.Handler,
+			&i.Label,
+			&i.StartedAt,
+			&i.FinishedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

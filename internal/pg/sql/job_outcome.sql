@@ -370,3 +370,90 @@ notified AS (
 SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready,
        u.handler, u.label, coalesce(u.attempted_at, now())::timestamptz AS started_at, now()::timestamptz AS finished_at
 FROM updated u, notified;
+
+-- name: JobApplyPlainOutcomes :many
+-- JobApplyOutcomes for a batch of plain outcomes only: `next` and `done` reported by the
+-- dispatcher, which knows each step's attempt from the claim and holds no gate slot for
+-- any of them. It writes what JobApplyOutcomes writes for these two kinds (checked by
+-- TestPlainOutcomesWriteWhatTheGeneralStatementWrites) in a quarter of its plan: typed
+-- arrays instead of a JSON document, no second read of each row for the history (the
+-- step is the row's new step - 1, the attempt the caller's), and no spawn. Measured with
+-- BenchmarkStepStatements: PostgreSQL CPU 41.8 -> 33.8 µs a step.
+-- Fencing, the re-evaluation on a row a signal delivery changed meanwhile, and the
+-- parent join are JobApplyOutcomes' (see there); a cancel requested during the step
+-- makes a `next` cancelled, as gendurable_outcome_status() says.
+WITH o AS (
+    SELECT * FROM ROWS FROM (unnest(sqlc.arg(ids)::bigint[]),
+                             unnest(sqlc.arg(tokens)::uuid[]),
+                             unnest(sqlc.arg(kinds)::text[]),
+                             unnest(sqlc.arg(labels)::text[]),
+                             unnest(sqlc.arg(attempts)::int[]),
+                             unnest(sqlc.arg(http_statuses)::int[]),
+                             unnest(sqlc.arg(payloads)::jsonb[]),
+                             unnest(sqlc.arg(delays_ms)::bigint[]),
+                             unnest(sqlc.arg(bodies)::jsonb[]))
+        AS o(id, token, kind, label, attempt, http_status, payload, delay_ms, bodies)
+),
+updated AS (
+    UPDATE jobs j
+    SET status = CASE WHEN o.kind = 'done' THEN 'done' WHEN j.cancel_requested THEN 'cancelled' ELSE 'runnable' END,
+        eligible_at = CASE WHEN o.kind = 'next' AND NOT j.cancel_requested
+                           THEN now() + coalesce(o.delay_ms, 0) * interval '1 millisecond'
+                           ELSE j.eligible_at END,
+        finished_at = CASE WHEN o.kind = 'done' OR j.cancel_requested THEN now() END,
+        wake = NULL,
+        cancelled_while = CASE WHEN o.kind = 'next' AND j.cancel_requested THEN 'executing' END,
+        step = j.step + 1,
+        attempt = CASE WHEN o.kind = 'next' AND NOT j.cancel_requested THEN 0 ELSE j.attempt END,
+        consumed_seq = j.claim_inbox_seq,
+        state = CASE WHEN o.kind = 'next' AND o.payload IS NOT NULL THEN o.payload ELSE j.state END,
+        result = CASE WHEN o.kind = 'done' THEN o.payload ELSE j.result END,
+        error = NULL,
+        awaiting = NULL,
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        lease_owner = NULL,
+        gate_shard = NULL,
+        late_signals = NULL,
+        updated_at = now()
+    FROM o
+    WHERE j.id = o.id
+      AND j.lease_token = o.token
+      AND j.id = ANY (sqlc.arg(ids)::bigint[])
+    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at, j.attempted_at,
+              j.step - 1 AS step, o.attempt, o.label::text AS label, o.http_status, o.bodies
+),
+history AS (
+    INSERT INTO steps (job_id, queue, handler, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
+    SELECT u.id, u.queue, u.handler, u.step, u.attempt, u.label, u.http_status, coalesce(u.attempted_at, now()), now(), NULL, u.bodies
+    FROM updated u
+),
+-- The parent join of a statement whose `updated` CTE ended children: each parent's
+-- pending_children drops by its finished children (grouped, so two children of one
+-- parent in a batch count twice), and a parent waiting for them is woken at zero.
+-- A row `updated` already changed is left alone: Postgres applies only one of two
+-- updates of a row in one statement. Parents are locked in id order.
+joined AS (
+    UPDATE jobs p
+    SET pending_children = p.pending_children - d.n,
+        status = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'runnable'
+                      ELSE p.status END,
+        wake = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'children'
+                    ELSE p.wake END,
+        eligible_at = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN now()
+                           ELSE p.eligible_at END,
+        updated_at = now()
+    FROM (SELECT parent_id, count(*) AS n FROM updated
+          WHERE parent_id IS NOT NULL AND status IN ('done', 'failed', 'cancelled')
+          GROUP BY parent_id ORDER BY parent_id) d
+    WHERE p.id = d.parent_id AND p.pending_children > 0
+      AND p.id NOT IN (SELECT u.id FROM updated u)
+    RETURNING p.queue, p.status
+),
+notified AS (
+    SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
+    FROM (SELECT DISTINCT queue FROM joined WHERE status = 'runnable') q
+)
+SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready,
+       u.handler, u.label, coalesce(u.attempted_at, now())::timestamptz AS started_at, now()::timestamptz AS finished_at
+FROM updated u, notified;
