@@ -89,15 +89,15 @@ func (db *DB) JobClaimPlain(ctx context.Context, p JobClaimParams) (claimed []Cl
 	claimed = make([]ClaimedJob, 0, len(rows))
 	for _, r := range rows {
 		others = int(r.Others)
-		if r.ID == nil {
+		if r.ID == 0 {
 			continue // the row of a claim that claimed nothing
 		}
-		claimed = append(claimed, ClaimedJob{ID: *r.ID, Queue: *r.Queue, Handler: *r.Handler, Key: r.Key, Step: *r.Step,
-			Attempt: *r.Attempt, MaxAttempts: *r.MaxAttempts, Input: r.Input, State: r.State, CreatedAt: *r.CreatedAt,
-			LeaseToken: *r.LeaseToken, LeaseExpiresAt: *r.LeaseExpiresAt, ClaimedAt: *r.AttemptedAt, Wake: r.Wake,
-			ConsumedSeq: *r.ConsumedSeq, ClaimInboxSeq: *r.ClaimInboxSeq, InboxSeq: *r.InboxSeq,
-			PendingChildren: *r.PendingChildren,
-			HandlerURL:      r.Url, Secret: r.Secret, PreviousSecret: r.PreviousSecret,
+		claimed = append(claimed, ClaimedJob{ID: r.ID, Queue: r.Queue, Handler: r.Handler, Key: r.Key, Step: r.Step,
+			Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Input: r.Input, State: r.State, CreatedAt: r.CreatedAt,
+			LeaseToken: r.LeaseToken, LeaseExpiresAt: r.LeaseExpiresAt, ClaimedAt: r.AttemptedAt, Wake: r.Wake,
+			ConsumedSeq: r.ConsumedSeq, ClaimInboxSeq: r.ClaimInboxSeq, InboxSeq: r.InboxSeq,
+			PendingChildren: r.PendingChildren,
+			HandlerURL: r.Url, Secret: r.Secret, PreviousSecret: r.PreviousSecret,
 			PreviousSecretExpiresAt: r.PreviousSecretExpiresAt, TimeoutMS: r.TimeoutMs,
 			BackoffBaseMS: r.BackoffBaseMs, BackoffMaxMS: r.BackoffMaxMs,
 			BreakerState: r.BreakerState, ConsecutiveFailures: r.ConsecutiveFailures,

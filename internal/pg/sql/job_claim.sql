@@ -234,7 +234,7 @@ FROM claimed c LEFT JOIN handlers h ON h.name = c.handler;
 -- plan, and the plan's start and end, its locks on the gate and rate tables and the
 -- second lookup of each winner were most of what a plain claim cost: PostgreSQL CPU
 -- 41.8 -> 35.8 µs a step in BenchmarkStepStatements. One row per claimed step; when
--- none was claimed, one row with a NULL id if there are others, else none.
+-- none was claimed, one row with id 0 if there are others, else none.
 WITH candidates AS (
     SELECT c.* FROM generate_series(0, 9) AS p(priority)
     CROSS JOIN LATERAL (
@@ -273,9 +273,16 @@ claimed AS (
               j.state, j.created_at, j.lease_token, j.lease_expires_at, j.attempted_at, j.wake,
               j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children
 )
-SELECT c.id, c.queue, c.handler, c.key, c.step, c.attempt, c.max_attempts, c.input,
-       c.state, c.created_at, c.lease_token, c.lease_expires_at, c.attempted_at, c.wake,
-       c.consumed_seq, c.claim_inbox_seq, c.inbox_seq, c.pending_children,
+-- (coalesce only makes the columns of a claimed row non-null to sqlc: the row of a claim
+-- that claimed nothing has id 0.)
+SELECT coalesce(c.id, 0) AS id, coalesce(c.queue, '') AS queue, coalesce(c.handler, '') AS handler, c.key,
+       coalesce(c.step, 0) AS step, coalesce(c.attempt, 0) AS attempt, coalesce(c.max_attempts, 0) AS max_attempts,
+       coalesce(c.input, '{}') AS input, c.state, coalesce(c.created_at, now()) AS created_at,
+       coalesce(c.lease_token, '00000000-0000-0000-0000-000000000000') AS lease_token,
+       coalesce(c.lease_expires_at, now())::timestamptz AS lease_expires_at,
+       coalesce(c.attempted_at, now())::timestamptz AS attempted_at, c.wake,
+       coalesce(c.consumed_seq, 0) AS consumed_seq, coalesce(c.claim_inbox_seq, 0) AS claim_inbox_seq,
+       coalesce(c.inbox_seq, 0) AS inbox_seq, coalesce(c.pending_children, 0) AS pending_children,
        h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms,
        h.backoff_base_ms, h.backoff_max_ms,
        h.breaker_state, h.consecutive_failures, h.breaker_next_probe_at, h.paused_at,
