@@ -97,7 +97,7 @@ func (db *DB) JobClaimPlain(ctx context.Context, p JobClaimParams) (claimed []Cl
 			LeaseToken: r.LeaseToken, LeaseExpiresAt: r.LeaseExpiresAt, ClaimedAt: r.AttemptedAt, Wake: r.Wake,
 			ConsumedSeq: r.ConsumedSeq, ClaimInboxSeq: r.ClaimInboxSeq, InboxSeq: r.InboxSeq,
 			PendingChildren: r.PendingChildren,
-			HandlerURL: r.Url, Secret: r.Secret, PreviousSecret: r.PreviousSecret,
+			HandlerURL:      r.Url, Secret: r.Secret, PreviousSecret: r.PreviousSecret,
 			PreviousSecretExpiresAt: r.PreviousSecretExpiresAt, TimeoutMS: r.TimeoutMs,
 			BackoffBaseMS: r.BackoffBaseMs, BackoffMaxMS: r.BackoffMaxMs,
 			BreakerState: r.BreakerState, ConsecutiveFailures: r.ConsecutiveFailures,
