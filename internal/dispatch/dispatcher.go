@@ -104,6 +104,9 @@ type Dispatcher struct {
 	completer *completer
 	probes    probes   // the steps carrying their handler's circuit breaker probe
 	signers   sync.Map // signing secret → *webhook.Signer
+	// webhookSeries holds the WebhookDuration series by handler and status class
+	// (webhookSeriesKey → prometheus.Observer): see webhookObserver.
+	webhookSeries sync.Map
 	// signerCount counts signers made since the cache was last cleared.
 	signerCount atomic.Int64
 

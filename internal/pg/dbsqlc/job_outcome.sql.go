@@ -472,16 +472,19 @@ func (q *Queries) JobApplyOutcomesCrediting(ctx context.Context, batch json.RawM
 
 const JobApplyPlainOutcomes = `-- name: JobApplyPlainOutcomes :many
 WITH o AS (
-    SELECT id, token, kind, label, attempt, http_status, payload, delay_ms, bodies FROM ROWS FROM (unnest($1::bigint[]),
-                             unnest($2::uuid[]),
-                             unnest($3::text[]),
-                             unnest($4::text[]),
-                             unnest($5::int[]),
-                             unnest($6::int[]),
-                             unnest($7::jsonb[]),
-                             unnest($8::bigint[]),
-                             unnest($9::jsonb[]))
-        AS o(id, token, kind, label, attempt, http_status, payload, delay_ms, bodies)
+    -- The tokens come as text: pgx has no binary encoding of a Go string as uuid, and its
+    -- failed attempt (an error formatting the whole array) cost more than the cast.
+    SELECT r.id, r.token::uuid AS token, r.kind, r.label, r.attempt, r.http_status, r.payload, r.delay_ms, r.bodies
+    FROM ROWS FROM (unnest($1::bigint[]),
+                    unnest($2::text[]),
+                    unnest($3::text[]),
+                    unnest($4::text[]),
+                    unnest($5::int[]),
+                    unnest($6::int[]),
+                    unnest($7::jsonb[]),
+                    unnest($8::bigint[]),
+                    unnest($9::jsonb[]))
+        AS r(id, token, kind, label, attempt, http_status, payload, delay_ms, bodies)
 ),
 updated AS (
     UPDATE jobs j

@@ -383,16 +383,19 @@ FROM updated u, notified;
 -- parent join are JobApplyOutcomes' (see there); a cancel requested during the step
 -- makes a `next` cancelled, as gendurable_outcome_status() says.
 WITH o AS (
-    SELECT * FROM ROWS FROM (unnest(sqlc.arg(ids)::bigint[]),
-                             unnest(sqlc.arg(tokens)::uuid[]),
-                             unnest(sqlc.arg(kinds)::text[]),
-                             unnest(sqlc.arg(labels)::text[]),
-                             unnest(sqlc.arg(attempts)::int[]),
-                             unnest(sqlc.arg(http_statuses)::int[]),
-                             unnest(sqlc.arg(payloads)::jsonb[]),
-                             unnest(sqlc.arg(delays_ms)::bigint[]),
-                             unnest(sqlc.arg(bodies)::jsonb[]))
-        AS o(id, token, kind, label, attempt, http_status, payload, delay_ms, bodies)
+    -- The tokens come as text: pgx has no binary encoding of a Go string as uuid, and its
+    -- failed attempt (an error formatting the whole array) cost more than the cast.
+    SELECT r.id, r.token::uuid AS token, r.kind, r.label, r.attempt, r.http_status, r.payload, r.delay_ms, r.bodies
+    FROM ROWS FROM (unnest(sqlc.arg(ids)::bigint[]),
+                    unnest(sqlc.arg(tokens)::text[]),
+                    unnest(sqlc.arg(kinds)::text[]),
+                    unnest(sqlc.arg(labels)::text[]),
+                    unnest(sqlc.arg(attempts)::int[]),
+                    unnest(sqlc.arg(http_statuses)::int[]),
+                    unnest(sqlc.arg(payloads)::jsonb[]),
+                    unnest(sqlc.arg(delays_ms)::bigint[]),
+                    unnest(sqlc.arg(bodies)::jsonb[]))
+        AS r(id, token, kind, label, attempt, http_status, payload, delay_ms, bodies)
 ),
 updated AS (
     UPDATE jobs j
