@@ -70,12 +70,18 @@ func (e *Engine) claim(ctx context.Context, queue string, limit int) (claimed []
 	p := pg.JobClaimParams{Queue: queue, Limit: limit, LeaseTTL: e.cfg.LeaseTTL, Owner: e.cfg.Owner, SignalCap: e.cfg.SignalCap}
 	if until, ok := e.admissionUntil.Load(queue); !ok || time.Now().After(until.(time.Time)) {
 		var others int
-		claimed, others, err = e.db.JobClaimPlain(ctx, p)
+		for {
+			claimed, others, err = e.db.JobClaimPlain(ctx, p)
+			if !errors.Is(err, ErrRetryable) || contended >= 3 {
+				break
+			}
+			contended++
+		}
 		if err != nil || others == 0 || len(claimed) == limit {
 			if others > 0 {
 				e.admissionUntil.Store(queue, time.Now().Add(admissionWindow))
 			}
-			return claimed, 0, err
+			return claimed, contended, err
 		}
 		e.admissionUntil.Store(queue, time.Now().Add(admissionWindow))
 		p.Limit -= len(claimed)
