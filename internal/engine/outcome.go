@@ -306,6 +306,9 @@ func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]O
 // (RetryDelay), from its Backoff or, for the outcomes that lack one, from their attempts
 // and handlers read with one statement. outcomes itself is left as it was.
 func (e *Engine) withRetryDelays(ctx context.Context, outcomes []StepOutcome) ([]StepOutcome, error) {
+	if !slices.ContainsFunc(outcomes, func(o StepOutcome) bool { return o.Kind == pg.KindRetry && o.Delay == nil }) {
+		return outcomes, nil // nothing to fill in: no copy
+	}
 	var unknown []pg.Lease
 	for _, o := range outcomes {
 		if o.Kind == pg.KindRetry && o.Delay == nil && o.Backoff == nil {

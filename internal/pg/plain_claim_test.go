@@ -2,6 +2,7 @@ package pg_test
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -53,6 +54,47 @@ func TestPlainClaimLeavesRowsThatNeedAdmission(t *testing.T) {
 	claimed, others, err = db.JobClaimPlain(ctx, p)
 	if err != nil || len(claimed) != 0 || others != 0 {
 		t.Fatalf("plain claim of an empty queue: %d claimed, %d others, %v", len(claimed), others, err)
+	}
+}
+
+// A plain claim answers what the claim with admission answers for the same row, column
+// for column (JobClaimPlain's answer is read by hand).
+func TestPlainClaimAnswersAsTheClaimWithAdmission(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	timeout, base, attempts := 1234, 20, 7
+	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://example.test/", NewSecret: "whsec_x",
+		TimeoutMS: &timeout, BackoffBaseMS: &base, MaxAttempts: &attempts}); err != nil {
+		t.Fatal(err)
+	}
+	var got [2]pg.ClaimedJob
+	for i, queue := range []string{"plain", "full"} {
+		if _, err := db.JobInsertMany(ctx, []pg.JobInsert{{Queue: queue, Handler: "h", Key: str("key-" + queue),
+			Input: []byte(`{"n": 1}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		p := pg.JobClaimParams{Queue: queue, Limit: 10, LeaseTTL: time.Minute, Owner: "t", SignalCap: 100}
+		var claimed []pg.ClaimedJob
+		var err error
+		if queue == "plain" {
+			claimed, _, err = db.JobClaimPlain(ctx, p)
+		} else {
+			claimed, err = db.JobClaimBatch(ctx, p)
+		}
+		if err != nil || len(claimed) != 1 {
+			t.Fatalf("%s: %d claimed, %v", queue, len(claimed), err)
+		}
+		c := claimed[0]
+		if c.ID == 0 || c.LeaseToken == "" || c.CreatedAt.IsZero() || c.ClaimedAt.IsZero() || !c.LeaseExpiresAt.After(c.ClaimedAt) {
+			t.Fatalf("%s: %+v", queue, c)
+		}
+		c.ID, c.LeaseToken, c.CreatedAt, c.ClaimedAt, c.LeaseExpiresAt, c.Queue = 0, "", time.Time{}, time.Time{}, time.Time{}, ""
+		c.Key = nil
+		got[i] = c
+	}
+	if !reflect.DeepEqual(got[0], got[1]) {
+		t.Fatalf("the plain claim answered\n%+v\nthe claim with admission\n%+v", got[0], got[1])
 	}
 }
 
