@@ -68,37 +68,35 @@ const admissionWindow = 10 * time.Second
 // statement; the plain rows behind them in the queue's order may go one claim earlier.
 func (e *Engine) claim(ctx context.Context, queue string, limit int) (claimed []pg.ClaimedJob, contended int, err error) {
 	p := pg.JobClaimParams{Queue: queue, Limit: limit, LeaseTTL: e.cfg.LeaseTTL, Owner: e.cfg.Owner, SignalCap: e.cfg.SignalCap}
-	if until, ok := e.admissionUntil.Load(queue); !ok || time.Now().After(until.(time.Time)) {
-		var others int
+	// A claim that lost a cross-process race is retried up to 3 times in all.
+	retrying := func(run func() error) error {
 		for {
-			claimed, others, err = e.db.JobClaimPlain(ctx, p)
+			err := run()
 			if !errors.Is(err, ErrRetryable) || contended >= 3 {
-				break
+				return err
 			}
 			contended++
 		}
+	}
+	if until, ok := e.admissionUntil.Load(queue); !ok || time.Now().After(until.(time.Time)) {
+		var others int
+		err = retrying(func() (err error) { claimed, others, err = e.db.JobClaimPlain(ctx, p); return err })
+		if others > 0 {
+			e.admissionUntil.Store(queue, time.Now().Add(admissionWindow))
+		}
 		if err != nil || others == 0 || len(claimed) == limit {
-			if others > 0 {
-				e.admissionUntil.Store(queue, time.Now().Add(admissionWindow))
-			}
 			return claimed, contended, err
 		}
-		e.admissionUntil.Store(queue, time.Now().Add(admissionWindow))
 		p.Limit -= len(claimed)
 	}
-	for {
-		var more []pg.ClaimedJob
-		more, err = e.db.JobClaimBatch(ctx, p)
-		if err != nil && len(claimed) > 0 {
-			// The plain part is leased: it runs, and the next claim tries the rest again.
-			e.log.Warn("claim: the rows that need admission were not claimed", "queue", queue, "err", err)
-			return claimed, contended, nil
-		}
-		if !errors.Is(err, ErrRetryable) || contended >= 3 {
-			return append(claimed, more...), contended, err
-		}
-		contended++
+	var more []pg.ClaimedJob
+	err = retrying(func() (err error) { more, err = e.db.JobClaimBatch(ctx, p); return err })
+	if err != nil && len(claimed) > 0 {
+		// The plain part is leased: it runs, and the next claim tries the rest again.
+		e.log.Warn("claim: the rows that need admission were not claimed", "queue", queue, "err", err)
+		return claimed, contended, nil
 	}
+	return append(claimed, more...), contended, err
 }
 
 // release gives claimed steps back, retrying for up to half a lease: past that the

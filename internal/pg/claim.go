@@ -62,53 +62,52 @@ type ClaimedJob struct {
 // JobClaimBatch claims and leases up to p.Limit runnable steps of one queue in one
 // statement (JobClaimBatch in sql/job_claim.sql).
 func (db *DB) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]ClaimedJob, error) {
-	rows, err := db.q.JobClaimBatch(ctx, dbsqlc.JobClaimBatchParams{Queue: p.Queue, MaxRows: p.Limit,
-		LeaseTtlMs: p.LeaseTTL.Milliseconds(), LeaseOwner: p.Owner, SignalCap: int64(p.SignalCap)})
-	return convertAll(rows, func(r dbsqlc.JobClaimBatchRow) ClaimedJob {
-		return ClaimedJob{ID: r.ID, Queue: r.Queue, Handler: r.Handler, Key: r.Key, Step: r.Step, Attempt: r.Attempt,
-			MaxAttempts: r.MaxAttempts, Input: r.Input, State: r.State, CreatedAt: r.CreatedAt, LeaseToken: r.LeaseToken,
-			LeaseExpiresAt: r.LeaseExpiresAt, ClaimedAt: r.AttemptedAt, Wake: r.Wake, ConsumedSeq: r.ConsumedSeq,
-			ClaimInboxSeq: r.ClaimInboxSeq, InboxSeq: r.InboxSeq, PendingChildren: r.PendingChildren, GateShard: r.GateShard,
-			HandlerURL: r.Url, Secret: r.Secret, PreviousSecret: r.PreviousSecret,
-			PreviousSecretExpiresAt: r.PreviousSecretExpiresAt, TimeoutMS: r.TimeoutMs,
-			BackoffBaseMS: r.BackoffBaseMs, BackoffMaxMS: r.BackoffMaxMs,
-			BreakerState: r.BreakerState, ConsecutiveFailures: r.ConsecutiveFailures,
-			BreakerNextProbeAt: r.BreakerNextProbeAt, HandlerPausedAt: r.PausedAt}
-	}), translate(err)
+	claimed, _, err := db.claim(ctx, dbsqlc.JobClaimBatch, p, false)
+	return claimed, err
 }
 
 // JobClaimPlain claims like JobClaimBatch but only the candidates that need no
 // admission (no concurrency key, no rate limit); others counts the candidates it met and
 // left runnable, which JobClaimBatch claims (JobClaimPlain in sql/job_claim.sql).
 func (db *DB) JobClaimPlain(ctx context.Context, p JobClaimParams) (claimed []ClaimedJob, others int, err error) {
-	// Read by hand into the answer (the columns of dbsqlc.JobClaimPlainRow, in order):
-	// the generated method grows a slice of rows by appending and this one copied them,
-	// 1.9 kB a claimed step between them.
-	rows, err := db.pool.Query(ctx, dbsqlc.JobClaimPlain, p.Queue, p.Limit, p.LeaseTTL.Milliseconds(), p.Owner, int64(p.SignalCap))
+	return db.claim(ctx, dbsqlc.JobClaimPlain, p, true)
+}
+
+// claim runs one of the two claim statements and reads its answer by hand into the
+// claimed steps: the columns of dbsqlc.JobClaimBatchRow, in order, where JobClaimPlain's
+// answer has no gate_shard and ends with `others` (its row with id 0 carries only that).
+// The generated methods append their rows to a growing slice, which were then copied
+// again: 1.9 kB a claimed step between them.
+func (db *DB) claim(ctx context.Context, sql string, p JobClaimParams, plain bool) (claimed []ClaimedJob, others int, err error) {
+	rows, err := db.pool.Query(ctx, sql, p.Queue, p.Limit, p.LeaseTTL.Milliseconds(), p.Owner, int64(p.SignalCap))
 	if err != nil {
 		return nil, 0, translate(err)
 	}
 	defer rows.Close()
-	claimed = make([]ClaimedJob, 0, p.Limit)
-	queue := []string{p.Queue}
+	var c ClaimedJob
 	var n int64
+	dest := []any{&c.ID, oneOf{&c.Queue, []string{p.Queue}}, &c.Handler, &c.Key, &c.Step, &c.Attempt, &c.MaxAttempts,
+		&c.Input, &c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt, &c.ClaimedAt, &c.Wake,
+		&c.ConsumedSeq, &c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.GateShard,
+		&c.HandlerURL, &c.Secret, &c.PreviousSecret, &c.PreviousSecretExpiresAt, &c.TimeoutMS,
+		&c.BackoffBaseMS, &c.BackoffMaxMS,
+		&c.BreakerState, &c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt, &n}
+	if plain {
+		dest = append(dest[:18], dest[19:]...) // no gate_shard
+	} else {
+		dest = dest[:len(dest)-1] // no others
+	}
+	claimed = make([]ClaimedJob, 0, p.Limit)
 	for rows.Next() {
-		claimed = append(claimed, ClaimedJob{})
-		c := &claimed[len(claimed)-1]
-		if err := rows.Scan(&c.ID, oneOf{&c.Queue, queue}, &c.Handler, &c.Key, &c.Step, &c.Attempt, &c.MaxAttempts,
-			&c.Input, &c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt, &c.ClaimedAt, &c.Wake,
-			&c.ConsumedSeq, &c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren,
-			&c.HandlerURL, &c.Secret, &c.PreviousSecret, &c.PreviousSecretExpiresAt, &c.TimeoutMS,
-			&c.BackoffBaseMS, &c.BackoffMaxMS,
-			&c.BreakerState, &c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt, &n); err != nil {
+		c = ClaimedJob{}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, 0, translate(err)
 		}
-		others = int(n)
-		if c.ID == 0 {
-			claimed = claimed[:len(claimed)-1] // the row of a claim that claimed nothing
+		if c.ID != 0 { // else the row of a plain claim that claimed nothing
+			claimed = append(claimed, c)
 		}
 	}
-	return claimed, others, translate(rows.Err())
+	return claimed, int(n), translate(rows.Err())
 }
 
 // JobReadyExists reports whether queue has a due runnable job (one jobs_pick probe): an

@@ -126,10 +126,14 @@ func (db *DB) jobApplyOutcomes(ctx context.Context, recs []OutcomeRecord, credit
 	} else {
 		rows, err = db.q.JobApplyOutcomes(ctx, batch)
 	}
-	return convertAll(rows, func(r dbsqlc.JobApplyOutcomesRow) OutcomeApplied {
-		return OutcomeApplied{ID: r.ID, Token: r.Token, Status: r.Status, Queue: r.Queue, Ready: r.Ready,
-			Handler: r.Handler, Label: r.Label, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
-	}), translate(err)
+	return convertAll(rows, outcomeApplied), translate(err)
+}
+
+// outcomeApplied is the answer of one applied outcome, from either outcome statement
+// (their rows have the same columns).
+func outcomeApplied(r dbsqlc.JobApplyOutcomesRow) OutcomeApplied {
+	return OutcomeApplied{ID: r.ID, Token: r.Token, Status: r.Status, Queue: r.Queue, Ready: r.Ready,
+		Handler: r.Handler, Label: r.Label, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
 }
 
 // plainOutcomes reports whether JobApplyPlainOutcomes writes recs as JobApplyOutcomes
@@ -173,7 +177,6 @@ func (db *DB) jobApplyPlainOutcomes(ctx context.Context, recs []OutcomeRecord) (
 	}
 	rows, err := db.q.JobApplyPlainOutcomes(ctx, p)
 	return convertAll(rows, func(r dbsqlc.JobApplyPlainOutcomesRow) OutcomeApplied {
-		return OutcomeApplied{ID: r.ID, Token: r.Token, Status: r.Status, Queue: r.Queue, Ready: r.Ready,
-			Handler: r.Handler, Label: r.Label, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
+		return outcomeApplied(dbsqlc.JobApplyOutcomesRow(r))
 	}), translate(err)
 }
