@@ -1,16 +1,13 @@
 package pg_test
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg"
 	"github.com/gendurable/gendurable/internal/pg/pgtest"
+	"github.com/gendurable/gendurable/internal/proctimes"
 )
 
 // BenchmarkStepStatements measures what PostgreSQL spends on the two statements of a
@@ -100,12 +97,9 @@ func benchmarkStepStatements(b *testing.B, general bool) {
 
 // backendCPU reads a backend's utime+stime from /proc.
 func backendCPU(b *testing.B, pid int64) time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	self, _, _, err := proctimes.Read(int(pid))
 	if err != nil {
 		b.Skipf("the backend's /proc entry: %v (the database is not on this machine)", err)
 	}
-	fields := bytes.Fields(raw[bytes.LastIndexByte(raw, ')')+2:])
-	utime, _ := strconv.ParseInt(string(fields[11]), 10, 64)
-	stime, _ := strconv.ParseInt(string(fields[12]), 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond // CLK_TCK is 100 on Linux
+	return time.Duration(self) * time.Second / proctimes.ClockTicks
 }
