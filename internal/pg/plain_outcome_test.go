@@ -50,7 +50,6 @@ func TestPlainOutcomesWriteWhatTheGeneralStatementWrites(t *testing.T) {
 		for _, c := range cases {
 			parent := "NULL"
 			if c.child {
-				var pid int64
 				pid, err := db.QueryInt(ctx, `INSERT INTO jobs (queue, handler, input, max_attempts, status, pending_children, eligible_at, wake)
 					VALUES ('parents', 'h', '{}', 5, 'awaiting', 1, 'infinity', NULL) RETURNING id`)
 				if err != nil {
@@ -98,7 +97,7 @@ func TestPlainOutcomesWriteWhatTheGeneralStatementWrites(t *testing.T) {
 			t.Fatalf("%s outcomes: %d applied, %v", queue, len(applied), err)
 		}
 		for _, a := range applied {
-			i := indexOf(ids[queue], a.ID)
+			i := slices.Index(ids[queue], a.ID)
 			if i < 0 || a.Label != cases[i].kind || a.Handler != "h" || a.StartedAt.IsZero() {
 				t.Fatalf("%s: answer %+v", queue, a)
 			}
@@ -133,13 +132,4 @@ func TestPlainOutcomesWriteWhatTheGeneralStatementWrites(t *testing.T) {
 			t.Errorf("%s:\nplain   %s\ngeneral %s", c.name, plain[0][0], general[0][0])
 		}
 	}
-}
-
-func indexOf(ids []int64, id int64) int {
-	for i, x := range ids {
-		if x == id {
-			return i
-		}
-	}
-	return -1
 }
