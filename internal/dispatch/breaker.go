@@ -33,7 +33,7 @@ const (
 
 // verdictOf classifies a call's outcome. 429 is not a failure: the handler is alive and
 // asks for less, which Retry-After already gives it.
-func verdictOf(o engine.Outcome) breakerVerdict {
+func verdictOf(o *engine.Outcome) breakerVerdict {
 	switch {
 	case o.Label == "connection_error" || o.Label == "timeout":
 		return verdictFailure

@@ -31,7 +31,7 @@ func TestBreakerVerdictsAndTallies(t *testing.T) {
 		{engine.Outcome{Label: "handler_missing"}, verdictNone},
 		{engine.Outcome{Label: "request_too_large"}, verdictNone},
 	} {
-		if got := verdictOf(c.o); got != c.want {
+		if got := verdictOf(&c.o); got != c.want {
 			t.Errorf("%s %v: verdict %d, want %d", c.o.Label, c.o.HTTPStatus, got, c.want)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"time"
@@ -27,14 +28,15 @@ const maxRetryAfter = 24 * time.Hour
 // bounded queue holds the feeder back when outcomes pile up. Holding the slot until the
 // write (batching linger plus statement) kept a quarter of the slots idle under load.
 //
-// A step in flight is a goroutine parked until its answer arrives, and what it holds
-// while it waits is most of what a step in flight costs. It waits in Exchange.Wait,
-// called from here: the request is built, signed and sent (startCall) and the answer
-// read and interpreted (endCall) in frames of their own, so their locals are not on the
-// waiting stack, and the connection holds no read buffer until the answer is there
-// (10 000 steps held in flight: server RSS 152 -> 130 MiB). The stack stays at the
-// 4 KiB the signing grew it to: the runtime halves a parked stack only while it uses
-// under a quarter of it, counting 800 bytes more than it does.
+// A step in flight is a goroutine (a step runner: see stepRunners) parked until its
+// answer arrives, and what it holds while it waits is most of what a step in flight
+// costs. It waits in Exchange.Wait, called from here: the request is built, signed and
+// sent (startCall) and the answer read and interpreted (endCall) in frames of their
+// own, so their locals are not on the waiting stack, and the connection holds no read
+// buffer until the answer is there (10 000 steps held in flight: server RSS 152 -> 130
+// MiB). The runner's stack stays at 4 KiB: the runtime halves a parked stack only while
+// it uses under a quarter of it, counting 800 bytes more than it does. Every function
+// on the way keeps its frame small (see outcomeOf), so that 4 KiB is enough.
 //
 // The queue's step_bodies setting (cached by its feeder) says whether the attempt's
 // request and answer bodies go into its history row.
@@ -59,18 +61,17 @@ func (d *Dispatcher) finishStep(ctx context.Context, f *feeder, st *engine.Step,
 		f.release()
 		return
 	}
-	verdict := verdictOf(*outcome)
+	verdict := verdictOf(outcome)
 	note := noteOf(st, verdict)
 	if d.recordProbe(st, verdict, verdict != verdictNone || outcome.HTTPStatus != nil) {
 		note.verdict = verdictNone // the probe's result is recorded already
 	}
 	d.leases.markCompleting(st.ID, st.LeaseToken)
 	defer f.release()
-	label := outcome.Label
-	d.completer.submit(st.WithOutcome(*outcome), note,
+	d.completer.submit(st, outcome, note,
 		func(applied *engine.OutcomeApplied, err error) {
 			d.leases.remove(st.ID, st.LeaseToken)
-			d.metrics.Steps.WithLabelValues(st.Queue, st.Handler, label).Inc()
+			d.metrics.Steps.WithLabelValues(st.Queue, st.Handler, outcome.Label).Inc()
 			switch {
 			case err != nil:
 				d.log.Error("writing a step's outcome failed; the step will run again after its lease expires",
@@ -130,16 +131,11 @@ func (d *Dispatcher) endCall(ctx context.Context, st *engine.Step, c *stepCall, 
 //go:noinline
 func (d *Dispatcher) prepareCall(st *engine.Step) (*signedRequest, *engine.Outcome) {
 	if st.HandlerURL == nil {
-		o := engine.ErrorOutcome("handler_missing",
-			fmt.Sprintf("no handler named %q is registered (PUT /v1/handlers/%s)", st.Handler, st.Handler), nil, nil, nil)
-		return nil, &o
+		return nil, handlerMissingOutcome(st.Handler)
 	}
 	body := appendStepBody(make([]byte, 0, stepBodySize(st)), st)
 	if len(body) > d.cfg.MaxBodyBytes {
-		o := engine.FailOutcome("request_too_large", fmt.Sprintf(
-			"the step request is %d bytes, over the %d-byte cap (input, state and signals are too large)",
-			len(body), d.cfg.MaxBodyBytes), nil)
-		return nil, &o
+		return nil, requestTooLargeOutcome(len(body), d.cfg.MaxBodyBytes)
 	}
 	timeout := 30 * time.Second
 	if st.TimeoutMS != nil {
@@ -152,14 +148,37 @@ func (d *Dispatcher) prepareCall(st *engine.Step) (*signedRequest, *engine.Outco
 		sig, err = d.sign(append(sig, ' '), *st.PreviousSecret, msgID, now.Unix(), body)
 	}
 	if err != nil {
-		o := engine.FailOutcome("bad_secret", "signing the step request: "+err.Error(), nil)
-		return nil, &o
+		return nil, badSecretOutcome(err)
 	}
 	return &signedRequest{body: body, timeout: timeout, headers: [...]webhookclient.Header{ // the Standard Webhooks names
 		{Name: "Webhook-Id", Value: msgID},
 		{Name: "Webhook-Timestamp", Value: strconv.FormatInt(now.Unix(), 10)},
 		{Name: "Webhook-Signature", Value: string(sig)},
 	}}, nil
+}
+
+// The outcomes that refuse a call before it is made, each in a function of its own to
+// keep prepareCall's frame small (see outcomeOf).
+
+//go:noinline
+func handlerMissingOutcome(handler string) *engine.Outcome {
+	o := engine.ErrorOutcome("handler_missing",
+		fmt.Sprintf("no handler named %q is registered (PUT /v1/handlers/%s)", handler, handler), nil, nil, nil)
+	return &o
+}
+
+//go:noinline
+func requestTooLargeOutcome(size, limit int) *engine.Outcome {
+	o := engine.FailOutcome("request_too_large", fmt.Sprintf(
+		"the step request is %d bytes, over the %d-byte cap (input, state and signals are too large)",
+		size, limit), nil)
+	return &o
+}
+
+//go:noinline
+func badSecretOutcome(err error) *engine.Outcome {
+	o := engine.FailOutcome("bad_secret", "signing the step request: "+err.Error(), nil)
+	return &o
 }
 
 // interpretAnswer turns the webhook call's answer (or its error) into the step's
@@ -171,8 +190,8 @@ func (d *Dispatcher) prepareCall(st *engine.Step) (*signedRequest, *engine.Outco
 //go:noinline
 func (d *Dispatcher) interpretAnswer(ctx context.Context, st *engine.Step, req *signedRequest, bodies string,
 	started time.Time, resp *webhookclient.Response, err error) *engine.Outcome {
-	o, deliver := d.outcomeOf(ctx, st, req.timeout, started, resp, err)
-	if !deliver {
+	o := d.outcomeOf(ctx, st, req.timeout, started, resp, err)
+	if o == nil {
 		return nil
 	}
 	if engine.KeepsBodies(bodies, o.Kind) {
@@ -181,69 +200,126 @@ func (d *Dispatcher) interpretAnswer(ctx context.Context, st *engine.Step, req *
 			o.Bodies.Response.Size, o.Bodies.Response.Truncated = d.cfg.MaxBodyBytes, true
 		}
 	}
-	return &o
+	return o
 }
 
 type webhookSeriesKey struct{ handler, class string }
 
 // webhookObserver is the WebhookDuration series of handler and status class. It runs on
-// the step's goroutine, which starts on a 4 KiB stack: WithLabelValues (which validates
+// the step's runner, whose stack is 4 KiB: WithLabelValues (which validates
 // and hashes the label values on every call) took that stack past 4 KiB, and every step
 // paid a stack copy for it (runtime.copystack under validateLabelValues: 5 % of the
-// server's CPU in a drain's profile). A map lookup does not.
+// server's CPU in a drain's profile). A typed map, read through an atomic pointer and
+// copied on the rare write, does not (a sync.Map hashed its struct key with the
+// runtime's generic typehash, deep enough to copy the stack again).
 func (d *Dispatcher) webhookObserver(handler, class string) prometheus.Observer {
 	k := webhookSeriesKey{handler, class}
-	if o, ok := d.webhookSeries.Load(k); ok {
-		return o.(prometheus.Observer)
+	if m := d.webhookSeries.Load(); m != nil {
+		if o, ok := (*m)[k]; ok {
+			return o
+		}
 	}
-	o := d.metrics.WebhookDuration.WithLabelValues(handler, class)
-	d.webhookSeries.Store(k, o)
+	return d.addWebhookSeries(k)
+}
+
+//go:noinline
+func (d *Dispatcher) addWebhookSeries(k webhookSeriesKey) prometheus.Observer {
+	d.webhookSeriesMu.Lock()
+	defer d.webhookSeriesMu.Unlock()
+	var m map[webhookSeriesKey]prometheus.Observer
+	if old := d.webhookSeries.Load(); old != nil {
+		if o, ok := (*old)[k]; ok {
+			return o
+		}
+		m = maps.Clone(*old)
+	} else {
+		m = map[webhookSeriesKey]prometheus.Observer{}
+	}
+	o := d.metrics.WebhookDuration.WithLabelValues(k.handler, k.class)
+	m[k] = o
+	d.webhookSeries.Store(&m)
 	return o
 }
 
+// outcomeOf is the outcome of the call's answer (or of its error); nil when there is
+// nothing to write. The happy path (a 2xx answer that decodes) is all this function
+// holds: every other case is built in a function of its own, so that the frames on
+// the step's small stack stay small (an engine.Outcome is 184 bytes, and each case's
+// copy of it took a slot in this frame: 1.7 kB, and a stack copy a step).
 func (d *Dispatcher) outcomeOf(ctx context.Context, st *engine.Step, timeout time.Duration, started time.Time,
-	resp *webhookclient.Response, err error) (engine.Outcome, bool) {
+	resp *webhookclient.Response, err error) *engine.Outcome {
 	if err != nil {
 		d.webhookObserver(st.Handler, "error").Observe(time.Since(started).Seconds())
-		switch {
-		case ctx.Err() != nil: // lease lost or shutdown: not this attempt's fault
-			return engine.Outcome{}, false
-		case errors.Is(err, context.DeadlineExceeded):
-			return engine.ErrorOutcome("timeout", fmt.Sprintf("the handler did not answer within %s", timeout),
-				nil, nil, map[string]any{"timeout": timeout.String()}), true
-		case errors.Is(err, webhookclient.ErrBadResponse):
-			return engine.ErrorOutcome("bad_response", "reading the answer: "+err.Error(), nil, nil, nil), true
-		}
-		return engine.ErrorOutcome("connection_error", "calling the handler: "+err.Error(), nil, nil, nil), true
+		return failedCallOutcome(ctx, timeout, err)
 	}
 	d.webhookObserver(st.Handler, statusClass(resp.Status)).Observe(time.Since(started).Seconds())
-	status, respBody := resp.Status, resp.Body
+	status := resp.Status
+	if status < 200 || status >= 300 || status == http.StatusAccepted || resp.TooLarge {
+		return d.refusedAnswerOutcome(resp)
+	}
+	o := new(engine.Outcome)
+	if *o, err = engine.DecodeResponse(resp.Body); err != nil {
+		return unreadableAnswerOutcome(status, resp.Body, err)
+	}
+	o.HTTPStatus = &status
+	return o
+}
+
+// failedCallOutcome is the outcome of a call that got no answer; nil when the call was
+// abandoned (lease lost or shutdown: not this attempt's fault).
+//
+//go:noinline
+func failedCallOutcome(ctx context.Context, timeout time.Duration, err error) *engine.Outcome {
+	var o engine.Outcome
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded):
+		o = engine.ErrorOutcome("timeout", fmt.Sprintf("the handler did not answer within %s", timeout),
+			nil, nil, map[string]any{"timeout": timeout.String()})
+	case errors.Is(err, webhookclient.ErrBadResponse):
+		o = engine.ErrorOutcome("bad_response", "reading the answer: "+err.Error(), nil, nil, nil)
+	default:
+		o = engine.ErrorOutcome("connection_error", "calling the handler: "+err.Error(), nil, nil, nil)
+	}
+	return &o
+}
+
+// unreadableAnswerOutcome is the outcome of a 2xx answer that is not a step response.
+//
+//go:noinline
+func unreadableAnswerOutcome(status int, body []byte, err error) *engine.Outcome {
+	o := engine.ErrorOutcome("bad_response", err.Error(), &status, nil, map[string]any{"body": snippet(body)})
+	return &o
+}
+
+// refusedAnswerOutcome is the outcome of every answer but a 2xx step response: one over
+// the size cap, a redirect, an error status; nil for a 202 (an asynchronous step: its
+// heartbeats and outcome come through the API).
+//
+//go:noinline
+func (d *Dispatcher) refusedAnswerOutcome(resp *webhookclient.Response) *engine.Outcome {
+	status := resp.Status
+	var o engine.Outcome
 	switch {
 	case resp.TooLarge:
-		return engine.ErrorOutcome("response_too_large", fmt.Sprintf(
-			"the answer is over the %d-byte cap", d.cfg.MaxBodyBytes), &status, nil, nil), true
+		o = engine.ErrorOutcome("response_too_large", fmt.Sprintf(
+			"the answer is over the %d-byte cap", d.cfg.MaxBodyBytes), &status, nil, nil)
 	case status == http.StatusAccepted:
-		return engine.Outcome{}, false // asynchronous step: heartbeat + outcome come through the API
-	case status >= 200 && status < 300:
-		o, err := engine.DecodeResponse(respBody)
-		if err != nil {
-			return engine.ErrorOutcome("bad_response", err.Error(), &status, nil,
-				map[string]any{"body": snippet(respBody)}), true
-		}
-		o.HTTPStatus = &status
-		return o, true
+		return nil
 	case status >= 300 && status < 400:
-		return engine.ErrorOutcome("redirect", fmt.Sprintf(
+		o = engine.ErrorOutcome("redirect", fmt.Sprintf(
 			"the handler answered %d; redirects are not followed (Location: %q)", status, resp.Location),
-			&status, nil, nil), true
+			&status, nil, nil)
 	default:
 		var after *time.Duration
 		if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 			after = retryAfter(resp.RetryAfter, time.Now())
 		}
-		return engine.ErrorOutcome("http_error", fmt.Sprintf("the handler answered %d", status), &status, after,
-			map[string]any{"status": status, "body": snippet(respBody)}), true
+		o = engine.ErrorOutcome("http_error", fmt.Sprintf("the handler answered %d", status), &status, after,
+			map[string]any{"status": status, "body": snippet(resp.Body)})
 	}
+	return &o
 }
 
 // webhookID is the step attempt's webhook-id: job_<id>_step_<n>_attempt_<n>_<token prefix>.

@@ -41,8 +41,12 @@ type completer struct {
 	others  sync.WaitGroup // the overflow workers
 }
 
+// pendingOutcome is a step's outcome waiting for the completer. It holds pointers only
+// (the step and its outcome are on the heap already): the step's goroutine sends it on
+// a small stack, and flush builds each StepOutcome on the completer's.
 type pendingOutcome struct {
-	outcome engine.StepOutcome
+	step    *engine.Step
+	outcome *engine.Outcome
 	note    breakerNote
 	done    func(*engine.OutcomeApplied, error)
 }
@@ -78,8 +82,8 @@ func (c *completer) stop() {
 	c.others.Wait()
 }
 
-func (c *completer) submit(o engine.StepOutcome, note breakerNote, done func(*engine.OutcomeApplied, error)) {
-	c.queue <- pendingOutcome{outcome: o, note: note, done: done}
+func (c *completer) submit(st *engine.Step, o *engine.Outcome, note breakerNote, done func(*engine.OutcomeApplied, error)) {
+	c.queue <- pendingOutcome{step: st, outcome: o, note: note, done: done}
 }
 
 func (c *completer) work() {
@@ -186,7 +190,7 @@ func (c *completer) linger(batch *[]pendingOutcome, d time.Duration) {
 func (c *completer) flush(batch []pendingOutcome) {
 	outcomes := make([]engine.StepOutcome, len(batch))
 	for i, p := range batch {
-		outcomes[i] = p.outcome
+		outcomes[i] = p.step.WithOutcome(*p.outcome)
 	}
 	var applied []engine.OutcomeApplied
 	var err error
@@ -216,6 +220,6 @@ func (c *completer) flush(batch []pendingOutcome) {
 			p.done(nil, err)
 			continue
 		}
-		p.done(byLease[lease{p.outcome.JobID, p.outcome.Token}], nil)
+		p.done(byLease[lease{p.step.ID, p.step.LeaseToken}], nil)
 	}
 }

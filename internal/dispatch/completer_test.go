@@ -53,7 +53,7 @@ func TestCompleterFillsItsStatements(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, st := range steps { // all queued before a worker runs: the channel holds 4 batches
 			wg.Add(1)
-			c.submit(st.WithOutcome(engine.Outcome{Kind: pg.KindDone, Label: "done"}), breakerNote{}, func(a *engine.OutcomeApplied, err error) {
+			c.submit(&st, &engine.Outcome{Kind: pg.KindDone, Label: "done"}, breakerNote{}, func(a *engine.OutcomeApplied, err error) {
 				defer wg.Done()
 				if err != nil || a == nil || a.Status != "done" {
 					t.Errorf("job %d: applied %+v, %v", st.ID, a, err)
@@ -122,7 +122,7 @@ func TestCompleterDoesNotHoldOutcomesBehindALockedRow(t *testing.T) {
 	defer c.stop()
 	written := make(chan int64, 3)
 	submit := func(st engine.Step) {
-		c.submit(st.WithOutcome(engine.Outcome{Kind: pg.KindDone, Label: "done"}), breakerNote{}, func(a *engine.OutcomeApplied, err error) {
+		c.submit(&st, &engine.Outcome{Kind: pg.KindDone, Label: "done"}, breakerNote{}, func(a *engine.OutcomeApplied, err error) {
 			if err != nil || a == nil {
 				t.Errorf("job %d: %+v %v", st.ID, a, err)
 			}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/gendurable/gendurable/internal/engine"
 	"github.com/gendurable/gendurable/internal/webhookclient"
 )
@@ -102,11 +104,13 @@ type Dispatcher struct {
 
 	leases    *leaseRegistry
 	completer *completer
+	runners   *stepRunners
 	probes    probes   // the steps carrying their handler's circuit breaker probe
 	signers   sync.Map // signing secret → *webhook.Signer
-	// webhookSeries holds the WebhookDuration series by handler and status class
-	// (webhookSeriesKey → prometheus.Observer): see webhookObserver.
-	webhookSeries sync.Map
+	// webhookSeries holds the WebhookDuration series by handler and status class,
+	// replaced whole under webhookSeriesMu when one is added: see webhookObserver.
+	webhookSeries   atomic.Pointer[map[webhookSeriesKey]prometheus.Observer]
+	webhookSeriesMu sync.Mutex
 	// signerCount counts signers made since the cache was last cleared.
 	signerCount atomic.Int64
 
@@ -138,6 +142,7 @@ func New(eng *engine.Engine, cfg Config, log *slog.Logger, metrics *Metrics) *Di
 	d.client = webhookclient.New(webhookclient.Config{Control: cfg.DialControl, TLS: cfg.TLS})
 	d.leases = newLeaseRegistry()
 	d.completer = newCompleter(eng, cfg, metrics, d.log)
+	d.runners = newStepRunners(func(t stepTask) { d.runStep(t.ctx, t.f, t.st) }, runnerIdle)
 	return d
 }
 
@@ -183,6 +188,7 @@ func (d *Dispatcher) stop(ctx context.Context) {
 	}
 	d.stopCalls()
 	d.steps.Wait()
+	d.runners.stop()
 	d.completer.stop()
 	d.background.Wait()
 	d.client.CloseIdle() // no call is left: a stopped dispatcher holds no webhook connection

@@ -154,7 +154,7 @@ func (f *feeder) launch(st *engine.Step) {
 	f.gauge.Inc()
 	ctx, cancel := context.WithCancelCause(d.callCtx)
 	d.leases.add(st.ID, st.LeaseToken, cancel)
-	go d.runStep(ctx, f, st)
+	d.runners.run(stepTask{ctx: ctx, f: f, st: st})
 }
 
 // release frees a step's slot.

@@ -38,17 +38,20 @@ type Outcome struct {
 // an asynchronous step). Exactly one of next, await, spawn, done, fail, retry must be
 // given; unknown fields are refused so that a typo is reported instead of ignored.
 func DecodeResponse(body []byte) (Outcome, error) {
-	if r, ok := decodePlainResponse(body); ok {
-		return FromResponse(r)
-	}
-	r, err := decodeResponseJSON(body)
-	if err != nil {
-		return Outcome{}, err
+	r, ok := decodePlainResponse(body)
+	if !ok {
+		var err error
+		if r, err = decodeResponseJSON(body); err != nil {
+			return Outcome{}, err
+		}
 	}
 	return FromResponse(r)
 }
 
-// decodeResponseJSON decodes an answer with encoding/json, unknown fields refused.
+// decodeResponseJSON decodes an answer with encoding/json, unknown fields refused. Not
+// inlined: its decoder would take a frame's worth of DecodeResponse's stack.
+//
+//go:noinline
 func decodeResponseJSON(body []byte) (webhook.Response, error) {
 	var r webhook.Response
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -66,11 +69,25 @@ func decodeResponseJSON(body []byte) (webhook.Response, error) {
 // FromResponse validates a decoded answer, including that Postgres can store it (a
 // \u0000 in a string, an unpaired surrogate escape, a NUL in a signal name are refused
 // here, as a bad answer, rather than failing the statement that writes the batch).
+//
+// It fills in one Outcome rather than returning a literal per case: it runs on the
+// step's goroutine, whose stack is small, and each literal took a slot of its frame.
 func FromResponse(r webhook.Response) (Outcome, error) {
-	o, err := fromResponse(r)
-	if err != nil {
-		return o, err
+	var o Outcome
+	err := fromResponse(r, &o)
+	if err == nil {
+		err = storable(&o)
 	}
+	if err != nil {
+		return Outcome{}, err
+	}
+	return o, nil
+}
+
+// storable reports the first text of o that PostgreSQL cannot store.
+//
+//go:noinline
+func storable(o *Outcome) error {
 	var bad []FieldError
 	for _, f := range []struct {
 		name string
@@ -86,12 +103,12 @@ func FromResponse(r webhook.Response) (Outcome, error) {
 		}
 	}
 	if len(bad) > 0 {
-		return Outcome{}, fmt.Errorf("the answer cannot be stored: %s %s", bad[0].Field, bad[0].Message)
+		return fmt.Errorf("the answer cannot be stored: %s %s", bad[0].Field, bad[0].Message)
 	}
-	return o, nil
+	return nil
 }
 
-func fromResponse(r webhook.Response) (Outcome, error) {
+func fromResponse(r webhook.Response, o *Outcome) error {
 	set := 0
 	for _, p := range []bool{r.Next != nil, r.Await != nil, r.Spawn != nil, r.Done != nil, r.Fail != nil, r.Retry != nil} {
 		if p {
@@ -99,49 +116,47 @@ func fromResponse(r webhook.Response) (Outcome, error) {
 		}
 	}
 	if set != 1 {
-		return Outcome{}, fmt.Errorf("the answer must hold exactly one of next, await, spawn, done, fail, retry (it holds %d)", set)
+		return fmt.Errorf("the answer must hold exactly one of next, await, spawn, done, fail, retry (it holds %d)", set)
 	}
 	switch {
 	case r.Next != nil:
-		o := Outcome{Kind: pg.KindNext, Label: "next", State: jsonOrNil(r.Next.State)}
+		o.Kind, o.Label, o.State = pg.KindNext, "next", jsonOrNil(r.Next.State)
 		if r.Next.Delay > 0 {
 			o.Delay = ptr(time.Duration(r.Next.Delay))
 		}
-		return o, nil
 	case r.Await != nil:
-		o := Outcome{Kind: pg.KindAwait, Label: "await", State: jsonOrNil(r.Await.State)}
+		o.Kind, o.Label, o.State = pg.KindAwait, "await", jsonOrNil(r.Await.State)
 		if len(r.Await.Signals) > 0 {
 			o.Awaiting = r.Await.Signals
 		}
 		if r.Await.Timeout > 0 {
 			o.Timeout = ptr(time.Duration(r.Await.Timeout))
 		}
-		return o, nil
 	case r.Spawn != nil:
-		return spawnOutcome(r.Spawn)
+		return spawnOutcome(r.Spawn, o)
 	case r.Done != nil:
-		return Outcome{Kind: pg.KindDone, Label: "done", Result: jsonOrNil(r.Done.Result)}, nil
+		o.Kind, o.Label, o.Result = pg.KindDone, "done", jsonOrNil(r.Done.Result)
 	case r.Fail != nil:
-		e := jsonOrNil(r.Fail.Error)
-		if e == nil {
-			e = errorJSON("the handler failed the job", nil)
+		o.Kind, o.Label, o.Error = pg.KindFail, "fail", jsonOrNil(r.Fail.Error)
+		if o.Error == nil {
+			o.Error = errorJSON("the handler failed the job", nil)
 		}
-		return Outcome{Kind: pg.KindFail, Label: "fail", Error: e}, nil
 	default:
-		o := Outcome{Kind: pg.KindRetry, Label: "retry", Error: jsonOrNil(r.Retry.Error)}
+		o.Kind, o.Label, o.Error = pg.KindRetry, "retry", jsonOrNil(r.Retry.Error)
 		if o.Error == nil {
 			o.Error = errorJSON("the handler asked for a retry", nil)
 		}
 		if r.Retry.Delay > 0 {
 			o.Delay = ptr(time.Duration(r.Retry.Delay))
 		}
-		return o, nil
 	}
+	return nil
 }
 
-func spawnOutcome(s *webhook.Spawn) (Outcome, error) {
+//go:noinline
+func spawnOutcome(s *webhook.Spawn, o *Outcome) error {
 	if len(s.Children) > MaxBatch {
-		return Outcome{}, fmt.Errorf("spawn holds %d children, more than %d", len(s.Children), MaxBatch)
+		return fmt.Errorf("spawn holds %d children, more than %d", len(s.Children), MaxBatch)
 	}
 	v := &validator{}
 	children := make([]pg.JobInsert, len(s.Children))
@@ -164,9 +179,10 @@ func spawnOutcome(s *webhook.Spawn) (Outcome, error) {
 		}
 	}
 	if err := v.err(); err != nil {
-		return Outcome{}, err
+		return err
 	}
-	return Outcome{Kind: pg.KindSpawn, Label: "spawn", State: jsonOrNil(s.State), Children: children}, nil
+	o.Kind, o.Label, o.State, o.Children = pg.KindSpawn, "spawn", jsonOrNil(s.State), children
+	return nil
 }
 
 // ErrorOutcome is a retryable failure of an attempt (transport error, bad status, bad
@@ -223,7 +239,7 @@ type StepOutcome struct {
 
 // WithOutcome is o as the outcome of this step: fenced by its lease token, with the gate
 // slot it holds and the backoff its retry takes, all known from the claim.
-func (s Step) WithOutcome(o Outcome) StepOutcome {
+func (s *Step) WithOutcome(o Outcome) StepOutcome {
 	return StepOutcome{JobID: s.ID, Token: s.LeaseToken, NoGateSlot: s.GateShard == nil, Attempt: s.Attempt,
 		Backoff: ptr(backoffOf(s.Attempt, s.BackoffBaseMS, s.BackoffMaxMS)), Outcome: o}
 }
