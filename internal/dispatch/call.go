@@ -40,22 +40,22 @@ const maxRetryAfter = 24 * time.Hour
 //
 // The queue's step_bodies setting (cached by its feeder) says whether the attempt's
 // request and answer bodies go into its history row.
-func (d *Dispatcher) runStep(ctx context.Context, f *feeder, st *engine.Step) {
-	c, outcome := d.startCall(ctx, st)
+func (d *Dispatcher) runStep(ctl *callControl, f *feeder, st *engine.Step) {
+	c, outcome := d.startCall(ctl, st)
 	if c != nil {
 		c.exchange.Wait()
-		outcome = d.endCall(ctx, st, c, f.settings.Load().StepBodies)
+		outcome = d.endCall(ctl, st, c, f.settings.Load().StepBodies)
 	}
-	d.finishStep(ctx, f, st, outcome)
+	d.finishStep(ctl, f, st, outcome)
 }
 
 // finishStep records a probe's result, frees the step's slot and, unless outcome is nil
 // (nothing to write), queues the outcome for the completer with its breaker note.
 //
 //go:noinline
-func (d *Dispatcher) finishStep(ctx context.Context, f *feeder, st *engine.Step, outcome *engine.Outcome) {
+func (d *Dispatcher) finishStep(ctl *callControl, f *feeder, st *engine.Step, outcome *engine.Outcome) {
 	if outcome == nil {
-		answered := ctx.Err() == nil // a 202: the handler is up
+		answered := !ctl.aborted() // a 202: the handler is up
 		d.recordProbe(st, verdictSuccess, answered)
 		d.leases.remove(st.ID, st.LeaseToken)
 		f.release()
@@ -104,13 +104,17 @@ type stepCall struct {
 // refuses it.
 //
 //go:noinline
-func (d *Dispatcher) startCall(ctx context.Context, st *engine.Step) (*stepCall, *engine.Outcome) {
+func (d *Dispatcher) startCall(ctl *callControl, st *engine.Step) (*stepCall, *engine.Outcome) {
 	req, refused := d.prepareCall(st)
 	if refused != nil {
 		return nil, refused
 	}
 	started := time.Now()
-	x := d.client.Send(ctx, started.Add(req.timeout), *st.HandlerURL, req.headers[:], req.body, d.cfg.MaxBodyBytes)
+	// No context: the heartbeat and the shutdown end the call through ctl.
+	x := d.client.NewExchange(context.Background(), started.Add(req.timeout), *st.HandlerURL, req.headers[:],
+		req.body, d.cfg.MaxBodyBytes)
+	ctl.attach(x)
+	x.Send()
 	return &stepCall{req: req, started: started, exchange: x}, nil
 }
 
@@ -120,9 +124,9 @@ func (d *Dispatcher) startCall(ctx context.Context, st *engine.Step) (*stepCall,
 // call abandoned because its lease was lost or the grace period ended.
 //
 //go:noinline
-func (d *Dispatcher) endCall(ctx context.Context, st *engine.Step, c *stepCall, bodies string) *engine.Outcome {
+func (d *Dispatcher) endCall(ctl *callControl, st *engine.Step, c *stepCall, bodies string) *engine.Outcome {
 	resp, err := c.exchange.Finish()
-	return d.interpretAnswer(ctx, st, c.req, bodies, c.started, &resp, err)
+	return d.interpretAnswer(ctl, st, c.req, bodies, c.started, &resp, err)
 }
 
 // prepareCall builds and signs the step's request, or answers the outcome that refuses
@@ -188,9 +192,9 @@ func badSecretOutcome(err error) *engine.Outcome {
 // derived from the secret).
 //
 //go:noinline
-func (d *Dispatcher) interpretAnswer(ctx context.Context, st *engine.Step, req *signedRequest, bodies string,
+func (d *Dispatcher) interpretAnswer(ctl *callControl, st *engine.Step, req *signedRequest, bodies string,
 	started time.Time, resp *webhookclient.Response, err error) *engine.Outcome {
-	o := d.outcomeOf(ctx, st, req.timeout, started, resp, err)
+	o := d.outcomeOf(ctl, st, req.timeout, started, resp, err)
 	if o == nil {
 		return nil
 	}
@@ -246,11 +250,11 @@ func (d *Dispatcher) addWebhookSeries(k webhookSeriesKey) prometheus.Observer {
 // holds: every other case is built in a function of its own, so that the frames on
 // the step's small stack stay small (an engine.Outcome is 184 bytes, and each case's
 // copy of it took a slot in this frame: 1.7 kB, and a stack copy a step).
-func (d *Dispatcher) outcomeOf(ctx context.Context, st *engine.Step, timeout time.Duration, started time.Time,
+func (d *Dispatcher) outcomeOf(ctl *callControl, st *engine.Step, timeout time.Duration, started time.Time,
 	resp *webhookclient.Response, err error) *engine.Outcome {
 	if err != nil {
 		d.webhookObserver(st.Handler, "error").Observe(time.Since(started).Seconds())
-		return failedCallOutcome(ctx, timeout, err)
+		return failedCallOutcome(ctl.aborted(), timeout, err)
 	}
 	d.webhookObserver(st.Handler, statusClass(resp.Status)).Observe(time.Since(started).Seconds())
 	status := resp.Status
@@ -266,13 +270,13 @@ func (d *Dispatcher) outcomeOf(ctx context.Context, st *engine.Step, timeout tim
 }
 
 // failedCallOutcome is the outcome of a call that got no answer; nil when the call was
-// abandoned (lease lost or shutdown: not this attempt's fault).
+// aborted (lease lost or shutdown: not this attempt's fault).
 //
 //go:noinline
-func failedCallOutcome(ctx context.Context, timeout time.Duration, err error) *engine.Outcome {
+func failedCallOutcome(aborted bool, timeout time.Duration, err error) *engine.Outcome {
 	var o engine.Outcome
 	switch {
-	case ctx.Err() != nil:
+	case aborted:
 		return nil
 	case errors.Is(err, context.DeadlineExceeded):
 		o = engine.ErrorOutcome("timeout", fmt.Sprintf("the handler did not answer within %s", timeout),

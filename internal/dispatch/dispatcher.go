@@ -142,7 +142,7 @@ func New(eng *engine.Engine, cfg Config, log *slog.Logger, metrics *Metrics) *Di
 	d.client = webhookclient.New(webhookclient.Config{Control: cfg.DialControl, TLS: cfg.TLS})
 	d.leases = newLeaseRegistry()
 	d.completer = newCompleter(eng, cfg, metrics, d.log)
-	d.runners = newStepRunners(func(t stepTask) { d.runStep(t.ctx, t.f, t.st) }, runnerIdle)
+	d.runners = newStepRunners(func(t stepTask) { d.runStep(t.ctl, t.f, t.st) }, runnerIdle)
 	return d
 }
 
@@ -186,6 +186,7 @@ func (d *Dispatcher) stop(ctx context.Context) {
 	case <-ctx.Done():
 		d.log.Warn("shutdown cut short; abandoning running steps to lease expiry", "running", d.running.Load())
 	}
+	d.leases.abortAll(errShutdown)
 	d.stopCalls()
 	d.steps.Wait()
 	d.runners.stop()
@@ -289,5 +290,9 @@ func (d *Dispatcher) wakeAll() {
 	}
 }
 
-// errLeaseLost is the cancel cause of a call whose lease a heartbeat found lost.
+// errLeaseLost is the abort cause of a call whose lease a heartbeat found lost.
 var errLeaseLost = errors.New("lease lost")
+
+// errShutdown is the abort cause of the calls still running when the shutdown grace
+// period ends.
+var errShutdown = errors.New("the shutdown grace period is over")

@@ -152,9 +152,9 @@ func (f *feeder) launch(st *engine.Step) {
 	d.running.Add(1)
 	d.steps.Add(1)
 	f.gauge.Inc()
-	ctx, cancel := context.WithCancelCause(d.callCtx)
-	d.leases.add(st.ID, st.LeaseToken, cancel)
-	d.runners.run(stepTask{ctx: ctx, f: f, st: st})
+	ctl := new(callControl)
+	d.leases.add(st.ID, st.LeaseToken, ctl)
+	d.runners.run(stepTask{ctl: ctl, f: f, st: st})
 }
 
 // release frees a step's slot.

@@ -1,7 +1,7 @@
 package dispatch
 
 import (
-	"context"
+	"errors"
 	"testing"
 )
 
@@ -11,14 +11,13 @@ import (
 func TestRemovingAnOldLeaseKeepsTheNewOne(t *testing.T) {
 	t.Parallel()
 	r := newLeaseRegistry()
-	oldCtx, cancelOld := context.WithCancelCause(context.Background())
-	newCtx, cancelNew := context.WithCancelCause(context.Background())
-	r.add(7, "token-old", cancelOld)
-	r.add(7, "token-new", cancelNew) // re-claimed before the old completion ran
+	oldCall, newCall := new(callControl), new(callControl)
+	r.add(7, "token-old", oldCall)
+	r.add(7, "token-new", newCall) // re-claimed before the old completion ran
 	r.markCompleting(7, "token-old")
 	r.remove(7, "token-old")
-	if newCtx.Err() != nil {
-		t.Fatal("removing the old lease cancelled the new attempt's call")
+	if newCall.aborted() {
+		t.Fatal("removing the old lease aborted the new attempt's call")
 	}
 	if got := r.snapshot(); len(got) != 1 || got[0].Token != "token-new" {
 		t.Fatalf("held leases %+v, want the new one", got)
@@ -26,9 +25,31 @@ func TestRemovingAnOldLeaseKeepsTheNewOne(t *testing.T) {
 	if gone := r.lost(r.snapshot()); len(gone) != 1 {
 		t.Fatal("the new lease was marked completing by the old attempt")
 	}
-	_ = oldCtx
+	if !newCall.aborted() || oldCall.aborted() {
+		t.Fatalf("a lost lease aborts its own call only: new aborted %v, old %v", newCall.aborted(), oldCall.aborted())
+	}
 	r.remove(7, "token-new")
 	if len(r.snapshot()) != 0 {
 		t.Fatal("the new lease was not removed")
+	}
+}
+
+// The shutdown's abort reaches every call still running, and only those: a call whose
+// outcome is being written is over.
+func TestAbortAllAbortsTheRunningCalls(t *testing.T) {
+	t.Parallel()
+	r := newLeaseRegistry()
+	running, completing := new(callControl), new(callControl)
+	r.add(1, "a", running)
+	r.add(2, "b", completing)
+	r.markCompleting(2, "b")
+	cause := errors.New("grace over")
+	r.abortAll(cause)
+	if !running.aborted() || completing.aborted() {
+		t.Fatalf("running aborted %v, completing aborted %v", running.aborted(), completing.aborted())
+	}
+	running.abort(errors.New("later")) // the first cause stays
+	if running.cause != cause {
+		t.Fatalf("cause %v, want the first", running.cause)
 	}
 }

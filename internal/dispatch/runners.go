@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +39,7 @@ const runnerIdle = 2 * time.Second
 
 // stepTask is a step to run; the one without a step (retire) ends the runner that takes it.
 type stepTask struct {
-	ctx context.Context
+	ctl *callControl
 	f   *feeder
 	st  *engine.Step
 }

@@ -304,6 +304,52 @@ func TestDeadlineAndCancellation(t *testing.T) {
 	}
 }
 
+// Abort ends an exchange from another goroutine: a call blocked on its answer returns
+// with the abort's cause, its connection is not kept, and an exchange aborted before
+// it is sent sends nothing.
+func TestAbort(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var requests atomic.Int64
+	arrived := make(chan struct{}, 4)
+	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	t.Cleanup(func() { close(release) })
+	c := webhookclient.New(webhookclient.Config{})
+	cause := errors.New("lease lost")
+
+	x := c.NewExchange(context.Background(), time.Time{}, srv.URL, nil, []byte("{}"), 64)
+	x.Send()
+	<-arrived // the server has the request; the client waits for the answer
+	go x.Abort(cause)
+	x.Wait()
+	if _, err := x.Finish(); !errors.Is(err, cause) {
+		t.Fatalf("aborted while waiting: err %v, want the abort's cause", err)
+	}
+
+	before := requests.Load()
+	x = c.NewExchange(context.Background(), time.Time{}, srv.URL, nil, []byte("{}"), 64)
+	x.Abort(cause)
+	x.Send()
+	x.Wait()
+	if _, err := x.Finish(); !errors.Is(err, cause) {
+		t.Fatalf("aborted before it was sent: err %v, want the abort's cause", err)
+	}
+	if requests.Load() != before {
+		t.Fatal("an exchange aborted before it was sent reached the server")
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections, want the aborted one only (the second exchange dials none)", n)
+	}
+}
+
 func TestEveryDialPassesControl(t *testing.T) {
 	t.Parallel()
 	srv, conns := countingServer(t, func(w http.ResponseWriter, _ *http.Request) {})
