@@ -453,6 +453,30 @@ func (o oneOf) ScanBytes(b []byte) error {
 	return nil
 }
 
+// seenText reads a text column into *dst, sharing the string with an equal value read
+// before (kept in *seen, at most maxSeenTexts of them): for the columns of an answer
+// that hold a few distinct values over its rows.
+type seenText struct {
+	dst  *string
+	seen *[]string
+}
+
+const maxSeenTexts = 32
+
+func (t seenText) ScanBytes(b []byte) error {
+	for _, s := range *t.seen {
+		if string(b) == s {
+			*t.dst = s
+			return nil
+		}
+	}
+	*t.dst = string(b)
+	if len(*t.seen) < maxSeenTexts {
+		*t.seen = append(*t.seen, *t.dst)
+	}
+	return nil
+}
+
 // textOrNil is t's string, or nil for NULL.
 func textOrNil(t pgtype.Text) *string {
 	if !t.Valid {

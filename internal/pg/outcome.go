@@ -129,8 +129,8 @@ func (db *DB) jobApplyOutcomes(ctx context.Context, recs []OutcomeRecord, credit
 	return convertAll(rows, outcomeApplied), translate(err)
 }
 
-// outcomeApplied is the answer of one applied outcome, from either outcome statement
-// (their rows have the same columns).
+// outcomeApplied is the answer of one applied outcome, from either general outcome statement
+// (their rows have the same columns; the plain one is read by hand: readPlainOutcomes).
 func outcomeApplied(r dbsqlc.JobApplyOutcomesRow) OutcomeApplied {
 	return OutcomeApplied{ID: r.ID, Token: r.Token, Status: r.Status, Queue: r.Queue, Ready: r.Ready,
 		Handler: r.Handler, Label: r.Label, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
@@ -175,8 +175,37 @@ func (db *DB) jobApplyPlainOutcomes(ctx context.Context, recs []OutcomeRecord) (
 			p.Bodies[i] = b
 		}
 	}
-	rows, err := db.q.JobApplyPlainOutcomes(ctx, p)
-	return convertAll(rows, func(r dbsqlc.JobApplyPlainOutcomesRow) OutcomeApplied {
-		return outcomeApplied(dbsqlc.JobApplyOutcomesRow(r))
-	}), translate(err)
+	return db.readPlainOutcomes(ctx, p, recs)
+}
+
+// readPlainOutcomes runs JobApplyPlainOutcomes and reads its answer by hand: each row
+// names its outcome by its place in recs, whose token it takes, and its status, queue,
+// handler and label (a few values in a batch) are shared strings instead of a copy each
+// (the generated method made five strings a row and appended the rows to a growing
+// slice, copied again into OutcomeApplied).
+func (db *DB) readPlainOutcomes(ctx context.Context, p dbsqlc.JobApplyPlainOutcomesParams, recs []OutcomeRecord) ([]OutcomeApplied, error) {
+	rows, err := db.pool.Query(ctx, dbsqlc.JobApplyPlainOutcomes, p.Ids, p.Tokens, p.Kinds, p.Labels, p.Attempts,
+		p.HttpStatuses, p.Payloads, p.DelaysMs, p.Bodies)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	applied := make([]OutcomeApplied, 0, len(recs))
+	var a OutcomeApplied
+	var ord int64
+	var statuses, queues, handlers, labels []string
+	dest := []any{&a.ID, &ord, seenText{&a.Status, &statuses}, seenText{&a.Queue, &queues}, &a.Ready,
+		seenText{&a.Handler, &handlers}, seenText{&a.Label, &labels}, &a.StartedAt, &a.FinishedAt}
+	for rows.Next() {
+		a = OutcomeApplied{}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, translate(err)
+		}
+		if ord < 1 || ord > int64(len(recs)) {
+			return nil, fmt.Errorf("JobApplyPlainOutcomes answered outcome %d of %d", ord, len(recs))
+		}
+		a.Token = recs[ord-1].Token
+		applied = append(applied, a)
+	}
+	return applied, translate(rows.Err())
 }

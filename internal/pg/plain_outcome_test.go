@@ -83,6 +83,11 @@ func TestPlainOutcomesWriteWhatTheGeneralStatementWrites(t *testing.T) {
 			recs = append(recs, pg.OutcomeRecord{ID: cl.ID, Token: cl.LeaseToken, Kind: c.kind, Label: c.kind,
 				State: c.state, Result: c.result, DelayMS: c.delay, Bodies: c.bodies, HTTPStatus: &status, Attempt: cl.Attempt})
 		}
+		// A stale outcome of the first job (a token it no longer holds) ahead of its
+		// current one: it applies nothing, and the answer names the current one.
+		stale := recs[0]
+		stale.Token = "00000000-0000-4000-8000-000000000001"
+		recs = append([]pg.OutcomeRecord{stale}, recs...)
 		var applied []pg.OutcomeApplied
 		if queue == "plain" {
 			before := counter.Count("JobApplyPlainOutcomes")
@@ -98,7 +103,7 @@ func TestPlainOutcomesWriteWhatTheGeneralStatementWrites(t *testing.T) {
 		}
 		for _, a := range applied {
 			i := slices.Index(ids[queue], a.ID)
-			if i < 0 || a.Label != cases[i].kind || a.Handler != "h" || a.StartedAt.IsZero() {
+			if i < 0 || a.Label != cases[i].kind || a.Handler != "h" || a.StartedAt.IsZero() || a.Token != byID[a.ID].LeaseToken {
 				t.Fatalf("%s: answer %+v", queue, a)
 			}
 			answers[queue] = append(answers[queue], fmt.Sprintf("%s: %s ready=%v", cases[i].name, a.Status, a.Ready))

@@ -474,7 +474,8 @@ const JobApplyPlainOutcomes = `-- name: JobApplyPlainOutcomes :many
 WITH o AS (
     -- The tokens come as text: pgx has no binary encoding of a Go string as uuid, and its
     -- failed attempt (an error formatting the whole array) cost more than the cast.
-    SELECT r.id, r.token::uuid AS token, r.kind, r.label, r.attempt, r.http_status, r.payload, r.delay_ms, r.bodies
+    SELECT r.id, r.token::uuid AS token, r.kind, r.label, r.attempt, r.http_status, r.payload, r.delay_ms, r.bodies,
+           r.ord
     FROM ROWS FROM (unnest($1::bigint[]),
                     unnest($2::text[]),
                     unnest($3::text[]),
@@ -483,8 +484,8 @@ WITH o AS (
                     unnest($6::int[]),
                     unnest($7::jsonb[]),
                     unnest($8::bigint[]),
-                    unnest($9::jsonb[]))
-        AS r(id, token, kind, label, attempt, http_status, payload, delay_ms, bodies)
+                    unnest($9::jsonb[])) WITH ORDINALITY
+        AS r(id, token, kind, label, attempt, http_status, payload, delay_ms, bodies, ord)
 ),
 updated AS (
     UPDATE jobs j
@@ -512,7 +513,7 @@ updated AS (
     WHERE j.id = o.id
       AND j.lease_token = o.token
       AND j.id = ANY ($1::bigint[])
-    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at, j.attempted_at,
+    RETURNING j.id, o.ord, j.status, j.queue, j.handler, j.parent_id, j.eligible_at, j.attempted_at,
               j.step - 1 AS step, o.attempt, o.label::text AS label, o.http_status, o.bodies
 ),
 history AS (
@@ -541,7 +542,7 @@ notified AS (
     SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
     FROM (SELECT DISTINCT queue FROM joined WHERE status = 'runnable') q
 )
-SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready,
+SELECT u.id, u.ord::bigint AS ord, u.status, u.queue, u.eligible_at <= now() AS ready,
        u.handler, u.label, coalesce(u.attempted_at, now())::timestamptz AS started_at, now()::timestamptz AS finished_at
 FROM updated u, notified
 `
@@ -560,7 +561,7 @@ type JobApplyPlainOutcomesParams struct {
 
 type JobApplyPlainOutcomesRow struct {
 	ID         int64
-	Token      string
+	Ord        int64
 	Status     string
 	Queue      string
 	Ready      bool
@@ -585,6 +586,9 @@ type JobApplyPlainOutcomesRow struct {
 // parent in a batch count twice), and a parent waiting for them is woken at zero.
 // A row `updated` already changed is left alone: Postgres applies only one of two
 // updates of a row in one statement. Parents are locked in id order.
+// Each applied outcome is answered by its place in the arrays (ord, from 1), not by its
+// lease token: the caller has the token, and reading a uuid back as text was a string
+// made for every row.
 func (q *Queries) JobApplyPlainOutcomes(ctx context.Context, arg JobApplyPlainOutcomesParams) ([]JobApplyPlainOutcomesRow, error) {
 	rows, err := q.db.Query(ctx, JobApplyPlainOutcomes,
 		arg.Ids,
@@ -606,7 +610,7 @@ func (q *Queries) JobApplyPlainOutcomes(ctx context.Context, arg JobApplyPlainOu
 		var i JobApplyPlainOutcomesRow
 		if err := rows.Scan(
 			&i.ID,
-			&i.Token,
+			&i.Ord,
 			&i.Status,
 			&i.Queue,
 			&i.Ready,

@@ -385,7 +385,8 @@ FROM updated u, notified;
 WITH o AS (
     -- The tokens come as text: pgx has no binary encoding of a Go string as uuid, and its
     -- failed attempt (an error formatting the whole array) cost more than the cast.
-    SELECT r.id, r.token::uuid AS token, r.kind, r.label, r.attempt, r.http_status, r.payload, r.delay_ms, r.bodies
+    SELECT r.id, r.token::uuid AS token, r.kind, r.label, r.attempt, r.http_status, r.payload, r.delay_ms, r.bodies,
+           r.ord
     FROM ROWS FROM (unnest(sqlc.arg(ids)::bigint[]),
                     unnest(sqlc.arg(tokens)::text[]),
                     unnest(sqlc.arg(kinds)::text[]),
@@ -394,8 +395,8 @@ WITH o AS (
                     unnest(sqlc.arg(http_statuses)::int[]),
                     unnest(sqlc.arg(payloads)::jsonb[]),
                     unnest(sqlc.arg(delays_ms)::bigint[]),
-                    unnest(sqlc.arg(bodies)::jsonb[]))
-        AS r(id, token, kind, label, attempt, http_status, payload, delay_ms, bodies)
+                    unnest(sqlc.arg(bodies)::jsonb[])) WITH ORDINALITY
+        AS r(id, token, kind, label, attempt, http_status, payload, delay_ms, bodies, ord)
 ),
 updated AS (
     UPDATE jobs j
@@ -423,7 +424,7 @@ updated AS (
     WHERE j.id = o.id
       AND j.lease_token = o.token
       AND j.id = ANY (sqlc.arg(ids)::bigint[])
-    RETURNING j.id, o.token::uuid AS token, j.status, j.queue, j.handler, j.parent_id, j.eligible_at, j.attempted_at,
+    RETURNING j.id, o.ord, j.status, j.queue, j.handler, j.parent_id, j.eligible_at, j.attempted_at,
               j.step - 1 AS step, o.attempt, o.label::text AS label, o.http_status, o.bodies
 ),
 history AS (
@@ -457,6 +458,9 @@ notified AS (
     SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
     FROM (SELECT DISTINCT queue FROM joined WHERE status = 'runnable') q
 )
-SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready,
+-- Each applied outcome is answered by its place in the arrays (ord, from 1), not by its
+-- lease token: the caller has the token, and reading a uuid back as text was a string
+-- made for every row.
+SELECT u.id, u.ord::bigint AS ord, u.status, u.queue, u.eligible_at <= now() AS ready,
        u.handler, u.label, coalesce(u.attempted_at, now())::timestamptz AS started_at, now()::timestamptz AS finished_at
 FROM updated u, notified;
