@@ -86,12 +86,19 @@ func (db *DB) claim(ctx context.Context, sql string, p JobClaimParams, plain boo
 	defer rows.Close()
 	var c ClaimedJob
 	var n int64
-	dest := []any{&c.ID, oneOf{&c.Queue, []string{p.Queue}}, &c.Handler, &c.Key, &c.Step, &c.Attempt, &c.MaxAttempts,
-		&c.Input, &c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt, &c.ClaimedAt, &c.Wake,
-		&c.ConsumedSeq, &c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.GateShard,
-		&c.HandlerURL, &c.Secret, &c.PreviousSecret, &c.PreviousSecretExpiresAt, &c.TimeoutMS,
-		&c.BackoffBaseMS, &c.BackoffMaxMS,
-		&c.BreakerState, &c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt, &n}
+	// The handler's columns repeat over the rows of its jobs: one string (and pointer)
+	// for each distinct value instead of one a row.
+	var handlers []string
+	var texts [4][]*string
+	var ints [4][]*int
+	dest := []any{&c.ID, oneOf{&c.Queue, []string{p.Queue}}, seenText{&c.Handler, &handlers}, &c.Key, &c.Step,
+		&c.Attempt, &c.MaxAttempts, &c.Input, &c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt,
+		&c.ClaimedAt, &c.Wake, &c.ConsumedSeq, &c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.GateShard,
+		seenTextPtr{&c.HandlerURL, &texts[0]}, seenTextPtr{&c.Secret, &texts[1]},
+		seenTextPtr{&c.PreviousSecret, &texts[2]}, &c.PreviousSecretExpiresAt, seenIntPtr{&c.TimeoutMS, &ints[0]},
+		seenIntPtr{&c.BackoffBaseMS, &ints[1]}, seenIntPtr{&c.BackoffMaxMS, &ints[2]},
+		seenTextPtr{&c.BreakerState, &texts[3]}, seenIntPtr{&c.ConsecutiveFailures, &ints[3]},
+		&c.BreakerNextProbeAt, &c.HandlerPausedAt, &n}
 	if plain {
 		dest = append(dest[:18], dest[19:]...) // no gate_shard
 	} else {

@@ -477,6 +477,59 @@ func (t seenText) ScanBytes(b []byte) error {
 	return nil
 }
 
+// seenTextPtr is seenText for a nullable column: an equal value read before shares its
+// pointer too (the claim's handler columns repeat the handler's values on every row;
+// nothing writes through them).
+type seenTextPtr struct {
+	dst  **string
+	seen *[]*string
+}
+
+func (t seenTextPtr) ScanBytes(b []byte) error {
+	if b == nil {
+		*t.dst = nil
+		return nil
+	}
+	for _, s := range *t.seen {
+		if string(b) == *s {
+			*t.dst = s
+			return nil
+		}
+	}
+	s := string(b)
+	*t.dst = &s
+	if len(*t.seen) < maxSeenTexts {
+		*t.seen = append(*t.seen, &s)
+	}
+	return nil
+}
+
+// seenIntPtr reads a nullable integer column into *dst, sharing the pointer of an equal
+// value read before (kept in *seen).
+type seenIntPtr struct {
+	dst  **int
+	seen *[]*int
+}
+
+func (t seenIntPtr) ScanInt64(v pgtype.Int8) error {
+	if !v.Valid {
+		*t.dst = nil
+		return nil
+	}
+	for _, p := range *t.seen {
+		if int64(*p) == v.Int64 {
+			*t.dst = p
+			return nil
+		}
+	}
+	n := int(v.Int64)
+	*t.dst = &n
+	if len(*t.seen) < maxSeenTexts {
+		*t.seen = append(*t.seen, &n)
+	}
+	return nil
+}
+
 // textOrNil is t's string, or nil for NULL.
 func textOrNil(t pgtype.Text) *string {
 	if !t.Valid {
