@@ -356,7 +356,7 @@ func run(o options) error {
 			}
 			cmp.OursInsert = append(cmp.OursInsert, ins.CallSeconds...)
 			cmp.InsertJobs = pair * o.jobs
-			if err := analyze(ctx, o, db, "jobs"); err != nil {
+			if err := vacuumAnalyze(ctx, o, db, "jobs"); err != nil {
 				return err
 			}
 			r, d, err := drainOurs(ctx, m, db, oursSide(queue, pair == 1 && o.cpuProfile != ""), queue, pair, o.jobs, 1)
@@ -380,7 +380,7 @@ func run(o options) error {
 			}
 			cmp.RiverInsert = append(cmp.RiverInsert, calls...)
 			cmp.InsertJobs = pair * o.jobs
-			if err := analyze(ctx, o, riverDB, "river_job"); err != nil {
+			if err := vacuumAnalyze(ctx, o, riverDB, "river_job"); err != nil {
 				return err
 			}
 			c0, err := completed()
@@ -411,7 +411,7 @@ func run(o options) error {
 		if _, err := bulkInsert(api, "bench", "drain5", o.fiveStepJobs, 5, 1, 10000); err != nil {
 			return err
 		}
-		if err := analyze(ctx, o, db, "jobs"); err != nil {
+		if err := vacuumAnalyze(ctx, o, db, "jobs"); err != nil {
 			return err
 		}
 		r, d, err := drainOurs(ctx, m, db, oursSide("drain5", false), "drain5", 0, o.fiveStepJobs, 5)
@@ -485,7 +485,7 @@ func openProbe(ctx context.Context, databaseURL string) (*pg.DB, error) {
 	return db, nil
 }
 
-// analyze vacuums a table and refreshes its statistics after a side's insert, as
+// vacuumAnalyze vacuums a table and refreshes its statistics after a side's insert, as
 // autovacuum would within a minute (-analyze=false leaves it to autovacuum). The
 // statistics also drop the cached plans built on the table: without them the server's
 // generic plans, built when the table was empty, keep seq-scanning the jobs table until
@@ -494,7 +494,7 @@ func openProbe(ctx context.Context, databaseURL string) (*pg.DB, error) {
 // new pages out of the next drain: left to autovacuum, a vacuum of the table (2 updates
 // a step, 20 000 rows inserted before each drain) started at a random moment, often
 // inside one side's drain of 1.2–2 s, and its CPU went to that drain.
-func analyze(ctx context.Context, o options, db *pg.DB, table string) error {
+func vacuumAnalyze(ctx context.Context, o options, db *pg.DB, table string) error {
 	if !o.analyze {
 		return nil
 	}

@@ -130,7 +130,7 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 	if _, err := bulkInsert(api, "bench", queue, o.jobs, 1, 1, o.insertBatch); err != nil {
 		return ProcessesDrain{}, err
 	}
-	if err := analyze(ctx, o, db, "jobs"); err != nil {
+	if err := vacuumAnalyze(ctx, o, db, "jobs"); err != nil {
 		return ProcessesDrain{}, err
 	}
 	time.Sleep(statsSettle) // index statistics lag as table statistics do

@@ -82,15 +82,7 @@ func (h *harness) count(t testing.TB, sql string, args ...any) int64 {
 	return n
 }
 
-// waitUntil polls cond every few milliseconds until it holds or timeout passes.
-func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, timeout)
-		}
-	}
-}
+var waitUntil = dispatch.WaitUntil
 
 func jobsOf(handler string, n int) []engine.NewJob {
 	jobs := make([]engine.NewJob, n)

@@ -119,7 +119,7 @@ type Dispatcher struct {
 
 	runCtx     context.Context // feeders, listener, refresher: cancelled first at Stop
 	stopRun    context.CancelFunc
-	callCtx    context.Context // webhook calls: cancelled when the grace period ends
+	callCtx    context.Context // the heartbeats: cancelled when the grace period ends (the calls are aborted through leases)
 	stopCalls  context.CancelFunc
 	background sync.WaitGroup
 	steps      sync.WaitGroup

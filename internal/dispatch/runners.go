@@ -30,8 +30,9 @@ type stepRunners struct {
 	quit    chan struct{}  // ends the retiring loop
 	retired chan struct{}  // closed when the retiring loop has ended
 	wg      sync.WaitGroup // the runners
-	// Test hooks: the runners started and ended so far, and those waiting for a step now.
-	started, ended, idle atomic.Int64
+	idle    atomic.Int64   // the runners waiting for a step now: what retiring reads
+	// Test hooks: the runners started and ended so far.
+	started, ended atomic.Int64
 }
 
 // runnerIdle is how often half of the idle runners end.

@@ -8,16 +8,6 @@ import (
 	"github.com/gendurable/gendurable/internal/engine"
 )
 
-// waitUntilRunners polls cond until it holds, failing the test after a minute.
-func waitUntilRunners(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("still waiting for %s", what)
-		}
-	}
-}
-
 var aStep = stepTask{st: &engine.Step{}}
 
 func TestStepRunnersReuseAnIdleRunner(t *testing.T) {
@@ -28,7 +18,7 @@ func TestStepRunnersReuseAnIdleRunner(t *testing.T) {
 	for i := range steps {
 		r.run(aStep)
 		<-ran
-		waitUntilRunners(t, "the runner to wait for its next step", func() bool { return r.idle.Load() == 1 })
+		waitUntil(t, time.Minute, "the runner to wait for its next step", func() bool { return r.idle.Load() == 1 })
 		if i == 0 && r.started.Load() != 1 {
 			t.Fatalf("%d runners started for one step", r.started.Load())
 		}
@@ -54,7 +44,7 @@ func TestStepRunnersRunConcurrentStepsEachOnItsOwnRunner(t *testing.T) {
 		t.Fatalf("%d runners for %d steps in flight", n, steps)
 	}
 	close(release)
-	waitUntilRunners(t, "every runner to be idle", func() bool { return r.idle.Load() == steps })
+	waitUntil(t, time.Minute, "every runner to be idle", func() bool { return r.idle.Load() == steps })
 	stopped := make(chan struct{})
 	go func() { r.stop(); close(stopped) }()
 	select {
@@ -77,7 +67,7 @@ func TestStepRunnersEndWhenIdle(t *testing.T) {
 		<-done
 	}
 	// Without stop: only retiring ends them, half of those idle every 10 ms.
-	waitUntilRunners(t, "the idle runners to retire", func() bool { return r.ended.Load() == 8 })
+	waitUntil(t, time.Minute, "the idle runners to retire", func() bool { return r.ended.Load() == 8 })
 	started := r.started.Load()
 	r.run(aStep) // a step after they ended starts a runner again
 	<-done

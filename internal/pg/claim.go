@@ -88,10 +88,9 @@ func (db *DB) claim(ctx context.Context, sql string, p JobClaimParams, plain boo
 	var n int64
 	// The handler's columns repeat over the rows of its jobs: one string (and pointer)
 	// for each distinct value instead of one a row.
-	var handlers []string
-	var texts [4][]*string
+	var texts [5][]*string
 	var ints [4][]*int
-	dest := []any{&c.ID, oneOf{&c.Queue, []string{p.Queue}}, seenText{&c.Handler, &handlers}, &c.Key, &c.Step,
+	dest := []any{&c.ID, oneOf{&c.Queue, []string{p.Queue}}, seenText{&c.Handler, &texts[4]}, &c.Key, &c.Step,
 		&c.Attempt, &c.MaxAttempts, &c.Input, &c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt,
 		&c.ClaimedAt, &c.Wake, &c.ConsumedSeq, &c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.GateShard,
 		seenTextPtr{&c.HandlerURL, &texts[0]}, seenTextPtr{&c.Secret, &texts[1]},

@@ -458,22 +458,13 @@ func (o oneOf) ScanBytes(b []byte) error {
 // that hold a few distinct values over its rows.
 type seenText struct {
 	dst  *string
-	seen *[]string
+	seen *[]*string
 }
 
 const maxSeenTexts = 32
 
 func (t seenText) ScanBytes(b []byte) error {
-	for _, s := range *t.seen {
-		if string(b) == s {
-			*t.dst = s
-			return nil
-		}
-	}
-	*t.dst = string(b)
-	if len(*t.seen) < maxSeenTexts {
-		*t.seen = append(*t.seen, *t.dst)
-	}
+	*t.dst = *sharedText(t.seen, b)
 	return nil
 }
 
@@ -490,18 +481,23 @@ func (t seenTextPtr) ScanBytes(b []byte) error {
 		*t.dst = nil
 		return nil
 	}
-	for _, s := range *t.seen {
+	*t.dst = sharedText(t.seen, b)
+	return nil
+}
+
+// sharedText is the string of b kept in *seen, added to it when it is not there (while
+// *seen holds fewer than maxSeenTexts).
+func sharedText(seen *[]*string, b []byte) *string {
+	for _, s := range *seen {
 		if string(b) == *s {
-			*t.dst = s
-			return nil
+			return s
 		}
 	}
 	s := string(b)
-	*t.dst = &s
-	if len(*t.seen) < maxSeenTexts {
-		*t.seen = append(*t.seen, &s)
+	if len(*seen) < maxSeenTexts {
+		*seen = append(*seen, &s)
 	}
-	return nil
+	return &s
 }
 
 // seenIntPtr reads a nullable integer column into *dst, sharing the pointer of an equal

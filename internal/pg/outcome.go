@@ -193,7 +193,7 @@ func (db *DB) readPlainOutcomes(ctx context.Context, p dbsqlc.JobApplyPlainOutco
 	applied := make([]OutcomeApplied, 0, len(recs))
 	var a OutcomeApplied
 	var ord int64
-	var statuses, queues, handlers, labels []string
+	var statuses, queues, handlers, labels []*string
 	dest := []any{&a.ID, &ord, seenText{&a.Status, &statuses}, seenText{&a.Queue, &queues}, &a.Ready,
 		seenText{&a.Handler, &handlers}, seenText{&a.Label, &labels}, &a.StartedAt, &a.FinishedAt}
 	for rows.Next() {

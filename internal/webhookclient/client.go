@@ -259,7 +259,7 @@ func (x *Exchange) send() {
 func (x *Exchange) Wait() {
 	if x.err == nil {
 		if err := x.cn.waitReadable(); err != nil {
-			x.err = x.cn.abandon(x, err)
+			x.err = x.abandon(err)
 		}
 	}
 }
@@ -423,12 +423,14 @@ func (c *Client) get(x *Exchange) (*conn, bool, error) {
 		cn  *conn
 		err error
 	}
-	dialCtx, cancel := context.WithCancel(x.ctx)
-	defer cancel()
-	if !x.deadline.IsZero() {
-		dialCtx, cancel = context.WithDeadline(dialCtx, x.deadline)
-		defer cancel()
+	var dialCtx context.Context
+	var cancel context.CancelFunc
+	if x.deadline.IsZero() {
+		dialCtx, cancel = context.WithCancel(x.ctx)
+	} else {
+		dialCtx, cancel = context.WithDeadline(x.ctx, x.deadline)
 	}
+	defer cancel()
 	x.mu.Lock()
 	if x.aborted != nil {
 		x.mu.Unlock()
@@ -579,11 +581,11 @@ func (cn *conn) begin(x *Exchange) error {
 	}
 	// An abort (a lost lease, the end of the shutdown grace) interrupts blocked I/O.
 	if !x.arm(cn) {
-		return cn.abandon(x, errAborted)
+		return x.abandon(errAborted)
 	}
 	bufs := net.Buffers{x.head, x.body}
 	if _, err := bufs.WriteTo(cn.nc); err != nil {
-		return cn.abandon(x, err)
+		return x.abandon(err)
 	}
 	return nil
 }
@@ -592,7 +594,7 @@ func (cn *conn) begin(x *Exchange) error {
 var errAborted = errors.New("aborted")
 
 // abandon disarms an exchange that failed with err, and says what failed.
-func (cn *conn) abandon(x *Exchange, err error) error {
+func (x *Exchange) abandon(err error) error {
 	x.disarm()
 	return x.failure(err)
 }
