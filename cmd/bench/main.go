@@ -135,7 +135,7 @@ func main() {
 	flag.StringVar(&o.insertProfile, "insert-cpuprofile", "", "write a CPU profile of the server during the first pair's batch inserts to this file")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the server during the first one-step drain to this file")
 	flag.DurationVar(&o.profileFor, "cpuprofile-for", 5*time.Second, "length of the -cpuprofile capture, from the start of the drain")
-	flag.IntVar(&o.pairs, "pairs", 3, "alternating pairs of one-step drains (gendurable, River, gendurable, River...)")
+	flag.IntVar(&o.pairs, "pairs", 5, "alternating pairs of one-step drains (gendurable, River, gendurable, River...)")
 	flag.IntVar(&o.insertBatch, "insert-batch", 5000, "jobs per insert call before each paired drain (POST /v1/jobs/batch, River InsertMany)")
 	flag.IntVar(&o.inFlight, "in-flight", 10000, "steps held in flight (the receiver keeps their calls open) while the server's RSS is read; 0 skips")
 	flag.StringVar(&o.heapProfile, "heapprofile", "", "write the server's heap profile, taken while the -in-flight steps are held, to this file")
@@ -335,27 +335,43 @@ func run(o options) error {
 		}
 	}
 	for pair := 1; pair <= o.pairs; pair++ {
+		queue := fmt.Sprintf("drain1-%d", pair)
 		if ours {
-			queue := fmt.Sprintf("drain1-%d", pair)
 			if err := call(api, "PUT", "/v1/queues/"+queue, fmt.Sprintf(`{"paused": true, "max_in_flight": %d, "batch": %d}`, o.maxInFlight, o.batch)); err != nil {
 				return err
 			}
-			var profiled chan error
-			if pair == 1 && o.insertProfile != "" {
-				profiled = make(chan error, 1)
-				go func() { profiled <- captureProfile(pprofAddr, o.insertProfile, o.profileFor) }()
-			}
-			ins, err := bulkInsert(api, "bench", queue, o.jobs, 1, 1, o.insertBatch)
-			if err != nil {
-				return err
-			}
-			if profiled != nil {
-				if err := <-profiled; err != nil {
-					fmt.Fprintln(os.Stderr, "bench: insert profile:", err)
+		}
+		var profiled chan error
+		if ours && pair == 1 && o.insertProfile != "" {
+			profiled = make(chan error, 1)
+			go func() { profiled <- captureProfile(pprofAddr, o.insertProfile, o.profileFor) }()
+		}
+		// The pair's jobs go in one call a side at a time, alternating (ours, River's,
+		// ours...): the two sides' calls of a pair meet the same moment of a shared machine.
+		for done := 0; done < o.jobs; done += o.insertBatch {
+			k := min(o.insertBatch, o.jobs-done)
+			if ours {
+				ins, err := bulkInsert(api, "bench", queue, k, 1, 1, o.insertBatch)
+				if err != nil {
+					return err
 				}
+				cmp.OursInsert = append(cmp.OursInsert, ins.CallSeconds...)
 			}
-			cmp.OursInsert = append(cmp.OursInsert, ins.CallSeconds...)
-			cmp.InsertJobs = pair * o.jobs
+			if peer != nil {
+				calls, err := peer.insert(k)
+				if err != nil {
+					return err
+				}
+				cmp.RiverInsert = append(cmp.RiverInsert, calls...)
+			}
+		}
+		cmp.InsertJobs = pair * o.jobs
+		if profiled != nil {
+			if err := <-profiled; err != nil {
+				fmt.Fprintln(os.Stderr, "bench: insert profile:", err)
+			}
+		}
+		if ours {
 			if err := vacuumAnalyze(ctx, o, db, "jobs"); err != nil {
 				return err
 			}
@@ -374,12 +390,6 @@ func run(o options) error {
 				return riverDB.QueryInt(ctx, `-- probe
 					SELECT count(*) FROM river_job WHERE queue = 'bench' AND state = 'completed'`)
 			}
-			calls, err := peer.insert(o.jobs)
-			if err != nil {
-				return err
-			}
-			cmp.RiverInsert = append(cmp.RiverInsert, calls...)
-			cmp.InsertJobs = pair * o.jobs
 			if err := vacuumAnalyze(ctx, o, riverDB, "river_job"); err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -116,7 +117,7 @@ func printComparison(out io.Writer, c Comparison, o options) {
 	}
 
 	if len(c.OursInsert) > 0 || len(c.RiverInsert) > 0 {
-		fmt.Fprintf(out, "\nbulk insert, one client, %d jobs per call (the inserts before each paired drain)\n\n", c.InsertBatch)
+		fmt.Fprintf(out, "\nbulk insert, one client, %d jobs per call (the inserts before each paired drain, one call a side at a time)\n\n", c.InsertBatch)
 		w = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(w, "\tcalls\tjobs/s\tmedian call ms\tslowest call ms\t")
 		bulk := func(label string, calls []float64) {
@@ -134,7 +135,22 @@ func printComparison(out io.Writer, c Comparison, o options) {
 		bulk("gendurable POST /v1/jobs/batch", c.OursInsert)
 		bulk("River InsertMany", c.RiverInsert)
 		_ = w.Flush()
+		if r := callRatios(c.RiverInsert, c.OursInsert); len(r) > 0 {
+			fmt.Fprintf(out, "River's call / ours, call by call: median %.2f over %d pairs of calls (lowest %.2f)\n", median(r), len(r), slices.Min(r))
+		}
 	}
+}
+
+// callRatios are river[i] / ours[i] for the calls both sides made, in order.
+func callRatios(river, ours []float64) []float64 {
+	n := min(len(river), len(ours))
+	r := make([]float64, 0, n)
+	for i := range n {
+		if ours[i] > 0 {
+			r = append(r, river[i]/ours[i])
+		}
+	}
+	return r
 }
 
 func optf(v float64, prec int) string {

@@ -94,7 +94,7 @@ func BenchmarkHealthyBesideADeadHandler(b *testing.B) {
 				if testing.Verbose() {
 					b.Logf("%s: statements %v; client-side time claims %s, outcomes %s, inserts %s", mode, h.counter.Snapshot(),
 						h.counter.Time("JobClaimBatch")+h.counter.Time("JobClaimPlain"),
-						h.counter.Time("JobApplyOutcomes")+h.counter.Time("JobApplyPlainOutcomes"), h.counter.Time("JobInsertMany"))
+						h.counter.Time("JobApplyOutcomes")+h.counter.Time("JobApplyPlainOutcomes"), h.counter.Time("JobInsertMany")+h.counter.Time("JobInsertPlain"))
 				}
 			}
 		})

@@ -156,7 +156,7 @@ func TestCounterGate(t *testing.T) {
 	}
 	got.StatementsPerStep = math.Round(float64(total)/steps*1000) / 1000
 	for _, name := range []string{"JobApplyOutcomes", "JobApplyOutcomesCrediting", "JobApplyPlainOutcomes", "SignalDeliver", "LeaseExtendMany",
-		"ChildLoadForJoin", "JobInsertMany", "JobReapExpiredLeases"} {
+		"ChildLoadForJoin", "JobInsertMany", "JobInsertPlain", "JobReapExpiredLeases"} {
 		got.DML[name] = after.calls[name]
 	}
 	t.Logf("counter gate drain: %d steps in %s (%.0f steps/s, not gated); %d picks; %+v", steps, elapsed.Round(time.Millisecond),

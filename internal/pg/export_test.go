@@ -21,6 +21,12 @@ func InsertArgs(items []JobInsert) []any {
 	return insertManyArgs(p)
 }
 
+// JobInsertManyGeneral inserts items with the general statement (JobInsertMany) whatever
+// they are, for tests that compare it with the plain one.
+func (db *DB) JobInsertManyGeneral(ctx context.Context, items []JobInsert) ([]JobInserted, error) {
+	return db.jobInsertManyWith(ctx, items, JobInsertOptions{}, false)
+}
+
 // StatementNames lists the statements of the table.
 func StatementNames() []string {
 	var names []string

@@ -174,11 +174,18 @@ func (db *DB) JobInsertMany(ctx context.Context, items []JobInsert) ([]JobInsert
 	return db.JobInsertManyWith(ctx, items, JobInsertOptions{})
 }
 
-// JobInsertManyWith inserts jobs in one statement (JobInsertMany in sql/jobs.sql) and
-// answers in request order. An item whose live key or unexpired idempotency key is
+// JobInsertManyWith inserts jobs in one statement (JobInsertPlain when no item has a
+// key, an idempotency key, a debounce key or a rate limit, JobInsertMany otherwise, in
+// sql/jobs.sql) and answers in request order. An item whose live key or unexpired idempotency key is
 // already held answers the job holding it (Deduplicated). A batch naming an unknown
 // handler or an impossible rate limit writes nothing and returns *InsertRefusedError.
 func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts JobInsertOptions) ([]JobInserted, error) {
+	return db.jobInsertManyWith(ctx, items, opts, true)
+}
+
+// jobInsertManyWith is JobInsertManyWith; a plain batch goes to JobInsertPlain only when
+// plainFirst (tests compare the two statements).
+func (db *DB) jobInsertManyWith(ctx context.Context, items []JobInsert, opts JobInsertOptions, plainFirst bool) ([]JobInserted, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
@@ -186,6 +193,9 @@ func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts Job
 		opts.IdempotencyWindow = DefaultIdempotencyWindow
 	}
 	p := insertArrays(items)
+	if plainFirst && plainBatch(p) {
+		return db.jobInsertPlain(ctx, items, p)
+	}
 	p.AsOf, p.IdempotencyWindowMs = opts.AsOf, opts.IdempotencyWindow.Milliseconds()
 	rows, err := db.jobInsertMany(ctx, p)
 	if err != nil {
@@ -273,16 +283,8 @@ func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts Job
 		return out, nil
 	}
 	if inserted == 0 {
-		rows, err := db.q.JobInsertProblems(ctx, dbsqlc.JobInsertProblemsParams{Handlers: p.Handlers,
-			RateLimits: p.RateLimits, RateWeights: p.RateWeights, ExtraRateLimits: p.ExtraRateLimits})
-		if err != nil {
-			return nil, translate(err)
-		}
-		problems := convertAll(rows, func(r dbsqlc.JobInsertProblemsRow) InsertProblem {
-			return InsertProblem{Index: r.Ord, Field: r.Field, Message: r.Message}
-		})
-		if len(problems) > 0 {
-			return nil, &InsertRefusedError{Problems: problems}
+		if err := db.insertRefused(ctx, p); err != nil {
+			return nil, err
 		}
 	}
 	// A key taken by a concurrent insert that committed after this statement's snapshot:
@@ -305,6 +307,75 @@ func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts Job
 		out[i] = JobInserted{Job: j, Deduplicated: true}
 	}
 	return out, nil
+}
+
+// insertRefused explains why a batch that inserted nothing was refused: an
+// *InsertRefusedError naming each item's problem, or nil when no item has one (JobInsertProblems).
+func (db *DB) insertRefused(ctx context.Context, p dbsqlc.JobInsertManyParams) error {
+	rows, err := db.q.JobInsertProblems(ctx, dbsqlc.JobInsertProblemsParams{Handlers: p.Handlers,
+		RateLimits: p.RateLimits, RateWeights: p.RateWeights, ExtraRateLimits: p.ExtraRateLimits})
+	if err != nil {
+		return translate(err)
+	}
+	problems := convertAll(rows, func(r dbsqlc.JobInsertProblemsRow) InsertProblem {
+		return InsertProblem{Index: r.Ord, Field: r.Field, Message: r.Message}
+	})
+	if len(problems) > 0 {
+		return &InsertRefusedError{Problems: problems}
+	}
+	return nil
+}
+
+// plainBatch reports whether no item of the batch laid out in p has a live key, an
+// idempotency key, a debounce key or a rate limit (insertArrays leaves the arrays of a
+// column no item sets nil): such a batch goes to JobInsertPlain.
+func plainBatch(p dbsqlc.JobInsertManyParams) bool {
+	return p.Keys == nil && p.IdempotencyKeys == nil && p.DebounceKeys == nil && p.RateLimits == nil &&
+		p.RateKeys == nil && p.RateWeights == nil && p.ExtraRateLimits == nil
+}
+
+// jobInsertPlain inserts a plain batch (plainBatch) with JobInsertPlain: every item is
+// inserted, or none when the batch names an unknown handler (*InsertRefusedError).
+func (db *DB) jobInsertPlain(ctx context.Context, items []JobInsert, p dbsqlc.JobInsertManyParams) ([]JobInserted, error) {
+	rows, err := db.pool.Query(ctx, dbsqlc.JobInsertPlain, p.Handlers, p.Queues, p.Inputs, p.Priorities, p.RunAts,
+		p.DelaysMs, p.MaxAttempts, p.ConcurrencyKeys, p.ParentIds)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	out := make([]JobInserted, len(items))
+	eligible := make([]time.Time, len(items)) // the answers' EligibleAt, one allocation
+	inserted := 0
+	r := insertManyRow{Origin: "inserted"} // one row read at a time: no pointer into it is kept
+	for rows.Next() {
+		if err := rows.Scan(&r.Ord, &r.ID, oneOf{&r.Status, jobStatuses}, &r.Priority, &r.EligibleAt, &r.Input,
+			&r.MaxAttempts, &r.RateWeight, &r.CreatedAt, &r.LeaseOwner); err != nil {
+			return nil, translate(err)
+		}
+		if int(r.Ord) >= len(items) || out[r.Ord].ID != 0 {
+			return nil, fmt.Errorf("pg: the plain insert answered item %d twice or out of range", r.Ord)
+		}
+		j := &out[r.Ord]
+		j.Job = insertedJob(&items[r.Ord], &r)
+		if j.EligibleAt != nil {
+			eligible[r.Ord] = *j.EligibleAt
+			j.EligibleAt = &eligible[r.Ord]
+		}
+		r.Input = nil // the next row's input is a copy of its own
+		inserted++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(err)
+	}
+	if inserted == len(items) {
+		return out, nil
+	}
+	if inserted == 0 {
+		if err := db.insertRefused(ctx, p); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("pg: the plain insert answered %d of %d items", inserted, len(items))
 }
 
 // insertArrays lays the items out as JobInsertMany's typed arrays, one element per item;

@@ -50,6 +50,7 @@ var statements = map[string]string{
 	"JobGetMany":                dbsqlc.JobGetMany,
 	"JobGetLiveByKey":           dbsqlc.JobGetLiveByKey,
 	"JobInsertMany":             dbsqlc.JobInsertMany,
+	"JobInsertPlain":            dbsqlc.JobInsertPlain,
 	"JobInsertProblems":         dbsqlc.JobInsertProblems,
 	"JobList":                   dbsqlc.JobList,
 	"JobListExpiredLeases":      dbsqlc.JobListExpiredLeases,

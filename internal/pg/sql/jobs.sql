@@ -197,6 +197,73 @@ SELECT CASE WHEN d.id = r.id THEN 'debounce_new' ELSE 'debounce_hit' END, r.ord:
 FROM debounced d
 JOIN req r ON r.debounce_key = d.debounce_key;
 
+-- name: JobInsertPlain :many
+-- Inserts a batch of plain jobs: no item has a live key, an idempotency key, a debounce
+-- key or a rate limit (JobInsertManyWith sends any other batch to JobInsertMany). It
+-- writes what JobInsertMany writes for such a batch (TestPlainInsertWritesWhatTheGeneralInsertWrites)
+-- without that statement's dedup, idempotency, debounce and rate-limit branches: at
+-- 5 000 jobs, 35 ms of execution against 45 (the fastest of 30 EXPLAIN ANALYZE runs
+-- each). The arrays are read in lockstep in the select list (a ProjectSet, where ROWS
+-- FROM first copies each array into a tuplestore); an optional column no item sets is a
+-- NULL array, read as NULLs. The batch's handlers are read once; one unknown handler
+-- refuses the whole batch (`missing`), and nothing is written. A paused handler's or an
+-- open breaker's job goes in parked, as in JobInsertMany. Ids are drawn in request order
+-- in `req`; the answer is each inserted row with its request position ord.
+-- Index use: handlers_pkey per distinct handler, queues_pkey per distinct queue.
+-- Cost: one heap insert + its index entries per job.
+WITH req AS (
+    SELECT r.ord, r.queue, r.handler, r.input, nullif(r.priority, -1)::smallint AS priority,
+           nullif(r.run_at, '0001-01-01 00:00:00+00'::timestamptz) AS run_at, r.delay_ms,
+           nullif(r.max_attempts, 0) AS max_attempts, nullif(r.concurrency_key, '') AS concurrency_key,
+           nullif(r.parent_id, 0) AS parent_id,
+           nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) AS id
+    FROM (SELECT generate_series(0, cardinality(sqlc.arg(handlers)::text[]) - 1) AS ord,
+                 unnest(sqlc.arg(queues)::text[]) AS queue, unnest(sqlc.arg(handlers)::text[]) AS handler,
+                 unnest(sqlc.arg(inputs)::jsonb[]) AS input, unnest(sqlc.arg(priorities)::int[]) AS priority,
+                 unnest(sqlc.arg(run_ats)::timestamptz[]) AS run_at, unnest(sqlc.arg(delays_ms)::bigint[]) AS delay_ms,
+                 unnest(sqlc.arg(max_attempts)::int[]) AS max_attempts,
+                 unnest(sqlc.arg(concurrency_keys)::text[]) AS concurrency_key,
+                 unnest(sqlc.arg(parent_ids)::bigint[]) AS parent_id) r
+),
+batch_handlers AS (
+    SELECT h.name, h.max_attempts, h.breaker_state, h.paused_at, h.breaker_next_probe_at
+    FROM handlers h
+    WHERE h.name IN (SELECT DISTINCT r.handler FROM req r)
+),
+missing AS (
+    SELECT 1 FROM req r WHERE NOT EXISTS (SELECT 1 FROM batch_handlers h WHERE h.name = r.handler) LIMIT 1
+),
+new_queues AS (
+    INSERT INTO queues (name)
+    SELECT DISTINCT r.queue FROM req r
+    WHERE NOT EXISTS (SELECT 1 FROM missing)
+    ON CONFLICT (name) DO NOTHING
+),
+inserted AS (
+    INSERT INTO jobs (id, queue, handler, input, priority, eligible_at, concurrency_key, max_attempts, parent_id, lease_owner)
+    OVERRIDING SYSTEM VALUE
+    SELECT r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), coalesce(r.priority, 5),
+           CASE WHEN h.breaker_state = 'closed' AND h.paused_at IS NULL
+                THEN coalesce(r.run_at, now() + coalesce(r.delay_ms, 0) * interval '1 millisecond')
+                ELSE greatest(coalesce(r.run_at, now() + coalesce(r.delay_ms, 0) * interval '1 millisecond'),
+                              CASE WHEN r.ord = 0 AND h.paused_at IS NULL
+                                   THEN greatest(coalesce(h.breaker_next_probe_at, now() + interval '1 second'), now())
+                                   ELSE now() + interval '150 seconds' + random() * interval '150 seconds' END) END,
+           r.concurrency_key, coalesce(r.max_attempts, h.max_attempts), r.parent_id,
+           CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END
+    FROM req r JOIN batch_handlers h ON h.name = r.handler
+    WHERE NOT EXISTS (SELECT 1 FROM missing)
+    RETURNING id, queue, status, priority, eligible_at, input, max_attempts, rate_weight, created_at, lease_owner
+),
+notified AS (
+    SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
+    FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
+)
+SELECT r.ord::int AS ord, i.id, i.status, i.priority, i.eligible_at, i.input, i.max_attempts, i.rate_weight,
+       i.created_at, i.lease_owner
+FROM inserted i
+JOIN req r ON r.id = i.id, notified;
+
 -- name: JobGetMany :many
 -- The jobs of ids (jobs_pkey), in no particular order.
 SELECT j.* FROM jobs j WHERE j.id = ANY (sqlc.arg(ids)::bigint[]);
