@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -62,10 +61,25 @@ func (v *validator) err() error {
 }
 
 // namePattern is what queue, handler, gate and rate-limit names may look like.
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
-
-// ValidName reports whether s may name a queue, handler, gate or rate limit.
-func ValidName(s string) bool { return namePattern.MatchString(s) }
+// ValidName reports whether s may name a queue, handler, gate or rate limit: 1-128
+// characters of letters, digits, '_', '.', ':' or '-' (ASCII), starting with a letter or
+// digit (the pattern ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$, checked byte by byte: a batch
+// checks two names an item, and the regexp took 4 % of a 5 000-job insert's server CPU).
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == ':' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 func (v *validator) name(field, s string) {
 	if !ValidName(s) {

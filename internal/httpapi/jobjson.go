@@ -20,6 +20,7 @@ type batchInsertedResponse struct{ body []byte }
 
 func (r batchInsertedResponse) VisitInsertJobsResponse(w http.ResponseWriter) error {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(r.body))) // sent whole, not chunked
 	w.WriteHeader(http.StatusOK)
 	_, err := w.Write(r.body)
 	return err
