@@ -3,8 +3,11 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/oapi-codegen/runtime"
 )
 
 // UnmarshalJSON decodes a batch as encoding/json decodes the generated struct, without
@@ -238,3 +241,29 @@ func (d *batchDecoder) integer(value []byte, dst **int) bool {
 	*dst = &d.ints[len(d.ints)-1]
 	return true
 }
+
+// bodyCodec is the generated handlers' JSON (encoding/json), except that a batch body
+// goes straight to JobBatch.UnmarshalJSON. encoding/json's Decoder scans a body to find
+// its end and Unmarshal scans it again to check it before calling UnmarshalJSON: two
+// passes over up to 32 MB that the batch's own parser does not need, since it checks
+// everything it reads and hands whatever it does not take to json.Unmarshal. The two
+// passes were 9 % of the server's CPU in a 5 000-job insert. Any other body, whose
+// UnmarshalJSON may rely on encoding/json's check, still goes through the Decoder.
+type bodyCodec struct{ runtime.StdJSONCodec }
+
+func (bodyCodec) MarshalWrite(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
+
+func (bodyCodec) UnmarshalRead(r io.Reader, v any) error {
+	if b, ok := v.(*JobBatch); ok {
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		return b.UnmarshalJSON(data)
+	}
+	return json.NewDecoder(r).Decode(v)
+}
+
+// The codec is process-wide (runtime.SetJSONCodec is not synchronised), so it is set
+// before any goroutine can decode a body.
+func init() { runtime.SetJSONCodec(bodyCodec{}) }
