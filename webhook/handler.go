@@ -15,14 +15,23 @@ type StepFunc func(ctx context.Context, req *StepRequest) Response
 
 // Handler serves a step webhook: it verifies the signature with secret (401 when it
 // does not match), decodes the step, runs fn and writes its answer.
+// The secret's key is decoded once and its HMAC states reused (a Signer); a secret that
+// does not decode answers every request 401.
 func Handler(secret string, fn StepFunc) http.Handler {
+	signer, signerErr := NewSigner(secret)
+	verify := func(h http.Header, body []byte) error {
+		if signerErr != nil {
+			return Verify(secret, h, body, 0) // the same answer as Verify: header problems first
+		}
+		return signer.Verify(h, body, 0)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+		body, err := readRequest(r)
 		if err != nil || len(body) > MaxRequestBytes {
 			http.Error(w, "unreadable or oversized step request", http.StatusBadRequest)
 			return
 		}
-		if err := Verify(secret, r.Header, body, 0); err != nil {
+		if err := verify(r.Header, body); err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
@@ -35,4 +44,17 @@ func Handler(secret string, fn StepFunc) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(resp)
 	})
+}
+
+// readRequest reads a step request's body, into one buffer of its declared length when
+// that is within MaxRequestBytes (a longer body reads as over the cap).
+func readRequest(r *http.Request) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n <= MaxRequestBytes {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	return io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 }

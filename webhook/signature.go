@@ -130,27 +130,54 @@ const DefaultTolerance = 5 * time.Minute
 // the space-separated v1 signatures must match and the timestamp must be within
 // tolerance of now (DefaultTolerance when zero).
 func Verify(secret string, h http.Header, body []byte, tolerance time.Duration) error {
+	id, unix, sigs, err := signedHeaders(h, tolerance)
+	if err != nil {
+		return err
+	}
+	key, err := secretKey(secret)
+	if err != nil {
+		return err
+	}
+	var buf [64]byte
+	return matchSignature(sigs, appendSignature(buf[:0], hmac.New(sha256.New, key), id, unix, body))
+}
+
+// Verify is the package's Verify with the signer's secret, its key decoded once and its
+// HMAC states reused (Handler verifies every request this way).
+func (s *Signer) Verify(h http.Header, body []byte, tolerance time.Duration) error {
+	id, unix, sigs, err := signedHeaders(h, tolerance)
+	if err != nil {
+		return err
+	}
+	var buf [64]byte
+	return matchSignature(sigs, s.AppendSignature(buf[:0], id, unix, body))
+}
+
+// signedHeaders reads the three Standard Webhooks headers of h, the timestamp checked
+// against tolerance of now (DefaultTolerance when zero).
+func signedHeaders(h http.Header, tolerance time.Duration) (id string, unix int64, sigs string, err error) {
 	if tolerance == 0 {
 		tolerance = DefaultTolerance
 	}
 	id, tsText, sigs := h.Get(HeaderID), h.Get(HeaderTimestamp), h.Get(HeaderSignature)
 	if id == "" || tsText == "" || sigs == "" {
-		return fmt.Errorf("webhook: missing %s, %s or %s header", HeaderID, HeaderTimestamp, HeaderSignature)
+		return "", 0, "", fmt.Errorf("webhook: missing %s, %s or %s header", HeaderID, HeaderTimestamp, HeaderSignature)
 	}
 	ts, err := strconv.ParseInt(tsText, 10, 64)
 	if err != nil {
-		return fmt.Errorf("webhook: bad %s", HeaderTimestamp)
+		return "", 0, "", fmt.Errorf("webhook: bad %s", HeaderTimestamp)
 	}
 	at := time.Unix(ts, 0)
 	if d := time.Since(at); d > tolerance || d < -tolerance {
-		return fmt.Errorf("webhook: timestamp %s is outside the tolerance of %s", at.UTC().Format(time.RFC3339), tolerance)
+		return "", 0, "", fmt.Errorf("webhook: timestamp %s is outside the tolerance of %s", at.UTC().Format(time.RFC3339), tolerance)
 	}
-	want, err := Sign(secret, id, at, body)
-	if err != nil {
-		return err
-	}
+	return id, ts, sigs, nil
+}
+
+// matchSignature reports whether one of the space-separated signatures sigs is want.
+func matchSignature(sigs string, want []byte) error {
 	for _, s := range strings.Fields(sigs) {
-		if hmac.Equal([]byte(s), []byte(want)) {
+		if hmac.Equal([]byte(s), want) {
 			return nil
 		}
 	}
