@@ -366,6 +366,13 @@ func run(o options) error {
 			}
 		}
 		cmp.InsertJobs = pair * o.jobs
+		if peer != nil && ours {
+			// River's table is vacuumed now as well as before its own drain: its new rows
+			// would otherwise draw autovacuum to it during ours.
+			if err := vacuumAnalyze(ctx, o, riverDB, "river_job"); err != nil {
+				return err
+			}
+		}
 		if profiled != nil {
 			if err := <-profiled; err != nil {
 				fmt.Fprintln(os.Stderr, "bench: insert profile:", err)
@@ -383,6 +390,12 @@ func run(o options) error {
 			cmp.Ours = append(cmp.Ours, d)
 			if st, err := receiverStats(recvAddr); err == nil {
 				cmp.OursBody = st["last_body_bytes"] // the last step of our drain
+			}
+			if peer != nil {
+				// Our drain's dead row versions would draw autovacuum to jobs during River's.
+				if err := vacuumAnalyze(ctx, o, db, "jobs"); err != nil {
+					return err
+				}
 			}
 		}
 		if peer != nil {
