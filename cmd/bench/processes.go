@@ -147,7 +147,7 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 	s := side{name: fmt.Sprintf("%d processes", n), pids: pids, database: database,
 		start: func() error {
 			sampler.start(ctx)
-			return call(api, "PUT", "/v1/queues/"+queue, `{"paused": false}`)
+			return resumeQueue(api, queue)
 		},
 		// The receiver's count first (no statement), then one probe that every outcome
 		// is written: the poll reads no jobs_pick entry.

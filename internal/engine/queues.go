@@ -107,6 +107,26 @@ type QueueSettings struct {
 // SetQueue creates a queue or changes its settings (a *ValidationError for settings out
 // of range; nothing is written) and answers it with its counts, in two statements.
 func (e *Engine) SetQueue(ctx context.Context, name string, s QueueSettings) (Queue, error) {
+	q, err := e.storeQueue(ctx, name, s)
+	if err != nil {
+		return Queue{}, err
+	}
+	counts, err := e.db.QueueCounts(ctx, &name)
+	if err != nil {
+		return Queue{}, err
+	}
+	return queueOf(q, counts), nil
+}
+
+// SetQueueWithoutCounts is SetQueue without the answer: one statement, and no count of
+// the queue's jobs (which reads the whole jobs table: see QueueCounts).
+func (e *Engine) SetQueueWithoutCounts(ctx context.Context, name string, s QueueSettings) error {
+	_, err := e.storeQueue(ctx, name, s)
+	return err
+}
+
+// storeQueue validates s and upserts the queue.
+func (e *Engine) storeQueue(ctx context.Context, name string, s QueueSettings) (pg.Queue, error) {
 	v := &validator{}
 	v.name("name", name)
 	if s.MaxInFlight != nil && (*s.MaxInFlight < 1 || *s.MaxInFlight > 100_000) {
@@ -122,7 +142,7 @@ func (e *Engine) SetQueue(ctx context.Context, name string, s QueueSettings) (Qu
 		v.add("step_bodies", "must be one of failures, all, off, got %q", *b)
 	}
 	if err := v.err(); err != nil {
-		return Queue{}, err
+		return pg.Queue{}, err
 	}
 	p := pg.QueueUpsert{Name: name, Paused: s.Paused, MaxInFlight: s.MaxInFlight, Batch: s.Batch, StepBodies: s.StepBodies}
 	if s.Retention != nil {
@@ -132,15 +152,7 @@ func (e *Engine) SetQueue(ctx context.Context, name string, s QueueSettings) (Qu
 			p.ClearRetention = true
 		}
 	}
-	q, err := e.db.QueueUpsert(ctx, p)
-	if err != nil {
-		return Queue{}, err
-	}
-	counts, err := e.db.QueueCounts(ctx, &name)
-	if err != nil {
-		return Queue{}, err
-	}
-	return queueOf(q, counts), nil
+	return e.db.QueueUpsert(ctx, p)
 }
 
 // ListQueueSettings returns every queue's settings without its counts: what the

@@ -1334,6 +1334,9 @@ type IdempotencyKey = string
 // JobID defines model for JobID.
 type JobID = int64
 
+// Prefer defines model for Prefer.
+type Prefer = string
+
 // BadRequest defines model for BadRequest.
 type BadRequest = Problem
 
@@ -1391,6 +1394,13 @@ type ListJobSignalsParams struct {
 // ListJobStepsParams defines parameters for ListJobSteps.
 type ListJobStepsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// PutQueueParams defines parameters for PutQueue.
+type PutQueueParams struct {
+	// Prefer RFC 7240. `return=minimal` asks for an answer without a body (204), where the
+	// operation offers one; any other preference is ignored.
+	Prefer *Prefer `json:"Prefer,omitempty"`
 }
 
 // GetQueueThroughputParams defines parameters for GetQueueThroughput.
@@ -1552,7 +1562,7 @@ type ServerInterface interface {
 	GetQueue(w http.ResponseWriter, r *http.Request, name Name)
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 	// (PUT /v1/queues/{name})
-	PutQueue(w http.ResponseWriter, r *http.Request, name Name)
+	PutQueue(w http.ResponseWriter, r *http.Request, name Name, params PutQueueParams)
 	// GetQueueThroughput Steps finished per minute on the queue (getStepStats has latency and any bucket).
 	// (GET /v1/queues/{name}/throughput)
 	GetQueueThroughput(w http.ResponseWriter, r *http.Request, name Name, params GetQueueThroughputParams)
@@ -1780,7 +1790,7 @@ func (_ Unimplemented) GetQueue(w http.ResponseWriter, r *http.Request, name Nam
 
 // PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 // (PUT /v1/queues/{name})
-func (_ Unimplemented) PutQueue(w http.ResponseWriter, r *http.Request, name Name) {
+func (_ Unimplemented) PutQueue(w http.ResponseWriter, r *http.Request, name Name, params PutQueueParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2721,8 +2731,32 @@ func (siw *ServerInterfaceWrapper) PutQueue(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PutQueueParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Prefer" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Prefer")]; found {
+		var Prefer Prefer
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Prefer", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Prefer", valueList[0], &Prefer, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Prefer", Err: err})
+			return
+		}
+
+		params.Prefer = &Prefer
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.PutQueue(w, r, name)
+		siw.Handler.PutQueue(w, r, name, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -6272,8 +6306,9 @@ func (response GetQueuedefaultApplicationProblemPlusJSONResponse) VisitGetQueueR
 }
 
 type PutQueueRequestObject struct {
-	Name Name `json:"name"`
-	Body *PutQueueJSONRequestBody
+	Name   Name `json:"name"`
+	Params PutQueueParams
+	Body   *PutQueueJSONRequestBody
 }
 
 type PutQueueResponseObject interface {
@@ -6292,6 +6327,22 @@ func (response PutQueue200JSONResponse) VisitPutQueueResponse(w http.ResponseWri
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
+}
+
+type PutQueue204ResponseHeaders struct {
+	PreferenceApplied *string
+}
+
+type PutQueue204Response struct {
+	Headers PutQueue204ResponseHeaders
+}
+
+func (response PutQueue204Response) VisitPutQueueResponse(w http.ResponseWriter) error {
+	if response.Headers.PreferenceApplied != nil {
+		w.Header().Set("Preference-Applied", fmt.Sprint(*response.Headers.PreferenceApplied))
+	}
+	w.WriteHeader(204)
+	return nil
 }
 
 type PutQueue400ApplicationProblemPlusJSONResponse struct {
@@ -8443,10 +8494,11 @@ func (sh *strictHandler) GetQueue(w http.ResponseWriter, r *http.Request, name N
 }
 
 // PutQueue operation middleware
-func (sh *strictHandler) PutQueue(w http.ResponseWriter, r *http.Request, name Name) {
+func (sh *strictHandler) PutQueue(w http.ResponseWriter, r *http.Request, name Name, params PutQueueParams) {
 	var request PutQueueRequestObject
 
 	request.Name = name
+	request.Params = params
 
 	var body PutQueueJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -8782,214 +8834,218 @@ func (sh *strictHandler) GetStepStats(w http.ResponseWriter, r *http.Request, pa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H2Nchs3muCroHh7JXLToijFzsZSTd0q/kmc8dgey6nUXugjwW6QhNUEOAAoivG4ap9m3+Be4B5ln+QK",
-	"3wegu0k02dSPHc+4pmois7vx+/3/fmilcjaXggmjW6cfWnOq6IwZpuBfzzM2m0vDRLr6M1vZXzKmU8Xn",
-	"hkvROm2dE8XmjBqy5GbKBTFTRjRTV0wdaMKLj8mSi0wuSfvHpy+f/PLm/IcXTwfPnzz9y+tXb5++fPwf",
-	"g1+fv3zy6tekLzI2povckJMH0w6hQi+Z0jDqezmC/16yFRlzpQ2Z0YwlhOZaEjo2TBFuyJgLrqcs6/ZF",
-	"K2lxu8QpoxlTraQl6Iy1TstbOrR7Slo6nbIZtZub0esXTEzMtHX68Pgkac248P8+TlpmNbcDaKO4mLQ+",
-	"fkxaP8vR8yf2Q5hpTs20mIdnraSl2N8WXLGsdWrUgpWnGks1o8a+J8x3D1owF58tZuWZuDBswhRM9RJG",
-	"jc4E/9k2178oNm6dtv7HUXHVR/hUH8G4H+0Mium5FJrBxf9Aszfsbwumjf1XKoVhAv6k83nOU2rv/2iu",
-	"5Chns2/eawsMHxrO+Bq/wkmr4PR2yshIZivCNRHSkCua84z8fPHqJWlLRaYyzzTJqKHuxi1AwNMrmi9Y",
-	"p9v6mLQeSzHOefrJ151OqZgwkso85xnTgBGwQMW0XKiUHWiSLpRiwhBtqGGw2mdSjXiWMfGpl3v++jng",
-	"0pRqt0qaEZ3KOTtzW9FEMJYRKgjNZlzYt2HJL6V5Jhci+5QrfimJXqTTcJawEP/+J1zHuSBvnj0mjx48",
-	"/DfiBoelvJXyBVUT9rmQRV45bND8d0ZyPuMG1vWLoAszlYr/zj7pfZ0vzJQJ48aHFQpCRQZrHDGq7HLl",
-	"JRNEqgCKXJMZ15qLSUKWSoqJfajYlbxkmdvNXMmUaU1H+Sc/aoXksEKazsiQKSWVHhJLhDVhNJ2SEc3I",
-	"mLPcLvqjp8NAVc9fP3dsdK7knCnDkdqmilHDsgE1FdaQUcMODQfqvsZ8EstfYmxknXUkrZxqM1jo7cOL",
-	"RZ7jqSLz2JhOOP6z8WCu2Jhfb4oGb5FZH2jHrtMpVTS1gkU3th13z7daI5Av+zkTlpH+1gLCBayRZq13",
-	"MQ5eMM3fkGM7ZopDhd0l5StaO9LK2otJ5Og9S41dFt76YxgAQDXLuD0kmr8uQcGY5pola4DhT70kmJz0",
-	"ejsEk1sfROUMdu0IwJDm+atx6/S37RjmwP9jsg7/lzHZ0gEQaU+yy8F//+d/dU6JnsqlIFKkLCHaSMUy",
-	"IkW+IlQTajnZNAJaa3uzU21u6V3Y1AuOIk91gXTOB5dsBX9zw2Z6FzEJW/UzUaXoamM1YdzoKYP4e76k",
-	"3OwEm+rRvabqMkjNC2F4TijRfCJoDoQqI1yQIf6gh4Qqxa+YJm0qVv615dQS5xk3hmWdvpCKDC0ayoUZ",
-	"kjnV2r4umGU7lTe75JzMqEmnXEz8UGZKjZsjI8spz5ldW19ow+ZEUUGW9JJpK75TA5eL0nv1BtxiKxew",
-	"J1ZUbyJpgRS2Uz52RMeKmTAIHsKuz54sFPAiuPGam30iBdvzYp+BfhOuFmTMoWJ6kZvhGaFkTkG+5JoY",
-	"afnP+iniq/vtuX4DzyjP990A5XlYvpDLBPYgF4YoZtSKi0mTbQDTvatdvGTX++LXmwWquoJdW2GezUkb",
-	"FZJhxnK6GnYSklIF2yFDALPh5ibg1eZwdCN4rd/1G3vcN9y2pjOG26YTygWp7J202TUuitOcjGh6Kcfj",
-	"KpE4s7ieyoUwGtQLY9hsbu7ghO4ULi7mdCn2PKHnQjNlyDCd8jxTTAxB6J1vkmNLOVdECkbk2D6agSIW",
-	"zBcbR+EHbMyAYPWP7Vd2RzN6/Ry/Ou71LKm8A1q4xsrCCuOsbAUfbRqQxKqkwZO2lfEs3is2tvJVx57E",
-	"9eFEHrohrUjffUOXf7FawITZsX9QjF4yFZGqpdAsXRh+xQZjyvOFwt83RWSLxwOrNTAnf1YX+WrORIIg",
-	"HLAe3iYzuiITeUamNB8fyupraiGEJQD4Jtdkwq+YIIs5GUtFcqkB4m8m6dqpbiks2yF0ROriVo8BNQ3P",
-	"leBclbXWKxtzutBsAARhH8SFz7K4DOjXoQ1dWYFvzoQ7QTEBrZcKUpr2jLx+dfGWdLvdI8vtZqwkE46k",
-	"zBktzXirE3RDKEadnrn7CwAxe1zqiuZ7HVDly8GMXt+Ic1RPN82lZhlJaZ5rR5EsVT/DM7ZUSyNtQppV",
-	"hX0E+gG8GoQ6B+xqIUDL8+oHTtRCoGslrfBlRBdJWmaqmJ7KPIsh6xrVKd7dON3ooVUh1J9MEqcVZTxb",
-	"JxIegQLslkFqHTZiJNGRrdeLfYUPixNTKrIcjOwpV+mCm4Al7Uym+micy+VhKoVRMu/OLMelI21FKrBL",
-	"aHLJ2NzeF1dIeDcZzhoiN1PwCph7t2ERqtCTMgLDTEhy3LYcvHGDnMAicXZG+q2e7rcIKh34UZc8cf6C",
-	"42k3jmC3Xviv1J4uG0uFEI7WDIRzObbyC2zI7e6MZHIxyllGRiu0BlloYhl+UKz3oe7Wo/Wt12xBBE5X",
-	"G7LE9Zslszht5ysd20M0X1YwrjrU4wIxiEcM0k6lECwF2x4awBLiFCOdkIfX1x1U+uBkSrzkjPSIWSgB",
-	"yp4cj0v317MgOKPXzgfS66GcErwivahXZBOrFvnlM557qG2OVU+B/AF6EM0MEVQpudTOo5XjZs+shpoz",
-	"qq2eyhJitWKa58MEARXJ0iYu0TyPSD6pHcSRXe/donimYMy0OCHPwNiYytmIC6s9W4VPmilTDpPjzC0Y",
-	"qzz6rt0pPgZ1W6H0XiuKbFBnPzaiRP3g+Lz5uA73m/mrktYlWw3qTI8/y5Emy6nUaEDShirjHDLcODhr",
-	"7udLWn9bsAVrujDLURYRweoxFSnLT0EstEJCQtg1IJaYJIRaLOVi0iWgl506qmHVSPtVjlDVSPD/WY4u",
-	"cAkfYWNe7o9YoqLYU3L77WGoHAec27a2EnZ+TFrgpsCDAiKAaB+jZTMJ/l5nVnpvr9dMuSYj+xMx9JLp",
-	"TfKx06ValiPc+t/VHoq3m6yrZVRMYoIrgKB7StrU3aNXei2q2/eZyKj9d7jl4DWcdbpR+XoWxbm/VI5G",
-	"sRnl4gzkOqehGwmnVIhwcHIx4rGh1eEG3cyx83nCRnIhUnYjVbnkJwWrQuYGA8RNZZ7TuWaECyNBWQaj",
-	"FwibKBzMmci4mPRF26MVKNwoI6Q55TOWdU6REU/Axmm/M5pwMV8YVM4Xeoq/j2h6SYzsi+GcKS6zIRkr",
-	"OUMrFY6YU+M1juGMXg8s1g5LvmiO6j/wvhnN7Cq75O2U9YVduJWKwb5JwgRW6Qdrqrt5IYlgSz9O21Jn",
-	"U5qqk4Tj6gu7GG1wJ2cwfZkxEAryiqWBaGGIL+6VXY47qKQvAny4l2dgmaWwqPdyBJvxvrpJLkc0J+2c",
-	"XzIyvGSrYeeUcJHmi8wZeL04x4U9XiNR7HS/akLnVJkueSmNM2TaMRIyLMWNDOxPcA4w4FrsBsHYjk5C",
-	"hmohBtQMgSOjHSpmRHZ+hj3Jvz/+vfQ1uOC9rMTrXoowSBTp/JeRkJwfJcncY/SaU036rYe93kz3Wwnp",
-	"t77tuT+Op9/2Zv0WqGrXdDa3qqt9CgqMMUzZAf9P+7fe4aN337T7/S7+1flfbaH/vtB//3//V/99pv+u",
-	"/z77+7TT+eZfYnz9mQXHp94wt841WEzmfE2tlDN24jbLs4Sw7qQL1O3o26O54lJxs4r6EWfOMLTpqtyg",
-	"+Ay0Rv9B7JR/dGrzmjh3RXnuXdBr5m3FGNG5NNqSjTgJv4mz1wHuxu+BhW5Oo6dUZTX2rsU823MJUfjE",
-	"2cNUSelk1hympQnrzjnueJtYItfY6An3tcvnhkPWLaOJPl5dYriDLdrLcbL1hnbt6QLfXN8Jzly3k4sw",
-	"fCFfbVj0vYpjD+VAO9C1rAMkFfCvViSr7x7s2tVPSN4fSzHmk80LdQ6BwYhqtg9B9d/tafkaFcbhrYKp",
-	"e+2G6Gk5hPNi1FmYt4RPXHG50APNUsXMgF3PuWI6aof+BcwiwcDsPyX4KdGG5zk4XbUVOZU0cAwHGB6U",
-	"03nn5gZnnCK6g709ojehP0lrofLdRN1FLth3w5qLFa5dVFIFxiqMFaCzHylz4B+nZl70aUzQqsi0i7KF",
-	"4bcsbH/69ofGWLudCAJWSPFOOhxgu4puF3wCDhyHXu3lVLN0QL4h9iS+ewDWP28OOv6OjFaG6c4ZmTDB",
-	"FJhAAFPR8LpmdYBwhZKIhUP/dn74v+nh773DR98cvfvmTx96ycnHqEx1E5RTERvU1Jj56dGRlZrtn9r+",
-	"/cubF6iOGTZHVvD61cVblhEjNzbx4PuK8Pz9LrHBLiIKm4zmdoB1fHHq3WDGJ7iTGupa2Fy2z+/eiy3h",
-	"ZzmKSHoIUhEh28Gal1KLwF42PyU91PIo+sjtxeQM7G0uABI0LKv6CWnQOsWyM0KD+xfUXKsradBVcwtg",
-	"dqgD7X3lOi5auqe39Gt5Y1QcI1wIEXru3Zuol1O72LFUzov7J0LFqlOxW21GFcbXEtzSaBgZuNhLVvYI",
-	"lc2dUuAFoMLYyBV3EzbvjROD2ni1ivkiROlQ7fRpr+a3nTcGCISQgnWiugzL+YSP8rhT+lcgLsGcCDPN",
-	"6Mr+cOYMTDTLufBeCrgrdzXVeW8GJTeItUhaHsJvBZ8lS/HNo2LBbLLv8psCl+UJbE2Uu9lecSS5FLjf",
-	"ne/vlkQxtmpQc1A1E5S/dzS5HJESecvp6PGnwaC+GQZMDRsEjaqZI+wNaI8zbt6wcY0z7L0chUBkOwWG",
-	"yJO2ZowUU2pAh5ojKFhF6YNNtEQ/UmkOTwUyRZcaLIpJyY84YpZ8FiPWkIZGwmL1HDaJ6U2C/zB8PVvk",
-	"bOBVmM3T9a+UbIt+1yV6Q0mac7u1jGfbDrocxuymNjy9jE9tn3gmXL+MW+g9N4kRLcSRxo4ay95jzlcv",
-	"OoA0Fmf6N1GmlvSSxVjKCoMvL50MAhZr8CCcumDehHi8Dx7fBlcZC7RHGlBQ83BsJeJRZYGeaBdRGw6i",
-	"PTNyxxjkoE2FD+1W6/JCmShGCFy9AlhlaDVi5Q/UpNM9da73ctRcSfxZjtCZEo302+4CLF8LTLptE3Ve",
-	"sJutlmU7FdptK3rCjA8/bsQlrIC/mXngL3ngLzLOsMJrRhqa1yghGKE+cPDTUA7xX4WBd36zrtNUBthc",
-	"xsbik8im4xkRBWDtB70ReXxPl0tW8ilu1XD9e/DNntHCe0YcrLmlIkohmlLjTirStpoROqwBTzoopbun",
-	"Sw6+QYxdPLo6PrKgf4NQhUZirY/GLSTadbajFMvRgXTJVlY11SyVIvNuQXTBUpLzK2TzmJnLIYof4nuA",
-	"BTvOewN3241tOWW5c3uyn3tv3/COqoC6jzi2VWy8YFdM0bwkOGrSxmzCRXrJMC+mc+ptCs6VnK9QtMIg",
-	"IvcmJPj0hb8STZaMT6YmAfMD11ZH5VakAOc2zfMQge7y98EbDLFNzv0tWLcvCi9tsY8hadvxpWCHKLxa",
-	"2tU5JRN+ZaXakTTTUiy3y8m/iSRbMLXvI2ItuH5v6MjyNKCGyQROdUs24+lZzNmpGAj8YBxSC1bY9x2y",
-	"+SiIDMMgqA96AMSTY7jist0hHhKWsWyBGbJxK8rauVRer+UOr52n9XbiQExXgWDbdKG0bKL3xsSG6hg1",
-	"93sRJHUfquztKeASd/FZrZJNLGllUtinGKHV8jaqnGXRYOYXVoF/em2YyPDg15yHTS0F23e8MUxsv7AU",
-	"i1H7cXPI066sa7EAQXn7kvCz2DpeRhXJF8wYpnRCMj7hRifkYHCQkIOu/b9T+3+HB2fk+PD45Pu1VOKS",
-	"Gb0woL8r/hx0Tw/ffeglxyf/FremV9Q3ezZi5RA9fkoIgrvMBCX435byAoTWjrWpRm2ixabBJPwiFrMR",
-	"sMBN1N6Mxa5fwY5cm1cLk8oZO4f41CyK+oPGJri91eRNNEeNbYtZ/3VJHghu8IfrB9JDhgommYq7+9H2",
-	"CORKDYp1iu/Vk7jltDmFLAXQRAglF9pQJylHrReLGjug4SaPf4U/fCiFBC2UOJ0wkS2Uhc5TV1/hFGog",
-	"oDi9kxqsIJ0eJ916Y3/10ti6F9Jp0RHlDIIqdx0jjPsYX72Fm5+LwTi38tSefn6ZZ0ybgWcvd5B4FPeF",
-	"KGaYiEeGvZ0yArLugZXJ3GtWgij7nXTw3mAdJ+KwpqHFzrD5YCQzd2lbExQNm/8Ab14wY7yT/7aBSS4A",
-	"IOTkVK8scWBUXWiAoOgt7ef+L0PZpjux5FhrQB8LwaLZ+5nLJ2/waiHaNHvfCTvNXg4i1A2sGXcjfq3d",
-	"RzwYA1ChORlGurTLYuUGrV3KTcIvHOGLRG5Jwcicp5eos2lCDYTKb8TC79KaNwjbmnIKoQB2MkcTXBke",
-	"Zx92RRs283d2KutN6ditE6J+kktIiMK0AU8Eq3SPKqs+zU3INAu2DFmta1eqYffm6dunL98+f/Wye3vq",
-	"F0vIsIpwKLznpJdWK1oJCpT/Aw2e51I1vsKgEDPFbBDwoHlHODDMEBFo/8xWzuAzpVeMULeWhhnDo4XS",
-	"a9QeMuiKl4NoeyOmXcuRlfPsNJj3rtiSQrcFbjkJJ7ofiwlXFCdra2am/ewtO+lbefSti7sBofOAsJbb",
-	"IrXBWmE6gBbaG6tePX9561G4dXSouF0VTY5+66bMMpaROVPOBNps0qja4GeMHGkAiq1nur/u7sy7u+7e",
-	"lSryqNLEDopGxSaD/4pvRlGibru/soIT1cUuuwsKxUEhVQVMltzoEg3aNyz7wrmR76ZMW6qkiJKfrVEs",
-	"NwlOgaJkWxTw3aEdMILh6eX9VIoDe1xhrd3kYRAXZ+dvnjXqIpvLFjx9ycEHnOdyGTXJbRM76iNT7Ap+",
-	"dxL2ZnDyHTEIgJbSXGX3uHeYeye433pJ2ymf8Np1VuFjP47jMSLOcHzYRXN2EzBsF7cpht62rP1ZjUfK",
-	"Kgg+dKlzCfkOXR1I8Z1dKCGU+PelIu1/n8qFylcdIhXpt/4dXTCQWVVNp/rXo4fkX/F/a+GzD7/b6Qvb",
-	"10W5p/evhD2FeImIs05tLVa5dEAhgeCOpSIUA3CK+h/+xg50kZ5gX+YanIXloiB74GlYnLvNLXjb5JjK",
-	"qFzs+5e3j1uReq/Pz1+eE/9FyKd7urAAdfSaKr7upv3uwS5kd1i+zfd0ATHnb1wKx57gXbrWxhViamLg",
-	"kSwvQwx8NLi9c5fR7TE1COOO4xWeFrPasOD7rKpan9BDV7mk2d4xY+xvm6f/hFmkUSsiFQYJBLXuvRyd",
-	"kuOEnCTk2//+z/9qomrFgrDsrElhNMOVrzGHcMjvam8m7geMlWzcyhbwlncyBTds/XIuGFanvv9Cqw0v",
-	"O5DcpjJwsY8ffOH9/aX+PeMuPs8RYPzd7oMwt3U2wUDN31/Ky7poV0yCgPjS9RwIb75sUFmhWFBSeLJg",
-	"1ug5FOX89iuzcI4Bm6giSRdTcAYqEvBMKLI5Za7k5oEmC5EzDbE8mOYhRaQ6VIMIr0hM1z3HZ91D6BNp",
-	"C8v1MchmNjerTiMr2h85hGmPAJgLF5RcmxQVseYF62czm21hB62J3HezHehQgB1q3vtUKmwRcqDhV1d8",
-	"McD2gSYlkyzRaGkFIy9GPKGrC8pmLLlmnS75CcLx0BiMNT/s26cw169sNJXy8hBoklkohtFUWNcYDA+m",
-	"UpoNZaZGKQW+XsOgkidVmKjuLdlmU+MwZj4o/Ma7jQaNKarE2IFNnLNaqyuBlBBtCV1CMqivNaY8T7Ay",
-	"MEQpUF+C7NQHnyeQuDiA80lIUZbM/1IOjMlQUIp5ydW+cqKP128kZK0HpfuTqJ52ZSHV26sCSBHu7rCt",
-	"Dnexju2eDONXqNaNYYZLhPjQiAe1YlguOen1Tgm7pqnJQyHbyE32xcZVdskv4lLIpSiXqnFBgqRtCqSH",
-	"j7RVt0Y0G/j+NB0MJJzR6/JejoGsrv0Scb/uZhBF0fWST3X3J1DN27lKm30B5bOdXazZF1CqGp1jatXs",
-	"E6zzbCHWlzPe/Q1WPo5rYgW93vQ8lCqH7UP8VzWkHyNdcdADjRFLSPwtbRU+mRHsEII4pCKKzSVkWpqp",
-	"kovJNOTf2tkaJng5SLuznVS4VDknynIeBgmiArAEytxQT9yQ5HnMKIhb5ww2Xd4Y5pT5M5hLbU+g7Wur",
-	"W44ILpQm+193T7hbLR3Lu62A4R2aFeNKqabqOrnh6TSkNZcLk3p+b1m9n5o4Vu5bjVkImXJtpFqRdkrn",
-	"c6xqWPLQXrx9+nrww6sn/zF4fP4aCoElZAIynSukxVUYYU6VATLZOS1qXWIeNpr3PF0CZ2fGM0jgZhAX",
-	"H6F99vos/TiDKOvyOPCjHI/dj8LJ2N4yVjosmueWYYzHmxaypHV9aL84vKIKRHX7aXENz4pBih/PYbji",
-	"36/swMXtRVrTjNyvewkejoWuM/r3WooivBnEMCiaYA9eM4vW2OrLdzWCY8bWXgkx7NoUolrxkmVV9jw6",
-	"5ROEzj9Jy36z38GhdlAcyFsYAfTH32v0QbsQK+3x35mFA9yRJ1HQwShlICK2Q7UI1xYMQTql88QTMSQU",
-	"2M6Jm5oagEYtRIjjrukJZUlKuUB2XQBDFT3a35M/8x/IaBWivnzSQLqAAm4YRbBDs3XXnyDsuKMrL7uO",
-	"fgT99tbdHu4oSbxpvvcNM2tvGf8KwmXhH0JLShAm13Ij6878NnUvuHbNL44BfousZqNWnbsrfvbHz/ff",
-	"nXVf71e8YYZxg3Rh0u5V7yV6J81ycz1wbU+vXc/PLd12HfxBUkIE0LBtnWaaTBlVZsQoSgJexHFFLfRK",
-	"pFMlBZTBsrDo2muETIhI85i9ky2S2+VAJK0diRn2HF4V2vGeteBBxfXd9MaFXGRPq6yfIW9JsFlWTL3r",
-	"i3ahNXZi9TO/alD7aVAlwImrNwcar68L71XCHm6ZZGNvssYtY2lDc6eMRfmdLhkYsm4ZpYrSNdKKA1tI",
-	"fl2DTSc9aazVcX3oftdd7dW5+kY5dXVAihIGIKP5+E4Dqgc1ZCzzXC4BTew9HmjyXnIB8htUoj7u9XrN",
-	"y3IUkk0kfSOkYscLOz92j7FS1FQuRejkEAqExBnte+Truxbm0u9y1qC4W0Gui7z1WJFC7zB0nhJNMnRj",
-	"hqLwxXFbMdVXHyYYfO9EiPJh73fWdW7EIjU+ftaRhYdTJ238T2j41Wl6D3tX2ihadaDBUzE9JaDtC8PF",
-	"wjH3SiAFbrgAplLJw3cNciWLogEtDwl1qFzriP9yXO1bmn5GHeC1R2FoLMcD4w6r6VPHMyipvLH+sZKz",
-	"WLQ9VaYofwxVgjYDqptKzLW9YwjVFvigXlsZlKnzCy6pjlclm0suzH4MBM7qtf0uhpZBNq5JV6pfqd9K",
-	"7VqNjFRoslIkni5U1nMhxe0lWKIwbV7IZaf5cWNz+/gOXOP7VAIBREcS+nXsIlwEOBj8XNetcNUl+Jn2",
-	"ohC0BspuGT6uvOUADE4hXNtWcMYriqiDO6B0X/jMQvBVVLkEJlyUTUQjHVSTApoJ08rLTsMEgyJ3adt0",
-	"rk2Pr8IP8qEDvLb3XYAYMzBSDnKqJiwBtwR6+ZouJqdYQCSWGPyaqZRZ9YWFupJetzoIFd3B9jnjec5d",
-	"dGLiw4IedB+S/4n+kxnPshx1JDRuThSduVuq8hfn1nbPIvLU/GGvYZLE/NHDxm8+avTmGnzbpeA0OEQM",
-	"lOXllovGljCuKKfnplIVeUDcaFe1rMYl2fSag3rRFOQoQhxUcgSDDWk7t2fZvxmcnutuzU5CqBNugaZ5",
-	"Q7Vrx9C0e9+NixBhQ7TLlt95KT/P5evh0LEre4t+GmeeWYO+TV6zlmYdpSSYsIaH7O82UJFbko1neGvB",
-	"Y9HebIBV8nU2BZgZF4v1dKTtBokb3pSbaDOPsv6Ctqp+tWwFg0oXipvVhRUFnHgEvf9DU34wI+NPYQAL",
-	"8NiEn4uxjDW4cHnogKqaqSueMqidJLWZKHbx1xd49a6zC1TRAaQHeugCoajXMLt98RjqEvoirS4bUGRW",
-	"Owy6wFkwoXPfMUUXxVdBAU5AgcUJ+xA35DRLqJAUwkJ+efOCtO2oHvcvDBUZVZkPMNFodfeFlLzlpi+g",
-	"/osJaqxTRqhhXXLBGIHOf3MljUyh618w/sHmw4O+6AsoJ4CO9zfPHpNHDx7+G3FZ/XaYxQzOow19yFLg",
-	"O0fu8TfvtRSdLvnVu3HQq9AXoMEgLRPk/PVztEglzuN1dHWM/YgEY5kmQ2ff+x3GPiU/AAyQ/qLX+zaF",
-	"D+FP5rq4uFoFraIGQStpXTGlXfmG7nG353ua0jlvnba+7fa632JxkCkA3tEUakz/Dk0lUEC3dATmf561",
-	"Tls/MuPKUBeeTvjypNdzIW/GhSGWj+W96/2J4u7Oeu44A0D3mvY571ZwpnX627ukpRezGbWcBGRJn3bL",
-	"NVmABmjoBJxXYSe69c4OcqQYzVZb9/rGvvF5tgpTQ8Lsw963W+YrQ1zzeX1FjsjEL6Uhyk2+46gzauiI",
-	"aob1q2g6Db2lsBY5stTa8786PqJzfgit/esu4QXX5vz18z/bd+7xHnAKSN2JHAmWq71kK8uvruQldPwA",
-	"B7sXHD4mrQe947pZwrKPfhHU4TQWdnyAd7v9o2dSjXiWMVeiykUL7PqquOLytdktAuGxp25FuCvXlesS",
-	"85PZTLP8iulOl5xnMy6ITuWc1V6j1Zh05NqwvyGeaivx4RHeeX6HV4YT4aUVHNcVBloDl+N7mTuLQYx7",
-	"5ACjt/u2fqCZtwB/Olh6cNzgi7dSvrCKHHxwctJkXY4EAwu6PcjiWXqGCaUWTdFgDYJcuA5BASJfNQPd",
-	"NQp09IFnH10/fYZCZhWk3wDml0C6AlsPIsUnkFR8SuLwANex/YuX0jyTC5F9tgvFgyldaGNaQxWdMQO9",
-	"YX770OL2lK3s4o2Tp2iorNKBpITTG3rA1uaX7xyIhPZatRzqR3jjHvlT6P1Vy53sIm8OanfBVVCGLSU9",
-	"uDUV11luuF1gIBzv0YdLttqKf0/g9x9DTesd2IevZxVaQck8p1yQP//puLJO+xjcCl9xdRNXZxLKlexx",
-	"r0mtPB2/vbtFkxiKvHXN225zv1/Cbb0SbL+LWqOom6e2jia+DV6p+zb4HTdJ8WWQ/OK0eK/Eu4/vkpaz",
-	"fa35CF3wLoVVJWuACoidzVz93aKXNBgbIILf8Bkj7T//6bjT7YuLSGM/MsQOhEOi5FKfkZlUjOBPJGcG",
-	"/+3M8GB5BvvJaKFXfWGnV8yFnoBlDVsHckHswec5y1F1ryLK60WBKHcvN/v+jY1E5k+Oml9F5VvxYWbI",
-	"Yk6MJENXexrMdC6Km+sN5ECMYOXyZNuZdbk5X6049JN/6T4tJ6UWgrVCkVvtH0EuUmzCtYH4jrCq4rCL",
-	"poTrB330wdLTBpLRTyEMsbFw9FXcqRV3tt9RvYRTewt3Dvm+3WWcpN4a8r8cgWfXVa3JOLFpildc/m+d",
-	"uHEOdT5CREUQPobo4B6SCbMSRKm95RDrevz3f/7X0GeJb3D7MtDcPcMv9TT9xDz/BpD6lf/fjnwhk4FQ",
-	"uCkVE1a48G7EduyMCwwsuykaybqg1lIOeOiimlqhOPPdtAyEIrgAwKJ8kmt+C3GRcs6E/bIvoNREtihk",
-	"GfLGrt1K+6UYKBjRD2AFolxC2iAcFsQyTrmYxKRyGI39weh7gmX83H5wM1+5+oYF2Z7LWt2BlKt0wU04",
-	"OyoykvOxcXU+FpoRbkgK1bX2RBlpqGGHRbGoO8WcJwurEcMqXdQcypflPGCSUqVAOV9KdM0byNJsW+YF",
-	"+SF5lvSFntPUrtNObqBziqcVh+GjTkK09PHlSpOUCqKX3EA6qlNq5dLqsymLYg0chgPpC99r/D7Y3Fox",
-	"sI+O1/0BkBT1L4uoRZGwPzq72xuvvxD+OM9p6kLrK43LE8gy9pglc/DwEujdEHLnsWCcQ7vtNMF396lV",
-	"kX/G7jsxj8bfFkytCjuaTzNrBpe+fE18rKKIRqPBKlmV8RFLjSnvYH0uga7WRrgR2luTvqKrrU59Hqad",
-	"BUpSBZPl+vn4mpv7bydeqNV1VvKRqqHa45xOahfhmjHVnMO3J9VmPr3DR+++iVYIjB8xdmUrD150fOmV",
-	"6gA/3FWDybKoeyOvvm1WhLBalQ+P78bk8LOY5rjGoLnEcoGQwlMmI9jI82Md5z/pHYd6DMBJ3svRmQ+M",
-	"HV6y1RAj+kodB9s+9i4pbN9JKMbW6QuaQ6gPBvQn5KTX81NgZ0KQFoblPmen0H9t2CW/YhRbXwzXejkO",
-	"iWZMlOswhpz6UndIL7203bmSkwdk2oEl9EXYJsQh2rVcspUvJhdfUEKWU2oY1gTQrv6OX2VfDH3zt6HT",
-	"AcA1ELrElQ4KQ2JcvlWnaNy4djp98V6OEjLhV8xFIEBeL6wPYiozMqLpZeIX7Frb+eOLiErYRu9nSDXa",
-	"T2QsXQAUKX93PxJWqYXup7UjVLrhblKE8wLgK/DsXb9QFSvWdNR1v+YQzx7e8u07adExMNZVEOjPXQYV",
-	"7dilf/bVUHIH1BgPE2Q8F+y+RoRLctxRaC4Tp8vnru4XF0H/gkq0ZzA8FyhEQv4iFClCuFxOZc6w1W23",
-	"nhTo1r2hMnbc/vSYXG6SvQXMSVsqUqbznWTjhL+iwt2hAroNj3uk1+uhCM0FdjOyCvyMCbMDS7DFVD2a",
-	"vIWy6FXv5MzCgqWnnoDraoIzck8c2eUoeF26L+AbOwcTGRUGygkNK62hIabPLWxIMsn0KaFFPoJV68p1",
-	"aS1TlyJlCWR8hVgBKAthnFQB1Qh8eY32OKeTCcvIEOcYOOhk2fCMUOKegqRAOCZKGwrx/gJylSHGIEFr",
-	"Z6dLhmiFzIb4yNfBsl+7J1DArC/Km/YxyGdkOJOKDYmmK10cLNykYjOwp0JuAczmKoBwQ7juC6ia0SXn",
-	"Ps9tzHOD5lFXVu2U0NRSy9KKsM3xh34LX+63TsmHfovmuf0LyMjHqJTzGE7qHknbD4v8MuD6p6VuOHUd",
-	"ZYOakSBtYINzd6d/dCL2WQy2ACSJJ0FWCMtAoDbpFIv4BYKB6gHAu0U5AMYdlCrkHd6AULl0RIu+vqVe",
-	"Ld2y83Cm+wIIVw11gsUgceqSc0StkoKy3jxek5yNjVXc7MG05Zho1xRdT6lCZweIvE5JtEsCPLZLySyR",
-	"qaMSfbGdTJAbUAmnyd2ATEA9ma9U4ouhEr1Hu794LMU455gu+ZnMv5AsXE9V6rD7BkTGpxPUBYqgnn+f",
-	"gvYTbK5c45vwGuw/eHBIEFU4yEojeY0ipS8ZhJJW3Aq3lw3Gau9PWiFnYF383N8P6AesMwee1wuyXJfg",
-	"17nDzzaF2lAHHsXavvByLVWKX1l+9KD3yFXYCYY4b2HxKeNbZbx7hvAtsE3o2LjMNsc+/thu8S+CfuK9",
-	"lqUSKHxqsG1VQKoGlPGoXIFsm5PscVGtqYGv7Kvr5L5dJ18E4Y8VsdvtdLkbch8Kcd4Fxa+ixE9+6Aus",
-	"MHofcjGUrnvDxp9aKIZ5n14bZkWyaEC3e3ZzQfjeSfIXYe7Dc0QdGhJT6mrEtqE2B7B8MHCzjJz0Tjpl",
-	"3HEVLTepe6mLyd0KPeulXNfLt8bba2w2SsEKUJrOWF+4avlFkGC5kUcHhaBQjx2n9ca8gs5AUgU4FKIC",
-	"UakJwX2FP5XK435i3HXTnkNGWNxDh4++4u6tw5ekMpUmFjXY2whLCzvYnbIpb7r5fMJ/UqhGX0Ba75dh",
-	"OlkI11gqYh9xxsLQVtxTQw09V0D9xgqtvh5YEw2hVDt3m4JwEYqyNtAPtkjw2MWxeQu6e5XhSw1Doy7S",
-	"kbz+55HhwWqzXvg4VCGGQjzO01YVTnwH1BvL9vWBWCdFIJZrdMkzkEWWU2amEIJElvKShRim9noPTP/3",
-	"WKq+CMGJEIOC4aYrN3KnS879JBCCEiwxTgjxI2lDV+C0BedoYeri2lVnhs4kuqjOXDbvhAKA7+UoJsBc",
-	"MJFd+ArK9yK+FD1pG0kvJ3c/c9Qc/8RX5f6HC9j+xxSR3H0Ruo4zcdKwyXV83f+tPAde+sfiOL4TQgQH",
-	"fsLOX/88HMcXhnUtz6q85+6NRxDhvx3o/oqv3CMAwAzbs+ldyXPvTfGuk8+fW7+2MDRGbzh23DEHpMd/",
-	"l/Lr61x1f3UZGPd79nX6DCzzn8FVt+ct3jaxeyMLu7jmuxdvYOzPkIHdGLK+xlDeRYlCB8NF9jV4V7HV",
-	"pyZtSCtNCOZUJ4SLw3HOJ1OD3Q0hDqHTmGIdmUpJ8K3Eq1Q9vJHUgvWvdVxu+a4itjx48DnFltLG6vxd",
-	"kgtD5kwR3JQzR3h9x/WAcxsuKjqIFeSjyxk3BhTLLyrZCEu7h02Wdi/RjI1w2p4wE9pakCnVxHVeAMXR",
-	"nkGp48FdEWAHy4oadgjS8XbJ5w1UPoTX7hGOwizbJSC7aAKL/kOUFCqtZlfdptJxN64oFA5ln5pCBQN3",
-	"bVu+liOoLTJUXGAIpAiHdoPqilvu6x4wpU6quAsc+XKE1kY4eLc1iH6WI5fKzI0Lw7erGMAqTskHNCRC",
-	"EPCSWfHi4xCSaXygMFIB+LIvSp/qU/Jbt9t9N+ycOTMjdCuQIkU55pKtDjyAunDkIU4wRLeoJm0gTH3h",
-	"XuIG1qkT6O2dsRE3RUBap6b0YRWK714UD+N/BnF8f+T5KpffBkPPnb/ewaOVg1wV/zH3wZGAAQGC7SvY",
-	"M8pnAIwWSpvhbg7rawdsF2cuwlv3acxzk2wXZvyCEzJaAZ7+EWQav6iKuTac2eZhNxZmLorSDl/rI95e",
-	"dAm1NdquHRik3K86dfdWL7XUX8zdI0Qd2S2g7h9fYtmFYXcrrPgYfEtXDU8vCU2V1D61EQtD+JY9Z8Fd",
-	"ClIDGk88nFGR9QWM0B76Hwf2vWFCih/sC8NOl5xD9DclmVwKKPEsRY7Fq6FdrmIpE6YvZlxrluHCrLBT",
-	"I5JUQPQefJ9u+M8gkOyJGF+lkTuwEpZrMzZld0UsTDzmqvDP/7C6v5Y7hZMeZ/nqqf/qqb9TT305sxdU",
-	"zJDQutV9rw21YLLmut9mC3YKgSvL5UsRlbu8Fpn1LoLtd6ak7pwWPS1HqyJjKs2pxnaI843+tFyFvrSk",
-	"7W2yA2rIoRWZFHbQPsXMfl+rNaV5XgoGioRnQzCy5Ww+RbcoS4DpW1mnS94wmvUFxOXNmTp0io2Seb7w",
-	"rT9jjJjQ+ZyJzOn+1CtEuJ2+CCfADVkqaUILR1hYcJprKJgDR57TCVY9cQ+txoHqlR+8L8DkHFZwifoZ",
-	"nLz9mxw+IrnUTiqA9q3FqtBLeFY5e3sSbuvl9r5yTL4PN2whAdrqQlmsSodgBxkQW06uaL5gXfIjv2J9",
-	"sRZuPgR7+BDLPLkI8mGXlLpac018m/6TB1M0rbt/P+z1vLFEn5ERW0mRJeTByUlMEPmxZKz/9KUDb17o",
-	"by2YRC7JmCoojlUU/zqeJuVD6tTVxgvdu5st4onDu7oSfUuemSl27EBALRY0gwXlzELasa5dUOgivveC",
-	"7juaB+GkTq5jirOiaIEjhy6+5YtydRUewMT1hFbYLS4Lziy4X8CFAw25shulpyV0QeQzFve+VttgFv15",
-	"f3tnbxFpZ10DHUdZgdbC3xqz+30DWdKeGjM/PTrKZUrzqdTm9Pve9z2yEBlTZDijl8yqJkOAwIXKW6et",
-	"I1C33DI/ROsnJSTn2iSECz1nqUlcvHYoSwHVGcDL4OAYIpk2keS8HIN75tv8kqVdVTmetTyUZ89xlCtz",
-	"skNgGExk2B85IQ6erE42WgWWcqDLOT/lmYDj16B2teq543ZqIcKw5TWHCq6bg71misuMp2jkkIJQkiop",
-	"KqL7WvnQ2DDgh9+MBYjFAECOkuVjUiTIUzFFqeOKVFfiYsqkPjbv47V2UCilwEkeOrQvjM7lEStWzggd",
-	"h861CbSK5YI56cd3Fi2NU+rhZ8H2+tDdDBA9u7v6SiwX2P+Z6s3uzwTfHDF9SoYbVauH3j9xdZwMyTd9",
-	"MaKaffeg/dNfzh8fXvx0fvLwuzYYgnlGviH9VrffIt8AAdCGzual30YyW3U6Rbi364HlRzzMWCozlpE5",
-	"VUGcLKhLufkD1hk+s7IgSrX4A1GuYnVfhEoua3W5SxW8qbIwJExw0FspJJRx4ZowYalhty+ceI1978wh",
-	"MLJDK8+VzotnQ2iTLPjfFgykISfaxcQPtRAufW1r07BfNgZLCOtOuhZ9Bg9OBvbGB98O3LPB8eDhuJee",
-	"0EdFOdwpoxkIGp7nh9Vu7Se2szbwL4JfO6FRFwl9vqDckmqC/cbPiGLvWQruK3xNShBZQJgUWPp560oD",
-	"IG1dcNNU9E09RirXhmwNUCy4Y3dwhE7XHrwEQDuXHl7d66zf3V9O42cq0mOnxsKOtSIUciZMFnXFQE9i",
-	"1SE3lbdTC1qYr1FU5ECGD9qNZXZnZVIC+qDui2k5A9yqTwyzeV0AQVpKMy1IVjlf1kgXFUQ4IDlIbY9i",
-	"vWuhXpSrojGElL5DMKoOSZuSh71vnee58sRIiZFSJZlu/TRWREKGDBboTVwLPrkwKJm5UlIklUKwFHRm",
-	"aNzpMs8CSXEFrXAVVpeQ4/H2huVg+7YHA+IgZAm+fnXxlmVeey3I9i9vXpB2JlN9NFfSyFTm3VkWz3z+",
-	"+PH/BwAA//8=",
+	"7H0Lchs5luBVENzZMDmVoiiVXF2WomNHZdfH1W5bbbmiYrboJcFMkISVBNgAKIrldsScZm6wF9ijzEk2",
+	"8B6AzCSRZFIfu9zj6IgumZmJ7/t/37dSOZtLwYTRrdP3rTlVdMYMU/Cv5xmbzaVhIl39ha3sLxnTqeJz",
+	"w6VonbbOiWJzRg1ZcjPlgpgpI5qpa6YeacKLj8mSi0wuSfvH718+++X1+Xcvvh88f/b9Xy9evfn+5dN/",
+	"H/z6/OWzV78mfZGxMV3khhyfTDuECr1kSsOo7+QI/nvFVmTMlTZkRjOWEJprSejYMEW4IWMuuJ6yrNsX",
+	"raTF7RKnjGZMtZKWoDPWOi1v6cDuKWnpdMpm1G5uRm9eMDEx09bp46PjpDXjwv/7KGmZ1dwOoI3iYtL6",
+	"8CFp/SxHz5/ZD2GmOTXTYh6etZKWYn9fcMWy1qlRC1aeaizVjBr7njDfnLRgLj5bzMozcWHYhCmY6iWM",
+	"Gp0J/rNtrn9RbNw6bf2Pw+KqD/GpPoRx7QQXio2Z2rzi1z88JX86Pul1yVAxs1Diz7BSmg8J1VeajKUi",
+	"VLi7AjiQC0MoGclsRdrHvZNOQpZTppi9vr6Qc6aoHZrI8dherhTsjFCxItJMmSJzWAYTKSNcEz4RUm29",
+	"Trfsmls8fvzN5r19sGel51JoBkD+Hc1es78vmDb2X6kUhgn4k87nOU9htYdzJUc5m331TttTed/wdC/w",
+	"K5y0eq5vpgzPiGsipCHXNOcZ+fny1UvSlopMZZ5pklFDHXRb4Ien1zRfsE639SFpPZVinPP0o687nVIx",
+	"YSSVec4zpuHWYYGKablQKXukSbpQiglDtKGGwWp/kGrEs4yJj73c84vnQDemVLtV0ozoVM7ZmduKJoKx",
+	"DOA4m3Fh34Ylv5TmB7kQ2cdc8UtJ9CKdhrOEhfj3P+I6zgWxuP/k5PGfiBsclvJGyhdUTdinQhZ57bBB",
+	"898ZyfmMG1jXL4IuzFQq/jv7qPd1vjBTJowbH1ZoyWEGaxwxquxy5RUTRKoAilyTGdeai0lClkqKiX2o",
+	"2LW8YpnbzVzJlGlNR/lHP2qF5LBCms7IkCkllR4SS3o1YTSdkhHNyJiz3C76gyfCQFXPL547kWGuLNE3",
+	"HKltqhg1LBtQU2GDGTXswHDgZGsEO7G8NMYy19lk0sqpNoOF3j68WOQ5nioyyo3phOO1Gw8sc+I3mzzy",
+	"DQomj7QTTdIpVTS1QlQ3th13z3daI5Av+zkTVmj4rQWEC8QAmrXexqSVQkD4DaUTJzjgUGF3SfmK1o60",
+	"svZiEjl6x1Jjl4W3/hQGAFDNMm4PieYXJSgY01yzZA0w/KmX2Xevt0MIu/NBVM5g144ADGmevxq3Tn/b",
+	"jmEO/D8k6/B/FZOjHQCR9iS7GvzXf/xn55ToqVwKIkXKEqKNlYKIFPmKUE2o5WTTCGit7c1Otbmlt2FT",
+	"LziKPNUF0jkfXLEV/M0Nm+ldxCRs1c9ElaKrjdWEcaOnDOLj+ZJysxNsqkd3QdVV0BAWwvCcUKL5RNAc",
+	"CFVGuCBD/EEPCVWKXzNN2lbkdK8tp5Y4z7gxLOv0hVRkaNFQLsyQzKnW9nXBLNupvNkl52RGTTrlYuKH",
+	"MlNq3BwZWU557sRebdicKCrIkl4xbVUVauByUbSt3oBbbOUC9sSK6k0kLZDCduoCjuhYMRMGwUPY9dmz",
+	"BUr0cOM1N/tMCrbnxf4Auly4WpAxh4rpRW6GZ4SSOQX5kmtipOU/66eIr+635/oN/EB5vu8GKM/D8oVc",
+	"JkE7UsyoFReTJtsApntfu3jJbvbFr9cLVOsFu7HCPJuTNiokw4zldDXsJCSlCrZDhgBmw81NwKvN4ehW",
+	"8Fq/69f2uG+5bU1nDLdNJ5QLUtk7abMbXBSnORnR9EqOx1UicWZxPZULYTSoF8aw2dzcwwndK1xczulS",
+	"7HlCz4VmypBhOuV5ppgYgtA73yTHlnKurJ5P5Ng+moEiFkw1G0fhB2zMgGD1T+1XdkczevMcvzrq9Syp",
+	"vAdauMbKwgrjrGwFH20ay8SqpMGTtpXxLN4rNrbyVceexM3BRB64Ia1I331Nl3+1WsCE2bG/U4xeoZVm",
+	"7cyk0CxdGH7NBmPK84XC3zdFZIvHA6s1MCd/Vhf5as5EgiAcsB7eJjO6IhN5RqY0Hx/I6mtqIYQlAPgm",
+	"12TCr5kgizmYh3KpAeJvJ+naqe4oLNshdETq4laPATUNz5XgXJW11isbc7rQbAAEYR/Ehc+yuAzo16EN",
+	"XVmBb86EO0ExAa2XClKa9oxcvLp8Q7rd7qHldjNWkglHUuaMlma80wm6IRSjTs/c/QWAmD0udU3zvQ6o",
+	"8uVgRm9uxTmqp5vmUrOMpDTPtaNIlqqf4RlbqqWRNiHNqsI+Av0AXg1CnQN2tRCg5Xn1AydqIdC1klb4",
+	"MqKLJC0zVUxPZZ7FkHWN6hTvbpxu9NCqEOpPJonTijKerRMJj0ABdssgtQ4bMZLoyNbFYl/hw+LElIos",
+	"B4dCylW64CZgSTuTqT4c53J5kEphlMy7M8tx6UhbkQrsEppcMTa398UVEt5NhrOGyM0UvALm3m5YhCr0",
+	"pIzAMBOSHLctB2/cICewSJydkX6rp/stgkoHftQlz5xv5GjajSPYnRf+K7Wny8YSrfXOmoFwLsdWfoEN",
+	"ud2dkUwuRjnLyGiF1iALTSzDD4r1PtbderS+85otiMDpakOWuH6zZBan7XylY3uM5ssKxlWHelogBvGI",
+	"QdqpFIKlYNtDA1hCnGKkE/L45qaDSh+cTImXnJEeMQslQNmT43Hp/noWBGf0xvl7ej2UU4IHqBf1AG1i",
+	"1SK/+oHnHmqbY9X3QP4APYhmhgiqlFxq573LcbNnVkPNGdVWT2UJsVoxzfNhgoCKZGkTl2ieRySf1A7i",
+	"yK735FE8UzBmWpyQZ2BsTOVsxIXVnq3Ch04hxOQ4cwvGKo++a3eKj0HdVii914oiG9TZj40oUT84Pm8+",
+	"rsP9Zr65pHXFVoM60+PPcqTJcio1GpC0oco4hww3Ds6a+zST1t8XbMGaLsxylEVEsHpKRcryUxALrZCQ",
+	"EHYDiCUmCaEWS7mYdAnoZaeOalg10n6VI1Q1Evx/lqNLXMIH2JiX+yOWqCj2lNx+exgqxwHntq2thJ0f",
+	"kha4KfCggAgg2sdo2UyCb9uZld7Z6zVTrsnI/kQMvWJ6k3zsdB+X5Qi3/re1h+LtJutqGRWTmOAKIOie",
+	"kjZ19+iVXovq9n0mMmr/HW45eA1nnW5Uvp5Fce6vlaNRbEa5OAO5zmnoRsIpFSIcnFyMeGxodbhBN3Ps",
+	"fJ6xkVyIlN1KVS75ScGqkLnBAHFTmed0rhnhwkhQlsHoBcImCgdzJjIuJn3R9mgFCjfKCGlO+YxlnVNk",
+	"xBOwcdrvjCZczBcGlfOFnuLvI5peESP7YjhnistsSMZKztBKhSPm1HiNYzijNwOLtcOSL5qj+g+8b0Yz",
+	"u8oueTNlfWEXbqVisG+SMIFV+sGa6m5eSCLY0o/TttTZlKbqJOG4+sIuRhvcyRlMX2YMhIK8YmkgWhji",
+	"i3tll+MOKumLAB/u5RlYZiks6p0cwWa8r26SyxHNSTvnV4wMr9hq2DklXKT5InMGXi/OcWGP10gUO92v",
+	"mtA5VaZLXkrjDJl2jIQMSzEyA/sTnAMMuBanQjDwoZOQoVqIATVD4Mhoh4oZkZ2fYU/y749/L30NLngv",
+	"K/G6lyIMEkU6/2Uk/OhHSTL3GL3mVJN+63GvN9P9VkL6ra977o+j6de9Wb8FqtoNnc2t6mqfggJjDFN2",
+	"wP/T/q138OTtV+1+v4t/df5XW+h/LPQ//t//1f+Y6X/of8z+Me10vvqXGF//wYLj994wt841WEzmvKBW",
+	"yhk7cZvlWUJYd9IF6nb49eFccam4WUX9iDNnGNp0VW5QfAZao/8gdso/OrV5TZy7pjz3Lug187ZijOhc",
+	"Gm3JRpyE38bZ6wB34/fAQjen0VOqshp712Ke7bmEKHzi7GGqpHQyaw7T0oR15xx3vE0skWts9IT72uVz",
+	"wyHrltFEH68uMdzBFu3lKNl6Q7v2dIlvru8EZ67byWUYvpCvNiz6XsWxh/JIO9C1rAMkFfCvViSrb052",
+	"7eonJO9PpRjzyeaFOofAYEQ124eg+u/2tHyNCuPwVsHUvXZL9LQcwnkx6izMW8Inrrlc6IFmqWJmwG7m",
+	"XDEdtUP/AmaRYGD2nxL8lGjD8xycrtqKnEoaOIZHGB6U03nn9gZnnCK6g709orehP0lrofLdRN1FLth3",
+	"w5qLFa5dVFIFxiqMFaCzHylz4B+nZl70aUzQqsi0i7KF4bcsbH/69ofGWLudCAJWSPFOOhxgu4pul3wC",
+	"DhyHXu3lVLN0QL4i9iS+OQHrnzcHHX1DRivDdOeMTJhgCkwggKloeF2zOkC4QknEwqF/Oz/43/Tg997B",
+	"k68O33715/e95PhDVKa6DcqpiA1qasz89PDQSs32T23//uX1C1THDJsjK7h4dfmGZcTIjU2cfFsRnr/d",
+	"JTbYRURhk9HcDrCOL069G8z4BHdSQ10Lm8v2+d17sSX8LEcRSQ9BKiJkO1jzUmoR2Mvmp6SHWh5FH7m9",
+	"mJyBvc0FQIKGZVU/IQ1ap1h2Rmhw/4Kaa3UlDbpqbgHMDvVIe1+5jouW7ukd/VreGBXHCBdChJ579ybq",
+	"5dQudiyV8+L+mVCx6lTsVptRhfG1BLc0GkYGLvaSlT1CZXOnFHgBqDA2csXdhs1748SgNl6tYr4IUTpU",
+	"O33aq/lt540BAiGkYJ2oLsNyPuGjPO6U/hWISzAnwkwzurI/nDkDE81yLryXAu7KXU113ttByS1iLZKW",
+	"h/A7wWfJUnz7qFgwm+y7/KbAZXkCWxPlbrdXHEkuBe535/u7JVGMrRrUHFTNBOXvHU0uR6RE3nI6evxp",
+	"MKhvhgFTwwZBo2rmCHsN2uOMm9dsXOMMeydHIRDZToEh8qStGSPFlBrQoeYIClZR+mATLdGPVJrDU4FM",
+	"0aUGi2JS8iOOmCWfxYg1pKGRsFg9h01iepvgPwxfzxY5G3gVZvN0/Ssl26LfdYneUJLm3G4t49m2gy6H",
+	"MbupDU+v4lPbJ54J1y/jDnrPbWJEC3GksaPGsveY89WLDiCNxZn+bZSpJb1iMZaywuDLKyeDgMUaPAin",
+	"Lpg3IR7vg8e3wVXGAu2RBhTUPBxbiXhUWaAn2kXUhoNoz4zcMQY5aFPhQ7vVurxQJooRAlevAFYZWo1Y",
+	"+R016XRPneudHDVXEn+WI3SmRCP9trsAy9cCk27bRJ0X7HarZdlOhXbbip4x48OPG3EJK+BvZh74Sx74",
+	"i4wzrPCakYbmNUoIRqgPHPw0lEP8V2Hgnd+s6zSVATaXsbH4JLLpeEZEAVj7QW9EHt/T5ZKVfIpbNVz/",
+	"HnyzZ7TwnhEHa26piFKIptS4k4q0rWaEDmvAkw5K6e7pkoNvEGMXD6+PDi3o3yJUoZFY66NxC4l2ne0o",
+	"xXJ0IF2xlVVNNUulyLxbEF2wlOT8Gtk8ZuZyiOKH+B5gwY7z3sLddmtbTlnu3J7s597bN7yjKqDuI45t",
+	"FRsv2TVTNC8Jjpq0MZtwkV4xzIvpnHqbgnMl5ysUrTCIyL0JCT594a9EkyXjk6lJwPzAtdVRuRUpwLlN",
+	"8zxEoLtaBeANhtgm5/4WrNsXhZe22MeQtO34UrADFF4t7eqckgm/tlLtSJppKZbbJazfRpItmNq3EbEW",
+	"XL+3dGR5GlDDZAKnuiOb8fQs5uxUDAR+MA6pBSvs+w7ZfBREhmEQ1Ac9AOLJMVxx2e4QDwnLWLbADNm4",
+	"FWXtXCqv13KHC+dpvZs4ENNVINg2XSgtm+i9MbGhOkbN/V4GSd2HKnt7CrjEXXxWq2QTS1qZFPYpRmi1",
+	"vI0qZ1k0mPmFVeC/vzFMZHjwa87DppaC7TveGCa2X1iKxaj9uDnkaVfWtViAoLx9SfhZbB0vo4rkC2YM",
+	"UzohGZ9woxPyaPAoIY+69v9O7f8dPDojRwdHx9+upRKXzOiFAf1t8eege3rw9n0vOTr+U9yaXlHf7NmI",
+	"lUP0+CkhCO4yE5Tgf1vKCxBaO9amGrWJFpsGk/CLWMxGwAI3UXszFrt+BTtybV4tTCpn7BziU7Mo6g8a",
+	"m+D2VpM30Rw1ti1m/YuSPBDc4I/XD6SHDBVMMhV395PtEciVGhTrFN+rJ3HLaXMKWQqgiRBKLrShTlKO",
+	"Wi8WNXZAw00e/wp/eF8KCVoocTphIlsoC52nrr7CKdRAQHF6JzVYQTo9Trr1xv7mpbF1L6TToiPKGQRV",
+	"7jpGGPcpvnoHNz8Xg3Fu5ak9/fwyz5g2A89e7iHxKO4LUcwwEY8MezNlBGTdR1Ymc69ZCaLsd9LBe4M1",
+	"q4jDmoYWO8Pmg5HM3KVtTVA0bP4dvHnJjPFO/rsGJrkAgJCTU72yxIFRdaEBgqK3tJ/7vwxlm+7EkmOt",
+	"AX0sBItm72cun7zBq4Vo0+x9J+w0ezmIULewZtyP+LV2H/FgDECF5mQY6dIui5UbtHYptwm/cIQvErkl",
+	"BSNznl6hzqYJNRAqvxELv0tr3iBsa8ophALYyRxNcGV4nH3YFW3YzN/Zqaw3pWN3Toj6SS4hIQrTBjwR",
+	"rNI9qqz6NDch0yzYMmS1hl+pXt/r7998//LN81cvu3enfrGEDKsIhyKDTnpptaKVoED5f6TB81yqPFgY",
+	"FGKmmA0CHjTvCAeGGSIC7V/Yyhl8pvSaEerW0jBjeLRQeo3aQwZd8XIQbW/FtGs5snKenQbz3hdbUui2",
+	"wC0n4UT3YzHhiuJkbc3MtJ+9ZSd9K4++dXG3IHQeENZyW6Q2WCtMB9BCe2PVq+cvbz0Kt44OFberosnR",
+	"b9yUWcYyMmfKmUCbTRpVG/yMkSMNQLH1TPfX3Z15d9fdu1JFHlWa2EHRqNhk8F/xzShK1G33V1ZworrY",
+	"ZXdBoRAqpKqAyZIbXaJB+4ZlXzo38v2UaUuVFFHyszWK5TbBKVCUbIsCvju0A0YwPL16mEpxYI8rrLWb",
+	"PAzi4uz8zbNGXWRz2YKnrzj4gPNcLqMmuW1iR31kil3B707C3gxOvicGAdBSmqvsHvcOc+8E91svaTvl",
+	"E167zip87MdxPEbEGY4Pu2jObgKG7eI2xdDblrU/q/FIWQXBxy51LiHfoKsDKb6zCyWEEv++VKT9b1O5",
+	"UPmqQ6Qi/da/oQsGMquq6VT/eviY/Cv+by189vE3O31h+7oo9/T+lbCnEC8RcdaprcUqlw4oJBBcKHKM",
+	"AThF/Q9/Y490kZ5gX+YanIXloiB74GlYnLvNLXjb5JjKqFzs+5c3T1uReq/Pz1+eE/9FyKf7fmEB6vCC",
+	"Kr7upv3mZBeyOyzf5nu6hJjz1y6FY0/wLl1r4woxNTHwSJaXIQY+Gtzeuc/o9pgahHHH8QpPi1ltWPBD",
+	"VlWtT+ihq1zSbO+YMfb3zdN/xizSqBWRKnOFxJ1a906OTslRQo4T8vV//cd/NlG1YkFYdtakMJrhyteY",
+	"Qzjkt7U3E/cDxko2bmULeMs7mYIbtn45lwyrUz98odWGlx1IblMZuNjHd77JwP5S/55xF5/mCDD+bvdB",
+	"mLs6m2Cg5u8v5VVdtCsmQUB86XoOhDdfNqisUCwoKTxZMGv0HIpyfvuVWTjHgE1UkaSLKTgDFQl4JhTZ",
+	"nDJXcvORJguRMw2xPJjmIUWkOlSDCK9ITNcDx2c9QOgTaQvL9THIZjY3q04jK9ofOYRpjwCYSxeUXJsU",
+	"FbHmBetnM5ttYQetidx3sz3SoQA71Lz3qVTYYuORhl9d8cUA2480KZlkiUZLKxh5MeIJXV1QNmPJNet0",
+	"yU8QjofGYKz5Yd8+hbl+ZaOplFcHQJPMQjGMpsK6xmB4MJXSbCgzNUop8PUaBpU8qcJE9WDJNpsahzHz",
+	"QeE33m00aExRJcYObOKc1VpdCaSEaEvoEpJBfa0x5XmClYEhSoH6EmSnPvg8gcTFAZxPQoqyZP6XcmBM",
+	"hoJSzEuu9pUTfbx+IyFrPSjdn0T1tCsLqd5eFUCKcHeHbXW4i3Vs92QYv0K1bgwzXCLEh6ZDqBXDcslx",
+	"r3dK2A1NTR4K2UZusi82rrJLfhFXQi5FuVSNCxIkbVMgPXykrbo1otnA96fpYCDhjN6U93IEZHXtl4j7",
+	"dTeDKIqul3yquz+Bat7OVdrsCyif7exizb6AUtXoHFOrZp9gnWcLsb6c8e5vsPJxXBMr6PWm56FUOWwf",
+	"4r+qIf0Y6YqDPtIYsYTE39JW4ZMZXbMlh1REsbmETEszVXIxmYb8WztbwwQvB2n3tpMKlyrnRBloArWE",
+	"VGCLJVDmhnrihiTPY0ZB3DpnsOnyxjCnzJ/BXGp7Am1fW91yRHChNNn/unvC3WrpWN5uBQzv0KwYV0o1",
+	"VdfJDU+nIa25XJjU83vL6v3UxLFy31bNQsiUayPVirRTOp9jVcOSh/byzfcXg+9ePfv3wdPzCygElpAJ",
+	"yHSukBZXYYQ5VQbIZOe0qHWJedho3vN0CZydGc8ggZtBXHyE9tnry7CVV55XxoEf5XjsfhROxvaWsdJh",
+	"0Ty3DGM83rSQJa2bA/vFwTVVIKrbT4tr+KEYpPjxHIYr/v3KDlzcXqQ1zcj9upfg4VjoOqN/p6UowptB",
+	"DIOiCfbgNbNoja2+fFcjOGZs7ZUQw25MIaoVL1lWZc+jUz5B6PyTtOw3+x0cagfFgbyBEUB//L1GH7QL",
+	"sdIe/51ZOMAdeRIFHYxSBiJiO1SLcG3BEKRTOk/WOsZBOyduamoAGrUQIY67pieUJSnlAtl1AQxV9Gh/",
+	"S/7CvyOjVYj68kkD6QIKuGEUwQ7N1l1/grDjjq687Dr6EfTbO3d7uKck8ab53rfMrL1j/CsIl4V/CC0p",
+	"QZhcy42sO/O71L3g2jW/OAL4LbKajVp17q/42R8/33931n29X/GWGcYN0oVJu1e9l+idNMvN9cC1Pb12",
+	"PT+3dNt18AdJCRFAw7Z1mmkyZVSZEaMoCXgRxxW10CuRTpUUUAbLwqJrrxEyISLNY/ZOtkjulgORtHYk",
+	"ZthzeFVox3vWggcV13fTGxdykT2tsn6GvCXBZlkx9a4v2oXW2InVz/yiQe2nQZUAJ67ePNJ4fV14rxL2",
+	"cMckG3uTNW4ZSxuaO2Usyu90ycCQdcsoVZSukVYc2ELy6xpsOulJY62OmwP3u+5qr87VN8qpqwNSlDAA",
+	"Gc3HdxpQPaghY5nncgloYu/xkSbvJBcgv0El6qNer9e8LEch2UTSN0Iqdryw81P3GCtFTeVShE4OoUBI",
+	"nNG+Q76+a2Eu/S5nDYq7FeS6yFuPFSn0DkPnKdEkQzdmKApfHLcVU331YYLB906EKB/2fmdd50YsUuPj",
+	"Zx1ZeDh10sb/hIZfnab3sHeljaJVBxo8FdNTAtq+MFwsHHOvBFLghgtgKpU8fNsgV7IoGtDykFCHyrWO",
+	"+M/H1b6l6WfUAV57FIbGcjww7rCaPnU0g5LKG+sfKzmLRdtTZYryx1AlaDOguqnEXNs7hlBtgQ/qtZVB",
+	"mTq/4JLqeFWyueTC7MdA4Kwu7HcxtAyycU26Uv1K/VZq12pkpEKTlSLxdKGyngspbi/BEoVp80IuO82P",
+	"Gxv5x3fgmvynEgggOpLQr2MX4SLAweDnum6Fqy7Bz7QXhaA1UHbL8HHlLQdgcArh2raCM15RRB3cAaX7",
+	"wmcWgq+iyiUw4aJsIhrpoJoU0EyYVl51GiYYFLlL26ZzbXp8FX6QDx3gtb3vAsSYgZFykFM1YQm4JdDL",
+	"13QxOcUCIrHE4AumUmbVFxbqSnrd6lGo6A62zxnPc+6iExMfFnTSfUz+J/pPZjzLctSR0Lg5UXTmbqnK",
+	"X5xb2z2LyFPzx72GSRLzJ48bv/mk0Ztr8G2XgtPgEDFQlldbLhpbwriinJ6bSlXkAXGjXdWyGpdk02sO",
+	"6kVTkKMIcVDJEQw2pO3cnmX/ZnB6rrs1OwmhTrgFmuYN1a4dQ9PufbcuQoQN0a5afuel/DyXr4dDx67s",
+	"DfppnHlmDfo2ec1amnWUkmDCGh6yv9tARe5INn7AWwsei/ZmA6ySr7MpwMy4WKynI203SNzyptxEm3mU",
+	"9Re0VfWrZSsYVLpQ3KwurSjgxCPo/R+a8oMZGX8KA1iAxyb8XIxlrMGFy0MHVNVMXfOUQe0kqc1Escu/",
+	"vcCrd51doIoOID3QQxcIRb2G2e2Lp1CX0BdpddmAIrPaYdAFzoIJnfuOKboovgoKcAIKLE7Yh7ghp1lC",
+	"haQQFvLL6xekbUf1uH9pqMioynyAiUaruy+k5C03fQH1X0xQY50yQg3rkkvGCHT+mytpZApd/4LxDzYf",
+	"HvRFX0A5AXS8v/7hKXly8vhPxGX122EWMziPNvQhS4HvHLrHX73TUnS65FfvxkGvQl+ABoO0TJDzi+do",
+	"kUqcx+vw+gj7EQnGMk2Gzr73O4x9Sr4DGCD9Ra/3dQofwp/MdXFxtQpaRQ2CVtK6Zkq78g3do27P9zSl",
+	"c946bX3d7XW/xuIgUwC8wynUmP4dmkqggG7pCMz/PGudtn5kxpWhLjyd8OVxr+dC3owLQywfyzvX+xPF",
+	"3Z313HEGgO417XPereBM6/S3t0lLL2YzajkJyJI+7ZZrsgAN0NAJOK/CTnTrrR3kUDGarbbu9bV949Ns",
+	"FaaGhNnHva+3zFeGuObz+oockYlfSkOUm3zHUWfU0BHVDOtX0XQaekthLXJkqbXnf310SOf8AFr7113C",
+	"C67N+cXzv9h3HvAecApI3YkcCZarvWIry6+u5RV0/AAHuxccPiStk95R3Sxh2Ye/COpwGgs7nuDdbv/o",
+	"B6lGPMuYK1HlogV2fVVccfna7BaB8NhTtyLctevKdYX5yWymWX7NdKdLzrMZF0Sncs5qr9FqTDpybdjf",
+	"EE+1lfjwCO88v8crw4nw0gqO6woDrYHL0YPMncUgxj1ygNHbfVvf0cxbgD8eLJ0cNfjijZQvrCIHHxwf",
+	"N1mXI8HAgu4OsniWnmFCqUVTNFiDIBeuQ1CAyFfNQHeNAh2+59kH10+foZBZBenXgPklkK7A1kmk+ASS",
+	"io9JHE5wHdu/eCnND3Ihsk92oXgwpQttTGuoojNmoDfMb+9b3J6ylV28cfIUDZVVOpCUcHpDD9ja/PKt",
+	"A5HQXquWQ/0Ibzwgfwq9v2q5k13k7UHtPrgKyrClpAe3puI6yw23CwyE4z18f8VWW/HvGfz+Y6hpvQP7",
+	"8PWsQisomeeUC/KXPx9V1mkfg1vhC65u4upMQrmSPe41qZWn47d3v2gSQ5E3rnnbXe73c7itV4Ltd1Fr",
+	"FHXz1NbRxLfBK3XfBr/jJim+CpJfnBbvlXj34W3ScravNR+hC96lsKpkDVABsbOZq79b9JIGYwNE8Bs+",
+	"Y6T9lz8fdbp9cRlp7EeG2IFwSJRc6jMyk4oR/InkzOC/nRkeLM9gPxkt9Kov7PSKudATsKxh60AuiD34",
+	"PGc5qu5VRLlYFIhy/3Kz79/YSGT+6Kj5RVS+Ex9mhizmxEgydLWnwUznori53kAOxAhWLk+2nVmXm/PV",
+	"ikM/+Zce0nJSaiFYKxS51f4R5CLFJlwbiO8IqyoOu2hKuH7Qh+8tPW0gGf0UwhAbC0dfxJ1acWf7HdVL",
+	"OLW3cO+Q79tdxknqnSH/8xF4dl3VmowTm6Z4xeX/1okb51DnI0RUBOFjiA7uIZkwK0GU2lsOsa7Hf/3H",
+	"fw59lvgGty8Dzf0z/FJP04/M828BqV/4/93IFzIZCIWbUjFhhQvvVmzHzrjAwLLbopGsC2ot5YCHLqqp",
+	"FYoz303LQCiCCwAsyie55rcQFynnTNgv+wJKTWSLQpYhr+3arbRfioGCEf0AViDKJaQNwmFBLOOUi0lM",
+	"KofR2B+MvidYxs/tBzfzhatvWJDtuazVHUi5ShfchLOjIiM5HxtX52OhGeGGpFBda0+UkYYadlAUi7pX",
+	"zHm2sBoxrNJFzaF8Wc4DJilVCpTzpUTXvIEszbZlXpAfkmdJX+g5Te067eQGOqd4WnEQPuokREsfX640",
+	"SakgeskNpKM6pVYurT6bsijWwGE4kL70vcYfgs2tFQP74HjdHwBJUf+yiFoUCfujs7u98foz4Y/znKYu",
+	"tL7SuDyBLGOPWTIHDy+B3g0hdx4Lxjm0204TfHefWhX5Z+y+E/No/H3B1Kqwo/k0s2Zw6cvXxMcqimg0",
+	"GqySVRkfsdSY8h7W5xLoam2EG6G9Nekrutrq1Odh2lmgJFUwWa6fj6+5uf924oVaXWclH6kaqj3O6aR2",
+	"Ea4ZU805fH1cbebTO3jy9qtohcD4EWNXtvLgRceXXqkO8ONdNZgsi3ow8urbZkUIq1X58PhuTQ4/iWmO",
+	"awyaSywXCCk8ZTKCjTw/1HH+495RqMcAnOSdHJ35wNjhFVsNMaKv1HGw7WPvksL2nYRibJ2+oDmE+mBA",
+	"f0KOez0/BXYmBGlhWO5zdgr914Zd8itGsfXFcK2X45BoxkS5DmPIqS91h/TSS9udKzk+IdMOLKEvwjYh",
+	"DtGu5YqtfDG5+IISspxSw7AmgHb1d/wq+2Lom78NnQ4AroHQJa50UBgS4/KtOkXjxrXT6Yt3cpSQCb9m",
+	"LgIB8nphfRBTmZERTa8Sv2DX2s4fX0RUwjZ6P0Oq0X4iY+kCoEj524eRsEotdD+uHaHSDXeTIpwXAF+B",
+	"Z+/6hapYsaajrvs1h3j28JZv30mLjoGxroJAf+4zqGjHLv2zL4aSe6DGeJgg47lg9zUiXJLjDkNzmThd",
+	"Pnd1v7gI+hdUoj2D4blAIRLyF6FIEcLlcipzhq1uu/WkQLceDJWx4/bHx+Ryk+wtYE7aUpEyne8kGyf8",
+	"BRXuDxXQbXjUI71eD0VoLrCbkVXgZ0yYHViCLabq0eQNlEWveidnFhYsPfUEXFcTnJF74sguR8Hr0n0B",
+	"39g5mMioMFBOaFhpDQ0xfW5hQ5JJpk8JLfIRrFpXrktrmboUKUsg4yvECkBZCOOkCqhG4MtrtMc5nUxY",
+	"RoY4x8BBJ8uGZ4QS9xQkBcIxUdpQiPcXkKsMMQYJWjs7XTJEK2Q2xEe+Dpb92j2BAmZ9Ud60j0E+I8OZ",
+	"VGxINF3p4mDhJhWbgT0VcgtgNlcBhBvCdV9A1YwuOfd5bmOeGzSPurJqp4SmllqWVoRtjt/3W/hyv3VK",
+	"3vdbNM/tX0BGPkSlnKdwUg9I2r5b5FcB1z8udcOp6ygb1IwEaQMbnLs7/aMTsU9isAUgSTwJskJYBgK1",
+	"SadYxC8QDFQPAN4tygEw7qBUIe/wFoTKpSNa9PUt9Wrplp2HM90XQLhqqBMsBolTl5wjapUUlPXm8Zrk",
+	"bGys4mYPpi3HRLum6HpKFTo7QOR1SqJdEuCxXUpmiUwdleiL7WSC3IJKOE3uFmQC6sl8oRKfDZXoPdn9",
+	"xVMpxjnHdMlPZP6FZOF6qlKH3bcgMj6doC5QBPX8hxS0n2Fz5RrfhNdg/8mDQ4KowkFWGskbFCl9ySCU",
+	"tOJWuL1sMFZ7f9YKOQPr4uf+fkA/YJ058LxekOW6BL/OHX62KdSGOvAo1vaFl2upUvza8qOT3hNXYScY",
+	"4ryFxaeMb5XxHhjCt8A2oWPjMtsc+/hju8U/C/qJ91qWSqDwqcG2VQGpGlDGw3IFsm1OsqdFtaYGvrIv",
+	"rpOHdp18FoQ/VsRut9Plfsh9KMR5HxS/ihI/+aEvscLoQ8jFULruNRt/bKEY5v3+xjArkkUDut2z2wvC",
+	"D06SPwtzH54j6tCQmFJXI7YNtTmA5YOBm2XkuHfcKeOOq2i5Sd1LXUzuV+hZL+W6Xr413l5js1EKVoDS",
+	"dMb6wlXLL4IEy408OigEhXrsOK035hV0BpIqwKEQFYhKTQgeKvypVB73I+Oum/YcMsLiHjp89AV37xy+",
+	"JJWpNLGowd5GWFrYwe6VTXnTzacT/pNCNfoM0no/D9PJQrjGUhH7iDMWhrbinhpq6LkC6jdWaPX1wJpo",
+	"CKXaudsUhMtQlLWBfrBFgscujs1b0D2oDF9qGBp1kY7kzX8fGR6sNuuFj0MVYijE4zxtVeHEd0C9tWxf",
+	"H4h1XARiuUaXPANZZDllZgohSGQpr1iIYWqv98D0f4+l6osQnAgxKBhuunIjd7rk3E8CISjBEuOEED+S",
+	"NnQFTltwjhamLq5ddWboTKKL6sxl804oAPhOjmICzCUT2aWvoPwg4kvRk7aR9HJ8/zNHzfHPfFXuf7qA",
+	"7X9OEcndF6HrOBMnDZtcx9f938pz4KV/Lo7jOyFEcOAn7Pz134fj+MKwruVZlffcv/EIIvy3A93f8JUH",
+	"BACYYXs2vSt57r0p3nXy6XPr1xaGxugNx4475oD0+O9Sfn2dq+5vLgPjYc++Tp+BZf53cNXteYv3nNjt",
+	"bD5myuJwTuZMuajyhGAVfMVoVg7Sckkexp5JX7SDTAUiahEOD10bLdBwrBELERIXio2ZOrVPFkr8GfgA",
+	"zYdWkAyNh457J6WU89Dh2f8E6+RicgqR8JYDwv5cmV8KkaeuTeRixnRf4FGSJbVHHK9D40F/v6PGzTxY",
+	"HDos6hOkszdE02jFDehlhD0/MdPZchaWkXbdzXfOiJBwyRb6p9hx246L7zORsgNvcduYbbg2WLcigay7",
+	"uz58iaK9tyKVjngU+ffgX/cX3wY0TBwKJoSLg3HOJ1OD/S0hEqXTmGcdmkpR+K3sq1Q/vpHcihXQdVxy",
+	"/aYiuJ6cfErBtbSxOo+n5MIA+cZNOYOUp86uC6DbcEFgxQrwVM64MWBa+KzSzbC4f9hkafdSlJhce8JM",
+	"aGxCplQT13sDOIU9g1LPi/tiwQ6WFTXsAPSj7bLva6h9Ca89IByFWbbLwHbRBBb9hygqVVrNrspdpeNu",
+	"XFMqHMo+VaUKyck17vlSkKK2zFRxgSGUJhzaLeprbrmvB8CUOlHoPnDk81FbGuHg/SorP8uRS2bnxiVi",
+	"2FUMYBWn5D2akiEMfMmsePFhCOlUPlQcqQB82RelT/Up+a3b7b61wictOu5JkaIcc8VWjzyAuoD0IU4w",
+	"RMe4Jm0gTH3hXuIG1qkT6O6esRE3RUhip0bpqELx/esPYfxPoEPsjzxf5PK7YOi5i9hw8GjlINfHYcx9",
+	"eCxgQIBg0POha5jPARktlDbD3RzWV4/YLs5chrce0pzrJtkuzPgFJ2S0Ajz9I8g0flEVg304s83DbizM",
+	"XBbFPb5UyLy76BKqq7RdQzgourDq1N1bvdRSfzH3jxB1ZLeAun9+iWUXht2vsOKzMCxdNTy9IjRVUnu7",
+	"KZYG8U2bzoLDHKQGNJ54OKMi6wsYoT30Pw7se8OEFD/YF4adLjmH+H9KMrkUUORbihzLl0PDZMVSJkxf",
+	"zLjWLMOFWWGnRiSpgOgDeL/d8J9AINkTMb5II/dgJSxX52zK7opoqHjUXRGh8d3q4ZouFWEaOMuXWI0v",
+	"sRr3GqtRzu0GFTOkNG8N4NCGWjBZC97YZgt2CoHz2fliVOU+v0VtBRfD+DtTUndOi66mo1WRM5fmVKN/",
+	"bb7RoZir0JmYBLfggBpyYEUmhT3UT7G2g6/Wm9I8L4WDRQL0wddoOZtP0i4KU2ACX9bpkteMZn0BkZlz",
+	"pg6cYqNkni9889cYIyZ0Pmcic7o/9QoRbqcvwglwQ5ZKmtDEExYWwiY0lEyCI8/pBJ2r7qHVOFC98oP3",
+	"BZicwwquUD+Dk7d/k4MnJJfaSQXQwLdYFfpozypnb0/Cbb3c4FmOybfhhi0kQGNlKIxW6RHtIAOyC8g1",
+	"zResS37k16wv1hIOhmAPH2KhL5dDMOySUl9zrq2aCXLH8ckUTevu3497PW8s0WdkxFZSZAk5OT6OCSI/",
+	"loz1H7945O1LPa6FE8klGVMF5dGK8m9H06R8SJ266oihf3uzRTxzeFdXpHHJMzPFni0IqMWCZrCgnFlI",
+	"O9K1Cwp95Pde0EPHcyGc1Ml1THFWlK1w5NBFOH1Wrq7CA5i4ruAK+wVmwZkF9wu48EhDtvRG8XEJfTD5",
+	"jMW9r9VGqEWH5t/e2ltE2lnXQslRVqC18LfG+g6+hTBpT42Znx4e5jKl+VRqc/pt79seWYiMKTKc0Stm",
+	"VZMhQOBC5a3T1iGoW26Z76MVtBKSc20SwoWes9QkLmI/FCaBkBXwMjg4hli2TSQ5L0dhn/lGz2RpV1WO",
+	"aC4P5dlzHOXKnOwAGAYTGXbIToiDJ6uTjVaBpTzS5ayv8kzA8WtQu1r33nE7tRBh2PKaQw3fzcEumOIy",
+	"4ykaOaQglKRKiorovlZANjYM+OE3YwFiMQBJESGUIE/FJLWOK1NeiYwqk/rYvE/XGoKhlAIneeDQvjA6",
+	"l0esWDkjdBx6FycQBsUFc9KP7y1bGqfUxdGC7c2BuxkgenZ39bV4LrEDONWb/b8Jvjli+pQMN+qWD71/",
+	"4vooGZKv+mJENfvmpP3TX8+fHlz+dH78+Js2GIJ5Rr4i/Va33yJfAQHQhs7mpd9GMlt1OkXAv+uC5kc8",
+	"yFgqM5aROVVBnCyoS7n9B1aaPrOyIEq1+ANRrmZ5X4RaPmuV2Us13CF2yFIN76C3Ukgo5MM1YcJSw25f",
+	"OPEaOx+aA2BkB1aeK50Xz4bQKFvwvy8YSENOtIuJH2ohXALj1rZxv2wMlhDWnXQt+gxOjgf2xgdfD9yz",
+	"wdHg8biXHtMnRUFkjHYq8fyw2q0d5XZWh/5F8BsnNOoipdOXFFxSTbDj/BlR7B1LwX2Fr0kJIgsIkwKL",
+	"f29daQCkrQtuWoxgU4+RyjWiWwMUC+7YHx6h0zWILwHQzqWHV/c667cPl9X6ico02akxKrRWhELOhPGZ",
+	"LvTvOBZauqm8nVrQwoydoiYLMnzQbiyzOyuTEtAHdV9MyzUArPrEMJ/bBRCkpUTjgmSVM6aNdFFBhAOS",
+	"g9T2JNa9GCqGuToqQ0jqPACj6pC0KXnc+9p5nitPjJQYKVWS6dZPY0Uk5Ej5YFpswigXBiUzV0yMpFII",
+	"loLODK1bXe5hICmupBmuwuoScjze3rIebN/2YEAchDzRi1eXb1jmtdeCbP/y+gVpZzLVh3MljUxl3p1l",
+	"8dz3Dx/+fwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

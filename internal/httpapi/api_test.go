@@ -355,3 +355,62 @@ func TestTokenGuardsV1Only(t *testing.T) {
 		}
 	}
 }
+
+// PUT /v1/queues/{name} with Prefer: return=minimal stores the settings and answers 204
+// without a body, and without the count of the queue's jobs (which reads the whole jobs
+// table); without the preference, or with another one, it answers the queue.
+func TestPutQueuePreferMinimal(t *testing.T) {
+	t.Parallel()
+	counter := &pg.StatementCounter{}
+	db := pgtest.Open(t, pgtest.NewDatabase(t), pg.Options{Counter: counter})
+	eng, err := engine.New(db, engine.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(eng, httpapi.Config{Guard: &netguard.Guard{AllowPrivate: true}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(conformance(t, h))
+	t.Cleanup(srv.Close)
+	put := func(prefer, body string) reply {
+		req, err := http.NewRequest("PUT", srv.URL+"/v1/queues/q", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if prefer != "" {
+			req.Header.Set("Prefer", prefer)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return reply{status: resp.StatusCode, header: resp.Header, body: b}
+	}
+	for _, prefer := range []string{"return=minimal", `respond-async, RETURN="minimal"; x=1`} {
+		counter.Reset()
+		r := put(prefer, `{"paused": true, "max_in_flight": 7}`)
+		if r.status != http.StatusNoContent || len(r.body) != 0 || r.header.Get("Preference-Applied") != "return=minimal" {
+			t.Fatalf("Prefer %q: %d %q, Preference-Applied %q", prefer, r.status, r.body, r.header.Get("Preference-Applied"))
+		}
+		if got := counter.Snapshot(); got["QueueCounts"] != 0 || got["QueueUpsert"] != 1 {
+			t.Fatalf("Prefer %q ran %v, want one QueueUpsert and no count", prefer, got)
+		}
+		q, err := eng.GetQueue(context.Background(), "q")
+		if err != nil || !q.Paused || q.MaxInFlight != 7 {
+			t.Fatalf("Prefer %q stored %+v (%v)", prefer, q, err)
+		}
+	}
+	for _, prefer := range []string{"", "return=representation", "respond-async"} {
+		if r := put(prefer, `{"paused": false}`); r.status != http.StatusOK || r.json(t)["paused"] != false {
+			t.Fatalf("Prefer %q: %d %s, want the queue", prefer, r.status, r.body)
+		}
+	}
+	// A refused setting is refused the same way with the preference: nothing is stored.
+	if r := put("return=minimal", `{"batch": 0}`); r.status != http.StatusUnprocessableEntity {
+		t.Fatalf("a bad setting with Prefer: %d %s", r.status, r.body)
+	}
+}

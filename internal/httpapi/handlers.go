@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/engine"
@@ -477,11 +478,36 @@ func (s *Server) PutQueue(ctx context.Context, req PutQueueRequestObject) (PutQu
 			return nil, &engine.ValidationError{Errors: fields}
 		}
 	}
+	if preferMinimal(req.Params.Prefer) {
+		if err := s.eng.SetQueueWithoutCounts(ctx, req.Name, set); err != nil {
+			return nil, err
+		}
+		applied := "return=minimal"
+		return PutQueue204Response{Headers: PutQueue204ResponseHeaders{PreferenceApplied: &applied}}, nil
+	}
 	q, err := s.eng.SetQueue(ctx, req.Name, set)
 	if err != nil {
 		return nil, err
 	}
 	return PutQueue200JSONResponse(queueBody(q)), nil
+}
+
+// preferMinimal reports whether a Prefer header (RFC 7240: comma-separated preferences,
+// each a token, an optional =value, token or quoted, and optional ;parameters) asks for
+// return=minimal.
+func preferMinimal(p *Prefer) bool {
+	if p == nil {
+		return false
+	}
+	for _, pref := range strings.Split(string(*p), ",") {
+		pref, _, _ = strings.Cut(pref, ";")
+		name, value, _ := strings.Cut(strings.TrimSpace(pref), "=")
+		if strings.EqualFold(strings.TrimSpace(name), "return") &&
+			strings.EqualFold(strings.Trim(strings.TrimSpace(value), `"`), "minimal") {
+			return true
+		}
+	}
+	return false
 }
 
 // GetQueueThroughput returns a queue's finished steps per minute.

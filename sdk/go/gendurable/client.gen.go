@@ -1208,6 +1208,9 @@ type IdempotencyKey = string
 // JobID defines model for JobID.
 type JobID = int64
 
+// Prefer defines model for Prefer.
+type Prefer = string
+
 // BadRequest defines model for BadRequest.
 type BadRequest = Problem
 
@@ -1265,6 +1268,13 @@ type ListJobSignalsParams struct {
 // ListJobStepsParams defines parameters for ListJobSteps.
 type ListJobStepsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// PutQueueParams defines parameters for PutQueue.
+type PutQueueParams struct {
+	// Prefer RFC 7240. `return=minimal` asks for an answer without a body (204), where the
+	// operation offers one; any other preference is ignored.
+	Prefer *Prefer `json:"Prefer,omitempty"`
 }
 
 // GetQueueThroughputParams defines parameters for GetQueueThroughput.
@@ -1741,17 +1751,27 @@ type ClientInterface interface {
 
 	// PutQueueWithBody Create a queue or change its settings (pause, resume, in-flight cap, batch).
 	//
+	// Answers the queue with its counts per status, which reads every job of the table
+	// (finished ones within their retention). With `Prefer: return=minimal` it answers
+	// 204 without a body and without counting: what a script that pauses and resumes
+	// queues wants.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /v1/queues/{name} (the `PutQueue` operationId).
-	PutQueueWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PutQueueWithBody(ctx context.Context, name Name, params *PutQueueParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
+	//
+	// Answers the queue with its counts per status, which reads every job of the table
+	// (finished ones within their retention). With `Prefer: return=minimal` it answers
+	// 204 without a body and without counting: what a script that pauses and resumes
+	// queues wants.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PUT /v1/queues/{name} (the `PutQueue` operationId).
-	PutQueue(ctx context.Context, name Name, body PutQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PutQueue(ctx context.Context, name Name, params *PutQueueParams, body PutQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetQueueThroughput Steps finished per minute on the queue (getStepStats has latency and any bucket).
 	//
@@ -2620,11 +2640,16 @@ func (c *APIClient) GetQueue(ctx context.Context, name Name, reqEditors ...Reque
 
 // PutQueueWithBody Create a queue or change its settings (pause, resume, in-flight cap, batch).
 //
+// Answers the queue with its counts per status, which reads every job of the table
+// (finished ones within their retention). With `Prefer: return=minimal` it answers
+// 204 without a body and without counting: what a script that pauses and resumes
+// queues wants.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PUT /v1/queues/{name} (the `PutQueue` operationId).
-func (c *APIClient) PutQueueWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPutQueueRequestWithBody(c.Server, name, contentType, body)
+func (c *APIClient) PutQueueWithBody(ctx context.Context, name Name, params *PutQueueParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutQueueRequestWithBody(c.Server, name, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2637,11 +2662,16 @@ func (c *APIClient) PutQueueWithBody(ctx context.Context, name Name, contentType
 
 // PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 //
+// Answers the queue with its counts per status, which reads every job of the table
+// (finished ones within their retention). With `Prefer: return=minimal` it answers
+// 204 without a body and without counting: what a script that pauses and resumes
+// queues wants.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PUT /v1/queues/{name} (the `PutQueue` operationId).
-func (c *APIClient) PutQueue(ctx context.Context, name Name, body PutQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPutQueueRequest(c.Server, name, body)
+func (c *APIClient) PutQueue(ctx context.Context, name Name, params *PutQueueParams, body PutQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutQueueRequest(c.Server, name, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4221,18 +4251,18 @@ func NewGetQueueRequest(server string, name Name) (*http.Request, error) {
 }
 
 // NewPutQueueRequest calls the generic PutQueue builder with application/json body
-func NewPutQueueRequest(server string, name Name, body PutQueueJSONRequestBody) (*http.Request, error) {
+func NewPutQueueRequest(server string, name Name, params *PutQueueParams, body PutQueueJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewPutQueueRequestWithBody(server, name, "application/json", bodyReader)
+	return NewPutQueueRequestWithBody(server, name, params, "application/json", bodyReader)
 }
 
 // NewPutQueueRequestWithBody constructs an http.Request for the PutQueue method, with any body, and a specified content type
-func NewPutQueueRequestWithBody(server string, name Name, contentType string, body io.Reader) (*http.Request, error) {
+func NewPutQueueRequestWithBody(server string, name Name, params *PutQueueParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4263,6 +4293,21 @@ func NewPutQueueRequestWithBody(server string, name Name, contentType string, bo
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.Prefer != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Prefer", *params.Prefer, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Prefer", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -5164,17 +5209,27 @@ type ClientWithResponsesInterface interface {
 
 	// PutQueueWithBodyWithResponse Create a queue or change its settings (pause, resume, in-flight cap, batch).
 	//
+	// Answers the queue with its counts per status, which reads every job of the table
+	// (finished ones within their retention). With `Prefer: return=minimal` it answers
+	// 204 without a body and without counting: what a script that pauses and resumes
+	// queues wants.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /v1/queues/{name} (the `PutQueue` operationId).
-	PutQueueWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutQueueResponse, error)
+	PutQueueWithBodyWithResponse(ctx context.Context, name Name, params *PutQueueParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutQueueResponse, error)
 
 	// PutQueueWithResponse Create a queue or change its settings (pause, resume, in-flight cap, batch).
+	//
+	// Answers the queue with its counts per status, which reads every job of the table
+	// (finished ones within their retention). With `Prefer: return=minimal` it answers
+	// 204 without a body and without counting: what a script that pauses and resumes
+	// queues wants.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /v1/queues/{name} (the `PutQueue` operationId).
-	PutQueueWithResponse(ctx context.Context, name Name, body PutQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*PutQueueResponse, error)
+	PutQueueWithResponse(ctx context.Context, name Name, params *PutQueueParams, body PutQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*PutQueueResponse, error)
 
 	// GetQueueThroughputWithResponse Steps finished per minute on the queue (getStepStats has latency and any bucket).
 	//
@@ -6540,6 +6595,11 @@ func (r GetQueueResponse) ContentType() string {
 	return ""
 }
 
+// PutQueueResponse204Headers the declared response headers of an HTTP 204 response for PutQueue
+type PutQueueResponse204Headers struct {
+	PreferenceApplied *string
+}
+
 type PutQueueResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6557,6 +6617,8 @@ type PutQueueResponse struct {
 	ApplicationproblemJSON422 *Unprocessable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *PutQueueResponse204Headers
 }
 
 // Status returns HTTPResponse.Status
@@ -7646,11 +7708,16 @@ func (c *ClientWithResponses) GetQueueWithResponse(ctx context.Context, name Nam
 
 // PutQueueWithBodyWithResponse Create a queue or change its settings (pause, resume, in-flight cap, batch).
 //
+// Answers the queue with its counts per status, which reads every job of the table
+// (finished ones within their retention). With `Prefer: return=minimal` it answers
+// 204 without a body and without counting: what a script that pauses and resumes
+// queues wants.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /v1/queues/{name} (the `PutQueue` operationId).
-func (c *ClientWithResponses) PutQueueWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutQueueResponse, error) {
-	rsp, err := c.PutQueueWithBody(ctx, name, contentType, body, reqEditors...)
+func (c *ClientWithResponses) PutQueueWithBodyWithResponse(ctx context.Context, name Name, params *PutQueueParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutQueueResponse, error) {
+	rsp, err := c.PutQueueWithBody(ctx, name, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -7659,11 +7726,16 @@ func (c *ClientWithResponses) PutQueueWithBodyWithResponse(ctx context.Context, 
 
 // PutQueueWithResponse Create a queue or change its settings (pause, resume, in-flight cap, batch).
 //
+// Answers the queue with its counts per status, which reads every job of the table
+// (finished ones within their retention). With `Prefer: return=minimal` it answers
+// 204 without a body and without counting: what a script that pauses and resumes
+// queues wants.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /v1/queues/{name} (the `PutQueue` operationId).
-func (c *ClientWithResponses) PutQueueWithResponse(ctx context.Context, name Name, body PutQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*PutQueueResponse, error) {
-	rsp, err := c.PutQueue(ctx, name, body, reqEditors...)
+func (c *ClientWithResponses) PutQueueWithResponse(ctx context.Context, name Name, params *PutQueueParams, body PutQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*PutQueueResponse, error) {
+	rsp, err := c.PutQueue(ctx, name, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -9687,6 +9759,9 @@ func ParsePutQueueResponse(rsp *http.Response) (*PutQueueResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case rsp.StatusCode == 204:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest BadRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9729,6 +9804,19 @@ func ParsePutQueueResponse(rsp *http.Response) (*PutQueueResponse, error) {
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers PutQueueResponse204Headers
+		if values := rsp.Header.Values("Preference-Applied"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Preference-Applied", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.PreferenceApplied = &value
+		}
+		response.Headers204 = &headers
 	}
 
 	return response, nil
