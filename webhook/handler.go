@@ -35,10 +35,12 @@ func Handler(secret string, fn StepFunc) http.Handler {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
-		var req StepRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			http.Error(w, "bad step request: "+err.Error(), http.StatusBadRequest)
-			return
+		req, ok := decodeStep(body)
+		if !ok {
+			if err := json.Unmarshal(body, &req); err != nil {
+				http.Error(w, "bad step request: "+err.Error(), http.StatusBadRequest)
+				return
+			}
 		}
 		resp := fn(r.Context(), &req)
 		w.Header().Set("Content-Type", "application/json")

@@ -12,8 +12,8 @@ import (
 	"github.com/gendurable/gendurable/webhook"
 )
 
-// stepBody is a step request of the size and shape the service sends for a fresh step.
-const stepBody = `{"job":{"id":123456,"queue":"drain1-1","handler":"bench","key":null,"step":0,"attempt":1,"max_attempts":5,"input":{"steps":1},"state":null,"created_at":"2026-12-02T01:06:08.123456Z"},"signals":[],"lease":{"token":"0b6f1f52-4a36-4b5e-9a39-3c2f3a1d2e4f","expires_at":"2026-12-02T01:06:38.123456Z","heartbeat_url":"http://127.0.0.1:8080/v1/jobs/123456/heartbeat","outcome_url":"http://127.0.0.1:8080/v1/jobs/123456/outcome"}}`
+// stepBody is a step request of the shape the service sends for a fresh step.
+const stepBody = `{"job":{"id":123456,"queue":"drain1-1","handler":"bench","key":null,"step":0,"attempt":1,"max_attempts":5,"input":{"steps":1},"state":null,"created_at":"2026-12-02T01:06:08.123456Z"},"signals":[],"lease":{"token":"0b6f1f52-4a36-4b5e-9a39-3c2f3a1d2e4f","expires_at":"2026-12-02T01:06:38.123456Z"}}`
 
 // The CPU and allocations of one verified, decoded and answered step, without the HTTP
 // server around the handler.

@@ -61,6 +61,7 @@ type options struct {
 	jsonOut       string
 	bulkClients   int
 	cpuProfile    string
+	recvProfile   string
 	insertProfile string
 	profileFor    time.Duration
 
@@ -134,6 +135,7 @@ func main() {
 	flag.IntVar(&o.bulkClients, "bulk-clients", 4, "concurrent clients of the bulk insert")
 	flag.StringVar(&o.insertProfile, "insert-cpuprofile", "", "write a CPU profile of the server during the first pair's batch inserts to this file")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the server during the first one-step drain to this file")
+	flag.StringVar(&o.recvProfile, "receiver-cpuprofile", "", "write a CPU profile of the webhook receiver during the first one-step drain to this file")
 	flag.DurationVar(&o.profileFor, "cpuprofile-for", 5*time.Second, "length of the -cpuprofile capture, from the start of the drain")
 	flag.IntVar(&o.pairs, "pairs", 5, "alternating pairs of one-step drains (gendurable, River, gendurable, River...)")
 	flag.IntVar(&o.insertBatch, "insert-batch", 5000, "jobs per insert call before each paired drain (POST /v1/jobs/batch, River InsertMany)")
@@ -304,10 +306,17 @@ func run(o options) error {
 	oursSide := func(queue string, profile bool) side {
 		return side{name: "gendurable", pids: []int{srv.Process.Pid}, database: ourDB,
 			start: func() error {
-				if profile {
+				if profile && o.cpuProfile != "" {
 					go func() {
 						if err := captureProfile(pprofAddr, o.cpuProfile, o.profileFor); err != nil {
 							fmt.Fprintln(os.Stderr, "bench: cpu profile:", err)
+						}
+					}()
+				}
+				if profile && o.recvProfile != "" {
+					go func() {
+						if err := captureProfile(recvAddr, o.recvProfile, o.profileFor); err != nil {
+							fmt.Fprintln(os.Stderr, "bench: receiver cpu profile:", err)
 						}
 					}()
 				}
@@ -382,7 +391,7 @@ func run(o options) error {
 			if err := vacuumAnalyze(ctx, o, db, "jobs"); err != nil {
 				return err
 			}
-			r, d, err := drainOurs(ctx, m, db, oursSide(queue, pair == 1 && o.cpuProfile != ""), queue, pair, o.jobs, 1)
+			r, d, err := drainOurs(ctx, m, db, oursSide(queue, pair == 1 && (o.cpuProfile != "" || o.recvProfile != "")), queue, pair, o.jobs, 1)
 			if err != nil {
 				return err
 			}

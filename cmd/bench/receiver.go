@@ -7,6 +7,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,7 @@ func runReceiver(addr string) {
 		_ = json.NewEncoder(w).Encode(map[string]int64{"requests": requests.Load(), "last_body_bytes": lastBody.Load(),
 			"held": held.Load()})
 	})
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile) // bench -receiver-cpuprofile
 	mux.HandleFunc("GET /seen", func(w http.ResponseWriter, _ *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
