@@ -352,7 +352,7 @@ func (db *DB) jobInsertPlain(ctx context.Context, items []JobInsert, p dbsqlc.Jo
 			&r.MaxAttempts, &r.RateWeight, &r.CreatedAt, &r.LeaseOwner); err != nil {
 			return nil, translate(err)
 		}
-		if int(r.Ord) >= len(items) || out[r.Ord].ID != 0 {
+		if r.Ord < 0 || int(r.Ord) >= len(items) || out[r.Ord].ID != 0 {
 			return nil, fmt.Errorf("pg: the plain insert answered item %d twice or out of range", r.Ord)
 		}
 		j := &out[r.Ord]

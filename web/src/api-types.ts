@@ -428,7 +428,13 @@ export interface paths {
         };
         /** One queue with its live counts. */
         get: operations["getQueue"];
-        /** Create a queue or change its settings (pause, resume, in-flight cap, batch). */
+        /**
+         * Create a queue or change its settings (pause, resume, in-flight cap, batch).
+         * @description Answers the queue with its counts per status, which reads every job of the table
+         *     (finished ones within their retention). With `Prefer: return=minimal` it answers
+         *     204 without a body and without counting: what a script that pauses and resumes
+         *     queues wants.
+         */
         put: operations["putQueue"];
         post?: never;
         delete?: never;
@@ -1499,6 +1505,11 @@ export interface components {
          *     default 24h) answers the job the key first made, also after it finished.
          */
         IdempotencyKey: string;
+        /**
+         * @description RFC 7240. `return=minimal` asks for an answer without a body (204), where the
+         *     operation offers one; any other preference is ignored.
+         */
+        Prefer: string;
         JobID: number;
         Name: components["schemas"]["Name"];
     };
@@ -2282,7 +2293,13 @@ export interface operations {
     putQueue: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description RFC 7240. `return=minimal` asks for an answer without a body (204), where the
+                 *     operation offers one; any other preference is ignored.
+                 */
+                Prefer?: components["parameters"]["Prefer"];
+            };
             path: {
                 name: components["parameters"]["Name"];
             };
@@ -2302,6 +2319,15 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Queue"];
                 };
+            };
+            /** @description The settings are stored (`Prefer: return=minimal`); no body. */
+            204: {
+                headers: {
+                    /** @description `return=minimal`. */
+                    "Preference-Applied"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
