@@ -23,7 +23,7 @@ func decodeStep(body []byte) (req StepRequest, ok bool) {
 	if !json.Valid(body) {
 		return StepRequest{}, false
 	}
-	s := stepScanner{b: body}
+	s := stepScanner{jsonscan.Cursor{B: body}}
 	ok = s.object([]string{"job", "signals", "signals_more", "children", "children_more", "lease", "wake"}, func(k int) bool {
 		switch k {
 		case 0:
@@ -55,7 +55,7 @@ func decodeStep(body []byte) (req StepRequest, ok bool) {
 			return s.str(&req.Wake)
 		}
 	})
-	if s.space(); !ok || s.i != len(s.b) {
+	if s.Space(); !ok || s.I != len(s.B) {
 		return StepRequest{}, false
 	}
 	return req, true
@@ -123,34 +123,15 @@ func (s *stepScanner) child(c *Child) bool {
 }
 
 // stepScanner reads valid JSON.
-type stepScanner struct {
-	b []byte
-	i int
-}
-
-func (s *stepScanner) space() {
-	for s.i < len(s.b) && (s.b[s.i] == ' ' || s.b[s.i] == '\t' || s.b[s.i] == '\n' || s.b[s.i] == '\r') {
-		s.i++
-	}
-}
-
-// byte moves past c, after space, when c is next.
-func (s *stepScanner) byte(c byte) bool {
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == c {
-		s.i++
-		return true
-	}
-	return false
-}
+type stepScanner struct{ jsonscan.Cursor }
 
 // object reads an object whose keys are among keys, each at most once, calling member
 // with the key's index to read its value.
 func (s *stepScanner) object(keys []string, member func(k int) bool) bool {
-	if !s.byte('{') {
+	if !s.Byte('{') {
 		return false
 	}
-	if s.byte('}') {
+	if s.Byte('}') {
 		return true
 	}
 	var seen uint32
@@ -160,24 +141,24 @@ func (s *stepScanner) object(keys []string, member func(k int) bool) bool {
 		case !ok:
 			return false
 		case k == unknownKey: // encoding/json ignores it too
-			s.space()
-			end, ok := jsonscan.Skip(s.b, s.i)
+			s.Space()
+			end, ok := jsonscan.Skip(s.B, s.I)
 			if !ok {
 				return false
 			}
-			s.i = end
+			s.I = end
 		case seen&(1<<k) != 0:
 			return false
 		default:
 			seen |= 1 << k
-			if s.space(); !member(k) {
+			if s.Space(); !member(k) {
 				return false
 			}
 		}
-		if s.byte('}') {
+		if s.Byte('}') {
 			return true
 		}
-		if !s.byte(',') {
+		if !s.Byte(',') {
 			return false
 		}
 	}
@@ -190,17 +171,17 @@ const unknownKey = -1
 // unknownKey for a key encoding/json would match to no member either (ASCII, no escape,
 // no member's name in another case).
 func (s *stepScanner) key(keys []string) (int, bool) {
-	s.space()
-	if s.i >= len(s.b) || s.b[s.i] != '"' {
+	s.Space()
+	if s.I >= len(s.B) || s.B[s.I] != '"' {
 		return 0, false
 	}
-	end := bytes.IndexByte(s.b[s.i+1:], '"')
+	end := bytes.IndexByte(s.B[s.I+1:], '"')
 	if end < 0 {
 		return 0, false
 	}
-	k := s.b[s.i+1 : s.i+1+end]
-	s.i += end + 2
-	if !s.byte(':') {
+	k := s.B[s.I+1 : s.I+1+end]
+	s.I += end + 2
+	if !s.Byte(':') {
 		return 0, false
 	}
 	for n, known := range keys {
@@ -223,40 +204,40 @@ func (s *stepScanner) key(keys []string) (int, bool) {
 
 // array reads an array, calling elem for each element.
 func (s *stepScanner) array(elem func() bool) bool {
-	if !s.byte('[') {
+	if !s.Byte('[') {
 		return false
 	}
-	if s.byte(']') {
+	if s.Byte(']') {
 		return true
 	}
 	for {
-		if s.space(); !elem() {
+		if s.Space(); !elem() {
 			return false
 		}
-		if s.byte(']') {
+		if s.Byte(']') {
 			return true
 		}
-		if !s.byte(',') {
+		if !s.Byte(',') {
 			return false
 		}
 	}
 }
 
-// token is the string token at s.i (quotes included) when it has no escape and is
+// token is the string token at s.I (quotes included) when it has no escape and is
 // valid UTF-8 (encoding/json would replace what is not).
 func (s *stepScanner) token() ([]byte, bool) {
-	if s.i >= len(s.b) || s.b[s.i] != '"' {
+	if s.I >= len(s.B) || s.B[s.I] != '"' {
 		return nil, false
 	}
-	end, ok := jsonscan.StringEnd(s.b, s.i)
+	end, ok := jsonscan.StringEnd(s.B, s.I)
 	if !ok {
 		return nil, false
 	}
-	t := s.b[s.i:end]
+	t := s.B[s.I:end]
 	if bytes.IndexByte(t, '\\') >= 0 || !utf8.Valid(t) {
 		return nil, false
 	}
-	s.i = end
+	s.I = end
 	return t, true
 }
 
@@ -283,8 +264,8 @@ func (s *stepScanner) optStr(dst **string) bool {
 }
 
 func (s *stepScanner) null() bool {
-	if bytes.HasPrefix(s.b[s.i:], []byte("null")) {
-		s.i += 4
+	if bytes.HasPrefix(s.B[s.I:], []byte("null")) {
+		s.I += 4
 		return true
 	}
 	return false
@@ -297,15 +278,15 @@ func (s *stepScanner) time(dst *time.Time) bool {
 }
 
 func (s *stepScanner) int64(dst *int64) bool {
-	end, ok := jsonscan.Skip(s.b, s.i)
+	end, ok := jsonscan.Skip(s.B, s.I)
 	if !ok {
 		return false
 	}
-	v, err := strconv.ParseInt(string(s.b[s.i:end]), 10, 64)
+	v, err := strconv.ParseInt(string(s.B[s.I:end]), 10, 64)
 	if err != nil {
 		return false // null, a fraction, an exponent, a string: encoding/json's to judge
 	}
-	*dst, s.i = v, end
+	*dst, s.I = v, end
 	return true
 }
 
@@ -320,9 +301,9 @@ func (s *stepScanner) int(dst *int) bool {
 
 // raw reads any value (null included, as json.RawMessage keeps it) as a copy.
 func (s *stepScanner) raw(dst *json.RawMessage) bool {
-	end, ok := jsonscan.Skip(s.b, s.i)
+	end, ok := jsonscan.Skip(s.B, s.I)
 	if ok {
-		*dst, s.i = bytes.Clone(s.b[s.i:end]), end
+		*dst, s.I = bytes.Clone(s.B[s.I:end]), end
 	}
 	return ok
 }

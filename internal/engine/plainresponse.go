@@ -19,12 +19,12 @@ func decodePlainResponse(body []byte) (webhook.Response, bool) {
 	if !json.Valid(body) {
 		return webhook.Response{}, false
 	}
-	p := plainScanner{b: body}
-	if !p.byte('{') {
+	p := plainScanner{jsonscan.Cursor{B: body}}
+	if !p.Byte('{') {
 		return webhook.Response{}, false
 	}
 	kind, ok := p.key()
-	if !ok || (kind != "done" && kind != "next") || !p.byte('{') {
+	if !ok || (kind != "done" && kind != "next") || !p.Byte('{') {
 		return webhook.Response{}, false
 	}
 	member := "result"
@@ -32,25 +32,25 @@ func decodePlainResponse(body []byte) (webhook.Response, bool) {
 		member = "state"
 	}
 	var value json.RawMessage
-	if !p.byte('}') {
+	if !p.Byte('}') {
 		k, ok := p.key()
 		if !ok || k != member {
 			return webhook.Response{}, false
 		}
-		p.space()
-		start := p.i
+		p.Space()
+		start := p.I
 		if !p.skip() {
 			return webhook.Response{}, false
 		}
-		value = bytes.Clone(p.b[start:p.i])
-		if !p.byte('}') {
+		value = bytes.Clone(p.B[start:p.I])
+		if !p.Byte('}') {
 			return webhook.Response{}, false // a second member
 		}
 	}
-	if !p.byte('}') { // another answer beside it
+	if !p.Byte('}') { // another answer beside it
 		return webhook.Response{}, false
 	}
-	if p.space(); p.i != len(p.b) {
+	if p.Space(); p.I != len(p.B) {
 		return webhook.Response{}, false
 	}
 	if kind == "done" {
@@ -60,43 +60,24 @@ func decodePlainResponse(body []byte) (webhook.Response, bool) {
 }
 
 // plainScanner reads valid JSON.
-type plainScanner struct {
-	b []byte
-	i int
-}
-
-func (p *plainScanner) space() {
-	for p.i < len(p.b) && (p.b[p.i] == ' ' || p.b[p.i] == '\t' || p.b[p.i] == '\n' || p.b[p.i] == '\r') {
-		p.i++
-	}
-}
-
-// byte moves past c, after space, when c is next.
-func (p *plainScanner) byte(c byte) bool {
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
-}
+type plainScanner struct{ jsonscan.Cursor }
 
 // key reads an object key without escapes and the colon after it.
 func (p *plainScanner) key() (string, bool) {
-	p.space()
-	if p.i >= len(p.b) || p.b[p.i] != '"' {
+	p.Space()
+	if p.I >= len(p.B) || p.B[p.I] != '"' {
 		return "", false
 	}
-	end := bytes.IndexByte(p.b[p.i+1:], '"')
+	end := bytes.IndexByte(p.B[p.I+1:], '"')
 	if end < 0 {
 		return "", false
 	}
-	k := p.b[p.i+1 : p.i+1+end]
+	k := p.B[p.I+1 : p.I+1+end]
 	if bytes.IndexByte(k, '\\') >= 0 {
 		return "", false
 	}
-	p.i += end + 2
-	if !p.byte(':') {
+	p.I += end + 2
+	if !p.Byte(':') {
 		return "", false
 	}
 	for _, known := range [...]string{"done", "next", "result", "state"} { // without allocating
@@ -110,12 +91,12 @@ func (p *plainScanner) key() (string, bool) {
 // skip moves past one value (the body is valid JSON); null is not skipped, it is
 // encoding/json's to read.
 func (p *plainScanner) skip() bool {
-	if p.i >= len(p.b) || p.b[p.i] == 'n' {
+	if p.I >= len(p.B) || p.B[p.I] == 'n' {
 		return false
 	}
-	end, ok := jsonscan.Skip(p.b, p.i)
+	end, ok := jsonscan.Skip(p.B, p.I)
 	if ok {
-		p.i = end
+		p.I = end
 	}
 	return ok
 }

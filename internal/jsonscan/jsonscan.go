@@ -58,3 +58,27 @@ func StringEnd(b []byte, i int) (end int, ok bool) {
 	}
 	return i, false
 }
+
+// Cursor is a position in a JSON document known to be valid: the one-pass readers embed
+// it.
+type Cursor struct {
+	B []byte
+	I int
+}
+
+// Space moves past white space.
+func (c *Cursor) Space() {
+	for c.I < len(c.B) && (c.B[c.I] == ' ' || c.B[c.I] == '\t' || c.B[c.I] == '\n' || c.B[c.I] == '\r') {
+		c.I++
+	}
+}
+
+// Byte moves past b, after white space, when b is next.
+func (c *Cursor) Byte(b byte) bool {
+	c.Space()
+	if c.I < len(c.B) && c.B[c.I] == b {
+		c.I++
+		return true
+	}
+	return false
+}

@@ -711,7 +711,9 @@ type JobInsertPlainRow struct {
 // FROM first copies each array into a tuplestore); an optional column no item sets is a
 // NULL array, read as NULLs. The batch's handlers are read once; one unknown handler
 // refuses the whole batch (`missing`), and nothing is written. A paused handler's or an
-// open breaker's job goes in parked, as in JobInsertMany. Ids are drawn in request order
+// open breaker's job goes in parked, as in JobInsertMany (the eligible time and the
+// parking are its to_insert expressions written out again; the test above holds the two
+// statements to the same rows). Ids are drawn in request order
 // in `req`; the answer is each inserted row with its request position ord.
 // Index use: handlers_pkey per distinct handler, queues_pkey per distinct queue.
 // Cost: one heap insert + its index entries per job.
