@@ -14,9 +14,9 @@ const MaxRequestBytes = 1 << 20
 type StepFunc func(ctx context.Context, req *StepRequest) Response
 
 // Handler serves a step webhook: it verifies the signature with secret (401 when it
-// does not match), decodes the step, runs fn and writes its answer.
-// The secret's key is decoded once and its HMAC states reused (a Signer); a secret that
-// does not decode answers every request 401.
+// does not match), decodes the step, runs fn and writes its answer. The secret's key is
+// decoded once and its HMAC states reused (a Signer); a secret that does not decode
+// answers every request 401.
 func Handler(secret string, fn StepFunc) http.Handler {
 	signer, signerErr := NewSigner(secret)
 	verify := func(h http.Header, body []byte) error {

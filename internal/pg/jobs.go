@@ -176,9 +176,10 @@ func (db *DB) JobInsertMany(ctx context.Context, items []JobInsert) ([]JobInsert
 
 // JobInsertManyWith inserts jobs in one statement (JobInsertPlain when no item has a
 // key, an idempotency key, a debounce key or a rate limit, JobInsertMany otherwise, in
-// sql/jobs.sql) and answers in request order. An item whose live key or unexpired idempotency key is
-// already held answers the job holding it (Deduplicated). A batch naming an unknown
-// handler or an impossible rate limit writes nothing and returns *InsertRefusedError.
+// sql/jobs.sql) and answers in request order. An item whose live key or unexpired
+// idempotency key is already held answers the job holding it (Deduplicated). A batch
+// naming an unknown handler or an impossible rate limit writes nothing and returns
+// *InsertRefusedError.
 func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts JobInsertOptions) ([]JobInserted, error) {
 	return db.jobInsertManyWith(ctx, items, opts, true)
 }
