@@ -60,7 +60,6 @@ func (v *validator) err() error {
 	return &ValidationError{Errors: v.errs}
 }
 
-// namePattern is what queue, handler, gate and rate-limit names may look like.
 // ValidName reports whether s may name a queue, handler, gate or rate limit: 1-128
 // characters of letters, digits, '_', '.', ':' or '-' (ASCII), starting with a letter or
 // digit (the pattern ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$, checked byte by byte: a batch

@@ -32,7 +32,13 @@ type api struct {
 
 func newAPI(t *testing.T, cfg httpapi.Config) *api {
 	t.Helper()
-	db := pgtest.NewDB(t)
+	return newAPIWith(t, cfg, pg.Options{})
+}
+
+// newAPIWith is newAPI on a database opened with opts (a statement counter, say).
+func newAPIWith(t *testing.T, cfg httpapi.Config, opts pg.Options) *api {
+	t.Helper()
+	db := pgtest.Open(t, pgtest.NewDatabase(t), opts)
 	eng, err := engine.New(db, engine.Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -66,9 +72,18 @@ func (r reply) json(t *testing.T) map[string]any {
 
 func (a *api) do(method, path, body string) reply {
 	a.t.Helper()
+	return a.doWith(method, path, body, nil)
+}
+
+// doWith is do with the request's extra headers.
+func (a *api) doWith(method, path, body string, header http.Header) reply {
+	a.t.Helper()
 	req, err := http.NewRequest(method, a.url+path, strings.NewReader(body))
 	if err != nil {
 		a.t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -362,33 +377,13 @@ func TestTokenGuardsV1Only(t *testing.T) {
 func TestPutQueuePreferMinimal(t *testing.T) {
 	t.Parallel()
 	counter := &pg.StatementCounter{}
-	db := pgtest.Open(t, pgtest.NewDatabase(t), pg.Options{Counter: counter})
-	eng, err := engine.New(db, engine.Config{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := httpapi.New(eng, httpapi.Config{Guard: &netguard.Guard{AllowPrivate: true}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(conformance(t, h))
-	t.Cleanup(srv.Close)
+	a := newAPIWith(t, httpapi.Config{}, pg.Options{Counter: counter})
 	put := func(prefer, body string) reply {
-		req, err := http.NewRequest("PUT", srv.URL+"/v1/queues/q", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
+		h := http.Header{}
 		if prefer != "" {
-			req.Header.Set("Prefer", prefer)
+			h.Set("Prefer", prefer)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return reply{status: resp.StatusCode, header: resp.Header, body: b}
+		return a.doWith("PUT", "/v1/queues/q", body, h)
 	}
 	for _, prefer := range []string{"return=minimal", `respond-async, RETURN="minimal"; x=1`} {
 		counter.Reset()
@@ -399,7 +394,7 @@ func TestPutQueuePreferMinimal(t *testing.T) {
 		if got := counter.Snapshot(); got["QueueCounts"] != 0 || got["QueueUpsert"] != 1 {
 			t.Fatalf("Prefer %q ran %v, want one QueueUpsert and no count", prefer, got)
 		}
-		q, err := eng.GetQueue(context.Background(), "q")
+		q, err := a.eng.GetQueue(context.Background(), "q")
 		if err != nil || !q.Paused || q.MaxInFlight != 7 {
 			t.Fatalf("Prefer %q stored %+v (%v)", prefer, q, err)
 		}
