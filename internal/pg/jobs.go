@@ -388,10 +388,10 @@ func (db *DB) jobInsertPlain(ctx context.Context, items []JobInsert, p dbsqlc.Jo
 // of plain jobs).
 func insertArrays(items []JobInsert) dbsqlc.JobInsertManyParams {
 	n := len(items)
-	p := dbsqlc.JobInsertManyParams{Queues: make([]string, n), Handlers: make([]string, n), Inputs: make([]json.RawMessage, n)}
+	p := dbsqlc.JobInsertManyParams{Queues: make([]string, n), Handlers: make([]string, n), Inputs: make([]string, n)}
 	for i := range items {
 		it := &items[i]
-		p.Queues[i], p.Handlers[i], p.Inputs[i] = it.Queue, it.Handler, it.Input
+		p.Queues[i], p.Handlers[i], p.Inputs[i] = it.Queue, it.Handler, string(it.Input) // nil: "", NULL
 		setOptional(&p.Keys, n, i, it.Key, "")
 		setOptional(&p.Priorities, n, i, it.Priority, -1)
 		setOptional(&p.RunAts, n, i, it.RunAt, time.Time{})
@@ -404,9 +404,9 @@ func insertArrays(items []JobInsert) dbsqlc.JobInsertManyParams {
 		setOptional(&p.ParentIds, n, i, it.ParentID, 0)
 		setOptional(&p.IdempotencyKeys, n, i, it.IdempotencyKey, "")
 		if len(it.ExtraRateLimits) > 0 {
-			var extra json.RawMessage
-			extra, _ = json.Marshal(it.ExtraRateLimits) // plain structs: cannot fail
-			setOptional(&p.ExtraRateLimits, n, i, &extra, nil)
+			b, _ := json.Marshal(it.ExtraRateLimits) // plain structs: cannot fail
+			extra := string(b)
+			setOptional(&p.ExtraRateLimits, n, i, &extra, "")
 		}
 		if d := it.Debounce; d != nil {
 			period, maxWait := d.Period.Milliseconds(), d.MaxWait.Milliseconds()

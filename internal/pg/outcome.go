@@ -155,14 +155,14 @@ func (db *DB) jobApplyPlainOutcomes(ctx context.Context, recs []OutcomeRecord) (
 	n := len(recs)
 	p := dbsqlc.JobApplyPlainOutcomesParams{Ids: make([]int64, n), Tokens: make([]string, n), Kinds: make([]string, n),
 		Labels: make([]string, n), Attempts: make([]int, n), HttpStatuses: make([]int, n),
-		Payloads: make([]json.RawMessage, n), DelaysMs: make([]int64, n), Bodies: make([]json.RawMessage, n)}
+		Payloads: make([]string, n), DelaysMs: make([]int64, n), Bodies: make([]string, n)}
 	for i, r := range recs {
 		p.Ids[i], p.Tokens[i], p.Kinds[i], p.Labels[i] = r.ID, r.Token, r.Kind, r.Label
 		p.Attempts[i], p.HttpStatuses[i] = r.Attempt, *r.HTTPStatus
 		if r.Kind == KindDone {
-			p.Payloads[i] = r.Result
+			p.Payloads[i] = string(r.Result) // nil: "", NULL
 		} else {
-			p.Payloads[i] = r.State
+			p.Payloads[i] = string(r.State)
 		}
 		if r.DelayMS != nil {
 			p.DelaysMs[i] = *r.DelayMS // none and 0 are the same delay
@@ -172,7 +172,7 @@ func (db *DB) jobApplyPlainOutcomes(ctx context.Context, recs []OutcomeRecord) (
 			if err != nil {
 				return nil, err
 			}
-			p.Bodies[i] = b
+			p.Bodies[i] = string(b)
 		}
 	}
 	return db.readPlainOutcomes(ctx, p, recs)

@@ -15,9 +15,10 @@ import (
 // The plain outcome statement writes what the general one writes for `next` and `done`:
 // the same job rows, history rows, parent join and answers, for a done with a result and
 // kept bodies, a next with a state and a delay, a bare next, a next and a done whose job
-// a cancel was requested of during the step, and the done of a child whose parent waits
-// for it. Each case runs twice, in queue "plain" by JobApplyOutcomes (which picks the
-// plain statement, as the counter shows) and in queue "general" by the general statement.
+// a cancel was requested of during the step, the done of a child whose parent waits for
+// it, and a JSON null result and state (values, unlike an absent one). Each case runs
+// twice, in queue "plain" by JobApplyOutcomes (which picks the plain statement, as the
+// counter shows) and in queue "general" by the general statement.
 func TestPlainOutcomesWriteWhatTheGeneralStatementWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -41,6 +42,9 @@ func TestPlainOutcomesWriteWhatTheGeneralStatementWrites(t *testing.T) {
 			bodies: &pg.StepBodies{Request: &pg.StepBody{Text: `{"q":1}`, Size: 7}, Response: &pg.StepBody{Text: `{"done":{}}`, Size: 11}}},
 		{name: "next with a state and a delay", kind: pg.KindNext, state: json.RawMessage(`{"s": 2}`), delay: &delay},
 		{name: "bare next", kind: pg.KindNext},
+		// JSON null is a value, not an absent one: the arrays carry absent as NULL.
+		{name: "done with a null result", kind: pg.KindDone, result: json.RawMessage(`null`)},
+		{name: "next with a null state", kind: pg.KindNext, state: json.RawMessage(`null`)},
 		{name: "next of a cancelled job", kind: pg.KindNext, state: json.RawMessage(`{"s": 3}`), cancelRequested: true},
 		{name: "done of a cancelled job", kind: pg.KindDone, cancelRequested: true},
 		{name: "done of a child", kind: pg.KindDone, child: true},
@@ -115,6 +119,7 @@ func TestPlainOutcomesWriteWhatTheGeneralStatementWrites(t *testing.T) {
 	const jobShape = `SELECT jsonb_build_object(
 		'row', to_jsonb(j) - '{id,queue,created_at,updated_at,finished_at,eligible_at,attempted_at,parent_id}'::text[],
 		'finished', j.finished_at IS NOT NULL,
+		'sql_nulls', jsonb_build_array(j.state IS NULL, j.result IS NULL),  -- to_jsonb writes both nulls alike
 		'delay_ms', CASE WHEN j.finished_at IS NOT NULL THEN NULL WHEN j.eligible_at = 'infinity' THEN -1 ELSE round(extract(epoch FROM j.eligible_at - j.updated_at) * 1000) END,
 		'parent', (SELECT to_jsonb(p) - '{id,created_at,updated_at,eligible_at}'::text[] FROM jobs p WHERE p.id = j.parent_id),
 		'history', (SELECT jsonb_agg(to_jsonb(s) - '{id,job_id,queue,started_at,finished_at}'::text[]
