@@ -150,11 +150,12 @@ func (s *Server) InsertJobs(ctx context.Context, req InsertJobsRequestObject) (I
 	if len(fields) > 0 {
 		return nil, &engine.ValidationError{Errors: fields}
 	}
-	got, err := s.eng.InsertJobs(ctx, jobs)
-	if err != nil {
+	answer := newInsertedEncoder(len(jobs))
+	if err := s.eng.InsertJobsEach(ctx, jobs, answer.add); err != nil {
+		answerBuffers.Put(answer.b)
 		return nil, err
 	}
-	return batchInsertedResponse{body: encodeInsertedJobs(got)}, nil
+	return answer.finish(), nil
 }
 
 func parseCursor(c *string) *int64 {

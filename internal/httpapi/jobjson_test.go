@@ -98,3 +98,12 @@ func TestAppendJobMatchesEncodingJSON(t *testing.T) {
 		t.Fatalf("encodeInsertedJobs: %v %+v", err, doc)
 	}
 }
+
+// encodeInsertedJobs is the batch endpoint's answer for jobs.
+func encodeInsertedJobs(jobs []engine.JobInserted) []byte {
+	e := newInsertedEncoder(len(jobs))
+	for i := range jobs {
+		e.add(&jobs[i])
+	}
+	return *e.finish().body
+}
