@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -187,5 +190,57 @@ func TestPlainInsertWritesWhatTheGeneralInsertWrites(t *testing.T) {
 	}
 	if n, err := db.QueryInt(ctx, `SELECT (SELECT count(*) FROM jobs WHERE queue = 'refused') + (SELECT count(*) FROM queues WHERE name = 'refused')`); err != nil || n != 0 {
 		t.Fatalf("the refused batch wrote %d rows (%v)", n, err)
+	}
+}
+
+// The plain insert answers without each row's request position: item k's job is the k-th
+// smallest id of the batch. Batches inserted at once from several connections draw their
+// ids from one sequence in turns; each answer must still be its item's job, stored with
+// the item's input.
+func TestPlainInsertAnswersInRequestOrderBesideOtherBatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.Open(t, pgtest.NewDatabase(t), pg.Options{MaxConns: 8})
+	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://example.test/", NewSecret: "whsec_x"}); err != nil {
+		t.Fatal(err)
+	}
+	const clients, batches, size = 6, 5, 400
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for c := range clients {
+		wg.Go(func() {
+			for b := range batches {
+				items := make([]pg.JobInsert, size)
+				for k := range items {
+					items[k] = pg.JobInsert{Queue: "q" + strconv.Itoa(k%3), Handler: "h",
+						Input: json.RawMessage(fmt.Sprintf(`{"b": %d, "c": %d, "k": %d}`, b, c, k))} // as jsonb writes it
+				}
+				got, err := db.JobInsertMany(ctx, items)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for k := range got {
+					if string(got[k].Input) != string(items[k].Input) || got[k].Queue != items[k].Queue {
+						errs <- fmt.Errorf("client %d batch %d item %d answered job %d with input %s in %s", c, b, k, got[k].ID, got[k].Input, got[k].Queue)
+						return
+					}
+					if k > 0 && got[k].ID <= got[k-1].ID {
+						errs <- fmt.Errorf("client %d batch %d: item %d has id %d after %d", c, b, k, got[k].ID, got[k-1].ID)
+						return
+					}
+				}
+				stored, err := db.QueryStrings(ctx, `SELECT input::text, queue FROM jobs WHERE id = $1`, got[size-1].ID)
+				if err != nil || stored[0][0] != string(items[size-1].Input) || stored[0][1] != items[size-1].Queue {
+					errs <- fmt.Errorf("client %d batch %d: the last job stored %v (%v)", c, b, stored, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }

@@ -1,9 +1,11 @@
 package pg
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
@@ -349,18 +351,18 @@ func (db *DB) jobInsertPlain(ctx context.Context, items []JobInsert, p dbsqlc.Jo
 	inserted := 0
 	r := insertManyRow{Origin: "inserted"} // one row read at a time: no pointer into it is kept
 	for rows.Next() {
-		if err := rows.Scan(&r.Ord, &r.ID, oneOf{&r.Status, jobStatuses}, &r.Priority, &r.EligibleAt, &r.Input,
+		if err := rows.Scan(&r.ID, oneOf{&r.Status, jobStatuses}, &r.Priority, &r.EligibleAt, &r.Input,
 			&r.MaxAttempts, &r.RateWeight, &r.CreatedAt, &r.LeaseOwner); err != nil {
 			return nil, translate(err)
 		}
-		if r.Ord < 0 || int(r.Ord) >= len(items) || out[r.Ord].ID != 0 {
-			return nil, fmt.Errorf("pg: the plain insert answered item %d twice or out of range", r.Ord)
+		if inserted == len(items) {
+			return nil, fmt.Errorf("pg: the plain insert answered more rows than the %d items", len(items))
 		}
-		j := &out[r.Ord]
-		j.Job = insertedJob(&items[r.Ord], &r)
+		j := &out[inserted]
+		j.Job = storedPart(&r)
 		if j.EligibleAt != nil {
-			eligible[r.Ord] = *j.EligibleAt
-			j.EligibleAt = &eligible[r.Ord]
+			eligible[inserted] = *j.EligibleAt
+			j.EligibleAt = &eligible[inserted]
 		}
 		r.Input = nil // the next row's input is a copy of its own
 		inserted++
@@ -369,6 +371,15 @@ func (db *DB) jobInsertPlain(ctx context.Context, items []JobInsert, p dbsqlc.Jo
 		return nil, translate(err)
 	}
 	if inserted == len(items) {
+		// The ids were drawn in request order: item k's job is the k-th smallest id. The
+		// rows come back in the insert's order, which is the request's.
+		byID := func(a, b JobInserted) int { return cmp.Compare(a.ID, b.ID) }
+		if !slices.IsSortedFunc(out, byID) {
+			slices.SortFunc(out, byID)
+		}
+		for k := range out {
+			requestedPart(&out[k].Job, &items[k])
+		}
 		return out, nil
 	}
 	if inserted == 0 {
@@ -439,21 +450,32 @@ func setOptional[V any](col *[]V, n, i int, v *V, absent V) {
 // insertedJob is the stored row of an inserted item: what the statement answered (the
 // id and every value it decided) with the item's own values and the table's defaults.
 func insertedJob(it *JobInsert, r *insertManyRow) Job {
-	j := Job{ID: r.ID, Queue: it.Queue, Handler: it.Handler, Status: r.Status,
-		Priority: int(r.Priority.Int16), Input: r.Input,
-		MaxAttempts: int(r.MaxAttempts.Int32), Key: textOrNil(r.Key), ConcurrencyKey: it.ConcurrencyKey,
-		RateLimit: it.RateLimit, RateKey: it.RateKey, RateWeight: int(r.RateWeight.Int32), ParentID: it.ParentID,
+	j := storedPart(r)
+	requestedPart(&j, it)
+	return j
+}
+
+// storedPart is the part of an inserted job the statement answered.
+func storedPart(r *insertManyRow) Job {
+	j := Job{ID: r.ID, Status: r.Status, Priority: int(r.Priority.Int16), Input: r.Input,
+		MaxAttempts: int(r.MaxAttempts.Int32), Key: textOrNil(r.Key), RateWeight: int(r.RateWeight.Int32),
 		LeaseOwner: textOrNil(r.LeaseOwner)}
 	if r.EligibleAt.Valid {
 		j.EligibleAt = &r.EligibleAt.Time
-	}
-	if len(it.ExtraRateLimits) > 0 {
-		j.ExtraRateLimits = it.ExtraRateLimits
 	}
 	if r.CreatedAt.Valid {
 		j.CreatedAt, j.UpdatedAt = r.CreatedAt.Time, r.CreatedAt.Time
 	}
 	return j
+}
+
+// requestedPart fills in the part of an inserted job its request item gave.
+func requestedPart(j *Job, it *JobInsert) {
+	j.Queue, j.Handler, j.ConcurrencyKey, j.RateLimit, j.RateKey, j.ParentID = it.Queue, it.Handler,
+		it.ConcurrencyKey, it.RateLimit, it.RateKey, it.ParentID
+	if len(it.ExtraRateLimits) > 0 {
+		j.ExtraRateLimits = it.ExtraRateLimits
+	}
 }
 
 // insertManyRow is a row of JobInsertMany's answer (the columns of

@@ -674,10 +674,9 @@ notified AS (
     SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
     FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
 )
-SELECT r.ord::int AS ord, i.id, i.status, i.priority, i.eligible_at, i.input, i.max_attempts, i.rate_weight,
+SELECT i.id, i.status, i.priority, i.eligible_at, i.input, i.max_attempts, i.rate_weight,
        i.created_at, i.lease_owner
-FROM inserted i
-JOIN req r ON r.id = i.id, notified
+FROM inserted i, notified
 `
 
 type JobInsertPlainParams struct {
@@ -693,7 +692,6 @@ type JobInsertPlainParams struct {
 }
 
 type JobInsertPlainRow struct {
-	Ord         int
 	ID          int64
 	Status      string
 	Priority    int
@@ -717,8 +715,9 @@ type JobInsertPlainRow struct {
 // to jsonb, as in JobInsertMany. A paused handler's or an open breaker's job goes in
 // parked, as in JobInsertMany (the eligible time and the parking are its to_insert
 // expressions written out again; the test above holds the two statements to the same
-// rows). Ids are drawn in request order in `req`; the answer is each inserted row with
-// its request position ord.
+// rows). Ids are drawn in request order in `req`, so the answer is each inserted row,
+// without its request position: item k's job is the k-th smallest id. Joining the
+// answer back to `req` for the position sorted both sides, 2 of 36 ms at 5 000 jobs.
 // Index use: handlers_pkey per distinct handler, queues_pkey per distinct queue.
 // Cost: one heap insert + its index entries per job.
 func (q *Queries) JobInsertPlain(ctx context.Context, arg JobInsertPlainParams) ([]JobInsertPlainRow, error) {
@@ -741,7 +740,6 @@ func (q *Queries) JobInsertPlain(ctx context.Context, arg JobInsertPlainParams) 
 	for rows.Next() {
 		var i JobInsertPlainRow
 		if err := rows.Scan(
-			&i.Ord,
 			&i.ID,
 			&i.Status,
 			&i.Priority,
