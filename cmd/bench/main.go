@@ -437,21 +437,14 @@ func run(o options) error {
 		}
 	}
 	if ours {
-		if err := call(api, "PUT", "/v1/queues/drain5", fmt.Sprintf(`{"paused": true, "max_in_flight": %d, "batch": %d}`, o.maxInFlight, o.batch)); err != nil {
-			return err
+		if o.fiveStepJobs > 0 {
+			r, d, err := fiveStepDrain(ctx, o, m, db, api, oursSide("drain5", false))
+			if err != nil {
+				return err
+			}
+			results = append(results, r)
+			cmp.FiveStep = &d
 		}
-		if _, err := bulkInsert(api, "bench", "drain5", o.fiveStepJobs, 5, 1, 10000); err != nil {
-			return err
-		}
-		if err := vacuumAnalyze(ctx, o, db, "jobs"); err != nil {
-			return err
-		}
-		r, d, err := drainOurs(ctx, m, db, oursSide("drain5", false), "drain5", 0, o.fiveStepJobs, 5)
-		if err != nil {
-			return err
-		}
-		results = append(results, r)
-		cmp.FiveStep = &d
 		lat, err := latency(api, recvAddr, o.latencyRate, o.latencyFor)
 		if err != nil {
 			return err
@@ -477,6 +470,21 @@ func run(o options) error {
 		return os.WriteFile(o.jsonOut, b, 0o644)
 	}
 	return nil
+}
+
+// fiveStepDrain inserts -five-step-jobs five-step jobs into a paused queue and drains them
+// as side s (the caller skips it at -five-step-jobs 0).
+func fiveStepDrain(ctx context.Context, o options, m *meter, db *pg.DB, api string, s side) (Result, Drain, error) {
+	if err := call(api, "PUT", "/v1/queues/drain5", fmt.Sprintf(`{"paused": true, "max_in_flight": %d, "batch": %d}`, o.maxInFlight, o.batch)); err != nil {
+		return Result{}, Drain{}, err
+	}
+	if _, err := bulkInsert(api, "bench", "drain5", o.fiveStepJobs, 5, 1, 10000); err != nil {
+		return Result{}, Drain{}, err
+	}
+	if err := vacuumAnalyze(ctx, o, db, "jobs"); err != nil {
+		return Result{}, Drain{}, err
+	}
+	return drainOurs(ctx, m, db, s, "drain5", 0, o.fiveStepJobs, 5)
 }
 
 // startServer starts one server process on the bench's database, serving its API on
