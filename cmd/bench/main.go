@@ -134,7 +134,7 @@ func main() {
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results to this JSON file")
 	flag.IntVar(&o.bulkClients, "bulk-clients", 4, "concurrent clients of the bulk insert")
 	flag.StringVar(&o.insertProfile, "insert-cpuprofile", "", "write a CPU profile of the server during the first pair's batch inserts to this file")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the server during the first one-step drain to this file")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the server during the first one-step drain to this file (with -processes: of each server in each drain, to FILE.Np.K)")
 	flag.StringVar(&o.recvProfile, "receiver-cpuprofile", "", "write a CPU profile of the webhook receiver during the first one-step drain to this file")
 	flag.DurationVar(&o.profileFor, "cpuprofile-for", 5*time.Second, "length of the -cpuprofile capture, from the start of the drain")
 	flag.IntVar(&o.pairs, "pairs", 5, "alternating pairs of one-step drains (gendurable, River, gendurable, River...)")

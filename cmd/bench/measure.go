@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg"
@@ -35,7 +37,11 @@ type Drain struct {
 	StatementsStep float64            `json:"statements_per_step"`
 	WALBytesStep   float64            `json:"wal_bytes_per_step"`
 	ExecMicrosStep float64            `json:"exec_us_per_step"`
-	Statements     []StatementStat    `json:"statements"`
+	// SwitchesStep is the machine's context switches a step over the drain window
+	// (/proc/stat ctxt): every process's, the bench's too. It grows as more processes than
+	// cores take turns.
+	SwitchesStep float64         `json:"context_switches_per_step"`
+	Statements   []StatementStat `json:"statements"`
 }
 
 // Process names of Drain.CPUMicros.
@@ -89,10 +95,10 @@ func (m *meter) benchBackends(ctx context.Context) map[int]bool {
 	return out
 }
 
-type cpuSnapshot struct{ engine, postgres, receiver int64 }
+type cpuSnapshot struct{ engine, postgres, receiver, switches int64 }
 
 func (m *meter) cpu(s side, exclude map[int]bool) cpuSnapshot {
-	c := cpuSnapshot{receiver: processCPU(m.receiver)}
+	c := cpuSnapshot{receiver: processCPU(m.receiver), switches: machineSwitches()}
 	for _, pid := range s.pids {
 		c.engine += processCPU(pid)
 	}
@@ -162,7 +168,24 @@ func (m *meter) drain(ctx context.Context, s side, pair, jobs, steps int) (Drain
 	d.StatementsStep = float64(calls) / float64(total)
 	d.WALBytesStep = float64(wal) / float64(total)
 	d.ExecMicrosStep = exec * 1000 / float64(total)
+	d.SwitchesStep = float64(after.switches-before.switches) / float64(total)
 	return d, nil
+}
+
+// machineSwitches is the context switches the machine has made since boot (/proc/stat
+// ctxt), 0 when unreadable.
+func machineSwitches() int64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "ctxt "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // statements reads pg_stat_statements for one database, by statement name (the

@@ -102,16 +102,17 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 			stopServer(srv)
 		}
 	}()
-	var apis []string
+	var apis, pprofAddrs []string
 	var pids []int
 	for range n {
-		apiAddr := freeAddr()
-		srv, err := startServer(o, apiAddr, freeAddr())
+		apiAddr, pprofAddr := freeAddr(), freeAddr()
+		srv, err := startServer(o, apiAddr, pprofAddr)
 		if err != nil {
 			return ProcessesDrain{}, err
 		}
 		servers = append(servers, srv)
 		apis = append(apis, "http://"+apiAddr)
+		pprofAddrs = append(pprofAddrs, pprofAddr)
 		pids = append(pids, srv.Process.Pid)
 	}
 	for _, api := range apis {
@@ -144,9 +145,20 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 	}
 	target := served["requests"] + int64(o.jobs)
 	sampler := &lockSampler{db: lockDB}
+	var profiles sync.WaitGroup
 	s := side{name: fmt.Sprintf("%d processes", n), pids: pids, database: database,
 		start: func() error {
 			sampler.start(ctx)
+			if o.cpuProfile != "" { // each server's profile, from the start of the drain
+				for k, addr := range pprofAddrs {
+					path := fmt.Sprintf("%s.%dp.%d", o.cpuProfile, n, k+1)
+					profiles.Go(func() {
+						if err := captureProfile(addr, path, o.profileFor); err != nil {
+							fmt.Fprintln(os.Stderr, "bench: profile:", err)
+						}
+					})
+				}
+			}
 			return resumeQueue(api, queue)
 		},
 		// The receiver's count first (no statement), then one probe that every outcome
@@ -165,6 +177,7 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 		}}
 	d, err := m.drain(ctx, s, 0, o.jobs, 1)
 	sampler.stop()
+	profiles.Wait()
 	if err != nil {
 		return ProcessesDrain{}, err
 	}
@@ -284,7 +297,7 @@ func printProcesses(out io.Writer, rows []ProcessesDrain, o options) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "processes\tsteps/s\tstmts/step\tclaims/step\trows/claim\tskipped/claim\tdead/claim\t"+
 		"lock samples\tungranted max\tungranted mean\tLock waits max\tLock waits mean\t"+
-		"CPU µs servers\tCPU µs PostgreSQL\tCPU µs receiver\tCPU µs total\tWAL B/step\t")
+		"CPU µs servers\tCPU µs PostgreSQL\tCPU µs receiver\tCPU µs total\tWAL B/step\tswitches/step\t")
 	for _, r := range rows {
 		d := r.Drain
 		steps := float64(d.Steps)
@@ -293,15 +306,15 @@ func printProcesses(out io.Writer, rows []ProcessesDrain, o options) {
 			rowsPerClaim = float64(r.ClaimRows) / float64(r.ClaimCalls)
 		}
 		cpu := d.CPUMicros
-		fmt.Fprintf(w, "%d\t%.0f\t%.3f\t%.4f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.2f\t%d\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
+		fmt.Fprintf(w, "%d\t%.0f\t%.3f\t%.4f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.2f\t%d\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f\t\n",
 			r.Processes, d.PerSecond, d.StatementsStep, float64(r.ClaimCalls)/steps, rowsPerClaim, r.skippedPerClaim(), r.deadPerClaim(),
 			r.Samples, r.UngrantedMax, r.UngrantedMean, r.WaitingMax, r.WaitingMean,
-			cpu[procEngine], cpu[procPostgres], cpu[procReceiver], cpu[procEngine]+cpu[procPostgres]+cpu[procReceiver], d.WALBytesStep)
+			cpu[procEngine], cpu[procPostgres], cpu[procReceiver], cpu[procEngine]+cpu[procPostgres]+cpu[procReceiver], d.WALBytesStep, d.SwitchesStep)
 	}
 	_ = w.Flush()
 	fmt.Fprintln(out, "\nskipped/claim: jobs_pick rows fetched (idx_tup_fetch) minus rows claimed minus JobReadyExists calls, "+
 		"per claim: rows the scan met held by another process's claim (SKIP LOCKED) or just claimed by one. "+
 		"dead/claim: entries read (idx_tup_read) but not fetched: rows claimed earlier, still in the index. "+
 		"Locks: pg_locks NOT granted and pg_stat_activity wait_event_type = 'Lock', sampled every 10 ms over the drain. "+
-		"CPU: utime+stime per step, the server processes summed.")
+		"CPU: utime+stime per step, the server processes summed. switches/step: the machine's context switches (/proc/stat ctxt) per step.")
 }

@@ -91,6 +91,7 @@ func printComparison(out io.Writer, c Comparison, o options) {
 	row("statements", 3, func(d Drain) float64 { return d.StatementsStep })
 	row("statement exec µs", 1, func(d Drain) float64 { return d.ExecMicrosStep })
 	row("WAL bytes", 0, func(d Drain) float64 { return d.WALBytesStep })
+	row("context switches (machine)", 1, func(d Drain) float64 { return d.SwitchesStep })
 	row("steps/s", 0, func(d Drain) float64 { return d.PerSecond })
 	_ = w.Flush()
 
