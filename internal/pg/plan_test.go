@@ -338,3 +338,57 @@ func TestPickDoesNotWalkPastNotYetDueRows(t *testing.T) {
 		t.Fatalf("claimed %d rows (%v), want the 30 due", len(got), err)
 	}
 }
+
+// The ready probe after an empty pick descends jobs_pick once per priority and stops at
+// each first due entry, under the generic plan the server uses, whatever else the table
+// holds: here 100 000 finished jobs of another queue, 20 000 not yet due at the most
+// urgent priority, and the statistics of a queue that was all runnable when they were
+// gathered (its generic plan was a sequential scan of jobs: 14-16 ms a probe).
+func TestReadyProbeStaysOnThePickIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.Open(t, pgtest.NewDatabase(t), pg.Options{MaxConns: 1}) // the generic plan is prepared on it
+	for _, sql := range []string{
+		`INSERT INTO handlers (name, url, secret) VALUES ('h', 'http://example.test/', 'whsec_x')`,
+		`INSERT INTO jobs (queue, handler, max_attempts, status, finished_at)
+			SELECT 'old', 'h', 5, 'done', now() FROM generate_series(1, 100000)`,
+		`INSERT INTO jobs (queue, handler, max_attempts) SELECT 'q', 'h', 5 FROM generate_series(1, 20000)`,
+		`INSERT INTO jobs (queue, handler, max_attempts, priority, eligible_at)
+			SELECT 'later', 'h', 5, 0, now() + interval '1 hour' FROM generate_series(1, 20000)`,
+		`ANALYZE jobs`,
+		// The drain went on after the statistics: 20 of q's jobs are left runnable.
+		`UPDATE jobs SET status = 'done', finished_at = now() WHERE queue = 'q' AND id % 1000 <> 0`,
+		`INSERT INTO jobs (queue, handler, max_attempts, priority) VALUES ('later', 'h', 5, 7)`,
+		`SET plan_cache_mode = force_generic_plan`,
+		`PREPARE ready(text) AS ` + pg.Statement("JobReadyExists"),
+	} {
+		if _, err := db.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	for _, c := range []struct {
+		queue string
+		ready bool
+	}{{"q", true}, {"later", true}, {"old", false}, {"none", false}} {
+		raw, err := db.ExplainAnalyze(ctx, "EXECUTE ready('"+c.queue+"')")
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := pgtest.ParsePlan(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read, blocks := plan.MaxRowsRead("jobs"), plan.IndexBlocks("jobs_pick")
+		t.Logf("queue %s: at most %.0f rows of jobs read, %.0f buffers of jobs_pick", c.queue, read, blocks)
+		// Ten descents of three levels are 30 buffers; q's also walks the entries its
+		// drain left dead before its first runnable row (61 here). The sequential scan read
+		// 30 804.
+		if plan.HasSeqScan("jobs") || !plan.Uses("jobs_pick") || read > 10 || blocks > 100 {
+			t.Fatalf("queue %s: the ready probe read %.0f rows of jobs and %.0f buffers of jobs_pick:\n%s", c.queue, read, blocks, raw)
+		}
+		got, err := db.JobReadyExists(ctx, c.queue)
+		if err != nil || got != c.ready {
+			t.Fatalf("queue %s: ready %v (%v), want %v", c.queue, got, err, c.ready)
+		}
+	}
+}

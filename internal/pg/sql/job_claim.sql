@@ -295,5 +295,19 @@ WHERE c.id IS NOT NULL OR s.others > 0;
 
 -- name: JobReadyExists :one
 -- Whether queue queue has a runnable job that is due (after an empty pick: throttled by a
--- gate or a rate limit, rather than idle). One probe of jobs_pick.
-SELECT EXISTS (SELECT 1 FROM jobs j WHERE j.queue = sqlc.arg(queue)::text AND j.status = 'runnable' AND j.eligible_at <= now());
+-- gate or a rate limit, or all its due rows held by other processes' claims, rather than
+-- idle). One descent of jobs_pick per priority, each stopping at its first due entry, as
+-- the pick descends. Without the ORDER BY the generic plan of each descent was a
+-- sequential scan; written as one EXISTS over the queue, its generic plan was a
+-- sequential scan of jobs: 14-16 ms at 120 000 rows for each empty pick, 12.5 µs a step
+-- of three server processes' drain (TestReadyProbeStaysOnThePickIndex).
+SELECT EXISTS (
+    SELECT 1 FROM generate_series(0, 9) AS p(priority)
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM jobs j
+        WHERE j.queue = sqlc.arg(queue)::text
+          AND j.status = 'runnable'
+          AND j.priority = p.priority::smallint
+          AND j.eligible_at <= now()
+        ORDER BY j.eligible_at  -- the index's order: a scan of the table would sort all it reads
+        LIMIT 1) due);
