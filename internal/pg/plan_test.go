@@ -28,6 +28,19 @@ func seedJobs(t *testing.T, db *pg.DB, queue string, n int, extra string) {
 	}
 }
 
+// explained is the parsed plan of an EXPLAIN (ANALYZE, FORMAT JSON) answer.
+func explained(t *testing.T, raw []byte, err error) pgtest.PlanNode {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pgtest.ParsePlan(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
 // The pick reads about `batch` rows whatever the backlog (seed 003's test): every scan
 // node reads at most 2 × batch rows of jobs with 100 000 runnable rows queued.
 func TestPickReadsAtMostTwiceTheBatch(t *testing.T) {
@@ -307,13 +320,7 @@ func TestPickDoesNotWalkPastNotYetDueRows(t *testing.T) {
 	}
 	check := func(mode string, raw []byte, err error) {
 		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		plan, err := pgtest.ParsePlan(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
+		plan := explained(t, raw, err)
 		// Rows read stay at 30 either way; what the walk costs shows in the index's buffers
 		// (entries an index condition skips are counted by no row count): 140 buffers when
 		// the pick was one range scan of the queue, 21 with one descent per priority.
@@ -371,13 +378,7 @@ func TestReadyProbeStaysOnThePickIndex(t *testing.T) {
 		ready bool
 	}{{"q", true}, {"later", true}, {"old", false}, {"none", false}} {
 		raw, err := db.ExplainAnalyze(ctx, "EXECUTE ready('"+c.queue+"')")
-		if err != nil {
-			t.Fatal(err)
-		}
-		plan, err := pgtest.ParsePlan(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
+		plan := explained(t, raw, err)
 		read, blocks := plan.MaxRowsRead("jobs"), plan.IndexBlocks("jobs_pick")
 		t.Logf("queue %s: at most %.0f rows of jobs read, %.0f buffers of jobs_pick", c.queue, read, blocks)
 		// Ten descents of three levels are 30 buffers; q's also walks the entries its
