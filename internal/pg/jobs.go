@@ -349,7 +349,7 @@ func (db *DB) jobInsertPlain(ctx context.Context, items []JobInsert, p dbsqlc.Jo
 	out := make([]JobInserted, len(items))
 	eligible := make([]time.Time, len(items)) // the answers' EligibleAt, one allocation
 	inserted := 0
-	r := insertManyRow{Origin: "inserted"} // one row read at a time: no pointer into it is kept
+	var r insertManyRow // one row read at a time: no pointer into it is kept
 	for rows.Next() {
 		if err := rows.Scan(&r.ID, oneOf{&r.Status, jobStatuses}, &r.Priority, &r.EligibleAt, &r.Input,
 			&r.MaxAttempts, &r.RateWeight, &r.CreatedAt, &r.LeaseOwner); err != nil {
