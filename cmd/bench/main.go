@@ -75,6 +75,9 @@ type options struct {
 	analyze       bool
 	keepBulk      bool
 	processes     []int
+	pace          float64
+	paceFor       time.Duration
+	paceBatch     int
 }
 
 // Result is one scenario's figures.
@@ -158,6 +161,9 @@ func main() {
 		}
 		return nil
 	})
+	flag.Float64Var(&o.pace, "pace", 0, "with -processes: jobs arrive during each drain through the servers' batch API at this many a second for each process, for -pace-for (0: each drain is a backlog inserted beforehand)")
+	flag.DurationVar(&o.paceFor, "pace-for", 10*time.Second, "with -pace: how long the jobs arrive")
+	flag.IntVar(&o.paceBatch, "pace-batch", 100, "with -pace: jobs per insert call")
 	flag.Parse()
 	switch o.only {
 	case "":

@@ -24,6 +24,12 @@ type ProcessesDrain struct {
 	// (JobClaimPlain and JobClaimBatch).
 	ClaimCalls int64 `json:"claim_calls"`
 	ClaimRows  int64 `json:"claim_rows"`
+	// OutcomeCalls and OutcomeRows are the outcome statements' calls and rows.
+	OutcomeCalls int64 `json:"outcome_calls"`
+	OutcomeRows  int64 `json:"outcome_rows"`
+	// With -pace: the jobs' time from insert to done (their updated_at - created_at).
+	LatencyP50ms float64 `json:"latency_p50_ms,omitempty"`
+	LatencyP99ms float64 `json:"latency_p99_ms,omitempty"`
 	// ReadyCalls are JobReadyExists's calls: each reads jobs_pick too (about one entry).
 	ReadyCalls int64 `json:"ready_exists_calls"`
 	// PickEntries and PickFetched are idx_tup_read and idx_tup_fetch of jobs_pick over
@@ -77,8 +83,8 @@ func runProcesses(ctx context.Context, o options, db *pg.DB, database, recvAddr 
 		return err
 	}
 	var rows []ProcessesDrain
-	for _, n := range o.processes {
-		r, err := drainProcesses(ctx, o, m, db, lockDB, database, recvAddr, n)
+	for i, n := range o.processes {
+		r, err := drainProcesses(ctx, o, m, db, lockDB, database, recvAddr, n, i+1)
 		if err != nil {
 			return fmt.Errorf("%d processes: %w", n, err)
 		}
@@ -93,9 +99,10 @@ func runProcesses(ctx context.Context, o options, db *pg.DB, database, recvAddr 
 	return nil
 }
 
-// drainProcesses is one row of the -processes table: n servers started, the drain,
-// the servers stopped.
-func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB, database, recvAddr string, n int) (ProcessesDrain, error) {
+// drainProcesses is the row-th row of the -processes table: n servers started, the
+// drain (on a queue of its own, so a count may come twice in the list), the servers
+// stopped.
+func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB, database, recvAddr string, n, row int) (ProcessesDrain, error) {
 	var servers []*exec.Cmd
 	defer func() {
 		for _, srv := range servers {
@@ -124,12 +131,19 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 	if err := putHandler(api, recvAddr); err != nil {
 		return ProcessesDrain{}, err
 	}
-	queue := fmt.Sprintf("processes-%d", n)
-	if err := call(api, "PUT", "/v1/queues/"+queue, fmt.Sprintf(`{"paused": true, "max_in_flight": %d, "batch": %d}`, o.maxInFlight, o.batch)); err != nil {
+	queue := fmt.Sprintf("processes-%d-%d", row, n)
+	jobs := o.jobs
+	if o.pace > 0 { // jobs arrive during the drain, at pace a second for each process
+		jobs = int(float64(n) * o.pace * o.paceFor.Seconds())
+	}
+	if err := call(api, "PUT", "/v1/queues/"+queue, fmt.Sprintf(`{"paused": %t, "max_in_flight": %d, "batch": %d}`,
+		o.pace == 0, o.maxInFlight, o.batch)); err != nil {
 		return ProcessesDrain{}, err
 	}
-	if _, err := bulkInsert(api, "bench", queue, o.jobs, 1, 1, o.insertBatch); err != nil {
-		return ProcessesDrain{}, err
+	if o.pace == 0 {
+		if _, err := bulkInsert(api, "bench", queue, jobs, 1, 1, o.insertBatch); err != nil {
+			return ProcessesDrain{}, err
+		}
 	}
 	if err := vacuumAnalyze(ctx, o, db, "jobs"); err != nil {
 		return ProcessesDrain{}, err
@@ -143,8 +157,9 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 	if err != nil {
 		return ProcessesDrain{}, err
 	}
-	target := served["requests"] + int64(o.jobs)
+	target := served["requests"] + int64(jobs)
 	sampler := &lockSampler{db: lockDB}
+	arrivals, arrived := make(chan error, 1), false // with -pace: the arrivals' end
 	var profiles sync.WaitGroup
 	s := side{name: fmt.Sprintf("%d processes", n), pids: pids, database: database,
 		start: func() error {
@@ -159,11 +174,26 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 					})
 				}
 			}
+			if o.pace > 0 {
+				go func() { arrivals <- arrive(apis, queue, jobs, float64(n)*o.pace, o.paceBatch) }()
+				return nil
+			}
 			return resumeQueue(api, queue)
 		},
 		// The receiver's count first (no statement), then one probe that every outcome
 		// is written: the poll reads no jobs_pick entry.
 		finished: func(ctx context.Context) (bool, error) {
+			if o.pace > 0 && !arrived {
+				select {
+				case err := <-arrivals:
+					if err != nil {
+						return false, err
+					}
+					arrived = true
+				default:
+					return false, nil
+				}
+			}
 			st, err := receiverStats(recvAddr)
 			if err != nil || st["requests"] < target {
 				return false, err
@@ -175,7 +205,7 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 			}
 			return left == 0, err
 		}}
-	d, err := m.drain(ctx, s, 0, o.jobs, 1)
+	d, err := m.drain(ctx, s, 0, jobs, 1)
 	sampler.stop()
 	profiles.Wait()
 	if err != nil {
@@ -184,8 +214,8 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 	if done, err := db.QueryInt(ctx, `-- probe
 		SELECT count(*) FROM jobs WHERE queue = $1 AND status = 'done'`, queue); err != nil {
 		return ProcessesDrain{}, err
-	} else if done != int64(o.jobs) {
-		return ProcessesDrain{}, fmt.Errorf("%s: %d of %d jobs done", queue, done, o.jobs)
+	} else if done != int64(jobs) {
+		return ProcessesDrain{}, fmt.Errorf("%s: %d of %d jobs done", queue, done, jobs)
 	}
 	time.Sleep(statsSettle)
 	read1, fetched1, err := pickEntries(ctx, db)
@@ -197,12 +227,47 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 		switch st.Name {
 		case "JobClaimBatch", "JobClaimPlain":
 			r.ClaimCalls, r.ClaimRows = r.ClaimCalls+st.Calls, r.ClaimRows+st.Rows
+		case "JobApplyOutcomes", "JobApplyOutcomesCrediting", "JobApplyPlainOutcomes":
+			r.OutcomeCalls, r.OutcomeRows = r.OutcomeCalls+st.Calls, r.OutcomeRows+st.Rows
 		case "JobReadyExists":
 			r.ReadyCalls = st.Calls
 		}
 	}
 	r.Samples, r.UngrantedMax, r.UngrantedMean, r.WaitingMax, r.WaitingMean = sampler.summary()
+	if o.pace > 0 {
+		ms, err := db.QueryStrings(ctx, `-- probe
+			SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY lat), percentile_cont(0.99) WITHIN GROUP (ORDER BY lat)
+			FROM (SELECT extract(epoch FROM updated_at - created_at) * 1000 AS lat FROM jobs WHERE queue = $1) l`, queue)
+		if err != nil {
+			return ProcessesDrain{}, err
+		}
+		r.LatencyP50ms, _ = strconv.ParseFloat(ms[0][0], 64)
+		r.LatencyP99ms, _ = strconv.ParseFloat(ms[0][1], 64)
+	}
 	return r, nil
+}
+
+// arrive inserts jobs one-step jobs into queue at rate jobs a second, in calls of batch
+// jobs sent to the servers in turn (as a load balancer would), each call at its time on
+// a fixed schedule (a late call does not delay the next); it returns when all are in.
+func arrive(apis []string, queue string, jobs int, rate float64, batch int) error {
+	interval := time.Duration(float64(batch) / rate * float64(time.Second))
+	start := time.Now()
+	errs := make(chan error, jobs/batch+1)
+	var calls sync.WaitGroup
+	for k, sent := 0, 0; sent < jobs; k++ {
+		size := min(batch, jobs-sent)
+		sent += size
+		time.Sleep(time.Until(start.Add(time.Duration(k) * interval)))
+		calls.Go(func() {
+			if _, err := bulkInsert(apis[k%len(apis)], "bench", queue, size, 1, 1, size); err != nil {
+				errs <- err
+			}
+		})
+	}
+	calls.Wait()
+	close(errs)
+	return <-errs // nil when none failed
 }
 
 // pickEntries is idx_tup_read and idx_tup_fetch of the jobs_pick index so far.
@@ -291,25 +356,31 @@ func maxMean(v []int64) (int64, float64) {
 
 // printProcesses prints the -processes table, one row per count of server processes.
 func printProcesses(out io.Writer, rows []ProcessesDrain, o options) {
-	fmt.Fprintf(out, "server processes on one PostgreSQL — a %d-job one-step drain each (inserted through one server, "+
-		"queue max_in_flight %d per process, batch %d, outcome batch %d), %s\n\n",
-		o.jobs, o.maxInFlight, o.batch, o.outcomeBatch, time.Now().UTC().Format(time.RFC3339))
+	drain := fmt.Sprintf("a %d-job one-step drain each (a backlog inserted through one server beforehand", o.jobs)
+	if o.pace > 0 {
+		drain = fmt.Sprintf("one-step jobs arriving at %g a second for each process for %s (%d a call, to the servers in turn", o.pace, o.paceFor, o.paceBatch)
+	}
+	fmt.Fprintf(out, "server processes on one PostgreSQL — %s; queue max_in_flight %d per process, batch %d, outcome batch %d), %s\n\n",
+		drain, o.maxInFlight, o.batch, o.outcomeBatch, time.Now().UTC().Format(time.RFC3339))
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "processes\tsteps/s\tstmts/step\tclaims/step\trows/claim\tskipped/claim\tdead/claim\t"+
+	fmt.Fprintln(w, "processes\tsteps/s\tstmts/step\tclaims/step\trows/claim\trows/outcome stmt\tskipped/claim\tdead/claim\t"+
 		"lock samples\tungranted max\tungranted mean\tLock waits max\tLock waits mean\t"+
-		"CPU µs servers\tCPU µs PostgreSQL\tCPU µs receiver\tCPU µs total\tWAL B/step\tswitches/step\t")
+		"CPU µs servers\tCPU µs PostgreSQL\tCPU µs receiver\tCPU µs total\tWAL B/step\tswitches/step\tlatency p50 ms\tp99 ms\t")
 	for _, r := range rows {
 		d := r.Drain
 		steps := float64(d.Steps)
-		rowsPerClaim := 0.0
+		rowsPerClaim, rowsPerOutcome := 0.0, 0.0
 		if r.ClaimCalls > 0 {
 			rowsPerClaim = float64(r.ClaimRows) / float64(r.ClaimCalls)
 		}
+		if r.OutcomeCalls > 0 {
+			rowsPerOutcome = float64(r.OutcomeRows) / float64(r.OutcomeCalls)
+		}
 		cpu := d.CPUMicros
-		fmt.Fprintf(w, "%d\t%.0f\t%.3f\t%.4f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.2f\t%d\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f\t\n",
-			r.Processes, d.PerSecond, d.StatementsStep, float64(r.ClaimCalls)/steps, rowsPerClaim, r.skippedPerClaim(), r.deadPerClaim(),
+		fmt.Fprintf(w, "%d\t%.0f\t%.3f\t%.4f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%.2f\t%d\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t\n",
+			r.Processes, d.PerSecond, d.StatementsStep, float64(r.ClaimCalls)/steps, rowsPerClaim, rowsPerOutcome, r.skippedPerClaim(), r.deadPerClaim(),
 			r.Samples, r.UngrantedMax, r.UngrantedMean, r.WaitingMax, r.WaitingMean,
-			cpu[procEngine], cpu[procPostgres], cpu[procReceiver], cpu[procEngine]+cpu[procPostgres]+cpu[procReceiver], d.WALBytesStep, d.SwitchesStep)
+			cpu[procEngine], cpu[procPostgres], cpu[procReceiver], cpu[procEngine]+cpu[procPostgres]+cpu[procReceiver], d.WALBytesStep, d.SwitchesStep, r.LatencyP50ms, r.LatencyP99ms)
 	}
 	_ = w.Flush()
 	fmt.Fprintln(out, "\nskipped/claim: jobs_pick rows fetched (idx_tup_fetch) minus rows claimed minus JobReadyExists calls, "+

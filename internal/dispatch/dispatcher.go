@@ -151,6 +151,7 @@ func (d *Dispatcher) Start(ctx context.Context) {
 	d.runCtx, d.stopRun = context.WithCancel(context.WithoutCancel(ctx))
 	d.callCtx, d.stopCalls = context.WithCancel(context.WithoutCancel(ctx))
 	d.started = true
+	d.eng.SetLocalClaims(d.claimsAtOnce)
 	d.completer.start()
 	d.background.Add(3)
 	go func() { defer d.background.Done(); d.refreshLoop() }()
@@ -169,7 +170,8 @@ func (d *Dispatcher) Stop(ctx context.Context) {
 }
 
 func (d *Dispatcher) stop(ctx context.Context) {
-	d.stopRun() // feeders, listener and refresher end; no more claims
+	d.eng.SetLocalClaims(nil) // new work wakes the other processes again
+	d.stopRun()               // feeders, listener and refresher end; no more claims
 	d.mu.Lock()
 	for _, f := range d.feeders {
 		f.stopAndWait()
@@ -280,6 +282,21 @@ func (d *Dispatcher) listen() {
 		d.metrics.ListenErrors.Inc()
 		d.log.Warn("LISTEN connection lost; reconnecting (polling covers the gap)", "err", err)
 	})
+}
+
+// claimsAtOnce reports whether this dispatcher claims at once rows new runnable rows of
+// queue: it serves the queue and the queue's feeder has room for them. The NOTIFY of
+// work it will claim names this process, and the other processes' dispatchers let it
+// pass (pg.WorkNotice): with each process woken by every insert, all of them claimed
+// the same rows at once, each claim but one coming back empty or skipping the rows the
+// first held. (An outcome that makes its own job runnable wakes only this process's
+// feeder, without a NOTIFY; the outcomes' NOTIFYs, for parents woken and children
+// spawned, wake every process.)
+func (d *Dispatcher) claimsAtOnce(queue string, rows int) bool {
+	d.mu.Lock()
+	f := d.feeders[queue]
+	d.mu.Unlock()
+	return f != nil && f.hasRoomFor(rows)
 }
 
 func (d *Dispatcher) wakeAll() {

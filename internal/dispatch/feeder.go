@@ -49,6 +49,23 @@ func (f *feeder) update(q engine.Queue) {
 	}
 }
 
+// hasRoomFor reports whether the feeder would claim rows new rows at once: running, with
+// free slots for all of them and not waiting for more slots to free first.
+func (f *feeder) hasRoomFor(rows int) bool {
+	s := f.settings.Load()
+	if s.Paused || f.ctx.Err() != nil {
+		return false
+	}
+	free := s.MaxInFlight - int(f.inFlight.Load())
+	return free >= max(rows, claimThreshold(s))
+}
+
+// claimThreshold is the free slots a feeder under a backlog waits for before it claims:
+// fewer, fuller picks rather than one row per finished step.
+func claimThreshold(s *engine.Queue) int {
+	return max(1, min(s.Batch, s.MaxInFlight)/2)
+}
+
 func (f *feeder) wake() {
 	select {
 	case f.wakeCh <- struct{}{}:
@@ -81,8 +98,7 @@ func (f *feeder) loop() {
 		want := min(free, s.Batch)
 		// Under a backlog, wait for a worthwhile number of free slots rather than
 		// claiming one row per finished step: fewer, fuller picks.
-		threshold := max(1, min(s.Batch, s.MaxInFlight)/2)
-		if want <= 0 || (backlog && want < threshold && f.inFlight.Load() > 0) {
+		if want <= 0 || (backlog && want < claimThreshold(s) && f.inFlight.Load() > 0) {
 			f.waitFor(f.slotCh, d.cfg.PollMax)
 			continue
 		}

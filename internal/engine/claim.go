@@ -78,7 +78,7 @@ func (e *Engine) claim(ctx context.Context, queue string, limit int) (claimed []
 			contended++
 		}
 	}
-	if until, ok := e.admissionUntil.Load(queue); !ok || time.Now().After(until.(time.Time)) {
+	if !e.admitting(queue) {
 		var others int
 		err = retrying(func() (err error) { claimed, others, err = e.db.JobClaimPlain(ctx, p); return err })
 		if others > 0 {
@@ -97,6 +97,13 @@ func (e *Engine) claim(ctx context.Context, queue string, limit int) (claimed []
 		return claimed, contended, nil
 	}
 	return append(claimed, more...), contended, err
+}
+
+// admitting reports whether queue's claims go by JobClaimBatch: for admissionWindow after
+// a plain claim met rows that need admission.
+func (e *Engine) admitting(queue string) bool {
+	until, ok := e.admissionUntil.Load(queue)
+	return ok && time.Now().Before(until.(time.Time))
 }
 
 // release gives claimed steps back, retrying for up to half a lease: past that the

@@ -96,6 +96,36 @@ type Engine struct {
 	// JobClaimBatch, which admits rows with a concurrency key or a rate limit: set when a
 	// plain claim (JobClaimPlain) met such rows. Absent or past: plain claims.
 	admissionUntil sync.Map
+	// localClaims, when set (SetLocalClaims), says whether this process's dispatcher
+	// claims at once rows new jobs of a queue.
+	localClaims atomic.Pointer[func(queue string, rows int) bool]
+}
+
+// SetLocalClaims tells the engine whether this process's dispatcher would claim at once
+// rows new jobs of a queue (nil: it would not; no dispatcher runs). Inserts the answer is
+// yes for name this process in their NOTIFY, and the other processes' dispatchers let
+// it pass (pg.WorkNotice).
+func (e *Engine) SetLocalClaims(fn func(queue string, rows int) bool) {
+	if fn == nil {
+		e.localClaims.Store(nil)
+		return
+	}
+	e.localClaims.Store(&fn)
+}
+
+// claimerOf is the claimer an insert of counts (rows by queue) names in its NOTIFY: this
+// process when its dispatcher claims all of them at once, else none.
+func (e *Engine) claimerOf(counts map[string]int) string {
+	fn := e.localClaims.Load()
+	if fn == nil || len(counts) == 0 {
+		return ""
+	}
+	for queue, n := range counts {
+		if !(*fn)(queue, n) {
+			return ""
+		}
+	}
+	return e.cfg.Owner
 }
 
 // SetMetrics makes the engine and its services record into m.

@@ -106,8 +106,16 @@ func (r *Reconciler) Start(ctx context.Context) {
 }
 
 // QueueThrottled reports whether queue has due runnable jobs that its last empty pick
-// did not claim (held back by a gate or a rate limit).
+// did not claim (held back by a gate or a rate limit). Only a queue whose claims admit
+// rows (JobClaimBatch, for admissionWindow after a claim met rows with a concurrency key
+// or a rate limit) can hold any back: for the others it answers false without a
+// statement. Their due rows that a pick did not claim are held by other processes'
+// claims, which run them; with the probe, each such empty pick became another claim at
+// the next finished step.
 func (e *Engine) QueueThrottled(ctx context.Context, queue string) (bool, error) {
+	if !e.admitting(queue) {
+		return false, nil
+	}
 	ok, err := e.db.JobReadyExists(ctx, queue)
 	if err != nil {
 		return false, fmt.Errorf("engine: %w", err)

@@ -206,6 +206,13 @@ func (e *Engine) insertJobs(ctx context.Context, jobs []NewJob, batch bool) ([]p
 		return nil, err
 	}
 	opts := pg.JobInsertOptions{IdempotencyWindow: e.cfg.IdempotencyWindow}
+	if e.localClaims.Load() != nil {
+		counts := map[string]int{}
+		for i := range items {
+			counts[items[i].Queue]++
+		}
+		opts.Claimer = e.claimerOf(counts)
+	}
 	if e.cfg.IdempotencyClock != nil {
 		opts.AsOf = ptr(e.cfg.IdempotencyClock())
 	}

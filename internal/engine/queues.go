@@ -176,6 +176,13 @@ const SettingsChanged = "!settings"
 // ListenForWork calls fn with the queue named by each notice that work is ready, and
 // with "" after each (re)connect (anything may have been missed meanwhile), until ctx
 // ends; onError hears of each lost connection. One connection, reconnected with backoff.
+// A notice whose work another process claims at once (pg.WorkNotice) is not passed on.
 func (e *Engine) ListenForWork(ctx context.Context, fn func(queue string), onError func(error)) {
-	e.db.Listen(ctx, pg.JobsChannel, fn, onError)
+	e.db.Listen(ctx, pg.JobsChannel, func(payload string) {
+		queue, claimer := pg.WorkNotice(payload)
+		if claimer != "" && claimer != e.cfg.Owner {
+			return
+		}
+		fn(queue)
+	}, onError)
 }

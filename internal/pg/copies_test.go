@@ -244,7 +244,7 @@ func TestStatementCopiesDriftIsCaught(t *testing.T) {
 			"LeaseReleaseMany: its copy of credited differs"},
 		{"the variant's update edited", "JobApplyOutcomesCrediting", "lease_owner = NULL,", "",
 			"JobApplyOutcomesCrediting: CTE updated differs"},
-		{"the variant's answer edited", "JobApplyOutcomesCrediting", "u.eligible_at <= now() AS ready", "true AS ready",
+		{"the variant's answer edited", "JobApplyOutcomesCrediting", "u.eligible_at <= now(), false)::bool AS ready", "true, false)::bool AS ready",
 			"JobApplyOutcomesCrediting: the final query differs"},
 		{"a holder renames its copy", "JobReapExpiredLeases", "joined AS (", "parent_joined AS (",
 			"JobReapExpiredLeases: no CTE joined"},

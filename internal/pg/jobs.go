@@ -143,6 +143,9 @@ type JobInsertOptions struct {
 	// count from (default: the database's now()); tests set it ahead to pass a window
 	// without waiting.
 	AsOf *time.Time
+	// Claimer, when set, names the process that will claim the new jobs at once
+	// (WorkNotice): the other processes' dispatchers need not wake for them.
+	Claimer string
 }
 
 // JobInserted is the answer for one JobInsert: the new job, or the live job that already
@@ -196,6 +199,7 @@ func (db *DB) jobInsertManyWith(ctx context.Context, items []JobInsert, opts Job
 		opts.IdempotencyWindow = DefaultIdempotencyWindow
 	}
 	p := insertArrays(items)
+	p.NotifyTag = notifyTag(opts.Claimer)
 	if plainFirst && plainBatch(p) {
 		return db.jobInsertPlain(ctx, items, p)
 	}
@@ -341,7 +345,7 @@ func plainBatch(p dbsqlc.JobInsertManyParams) bool {
 // inserted, or none when the batch names an unknown handler (*InsertRefusedError).
 func (db *DB) jobInsertPlain(ctx context.Context, items []JobInsert, p dbsqlc.JobInsertManyParams) ([]JobInserted, error) {
 	rows, err := db.pool.Query(ctx, dbsqlc.JobInsertPlain, p.Handlers, p.Queues, p.Inputs, p.Priorities, p.RunAts,
-		p.DelaysMs, p.MaxAttempts, p.ConcurrencyKeys, p.ParentIds)
+		p.DelaysMs, p.MaxAttempts, p.ConcurrencyKeys, p.ParentIds, p.NotifyTag)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -526,7 +530,7 @@ func (db *DB) jobInsertMany(ctx context.Context, p dbsqlc.JobInsertManyParams) (
 func insertManyArgs(p dbsqlc.JobInsertManyParams) []any {
 	return []any{p.Queues, p.Handlers, p.Inputs, p.Keys, p.Priorities, p.RunAts, p.DelaysMs, p.ConcurrencyKeys,
 		p.RateLimits, p.RateKeys, p.RateWeights, p.MaxAttempts, p.ParentIds, p.IdempotencyKeys, p.ExtraRateLimits,
-		p.DebounceKeys, p.DebouncePeriodsMs, p.DebounceMaxWaitsMs, p.AsOf, p.IdempotencyWindowMs}
+		p.DebounceKeys, p.DebouncePeriodsMs, p.DebounceMaxWaitsMs, p.AsOf, p.IdempotencyWindowMs, p.NotifyTag}
 }
 
 // oneOf reads a text column into *dst: one of known when the value is, without

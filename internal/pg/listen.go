@@ -2,11 +2,33 @@ package pg
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
-// JobsChannel is the NOTIFY channel that carries a queue name when new work is ready.
+// JobsChannel is the NOTIFY channel that carries a queue name when new work is ready
+// (WorkNotice).
 const JobsChannel = "gendurable_jobs"
+
+// WorkNotice reads a JobsChannel payload: the queue that has new work, and the process
+// that will claim it at once, if the statement that made it named one (the process
+// whose dispatcher had room for it). Every other dispatcher may let that notice pass:
+// waking them all made every process claim the same rows at once, each claim but one
+// coming back empty or skipping the rows the first held. Their polls still find any
+// work the claimer did not take. Queue names cannot hold a space.
+func WorkNotice(payload string) (queue, claimer string) {
+	queue, claimer, _ = strings.Cut(payload, " ")
+	return queue, claimer
+}
+
+// notifyTag is what a statement appends to the queue in its NOTIFY: a space and the
+// claimer, or nothing.
+func notifyTag(claimer string) string {
+	if claimer == "" {
+		return ""
+	}
+	return " " + claimer
+}
 
 // Listen holds one connection LISTENing on channel and calls fn with each payload until
 // ctx ends. It reconnects with backoff after a lost connection (the backoff starts over

@@ -110,6 +110,10 @@ func TestPlainOutcomesWriteWhatTheGeneralStatementWrites(t *testing.T) {
 			if i < 0 || a.Label != cases[i].kind || a.Handler != "h" || a.StartedAt.IsZero() || a.Token != byID[a.ID].LeaseToken {
 				t.Fatalf("%s: answer %+v", queue, a)
 			}
+			// Ready is "claim it now": runnable and due, never a finished job.
+			if want := a.Status == "runnable" && cases[i].delay == nil; a.Ready != want {
+				t.Errorf("%s: %s: %s ready=%v, want %v", queue, cases[i].name, a.Status, a.Ready, want)
+			}
 			answers[queue] = append(answers[queue], fmt.Sprintf("%s: %s ready=%v", cases[i].name, a.Status, a.Ready))
 		}
 		slices.Sort(answers[queue])

@@ -155,7 +155,7 @@ notified AS (
     FROM (SELECT queue FROM joined WHERE status = 'runnable'
           UNION SELECT queue FROM children) q
 )
-SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready,
+SELECT u.id, u.token, u.status, u.queue, coalesce(u.status = 'runnable' AND u.eligible_at <= now(), false)::bool AS ready,
        u.handler, u.label, coalesce(u.attempted_at, now())::timestamptz AS started_at, now()::timestamptz AS finished_at
 FROM updated u, notified
 `
@@ -205,6 +205,9 @@ type JobApplyOutcomesRow struct {
 // updates of a row in one statement. Parents are locked in id order.
 // The handler, the history row's outcome label and the attempt's start and end, as the
 // row holds them: what the process counts into the charts' rollups (engine.StepRollups).
+// ready (the job can be claimed now: the dispatcher's feeder claims again at once) needs
+// the status: a finished job keeps its old, due eligible_at, and woke the feeder for an
+// empty claim and a ready probe after every finished step's batch.
 func (q *Queries) JobApplyOutcomes(ctx context.Context, batch json.RawMessage) ([]JobApplyOutcomesRow, error) {
 	rows, err := q.db.Query(ctx, JobApplyOutcomes, batch)
 	if err != nil {
@@ -388,7 +391,7 @@ notified AS (
     FROM (SELECT queue FROM joined WHERE status = 'runnable'
           UNION SELECT queue FROM children) q
 )
-SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready,
+SELECT u.id, u.token, u.status, u.queue, coalesce(u.status = 'runnable' AND u.eligible_at <= now(), false)::bool AS ready,
        u.handler, u.label, coalesce(u.attempted_at, now())::timestamptz AS started_at, now()::timestamptz AS finished_at
 FROM updated u, notified
 `
@@ -546,7 +549,7 @@ notified AS (
     SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
     FROM (SELECT DISTINCT queue FROM joined WHERE status = 'runnable') q
 )
-SELECT u.id, u.ord::bigint AS ord, u.status, u.queue, u.eligible_at <= now() AS ready,
+SELECT u.id, u.ord::bigint AS ord, u.status, u.queue, coalesce(u.status = 'runnable' AND u.eligible_at <= now(), false)::bool AS ready,
        u.handler, u.label, coalesce(u.attempted_at, now())::timestamptz AS started_at, now()::timestamptz AS finished_at
 FROM updated u, notified
 `

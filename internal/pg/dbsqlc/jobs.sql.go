@@ -444,7 +444,7 @@ debounced AS (
     RETURNING j.id, j.debounce_key
 ),
 notified AS (
-    SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
+    SELECT count(pg_notify('gendurable_jobs', q.queue || $21::text)) AS n
     FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
 )
 SELECT 'existing'::text AS origin, -1::int AS ord, NULL::text AS idempotency_key, j.id, j.key,
@@ -495,6 +495,7 @@ type JobInsertManyParams struct {
 	DebounceMaxWaitsMs  []int64
 	AsOf                *time.Time
 	IdempotencyWindowMs int64
+	NotifyTag           string
 }
 
 type JobInsertManyRow struct {
@@ -562,6 +563,8 @@ type JobInsertManyRow struct {
 // from as_of (default now()) with a deadline max_wait from then, or the existing job
 // given this input and pushed to a period from now, never past its deadline. Empty, and
 // nearly free, for a batch without debounce.
+// notify_tag is ” or a space and the process that claims the new rows at once, which
+// the other processes' dispatchers then do not wake for (pg.WorkNotice).
 // The pre-existing rows first: their NULLs make the answer's columns nullable.
 // Driven by the requested keys (one jobs_live_key probe each, nothing without keys; OFFSET
 // 0 keeps the planner from turning it back into a join that reads jobs): a semi-join
@@ -591,6 +594,7 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 		arg.DebounceMaxWaitsMs,
 		arg.AsOf,
 		arg.IdempotencyWindowMs,
+		arg.NotifyTag,
 	)
 	if err != nil {
 		return nil, err
@@ -671,7 +675,7 @@ inserted AS (
     RETURNING id, queue, status, priority, eligible_at, input, max_attempts, rate_weight, created_at, lease_owner
 ),
 notified AS (
-    SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
+    SELECT count(pg_notify('gendurable_jobs', q.queue || $10::text)) AS n
     FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
 )
 SELECT i.id, i.status, i.priority, i.eligible_at, i.input, i.max_attempts, i.rate_weight,
@@ -689,6 +693,7 @@ type JobInsertPlainParams struct {
 	MaxAttempts     []int
 	ConcurrencyKeys []string
 	ParentIds       []int64
+	NotifyTag       string
 }
 
 type JobInsertPlainRow struct {
@@ -720,6 +725,8 @@ type JobInsertPlainRow struct {
 // answer back to `req` for the position sorted both sides, 2 of 36 ms at 5 000 jobs.
 // Index use: handlers_pkey per distinct handler, queues_pkey per distinct queue.
 // Cost: one heap insert + its index entries per job.
+// notify_tag is ” or a space and the process that claims the new rows at once, which
+// the other processes' dispatchers then do not wake for (pg.WorkNotice).
 func (q *Queries) JobInsertPlain(ctx context.Context, arg JobInsertPlainParams) ([]JobInsertPlainRow, error) {
 	rows, err := q.db.Query(ctx, JobInsertPlain,
 		arg.Handlers,
@@ -731,6 +738,7 @@ func (q *Queries) JobInsertPlain(ctx context.Context, arg JobInsertPlainParams) 
 		arg.MaxAttempts,
 		arg.ConcurrencyKeys,
 		arg.ParentIds,
+		arg.NotifyTag,
 	)
 	if err != nil {
 		return nil, err

@@ -175,7 +175,10 @@ notified AS (
 )
 -- The handler, the history row's outcome label and the attempt's start and end, as the
 -- row holds them: what the process counts into the charts' rollups (engine.StepRollups).
-SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready,
+-- ready (the job can be claimed now: the dispatcher's feeder claims again at once) needs
+-- the status: a finished job keeps its old, due eligible_at, and woke the feeder for an
+-- empty claim and a ready probe after every finished step's batch.
+SELECT u.id, u.token, u.status, u.queue, coalesce(u.status = 'runnable' AND u.eligible_at <= now(), false)::bool AS ready,
        u.handler, u.label, coalesce(u.attempted_at, now())::timestamptz AS started_at, now()::timestamptz AS finished_at
 FROM updated u, notified;
 
@@ -367,7 +370,7 @@ notified AS (
 )
 -- The handler, the history row's outcome label and the attempt's start and end, as the
 -- row holds them: what the process counts into the charts' rollups (engine.StepRollups).
-SELECT u.id, u.token, u.status, u.queue, u.eligible_at <= now() AS ready,
+SELECT u.id, u.token, u.status, u.queue, coalesce(u.status = 'runnable' AND u.eligible_at <= now(), false)::bool AS ready,
        u.handler, u.label, coalesce(u.attempted_at, now())::timestamptz AS started_at, now()::timestamptz AS finished_at
 FROM updated u, notified;
 
@@ -465,6 +468,6 @@ notified AS (
 -- Each applied outcome is answered by its place in the arrays (ord, from 1), not by its
 -- lease token: the caller has the token, and reading a uuid back as text was a string
 -- made for every row.
-SELECT u.id, u.ord::bigint AS ord, u.status, u.queue, u.eligible_at <= now() AS ready,
+SELECT u.id, u.ord::bigint AS ord, u.status, u.queue, coalesce(u.status = 'runnable' AND u.eligible_at <= now(), false)::bool AS ready,
        u.handler, u.label, coalesce(u.attempted_at, now())::timestamptz AS started_at, now()::timestamptz AS finished_at
 FROM updated u, notified;

@@ -163,8 +163,10 @@ debounced AS (
                   updated_at = now()
     RETURNING j.id, j.debounce_key
 ),
+-- notify_tag is '' or a space and the process that claims the new rows at once, which
+-- the other processes' dispatchers then do not wake for (pg.WorkNotice).
 notified AS (
-    SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
+    SELECT count(pg_notify('gendurable_jobs', q.queue || sqlc.arg(notify_tag)::text)) AS n
     FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
 )
 -- The pre-existing rows first: their NULLs make the answer's columns nullable.
@@ -262,8 +264,10 @@ inserted AS (
     WHERE NOT EXISTS (SELECT 1 FROM missing)
     RETURNING id, queue, status, priority, eligible_at, input, max_attempts, rate_weight, created_at, lease_owner
 ),
+-- notify_tag is '' or a space and the process that claims the new rows at once, which
+-- the other processes' dispatchers then do not wake for (pg.WorkNotice).
 notified AS (
-    SELECT count(pg_notify('gendurable_jobs', q.queue)) AS n
+    SELECT count(pg_notify('gendurable_jobs', q.queue || sqlc.arg(notify_tag)::text)) AS n
     FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
 )
 SELECT i.id, i.status, i.priority, i.eligible_at, i.input, i.max_attempts, i.rate_weight,

@@ -1,0 +1,89 @@
+package dispatch_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gendurable/gendurable/internal/dispatch"
+	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/gendurable/gendurable/internal/pg/pgtest"
+)
+
+// A running dispatcher says which inserts it claims at once: those of a queue it serves
+// that its feeder has room for. Their NOTIFY names the process (and the other processes'
+// dispatchers let it pass: engine.TestListenForWorkPassesOverWorkAnotherProcessClaims);
+// a larger insert, one into a paused queue, and any insert once the dispatcher stopped
+// name no process and wake every dispatcher.
+func TestDispatcherClaimsAtOnceWhatItHasRoomFor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	counter := &pg.StatementCounter{}
+	eng, err := engine.New(pgtest.Open(t, url, pg.Options{Counter: counter}),
+		engine.Config{LeaseTTL: 30 * time.Second, Owner: "process-a"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{db: pgtest.Open(t, url, pg.Options{}), eng: eng}
+	h.handler(t, "h", doneReceiver(t).URL, 3)
+	maxInFlight, batch, paused := 100, 50, true
+	for queue, s := range map[string]engine.QueueSettings{"q": {MaxInFlight: &maxInFlight, Batch: &batch},
+		"paused": {Paused: &paused}} {
+		if _, err := eng.SetQueue(ctx, queue, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listener, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(ctx)
+	if _, err := listener.Exec(ctx, "LISTEN "+pg.JobsChannel); err != nil {
+		t.Fatal(err)
+	}
+	d := startDispatcher(t, eng, dispatch.Config{})
+	dispatch.WaitUntil(t, 30*time.Second, "the feeder's first claim", func() bool { return counter.Count("JobClaimPlain") > 0 })
+
+	jobs := func(queue string, n int) []engine.NewJob {
+		out := make([]engine.NewJob, n)
+		for i := range out {
+			out[i] = engine.NewJob{Handler: "h", Queue: queue}
+		}
+		return out
+	}
+	notice := func(queue string, n int) string {
+		t.Helper()
+		if _, err := eng.InsertJobs(ctx, jobs(queue, n)); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		got, err := listener.WaitForNotification(wctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Payload
+	}
+	for _, c := range []struct {
+		queue string
+		n     int
+		want  string
+	}{
+		{"q", 20, "q process-a"}, // 100 free slots, more than the claim threshold (25)
+		{"q", 101, "q"},          // more than the free slots
+		{"paused", 1, "paused"},
+		{"unserved", 1, "unserved"}, // no feeder yet (made by the notice it wakes)
+	} {
+		if got := notice(c.queue, c.n); got != c.want {
+			t.Errorf("%d jobs into %s: notice %q, want %q", c.n, c.queue, got, c.want)
+		}
+	}
+	d.Stop(ctx)
+	if got := notice("q", 1); got != "q" {
+		t.Errorf("after the dispatcher stopped: notice %q, want %q", got, "q")
+	}
+}
