@@ -18,6 +18,7 @@
 //	go run ./cmd/bench -outcome-batch 1        # the same with outcome batching off
 //	go run ./cmd/bench -json bench.json        # also write the results as JSON
 //	go run ./cmd/bench -processes 1,2,3        # only the drains by 1, 2 and 3 server processes
+//	go run ./cmd/bench -processes 1,2,3 -pace 2000  # the same, jobs arriving at 2 000/s per process
 package main
 
 import (

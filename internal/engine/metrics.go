@@ -20,6 +20,9 @@ type Metrics struct {
 	GCDeleted     prometheus.Counter     // finished jobs deleted by GC
 	GateRepairs   prometheus.Counter     // gate slot counters repaired by the reconciler
 	ScheduleTicks *prometheus.CounterVec // schedule ticks this process fired, by schedule and outcome
+	// NoticesPassed counts work notices this process let pass: another process claims the
+	// work at once (pg.WorkNotice).
+	NoticesPassed prometheus.Counter
 }
 
 // NewMetrics creates the engine's instruments and registers them, with collectors that
@@ -42,9 +45,11 @@ func NewMetrics(reg prometheus.Registerer, db *pg.DB) *Metrics {
 			Help: "Schedule ticks this process fired, by schedule and outcome: fired (a job made), skipped " +
 				"(overlap skip, the previous run still live), no_handler (the handler is not registered)."},
 			[]string{"schedule", "outcome"}),
+		NoticesPassed: prometheus.NewCounter(prometheus.CounterOpts{Name: "gendurable_work_notices_passed_total",
+			Help: "Notices of new work this process's dispatcher did not wake for: the process that inserted it claims it at once."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.JobsInserted, m.Deduplicated, m.Reaped, m.AwaitTimeouts, m.GCDeleted, m.GateRepairs, m.ScheduleTicks,
+		reg.MustRegister(m.JobsInserted, m.Deduplicated, m.Reaped, m.AwaitTimeouts, m.GCDeleted, m.GateRepairs, m.ScheduleTicks, m.NoticesPassed,
 			&depthCollector{db: db}, &poolCollector{db: db}, &breakerCollector{db: db})
 	}
 	return m

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/gendurable/gendurable/internal/engine"
 	"github.com/gendurable/gendurable/internal/pg"
 	"github.com/gendurable/gendurable/internal/pg/pgtest"
@@ -20,10 +22,13 @@ func TestListenForWorkPassesOverWorkAnotherProcessClaims(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a := newTestEngine(t, engine.Config{Owner: "process-a"})
-	b, err := engine.New(pgtest.Open(t, a.url, pg.Options{}), engine.Config{LeaseTTL: time.Minute, Owner: "process-b"}, nil)
+	bDB := pgtest.Open(t, a.url, pg.Options{})
+	b, err := engine.New(bDB, engine.Config{LeaseTTL: time.Minute, Owner: "process-b"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	bMetrics := engine.NewMetrics(nil, bDB)
+	b.SetMetrics(bMetrics)
 	listen := func(eng *engine.Engine) <-chan string {
 		notices := make(chan string, 100)
 		go eng.ListenForWork(ctx, func(queue string) { notices <- queue }, nil)
@@ -60,6 +65,9 @@ func TestListenForWorkPassesOverWorkAnotherProcessClaims(t *testing.T) {
 		if got := next(toB, "B"); got != want {
 			t.Errorf("B heard %q, want %q", got, want)
 		}
+	}
+	if passed := testutil.ToFloat64(bMetrics.NoticesPassed); passed != 1 {
+		t.Errorf("B counted %v notices passed, want 1", passed)
 	}
 }
 

@@ -181,6 +181,9 @@ func (e *Engine) ListenForWork(ctx context.Context, fn func(queue string), onErr
 	e.db.Listen(ctx, pg.JobsChannel, func(payload string) {
 		queue, claimer := pg.WorkNotice(payload)
 		if claimer != "" && claimer != e.cfg.Owner {
+			if e.metrics != nil {
+				e.metrics.NoticesPassed.Inc()
+			}
 			return
 		}
 		fn(queue)
