@@ -102,9 +102,9 @@ type Engine struct {
 }
 
 // SetLocalClaims tells the engine whether this process's dispatcher would claim at once
-// rows new jobs of a queue (nil: it would not; no dispatcher runs). Inserts the answer is
-// yes for name this process in their NOTIFY, and the other processes' dispatchers let
-// it pass (pg.WorkNotice).
+// rows new jobs of a queue (nil: it would not; no dispatcher runs). An insert it answers
+// yes for names this process in its NOTIFY, and the other processes' dispatchers let
+// that notice pass (pg.WorkNotice).
 func (e *Engine) SetLocalClaims(fn func(queue string, rows int) bool) {
 	if fn == nil {
 		e.localClaims.Store(nil)

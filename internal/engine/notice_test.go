@@ -51,7 +51,7 @@ func TestListenForWorkPassesOverWorkAnotherProcessClaims(t *testing.T) {
 	room := 10
 	a.SetLocalClaims(func(queue string, rows int) bool { return rows <= room })
 	a.insert(t, engine.NewJob{Queue: "claimed-by-a"})
-	if _, err := a.InsertJobs(ctx, make11("too-many-for-a")); err != nil {
+	if _, err := a.InsertJobs(ctx, jobsIn("too-many-for-a", room+1)); err != nil {
 		t.Fatal(err)
 	}
 	a.SetLocalClaims(nil)
@@ -71,9 +71,9 @@ func TestListenForWorkPassesOverWorkAnotherProcessClaims(t *testing.T) {
 	}
 }
 
-// make11 is eleven jobs of handler "h" in queue.
-func make11(queue string) []engine.NewJob {
-	jobs := make([]engine.NewJob, 11)
+// jobsIn is n jobs of handler "h" in queue.
+func jobsIn(queue string, n int) []engine.NewJob {
+	jobs := make([]engine.NewJob, n)
 	for i := range jobs {
 		jobs[i] = engine.NewJob{Handler: "h", Queue: queue}
 	}
