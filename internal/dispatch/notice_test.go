@@ -145,7 +145,7 @@ func TestSteadyInsertsCostOneClaimEachAcrossProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, j := range out {
-			waitJob(t, h.db, j.Job.ID, 30*time.Second, hasStatus("done"))
+			waitJob(t, h.db, j.ID, 30*time.Second, hasStatus("done"))
 		}
 	}
 	if got := total() - before; got < calls || got > calls+len(procs) {
