@@ -103,20 +103,29 @@ func TestSQLEnqueueWritesTheOptions(t *testing.T) {
 	}
 }
 
+// jobsListener is a connection to the database at url that LISTENs on pg.JobsChannel,
+// closed with the test.
+func jobsListener(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	listener, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = listener.Close(context.Background()) })
+	if _, err := listener.Exec(ctx, "LISTEN "+pg.JobsChannel); err != nil {
+		t.Fatal(err)
+	}
+	return listener
+}
+
 // A job enqueued in a transaction that rolls back never existed: no row, no queue, and
 // no notification reaches a listener; one that commits notifies at commit, not before.
 func TestSQLEnqueueIsTransactional(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, conn := enqueueDB(t)
-	listener, err := pgx.Connect(ctx, conn.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Close(ctx)
-	if _, err := listener.Exec(ctx, "LISTEN "+pg.JobsChannel); err != nil {
-		t.Fatal(err)
-	}
+	listener := jobsListener(t, conn.Config().ConnString())
 	noNotification := func(what string) {
 		t.Helper()
 		wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)

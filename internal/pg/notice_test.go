@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/gendurable/gendurable/internal/pg"
 )
 
@@ -16,14 +14,7 @@ func TestInsertNoticeNamesTheClaimer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, conn := enqueueDB(t)
-	listener, err := pgx.Connect(ctx, conn.Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Close(ctx)
-	if _, err := listener.Exec(ctx, "LISTEN "+pg.JobsChannel); err != nil {
-		t.Fatal(err)
-	}
+	listener := jobsListener(t, conn.Config().ConnString())
 	key, other := "k", "k2"
 	cases := []struct {
 		name, claimer, want string
