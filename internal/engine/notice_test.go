@@ -29,15 +29,6 @@ func TestListenForWorkPassesOverWorkAnotherProcessClaims(t *testing.T) {
 	}
 	bMetrics := engine.NewMetrics(nil, bDB)
 	b.SetMetrics(bMetrics)
-	listen := func(eng *engine.Engine) <-chan string {
-		notices := make(chan string, 100)
-		go eng.ListenForWork(ctx, func(queue string) { notices <- queue }, nil)
-		if got := <-notices; got != "" { // the connect's notice: listening
-			t.Errorf("first notice %q, want the connect's", got)
-		}
-		return notices
-	}
-	toA, toB := listen(a.Engine), listen(b)
 	next := func(notices <-chan string, who string) string {
 		t.Helper()
 		select {
@@ -48,6 +39,15 @@ func TestListenForWorkPassesOverWorkAnotherProcessClaims(t *testing.T) {
 			return ""
 		}
 	}
+	listen := func(eng *engine.Engine) <-chan string {
+		notices := make(chan string, 100)
+		go eng.ListenForWork(ctx, func(queue string) { notices <- queue }, nil)
+		if got := next(notices, "the listener"); got != "" { // the connect's notice: listening
+			t.Errorf("first notice %q, want the connect's", got)
+		}
+		return notices
+	}
+	toA, toB := listen(a.Engine), listen(b)
 	room := 10
 	a.SetLocalClaims(func(queue string, rows int) bool { return rows <= room })
 	a.insert(t, engine.NewJob{Queue: "claimed-by-a"})
