@@ -4,7 +4,9 @@ package migrations
 
 import "embed"
 
-// FS holds every NNNN_name.sql file of this folder.
+// FS holds every NNNN_name.sql file of this folder, and in citus/ the steps that
+// distribute the schema on a Citus coordinator (citus/NNNN_name.sql runs right after
+// migration NNNN, only where the citus extension exists: docs/citus.md).
 //
-//go:embed *.sql
+//go:embed *.sql citus/*.sql
 var FS embed.FS

@@ -33,6 +33,9 @@ type ClusterOptions struct {
 	Throwaway bool
 	// Log receives the server's log (default: Dir/server.log).
 	Log io.Writer
+	// Citus preloads the citus extension's library (it must come first) and sets
+	// wal_level = logical, so that shards can move online (StartCitusCluster).
+	Citus bool
 	// placementParents replaces placementParents' answer (for tests).
 	placementParents []string
 }
@@ -167,9 +170,20 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if opts.Throwaway {
 		args = append(args, "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "synchronous_commit=off")
 	}
+	var preload []string
+	if opts.Citus {
+		preload = append(preload, "citus")
+		// The nodes talk over 127.0.0.1 without TLS: a server started by root keeps root's
+		// HOME, where libpq would look for (and be refused) a client certificate.
+		args = append(args, "-c", "wal_level=logical", "-c", "max_wal_senders=10", "-c", "max_replication_slots=10",
+			"-c", "citus.node_conninfo=sslmode=disable")
+	}
 	if _, err := os.Stat(filepath.Join(bin, "..", "lib", "pg_stat_statements.so")); err == nil {
-		args = append(args, "-c", "shared_preload_libraries=pg_stat_statements",
-			"-c", "pg_stat_statements.track=all", "-c", "pg_stat_statements.track_planning=on")
+		preload = append(preload, "pg_stat_statements")
+		args = append(args, "-c", "pg_stat_statements.track=all", "-c", "pg_stat_statements.track_planning=on")
+	}
+	if len(preload) > 0 {
+		args = append(args, "-c", "shared_preload_libraries="+strings.Join(preload, ","))
 	}
 	if pid := runningPostmaster(dataDir); pid > 0 {
 		c.removeSocketDir()

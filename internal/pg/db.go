@@ -26,6 +26,9 @@ type DB struct {
 	// plannedPages is the size of jobs, in pages, when the pool's connections were opened
 	// or last reset: their cached plans were made for about that size (ReplanIfGrown).
 	plannedPages atomic.Int64
+	// citus is set when the database is on a Citus coordinator (docs/citus.md): the
+	// statements then run in their Citus dialect (internal/pg/sql/citus).
+	citus *citusLayout
 }
 
 // Pooler names what the database URL reaches: PostgreSQL itself, or a connection pooler
@@ -111,6 +114,10 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 			db.Close()
 			return nil, fmt.Errorf("pg: ping (direct url): %w", err)
 		}
+	}
+	if err := db.detectCitus(pingCtx); err != nil {
+		db.Close()
+		return nil, err
 	}
 	return db, nil
 }

@@ -44,14 +44,48 @@ func Migrations() ([]Migration, error) {
 	return out, nil
 }
 
+// CitusMigrations lists the embedded Citus steps (migrations/citus), by the version of
+// the plain migration each one follows.
+func CitusMigrations() (map[int]Migration, error) {
+	files, err := fs.Glob(migrations.FS, "citus/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]Migration{}
+	for _, f := range files {
+		base := strings.TrimPrefix(f, "citus/")
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("pg: citus migration file %q is not NNNN_name.sql", f)
+		}
+		b, err := fs.ReadFile(migrations.FS, f)
+		if err != nil {
+			return nil, err
+		}
+		out[v] = Migration{Version: v, Name: "citus/" + strings.TrimSuffix(base, ".sql"), SQL: string(b)}
+	}
+	return out, nil
+}
+
 // Migrate applies the embedded migrations that are not applied yet, each in its own
 // transaction, under a session advisory lock so concurrent server start-ups apply each
 // migration exactly once (on Options.DirectURL when set: the lock spans statements). It
 // returns the versions it applied.
+//
+// On a Citus coordinator it also applies each Citus step (migrations/citus) right after
+// the plain migration it follows, recorded in citus_migrations: a database that was
+// migrated on plain PostgreSQL and then moved onto Citus gets them at its next start.
 func (db *DB) Migrate(ctx context.Context) ([]int, error) {
 	all, err := Migrations()
 	if err != nil {
 		return nil, err
+	}
+	var steps map[int]Migration
+	if db.citus != nil {
+		if steps, err = CitusMigrations(); err != nil {
+			return nil, err
+		}
 	}
 	conn, err := db.session.Acquire(ctx)
 	if err != nil {
@@ -82,27 +116,54 @@ func (db *DB) Migrate(ctx context.Context) ([]int, error) {
 		applied[v] = true
 	}
 	rows.Close()
-	var done []int
-	for _, m := range all {
-		if applied[m.Version] {
-			continue
+	citusApplied := map[int]bool{}
+	if steps != nil {
+		if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS citus_migrations (
+			version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return nil, translate(err)
 		}
+		rows, err := conn.Query(ctx, `SELECT version FROM citus_migrations`)
+		if err != nil {
+			return nil, translate(err)
+		}
+		for rows.Next() {
+			var v int
+			if err := rows.Scan(&v); err != nil {
+				rows.Close()
+				return nil, translate(err)
+			}
+			citusApplied[v] = true
+		}
+		rows.Close()
+	}
+	apply := func(m Migration, record string) error {
 		tx, err := conn.Begin(ctx)
 		if err != nil {
-			return done, translate(err)
+			return translate(err)
 		}
 		if _, err := tx.Exec(ctx, m.SQL); err != nil {
 			_ = tx.Rollback(ctx)
-			return done, fmt.Errorf("pg: migration %s: %w", m.Name, translate(err))
+			return fmt.Errorf("pg: migration %s: %w", m.Name, translate(err))
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+		if _, err := tx.Exec(ctx, record, m.Version, m.Name); err != nil {
 			_ = tx.Rollback(ctx)
-			return done, translate(err)
+			return translate(err)
 		}
-		if err := tx.Commit(ctx); err != nil {
-			return done, translate(err)
+		return translate(tx.Commit(ctx))
+	}
+	var done []int
+	for _, m := range all {
+		if !applied[m.Version] {
+			if err := apply(m, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`); err != nil {
+				return done, err
+			}
+			done = append(done, m.Version)
 		}
-		done = append(done, m.Version)
+		if step, ok := steps[m.Version]; ok && !citusApplied[m.Version] {
+			if err := apply(step, `INSERT INTO citus_migrations (version, name) VALUES ($1, $2)`); err != nil {
+				return done, err
+			}
+		}
 	}
 	return done, nil
 }

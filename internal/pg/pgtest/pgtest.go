@@ -2,6 +2,11 @@
 // template, on a throwaway cluster that the test binary starts itself (initdb in a temp
 // dir, fsync off, Unix socket) unless TEST_DATABASE_URL names a server to use.
 //
+// With TEST_CITUS=1 the binary starts a Citus cluster instead (a coordinator and two
+// workers, docs/citus.md), and every test's database is made on it with the citus
+// extension on every node and migrated (distributed) on its own: a template cannot be
+// cloned across nodes. Tests of what Citus does not run yet call SkipOnCitus.
+//
 //	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 //	func TestX(t *testing.T) { t.Parallel(); db := pgtest.NewDB(t) ... }
 package pgtest
@@ -24,12 +29,45 @@ var (
 	adminURL     string
 	templateName string
 	counter      atomic.Int64
+	// citus is the Citus cluster of a TEST_CITUS run (nil otherwise).
+	citus *pg.CitusCluster
 )
+
+// Citus reports whether this test binary runs on a Citus cluster (TEST_CITUS=1).
+func Citus() bool { return citus != nil }
+
+// CitusCluster is the cluster of a TEST_CITUS run (nil otherwise), for tests that stop
+// and restart its nodes.
+func CitusCluster() *pg.CitusCluster { return citus }
+
+// SkipOnCitus skips t on a Citus run, saying why: what gendurable does not run on Citus yet
+// (docs/citus.md names each).
+func SkipOnCitus(t testing.TB, why string) {
+	t.Helper()
+	if citus != nil {
+		t.Skip("not on citus yet: " + why)
+	}
+}
 
 // Main prepares the server and the template, runs the tests, and stops the cluster it
 // started. Use it as TestMain's body.
 func Main(m *testing.M) int {
 	ctx := context.Background()
+	if os.Getenv("TEST_CITUS") != "" {
+		dir, err := os.MkdirTemp("", "gdcitus")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "pgtest:", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		if citus, err = pg.StartCitusCluster(ctx, pg.CitusClusterOptions{Dir: dir, Throwaway: true}); err != nil {
+			fmt.Fprintln(os.Stderr, "pgtest:", err)
+			return 1
+		}
+		defer citus.Stop()
+		adminURL = citus.URL("postgres")
+		return m.Run()
+	}
 	adminURL = os.Getenv("TEST_DATABASE_URL")
 	if adminURL == "" {
 		dir, err := os.MkdirTemp("", "gdpg")
@@ -119,6 +157,9 @@ func NewDatabase(t testing.TB) string {
 	}
 	ctx := context.Background()
 	name := fmt.Sprintf("gdtest_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9, counter.Add(1))
+	if citus != nil {
+		return newCitusDatabase(t, name)
+	}
 	admin, err := pg.Open(ctx, adminURL, pg.Options{MaxConns: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +184,29 @@ func NewDatabase(t testing.TB) string {
 		_, _ = a.Exec(context.Background(), `DROP DATABASE IF EXISTS `+pg.QuoteIdent(name)+` WITH (FORCE)`)
 	})
 	return urlFor(name)
+}
+
+// newCitusDatabase makes database name on the Citus cluster and migrates it.
+func newCitusDatabase(t testing.TB, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	if err := citus.CreateDatabase(ctx, name); err != nil {
+		t.Fatalf("pgtest: create citus database: %v", err)
+	}
+	t.Cleanup(func() { _ = citus.DropDatabase(context.Background(), name) })
+	url := citus.URL(name)
+	db, err := pg.Open(ctx, url, pg.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if !db.Citus() {
+		t.Fatal("pgtest: the citus database has no citus extension")
+	}
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatalf("pgtest: migrate the citus database: %v", err)
+	}
+	return url
 }
 
 // NewDB returns a pool on a fresh migrated database, closed when t ends.

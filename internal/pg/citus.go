@@ -1,0 +1,169 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/pg/dbcitus"
+)
+
+// Placements is the size of the placement space: jobs, signals, steps and idempotency
+// records are distributed by a placement in [0, Placements) on Citus (docs/citus.md). It is
+// fixed: a key's placement never changes when shards move or split.
+const Placements = 1024
+
+// citusLayout is where a Citus database keeps each placement: the shard that holds it,
+// read from the coordinator's metadata, and the ids that route to placement 0 (the jobs
+// that existed when the tables were distributed). Nil on plain PostgreSQL.
+type citusLayout struct {
+	mu sync.RWMutex
+	// loadedAt is when the layout was last read (zero: never; the tables may not be
+	// distributed yet).
+	loadedAt    time.Time
+	legacyMaxID int64
+	// shardOf maps a placement to its index in shards.
+	shardOf [Placements]int32
+	// shards are the distinct shards of jobs, each with its placements in order.
+	shards []citusShard
+	// next is the round robin of placements for jobs that no key places.
+	next atomic.Uint64
+}
+
+// citusShard is one shard of jobs and the placements that hash into it.
+type citusShard struct {
+	ID         int64
+	Placements []int32
+}
+
+// layoutMaxAge is how long a read layout is trusted before it is read again: a shard
+// split makes new shards, whose placements the dispatcher then claims from.
+const layoutMaxAge = time.Minute
+
+// Citus reports whether the database is on a Citus coordinator (the citus extension
+// exists): the server then runs the Citus dialect of its statements.
+func (db *DB) Citus() bool { return db.citus != nil }
+
+// detectCitus sets db.citus when the database has the citus extension.
+func (db *DB) detectCitus(ctx context.Context) error {
+	var citus bool
+	err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus)
+	if err != nil {
+		return translate(err)
+	}
+	if citus {
+		db.citus = &citusLayout{}
+	}
+	return nil
+}
+
+// layout answers the Citus layout, read from the coordinator when it was never read or
+// is older than layoutMaxAge.
+func (db *DB) layout(ctx context.Context) (*citusLayout, error) {
+	l := db.citus
+	l.mu.RLock()
+	fresh := !l.loadedAt.IsZero() && time.Since(l.loadedAt) < layoutMaxAge
+	l.mu.RUnlock()
+	if fresh {
+		return l, nil
+	}
+	rows, err := dbcitus.New(db.pool).CitusLayout(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pg: read the citus layout (are the tables distributed? the server's migrations do it): %w", translate(err))
+	}
+	if len(rows) != Placements {
+		return nil, fmt.Errorf("pg: the citus layout has %d placements, not %d", len(rows), Placements)
+	}
+	index := map[int64]int32{}
+	var shards []citusShard
+	var shardOf [Placements]int32
+	for _, r := range rows {
+		i, ok := index[r.ShardID]
+		if !ok {
+			i = int32(len(shards))
+			index[r.ShardID] = i
+			shards = append(shards, citusShard{ID: r.ShardID})
+		}
+		shards[i].Placements = append(shards[i].Placements, int32(r.Placement))
+		shardOf[r.Placement] = i
+	}
+	l.mu.Lock()
+	l.shards, l.shardOf, l.legacyMaxID, l.loadedAt = shards, shardOf, rows[0].LegacyMaxID, time.Now()
+	l.mu.Unlock()
+	return l, nil
+}
+
+// PlacementOfID is the placement of job id: id mod Placements, or 0 for the jobs that
+// existed when the tables were distributed.
+func (l *citusLayout) PlacementOfID(id int64) int32 {
+	l.mu.RLock()
+	legacy := l.legacyMaxID
+	l.mu.RUnlock()
+	if id <= legacy {
+		return 0
+	}
+	return int32(id % Placements)
+}
+
+// PlacementOfKey is the placement of every job that a key places (a live key, a
+// debounce key, an idempotency key, a schedule's name, a concurrency key): FNV-1a of the
+// key's bytes, mod Placements. It must never change: rows already placed by it are found by it.
+func PlacementOfKey(key string) int32 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	return int32(h.Sum64() % Placements)
+}
+
+// nextPlacement is the placement of a job no key places: the least placement of the next
+// shard, in turn, so that such jobs spread evenly over the shards.
+func (l *citusLayout) nextPlacement() int32 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	s := l.shards[l.next.Add(1)%uint64(len(l.shards))]
+	return s.Placements[0]
+}
+
+// shardCount is the number of shards of jobs.
+func (l *citusLayout) shardCount() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.shards)
+}
+
+// shardPlacements answers shard i's placements (i taken mod the shard count).
+func (l *citusLayout) shardPlacements(i int) []int32 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.shards[i%len(l.shards)].Placements
+}
+
+// shardIndex is the index in shards of the shard that holds placement p.
+func (l *citusLayout) shardIndex(p int32) int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return int(l.shardOf[p])
+}
+
+// byShard groups the indexes 0..n-1 by the shard of placement(i), in shard order: what a
+// batch is split into so that each part is one router statement.
+func (l *citusLayout) byShard(n int, placement func(i int) int32) [][]int {
+	groups := map[int][]int{}
+	var order []int
+	for i := 0; i < n; i++ {
+		s := l.shardIndex(placement(i))
+		if _, ok := groups[s]; !ok {
+			order = append(order, s)
+		}
+		groups[s] = append(groups[s], i)
+	}
+	slices.Sort(order)
+	out := make([][]int, 0, len(order))
+	for _, s := range order {
+		out = append(out, groups[s])
+	}
+	return out
+}

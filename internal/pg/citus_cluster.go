@@ -1,0 +1,210 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// ErrNoCitus explains how to get Citus when its extension is not installed.
+var ErrNoCitus = errors.New(`the citus extension is not installed for this PostgreSQL (no citus.so and citus.control ` +
+	`beside the server binaries): install Citus (packages from Citus Data, or ../shared/citus/install.sh on the ` +
+	`development machines), or point TEST_DATABASE_URL at an existing server`)
+
+// CitusAvailable reports whether the machine's PostgreSQL server has the citus extension
+// installed (what StartCitusCluster needs).
+func CitusAvailable() bool {
+	bin, err := postgresBinDir()
+	if err != nil {
+		return false
+	}
+	version := filepath.Base(filepath.Dir(bin)) // /usr/lib/postgresql/15/bin -> 15
+	for _, f := range []string{filepath.Join(bin, "..", "lib", "citus.so"),
+		filepath.Join("/usr/share/postgresql", version, "extension", "citus.control")} {
+		if _, err := os.Stat(f); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// CitusClusterOptions describes a Citus cluster started from the machine's binaries.
+type CitusClusterOptions struct {
+	// Dir holds one data directory per node: node0 (the coordinator), node1, node2…
+	Dir string
+	// Workers is the number of workers (default 2).
+	Workers int
+	// BasePort is the coordinator's port; worker i listens on BasePort+i (0: a free
+	// range below 32768, where a restarted node cannot find its port taken by the
+	// ephemeral port of some client connection).
+	BasePort int
+	// Throwaway turns durability off on every node (tests).
+	Throwaway bool
+}
+
+// CitusCluster is a Citus coordinator and its workers on 127.0.0.1, each a PostgreSQL
+// server this process started (StartCluster). A database on it is made by CreateDatabase.
+type CitusCluster struct {
+	opts  CitusClusterOptions
+	Nodes []*Cluster // Nodes[0] is the coordinator
+}
+
+// StartCitusCluster starts (initialising on first use) a coordinator and opts.Workers
+// workers. Each database that gendurable uses on it is made by CreateDatabase.
+func StartCitusCluster(ctx context.Context, opts CitusClusterOptions) (*CitusCluster, error) {
+	if !CitusAvailable() {
+		return nil, ErrNoCitus
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 2
+	}
+	if opts.BasePort == 0 {
+		port, err := freePortRange(opts.Workers + 2) // and one for a worker added later
+		if err != nil {
+			return nil, err
+		}
+		opts.BasePort = port
+	}
+	c := &CitusCluster{opts: opts}
+	for i := 0; i <= opts.Workers; i++ {
+		if _, err := c.startNode(ctx, i); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// startNode starts node i (initialising it on first use) and puts it in c.Nodes.
+func (c *CitusCluster) startNode(ctx context.Context, i int) (*Cluster, error) {
+	n, err := StartCluster(ctx, ClusterOptions{Dir: filepath.Join(c.opts.Dir, "node"+strconv.Itoa(i)),
+		Port: c.opts.BasePort + i, ListenTCP: true, Throwaway: c.opts.Throwaway, Citus: true})
+	if err != nil {
+		return nil, fmt.Errorf("pg: citus node %d: %w", i, err)
+	}
+	for len(c.Nodes) <= i {
+		c.Nodes = append(c.Nodes, nil)
+	}
+	c.Nodes[i] = n
+	return n, nil
+}
+
+// freePortRange finds n consecutive free TCP ports on 127.0.0.1 in [20000, 32000).
+func freePortRange(n int) (int, error) {
+	for try := 0; try < 100; try++ {
+		base := 20000 + rand.IntN(12000-n)
+		free := true
+		for p := base; p < base+n && free; p++ {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				free = false
+				continue
+			}
+			l.Close()
+		}
+		if free {
+			return base, nil
+		}
+	}
+	return 0, errors.New("pg: no free range of ports below 32768 for a citus cluster")
+}
+
+// URL is the coordinator's URL for database name.
+func (c *CitusCluster) URL(database string) string { return c.Nodes[0].TCPURL(database) }
+
+// CreateDatabase makes database name on the coordinator (propagated to the workers),
+// creates the citus extension in it on every node, and adds the workers to its
+// metadata: what a user does once before pointing gendurable at a Citus cluster.
+func (c *CitusCluster) CreateDatabase(ctx context.Context, name string) error {
+	// The database is made on each node (Citus would propagate it from the coordinator with
+	// citus.enable_create_database_propagation, but not the extension or the metadata).
+	for _, n := range c.Nodes {
+		if err := execOn(ctx, n.TCPURL("postgres"), `CREATE DATABASE `+QuoteIdent(name)); err != nil {
+			return err
+		}
+	}
+	for _, n := range c.Nodes {
+		if err := execOn(ctx, n.TCPURL(name), `CREATE EXTENSION IF NOT EXISTS citus`); err != nil {
+			return err
+		}
+	}
+	if err := execOn(ctx, c.URL(name), fmt.Sprintf(`SELECT citus_set_coordinator_host('127.0.0.1', %d)`, c.opts.BasePort)); err != nil {
+		return err
+	}
+	for i := 1; i < len(c.Nodes); i++ {
+		if err := c.AddWorker(ctx, name, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AddWorker adds node i (started) to database name's metadata, without moving shards.
+func (c *CitusCluster) AddWorker(ctx context.Context, name string, i int) error {
+	return execOn(ctx, c.URL(name), fmt.Sprintf(`SELECT citus_add_node('127.0.0.1', %d)`, c.opts.BasePort+i))
+}
+
+// StartWorker starts one more worker (node len(Nodes)) and creates the citus extension in
+// each of databases on it; AddWorker then puts it in a database's metadata.
+func (c *CitusCluster) StartWorker(ctx context.Context, databases ...string) (int, error) {
+	i := len(c.Nodes)
+	n, err := c.startNode(ctx, i)
+	if err != nil {
+		return 0, err
+	}
+	for _, name := range databases {
+		if err := execOn(ctx, n.TCPURL("postgres"), `CREATE DATABASE `+QuoteIdent(name)); err != nil {
+			return 0, err
+		}
+		if err := execOn(ctx, n.TCPURL(name), `CREATE EXTENSION IF NOT EXISTS citus`); err != nil {
+			return 0, err
+		}
+	}
+	return i, nil
+}
+
+// StopNode stops node i (fast shutdown); RestartNode starts it again on its port.
+func (c *CitusCluster) StopNode(i int) { c.Nodes[i].Stop() }
+
+// RestartNode starts node i again, as it was, after StopNode.
+func (c *CitusCluster) RestartNode(ctx context.Context, i int) error {
+	_, err := c.startNode(ctx, i)
+	return err
+}
+
+// DropDatabase drops database name on every node.
+func (c *CitusCluster) DropDatabase(ctx context.Context, name string) error {
+	var first error
+	for i := len(c.Nodes) - 1; i >= 0; i-- {
+		err := execOn(ctx, c.Nodes[i].TCPURL("postgres"), `DROP DATABASE IF EXISTS `+QuoteIdent(name)+` WITH (FORCE)`)
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Stop stops every node, workers first.
+func (c *CitusCluster) Stop() {
+	for i := len(c.Nodes) - 1; i >= 0; i-- {
+		if c.Nodes[i] != nil {
+			c.Nodes[i].Stop()
+		}
+	}
+}
+
+// execOn runs one statement on a one-connection pool to url.
+func execOn(ctx context.Context, url, sql string) error {
+	db, err := Open(ctx, url, Options{MaxConns: 1})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.Exec(ctx, sql)
+	return err
+}

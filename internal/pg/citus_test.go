@@ -1,0 +1,66 @@
+package pg_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/gendurable/gendurable/internal/pg/pgtest"
+)
+
+// citusOnly skips t outside a Citus run (TEST_CITUS=1, make test-citus).
+func citusOnly(t *testing.T) {
+	t.Helper()
+	if !pgtest.Citus() {
+		t.Skip("a Citus test: TEST_CITUS=1 (make test-citus)")
+	}
+}
+
+// The migrations distribute the schema on a Citus coordinator: the job tables hashed by
+// placement and colocated, the small tables copied to every node (docs/citus.md).
+func TestCitusMigrationsDistributeTheSchema(t *testing.T) {
+	t.Parallel()
+	citusOnly(t)
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	if !db.Citus() {
+		t.Fatal("the database is not detected as Citus")
+	}
+	rows, err := db.QueryStrings(ctx, `SELECT logicalrelid::text, partmethod::text, coalesce(column_to_column_name(logicalrelid, partkey), ''),
+		colocationid::text FROM pg_dist_partition ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, r := range rows {
+		got[r[0]] = r[1:]
+	}
+	for _, table := range []string{"jobs", "signals", "steps", "idempotency_keys"} {
+		r, ok := got[table]
+		if !ok || r[0] != "h" || r[1] != "placement" {
+			t.Errorf("%s: want hash-distributed by placement, got %v", table, r)
+			continue
+		}
+		if r[2] != got["jobs"][2] {
+			t.Errorf("%s is not colocated with jobs: colocation %s, jobs %s", table, r[2], got["jobs"][2])
+		}
+	}
+	for _, table := range []string{"handlers", "queues", "rate_limits", "gates", "schedules", "api_keys", "placement_layout"} {
+		if r, ok := got[table]; !ok || r[0] != "n" {
+			t.Errorf("%s: want a reference table, got %v", table, r)
+		}
+	}
+	n, err := db.QueryInt(ctx, `SELECT count(DISTINCT nodeport) FROM citus_shards WHERE table_name = 'jobs'::regclass`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("jobs' shards are on %d nodes, want the 2 workers", n)
+	}
+	if again, err := db.Migrate(ctx); err != nil || len(again) != 0 {
+		t.Fatalf("a second Migrate: applied %v, %v", again, err)
+	}
+	if p := pg.PlacementOfKey("user-7"); p < 0 || p >= pg.Placements {
+		t.Fatalf("PlacementOfKey out of range: %d", p)
+	}
+}
