@@ -271,10 +271,14 @@ func (q *Queries) JobWakeParked(ctx context.Context, handler string) (int64, err
 }
 
 const LeaseParkMany = `-- name: LeaseParkMany :many
-WITH before AS (
+WITH l AS (
+    SELECT id, token, eligible_at FROM ROWS FROM (unnest($1::bigint[]), unnest($2::uuid[]),
+                             unnest($3::timestamptz[])) AS l(id, token, eligible_at)
+),
+before AS (
     SELECT j.id, j.concurrency_key, j.gate_shard
-    FROM jobs j JOIN ROWS FROM (unnest($1::bigint[]), unnest($2::uuid[])) AS l(id, token)
-      ON j.id = l.id AND j.status = 'executing' AND j.lease_token = l.token
+    FROM jobs j JOIN l ON j.id = l.id AND j.lease_token = l.token
+    WHERE j.id = ANY ($1::bigint[])
 ),
 updated AS (
     UPDATE jobs j
@@ -287,11 +291,10 @@ updated AS (
         gate_shard = NULL,
         late_signals = NULL,
         updated_at = now()
-    FROM ROWS FROM (unnest($1::bigint[]), unnest($2::uuid[]),
-                    unnest($3::timestamptz[])) AS l(id, token, eligible_at)
+    FROM l
     WHERE j.id = l.id
-      AND j.status = 'executing'
       AND j.lease_token = l.token
+      AND j.id = ANY ($1::bigint[])
     RETURNING j.id, j.queue
 ),
 credited AS (
@@ -317,8 +320,11 @@ type LeaseParkManyParams struct {
 // claim counted undone, the gate slot returned, and marked lease_owner
 // 'breaker:<handler>' so that JobWakeParked finds them when the breaker closes.
 // LeaseReleaseMany with a time per row and no NOTIFY (nothing is due). Fenced per row
-// by status and token; a row missing from the result was no longer held.
-// Index use: jobs_pkey per id (unnest × PK lookups).
+// by (id, token) as the outcome is, with no `status = 'executing'` test (it let the
+// planner read all of jobs_lease, every step in flight; see LeaseReleaseMany). A row
+// missing from the result was no longer held.
+// Index use: jobs_pkey per id (`id = ANY (ids)`, PK lookups under any plan); 50 parks
+// read 50 rows of jobs whatever is in flight (TestLeaseGiveBackReadsOnlyItsRows).
 // The gate slot an ending step held goes back to its shard (capped: a gate whose limit
 // was lowered meanwhile refills only up to its new cap).
 func (q *Queries) LeaseParkMany(ctx context.Context, arg LeaseParkManyParams) ([]int64, error) {

@@ -115,12 +115,19 @@ RETURNING h.*;
 -- claim counted undone, the gate slot returned, and marked lease_owner
 -- 'breaker:<handler>' so that JobWakeParked finds them when the breaker closes.
 -- LeaseReleaseMany with a time per row and no NOTIFY (nothing is due). Fenced per row
--- by status and token; a row missing from the result was no longer held.
--- Index use: jobs_pkey per id (unnest × PK lookups).
-WITH before AS (
+-- by (id, token) as the outcome is, with no `status = 'executing'` test (it let the
+-- planner read all of jobs_lease, every step in flight; see LeaseReleaseMany). A row
+-- missing from the result was no longer held.
+-- Index use: jobs_pkey per id (`id = ANY (ids)`, PK lookups under any plan); 50 parks
+-- read 50 rows of jobs whatever is in flight (TestLeaseGiveBackReadsOnlyItsRows).
+WITH l AS (
+    SELECT * FROM ROWS FROM (unnest(sqlc.arg(ids)::bigint[]), unnest(sqlc.arg(tokens)::uuid[]),
+                             unnest(sqlc.arg(eligible_ats)::timestamptz[])) AS l(id, token, eligible_at)
+),
+before AS (
     SELECT j.id, j.concurrency_key, j.gate_shard
-    FROM jobs j JOIN ROWS FROM (unnest(sqlc.arg(ids)::bigint[]), unnest(sqlc.arg(tokens)::uuid[])) AS l(id, token)
-      ON j.id = l.id AND j.status = 'executing' AND j.lease_token = l.token
+    FROM jobs j JOIN l ON j.id = l.id AND j.lease_token = l.token
+    WHERE j.id = ANY (sqlc.arg(ids)::bigint[])
 ),
 updated AS (
     UPDATE jobs j
@@ -133,11 +140,10 @@ updated AS (
         gate_shard = NULL,
         late_signals = NULL,
         updated_at = now()
-    FROM ROWS FROM (unnest(sqlc.arg(ids)::bigint[]), unnest(sqlc.arg(tokens)::uuid[]),
-                    unnest(sqlc.arg(eligible_ats)::timestamptz[])) AS l(id, token, eligible_at)
+    FROM l
     WHERE j.id = l.id
-      AND j.status = 'executing'
       AND j.lease_token = l.token
+      AND j.id = ANY (sqlc.arg(ids)::bigint[])
     RETURNING j.id, j.queue
 ),
 -- The gate slot an ending step held goes back to its shard (capped: a gate whose limit
