@@ -272,9 +272,31 @@ func (s StepOutcome) record() (pg.OutcomeRecord, error) {
 // ApplyOutcomes writes a batch of outcomes with one statement and reports the ones that
 // applied; an outcome missing from the answer carried a stale lease token and changed
 // nothing. A transient conflict (deadlock between two batches joining the same parents)
-// is retried. A spawn whose child key a live job holds turns into a retryable error of
-// that step rather than failing the batch.
+// is retried. An outcome the database refuses (a spawn whose child's key a live job
+// holds, a value it cannot store) becomes a failed attempt of its step, with the reason,
+// rather than failing its batch: alone, that is a second statement; in a batch, the
+// batch is written again one outcome at a time.
 func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]OutcomeApplied, error) {
+	rows, err := e.applyOutcomes(ctx, outcomes)
+	switch {
+	case err == nil:
+	case len(outcomes) > 1 && (errors.Is(err, ErrConflict) && hasSpawn(outcomes) || errors.Is(err, ErrInvalid)):
+		return e.applyOneByOne(ctx, outcomes)
+	case len(outcomes) == 1:
+		if o, ok := refusedOutcome(outcomes[0], err); ok {
+			rows, err = e.applyOutcomes(ctx, []StepOutcome{o})
+		}
+	}
+	applied := make([]OutcomeApplied, len(rows))
+	for i, a := range rows {
+		applied[i] = OutcomeApplied{ID: a.ID, Token: a.Token, Status: a.Status, Queue: a.Queue, Ready: a.Ready}
+	}
+	return applied, err
+}
+
+// applyOutcomes writes outcomes with one statement (and the backoff read and the queue
+// creation they may need), nothing more.
+func (e *Engine) applyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]pg.OutcomeApplied, error) {
 	outcomes, err := e.withRetryDelays(ctx, outcomes)
 	if err != nil {
 		return nil, err
@@ -301,21 +323,26 @@ func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]O
 			break
 		}
 	}
-	switch {
-	case errors.Is(err, ErrConflict) && hasSpawn(outcomes):
-		return e.applyOneByOne(ctx, outcomes)
-	case errors.Is(err, ErrInvalid) && len(outcomes) > 1:
-		// One outcome the database refused must not fail the others of its batch.
-		return e.applyOneByOne(ctx, outcomes)
-	}
 	if r := e.rollups.Load(); r != nil && len(rows) > 0 {
 		r.countApplied(rows)
 	}
-	applied := make([]OutcomeApplied, len(rows))
-	for i, a := range rows {
-		applied[i] = OutcomeApplied{ID: a.ID, Token: a.Token, Status: a.Status, Queue: a.Queue, Ready: a.Ready}
+	return rows, err
+}
+
+// refusedOutcome is what o becomes when the database refused it with err: a failed
+// attempt that says why (the answer's bodies kept); false when err is not a refusal of o.
+func refusedOutcome(o StepOutcome, err error) (StepOutcome, bool) {
+	bodies := o.Bodies
+	switch {
+	case errors.Is(err, ErrConflict) && o.Kind == pg.KindSpawn:
+		o.Outcome = ErrorOutcome("error", "spawn refused: a child's key is held by a live job ("+err.Error()+")", o.HTTPStatus, nil, nil)
+	case errors.Is(err, ErrInvalid) && o.Label != "bad_response":
+		o.Outcome = ErrorOutcome("bad_response", "the database refused the answer: "+err.Error(), o.HTTPStatus, nil, nil)
+	default:
+		return o, false
 	}
-	return applied, err
+	o.Bodies = bodies
+	return o, true
 }
 
 // withRetryDelays gives every retry without a delay the one the retry policy draws
@@ -396,22 +423,12 @@ func hasSpawn(outcomes []StepOutcome) bool {
 	return false
 }
 
+// applyOneByOne writes each outcome with a statement of its own, so that the one the
+// database refuses fails only its own attempt.
 func (e *Engine) applyOneByOne(ctx context.Context, outcomes []StepOutcome) ([]OutcomeApplied, error) {
 	var all []OutcomeApplied
 	for _, o := range outcomes {
 		got, err := e.ApplyOutcomes(ctx, []StepOutcome{o})
-		bodies := o.Bodies // kept by the failure that replaces the outcome
-		switch {
-		case errors.Is(err, ErrConflict) && o.Kind == pg.KindSpawn:
-			o.Outcome = ErrorOutcome("error", "spawn refused: a child's key is held by a live job ("+err.Error()+")", o.HTTPStatus, nil, nil)
-			o.Bodies = bodies
-			got, err = e.ApplyOutcomes(ctx, []StepOutcome{o})
-		case errors.Is(err, ErrInvalid) && o.Label != "bad_response":
-			// The database refused this answer: the attempt failed, and the history says why.
-			o.Outcome = ErrorOutcome("bad_response", "the database refused the answer: "+err.Error(), o.HTTPStatus, nil, nil)
-			o.Bodies = bodies
-			got, err = e.ApplyOutcomes(ctx, []StepOutcome{o})
-		}
 		if err != nil {
 			return all, err
 		}
