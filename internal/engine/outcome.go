@@ -295,7 +295,7 @@ func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]O
 }
 
 // applyOutcomes writes outcomes with one statement (and the backoff read and the queue
-// creation they may need), nothing more.
+// creation they may need: the queues only with outcomes that apply), nothing more.
 func (e *Engine) applyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]pg.OutcomeApplied, error) {
 	outcomes, err := e.withRetryDelays(ctx, outcomes)
 	if err != nil {
@@ -313,14 +313,21 @@ func (e *Engine) applyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]p
 	for _, o := range outcomes {
 		credit = credit || !o.NoGateSlot
 	}
-	if err := e.ensureChildQueues(ctx, outcomes); err != nil {
-		return nil, err
-	}
+	missing := e.missingChildQueues(outcomes)
 	var rows []pg.OutcomeApplied
 	for attempt := 0; attempt < 5; attempt++ {
-		rows, err = e.db.JobApplyOutcomes(ctx, recs, credit)
+		if len(missing) == 0 {
+			rows, err = e.db.JobApplyOutcomes(ctx, recs, credit)
+		} else {
+			rows, err = e.db.JobApplyOutcomesCreatingQueues(ctx, recs, credit, missing)
+		}
 		if !errors.Is(err, ErrRetryable) {
 			break
+		}
+	}
+	if err == nil && len(rows) > 0 {
+		for _, q := range missing {
+			e.knownQueues.Store(q, struct{}{})
 		}
 	}
 	if r := e.rollups.Load(); r != nil && len(rows) > 0 {
@@ -387,31 +394,23 @@ func (e *Engine) withRetryDelays(ctx context.Context, outcomes []StepOutcome) ([
 	return out, nil
 }
 
-// ensureChildQueues creates the queues that spawned children name and that this process
+// missingChildQueues names the queues that spawned children name and that this process
 // has not seen exist: feeders run the queues of the queues table, so a child in a queue
-// without a row would never run. Costs nothing once a queue is known.
-func (e *Engine) ensureChildQueues(ctx context.Context, outcomes []StepOutcome) error {
+// without a row would never run, and the outcome statement goes with their creation.
+// Costs nothing once a queue is known.
+func (e *Engine) missingChildQueues(outcomes []StepOutcome) []string {
 	var missing []string
 	for _, o := range outcomes {
 		for _, c := range o.Children {
 			if c.Queue == "" { // the parent's queue, which exists
 				continue
 			}
-			if _, ok := e.knownQueues.Load(c.Queue); !ok {
+			if _, ok := e.knownQueues.Load(c.Queue); !ok && !slices.Contains(missing, c.Queue) {
 				missing = append(missing, c.Queue)
 			}
 		}
 	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if err := e.db.QueueEnsureMany(ctx, missing); err != nil {
-		return err
-	}
-	for _, q := range missing {
-		e.knownQueues.Store(q, struct{}{})
-	}
-	return nil
+	return missing
 }
 
 func hasSpawn(outcomes []StepOutcome) bool {
