@@ -185,41 +185,64 @@ func (c *completer) linger(batch *[]pendingOutcome, d time.Duration) {
 	}
 }
 
-// flush writes one batch; a failed write is retried briefly (the leases cover the
-// wait), then reported to each step, whose lease then expires and re-runs it.
+// flush writes one batch and reports each outcome's result to its step. The outcomes
+// whose write failed are written again, briefly (the leases cover the wait), then
+// reported failed: their leases then expire and the steps run again.
 func (c *completer) flush(batch []pendingOutcome) {
 	outcomes := make([]engine.StepOutcome, len(batch))
 	for i, p := range batch {
 		outcomes[i] = p.step.WithOutcome(*p.outcome)
 	}
-	var applied []engine.OutcomeApplied
-	var err error
-	for attempt, wait := 0, 50*time.Millisecond; attempt < 5; attempt, wait = attempt+1, 2*wait {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		applied, err = c.eng.ApplyOutcomes(ctx, outcomes)
-		cancel()
-		if err == nil || errors.Is(err, engine.ErrInvalid) {
-			break
-		}
-		c.log.Warn("writing outcomes failed; retrying", "outcomes", len(batch), "err", err)
-		time.Sleep(wait)
-	}
+	results := c.write(outcomes)
 	c.metrics.OutcomeBatch.Observe(float64(len(batch)))
 	c.recordBreakers(batch)
-	// By job and token: a stale outcome of a job can share the batch with its current one.
-	type lease struct {
-		id    int64
-		token string
-	}
-	byLease := make(map[lease]*engine.OutcomeApplied, len(applied))
-	for i := range applied {
-		byLease[lease{applied[i].ID, applied[i].Token}] = &applied[i]
-	}
-	for _, p := range batch {
-		if err != nil {
-			p.done(nil, err)
-			continue
+	for i, p := range batch {
+		switch r := &results[i]; {
+		case r.Err != nil:
+			p.done(nil, r.Err)
+		case r.Applied:
+			p.done(&r.OutcomeApplied, nil)
+		default:
+			p.done(nil, nil)
 		}
-		p.done(byLease[lease{p.step.ID, p.step.LeaseToken}], nil)
 	}
+}
+
+// write writes outcomes, and again those whose write failed, up to 5 times in all.
+func (c *completer) write(outcomes []engine.StepOutcome) []engine.OutcomeResult {
+	results := c.apply(outcomes)
+	for attempt, wait := 1, 50*time.Millisecond; attempt < 5; attempt, wait = attempt+1, 2*wait {
+		again := unwritten(results)
+		if len(again) == 0 {
+			break
+		}
+		c.log.Warn("writing outcomes failed; retrying", "outcomes", len(again), "err", results[again[0]].Err)
+		time.Sleep(wait)
+		todo := make([]engine.StepOutcome, len(again))
+		for k, i := range again {
+			todo[k] = outcomes[i]
+		}
+		for k, r := range c.apply(todo) {
+			results[again[k]] = r
+		}
+	}
+	return results
+}
+
+func (c *completer) apply(outcomes []engine.StepOutcome) []engine.OutcomeResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return c.eng.ApplyOutcomes(ctx, outcomes)
+}
+
+// unwritten lists the results of outcomes whose write failed and may succeed again (not
+// those the database refused as invalid).
+func unwritten(results []engine.OutcomeResult) []int {
+	var again []int
+	for i := range results {
+		if err := results[i].Err; err != nil && !errors.Is(err, engine.ErrInvalid) {
+			again = append(again, i)
+		}
+	}
+	return again
 }

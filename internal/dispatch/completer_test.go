@@ -166,3 +166,71 @@ func TestCompleterDoesNotHoldOutcomesBehindALockedRow(t *testing.T) {
 		t.Fatal("the held outcome was not written once the lock went")
 	}
 }
+
+// A batch that the database writes one outcome at a time (one of them it refuses) reports
+// each outcome as it went: the ones written as applied, the one that could not be written
+// as an error. It used to report the batch's error to every outcome, the written ones
+// included (and a failure other than a refusal had the whole batch written again, the
+// written ones then reported as lost leases).
+func TestCompleterReportsEachOutcomeOfAPartlyWrittenBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.Open(t, pgtest.NewDatabase(t), pg.Options{MaxConns: 8})
+	eng, err := engine.New(db, engine.Config{LeaseTTL: time.Hour}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:9/"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.InsertJobs(ctx, []engine.NewJob{{Handler: "h"}, {Handler: "h"}, {Handler: "h"}}); err != nil {
+		t.Fatal(err)
+	}
+	steps, _, err := eng.Claim(ctx, "default", 10)
+	if err != nil || len(steps) != 3 {
+		t.Fatalf("claimed %d (%v)", len(steps), err)
+	}
+	// The middle outcome holds what Postgres cannot store, in its answer and in the bodies
+	// its failed attempt would keep: neither it nor the attempt it becomes can be written.
+	unstorable := &engine.Outcome{Kind: pg.KindDone, Label: "done", Result: json.RawMessage(`{"a": "x\u0000"}`),
+		Bodies: &engine.StepBodies{Response: &engine.StepBody{Text: "x\x00"}}}
+	cfg := Config{OutcomeBatch: 10, OutcomeWorkers: 1}
+	cfg.applyDefaults()
+	c := newCompleter(eng, cfg, NewMetrics(nil), slog.New(slog.DiscardHandler))
+	type report struct {
+		applied *engine.OutcomeApplied
+		err     error
+	}
+	reports := make([]report, len(steps))
+	var wg sync.WaitGroup
+	for i := range steps {
+		o := &engine.Outcome{Kind: pg.KindDone, Label: "done"}
+		if i == 1 {
+			o = unstorable
+		}
+		wg.Add(1)
+		c.submit(&steps[i], o, breakerNote{}, func(a *engine.OutcomeApplied, err error) {
+			defer wg.Done()
+			reports[i] = report{a, err}
+		})
+	}
+	c.start() // all three queued: one batch
+	wg.Wait()
+	c.stop()
+	for i, st := range steps {
+		j, err := db.JobGet(ctx, st.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := reports[i]
+		if i == 1 {
+			if r.err == nil || j.Status != "executing" {
+				t.Errorf("the unstorable outcome: reported %+v, %v; job %s", r.applied, r.err, j.Status)
+			}
+			continue
+		}
+		if r.err != nil || r.applied == nil || r.applied.Status != "done" || j.Status != "done" {
+			t.Errorf("outcome %d: reported %+v, %v; job %s (want applied, done)", i, r.applied, r.err, j.Status)
+		}
+	}
+}

@@ -269,29 +269,97 @@ func (s StepOutcome) record() (pg.OutcomeRecord, error) {
 	return r, nil
 }
 
-// ApplyOutcomes writes a batch of outcomes with one statement and reports the ones that
-// applied; an outcome missing from the answer carried a stale lease token and changed
-// nothing. A transient conflict (deadlock between two batches joining the same parents)
-// is retried. An outcome the database refuses (a spawn whose child's key a live job
-// holds, a value it cannot store) becomes a failed attempt of its step, with the reason,
-// rather than failing its batch: alone, that is a second statement; in a batch, the
-// batch is written again one outcome at a time.
-func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]OutcomeApplied, error) {
+// ApplyOutcomes writes a batch of outcomes with one statement and answers a result per
+// outcome, in order: applied, refused for a stale lease token (nothing changed), or not
+// written (Err: the statement failed; writing it again may succeed). A transient
+// conflict (deadlock between two batches joining the same parents) is retried. An
+// outcome the database refuses (a spawn whose child's key a live job holds, a value it
+// cannot store) becomes a failed attempt of its step, with the reason, rather than
+// failing its batch: alone, that is a second statement; in a batch, the batch is written
+// again one outcome at a time.
+func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) []OutcomeResult {
+	results := make([]OutcomeResult, len(outcomes))
 	rows, err := e.applyOutcomes(ctx, outcomes)
 	switch {
 	case err == nil:
-	case len(outcomes) > 1 && (errors.Is(err, ErrConflict) && hasSpawn(outcomes) || errors.Is(err, ErrInvalid)):
-		return e.applyOneByOne(ctx, outcomes)
+		matchResults(results, outcomes, rows)
 	case len(outcomes) == 1:
-		if o, ok := refusedOutcome(outcomes[0], err); ok {
-			rows, err = e.applyOutcomes(ctx, []StepOutcome{o})
+		results[0] = e.applyRefused(ctx, outcomes[0], err)
+	case errors.Is(err, ErrConflict) && hasSpawn(outcomes) || errors.Is(err, ErrInvalid):
+		// One outcome the database refused must not fail the others of its batch. A
+		// failure of another kind leaves the rest unwritten (to be written again).
+		var failed error
+		for i := range outcomes {
+			if failed != nil {
+				results[i].Err = failed
+				continue
+			}
+			rows, err := e.applyOutcomes(ctx, outcomes[i:i+1])
+			if err == nil {
+				matchResults(results[i:i+1], outcomes[i:i+1], rows)
+				continue
+			}
+			results[i] = e.applyRefused(ctx, outcomes[i], err)
+			if _, refused := refusedOutcome(outcomes[i], err); !refused {
+				failed = err
+			}
+		}
+	default:
+		for i := range results {
+			results[i].Err = err
 		}
 	}
-	applied := make([]OutcomeApplied, len(rows))
-	for i, a := range rows {
-		applied[i] = OutcomeApplied{ID: a.ID, Token: a.Token, Status: a.Status, Queue: a.Queue, Ready: a.Ready}
+	return results
+}
+
+// applyRefused writes the failed attempt that o becomes when the database refused it
+// with err; any other err is o's result.
+func (e *Engine) applyRefused(ctx context.Context, o StepOutcome, err error) OutcomeResult {
+	instead, ok := refusedOutcome(o, err)
+	if !ok {
+		return OutcomeResult{Err: err}
 	}
-	return applied, err
+	rows, err := e.applyOutcomes(ctx, []StepOutcome{instead})
+	if err != nil {
+		return OutcomeResult{Err: err}
+	}
+	var r [1]OutcomeResult
+	matchResults(r[:], []StepOutcome{instead}, rows)
+	return r[0]
+}
+
+// matchResults fills in the result of each outcome that rows (the statement's answer)
+// report applied, by job and lease token: a stale outcome of a job can share a batch
+// with its current one.
+func matchResults(results []OutcomeResult, outcomes []StepOutcome, rows []pg.OutcomeApplied) {
+	set := func(i int, a *pg.OutcomeApplied) {
+		results[i] = OutcomeResult{Applied: true,
+			OutcomeApplied: OutcomeApplied{ID: a.ID, Token: a.Token, Status: a.Status, Queue: a.Queue, Ready: a.Ready}}
+	}
+	if len(outcomes) <= 8 { // a few: no map
+		for k := range rows {
+			for i, o := range outcomes {
+				if o.JobID == rows[k].ID && o.Token == rows[k].Token {
+					set(i, &rows[k])
+					break
+				}
+			}
+		}
+		return
+	}
+	type lease struct {
+		id    int64
+		token string
+	}
+	at := make(map[lease]int, len(outcomes))
+	for i, o := range outcomes {
+		at[lease{o.JobID, o.Token}] = i
+	}
+	for k := range rows {
+		if i, ok := at[lease{rows[k].ID, rows[k].Token}]; ok {
+			set(i, &rows[k])
+		}
+	}
 }
 
 // applyOutcomes writes outcomes with one statement (and the backoff read and the queue
@@ -422,20 +490,6 @@ func hasSpawn(outcomes []StepOutcome) bool {
 	return false
 }
 
-// applyOneByOne writes each outcome with a statement of its own, so that the one the
-// database refuses fails only its own attempt.
-func (e *Engine) applyOneByOne(ctx context.Context, outcomes []StepOutcome) ([]OutcomeApplied, error) {
-	var all []OutcomeApplied
-	for _, o := range outcomes {
-		got, err := e.ApplyOutcomes(ctx, []StepOutcome{o})
-		if err != nil {
-			return all, err
-		}
-		all = append(all, got...)
-	}
-	return all, nil
-}
-
 // OutcomeApplied reports an applied outcome: the job's new status, and whether it is
 // runnable at once (Ready).
 type OutcomeApplied struct {
@@ -446,15 +500,27 @@ type OutcomeApplied struct {
 	Ready  bool
 }
 
+// OutcomeResult is what became of one outcome of a batch (ApplyOutcomes).
+type OutcomeResult struct {
+	// OutcomeApplied is the job after the outcome, when Applied.
+	OutcomeApplied
+	// Applied: the outcome was written. False with no Err: its lease token was not the
+	// job's current one, and nothing changed.
+	Applied bool
+	// Err: the outcome was not written, the statement failed (the lease still holds:
+	// writing it again may succeed).
+	Err error
+}
+
 // ApplyOutcome writes one outcome (the asynchronous-step API); ErrLeaseLost when the
 // token is not the job's current one.
 func (e *Engine) ApplyOutcome(ctx context.Context, o StepOutcome) (OutcomeApplied, error) {
-	got, err := e.ApplyOutcomes(ctx, []StepOutcome{o})
-	if err != nil {
-		return OutcomeApplied{}, err
-	}
-	if len(got) == 0 {
+	r := e.ApplyOutcomes(ctx, []StepOutcome{o})[0]
+	switch {
+	case r.Err != nil:
+		return OutcomeApplied{}, r.Err
+	case !r.Applied:
 		return OutcomeApplied{}, ErrLeaseLost
 	}
-	return got[0], nil
+	return r.OutcomeApplied, nil
 }
