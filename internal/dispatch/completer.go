@@ -185,9 +185,21 @@ func (c *completer) linger(batch *[]pendingOutcome, d time.Duration) {
 	}
 }
 
+// The completer's retries, the one layer of them between a step's outcome and the
+// database (ApplyOutcomes writes a batch once): the outcomes of a batch that were not
+// written are written again, up to completerTries in all, after a pause that doubles from
+// completerBackoffBase (engine.RetryDelay: jittered down to half: 0.375 to 0.75 s in all),
+// each try taking up to completerTryTimeout. The steps' leases are heartbeated meanwhile.
+const (
+	completerTries       = 5
+	completerBackoffBase = 50 * time.Millisecond
+	completerBackoffMax  = 2 * time.Second
+	completerTryTimeout  = 30 * time.Second
+)
+
 // flush writes one batch and reports each outcome's result to its step. The outcomes
-// whose write failed are written again, briefly (the leases cover the wait), then
-// reported failed: their leases then expire and the steps run again.
+// whose write failed are written again (completerTries), then reported failed: their
+// leases then expire and the steps run again.
 func (c *completer) flush(batch []pendingOutcome) {
 	outcomes := make([]engine.StepOutcome, len(batch))
 	for i, p := range batch {
@@ -208,16 +220,16 @@ func (c *completer) flush(batch []pendingOutcome) {
 	}
 }
 
-// write writes outcomes, and again those whose write failed, up to 5 times in all.
+// write writes outcomes, and again those whose write failed (completerTries).
 func (c *completer) write(outcomes []engine.StepOutcome) []engine.OutcomeResult {
 	results := c.apply(outcomes)
-	for attempt, wait := 1, 50*time.Millisecond; attempt < 5; attempt, wait = attempt+1, 2*wait {
+	for try := 1; try < completerTries; try++ {
 		again := unwritten(results)
 		if len(again) == 0 {
 			break
 		}
 		c.log.Warn("writing outcomes failed; retrying", "outcomes", len(again), "err", results[again[0]].Err)
-		time.Sleep(wait)
+		time.Sleep(engine.RetryDelay(try, completerBackoffBase, completerBackoffMax))
 		todo := make([]engine.StepOutcome, len(again))
 		for k, i := range again {
 			todo[k] = outcomes[i]
@@ -230,7 +242,7 @@ func (c *completer) write(outcomes []engine.StepOutcome) []engine.OutcomeResult 
 }
 
 func (c *completer) apply(outcomes []engine.StepOutcome) []engine.OutcomeResult {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), completerTryTimeout)
 	defer cancel()
 	return c.eng.ApplyOutcomes(ctx, outcomes)
 }

@@ -271,12 +271,13 @@ func (s StepOutcome) record() (pg.OutcomeRecord, error) {
 
 // ApplyOutcomes writes a batch of outcomes with one statement and answers a result per
 // outcome, in order: applied, refused for a stale lease token (nothing changed), or not
-// written (Err: the statement failed; writing it again may succeed). A transient
-// conflict (deadlock between two batches joining the same parents) is retried. An
-// outcome the database refuses (a spawn whose child's key a live job holds, a value it
-// cannot store) becomes a failed attempt of its step, with the reason, rather than
-// failing its batch: alone, that is a second statement; in a batch, the batch is written
-// again one outcome at a time.
+// written (Err: the statement failed; writing it again may succeed). It does not retry:
+// the caller holds the one layer of retries (the dispatcher's completer, with backoff
+// and its leases heartbeated meanwhile; ApplyOutcome for the API). An outcome the
+// database refuses (a spawn whose child's key a live job holds, a value it cannot store)
+// becomes a failed attempt of its step, with the reason, rather than failing its batch:
+// alone, that is a second statement; in a batch, the batch is written again one outcome
+// at a time (and a failure of another kind there leaves the rest unwritten).
 func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) []OutcomeResult {
 	results := make([]OutcomeResult, len(outcomes))
 	rows, err := e.applyOutcomes(ctx, outcomes)
@@ -286,8 +287,7 @@ func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) []Ou
 	case len(outcomes) == 1:
 		results[0] = e.applyRefused(ctx, outcomes[0], err)
 	case errors.Is(err, ErrConflict) && hasSpawn(outcomes) || errors.Is(err, ErrInvalid):
-		// One outcome the database refused must not fail the others of its batch. A
-		// failure of another kind leaves the rest unwritten (to be written again).
+		// One outcome the database refused must not fail the others of its batch.
 		var failed error
 		for i := range outcomes {
 			if failed != nil {
@@ -383,15 +383,10 @@ func (e *Engine) applyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]p
 	}
 	missing := e.missingChildQueues(outcomes)
 	var rows []pg.OutcomeApplied
-	for attempt := 0; attempt < 5; attempt++ {
-		if len(missing) == 0 {
-			rows, err = e.db.JobApplyOutcomes(ctx, recs, credit)
-		} else {
-			rows, err = e.db.JobApplyOutcomesCreatingQueues(ctx, recs, credit, missing)
-		}
-		if !errors.Is(err, ErrRetryable) {
-			break
-		}
+	if len(missing) == 0 {
+		rows, err = e.db.JobApplyOutcomes(ctx, recs, credit)
+	} else {
+		rows, err = e.db.JobApplyOutcomesCreatingQueues(ctx, recs, credit, missing)
 	}
 	if err == nil && len(rows) > 0 {
 		for _, q := range missing {
@@ -513,9 +508,22 @@ type OutcomeResult struct {
 }
 
 // ApplyOutcome writes one outcome (the asynchronous-step API); ErrLeaseLost when the
-// token is not the job's current one.
+// token is not the job's current one. A transient conflict (a deadlock between two
+// outcomes joining the same parent) is tried again, up to applyOutcomeTries in all,
+// after a pause that doubles (RetryDelay from applyOutcomeBackoff): the one layer of
+// retries of this path, since ApplyOutcomes has none.
 func (e *Engine) ApplyOutcome(ctx context.Context, o StepOutcome) (OutcomeApplied, error) {
 	r := e.ApplyOutcomes(ctx, []StepOutcome{o})[0]
+	for try := 1; try < applyOutcomeTries && errors.Is(r.Err, ErrRetryable); try++ {
+		pause := time.NewTimer(RetryDelay(try, applyOutcomeBackoff, time.Second))
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return OutcomeApplied{}, r.Err
+		case <-pause.C:
+		}
+		r = e.ApplyOutcomes(ctx, []StepOutcome{o})[0]
+	}
 	switch {
 	case r.Err != nil:
 		return OutcomeApplied{}, r.Err
@@ -524,3 +532,9 @@ func (e *Engine) ApplyOutcome(ctx context.Context, o StepOutcome) (OutcomeApplie
 	}
 	return r.OutcomeApplied, nil
 }
+
+// The retries of ApplyOutcome: tries in all, and the first pause's ceiling.
+const (
+	applyOutcomeTries   = 3
+	applyOutcomeBackoff = 20 * time.Millisecond
+)

@@ -80,3 +80,34 @@ func TestSpawnOfAHeldKeyFailsTheAttemptAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// ApplyOutcome (the asynchronous-step API) tries an outcome again after a transient
+// conflict, a few times in all: the one layer of retries of that path, since
+// ApplyOutcomes itself writes once.
+func TestApplyOutcomeRetriesATransientConflict(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	te := newTestEngine(t, engine.Config{})
+	id := te.insert(t, engine.NewJob{})
+	st := te.claim(t)
+	// The first two writes of the job fail as serialization failures would.
+	if _, err := te.db.Exec(ctx, `CREATE SEQUENCE tries;
+		CREATE FUNCTION fail_twice() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+			IF nextval('tries') <= 2 THEN RAISE EXCEPTION 'injected' USING ERRCODE = 'serialization_failure'; END IF;
+			RETURN NEW; END $$;
+		CREATE TRIGGER fail_twice BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION fail_twice()`); err != nil {
+		t.Fatal(err)
+	}
+	before := te.counter.Count("JobApplyOutcomesCrediting") // the API's outcome may hold a gate slot
+	applied, err := te.ApplyOutcome(ctx, engine.StepOutcome{JobID: st.ID, Token: st.LeaseToken,
+		Outcome: engine.Outcome{Kind: "done", Label: "done"}})
+	if err != nil || applied.Status != "done" {
+		t.Fatalf("applied %+v, %v", applied, err)
+	}
+	if n := te.counter.Count("JobApplyOutcomesCrediting") - before; n != 3 {
+		t.Fatalf("%d outcome statements, want 3 (two transient failures, then the write)", n)
+	}
+	if j := te.job(t, id); j.Status != "done" {
+		t.Fatalf("job %s", j.Status)
+	}
+}
