@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,10 @@ type completer struct {
 	closed  bool
 	first   sync.WaitGroup // the first worker
 	others  sync.WaitGroup // the overflow workers
+	// ctx bounds every write; giveUp cancels it (the dispatcher's Stop, when its context
+	// ends): the write under way fails, and what is left is reported not written.
+	ctx    context.Context
+	giveUp context.CancelFunc
 }
 
 // pendingOutcome is a step's outcome waiting for the completer. It holds pointers only
@@ -52,9 +57,14 @@ type pendingOutcome struct {
 }
 
 func newCompleter(eng *engine.Engine, cfg Config, m *Metrics, log *slog.Logger) *completer {
-	return &completer{eng: eng, cfg: cfg, metrics: m, log: log, queue: make(chan pendingOutcome, 4*cfg.OutcomeBatch),
+	c := &completer{eng: eng, cfg: cfg, metrics: m, log: log, queue: make(chan pendingOutcome, 4*cfg.OutcomeBatch),
 		overflow: make(chan struct{}, 1)}
+	c.ctx, c.giveUp = context.WithCancel(context.Background())
+	return c
 }
+
+// errGivenUp is the error of the outcomes the completer gave up writing at shutdown.
+var errGivenUp = errors.New("the shutdown's deadline passed before the outcome was written")
 
 // flushOverdue is how long the first worker's statement runs before waiting outcomes go
 // to an overflow worker.
@@ -71,8 +81,10 @@ func (c *completer) start() {
 	}
 }
 
-// stop flushes what is queued and ends the workers (call once no step can submit).
+// stop flushes what is queued and ends the workers (call once no step can submit). It
+// returns once every outcome is written, or reported not written after giveUp.
 func (c *completer) stop() {
+	defer c.giveUp()
 	close(c.queue)
 	c.first.Wait()
 	c.closing.Lock()
@@ -220,16 +232,26 @@ func (c *completer) flush(batch []pendingOutcome) {
 	}
 }
 
-// write writes outcomes, and again those whose write failed (completerTries).
+// write writes outcomes, and again those whose write failed (completerTries), until
+// giveUp.
 func (c *completer) write(outcomes []engine.StepOutcome) []engine.OutcomeResult {
 	results := c.apply(outcomes)
 	for try := 1; try < completerTries; try++ {
 		again := unwritten(results)
-		if len(again) == 0 {
+		if len(again) == 0 || c.ctx.Err() != nil {
 			break
 		}
 		c.log.Warn("writing outcomes failed; retrying", "outcomes", len(again), "err", results[again[0]].Err)
-		time.Sleep(engine.RetryDelay(try, completerBackoffBase, completerBackoffMax))
+		pause := time.NewTimer(engine.RetryDelay(try, completerBackoffBase, completerBackoffMax))
+		select {
+		case <-pause.C:
+		case <-c.ctx.Done():
+			pause.Stop()
+			for _, i := range again {
+				results[i].Err = fmt.Errorf("%w (%w)", errGivenUp, results[i].Err)
+			}
+			return results
+		}
 		todo := make([]engine.StepOutcome, len(again))
 		for k, i := range again {
 			todo[k] = outcomes[i]
@@ -241,10 +263,26 @@ func (c *completer) write(outcomes []engine.StepOutcome) []engine.OutcomeResult 
 	return results
 }
 
+// apply writes outcomes once; after giveUp, it reports them not written.
 func (c *completer) apply(outcomes []engine.StepOutcome) []engine.OutcomeResult {
-	ctx, cancel := context.WithTimeout(context.Background(), completerTryTimeout)
+	if c.ctx.Err() != nil {
+		results := make([]engine.OutcomeResult, len(outcomes))
+		for i := range results {
+			results[i].Err = errGivenUp
+		}
+		return results
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, completerTryTimeout)
 	defer cancel()
-	return c.eng.ApplyOutcomes(ctx, outcomes)
+	results := c.eng.ApplyOutcomes(ctx, outcomes)
+	if c.ctx.Err() != nil {
+		for i := range results {
+			if results[i].Err != nil {
+				results[i].Err = fmt.Errorf("%w (%w)", errGivenUp, results[i].Err)
+			}
+		}
+	}
+	return results
 }
 
 // unwritten lists the results of outcomes whose write failed and may succeed again (not

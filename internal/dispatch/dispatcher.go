@@ -117,9 +117,11 @@ type Dispatcher struct {
 	mu      sync.Mutex
 	feeders map[string]*feeder
 
-	runCtx     context.Context // feeders, listener, refresher: cancelled first at Stop
-	stopRun    context.CancelFunc
-	callCtx    context.Context // the heartbeats: cancelled when the grace period ends (the calls are aborted through leases)
+	runCtx  context.Context // feeders, listener, refresher: cancelled first at Stop
+	stopRun context.CancelFunc
+	// callCtx is the heartbeats': cancelled at the end of Stop, once the last outcome is
+	// written or given up (the calls are aborted through leases).
+	callCtx    context.Context
 	stopCalls  context.CancelFunc
 	background sync.WaitGroup
 	steps      sync.WaitGroup
@@ -159,9 +161,11 @@ func (d *Dispatcher) Start(ctx context.Context) {
 	go func() { defer d.background.Done(); d.heartbeatLoop() }()
 }
 
-// Stop stops claiming, lets running steps finish and write their outcomes for up to
-// ShutdownGrace (or until ctx ends), then abandons the rest: their leases expire and the
-// reaper runs them again (at-least-once; nothing is lost).
+// Stop stops claiming, lets running steps finish for up to ShutdownGrace (or until ctx
+// ends), then abandons the calls still running. It writes the outcomes of the steps that
+// finished until ctx ends, heartbeating their leases meanwhile, and gives up on the rest:
+// the leases of abandoned steps and unwritten outcomes expire and the reaper runs them
+// again (at-least-once; nothing is lost). It returns by the time ctx ends.
 func (d *Dispatcher) Stop(ctx context.Context) {
 	if !d.started {
 		return
@@ -189,10 +193,14 @@ func (d *Dispatcher) stop(ctx context.Context) {
 		d.log.Warn("shutdown cut short; abandoning running steps to lease expiry", "running", d.running.Load())
 	}
 	d.leases.abortAll(errShutdown)
-	d.stopCalls()
+	// The outcomes still to write are written until ctx ends, then given up: a step
+	// waiting for room in the completer's queue then gets it at once.
+	stopWatching := context.AfterFunc(ctx, d.completer.giveUp)
+	defer stopWatching()
 	d.steps.Wait()
 	d.runners.stop()
 	d.completer.stop()
+	d.stopCalls() // the heartbeats: no outcome is left to write
 	d.background.Wait()
 	d.client.CloseIdle() // no call is left: a stopped dispatcher holds no webhook connection
 }
