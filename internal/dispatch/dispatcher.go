@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,33 @@ type Config struct {
 	ParkFor time.Duration
 	// Now is the circuit breaker's clock (nil: the database's now()); tests move it.
 	Now func() time.Time
+}
+
+// Validate reports the settings New refuses, each named with its environment variable
+// (if the server has one for it).
+func (c Config) Validate() error {
+	v := engine.ConfigCheck{Service: "dispatch"}
+	v.Check(c.MaxBodyBytes >= 0, "MaxBodyBytes", "", c.MaxBodyBytes, "must not be negative (0: the default, 1 MiB)")
+	v.Check(c.PollMin >= 0, "PollMin", "", c.PollMin, "must not be negative (0: the default, 50ms)")
+	v.Check(c.PollMax >= 0, "PollMax", "", c.PollMax, "must not be negative (0: the default, 1s)")
+	if set := c; c.PollMin > 0 || c.PollMax > 0 {
+		set.applyDefaults()
+		v.Check(set.PollMin <= set.PollMax, "PollMin", "", set.PollMin, fmt.Sprintf("must not be above PollMax (%s)", set.PollMax))
+	}
+	v.Check(c.QueueRefresh >= 0, "QueueRefresh", "", c.QueueRefresh, "must not be negative (0: the default, 1s)")
+	v.Check(c.ShutdownGrace >= 0, "ShutdownGrace", "GENDURABLE_SHUTDOWN_GRACE", c.ShutdownGrace,
+		"must not be negative (0: the default, 15s)")
+	v.Check(c.OutcomeWorkers >= 0, "OutcomeWorkers", "GENDURABLE_OUTCOME_WORKERS", c.OutcomeWorkers,
+		"must not be negative (0: the default, 2)")
+	v.Check(c.OutcomeBatch >= 0 && c.OutcomeBatch <= engine.MaxBatch, "OutcomeBatch", "GENDURABLE_OUTCOME_BATCH",
+		c.OutcomeBatch, fmt.Sprintf("must be from 1 to %d, the most one statement writes (0: the default, 256)", engine.MaxBatch))
+	v.Check(c.OutcomeLinger >= 0, "OutcomeLinger", "GENDURABLE_OUTCOME_LINGER", c.OutcomeLinger,
+		"must not be negative (0: no linger)")
+	for i, q := range c.Queues {
+		v.Check(q != "", fmt.Sprintf("Queues[%d]", i), "GENDURABLE_QUEUES", `""`, "a queue name cannot be empty")
+	}
+	v.Check(c.ParkFor >= 0, "ParkFor", "", c.ParkFor, "must not be negative (0: the default, 5m)")
+	return v.Err()
 }
 
 func (c *Config) applyDefaults() {
@@ -130,8 +158,13 @@ type Dispatcher struct {
 	stopOnce   sync.Once
 }
 
-// New returns a stopped dispatcher.
+// New returns a stopped dispatcher. It panics when cfg.Validate refuses a setting: a
+// dispatcher that cannot run fails when it is made (the server validates its
+// configuration first, so an operator meets the error, not the panic).
 func New(eng *engine.Engine, cfg Config, log *slog.Logger, metrics *Metrics) *Dispatcher {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
 	cfg.applyDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -3,9 +3,12 @@ package httpapi_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/gendurable/gendurable/internal/engine"
 	"github.com/gendurable/gendurable/internal/httpapi"
+	"github.com/gendurable/gendurable/internal/pg/pgtest"
 )
 
 // An outcome refused for its stale token writes nothing, a spawn into a queue nothing has
@@ -43,5 +46,28 @@ func TestRefusedOutcomeWritesNothing(t *testing.T) {
 	a.outcome(st, spawn)
 	if n, _ := a.db.QueryInt(context.Background(), `SELECT count(*) FROM queues WHERE name = 'nobody-used'`); n != 1 {
 		t.Fatal("an applied spawn did not create its child's queue")
+	}
+}
+
+// New refuses a body cap it cannot apply, naming the setting and its variable.
+func TestNewRefusesAnInvalidConfig(t *testing.T) {
+	t.Parallel()
+	eng, err := engine.New(pgtest.NewDB(t), engine.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		cfg   httpapi.Config
+		names []string
+	}{
+		{httpapi.Config{MaxBodyBytes: -1}, []string{"MaxBodyBytes", "GENDURABLE_MAX_BODY_BYTES"}},
+		{httpapi.Config{MaxBatchBodyBytes: -1}, []string{"MaxBatchBodyBytes"}},
+	} {
+		_, err := httpapi.New(eng, c.cfg, nil)
+		for _, name := range c.names {
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s set wrong: %v, which does not name %s", c.names[0], err, name)
+			}
+		}
 	}
 }
