@@ -1,12 +1,18 @@
 package httpapi_test
 
+// Checks of the repository as a whole, beside TestSeamImports: how its tests wait, and
+// what its CI script runs.
+
 import (
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -90,4 +96,67 @@ func flowSleeps(stmts []ast.Stmt) []ast.Stmt {
 		}
 	}
 	return out
+}
+
+// TestCIRunsEveryStage runs .ci/run with stand-ins for make, go, npm, npx and apt-get
+// (nothing is installed or built), the make target "test" failing: every stage after it
+// must run still (a failing test stage hid the fuzz and chaos stages of a run), the
+// summary at the end must give each stage's result, and the exit status must say that
+// one failed.
+func TestCIRunsEveryStage(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	script, err := os.ReadFile(filepath.Join("..", "..", ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, ".ci"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".ci", "run"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "make.log")
+	for name, body := range map[string]string{
+		"make":    `echo "$*" >> ` + log + `; [ "$1" != test ]`,
+		"go":      `echo "go version (stand-in)"`,
+		"apt-get": `true`,
+		"npm":     `true`,
+		"npx":     `true`,
+	} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("bash", filepath.Join(dir, ".ci", "run"))
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf(".ci/run exited 0 with a failing stage:\n%s", out)
+	}
+	ran, _ := os.ReadFile(log)
+	targets := strings.Fields(string(ran))
+	for _, want := range []string{"check-generated", "check-web", "lint-openapi", "lint", "test", "fuzz-short", "chaos-short"} {
+		if !slices.Contains(targets, want) {
+			t.Errorf("the stage make %s did not run (ran: %v)", want, targets)
+		}
+	}
+	summary := string(out)
+	if i := strings.LastIndex(summary, "--- summary"); i >= 0 {
+		summary = summary[i:]
+	} else {
+		t.Fatalf("no summary at the end:\n%s", out)
+	}
+	for _, want := range []string{"make test", "make fuzz-short", "make chaos-short"} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("the summary does not give the result of %s:\n%s", want, summary)
+		}
+	}
+	if !strings.Contains(summary, "FAILED") || strings.Count(summary, "FAILED") != 1 {
+		t.Errorf("the summary should show exactly one failed stage:\n%s", summary)
+	}
 }
