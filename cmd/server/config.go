@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gendurable/gendurable/internal/dispatch"
+	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/internal/httpapi"
 	"github.com/gendurable/gendurable/internal/pg"
 )
 
@@ -63,11 +66,14 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		}
 		return b
 	}
+	// A value refused here counts as unset (0), so that the services' checks at the end
+	// do not report it a second time.
 	duration := func(name, def string) time.Duration {
 		v := env(name, def)
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			errs = append(errs, fmt.Errorf("%s=%q is not a positive duration such as 30s", name, v))
+			return 0
 		}
 		return d
 	}
@@ -76,6 +82,7 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
 			errs = append(errs, fmt.Errorf("%s=%q is not a positive integer", name, v))
+			return 0
 		}
 		return n
 	}
@@ -100,9 +107,6 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	c.ShutdownGrace = duration("GENDURABLE_SHUTDOWN_GRACE", "15s")
 	c.Retention = duration("GENDURABLE_RETENTION", "168h")
 	c.HistoryPartition = duration("GENDURABLE_HISTORY_PARTITION", "24h")
-	if c.HistoryPartition > 0 && c.HistoryPartition < time.Hour {
-		errs = append(errs, fmt.Errorf("GENDURABLE_HISTORY_PARTITION=%s is below the least partition span, 1h", c.HistoryPartition))
-	}
 	c.OutcomeBatch = integer("GENDURABLE_OUTCOME_BATCH", 256)
 	c.IdempotencyWindow = duration("GENDURABLE_IDEMPOTENCY_WINDOW", "24h")
 	fs.DurationVar(&c.IdempotencyWindow, "idempotency-window", c.IdempotencyWindow, "how long an Idempotency-Key answers the job it made (env GENDURABLE_IDEMPOTENCY_WINDOW)")
@@ -119,9 +123,6 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	c.MaxBodyBytes = int64(integer("GENDURABLE_MAX_BODY_BYTES", 1<<20))
 	c.DBMaxConns = integer("GENDURABLE_DB_MAX_CONNS", 20)
 	c.StepBodyCap = integer("GENDURABLE_STEP_BODY_CAP", 8<<10)
-	if c.StepBodyCap < 1 {
-		errs = append(errs, fmt.Errorf("GENDURABLE_STEP_BODY_CAP=%d: must be at least 1 (a queue's step_bodies \"off\" keeps none)", c.StepBodyCap))
-	}
 	queues := env("GENDURABLE_QUEUES", "")
 	cidrs := env("GENDURABLE_WEBHOOK_ALLOW_CIDRS", "")
 	level := env("GENDURABLE_LOG_LEVEL", "info")
@@ -159,5 +160,31 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	if c.DatabaseURL == "" && c.DevPostgres == "" {
 		errs = append(errs, errors.New("set DATABASE_URL to your PostgreSQL (or run `make run`, which starts a private cluster)"))
 	}
+	// What the services refuse, named with its variable, before anything connects.
+	errs = append(errs, c.engineConfig().Validate(), c.apiConfig().Validate(), c.dispatchConfig().Validate(),
+		c.gcConfig().Validate(), c.historyConfig().Validate())
 	return c, errors.Join(errs...)
+}
+
+// The configurations of the services, from the server's (serve adds what is not read from
+// the environment: the SSRF guard, the metrics and the dashboard). loadConfig validates
+// them, so that a setting a service refuses is reported with its variable at start-up.
+
+func (c config) engineConfig() engine.Config {
+	return engine.Config{LeaseTTL: c.LeaseTTL, IdempotencyWindow: c.IdempotencyWindow, StepBodyCap: c.StepBodyCap}
+}
+
+func (c config) apiConfig() httpapi.Config {
+	return httpapi.Config{MaxBodyBytes: c.MaxBodyBytes, APIToken: c.APIToken}
+}
+
+func (c config) dispatchConfig() dispatch.Config {
+	return dispatch.Config{ShutdownGrace: c.ShutdownGrace, Queues: c.Queues, OutcomeBatch: c.OutcomeBatch,
+		OutcomeLinger: c.OutcomeLinger, OutcomeWorkers: c.OutcomeWorkers, OutcomeBusyLinger: c.OutcomeBusyLinger}
+}
+
+func (c config) gcConfig() engine.GCConfig { return engine.GCConfig{Retention: c.Retention} }
+
+func (c config) historyConfig() engine.HistoryConfig {
+	return engine.HistoryConfig{Partition: c.HistoryPartition, Retention: c.Retention}
 }

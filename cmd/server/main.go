@@ -86,20 +86,15 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	eng, err := engine.New(db, engine.Config{LeaseTTL: cfg.LeaseTTL, IdempotencyWindow: cfg.IdempotencyWindow,
-		StepBodyCap: cfg.StepBodyCap}, log)
+	eng, err := engine.New(db, cfg.engineConfig(), log)
 	if err != nil {
 		return err
 	}
 	eng.SetMetrics(engine.NewMetrics(reg, db))
 	guard := &netguard.Guard{AllowPrivate: cfg.AllowPrivateWebhooks, Allow: cfg.WebhookAllowCIDRs}
-	api, err := httpapi.New(eng, httpapi.Config{
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		APIToken:     cfg.APIToken,
-		Guard:        guard,
-		Metrics:      promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		Dashboard:    web.Handler(),
-	}, log)
+	apiCfg := cfg.apiConfig()
+	apiCfg.Guard, apiCfg.Metrics, apiCfg.Dashboard = guard, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), web.Handler()
+	api, err := httpapi.New(eng, apiCfg, log)
 	if err != nil {
 		return err
 	}
@@ -135,17 +130,17 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	var history *engine.HistoryPartitions
 	var scheduler *engine.Scheduler
 	if cfg.Dispatch {
-		disp = dispatch.New(eng, dispatch.Config{DialControl: guard.Control, ShutdownGrace: cfg.ShutdownGrace,
-			Queues: cfg.Queues, OutcomeBatch: cfg.OutcomeBatch, OutcomeLinger: cfg.OutcomeLinger,
-			OutcomeWorkers: cfg.OutcomeWorkers, OutcomeBusyLinger: cfg.OutcomeBusyLinger}, log, dispatch.NewMetrics(reg))
+		dispCfg := cfg.dispatchConfig()
+		dispCfg.DialControl = guard.Control
+		disp = dispatch.New(eng, dispCfg, log, dispatch.NewMetrics(reg))
 		disp.Start(ctx)
 		reaper = eng.NewReaper(engine.ReaperConfig{})
 		reaper.Start(ctx)
 		reconciler = eng.NewReconciler(engine.ReconcilerConfig{})
 		reconciler.Start(ctx)
-		gc = eng.NewGC(engine.GCConfig{Retention: cfg.Retention})
+		gc = eng.NewGC(cfg.gcConfig())
 		gc.Start(ctx)
-		if history, err = eng.NewHistoryPartitions(engine.HistoryConfig{Partition: cfg.HistoryPartition, Retention: cfg.Retention}); err != nil {
+		if history, err = eng.NewHistoryPartitions(cfg.historyConfig()); err != nil {
 			return err
 		}
 		history.Start(ctx)

@@ -342,3 +342,19 @@ func TestConfigFromEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// A setting the services refuse is reported at start-up, before anything connects, with
+// the environment variable that set it (a lease TTL under 100ms was refused only once
+// connected, naming no variable; an outcome batch over the most one statement takes was
+// not refused).
+func TestConfigRefusesWhatTheServicesRefuse(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": "postgres://x", "GENDURABLE_LEASE_TTL": "50ms",
+		"GENDURABLE_OUTCOME_BATCH": "20000", "GENDURABLE_IDEMPOTENCY_WINDOW": "10ms"}
+	_, err := loadConfig(nil, func(k string) string { return env[k] })
+	for _, want := range []string{"GENDURABLE_LEASE_TTL", "GENDURABLE_OUTCOME_BATCH", "GENDURABLE_IDEMPOTENCY_WINDOW"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+}

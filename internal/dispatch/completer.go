@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,10 @@ type completer struct {
 	closed  bool
 	first   sync.WaitGroup // the first worker
 	others  sync.WaitGroup // the overflow workers
+	// ctx bounds every write; giveUp cancels it (the dispatcher's Stop, when its context
+	// ends): the write under way fails, and what is left is reported not written.
+	ctx    context.Context
+	giveUp context.CancelFunc
 }
 
 // pendingOutcome is a step's outcome waiting for the completer. It holds pointers only
@@ -52,9 +57,14 @@ type pendingOutcome struct {
 }
 
 func newCompleter(eng *engine.Engine, cfg Config, m *Metrics, log *slog.Logger) *completer {
-	return &completer{eng: eng, cfg: cfg, metrics: m, log: log, queue: make(chan pendingOutcome, 4*cfg.OutcomeBatch),
+	c := &completer{eng: eng, cfg: cfg, metrics: m, log: log, queue: make(chan pendingOutcome, 4*cfg.OutcomeBatch),
 		overflow: make(chan struct{}, 1)}
+	c.ctx, c.giveUp = context.WithCancel(context.Background())
+	return c
 }
+
+// errGivenUp is the error of the outcomes the completer gave up writing at shutdown.
+var errGivenUp = errors.New("the shutdown's deadline passed before the outcome was written")
 
 // flushOverdue is how long the first worker's statement runs before waiting outcomes go
 // to an overflow worker.
@@ -71,8 +81,10 @@ func (c *completer) start() {
 	}
 }
 
-// stop flushes what is queued and ends the workers (call once no step can submit).
+// stop flushes what is queued and ends the workers (call once no step can submit). It
+// returns once every outcome is written, or reported not written after giveUp.
 func (c *completer) stop() {
+	defer c.giveUp()
 	close(c.queue)
 	c.first.Wait()
 	c.closing.Lock()
@@ -185,41 +197,102 @@ func (c *completer) linger(batch *[]pendingOutcome, d time.Duration) {
 	}
 }
 
-// flush writes one batch; a failed write is retried briefly (the leases cover the
-// wait), then reported to each step, whose lease then expires and re-runs it.
+// The completer's retries, the one layer of them between a step's outcome and the
+// database (ApplyOutcomes writes a batch once): the outcomes of a batch that were not
+// written are written again, up to completerTries in all, after a pause that doubles from
+// completerBackoffBase (engine.RetryDelay: jittered down to half: 0.375 to 0.75 s in all),
+// each try taking up to completerTryTimeout. The steps' leases are heartbeated meanwhile.
+const (
+	completerTries       = 5
+	completerBackoffBase = 50 * time.Millisecond
+	completerBackoffMax  = 2 * time.Second
+	completerTryTimeout  = 30 * time.Second
+)
+
+// flush writes one batch and reports each outcome's result to its step. The outcomes
+// whose write failed are written again (completerTries), then reported failed: their
+// leases then expire and the steps run again.
 func (c *completer) flush(batch []pendingOutcome) {
 	outcomes := make([]engine.StepOutcome, len(batch))
 	for i, p := range batch {
 		outcomes[i] = p.step.WithOutcome(*p.outcome)
 	}
-	var applied []engine.OutcomeApplied
-	var err error
-	for attempt, wait := 0, 50*time.Millisecond; attempt < 5; attempt, wait = attempt+1, 2*wait {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		applied, err = c.eng.ApplyOutcomes(ctx, outcomes)
-		cancel()
-		if err == nil || errors.Is(err, engine.ErrInvalid) {
-			break
-		}
-		c.log.Warn("writing outcomes failed; retrying", "outcomes", len(batch), "err", err)
-		time.Sleep(wait)
-	}
+	results := c.write(outcomes)
 	c.metrics.OutcomeBatch.Observe(float64(len(batch)))
 	c.recordBreakers(batch)
-	// By job and token: a stale outcome of a job can share the batch with its current one.
-	type lease struct {
-		id    int64
-		token string
-	}
-	byLease := make(map[lease]*engine.OutcomeApplied, len(applied))
-	for i := range applied {
-		byLease[lease{applied[i].ID, applied[i].Token}] = &applied[i]
-	}
-	for _, p := range batch {
-		if err != nil {
-			p.done(nil, err)
-			continue
+	for i, p := range batch {
+		switch r := &results[i]; {
+		case r.Err != nil:
+			p.done(nil, r.Err)
+		case r.Applied:
+			p.done(&r.OutcomeApplied, nil)
+		default:
+			p.done(nil, nil)
 		}
-		p.done(byLease[lease{p.step.ID, p.step.LeaseToken}], nil)
 	}
+}
+
+// write writes outcomes, and again those whose write failed (completerTries), until
+// giveUp.
+func (c *completer) write(outcomes []engine.StepOutcome) []engine.OutcomeResult {
+	results := c.apply(outcomes)
+	for try := 1; try < completerTries; try++ {
+		again := unwritten(results)
+		if len(again) == 0 || c.ctx.Err() != nil {
+			break
+		}
+		c.log.Warn("writing outcomes failed; retrying", "outcomes", len(again), "err", results[again[0]].Err)
+		pause := time.NewTimer(engine.RetryDelay(try, completerBackoffBase, completerBackoffMax))
+		select {
+		case <-pause.C:
+		case <-c.ctx.Done():
+			pause.Stop()
+			for _, i := range again {
+				results[i].Err = fmt.Errorf("%w (%w)", errGivenUp, results[i].Err)
+			}
+			return results
+		}
+		todo := make([]engine.StepOutcome, len(again))
+		for k, i := range again {
+			todo[k] = outcomes[i]
+		}
+		for k, r := range c.apply(todo) {
+			results[again[k]] = r
+		}
+	}
+	return results
+}
+
+// apply writes outcomes once; after giveUp, it reports them not written.
+func (c *completer) apply(outcomes []engine.StepOutcome) []engine.OutcomeResult {
+	if c.ctx.Err() != nil {
+		results := make([]engine.OutcomeResult, len(outcomes))
+		for i := range results {
+			results[i].Err = errGivenUp
+		}
+		return results
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, completerTryTimeout)
+	defer cancel()
+	results := c.eng.ApplyOutcomes(ctx, outcomes)
+	if c.ctx.Err() != nil {
+		for i := range results {
+			if results[i].Err != nil {
+				results[i].Err = fmt.Errorf("%w (%w)", errGivenUp, results[i].Err)
+			}
+		}
+	}
+	return results
+}
+
+// unwritten lists the results of outcomes whose write failed and may succeed again (not
+// those the database refused as invalid).
+func unwritten(results []engine.OutcomeResult) []int {
+	var again []int
+	for i := range results {
+		if err := results[i].Err; err != nil && !errors.Is(err, engine.ErrInvalid) {
+			again = append(again, i)
+		}
+	}
+	return again
 }

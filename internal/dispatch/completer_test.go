@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
@@ -164,5 +165,135 @@ func TestCompleterDoesNotHoldOutcomesBehindALockedRow(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the held outcome was not written once the lock went")
+	}
+}
+
+// A batch that the database writes one outcome at a time (one of them it refuses) reports
+// each outcome as it went: the ones written as applied, the one that could not be written
+// as an error. It used to report the batch's error to every outcome, the written ones
+// included (and a failure other than a refusal had the whole batch written again, the
+// written ones then reported as lost leases).
+func TestCompleterReportsEachOutcomeOfAPartlyWrittenBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.Open(t, pgtest.NewDatabase(t), pg.Options{MaxConns: 8})
+	eng, err := engine.New(db, engine.Config{LeaseTTL: time.Hour}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:9/"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.InsertJobs(ctx, []engine.NewJob{{Handler: "h"}, {Handler: "h"}, {Handler: "h"}}); err != nil {
+		t.Fatal(err)
+	}
+	steps, _, err := eng.Claim(ctx, "default", 10)
+	if err != nil || len(steps) != 3 {
+		t.Fatalf("claimed %d (%v)", len(steps), err)
+	}
+	// The middle outcome holds what Postgres cannot store, in its answer and in the bodies
+	// its failed attempt would keep: neither it nor the attempt it becomes can be written.
+	unstorable := &engine.Outcome{Kind: pg.KindDone, Label: "done", Result: json.RawMessage(`{"a": "x\u0000"}`),
+		Bodies: &engine.StepBodies{Response: &engine.StepBody{Text: "x\x00"}}}
+	cfg := Config{OutcomeBatch: 10, OutcomeWorkers: 1}
+	cfg.applyDefaults()
+	c := newCompleter(eng, cfg, NewMetrics(nil), slog.New(slog.DiscardHandler))
+	type report struct {
+		applied *engine.OutcomeApplied
+		err     error
+	}
+	reports := make([]report, len(steps))
+	var wg sync.WaitGroup
+	for i := range steps {
+		o := &engine.Outcome{Kind: pg.KindDone, Label: "done"}
+		if i == 1 {
+			o = unstorable
+		}
+		wg.Add(1)
+		c.submit(&steps[i], o, breakerNote{}, func(a *engine.OutcomeApplied, err error) {
+			defer wg.Done()
+			reports[i] = report{a, err}
+		})
+	}
+	c.start() // all three queued: one batch
+	wg.Wait()
+	c.stop()
+	for i, st := range steps {
+		j, err := db.JobGet(ctx, st.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := reports[i]
+		if i == 1 {
+			if r.err == nil || j.Status != "executing" {
+				t.Errorf("the unstorable outcome: reported %+v, %v; job %s", r.applied, r.err, j.Status)
+			}
+			continue
+		}
+		if r.err != nil || r.applied == nil || r.applied.Status != "done" || j.Status != "done" {
+			t.Errorf("outcome %d: reported %+v, %v; job %s (want applied, done)", i, r.applied, r.err, j.Status)
+		}
+	}
+}
+
+// A write that keeps failing with a transient error is tried a few times in all, with a
+// pause growing between tries, then reported failed: one layer of retries. (The engine
+// tried each statement 5 times without pause inside the completer's 5 tries: 25
+// statements for one batch.)
+func TestCompleterRetriesAFailingWriteInOneLayer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	counter := &pg.StatementCounter{}
+	db := pgtest.Open(t, pgtest.NewDatabase(t), pg.Options{Counter: counter, MaxConns: 8})
+	eng, err := engine.New(db, engine.Config{LeaseTTL: time.Hour}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:9/"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.InsertJobs(ctx, []engine.NewJob{{Handler: "h"}}); err != nil {
+		t.Fatal(err)
+	}
+	steps, _, err := eng.Claim(ctx, "default", 10)
+	if err != nil || len(steps) != 1 {
+		t.Fatalf("claimed %d (%v)", len(steps), err)
+	}
+	// Every write of the job fails as a serialization failure would (a transient conflict).
+	if _, err := db.Exec(ctx, `CREATE FUNCTION fail_transiently() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = 'serialization_failure'; END $$;
+		CREATE TRIGGER fail_transiently BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION fail_transiently()`); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{OutcomeWorkers: 1}
+	cfg.applyDefaults()
+	c := newCompleter(eng, cfg, NewMetrics(nil), slog.New(slog.DiscardHandler))
+	c.start()
+	defer c.stop()
+	reported := make(chan error, 1)
+	started := time.Now()
+	c.submit(&steps[0], &engine.Outcome{Kind: pg.KindDone, Label: "done"}, breakerNote{}, func(_ *engine.OutcomeApplied, err error) {
+		reported <- err
+	})
+	select {
+	case err = <-reported:
+	case <-time.After(time.Minute):
+		t.Fatal("the failing write was not reported within a minute")
+	}
+	took := time.Since(started)
+	statements := counter.Count("JobApplyOutcomes") + counter.Count("JobApplyPlainOutcomes")
+	t.Logf("reported after %d outcome statements, %s: %v", statements, took.Round(time.Millisecond), err)
+	if !errors.Is(err, engine.ErrRetryable) {
+		t.Fatalf("reported %v, want the transient error", err)
+	}
+	if statements != completerTries {
+		t.Fatalf("%d outcome statements for one failing batch, want %d (one layer of retries)", statements, completerTries)
+	}
+	var least time.Duration // the pauses' lower bounds: half of each doubling step
+	for n := 1; n < completerTries; n++ {
+		least += min(completerBackoffBase<<(n-1), completerBackoffMax) / 2
+	}
+	if took < least {
+		t.Fatalf("the tries took %s, less than their pauses' least %s", took, least)
 	}
 }

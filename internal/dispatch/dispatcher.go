@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,33 @@ type Config struct {
 	Now func() time.Time
 }
 
+// Validate reports the settings New refuses, each named with its environment variable
+// (if the server has one for it).
+func (c Config) Validate() error {
+	v := engine.ConfigCheck{Service: "dispatch"}
+	v.Check(c.MaxBodyBytes >= 0, "MaxBodyBytes", "", c.MaxBodyBytes, "must not be negative (0: the default, 1 MiB)")
+	v.Check(c.PollMin >= 0, "PollMin", "", c.PollMin, "must not be negative (0: the default, 50ms)")
+	v.Check(c.PollMax >= 0, "PollMax", "", c.PollMax, "must not be negative (0: the default, 1s)")
+	if set := c; c.PollMin > 0 || c.PollMax > 0 {
+		set.applyDefaults()
+		v.Check(set.PollMin <= set.PollMax, "PollMin", "", set.PollMin, fmt.Sprintf("must not be above PollMax (%s)", set.PollMax))
+	}
+	v.Check(c.QueueRefresh >= 0, "QueueRefresh", "", c.QueueRefresh, "must not be negative (0: the default, 1s)")
+	v.Check(c.ShutdownGrace >= 0, "ShutdownGrace", "GENDURABLE_SHUTDOWN_GRACE", c.ShutdownGrace,
+		"must not be negative (0: the default, 15s)")
+	v.Check(c.OutcomeWorkers >= 0, "OutcomeWorkers", "GENDURABLE_OUTCOME_WORKERS", c.OutcomeWorkers,
+		"must not be negative (0: the default, 2)")
+	v.Check(c.OutcomeBatch >= 0 && c.OutcomeBatch <= engine.MaxBatch, "OutcomeBatch", "GENDURABLE_OUTCOME_BATCH",
+		c.OutcomeBatch, fmt.Sprintf("must be from 1 to %d, the most one statement writes (0: the default, 256)", engine.MaxBatch))
+	v.Check(c.OutcomeLinger >= 0, "OutcomeLinger", "GENDURABLE_OUTCOME_LINGER", c.OutcomeLinger,
+		"must not be negative (0: no linger)")
+	for i, q := range c.Queues {
+		v.Check(q != "", fmt.Sprintf("Queues[%d]", i), "GENDURABLE_QUEUES", `""`, "a queue name cannot be empty")
+	}
+	v.Check(c.ParkFor >= 0, "ParkFor", "", c.ParkFor, "must not be negative (0: the default, 5m)")
+	return v.Err()
+}
+
 func (c *Config) applyDefaults() {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 1 << 20
@@ -117,9 +145,11 @@ type Dispatcher struct {
 	mu      sync.Mutex
 	feeders map[string]*feeder
 
-	runCtx     context.Context // feeders, listener, refresher: cancelled first at Stop
-	stopRun    context.CancelFunc
-	callCtx    context.Context // the heartbeats: cancelled when the grace period ends (the calls are aborted through leases)
+	runCtx  context.Context // feeders, listener, refresher: cancelled first at Stop
+	stopRun context.CancelFunc
+	// callCtx is the heartbeats': cancelled at the end of Stop, once the last outcome is
+	// written or given up (the calls are aborted through leases).
+	callCtx    context.Context
 	stopCalls  context.CancelFunc
 	background sync.WaitGroup
 	steps      sync.WaitGroup
@@ -128,8 +158,13 @@ type Dispatcher struct {
 	stopOnce   sync.Once
 }
 
-// New returns a stopped dispatcher.
+// New returns a stopped dispatcher. It panics when cfg.Validate refuses a setting: a
+// dispatcher that cannot run fails when it is made (the server validates its
+// configuration first, so an operator meets the error, not the panic).
 func New(eng *engine.Engine, cfg Config, log *slog.Logger, metrics *Metrics) *Dispatcher {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
 	cfg.applyDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -159,9 +194,11 @@ func (d *Dispatcher) Start(ctx context.Context) {
 	go func() { defer d.background.Done(); d.heartbeatLoop() }()
 }
 
-// Stop stops claiming, lets running steps finish and write their outcomes for up to
-// ShutdownGrace (or until ctx ends), then abandons the rest: their leases expire and the
-// reaper runs them again (at-least-once; nothing is lost).
+// Stop stops claiming, lets running steps finish for up to ShutdownGrace (or until ctx
+// ends), then abandons the calls still running. It writes the outcomes of the steps that
+// finished until ctx ends, heartbeating their leases meanwhile, and gives up on the rest:
+// the leases of abandoned steps and unwritten outcomes expire and the reaper runs them
+// again (at-least-once; nothing is lost). It returns by the time ctx ends.
 func (d *Dispatcher) Stop(ctx context.Context) {
 	if !d.started {
 		return
@@ -189,10 +226,14 @@ func (d *Dispatcher) stop(ctx context.Context) {
 		d.log.Warn("shutdown cut short; abandoning running steps to lease expiry", "running", d.running.Load())
 	}
 	d.leases.abortAll(errShutdown)
-	d.stopCalls()
+	// The outcomes still to write are written until ctx ends, then given up: a step
+	// waiting for room in the completer's queue then gets it at once.
+	stopWatching := context.AfterFunc(ctx, d.completer.giveUp)
+	defer stopWatching()
 	d.steps.Wait()
 	d.runners.stop()
 	d.completer.stop()
+	d.stopCalls() // the heartbeats: no outcome is left to write
 	d.background.Wait()
 	d.client.CloseIdle() // no call is left: a stopped dispatcher holds no webhook connection
 }

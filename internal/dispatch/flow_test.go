@@ -137,7 +137,7 @@ func TestGateCapsConcurrencyAcrossEngines(t *testing.T) {
 func TestGateSlotsComeBackAfterACrash(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	h := newHarness(t, 300*time.Millisecond)
+	h := newHarness(t, time.Hour)
 	h.handler(t, "h", "http://127.0.0.1:1/", 5)
 	if _, err := h.eng.SetGate(ctx, "k", 2, 1); err != nil {
 		t.Fatal(err)
@@ -153,10 +153,13 @@ func TestGateSlotsComeBackAfterACrash(t *testing.T) {
 	if g, _ := h.db.GateGet(ctx, "k"); g.Available != 0 {
 		t.Fatalf("available %d after admitting 2", g.Available)
 	}
-	// The process holding both dies. Once the leases expire the reaper takes the steps
-	// back and returns the slots.
-	time.Sleep(400 * time.Millisecond)
-	if st, err := h.eng.NewReaper(engine.ReaperConfig{}).Sweep(ctx); err != nil || st.Reaped != 2 {
+	// The process holding both dies. Once the leases expire (the reaper's clock is past
+	// them) the reaper takes the steps back and returns the slots.
+	if st, err := h.eng.NewReaper(engine.ReaperConfig{}).Sweep(ctx); err != nil || st.Reaped != 0 {
+		t.Fatalf("reaped %d leases an hour before they expire (%v)", st.Reaped, err)
+	}
+	ahead := h.eng.NewReaper(engine.ReaperConfig{Now: func() time.Time { return time.Now().Add(2 * time.Hour) }})
+	if st, err := ahead.Sweep(ctx); err != nil || st.Reaped != 2 {
 		t.Fatalf("reaped %d (%v)", st.Reaped, err)
 	}
 	if g, _ := h.db.GateGet(ctx, "k"); g.Available != 2 {

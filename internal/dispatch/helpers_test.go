@@ -3,8 +3,14 @@ package dispatch_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +49,7 @@ type harness struct {
 	db      *pg.DB
 	eng     *engine.Engine
 	counter *pg.StatementCounter
+	dbURL   string
 }
 
 // newHarness opens a fresh database (statements counted) and an engine with a short lease.
@@ -54,7 +61,7 @@ func newHarness(t testing.TB, leaseTTL time.Duration) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{db: db, eng: eng, counter: counter}
+	return &harness{db: db, eng: eng, counter: counter, dbURL: url}
 }
 
 // twoEngines opens a fresh database with two engines on separate pools, as two server
@@ -138,3 +145,91 @@ func hasStatus(s string) func(pg.JobDetail) bool {
 func ptr[T any](v T) *T { return &v }
 
 func fmtSscan(s string, f *float64) (int, error) { return fmt.Sscan(s, f) }
+
+// blackhole forwards connections to the PostgreSQL of a test database until cut; then it
+// drops what either side sends and answers nothing, on new connections too: an
+// unreachable server (a dropped route), on which statements hang until their context
+// ends. Closed when t ends, or by close (before the pools on it close: a pool waits for
+// its connections' goodbyes, which nothing answers).
+type blackhole struct {
+	cut   atomic.Bool
+	close func()
+}
+
+// newBlackhole returns the blackhole and a URL of the database dbURL names that goes
+// through it.
+func newBlackhole(t testing.TB, dbURL string) (*blackhole, string) {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	network, target := "tcp", u.Host
+	if host := u.Query().Get("host"); strings.HasPrefix(host, "/") { // a Unix socket
+		network, target = "unix", fmt.Sprintf("%s/.s.PGSQL.%s", host, u.Query().Get("port"))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &blackhole{}
+	var mu sync.Mutex
+	var conns []net.Conn
+	keep := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	b.close = func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	t.Cleanup(b.close)
+	go func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			keep(client)
+			if b.cut.Load() {
+				go func() { _, _ = io.Copy(io.Discard, client) }()
+				continue
+			}
+			server, err := net.Dial(network, target)
+			if err != nil {
+				client.Close()
+				continue
+			}
+			keep(server)
+			go b.pipe(server, client)
+			go b.pipe(client, server)
+		}
+	}()
+	q := u.Query()
+	q.Del("host")
+	q.Del("port")
+	u.RawQuery = q.Encode()
+	u.Host = ln.Addr().String()
+	return b, u.String()
+}
+
+// pipe copies what src sends to dst until the blackhole is cut, then drops it.
+func (b *blackhole) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !b.cut.Load() {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}

@@ -91,7 +91,9 @@ func (r *leaseRegistry) lost(leases []engine.Lease) []engine.Lease {
 
 // heartbeatLoop extends every held lease with one statement every third of the lease
 // TTL; a lease missing from the answer was lost (reaped and maybe re-claimed elsewhere):
-// its call is abandoned, since its outcome would be refused anyway.
+// its call is abandoned, since its outcome would be refused anyway. A lease is held from
+// the claim until its outcome is written or given up, so the loop runs until Stop has
+// nothing left to write.
 func (d *Dispatcher) heartbeatLoop() {
 	interval := d.eng.Config().LeaseTTL / 3
 	t := time.NewTicker(interval)
@@ -101,9 +103,6 @@ func (d *Dispatcher) heartbeatLoop() {
 		case <-d.callCtx.Done():
 			return
 		case <-t.C:
-		}
-		if d.runCtx.Err() != nil && d.running.Load() == 0 {
-			return
 		}
 		held := d.leases.snapshot()
 		if len(held) == 0 {

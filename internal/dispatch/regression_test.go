@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -178,4 +179,35 @@ func TestListenConnectionLossIsReportedAndReconnected(t *testing.T) {
 	}
 	second := h.insert(t, engine.NewJob{Handler: "h"})[0]
 	waitJob(t, h.db, second.ID, 30*time.Second, hasStatus("done"))
+}
+
+// A handler that spawns a child under a key a live job holds gets a failed attempt, retried
+// by its policy and failed at the last one, with the key named; the other jobs of the
+// process run meanwhile. (The refused spawn used to loop in the engine: the step stayed
+// executing and its outcome statements ran until the completer gave up.)
+func TestSpawnOfAHeldKeyFailsItsAttemptsAndNothingElse(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 30*time.Second)
+	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
+		if req.Job.Handler == "spawner" {
+			answer(w, webhook.Response{Spawn: &webhook.Spawn{Children: []webhook.ChildSpec{{Handler: "plain", Key: "held"}}}})
+			return
+		}
+		answer(w, webhook.Response{Done: &webhook.Done{}})
+	})
+	h.handler(t, "spawner", rcv.URL, 2)
+	h.handler(t, "plain", rcv.URL, 2)
+	held := "held"
+	holder := h.insert(t, engine.NewJob{Handler: "plain", Queue: "unserved", Key: &held})[0]
+	spawner := h.insert(t, engine.NewJob{Handler: "spawner"})[0]
+	startDispatcher(t, h.eng, dispatch.Config{Queues: []string{"default"}})
+	plain := h.insert(t, engine.NewJob{Handler: "plain"})[0]
+	waitJob(t, h.db, plain.ID, 30*time.Second, hasStatus("done"))
+	j := waitJob(t, h.db, spawner.ID, 30*time.Second, hasStatus("failed"))
+	if j.Attempt != 2 || !strings.Contains(string(j.Error), `the key \"held\"`) {
+		t.Fatalf("the spawner failed at attempt %d with %s; want attempt 2 naming the key", j.Attempt, j.Error)
+	}
+	if j, _ := h.db.JobGet(context.Background(), holder.ID); j.Status != "runnable" {
+		t.Fatalf("the key's holder: %s", j.Status)
+	}
 }

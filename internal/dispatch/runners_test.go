@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,16 +19,62 @@ func TestStepRunnersReuseAnIdleRunner(t *testing.T) {
 	for i := range steps {
 		r.run(aStep)
 		<-ran
-		waitUntil(t, time.Minute, "the runner to wait for its next step", func() bool { return r.idle.Load() == 1 })
+		waitAllIdle(t, r)
 		if i == 0 && r.started.Load() != 1 {
 			t.Fatalf("%d runners started for one step", r.started.Load())
 		}
 	}
 	// A step handed over in the instant between a runner counting itself idle and its
-	// wait starts a runner of its own; nearly every step must find the one runner.
+	// wait starts a runner of its own (the test then waits for both: see
+	// TestStepRunnersReuseIdleRunnersAfterASecondStarted); nearly every step must find
+	// the one runner.
 	if n := r.started.Load(); n > steps/10 {
 		t.Fatalf("%d runners started for %d steps one after another, want a few", n, steps)
 	}
+}
+
+// A step handed over while the runner that ran the last one has not gone back to wait
+// yet starts a second runner (the machine was busy: the runner was descheduled between
+// finishing a step and waiting). Both then wait for steps, and the following steps go to
+// them: no runner more is started.
+func TestStepRunnersReuseIdleRunnersAfterASecondStarted(t *testing.T) {
+	ran, proceed := make(chan struct{}, 1), make(chan struct{})
+	var first atomic.Bool
+	first.Store(true)
+	r := newStepRunners(func(stepTask) {
+		ran <- struct{}{}
+		if first.CompareAndSwap(true, false) { // the first runner, descheduled after its step
+			<-proceed
+		}
+	}, time.Hour)
+	defer r.stop()
+	r.run(aStep)
+	<-ran
+	r.run(aStep) // the first runner is not waiting: a second one starts
+	<-ran
+	close(proceed)
+	if n := r.started.Load(); n != 2 {
+		t.Fatalf("%d runners started, want 2", n)
+	}
+	const steps = 100
+	for range steps {
+		waitAllIdle(t, r)
+		r.run(aStep)
+		<-ran
+	}
+	if n := r.started.Load(); n > 2+steps/10 {
+		t.Fatalf("%d runners started for %d steps one after another, want the 2 already there", n, steps)
+	}
+}
+
+// waitAllIdle waits until every runner alive counts itself idle: however many the
+// interleaving of steps and waits started (a wait for exactly one hung when a step
+// handed over at the wrong instant had started a second, which idles for an hour).
+func waitAllIdle(t *testing.T, r *stepRunners) {
+	t.Helper()
+	waitUntil(t, time.Minute, "the runners to wait for their next step", func() bool {
+		return r.idle.Load() == r.started.Load()-r.ended.Load()
+	})
 }
 
 func TestStepRunnersRunConcurrentStepsEachOnItsOwnRunner(t *testing.T) {

@@ -9,8 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gendurable/gendurable/internal/dispatch"
 	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/gendurable/gendurable/internal/pg/pgtest"
 	"github.com/gendurable/gendurable/webhook"
 )
 
@@ -137,4 +141,156 @@ func TestStopClosesTheWebhookConnections(t *testing.T) {
 			t.Fatalf("%d webhook connections still open after Stop", open.Load())
 		}
 	}
+}
+
+// Stop returns by its context with PostgreSQL unreachable: the outcome it cannot write is
+// given up when the context ends, and the step is left to its lease, which the reaper
+// takes back as usual. (The completer drained with context.Background(): up to 5 tries
+// of 30 s each, well past the caller's deadline.)
+func TestStopReturnsByItsContextWithPostgresUnreachable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	hole, throughHole := newBlackhole(t, url)
+	direct := pgtest.Open(t, url, pg.Options{})
+	db := pgtest.Open(t, throughHole, pg.Options{MaxConns: 8})
+	t.Cleanup(hole.close) // before the pool's
+	eng, err := engine.New(db, engine.Config{LeaseTTL: 30 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{db: db, eng: eng}
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
+		entered <- struct{}{}
+		<-release
+		answer(w, webhook.Response{Done: &webhook.Done{}})
+	})
+	h.handler(t, "h", rcv.URL, 3)
+	job := h.insert(t, engine.NewJob{Handler: "h"})[0]
+	d := dispatch.New(eng, dispatch.Config{ShutdownGrace: 10 * time.Second, PollMin: 10 * time.Millisecond,
+		PollMax: 100 * time.Millisecond, QueueRefresh: 100 * time.Millisecond}, nil, nil)
+	d.Start(ctx)
+	<-entered
+	hole.cut.Store(true)
+	close(release) // the step ends; its outcome cannot be written
+	const deadline = 2 * time.Second
+	stopCtx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	started := time.Now()
+	stopped := make(chan struct{})
+	go func() { d.Stop(stopCtx); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Stop has not returned 30s after it was called with a %s deadline", deadline)
+	}
+	took := time.Since(started)
+	t.Logf("Stop took %s with a %s deadline", took.Round(time.Millisecond), deadline)
+	if took > deadline+3*time.Second {
+		t.Fatalf("Stop took %s with a %s deadline", took, deadline)
+	}
+	j, err := direct.JobGet(ctx, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Status != "executing" || j.Attempt != 1 {
+		t.Fatalf("after Stop: %s attempt %d, want executing (left to its lease)", j.Status, j.Attempt)
+	}
+	other, err := engine.New(direct, engine.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead := other.NewReaper(engine.ReaperConfig{Now: func() time.Time { return time.Now().Add(time.Hour) }})
+	if st, err := ahead.Sweep(ctx); err != nil || st.Reaped != 1 {
+		t.Fatalf("the reaper after the lease: %+v %v", st, err)
+	}
+	waitJob(t, direct, job.ID, 10*time.Second, hasStatus("runnable"))
+}
+
+// While Stop waits for the last outcome to be written, the heartbeats go on extending its
+// lease, until the outcome is written. (They stopped with the last running step, before
+// its outcome was written.)
+func TestStopHeartbeatsUntilTheLastOutcomeIsWritten(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarness(t, 600*time.Millisecond) // a heartbeat every 200ms
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
+		entered <- struct{}{}
+		<-release
+		answer(w, webhook.Response{Done: &webhook.Done{}})
+	})
+	h.handler(t, "h", rcv.URL, 3)
+	job := h.insert(t, engine.NewJob{Handler: "h"})[0]
+	d := startDispatcher(t, h.eng, dispatch.Config{ShutdownGrace: 10 * time.Second})
+	<-entered
+	// The history is locked: the outcome statement waits (the heartbeat, which writes jobs
+	// only, does not).
+	locker, err := pgx.Connect(ctx, h.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(ctx)
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `LOCK TABLE steps IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	waitUntilQuery(t, h.db, `SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`,
+		"the outcome statement to wait for the history's lock")
+	stopped := make(chan struct{})
+	go func() { d.Stop(ctx); close(stopped) }()
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		dispatch.WaitUntil(t, 10*time.Second, what, cond)
+	}
+	first := leaseExpiry(t, h, job.ID)
+	waitUntil("the lease to be extended while its outcome waits", func() bool {
+		return leaseExpiry(t, h, job.ID).After(first.Add(400 * time.Millisecond))
+	})
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned before the outcome was written")
+	default:
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Stop did not return once the outcome could be written")
+	}
+	if j, _ := h.db.JobGet(ctx, job.ID); j.Status != "done" {
+		t.Fatalf("after Stop: %s, want done", j.Status)
+	}
+}
+
+func leaseExpiry(t *testing.T, h *harness, id int64) time.Time {
+	t.Helper()
+	j, err := h.db.JobGet(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.LeaseExpiresAt == nil {
+		t.Fatalf("job %d holds no lease (%s)", id, j.Status)
+	}
+	return *j.LeaseExpiresAt
+}
+
+// waitUntilQuery polls a query answering one boolean until it answers true.
+func waitUntilQuery(t *testing.T, db *pg.DB, query, what string) {
+	t.Helper()
+	dispatch.WaitUntil(t, 30*time.Second, what, func() bool {
+		rows, err := db.QueryStrings(context.Background(), query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rows) == 1 && rows[0][0] == "true"
+	})
 }

@@ -6,7 +6,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -49,12 +48,23 @@ type Config struct {
 	StepBodyCap int
 }
 
-func (c *Config) applyDefaults() error {
+// Validate reports the settings New refuses, each named with its environment variable.
+func (c Config) Validate() error {
+	v := ConfigCheck{Service: "engine"}
+	v.Check(c.LeaseTTL == 0 || c.LeaseTTL >= 100*time.Millisecond, "LeaseTTL", "GENDURABLE_LEASE_TTL", c.LeaseTTL,
+		"must be at least 100ms (0: the default, 30s)")
+	v.Check(c.SignalCap >= 0, "SignalCap", "", c.SignalCap, "must not be negative (0: the default, 100)")
+	v.Check(c.ChildrenCap >= 0, "ChildrenCap", "", c.ChildrenCap, "must not be negative (0: the default, 1000)")
+	v.Check(c.IdempotencyWindow == 0 || c.IdempotencyWindow >= time.Second, "IdempotencyWindow",
+		"GENDURABLE_IDEMPOTENCY_WINDOW", c.IdempotencyWindow, "must be at least 1s (0: the default, 24h)")
+	v.Check(c.StepBodyCap >= 0, "StepBodyCap", "GENDURABLE_STEP_BODY_CAP", c.StepBodyCap,
+		"must not be negative (0: the default, 8 KiB)")
+	return v.Err()
+}
+
+func (c *Config) applyDefaults() {
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = 30 * time.Second
-	}
-	if c.LeaseTTL < 100*time.Millisecond {
-		return fmt.Errorf("engine: lease TTL %s is below 100ms", c.LeaseTTL)
 	}
 	if c.SignalCap == 0 {
 		c.SignalCap = 100
@@ -65,19 +75,12 @@ func (c *Config) applyDefaults() error {
 	if c.IdempotencyWindow == 0 {
 		c.IdempotencyWindow = pg.DefaultIdempotencyWindow
 	}
-	if c.IdempotencyWindow < time.Second {
-		return fmt.Errorf("engine: idempotency window %s is below 1s", c.IdempotencyWindow)
-	}
 	if c.StepBodyCap == 0 {
 		c.StepBodyCap = DefaultStepBodyCap
-	}
-	if c.StepBodyCap < 0 {
-		return fmt.Errorf("engine: step body cap %d is negative", c.StepBodyCap)
 	}
 	if c.Owner == "" {
 		c.Owner = defaultOwner()
 	}
-	return nil
 }
 
 // Engine applies gendurable's state changes to one database.
@@ -131,11 +134,12 @@ func (e *Engine) claimerOf(counts map[string]int) string {
 // SetMetrics makes the engine and its services record into m.
 func (e *Engine) SetMetrics(m *Metrics) { e.metrics = m }
 
-// New returns an engine over db.
+// New returns an engine over db; an error when cfg.Validate refuses a setting.
 func New(db *pg.DB, cfg Config, log *slog.Logger) (*Engine, error) {
-	if err := cfg.applyDefaults(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.applyDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

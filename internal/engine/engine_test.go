@@ -466,15 +466,15 @@ func TestStaleOutcomeInTheSameBatchChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applied, err := te.ApplyOutcomes(ctx, []engine.StepOutcome{
+	results := te.ApplyOutcomes(ctx, []engine.StepOutcome{
 		{JobID: id, Token: stale.LeaseToken, Outcome: spawn},
 		{JobID: id, Token: current.LeaseToken, Outcome: engine.Outcome{Kind: pg.KindNext, Label: "next"}},
 	})
-	if err != nil {
-		t.Fatal(err)
+	if results[0].Err != nil || results[1].Err != nil {
+		t.Fatal(results[0].Err, results[1].Err)
 	}
-	if len(applied) != 1 || applied[0].Token != current.LeaseToken {
-		t.Fatalf("applied %+v, want only the current outcome", applied)
+	if results[0].Applied || !results[1].Applied || results[1].Token != current.LeaseToken {
+		t.Fatalf("results %+v, want only the current outcome applied", results)
 	}
 	j := te.job(t, id)
 	if j.Status != "runnable" || j.Step != 1 || j.ChildrenTotal != 0 || j.PendingChildren != 0 {
@@ -569,9 +569,10 @@ func TestAnAnswerTheDatabaseRefusesFailsOnlyItsStep(t *testing.T) {
 		}
 		outcomes = append(outcomes, engine.StepOutcome{JobID: st.ID, Token: st.LeaseToken, Outcome: o})
 	}
-	applied, err := te.ApplyOutcomes(ctx, outcomes)
-	if err != nil || len(applied) != 2 {
-		t.Fatalf("applied %+v, %v", applied, err)
+	for _, r := range te.ApplyOutcomes(ctx, outcomes) {
+		if r.Err != nil || !r.Applied {
+			t.Fatalf("result %+v", r)
+		}
 	}
 	if j := te.job(t, good); j.Status != "done" {
 		t.Fatalf("the good outcome: %s", j.Status)

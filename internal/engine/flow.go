@@ -71,8 +71,17 @@ type Reconciler struct {
 	loop
 }
 
-// NewReconciler returns a stopped reconciler.
+// Validate reports the settings NewReconciler refuses.
+func (c ReconcilerConfig) Validate() error {
+	v := ConfigCheck{Service: "reconciler"}
+	v.Check(c.Interval >= 0, "Interval", "", c.Interval, "must not be negative (0: the default, 10s)")
+	return v.Err()
+}
+
+// NewReconciler returns a stopped reconciler; it panics when cfg.Validate refuses a
+// setting.
 func (e *Engine) NewReconciler(cfg ReconcilerConfig) *Reconciler {
+	mustBeValid(cfg.Validate())
 	if cfg.Interval == 0 {
 		cfg.Interval = 10 * time.Second
 	}

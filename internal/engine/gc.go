@@ -30,8 +30,18 @@ type GC struct {
 	loop
 }
 
-// NewGC returns a stopped collector.
+// Validate reports the settings NewGC refuses.
+func (c GCConfig) Validate() error {
+	v := ConfigCheck{Service: "gc"}
+	v.Check(c.Retention >= 0, "Retention", "GENDURABLE_RETENTION", c.Retention, "must not be negative (0: the default, 168h)")
+	v.Check(c.Interval >= 0, "Interval", "", c.Interval, "must not be negative (0: the default, 1m)")
+	v.Check(c.Batch >= 0, "Batch", "", c.Batch, "must not be negative (0: the default, 1000)")
+	return v.Err()
+}
+
+// NewGC returns a stopped collector; it panics when cfg.Validate refuses a setting.
 func (e *Engine) NewGC(cfg GCConfig) *GC {
+	mustBeValid(cfg.Validate())
 	if cfg.Retention == 0 {
 		cfg.Retention = 7 * 24 * time.Hour
 	}

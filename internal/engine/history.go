@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -57,13 +56,26 @@ type HistoryPartitions struct {
 	loop
 }
 
-// NewHistoryPartitions returns a stopped service; cfg.Partition below an hour is refused.
+// Validate reports the settings NewHistoryPartitions refuses.
+func (c HistoryConfig) Validate() error {
+	v := ConfigCheck{Service: "history"}
+	v.Check(c.Partition == 0 || c.Partition >= time.Hour, "Partition", "GENDURABLE_HISTORY_PARTITION", c.Partition,
+		"must span at least 1h (0: the default, 24h)")
+	v.Check(c.Ahead >= 0, "Ahead", "", c.Ahead, "must not be negative (0: the default, 3 partitions)")
+	v.Check(c.Retention >= 0, "Retention", "GENDURABLE_RETENTION", c.Retention, "must not be negative (0: the default, 168h)")
+	v.Check(c.Interval >= 0, "Interval", "", c.Interval, "must not be negative (0: the default, 10m)")
+	v.Check(c.LockTimeout >= 0, "LockTimeout", "", c.LockTimeout, "must not be negative (0: the default, 500ms)")
+	return v.Err()
+}
+
+// NewHistoryPartitions returns a stopped service; an error when cfg.Validate refuses a
+// setting.
 func (e *Engine) NewHistoryPartitions(cfg HistoryConfig) (*HistoryPartitions, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg.Partition == 0 {
 		cfg.Partition = 24 * time.Hour
-	}
-	if cfg.Partition < time.Hour {
-		return nil, fmt.Errorf("%w: the history partition must span at least 1h, not %s", ErrInvalid, cfg.Partition)
 	}
 	if cfg.Ahead == 0 {
 		cfg.Ahead = 3 * cfg.Partition

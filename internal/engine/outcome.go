@@ -269,12 +269,102 @@ func (s StepOutcome) record() (pg.OutcomeRecord, error) {
 	return r, nil
 }
 
-// ApplyOutcomes writes a batch of outcomes with one statement and reports the ones that
-// applied; an outcome missing from the answer carried a stale lease token and changed
-// nothing. A transient conflict (deadlock between two batches joining the same parents)
-// is retried. A spawn whose child key a live job holds turns into a retryable error of
-// that step rather than failing the batch.
-func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]OutcomeApplied, error) {
+// ApplyOutcomes writes a batch of outcomes with one statement and answers a result per
+// outcome, in order: applied, refused for a stale lease token (nothing changed), or not
+// written (Err: the statement failed; writing it again may succeed). It does not retry:
+// the caller holds the one layer of retries (the dispatcher's completer, with backoff
+// and its leases heartbeated meanwhile; ApplyOutcome for the API). An outcome the
+// database refuses (a spawn whose child's key a live job holds, a value it cannot store)
+// becomes a failed attempt of its step, with the reason, rather than failing its batch:
+// alone, that is a second statement; in a batch, the batch is written again one outcome
+// at a time (and a failure of another kind there leaves the rest unwritten).
+func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) []OutcomeResult {
+	results := make([]OutcomeResult, len(outcomes))
+	rows, err := e.applyOutcomes(ctx, outcomes)
+	switch {
+	case err == nil:
+		matchResults(results, outcomes, rows)
+	case len(outcomes) == 1:
+		results[0] = e.applyRefused(ctx, outcomes[0], err)
+	case errors.Is(err, ErrConflict) && hasSpawn(outcomes) || errors.Is(err, ErrInvalid):
+		// One outcome the database refused must not fail the others of its batch.
+		var failed error
+		for i := range outcomes {
+			if failed != nil {
+				results[i].Err = failed
+				continue
+			}
+			rows, err := e.applyOutcomes(ctx, outcomes[i:i+1])
+			if err == nil {
+				matchResults(results[i:i+1], outcomes[i:i+1], rows)
+				continue
+			}
+			results[i] = e.applyRefused(ctx, outcomes[i], err)
+			if _, refused := refusedOutcome(outcomes[i], err); !refused {
+				failed = err
+			}
+		}
+	default:
+		for i := range results {
+			results[i].Err = err
+		}
+	}
+	return results
+}
+
+// applyRefused writes the failed attempt that o becomes when the database refused it
+// with err; any other err is o's result.
+func (e *Engine) applyRefused(ctx context.Context, o StepOutcome, err error) OutcomeResult {
+	instead, ok := refusedOutcome(o, err)
+	if !ok {
+		return OutcomeResult{Err: err}
+	}
+	rows, err := e.applyOutcomes(ctx, []StepOutcome{instead})
+	if err != nil {
+		return OutcomeResult{Err: err}
+	}
+	var r [1]OutcomeResult
+	matchResults(r[:], []StepOutcome{instead}, rows)
+	return r[0]
+}
+
+// matchResults fills in the result of each outcome that rows (the statement's answer)
+// report applied, by job and lease token: a stale outcome of a job can share a batch
+// with its current one.
+func matchResults(results []OutcomeResult, outcomes []StepOutcome, rows []pg.OutcomeApplied) {
+	set := func(i int, a *pg.OutcomeApplied) {
+		results[i] = OutcomeResult{Applied: true,
+			OutcomeApplied: OutcomeApplied{ID: a.ID, Token: a.Token, Status: a.Status, Queue: a.Queue, Ready: a.Ready}}
+	}
+	if len(outcomes) <= 8 { // a few: no map
+		for k := range rows {
+			for i, o := range outcomes {
+				if o.JobID == rows[k].ID && o.Token == rows[k].Token {
+					set(i, &rows[k])
+					break
+				}
+			}
+		}
+		return
+	}
+	type lease struct {
+		id    int64
+		token string
+	}
+	at := make(map[lease]int, len(outcomes))
+	for i, o := range outcomes {
+		at[lease{o.JobID, o.Token}] = i
+	}
+	for k := range rows {
+		if i, ok := at[lease{rows[k].ID, rows[k].Token}]; ok {
+			set(i, &rows[k])
+		}
+	}
+}
+
+// applyOutcomes writes outcomes with one statement (and the backoff read and the queue
+// creation they may need: the queues only with outcomes that apply), nothing more.
+func (e *Engine) applyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]pg.OutcomeApplied, error) {
 	outcomes, err := e.withRetryDelays(ctx, outcomes)
 	if err != nil {
 		return nil, err
@@ -291,31 +381,38 @@ func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) ([]O
 	for _, o := range outcomes {
 		credit = credit || !o.NoGateSlot
 	}
-	if err := e.ensureChildQueues(ctx, outcomes); err != nil {
-		return nil, err
-	}
+	missing := e.missingChildQueues(outcomes)
 	var rows []pg.OutcomeApplied
-	for attempt := 0; attempt < 5; attempt++ {
+	if len(missing) == 0 {
 		rows, err = e.db.JobApplyOutcomes(ctx, recs, credit)
-		if !errors.Is(err, ErrRetryable) {
-			break
-		}
+	} else {
+		rows, err = e.db.JobApplyOutcomesCreatingQueues(ctx, recs, credit, missing)
 	}
-	switch {
-	case errors.Is(err, ErrConflict) && hasSpawn(outcomes):
-		return e.applyOneByOne(ctx, outcomes)
-	case errors.Is(err, ErrInvalid) && len(outcomes) > 1:
-		// One outcome the database refused must not fail the others of its batch.
-		return e.applyOneByOne(ctx, outcomes)
+	if err == nil && len(rows) > 0 {
+		for _, q := range missing {
+			e.knownQueues.Store(q, struct{}{})
+		}
 	}
 	if r := e.rollups.Load(); r != nil && len(rows) > 0 {
 		r.countApplied(rows)
 	}
-	applied := make([]OutcomeApplied, len(rows))
-	for i, a := range rows {
-		applied[i] = OutcomeApplied{ID: a.ID, Token: a.Token, Status: a.Status, Queue: a.Queue, Ready: a.Ready}
+	return rows, err
+}
+
+// refusedOutcome is what o becomes when the database refused it with err: a failed
+// attempt that says why (the answer's bodies kept); false when err is not a refusal of o.
+func refusedOutcome(o StepOutcome, err error) (StepOutcome, bool) {
+	bodies := o.Bodies
+	switch {
+	case errors.Is(err, ErrConflict) && o.Kind == pg.KindSpawn:
+		o.Outcome = ErrorOutcome("error", "spawn refused: a child's key is held by a live job ("+err.Error()+")", o.HTTPStatus, nil, nil)
+	case errors.Is(err, ErrInvalid) && o.Label != "bad_response":
+		o.Outcome = ErrorOutcome("bad_response", "the database refused the answer: "+err.Error(), o.HTTPStatus, nil, nil)
+	default:
+		return o, false
 	}
-	return applied, err
+	o.Bodies = bodies
+	return o, true
 }
 
 // withRetryDelays gives every retry without a delay the one the retry policy draws
@@ -360,31 +457,23 @@ func (e *Engine) withRetryDelays(ctx context.Context, outcomes []StepOutcome) ([
 	return out, nil
 }
 
-// ensureChildQueues creates the queues that spawned children name and that this process
+// missingChildQueues names the queues that spawned children name and that this process
 // has not seen exist: feeders run the queues of the queues table, so a child in a queue
-// without a row would never run. Costs nothing once a queue is known.
-func (e *Engine) ensureChildQueues(ctx context.Context, outcomes []StepOutcome) error {
+// without a row would never run, and the outcome statement goes with their creation.
+// Costs nothing once a queue is known.
+func (e *Engine) missingChildQueues(outcomes []StepOutcome) []string {
 	var missing []string
 	for _, o := range outcomes {
 		for _, c := range o.Children {
 			if c.Queue == "" { // the parent's queue, which exists
 				continue
 			}
-			if _, ok := e.knownQueues.Load(c.Queue); !ok {
+			if _, ok := e.knownQueues.Load(c.Queue); !ok && !slices.Contains(missing, c.Queue) {
 				missing = append(missing, c.Queue)
 			}
 		}
 	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if err := e.db.QueueEnsureMany(ctx, missing); err != nil {
-		return err
-	}
-	for _, q := range missing {
-		e.knownQueues.Store(q, struct{}{})
-	}
-	return nil
+	return missing
 }
 
 func hasSpawn(outcomes []StepOutcome) bool {
@@ -394,30 +483,6 @@ func hasSpawn(outcomes []StepOutcome) bool {
 		}
 	}
 	return false
-}
-
-func (e *Engine) applyOneByOne(ctx context.Context, outcomes []StepOutcome) ([]OutcomeApplied, error) {
-	var all []OutcomeApplied
-	for _, o := range outcomes {
-		got, err := e.ApplyOutcomes(ctx, []StepOutcome{o})
-		bodies := o.Bodies // kept by the failure that replaces the outcome
-		switch {
-		case errors.Is(err, ErrConflict) && o.Kind == pg.KindSpawn:
-			o.Outcome = ErrorOutcome("error", "spawn refused: a child's key is held by a live job ("+err.Error()+")", o.HTTPStatus, nil, nil)
-			o.Bodies = bodies
-			got, err = e.ApplyOutcomes(ctx, []StepOutcome{o})
-		case errors.Is(err, ErrInvalid) && o.Label != "bad_response":
-			// The database refused this answer: the attempt failed, and the history says why.
-			o.Outcome = ErrorOutcome("bad_response", "the database refused the answer: "+err.Error(), o.HTTPStatus, nil, nil)
-			o.Bodies = bodies
-			got, err = e.ApplyOutcomes(ctx, []StepOutcome{o})
-		}
-		if err != nil {
-			return all, err
-		}
-		all = append(all, got...)
-	}
-	return all, nil
 }
 
 // OutcomeApplied reports an applied outcome: the job's new status, and whether it is
@@ -430,15 +495,46 @@ type OutcomeApplied struct {
 	Ready  bool
 }
 
+// OutcomeResult is what became of one outcome of a batch (ApplyOutcomes).
+type OutcomeResult struct {
+	// OutcomeApplied is the job after the outcome, when Applied.
+	OutcomeApplied
+	// Applied: the outcome was written. False with no Err: its lease token was not the
+	// job's current one, and nothing changed.
+	Applied bool
+	// Err: the outcome was not written, the statement failed (the lease still holds:
+	// writing it again may succeed).
+	Err error
+}
+
 // ApplyOutcome writes one outcome (the asynchronous-step API); ErrLeaseLost when the
-// token is not the job's current one.
+// token is not the job's current one. A transient conflict (a deadlock between two
+// outcomes joining the same parent) is tried again, up to applyOutcomeTries in all,
+// after a pause that doubles (RetryDelay from applyOutcomeBackoff): the one layer of
+// retries of this path, since ApplyOutcomes has none.
 func (e *Engine) ApplyOutcome(ctx context.Context, o StepOutcome) (OutcomeApplied, error) {
-	got, err := e.ApplyOutcomes(ctx, []StepOutcome{o})
-	if err != nil {
-		return OutcomeApplied{}, err
+	r := e.ApplyOutcomes(ctx, []StepOutcome{o})[0]
+	for try := 1; try < applyOutcomeTries && errors.Is(r.Err, ErrRetryable); try++ {
+		pause := time.NewTimer(RetryDelay(try, applyOutcomeBackoff, time.Second))
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return OutcomeApplied{}, r.Err
+		case <-pause.C:
+		}
+		r = e.ApplyOutcomes(ctx, []StepOutcome{o})[0]
 	}
-	if len(got) == 0 {
+	switch {
+	case r.Err != nil:
+		return OutcomeApplied{}, r.Err
+	case !r.Applied:
 		return OutcomeApplied{}, ErrLeaseLost
 	}
-	return got[0], nil
+	return r.OutcomeApplied, nil
 }
+
+// The retries of ApplyOutcome: tries in all, and the first pause's ceiling.
+const (
+	applyOutcomeTries   = 3
+	applyOutcomeBackoff = 20 * time.Millisecond
+)

@@ -39,8 +39,17 @@ type Reaper struct {
 	loop
 }
 
-// NewReaper returns a stopped reaper.
+// Validate reports the settings NewReaper refuses.
+func (c ReaperConfig) Validate() error {
+	v := ConfigCheck{Service: "reaper"}
+	v.Check(c.Interval >= 0, "Interval", "", c.Interval, "must not be negative (0: the default, 1s)")
+	v.Check(c.Batch >= 0, "Batch", "", c.Batch, "must not be negative (0: the default, 1000)")
+	return v.Err()
+}
+
+// NewReaper returns a stopped reaper; it panics when cfg.Validate refuses a setting.
 func (e *Engine) NewReaper(cfg ReaperConfig) *Reaper {
+	mustBeValid(cfg.Validate())
 	if cfg.Interval == 0 {
 		cfg.Interval = time.Second
 	}

@@ -269,8 +269,17 @@ type Scheduler struct {
 	done   sync.WaitGroup
 }
 
-// NewScheduler returns a stopped scheduler.
+// Validate reports the settings NewScheduler refuses.
+func (c SchedulerConfig) Validate() error {
+	v := ConfigCheck{Service: "scheduler"}
+	v.Check(c.Batch >= 0, "Batch", "", c.Batch, "must not be negative (0: the default, 100)")
+	v.Check(c.MaxSleep >= 0, "MaxSleep", "", c.MaxSleep, "must not be negative (0: the default, 1m)")
+	return v.Err()
+}
+
+// NewScheduler returns a stopped scheduler; it panics when cfg.Validate refuses a setting.
 func (e *Engine) NewScheduler(cfg SchedulerConfig) *Scheduler {
+	mustBeValid(cfg.Validate())
 	if cfg.Batch == 0 {
 		cfg.Batch = 100
 	}

@@ -114,9 +114,19 @@ type rollupCell struct {
 	latency                 map[int]int // bucket → attempts
 }
 
+// Validate reports the settings NewStepRollups refuses.
+func (c StepRollupConfig) Validate() error {
+	v := ConfigCheck{Service: "step rollups"}
+	v.Check(c.Interval >= 0, "Interval", "", c.Interval, "must not be negative (0: the default, 1s)")
+	v.Check(c.Retain >= 0, "Retain", "", c.Retain, "must not be negative (0: the default, 25h)")
+	v.Check(c.TrimEvery >= 0, "TrimEvery", "", c.TrimEvery, "must not be negative (0: the default, 1m)")
+	return v.Err()
+}
+
 // NewStepRollups returns a stopped service and makes the engine count into it (the
-// engine counts into the last one made).
+// engine counts into the last one made); it panics when cfg.Validate refuses a setting.
 func (e *Engine) NewStepRollups(cfg StepRollupConfig) *StepRollups {
+	mustBeValid(cfg.Validate())
 	if cfg.Interval == 0 {
 		cfg.Interval = time.Second
 	}

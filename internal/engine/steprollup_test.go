@@ -95,8 +95,10 @@ func TestChartsCountWhatTheHistoryHolds(t *testing.T) {
 		for i, st := range steps[:len(steps)-1] {
 			batch[i] = st.WithOutcome(outcomes[i%len(outcomes)])
 		}
-		if applied, err := eng.ApplyOutcomes(ctx, batch); err != nil || len(applied) != len(batch) {
-			t.Fatalf("round %d: %d of %d applied (%v)", round, len(applied), len(batch), err)
+		for _, r := range eng.ApplyOutcomes(ctx, batch) {
+			if r.Err != nil || !r.Applied {
+				t.Fatalf("round %d: result %+v", round, r)
+			}
 		}
 		ahead := eng.NewReaper(engine.ReaperConfig{Now: func() time.Time { return time.Now().Add(2 * time.Hour) }})
 		if st, err := ahead.Sweep(ctx); err != nil || st.Reaped != 1 {

@@ -230,13 +230,21 @@ func TestSecretRotationOverlap(t *testing.T) {
 	if r := s.do("PUT", "/v1/handlers/rot", fmt.Sprintf(`{"url": %q, "secret": %q}`, recv, oldSecret)); r.status != 200 {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
-	r := s.do("POST", "/v1/handlers/rot/rotate-secret", fmt.Sprintf(`{"secret": %q, "overlap": "1500ms"}`, newSecret))
+	r := s.do("POST", "/v1/handlers/rot/rotate-secret", fmt.Sprintf(`{"secret": %q, "overlap": "1h"}`, newSecret))
 	if r.status != 200 || r.json(t)["secret"] != newSecret || r.json(t)["previous_secret_expires_at"] == nil {
 		t.Fatalf("rotate: %d %s", r.status, r.body)
 	}
+	if ends, err := time.Parse(time.RFC3339Nano, r.json(t)["previous_secret_expires_at"].(string)); err != nil ||
+		ends.Before(time.Now().Add(59*time.Minute)) || ends.After(time.Now().Add(61*time.Minute)) {
+		t.Fatalf("an overlap of 1h ends at %v (%v)", r.json(t)["previous_secret_expires_at"], err)
+	}
 	during := s.insert(`{"handler": "rot"}`)
 	s.waitStatus(during, "done", 10*time.Second)
-	time.Sleep(1600 * time.Millisecond)
+	// The overlap ends (as an hour later): the previous secret's expiry is past.
+	if _, err := s.db.Exec(context.Background(), `UPDATE handlers SET previous_secret_expires_at = now() - interval '1 second'
+		WHERE name = 'rot'`); err != nil {
+		t.Fatal(err)
+	}
 	after := s.insert(`{"handler": "rot"}`)
 	s.waitStatus(after, "done", 10*time.Second)
 	mu.Lock()

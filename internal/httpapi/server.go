@@ -48,8 +48,22 @@ type Server struct {
 
 var _ StrictServerInterface = (*Server)(nil)
 
-// New builds the HTTP handler of the whole service.
+// Validate reports the settings New refuses.
+func (c Config) Validate() error {
+	v := engine.ConfigCheck{Service: "api"}
+	v.Check(c.MaxBodyBytes >= 0, "MaxBodyBytes", "GENDURABLE_MAX_BODY_BYTES", c.MaxBodyBytes,
+		"must not be negative (0: the default, 1 MiB)")
+	v.Check(c.MaxBatchBodyBytes >= 0, "MaxBatchBodyBytes", "", c.MaxBatchBodyBytes,
+		"must not be negative (0: the default, 32 MiB)")
+	return v.Err()
+}
+
+// New builds the HTTP handler of the whole service; an error when cfg.Validate refuses a
+// setting.
 func New(eng *engine.Engine, cfg Config, log *slog.Logger) (http.Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}

@@ -410,7 +410,11 @@ func (f *specFuzzer) value(s *openapi3.Schema, field string, valid bool, depth i
 			for _, k := range []string{"next", "await", "spawn", "done", "fail", "retry"} {
 				delete(out, k)
 			}
-			out[[]string{"next", "await", "done", "fail", "retry"}[f.rng.IntN(5)]] = map[string]any{}
+			answer := []string{"next", "await", "spawn", "done", "fail", "retry"}[f.rng.IntN(6)]
+			out[answer] = map[string]any{}
+			if answer == "spawn" { // a child in a queue nothing has used: a refused spawn must not create it
+				out[answer] = map[string]any{"children": []any{map[string]any{"handler": "h", "queue": f.name()}}}
+			}
 		}
 		return out
 	case s.Type.Is("array"):

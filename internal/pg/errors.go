@@ -46,6 +46,9 @@ func translate(err error) error {
 				pgErr.ConstraintName == "gate_slots_pkey" {
 				return fmt.Errorf("%w: %w", ErrRetryable, pgErr)
 			}
+			if key, ok := uniqueValue(pgErr); ok && pgErr.ConstraintName == "jobs_live_key" {
+				return fmt.Errorf("%w: a live job holds the key %q: %w", ErrConflict, key, pgErr)
+			}
 			return fmt.Errorf("%w: %w", ErrConflict, pgErr)
 		case "23503", "23514", "22P02", "22003", "23502", "22P05", "22021":
 			// fk, check, bad text representation, out of range, not null, untranslatable
@@ -66,4 +69,14 @@ func translate(err error) error {
 		}
 	}
 	return fmt.Errorf("pg: %w", err)
+}
+
+// uniqueValue is the value a unique violation found taken, read from its detail
+// ("Key (key)=(user-7) already exists."); false when the detail does not show it.
+func uniqueValue(e *pgconn.PgError) (string, bool) {
+	start, end := strings.Index(e.Detail, ")=("), strings.LastIndex(e.Detail, ")")
+	if start < 0 || end < start+3 {
+		return "", false
+	}
+	return e.Detail[start+3 : end], true
 }

@@ -2,6 +2,7 @@ package pg
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -20,5 +21,18 @@ func TestPartitionRaceIsRetryable(t *testing.T) {
 	check := &pgconn.PgError{Code: "23514", TableName: "jobs", ConstraintName: "jobs_max_attempts_check"}
 	if err := translate(check); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a check violation: %v", err)
+	}
+}
+
+// A live key taken is a conflict that names the key (the spawn it refuses reports it).
+func TestHeldKeyConflictNamesTheKey(t *testing.T) {
+	t.Parallel()
+	taken := &pgconn.PgError{Code: "23505", ConstraintName: "jobs_live_key", Detail: "Key (key)=(user (7)) already exists."}
+	if err := translate(taken); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), `"user (7)"`) {
+		t.Fatalf("a live key taken: %v", err)
+	}
+	bare := &pgconn.PgError{Code: "23505", ConstraintName: "jobs_live_key"}
+	if err := translate(bare); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a live key taken, no detail: %v", err)
 	}
 }

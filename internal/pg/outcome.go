@@ -109,9 +109,43 @@ func (db *DB) JobApplyOutcomes(ctx context.Context, recs []OutcomeRecord, credit
 	return db.jobApplyOutcomes(ctx, recs, creditGates)
 }
 
+// JobApplyOutcomesCreatingQueues is JobApplyOutcomes for a batch whose spawns name
+// queues that may not exist yet: one transaction creates the queues (QueueEnsureMany)
+// and writes the outcomes, and is rolled back when no outcome applied, so that an
+// outcome refused for its lease token creates no queue. (A batch that applies keeps
+// every queue named, also one that only a stale spawn beside it named.) The queues go
+// first: Citus refuses a write to a reference table after a multi-shard write in the
+// same transaction.
+func (db *DB) JobApplyOutcomesCreatingQueues(ctx context.Context, recs []OutcomeRecord, creditGates bool,
+	queues []string) ([]OutcomeApplied, error) {
+	if err := checkRetryDelays(recs); err != nil {
+		return nil, err
+	}
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	q := db.q.WithTx(tx)
+	if err := q.QueueEnsureMany(ctx, queues); err != nil {
+		return nil, translate(err)
+	}
+	applied, err := jobApplyOutcomesWith(ctx, q, recs, creditGates)
+	if err != nil || len(applied) == 0 {
+		return nil, translate(err) // rolled back
+	}
+	return applied, translate(tx.Commit(ctx))
+}
+
 // jobApplyOutcomes writes recs with the general statement (JobApplyOutcomes, or its
 // crediting variant).
 func (db *DB) jobApplyOutcomes(ctx context.Context, recs []OutcomeRecord, creditGates bool) ([]OutcomeApplied, error) {
+	applied, err := jobApplyOutcomesWith(ctx, db.q, recs, creditGates)
+	return applied, translate(err)
+}
+
+// jobApplyOutcomesWith is jobApplyOutcomes through q; the error is the driver's.
+func jobApplyOutcomesWith(ctx context.Context, q *dbsqlc.Queries, recs []OutcomeRecord, creditGates bool) ([]OutcomeApplied, error) {
 	batch, err := json.Marshal(recs)
 	if err != nil {
 		return nil, err
@@ -119,14 +153,14 @@ func (db *DB) jobApplyOutcomes(ctx context.Context, recs []OutcomeRecord, credit
 	var rows []dbsqlc.JobApplyOutcomesRow
 	if creditGates {
 		var credited []dbsqlc.JobApplyOutcomesCreditingRow
-		credited, err = db.q.JobApplyOutcomesCrediting(ctx, batch)
+		credited, err = q.JobApplyOutcomesCrediting(ctx, batch)
 		rows = convertAll(credited, func(r dbsqlc.JobApplyOutcomesCreditingRow) dbsqlc.JobApplyOutcomesRow {
 			return dbsqlc.JobApplyOutcomesRow(r)
 		})
 	} else {
-		rows, err = db.q.JobApplyOutcomes(ctx, batch)
+		rows, err = q.JobApplyOutcomes(ctx, batch)
 	}
-	return convertAll(rows, outcomeApplied), translate(err)
+	return convertAll(rows, outcomeApplied), err
 }
 
 // outcomeApplied is the answer of one applied outcome, from either general outcome statement
