@@ -1,7 +1,7 @@
 import type { components } from "./api-types.js";
 import type { Client, LeaseExtended, OutcomeApplied, StepAnswer } from "./client.js";
 import { problemResponse } from "./problem.js";
-import { SignatureError, verify } from "./signature.js";
+import { SignatureError, secretProblem, verify } from "./signature.js";
 
 type Schemas = components["schemas"];
 export type StepRequest = Schemas["StepRequest"];
@@ -50,7 +50,11 @@ export type StepFunction<Input = any, State = any> = (
 
 /** ServeOptions configure serve. */
 export interface ServeOptions {
-  /** The handler's signing secret (`whsec_…`); several accept any of them, as during a rotation. */
+  /**
+   * The handler's signing secret (`whsec_` + base64 of the key); several accept any of
+   * them, as during a rotation. serve throws a TypeError naming the problem when one is
+   * malformed.
+   */
   secret: string | string[];
   /** How far webhook-timestamp may be from now, in seconds (default 300). */
   toleranceSeconds?: number;
@@ -77,9 +81,7 @@ export function serve(
   steps: StepFunction | Record<string, StepFunction>,
   options: ServeOptions,
 ): (request: Request) => Promise<Response> {
-  if (!options || !options.secret || (Array.isArray(options.secret) && options.secret.length === 0)) {
-    throw new TypeError("serve needs the handler's signing secret");
-  }
+  checkSecrets(options?.secret);
   return async (request: Request): Promise<Response> => {
     if (request.method !== "POST") {
       return problemResponse(405, "method-not-allowed", "Step webhooks are POSTed");
@@ -118,6 +120,24 @@ export function serve(
     if (answer === accepted) return new Response(null, { status: 202 });
     return new Response(JSON.stringify(answer), { status: 200, headers: { "content-type": "application/json" } });
   };
+}
+
+/**
+ * checkSecrets throws a TypeError naming what is wrong with the secret (or which of the
+ * list), so that a malformed secret fails when the handler is built rather than on every
+ * request.
+ */
+function checkSecrets(secret: unknown): void {
+  if (Array.isArray(secret)) {
+    if (secret.length === 0) throw new TypeError("serve: no signing secret (the secret list is empty)");
+    secret.forEach((s, i) => {
+      const problem = secretProblem(s);
+      if (problem) throw new TypeError(`serve: secret[${i}] ${problem}`);
+    });
+    return;
+  }
+  const problem = secretProblem(secret);
+  if (problem) throw new TypeError(`serve: the signing secret ${problem}`);
 }
 
 function checkAnswer(answer: unknown): void {
