@@ -29,7 +29,7 @@ from typing import Any, Awaitable, Callable, Mapping, Optional, Union
 
 from . import answers
 from .errors import SignatureError
-from .signature import DEFAULT_TOLERANCE, Secrets, verify
+from .signature import DEFAULT_TOLERANCE, Secrets, _keys, _verify
 
 log = logging.getLogger("gendurable")
 
@@ -148,7 +148,10 @@ class Steps:
 
     def __init__(self, secret: Secrets, *, tolerance: float = DEFAULT_TOLERANCE):
         """``secret`` is the handler's ``whsec_…`` secret, or several while you rotate it;
-        ``tolerance`` is how many seconds a ``webhook-timestamp`` may be off."""
+        ``tolerance`` is how many seconds a ``webhook-timestamp`` may be off. A malformed
+        secret raises ``ValueError`` here, naming what is wrong (``TypeError`` when it is
+        not a string)."""
+        self._keys = _keys(secret, "Steps: ")
         self.secrets = [secret] if isinstance(secret, str) else list(secret)
         self.tolerance = tolerance
         self._routes: dict[tuple[str, Optional[int]], StepFunction] = {}
@@ -170,7 +173,7 @@ class Steps:
         if len(body) > MAX_REQUEST_BYTES:
             return _error(413, "step request over the 1 MiB cap")
         try:
-            msg_id = verify(self.secrets, headers, body, self.tolerance)
+            msg_id = _verify(self._keys, headers, body, self.tolerance, None)
         except SignatureError as e:
             return _error(401, str(e))
         try:

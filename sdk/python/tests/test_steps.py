@@ -75,6 +75,48 @@ class SignatureTest(unittest.TestCase):
             gendurable.sign("whsec_not base64!", "m", 1, b"")
 
 
+class SecretTest(unittest.TestCase):
+    """Steps checks its signing secret when it is built (a malformed one used to raise on
+    every request); the same cases as sdk/typescript/test/serve.test.ts."""
+
+    def test_a_malformed_secret_is_refused_when_steps_is_built(self):
+        cases = {
+            "not base64": ("whsec_!!!", ValueError,
+                           r"^Steps: the signing secret is not whsec_ followed by base64 \(it has characters outside"),
+            "URL-safe alphabet": ("whsec_ab-_", ValueError, "characters outside"),
+            "cut short": ("whsec_YWJjZ", ValueError, "length"),
+            "misplaced padding": ("whsec_YQ=a", ValueError, "characters outside"),
+            "too much padding": ("whsec_YQ===", ValueError, "length"),
+            "a trailing newline": (gendurable.new_secret() + "\n", ValueError, "whitespace"),
+            "an empty key": ("whsec_", ValueError, "empty key"),
+            "empty": ("", ValueError, "the signing secret is empty"),
+            "missing (an unset environment variable)": (None, ValueError, r"^Steps: the signing secret is missing$"),
+            "not a string": (b"whsec_YQ==", TypeError, r"must be a string \(got bytes\)"),
+            "an empty list": ([], ValueError, "no signing secret"),
+            "one bad secret in a list": ([support.SECRET, "whsec_!!!"], ValueError,
+                                         r"^Steps: secret\[1\] is not whsec_ followed by base64"),
+        }
+        for name, (secret, error, message) in cases.items():
+            with self.subTest(name):
+                with self.assertRaisesRegex(error, message):
+                    Steps(secret)
+
+    def test_every_secret_standard_webhooks_accepts_is_accepted(self):
+        body = step_body()
+        for secret, signer in [
+            (gendurable.new_secret(), None),
+            ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", None),  # the specification's test vector
+            ("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),  # the prefix is optional
+            ("whsec_YQ==", None),  # a one-byte key: no minimum length
+            ("whsec_YWI=", None),
+            ("whsec_YWJjZA", "whsec_YWJjZA=="),  # padding is optional, as in the TypeScript SDK
+        ]:
+            with self.subTest(secret):
+                steps = Steps(secret)
+                steps.register("h", lambda step: Done())
+                self.assertEqual(steps.handle(signed(body, signer or secret), body).status, 200)
+
+
 class StepsTest(unittest.TestCase):
     def setUp(self):
         self.steps = Steps(support.SECRET)
