@@ -1,5 +1,6 @@
 // serve on its own, no server needed: the signing secret is checked when the handler is
-// built.
+// built, and every error is answered as an RFC 9457 problem document, in the shape the
+// Python SDK answers too (sdk/python/tests/test_steps.py, ProblemsTest).
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { Webhook } from "standardwebhooks";
@@ -55,4 +56,48 @@ test("serve accepts every secret Standard Webhooks accepts, and verifies what it
   // atob accepted unpadded base64 before secrets were checked; it stays accepted.
   const unpadded = serve(done, { secret: "whsec_YWJjZA" });
   assert.equal((await post(unpadded, await signatureHeaders("whsec_YWJjZA==", "msg_1", now(), body))).status, 200);
+});
+
+// problems lists every error serve answers: what the Python SDK's Steps answers for the
+// same case has the same status, type and title.
+const problems = {
+  "method-not-allowed": { status: 405, title: "Step webhooks are POSTed" },
+  "webhook-signature": { status: 401, title: "Bad webhook signature" },
+  "bad-step-request": { status: 400, title: "Bad step request" },
+  "unknown-handler": { status: 404, title: "No step function for this handler" },
+  "step-error": { status: 500, title: "The step function failed" },
+} as const;
+
+async function assertProblem(res: Response, type: keyof typeof problems, detail: RegExp): Promise<void> {
+  const want = problems[type];
+  assert.equal(res.status, want.status);
+  assert.equal(res.headers.get("content-type"), "application/problem+json");
+  const problem = (await res.json()) as Record<string, unknown>;
+  assert.deepEqual(Object.keys(problem).sort(), ["detail", "status", "title", "type"]);
+  assert.deepEqual(
+    { type: problem.type, title: problem.title, status: problem.status },
+    { type: `urn:gendurable:problem:${type}`, title: want.title, status: want.status },
+  );
+  assert.match(String(problem.detail), detail);
+}
+
+test("every error serve answers is a problem document with type, title, status and detail", async () => {
+  const secret = newSecret();
+  const handler = serve({ h: done }, { secret });
+  const signed = (text: string, at = now()) => signatureHeaders(secret, "msg_1", at, text);
+
+  await assertProblem(await handler(new Request("http://hook/steps")), "method-not-allowed", /GET/);
+  await assertProblem(await post(handler, {}), "webhook-signature", /missing webhook-id/);
+  await assertProblem(await post(handler, await signed(body, now() - 3600)), "webhook-signature", /outside the tolerance/);
+  await assertProblem(await post(handler, await signatureHeaders(newSecret(), "msg_1", now(), body)), "webhook-signature", /no matching signature/);
+  await assertProblem(await post(handler, await signed("{"), "{"), "bad-step-request", /not JSON/);
+  await assertProblem(await post(handler, await signed('{"hello":1}'), '{"hello":1}'), "bad-step-request", /job and lease/);
+  const other = body.replace('"handler":"h"', '"handler":"zz"');
+  await assertProblem(await post(handler, await signed(other), other), "unknown-handler", /"zz"/);
+
+  const headers = await signed(body);
+  const throwing = serve(() => { throw new Error("mailer down"); }, { secret });
+  await assertProblem(await post(throwing, headers), "step-error", /^mailer down$/);
+  const twoAnswers = serve(() => ({ next: {}, done: {} }), { secret });
+  await assertProblem(await post(twoAnswers, headers), "step-error", /exactly one of/);
 });
