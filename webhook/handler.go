@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 )
@@ -15,15 +16,29 @@ type StepFunc func(ctx context.Context, req *StepRequest) Response
 
 // Handler serves a step webhook: it verifies the signature with secret (401 when it
 // does not match), decodes the step, runs fn and writes its answer. The secret's key is
-// decoded once and its HMAC states reused (a Signer); a secret that does not decode
-// answers every request 401.
+// decoded once and its HMAC states reused (a Signer).
+//
+// Handler panics when secret is malformed (see NewHandler) or fn is nil, as a
+// misconfiguration is best found when the program starts; NewHandler returns the error
+// instead, for a secret read from configuration.
 func Handler(secret string, fn StepFunc) http.Handler {
-	signer, signerErr := NewSigner(secret)
-	verify := func(h http.Header, body []byte) error {
-		if signerErr != nil {
-			return Verify(secret, h, body, 0) // the same answer as Verify: header problems first
-		}
-		return signer.Verify(h, body, 0)
+	h, err := NewHandler(secret, fn)
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+// NewHandler is Handler, answering an error rather than panicking when secret is not
+// a signing secret (the whsec_ prefix optional, then the key in padded standard base64)
+// or fn is nil. The error says what is wrong with the secret without quoting it.
+func NewHandler(secret string, fn StepFunc) (http.Handler, error) {
+	signer, err := NewSigner(secret)
+	if err != nil {
+		return nil, err
+	}
+	if fn == nil {
+		return nil, errors.New("webhook: the step function is nil")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := readRequest(r)
@@ -31,7 +46,7 @@ func Handler(secret string, fn StepFunc) http.Handler {
 			http.Error(w, "unreadable or oversized step request", http.StatusBadRequest)
 			return
 		}
-		if err := verify(r.Header, body); err != nil {
+		if err := signer.Verify(r.Header, body, 0); err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
@@ -45,7 +60,7 @@ func Handler(secret string, fn StepFunc) http.Handler {
 		resp := fn(r.Context(), &req)
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(resp)
-	})
+	}), nil
 }
 
 // readRequest reads a step request's body, into one buffer of its declared length when
