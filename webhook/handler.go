@@ -1,10 +1,14 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"strings"
+	"sync"
 )
 
 // MaxRequestBytes caps the step request Handler reads (the service's default cap).
@@ -13,50 +17,168 @@ const MaxRequestBytes = 1 << 20
 // StepFunc runs one step and says what happens next.
 type StepFunc func(ctx context.Context, req *StepRequest) Response
 
-// Handler serves a step webhook: it verifies the signature with secret (401 when it
-// does not match), decodes the step, runs fn and writes its answer. The secret's key is
-// decoded once and its HMAC states reused (a Signer); a secret that does not decode
-// answers every request 401.
+// Handler serves a step webhook: it verifies the signature with secret, decodes the
+// step, runs fn and writes its answer. The secret's key is decoded once and its HMAC
+// states reused (a Signer).
+//
+// Every error is answered as an RFC 9457 problem (application/problem+json with type,
+// title, status and detail), as the TypeScript and Python SDKs answer it: 405 for a
+// request that is not a POST, 413 for a body over MaxRequestBytes, 401 for a missing or
+// bad signature or a stale timestamp, 400 for a body that is not a step request (JSON
+// with job and lease), and 500 when fn's answer sets other than exactly one field or
+// does not encode (a RawMessage that is not JSON). The service retries every non-2xx.
+// A panic in fn is net/http's to handle: the connection is dropped, which the service
+// retries too.
+//
+// Handler panics when secret is malformed (see NewHandler) or fn is nil, as a
+// misconfiguration is best found when the program starts; NewHandler returns the error
+// instead, for a secret read from configuration.
 func Handler(secret string, fn StepFunc) http.Handler {
-	signer, signerErr := NewSigner(secret)
-	verify := func(h http.Header, body []byte) error {
-		if signerErr != nil {
-			return Verify(secret, h, body, 0) // the same answer as Verify: header problems first
-		}
-		return signer.Verify(h, body, 0)
+	h, err := NewHandler(secret, fn)
+	if err != nil {
+		panic(err)
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := readRequest(r)
-		if err != nil || len(body) > MaxRequestBytes {
-			http.Error(w, "unreadable or oversized step request", http.StatusBadRequest)
-			return
-		}
-		if err := verify(r.Header, body); err != nil {
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
-		req, ok := decodeStep(body)
-		if !ok {
-			if err := json.Unmarshal(body, &req); err != nil {
-				http.Error(w, "bad step request: "+err.Error(), http.StatusBadRequest)
-				return
-			}
-		}
-		resp := fn(r.Context(), &req)
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(resp)
-	})
+	return h
 }
 
+// NewHandler is Handler, answering an error rather than panicking when secret is not
+// a signing secret (the whsec_ prefix optional, then the key in padded standard base64)
+// or fn is nil. The error says what is wrong with the secret without quoting it.
+func NewHandler(secret string, fn StepFunc) (http.Handler, error) {
+	signer, err := NewSigner(secret)
+	if err != nil {
+		return nil, err
+	}
+	if fn == nil {
+		return nil, errors.New("webhook: the step function is nil")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeProblem(w, problemNotPost, "a step request is a POST, not "+r.Method)
+			return
+		}
+		body, err := readRequest(r)
+		switch {
+		case err == errTooLarge:
+			writeProblem(w, problemTooLarge, "a step request is at most 1 MiB")
+			return
+		case err != nil:
+			writeProblem(w, problemBadStep, "the body could not be read: "+err.Error())
+			return
+		}
+		if err := signer.Verify(r.Header, body, 0); err != nil {
+			writeProblem(w, problemSignature, strings.TrimPrefix(err.Error(), "webhook: "))
+			return
+		}
+		req, why := readStep(body)
+		if why != "" {
+			writeProblem(w, problemBadStep, why)
+			return
+		}
+		resp := fn(r.Context(), &req)
+		if why := answerProblem(&resp); why != "" {
+			writeProblem(w, problemStepFunction, why)
+			return
+		}
+		// Encoded before the status is written, so that an answer that does not encode is
+		// a 500 rather than a 200 with no body; the buffer is pooled so that this costs no
+		// allocation (BenchmarkHandler).
+		buf := answerBuffers.Get().(*bytes.Buffer)
+		defer putAnswerBuffer(buf)
+		buf.Reset()
+		if err := json.NewEncoder(buf).Encode(resp); err != nil {
+			writeProblem(w, problemStepFunction, "the answer is not valid JSON: "+strings.TrimPrefix(err.Error(), "json: "))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(buf.Bytes())
+	}), nil
+}
+
+// answerBuffers holds the buffers Handler encodes answers into.
+var answerBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putAnswerBuffer returns buf to answerBuffers unless one large answer grew it.
+func putAnswerBuffer(buf *bytes.Buffer) {
+	if buf.Cap() <= 64<<10 {
+		answerBuffers.Put(buf)
+	}
+}
+
+// answerProblem says what is wrong with an answer that sets other than exactly one of
+// its fields, or "" when it sets one.
+func answerProblem(r *Response) string {
+	var buf [6]string
+	got := buf[:0]
+	for i, set := range [...]bool{r.Next != nil, r.Await != nil, r.Spawn != nil, r.Done != nil, r.Fail != nil, r.Retry != nil} {
+		if set {
+			got = append(got, [...]string{"next", "await", "spawn", "done", "fail", "retry"}[i])
+		}
+	}
+	switch len(got) {
+	case 1:
+		return ""
+	case 0:
+		got = append(got, "none")
+	}
+	return "a step answers exactly one of next, await, spawn, done, fail, retry (got " + strings.Join(got, ", ") + ")"
+}
+
+// readStep decodes a step request, or answers why body is not one (a problem's detail):
+// it is not JSON, not an object with job and lease objects, or its members do not fit
+// StepRequest. The service's shape is read in one pass (decodeStep), anything else by
+// encoding/json.
+func readStep(body []byte) (StepRequest, string) {
+	const notAStep = "a step request is an object with job and lease"
+	req, isStep, ok := decodeStep(body)
+	switch {
+	case ok && isStep:
+		return req, ""
+	case ok:
+		return StepRequest{}, notAStep
+	}
+	var members struct{ Job, Lease json.RawMessage }
+	if err := json.Unmarshal(body, &members); err != nil {
+		if _, syntax := err.(*json.SyntaxError); syntax {
+			return StepRequest{}, "the body is not JSON: " + err.Error()
+		}
+		return StepRequest{}, notAStep // an array, a string, a number
+	}
+	if !isObject(members.Job) || !isObject(members.Lease) {
+		return StepRequest{}, notAStep
+	}
+	var slow StepRequest // on the heap: declared here, so that the one pass allocates none
+	if err := json.Unmarshal(body, &slow); err != nil {
+		return StepRequest{}, "the body is not a step request: " + strings.TrimPrefix(err.Error(), "json: ")
+	}
+	return slow, ""
+}
+
+// isObject reports whether the JSON value v is an object.
+func isObject(v json.RawMessage) bool { return len(v) > 0 && v[0] == '{' }
+
+// errTooLarge is readRequest's error for a body over MaxRequestBytes.
+var errTooLarge = errors.New("webhook: step request over MaxRequestBytes")
+
 // readRequest reads a step request's body, into one buffer of its declared length when
-// that is within MaxRequestBytes (a longer body reads as over the cap).
+// that is within MaxRequestBytes; a longer body is errTooLarge, refused before it is read
+// when its length is declared.
 func readRequest(r *http.Request) ([]byte, error) {
-	if n := r.ContentLength; n > 0 && n <= MaxRequestBytes {
+	n := r.ContentLength
+	if n > MaxRequestBytes {
+		return nil, errTooLarge
+	}
+	if n > 0 {
 		body := make([]byte, n)
 		if _, err := io.ReadFull(r.Body, body); err != nil {
 			return nil, err
 		}
 		return body, nil
 	}
-	return io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	if err == nil && len(body) > MaxRequestBytes {
+		return nil, errTooLarge
+	}
+	return body, err
 }

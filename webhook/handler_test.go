@@ -13,8 +13,8 @@ import (
 )
 
 // Handler answers a step whose signature one of the secrets made, and 401 for any other:
-// a signature of another secret or another body, an old timestamp, a missing header, or
-// a handler whose own secret does not decode.
+// a signature of another secret or another body, an old timestamp, a missing header (a
+// handler whose own secret does not decode is never built: secret_test.go).
 func TestHandlerVerifiesEachRequest(t *testing.T) {
 	t.Parallel()
 	secret, other := webhook.NewSecret(), webhook.NewSecret()
@@ -60,13 +60,6 @@ func TestHandlerVerifiesEachRequest(t *testing.T) {
 		if w := send(h, sign); w.Code != http.StatusUnauthorized {
 			t.Errorf("%s: %d %s, want 401", name, w.Code, w.Body)
 		}
-	}
-	broken := webhook.Handler("whsec_not base64!", func(context.Context, *webhook.StepRequest) webhook.Response {
-		t.Error("a handler with a broken secret ran a step")
-		return webhook.Response{}
-	})
-	if w := send(broken, signWith(time.Now(), body, secret)); w.Code != http.StatusUnauthorized {
-		t.Errorf("a handler with a broken secret answered %d %s, want 401", w.Code, w.Body)
 	}
 	if ran != 3 {
 		t.Fatalf("the step function ran %d times, want 3", ran)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 )
 
 // Standard Webhooks header names.
@@ -34,14 +35,38 @@ func NewSecret() string {
 	return SecretPrefix + base64.StdEncoding.EncodeToString(b)
 }
 
-// secretKey decodes a "whsec_…" secret into its HMAC key.
+// secretKey decodes a signing secret (the whsec_ prefix optional, then the HMAC key in
+// padded standard base64, at least one byte long) into its key. Its error says what is
+// wrong in the words of the TypeScript and Python SDKs, and never quotes the secret.
 func secretKey(secret string) ([]byte, error) {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, SecretPrefix))
-	if err != nil || len(key) == 0 {
-		return nil, fmt.Errorf("webhook: secret is not whsec_ followed by base64")
+	raw := strings.TrimPrefix(secret, SecretPrefix)
+	key, err := base64.StdEncoding.DecodeString(raw)
+	if err == nil && len(key) > 0 {
+		return key, nil
 	}
-	return key, nil
+	return nil, errors.New("webhook: the signing secret " + secretProblem(secret, raw))
 }
+
+// secretProblem says why secret, whose key part is raw, does not decode.
+func secretProblem(secret, raw string) string {
+	// encoding/base64 skips \r and \n, so a trailing newline alone is no problem.
+	data := strings.TrimRight(strings.NewReplacer("\r", "", "\n", "").Replace(raw), "=")
+	switch {
+	case secret == "":
+		return "is empty"
+	case data == "" && !strings.Contains(raw, "="):
+		return "has an empty key (nothing after whsec_)"
+	case strings.ContainsFunc(data, unicode.IsSpace):
+		return "has whitespace in it"
+	case strings.ContainsFunc(data, func(c rune) bool { return !strings.ContainsRune(base64Alphabet, c) }):
+		return "is not whsec_ followed by base64 (it has characters outside A-Z, a-z, 0-9, + and /, or = before the end)"
+	default:
+		return "is not whsec_ followed by base64 (its length does not fit base64: cut short, or missing or wrong = padding)"
+	}
+}
+
+// base64Alphabet is standard base64's, which secrets are written in.
+const base64Alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 // ValidSecret reports whether secret has the whsec_ + base64 form.
 func ValidSecret(secret string) bool {

@@ -19,14 +19,17 @@ import (
 // is escaped, not ASCII or a member's name in another case, a null where a number,
 // string, time or object goes, invalid JSON) is left to json.Unmarshal: ok false.
 // TestStepDecodeMatchesEncodingJSON and its fuzz target hold the two to the same result.
-func decodeStep(body []byte) (req StepRequest, ok bool) {
+// isStep says whether the body has both job and lease (as objects, when ok).
+func decodeStep(body []byte) (req StepRequest, isStep, ok bool) {
 	if !json.Valid(body) {
-		return StepRequest{}, false
+		return StepRequest{}, false, false
 	}
 	s := stepScanner{jsonscan.Cursor{B: body}}
+	var job, lease bool
 	ok = s.object([]string{"job", "signals", "signals_more", "children", "children_more", "lease", "wake"}, func(k int) bool {
 		switch k {
 		case 0:
+			job = true
 			return s.job(&req.Job)
 		case 1:
 			req.Signals = []Signal{}
@@ -45,6 +48,7 @@ func decodeStep(body []byte) (req StepRequest, ok bool) {
 		case 4:
 			return s.int(&req.ChildrenMore)
 		case 5:
+			lease = true
 			return s.object([]string{"token", "expires_at"}, func(k int) bool {
 				if k == 0 {
 					return s.str(&req.Lease.Token)
@@ -56,9 +60,9 @@ func decodeStep(body []byte) (req StepRequest, ok bool) {
 		}
 	})
 	if s.Space(); !ok || s.I != len(s.B) {
-		return StepRequest{}, false
+		return StepRequest{}, false, false
 	}
-	return req, true
+	return req, job && lease, true
 }
 
 func (s *stepScanner) job(j *Job) bool {

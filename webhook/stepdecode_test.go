@@ -75,9 +75,16 @@ func FuzzStepDecode(f *testing.F) {
 // json.Unmarshal reads; it reports whether decodeStep accepted it.
 func checkStepDecode(t *testing.T, body []byte) bool {
 	t.Helper()
-	got, ok := decodeStep(body)
+	got, isStep, ok := decodeStep(body)
 	if !ok {
 		return false
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(body, &members); err != nil {
+		t.Fatalf("the one pass read %q, not an object", body)
+	}
+	if has := members["job"] != nil && members["lease"] != nil; isStep != has {
+		t.Fatalf("the one pass says %q has job and lease: %v, want %v", body, isStep, has)
 	}
 	var want StepRequest
 	if err := json.Unmarshal(body, &want); err != nil {

@@ -12,7 +12,7 @@ from .client import TERMINAL, Client
 from .errors import (PROBLEM_CONFLICT, PROBLEM_FORBIDDEN, PROBLEM_LEASE_LOST, PROBLEM_NOT_FOUND,
                      PROBLEM_TOO_LARGE, PROBLEM_UNAUTHORIZED, PROBLEM_VALIDATION, ProblemError,
                      SignatureError)
-from .signature import new_secret, sign, sign_headers, verify
+from .signature import new_secret, secret_problem, sign, sign_headers, verify
 from .steps import ChildResult, Job, Lease, Response, Signal, Step, Steps, decode_step
 
 __version__ = "0.1.0"
@@ -22,5 +22,5 @@ __all__ = [
     "PROBLEM_CONFLICT", "PROBLEM_FORBIDDEN", "PROBLEM_LEASE_LOST", "PROBLEM_NOT_FOUND",
     "PROBLEM_TOO_LARGE", "PROBLEM_UNAUTHORIZED", "PROBLEM_VALIDATION", "ProblemError", "Response",
     "Retry", "Signal", "SignatureError", "Spawn", "Step", "Steps", "TERMINAL", "decode_step", "encode",
-    "go_duration", "new_secret", "sign", "sign_headers", "verify",
+    "go_duration", "new_secret", "secret_problem", "sign", "sign_headers", "verify",
 ]

@@ -8,11 +8,12 @@
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
+import re
 import secrets as _secrets
 import time
+from collections.abc import Iterable
 from typing import Mapping, Optional, Sequence, Union
 
 from .errors import SignatureError
@@ -31,15 +32,53 @@ def new_secret() -> str:
     return SECRET_PREFIX + base64.b64encode(_secrets.token_bytes(32)).decode()
 
 
-def _key(secret: str) -> bytes:
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*=*")
+
+
+def secret_problem(secret: object) -> Optional[str]:
+    """What is wrong with a signing secret, or ``None`` when Standard Webhooks accepts it:
+    an optional ``whsec_`` prefix, then the HMAC key in standard base64 (padding optional),
+    at least one byte long. The answer never quotes the secret."""
+    if secret is None:
+        return "is missing"
+    if not isinstance(secret, str):
+        return f"must be a string (got {type(secret).__name__})"
+    if secret == "":
+        return "is empty"
     raw = secret[len(SECRET_PREFIX):] if secret.startswith(SECRET_PREFIX) else secret
-    try:
-        key = base64.b64decode(raw, validate=True)
-    except (binascii.Error, ValueError):
-        key = b""
-    if not key:
-        raise ValueError("a signing secret is whsec_ followed by base64")
-    return key
+    if any(c.isspace() for c in raw):
+        return "has whitespace in it (a trailing newline?)"
+    if raw == "":
+        return "has an empty key (nothing after whsec_)"
+    if not _BASE64.fullmatch(raw):
+        return ("is not whsec_ followed by base64 "
+                "(it has characters outside A-Z, a-z, 0-9, + and /, or = before the end)")
+    data = raw.rstrip("=")
+    rest, padding = len(data) % 4, len(raw) - len(data)
+    if rest == 1 or (padding and padding != (4 - rest) % 4):
+        return "is not whsec_ followed by base64 (its length does not fit base64: cut short, or wrong = padding)"
+    return None
+
+
+def _key(secret: str, name: str = "the signing secret") -> bytes:
+    """The HMAC key of a secret; raises ValueError (TypeError for a non-string) naming what
+    is wrong, as ``secret_problem`` says it."""
+    problem = secret_problem(secret)
+    if problem:
+        error = ValueError if secret is None or isinstance(secret, str) else TypeError
+        raise error(f"{name} {problem}")
+    raw = (secret[len(SECRET_PREFIX):] if secret.startswith(SECRET_PREFIX) else secret).rstrip("=")
+    return base64.b64decode(raw + "=" * (-len(raw) % 4), validate=True)
+
+
+def _keys(secrets: Secrets, who: str) -> list[bytes]:
+    """The keys of one secret or a list of them; raises naming the bad one (``secret[1]``)."""
+    if secrets is None or isinstance(secrets, (str, bytes, bytearray)) or not isinstance(secrets, Iterable):
+        return [_key(secrets, f"{who}the signing secret")]  # type: ignore[arg-type]
+    listed = list(secrets)
+    if not listed:
+        raise ValueError(f"{who}no signing secret (the secret list is empty)")
+    return [_key(s, f"{who}secret[{i}]") for i, s in enumerate(listed)]
 
 
 def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
@@ -75,11 +114,11 @@ def verify(secrets: Secrets, headers: Mapping[str, str], body: bytes,
     any of the request's signatures may match any of them. The timestamp must be within
     ``tolerance`` seconds of ``now`` (the clock by default). Header names match in any case.
     """
-    if isinstance(secrets, str):
-        secrets = [secrets]
-    keys = [_key(s) for s in secrets]
-    if not keys:
-        raise ValueError("verify needs at least one secret")
+    return _verify(_keys(secrets, ""), headers, body, tolerance, now)
+
+
+def _verify(keys: list[bytes], headers: Mapping[str, str], body: bytes, tolerance: float,
+            now: Optional[float]) -> str:
     msg_id = _header(headers, HEADER_ID)
     ts_text = _header(headers, HEADER_TIMESTAMP)
     sigs = _header(headers, HEADER_SIGNATURE)

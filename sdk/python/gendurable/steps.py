@@ -15,6 +15,12 @@
 A step function takes a ``Step`` and returns an answer (``Next``, ``Await``, ``Spawn``,
 ``Done``, ``Fail``, ``Retry``, ``Accepted`` or a dict such as ``{"done": {}}``); it may be
 ``async def``. An exception answers 500, which the server retries with backoff.
+
+Every error is answered as an RFC 9457 problem (``application/problem+json`` with
+``type``, ``title``, ``status`` and ``detail``), as the TypeScript SDK's ``serve`` answers:
+405 ``method-not-allowed``, 401 ``webhook-signature``, 400 ``bad-step-request``, 413
+``too-large``, 404 ``unknown-handler``, 500 ``step-error`` (types under
+``urn:gendurable:problem:``).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from typing import Any, Awaitable, Callable, Mapping, Optional, Union
 
 from . import answers
 from .errors import SignatureError
-from .signature import DEFAULT_TOLERANCE, Secrets, verify
+from .signature import DEFAULT_TOLERANCE, Secrets, _keys, _verify
 
 log = logging.getLogger("gendurable")
 
@@ -136,8 +142,24 @@ class Response:
     headers: dict[str, str] = field(default_factory=lambda: {"content-type": "application/json"})
 
 
-def _error(status: int, message: str) -> Response:
-    return Response(status, json.dumps({"error": message}).encode())
+# The problems Steps answers, by type: the status and the title, the same for every
+# occurrence (RFC 9457) and the same as the TypeScript SDK's serve answers.
+_PROBLEMS = {
+    "method-not-allowed": (405, "Step webhooks are POSTed"),
+    "webhook-signature": (401, "Bad webhook signature"),
+    "bad-step-request": (400, "Bad step request"),
+    "too-large": (413, "Step request too large"),
+    "unknown-handler": (404, "No step function for this handler"),
+    "step-error": (500, "The step function failed"),
+}
+
+
+def _problem(kind: str, detail: str) -> Response:
+    """An RFC 9457 problem answer: type ``urn:gendurable:problem:<kind>``, its status and
+    title, and ``detail`` about this occurrence."""
+    status, title = _PROBLEMS[kind]
+    doc = {"type": "urn:gendurable:problem:" + kind, "title": title, "status": status, "detail": detail}
+    return Response(status, json.dumps(doc).encode(), {"content-type": "application/problem+json"})
 
 
 StepFunction = Callable[[Step], Union[Any, Awaitable[Any]]]
@@ -148,7 +170,10 @@ class Steps:
 
     def __init__(self, secret: Secrets, *, tolerance: float = DEFAULT_TOLERANCE):
         """``secret`` is the handler's ``whsec_…`` secret, or several while you rotate it;
-        ``tolerance`` is how many seconds a ``webhook-timestamp`` may be off."""
+        ``tolerance`` is how many seconds a ``webhook-timestamp`` may be off. A malformed
+        secret raises ``ValueError`` here, naming what is wrong (``TypeError`` when it is
+        not a string)."""
+        self._keys = _keys(secret, "Steps: ")
         self.secrets = [secret] if isinstance(secret, str) else list(secret)
         self.tolerance = tolerance
         self._routes: dict[tuple[str, Optional[int]], StepFunction] = {}
@@ -168,32 +193,34 @@ class Steps:
     def _prepare(self, headers: Mapping[str, str], body: bytes):
         """Verifies and decodes; answers (step, function) or the error Response."""
         if len(body) > MAX_REQUEST_BYTES:
-            return _error(413, "step request over the 1 MiB cap")
+            return _problem("too-large", "a step request is at most 1 MiB")
         try:
-            msg_id = verify(self.secrets, headers, body, self.tolerance)
+            msg_id = _verify(self._keys, headers, body, self.tolerance, None)
         except SignatureError as e:
-            return _error(401, str(e))
+            return _problem("webhook-signature", str(e))
         try:
             step = decode_step(body, msg_id)
+        except json.JSONDecodeError as e:
+            return _problem("bad-step-request", f"the body is not JSON: {e}")
         except (ValueError, TypeError) as e:
-            return _error(400, f"bad step request: {e}")
+            return _problem("bad-step-request", str(e))
         fn = self._routes.get((step.job.handler, step.job.step)) or self._routes.get((step.job.handler, None))
         if fn is None:
-            return _error(404, f"no step function for handler {step.job.handler!r}")
+            return _problem("unknown-handler", f"handler {json.dumps(step.job.handler)}")
         return step, fn
 
     @staticmethod
     def _finish(step: Step, result: Any = None, exc: Optional[BaseException] = None) -> Response:
         if exc is not None:
             log.exception("step %s of job %s failed", step.job.step, step.job.id, exc_info=exc)
-            return _error(500, f"{type(exc).__name__}: {exc}")
+            return _problem("step-error", f"{type(exc).__name__}: {exc}")
         if result is answers.Accepted or isinstance(result, answers.Accepted):
             return Response(202, b"")
         try:
             return Response(200, json.dumps(answers.encode(result)).encode())
         except (TypeError, ValueError) as e:
             log.error("step %s of job %s answered %r", step.job.step, step.job.id, result)
-            return _error(500, str(e))
+            return _problem("step-error", str(e))
 
     def handle(self, headers: Mapping[str, str], body: bytes) -> Response:
         """Serves one step request; an ``async def`` step function runs to completion in a
@@ -233,7 +260,7 @@ class Steps:
     def wsgi(self, environ: dict, start_response: Callable) -> list[bytes]:
         """The WSGI application: POST a step to any path it is mounted at."""
         if environ.get("REQUEST_METHOD") != "POST":
-            resp = _error(405, "step requests are POSTs")
+            resp = _not_post(environ.get("REQUEST_METHOD"))
         else:
             try:
                 length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -259,7 +286,7 @@ class Steps:
         if scope["type"] != "http":
             raise RuntimeError(f"gendurable.Steps serves HTTP, not {scope['type']}")
         if scope.get("method") != "POST":
-            resp = _error(405, "step requests are POSTs")
+            resp = _not_post(scope.get("method"))
         else:
             chunks, size, more = [], 0, True
             while more:
@@ -282,7 +309,7 @@ class Steps:
         events; answers the same 2.0 response shape."""
         method = (event.get("requestContext", {}).get("http", {}) or {}).get("method", "POST")
         if method != "POST":
-            resp = _error(405, "step requests are POSTs")
+            resp = _not_post(method)
         else:
             body = event.get("body") or ""
             raw = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode()
@@ -290,6 +317,10 @@ class Steps:
             resp = self.handle(headers, raw)
         return {"statusCode": resp.status, "headers": dict(resp.headers),
                 "body": resp.body.decode(), "isBase64Encoded": False}
+
+
+def _not_post(method: Optional[str]) -> Response:
+    return _problem("method-not-allowed", f"a step request is a POST, not {method or 'no method'}")
 
 
 async def _awaited(aw: Awaitable[Any]) -> Any:

@@ -75,6 +75,48 @@ class SignatureTest(unittest.TestCase):
             gendurable.sign("whsec_not base64!", "m", 1, b"")
 
 
+class SecretTest(unittest.TestCase):
+    """Steps checks its signing secret when it is built (a malformed one used to raise on
+    every request); the same cases as sdk/typescript/test/serve.test.ts."""
+
+    def test_a_malformed_secret_is_refused_when_steps_is_built(self):
+        cases = {
+            "not base64": ("whsec_!!!", ValueError,
+                           r"^Steps: the signing secret is not whsec_ followed by base64 \(it has characters outside"),
+            "URL-safe alphabet": ("whsec_ab-_", ValueError, "characters outside"),
+            "cut short": ("whsec_YWJjZ", ValueError, "length"),
+            "misplaced padding": ("whsec_YQ=a", ValueError, "characters outside"),
+            "too much padding": ("whsec_YQ===", ValueError, "length"),
+            "a trailing newline": (gendurable.new_secret() + "\n", ValueError, "whitespace"),
+            "an empty key": ("whsec_", ValueError, "empty key"),
+            "empty": ("", ValueError, "the signing secret is empty"),
+            "missing (an unset environment variable)": (None, ValueError, r"^Steps: the signing secret is missing$"),
+            "not a string": (b"whsec_YQ==", TypeError, r"must be a string \(got bytes\)"),
+            "an empty list": ([], ValueError, "no signing secret"),
+            "one bad secret in a list": ([support.SECRET, "whsec_!!!"], ValueError,
+                                         r"^Steps: secret\[1\] is not whsec_ followed by base64"),
+        }
+        for name, (secret, error, message) in cases.items():
+            with self.subTest(name):
+                with self.assertRaisesRegex(error, message):
+                    Steps(secret)
+
+    def test_every_secret_standard_webhooks_accepts_is_accepted(self):
+        body = step_body()
+        for secret, signer in [
+            (gendurable.new_secret(), None),
+            ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", None),  # the specification's test vector
+            ("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),  # the prefix is optional
+            ("whsec_YQ==", None),  # a one-byte key: no minimum length
+            ("whsec_YWI=", None),
+            ("whsec_YWJjZA", "whsec_YWJjZA=="),  # padding is optional, as in the TypeScript SDK
+        ]:
+            with self.subTest(secret):
+                steps = Steps(secret)
+                steps.register("h", lambda step: Done())
+                self.assertEqual(steps.handle(signed(body, signer or secret), body).status, 200)
+
+
 class StepsTest(unittest.TestCase):
     def setUp(self):
         self.steps = Steps(support.SECRET)
@@ -124,8 +166,7 @@ class StepsTest(unittest.TestCase):
         for name, (b, headers, want) in cases.items():
             with self.subTest(name):
                 status, answer = self.handle(b, headers)
-                self.assertEqual(status, want, answer)
-                self.assertIn("error", answer)
+                self.assertEqual((status, answer["status"]), (want, want), answer)
         self.assertEqual(self.seen, [])
 
     def test_answers(self):
@@ -156,7 +197,88 @@ class StepsTest(unittest.TestCase):
         with self.assertLogs("gendurable", "ERROR"):
             status, answer = self.handle(step_body(handler="x"))
         self.assertEqual(status, 500)
-        self.assertIn("KeyError", answer["error"])
+        self.assertIn("KeyError", answer["detail"])
+
+
+# PROBLEMS lists every error Steps answers: the TypeScript SDK's serve answers the same
+# status, type and title for the same case (sdk/typescript/test/serve.test.ts).
+PROBLEMS = {
+    "method-not-allowed": (405, "Step webhooks are POSTed"),
+    "webhook-signature": (401, "Bad webhook signature"),
+    "bad-step-request": (400, "Bad step request"),
+    "too-large": (413, "Step request too large"),
+    "unknown-handler": (404, "No step function for this handler"),
+    "step-error": (500, "The step function failed"),
+}
+
+
+class ProblemsTest(unittest.TestCase):
+    """Every error is an RFC 9457 problem: application/problem+json with type, title,
+    status and detail, whichever adapter answers it."""
+
+    def assertProblem(self, status: int, content_type: str, body: bytes, kind: str, detail: str):
+        want_status, title = PROBLEMS[kind]
+        self.assertEqual((status, content_type), (want_status, "application/problem+json"), body)
+        problem = json.loads(body)
+        self.assertEqual(sorted(problem), ["detail", "status", "title", "type"])
+        self.assertEqual((problem["type"], problem["title"], problem["status"]),
+                         ("urn:gendurable:problem:" + kind, title, want_status))
+        self.assertRegex(problem["detail"], detail)
+
+    def test_every_error_steps_answers_is_a_problem(self):
+        steps = Steps(support.SECRET)
+        steps.register("h", lambda step: Done())
+
+        def boom(step):
+            raise KeyError("missing")
+        steps.register("boom", boom)
+        steps.register("two", lambda step: {"next": {}, "done": {}})
+        body = step_body()
+        cases = [
+            ("missing headers", body, {}, "webhook-signature", "missing webhook-id"),
+            ("stale", body, signed(body, ts=int(time.time()) - 3600), "webhook-signature", "outside the tolerance"),
+            ("wrong secret", body, signed(body, support.OTHER_SECRET), "webhook-signature", "no matching signature"),
+            ("not json", b"{", signed(b"{"), "bad-step-request", "not JSON"),
+            ("not a step", b'{"hello": 1}', signed(b'{"hello": 1}'), "bad-step-request", "job and lease"),
+            ("oversized", b" " * (1 << 20) + body, signed(b" " * (1 << 20) + body), "too-large", "1 MiB"),
+            ("unknown handler", step_body(handler="zz"), signed(step_body(handler="zz")), "unknown-handler", '"zz"'),
+            ("exception", step_body(handler="boom"), signed(step_body(handler="boom")), "step-error", "KeyError"),
+            ("two answers", step_body(handler="two"), signed(step_body(handler="two")), "step-error", "one of"),
+        ]
+        for name, b, headers, kind, detail in cases:
+            with self.subTest(name):
+                if kind == "step-error":  # logged on the gendurable logger
+                    with self.assertLogs("gendurable", "ERROR"):
+                        resp = steps.handle(headers, b)
+                else:
+                    resp = steps.handle(headers, b)
+                self.assertProblem(resp.status, resp.headers.get("content-type", ""), resp.body, kind, detail)
+
+    def test_each_adapter_answers_problems(self):
+        steps = Steps(support.SECRET)
+        body = step_body()
+        started = []
+        out = steps.wsgi({"REQUEST_METHOD": "GET", "wsgi.input": io.BytesIO()},
+                         lambda status, headers: started.append((int(status.split()[0]), dict(headers))))
+        self.assertProblem(started[0][0], started[0][1]["content-type"], b"".join(out), "method-not-allowed", "GET")
+        environ = {"REQUEST_METHOD": "POST", "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body)}
+        started.clear()
+        out = steps.wsgi(environ, lambda status, headers: started.append((int(status.split()[0]), dict(headers))))
+        self.assertProblem(started[0][0], started[0][1]["content-type"], b"".join(out), "webhook-signature", "missing")
+
+        status, headers, out = support.call_asgi(steps.asgi, "GET", "/steps", {}, b"")
+        self.assertProblem(status, headers["content-type"], out, "method-not-allowed", "GET")
+        status, headers, out = support.call_asgi(steps.asgi, "POST", "/steps", {"webhook-id": "x"}, body)
+        self.assertProblem(status, headers["content-type"], out, "webhook-signature", "missing")
+
+        event = support.function_url_event("POST", "/", {"content-type": "application/json"}, body, False)
+        result = steps.lambda_handler(event, None)
+        self.assertProblem(result["statusCode"], result["headers"]["content-type"], result["body"].encode(),
+                           "webhook-signature", "missing")
+        event["requestContext"]["http"]["method"] = "GET"
+        result = steps.lambda_handler(event, None)
+        self.assertProblem(result["statusCode"], result["headers"]["content-type"], result["body"].encode(),
+                           "method-not-allowed", "GET")
 
 
 class AdaptersTest(unittest.TestCase):

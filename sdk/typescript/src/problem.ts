@@ -52,8 +52,11 @@ export class ProblemError extends Error {
   }
 }
 
-/** problemResponse answers a problem document with its status. */
-export function problemResponse(status: number, type: string, title: string, detail?: string): Response {
+/**
+ * problemResponse answers a problem document with its status: type
+ * `urn:gendurable:problem:<type>`, a title fixed per type and a detail about this case.
+ */
+export function problemResponse(status: number, type: string, title: string, detail: string): Response {
   const problem: Problem = { type: `urn:gendurable:problem:${type}`, title, status, detail };
   return new Response(JSON.stringify(problem), { status, headers: { "content-type": "application/problem+json" } });
 }

@@ -1,7 +1,7 @@
 import type { components } from "./api-types.js";
 import type { Client, LeaseExtended, OutcomeApplied, StepAnswer } from "./client.js";
 import { problemResponse } from "./problem.js";
-import { SignatureError, verify } from "./signature.js";
+import { SignatureError, secretProblem, verify } from "./signature.js";
 
 type Schemas = components["schemas"];
 export type StepRequest = Schemas["StepRequest"];
@@ -50,7 +50,11 @@ export type StepFunction<Input = any, State = any> = (
 
 /** ServeOptions configure serve. */
 export interface ServeOptions {
-  /** The handler's signing secret (`whsec_…`); several accept any of them, as during a rotation. */
+  /**
+   * The handler's signing secret (`whsec_` + base64 of the key); several accept any of
+   * them, as during a rotation. serve throws a TypeError naming the problem when one is
+   * malformed.
+   */
   secret: string | string[];
   /** How far webhook-timestamp may be from now, in seconds (default 300). */
   toleranceSeconds?: number;
@@ -69,20 +73,21 @@ const ANSWERS = ["next", "await", "spawn", "done", "fail", "retry"];
  * given), and answers its result. It drops into Cloudflare Workers, Next.js / Vercel route
  * handlers, Deno and Bun; ./node and ./lambda adapt it to Node's http and AWS Lambda.
  *
- * Answers: 200 with the step's answer; 202 for accepted; 401 for a bad signature or stale
- * timestamp; 400 for a body that is not a step; 404 for a handler with no function; 500
- * when the function throws. The service retries every non-2xx with backoff.
+ * Answers: 200 with the step's answer; 202 for accepted; and an RFC 9457 problem
+ * (`application/problem+json` with type, title, status and detail, as the Python SDK
+ * answers) for every error: 405 for a request that is not a POST, 401 for a missing or bad
+ * signature or a stale timestamp, 400 for a body that is not a step, 404 for a handler
+ * with no function, 500 when the function throws or answers something that is not one
+ * answer. The service retries every non-2xx with backoff.
  */
 export function serve(
   steps: StepFunction | Record<string, StepFunction>,
   options: ServeOptions,
 ): (request: Request) => Promise<Response> {
-  if (!options || !options.secret || (Array.isArray(options.secret) && options.secret.length === 0)) {
-    throw new TypeError("serve needs the handler's signing secret");
-  }
+  checkSecrets(options?.secret);
   return async (request: Request): Promise<Response> => {
     if (request.method !== "POST") {
-      return problemResponse(405, "method-not-allowed", "Step webhooks are POSTed");
+      return problemResponse(405, "method-not-allowed", "Step webhooks are POSTed", `a step request is a POST, not ${request.method}`);
     }
     const body = new Uint8Array(await request.arrayBuffer());
     let webhookId: string;
@@ -95,11 +100,11 @@ export function serve(
     let step: Step;
     try {
       step = JSON.parse(new TextDecoder().decode(body)) as Step;
-    } catch {
-      return problemResponse(400, "bad-step-request", "The body is not JSON");
+    } catch (error) {
+      return problemResponse(400, "bad-step-request", "Bad step request", `the body is not JSON: ${messageOf(error)}`);
     }
-    if (!step || typeof step !== "object" || !step.job || !step.lease) {
-      return problemResponse(400, "bad-step-request", "The body is not a step request");
+    if (!step || typeof step !== "object" || !step.job || typeof step.job !== "object" || !step.lease) {
+      return problemResponse(400, "bad-step-request", "Bad step request", "a step request is an object with job and lease");
     }
     const fn = typeof steps === "function" ? steps : Object.hasOwn(steps, step.job.handler) ? steps[step.job.handler] : undefined;
     if (!fn) {
@@ -112,12 +117,33 @@ export function serve(
       if (answer !== accepted) checkAnswer(answer);
     } catch (error) {
       options.onError?.(error, step);
-      const detail = error instanceof Error ? error.message : String(error);
-      return problemResponse(500, "step-error", "The step function failed", detail);
+      return problemResponse(500, "step-error", "The step function failed", messageOf(error));
     }
     if (answer === accepted) return new Response(null, { status: 202 });
     return new Response(JSON.stringify(answer), { status: 200, headers: { "content-type": "application/json" } });
   };
+}
+
+/**
+ * checkSecrets throws a TypeError naming what is wrong with the secret (or which of the
+ * list), so that a malformed secret fails when the handler is built rather than on every
+ * request.
+ */
+function checkSecrets(secret: unknown): void {
+  if (Array.isArray(secret)) {
+    if (secret.length === 0) throw new TypeError("serve: no signing secret (the secret list is empty)");
+    secret.forEach((s, i) => {
+      const problem = secretProblem(s);
+      if (problem) throw new TypeError(`serve: secret[${i}] ${problem}`);
+    });
+    return;
+  }
+  const problem = secretProblem(secret);
+  if (problem) throw new TypeError(`serve: the signing secret ${problem}`);
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 function checkAnswer(answer: unknown): void {

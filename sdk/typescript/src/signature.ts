@@ -25,18 +25,45 @@ export class SignatureError extends Error {
 const encoder = new TextEncoder();
 const keys = new Map<string, Promise<CryptoKey>>();
 
+const BASE64 = /^[A-Za-z0-9+/]*=*$/;
+
+/**
+ * secretProblem says what is wrong with a signing secret, or returns undefined when it is
+ * one Standard Webhooks accepts: an optional `whsec_` prefix, then the HMAC key in
+ * standard base64 (padding optional, as atob reads it), at least one byte long. The
+ * answer never quotes the secret.
+ */
+export function secretProblem(secret: unknown): string | undefined {
+  if (secret === undefined || secret === null) return "is missing";
+  if (typeof secret !== "string") return `must be a string (got ${typeof secret})`;
+  if (secret === "") return "is empty";
+  const raw = secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret;
+  if (/\s/.test(raw)) return "has whitespace in it (a trailing newline?)";
+  if (raw === "") return "has an empty key (nothing after whsec_)";
+  if (!BASE64.test(raw)) {
+    return "is not whsec_ followed by base64 (it has characters outside A-Z, a-z, 0-9, + and /, or = before the end)";
+  }
+  const data = raw.replace(/=+$/, "");
+  const rest = data.length % 4;
+  const padding = raw.length - data.length;
+  if (rest === 1 || (padding !== 0 && padding !== (4 - rest) % 4)) {
+    return "is not whsec_ followed by base64 (its length does not fit base64: cut short, or wrong = padding)";
+  }
+  return undefined;
+}
+
+/** secretBytes decodes a signing secret's HMAC key, throwing TypeError when it is malformed. */
+function secretBytes(secret: string): Uint8Array<ArrayBuffer> {
+  const problem = secretProblem(secret);
+  if (problem) throw new TypeError(`the signing secret ${problem}`);
+  return base64ToBytes(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret);
+}
+
 /** hmacKey imports a secret's key once per secret (a module-wide cache). */
 function hmacKey(secret: string): Promise<CryptoKey> {
   let key = keys.get(secret);
   if (!key) {
-    let raw: Uint8Array<ArrayBuffer>;
-    try {
-      raw = base64ToBytes(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret);
-    } catch {
-      throw new TypeError("a signing secret is whsec_ followed by base64");
-    }
-    if (raw.length === 0) throw new TypeError("a signing secret is whsec_ followed by base64");
-    key = crypto.subtle.importKey("raw", raw, { name: "HMAC", hash: "SHA-256" }, false, ["sign", "verify"]);
+    key = crypto.subtle.importKey("raw", secretBytes(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign", "verify"]);
     keys.set(secret, key);
   }
   return key;
