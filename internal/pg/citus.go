@@ -27,7 +27,7 @@ type citusLayout struct {
 	loadedAt    time.Time
 	legacyMaxID int64
 	// shardOf maps a placement to its index in shards.
-	shardOf [Placements]int32
+	shardOf [Placements]int
 	// shards are the distinct shards of jobs, each with its placements in order.
 	shards []citusShard
 	// next is the round robin of placements for jobs that no key places.
@@ -37,7 +37,7 @@ type citusLayout struct {
 // citusShard is one shard of jobs and the placements that hash into it.
 type citusShard struct {
 	ID         int64
-	Placements []int32
+	Placements []int
 }
 
 // layoutMaxAge is how long a read layout is trusted before it is read again: a shard
@@ -78,17 +78,17 @@ func (db *DB) layout(ctx context.Context) (*citusLayout, error) {
 	if len(rows) != Placements {
 		return nil, fmt.Errorf("pg: the citus layout has %d placements, not %d", len(rows), Placements)
 	}
-	index := map[int64]int32{}
+	index := map[int64]int{}
 	var shards []citusShard
-	var shardOf [Placements]int32
+	var shardOf [Placements]int
 	for _, r := range rows {
 		i, ok := index[r.ShardID]
 		if !ok {
-			i = int32(len(shards))
+			i = len(shards)
 			index[r.ShardID] = i
 			shards = append(shards, citusShard{ID: r.ShardID})
 		}
-		shards[i].Placements = append(shards[i].Placements, int32(r.Placement))
+		shards[i].Placements = append(shards[i].Placements, int(r.Placement))
 		shardOf[r.Placement] = i
 	}
 	l.mu.Lock()
@@ -99,28 +99,28 @@ func (db *DB) layout(ctx context.Context) (*citusLayout, error) {
 
 // PlacementOfID is the placement of job id: id mod Placements, or 0 for the jobs that
 // existed when the tables were distributed.
-func (l *citusLayout) PlacementOfID(id int64) int32 {
+func (l *citusLayout) PlacementOfID(id int64) int {
 	l.mu.RLock()
 	legacy := l.legacyMaxID
 	l.mu.RUnlock()
 	if id <= legacy {
 		return 0
 	}
-	return int32(id % Placements)
+	return int(id % Placements)
 }
 
 // PlacementOfKey is the placement of every job that a key places (a live key, a
 // debounce key, an idempotency key, a schedule's name, a concurrency key): FNV-1a of the
 // key's bytes, mod Placements. It must never change: rows already placed by it are found by it.
-func PlacementOfKey(key string) int32 {
+func PlacementOfKey(key string) int {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(key))
-	return int32(h.Sum64() % Placements)
+	return int(h.Sum64() % Placements)
 }
 
 // nextPlacement is the placement of a job no key places: the least placement of the next
 // shard, in turn, so that such jobs spread evenly over the shards.
-func (l *citusLayout) nextPlacement() int32 {
+func (l *citusLayout) nextPlacement() int {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	s := l.shards[l.next.Add(1)%uint64(len(l.shards))]
@@ -135,14 +135,14 @@ func (l *citusLayout) shardCount() int {
 }
 
 // shardPlacements answers shard i's placements (i taken mod the shard count).
-func (l *citusLayout) shardPlacements(i int) []int32 {
+func (l *citusLayout) shardPlacements(i int) []int {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.shards[i%len(l.shards)].Placements
 }
 
 // shardIndex is the index in shards of the shard that holds placement p.
-func (l *citusLayout) shardIndex(p int32) int {
+func (l *citusLayout) shardIndex(p int) int {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return int(l.shardOf[p])
@@ -150,7 +150,7 @@ func (l *citusLayout) shardIndex(p int32) int {
 
 // byShard groups the indexes 0..n-1 by the shard of placement(i), in shard order: what a
 // batch is split into so that each part is one router statement.
-func (l *citusLayout) byShard(n int, placement func(i int) int32) [][]int {
+func (l *citusLayout) byShard(n int, placement func(i int) int) [][]int {
 	groups := map[int][]int{}
 	var order []int
 	for i := 0; i < n; i++ {

@@ -63,6 +63,9 @@ type ClaimedJob struct {
 // JobClaimBatch claims and leases up to p.Limit runnable steps of one queue in one
 // statement (JobClaimBatch in sql/job_claim.sql).
 func (db *DB) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]ClaimedJob, error) {
+	if db.citus != nil {
+		return db.citusClaim(ctx, p)
+	}
 	claimed, _, err := db.claim(ctx, dbsqlc.JobClaimBatch, p, false)
 	return claimed, err
 }
@@ -71,6 +74,10 @@ func (db *DB) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]ClaimedJob
 // admission (no concurrency key, no rate limit); others counts the candidates it met and
 // left runnable, which JobClaimBatch claims (JobClaimPlain in sql/job_claim.sql).
 func (db *DB) JobClaimPlain(ctx context.Context, p JobClaimParams) (claimed []ClaimedJob, others int, err error) {
+	if db.citus != nil {
+		claimed, err = db.citusClaim(ctx, p)
+		return claimed, 0, err
+	}
 	return db.claim(ctx, dbsqlc.JobClaimPlain, p, true)
 }
 
@@ -131,6 +138,9 @@ func readClaimed(rows pgx.Rows, p JobClaimParams, plain bool) (claimed []Claimed
 // JobReadyExists reports whether queue has a due runnable job (one jobs_pick probe): an
 // empty pick on such a queue was throttled, not idle.
 func (db *DB) JobReadyExists(ctx context.Context, queue string) (bool, error) {
+	if db.citus != nil {
+		return db.citusReadyExists(ctx, queue)
+	}
 	ok, err := db.q.JobReadyExists(ctx, queue)
 	return ok, translate(err)
 }

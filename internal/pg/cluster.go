@@ -177,6 +177,9 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		// HOME, where libpq would look for (and be refused) a client certificate.
 		args = append(args, "-c", "wal_level=logical", "-c", "max_wal_senders=10", "-c", "max_replication_slots=10",
 			"-c", "citus.node_conninfo=sslmode=disable")
+		if os.Getenv("GENDURABLE_CITUS_LOG_STATEMENTS") != "" { // debugging: every statement in each node's log
+			args = append(args, "-c", "log_statement=all")
+		}
 	}
 	if _, err := os.Stat(filepath.Join(bin, "..", "lib", "pg_stat_statements.so")); err == nil {
 		preload = append(preload, "pg_stat_statements")

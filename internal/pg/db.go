@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,11 @@ type DB struct {
 	// citus is set when the database is on a Citus coordinator (docs/citus.md): the
 	// statements then run in their Citus dialect (internal/pg/sql/citus).
 	citus *citusLayout
+	// claimCursor is where the Citus claims of each queue start (citusClaim).
+	claimCursor citusClaimCursor
+	// knownQueues holds the queues this process has made sure exist (Citus inserts: the
+	// queues table is a reference table, written on every node).
+	knownQueues sync.Map
 }
 
 // Pooler names what the database URL reaches: PostgreSQL itself, or a connection pooler
@@ -118,6 +124,22 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if err := db.detectCitus(pingCtx); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if db.citus != nil && cfg.ConnConfig.RuntimeParams["plan_cache_mode"] == "force_generic_plan" {
+		// On Citus the coordinator plans each statement's distribution, and prunes a
+		// router statement's shard from its parameters at execution (deferred pruning)
+		// under its own plan cache; a forced generic plan of some statements crashed the
+		// coordinator (Citus 13.2: an INSERT ... ON CONFLICT DO UPDATE on a reference table).
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "auto"
+		pool.Close()
+		if pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("pg: connect: %w", err)
+		}
+		if db.session == db.pool {
+			db.session = pool
+		}
+		db.pool, db.q = pool, dbsqlc.New(pool)
 	}
 	return db, nil
 }

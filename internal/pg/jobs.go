@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gendurable/gendurable/internal/pg/dbcitus"
 	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -194,6 +195,9 @@ func (db *DB) JobInsertManyWith(ctx context.Context, items []JobInsert, opts Job
 func (db *DB) jobInsertManyWith(ctx context.Context, items []JobInsert, opts JobInsertOptions, plainFirst bool) ([]JobInserted, error) {
 	if len(items) == 0 {
 		return nil, nil
+	}
+	if db.citus != nil {
+		return db.citusInsert(ctx, items, opts)
 	}
 	if opts.IdempotencyWindow <= 0 {
 		opts.IdempotencyWindow = DefaultIdempotencyWindow
@@ -661,6 +665,10 @@ func (db *DB) jobsByID(ctx context.Context, liveIDs, idempotentIDs map[string]in
 
 // JobGetLiveByKey returns the live job holding key (jobs_live_key).
 func (db *DB) JobGetLiveByKey(ctx context.Context, key string) (Job, error) {
+	if db.citus != nil {
+		j, err := dbcitus.New(db.pool).JobGetLiveByKey(ctx, dbcitus.JobGetLiveByKeyParams{Placement: PlacementOfKey(key), JobKey: key})
+		return citusJob(j), translate(err)
+	}
 	j, err := db.q.JobGetLiveByKey(ctx, key)
 	return jobFromRow(j), translate(err)
 }
@@ -674,6 +682,14 @@ type JobDetail struct {
 
 // JobGet returns one job by id.
 func (db *DB) JobGet(ctx context.Context, id int64) (JobDetail, error) {
+	if db.citus != nil {
+		placement, err := db.citusPlacementOf(ctx, id)
+		if err != nil {
+			return JobDetail{}, err
+		}
+		r, err := dbcitus.New(db.pool).JobGet(ctx, dbcitus.JobGetParams{Placement: placement, ID: id})
+		return JobDetail{Job: citusJob(r.Job), ChildrenTotal: int(r.ChildrenTotal), ChildrenFinished: int(r.ChildrenFinished)}, translate(err)
+	}
 	r, err := db.q.JobGet(ctx, id)
 	return JobDetail{Job: jobFromRow(r.Job), ChildrenTotal: int(r.ChildrenTotal), ChildrenFinished: int(r.ChildrenFinished)}, translate(err)
 }
@@ -710,7 +726,19 @@ type Step struct {
 
 // StepList returns a job's history, oldest first.
 func (db *DB) StepList(ctx context.Context, jobID int64, limit int) ([]Step, error) {
-	rows, err := db.q.StepList(ctx, dbsqlc.StepListParams{JobID: jobID, MaxRows: limit})
+	var rows []dbsqlc.StepListRow
+	var err error
+	if db.citus != nil {
+		var placement int
+		if placement, err = db.citusPlacementOf(ctx, jobID); err != nil {
+			return nil, err
+		}
+		var crows []dbcitus.StepListRow
+		crows, err = dbcitus.New(db.pool).StepList(ctx, dbcitus.StepListParams{Placement: placement, JobID: jobID, MaxRows: limit})
+		rows = convertAll(crows, func(r dbcitus.StepListRow) dbsqlc.StepListRow { return dbsqlc.StepListRow(r) })
+	} else {
+		rows, err = db.q.StepList(ctx, dbsqlc.StepListParams{JobID: jobID, MaxRows: limit})
+	}
 	if err != nil {
 		return nil, translate(err)
 	}

@@ -31,6 +31,9 @@ func leaseArrays(leases []Lease) (ids []int64, tokens []string) {
 // LeaseExtendMany extends every lease still held by ttl from now, in one statement; a
 // lease missing from the answer is lost.
 func (db *DB) LeaseExtendMany(ctx context.Context, leases []Lease, ttl time.Duration) ([]LeaseExtended, error) {
+	if db.citus != nil {
+		return db.citusExtendLeases(ctx, leases, ttl)
+	}
 	ids, tokens := leaseArrays(leases)
 	rows, err := db.q.LeaseExtendMany(ctx, dbsqlc.LeaseExtendManyParams{Ids: ids, Tokens: tokens, LeaseTtlMs: ttl.Milliseconds()})
 	return convertAll(rows, func(r dbsqlc.LeaseExtendManyRow) LeaseExtended {
@@ -41,6 +44,9 @@ func (db *DB) LeaseExtendMany(ctx context.Context, leases []Lease, ttl time.Dura
 // LeaseReleaseMany gives claimed steps back unrun (runnable, attempt undone, gate slot
 // returned) and returns the ids it released; a lease missing from the answer was lost.
 func (db *DB) LeaseReleaseMany(ctx context.Context, leases []Lease) ([]int64, error) {
+	if db.citus != nil {
+		return db.citusReleaseLeases(ctx, leases)
+	}
 	ids, tokens := leaseArrays(leases)
 	released, err := db.q.LeaseReleaseMany(ctx, dbsqlc.LeaseReleaseManyParams{Ids: ids, Tokens: tokens})
 	return released, translate(err)
@@ -58,6 +64,9 @@ type LeaseBackoff struct {
 // LeaseGetBackoffs reads the attempts and backoff settings of leased steps in one
 // statement (sql/job_lease.sql); a lease missing from the answer is no longer held.
 func (db *DB) LeaseGetBackoffs(ctx context.Context, leases []Lease) ([]LeaseBackoff, error) {
+	if db.citus != nil {
+		return db.citusGetBackoffs(ctx, leases)
+	}
 	ids, tokens := leaseArrays(leases)
 	rows, err := db.q.LeaseGetBackoffs(ctx, dbsqlc.LeaseGetBackoffsParams{Ids: ids, Tokens: tokens})
 	return convertAll(rows, func(r dbsqlc.LeaseGetBackoffsRow) LeaseBackoff {

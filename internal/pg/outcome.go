@@ -100,6 +100,9 @@ func checkRetryDelays(recs []OutcomeRecord) error {
 // creditGates selects the variant that also gives back gate slots: it must be true when
 // any step of the batch may hold one.
 func (db *DB) JobApplyOutcomes(ctx context.Context, recs []OutcomeRecord, creditGates bool) ([]OutcomeApplied, error) {
+	if db.citus != nil {
+		return db.citusApplyOutcomes(ctx, recs, nil)
+	}
 	if err := checkRetryDelays(recs); err != nil {
 		return nil, err
 	}
@@ -118,6 +121,9 @@ func (db *DB) JobApplyOutcomes(ctx context.Context, recs []OutcomeRecord, credit
 // same transaction.
 func (db *DB) JobApplyOutcomesCreatingQueues(ctx context.Context, recs []OutcomeRecord, creditGates bool,
 	queues []string) ([]OutcomeApplied, error) {
+	if db.citus != nil {
+		return db.citusApplyOutcomes(ctx, recs, queues)
+	}
 	if err := checkRetryDelays(recs); err != nil {
 		return nil, err
 	}

@@ -35,6 +35,9 @@ type Reaped struct {
 // JobListExpiredLeases lists up to limit leases expired at asOf (nil: the database's
 // clock), oldest first (sql/job_lease.sql). It locks nothing.
 func (db *DB) JobListExpiredLeases(ctx context.Context, limit int, asOf *time.Time) ([]ExpiredLease, error) {
+	if db.citus != nil {
+		return db.citusListExpiredLeases(ctx, limit, asOf)
+	}
 	rows, err := db.q.JobListExpiredLeases(ctx, dbsqlc.JobListExpiredLeasesParams{MaxRows: limit, AsOf: asOf})
 	return convertAll(rows, func(r dbsqlc.JobListExpiredLeasesRow) ExpiredLease {
 		return ExpiredLease{Lease: Lease{JobID: r.ID, Token: r.LeaseToken}, Attempt: r.Attempt,
@@ -47,6 +50,9 @@ func (db *DB) JobListExpiredLeases(ctx context.Context, limit int, asOf *time.Ti
 // failed, or cancelled), in one statement (sql/job_lease.sql). A lease missing from the
 // answer was no longer expired, held by that token, or was locked by another reaper.
 func (db *DB) JobReapExpiredLeases(ctx context.Context, reaps []LeaseReap, asOf *time.Time) ([]Reaped, error) {
+	if db.citus != nil {
+		return db.citusReapExpiredLeases(ctx, reaps, asOf)
+	}
 	p := dbsqlc.JobReapExpiredLeasesParams{Ids: make([]int64, len(reaps)), Tokens: make([]string, len(reaps)),
 		DelaysMs: make([]int64, len(reaps)), AsOf: asOf}
 	for i, r := range reaps {
@@ -61,6 +67,9 @@ func (db *DB) JobReapExpiredLeases(ctx context.Context, reaps []LeaseReap, asOf 
 // JobWakeExpiredAwaits makes up to limit awaiting jobs past their deadline at asOf (nil:
 // the database's clock) runnable and returns how many it woke.
 func (db *DB) JobWakeExpiredAwaits(ctx context.Context, limit int, asOf *time.Time) (int, error) {
+	if db.citus != nil {
+		return db.citusWakeExpiredAwaits(ctx, limit, asOf)
+	}
 	ids, err := db.q.JobWakeExpiredAwaits(ctx, dbsqlc.JobWakeExpiredAwaitsParams{MaxRows: limit, AsOf: asOf})
 	return len(ids), translate(err)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/gendurable/gendurable/internal/pg/dbcitus"
 	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 )
 
@@ -18,6 +19,9 @@ type SignalDelivered struct {
 // SignalDeliver delivers a signal to job id (or, id nil, to the live job holding key) in
 // one statement (sql/signals.sql). ErrNotFound when there is no such job.
 func (db *DB) SignalDeliver(ctx context.Context, id *int64, key *string, name string, payload []byte) (SignalDelivered, error) {
+	if db.citus != nil {
+		return db.citusSignal(ctx, id, key, name, payload)
+	}
 	d, err := db.q.SignalDeliver(ctx, dbsqlc.SignalDeliverParams{JobID: id, JobKey: key, Name: name, Payload: payload})
 	return SignalDelivered(d), translate(err)
 }
@@ -30,6 +34,9 @@ type InboxWindow struct {
 
 // SignalLoadInboxes loads the signals of many claimed steps in one statement.
 func (db *DB) SignalLoadInboxes(ctx context.Context, windows []InboxWindow) ([]Signal, error) {
+	if db.citus != nil {
+		return db.citusInboxes(ctx, windows)
+	}
 	p := dbsqlc.SignalLoadInboxesParams{JobIds: make([]int64, len(windows)), AfterSeqs: make([]int64, len(windows)),
 		UptoSeqs: make([]int64, len(windows))}
 	for i, w := range windows {
@@ -53,6 +60,16 @@ type InboxEntry struct {
 
 // SignalList returns a job's inbox, oldest first.
 func (db *DB) SignalList(ctx context.Context, jobID int64, limit int) ([]InboxEntry, error) {
+	if db.citus != nil {
+		placement, err := db.citusPlacementOf(ctx, jobID)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := dbcitus.New(db.pool).SignalList(ctx, dbcitus.SignalListParams{Placement: placement, JobID: jobID, MaxRows: limit})
+		return convertAll(rows, func(r dbcitus.SignalListRow) InboxEntry {
+			return InboxEntry{ID: r.ID, Seq: r.Seq, Name: r.Name, Payload: r.Payload, CreatedAt: r.CreatedAt, Consumed: r.Consumed}
+		}), translate(err)
+	}
 	rows, err := db.q.SignalList(ctx, dbsqlc.SignalListParams{JobID: jobID, MaxRows: limit})
 	return convertAll(rows, func(r dbsqlc.SignalListRow) InboxEntry {
 		return InboxEntry{ID: r.ID, Seq: r.Seq, Name: r.Name, Payload: r.Payload, CreatedAt: r.CreatedAt, Consumed: r.Consumed}
@@ -62,6 +79,9 @@ func (db *DB) SignalList(ctx context.Context, jobID int64, limit int) ([]InboxEn
 // ChildLoadForJoin loads at most limit children of each parent, with each parent's
 // total, in one statement.
 func (db *DB) ChildLoadForJoin(ctx context.Context, parents []int64, limit int) (children []Child, totals map[int64]int, err error) {
+	if db.citus != nil {
+		return db.citusChildrenForJoin(ctx, parents, limit)
+	}
 	rows, err := db.q.ChildLoadForJoin(ctx, dbsqlc.ChildLoadForJoinParams{ParentIds: parents, PerParent: limit})
 	totals = map[int64]int{}
 	for _, r := range rows {

@@ -13,6 +13,11 @@
 SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
 
 ALTER TABLE jobs ADD COLUMN placement integer NOT NULL DEFAULT 0 CHECK (placement >= 0 AND placement < 1024);
+-- The last outcome applied to the row: its lease token, and the step and attempt it ended.
+-- The outcome's job UPDATE sets them and the history INSERT ... SELECT that follows it in
+-- the same transaction reads them (Citus routes neither an INSERT inside a CTE nor an
+-- INSERT ... SELECT from a function of the arguments: sql/citus/outcome.sql).
+ALTER TABLE jobs ADD COLUMN outcome_token uuid, ADD COLUMN outcome_step integer, ADD COLUMN outcome_attempt integer;
 ALTER TABLE signals ADD COLUMN placement integer NOT NULL DEFAULT 0;
 ALTER TABLE steps ADD COLUMN placement integer NOT NULL DEFAULT 0;
 ALTER TABLE idempotency_keys ADD COLUMN placement integer NOT NULL DEFAULT 0;

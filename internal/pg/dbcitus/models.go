@@ -114,6 +114,9 @@ type Job struct {
 	DebounceKey      *string
 	DebounceDeadline *time.Time
 	Placement        int
+	OutcomeToken     *string
+	OutcomeStep      *int
+	OutcomeAttempt   *int
 }
 
 type PlacementLayout struct {

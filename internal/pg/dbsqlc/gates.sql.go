@@ -152,7 +152,7 @@ func (q *Queries) GateSlotsShape(ctx context.Context, arg GateSlotsShapeParams) 
 
 const GateUpsert = `-- name: GateUpsert :one
 INSERT INTO gates AS g (key, "limit", shards) VALUES ($1::text, $2::int, $3::smallint)
-ON CONFLICT (key) DO UPDATE SET "limit" = excluded."limit", shards = excluded.shards, updated_at = now()
+ON CONFLICT (key) DO UPDATE SET "limit" = excluded."limit", shards = excluded.shards, updated_at = excluded.updated_at
 RETURNING g.key, g."limit", g.shards, g.created_at, g.updated_at
 `
 

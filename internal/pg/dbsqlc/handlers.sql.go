@@ -176,7 +176,7 @@ SET url = excluded.url,
     consecutive_failures = CASE WHEN $9::int = 0 THEN 0 ELSE h.consecutive_failures END,
     paused_at = CASE WHEN $9::int = 0 THEN NULL ELSE h.paused_at END,
     paused_reason = CASE WHEN $9::int = 0 THEN NULL ELSE h.paused_reason END,
-    updated_at = now()
+    updated_at = excluded.updated_at  -- the proposed row's now(): Citus refuses a function in DO UPDATE SET
 RETURNING h.name, h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms, h.max_attempts, h.backoff_base_ms, h.backoff_max_ms, h.created_at, h.updated_at, h.breaker_threshold, h.breaker_probe_ms, h.breaker_probe_max_ms, h.breaker_pause_after_ms, h.breaker_state, h.consecutive_failures, h.breaker_opened_at, h.breaker_next_probe_at, h.breaker_probes, h.breaker_opens, h.paused_at, h.paused_reason
 `
 

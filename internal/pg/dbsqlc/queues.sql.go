@@ -114,7 +114,7 @@ WITH q AS (
         batch = coalesce($4, q.batch),
         step_bodies = coalesce($6, q.step_bodies),
         retention = CASE WHEN $7::bool THEN NULL ELSE coalesce($5 * interval '1 millisecond', q.retention) END,
-        updated_at = now()
+        updated_at = excluded.updated_at
     RETURNING q.name, q.paused, q.max_in_flight, q.batch, q.retention, q.created_at, q.updated_at, q.step_bodies
 ),
 notified AS (

@@ -71,7 +71,7 @@ func (q *Queries) RateLimitList(ctx context.Context, name *string) ([]RateLimitL
 const RateLimitUpsert = `-- name: RateLimitUpsert :one
 WITH upserted AS (
     INSERT INTO rate_limits AS r (name, rate, burst) VALUES ($1::text, $2::float8, $3::float8)
-    ON CONFLICT (name) DO UPDATE SET rate = excluded.rate, burst = excluded.burst, updated_at = now()
+    ON CONFLICT (name) DO UPDATE SET rate = excluded.rate, burst = excluded.burst, updated_at = excluded.updated_at
     RETURNING r.name, r.rate, r.burst, r.created_at, r.updated_at
 ),
 capped AS (

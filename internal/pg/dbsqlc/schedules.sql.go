@@ -285,7 +285,7 @@ WITH upserted AS (
         queue = excluded.queue, input = excluded.input, overlap = excluded.overlap, paused = excluded.paused,
         next_run_at = CASE WHEN s.cron = excluded.cron AND s.timezone = excluded.timezone AND NOT s.paused
                            THEN s.next_run_at ELSE excluded.next_run_at END,
-        updated_at = now()
+        updated_at = excluded.updated_at
     RETURNING s.name, s.cron, s.timezone, s.handler, s.queue, s.input, s.overlap, s.paused, s.next_run_at, s.last_tick_at, s.created_at, s.updated_at
 ),
 notified AS (

@@ -59,7 +59,11 @@ func Main(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "pgtest:", err)
 			return 1
 		}
-		defer os.RemoveAll(dir)
+		if os.Getenv("TEST_CITUS_KEEP") == "" {
+			defer os.RemoveAll(dir)
+		} else {
+			fmt.Fprintln(os.Stderr, "pgtest: the citus cluster's folder (kept):", dir)
+		}
 		if citus, err = pg.StartCitusCluster(ctx, pg.CitusClusterOptions{Dir: dir, Throwaway: true}); err != nil {
 			fmt.Fprintln(os.Stderr, "pgtest:", err)
 			return 1

@@ -1,7 +1,7 @@
 -- name: GateUpsert :one
 -- Creates or changes a gate (the slot rows follow in the same transaction).
 INSERT INTO gates AS g (key, "limit", shards) VALUES (sqlc.arg(key)::text, sqlc.arg(gate_limit)::int, sqlc.arg(shards)::smallint)
-ON CONFLICT (key) DO UPDATE SET "limit" = excluded."limit", shards = excluded.shards, updated_at = now()
+ON CONFLICT (key) DO UPDATE SET "limit" = excluded."limit", shards = excluded.shards, updated_at = excluded.updated_at
 RETURNING g.*;
 
 -- name: GateSlotsLock :exec

@@ -28,7 +28,7 @@ SET url = excluded.url,
     consecutive_failures = CASE WHEN sqlc.narg(breaker_threshold)::int = 0 THEN 0 ELSE h.consecutive_failures END,
     paused_at = CASE WHEN sqlc.narg(breaker_threshold)::int = 0 THEN NULL ELSE h.paused_at END,
     paused_reason = CASE WHEN sqlc.narg(breaker_threshold)::int = 0 THEN NULL ELSE h.paused_reason END,
-    updated_at = now()
+    updated_at = excluded.updated_at  -- the proposed row's now(): Citus refuses a function in DO UPDATE SET
 RETURNING h.*;
 
 -- name: HandlerGet :one

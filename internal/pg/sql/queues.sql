@@ -13,7 +13,7 @@ WITH q AS (
         batch = coalesce(sqlc.narg(batch), q.batch),
         step_bodies = coalesce(sqlc.narg(step_bodies), q.step_bodies),
         retention = CASE WHEN sqlc.arg(clear_retention)::bool THEN NULL ELSE coalesce(sqlc.narg(retention_ms) * interval '1 millisecond', q.retention) END,
-        updated_at = now()
+        updated_at = excluded.updated_at
     RETURNING q.*
 ),
 notified AS (

@@ -2,7 +2,7 @@
 -- Creates or changes a rate limit; existing buckets keep their tokens, capped at the new burst.
 WITH upserted AS (
     INSERT INTO rate_limits AS r (name, rate, burst) VALUES (sqlc.arg(name)::text, sqlc.arg(rate)::float8, sqlc.arg(burst)::float8)
-    ON CONFLICT (name) DO UPDATE SET rate = excluded.rate, burst = excluded.burst, updated_at = now()
+    ON CONFLICT (name) DO UPDATE SET rate = excluded.rate, burst = excluded.burst, updated_at = excluded.updated_at
     RETURNING r.name, r.rate, r.burst, r.created_at, r.updated_at
 ),
 capped AS (

@@ -12,7 +12,7 @@ WITH upserted AS (
         queue = excluded.queue, input = excluded.input, overlap = excluded.overlap, paused = excluded.paused,
         next_run_at = CASE WHEN s.cron = excluded.cron AND s.timezone = excluded.timezone AND NOT s.paused
                            THEN s.next_run_at ELSE excluded.next_run_at END,
-        updated_at = now()
+        updated_at = excluded.updated_at
     RETURNING s.*
 ),
 notified AS (

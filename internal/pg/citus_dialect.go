@@ -1,0 +1,714 @@
+package pg
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/pg/dbcitus"
+	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
+	"github.com/jackc/pgx/v5"
+)
+
+// The Citus dialect (docs/citus.md): what each DB method runs when the database is on a
+// Citus coordinator. Every statement on jobs, signals and steps names the placements of one
+// shard, so that Citus routes it whole to the worker holding the shard; a batch is split
+// by shard; what Citus cannot route in one statement (an INSERT beside an UPDATE, a NOTIFY
+// the coordinator must hear) is a statement of its own, sent with the others in one
+// transaction and one round trip where they do not depend on each other's answers.
+
+// citusPlacements is the placements of shard i, as the statements take them.
+func (db *DB) citusPlacements(i int) []int { return db.citus.shardPlacements(i) }
+
+// citusClaimCursor remembers, per queue, the shard a claim starts from: the last one that
+// had work, so that a process's steps in flight gather on few shards and its outcome
+// batches stay large (one statement per shard of a batch).
+type citusClaimCursor struct {
+	mu    sync.Mutex
+	start map[string]int
+}
+
+// citusClaim claims up to p.Limit steps of p.Queue, shard after shard from the queue's
+// cursor until the batch is full or every shard was tried once: one router statement per
+// shard tried (JobClaim in sql/citus/claim.sql).
+func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) ([]ClaimedJob, error) {
+	l, err := db.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n := l.shardCount()
+	db.claimCursor.mu.Lock()
+	if db.claimCursor.start == nil {
+		db.claimCursor.start = map[string]int{}
+	}
+	start := db.claimCursor.start[p.Queue]
+	db.claimCursor.mu.Unlock()
+	nonce := make([]byte, 16)
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	args := dbcitus.JobClaimParams{Nonce: hex.EncodeToString(nonce), LeaseTtlMs: p.LeaseTTL.Milliseconds(),
+		LeaseOwner: p.Owner, SignalCap: int64(p.SignalCap), Queue: p.Queue}
+	var claimed []ClaimedJob
+	last := start
+	for k := 0; k < n && len(claimed) < p.Limit; k++ {
+		shard := (start + k) % n
+		args.Placements, args.MaxRows = l.shardPlacements(shard), p.Limit-len(claimed)
+		// Read by hand: the handler's columns are NULL for a job whose handler is not
+		// registered (a LEFT JOIN that sqlc reads as NOT NULL).
+		rows, err := db.pool.Query(ctx, dbcitus.JobClaim, args.Nonce, args.LeaseTtlMs, args.LeaseOwner, args.SignalCap,
+			args.Placements, args.Queue, args.MaxRows)
+		if err != nil {
+			return claimed, translate(err)
+		}
+		got := len(claimed)
+		for rows.Next() {
+			var c ClaimedJob
+			if err := rows.Scan(&c.ID, &c.Queue, &c.Handler, &c.Key, &c.Step, &c.Attempt, &c.MaxAttempts, &c.Input,
+				&c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt, &c.ClaimedAt, &c.Wake, &c.ConsumedSeq,
+				&c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.HandlerURL, &c.Secret, &c.PreviousSecret,
+				&c.PreviousSecretExpiresAt, &c.TimeoutMS, &c.BackoffBaseMS, &c.BackoffMaxMS, &c.BreakerState,
+				&c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt); err != nil {
+				rows.Close()
+				return claimed, translate(err)
+			}
+			claimed = append(claimed, c)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return claimed, translate(err)
+		}
+		if len(claimed) > got {
+			last = shard
+		}
+	}
+	if last != start {
+		db.claimCursor.mu.Lock()
+		db.claimCursor.start[p.Queue] = last
+		db.claimCursor.mu.Unlock()
+	}
+	return claimed, nil
+}
+
+// citusReadyExists is JobReadyExists on every shard until one has a due job.
+func (db *DB) citusReadyExists(ctx context.Context, queue string) (bool, error) {
+	l, err := db.layout(ctx)
+	if err != nil {
+		return false, err
+	}
+	q := dbcitus.New(db.pool)
+	for i := 0; i < l.shardCount(); i++ {
+		ok, err := q.JobReadyExists(ctx, dbcitus.JobReadyExistsParams{Placements: l.shardPlacements(i), Queue: queue})
+		if err != nil || ok {
+			return ok, translate(err)
+		}
+	}
+	return false, nil
+}
+
+// citusByShard splits ids by the shard of their placement: the parts of a batch that are
+// each one router statement.
+func (db *DB) citusByShard(ctx context.Context, n int, id func(i int) int64) ([][]int, *citusLayout, error) {
+	l, err := db.layout(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.byShard(n, func(i int) int { return l.PlacementOfID(id(i)) }), l, nil
+}
+
+// citusApplyOutcomes writes a batch of outcomes, one transaction per shard of the batch,
+// each one round trip: the job UPDATE (plain or general), the history INSERT ... SELECT
+// of what it applied, and a spawn's children; then one NOTIFY on the coordinator for the
+// queues that got runnable work. queues (may be nil) are created first, in the
+// transaction, which is rolled back when nothing applied (a refused outcome writes
+// nothing). A shard whose transaction fails ends the call with the outcomes applied so
+// far.
+func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queues []string) ([]OutcomeApplied, error) {
+	if err := checkRetryDelays(recs); err != nil {
+		return nil, err
+	}
+	if err := citusRefusedSpawn(recs); err != nil {
+		return nil, err
+	}
+	groups, l, err := db.citusByShard(ctx, len(recs), func(i int) int64 { return recs[i].ID })
+	if err != nil {
+		return nil, err
+	}
+	var applied []OutcomeApplied
+	var wake []string
+	for _, g := range groups {
+		part := make([]OutcomeRecord, len(g))
+		for k, i := range g {
+			part[k] = recs[i]
+		}
+		got, woken, err := db.citusApplyShard(ctx, l.shardPlacements(l.shardIndex(l.PlacementOfID(part[0].ID))), part, queues)
+		if err != nil {
+			return applied, err
+		}
+		applied = append(applied, got...)
+		wake = append(wake, woken...)
+	}
+	return applied, db.citusNotify(ctx, wake)
+}
+
+// citusRefusedSpawn refuses a spawn whose child names a key or a concurrency key: a child
+// lives at its parent's placement, where neither would be checked across the cluster
+// (docs/citus.md, "Guarantees").
+func citusRefusedSpawn(recs []OutcomeRecord) error {
+	for _, r := range recs {
+		if r.Kind != KindSpawn || len(r.Children) == 0 {
+			continue
+		}
+		var children []JobInsert
+		if err := json.Unmarshal(r.Children, &children); err != nil {
+			return fmt.Errorf("%w: the children of job %d: %w", ErrInvalid, r.ID, err)
+		}
+		for _, c := range children {
+			if c.Key != nil || c.ConcurrencyKey != nil || c.RateLimit != nil || len(c.ExtraRateLimits) > 0 {
+				return fmt.Errorf("%w: on Citus a spawned child cannot have a key, a concurrency key or a rate limit yet "+
+					"(it lives at its parent's placement, where they would not be checked across the cluster: docs/citus.md)", ErrInvalid)
+			}
+		}
+	}
+	return nil
+}
+
+// citusApplyShard writes the outcomes of one shard (placements) in one transaction.
+func (db *DB) citusApplyShard(ctx context.Context, placements []int, recs []OutcomeRecord, queues []string) (
+	applied []OutcomeApplied, woken []string, err error) {
+	plain := plainOutcomes(recs)
+	children, childQueues, err := db.citusChildren(ctx, placements, recs)
+	if err != nil {
+		return nil, nil, err
+	}
+	// One round trip: a pgx batch is one implicit transaction. With queues to create, an
+	// explicit one instead, rolled back when nothing applied.
+	var send interface {
+		SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+	} = db.pool
+	var tx pgx.Tx
+	if len(queues) > 0 {
+		if tx, err = db.pool.Begin(ctx); err != nil {
+			return nil, nil, translate(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+		send = tx
+	}
+	b := &pgx.Batch{}
+	if len(queues) > 0 {
+		b.Queue(dbsqlc.QueueEnsureMany, queues)
+	}
+	if plain {
+		p := plainArrays(recs)
+		b.Queue(dbcitus.JobApplyPlainOutcomes, p.Ids, p.Tokens, p.Kinds, p.Labels, p.Attempts, p.HttpStatuses,
+			p.Payloads, p.DelaysMs, p.Bodies, placements)
+	} else {
+		doc, err := json.Marshal(recs)
+		if err != nil {
+			return nil, nil, err
+		}
+		b.Queue(dbcitus.JobApplyOutcomes, doc, placements)
+	}
+	h, err := historyArrays(recs)
+	if err != nil {
+		return nil, nil, err
+	}
+	b.Queue(citusWithPlacements(dbcitus.StepInsertApplied, 8, placements), h.Ids, h.Tokens, h.Kinds, h.Labels,
+		h.HttpStatuses, h.Errors, h.Bodies)
+	if children != nil {
+		c := children
+		b.Queue(citusWithPlacements(dbcitus.JobInsertChildren, 13, placements), c.ParentIds, c.ParentTokens, c.Seqs,
+			c.Queues, c.Handlers, c.Inputs, c.Keys, c.Priorities, c.RunAts, c.DelaysMs, c.ConcurrencyKeys, c.MaxAttempts)
+	}
+	br := send.SendBatch(ctx, b)
+	defer br.Close() //nolint:errcheck // the error is Exec's or Query's, read below
+	if len(queues) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, translate(err)
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, translate(err)
+	}
+	var statuses, qs, handlers, labels []*string
+	for rows.Next() {
+		var a OutcomeApplied
+		var w []string
+		if plain {
+			var ord int64
+			err = rows.Scan(&a.ID, &ord, seenText{&a.Status, &statuses}, seenText{&a.Queue, &qs}, &a.Ready,
+				seenText{&a.Handler, &handlers}, seenText{&a.Label, &labels}, &a.StartedAt, &a.FinishedAt, &w)
+			if err == nil && (ord < 1 || ord > int64(len(recs))) {
+				err = fmt.Errorf("pg: JobApplyPlainOutcomes answered outcome %d of %d", ord, len(recs))
+			}
+			if err == nil {
+				a.Token = recs[ord-1].Token
+			}
+		} else {
+			err = rows.Scan(&a.ID, &a.Token, &a.Status, &a.Queue, &a.Ready, &a.Handler, &a.Label, &a.StartedAt, &a.FinishedAt, &w)
+		}
+		if err != nil {
+			rows.Close()
+			return nil, nil, translate(err)
+		}
+		applied = append(applied, a)
+		woken = w // the same on every row
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, translate(err)
+	}
+	if _, err := br.Exec(); err != nil { // the history
+		return nil, nil, translate(err)
+	}
+	if children != nil {
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, translate(err)
+		}
+		woken = append(woken, childQueues...)
+	}
+	if tx != nil {
+		// The queues must not outlive a refused outcome.
+		if err := br.Close(); err != nil {
+			return nil, nil, translate(err)
+		}
+		if len(applied) == 0 {
+			return nil, nil, translate(tx.Rollback(ctx))
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return nil, nil, translate(err)
+		}
+	}
+	return applied, woken, nil
+}
+
+// citusSpawnChildren is JobInsertChildren's arrays.
+type citusSpawnChildren struct {
+	ParentIds                                                 []int64
+	ParentTokens                                              []string
+	Seqs                                                      []int64
+	Queues, Handlers, Inputs, Keys, ConcurrencyKeys           []string
+	Priorities, MaxAttempts                                   []int
+	RunAts                                                    []time.Time
+	DelaysMs                                                  []int64
+}
+
+// citusChildren lays out the children of the spawns among recs for JobInsertChildren,
+// with their ids drawn from the coordinator's sequence (one statement, only when a spawn
+// is there); nil when there is none. childQueues are their queues (to wake).
+func (db *DB) citusChildren(ctx context.Context, placements []int, recs []OutcomeRecord) (*citusSpawnChildren, []string, error) {
+	var c citusSpawnChildren
+	var queues []string
+	for _, r := range recs {
+		if r.Kind != KindSpawn || len(r.Children) == 0 {
+			continue
+		}
+		var children []JobInsert
+		if err := json.Unmarshal(r.Children, &children); err != nil {
+			return nil, nil, err
+		}
+		for _, ch := range children {
+			c.ParentIds = append(c.ParentIds, r.ID)
+			c.ParentTokens = append(c.ParentTokens, r.Token)
+			c.Queues = append(c.Queues, ch.Queue)
+			c.Handlers = append(c.Handlers, ch.Handler)
+			c.Inputs = append(c.Inputs, string(ch.Input))
+			c.Keys = append(c.Keys, "")
+			c.ConcurrencyKeys = append(c.ConcurrencyKeys, "")
+			c.Priorities = append(c.Priorities, valueOr(ch.Priority, -1))
+			c.MaxAttempts = append(c.MaxAttempts, valueOr(ch.MaxAttempts, 0))
+			c.RunAts = append(c.RunAts, valueOr(ch.RunAt, time.Time{}))
+			c.DelaysMs = append(c.DelaysMs, valueOr(ch.DelayMS, 0))
+			if ch.Queue != "" {
+				queues = append(queues, ch.Queue)
+			}
+		}
+	}
+	if len(c.ParentIds) == 0 {
+		return nil, nil, nil
+	}
+	seqs, err := dbcitus.New(db.pool).JobIDsDraw(ctx, len(c.ParentIds))
+	if err != nil {
+		return nil, nil, translate(err)
+	}
+	c.Seqs = seqs
+	return &c, queues, nil
+}
+
+// valueOr is *p, or or when p is nil.
+func valueOr[T any](p *T, or T) T {
+	if p == nil {
+		return or
+	}
+	return *p
+}
+
+// plainArrays lays out plain outcomes as JobApplyPlainOutcomes' arrays.
+func plainArrays(recs []OutcomeRecord) dbsqlc.JobApplyPlainOutcomesParams {
+	n := len(recs)
+	p := dbsqlc.JobApplyPlainOutcomesParams{Ids: make([]int64, n), Tokens: make([]string, n), Kinds: make([]string, n),
+		Labels: make([]string, n), Attempts: make([]int, n), HttpStatuses: make([]int, n),
+		Payloads: make([]string, n), DelaysMs: make([]int64, n), Bodies: make([]string, n)}
+	for i, r := range recs {
+		p.Ids[i], p.Tokens[i], p.Kinds[i], p.Labels[i] = r.ID, r.Token, r.Kind, r.Label
+		p.Attempts[i], p.HttpStatuses[i] = r.Attempt, *r.HTTPStatus
+		if r.Kind == KindDone {
+			p.Payloads[i] = string(r.Result)
+		} else {
+			p.Payloads[i] = string(r.State)
+		}
+		if r.DelayMS != nil {
+			p.DelaysMs[i] = *r.DelayMS
+		}
+		if r.Bodies != nil {
+			b, _ := json.Marshal(r.Bodies)
+			p.Bodies[i] = string(b)
+		}
+	}
+	return p
+}
+
+// historyArrays lays out recs as StepInsertApplied's arrays.
+func historyArrays(recs []OutcomeRecord) (dbcitus.StepInsertAppliedParams, error) {
+	n := len(recs)
+	h := dbcitus.StepInsertAppliedParams{Ids: make([]int64, n), Tokens: make([]string, n), Kinds: make([]string, n),
+		Labels: make([]string, n), HttpStatuses: make([]int, n), Errors: make([]string, n), Bodies: make([]string, n)}
+	for i, r := range recs {
+		h.Ids[i], h.Tokens[i], h.Kinds[i], h.Labels[i] = r.ID, r.Token, r.Kind, r.Label
+		if r.HTTPStatus != nil {
+			h.HttpStatuses[i] = *r.HTTPStatus
+		}
+		if r.Kind == KindFail || r.Kind == KindRetry {
+			h.Errors[i] = string(r.Error)
+		}
+		if r.Bodies != nil {
+			b, err := json.Marshal(r.Bodies)
+			if err != nil {
+				return h, err
+			}
+			h.Bodies[i] = string(b)
+		}
+	}
+	return h, nil
+}
+
+// citusNotify wakes the dispatchers of queues (payloads), on the coordinator.
+func (db *DB) citusNotify(ctx context.Context, payloads []string) error {
+	if len(payloads) == 0 {
+		return nil
+	}
+	return translate(dbcitus.New(db.pool).WorkNotify(ctx, payloads))
+}
+
+// citusLeases runs fn once per shard of leases with that shard's placements and leases.
+func (db *DB) citusLeases(ctx context.Context, leases []Lease, fn func(placements []int, part []Lease) error) error {
+	groups, l, err := db.citusByShard(ctx, len(leases), func(i int) int64 { return leases[i].JobID })
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		part := make([]Lease, len(g))
+		for k, i := range g {
+			part[k] = leases[i]
+		}
+		if err := fn(l.shardPlacements(l.shardIndex(l.PlacementOfID(part[0].JobID))), part); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// citusExtendLeases is LeaseExtendMany, a router statement per shard.
+func (db *DB) citusExtendLeases(ctx context.Context, leases []Lease, ttl time.Duration) ([]LeaseExtended, error) {
+	var out []LeaseExtended
+	err := db.citusLeases(ctx, leases, func(placements []int, part []Lease) error {
+		ids, tokens := leaseArrays(part)
+		rows, err := dbcitus.New(db.pool).LeaseExtendMany(ctx, dbcitus.LeaseExtendManyParams{Placements: placements,
+			Ids: ids, Tokens: tokens, LeaseTtlMs: ttl.Milliseconds()})
+		for _, r := range rows {
+			out = append(out, LeaseExtended{JobID: r.ID, ExpiresAt: *r.ExpiresAt})
+		}
+		return translate(err)
+	})
+	return out, err
+}
+
+// citusReleaseLeases is LeaseReleaseMany, a router statement per shard, then the wake-ups.
+func (db *DB) citusReleaseLeases(ctx context.Context, leases []Lease) ([]int64, error) {
+	var out []int64
+	var wake []string
+	err := db.citusLeases(ctx, leases, func(placements []int, part []Lease) error {
+		ids, tokens := leaseArrays(part)
+		rows, err := dbcitus.New(db.pool).LeaseReleaseMany(ctx, dbcitus.LeaseReleaseManyParams{Placements: placements,
+			Ids: ids, Tokens: tokens})
+		for _, r := range rows {
+			out = append(out, r.ID)
+			wake = append(wake, r.Queue)
+		}
+		return translate(err)
+	})
+	if err != nil {
+		return out, err
+	}
+	return out, db.citusNotify(ctx, wake)
+}
+
+// citusGetBackoffs is LeaseGetBackoffs, a router statement per shard.
+func (db *DB) citusGetBackoffs(ctx context.Context, leases []Lease) ([]LeaseBackoff, error) {
+	var out []LeaseBackoff
+	err := db.citusLeases(ctx, leases, func(placements []int, part []Lease) error {
+		ids, tokens := leaseArrays(part)
+		rows, err := dbcitus.New(db.pool).LeaseGetBackoffs(ctx, dbcitus.LeaseGetBackoffsParams{Placements: placements,
+			Ids: ids, Tokens: tokens})
+		for _, r := range rows {
+			out = append(out, LeaseBackoff{Lease: Lease{JobID: r.ID, Token: r.LeaseToken}, Attempt: r.Attempt,
+				BackoffBaseMS: r.BackoffBaseMs, BackoffMaxMS: r.BackoffMaxMs})
+		}
+		return translate(err)
+	})
+	return out, err
+}
+
+// citusListExpiredLeases is JobListExpiredLeases on each shard in turn until limit rows.
+func (db *DB) citusListExpiredLeases(ctx context.Context, limit int, asOf *time.Time) ([]ExpiredLease, error) {
+	l, err := db.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []ExpiredLease
+	for i := 0; i < l.shardCount() && len(out) < limit; i++ {
+		rows, err := dbcitus.New(db.pool).JobListExpiredLeases(ctx, dbcitus.JobListExpiredLeasesParams{
+			Placements: l.shardPlacements(i), AsOf: asOf, MaxRows: limit - len(out)})
+		if err != nil {
+			return out, translate(err)
+		}
+		for _, r := range rows {
+			out = append(out, ExpiredLease{Lease: Lease{JobID: r.ID, Token: r.LeaseToken}, Attempt: r.Attempt,
+				BackoffBaseMS: r.BackoffBaseMs, BackoffMaxMS: r.BackoffMaxMs})
+		}
+	}
+	return out, nil
+}
+
+// citusReapExpiredLeases is JobReapExpiredLeases per shard, each one transaction with the
+// history of what it took back (StepInsertApplied), then the wake-ups.
+func (db *DB) citusReapExpiredLeases(ctx context.Context, reaps []LeaseReap, asOf *time.Time) ([]Reaped, error) {
+	leases := make([]Lease, len(reaps))
+	delays := map[int64]int64{}
+	for i, r := range reaps {
+		leases[i] = r.Lease
+		delays[r.JobID] = r.Delay.Milliseconds()
+	}
+	var out []Reaped
+	var wake []string
+	err := db.citusLeases(ctx, leases, func(placements []int, part []Lease) error {
+		ids, tokens := leaseArrays(part)
+		ds := make([]int64, len(part))
+		labels, kinds, empty := make([]string, len(part)), make([]string, len(part)), make([]string, len(part))
+		for i, l := range part {
+			ds[i], labels[i], kinds[i] = delays[l.JobID], "lease_expired", KindRetry
+		}
+		b := &pgx.Batch{}
+		b.Queue(dbcitus.JobReapExpiredLeases, ids, tokens, ds, placements, asOf)
+		b.Queue(citusWithPlacements(dbcitus.StepInsertApplied, 8, placements), ids, tokens, kinds, labels,
+			make([]int, len(part)), empty, empty)
+		br := db.pool.SendBatch(ctx, b)
+		defer br.Close() //nolint:errcheck
+		rows, err := br.Query()
+		if err != nil {
+			return translate(err)
+		}
+		for rows.Next() {
+			var r dbcitus.JobReapExpiredLeasesRow
+			if err := rows.Scan(&r.ID, &r.Token, &r.Status, &r.Queue, &r.Handler, &r.StartedAt, &r.FinishedAt, &r.Woken); err != nil {
+				rows.Close()
+				return translate(err)
+			}
+			out = append(out, Reaped{JobID: r.ID, Status: r.Status, Queue: r.Queue, Handler: r.Handler,
+				StartedAt: r.StartedAt, FinishedAt: r.FinishedAt})
+			if r.Status == "runnable" {
+				wake = append(wake, r.Queue)
+			}
+			wake = append(wake, r.Woken...)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return translate(err)
+		}
+		_, err = br.Exec()
+		return translate(err)
+	})
+	if err != nil {
+		return out, err
+	}
+	return out, db.citusNotify(ctx, wake)
+}
+
+// citusWakeExpiredAwaits is JobWakeExpiredAwaits on each shard until limit rows.
+func (db *DB) citusWakeExpiredAwaits(ctx context.Context, limit int, asOf *time.Time) (int, error) {
+	l, err := db.layout(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var wake []string
+	n := 0
+	for i := 0; i < l.shardCount() && n < limit; i++ {
+		rows, err := dbcitus.New(db.pool).JobWakeExpiredAwaits(ctx, dbcitus.JobWakeExpiredAwaitsParams{
+			Placements: l.shardPlacements(i), AsOf: asOf, MaxRows: limit - n})
+		if err != nil {
+			return n, translate(err)
+		}
+		n += len(rows)
+		for _, r := range rows {
+			wake = append(wake, r.Queue)
+		}
+	}
+	return n, db.citusNotify(ctx, wake)
+}
+
+// citusInboxes is SignalLoadInboxes per shard of the windows.
+func (db *DB) citusInboxes(ctx context.Context, windows []InboxWindow) ([]Signal, error) {
+	groups, l, err := db.citusByShard(ctx, len(windows), func(i int) int64 { return windows[i].JobID })
+	if err != nil {
+		return nil, err
+	}
+	var out []Signal
+	for _, g := range groups {
+		p := dbcitus.SignalLoadInboxesParams{Placements: l.shardPlacements(l.shardIndex(l.PlacementOfID(windows[g[0]].JobID)))}
+		for _, i := range g {
+			w := windows[i]
+			p.JobIds, p.AfterSeqs, p.UptoSeqs = append(p.JobIds, w.JobID), append(p.AfterSeqs, w.After), append(p.UptoSeqs, w.Upto)
+		}
+		rows, err := dbcitus.New(db.pool).SignalLoadInboxes(ctx, p)
+		if err != nil {
+			return out, translate(err)
+		}
+		for _, r := range rows {
+			out = append(out, Signal{ID: r.ID, JobID: r.JobID, Seq: r.Seq, Name: r.Name, Payload: r.Payload, CreatedAt: r.CreatedAt})
+		}
+	}
+	return out, nil
+}
+
+// citusChildrenForJoin is ChildLoadForJoin per shard of the parents.
+func (db *DB) citusChildrenForJoin(ctx context.Context, parents []int64, limit int) ([]Child, map[int64]int, error) {
+	groups, l, err := db.citusByShard(ctx, len(parents), func(i int) int64 { return parents[i] })
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []Child
+	totals := map[int64]int{}
+	for _, g := range groups {
+		p := dbcitus.ChildLoadForJoinParams{Placements: l.shardPlacements(l.shardIndex(l.PlacementOfID(parents[g[0]]))), PerParent: limit}
+		for _, i := range g {
+			p.ParentIds = append(p.ParentIds, parents[i])
+		}
+		rows, err := dbcitus.New(db.pool).ChildLoadForJoin(ctx, p)
+		if err != nil {
+			return out, totals, translate(err)
+		}
+		for _, r := range rows {
+			totals[r.ParentID] = int(r.Total)
+			out = append(out, Child{ID: r.ID, ParentID: r.ParentID, Handler: r.Handler, Key: r.Key, Status: r.Status, Result: r.Result, Error: r.Error})
+		}
+	}
+	return out, totals, nil
+}
+
+// citusPlacementOf is the placement of job id.
+func (db *DB) citusPlacementOf(ctx context.Context, id int64) (int, error) {
+	l, err := db.layout(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return l.PlacementOfID(id), nil
+}
+
+// citusJob maps a Citus jobs row to the API's view of it.
+func citusJob(r dbcitus.Job) Job {
+	return jobFromRow(dbsqlc.Job{ID: r.ID, Queue: r.Queue, Handler: r.Handler, Status: r.Status, Priority: r.Priority,
+		EligibleAt: r.EligibleAt, Input: r.Input, State: r.State, Result: r.Result, Error: r.Error, Step: r.Step,
+		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Key: r.Key, ConcurrencyKey: r.ConcurrencyKey,
+		RateLimit: r.RateLimit, RateKey: r.RateKey, RateWeight: r.RateWeight, ParentID: r.ParentID,
+		PendingChildren: r.PendingChildren, Awaiting: r.Awaiting, Wake: r.Wake, InboxSeq: r.InboxSeq,
+		ConsumedSeq: r.ConsumedSeq, ClaimInboxSeq: r.ClaimInboxSeq, LeaseToken: r.LeaseToken,
+		LeaseExpiresAt: r.LeaseExpiresAt, LeaseOwner: r.LeaseOwner, AttemptedAt: r.AttemptedAt, GateShard: r.GateShard,
+		CancelRequested: r.CancelRequested, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
+		LateSignals: r.LateSignals, CancelledWhile: r.CancelledWhile, ScheduleName: r.ScheduleName,
+		ScheduleTick: r.ScheduleTick, ExtraRateLimits: r.ExtraRateLimits, DebounceKey: r.DebounceKey,
+		DebounceDeadline: r.DebounceDeadline})
+}
+
+// citusSignal delivers a signal at the target's placement: SignalDeliver, then (when
+// delivered) SignalInsert with the new inbox_seq, in one transaction, then the wake-up.
+func (db *DB) citusSignal(ctx context.Context, id *int64, key *string, name string, payload []byte) (SignalDelivered, error) {
+	l, err := db.layout(ctx)
+	if err != nil {
+		return SignalDelivered{}, err
+	}
+	placement := 0
+	if id != nil {
+		placement = l.PlacementOfID(*id)
+	} else if key != nil {
+		placement = PlacementOfKey(*key)
+	}
+	var out SignalDelivered
+	var queue *string
+	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		q := dbcitus.New(tx)
+		d, err := q.SignalDeliver(ctx, dbcitus.SignalDeliverParams{Placement: placement, JobID: id, JobKey: key, Name: name})
+		if err != nil {
+			return err
+		}
+		out = SignalDelivered{JobID: d.JobID, JobStatus: d.JobStatus, Woke: d.Woke}
+		if d.InboxSeq == nil {
+			return nil // finished: nothing delivered
+		}
+		sid, err := q.SignalInsert(ctx, dbcitus.SignalInsertParams{JobID: d.JobID, Seq: *d.InboxSeq, Name: name,
+			Payload: payload, Placement: placement})
+		out.SignalID, queue = &sid, d.Queue
+		return err
+	})
+	if err != nil {
+		return SignalDelivered{}, translate(err)
+	}
+	if out.Woke && queue != nil {
+		return out, db.citusNotify(ctx, []string{*queue})
+	}
+	return out, nil
+}
+
+// citusInlined caches the statements whose last parameter, the placements of a shard, is
+// written into the text instead (citusWithPlacements).
+var citusInlined sync.Map // [2]string{sql, placements} -> string
+
+// citusWithPlacements is sql with its last parameter ($n, the shard's placements) written
+// as a literal: Citus prunes an INSERT ... SELECT to one shard from a literal array, not
+// from a parameter (it planned StepInsertApplied and JobInsertChildren as 32 tasks, one
+// per shard, with the array a parameter). One text per shard, each prepared once per
+// connection.
+func citusWithPlacements(sql string, n int, placements []int) string {
+	lit := make([]byte, 0, 8*len(placements))
+	lit = append(lit, "'{"...)
+	for i, p := range placements {
+		if i > 0 {
+			lit = append(lit, ',')
+		}
+		lit = strconv.AppendInt(lit, int64(p), 10)
+	}
+	lit = append(lit, "}'"...)
+	key := [2]string{sql, string(lit)}
+	if s, ok := citusInlined.Load(key); ok {
+		return s.(string)
+	}
+	s := strings.ReplaceAll(sql, "$"+strconv.Itoa(n)+"::int[]", string(lit)+"::int[]")
+	citusInlined.Store(key, s)
+	return s
+}

@@ -1,0 +1,78 @@
+-- name: JobClaim :many
+-- The claim on Citus (docs/citus.md): JobClaimPlain's descent of jobs_pick per priority,
+-- on the one shard whose placements are `placements`, so Citus routes the whole statement
+-- to that shard (Task Count 1; `placement = ANY` of a parameter is pruned at execution,
+-- also under the generic plan). The UPDATE is the top-level statement: Citus refuses a
+-- volatile function in an UPDATE of a distributed table and does not route a modifying
+-- CTE with one, so the lease token is md5(nonce || id), the nonce 128 random bits drawn
+-- by the server for each claim (unguessable, and unique per claimed step). A concurrency
+-- key places its jobs at one placement (PlacementOfKey), so the K=1 guard and the dedup
+-- within the batch are exact on the shard, as on plain PostgreSQL; gates and rate limits
+-- are refused at insert on Citus until they span shards.
+-- Index use: jobs_pick per priority, jobs_concurrency_exclusive per keyed row, jobs_pkey
+-- per winner, handlers (a reference table, local to the worker) per winner.
+WITH candidates AS (
+    SELECT c.* FROM generate_series(0, 9) AS p(priority)
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.handler, j.concurrency_key, j.priority, j.eligible_at
+        FROM jobs j
+        WHERE j.placement = ANY (sqlc.arg(placements)::int[])
+          AND j.queue = sqlc.arg(queue)::text
+          AND j.status = 'runnable'
+          AND j.priority = p.priority::smallint
+          AND j.eligible_at <= now()
+          AND (j.concurrency_key IS NULL OR (
+                SELECT e.id FROM jobs e
+                WHERE e.placement = ANY (sqlc.arg(placements)::int[]) AND e.placement = j.placement
+                  AND e.concurrency_key = j.concurrency_key
+                  AND e.status = 'executing' AND e.gate_shard IS NULL
+                LIMIT 1) IS NULL)
+        ORDER BY j.eligible_at, j.id
+        LIMIT sqlc.arg(max_rows)::int
+        FOR UPDATE OF j SKIP LOCKED
+    ) c
+    LIMIT sqlc.arg(max_rows)::int
+),
+winners AS (
+    SELECT r.id, r.handler FROM (
+        SELECT c.id, c.handler, c.concurrency_key,
+               row_number() OVER (PARTITION BY c.concurrency_key ORDER BY c.priority, c.eligible_at, c.id) AS key_rank
+        FROM candidates c) r
+    WHERE r.concurrency_key IS NULL OR r.key_rank = 1
+)
+UPDATE jobs j
+SET status = 'executing',
+    attempt = j.attempt + 1,
+    lease_token = md5(sqlc.arg(nonce)::text || j.id::text)::uuid,
+    lease_expires_at = now() + sqlc.arg(lease_ttl_ms)::bigint * interval '1 millisecond',
+    lease_owner = sqlc.arg(lease_owner)::text,
+    attempted_at = now(),
+    claim_inbox_seq = least(j.inbox_seq, j.consumed_seq + sqlc.arg(signal_cap)::bigint),
+    gate_shard = NULL,
+    updated_at = now()
+FROM winners w
+LEFT JOIN handlers h ON h.name = w.handler
+WHERE j.placement = ANY (sqlc.arg(placements)::int[])
+  AND j.id = w.id
+  AND j.id = ANY (ARRAY(SELECT w2.id FROM winners w2))
+RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.input,
+          j.state, j.created_at, j.lease_token::uuid AS lease_token, j.lease_expires_at::timestamptz AS lease_expires_at,
+          j.attempted_at::timestamptz AS attempted_at, j.wake,
+          j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children,
+          h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms,
+          h.backoff_base_ms, h.backoff_max_ms,
+          h.breaker_state, h.consecutive_failures, h.breaker_next_probe_at, h.paused_at;
+
+-- name: JobReadyExists :one
+-- JobReadyExists on one shard (the plain statement, with the placements that route it).
+SELECT EXISTS (
+    SELECT 1 FROM generate_series(0, 9) AS p(priority)
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM jobs j
+        WHERE j.placement = ANY (sqlc.arg(placements)::int[])
+          AND j.queue = sqlc.arg(queue)::text
+          AND j.status = 'runnable'
+          AND j.priority = p.priority::smallint
+          AND j.eligible_at <= now()
+        ORDER BY j.eligible_at
+        LIMIT 1) due);
