@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"time"
 )
 
 // ErrNoCitus explains how to get Citus when its extension is not installed.
@@ -207,4 +209,41 @@ func execOn(ctx context.Context, url, sql string) error {
 	defer db.Close()
 	_, err = db.Exec(ctx, sql)
 	return err
+}
+
+// MakeTemplate turns database name into a template that CloneDatabase copies: no
+// connections are allowed to it any more on any node (the citus maintenance daemon of
+// each node holds one, which would keep CREATE DATABASE ... TEMPLATE from copying it).
+func (c *CitusCluster) MakeTemplate(ctx context.Context, name string) error {
+	for _, n := range c.Nodes {
+		for _, sql := range []string{
+			`ALTER DATABASE ` + QuoteIdent(name) + ` WITH ALLOW_CONNECTIONS false`,
+			`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '` + strings.ReplaceAll(name, `'`, `''`) + `'`,
+		} {
+			if err := execOn(ctx, n.TCPURL("postgres"), sql); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// CloneDatabase makes database name as a copy of template (MakeTemplate) on every node:
+// each node copies its own part (the coordinator its metadata, each worker its shards),
+// so the copy is a Citus database as the template was, without distributing anything again.
+func (c *CitusCluster) CloneDatabase(ctx context.Context, template, name string) error {
+	for _, n := range c.Nodes {
+		var err error
+		for try := 0; try < 50; try++ {
+			err = execOn(ctx, n.TCPURL("postgres"), `CREATE DATABASE `+QuoteIdent(name)+` TEMPLATE `+QuoteIdent(template))
+			if err == nil || !strings.Contains(err.Error(), "being accessed by other users") {
+				break
+			}
+			time.Sleep(100 * time.Millisecond) // a backend of the template still exiting
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

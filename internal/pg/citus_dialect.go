@@ -291,13 +291,13 @@ func (db *DB) citusApplyShard(ctx context.Context, placements []int, recs []Outc
 
 // citusSpawnChildren is JobInsertChildren's arrays.
 type citusSpawnChildren struct {
-	ParentIds                                                 []int64
-	ParentTokens                                              []string
-	Seqs                                                      []int64
-	Queues, Handlers, Inputs, Keys, ConcurrencyKeys           []string
-	Priorities, MaxAttempts                                   []int
-	RunAts                                                    []time.Time
-	DelaysMs                                                  []int64
+	ParentIds                                       []int64
+	ParentTokens                                    []string
+	Seqs                                            []int64
+	Queues, Handlers, Inputs, Keys, ConcurrencyKeys []string
+	Priorities, MaxAttempts                         []int
+	RunAts                                          []time.Time
+	DelaysMs                                        []int64
 }
 
 // citusChildren lays out the children of the spawns among recs for JobInsertChildren,

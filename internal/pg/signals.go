@@ -95,6 +95,17 @@ func (db *DB) ChildLoadForJoin(ctx context.Context, parents []int64, limit int) 
 // JobCancel cancels job id and its live descendants; found is false when there is no
 // such job and changed is 0 when it had already finished.
 func (db *DB) JobCancel(ctx context.Context, id int64) (found bool, changed int, err error) {
+	if db.citus != nil {
+		placement, err := db.citusPlacementOf(ctx, id)
+		if err != nil {
+			return false, 0, err
+		}
+		r, err := dbcitus.New(db.pool).JobCancel(ctx, dbcitus.JobCancelParams{Placement: placement, ID: id})
+		if err != nil {
+			return false, 0, translate(err)
+		}
+		return r.Found > 0, int(r.Changed), db.citusNotify(ctx, r.Woken)
+	}
 	r, err := db.q.JobCancel(ctx, id)
 	return r.Found > 0, int(r.Changed), translate(err)
 }
@@ -102,6 +113,20 @@ func (db *DB) JobCancel(ctx context.Context, id int64) (found bool, changed int,
 // JobRetry makes a failed or cancelled job runnable again; ErrNotFound when job id is
 // not failed or cancelled (or does not exist), ErrConflict when a live job holds its key.
 func (db *DB) JobRetry(ctx context.Context, id int64) error {
+	if db.citus != nil {
+		placement, err := db.citusPlacementOf(ctx, id)
+		if err != nil {
+			return err
+		}
+		r, err := dbcitus.New(db.pool).JobRetry(ctx, dbcitus.JobRetryParams{Placement: placement, ID: id})
+		if err != nil {
+			return translate(err)
+		}
+		if r.Status == "runnable" {
+			return db.citusNotify(ctx, []string{r.Queue})
+		}
+		return nil
+	}
 	_, err := db.q.JobRetry(ctx, id)
 	return translate(err)
 }

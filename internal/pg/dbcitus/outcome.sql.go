@@ -365,7 +365,7 @@ func (q *Queries) JobIDsDraw(ctx context.Context, n int) ([]int64, error) {
 	return items, nil
 }
 
-const JobInsertChildren = `-- name: JobInsertChildren :many
+const JobInsertChildren = `-- name: JobInsertChildren :exec
 INSERT INTO jobs (id, placement, queue, handler, input, key, priority, eligible_at, concurrency_key,
                   max_attempts, parent_id)
 SELECT c.seq * 1024 + p.placement, p.placement, coalesce(nullif(c.queue, ''), p.queue), c.handler,
@@ -383,7 +383,6 @@ LEFT JOIN handlers h ON h.name = c.handler
 WHERE p.placement = ANY ($13::int[])
   AND p.id = ANY ($1::bigint[])
   AND p.status IN ('awaiting', 'runnable')
-RETURNING id, queue
 `
 
 type JobInsertChildrenParams struct {
@@ -402,20 +401,17 @@ type JobInsertChildrenParams struct {
 	Placements      []int
 }
 
-type JobInsertChildrenRow struct {
-	ID    int64
-	Queue string
-}
-
 // The children of the spawns the statement before it in the same transaction applied
 // (JobApplyOutcomes here): each child joins its parent by id and by the lease token the
 // spawn consumed, and only a parent the spawn parked (or made runnable: no children) gets
 // them (a cancelled spawn makes none), as the plain statement's children CTE. A child
 // lives at its parent's placement; its id (drawn beforehand from jobs_id_seq on the
 // coordinator, passed as seq) is seq * 1024 + that placement. Pushed down to the shard.
+// No RETURNING: Citus deparses it against the shard's table wrongly ("missing FROM-clause
+// entry for table jobs"); the caller knows the children's queues.
 // Index use: jobs_pkey per parent, handlers_pkey per child.
-func (q *Queries) JobInsertChildren(ctx context.Context, arg JobInsertChildrenParams) ([]JobInsertChildrenRow, error) {
-	rows, err := q.db.Query(ctx, JobInsertChildren,
+func (q *Queries) JobInsertChildren(ctx context.Context, arg JobInsertChildrenParams) error {
+	_, err := q.db.Exec(ctx, JobInsertChildren,
 		arg.ParentIds,
 		arg.ParentTokens,
 		arg.Seqs,
@@ -430,22 +426,7 @@ func (q *Queries) JobInsertChildren(ctx context.Context, arg JobInsertChildrenPa
 		arg.MaxAttempts,
 		arg.Placements,
 	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []JobInsertChildrenRow
-	for rows.Next() {
-		var i JobInsertChildrenRow
-		if err := rows.Scan(&i.ID, &i.Queue); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+	return err
 }
 
 const StepInsertApplied = `-- name: StepInsertApplied :exec

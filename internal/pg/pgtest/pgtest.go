@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,6 +32,11 @@ var (
 	counter      atomic.Int64
 	// citus is the Citus cluster of a TEST_CITUS run (nil otherwise).
 	citus *pg.CitusCluster
+	// citusCreate serialises the making of databases on the Citus cluster (concurrent
+	// citus_add_node calls in new databases failed now and then: "failure on connection
+	// marked as essential"); citusTemplate is the migrated database they copy.
+	citusCreate   sync.Mutex
+	citusTemplate string
 )
 
 // Citus reports whether this test binary runs on a Citus cluster (TEST_CITUS=1).
@@ -190,27 +196,37 @@ func NewDatabase(t testing.TB) string {
 	return urlFor(name)
 }
 
-// newCitusDatabase makes database name on the Citus cluster and migrates it.
+// newCitusDatabase makes database name on the Citus cluster: a copy, on each node, of a
+// template made and migrated (distributed) once per test binary.
 func newCitusDatabase(t testing.TB, name string) string {
 	t.Helper()
 	ctx := context.Background()
-	if err := citus.CreateDatabase(ctx, name); err != nil {
-		t.Fatalf("pgtest: create citus database: %v", err)
+	citusCreate.Lock()
+	defer citusCreate.Unlock()
+	if citusTemplate == "" {
+		tpl := fmt.Sprintf("gdtpl_%d", os.Getpid())
+		if err := citus.CreateDatabase(ctx, tpl); err != nil {
+			t.Fatalf("pgtest: create the citus template: %v", err)
+		}
+		db, err := pg.Open(ctx, citus.URL(tpl), pg.Options{MaxConns: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = db.Migrate(ctx)
+		db.Close()
+		if err != nil {
+			t.Fatalf("pgtest: migrate the citus template: %v", err)
+		}
+		if err := citus.MakeTemplate(ctx, tpl); err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+		citusTemplate = tpl
+	}
+	if err := citus.CloneDatabase(ctx, citusTemplate, name); err != nil {
+		t.Fatalf("pgtest: clone the citus template: %v", err)
 	}
 	t.Cleanup(func() { _ = citus.DropDatabase(context.Background(), name) })
-	url := citus.URL(name)
-	db, err := pg.Open(ctx, url, pg.Options{MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if !db.Citus() {
-		t.Fatal("pgtest: the citus database has no citus extension")
-	}
-	if _, err := db.Migrate(ctx); err != nil {
-		t.Fatalf("pgtest: migrate the citus database: %v", err)
-	}
-	return url
+	return citus.URL(name)
 }
 
 // NewDB returns a pool on a fresh migrated database, closed when t ends.

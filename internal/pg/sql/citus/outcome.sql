@@ -235,13 +235,15 @@ JOIN ROWS FROM (unnest(sqlc.arg(ids)::bigint[]), unnest(sqlc.arg(tokens)::text[]
 WHERE j.placement = ANY (sqlc.arg(placements)::int[])
   AND j.id = ANY (sqlc.arg(ids)::bigint[]);
 
--- name: JobInsertChildren :many
+-- name: JobInsertChildren :exec
 -- The children of the spawns the statement before it in the same transaction applied
 -- (JobApplyOutcomes here): each child joins its parent by id and by the lease token the
 -- spawn consumed, and only a parent the spawn parked (or made runnable: no children) gets
 -- them (a cancelled spawn makes none), as the plain statement's children CTE. A child
 -- lives at its parent's placement; its id (drawn beforehand from jobs_id_seq on the
 -- coordinator, passed as seq) is seq * 1024 + that placement. Pushed down to the shard.
+-- No RETURNING: Citus deparses it against the shard's table wrongly ("missing FROM-clause
+-- entry for table jobs"); the caller knows the children's queues.
 -- Index use: jobs_pkey per parent, handlers_pkey per child.
 INSERT INTO jobs (id, placement, queue, handler, input, key, priority, eligible_at, concurrency_key,
                   max_attempts, parent_id)
@@ -259,8 +261,7 @@ JOIN ROWS FROM (unnest(sqlc.arg(parent_ids)::bigint[]), unnest(sqlc.arg(parent_t
 LEFT JOIN handlers h ON h.name = c.handler
 WHERE p.placement = ANY (sqlc.arg(placements)::int[])
   AND p.id = ANY (sqlc.arg(parent_ids)::bigint[])
-  AND p.status IN ('awaiting', 'runnable')
-RETURNING id, queue;
+  AND p.status IN ('awaiting', 'runnable');
 
 -- name: JobIDsDraw :many
 -- n job sequence numbers from the coordinator's jobs_id_seq, for the rows an INSERT ...
