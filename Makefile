@@ -19,8 +19,26 @@ run: ## Run the server on :8080 (a private PostgreSQL under ./.data unless DATAB
 	exec $(BIN)/gendurable
 
 .PHONY: test
-test: ## Run every test with the race detector (starts a throwaway PostgreSQL unless TEST_DATABASE_URL is set)
+test: ## Run every test with the race detector (starts a throwaway PostgreSQL unless TEST_DATABASE_URL is set), then the Citus suite
 	$(GO) test -race -count=1 -timeout 20m ./...
+	@$(MAKE) --no-print-directory test-citus
+
+# The tests that run on a Citus cluster (a coordinator and two workers the test binaries
+# start: docs/citus.md): the Citus-only tests, the engine's state machine, and the
+# dispatcher's flows with real webhooks. Skipped with a message where Citus is not
+# installed (../shared/citus/install.sh on the development machines; .ci/run installs it).
+CITUS_ENGINE_TESTS   := TestOutcomeStateMachine|TestChildrenJoinTheirParent
+CITUS_DISPATCH_TESTS := TestThreeStepJobCarriesStateToDone|TestFailuresAreRetriedThenFail|TestRetryAfterIsHonoured|TestTwoDispatchersDrainWithoutDoubleOutcomes|TestStaleLeaseTokenChangesNothing|TestReaperReclaimsExpiredLease|TestAwaitIsNotWokenByAnotherSignalDuringItsStep|TestChildrenSpawnedIntoANewQueueRun|TestConcurrencyKeyRunsOneAtATime|TestStopLetsRunningStepsFinish|TestHistoryKeepsTheBodiesOfAFailedAttempt|TestHistoryBodiesFollowTheQueueSetting|TestLargeInboxesAndFanOutsAreCapped|TestMetricsMatchTheDatabase|TestQueueSettingsApplyWithoutRestart
+
+.PHONY: test-citus
+test-citus: ## Run the Citus suite (TEST_CITUS=1: a coordinator and two workers per test binary)
+	@if ! compgen -G "/usr/lib/postgresql/*/lib/citus.so" >/dev/null; then \
+		if [ -n "$$CI" ] && [ -z "$$GENDURABLE_CITUS_OPTIONAL" ]; then echo "test-citus: Citus is not installed"; exit 1; fi; \
+		echo "test-citus: skipped, Citus is not installed (docs/citus.md)"; exit 0; fi; \
+	set -e; \
+	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -run 'TestCitus' ./internal/pg/; \
+	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -parallel 4 -run '$(CITUS_ENGINE_TESTS)' ./internal/engine/; \
+	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -parallel 3 -run '$(CITUS_DISPATCH_TESTS)' ./internal/dispatch/
 
 .PHONY: test-short
 test-short: ## Run the tests without the race detector

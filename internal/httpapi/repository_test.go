@@ -132,8 +132,15 @@ func TestCIRunsEveryStage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	citus := filepath.Join(dir, "citus") // a stand-in for the Citus installer .ci/run runs first
+	if err := os.MkdirAll(citus, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(citus, "install.sh"), []byte("#!/bin/sh\ntrue\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command("bash", filepath.Join(dir, ".ci", "run"))
-	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "GENDURABLE_CITUS_DIR="+citus)
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatalf(".ci/run exited 0 with a failing stage:\n%s", out)

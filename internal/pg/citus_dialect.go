@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,10 +38,10 @@ type citusClaimCursor struct {
 // citusClaim claims up to p.Limit steps of p.Queue, shard after shard from the queue's
 // cursor until the batch is full or every shard was tried once: one router statement per
 // shard tried (JobClaim in sql/citus/claim.sql).
-func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) ([]ClaimedJob, error) {
+func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []ClaimedJob, keyed int, err error) {
 	l, err := db.layout(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	n := l.shardCount()
 	db.claimCursor.mu.Lock()
@@ -51,11 +52,10 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) ([]ClaimedJob, e
 	db.claimCursor.mu.Unlock()
 	nonce := make([]byte, 16)
 	if _, err := rand.Read(nonce); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	args := dbcitus.JobClaimParams{Nonce: hex.EncodeToString(nonce), LeaseTtlMs: p.LeaseTTL.Milliseconds(),
 		LeaseOwner: p.Owner, SignalCap: int64(p.SignalCap), Queue: p.Queue}
-	var claimed []ClaimedJob
 	last := start
 	for k := 0; k < n && len(claimed) < p.Limit; k++ {
 		shard := (start + k) % n
@@ -65,24 +65,28 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) ([]ClaimedJob, e
 		rows, err := db.pool.Query(ctx, dbcitus.JobClaim, args.Nonce, args.LeaseTtlMs, args.LeaseOwner, args.SignalCap,
 			args.Placements, args.Queue, args.MaxRows)
 		if err != nil {
-			return claimed, translate(err)
+			return claimed, keyed, translate(err)
 		}
 		got := len(claimed)
 		for rows.Next() {
 			var c ClaimedJob
+			var isKeyed bool
 			if err := rows.Scan(&c.ID, &c.Queue, &c.Handler, &c.Key, &c.Step, &c.Attempt, &c.MaxAttempts, &c.Input,
 				&c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt, &c.ClaimedAt, &c.Wake, &c.ConsumedSeq,
 				&c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.HandlerURL, &c.Secret, &c.PreviousSecret,
 				&c.PreviousSecretExpiresAt, &c.TimeoutMS, &c.BackoffBaseMS, &c.BackoffMaxMS, &c.BreakerState,
-				&c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt); err != nil {
+				&c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt, &isKeyed); err != nil {
 				rows.Close()
-				return claimed, translate(err)
+				return claimed, keyed, translate(err)
 			}
 			claimed = append(claimed, c)
+			if isKeyed {
+				keyed++
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return claimed, translate(err)
+			return claimed, keyed, translate(err)
 		}
 		if len(claimed) > got {
 			last = shard
@@ -93,23 +97,13 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) ([]ClaimedJob, e
 		db.claimCursor.start[p.Queue] = last
 		db.claimCursor.mu.Unlock()
 	}
-	return claimed, nil
+	return claimed, keyed, nil
 }
 
-// citusReadyExists is JobReadyExists on every shard until one has a due job.
+// citusReadyExists is JobReadyExists on every shard at once (a fan-out statement).
 func (db *DB) citusReadyExists(ctx context.Context, queue string) (bool, error) {
-	l, err := db.layout(ctx)
-	if err != nil {
-		return false, err
-	}
-	q := dbcitus.New(db.pool)
-	for i := 0; i < l.shardCount(); i++ {
-		ok, err := q.JobReadyExists(ctx, dbcitus.JobReadyExistsParams{Placements: l.shardPlacements(i), Queue: queue})
-		if err != nil || ok {
-			return ok, translate(err)
-		}
-	}
-	return false, nil
+	ok, err := dbcitus.New(db.pool).JobReadyExists(ctx, queue)
+	return ok, translate(err)
 }
 
 // citusByShard splits ids by the shard of their placement: the parts of a batch that are
@@ -138,6 +132,9 @@ func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queu
 	}
 	groups, l, err := db.citusByShard(ctx, len(recs), func(i int) int64 { return recs[i].ID })
 	if err != nil {
+		return nil, err
+	}
+	if recs, err = db.citusKeptBodies(ctx, l, recs); err != nil {
 		return nil, err
 	}
 	var applied []OutcomeApplied
@@ -201,6 +198,12 @@ func (db *DB) citusApplyShard(ctx context.Context, placements []int, recs []Outc
 		send = tx
 	}
 	b := &pgx.Batch{}
+	if tx == nil {
+		// An explicit block: Citus runs the statements of a pipeline without one each in
+		// its own transaction on the worker (the job's new status was seen committed
+		// before its history row).
+		b.Queue("BEGIN")
+	}
 	if len(queues) > 0 {
 		b.Queue(dbsqlc.QueueEnsureMany, queues)
 	}
@@ -226,8 +229,16 @@ func (db *DB) citusApplyShard(ctx context.Context, placements []int, recs []Outc
 		b.Queue(citusWithPlacements(dbcitus.JobInsertChildren, 13, placements), c.ParentIds, c.ParentTokens, c.Seqs,
 			c.Queues, c.Handlers, c.Inputs, c.Keys, c.Priorities, c.RunAts, c.DelaysMs, c.ConcurrencyKeys, c.MaxAttempts)
 	}
+	if tx == nil {
+		b.Queue("COMMIT")
+	}
 	br := send.SendBatch(ctx, b)
 	defer br.Close() //nolint:errcheck // the error is Exec's or Query's, read below
+	if tx == nil {
+		if _, err := br.Exec(); err != nil { // BEGIN
+			return nil, nil, translate(err)
+		}
+	}
 	if len(queues) > 0 {
 		if _, err := br.Exec(); err != nil {
 			return nil, nil, translate(err)
@@ -273,6 +284,11 @@ func (db *DB) citusApplyShard(ctx context.Context, placements []int, recs []Outc
 			return nil, nil, translate(err)
 		}
 		woken = append(woken, childQueues...)
+	}
+	if tx == nil {
+		if _, err := br.Exec(); err != nil { // COMMIT
+			return nil, nil, translate(err)
+		}
 	}
 	if tx != nil {
 		// The queues must not outlive a refused outcome.
@@ -339,6 +355,21 @@ func (db *DB) citusChildren(ctx context.Context, placements []int, recs []Outcom
 		return nil, nil, translate(err)
 	}
 	c.Seqs = seqs
+	handlers, err := dbcitus.New(db.pool).HandlerMaxAttempts(ctx, c.Handlers)
+	if err != nil {
+		return nil, nil, translate(err)
+	}
+	for i, name := range c.Handlers {
+		if c.MaxAttempts[i] > 0 {
+			continue
+		}
+		c.MaxAttempts[i] = 5 // an unregistered handler: the column's default, as the plain statement
+		for _, h := range handlers {
+			if h.Name == name {
+				c.MaxAttempts[i] = h.MaxAttempts
+			}
+		}
+	}
 	return &c, queues, nil
 }
 
@@ -516,11 +547,16 @@ func (db *DB) citusReapExpiredLeases(ctx context.Context, reaps []LeaseReap, asO
 			ds[i], labels[i], kinds[i] = delays[l.JobID], "lease_expired", KindRetry
 		}
 		b := &pgx.Batch{}
+		b.Queue("BEGIN") // one transaction: see citusApplyShard
 		b.Queue(dbcitus.JobReapExpiredLeases, ids, tokens, ds, placements, asOf)
 		b.Queue(citusWithPlacements(dbcitus.StepInsertApplied, 8, placements), ids, tokens, kinds, labels,
 			make([]int, len(part)), empty, empty)
+		b.Queue("COMMIT")
 		br := db.pool.SendBatch(ctx, b)
 		defer br.Close() //nolint:errcheck
+		if _, err := br.Exec(); err != nil {
+			return translate(err)
+		}
 		rows, err := br.Query()
 		if err != nil {
 			return translate(err)
@@ -542,8 +578,12 @@ func (db *DB) citusReapExpiredLeases(ctx context.Context, reaps []LeaseReap, asO
 		if err := rows.Err(); err != nil {
 			return translate(err)
 		}
-		_, err = br.Exec()
-		return translate(err)
+		for range 2 { // the history, COMMIT
+			if _, err := br.Exec(); err != nil {
+				return translate(err)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return out, err
@@ -711,4 +751,34 @@ func citusWithPlacements(sql string, n int, placements []int) string {
 	s := strings.ReplaceAll(sql, "$"+strconv.Itoa(n)+"::int[]", string(lit)+"::int[]")
 	citusInlined.Store(key, s)
 	return s
+}
+
+// citusKeptBodies decides, for each outcome whose bodies follow its queue's setting (an
+// outcome reported through the API), whether they are kept, as JobApplyOutcomes decides it
+// in its statement on plain PostgreSQL: 'all', or 'failures' for a retry or a fail. One
+// router statement per such outcome; recs is copied when one changes.
+func (db *DB) citusKeptBodies(ctx context.Context, l *citusLayout, recs []OutcomeRecord) ([]OutcomeRecord, error) {
+	copied := false
+	for i, r := range recs {
+		if r.Bodies == nil || !r.Bodies.ByQueue {
+			continue
+		}
+		setting, err := dbcitus.New(db.pool).JobStepBodiesSetting(ctx, dbcitus.JobStepBodiesSettingParams{
+			Placement: l.PlacementOfID(r.ID), ID: r.ID})
+		if err != nil && translate(err) != ErrNotFound {
+			return nil, translate(err)
+		}
+		if !copied {
+			recs, copied = slices.Clone(recs), true
+		}
+		keep := setting == "all" || setting == "failures" && (r.Kind == KindRetry || r.Kind == KindFail)
+		if keep {
+			b := *r.Bodies
+			b.ByQueue = false
+			recs[i].Bodies = &b
+		} else {
+			recs[i].Bodies = nil
+		}
+	}
+	return recs, nil
 }

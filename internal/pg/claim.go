@@ -64,7 +64,8 @@ type ClaimedJob struct {
 // statement (JobClaimBatch in sql/job_claim.sql).
 func (db *DB) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]ClaimedJob, error) {
 	if db.citus != nil {
-		return db.citusClaim(ctx, p)
+		claimed, _, err := db.citusClaim(ctx, p)
+		return claimed, err
 	}
 	claimed, _, err := db.claim(ctx, dbsqlc.JobClaimBatch, p, false)
 	return claimed, err
@@ -75,8 +76,8 @@ func (db *DB) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]ClaimedJob
 // left runnable, which JobClaimBatch claims (JobClaimPlain in sql/job_claim.sql).
 func (db *DB) JobClaimPlain(ctx context.Context, p JobClaimParams) (claimed []ClaimedJob, others int, err error) {
 	if db.citus != nil {
-		claimed, err = db.citusClaim(ctx, p)
-		return claimed, 0, err
+		// others: the keyed steps it claimed (their queue needs admission, engine.Claim)
+		return db.citusClaim(ctx, p)
 	}
 	return db.claim(ctx, dbsqlc.JobClaimPlain, p, true)
 }

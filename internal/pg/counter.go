@@ -81,3 +81,25 @@ func (c *StatementCounter) Reset() {
 	c.counts = nil
 	c.mu.Unlock()
 }
+
+// TraceBatchStart is part of pgx.BatchTracer: a batch's statements are counted one by
+// one as they are answered (TraceBatchQuery); the Citus dialect sends its router
+// statements in batches.
+func (c *StatementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+// TraceBatchQuery counts one statement of a batch (its time is not measured).
+func (c *StatementCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	name := statementName(data.SQL)
+	c.mu.Lock()
+	if c.counts == nil {
+		c.counts = map[string]int{}
+		c.time = map[string]time.Duration{}
+	}
+	c.counts[name]++
+	c.mu.Unlock()
+}
+
+// TraceBatchEnd is part of pgx.BatchTracer.
+func (c *StatementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}

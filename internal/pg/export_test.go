@@ -63,3 +63,15 @@ func (db *DB) QueryJSON(ctx context.Context, sql string) (raw []json.RawMessage,
 func (db *DB) JobApplyOutcomesGeneral(ctx context.Context, recs []OutcomeRecord) ([]OutcomeApplied, error) {
 	return db.jobApplyOutcomes(ctx, recs, false)
 }
+
+// CitusShardPlacements answers the placements of shard i of a Citus database.
+func CitusShardPlacements(ctx context.Context, db *DB, i int) ([]int, error) {
+	l, err := db.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return l.shardPlacements(i), nil
+}
+
+// CitusWithPlacements is citusWithPlacements.
+var CitusWithPlacements = citusWithPlacements

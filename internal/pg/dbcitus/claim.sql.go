@@ -62,7 +62,9 @@ RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.
           j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children,
           h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms,
           h.backoff_base_ms, h.backoff_max_ms,
-          h.breaker_state, h.consecutive_failures, h.breaker_next_probe_at, h.paused_at
+          h.breaker_state, h.consecutive_failures, h.breaker_next_probe_at, h.paused_at,
+          -- a keyed step: its queue needs admission (the engine then probes for rows the K=1 guard held back)
+          j.concurrency_key IS NOT NULL AS keyed
 `
 
 type JobClaimParams struct {
@@ -105,6 +107,7 @@ type JobClaimRow struct {
 	ConsecutiveFailures     int
 	BreakerNextProbeAt      *time.Time
 	PausedAt                *time.Time
+	Keyed                   interface{}
 }
 
 // The claim on Citus (docs/citus.md): JobClaimPlain's descent of jobs_pick per priority,
@@ -166,6 +169,7 @@ func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimR
 			&i.ConsecutiveFailures,
 			&i.BreakerNextProbeAt,
 			&i.PausedAt,
+			&i.Keyed,
 		); err != nil {
 			return nil, err
 		}
@@ -179,26 +183,15 @@ func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimR
 
 const JobReadyExists = `-- name: JobReadyExists :one
 SELECT EXISTS (
-    SELECT 1 FROM generate_series(0, 9) AS p(priority)
-    CROSS JOIN LATERAL (
-        SELECT 1 FROM jobs j
-        WHERE j.placement = ANY ($1::int[])
-          AND j.queue = $2::text
-          AND j.status = 'runnable'
-          AND j.priority = p.priority::smallint
-          AND j.eligible_at <= now()
-        ORDER BY j.eligible_at
-        LIMIT 1) due)
+    SELECT 1 FROM jobs j
+    WHERE j.queue = $1::text AND j.status = 'runnable' AND j.eligible_at <= now())
 `
 
-type JobReadyExistsParams struct {
-	Placements []int
-	Queue      string
-}
-
-// JobReadyExists on one shard (the plain statement, with the placements that route it).
-func (q *Queries) JobReadyExists(ctx context.Context, arg JobReadyExistsParams) (bool, error) {
-	row := q.db.QueryRow(ctx, JobReadyExists, arg.Placements, arg.Queue)
+// Whether queue has a due runnable job on any shard: one statement that Citus runs on
+// every shard at once (a fan-out, each shard one descent of jobs_pick that stops at its
+// first due entry), rather than one router statement per shard in turn.
+func (q *Queries) JobReadyExists(ctx context.Context, queue string) (bool, error) {
+	row := q.db.QueryRow(ctx, JobReadyExists, queue)
 	var exists bool
 	err := row.Scan(&exists)
 	return exists, err

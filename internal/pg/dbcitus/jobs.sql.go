@@ -77,8 +77,8 @@ func (q *Queries) ChildLoadForJoin(ctx context.Context, arg ChildLoadForJoinPara
 
 const JobGet = `-- name: JobGet :one
 SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.placement, j.outcome_token, j.outcome_step, j.outcome_attempt,
-       (SELECT count(*) FROM jobs c WHERE c.placement = j.placement AND c.parent_id = j.id) AS children_total,
-       (SELECT count(*) FROM jobs c WHERE c.placement = j.placement AND c.parent_id = j.id
+       (SELECT count(*) FROM jobs c WHERE c.placement = $1::int AND c.parent_id = j.id) AS children_total,
+       (SELECT count(*) FROM jobs c WHERE c.placement = $1::int AND c.parent_id = j.id
                                       AND c.status IN ('done', 'failed', 'cancelled')) AS children_finished
 FROM jobs j
 WHERE j.placement = $1::int AND j.id = $2::bigint

@@ -11,6 +11,37 @@ import (
 	"time"
 )
 
+const HandlerMaxAttempts = `-- name: HandlerMaxAttempts :many
+SELECT h.name, h.max_attempts FROM handlers h WHERE h.name = ANY ($1::text[])
+`
+
+type HandlerMaxAttemptsRow struct {
+	Name        string
+	MaxAttempts int
+}
+
+// The max_attempts of handlers (a reference table, read on the coordinator): what a spawned
+// child without its own takes.
+func (q *Queries) HandlerMaxAttempts(ctx context.Context, names []string) ([]HandlerMaxAttemptsRow, error) {
+	rows, err := q.db.Query(ctx, HandlerMaxAttempts, names)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []HandlerMaxAttemptsRow
+	for rows.Next() {
+		var i HandlerMaxAttemptsRow
+		if err := rows.Scan(&i.Name, &i.MaxAttempts); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const JobApplyOutcomes = `-- name: JobApplyOutcomes :many
 WITH o AS (
     SELECT (r->>'id')::bigint AS id, (r->>'token')::uuid AS token, r->>'kind' AS kind, r->>'label' AS label,
@@ -371,7 +402,7 @@ INSERT INTO jobs (id, placement, queue, handler, input, key, priority, eligible_
 SELECT c.seq * 1024 + p.placement, p.placement, coalesce(nullif(c.queue, ''), p.queue), c.handler,
        coalesce(nullif(c.input, '')::jsonb, '{}'::jsonb), nullif(c.key, ''), coalesce(nullif(c.priority, -1), 5)::smallint,
        coalesce(nullif(c.run_at, '0001-01-01 00:00:00+00'::timestamptz), now() + c.delay_ms * interval '1 millisecond'),
-       nullif(c.concurrency_key, ''), coalesce(nullif(c.max_attempts, 0), h.max_attempts, 5), p.id
+       nullif(c.concurrency_key, ''), c.max_attempts, p.id
 FROM jobs p
 JOIN ROWS FROM (unnest($1::bigint[]), unnest($2::text[]), unnest($3::bigint[]),
                 unnest($4::text[]), unnest($5::text[]), unnest($6::text[]),
@@ -379,7 +410,6 @@ JOIN ROWS FROM (unnest($1::bigint[]), unnest($2::text[]), unnest($3::bigint[]),
                 unnest($10::bigint[]), unnest($11::text[]), unnest($12::int[]))
      AS c(parent_id, parent_token, seq, queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, max_attempts)
   ON p.id = c.parent_id AND p.outcome_token = c.parent_token::uuid
-LEFT JOIN handlers h ON h.name = c.handler
 WHERE p.placement = ANY ($13::int[])
   AND p.id = ANY ($1::bigint[])
   AND p.status IN ('awaiting', 'runnable')
@@ -409,7 +439,9 @@ type JobInsertChildrenParams struct {
 // coordinator, passed as seq) is seq * 1024 + that placement. Pushed down to the shard.
 // No RETURNING: Citus deparses it against the shard's table wrongly ("missing FROM-clause
 // entry for table jobs"); the caller knows the children's queues.
-// Index use: jobs_pkey per parent, handlers_pkey per child.
+// Each child's max_attempts is the caller's (its own, or its handler's: HandlerMaxAttempts):
+// a join to handlers made Citus send the statement to every shard.
+// Index use: jobs_pkey per parent.
 func (q *Queries) JobInsertChildren(ctx context.Context, arg JobInsertChildrenParams) error {
 	_, err := q.db.Exec(ctx, JobInsertChildren,
 		arg.ParentIds,
@@ -429,17 +461,33 @@ func (q *Queries) JobInsertChildren(ctx context.Context, arg JobInsertChildrenPa
 	return err
 }
 
+const JobStepBodiesSetting = `-- name: JobStepBodiesSetting :one
+SELECT coalesce(q.step_bodies, 'failures')::text AS step_bodies
+FROM jobs j LEFT JOIN queues q ON q.name = j.queue
+WHERE j.placement = $1::int AND j.id = $2::bigint
+`
+
+type JobStepBodiesSettingParams struct {
+	Placement int
+	ID        int64
+}
+
+// The step_bodies setting of job id's queue ('failures' when the queue has none): what the
+// bodies of an outcome reported through the API are kept by. A router statement.
+func (q *Queries) JobStepBodiesSetting(ctx context.Context, arg JobStepBodiesSettingParams) (string, error) {
+	row := q.db.QueryRow(ctx, JobStepBodiesSetting, arg.Placement, arg.ID)
+	var step_bodies string
+	err := row.Scan(&step_bodies)
+	return step_bodies, err
+}
+
 const StepInsertApplied = `-- name: StepInsertApplied :exec
 INSERT INTO steps (job_id, id, placement, queue, handler, step, attempt, outcome, http_status,
                    started_at, finished_at, error, bodies)
 SELECT j.id, (extract(epoch FROM now()) * 1000000)::bigint, j.placement, j.queue, j.handler,
        j.outcome_step, j.outcome_attempt, o.label, nullif(o.http_status, 0), coalesce(j.attempted_at, now()), now(),
        coalesce(nullif(o.error, '')::jsonb, CASE WHEN o.label = 'lease_expired' THEN j.error END),
-       CASE WHEN o.bodies = '' THEN NULL
-            WHEN NOT (o.bodies::jsonb ? 'by_queue') THEN o.bodies::jsonb
-            WHEN coalesce((SELECT q.step_bodies FROM queues q WHERE q.name = j.queue), 'failures')
-                 IN ('all', CASE WHEN o.kind IN ('retry', 'fail') THEN 'failures' END)
-            THEN o.bodies::jsonb - 'by_queue' END
+       nullif(o.bodies, '')::jsonb
 FROM jobs j
 JOIN ROWS FROM (unnest($1::bigint[]), unnest($2::text[]), unnest($3::text[]),
                 unnest($4::text[]), unnest($5::int[]),
@@ -468,7 +516,9 @@ type StepInsertAppliedParams struct {
 // ones it ended. An INSERT ... SELECT between colocated tables filtered to one shard,
 // into a table without a sequence default: Citus pushes it down to the shard whole. The
 // id is the statement's microsecond: one history row per job per statement, in order.
-// Bodies flagged by_queue are kept as the job's queue says (see JobApplyOutcomes).
+// The caller decides which bodies are kept (JobStepBodiesSetting for an outcome whose bodies
+// follow its queue's setting): a read of queues here made Citus send the statement to
+// every shard.
 // Index use: jobs_pkey per record.
 func (q *Queries) StepInsertApplied(ctx context.Context, arg StepInsertAppliedParams) error {
 	_, err := q.db.Exec(ctx, StepInsertApplied,

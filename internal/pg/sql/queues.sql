@@ -17,7 +17,7 @@ WITH q AS (
     RETURNING q.*
 ),
 notified AS (
-    SELECT pg_notify('gendurable_jobs', '!settings') FROM q
+    SELECT count(pg_notify('gendurable_jobs', '!settings')) FROM q
 )
 SELECT q.name, q.paused, q.max_in_flight, q.batch, q.retention, q.created_at, q.updated_at, q.step_bodies
 FROM q, notified;

@@ -61,18 +61,14 @@ RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.
           j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children,
           h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms,
           h.backoff_base_ms, h.backoff_max_ms,
-          h.breaker_state, h.consecutive_failures, h.breaker_next_probe_at, h.paused_at;
+          h.breaker_state, h.consecutive_failures, h.breaker_next_probe_at, h.paused_at,
+          -- a keyed step: its queue needs admission (the engine then probes for rows the K=1 guard held back)
+          j.concurrency_key IS NOT NULL AS keyed;
 
 -- name: JobReadyExists :one
--- JobReadyExists on one shard (the plain statement, with the placements that route it).
+-- Whether queue has a due runnable job on any shard: one statement that Citus runs on
+-- every shard at once (a fan-out, each shard one descent of jobs_pick that stops at its
+-- first due entry), rather than one router statement per shard in turn.
 SELECT EXISTS (
-    SELECT 1 FROM generate_series(0, 9) AS p(priority)
-    CROSS JOIN LATERAL (
-        SELECT 1 FROM jobs j
-        WHERE j.placement = ANY (sqlc.arg(placements)::int[])
-          AND j.queue = sqlc.arg(queue)::text
-          AND j.status = 'runnable'
-          AND j.priority = p.priority::smallint
-          AND j.eligible_at <= now()
-        ORDER BY j.eligible_at
-        LIMIT 1) due);
+    SELECT 1 FROM jobs j
+    WHERE j.queue = sqlc.arg(queue)::text AND j.status = 'runnable' AND j.eligible_at <= now());

@@ -45,8 +45,8 @@ RETURNING id, placement, queue, handler, key, status, priority, eligible_at, inp
 -- name: JobGet :one
 -- JobGet (sql/jobs.sql) at the job's placement: a router statement.
 SELECT sqlc.embed(j),
-       (SELECT count(*) FROM jobs c WHERE c.placement = j.placement AND c.parent_id = j.id) AS children_total,
-       (SELECT count(*) FROM jobs c WHERE c.placement = j.placement AND c.parent_id = j.id
+       (SELECT count(*) FROM jobs c WHERE c.placement = sqlc.arg(placement)::int AND c.parent_id = j.id) AS children_total,
+       (SELECT count(*) FROM jobs c WHERE c.placement = sqlc.arg(placement)::int AND c.parent_id = j.id
                                       AND c.status IN ('done', 'failed', 'cancelled')) AS children_finished
 FROM jobs j
 WHERE j.placement = sqlc.arg(placement)::int AND j.id = sqlc.arg(id)::bigint;

@@ -214,18 +214,16 @@ CROSS JOIN (SELECT array_agg(DISTINCT j.queue) AS woken FROM joined j WHERE j.st
 -- ones it ended. An INSERT ... SELECT between colocated tables filtered to one shard,
 -- into a table without a sequence default: Citus pushes it down to the shard whole. The
 -- id is the statement's microsecond: one history row per job per statement, in order.
--- Bodies flagged by_queue are kept as the job's queue says (see JobApplyOutcomes).
+-- The caller decides which bodies are kept (JobStepBodiesSetting for an outcome whose bodies
+-- follow its queue's setting): a read of queues here made Citus send the statement to
+-- every shard.
 -- Index use: jobs_pkey per record.
 INSERT INTO steps (job_id, id, placement, queue, handler, step, attempt, outcome, http_status,
                    started_at, finished_at, error, bodies)
 SELECT j.id, (extract(epoch FROM now()) * 1000000)::bigint, j.placement, j.queue, j.handler,
        j.outcome_step, j.outcome_attempt, o.label, nullif(o.http_status, 0), coalesce(j.attempted_at, now()), now(),
        coalesce(nullif(o.error, '')::jsonb, CASE WHEN o.label = 'lease_expired' THEN j.error END),
-       CASE WHEN o.bodies = '' THEN NULL
-            WHEN NOT (o.bodies::jsonb ? 'by_queue') THEN o.bodies::jsonb
-            WHEN coalesce((SELECT q.step_bodies FROM queues q WHERE q.name = j.queue), 'failures')
-                 IN ('all', CASE WHEN o.kind IN ('retry', 'fail') THEN 'failures' END)
-            THEN o.bodies::jsonb - 'by_queue' END
+       nullif(o.bodies, '')::jsonb
 FROM jobs j
 JOIN ROWS FROM (unnest(sqlc.arg(ids)::bigint[]), unnest(sqlc.arg(tokens)::text[]), unnest(sqlc.arg(kinds)::text[]),
                 unnest(sqlc.arg(labels)::text[]), unnest(sqlc.arg(http_statuses)::int[]),
@@ -244,13 +242,15 @@ WHERE j.placement = ANY (sqlc.arg(placements)::int[])
 -- coordinator, passed as seq) is seq * 1024 + that placement. Pushed down to the shard.
 -- No RETURNING: Citus deparses it against the shard's table wrongly ("missing FROM-clause
 -- entry for table jobs"); the caller knows the children's queues.
--- Index use: jobs_pkey per parent, handlers_pkey per child.
+-- Each child's max_attempts is the caller's (its own, or its handler's: HandlerMaxAttempts):
+-- a join to handlers made Citus send the statement to every shard.
+-- Index use: jobs_pkey per parent.
 INSERT INTO jobs (id, placement, queue, handler, input, key, priority, eligible_at, concurrency_key,
                   max_attempts, parent_id)
 SELECT c.seq * 1024 + p.placement, p.placement, coalesce(nullif(c.queue, ''), p.queue), c.handler,
        coalesce(nullif(c.input, '')::jsonb, '{}'::jsonb), nullif(c.key, ''), coalesce(nullif(c.priority, -1), 5)::smallint,
        coalesce(nullif(c.run_at, '0001-01-01 00:00:00+00'::timestamptz), now() + c.delay_ms * interval '1 millisecond'),
-       nullif(c.concurrency_key, ''), coalesce(nullif(c.max_attempts, 0), h.max_attempts, 5), p.id
+       nullif(c.concurrency_key, ''), c.max_attempts, p.id
 FROM jobs p
 JOIN ROWS FROM (unnest(sqlc.arg(parent_ids)::bigint[]), unnest(sqlc.arg(parent_tokens)::text[]), unnest(sqlc.arg(seqs)::bigint[]),
                 unnest(sqlc.arg(queues)::text[]), unnest(sqlc.arg(handlers)::text[]), unnest(sqlc.arg(inputs)::text[]),
@@ -258,7 +258,6 @@ JOIN ROWS FROM (unnest(sqlc.arg(parent_ids)::bigint[]), unnest(sqlc.arg(parent_t
                 unnest(sqlc.arg(delays_ms)::bigint[]), unnest(sqlc.arg(concurrency_keys)::text[]), unnest(sqlc.arg(max_attempts)::int[]))
      AS c(parent_id, parent_token, seq, queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, max_attempts)
   ON p.id = c.parent_id AND p.outcome_token = c.parent_token::uuid
-LEFT JOIN handlers h ON h.name = c.handler
 WHERE p.placement = ANY (sqlc.arg(placements)::int[])
   AND p.id = ANY (sqlc.arg(parent_ids)::bigint[])
   AND p.status IN ('awaiting', 'runnable');
@@ -268,3 +267,15 @@ WHERE p.placement = ANY (sqlc.arg(placements)::int[])
 -- SELECT pushed down to a shard makes (it cannot call nextval there). Runs on the
 -- coordinator (no distributed table).
 SELECT nextval('jobs_id_seq')::bigint AS seq FROM generate_series(1, sqlc.arg(n)::int);
+
+-- name: JobStepBodiesSetting :one
+-- The step_bodies setting of job id's queue ('failures' when the queue has none): what the
+-- bodies of an outcome reported through the API are kept by. A router statement.
+SELECT coalesce(q.step_bodies, 'failures')::text AS step_bodies
+FROM jobs j LEFT JOIN queues q ON q.name = j.queue
+WHERE j.placement = sqlc.arg(placement)::int AND j.id = sqlc.arg(id)::bigint;
+
+-- name: HandlerMaxAttempts :many
+-- The max_attempts of handlers (a reference table, read on the coordinator): what a spawned
+-- child without its own takes.
+SELECT h.name, h.max_attempts FROM handlers h WHERE h.name = ANY (sqlc.arg(names)::text[]);

@@ -1,0 +1,121 @@
+package pg_test
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/gendurable/gendurable/internal/pg/dbcitus"
+	"github.com/gendurable/gendurable/internal/pg/pgtest"
+)
+
+// Every statement of the step path and of the API's reads and writes by id is a router
+// query on Citus: Citus sends it whole to the one shard it names (EXPLAIN: "Task Count:
+// 1"), under custom and generic plans (Citus prunes a parameter's shard at execution).
+// The few that may not are listed with what bounds them: the batch insert (evaluated on
+// the coordinator, each row copied to its shard, bounded by the batch) and the ready
+// probe (a fan-out, one index descent per shard).
+func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
+	t.Parallel()
+	citusOnly(t)
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	placements, err := pg.CitusShardPlacements(ctx, db, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := placements[0]
+	shards, err := db.QueryInt(ctx, `SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'jobs'::regclass`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, tokens := []int64{int64(1024 + p)}, []string{"00000000-0000-0000-0000-000000000000"}
+	texts := func(s ...string) []string { return s }
+	ints := func(v ...int) []int { return v }
+	var none *time.Time
+	router := []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"JobClaim", dbcitus.JobClaim, []any{"nonce", int64(30000), "owner", int64(100), placements, "default", 50}},
+		{"JobApplyPlainOutcomes", dbcitus.JobApplyPlainOutcomes, []any{ids, tokens, texts("done"), texts("done"), ints(1), ints(200),
+			texts(""), []int64{0}, texts(""), placements}},
+		{"JobApplyOutcomes", dbcitus.JobApplyOutcomes, []any{`[{"id": 1, "token": "00000000-0000-0000-0000-000000000000", "kind": "await", "label": "await"}]`, placements}},
+		{"StepInsertApplied", pg.CitusWithPlacements(dbcitus.StepInsertApplied, 8, placements), []any{ids, tokens, texts("done"),
+			texts("done"), ints(200), texts(""), texts("")}},
+		{"JobInsertChildren", pg.CitusWithPlacements(dbcitus.JobInsertChildren, 13, placements), []any{ids, tokens, []int64{5},
+			texts("default"), texts("h"), texts(""), texts(""), ints(-1), []time.Time{{}}, []int64{0}, texts(""), ints(0)}},
+		{"LeaseExtendMany", dbcitus.LeaseExtendMany, []any{placements, ids, tokens, int64(30000)}},
+		{"LeaseReleaseMany", dbcitus.LeaseReleaseMany, []any{placements, ids, tokens}},
+		{"LeaseGetBackoffs", dbcitus.LeaseGetBackoffs, []any{ids, tokens, placements}},
+		{"JobListExpiredLeases", dbcitus.JobListExpiredLeases, []any{placements, none, 100}},
+		{"JobReapExpiredLeases", dbcitus.JobReapExpiredLeases, []any{ids, tokens, []int64{1000}, placements, none}},
+		{"JobWakeExpiredAwaits", dbcitus.JobWakeExpiredAwaits, []any{placements, none, 100}},
+		{"SignalDeliver", dbcitus.SignalDeliver, []any{p, ids[0], nil, "go"}},
+		{"SignalDeliver by key", dbcitus.SignalDeliver, []any{pg.PlacementOfKey("user-7"), nil, "user-7", "go"}},
+		{"SignalInsert", dbcitus.SignalInsert, []any{ids[0], int64(1), "go", nil, p}},
+		{"SignalLoadInboxes", dbcitus.SignalLoadInboxes, []any{ids, []int64{0}, []int64{5}, placements}},
+		{"SignalList", dbcitus.SignalList, []any{p, ids[0], 100}},
+		{"JobGet", dbcitus.JobGet, []any{p, ids[0]}},
+		{"JobGetLiveByKey", dbcitus.JobGetLiveByKey, []any{pg.PlacementOfKey("user-7"), "user-7"}},
+		{"ChildLoadForJoin", dbcitus.ChildLoadForJoin, []any{placements, ids, 50}},
+		{"StepList", dbcitus.StepList, []any{p, ids[0], 100}},
+		{"JobCancel", dbcitus.JobCancel, []any{p, ids[0]}},
+		{"JobRetry", dbcitus.JobRetry, []any{p, ids[0]}},
+	}
+	tasks := regexp.MustCompile(`Task Count: (\d+)`)
+	explain := func(sql string, args []any) (string, error) {
+		rows, err := db.QueryStrings(ctx, "EXPLAIN "+sql, args...)
+		out := ""
+		for _, r := range rows {
+			out += r[0] + "\n"
+		}
+		return out, err
+	}
+	for _, s := range router {
+		for run := 0; run < 7; run++ { // past the custom plans of a prepared statement
+			plan, err := explain(s.sql, s.args)
+			if err != nil {
+				t.Fatalf("%s: %v", s.name, err)
+			}
+			m := tasks.FindAllStringSubmatch(plan, -1)
+			if len(m) != 1 || m[0][1] != "1" {
+				t.Fatalf("%s is not a single-task router query (run %d):\n%s", s.name, run, plan)
+			}
+		}
+	}
+	// The listed exceptions, and what bounds them. The batch insert is evaluated on the
+	// coordinator, which copies each row to its shard (Citus plans it at execution: EXPLAIN
+	// of it with parameters answers "could not create distributed plan"): a batch of keyed
+	// jobs lands each at its key's placement.
+	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:9/"}); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"user-1", "user-2", "user-3", "user-4"}
+	var items []pg.JobInsert
+	for i := range keys {
+		items = append(items, pg.JobInsert{Queue: "default", Handler: "h", Key: &keys[i]})
+	}
+	inserted, err := db.JobInsertMany(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, j := range inserted {
+		if got, want := int(j.ID%pg.Placements), pg.PlacementOfKey(keys[i]); got != want {
+			t.Fatalf("job %d of key %s: placement %d (from its id), want the key's %d", j.ID, keys[i], got, want)
+		}
+		n, err := db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE placement = $1 AND id = $2`, pg.PlacementOfKey(keys[i]), j.ID)
+		if err != nil || n != 1 {
+			t.Fatalf("job %d is not at its key's placement (%d rows, %v)", j.ID, n, err)
+		}
+	}
+	var plan string
+	plan, err = explain(dbcitus.JobReadyExists, []any{"default"})
+	if m := tasks.FindStringSubmatch(plan); err != nil || m == nil || m[1] != strconv.FormatInt(shards, 10) {
+		t.Fatalf("JobReadyExists: want one task per shard (%d) (%v):\n%s", shards, err, plan)
+	}
+}
