@@ -3,13 +3,14 @@ package dispatch_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/gendurable/gendurable/internal/pg/pgtest"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gendurable/gendurable/internal/pg/pgtest"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 

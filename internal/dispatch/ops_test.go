@@ -2,10 +2,11 @@ package dispatch_test
 
 import (
 	"context"
-	"github.com/gendurable/gendurable/internal/pg/pgtest"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/gendurable/gendurable/internal/pg/pgtest"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"

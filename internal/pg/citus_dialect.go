@@ -24,9 +24,6 @@ import (
 // the coordinator must hear) is a statement of its own, sent with the others in one
 // transaction and one round trip where they do not depend on each other's answers.
 
-// citusPlacements is the placements of shard i, as the statements take them.
-func (db *DB) citusPlacements(i int) []int { return db.citus.shardPlacements(i) }
-
 // citusClaimCursor remembers, per queue, the shard a claim starts from: the last one that
 // had work, so that a process's steps in flight gather on few shards and its outcome
 // batches stay large (one statement per shard of a batch).
