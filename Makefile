@@ -52,7 +52,7 @@ build: ## Build the server and the example webhook into bin/
 SQLC ?= $(GO) run github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
 
 .PHONY: generate
-generate: ## Regenerate the API server and the Go client from openapi.yaml, and internal/pg/dbsqlc from internal/pg/sql (sqlc, pinned)
+generate: ## Regenerate the API server and the Go client from openapi.yaml, and internal/pg/dbsqlc and dbcitus from internal/pg/sql (sqlc, pinned)
 	$(GO) generate ./internal/httpapi/...
 	$(GO) generate ./sdk/go/gendurable/...
 	cd internal/pg && $(SQLC) generate
@@ -61,8 +61,9 @@ generate: ## Regenerate the API server and the Go client from openapi.yaml, and 
 check-generated: generate ## Fail when generated code is stale
 	@git diff --exit-code -- internal/httpapi/api.gen.go sdk/go/gendurable/client.gen.go || \
 		(echo "generated code from openapi.yaml is stale: run 'make generate' and commit it" && exit 1)
-	@git diff --exit-code -- internal/pg/dbsqlc && test -z "$$(git status --porcelain -- internal/pg/dbsqlc)" || \
-		(echo "internal/pg/dbsqlc is stale: run 'make generate' and commit it" && exit 1)
+	@git diff --exit-code -- internal/pg/dbsqlc internal/pg/dbcitus && \
+		test -z "$$(git status --porcelain -- internal/pg/dbsqlc internal/pg/dbcitus)" || \
+		(echo "internal/pg/dbsqlc or internal/pg/dbcitus is stale: run 'make generate' and commit it" && exit 1)
 
 .PHONY: lint
 lint: check-seam ## gofmt, go vet, the seam check and golangci-lint (installed on first use)

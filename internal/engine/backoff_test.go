@@ -8,6 +8,7 @@ import (
 
 	"github.com/gendurable/gendurable/internal/engine"
 	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/gendurable/gendurable/internal/pg/pgtest"
 )
 
 // The curve: base·2^(attempt-1), capped, then the jitter draw u places the delay in
@@ -212,8 +213,14 @@ func TestReaperBacksOffByTheHandler(t *testing.T) {
 	if err != nil || st.Reaped != 2 {
 		t.Fatalf("sweep: %+v, %v", st, err)
 	}
-	if n := te.counter.Count("JobListExpiredLeases") + te.counter.Count("JobReapExpiredLeases"); n != 2 {
-		t.Errorf("the sweep ran %d lease statements, want 2", n)
+	want := 2
+	if pgtest.Citus() {
+		// The reaper runs per shard: a list on each of the 32 shards, a reap on each
+		// shard with expired leases (at most the two jobs' shards).
+		want = 32 + 2
+	}
+	if n := te.counter.Count("JobListExpiredLeases") + te.counter.Count("JobReapExpiredLeases"); n > want {
+		t.Errorf("the sweep ran %d lease statements, want at most %d", n, want)
 	}
 	for _, c := range []struct {
 		name     string

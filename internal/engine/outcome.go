@@ -281,15 +281,23 @@ func (s StepOutcome) record() (pg.OutcomeRecord, error) {
 func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) []OutcomeResult {
 	results := make([]OutcomeResult, len(outcomes))
 	rows, err := e.applyOutcomes(ctx, outcomes)
+	// On Citus a batch is a transaction per shard, and the shards written before one that
+	// failed stay written: their outcomes are applied whatever comes next (on plain
+	// PostgreSQL a failed statement answers no rows).
+	matchResults(results, outcomes, rows)
 	switch {
 	case err == nil:
-		matchResults(results, outcomes, rows)
 	case len(outcomes) == 1:
-		results[0] = e.applyRefused(ctx, outcomes[0], err)
+		if !results[0].Applied {
+			results[0] = e.applyRefused(ctx, outcomes[0], err)
+		}
 	case errors.Is(err, ErrConflict) && hasSpawn(outcomes) || errors.Is(err, ErrInvalid):
 		// One outcome the database refused must not fail the others of its batch.
 		var failed error
 		for i := range outcomes {
+			if results[i].Applied {
+				continue
+			}
 			if failed != nil {
 				results[i].Err = failed
 				continue
@@ -306,7 +314,9 @@ func (e *Engine) ApplyOutcomes(ctx context.Context, outcomes []StepOutcome) []Ou
 		}
 	default:
 		for i := range results {
-			results[i].Err = err
+			if !results[i].Applied {
+				results[i].Err = err
+			}
 		}
 	}
 	return results

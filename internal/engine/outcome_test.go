@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/internal/pg/pgtest"
 )
 
 // statementsRun is how many statements ran since before (a counter snapshot).
@@ -24,6 +25,7 @@ func statementsRun(te testEngine, before map[string]int) int {
 // used to go to the one-by-one fallback, which handed it back to ApplyOutcomes, and so on:
 // outcome statements until the context ended.
 func TestSpawnOfAHeldKeyFailsTheAttemptAtOnce(t *testing.T) {
+	pgtest.SkipOnCitus(t, "on Citus a spawned child with a key is refused whether or not the key is held (a family lives at its parent's placement: docs/citus.md)")
 	t.Parallel()
 	ctx := context.Background()
 	te := newTestEngine(t, engine.Config{}) // handler h: 3 attempts
@@ -43,8 +45,15 @@ func TestSpawnOfAHeldKeyFailsTheAttemptAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatalf("attempt %d: %v (%d statements)", attempt, err, statementsRun(te, before))
 		}
-		if n := statementsRun(te, before); n > 2 {
-			t.Fatalf("attempt %d: %d statements for one refused spawn, want at most 2", attempt, n)
+		// On Citus the failed attempt is one transaction sent in one round trip: BEGIN,
+		// the job's UPDATE, its history INSERT, COMMIT (the spawn itself is refused
+		// before any statement: a child with a key, docs/citus.md).
+		limit := 2
+		if pgtest.Citus() {
+			limit = 4
+		}
+		if n := statementsRun(te, before); n > limit {
+			t.Fatalf("attempt %d: %d statements for one refused spawn, want at most %d", attempt, n, limit)
 		} else if attempt == 1 {
 			t.Logf("a refused spawn: %d statements", n)
 		}
@@ -86,6 +95,7 @@ func TestSpawnOfAHeldKeyFailsTheAttemptAtOnce(t *testing.T) {
 // ApplyOutcomes itself writes once.
 func TestApplyOutcomeRetriesATransientConflict(t *testing.T) {
 	t.Parallel()
+	pgtest.SkipOnCitus(t, "the test injects its conflict with a trigger, which Citus does not allow on a distributed table")
 	ctx := context.Background()
 	te := newTestEngine(t, engine.Config{})
 	id := te.insert(t, engine.NewJob{})

@@ -3,6 +3,8 @@ package pg
 import (
 	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -16,36 +18,44 @@ import (
 // (docs/citus.md, "Guarantees"): the field and why, or "" when the item can be inserted.
 func citusUnsupported(it *JobInsert) (field, why string) {
 	switch {
-	case it.IdempotencyKey != nil:
-		return "idempotency_key", "idempotency keys are not supported on Citus yet"
-	case it.Debounce != nil:
-		return "debounce", "debounce is not supported on Citus yet"
 	case it.RateLimit != nil || len(it.ExtraRateLimits) > 0:
 		return "rate_limit", "rate limits are not supported on Citus yet (a bucket shared by jobs on many shards)"
-	case it.ConcurrencyKey != nil && (it.Key != nil || it.ParentID != nil):
-		return "concurrency_key", "on Citus a concurrency key is exact only for a job it places: not with a key or a parent"
+	case it.ConcurrencyKey != nil && (it.Key != nil || it.ParentID != nil || it.Debounce != nil):
+		return "concurrency_key", "on Citus a concurrency key is exact only for a job it places: not with a key, a parent or a debounce key"
+	case it.Debounce != nil && it.ParentID != nil:
+		return "debounce", "on Citus a debounced job lives at its debounce key's placement: not with a parent"
 	}
 	return "", ""
 }
 
 // citusPlacement is where item it lives (docs/citus.md, "Placement"): its parent's, its
-// key's, its concurrency key's, or next (the batch's shard).
+// key's, its debounce key's, its concurrency key's, its idempotency key's, or next (the
+// batch's shard).
 func citusPlacement(l *citusLayout, it *JobInsert, next int) int {
 	switch {
 	case it.ParentID != nil:
 		return l.PlacementOfID(*it.ParentID)
 	case it.Key != nil:
 		return PlacementOfKey(*it.Key)
+	case it.Debounce != nil:
+		return PlacementOfKey(it.Debounce.Key)
 	case it.ConcurrencyKey != nil:
 		return PlacementOfKey(*it.ConcurrencyKey)
+	case it.IdempotencyKey != nil:
+		return PlacementOfKey(*it.IdempotencyKey)
 	}
 	return next
 }
 
+// errCitusInsertRaced: a concurrent insert took a live key this insert's idempotency key
+// was claimed for, between the two statements; the transaction is rolled back and the
+// insert run again (it then answers the holder).
+var errCitusInsertRaced = fmt.Errorf("pg: a live key was taken by a concurrent insert: %w", ErrRetryable)
+
 // citusInsert is JobInsertManyWith on Citus: the queues new to this process, then one
-// JobInsert (sql/citus/jobs.sql) in a transaction that is rolled back when an item names
-// an unknown handler, then the wake-up on the coordinator. An item whose live key is held
-// answers its holder (Deduplicated).
+// transaction (citusInsertTx) rolled back when an item names an unknown handler, then the
+// wake-up on the coordinator. An item whose live key or idempotency key is held answers
+// its holder (Deduplicated); debounced items answer the job of their key (Debounced).
 func (db *DB) citusInsert(ctx context.Context, items []JobInsert, opts JobInsertOptions) ([]JobInserted, error) {
 	var problems []InsertProblem
 	for i := range items {
@@ -56,26 +66,20 @@ func (db *DB) citusInsert(ctx context.Context, items []JobInsert, opts JobInsert
 	if len(problems) > 0 {
 		return nil, &InsertRefusedError{Problems: problems}
 	}
+	if opts.IdempotencyWindow <= 0 {
+		opts.IdempotencyWindow = DefaultIdempotencyWindow
+	}
 	l, err := db.layout(ctx)
 	if err != nil {
 		return nil, err
 	}
 	next := l.nextPlacement()
-	n := len(items)
-	p := dbcitus.JobInsertParams{Placements: make([]int, n), Queues: make([]string, n), Handlers: make([]string, n),
-		Inputs: make([]string, n), Keys: make([]string, n), Priorities: make([]int, n), RunAts: make([]time.Time, n),
-		DelaysMs: make([]int64, n), ConcurrencyKeys: make([]string, n), MaxAttempts: make([]int, n),
-		ParentIds: make([]int64, n), ScheduleNames: make([]string, n), ScheduleTicks: make([]time.Time, n)}
+	placements := make([]int, len(items))
 	var queues []string
 	for i := range items {
-		it := &items[i]
-		p.Placements[i] = citusPlacement(l, it, next)
-		p.Queues[i], p.Handlers[i], p.Inputs[i] = it.Queue, it.Handler, string(it.Input)
-		p.Keys[i], p.ConcurrencyKeys[i] = valueOr(it.Key, ""), valueOr(it.ConcurrencyKey, "")
-		p.Priorities[i], p.MaxAttempts[i] = valueOr(it.Priority, -1), valueOr(it.MaxAttempts, 0)
-		p.RunAts[i], p.DelaysMs[i], p.ParentIds[i] = valueOr(it.RunAt, time.Time{}), valueOr(it.DelayMS, 0), valueOr(it.ParentID, 0)
-		if _, known := db.knownQueues.Load(it.Queue); !known && !slices.Contains(queues, it.Queue) {
-			queues = append(queues, it.Queue)
+		placements[i] = citusPlacement(l, &items[i], next)
+		if _, known := db.knownQueues.Load(items[i].Queue); !known && !slices.Contains(queues, items[i].Queue) {
+			queues = append(queues, items[i].Queue)
 		}
 	}
 	if len(queues) > 0 {
@@ -87,63 +91,375 @@ func (db *DB) citusInsert(ctx context.Context, items []JobInsert, opts JobInsert
 			db.knownQueues.Store(q, true)
 		}
 	}
-	out := make([]JobInserted, n)
-	var rows []dbcitus.JobInsertRow
-	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		var err error
-		if rows, err = dbcitus.New(tx).JobInsert(ctx, p); err != nil {
+	for attempt := 1; ; attempt++ {
+		var out []JobInserted
+		var woken []string
+		err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+			var err error
+			out, woken, err = db.citusInsertTx(ctx, tx, items, placements, opts)
 			return err
+		})
+		if errors.Is(err, errCitusInsertRaced) && attempt < 3 {
+			continue
 		}
-		inserted := map[int]bool{}
-		slices.SortFunc(rows, func(a, b dbcitus.JobInsertRow) int { return cmp.Compare(a.ID/Placements, b.ID/Placements) })
-		next := 0 // the next row, in request order
-		for i := range items {
-			it := &items[i]
-			if next < len(rows) && rows[next].Handler == it.Handler && rows[next].Placement == p.Placements[i] &&
-				(it.Key == nil) == (rows[next].Key == nil) {
-				r := &rows[next]
-				j := Job{ID: r.ID, Queue: r.Queue, Handler: r.Handler, Status: r.Status, Priority: r.Priority,
-					EligibleAt: finiteTime(r.EligibleAt), Input: r.Input, MaxAttempts: r.MaxAttempts, Key: r.Key,
-					RateWeight: r.RateWeight, LeaseOwner: r.LeaseOwner, CreatedAt: r.CreatedAt, UpdatedAt: r.CreatedAt}
-				requestedPart(&j, it)
-				out[i] = JobInserted{Job: j}
-				inserted[i] = true
-				next++
+		if err != nil {
+			return nil, translate(err)
+		}
+		payload := make([]string, 0, len(woken))
+		for _, q := range woken {
+			if !slices.Contains(payload, q+notifyTag(opts.Claimer)) {
+				payload = append(payload, q+notifyTag(opts.Claimer))
 			}
 		}
-		for i := range items {
-			it := &items[i]
-			if inserted[i] {
+		return out, db.citusNotify(ctx, payload)
+	}
+}
+
+// citusInsertTx inserts items in tx and answers them in request order, with the queues
+// of the jobs it made. A batch with no idempotency key and no debounce is one JobInsert
+// (sql/citus/jobs.sql), its rows matched to the items by the order of their ids. Otherwise
+// the ids are drawn first (JobIDsDraw), each idempotency key is claimed for its first
+// item's id and each debounce key upserts its job (sql/citus/keys.sql, router statements
+// sent together), and JobInsert takes the items that are still to insert.
+func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, placements []int,
+	opts JobInsertOptions) ([]JobInserted, []string, error) {
+	q := dbcitus.New(tx)
+	n := len(items)
+	out := make([]JobInserted, n)
+	done := make([]bool, n)
+	toInsert := make([]bool, n)
+	var ids []int64
+	var woken []string
+	answerByID := map[int]int64{} // item → the id of the job it answers, read in full at the end
+	keyed := false
+	for i := range items {
+		keyed = keyed || items[i].IdempotencyKey != nil || items[i].Debounce != nil
+		toInsert[i] = true
+	}
+	if keyed {
+		var err error
+		if ids, err = db.citusDrawIDs(ctx, q, placements); err != nil {
+			return nil, nil, err
+		}
+		maxAttempts, err := db.citusHandlerMaxAttempts(ctx, q, items)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := db.citusClaimIdempotencyKeys(ctx, tx, items, placements, ids, opts, toInsert, answerByID); err != nil {
+			return nil, nil, err
+		}
+		made, err := db.citusDebounce(ctx, tx, items, placements, ids, maxAttempts, opts, toInsert, answerByID)
+		if err != nil {
+			return nil, nil, err
+		}
+		woken = append(woken, made...)
+	}
+	p := dbcitus.JobInsertParams{Placements: make([]int, 0, n), Queues: make([]string, 0, n), Handlers: make([]string, 0, n),
+		Inputs: make([]string, 0, n), Keys: make([]string, 0, n), Priorities: make([]int, 0, n), RunAts: make([]time.Time, 0, n),
+		DelaysMs: make([]int64, 0, n), ConcurrencyKeys: make([]string, 0, n), MaxAttempts: make([]int, 0, n),
+		ParentIds: make([]int64, 0, n), ScheduleNames: make([]string, 0, n), ScheduleTicks: make([]time.Time, 0, n),
+		Ids: make([]int64, 0, n)}
+	var order []int // the items of p, in request order
+	for i := range items {
+		if !toInsert[i] {
+			continue
+		}
+		it := &items[i]
+		order = append(order, i)
+		p.Placements = append(p.Placements, placements[i])
+		p.Queues, p.Handlers, p.Inputs = append(p.Queues, it.Queue), append(p.Handlers, it.Handler), append(p.Inputs, string(it.Input))
+		p.Keys, p.ConcurrencyKeys = append(p.Keys, valueOr(it.Key, "")), append(p.ConcurrencyKeys, valueOr(it.ConcurrencyKey, ""))
+		p.Priorities, p.MaxAttempts = append(p.Priorities, valueOr(it.Priority, -1)), append(p.MaxAttempts, valueOr(it.MaxAttempts, 0))
+		p.RunAts, p.DelaysMs = append(p.RunAts, valueOr(it.RunAt, time.Time{})), append(p.DelaysMs, valueOr(it.DelayMS, 0))
+		p.ParentIds = append(p.ParentIds, valueOr(it.ParentID, 0))
+		p.ScheduleNames, p.ScheduleTicks = append(p.ScheduleNames, ""), append(p.ScheduleTicks, time.Time{})
+		if ids != nil {
+			p.Ids = append(p.Ids, ids[i])
+		} else {
+			p.Ids = append(p.Ids, 0)
+		}
+	}
+	if len(order) > 0 {
+		rows, err := q.JobInsert(ctx, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, i := range citusMatchInserted(items, order, p.Placements, ids, rows) {
+			r := &rows[i.row]
+			j := Job{ID: r.ID, Queue: r.Queue, Handler: r.Handler, Status: r.Status, Priority: r.Priority,
+				EligibleAt: finiteTime(r.EligibleAt), Input: r.Input, MaxAttempts: r.MaxAttempts, Key: r.Key,
+				RateWeight: r.RateWeight, LeaseOwner: r.LeaseOwner, CreatedAt: r.CreatedAt, UpdatedAt: r.CreatedAt}
+			requestedPart(&j, &items[i.item])
+			out[i.item], done[i.item] = JobInserted{Job: j}, true
+			woken = append(woken, r.Queue)
+		}
+	}
+	// An item with an idempotency key that a later item of the batch repeats: the later
+	// one answers the earlier one's job (answerByID holds the earlier item as -1 - index).
+	for i, id := range answerByID {
+		if id < 0 {
+			first := int(-1 - id)
+			if !done[first] {
+				return nil, nil, errCitusInsertRaced
+			}
+			answerByID[i] = out[first].ID
+		}
+	}
+	for i := range items {
+		if done[i] {
+			continue
+		}
+		if id, ok := answerByID[i]; ok {
+			j, err := db.citusJobByID(ctx, q, id)
+			if err != nil {
+				return nil, nil, err
+			}
+			out[i], done[i] = JobInserted{Job: j, Deduplicated: items[i].Debounce == nil, Debounced: items[i].Debounce != nil}, true
+			continue
+		}
+		it := &items[i]
+		if it.Key != nil {
+			h, err := q.JobGetLiveByKey(ctx, dbcitus.JobGetLiveByKeyParams{Placement: PlacementOfKey(*it.Key), JobKey: *it.Key})
+			if err == nil {
+				if it.IdempotencyKey != nil && toInsert[i] && keyed {
+					// Its idempotency key was claimed for a job that a concurrent insert
+					// of the key kept out: run again, to answer the holder.
+					return nil, nil, errCitusInsertRaced
+				}
+				out[i], done[i] = JobInserted{Job: citusJob(h), Deduplicated: true}, true
 				continue
 			}
-			if it.Key != nil {
-				h, err := dbcitus.New(tx).JobGetLiveByKey(ctx, dbcitus.JobGetLiveByKeyParams{Placement: PlacementOfKey(*it.Key), JobKey: *it.Key})
-				if err == nil {
-					out[i] = JobInserted{Job: citusJob(h), Deduplicated: true}
-					continue
-				}
+		}
+		problems, err := db.insertProblems(ctx, items)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(problems) > 0 {
+			return nil, nil, &InsertRefusedError{Problems: problems}
+		}
+		return nil, nil, fmt.Errorf("pg: item %d neither inserted nor found holding its key", i)
+	}
+	// The first item of a debounce key that made its job is the one that made it.
+	for i, it := range items {
+		if it.Debounce != nil && out[i].ID == ids[i] {
+			out[i].Debounced = false
+		}
+	}
+	return out, woken, nil
+}
+
+// citusInserted pairs an item with the row JobInsert made for it.
+type citusInserted struct{ item, row int }
+
+// citusMatchInserted pairs the items JobInsert was given (order, in request order, at
+// placements) with the rows it made. With ids given, by id; otherwise the ids were drawn
+// in request order, so the rows sorted by sequence follow the items, less the items left
+// out (a held key, an unknown handler), recognised by handler, placement and key.
+func citusMatchInserted(items []JobInsert, order []int, placements []int, ids []int64, rows []dbcitus.JobInsertRow) []citusInserted {
+	var out []citusInserted
+	if ids != nil {
+		row := make(map[int64]int, len(rows))
+		for k := range rows {
+			row[rows[k].ID] = k
+		}
+		for _, i := range order {
+			if k, ok := row[ids[i]]; ok {
+				out = append(out, citusInserted{item: i, row: k})
 			}
+		}
+		return out
+	}
+	slices.SortFunc(rows, func(a, b dbcitus.JobInsertRow) int { return cmp.Compare(a.ID/Placements, b.ID/Placements) })
+	next := 0
+	for k, i := range order {
+		it := &items[i]
+		if next < len(rows) && rows[next].Handler == it.Handler && rows[next].Placement == placements[k] &&
+			(it.Key == nil) == (rows[next].Key == nil) {
+			out = append(out, citusInserted{item: i, row: next})
+			next++
+		}
+	}
+	return out
+}
+
+// citusDrawIDs draws an id for each item at its placement (JobIDsDraw on the coordinator).
+func (db *DB) citusDrawIDs(ctx context.Context, q *dbcitus.Queries, placements []int) ([]int64, error) {
+	seqs, err := q.JobIDsDraw(ctx, len(placements))
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(placements))
+	for i, seq := range seqs {
+		ids[i] = seq*Placements + int64(placements[i])
+	}
+	return ids, nil
+}
+
+// citusHandlerMaxAttempts reads the max_attempts of the debounced items' handlers (a
+// reference table, on the coordinator); nothing when no item is debounced. An unknown
+// handler is left out: JobInsert or the check after it refuses the batch.
+func (db *DB) citusHandlerMaxAttempts(ctx context.Context, q *dbcitus.Queries, items []JobInsert) (map[string]int, error) {
+	var names []string
+	for i := range items {
+		if items[i].Debounce != nil && !slices.Contains(names, items[i].Handler) {
+			names = append(names, items[i].Handler)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	rows, err := q.HandlerMaxAttempts(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(rows))
+	for _, r := range rows {
+		out[r.Name] = r.MaxAttempts
+	}
+	for _, name := range names {
+		if _, ok := out[name]; !ok {
 			problems, err := db.insertProblems(ctx, items)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if len(problems) > 0 {
-				return &InsertRefusedError{Problems: problems}
+				return nil, &InsertRefusedError{Problems: problems}
 			}
-			return fmt.Errorf("pg: item %d neither inserted nor found holding its key", i)
 		}
+	}
+	return out, nil
+}
+
+// citusClaimIdempotencyKeys claims the idempotency key of each item that names one, for
+// the item's id (IdempotencyClaim at the key's placement, the claims sent together). An
+// item whose key is held answers the holder (answerByID, toInsert false); a later item
+// repeating a key of the batch answers the first item of the key (answerByID -1 - first).
+// An item whose live key is held claims nothing and answers that job, as on plain
+// PostgreSQL.
+func (db *DB) citusClaimIdempotencyKeys(ctx context.Context, tx pgx.Tx, items []JobInsert, placements []int, ids []int64,
+	opts JobInsertOptions, toInsert []bool, answerByID map[int]int64) error {
+	q := dbcitus.New(tx)
+	first := map[string]int{}
+	var claims []int
+	batch := &pgx.Batch{}
+	for i := range items {
+		it := &items[i]
+		if it.IdempotencyKey == nil {
+			continue
+		}
+		if f, ok := first[*it.IdempotencyKey]; ok {
+			toInsert[i], answerByID[i] = false, int64(-1-f)
+			continue
+		}
+		first[*it.IdempotencyKey] = i
+		if it.Key != nil {
+			if h, err := q.JobGetLiveByKey(ctx, dbcitus.JobGetLiveByKeyParams{Placement: PlacementOfKey(*it.Key), JobKey: *it.Key}); err == nil {
+				toInsert[i], answerByID[i] = false, h.ID
+				continue
+			}
+		}
+		claims = append(claims, i)
+		batch.Queue(dbcitus.IdempotencyClaim, *it.IdempotencyKey, PlacementOfKey(*it.IdempotencyKey), ids[i], opts.AsOf,
+			opts.IdempotencyWindow.Milliseconds())
+	}
+	if len(claims) == 0 {
 		return nil
-	})
-	if err != nil {
-		return nil, translate(err)
 	}
-	payload := make([]string, 0, 1)
-	for _, r := range rows {
-		if !slices.Contains(payload, r.Queue+notifyTag(opts.Claimer)) {
-			payload = append(payload, r.Queue+notifyTag(opts.Claimer))
+	results := tx.SendBatch(ctx, batch)
+	var held []int
+	for _, i := range claims {
+		var id int64
+		err := results.QueryRow().Scan(&id)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			held = append(held, i)
+		case err != nil:
+			results.Close()
+			return err
 		}
 	}
-	return out, db.citusNotify(ctx, payload)
+	if err := results.Close(); err != nil {
+		return err
+	}
+	for _, i := range held {
+		key := *items[i].IdempotencyKey
+		id, err := q.IdempotencyHolder(ctx, dbcitus.IdempotencyHolderParams{Placement: PlacementOfKey(key), IdempotencyKey: key, AsOf: opts.AsOf})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errCitusInsertRaced // expired between the two statements
+		}
+		if err != nil {
+			return err
+		}
+		toInsert[i], answerByID[i] = false, id
+	}
+	return nil
+}
+
+// citusDebounce upserts the job of each debounce key of the batch (JobDebounceUpsert at
+// the key's placement, with the last item of the key: its input, the first item's id), the
+// upserts sent together. Every item of a key answers its job (answerByID); answers the
+// queues of the jobs made that are due at once (none: a debounced job waits a period).
+func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, placements []int, ids []int64,
+	maxAttempts map[string]int, opts JobInsertOptions, toInsert []bool, answerByID map[int]int64) ([]string, error) {
+	last := map[string]int{}
+	firstOf := map[string]int{}
+	var keys []string
+	for i := range items {
+		if d := items[i].Debounce; d != nil {
+			toInsert[i] = false
+			if _, ok := last[d.Key]; !ok {
+				keys = append(keys, d.Key)
+				firstOf[d.Key] = i
+			}
+			last[d.Key] = i
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	batch := &pgx.Batch{}
+	for _, key := range keys {
+		it, f := &items[last[key]], firstOf[key]
+		input := it.Input
+		if len(input) == 0 {
+			input = json.RawMessage(`{}`)
+		}
+		batch.Queue(dbcitus.JobDebounceUpsert, ids[f], placements[f], it.Queue, it.Handler, input, valueOr(it.Priority, 5),
+			opts.AsOf, it.Debounce.Period.Milliseconds(), valueOr(it.MaxAttempts, maxAttempts[it.Handler]), key,
+			it.Debounce.MaxWait.Milliseconds())
+	}
+	results := tx.SendBatch(ctx, batch)
+	jobOf := map[string]int64{}
+	for _, key := range keys {
+		var id int64
+		if err := results.QueryRow().Scan(&id); err != nil {
+			results.Close()
+			return nil, err
+		}
+		jobOf[key] = id
+	}
+	if err := results.Close(); err != nil {
+		return nil, err
+	}
+	for i := range items {
+		if d := items[i].Debounce; d != nil {
+			answerByID[i] = jobOf[d.Key]
+		}
+	}
+	return nil, nil
+}
+
+// citusJobByID reads job id at its placement (JobGet, a router statement).
+func (db *DB) citusJobByID(ctx context.Context, q *dbcitus.Queries, id int64) (Job, error) {
+	l, err := db.layout(ctx)
+	if err != nil {
+		return Job{}, err
+	}
+	r, err := q.JobGet(ctx, dbcitus.JobGetParams{Placement: l.PlacementOfID(id), ID: id})
+	if err != nil {
+		return Job{}, err
+	}
+	return citusJob(r.Job), nil
 }
 
 // insertProblems names each item's problem as JobInsertProblems sees it (unknown
@@ -158,4 +474,55 @@ func (db *DB) insertProblems(ctx context.Context, items []JobInsert) ([]InsertPr
 	return convertAll(rows, func(r dbsqlc.JobInsertProblemsRow) InsertProblem {
 		return InsertProblem{Index: r.Ord, Field: r.Field, Message: r.Message}
 	}), nil
+}
+
+// citusScheduleFire is ScheduleFire on Citus (sql/citus/schedules.sql), one transaction:
+// the compare-and-set on the schedule (a reference table: written on every node), whether
+// its latest job is live, and its job for the tick at the schedule's placement; then the
+// wake-up on the coordinator.
+func (db *DB) citusScheduleFire(ctx context.Context, f ScheduleFire) (ScheduleFired, error) {
+	var fired ScheduleFired
+	var queue string
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		q := dbcitus.New(tx)
+		s, err := q.ScheduleAdvance(ctx, dbcitus.ScheduleAdvanceParams{NextRunAt: f.NextRunAt, Tick: f.Tick, Name: f.Name, DueAt: f.DueAt})
+		if err != nil {
+			return err
+		}
+		handlers, err := q.HandlerMaxAttempts(ctx, []string{s.Handler})
+		if err != nil {
+			return err
+		}
+		fired.HandlerKnown = len(handlers) == 1
+		placement := PlacementOfKey(s.Name)
+		if s.Overlap == "skip" {
+			if fired.Skipped, err = q.ScheduleLatestLive(ctx, dbcitus.ScheduleLatestLiveParams{Placement: placement, Name: s.Name}); err != nil {
+				return err
+			}
+		}
+		if fired.Skipped || !fired.HandlerKnown {
+			return nil
+		}
+		if err := dbsqlc.New(tx).QueueEnsureMany(ctx, []string{s.Queue}); err != nil {
+			return err
+		}
+		rows, err := q.JobInsert(ctx, dbcitus.JobInsertParams{Placements: []int{placement}, Queues: []string{s.Queue},
+			Handlers: []string{s.Handler}, Inputs: []string{string(s.Input)}, Keys: []string{""}, Priorities: []int{-1},
+			RunAts: []time.Time{{}}, DelaysMs: []int64{0}, ConcurrencyKeys: []string{""}, MaxAttempts: []int{0},
+			ParentIds: []int64{0}, ScheduleNames: []string{s.Name}, ScheduleTicks: []time.Time{f.Tick}, Ids: []int64{0}})
+		if err != nil {
+			return err
+		}
+		if len(rows) == 1 {
+			fired.JobID, queue = rows[0].ID, rows[0].Queue
+		}
+		return nil
+	})
+	if err != nil {
+		return ScheduleFired{}, translate(err)
+	}
+	if queue == "" {
+		return fired, nil
+	}
+	return fired, db.citusNotify(ctx, []string{queue})
 }

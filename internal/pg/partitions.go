@@ -118,10 +118,16 @@ func (db *DB) StepPartitionDrop(ctx context.Context, name string, lockTimeout ti
 		var kept bool
 		// The probe of the partition is a scalar subquery so it runs once per job, by key
 		// (a semi-join is planned as a hash of the whole partition).
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (
+		check := `SELECT EXISTS (
 				SELECT 1 FROM jobs j
-				WHERE j.id BETWEEN (SELECT min(s.job_id) FROM `+ident+` s) AND (SELECT max(s.job_id) FROM `+ident+` s)
-				  AND (SELECT true FROM `+ident+` s WHERE s.job_id = j.id LIMIT 1))`).Scan(&kept); err != nil {
+				WHERE j.id BETWEEN (SELECT min(s.job_id) FROM ` + ident + ` s) AND (SELECT max(s.job_id) FROM ` + ident + ` s)
+				  AND (SELECT true FROM ` + ident + ` s WHERE s.job_id = j.id LIMIT 1))`
+		if db.citus != nil {
+			// On Citus the partition and jobs are colocated: a join on the placement runs
+			// on every shard at once (a fan-out, each shard its part of the partition).
+			check = `SELECT EXISTS (SELECT 1 FROM ` + ident + ` s JOIN jobs j ON j.placement = s.placement AND j.id = s.job_id)`
+		}
+		if err := tx.QueryRow(ctx, check).Scan(&kept); err != nil {
 			return err
 		}
 		if kept {

@@ -42,6 +42,9 @@ type ScheduleUpsert struct {
 
 // ScheduleUpsert creates or changes a schedule and notifies the schedulers.
 func (db *DB) ScheduleUpsert(ctx context.Context, p ScheduleUpsert) (Schedule, error) {
+	if db.citus != nil {
+		return db.citusScheduleUpsert(ctx, p)
+	}
 	r, err := db.q.ScheduleUpsert(ctx, dbsqlc.ScheduleUpsertParams{Name: p.Name, Cron: p.Cron, Timezone: p.Timezone,
 		Handler: p.Handler, Queue: p.Queue, Input: p.Input, Overlap: p.Overlap, Paused: p.Paused, NextRunAt: p.NextRunAt})
 	return Schedule(r), translate(err)
@@ -49,18 +52,27 @@ func (db *DB) ScheduleUpsert(ctx context.Context, p ScheduleUpsert) (Schedule, e
 
 // ScheduleGet returns one schedule.
 func (db *DB) ScheduleGet(ctx context.Context, name string) (Schedule, error) {
+	if db.citus != nil {
+		return db.citusScheduleGet(ctx, name)
+	}
 	r, err := db.q.ScheduleGet(ctx, name)
 	return Schedule(r), translate(err)
 }
 
 // ScheduleList returns every schedule by name.
 func (db *DB) ScheduleList(ctx context.Context) ([]Schedule, error) {
+	if db.citus != nil {
+		return db.citusScheduleList(ctx)
+	}
 	rows, err := db.q.ScheduleList(ctx)
 	return convertAll(rows, func(r dbsqlc.ScheduleListRow) Schedule { return Schedule(r) }), translate(err)
 }
 
 // ScheduleDelete removes a schedule (ErrNotFound when there is none) and notifies the schedulers.
 func (db *DB) ScheduleDelete(ctx context.Context, name string) error {
+	if db.citus != nil {
+		return db.citusScheduleDelete(ctx, name)
+	}
 	_, err := db.q.ScheduleDelete(ctx, name)
 	return translate(err)
 }
@@ -96,6 +108,9 @@ type ScheduleFired struct {
 // ScheduleFire fires one tick (one statement); ErrNotFound when another process fired
 // it first, or the schedule was changed, paused or deleted meanwhile.
 func (db *DB) ScheduleFire(ctx context.Context, f ScheduleFire) (ScheduleFired, error) {
+	if db.citus != nil {
+		return db.citusScheduleFire(ctx, f)
+	}
 	r, err := db.q.ScheduleFire(ctx, dbsqlc.ScheduleFireParams{Name: f.Name, DueAt: f.DueAt, Tick: f.Tick, NextRunAt: f.NextRunAt})
 	return ScheduleFired{JobID: r.JobID, Skipped: r.Skipped, HandlerKnown: r.HandlerKnown}, translate(err)
 }

@@ -219,7 +219,7 @@ func (q *Queries) JobGetLiveByKey(ctx context.Context, arg JobGetLiveByKeyParams
 const JobInsert = `-- name: JobInsert :many
 INSERT INTO jobs (id, placement, queue, handler, input, key, priority, eligible_at, concurrency_key,
                   max_attempts, parent_id, lease_owner, schedule_name, schedule_tick)
-SELECT nextval('jobs_id_seq') * 1024 + r.placement, r.placement, r.queue, r.handler,
+SELECT coalesce(nullif(r.id, 0), nextval('jobs_id_seq') * 1024 + r.placement), r.placement, r.queue, r.handler,
        coalesce(nullif(r.input, '')::jsonb, '{}'::jsonb), nullif(r.key, ''), coalesce(nullif(r.priority, -1), 5)::smallint,
        CASE WHEN r.parked IS NULL
             THEN coalesce(nullif(r.run_at, '0001-01-01 00:00:00+00'::timestamptz), now() + coalesce(r.delay_ms, 0) * interval '1 millisecond')
@@ -227,7 +227,7 @@ SELECT nextval('jobs_id_seq') * 1024 + r.placement, r.placement, r.queue, r.hand
                           r.parked_until) END,
        nullif(r.concurrency_key, ''), coalesce(nullif(r.max_attempts, 0), r.handler_max_attempts), nullif(r.parent_id, 0),
        r.parked, nullif(r.schedule_name, ''), nullif(r.schedule_tick, '0001-01-01 00:00:00+00'::timestamptz)
-FROM (SELECT a.placement, a.queue, a.handler, a.input, a.key, a.priority, a.run_at, a.delay_ms, a.concurrency_key, a.max_attempts, a.parent_id, a.schedule_name, a.schedule_tick, a.ord,
+FROM (SELECT a.placement, a.queue, a.handler, a.input, a.key, a.priority, a.run_at, a.delay_ms, a.concurrency_key, a.max_attempts, a.parent_id, a.schedule_name, a.schedule_tick, a.id, a.ord,
              (SELECT h.max_attempts FROM handlers h WHERE h.name = a.handler) AS handler_max_attempts,
              (SELECT CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END
               FROM handlers h WHERE h.name = a.handler) AS parked,
@@ -239,10 +239,10 @@ FROM (SELECT a.placement, a.queue, a.handler, a.input, a.key, a.priority, a.run_
                       unnest($7::timestamptz[]), unnest($8::bigint[]),
                       unnest($9::text[]), unnest($10::int[]),
                       unnest($11::bigint[]), unnest($12::text[]),
-                      unnest($13::timestamptz[]))
+                      unnest($13::timestamptz[]), unnest($14::bigint[]))
            WITH ORDINALITY
            AS a(placement, queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, max_attempts, parent_id,
-                schedule_name, schedule_tick, ord)
+                schedule_name, schedule_tick, id, ord)
       ORDER BY a.ord) r
 WHERE r.handler_max_attempts IS NOT NULL
 ON CONFLICT DO NOTHING
@@ -263,6 +263,7 @@ type JobInsertParams struct {
 	ParentIds       []int64
 	ScheduleNames   []string
 	ScheduleTicks   []time.Time
+	Ids             []int64
 }
 
 type JobInsertRow struct {
@@ -292,7 +293,8 @@ type JobInsertRow struct {
 // exact because a key places its jobs at one placement) and the caller answers the
 // holder; an item of an unknown handler is left out and the caller refuses the batch
 // (rolling it back). A paused handler's or an open breaker's job goes in parked, as
-// JobInsertPlain does.
+// JobInsertPlain does. An item's id is drawn here, or given by the caller (ids, 0 for
+// none: an item whose idempotency key was claimed for that id first).
 func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) ([]JobInsertRow, error) {
 	rows, err := q.db.Query(ctx, JobInsert,
 		arg.Placements,
@@ -308,6 +310,7 @@ func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) ([]JobInse
 		arg.ParentIds,
 		arg.ScheduleNames,
 		arg.ScheduleTicks,
+		arg.Ids,
 	)
 	if err != nil {
 		return nil, err

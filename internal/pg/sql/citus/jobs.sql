@@ -10,10 +10,11 @@
 -- exact because a key places its jobs at one placement) and the caller answers the
 -- holder; an item of an unknown handler is left out and the caller refuses the batch
 -- (rolling it back). A paused handler's or an open breaker's job goes in parked, as
--- JobInsertPlain does.
+-- JobInsertPlain does. An item's id is drawn here, or given by the caller (ids, 0 for
+-- none: an item whose idempotency key was claimed for that id first).
 INSERT INTO jobs (id, placement, queue, handler, input, key, priority, eligible_at, concurrency_key,
                   max_attempts, parent_id, lease_owner, schedule_name, schedule_tick)
-SELECT nextval('jobs_id_seq') * 1024 + r.placement, r.placement, r.queue, r.handler,
+SELECT coalesce(nullif(r.id, 0), nextval('jobs_id_seq') * 1024 + r.placement), r.placement, r.queue, r.handler,
        coalesce(nullif(r.input, '')::jsonb, '{}'::jsonb), nullif(r.key, ''), coalesce(nullif(r.priority, -1), 5)::smallint,
        CASE WHEN r.parked IS NULL
             THEN coalesce(nullif(r.run_at, '0001-01-01 00:00:00+00'::timestamptz), now() + coalesce(r.delay_ms, 0) * interval '1 millisecond')
@@ -33,10 +34,10 @@ FROM (SELECT a.*,
                       unnest(sqlc.arg(run_ats)::timestamptz[]), unnest(sqlc.arg(delays_ms)::bigint[]),
                       unnest(sqlc.arg(concurrency_keys)::text[]), unnest(sqlc.arg(max_attempts)::int[]),
                       unnest(sqlc.arg(parent_ids)::bigint[]), unnest(sqlc.arg(schedule_names)::text[]),
-                      unnest(sqlc.arg(schedule_ticks)::timestamptz[]))
+                      unnest(sqlc.arg(schedule_ticks)::timestamptz[]), unnest(sqlc.arg(ids)::bigint[]))
            WITH ORDINALITY
            AS a(placement, queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, max_attempts, parent_id,
-                schedule_name, schedule_tick, ord)
+                schedule_name, schedule_tick, id, ord)
       ORDER BY a.ord) r
 WHERE r.handler_max_attempts IS NOT NULL
 ON CONFLICT DO NOTHING

@@ -1,0 +1,46 @@
+-- Idempotency keys and debounce on Citus (docs/citus.md, "Placement"): each lives at the
+-- placement of its key (PlacementOfKey), where its unique index is exact, so every
+-- statement here is a router statement at one placement. The clock is read in the
+-- VALUES, which Citus evaluates on the coordinator before it routes the row (it refuses
+-- now() in an ON CONFLICT ... DO UPDATE of a distributed table).
+
+-- name: IdempotencyClaim :one
+-- Claims idempotency key for job_id (drawn by the caller, inserted in the same
+-- transaction): a new key, or one past its window, re-pointed. A concurrent insert of
+-- the same key waits here for the other to commit and claims nothing: no row, and the
+-- caller answers the holder (IdempotencyHolder). Index use: idempotency_keys_pkey.
+INSERT INTO idempotency_keys AS k (key, placement, job_id, expires_at, created_at)
+VALUES (sqlc.arg(idempotency_key)::text, sqlc.arg(placement)::int, sqlc.arg(job_id)::bigint,
+        coalesce(sqlc.narg(as_of)::timestamptz, now()) + sqlc.arg(window_ms)::bigint * interval '1 millisecond',
+        coalesce(sqlc.narg(as_of)::timestamptz, now()))
+ON CONFLICT (key, placement) DO UPDATE
+SET job_id = excluded.job_id, expires_at = excluded.expires_at, created_at = excluded.created_at
+WHERE k.expires_at <= excluded.created_at
+RETURNING k.job_id;
+
+-- name: IdempotencyHolder :one
+-- The job an unexpired idempotency key points to. Index use: idempotency_keys_pkey.
+SELECT k.job_id FROM idempotency_keys k
+WHERE k.placement = sqlc.arg(placement)::int AND k.key = sqlc.arg(idempotency_key)::text
+  AND k.expires_at > coalesce(sqlc.narg(as_of)::timestamptz, now());
+
+-- name: JobDebounceUpsert :one
+-- JobInsertMany's debounced insert (sql/jobs.sql) for one debounce key at its placement:
+-- a new job eligible a period from as_of (default now()) with a deadline max_wait from
+-- then (NULL: none), or the runnable, never-claimed job of the key given this input and
+-- pushed to a period from now, never past its deadline. jobs_debounce is the arbiter, so
+-- concurrent inserts of a key make one job. The id is drawn by the caller: the answer's
+-- id is that id when this statement made the job. Index use: jobs_debounce.
+INSERT INTO jobs AS j (id, placement, queue, handler, input, priority, eligible_at, max_attempts,
+                       debounce_key, debounce_deadline, updated_at)
+VALUES (sqlc.arg(id)::bigint, sqlc.arg(placement)::int, sqlc.arg(queue)::text, sqlc.arg(handler)::text,
+        sqlc.arg(input)::jsonb, sqlc.arg(priority)::smallint,
+        coalesce(sqlc.narg(as_of)::timestamptz, now()) + sqlc.arg(period_ms)::bigint * interval '1 millisecond',
+        sqlc.arg(max_attempts)::int, sqlc.arg(debounce_key)::text,
+        coalesce(sqlc.narg(as_of)::timestamptz, now()) + nullif(sqlc.arg(max_wait_ms)::bigint, 0) * interval '1 millisecond',
+        now())
+ON CONFLICT (debounce_key, placement) WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL
+DO UPDATE SET input = excluded.input,
+              eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),
+              updated_at = excluded.updated_at
+RETURNING j.id;
