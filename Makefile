@@ -24,11 +24,13 @@ test: ## Run every test with the race detector (starts a throwaway PostgreSQL un
 	@$(MAKE) --no-print-directory test-citus
 
 # The tests that run on a Citus cluster (a coordinator and two workers the test binaries
-# start: docs/citus.md): the Citus-only tests, the engine's state machine, and the
-# dispatcher's flows with real webhooks. Skipped with a message where Citus is not
-# installed (../shared/citus/install.sh on the development machines; .ci/run installs it).
-CITUS_ENGINE_TESTS   := TestOutcomeStateMachine|TestChildrenJoinTheirParent
-CITUS_DISPATCH_TESTS := TestThreeStepJobCarriesStateToDone|TestFailuresAreRetriedThenFail|TestRetryAfterIsHonoured|TestTwoDispatchersDrainWithoutDoubleOutcomes|TestStaleLeaseTokenChangesNothing|TestReaperReclaimsExpiredLease|TestAwaitIsNotWokenByAnotherSignalDuringItsStep|TestChildrenSpawnedIntoANewQueueRun|TestConcurrencyKeyRunsOneAtATime|TestStopLetsRunningStepsFinish|TestHistoryKeepsTheBodiesOfAFailedAttempt|TestHistoryBodiesFollowTheQueueSetting|TestLargeInboxesAndFanOutsAreCapped|TestMetricsMatchTheDatabase|TestQueueSettingsApplyWithoutRestart
+# start: docs/citus.md): the Citus-only tests, every test of the engine (those that cannot
+# run on Citus skip themselves, saying why), the dispatcher's flows with real webhooks,
+# the README quickstart, the core flow through PgBouncer and the SDKs' flows against the
+# server binary. Skipped with a message where Citus is not installed
+# (../shared/citus/install.sh on the development machines; .ci/run installs it).
+CITUS_DISPATCH_TESTS := TestThreeStepJobCarriesStateToDone|TestFailuresAreRetriedThenFail|TestRetryAfterIsHonoured|TestTwoDispatchersDrainWithoutDoubleOutcomes|TestStaleLeaseTokenChangesNothing|TestReaperReclaimsExpiredLease|TestAwaitIsNotWokenByAnotherSignalDuringItsStep|TestChildrenSpawnedIntoANewQueueRun|TestConcurrencyKeyRunsOneAtATime|TestStopLetsRunningStepsFinish|TestHistoryKeepsTheBodiesOfAFailedAttempt|TestHistoryBodiesFollowTheQueueSetting|TestLargeInboxesAndFanOutsAreCapped|TestMetricsMatchTheDatabase|TestQueueSettingsApplyWithoutRestart|TestGateCapsConcurrencyAcrossEngines|TestBreakerParksADeadHandlerWhileAHealthyOneFlows
+CITUS_SERVER_TESTS   := TestQuickstartAgainstTheBinaries|TestCoreFlowThroughPgBouncer|TestAScheduleFiresOncePerTickAcrossThreeServers|TestDebounceThroughTheServer|TestBreakerProbesOncePerIntervalAcrossThreeServers
 
 .PHONY: test-citus
 test-citus: ## Run the Citus suite (TEST_CITUS=1: a coordinator and two workers per test binary)
@@ -37,8 +39,10 @@ test-citus: ## Run the Citus suite (TEST_CITUS=1: a coordinator and two workers 
 		echo "test-citus: skipped, Citus is not installed (docs/citus.md)"; exit 0; fi; \
 	set -e; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -run 'TestCitus' ./internal/pg/; \
-	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -parallel 4 -run '$(CITUS_ENGINE_TESTS)' ./internal/engine/; \
-	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -parallel 3 -run '$(CITUS_DISPATCH_TESTS)' ./internal/dispatch/
+	TEST_CITUS=1 $(GO) test -count=1 -timeout 20m -parallel 4 ./internal/engine/; \
+	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -parallel 3 -run '$(CITUS_DISPATCH_TESTS)' ./internal/dispatch/; \
+	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -parallel 2 -run '$(CITUS_SERVER_TESTS)' ./cmd/server/; \
+	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m ./sdk/go/gendurable/ ./sdk/typescript/ ./sdk/python/
 
 .PHONY: test-short
 test-short: ## Run the tests without the race detector

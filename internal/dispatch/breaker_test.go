@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gendurable/gendurable/internal/pg/pgtest"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -102,7 +101,6 @@ func jobsOf(handler string, n int) []engine.NewJob {
 // wakes every parked step.
 func TestBreakerParksADeadHandlerWhileAHealthyOneFlows(t *testing.T) {
 	t.Parallel()
-	pgtest.SkipOnCitus(t, "the circuit breaker statements (UPDATEs of a reference table with now() in CASE) have no Citus dialect yet")
 	ctx := context.Background()
 	h := newHarness(t, 30*time.Second)
 	dead := newFlakyEndpoint(t)

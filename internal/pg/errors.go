@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -42,11 +43,12 @@ func translate(err error) error {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "23505": // unique_violation
-			if pgErr.ConstraintName == "jobs_concurrency_exclusive" || pgErr.ConstraintName == "rate_buckets_pkey" ||
-				pgErr.ConstraintName == "gate_slots_pkey" {
+			constraint := citusShardIndex.ReplaceAllString(pgErr.ConstraintName, "")
+			if constraint == "jobs_concurrency_exclusive" || constraint == "rate_buckets_pkey" ||
+				constraint == "gate_slots_pkey" || constraint == "jobs_gate_slot" {
 				return fmt.Errorf("%w: %w", ErrRetryable, pgErr)
 			}
-			if key, ok := uniqueValue(pgErr); ok && pgErr.ConstraintName == "jobs_live_key" {
+			if key, ok := uniqueValue(pgErr); ok && constraint == "jobs_live_key" {
 				return fmt.Errorf("%w: a live job holds the key %q: %w", ErrConflict, key, pgErr)
 			}
 			return fmt.Errorf("%w: %w", ErrConflict, pgErr)
@@ -78,5 +80,15 @@ func uniqueValue(e *pgconn.PgError) (string, bool) {
 	if start < 0 || end < start+3 {
 		return "", false
 	}
-	return e.Detail[start+3 : end], true
+	value := e.Detail[start+3 : end]
+	if strings.HasSuffix(e.Detail[:start], ", placement") { // on Citus: the key, then its placement
+		if i := strings.LastIndex(value, ", "); i >= 0 {
+			value = value[:i]
+		}
+	}
+	return value, true
 }
+
+// citusShardIndex is the shard id that Citus appends to an index's name on a worker
+// (jobs_live_key_102008): a constraint reported from a shard is named without it.
+var citusShardIndex = regexp.MustCompile(`_[0-9]{6,}$`)

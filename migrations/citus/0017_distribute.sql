@@ -68,6 +68,13 @@ CREATE UNIQUE INDEX jobs_live_key ON jobs (key, placement)
 DROP INDEX jobs_concurrency_exclusive;
 CREATE UNIQUE INDEX jobs_concurrency_exclusive ON jobs (concurrency_key, placement)
     WHERE status = 'executing' AND concurrency_key IS NOT NULL AND gate_shard IS NULL;
+-- A gate's slots on Citus: a step of a gated key executes holding a slot number in
+-- [0, limit) (gate_shard), unique per key among the executing steps, so at most `limit`
+-- execute. Every job of a key lives at the key's placement, so the index is exact; a step
+-- that ends leaves it by its status, and no counter has to be given back or reconciled
+-- (the gate_slots counters of plain PostgreSQL are not used on Citus).
+CREATE UNIQUE INDEX jobs_gate_slot ON jobs (concurrency_key, gate_shard, placement)
+    WHERE status = 'executing' AND concurrency_key IS NOT NULL AND gate_shard IS NOT NULL;
 DROP INDEX jobs_debounce;
 CREATE UNIQUE INDEX jobs_debounce ON jobs (debounce_key, placement)
     WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL;

@@ -6,11 +6,19 @@
 -- volatile function in an UPDATE of a distributed table and does not route a modifying
 -- CTE with one, so the lease token is md5(nonce || id), the nonce 128 random bits drawn
 -- by the server for each claim (unguessable, and unique per claimed step). A concurrency
--- key places its jobs at one placement (PlacementOfKey), so the K=1 guard and the dedup
--- within the batch are exact on the shard, as on plain PostgreSQL; gates and rate limits
--- are refused at insert on Citus until they span shards.
--- Index use: jobs_pick per priority, jobs_concurrency_exclusive per keyed row, jobs_pkey
--- per winner, handlers (a reference table, local to the worker) per winner.
+-- key places its jobs at one placement (PlacementOfKey), so the K=1 guard, the gates and
+-- the dedup within the batch are exact on the shard, as on plain PostgreSQL:
+-- - an ungated key (no gates row) runs one step at a time: the scan skips a key with a
+--   step executing (jobs_concurrency_exclusive), the batch keeps its first row;
+-- - a gated key runs up to the gate's limit: the scan skips a key whose executing steps
+--   hold every slot (jobs_gate_slot), and the r-th row of the key in the batch takes the
+--   key's r-th free slot number in [0, limit), or is left runnable. Two claims that give
+--   the same slot collide on jobs_gate_slot and the loser is retried, as a K=1 race is.
+--   Finding the free slots probes jobs_gate_slot once per slot number up to the last one
+--   taken: O(limit) for a gate whose slots are nearly all held.
+-- Rate limits are refused at insert on Citus.
+-- Index use: jobs_pick per priority, jobs_concurrency_exclusive or jobs_gate_slot per keyed
+-- row, jobs_pkey per winner, handlers and gates (reference tables, local to the worker).
 WITH candidates AS (
     SELECT c.* FROM generate_series(0, 9) AS p(priority)
     CROSS JOIN LATERAL (
@@ -27,18 +35,48 @@ WITH candidates AS (
                   AND e.concurrency_key = j.concurrency_key
                   AND e.status = 'executing' AND e.gate_shard IS NULL
                 LIMIT 1) IS NULL)
+          AND (j.concurrency_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM gates g
+                WHERE g.key = j.concurrency_key
+                  AND g."limit" <= (SELECT count(*) FROM jobs e
+                                    WHERE e.placement = ANY (sqlc.arg(placements)::int[]) AND e.placement = j.placement
+                                      AND e.concurrency_key = j.concurrency_key
+                                      AND e.status = 'executing' AND e.gate_shard IS NOT NULL)))
         ORDER BY j.eligible_at, j.id
         LIMIT sqlc.arg(max_rows)::int
         FOR UPDATE OF j SKIP LOCKED
     ) c
     LIMIT sqlc.arg(max_rows)::int
 ),
+ranked AS (
+    SELECT c.id, c.handler, c.concurrency_key, g."limit" AS gate_limit,
+           row_number() OVER (PARTITION BY c.concurrency_key ORDER BY c.priority, c.eligible_at, c.id) AS key_rank,
+           count(*) OVER (PARTITION BY c.concurrency_key) AS key_rows
+    FROM candidates c
+    LEFT JOIN gates g ON g.key = c.concurrency_key
+),
+-- The free slot numbers of each gated key of the batch, as many as it has rows here.
+free_slots AS (
+    SELECT k.concurrency_key, f.slot, row_number() OVER (PARTITION BY k.concurrency_key ORDER BY f.slot) AS slot_rank
+    FROM (SELECT DISTINCT r.concurrency_key, r.gate_limit, r.key_rows FROM ranked r WHERE r.gate_limit IS NOT NULL) k
+    CROSS JOIN LATERAL (
+        SELECT s.slot::smallint AS slot
+        FROM generate_series(0, k.gate_limit - 1) AS s(slot)
+        WHERE NOT EXISTS (SELECT 1 FROM jobs e
+                          WHERE e.placement = ANY (sqlc.arg(placements)::int[])
+                            AND e.concurrency_key = k.concurrency_key
+                            AND e.status = 'executing' AND e.gate_shard = s.slot::smallint)
+        ORDER BY s.slot
+        LIMIT k.key_rows
+    ) f
+),
 winners AS (
-    SELECT r.id, r.handler FROM (
-        SELECT c.id, c.handler, c.concurrency_key,
-               row_number() OVER (PARTITION BY c.concurrency_key ORDER BY c.priority, c.eligible_at, c.id) AS key_rank
-        FROM candidates c) r
-    WHERE r.concurrency_key IS NULL OR r.key_rank = 1
+    SELECT r.id, r.handler, f.slot
+    FROM ranked r
+    LEFT JOIN free_slots f ON f.concurrency_key = r.concurrency_key AND f.slot_rank = r.key_rank
+    WHERE r.concurrency_key IS NULL
+       OR (r.gate_limit IS NULL AND r.key_rank = 1)
+       OR f.slot IS NOT NULL
 )
 UPDATE jobs j
 SET status = 'executing',
@@ -48,7 +86,7 @@ SET status = 'executing',
     lease_owner = sqlc.arg(lease_owner)::text,
     attempted_at = now(),
     claim_inbox_seq = least(j.inbox_seq, j.consumed_seq + sqlc.arg(signal_cap)::bigint),
-    gate_shard = NULL,
+    gate_shard = w.slot,
     updated_at = now()
 FROM winners w
 LEFT JOIN handlers h ON h.name = w.handler
