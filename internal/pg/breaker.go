@@ -36,6 +36,9 @@ type BreakerRecorded struct {
 // handlers_pkey probe per handler; handlers with nothing to change are not written.
 // now nil is the database's clock.
 func (db *DB) HandlerBreakerRecord(ctx context.Context, tallies []BreakerTally, now *time.Time) ([]BreakerRecorded, error) {
+	if db.citus != nil {
+		return db.citusBreakerRecord(ctx, tallies, now)
+	}
 	p := dbsqlc.HandlerBreakerRecordParams{Now: now, Names: make([]string, len(tallies)),
 		Failures: make([]int, len(tallies)), Resets: make([]bool, len(tallies))}
 	for i, t := range tallies {
@@ -61,6 +64,9 @@ type BreakerProbe struct {
 // pauses a handler open for longer than its pause_after); ErrNotFound for an unknown
 // handler. One statement.
 func (db *DB) HandlerBreakerProbe(ctx context.Context, handler string, now *time.Time) (BreakerProbe, error) {
+	if db.citus != nil {
+		return db.citusBreakerProbe(ctx, handler, now)
+	}
 	r, err := db.q.HandlerBreakerProbe(ctx, dbsqlc.HandlerBreakerProbeParams{Name: handler, Now: now})
 	if err != nil {
 		return BreakerProbe{}, translate(err)
@@ -76,6 +82,9 @@ func (db *DB) HandlerBreakerProbe(ctx context.Context, handler string, now *time
 // breaker, failure reopens it with a doubled interval (capped). It answers the new state
 // and next probe time, or ErrNotFound when the breaker was no longer half-open.
 func (db *DB) HandlerBreakerProbeResult(ctx context.Context, handler string, success bool, now *time.Time) (string, *time.Time, error) {
+	if db.citus != nil {
+		return db.citusBreakerProbeResult(ctx, handler, success, now)
+	}
 	r, err := db.q.HandlerBreakerProbeResult(ctx, dbsqlc.HandlerBreakerProbeResultParams{Name: handler, Success: success, Now: now})
 	return r.BreakerState, r.BreakerNextProbeAt, translate(err)
 }
@@ -98,6 +107,9 @@ type Park struct {
 // again at its At, the attempt undone and its gate slot returned. It answers the ids
 // given back (a missing one was no longer held). One statement for the batch.
 func (db *DB) LeaseParkMany(ctx context.Context, parks []Park) ([]int64, error) {
+	if db.citus != nil {
+		return db.citusParkMany(ctx, parks)
+	}
 	p := dbsqlc.LeaseParkManyParams{Ids: make([]int64, len(parks)), Tokens: make([]string, len(parks)),
 		EligibleAts: make([]time.Time, len(parks))}
 	for i, k := range parks {
@@ -110,6 +122,9 @@ func (db *DB) LeaseParkMany(ctx context.Context, parks []Park) ([]int64, error) 
 // JobWakeParked makes the steps parked by handler's breaker due now (it closed) and
 // answers how many; one statement through jobs_breaker_parked.
 func (db *DB) JobWakeParked(ctx context.Context, handler string) (int64, error) {
+	if db.citus != nil {
+		return db.citusWakeParked(ctx, handler)
+	}
 	n, err := db.q.JobWakeParked(ctx, handler)
 	return n, translate(err)
 }

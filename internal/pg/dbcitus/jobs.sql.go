@@ -231,8 +231,11 @@ FROM (SELECT a.placement, a.queue, a.handler, a.input, a.key, a.priority, a.run_
              (SELECT h.max_attempts FROM handlers h WHERE h.name = a.handler) AS handler_max_attempts,
              (SELECT CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END
               FROM handlers h WHERE h.name = a.handler) AS parked,
-             (SELECT CASE WHEN h.paused_at IS NULL THEN greatest(coalesce(h.breaker_next_probe_at, now() + interval '1 second'), now())
-                          ELSE now() + interval '150 seconds' END
+             -- the batch's first item of an open breaker comes back for its next probe, the
+             -- others in 150-300 s, as JobInsertMany parks them
+             (SELECT CASE WHEN a.ord = 1 AND h.paused_at IS NULL
+                          THEN greatest(coalesce(h.breaker_next_probe_at, now() + interval '1 second'), now())
+                          ELSE now() + interval '150 seconds' + random() * interval '150 seconds' END
               FROM handlers h WHERE h.name = a.handler) AS parked_until
       FROM ROWS FROM (unnest($1::int[]), unnest($2::text[]), unnest($3::text[]),
                       unnest($4::text[]), unnest($5::text[]), unnest($6::int[]),

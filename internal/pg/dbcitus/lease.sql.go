@@ -384,8 +384,8 @@ type LeaseReleaseManyRow struct {
 
 // LeaseReleaseMany (sql/job_lease.sql) for the leases of one shard: the claimed steps
 // given back before their webhook was called, runnable at once. The caller wakes the
-// queues it answers (pg_notify on the coordinator). No gate slot to return: gates are
-// refused on Citus (docs/citus.md).
+// queues it answers (pg_notify on the coordinator). No gate slot to return: on Citus a
+// slot is held by the executing row itself (jobs_gate_slot).
 func (q *Queries) LeaseReleaseMany(ctx context.Context, arg LeaseReleaseManyParams) ([]LeaseReleaseManyRow, error) {
 	rows, err := q.db.Query(ctx, LeaseReleaseMany, arg.Placements, arg.Ids, arg.Tokens)
 	if err != nil {

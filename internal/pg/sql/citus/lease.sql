@@ -28,8 +28,8 @@ WHERE h.expires_at IS NOT NULL;
 -- name: LeaseReleaseMany :many
 -- LeaseReleaseMany (sql/job_lease.sql) for the leases of one shard: the claimed steps
 -- given back before their webhook was called, runnable at once. The caller wakes the
--- queues it answers (pg_notify on the coordinator). No gate slot to return: gates are
--- refused on Citus (docs/citus.md).
+-- queues it answers (pg_notify on the coordinator). No gate slot to return: on Citus a
+-- slot is held by the executing row itself (jobs_gate_slot).
 WITH l AS (
     SELECT * FROM ROWS FROM (unnest(sqlc.arg(ids)::bigint[]), unnest(sqlc.arg(tokens)::uuid[])) AS l(id, token)
 )
