@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gendurable/gendurable/internal/dispatch"
