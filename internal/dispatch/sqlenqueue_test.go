@@ -21,7 +21,6 @@ import (
 // one whose transaction rolls back is never dispatched.
 func TestSQLEnqueueCommitRunsRollbackDoesNot(t *testing.T) {
 	t.Parallel()
-	pgtest.SkipOnCitus(t, "gendurable_enqueue() has no Citus form yet (it must draw a placement and an id)")
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
 	db := pgtest.Open(t, url, pg.Options{MaxConns: 10})

@@ -2,6 +2,8 @@ package pg_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/gendurable/gendurable/internal/pg"
@@ -62,5 +64,58 @@ func TestCitusMigrationsDistributeTheSchema(t *testing.T) {
 	}
 	if p := pg.PlacementOfKey("user-7"); p < 0 || p >= pg.Placements {
 		t.Fatalf("PlacementOfKey out of range: %d", p)
+	}
+}
+
+// gendurable_placement_of_key (migrations/citus, for gendurable_enqueue) answers what the
+// server's PlacementOfKey does, for keys of every kind of byte.
+func TestCitusPlacementOfKeyInSQL(t *testing.T) {
+	t.Parallel()
+	citusOnly(t)
+	db := pgtest.NewDB(t)
+	keys := []string{"", "a", "user-7", "order:2026-12-03/42", "ключ", "日本語のキー", "emoji 🎉", strings.Repeat("x", 512)}
+	for i := range 200 {
+		keys = append(keys, fmt.Sprintf("tenant-%d", i))
+	}
+	for _, key := range keys {
+		got, err := db.QueryInt(context.Background(), `SELECT gendurable_placement_of_key($1)`, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := pg.PlacementOfKey(key); got != int64(want) {
+			t.Fatalf("placement of %q: %d in SQL, %d in Go", key, got, want)
+		}
+	}
+}
+
+// gendurable_enqueue on Citus writes each job at the placement of its key (so that the
+// server finds it by key) and its id carries the placement; what Citus cannot keep exact
+// is refused with the field named.
+func TestCitusSQLEnqueuePlacesTheJob(t *testing.T) {
+	t.Parallel()
+	citusOnly(t)
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
+		t.Fatal(err)
+	}
+	id, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{"n": 1}', '{"key": "user-7"}')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id%pg.Placements != int64(pg.PlacementOfKey("user-7")) {
+		t.Fatalf("job %d: placement %d, want the key's %d", id, id%pg.Placements, pg.PlacementOfKey("user-7"))
+	}
+	held, err := db.JobGetLiveByKey(ctx, "user-7")
+	if err != nil || held.ID != id {
+		t.Fatalf("the key's job: %+v %v, want %d", held, err, id)
+	}
+	again, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{"n": 2}', '{"key": "user-7"}')`)
+	if err != nil || again != id {
+		t.Fatalf("a second enqueue of the live key: %d %v, want %d", again, err, id)
+	}
+	if _, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}', '{"rate_limit": {"name": "api"}}')`); err == nil ||
+		!strings.Contains(err.Error(), "rate_limit") {
+		t.Fatalf("a rate limit on Citus: %v, want a refusal naming rate_limit", err)
 	}
 }
