@@ -191,11 +191,16 @@ func (c *CitusCluster) DropDatabase(ctx context.Context, name string) error {
 	return first
 }
 
-// Stop stops every node, workers first.
+// Stop stops every node, workers first. A throwaway cluster's nodes that had to be placed
+// outside Dir (as root: see StartCluster) are deleted with it: nothing else would.
 func (c *CitusCluster) Stop() {
 	for i := len(c.Nodes) - 1; i >= 0; i-- {
 		if c.Nodes[i] != nil {
 			c.Nodes[i].Stop()
+			if home := filepath.Dir(c.Nodes[i].DataDir()); c.opts.Throwaway && !strings.HasPrefix(home, c.opts.Dir) &&
+				filepath.Base(filepath.Dir(home)) == placedClusters {
+				_ = os.RemoveAll(home)
+			}
 		}
 	}
 }
