@@ -106,6 +106,10 @@ clean: ## Remove build output (not the ./.data cluster)
 bench: ## End-to-end bench: server binary + PostgreSQL + webhook receiver process, River side by side (BENCH_FLAGS=-peer=false skips River; docs/performance.md)
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
 
+.PHONY: bench-citus
+bench-citus: ## make bench, then the drains on a Citus coordinator and two workers it starts, beside plain PostgreSQL: CPU, WAL, statements per node (docs/citus.md)
+	$(GO) run ./cmd/bench -citus $(BENCH_FLAGS)
+
 .PHONY: chaos
 chaos: ## Chaos drain (≤ 10 min): 3 servers, kill -9, immediate PostgreSQL restarts, … (see docs/reliability.md)
 	$(GO) run ./cmd/chaos -mode full $(CHAOS_FLAGS)
