@@ -481,9 +481,6 @@ func nodeStatements(ctx context.Context, n *dbNode, worker bool) ([]StatementSta
 	by := map[string]*StatementStat{}
 	for _, r := range rows {
 		name := r[0]
-		if os.Getenv("BENCH_DUMP") != "" {
-			fmt.Fprintf(os.Stderr, "DUMP %s calls=%s rows=%s: %.400s\n", n.name, r[1], r[2], name)
-		}
 		if worker {
 			name = workerStatementName(name)
 		} else if len(name) > 60 {
