@@ -43,6 +43,7 @@ type NodeCost struct {
 	// RoundTrips counts the requests that reached the node (roundTrips).
 	RoundTrips     float64         `json:"round_trips_per_step"`
 	ExecMicros     float64         `json:"exec_us_per_step"`
+	PlanMicros     float64         `json:"plan_us_per_step"`
 	StatementStats []StatementStat `json:"statements"`
 }
 
@@ -129,6 +130,12 @@ func runCitus(ctx context.Context, o options, plain nodesSide) (*CitusReport, er
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	// The nodes' folders go inside it: as root, PostgreSQL runs as postgres, which must
+	// pass through to them (else each node is placed under postgres's home, which
+	// RemoveAll would not reach).
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return nil, err
+	}
 	fmt.Fprintf(os.Stderr, "bench: starting a Citus coordinator and %d workers\n", o.citusWorkers)
 	c, err := pg.StartCitusCluster(ctx, pg.CitusClusterOptions{Dir: dir, Workers: o.citusWorkers})
 	if err != nil {
@@ -400,18 +407,20 @@ func nodesDrain(ctx context.Context, o options, s nodesSide, queue string, pair,
 		nc := NodeCost{Node: n.name, CPUMicros: ticksToMicros(cpu1.nodes[i]-cpu0.nodes[i], total),
 			WALBytes: float64(wal) / float64(total), StatementStats: stmts}
 		var calls, stmtWAL int64
-		var exec float64
+		var exec, plan float64
 		for _, st := range stmts {
 			if !transactionControl(st.Name) {
 				calls += st.Calls
 			}
 			stmtWAL += st.WALBytes
 			exec += st.ExecMS
+			plan += st.PlanMS
 		}
 		nc.Statements = float64(calls) / float64(total)
 		nc.RoundTrips = float64(roundTrips(stmts, s.citus && i == 0)) / float64(total)
 		nc.StatementWALBytes = float64(stmtWAL) / float64(total)
 		nc.ExecMicros = exec * 1000 / float64(total)
+		nc.PlanMicros = plan * 1000 / float64(total)
 		d.Nodes = append(d.Nodes, nc)
 	}
 	if err := call(s.api, "PUT", "/v1/queues/"+queue, `{"paused": true}`); err != nil {

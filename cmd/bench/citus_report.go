@@ -154,6 +154,8 @@ func printCitus(out io.Writer, r *CitusReport, cmp Comparison, o options) {
 	row("round trips: coordinator → workers", 3, sum(1, trips))
 	row("statement exec µs: PostgreSQL / coordinator", 1, node(0, func(n NodeCost) float64 { return n.ExecMicros }))
 	row("statement exec µs: workers", 1, sum(1, func(n NodeCost) float64 { return n.ExecMicros }))
+	row("statement plan µs: PostgreSQL / coordinator", 1, node(0, func(n NodeCost) float64 { return n.PlanMicros }))
+	row("statement plan µs: workers", 1, sum(1, func(n NodeCost) float64 { return n.PlanMicros }))
 	_ = w.Flush()
 
 	for _, idle := range []struct {
@@ -200,7 +202,7 @@ func printCitus(out io.Writer, r *CitusReport, cmp Comparison, o options) {
 			}
 			fmt.Fprintf(out, "\ntop statements, %s, %s (pg_stat_statements summed over %d drain(s), %d steps)\n", c.name, ns[0].Node, len(c.drains), steps)
 			w = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(w, "statement\tcalls\trows/call\tcalls/step\texec µs/step\tWAL B/step\t")
+			fmt.Fprintln(w, "statement\tcalls\trows/call\tcalls/step\texec µs/step\tplan µs/step\tWAL B/step\t")
 			for k, st := range mergeNodeStatements(ns) {
 				if k == 2*topStatements {
 					break
@@ -209,8 +211,8 @@ func printCitus(out io.Writer, r *CitusReport, cmp Comparison, o options) {
 				if st.Calls > 0 {
 					rowsPerCall = float64(st.Rows) / float64(st.Calls)
 				}
-				fmt.Fprintf(w, "%s\t%d\t%.1f\t%.4f\t%.1f\t%.0f\t\n", strings.TrimSpace(st.Name), st.Calls, rowsPerCall,
-					float64(st.Calls)/float64(steps), st.ExecMS*1000/float64(steps), float64(st.WALBytes)/float64(steps))
+				fmt.Fprintf(w, "%s\t%d\t%.1f\t%.4f\t%.1f\t%.1f\t%.0f\t\n", strings.TrimSpace(st.Name), st.Calls, rowsPerCall,
+					float64(st.Calls)/float64(steps), st.ExecMS*1000/float64(steps), st.PlanMS*1000/float64(steps), float64(st.WALBytes)/float64(steps))
 			}
 			_ = w.Flush()
 		}
