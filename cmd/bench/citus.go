@@ -189,32 +189,32 @@ func runCitus(ctx context.Context, o options, plain nodesSide) (*CitusReport, er
 	for pair := 1; pair <= o.citusPairs; pair++ {
 		d, err := nodesDrain(ctx, o, plain, fmt.Sprintf("postgresql-%d", pair), pair, o.jobs, 1, o.insertBatch)
 		if err != nil {
-			return rep, fmt.Errorf("PostgreSQL drain %d: %w", pair, err)
+			return rep, fmt.Errorf("the PostgreSQL drain %d: %w", pair, err)
 		}
 		rep.Plain = append(rep.Plain, d)
 		if d, err = nodesDrain(ctx, o, cs, fmt.Sprintf("citus-%d", pair), pair, o.jobs, 1, o.citusInsertBatch); err != nil {
-			return rep, fmt.Errorf("Citus drain %d: %w", pair, err)
+			return rep, fmt.Errorf("the Citus drain %d: %w", pair, err)
 		}
 		rep.Citus = append(rep.Citus, d)
 	}
 	if o.fiveStepJobs > 0 {
 		p5, err := nodesDrain(ctx, o, plain, "postgresql-5", 0, o.fiveStepJobs, 5, 10000)
 		if err != nil {
-			return rep, fmt.Errorf("PostgreSQL five-step drain: %w", err)
+			return rep, fmt.Errorf("the PostgreSQL five-step drain: %w", err)
 		}
 		rep.Plain5 = &p5
 		c5, err := nodesDrain(ctx, o, cs, "citus-5", 0, o.fiveStepJobs, 5, o.citusInsertBatch)
 		if err != nil {
-			return rep, fmt.Errorf("Citus five-step drain: %w", err)
+			return rep, fmt.Errorf("the Citus five-step drain: %w", err)
 		}
 		rep.Citus5 = &c5
 	}
 	if o.citusIdle > 0 {
 		if rep.Paused, err = idleCost(ctx, cs, "", o.citusIdle); err != nil {
-			return rep, fmt.Errorf("Citus idle window: %w", err)
+			return rep, fmt.Errorf("the Citus idle window: %w", err)
 		}
 		if rep.Idle, err = idleCost(ctx, cs, "citus-1", o.citusIdle); err != nil {
-			return rep, fmt.Errorf("Citus idle window: %w", err)
+			return rep, fmt.Errorf("the Citus idle window: %w", err)
 		}
 	}
 	return rep, nil
