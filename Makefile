@@ -107,9 +107,14 @@ lint-openapi: ## Lint openapi.yaml with redocly (pinned; needs Node.js and the n
 clean: ## Remove build output (not the ./.data cluster)
 	rm -rf $(BIN)
 
+# make bench adds -citus where Citus is installed: after the plain pairs, the drains on a
+# Citus coordinator and two workers the bench starts, beside plain PostgreSQL (docs/citus.md,
+# "Measured"; about 3 of the run's ~7 minutes). BENCH_FLAGS=-citus=false leaves it out.
+BENCH_CITUS ?= $(if $(wildcard /usr/lib/postgresql/*/lib/citus.so),-citus)
+
 .PHONY: bench
-bench: ## End-to-end bench: server binary + PostgreSQL + webhook receiver process, River side by side (BENCH_FLAGS=-peer=false skips River; docs/performance.md)
-	$(GO) run ./cmd/bench $(BENCH_FLAGS)
+bench: ## End-to-end bench: server binary + PostgreSQL + webhook receiver process, River side by side, then Citus where installed (BENCH_FLAGS=-peer=false skips River, -citus=false Citus; docs/performance.md)
+	$(GO) run ./cmd/bench $(BENCH_CITUS) $(BENCH_FLAGS)
 
 .PHONY: chaos
 chaos: ## Chaos drain (≤ 10 min): 3 servers, kill -9, immediate PostgreSQL restarts, … (see docs/reliability.md)

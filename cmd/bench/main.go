@@ -19,6 +19,7 @@
 //	go run ./cmd/bench -json bench.json        # also write the results as JSON
 //	go run ./cmd/bench -processes 1,2,3        # only the drains by 1, 2 and 3 server processes
 //	go run ./cmd/bench -processes 1,2,3 -pace 2000  # the same, jobs arriving at 2 000/s per process
+//	go run ./cmd/bench -citus                  # then the drains on Citus beside plain PostgreSQL (make bench-citus)
 package main
 
 import (
@@ -79,6 +80,12 @@ type options struct {
 	pace          float64
 	paceFor       time.Duration
 	paceBatch     int
+
+	citus            bool
+	citusPairs       int
+	citusWorkers     int
+	citusInsertBatch int
+	citusIdle        time.Duration
 }
 
 // Result is one scenario's figures.
@@ -165,7 +172,23 @@ func main() {
 	flag.Float64Var(&o.pace, "pace", 0, "with -processes: jobs arrive during each drain through the servers' batch API at this many a second for each process, for -pace-for (0: each drain is a backlog inserted beforehand)")
 	flag.DurationVar(&o.paceFor, "pace-for", 10*time.Second, "with -pace: how long the jobs arrive")
 	flag.IntVar(&o.paceBatch, "pace-batch", 100, "with -pace: jobs per insert call")
+	flag.BoolVar(&o.citus, "citus", false, "then start a Citus coordinator and -citus-workers workers on this host and run -citus-pairs alternating pairs "+
+		"of one-step drains (plain PostgreSQL, Citus) and a five-step drain of each, with CPU, WAL and statements per node (make bench-citus)")
+	flag.IntVar(&o.citusPairs, "citus-pairs", 3, "with -citus: alternating pairs of -jobs one-step drains (plain PostgreSQL, then Citus)")
+	flag.IntVar(&o.citusWorkers, "citus-workers", 2, "with -citus: Citus workers")
+	flag.DurationVar(&o.citusIdle, "citus-idle", 10*time.Second, "with -citus: a window of this length with one empty queue served on Citus, for what idling costs each node (0 skips)")
+	flag.IntVar(&o.citusInsertBatch, "citus-insert-batch", 500, "with -citus: jobs per insert call on Citus (each call goes to the server's next shard, so -jobs / this many shards hold a drain)")
 	flag.Parse()
+	if o.citus {
+		if why := citusUnavailable(); why != "" {
+			fmt.Fprintln(os.Stderr, "bench: -citus:", why)
+			os.Exit(2)
+		}
+		if o.only == "river" || len(o.processes) > 0 { // make bench passes -citus where Citus is installed
+			fmt.Fprintln(os.Stderr, "bench: -citus runs after gendurable's plain pairs: left out with -only river and -processes")
+			o.citus = false
+		}
+	}
 	switch o.only {
 	case "":
 	case "gendurable":
@@ -466,15 +489,35 @@ func run(o options) error {
 		}
 	}
 
+	var citus *CitusReport
+	var citusErr error
+	if ours && o.citus {
+		began := time.Now()
+		citus, citusErr = runCitus(ctx, o, plainNodesSide(m, db, ourDB, api, srv.Process.Pid, recvAddr))
+		fmt.Fprintf(os.Stderr, "bench: the Citus part took %s\n", time.Since(began).Round(time.Second))
+	}
+
 	rss := peakRSS(srv.Process.Pid)
 	if ours {
 		print(results, o, rss)
 	}
 	printComparison(os.Stdout, cmp, o)
+	if citus != nil {
+		printCitus(os.Stdout, citus, cmp, o)
+	}
 	if o.jsonOut != "" {
-		b, _ := json.MarshalIndent(map[string]any{"outcome_batch": o.outcomeBatch, "server_peak_rss_kb": rss, "results": results,
-			"river_side_by_side": cmp}, "", "  ")
-		return os.WriteFile(o.jsonOut, b, 0o644)
+		out := map[string]any{"outcome_batch": o.outcomeBatch, "server_peak_rss_kb": rss, "results": results,
+			"river_side_by_side": cmp}
+		if citus != nil {
+			out["citus"] = citus
+		}
+		b, _ := json.MarshalIndent(out, "", "  ")
+		if err := os.WriteFile(o.jsonOut, b, 0o644); err != nil {
+			return err
+		}
+	}
+	if citusErr != nil {
+		return fmt.Errorf("citus: %w", citusErr)
 	}
 	return nil
 }
