@@ -210,12 +210,12 @@ func runExample(t *testing.T, ex example) {
 	}
 }
 
-// startServe runs a serve block in dir: its setup, then its server with exec, in one
-// bash (so that the setup's exports reach the server) and in a process group of its own,
-// killed when t ends. It returns once something listens on port.
+// startServe runs a serve block in dir: its setup, then its server, in one bash (so that
+// the setup's exports reach the server) and in a process group of its own, killed when t
+// ends. It returns once something listens on port.
 func startServe(t *testing.T, dir string, env []string, setup, server, port string) {
 	t.Helper()
-	cmd := exec.Command("bash", "-euo", "pipefail", "-c", setup+"\nexec "+server)
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", setup+"\n"+server)
 	cmd.Dir, cmd.Env = dir, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out lockedBuffer
