@@ -3,8 +3,8 @@ package typescript_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,33 +120,66 @@ func runIn(t *testing.T, ctx context.Context, dir string, env []string, name str
 	return out
 }
 
-// consumer makes a scratch project (an ES module) with the smoke test in it and answers
-// its folder.
-func consumer(t *testing.T) string {
+// readmeBlock answers the code block that follows <!-- readme:name --> in README.md.
+func readmeBlock(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "<!-- readme:"+name+" -->\n```")
+	if !ok {
+		t.Fatalf("README.md has no <!-- readme:%s --> block", name)
+	}
+	_, rest, _ = strings.Cut(rest, "\n") // the fence's language
+	code, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatalf("README.md: the %s block is not closed", name)
+	}
+	return code
+}
+
+// installAsTheReadmeSays runs one of the README's install blocks in a fresh folder, with
+// the clone at root for /path/to/gendurable, and answers the project it made.
+func installAsTheReadmeSays(t *testing.T, ctx context.Context, block, root string) string {
 	t.Helper()
 	dir := t.TempDir()
-	files := map[string]string{"package.json": `{"name": "consumer", "private": true, "type": "module"}` + "\n"}
+	script := strings.ReplaceAll(readmeBlock(t, block), "/path/to/gendurable", root)
+	runIn(t, ctx, dir, []string{"npm_config_audit=false", "npm_config_fund=false", "npm_config_update_notifier=false"},
+		"bash", "-euo", "pipefail", "-c", script)
+	project := filepath.Join(dir, "greeter")
+	if _, err := os.Stat(filepath.Join(project, "node_modules", "@gendurable", "sdk", "package.json")); err != nil {
+		t.Fatalf("the %s block installed no @gendurable/sdk: %v", block, err)
+	}
+	return project
+}
+
+// smoke copies the smoke test into project, compiles it with tsc against the installed
+// package's types and runs it.
+func smoke(t *testing.T, ctx context.Context, node, tsc, project string) {
+	t.Helper()
 	for _, name := range []string{"smoke.ts", "tsconfig.json"} {
 		b, err := os.ReadFile(filepath.Join("testdata", "consumer", name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		files[name] = string(b)
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(project, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return dir
+	runIn(t, ctx, project, nil, node, tsc, "-p", "tsconfig.json")
+	if out := runIn(t, ctx, project, nil, node, "out/smoke.js"); !strings.Contains(string(out), "smoke: ok") {
+		t.Fatalf("the smoke test in %s: %s", project, out)
+	}
 }
 
-// `npm install <clone>/sdk/typescript` on a fresh clone, and `npm pack` there then an
-// install of the tarball: both without the SDK's devDependencies (the clone has no
-// node_modules), and both give a package that a TypeScript project compiles against
-// (its types resolve through "exports") and that runs: the entry points import and serve
-// answers a signed step. Before dist/ was committed the first failed with
-// ERR_MODULE_NOT_FOUND …/dist/index.js and the second with "tsc: not found".
+// The README's two ways to install from a clone, run as written on a copy of the files
+// git tracks here (no node_modules: no devDependency is there to build with): npm links
+// the folder, or npm pack makes a tarball that is installed. Each gives a package that a
+// TypeScript project compiles against (its types resolve through "exports") and that
+// runs: the entry points import and serve answers a signed step. Before dist/ was
+// committed the first failed with ERR_MODULE_NOT_FOUND …/dist/index.js and the second
+// with "tsc: not found".
 func TestInstallFromAClone(t *testing.T) {
 	t.Parallel()
 	node, npm := nodeTools(t)
@@ -157,43 +190,53 @@ func TestInstallFromAClone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdk := filepath.Join(cloneTracked(t, t.TempDir(), "sdk/typescript"), "sdk", "typescript")
-	npmQuiet := []string{"--no-audit", "--no-fund"}
+	root := cloneTracked(t, t.TempDir(), "sdk/typescript")
+	sdk := filepath.Join(root, "sdk", "typescript")
 
-	// From the folder (npm links it).
-	app := consumer(t)
-	runIn(t, ctx, app, nil, npm, append([]string{"install"}, append(npmQuiet, sdk)...)...)
-	runIn(t, ctx, app, nil, node, tsc, "-p", "tsconfig.json")
-	if out := runIn(t, ctx, app, nil, node, "out/smoke.js"); !strings.Contains(string(out), "smoke: ok") {
-		t.Fatalf("smoke from the folder install: %s", out)
+	linked := installAsTheReadmeSays(t, ctx, "install-folder", root)
+	if target, err := filepath.EvalSymlinks(filepath.Join(linked, "node_modules", "@gendurable", "sdk")); err != nil || target != sdk {
+		t.Errorf("the folder install is not a link to the clone: %q (%v)", target, err)
 	}
+	smoke(t, ctx, node, tsc, linked)
 	if _, err := os.Stat(filepath.Join(sdk, "node_modules")); err == nil {
 		t.Error("installing from the folder installed the SDK's own dependencies into the clone")
 	}
 
-	// From a tarball that npm pack makes in the clone.
-	packed := t.TempDir()
-	out := runIn(t, ctx, sdk, nil, npm, "pack", "--json", "--pack-destination", packed)
-	var packs []struct {
-		Filename string
-		Files    []struct{ Path string }
-	}
-	if err := json.Unmarshal(out[bytes.IndexByte(out, '['):], &packs); err != nil || len(packs) != 1 {
-		t.Fatalf("npm pack --json: %v\n%s", err, out)
-	}
-	var paths []string
-	for _, f := range packs[0].Files {
-		paths = append(paths, f.Path)
-	}
-	for _, want := range []string{"dist/index.js", "dist/index.d.ts", "dist/node.js", "dist/lambda.js", "package.json"} {
-		if !strings.Contains(" "+strings.Join(paths, " ")+" ", " "+want+" ") {
-			t.Fatalf("the tarball has no %s: %v", want, paths)
+	packed := installAsTheReadmeSays(t, ctx, "install-tarball", root)
+	for _, want := range []string{"dist/index.js", "dist/index.d.ts", "dist/node.js", "dist/lambda.js", "src/index.ts"} {
+		if _, err := os.Stat(filepath.Join(packed, "node_modules", "@gendurable", "sdk", want)); err != nil {
+			t.Errorf("the tarball's install has no %s", want)
 		}
 	}
-	app2 := consumer(t)
-	runIn(t, ctx, app2, nil, npm, append([]string{"install"}, append(npmQuiet, filepath.Join(packed, packs[0].Filename))...)...)
-	runIn(t, ctx, app2, nil, node, tsc, "-p", "tsconfig.json")
-	if out := runIn(t, ctx, app2, nil, node, "out/smoke.js"); !strings.Contains(string(out), "smoke: ok") {
-		t.Fatalf("smoke from the tarball: %s", out)
+	smoke(t, ctx, node, tsc, packed)
+}
+
+// The README's quickstart, as written, in the project its install block makes: the
+// program serves the greeter, registers it with the real server, runs a job and prints
+// what the README says it prints.
+func TestReadmeQuickstart(t *testing.T) {
+	t.Parallel()
+	node, _ := nodeTools(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	base := startServer(t)
+	root := cloneTracked(t, t.TempDir(), "sdk/typescript")
+	project := installAsTheReadmeSays(t, ctx, "install-folder", root)
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	l.Close()
+	program := strings.NewReplacer("http://localhost:8080", base, "9094", port).Replace(readmeBlock(t, "quickstart"))
+	if err := os.WriteFile(filepath.Join(project, "greeter.mjs"), []byte(program), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := runIn(t, ctx, project, nil, node, "greeter.mjs")
+	for _, want := range []string{"done { greeting: 'hello, Ada' }", "[ 'next', 'next', 'done' ]"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the quickstart printed no %q:\n%s", want, out)
+		}
 	}
 }

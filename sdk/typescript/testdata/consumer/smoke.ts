@@ -9,12 +9,14 @@ function check(ok: boolean, what: string): void {
   if (!ok) throw new Error(`smoke: ${what}`);
 }
 
-const greeter: StepFunction<{ name: string }> = (step) => ({ done: { result: { greeting: `hello, ${step.job.input.name}` } } });
+// The README's typed greeter, as written there.
+const greeter: StepFunction<{ name: string }, { steps: number }> = (step) =>
+  step.job.step < 2 ? { next: { state: { steps: step.job.step + 1 } } } : { done: { result: { greeting: `hello, ${step.job.input.name}` } } };
 
 const secret = newSecret();
 const handler = serve({ greeter }, { secret });
 const body = JSON.stringify({
-  job: { id: 1, queue: "default", handler: "greeter", key: null, step: 0, attempt: 1, max_attempts: 5,
+  job: { id: 1, queue: "default", handler: "greeter", key: null, step: 2, attempt: 1, max_attempts: 5,
     input: { name: "Ada" }, state: null, created_at: "2026-01-01T00:00:00Z" },
   signals: [],
   lease: { token: "0b5e4c3a-1111-4222-8333-944445555666", expires_at: "2026-01-01T00:00:30Z" },
