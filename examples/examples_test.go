@@ -1,6 +1,7 @@
 // Package examples_test runs each example in the runtime its README names, with the
 // commands its README gives, as written: a Cloudflare Worker under wrangler dev (workerd),
-// a Next.js route under next start, a Python handler under gunicorn and under uvicorn.
+// a Next.js route under next start, a Python handler under gunicorn and under uvicorn, and
+// the Lambda example's bundle invoked as Lambda's Node.js runtime invokes a handler.
 //
 // An example's README marks its blocks: the block after <!-- example:serve [name] -->
 // starts the handler (every line but the last runs first, then the last one, the server,
@@ -9,7 +10,8 @@
 // and the SDK it uses (what a fresh clone has: no node_modules, no build output), starts
 // the real server on a fresh database, runs the blocks with only the addresses changed
 // (the server's, and the handler's port for a free one), and waits for the job to be done
-// with the result the example answers.
+// with the result the example answers. The Lambda example, which cannot run in its
+// runtime here, has a <!-- example:build --> block instead, whose bundle the test invokes.
 //
 // The Node.js examples install wrangler (with workerd) or Next.js from npm, a few hundred
 // MB: they run when GENDURABLE_EXAMPLE_RUNTIMES=1, which `make test-examples` (a stage of
@@ -22,8 +24,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,6 +106,124 @@ func TestPythonServerUnderGunicornAndUvicorn(t *testing.T) {
 			}
 			return nil
 		}})
+}
+
+// invokeScript is what Lambda's Node.js runtime does with a handler, in one process per
+// invocation (a cold start each time): import the module, call handler(event, context)
+// with the event read from stdin, and print the result.
+const invokeScript = `
+import { pathToFileURL } from "node:url";
+const { handler } = await import(pathToFileURL(process.argv[1]).href);
+let input = "";
+for await (const chunk of process.stdin) input += chunk;
+const context = { awsRequestId: "local", getRemainingTimeInMillis: () => 30000 };
+process.stdout.write(JSON.stringify(await handler(JSON.parse(input), context)));
+`
+
+// The Lambda example's build block, as written, on a copy of what a clone holds; then a
+// function URL in front of the bundle it built: every step request becomes a payload 2.0
+// event that a fresh node process hands to the bundle's handler, as Lambda's runtime would
+// (AWS Lambda itself does not run here).
+func TestLambdaBundle(t *testing.T) {
+	t.Parallel()
+	needNodeRuntimes(t)
+	build := markedBlock(t, "lambda/README.md", "build")
+	srv := gendurabletest.Start(t, pgtest.NewDatabase(t))
+	root := cloneTracked(t, "examples/lambda", "sdk/typescript")
+	work := filepath.Join(root, "examples", "lambda")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", build)
+	cmd.Dir, cmd.Env = work, append(os.Environ(), "npm_config_audit=false", "npm_config_fund=false", "npm_config_update_notifier=false")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the build block: %v\n%s", err, out)
+	}
+	// Only the bundle goes to Lambda: move it away from node_modules.
+	bundle := filepath.Join(t.TempDir(), "index.mjs")
+	if err := os.Rename(filepath.Join(work, "dist", "index.mjs"), bundle); err != nil {
+		t.Fatal(err)
+	}
+
+	const secret = "whsec_Z2VuZHVyYWJsZS1xdWlja3N0YXJ0LWRlbW8tc2VjcmV0"
+	functionURL := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		headers := map[string]string{}
+		for name := range r.Header {
+			headers[strings.ToLower(name)] = r.Header.Get(name)
+		}
+		event, _ := json.Marshal(map[string]any{"version": "2.0", "routeKey": "$default", "rawPath": r.URL.Path,
+			"rawQueryString": r.URL.RawQuery, "headers": headers, "body": string(body), "isBase64Encoded": false,
+			"requestContext": map[string]any{"domainName": r.Host, "http": map[string]any{"method": r.Method, "path": r.URL.Path}}})
+		invoke := exec.Command("node", "--input-type=module", "-e", invokeScript, bundle)
+		invoke.Env = append(os.Environ(), "GENDURABLE_SECRET="+secret)
+		invoke.Stdin = bytes.NewReader(event)
+		var stderr bytes.Buffer
+		invoke.Stderr = &stderr
+		out, err := invoke.Output()
+		var result struct {
+			StatusCode int               `json:"statusCode"`
+			Headers    map[string]string `json:"headers"`
+			Body       string            `json:"body"`
+		}
+		if err == nil {
+			err = json.Unmarshal(out, &result)
+		}
+		if err != nil {
+			t.Errorf("the invocation failed: %v\n%s%s", err, out, stderr.String())
+			http.Error(w, "invocation failed", http.StatusBadGateway)
+			return
+		}
+		for name, value := range result.Headers {
+			w.Header().Set(name, value)
+		}
+		w.WriteHeader(result.StatusCode)
+		_, _ = io.WriteString(w, result.Body)
+	}))
+	defer functionURL.Close()
+
+	api(t, "PUT", srv.URL+"/v1/handlers/welcome", `{"url": "`+functionURL.URL+`/", "secret": "`+secret+`"}`)
+	job := api(t, "POST", srv.URL+"/v1/jobs", `{"handler": "welcome", "input": {"email": "ada@example.com"}}`)
+	done := waitDone(t, srv, int64(job["id"].(float64)))
+	result, _ := done["result"].(map[string]any)
+	if done["status"] != "done" || result["sent"] != true || result["subject"] != "Welcome, ada@example.com" {
+		t.Fatalf("the welcome job: %v\nserver log:\n%s", done, srv.Logs())
+	}
+}
+
+// api sends a JSON request to the server and answers the JSON of its 2xx answer.
+func api(t *testing.T, method, url, body string) map[string]any {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if resp.StatusCode/100 != 2 || json.Unmarshal(b, &out) != nil {
+		t.Fatalf("%s %s: %s %s", method, url, resp.Status, b)
+	}
+	return out
+}
+
+// markedBlock answers the sh block after <!-- example:name --> in a README.
+func markedBlock(t *testing.T, path, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "<!-- example:"+name+" -->\n```sh\n")
+	code, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatalf("%s has no closed sh block after <!-- example:%s -->", path, name)
+	}
+	return code
 }
 
 // needNodeRuntimes skips unless the npm-installed runtimes are asked for.
