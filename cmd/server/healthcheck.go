@@ -25,16 +25,16 @@ func healthcheck(args []string, getenv func(string) string, stdout, stderr io.Wr
 		"through 127.0.0.1 when it names no host)")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: gendurable healthcheck [flags]\n\n"+
+		usage.WriteString("Usage: gendurable healthcheck [flags]\n\n" +
 			"Exits 0 when the server answers /readyz with 200, 1 otherwise (with the reason).\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, usage.String())
+			_, _ = io.WriteString(stdout, usage.String())
 			return 0
 		}
-		fmt.Fprint(stderr, usage.String())
+		_, _ = io.WriteString(stderr, usage.String())
 		return 1
 	}
 	if fs.NArg() > 0 {
