@@ -10,4 +10,6 @@ FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /gendurable /gendurable
 EXPOSE 8080
 USER nonroot
+# No shell in this image: the binary checks itself (GET /readyz on GENDURABLE_ADDR).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 CMD ["/gendurable", "healthcheck"]
 ENTRYPOINT ["/gendurable"]

@@ -44,6 +44,14 @@ test-citus: ## Run the Citus suite (TEST_CITUS=1: a coordinator and two workers 
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -parallel 2 -run '$(CITUS_SERVER_TESTS)' ./cmd/server/; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m ./sdk/go/gendurable/ ./sdk/typescript/ ./sdk/python/
 
+# The examples in the runtimes their READMEs name, with the READMEs' commands
+# (examples/examples_test.go): a copy of what a clone holds, npm install there (wrangler
+# with workerd, Next.js: a few hundred MB from npm), wrangler dev, next build and start;
+# gunicorn and uvicorn (Debian's) run in `make test` too.
+.PHONY: test-examples
+test-examples: ## Run each example in its runtime with its README's commands (wrangler dev, next start, gunicorn, uvicorn; installs from npm)
+	GENDURABLE_EXAMPLE_RUNTIMES=1 $(GO) test -count=1 -timeout 25m ./examples/
+
 .PHONY: test-short
 test-short: ## Run the tests without the race detector
 	$(GO) test -count=1 ./...

@@ -45,6 +45,26 @@ type config struct {
 	LogLevel             slog.Level
 }
 
+// usageHeader opens the usage that -h and --help print, before the flags.
+const usageHeader = `gendurable: durable jobs on PostgreSQL (the REST API, the dashboard and the dispatcher).
+
+Usage:
+  gendurable [flags]              run the server
+  gendurable healthcheck [flags]  exit 0 when the server on GENDURABLE_ADDR is ready (a container's
+                                  health check; gendurable healthcheck -h lists its flags)
+
+The server reads its configuration from the environment: docs/configuration.md lists every
+variable. These flags set the main ones and win over the environment:
+
+`
+
+// helpRequested is loadConfig's answer to -h or --help: not a failure, the usage to print.
+type helpRequested struct{ usage string }
+
+func (helpRequested) Error() string { return "help requested" }
+
+func (helpRequested) Unwrap() error { return flag.ErrHelp }
+
 // loadConfig reads the environment (getenv) and then the flags in args.
 func loadConfig(args []string, getenv func(string) string) (config, error) {
 	var c config
@@ -87,6 +107,14 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		return n
 	}
 	fs := flag.NewFlagSet("gendurable", flag.ContinueOnError)
+	// The flag package writes its usage (and the error of a bad flag) here; loadConfig
+	// hands the usage to the caller for -h and --help, and the error alone otherwise.
+	var usage strings.Builder
+	fs.SetOutput(&usage)
+	fs.Usage = func() {
+		usage.WriteString(usageHeader)
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&c.DatabaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
 	fs.StringVar(&c.DirectDatabaseURL, "direct-database-url", getenv("GENDURABLE_DIRECT_DATABASE_URL"),
 		"PostgreSQL URL past any transaction-mode pooler, for LISTEN and migrations (default: the database URL; env GENDURABLE_DIRECT_DATABASE_URL)")
@@ -127,7 +155,13 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	cidrs := env("GENDURABLE_WEBHOOK_ALLOW_CIDRS", "")
 	level := env("GENDURABLE_LOG_LEVEL", "info")
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		if errors.Is(err, flag.ErrHelp) {
+			return c, helpRequested{usage: usage.String()}
+		}
+		return c, fmt.Errorf("%w (gendurable --help lists the flags)", err)
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q: the server takes flags only, and one subcommand, healthcheck (gendurable --help)", fs.Arg(0))
 	}
 	for _, q := range strings.Split(queues, ",") {
 		if q = strings.TrimSpace(q); q != "" {

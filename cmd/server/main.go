@@ -33,7 +33,15 @@ func main() {
 }
 
 func run(args []string) int {
+	if len(args) > 0 && args[0] == "healthcheck" {
+		return healthcheck(args[1:], os.Getenv, os.Stdout, os.Stderr)
+	}
 	cfg, err := loadConfig(args, os.Getenv)
+	var help helpRequested
+	if errors.As(err, &help) {
+		fmt.Print(help.usage)
+		return 0
+	}
 	log := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	if err != nil {
 		log.Error("invalid configuration", "err", err)
@@ -77,7 +85,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 			return err
 		}
 		if len(applied) > 0 {
-			log.Info("migrations applied", "versions", applied)
+			log.Info("migrations applied", migrationsApplied(applied)...)
 		}
 	}
 	if err := db.CheckStatements(ctx); err != nil {
@@ -173,6 +181,25 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	rollups.Stop() // after the last outcome this process can write
 	log.Info("stopped")
 	return nil
+}
+
+// migrationsApplied is what the start-up log says of the migrations it applied: their
+// versions, and the numbers between them that have no migration (4 is one: no migration
+// 0004 was ever released), so that a reader does not look for a missing one. Versions are
+// never renumbered, because each database records the ones it applied.
+func migrationsApplied(applied []int) []any {
+	attrs := []any{"versions", applied}
+	var unused []int
+	for i := 1; i < len(applied); i++ {
+		for v := applied[i-1] + 1; v < applied[i]; v++ {
+			unused = append(unused, v)
+		}
+	}
+	if len(unused) > 0 {
+		attrs = append(attrs, "unused_numbers", unused,
+			"why", "no migration was ever released under these numbers; versions are never renumbered")
+	}
+	return attrs
 }
 
 // warnJIT warns when the database's connections compile statements with JIT, which the

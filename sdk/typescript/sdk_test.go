@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,6 +52,23 @@ func run(t *testing.T, ctx context.Context, env []string, name string, args ...s
 		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
 	}
 	return out
+}
+
+// devDependencies makes `npm ci` run once per test binary, for the tests that need the
+// SDK's devDependencies (tsc, openapi-typescript, standardwebhooks) and may run in parallel.
+var devDependencies sync.Once
+
+// installDevDependencies runs `npm ci` here when node_modules is absent.
+func installDevDependencies(t *testing.T, ctx context.Context, npm string) {
+	t.Helper()
+	devDependencies.Do(func() {
+		if _, err := os.Stat("node_modules"); err != nil {
+			run(t, ctx, nil, npm, "ci", "--no-audit", "--no-fund")
+		}
+	})
+	if _, err := os.Stat("node_modules/typescript"); err != nil {
+		t.Fatalf("npm ci left no node_modules/typescript: %v", err)
+	}
 }
 
 // startServer builds and starts ./cmd/server on a fresh database and answers its base URL.
@@ -110,9 +128,7 @@ func TestTypeScriptSDK(t *testing.T) {
 	defer cancel()
 	base := startServer(t)
 
-	if _, err := os.Stat("node_modules"); err != nil {
-		run(t, ctx, nil, npm, "ci", "--no-audit", "--no-fund")
-	}
+	installDevDependencies(t, ctx, npm)
 
 	// src/api-types.ts is committed: it must be what openapi-typescript makes of openapi.yaml now.
 	fresh := filepath.Join(t.TempDir(), "api-types.ts")

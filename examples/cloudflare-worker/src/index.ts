@@ -1,5 +1,6 @@
 // A gendurable step handler as a Cloudflare Worker: the README's quickstart greeter. Every
-// job runs three steps (counting in its state) and finishes with a greeting.
+// job runs three steps (counting in its state) and finishes with a greeting. README.md says
+// how to run it locally (wrangler dev, with the secret in .dev.vars) and how to deploy it:
 //
 //   npx wrangler secret put GENDURABLE_SECRET     # the handler's whsec_… secret
 //   npx wrangler deploy

@@ -178,6 +178,15 @@ class Steps:
         self.tolerance = tolerance
         self._routes: dict[tuple[str, Optional[int]], StepFunction] = {}
 
+        # The ASGI application is a plain coroutine function, not a bound method: servers
+        # tell ASGI 3 from ASGI 2 by inspecting the object, and uvicorn took the bound
+        # method for an ASGI 2 application (every request failed with "asgi() missing 2
+        # required positional arguments: 'receive' and 'send'").
+        async def asgi(scope: dict, receive: Callable, send: Callable) -> None:
+            await self._asgi(scope, receive, send)
+        asgi.__doc__ = self._asgi.__doc__
+        self.asgi = asgi
+
     def register(self, handler: str, fn: StepFunction, step: Optional[int] = None) -> None:
         """Runs ``fn`` for the steps of jobs of ``handler`` (only step number ``step`` when
         given; such a route wins over the handler's catch-all)."""
@@ -273,8 +282,9 @@ class Steps:
                        [(k, v) for k, v in resp.headers.items()] + [("content-length", str(len(resp.body)))])
         return [resp.body]
 
-    async def asgi(self, scope: dict, receive: Callable, send: Callable) -> None:
-        """The ASGI application (HTTP only; a lifespan scope is acknowledged)."""
+    async def _asgi(self, scope: dict, receive: Callable, send: Callable) -> None:
+        """The ASGI application, ``steps.asgi`` (HTTP only; a lifespan scope is
+        acknowledged)."""
         if scope["type"] == "lifespan":
             while True:
                 msg = await receive()

@@ -3,8 +3,10 @@ called with the request shapes of their runtimes. No server needed."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime
+import inspect
 import io
 import json
 import time
@@ -288,6 +290,13 @@ class AdaptersTest(unittest.TestCase):
         @self.steps.handler("h")
         async def finish(step):
             return Done(result={"job": step.job.id})
+
+    def test_asgi_is_taken_for_asgi3(self):
+        # How uvicorn (and other servers) tell an ASGI 3 application from an ASGI 2 class:
+        # a function that is a coroutine function. The bound method it was failed every
+        # request under uvicorn; examples_test.go runs the real uvicorn.
+        self.assertTrue(inspect.isfunction(self.steps.asgi))
+        self.assertTrue(asyncio.iscoroutinefunction(self.steps.asgi))
 
     def test_wsgi(self):
         body = step_body()
