@@ -30,6 +30,7 @@ test: ## Run every test with the race detector (starts a throwaway PostgreSQL un
 # server binary. Skipped with a message where Citus is not installed
 # (../shared/citus/install.sh on the development machines; .ci/run installs it).
 CITUS_DISPATCH_TESTS := TestThreeStepJobCarriesStateToDone|TestFailuresAreRetriedThenFail|TestRetryAfterIsHonoured|TestTwoDispatchersDrainWithoutDoubleOutcomes|TestStaleLeaseTokenChangesNothing|TestReaperReclaimsExpiredLease|TestAwaitIsNotWokenByAnotherSignalDuringItsStep|TestChildrenSpawnedIntoANewQueueRun|TestConcurrencyKeyRunsOneAtATime|TestStopLetsRunningStepsFinish|TestHistoryKeepsTheBodiesOfAFailedAttempt|TestHistoryBodiesFollowTheQueueSetting|TestLargeInboxesAndFanOutsAreCapped|TestMetricsMatchTheDatabase|TestQueueSettingsApplyWithoutRestart|TestGateCapsConcurrencyAcrossEngines|TestBreakerParksADeadHandlerWhileAHealthyOneFlows|TestBreakerPausesAfterPauseAfterUntilResumed|TestGCKeepsWhatIsStillNeeded
+CITUS_SDK_TESTS      := TestQuickstart|TestApprovalFlow|TestAsynchronousStep|TestTypeScriptSDK|TestPythonSDK
 CITUS_SERVER_TESTS   := TestQuickstartAgainstTheBinaries|TestCoreFlowThroughPgBouncer|TestAScheduleFiresOncePerTickAcrossThreeServers|TestDebounceThroughTheServer|TestBreakerProbesOncePerIntervalAcrossThreeServers
 
 .PHONY: test-citus
@@ -42,7 +43,7 @@ test-citus: ## Run the Citus suite (TEST_CITUS=1: a coordinator and two workers 
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 20m -parallel 4 ./internal/engine/; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -parallel 3 -run '$(CITUS_DISPATCH_TESTS)' ./internal/dispatch/; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -parallel 2 -run '$(CITUS_SERVER_TESTS)' ./cmd/server/; \
-	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m ./sdk/go/gendurable/ ./sdk/typescript/ ./sdk/python/
+	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -run '$(CITUS_SDK_TESTS)' ./sdk/go/gendurable/ ./sdk/typescript/ ./sdk/python/
 
 # The examples in the runtimes their READMEs name, with the READMEs' commands
 # (examples/examples_test.go): a copy of what a clone holds, npm install there (wrangler
