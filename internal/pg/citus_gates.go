@@ -24,7 +24,7 @@ func (db *DB) citusGateList(ctx context.Context, key *string) ([]Gate, error) {
 		batch.Queue(dbcitus.GateHeld, PlacementOfKey(g.Key), g.Key)
 	}
 	results := db.pool.SendBatch(ctx, batch)
-	defer results.Close()
+	defer func() { _ = results.Close() }()
 	out := make([]Gate, len(rows))
 	for i, g := range rows {
 		var held int

@@ -374,7 +374,7 @@ func (db *DB) citusClaimIdempotencyKeys(ctx context.Context, tx pgx.Tx, items []
 		case errors.Is(err, pgx.ErrNoRows):
 			held = append(held, i)
 		case err != nil:
-			results.Close()
+			_ = results.Close()
 			return err
 		}
 	}
@@ -433,7 +433,7 @@ func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 	for _, key := range keys {
 		var id int64
 		if err := results.QueryRow().Scan(&id); err != nil {
-			results.Close()
+			_ = results.Close()
 			return nil, err
 		}
 		jobOf[key] = id

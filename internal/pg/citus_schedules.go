@@ -57,7 +57,7 @@ func (db *DB) citusScheduleList(ctx context.Context) ([]Schedule, error) {
 		batch.Queue(dbcitus.ScheduleLastJob, PlacementOfKey(r.Name), r.Name)
 	}
 	results := db.pool.SendBatch(ctx, batch)
-	defer results.Close()
+	defer func() { _ = results.Close() }()
 	out := make([]Schedule, len(rows))
 	for i, r := range rows {
 		var last int64
