@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -173,7 +174,24 @@ func (c *CitusCluster) StartWorker(ctx context.Context, databases ...string) (in
 // StopNode stops node i (fast shutdown); RestartNode starts it again on its port.
 func (c *CitusCluster) StopNode(i int) { c.Nodes[i].Stop() }
 
-// RestartNode starts node i again, as it was, after StopNode.
+// StopNodeImmediately stops node i as a crash would: an immediate shutdown (SIGQUIT, what
+// pg_ctl stop -m immediate sends), sessions cut without a goodbye, no checkpoint, so that
+// RestartNode runs crash recovery. It returns once the node has exited.
+func (c *CitusCluster) StopNodeImmediately(i int) {
+	n := c.Nodes[i]
+	if n.cmd == nil || n.cmd.Process == nil {
+		return
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGQUIT)
+	<-n.exited
+	n.removeSocketDir()
+}
+
+// Port is node i's port (the coordinator's is Port(0)): the nodeport of its rows in
+// Citus's metadata (pg_dist_node, citus_shards).
+func (c *CitusCluster) Port(i int) int { return c.opts.BasePort + i }
+
+// RestartNode starts node i again, as it was, after StopNode or StopNodeImmediately.
 func (c *CitusCluster) RestartNode(ctx context.Context, i int) error {
 	_, err := c.startNode(ctx, i)
 	return err
