@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -34,7 +35,11 @@ type citusClaimCursor struct {
 
 // citusClaim claims up to p.Limit steps of p.Queue, shard after shard from the queue's
 // cursor until the batch is full or every shard was tried once: one router statement per
-// shard tried (JobClaim in sql/citus/claim.sql).
+// shard tried (JobClaim in sql/citus/claim.sql). A shard whose statement fails (its
+// worker is down) is passed over: the claim goes on with the others and answers what they
+// gave, and fails only when they gave nothing (TestCitusWorkerDownDuringADrain: stopping
+// at the first failure stopped the claims of every shard, and dropped the rows already
+// claimed, whose leases then had to expire).
 func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []ClaimedJob, keyed int, err error) {
 	l, err := db.layout(ctx)
 	if err != nil {
@@ -54,6 +59,7 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 	args := dbcitus.JobClaimParams{Nonce: hex.EncodeToString(nonce), LeaseTtlMs: p.LeaseTTL.Milliseconds(),
 		LeaseOwner: p.Owner, SignalCap: int64(p.SignalCap), Queue: p.Queue}
 	last := start
+	var failed error // the first shard's failure
 	for k := 0; k < n && len(claimed) < p.Limit; k++ {
 		shard := (start + k) % n
 		args.Placements, args.MaxRows = l.shardPlacements(shard), p.Limit-len(claimed)
@@ -62,9 +68,13 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 		rows, err := db.pool.Query(ctx, dbcitus.JobClaim, args.Nonce, args.LeaseTtlMs, args.LeaseOwner, args.SignalCap,
 			args.Placements, args.Queue, args.MaxRows)
 		if err != nil {
-			return claimed, keyed, translate(err)
+			if ctx.Err() != nil {
+				return claimed, keyed, translate(err)
+			}
+			failed = cmp.Or(failed, translate(err))
+			continue
 		}
-		got := len(claimed)
+		got, gotKeyed := len(claimed), keyed
 		for rows.Next() {
 			var c ClaimedJob
 			var isKeyed bool
@@ -83,7 +93,13 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return claimed, keyed, translate(err)
+			if ctx.Err() != nil {
+				return claimed, keyed, translate(err)
+			}
+			// The statement failed, so its transaction did not commit: none of its rows is leased.
+			claimed, keyed = claimed[:got], gotKeyed
+			failed = cmp.Or(failed, translate(err))
+			continue
 		}
 		if len(claimed) > got {
 			last = shard
@@ -93,6 +109,9 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 		db.claimCursor.mu.Lock()
 		db.claimCursor.start[p.Queue] = last
 		db.claimCursor.mu.Unlock()
+	}
+	if len(claimed) == 0 && failed != nil {
+		return nil, 0, failed
 	}
 	return claimed, keyed, nil
 }
@@ -505,22 +524,33 @@ func (db *DB) citusGetBackoffs(ctx context.Context, leases []Lease) ([]LeaseBack
 }
 
 // citusListExpiredLeases is JobListExpiredLeases on each shard in turn until limit rows.
+// A shard whose statement fails (its worker is down) is passed over, as in citusClaim: the
+// leases that expired on the others are taken back meanwhile; it fails only when the
+// others had none.
 func (db *DB) citusListExpiredLeases(ctx context.Context, limit int, asOf *time.Time) ([]ExpiredLease, error) {
 	l, err := db.layout(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []ExpiredLease
+	var failed error
 	for i := 0; i < l.shardCount() && len(out) < limit; i++ {
 		rows, err := dbcitus.New(db.pool).JobListExpiredLeases(ctx, dbcitus.JobListExpiredLeasesParams{
 			Placements: l.shardPlacements(i), AsOf: asOf, MaxRows: limit - len(out)})
 		if err != nil {
-			return out, translate(err)
+			if ctx.Err() != nil {
+				return out, translate(err)
+			}
+			failed = cmp.Or(failed, translate(err))
+			continue
 		}
 		for _, r := range rows {
 			out = append(out, ExpiredLease{Lease: Lease{JobID: r.ID, Token: r.LeaseToken}, Attempt: r.Attempt,
 				BackoffBaseMS: r.BackoffBaseMs, BackoffMaxMS: r.BackoffMaxMs})
 		}
+	}
+	if len(out) == 0 {
+		return nil, failed
 	}
 	return out, nil
 }
@@ -588,26 +618,30 @@ func (db *DB) citusReapExpiredLeases(ctx context.Context, reaps []LeaseReap, asO
 	return out, db.citusNotify(ctx, wake)
 }
 
-// citusWakeExpiredAwaits is JobWakeExpiredAwaits on each shard until limit rows.
+// citusWakeExpiredAwaits is JobWakeExpiredAwaits on each shard until limit rows. A shard
+// whose statement fails (its worker is down) is passed over, as in citusClaim, and its
+// error answered once the others' awaits are woken and notified.
 func (db *DB) citusWakeExpiredAwaits(ctx context.Context, limit int, asOf *time.Time) (int, error) {
 	l, err := db.layout(ctx)
 	if err != nil {
 		return 0, err
 	}
 	var wake []string
+	var failed error
 	n := 0
-	for i := 0; i < l.shardCount() && n < limit; i++ {
+	for i := 0; i < l.shardCount() && n < limit && ctx.Err() == nil; i++ {
 		rows, err := dbcitus.New(db.pool).JobWakeExpiredAwaits(ctx, dbcitus.JobWakeExpiredAwaitsParams{
 			Placements: l.shardPlacements(i), AsOf: asOf, MaxRows: limit - n})
 		if err != nil {
-			return n, translate(err)
+			failed = cmp.Or(failed, translate(err))
+			continue
 		}
 		n += len(rows)
 		for _, r := range rows {
 			wake = append(wake, r.Queue)
 		}
 	}
-	return n, db.citusNotify(ctx, wake)
+	return n, cmp.Or(failed, db.citusNotify(ctx, wake))
 }
 
 // citusInboxes is SignalLoadInboxes per shard of the windows.
