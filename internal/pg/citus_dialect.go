@@ -137,8 +137,10 @@ func (db *DB) citusByShard(ctx context.Context, n int, id func(i int) int64) ([]
 // of what it applied, and a spawn's children; then one NOTIFY on the coordinator for the
 // queues that got runnable work. queues (may be nil) are created first, in the
 // transaction, which is rolled back when nothing applied (a refused outcome writes
-// nothing). A shard whose transaction fails ends the call with the outcomes applied so
-// far.
+// nothing). A shard whose transaction fails (its worker is down) does not keep the
+// others' outcomes from being written: the call answers every outcome applied and the
+// first shard's error (TestCitusWorkerDownDuringADrain: the outcomes of the shards after
+// a failed one were never tried, and their steps ran again after their leases expired).
 func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queues []string) ([]OutcomeApplied, error) {
 	if err := checkRetryDelays(recs); err != nil {
 		return nil, err
@@ -155,6 +157,7 @@ func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queu
 	}
 	var applied []OutcomeApplied
 	var wake []string
+	var failed error
 	for _, g := range groups {
 		part := make([]OutcomeRecord, len(g))
 		for k, i := range g {
@@ -162,12 +165,13 @@ func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queu
 		}
 		got, woken, err := db.citusApplyShard(ctx, l.shardPlacements(l.shardIndex(l.PlacementOfID(part[0].ID))), part, queues)
 		if err != nil {
-			return applied, err
+			failed = cmp.Or(failed, err)
+			continue
 		}
 		applied = append(applied, got...)
 		wake = append(wake, woken...)
 	}
-	return applied, db.citusNotify(ctx, wake)
+	return applied, cmp.Or(failed, db.citusNotify(ctx, wake))
 }
 
 // citusRefusedSpawn refuses a spawn whose child names a key or a concurrency key: a child

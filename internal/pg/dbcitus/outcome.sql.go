@@ -144,7 +144,10 @@ joined AS (
                     ELSE p.wake END,
         eligible_at = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN d.now
                            ELSE p.eligible_at END,
-        updated_at = d.now
+        updated_at = d.now,
+        -- No outcome of the parent applied here: StepInsertApplied and JobInsertChildren,
+        -- which join the rows this transaction wrote, must not take a stale record of it.
+        outcome_token = NULL
     FROM (SELECT parent_id, count(*) AS n, min(now) AS now FROM updated
           WHERE parent_id IS NOT NULL AND status IN ('done', 'failed', 'cancelled')
           GROUP BY parent_id ORDER BY parent_id) d
@@ -281,7 +284,10 @@ joined AS (
                     ELSE p.wake END,
         eligible_at = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN d.now
                            ELSE p.eligible_at END,
-        updated_at = d.now
+        updated_at = d.now,
+        -- No outcome of the parent applied here: StepInsertApplied and JobInsertChildren,
+        -- which join the rows this transaction wrote, must not take a stale record of it.
+        outcome_token = NULL
     FROM (SELECT parent_id, count(*) AS n, min(now) AS now FROM updated
           WHERE parent_id IS NOT NULL AND status IN ('done', 'failed', 'cancelled')
           GROUP BY parent_id ORDER BY parent_id) d
@@ -413,6 +419,7 @@ JOIN ROWS FROM (unnest($1::bigint[]), unnest($2::text[]), unnest($3::bigint[]),
 WHERE p.placement = ANY ($13::int[])
   AND p.id = ANY ($1::bigint[])
   AND p.status IN ('awaiting', 'runnable')
+  AND age(p.xmin) = 0
 `
 
 type JobInsertChildrenParams struct {
@@ -433,8 +440,10 @@ type JobInsertChildrenParams struct {
 
 // The children of the spawns the statement before it in the same transaction applied
 // (JobApplyOutcomes here): each child joins its parent by id and by the lease token the
-// spawn consumed, and only a parent the spawn parked (or made runnable: no children) gets
-// them (a cancelled spawn makes none), as the plain statement's children CTE. A child
+// spawn consumed, in the row version this transaction wrote (age(xmin) = 0, as in
+// StepInsertApplied: a spawn written again must not make its children twice), and only a
+// parent the spawn parked (or made runnable: no children) gets them (a cancelled spawn
+// makes none), as the plain statement's children CTE. A child
 // lives at its parent's placement; its id (drawn beforehand from jobs_id_seq on the
 // coordinator, passed as seq) is seq * 1024 + that placement. Pushed down to the shard.
 // No RETURNING: Citus deparses it against the shard's table wrongly ("missing FROM-clause
@@ -496,6 +505,7 @@ JOIN ROWS FROM (unnest($1::bigint[]), unnest($2::text[]), unnest($3::text[]),
   ON j.id = o.id AND j.outcome_token = o.token::uuid
 WHERE j.placement = ANY ($8::int[])
   AND j.id = ANY ($1::bigint[])
+  AND age(j.xmin) = 0
 `
 
 type StepInsertAppliedParams struct {
@@ -512,8 +522,12 @@ type StepInsertAppliedParams struct {
 // The history rows of the outcomes the statement before it in the same transaction
 // applied (JobApplyOutcomes, JobApplyPlainOutcomes, JobReapExpiredLeases here): each
 // record joins its row by id and by the lease token that outcome consumed
-// (outcome_token), so a fenced-off record writes nothing; the step and attempt are the
-// ones it ended. An INSERT ... SELECT between colocated tables filtered to one shard,
+// (outcome_token), in the row version this transaction wrote (age(xmin) = 0: its xmin is
+// this transaction's id), so a fenced-off record writes nothing; the step and attempt are
+// the ones it ended. Without the xmin test a record written again after its first write
+// committed (a batch retried after a later shard failed, a commit whose answer was lost)
+// or a late outcome of a claim the reaper took back matched the token the first write
+// left, and wrote a second history row for the claim (TestCitusWorkerDownDuringADrain). An INSERT ... SELECT between colocated tables filtered to one shard,
 // into a table without a sequence default: Citus pushes it down to the shard whole. The
 // id is the statement's microsecond: one history row per job per statement, in order.
 // The caller decides which bodies are kept (JobStepBodiesSetting for an outcome whose bodies

@@ -121,7 +121,10 @@ joined AS (
                     ELSE p.wake END,
         eligible_at = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN d.now
                            ELSE p.eligible_at END,
-        updated_at = d.now
+        updated_at = d.now,
+        -- No outcome of the parent applied here: StepInsertApplied and JobInsertChildren,
+        -- which join the rows this transaction wrote, must not take a stale record of it.
+        outcome_token = NULL
     FROM (SELECT parent_id, count(*) AS n, min(now) AS now FROM updated
           WHERE parent_id IS NOT NULL AND status IN ('done', 'failed', 'cancelled')
           GROUP BY parent_id ORDER BY parent_id) d
