@@ -42,28 +42,35 @@ const faultSteps = 3
 // faultDrain is a drain of faultSteps-step jobs on a test's own Citus cluster.
 type faultDrain struct {
 	own *pgtest.OwnCitus
-	db  *pg.DB // the test's own pool: inserts, settings and what it watches
+	db  *pg.DB         // the test's own pool: inserts, settings and what it watches
+	eng *engine.Engine // on db: inserts
 	rcv *receiver
 	log *logTally
-	ids []int64
+	mu  sync.Mutex
+	ids []int64 // the jobs inserted
 	// nodeOf is the port of the worker that holds each placement's shard, read at the start.
 	nodeOf [pg.Placements]int
-	// hold is the webhook's gate: the steps of the jobs on the worker holdPort wait in it
-	// until release closes (holdSteps, releaseSteps).
+	// hold is the webhook's gate: the steps of the jobs that on accepts wait in it until
+	// release closes (holdSteps, releaseSteps).
 	hold struct {
 		sync.Mutex
-		port    int
+		on      func(job int64) bool
 		held    []webhook.Job
 		release chan struct{}
 	}
 }
 
-// holdSteps makes the webhook hold the steps of the jobs on the worker on port until
-// releaseSteps: steps in flight on that worker, for as long as the test needs them.
-func (d *faultDrain) holdSteps(port int) {
+// holdSteps makes the webhook hold the steps of the jobs that on accepts until
+// releaseSteps: steps in flight, for as long as the test needs them.
+func (d *faultDrain) holdSteps(on func(job int64) bool) {
 	d.hold.Lock()
 	defer d.hold.Unlock()
-	d.hold.port, d.hold.release = port, make(chan struct{})
+	d.hold.on, d.hold.release = on, make(chan struct{})
+}
+
+// onWorker accepts the jobs whose placement the worker on port holds.
+func (d *faultDrain) onWorker(port int) func(int64) bool {
+	return func(job int64) bool { return d.nodeOf[job%pg.Placements] == port }
 }
 
 // heldSteps are the steps the webhook holds (or held) since holdSteps.
@@ -77,15 +84,15 @@ func (d *faultDrain) heldSteps() []webhook.Job {
 func (d *faultDrain) releaseSteps() {
 	d.hold.Lock()
 	defer d.hold.Unlock()
-	d.hold.port = 0
+	d.hold.on = nil
 	close(d.hold.release)
 }
 
 // wait holds the step of job in the webhook if holdSteps asks for it.
 func (d *faultDrain) wait(ctx context.Context, job webhook.Job) {
 	d.hold.Lock()
-	port, release := d.hold.port, d.hold.release
-	if port != 0 && d.nodeOf[job.ID%pg.Placements] == port {
+	release := d.hold.release
+	if d.hold.on != nil && d.hold.on(job.ID) {
 		d.hold.held = append(d.hold.held, job)
 	} else {
 		release = nil
@@ -103,9 +110,9 @@ func (d *faultDrain) wait(ctx context.Context, job webhook.Job) {
 // faultSteps-step jobs, ready to drain. They go in batches of 8: a batch of jobs that no
 // key places goes to one shard (the process's next, in turn), and small batches spread
 // the jobs over every shard, so over both workers.
-func newFaultDrain(t *testing.T, jobs int) *faultDrain {
+func newFaultDrain(t *testing.T, jobs int, opts pgtest.OwnCitusOptions) *faultDrain {
 	t.Helper()
-	own := pgtest.NewOwnCitus(t)
+	own := pgtest.NewOwnCitus(t, opts)
 	d := &faultDrain{own: own, log: &logTally{counts: map[string]int{}}}
 	d.db = pgtest.Open(t, own.URL, pg.Options{MaxConns: 4})
 	d.rcv = newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
@@ -126,27 +133,53 @@ func newFaultDrain(t *testing.T, jobs int) *faultDrain {
 		MaxAttempts: &maxAttempts, BackoffBaseMS: &base, TimeoutMS: &timeout}); err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.New(d.db, engine.Config{}, nil)
-	if err != nil {
+	var err error
+	if d.eng, err = engine.New(d.db, engine.Config{}, nil); err != nil {
 		t.Fatal(err)
 	}
-	for len(d.ids) < jobs {
-		batch := make([]engine.NewJob, min(8, jobs-len(d.ids)))
-		for i := range batch {
-			batch[i] = engine.NewJob{Handler: "h"}
-		}
-		got, err := eng.InsertJobs(ctx, batch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range got {
-			d.ids = append(d.ids, j.ID)
-		}
+	if err := d.insert(ctx, jobs); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := d.db.QueueUpsert(ctx, pg.QueueUpsert{Name: "default", MaxInFlight: ptr(64), Batch: ptr(32)}); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := d.db.QueryStrings(ctx, `SELECT v.p, n.nodeport FROM generate_series(0, $1 - 1) AS v(p)
+	d.readLayout(t)
+	return d
+}
+
+// insert inserts n jobs in batches of 8 and adds their ids to d.ids.
+func (d *faultDrain) insert(ctx context.Context, n int) error {
+	for n > 0 {
+		batch := make([]engine.NewJob, min(8, n))
+		for i := range batch {
+			batch[i] = engine.NewJob{Handler: "h"}
+		}
+		got, err := d.eng.InsertJobs(ctx, batch)
+		if err != nil {
+			return err
+		}
+		d.mu.Lock()
+		for _, j := range got {
+			d.ids = append(d.ids, j.ID)
+		}
+		d.mu.Unlock()
+		n -= len(batch)
+	}
+	return nil
+}
+
+// jobIDs are the ids of the jobs inserted so far.
+func (d *faultDrain) jobIDs() []int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]int64(nil), d.ids...)
+}
+
+// readLayout reads which worker holds each placement's shard (nodeOf) from the
+// coordinator's metadata, which answers while a worker is down.
+func (d *faultDrain) readLayout(t *testing.T) {
+	t.Helper()
+	rows, err := d.db.QueryStrings(context.Background(), `SELECT v.p, n.nodeport FROM generate_series(0, $1 - 1) AS v(p)
 		JOIN pg_dist_placement pl ON pl.shardid = get_shard_id_for_distribution_column('jobs', v.p)
 		JOIN pg_dist_node n ON n.groupid = pl.groupid`, pg.Placements)
 	if err != nil || len(rows) != pg.Placements {
@@ -156,7 +189,6 @@ func newFaultDrain(t *testing.T, jobs int) *faultDrain {
 		p, _ := strconv.Atoi(r[0])
 		d.nodeOf[p], _ = strconv.Atoi(r[1])
 	}
-	return d
 }
 
 // start starts the two dispatchers (each its own engine and pool, as two server
@@ -195,7 +227,7 @@ func (d *faultDrain) placementsOn(port int) []int {
 // jobsOn counts the drain's jobs whose placement the worker on port holds.
 func (d *faultDrain) jobsOn(port int) int {
 	n := 0
-	for _, id := range d.ids {
+	for _, id := range d.jobIDs() {
 		if d.nodeOf[id%pg.Placements] == port {
 			n++
 		}
@@ -267,9 +299,10 @@ func (f faultFigures) String() string {
 func (d *faultDrain) check(t *testing.T, timeout time.Duration) faultFigures {
 	t.Helper()
 	ctx := context.Background()
-	total := len(d.ids) * faultSteps
-	d.waitCount(t, nil, jobsDone, len(d.ids), timeout, "every job done")
-	f := faultFigures{jobs: len(d.ids)}
+	ids := d.jobIDs()
+	total := len(ids) * faultSteps
+	d.waitCount(t, nil, jobsDone, len(ids), timeout, "every job done")
+	f := faultFigures{jobs: len(ids)}
 	// Nothing lost: every inserted job is done, with the chain of its steps' answers.
 	rows, err := d.db.QueryStrings(ctx, `SELECT id, status, result::text FROM jobs`)
 	if err != nil {
@@ -284,7 +317,7 @@ func (d *faultDrain) check(t *testing.T, timeout time.Duration) faultFigures {
 			t.Errorf("job %d: %s with result %s, want done with %s", id, r[1], r[2], want)
 		}
 	}
-	for _, id := range d.ids {
+	for _, id := range ids {
 		if !found[id] {
 			t.Errorf("job %d is lost", id)
 		}
@@ -324,7 +357,7 @@ func (d *faultDrain) check(t *testing.T, timeout time.Duration) faultFigures {
 		}
 	}
 	if f.applied != total {
-		t.Errorf("%d applied outcomes, want %d (%d jobs × %d steps)", f.applied, total, len(d.ids), faultSteps)
+		t.Errorf("%d applied outcomes, want %d (%d jobs × %d steps)", f.applied, total, len(ids), faultSteps)
 	}
 	// The webhook: each delivery is a claim with its history row; a step is delivered
 	// again only after a lease_expired, never after its outcome applied.
@@ -379,6 +412,8 @@ type logTally struct {
 	mu     sync.Mutex
 	counts map[string]int
 	first  map[string]string
+	// givenUp are the jobs whose step's outcome the dispatchers gave up writing.
+	givenUp map[int64]bool
 }
 
 func (l *logTally) logger() *slog.Logger { return slog.New(l) }
@@ -390,7 +425,15 @@ func (l *logTally) Handle(_ context.Context, r slog.Record) error {
 	defer l.mu.Unlock()
 	l.counts[r.Message]++
 	if l.first == nil {
-		l.first = map[string]string{}
+		l.first, l.givenUp = map[string]string{}, map[int64]bool{}
+	}
+	if r.Message == outcomeGivenUp {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "job_id" {
+				l.givenUp[a.Value.Int64()] = true
+			}
+			return true
+		})
 	}
 	if _, ok := l.first[r.Message]; !ok {
 		var attrs string
@@ -402,6 +445,16 @@ func (l *logTally) Handle(_ context.Context, r slog.Record) error {
 	}
 	return nil
 }
+
+// gaveUp reports whether the dispatchers gave up writing the outcome of a step of job.
+func (l *logTally) gaveUp(job int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.givenUp[job]
+}
+
+// outcomeGivenUp is what the dispatcher logs when it gives up writing a step's outcome.
+const outcomeGivenUp = "writing a step's outcome failed; the step will run again after its lease expires"
 
 func (l *logTally) WithAttrs([]slog.Attr) slog.Handler { return l }
 func (l *logTally) WithGroup(string) slog.Handler      { return l }
@@ -434,7 +487,7 @@ func (l *logTally) String() string {
 func TestCitusWorkerDownDuringADrain(t *testing.T) {
 	t.Parallel()
 	const jobs = 1200
-	d := newFaultDrain(t, jobs)
+	d := newFaultDrain(t, jobs, pgtest.OwnCitusOptions{})
 	const down = 2 // the worker stopped; worker 1 stays up
 	live := d.placementsOn(d.own.Port(1))
 	liveJobs := d.jobsOn(d.own.Port(1))
@@ -445,7 +498,7 @@ func TestCitusWorkerDownDuringADrain(t *testing.T) {
 	d.start(t, 8*time.Second)
 	d.waitCount(t, nil, outcomesApplied, jobs/2, time.Minute, "the drain under way")
 	// Some steps of the worker about to stop are in flight (held in the webhook) when it stops.
-	d.holdSteps(d.own.Port(down))
+	d.holdSteps(d.onWorker(d.own.Port(down)))
 	dispatch.WaitUntil(t, 30*time.Second, "steps of worker 2 in flight", func() bool { return len(d.heldSteps()) >= 8 })
 	d.own.StopNodeImmediately(down)
 	stopped := time.Now()
@@ -484,5 +537,179 @@ func TestCitusWorkerDownDuringADrain(t *testing.T) {
 	}
 	t.Logf("worker %d stopped after %.1fs of drain with %d of its steps in flight, down %.1fs: %d outcomes applied on worker 1 meanwhile (its %d jobs all done); %s; all done %.1fs after the start",
 		down, stopped.Sub(started).Seconds(), len(held), downFor.Seconds(), duringOutage, liveJobs, f, time.Since(started).Seconds())
+	t.Logf("logged: %s", d.log)
+}
+
+// The coordinator stopped as a crash would (immediate shutdown, then crash recovery) in
+// the middle of a drain, with steps in flight: every connection of the dispatchers, their
+// LISTEN and the reaper's dies with it. The coordinator stays down until the dispatchers
+// have given up writing the outcomes of the steps in flight, then restarts. They
+// reconnect and carry on: steps finish after the restart, every job finishes, nothing
+// lost, no outcome applied twice. Each step whose outcome was given up ended by lease
+// expiry and was delivered again (at-least-once); a claim whose answer was lost with the
+// coordinator was never delivered, and its lease expired too.
+func TestCitusCoordinatorRestartDuringADrain(t *testing.T) {
+	t.Parallel()
+	const jobs = 1200
+	ctx := context.Background()
+	d := newFaultDrain(t, jobs, pgtest.OwnCitusOptions{})
+	started := time.Now()
+	d.start(t, 10*time.Second)
+	d.waitCount(t, nil, outcomesApplied, jobs/2, time.Minute, "the drain under way")
+	d.holdSteps(func(int64) bool { return true })
+	dispatch.WaitUntil(t, 30*time.Second, "steps in flight", func() bool { return len(d.heldSteps()) >= 16 })
+	before := d.mustCount(t, nil, outcomesApplied)
+	d.own.StopNodeImmediately(0)
+	stopped := time.Now()
+	d.releaseSteps() // their outcomes meet the coordinator down
+	held := d.heldSteps()
+	dispatch.WaitUntil(t, 30*time.Second, "the outcomes of the steps in flight given up", func() bool {
+		for _, j := range held {
+			if !d.log.gaveUp(j.ID) {
+				return false
+			}
+		}
+		return true
+	})
+	if err := d.own.RestartNode(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	downFor := time.Since(stopped)
+	// The dispatchers carry on: a few hundred more steps finish (the test's own pool
+	// reconnects too; a count on a connection that died with the coordinator is retried).
+	after := d.waitCount(t, nil, outcomesApplied, before+300, 30*time.Second, "steps finishing after the restart")
+	f := d.check(t, time.Minute)
+	expired, err := d.db.QueryStrings(ctx, `SELECT job_id, step, attempt FROM steps WHERE outcome = 'lease_expired'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := map[[3]string]bool{}
+	for _, r := range expired {
+		ended[[3]string(r)] = true
+	}
+	for _, j := range held {
+		if !ended[[3]string{strconv.FormatInt(j.ID, 10), strconv.Itoa(j.Step), strconv.Itoa(j.Attempt)}] {
+			t.Errorf("job %d step %d attempt %d, whose outcome was given up: not ended by lease expiry", j.ID, j.Step, j.Attempt)
+		}
+	}
+	t.Logf("coordinator stopped after %.1fs of drain with %d steps held in flight, down %.1fs (until their outcomes were given up; restart with crash recovery); %d outcomes applied before, %d soon after; %s; all done %.1fs after the start",
+		stopped.Sub(started).Seconds(), len(held), downFor.Seconds(), before, after-before, f, time.Since(started).Seconds())
+	t.Logf("logged: %s", d.log)
+}
+
+// A third worker added in the middle of a drain, and the shards rebalanced onto it online
+// (citus_rebalance_start: each shard group copied by logical replication while it is
+// written, then switched over in a short write block) while jobs keep coming: steps keep
+// finishing during the rebalance, the shards end up spread over the three workers, the
+// jobs on the moved shards are claimed and finished there, and every job, also those
+// inserted during the moves, finishes: nothing lost, no outcome applied twice, no lease
+// expired (the leases are long: nothing here is a fault).
+//
+// The database has 8 shards (3 moves) instead of 32: a move takes about 6 s here, most of
+// it Citus waiting for the subscription in 1 s polls, and the moves onto one worker run
+// one after another (32 shards: 10 moves, 60 s idle, 90 s under the drain).
+func TestCitusWorkerAddedAndShardsRebalancedDuringADrain(t *testing.T) {
+	t.Parallel()
+	const jobs = 1200
+	ctx := context.Background()
+	d := newFaultDrain(t, jobs, pgtest.OwnCitusOptions{ShardCount: 8})
+	// The third worker's server is started beforehand (initdb is not what is tested); it
+	// joins the cluster (citus_add_node) in the middle of the drain.
+	w, err := d.own.StartWorker(ctx, d.own.Database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.own.SynchronousCommit(t, w)
+	for i := range d.own.Nodes {
+		node := pgtest.Open(t, d.own.Nodes[i].TCPURL(d.own.Database), pg.Options{MaxConns: 1})
+		if rows, err := node.QueryStrings(ctx, `SHOW wal_level`); err != nil || rows[0][0] != "logical" {
+			t.Fatalf("node %d: wal_level %v (%v); an online shard move needs logical", i, rows, err)
+		}
+		node.Close()
+	}
+	started := time.Now()
+	d.start(t, time.Minute)
+	d.waitCount(t, nil, outcomesApplied, jobs/2, time.Minute, "the drain under way")
+	// Jobs keep coming (4 every 50 ms) until the moved shards have served some.
+	produce, produced := make(chan struct{}), make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-produce:
+				produced <- nil
+				return
+			case <-tick.C:
+			}
+			if err := d.insert(ctx, 4); err != nil {
+				produced <- err
+				return
+			}
+		}
+	}()
+	if err := d.own.AddWorker(ctx, d.own.Database, w); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.db.Exec(ctx, `SELECT citus_rebalance_start()`); err != nil {
+		t.Fatal(err)
+	}
+	rebalancing := time.Now()
+	atStart := d.mustCount(t, nil, outcomesApplied)
+	// Wait for the rebalance to finish, watching the drain: the longest time without a
+	// step finishing.
+	var state string
+	last, lastAt, stall := atStart, time.Now(), time.Duration(0)
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		rows, err := d.db.QueryStrings(ctx, `SELECT state::text FROM citus_rebalance_status()`)
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("citus_rebalance_status: %v, %v", rows, err)
+		}
+		state = rows[0][0]
+		if n, now := d.mustCount(t, nil, outcomesApplied), time.Now(); n > last {
+			stall = max(stall, now.Sub(lastAt))
+			last, lastAt = n, now
+		}
+		if state != "scheduled" && state != "running" || time.Now().After(deadline) {
+			break
+		}
+	}
+	rebalanced := time.Since(rebalancing)
+	stall = max(stall, time.Since(lastAt))
+	duringRebalance := last - atStart
+	if state != "finished" {
+		t.Fatalf("the rebalance ended %s after %s", state, rebalanced)
+	}
+	if duringRebalance == 0 || stall > 10*time.Second {
+		t.Errorf("%d outcomes applied during the %.1fs of rebalance, at most %.1fs without one: want the drain going on",
+			duringRebalance, rebalanced.Seconds(), stall.Seconds())
+	}
+	shards, err := d.db.QueryStrings(ctx, `SELECT nodeport, count(*) FROM citus_shards WHERE table_name = 'jobs'::regclass GROUP BY 1 ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(shards) != 3 {
+		t.Fatalf("the shards of jobs are on %v after the rebalance, want three workers", shards)
+	}
+	// The new worker's shards serve the drain: steps of their jobs finish there.
+	d.readLayout(t)
+	moved := d.placementsOn(d.own.Port(w))
+	since, err := d.db.QueryStrings(ctx, `SELECT now()::text`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onNew := fmt.Sprintf(`steps WHERE outcome IN ('next', 'done') AND finished_at > '%s'`, since[0][0])
+	d.waitCount(t, moved, onNew, 50, 30*time.Second, "steps finishing on the new worker's shards")
+	close(produce)
+	if err := <-produced; err != nil {
+		t.Fatalf("inserting during the rebalance: %v", err)
+	}
+	f := d.check(t, time.Minute)
+	if f.leaseExpired != 0 {
+		t.Errorf("%d leases expired during a rebalance", f.leaseExpired)
+	}
+	t.Logf("worker %d added after %.1fs of drain; the rebalance took %.1fs, %d outcomes applied meanwhile (at most %.1fs without one) while jobs kept coming (%d in all); shards of jobs per worker (port, count): %v; %s; all done %.1fs after the start",
+		w, rebalancing.Sub(started).Seconds(), rebalanced.Seconds(), duringRebalance, stall.Seconds(), f.jobs, shards, f,
+		time.Since(started).Seconds())
 	t.Logf("logged: %s", d.log)
 }

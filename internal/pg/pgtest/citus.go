@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 
@@ -17,6 +18,14 @@ type OwnCitus struct {
 	Database, URL string
 }
 
+// OwnCitusOptions describes the database of an OwnCitus.
+type OwnCitusOptions struct {
+	// ShardCount is the number of shards the migration makes of each distributed table
+	// (0: Citus's default, citus.shard_count, 32). An online rebalance moves one shard
+	// group at a time, each move taking several seconds of Citus's own waits.
+	ShardCount int
+}
+
 // NewOwnCitus starts a Citus cluster for t alone (a coordinator and two workers, ports
 // below 32768, one more kept free for a worker the test adds), makes one database on it
 // and migrates it (distributes the schema); the cluster is stopped when t ends. It skips
@@ -26,7 +35,7 @@ type OwnCitus struct {
 // The nodes run without fsync (a test stops processes, never the machine) but the
 // database commits synchronously: an immediate stop of a node loses what was committed
 // asynchronously, which would be a lost write of the test's making, not of gendurable's.
-func NewOwnCitus(t testing.TB) *OwnCitus {
+func NewOwnCitus(t testing.TB, opts OwnCitusOptions) *OwnCitus {
 	t.Helper()
 	if citus == nil {
 		t.Skip("a Citus fault test: TEST_CITUS=1 (make test-citus)")
@@ -54,6 +63,11 @@ func NewOwnCitus(t testing.TB) *OwnCitus {
 		own.SynchronousCommit(t, i)
 	}
 	own.URL = c.URL(own.Database)
+	if opts.ShardCount > 0 {
+		if err := setOn(c.Nodes[0], own.Database, fmt.Sprintf("citus.shard_count = %d", opts.ShardCount)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	db := Open(t, own.URL, pg.Options{MaxConns: 1})
 	if _, err := db.Migrate(ctx); err != nil {
 		t.Fatalf("pgtest: migrate the test's citus database: %v", err)
@@ -67,12 +81,18 @@ func NewOwnCitus(t testing.TB) *OwnCitus {
 // command line, and the coordinator's connections to a worker are sessions of it.
 func (o *OwnCitus) SynchronousCommit(t testing.TB, i int) {
 	t.Helper()
-	db, err := pg.Open(context.Background(), o.Nodes[i].TCPURL("postgres"), pg.Options{MaxConns: 1})
-	if err != nil {
+	if err := setOn(o.Nodes[i], o.Database, "synchronous_commit = on"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// setOn sets a setting of database on node (ALTER DATABASE … SET): new sessions take it.
+func setOn(node *pg.Cluster, database, setting string) error {
+	db, err := pg.Open(context.Background(), node.TCPURL("postgres"), pg.Options{MaxConns: 1})
+	if err != nil {
+		return err
 	}
 	defer db.Close()
-	if _, err := db.Exec(context.Background(), `ALTER DATABASE `+pg.QuoteIdent(o.Database)+` SET synchronous_commit = on`); err != nil {
-		t.Fatal(err)
-	}
+	_, err = db.Exec(context.Background(), `ALTER DATABASE `+pg.QuoteIdent(database)+` SET `+setting)
+	return err
 }
