@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -479,14 +480,18 @@ func (l *logTally) String() string {
 }
 
 // A worker stopped as a crash would (immediate shutdown) in the middle of a drain, with
-// steps of its jobs in flight: the jobs on the other worker's shards go on to the end while
-// it is down, and once it is back every job finishes, nothing lost, no outcome applied
-// twice. The steps that were in flight on the stopped worker, whose outcomes could not be
-// written, are delivered again after their lease expired: that is the at-least-once the
-// design allows, and all it allows (no step of the live worker runs twice).
+// steps in flight on both workers: the jobs on the other worker's shards go on to the end
+// while it is down, and once it is back every job finishes, nothing lost, no outcome
+// applied twice. The steps that were in flight on the stopped worker, whose outcomes could
+// not be written, are delivered again after their lease expired: that is the at-least-once
+// the design allows, and all it allows. No step of the live worker runs twice: its slow
+// steps, held in the webhook past the stop, keep their leases (the heartbeat names every
+// lease a process holds, those on the stopped worker too).
 func TestCitusWorkerDownDuringADrain(t *testing.T) {
 	t.Parallel()
 	const jobs = 1200
+	const ttl = 8 * time.Second
+	ctx := context.Background()
 	d := newFaultDrain(t, jobs, pgtest.OwnCitusOptions{})
 	const down = 2 // the worker stopped; worker 1 stays up
 	live := d.placementsOn(d.own.Port(1))
@@ -495,26 +500,48 @@ func TestCitusWorkerDownDuringADrain(t *testing.T) {
 		t.Fatalf("%d of %d jobs on worker 1: the jobs are not spread over both workers", liveJobs, jobs)
 	}
 	started := time.Now()
-	d.start(t, 8*time.Second)
+	d.start(t, ttl)
 	d.waitCount(t, nil, outcomesApplied, jobs/2, time.Minute, "the drain under way")
-	// Some steps of the worker about to stop are in flight (held in the webhook) when it stops.
-	d.holdSteps(d.onWorker(d.own.Port(down)))
-	dispatch.WaitUntil(t, 30*time.Second, "steps of worker 2 in flight", func() bool { return len(d.heldSteps()) >= 8 })
+	// Steps in flight when the worker stops: all of its own from now on, and 4 of the
+	// live worker's, held in the webhook.
+	onDown, onLive, slow := d.onWorker(d.own.Port(down)), d.onWorker(d.own.Port(1)), 0
+	d.holdSteps(func(job int64) bool {
+		if onLive(job) && slow < 4 {
+			slow++
+			return true
+		}
+		return onDown(job)
+	})
+	heldOn := func(on func(int64) bool) (ids []int64) {
+		for _, j := range d.heldSteps() {
+			if on(j.ID) {
+				ids = append(ids, j.ID)
+			}
+		}
+		return ids
+	}
+	dispatch.WaitUntil(t, 30*time.Second, "steps of both workers in flight", func() bool {
+		return len(heldOn(onDown)) >= 8 && len(heldOn(onLive)) == 4
+	})
 	d.own.StopNodeImmediately(down)
 	stopped := time.Now()
+	// The live worker's slow steps are heartbeated: their leases move past their first expiry.
+	slowIDs := heldOn(onLive)
+	d.waitCount(t, live, fmt.Sprintf(`jobs WHERE id IN (%s) AND lease_expires_at > attempted_at + interval '%d ms'`,
+		joinIDs(slowIDs), (ttl + time.Second).Milliseconds()), len(slowIDs), 3*ttl, "the live worker's slow steps heartbeated")
 	d.releaseSteps()
 	atStop := d.mustCount(t, live, outcomesApplied)
 	// While it is down, every job on the live worker finishes.
 	d.waitCount(t, live, jobsDone, liveJobs, time.Minute, "the live worker's jobs finishing while the other is down")
 	duringOutage := d.mustCount(t, live, outcomesApplied) - atStop
-	if err := d.own.RestartNode(context.Background(), down); err != nil {
+	if err := d.own.RestartNode(ctx, down); err != nil {
 		t.Fatal(err)
 	}
 	downFor := time.Since(stopped)
 	f := d.check(t, time.Minute)
-	// Each step held in flight ended by lease expiry (its outcome could not be written) and
-	// ran again; no step of the live worker did.
-	rows, err := d.db.QueryStrings(context.Background(), `SELECT job_id, step, attempt, placement FROM steps WHERE outcome = 'lease_expired'`)
+	// Each step held in flight on the stopped worker ended by lease expiry (its outcome
+	// could not be written) and ran again; no step of the live worker did.
+	rows, err := d.db.QueryStrings(ctx, `SELECT job_id, step, attempt, placement FROM steps WHERE outcome = 'lease_expired'`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,13 +558,23 @@ func TestCitusWorkerDownDuringADrain(t *testing.T) {
 	}
 	held := d.heldSteps()
 	for _, j := range held {
-		if !expired[[3]int64{j.ID, int64(j.Step), int64(j.Attempt)}] {
+		if onDown(j.ID) && !expired[[3]int64{j.ID, int64(j.Step), int64(j.Attempt)}] {
 			t.Errorf("job %d step %d attempt %d, in flight when its worker stopped: not ended by lease expiry", j.ID, j.Step, j.Attempt)
 		}
 	}
-	t.Logf("worker %d stopped after %.1fs of drain with %d of its steps in flight, down %.1fs: %d outcomes applied on worker 1 meanwhile (its %d jobs all done); %s; all done %.1fs after the start",
-		down, stopped.Sub(started).Seconds(), len(held), downFor.Seconds(), duringOutage, liveJobs, f, time.Since(started).Seconds())
+	t.Logf("worker %d stopped after %.1fs of drain with %d of its steps in flight (and %d slow ones of worker 1), down %.1fs: %d outcomes applied on worker 1 meanwhile (its %d jobs all done); %s; all done %.1fs after the start",
+		down, stopped.Sub(started).Seconds(), len(held)-len(slowIDs), len(slowIDs), downFor.Seconds(), duringOutage, liveJobs, f,
+		time.Since(started).Seconds())
 	t.Logf("logged: %s", d.log)
+}
+
+// joinIDs is "1, 2, 3".
+func joinIDs(ids []int64) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(s, ", ")
 }
 
 // The coordinator stopped as a crash would (immediate shutdown, then crash recovery) in

@@ -458,22 +458,25 @@ func (db *DB) citusNotify(ctx context.Context, payloads []string) error {
 	return translate(dbcitus.New(db.pool).WorkNotify(ctx, payloads))
 }
 
-// citusLeases runs fn once per shard of leases with that shard's placements and leases.
+// citusLeases runs fn once per shard of leases with that shard's placements and leases. A
+// shard whose fn fails (its worker is down) does not keep the others from running: the
+// first error is answered once every shard was tried (a heartbeat that stopped there
+// extended no lease on the shards after it, and every step of the process ran again once
+// its lease expired: TestCitusAWorkerDownStopsOnlyItsShards).
 func (db *DB) citusLeases(ctx context.Context, leases []Lease, fn func(placements []int, part []Lease) error) error {
 	groups, l, err := db.citusByShard(ctx, len(leases), func(i int) int64 { return leases[i].JobID })
 	if err != nil {
 		return err
 	}
+	var failed error
 	for _, g := range groups {
 		part := make([]Lease, len(g))
 		for k, i := range g {
 			part[k] = leases[i]
 		}
-		if err := fn(l.shardPlacements(l.shardIndex(l.PlacementOfID(part[0].JobID))), part); err != nil {
-			return err
-		}
+		failed = cmp.Or(failed, fn(l.shardPlacements(l.shardIndex(l.PlacementOfID(part[0].JobID))), part))
 	}
-	return nil
+	return failed
 }
 
 // citusExtendLeases is LeaseExtendMany, a router statement per shard.
@@ -505,10 +508,7 @@ func (db *DB) citusReleaseLeases(ctx context.Context, leases []Lease) ([]int64, 
 		}
 		return translate(err)
 	})
-	if err != nil {
-		return out, err
-	}
-	return out, db.citusNotify(ctx, wake)
+	return out, cmp.Or(err, db.citusNotify(ctx, wake)) // what the live shards did is notified
 }
 
 // citusGetBackoffs is LeaseGetBackoffs, a router statement per shard.
@@ -616,10 +616,7 @@ func (db *DB) citusReapExpiredLeases(ctx context.Context, reaps []LeaseReap, asO
 		}
 		return nil
 	})
-	if err != nil {
-		return out, err
-	}
-	return out, db.citusNotify(ctx, wake)
+	return out, cmp.Or(err, db.citusNotify(ctx, wake)) // what the live shards did is notified
 }
 
 // citusWakeExpiredAwaits is JobWakeExpiredAwaits on each shard until limit rows. A shard
