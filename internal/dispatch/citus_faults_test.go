@@ -528,7 +528,7 @@ func TestCitusWorkerDownDuringADrain(t *testing.T) {
 	// The live worker's slow steps are heartbeated: their leases move past their first expiry.
 	slowIDs := heldOn(onLive)
 	d.waitCount(t, live, fmt.Sprintf(`jobs WHERE id IN (%s) AND lease_expires_at > attempted_at + interval '%d ms'`,
-		joinIDs(slowIDs), (ttl + time.Second).Milliseconds()), len(slowIDs), 3*ttl, "the live worker's slow steps heartbeated")
+		joinIDs(slowIDs), (ttl+time.Second).Milliseconds()), len(slowIDs), 3*ttl, "the live worker's slow steps heartbeated")
 	d.releaseSteps()
 	atStop := d.mustCount(t, live, outcomesApplied)
 	// While it is down, every job on the live worker finishes.
