@@ -129,7 +129,8 @@ func newFaultDrain(t *testing.T, jobs int, opts pgtest.OwnCitusOptions) *faultDr
 		answer(w, webhook.Response{Done: &webhook.Done{Result: b}})
 	})
 	ctx := context.Background()
-	maxAttempts, base, timeout := 100, 10, 5000
+	// The call timeout is long: the webhook holds steps in flight for seconds (holdSteps).
+	maxAttempts, base, timeout := 100, 10, 30000
 	if _, err := d.db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: d.rcv.URL, Secret: ptr(testSecret),
 		MaxAttempts: &maxAttempts, BackoffBaseMS: &base, TimeoutMS: &timeout}); err != nil {
 		t.Fatal(err)
@@ -525,12 +526,12 @@ func TestCitusWorkerDownDuringADrain(t *testing.T) {
 	})
 	d.own.StopNodeImmediately(down)
 	stopped := time.Now()
+	atStop := d.mustCount(t, live, outcomesApplied)
 	// The live worker's slow steps are heartbeated: their leases move past their first expiry.
 	slowIDs := heldOn(onLive)
 	d.waitCount(t, live, fmt.Sprintf(`jobs WHERE id IN (%s) AND lease_expires_at > attempted_at + interval '%d ms'`,
 		joinIDs(slowIDs), (ttl+time.Second).Milliseconds()), len(slowIDs), 3*ttl, "the live worker's slow steps heartbeated")
 	d.releaseSteps()
-	atStop := d.mustCount(t, live, outcomesApplied)
 	// While it is down, every job on the live worker finishes.
 	d.waitCount(t, live, jobsDone, liveJobs, time.Minute, "the live worker's jobs finishing while the other is down")
 	duringOutage := d.mustCount(t, live, outcomesApplied) - atStop
