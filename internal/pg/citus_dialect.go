@@ -96,7 +96,8 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 			if ctx.Err() != nil {
 				return claimed, keyed, translate(err)
 			}
-			// The statement failed, so its transaction did not commit: none of its rows is leased.
+			// The statement failed: its rows are not leased, or (its answer lost after the
+			// commit) are left to lease expiry, never run without their lease.
 			claimed, keyed = claimed[:got], gotKeyed
 			failed = cmp.Or(failed, translate(err))
 			continue
