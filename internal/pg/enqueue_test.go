@@ -318,8 +318,11 @@ func TestSQLEnqueueDebounce(t *testing.T) {
 	}
 	// Pretend the first was 40 minutes ago: the next call would push it to 1 h from now
 	// (100 min after the first), past max_wait: it is held at the deadline.
-	if _, err := db.Exec(ctx, `UPDATE jobs SET created_at = created_at - interval '40 minutes',
-		eligible_at = eligible_at - interval '40 minutes', debounce_deadline = debounce_deadline - interval '40 minutes'`); err != nil {
+	// (In UTC, where the arithmetic is immutable: Citus refuses a stable function of a
+	// column in an UPDATE.)
+	if _, err := db.Exec(ctx, `UPDATE jobs SET created_at = ((created_at AT TIME ZONE 'UTC') - interval '40 minutes') AT TIME ZONE 'UTC',
+		eligible_at = ((eligible_at AT TIME ZONE 'UTC') - interval '40 minutes') AT TIME ZONE 'UTC',
+		debounce_deadline = ((debounce_deadline AT TIME ZONE 'UTC') - interval '40 minutes') AT TIME ZONE 'UTC'`); err != nil {
 		t.Fatal(err)
 	}
 	if again := enqueue(`{"n": 2}`, `{"debounce": {"key": "user-7", "period": "1h"}}`); again != first {
