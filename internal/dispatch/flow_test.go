@@ -118,11 +118,7 @@ func TestGateCapsConcurrencyAcrossEngines(t *testing.T) {
 		d.Start(ctx)
 		t.Cleanup(func() { d.Stop(ctx) })
 	}
-	deadline := 30 * time.Second
-	if pgtest.Citus() {
-		deadline = 2 * time.Minute // each empty claim and probe visits every shard (docs/citus.md)
-	}
-	waitDone(t, db, 40, deadline)
+	waitDone(t, db, 40, 30*time.Second)
 	if got := c.max(`"tenant-1"`); got != 3 {
 		t.Fatalf("tenant-1 (gate of 3) peaked at %d concurrent steps, want exactly 3", got)
 	}
@@ -307,11 +303,7 @@ func TestConcurrencyKeyRunsOneAtATime(t *testing.T) {
 	h.insert(t, jobs...)
 	startDispatcher(t, engA, dispatch.Config{PollMin: 2 * time.Millisecond, PollMax: 20 * time.Millisecond})
 	startDispatcher(t, engB, dispatch.Config{PollMin: 2 * time.Millisecond, PollMax: 20 * time.Millisecond})
-	deadline := 30 * time.Second
-	if pgtest.Citus() {
-		deadline = 2 * time.Minute // each empty claim and probe visits every shard (docs/citus.md)
-	}
-	waitDone(t, db, 100, deadline)
+	waitDone(t, db, 100, 30*time.Second)
 	if c.max(`"a"`) != 1 || c.max(`"b"`) != 1 {
 		t.Fatalf("a key ran %d / %d steps at once, want 1", c.max(`"a"`), c.max(`"b"`))
 	}

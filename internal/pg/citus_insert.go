@@ -93,7 +93,7 @@ func (db *DB) citusInsert(ctx context.Context, items []JobInsert, opts JobInsert
 	}
 	for attempt := 1; ; attempt++ {
 		var out []JobInserted
-		var woken []string
+		var woken []citusWake
 		err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 			var err error
 			out, woken, err = db.citusInsertTx(ctx, tx, items, placements, opts)
@@ -105,13 +105,10 @@ func (db *DB) citusInsert(ctx context.Context, items []JobInsert, opts JobInsert
 		if err != nil {
 			return nil, translate(err)
 		}
-		payload := make([]string, 0, len(woken))
-		for _, q := range woken {
-			if !slices.Contains(payload, q+notifyTag(opts.Claimer)) {
-				payload = append(payload, q+notifyTag(opts.Claimer))
-			}
+		for i := range woken {
+			woken[i].tag = notifyTag(opts.Claimer)
 		}
-		return out, db.citusNotify(ctx, payload)
+		return out, db.citusNotify(ctx, woken)
 	}
 }
 
@@ -122,14 +119,14 @@ func (db *DB) citusInsert(ctx context.Context, items []JobInsert, opts JobInsert
 // item's id and each debounce key upserts its job (sql/citus/keys.sql, router statements
 // sent together), and JobInsert takes the items that are still to insert.
 func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, placements []int,
-	opts JobInsertOptions) ([]JobInserted, []string, error) {
+	opts JobInsertOptions) ([]JobInserted, []citusWake, error) {
 	q := dbcitus.New(tx)
 	n := len(items)
 	out := make([]JobInserted, n)
 	done := make([]bool, n)
 	toInsert := make([]bool, n)
 	var ids []int64
-	var woken []string
+	var woken []citusWake
 	answerByID := map[int]int64{} // item → the id of the job it answers, read in full at the end
 	keyed := false
 	for i := range items {
@@ -152,7 +149,7 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		if err != nil {
 			return nil, nil, err
 		}
-		woken = append(woken, made...)
+		_ = made // a debounced job waits a period: nothing to wake
 	}
 	p := dbcitus.JobInsertParams{Placements: make([]int, 0, n), Queues: make([]string, 0, n), Handlers: make([]string, 0, n),
 		Inputs: make([]string, 0, n), Keys: make([]string, 0, n), Priorities: make([]int, 0, n), RunAts: make([]time.Time, 0, n),
@@ -191,7 +188,7 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 				RateWeight: r.RateWeight, LeaseOwner: r.LeaseOwner, CreatedAt: r.CreatedAt, UpdatedAt: r.CreatedAt}
 			requestedPart(&j, &items[i.item])
 			out[i.item], done[i.item] = JobInserted{Job: j}, true
-			woken = append(woken, r.Queue)
+			woken = append(woken, citusWake{queue: r.Queue, placement: int(r.Placement)})
 		}
 	}
 	// An item with an idempotency key that a later item of the batch repeats: the later
@@ -524,5 +521,5 @@ func (db *DB) citusScheduleFire(ctx context.Context, f ScheduleFire) (ScheduleFi
 	if queue == "" {
 		return fired, nil
 	}
-	return fired, db.citusNotify(ctx, []string{queue})
+	return fired, db.citusNotify(ctx, []citusWake{{queue: queue, placement: PlacementOfKey(f.Name)}})
 }
