@@ -18,8 +18,10 @@ import (
 // (docs/citus.md, "Guarantees"): the field and why, or "" when the item can be inserted.
 func citusUnsupported(it *JobInsert) (field, why string) {
 	switch {
-	case it.RateLimit != nil || len(it.ExtraRateLimits) > 0:
-		return "rate_limit", "rate limits are not supported on Citus yet (a bucket shared by jobs on many shards)"
+	case len(it.ExtraRateLimits) > 0:
+		return "rate_limits", "on Citus a job draws from one rate limit: it lives at its bucket's placement, where the claim debits it"
+	case it.RateLimit != nil && (it.Key != nil || it.ParentID != nil || it.Debounce != nil || it.ConcurrencyKey != nil):
+		return "rate_limit", "on Citus a rate-limited job lives at its bucket's placement: not with a key, a parent, a debounce key or a concurrency key"
 	case it.ConcurrencyKey != nil && (it.Key != nil || it.ParentID != nil || it.Debounce != nil):
 		return "concurrency_key", "on Citus a concurrency key is exact only for a job it places: not with a key, a parent or a debounce key"
 	case it.Debounce != nil && it.ParentID != nil:
@@ -28,9 +30,16 @@ func citusUnsupported(it *JobInsert) (field, why string) {
 	return "", ""
 }
 
+// RateBucketPlacement is where the bucket of rate limit name for key lives on Citus, and
+// every job that draws from it (docs/citus.md, "Rate limits"). Names hold no space, so
+// the string is one per bucket; gendurable_placement_of_key computes the same in SQL.
+func RateBucketPlacement(name, key string) int {
+	return PlacementOfKey("rate_limit " + name + " " + key)
+}
+
 // citusPlacement is where item it lives (docs/citus.md, "Placement"): its parent's, its
-// key's, its debounce key's, its concurrency key's, its idempotency key's, or next (the
-// batch's shard).
+// key's, its debounce key's, its concurrency key's, its rate-limit bucket's, its
+// idempotency key's, or next (the batch's shard).
 func citusPlacement(l *citusLayout, it *JobInsert, next int) int {
 	switch {
 	case it.ParentID != nil:
@@ -41,6 +50,8 @@ func citusPlacement(l *citusLayout, it *JobInsert, next int) int {
 		return PlacementOfKey(it.Debounce.Key)
 	case it.ConcurrencyKey != nil:
 		return PlacementOfKey(*it.ConcurrencyKey)
+	case it.RateLimit != nil:
+		return RateBucketPlacement(*it.RateLimit, valueOr(it.RateKey, ""))
 	case it.IdempotencyKey != nil:
 		return PlacementOfKey(*it.IdempotencyKey)
 	}
@@ -65,6 +76,16 @@ func (db *DB) citusInsert(ctx context.Context, items []JobInsert, opts JobInsert
 	}
 	if len(problems) > 0 {
 		return nil, &InsertRefusedError{Problems: problems}
+	}
+	if slices.ContainsFunc(items, func(it JobInsert) bool { return it.RateLimit != nil }) {
+		// An unknown limit or a weight above its burst (JobInsert does not check them on
+		// Citus): refused before anything is written, as on plain PostgreSQL.
+		if problems, err := db.insertProblems(ctx, items); err != nil || len(problems) > 0 {
+			if err != nil {
+				return nil, err
+			}
+			return nil, &InsertRefusedError{Problems: problems}
+		}
 	}
 	if opts.IdempotencyWindow <= 0 {
 		opts.IdempotencyWindow = DefaultIdempotencyWindow
@@ -170,6 +191,8 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		p.RunAts, p.DelaysMs = append(p.RunAts, valueOr(it.RunAt, time.Time{})), append(p.DelaysMs, valueOr(it.DelayMS, 0))
 		p.ParentIds = append(p.ParentIds, valueOr(it.ParentID, 0))
 		p.ScheduleNames, p.ScheduleTicks = append(p.ScheduleNames, ""), append(p.ScheduleTicks, time.Time{})
+		p.RateLimits, p.RateKeys = append(p.RateLimits, valueOr(it.RateLimit, "")), append(p.RateKeys, valueOr(it.RateKey, ""))
+		p.RateWeights = append(p.RateWeights, valueOr(it.RateWeight, 0))
 		if ids != nil {
 			p.Ids = append(p.Ids, ids[i])
 		} else {
@@ -177,6 +200,9 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		}
 	}
 	if len(order) > 0 {
+		if err := citusMintBuckets(ctx, q, items, order, placements); err != nil {
+			return nil, nil, err
+		}
 		rows, err := q.JobInsert(ctx, p)
 		if err != nil {
 			return nil, nil, err
@@ -243,6 +269,29 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		}
 	}
 	return out, woken, nil
+}
+
+// citusMintBuckets mints the buckets that the items of order draw from, at their
+// placements (RateBucketMint), before the jobs that name them are written.
+func citusMintBuckets(ctx context.Context, q *dbcitus.Queries, items []JobInsert, order []int, placements []int) error {
+	var m dbcitus.RateBucketMintParams
+	seen := map[[2]string]bool{}
+	for _, i := range order {
+		it := &items[i]
+		if it.RateLimit == nil {
+			continue
+		}
+		b := [2]string{*it.RateLimit, valueOr(it.RateKey, "")}
+		if seen[b] {
+			continue
+		}
+		seen[b] = true
+		m.Names, m.Keys, m.Placements = append(m.Names, b[0]), append(m.Keys, b[1]), append(m.Placements, placements[i])
+	}
+	if len(m.Names) == 0 {
+		return nil
+	}
+	return q.RateBucketMint(ctx, m)
 }
 
 // citusInserted pairs an item with the row JobInsert made for it.

@@ -37,7 +37,7 @@ func TestCitusMigrationsDistributeTheSchema(t *testing.T) {
 	for _, r := range rows {
 		got[r[0]] = r[1:]
 	}
-	for _, table := range []string{"jobs", "signals", "steps", "idempotency_keys"} {
+	for _, table := range []string{"jobs", "signals", "steps", "idempotency_keys", "rate_buckets"} {
 		r, ok := got[table]
 		if !ok || r[0] != "h" || r[1] != "placement" {
 			t.Errorf("%s: want hash-distributed by placement, got %v", table, r)

@@ -27,6 +27,10 @@ import (
 //     another process's outcome that freed a key) waits at most that long, as it waits
 //     for the next poll on plain PostgreSQL;
 //   - a reconnected LISTEN (anything may have been missed): every mark is cleared.
+// A shard where a claim took a rate-limited step is not chilled for citusRatedFor after:
+// its bucket refills with time, which no wake-up announces, and a claim that came back
+// short there a moment ago may find tokens at the next poll (a bucket of 20 a second with
+// a burst of 1 gives one step a claim).
 // When every shard of a queue is cold, a claim sends no statement at all. When the only
 // shards left to visit are those whose marks expired, one fan-out probe (JobReadyExists)
 // first asks whether the queue has due work anywhere: an idle queue costs that one
@@ -34,6 +38,10 @@ import (
 
 // citusColdFor is how long a shard where a claim came back short is passed over.
 const citusColdFor = time.Second
+
+// citusRatedFor is how long after a claim took a rate-limited step on a shard the shard
+// is never chilled.
+const citusRatedFor = 10 * time.Second
 
 // citusWarmth is each queue's cold shards, by shard id (a move keeps a shard's id; a split
 // makes new ones, which start warm).
@@ -46,6 +54,36 @@ type citusWarmth struct {
 	warmedAll uint64
 	// skipped holds the queues whose last claim visited no shard.
 	skipped map[string]bool
+	// ratedAt is when a claim of each queue last took a rate-limited step on a shard.
+	ratedAt map[string]map[int64]time.Time
+}
+
+// ratedWithin reports whether a claim of queue took a rate-limited step on some shard
+// less than citusRatedFor before now.
+func (w *citusWarmth) ratedWithin(queue string, now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, at := range w.ratedAt[queue] {
+		if now.Sub(at) < citusRatedFor {
+			return true
+		}
+	}
+	return false
+}
+
+// rated records that queue's claim took a rate-limited step on shard at t.
+func (w *citusWarmth) rated(queue string, shard int64, t time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ratedAt == nil {
+		w.ratedAt = map[string]map[int64]time.Time{}
+	}
+	m := w.ratedAt[queue]
+	if m == nil {
+		m = map[int64]time.Time{}
+		w.ratedAt[queue] = m
+	}
+	m[shard] = t
 }
 
 // setVisitedNone records whether queue's last claim visited no shard.
@@ -85,6 +123,9 @@ func (w *citusWarmth) chill(queue string, shard int64, t time.Time, version uint
 	defer w.mu.Unlock()
 	if w.warmedAll+w.warmed[shard] != version {
 		return
+	}
+	if at, ok := w.ratedAt[queue][shard]; ok && t.Sub(at) < citusRatedFor {
+		return // its bucket refills: claimed again at the next poll
 	}
 	if w.cold == nil {
 		w.cold = map[string]map[int64]time.Time{}

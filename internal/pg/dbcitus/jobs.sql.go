@@ -218,7 +218,7 @@ func (q *Queries) JobGetLiveByKey(ctx context.Context, arg JobGetLiveByKeyParams
 
 const JobInsert = `-- name: JobInsert :many
 INSERT INTO jobs (id, placement, queue, handler, input, key, priority, eligible_at, concurrency_key,
-                  max_attempts, parent_id, lease_owner, schedule_name, schedule_tick)
+                  max_attempts, parent_id, lease_owner, schedule_name, schedule_tick, rate_limit, rate_key, rate_weight)
 SELECT coalesce(nullif(r.id, 0), nextval('jobs_id_seq') * 1024 + r.placement), r.placement, r.queue, r.handler,
        coalesce(nullif(r.input, '')::jsonb, '{}'::jsonb), nullif(r.key, ''), coalesce(nullif(r.priority, -1), 5)::smallint,
        CASE WHEN r.parked IS NULL
@@ -226,8 +226,9 @@ SELECT coalesce(nullif(r.id, 0), nextval('jobs_id_seq') * 1024 + r.placement), r
             ELSE greatest(coalesce(nullif(r.run_at, '0001-01-01 00:00:00+00'::timestamptz), now() + coalesce(r.delay_ms, 0) * interval '1 millisecond'),
                           r.parked_until) END,
        nullif(r.concurrency_key, ''), coalesce(nullif(r.max_attempts, 0), r.handler_max_attempts), nullif(r.parent_id, 0),
-       r.parked, nullif(r.schedule_name, ''), nullif(r.schedule_tick, '0001-01-01 00:00:00+00'::timestamptz)
-FROM (SELECT a.placement, a.queue, a.handler, a.input, a.key, a.priority, a.run_at, a.delay_ms, a.concurrency_key, a.max_attempts, a.parent_id, a.schedule_name, a.schedule_tick, a.id, a.ord,
+       r.parked, nullif(r.schedule_name, ''), nullif(r.schedule_tick, '0001-01-01 00:00:00+00'::timestamptz),
+       nullif(r.rate_limit, ''), nullif(r.rate_key, ''), coalesce(nullif(r.rate_weight, 0), 1)
+FROM (SELECT a.placement, a.queue, a.handler, a.input, a.key, a.priority, a.run_at, a.delay_ms, a.concurrency_key, a.max_attempts, a.parent_id, a.schedule_name, a.schedule_tick, a.id, a.rate_limit, a.rate_key, a.rate_weight, a.ord,
              (SELECT h.max_attempts FROM handlers h WHERE h.name = a.handler) AS handler_max_attempts,
              (SELECT CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END
               FROM handlers h WHERE h.name = a.handler) AS parked,
@@ -242,10 +243,12 @@ FROM (SELECT a.placement, a.queue, a.handler, a.input, a.key, a.priority, a.run_
                       unnest($7::timestamptz[]), unnest($8::bigint[]),
                       unnest($9::text[]), unnest($10::int[]),
                       unnest($11::bigint[]), unnest($12::text[]),
-                      unnest($13::timestamptz[]), unnest($14::bigint[]))
+                      unnest($13::timestamptz[]), unnest($14::bigint[]),
+                      unnest($15::text[]), unnest($16::text[]),
+                      unnest($17::int[]))
            WITH ORDINALITY
            AS a(placement, queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, max_attempts, parent_id,
-                schedule_name, schedule_tick, id, ord)
+                schedule_name, schedule_tick, id, rate_limit, rate_key, rate_weight, ord)
       ORDER BY a.ord) r
 WHERE r.handler_max_attempts IS NOT NULL
 ON CONFLICT DO NOTHING
@@ -267,6 +270,9 @@ type JobInsertParams struct {
 	ScheduleNames   []string
 	ScheduleTicks   []time.Time
 	Ids             []int64
+	RateLimits      []string
+	RateKeys        []string
+	RateWeights     []int
 }
 
 type JobInsertRow struct {
@@ -314,6 +320,9 @@ func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) ([]JobInse
 		arg.ScheduleNames,
 		arg.ScheduleTicks,
 		arg.Ids,
+		arg.RateLimits,
+		arg.RateKeys,
+		arg.RateWeights,
 	)
 	if err != nil {
 		return nil, err

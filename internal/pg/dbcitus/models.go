@@ -139,6 +139,7 @@ type Queue struct {
 type RateBucket struct {
 	Name      string
 	Key       string
+	Placement int
 	Tokens    float64
 	UpdatedAt time.Time
 }
