@@ -44,6 +44,7 @@ test-citus: ## Run the Citus suite (TEST_CITUS=1: a coordinator and two workers 
 	set -e; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -run 'TestCitus|TestBreaker|TestInsertParksTheJobsOfAnOpenBreaker|TestSQLEnqueue|TestOutcomeWrittenAgainChangesNothing' ./internal/pg/; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 20m -parallel 4 ./internal/engine/; \
+	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m ./internal/httpapi/; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -parallel 3 -run '$(CITUS_DISPATCH_TESTS)' ./internal/dispatch/; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 10m -parallel 1 -run '$(CITUS_FAULT_TESTS)' ./internal/dispatch/; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -parallel 2 -run '$(CITUS_SERVER_TESTS)' ./cmd/server/; \

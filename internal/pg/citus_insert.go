@@ -103,19 +103,18 @@ func (db *DB) citusInsert(ctx context.Context, items []JobInsert, opts JobInsert
 			queues = append(queues, items[i].Queue)
 		}
 	}
-	if len(queues) > 0 {
-		// A reference table: a write goes to every node, so only for queues new to this process.
-		if err := translate(db.q.QueueEnsureMany(ctx, queues)); err != nil {
-			return nil, err
-		}
-		for _, q := range queues {
-			db.knownQueues.Store(q, true)
-		}
-	}
 	for attempt := 1; ; attempt++ {
 		var out []JobInserted
 		var woken []citusWake
 		err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+			if len(queues) > 0 {
+				// A reference table: a write goes to every node (a two-phase commit), so
+				// only for queues new to this process; in the transaction, so that a
+				// refused insert (an unknown handler) leaves no queue behind.
+				if err := dbsqlc.New(tx).QueueEnsureMany(ctx, queues); err != nil {
+					return err
+				}
+			}
 			var err error
 			out, woken, err = db.citusInsertTx(ctx, tx, items, placements, opts)
 			return err
@@ -125,6 +124,9 @@ func (db *DB) citusInsert(ctx context.Context, items []JobInsert, opts JobInsert
 		}
 		if err != nil {
 			return nil, translate(err)
+		}
+		for _, q := range queues {
+			db.knownQueues.Store(q, true)
 		}
 		for i := range woken {
 			woken[i].tag = notifyTag(opts.Claimer)
