@@ -613,8 +613,16 @@ type Job struct {
 	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
-	Step      int       `json:"step"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Step int `json:"step"`
+
+	// Traceparent The W3C traceparent the job's steps continue (absent when the job has no trace
+	// context): the caller's, the server's span of the insert when tracing is on, or for a
+	// spawned child the step attempt that spawned it. Its trace id is the run's trace.
+	Traceparent *string `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate kept with `traceparent` (absent when none).
+	Tracestate *string   `json:"tracestate,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
 
 	// Wake Why a parked job runs again: signal, children, timeout.
 	Wake *string `json:"wake,omitempty"`
@@ -689,8 +697,16 @@ type JobDetail struct {
 	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
-	Step      int       `json:"step"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Step int `json:"step"`
+
+	// Traceparent The W3C traceparent the job's steps continue (absent when the job has no trace
+	// context): the caller's, the server's span of the insert when tracing is on, or for a
+	// spawned child the step attempt that spawned it. Its trace id is the run's trace.
+	Traceparent *string `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate kept with `traceparent` (absent when none).
+	Tracestate *string   `json:"tracestate,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
 
 	// Wake Why a parked job runs again: signal, children, timeout.
 	Wake *string `json:"wake,omitempty"`
@@ -801,8 +817,16 @@ type JobInserted struct {
 	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
-	Step      int       `json:"step"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Step int `json:"step"`
+
+	// Traceparent The W3C traceparent the job's steps continue (absent when the job has no trace
+	// context): the caller's, the server's span of the insert when tracing is on, or for a
+	// spawned child the step attempt that spawned it. Its trace id is the run's trace.
+	Traceparent *string `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate kept with `traceparent` (absent when none).
+	Tracestate *string   `json:"tracestate,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
 
 	// Wake Why a parked job runs again: signal, children, timeout.
 	Wake *string `json:"wake,omitempty"`
@@ -1337,6 +1361,12 @@ type JobID = int64
 // Prefer defines model for Prefer.
 type Prefer = string
 
+// Traceparent defines model for Traceparent.
+type Traceparent = string
+
+// Tracestate defines model for Tracestate.
+type Tracestate = string
+
 // BadRequest defines model for BadRequest.
 type BadRequest = Problem
 
@@ -1378,6 +1408,29 @@ type InsertJobParams struct {
 	// IdempotencyKey A repeat within the server's idempotency window (GENDURABLE_IDEMPOTENCY_WINDOW,
 	// default 24h) answers the job the key first made, also after it finished.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. A value that is not a version-00 traceparent is
+	// ignored, as the recommendation says (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
+}
+
+// InsertJobsParams defines parameters for InsertJobs.
+type InsertJobsParams struct {
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. A value that is not a version-00 traceparent is
+	// ignored, as the recommendation says (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
 }
 
 // ListJobChildrenParams defines parameters for ListJobChildren.
@@ -1520,7 +1573,7 @@ type ServerInterface interface {
 	InsertJob(w http.ResponseWriter, r *http.Request, params InsertJobParams)
 	// InsertJobs Insert up to 10 000 jobs in one statement.
 	// (POST /v1/jobs/batch)
-	InsertJobs(w http.ResponseWriter, r *http.Request)
+	InsertJobs(w http.ResponseWriter, r *http.Request, params InsertJobsParams)
 	// CancelJobs Cancel, in one bounded batch, the live jobs that match a filter.
 	// (POST /v1/jobs/cancel)
 	CancelJobs(w http.ResponseWriter, r *http.Request)
@@ -1706,7 +1759,7 @@ func (_ Unimplemented) InsertJob(w http.ResponseWriter, r *http.Request, params 
 
 // InsertJobs Insert up to 10 000 jobs in one statement.
 // (POST /v1/jobs/batch)
-func (_ Unimplemented) InsertJobs(w http.ResponseWriter, r *http.Request) {
+func (_ Unimplemented) InsertJobs(w http.ResponseWriter, r *http.Request, params InsertJobsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2328,6 +2381,44 @@ func (siw *ServerInterfaceWrapper) InsertJob(w http.ResponseWriter, r *http.Requ
 
 	}
 
+	// ------------- Optional header parameter "traceparent" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("traceparent")]; found {
+		var Traceparent Traceparent
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "traceparent", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "traceparent", valueList[0], &Traceparent, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "traceparent", Err: err})
+			return
+		}
+
+		params.Traceparent = &Traceparent
+
+	}
+
+	// ------------- Optional header parameter "tracestate" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("tracestate")]; found {
+		var Tracestate Tracestate
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "tracestate", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "tracestate", valueList[0], &Tracestate, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tracestate", Err: err})
+			return
+		}
+
+		params.Tracestate = &Tracestate
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.InsertJob(w, r, params)
 	}))
@@ -2342,8 +2433,54 @@ func (siw *ServerInterfaceWrapper) InsertJob(w http.ResponseWriter, r *http.Requ
 // InsertJobs operation middleware
 func (siw *ServerInterfaceWrapper) InsertJobs(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params InsertJobsParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "traceparent" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("traceparent")]; found {
+		var Traceparent Traceparent
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "traceparent", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "traceparent", valueList[0], &Traceparent, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "traceparent", Err: err})
+			return
+		}
+
+		params.Traceparent = &Traceparent
+
+	}
+
+	// ------------- Optional header parameter "tracestate" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("tracestate")]; found {
+		var Tracestate Tracestate
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "tracestate", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "tracestate", valueList[0], &Tracestate, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tracestate", Err: err})
+			return
+		}
+
+		params.Tracestate = &Tracestate
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.InsertJobs(w, r)
+		siw.Handler.InsertJobs(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4843,7 +4980,8 @@ func (response InsertJobdefaultApplicationProblemPlusJSONResponse) VisitInsertJo
 }
 
 type InsertJobsRequestObject struct {
-	Body *InsertJobsJSONRequestBody
+	Params InsertJobsParams
+	Body   *InsertJobsJSONRequestBody
 }
 
 type InsertJobsResponseObject interface {
@@ -8093,8 +8231,10 @@ func (sh *strictHandler) InsertJob(w http.ResponseWriter, r *http.Request, param
 }
 
 // InsertJobs operation middleware
-func (sh *strictHandler) InsertJobs(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) InsertJobs(w http.ResponseWriter, r *http.Request, params InsertJobsParams) {
 	var request InsertJobsRequestObject
+
+	request.Params = params
 
 	var body InsertJobsJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -8834,218 +8974,224 @@ func (sh *strictHandler) GetStepStats(w http.ResponseWriter, r *http.Request, pa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H0Lchs5luBVENzZMDmVoiiVXF2WomNHZdfH1W5bbbmiYrboJcFMkISVBNgAKIrldsScZm6wF9ijzEk2",
-	"8B6AzCSRZFIfu9zj6IgumZmJ7/t/37dSOZtLwYTRrdP3rTlVdMYMU/Cv5xmbzaVhIl39ha3sLxnTqeJz",
-	"w6VonbbOiWJzRg1ZcjPlgpgpI5qpa6YeacKLj8mSi0wuSfvH718+++X1+Xcvvh88f/b9Xy9evfn+5dN/",
-	"H/z6/OWzV78mfZGxMV3khhyfTDuECr1kSsOo7+QI/nvFVmTMlTZkRjOWEJprSejYMEW4IWMuuJ6yrNsX",
-	"raTF7RKnjGZMtZKWoDPWOi1v6cDuKWnpdMpm1G5uRm9eMDEx09bp46PjpDXjwv/7KGmZ1dwOoI3iYtL6",
-	"8CFp/SxHz5/ZD2GmOTXTYh6etZKWYn9fcMWy1qlRC1aeaizVjBr7njDfnLRgLj5bzMozcWHYhCmY6iWM",
-	"Gp0J/rNtrn9RbNw6bf2Pw+KqD/GpPoRx7QQXio2Z2rzi1z88JX86Pul1yVAxs1Diz7BSmg8J1VeajKUi",
-	"VLi7AjiQC0MoGclsRdrHvZNOQpZTppi9vr6Qc6aoHZrI8dherhTsjFCxItJMmSJzWAYTKSNcEz4RUm29",
-	"Trfsmls8fvzN5r19sGel51JoBkD+Hc1es78vmDb2X6kUhgn4k87nOU9htYdzJUc5m331TttTed/wdC/w",
-	"K5y0eq5vpgzPiGsipCHXNOcZ+fny1UvSlopMZZ5pklFDHXRb4Ien1zRfsE639SFpPZVinPP0o687nVIx",
-	"YSSVec4zpuHWYYGKablQKXukSbpQiglDtKGGwWp/kGrEs4yJj73c84vnQDemVLtV0ozoVM7ZmduKJoKx",
-	"DOA4m3Fh34Ylv5TmB7kQ2cdc8UtJ9CKdhrOEhfj3P+I6zgWxuP/k5PGfiBsclvJGyhdUTdinQhZ57bBB",
-	"898ZyfmMG1jXL4IuzFQq/jv7qPd1vjBTJowbH1ZoyWEGaxwxquxy5RUTRKoAilyTGdeai0lClkqKiX2o",
-	"2LW8YpnbzVzJlGlNR/lHP2qF5LBCms7IkCkllR4SS3o1YTSdkhHNyJiz3C76gyfCQFXPL547kWGuLNE3",
-	"HKltqhg1LBtQU2GDGTXswHDgZGsEO7G8NMYy19lk0sqpNoOF3j68WOQ5nioyyo3phOO1Gw8sc+I3mzzy",
-	"DQomj7QTTdIpVTS1QlQ3th13z3daI5Av+zkTVmj4rQWEC8QAmrXexqSVQkD4DaUTJzjgUGF3SfmK1o60",
-	"svZiEjl6x1Jjl4W3/hQGAFDNMm4PieYXJSgY01yzZA0w/KmX2Xevt0MIu/NBVM5g144ADGmevxq3Tn/b",
-	"jmEO/D8k6/B/FZOjHQCR9iS7GvzXf/xn55ToqVwKIkXKEqKNlYKIFPmKUE2o5WTTCGit7c1Otbmlt2FT",
-	"LziKPNUF0jkfXLEV/M0Nm+ldxCRs1c9ElaKrjdWEcaOnDOLj+ZJysxNsqkd3QdVV0BAWwvCcUKL5RNAc",
-	"CFVGuCBD/EEPCVWKXzNN2lbkdK8tp5Y4z7gxLOv0hVRkaNFQLsyQzKnW9nXBLNupvNkl52RGTTrlYuKH",
-	"MlNq3BwZWU557sRebdicKCrIkl4xbVUVauByUbSt3oBbbOUC9sSK6k0kLZDCduoCjuhYMRMGwUPY9dmz",
-	"BUr0cOM1N/tMCrbnxf4Auly4WpAxh4rpRW6GZ4SSOQX5kmtipOU/66eIr+635/oN/EB5vu8GKM/D8oVc",
-	"JkE7UsyoFReTJtsApntfu3jJbvbFr9cLVOsFu7HCPJuTNiokw4zldDXsJCSlCrZDhgBmw81NwKvN4ehW",
-	"8Fq/69f2uG+5bU1nDLdNJ5QLUtk7abMbXBSnORnR9EqOx1UicWZxPZULYTSoF8aw2dzcwwndK1xczulS",
-	"7HlCz4VmypBhOuV5ppgYgtA73yTHlnKurJ5P5Ng+moEiFkw1G0fhB2zMgGD1T+1XdkczevMcvzrq9Syp",
-	"vAdauMbKwgrjrGwFH20ay8SqpMGTtpXxLN4rNrbyVceexM3BRB64Ia1I331Nl3+1WsCE2bG/U4xeoZVm",
-	"7cyk0CxdGH7NBmPK84XC3zdFZIvHA6s1MCd/Vhf5as5EgiAcsB7eJjO6IhN5RqY0Hx/I6mtqIYQlAPgm",
-	"12TCr5kgizmYh3KpAeJvJ+naqe4oLNshdETq4laPATUNz5XgXJW11isbc7rQbAAEYR/Ehc+yuAzo16EN",
-	"XVmBb86EO0ExAa2XClKa9oxcvLp8Q7rd7qHldjNWkglHUuaMlma80wm6IRSjTs/c/QWAmD0udU3zvQ6o",
-	"8uVgRm9uxTmqp5vmUrOMpDTPtaNIlqqf4RlbqqWRNiHNqsI+Av0AXg1CnQN2tRCg5Xn1AydqIdC1klb4",
-	"MqKLJC0zVUxPZZ7FkHWN6hTvbpxu9NCqEOpPJonTijKerRMJj0ABdssgtQ4bMZLoyNbFYl/hw+LElIos",
-	"B4dCylW64CZgSTuTqT4c53J5kEphlMy7M8tx6UhbkQrsEppcMTa398UVEt5NhrOGyM0UvALm3m5YhCr0",
-	"pIzAMBOSHLctB2/cICewSJydkX6rp/stgkoHftQlz5xv5GjajSPYnRf+K7Wny8YSrfXOmoFwLsdWfoEN",
-	"ud2dkUwuRjnLyGiF1iALTSzDD4r1PtbderS+85otiMDpakOWuH6zZBan7XylY3uM5ssKxlWHelogBvGI",
-	"QdqpFIKlYNtDA1hCnGKkE/L45qaDSh+cTImXnJEeMQslQNmT43Hp/noWBGf0xvl7ej2UU4IHqBf1AG1i",
-	"1SK/+oHnHmqbY9X3QP4APYhmhgiqlFxq573LcbNnVkPNGdVWT2UJsVoxzfNhgoCKZGkTl2ieRySf1A7i",
-	"yK735FE8UzBmWpyQZ2BsTOVsxIXVnq3Ch04hxOQ4cwvGKo++a3eKj0HdVii914oiG9TZj40oUT84Pm8+",
-	"rsP9Zr65pHXFVoM60+PPcqTJcio1GpC0oco4hww3Ds6a+zST1t8XbMGaLsxylEVEsHpKRcryUxALrZCQ",
-	"EHYDiCUmCaEWS7mYdAnoZaeOalg10n6VI1Q1Evx/lqNLXMIH2JiX+yOWqCj2lNx+exgqxwHntq2thJ0f",
-	"kha4KfCggAgg2sdo2UyCb9uZld7Z6zVTrsnI/kQMvWJ6k3zsdB+X5Qi3/re1h+LtJutqGRWTmOAKIOie",
-	"kjZ19+iVXovq9n0mMmr/HW45eA1nnW5Uvp5Fce6vlaNRbEa5OAO5zmnoRsIpFSIcnFyMeGxodbhBN3Ps",
-	"fJ6xkVyIlN1KVS75ScGqkLnBAHFTmed0rhnhwkhQlsHoBcImCgdzJjIuJn3R9mgFCjfKCGlO+YxlnVNk",
-	"xBOwcdrvjCZczBcGlfOFnuLvI5peESP7YjhnistsSMZKztBKhSPm1HiNYzijNwOLtcOSL5qj+g+8b0Yz",
-	"u8oueTNlfWEXbqVisG+SMIFV+sGa6m5eSCLY0o/TttTZlKbqJOG4+sIuRhvcyRlMX2YMhIK8YmkgWhji",
-	"i3tll+MOKumLAB/u5RlYZiks6p0cwWa8r26SyxHNSTvnV4wMr9hq2DklXKT5InMGXi/OcWGP10gUO92v",
-	"mtA5VaZLXkrjDJl2jIQMSzEyA/sTnAMMuBanQjDwoZOQoVqIATVD4Mhoh4oZkZ2fYU/y749/L30NLngv",
-	"K/G6lyIMEkU6/2Uk/OhHSTL3GL3mVJN+63GvN9P9VkL6ra977o+j6de9Wb8FqtoNnc2t6mqfggJjDFN2",
-	"wP/T/q138OTtV+1+v4t/df5XW+h/LPQ//t//1f+Y6X/of8z+Me10vvqXGF//wYLj994wt841WEzmvKBW",
-	"yhk7cZvlWUJYd9IF6nb49eFccam4WUX9iDNnGNp0VW5QfAZao/8gdso/OrV5TZy7pjz3Lug187ZijOhc",
-	"Gm3JRpyE38bZ6wB34/fAQjen0VOqshp712Ke7bmEKHzi7GGqpHQyaw7T0oR15xx3vE0skWts9IT72uVz",
-	"wyHrltFEH68uMdzBFu3lKNl6Q7v2dIlvru8EZ67byWUYvpCvNiz6XsWxh/JIO9C1rAMkFfCvViSrb052",
-	"7eonJO9PpRjzyeaFOofAYEQ124eg+u/2tHyNCuPwVsHUvXZL9LQcwnkx6izMW8Inrrlc6IFmqWJmwG7m",
-	"XDEdtUP/AmaRYGD2nxL8lGjD8xycrtqKnEoaOIZHGB6U03nn9gZnnCK6g709orehP0lrofLdRN1FLth3",
-	"w5qLFa5dVFIFxiqMFaCzHylz4B+nZl70aUzQqsi0i7KF4bcsbH/69ofGWLudCAJWSPFOOhxgu4pul3wC",
-	"DhyHXu3lVLN0QL4i9iS+OQHrnzcHHX1DRivDdOeMTJhgCkwggKloeF2zOkC4QknEwqF/Oz/43/Tg997B",
-	"k68O33715/e95PhDVKa6DcqpiA1qasz89PDQSs32T23//uX1C1THDJsjK7h4dfmGZcTIjU2cfFsRnr/d",
-	"JTbYRURhk9HcDrCOL069G8z4BHdSQ10Lm8v2+d17sSX8LEcRSQ9BKiJkO1jzUmoR2Mvmp6SHWh5FH7m9",
-	"mJyBvc0FQIKGZVU/IQ1ap1h2Rmhw/4Kaa3UlDbpqbgHMDvVIe1+5jouW7ukd/VreGBXHCBdChJ579ybq",
-	"5dQudiyV8+L+mVCx6lTsVptRhfG1BLc0GkYGLvaSlT1CZXOnFHgBqDA2csXdhs1748SgNl6tYr4IUTpU",
-	"O33aq/lt540BAiGkYJ2oLsNyPuGjPO6U/hWISzAnwkwzurI/nDkDE81yLryXAu7KXU113ttByS1iLZKW",
-	"h/A7wWfJUnz7qFgwm+y7/KbAZXkCWxPlbrdXHEkuBe535/u7JVGMrRrUHFTNBOXvHU0uR6RE3nI6evxp",
-	"MKhvhgFTwwZBo2rmCHsN2uOMm9dsXOMMeydHIRDZToEh8qStGSPFlBrQoeYIClZR+mATLdGPVJrDU4FM",
-	"0aUGi2JS8iOOmCWfxYg1pKGRsFg9h01iepvgPwxfzxY5G3gVZvN0/Ssl26LfdYneUJLm3G4t49m2gy6H",
-	"MbupDU+v4lPbJ54J1y/jDnrPbWJEC3GksaPGsveY89WLDiCNxZn+bZSpJb1iMZaywuDLKyeDgMUaPAin",
-	"Lpg3IR7vg8e3wVXGAu2RBhTUPBxbiXhUWaAn2kXUhoNoz4zcMQY5aFPhQ7vVurxQJooRAlevAFYZWo1Y",
-	"+R016XRPneudHDVXEn+WI3SmRCP9trsAy9cCk27bRJ0X7HarZdlOhXbbip4x48OPG3EJK+BvZh74Sx74",
-	"i4wzrPCakYbmNUoIRqgPHPw0lEP8V2Hgnd+s6zSVATaXsbH4JLLpeEZEAVj7QW9EHt/T5ZKVfIpbNVz/",
-	"HnyzZ7TwnhEHa26piFKIptS4k4q0rWaEDmvAkw5K6e7pkoNvEGMXD6+PDi3o3yJUoZFY66NxC4l2ne0o",
-	"xXJ0IF2xlVVNNUulyLxbEF2wlOT8Gtk8ZuZyiOKH+B5gwY7z3sLddmtbTlnu3J7s597bN7yjKqDuI45t",
-	"FRsv2TVTNC8Jjpq0MZtwkV4xzIvpnHqbgnMl5ysUrTCIyL0JCT594a9EkyXjk6lJwPzAtdVRuRUpwLlN",
-	"8zxEoLtaBeANhtgm5/4WrNsXhZe22MeQtO34UrADFF4t7eqckgm/tlLtSJppKZbbJazfRpItmNq3EbEW",
-	"XL+3dGR5GlDDZAKnuiOb8fQs5uxUDAR+MA6pBSvs+w7ZfBREhmEQ1Ac9AOLJMVxx2e4QDwnLWLbADNm4",
-	"FWXtXCqv13KHC+dpvZs4ENNVINg2XSgtm+i9MbGhOkbN/V4GSd2HKnt7CrjEXXxWq2QTS1qZFPYpRmi1",
-	"vI0qZ1k0mPmFVeC/vzFMZHjwa87DppaC7TveGCa2X1iKxaj9uDnkaVfWtViAoLx9SfhZbB0vo4rkC2YM",
-	"UzohGZ9woxPyaPAoIY+69v9O7f8dPDojRwdHx9+upRKXzOiFAf1t8eege3rw9n0vOTr+U9yaXlHf7NmI",
-	"lUP0+CkhCO4yE5Tgf1vKCxBaO9amGrWJFpsGk/CLWMxGwAI3UXszFrt+BTtybV4tTCpn7BziU7Mo6g8a",
-	"m+D2VpM30Rw1ti1m/YuSPBDc4I/XD6SHDBVMMhV395PtEciVGhTrFN+rJ3HLaXMKWQqgiRBKLrShTlKO",
-	"Wi8WNXZAw00e/wp/eF8KCVoocTphIlsoC52nrr7CKdRAQHF6JzVYQTo9Trr1xv7mpbF1L6TToiPKGQRV",
-	"7jpGGPcpvnoHNz8Xg3Fu5ak9/fwyz5g2A89e7iHxKO4LUcwwEY8MezNlBGTdR1Ymc69ZCaLsd9LBe4M1",
-	"q4jDmoYWO8Pmg5HM3KVtTVA0bP4dvHnJjPFO/rsGJrkAgJCTU72yxIFRdaEBgqK3tJ/7vwxlm+7EkmOt",
-	"AX0sBItm72cun7zBq4Vo0+x9J+w0ezmIULewZtyP+LV2H/FgDECF5mQY6dIui5UbtHYptwm/cIQvErkl",
-	"BSNznl6hzqYJNRAqvxELv0tr3iBsa8ophALYyRxNcGV4nH3YFW3YzN/Zqaw3pWN3Toj6SS4hIQrTBjwR",
-	"rNI9qqz6NDch0yzYMmS1hl+pXt/r7998//LN81cvu3enfrGEDKsIhyKDTnpptaKVoED5f6TB81yqPFgY",
-	"FGKmmA0CHjTvCAeGGSIC7V/Yyhl8pvSaEerW0jBjeLRQeo3aQwZd8XIQbW/FtGs5snKenQbz3hdbUui2",
-	"wC0n4UT3YzHhiuJkbc3MtJ+9ZSd9K4++dXG3IHQeENZyW6Q2WCtMB9BCe2PVq+cvbz0Kt44OFberosnR",
-	"b9yUWcYyMmfKmUCbTRpVG/yMkSMNQLH1TPfX3Z15d9fdu1JFHlWa2EHRqNhk8F/xzShK1G33V1ZworrY",
-	"ZXdBoRAqpKqAyZIbXaJB+4ZlXzo38v2UaUuVFFHyszWK5TbBKVCUbIsCvju0A0YwPL16mEpxYI8rrLWb",
-	"PAzi4uz8zbNGXWRz2YKnrzj4gPNcLqMmuW1iR31kil3B707C3gxOvicGAdBSmqvsHvcOc+8E91svaTvl",
-	"E167zip87MdxPEbEGY4Pu2jObgKG7eI2xdDblrU/q/FIWQXBxy51LiHfoKsDKb6zCyWEEv++VKT9b1O5",
-	"UPmqQ6Qi/da/oQsGMquq6VT/eviY/Cv+by189vE3O31h+7oo9/T+lbCnEC8RcdaprcUqlw4oJBBcKHKM",
-	"AThF/Q9/Y490kZ5gX+YanIXloiB74GlYnLvNLXjb5JjKqFzs+5c3T1uReq/Pz1+eE/9FyKf7fmEB6vCC",
-	"Kr7upv3mZBeyOyzf5nu6hJjz1y6FY0/wLl1r4woxNTHwSJaXIQY+Gtzeuc/o9pgahHHH8QpPi1ltWPBD",
-	"VlWtT+ihq1zSbO+YMfb3zdN/xizSqBWRKnOFxJ1a906OTslRQo4T8vV//cd/NlG1YkFYdtakMJrhyteY",
-	"Qzjkt7U3E/cDxko2bmULeMs7mYIbtn45lwyrUz98odWGlx1IblMZuNjHd77JwP5S/55xF5/mCDD+bvdB",
-	"mLs6m2Cg5u8v5VVdtCsmQUB86XoOhDdfNqisUCwoKTxZMGv0HIpyfvuVWTjHgE1UkaSLKTgDFQl4JhTZ",
-	"nDJXcvORJguRMw2xPJjmIUWkOlSDCK9ITNcDx2c9QOgTaQvL9THIZjY3q04jK9ofOYRpjwCYSxeUXJsU",
-	"FbHmBetnM5ttYQetidx3sz3SoQA71Lz3qVTYYuORhl9d8cUA2480KZlkiUZLKxh5MeIJXV1QNmPJNet0",
-	"yU8QjofGYKz5Yd8+hbl+ZaOplFcHQJPMQjGMpsK6xmB4MJXSbCgzNUop8PUaBpU8qcJE9WDJNpsahzHz",
-	"QeE33m00aExRJcYObOKc1VpdCaSEaEvoEpJBfa0x5XmClYEhSoH6EmSnPvg8gcTFAZxPQoqyZP6XcmBM",
-	"hoJSzEuu9pUTfbx+IyFrPSjdn0T1tCsLqd5eFUCKcHeHbXW4i3Vs92QYv0K1bgwzXCLEh6ZDqBXDcslx",
-	"r3dK2A1NTR4K2UZusi82rrJLfhFXQi5FuVSNCxIkbVMgPXykrbo1otnA96fpYCDhjN6U93IEZHXtl4j7",
-	"dTeDKIqul3yquz+Bat7OVdrsCyif7exizb6AUtXoHFOrZp9gnWcLsb6c8e5vsPJxXBMr6PWm56FUOWwf",
-	"4r+qIf0Y6YqDPtIYsYTE39JW4ZMZXbMlh1REsbmETEszVXIxmYb8WztbwwQvB2n3tpMKlyrnRBloArWE",
-	"VGCLJVDmhnrihiTPY0ZB3DpnsOnyxjCnzJ/BXGp7Am1fW91yRHChNNn/unvC3WrpWN5uBQzv0KwYV0o1",
-	"VdfJDU+nIa25XJjU83vL6v3UxLFy31bNQsiUayPVirRTOp9jVcOSh/byzfcXg+9ePfv3wdPzCygElpAJ",
-	"yHSukBZXYYQ5VQbIZOe0qHWJedho3vN0CZydGc8ggZtBXHyE9tnry7CVV55XxoEf5XjsfhROxvaWsdJh",
-	"0Ty3DGM83rSQJa2bA/vFwTVVIKrbT4tr+KEYpPjxHIYr/v3KDlzcXqQ1zcj9upfg4VjoOqN/p6UowptB",
-	"DIOiCfbgNbNoja2+fFcjOGZs7ZUQw25MIaoVL1lWZc+jUz5B6PyTtOw3+x0cagfFgbyBEUB//L1GH7QL",
-	"sdIe/51ZOMAdeRIFHYxSBiJiO1SLcG3BEKRTOk/WOsZBOyduamoAGrUQIY67pieUJSnlAtl1AQxV9Gh/",
-	"S/7CvyOjVYj68kkD6QIKuGEUwQ7N1l1/grDjjq687Dr6EfTbO3d7uKck8ab53rfMrL1j/CsIl4V/CC0p",
-	"QZhcy42sO/O71L3g2jW/OAL4LbKajVp17q/42R8/33931n29X/GWGcYN0oVJu1e9l+idNMvN9cC1Pb12",
-	"PT+3dNt18AdJCRFAw7Z1mmkyZVSZEaMoCXgRxxW10CuRTpUUUAbLwqJrrxEyISLNY/ZOtkjulgORtHYk",
-	"ZthzeFVox3vWggcV13fTGxdykT2tsn6GvCXBZlkx9a4v2oXW2InVz/yiQe2nQZUAJ67ePNJ4fV14rxL2",
-	"cMckG3uTNW4ZSxuaO2Usyu90ycCQdcsoVZSukVYc2ELy6xpsOulJY62OmwP3u+5qr87VN8qpqwNSlDAA",
-	"Gc3HdxpQPaghY5nncgloYu/xkSbvJBcgv0El6qNer9e8LEch2UTSN0Iqdryw81P3GCtFTeVShE4OoUBI",
-	"nNG+Q76+a2Eu/S5nDYq7FeS6yFuPFSn0DkPnKdEkQzdmKApfHLcVU331YYLB906EKB/2fmdd50YsUuPj",
-	"Zx1ZeDh10sb/hIZfnab3sHeljaJVBxo8FdNTAtq+MFwsHHOvBFLghgtgKpU8fNsgV7IoGtDykFCHyrWO",
-	"+M/H1b6l6WfUAV57FIbGcjww7rCaPnU0g5LKG+sfKzmLRdtTZYryx1AlaDOguqnEXNs7hlBtgQ/qtZVB",
-	"mTq/4JLqeFWyueTC7MdA4Kwu7HcxtAyycU26Uv1K/VZq12pkpEKTlSLxdKGyngspbi/BEoVp80IuO82P",
-	"Gxv5x3fgmvynEgggOpLQr2MX4SLAweDnum6Fqy7Bz7QXhaA1UHbL8HHlLQdgcArh2raCM15RRB3cAaX7",
-	"wmcWgq+iyiUw4aJsIhrpoJoU0EyYVl51GiYYFLlL26ZzbXp8FX6QDx3gtb3vAsSYgZFykFM1YQm4JdDL",
-	"13QxOcUCIrHE4AumUmbVFxbqSnrd6lGo6A62zxnPc+6iExMfFnTSfUz+J/pPZjzLctSR0Lg5UXTmbqnK",
-	"X5xb2z2LyFPzx72GSRLzJ48bv/mk0Ztr8G2XgtPgEDFQlldbLhpbwriinJ6bSlXkAXGjXdWyGpdk02sO",
-	"6kVTkKMIcVDJEQw2pO3cnmX/ZnB6rrs1OwmhTrgFmuYN1a4dQ9PufbcuQoQN0a5afuel/DyXr4dDx67s",
-	"DfppnHlmDfo2ec1amnWUkmDCGh6yv9tARe5INn7AWwsei/ZmA6ySr7MpwMy4WKynI203SNzyptxEm3mU",
-	"9Re0VfWrZSsYVLpQ3KwurSjgxCPo/R+a8oMZGX8KA1iAxyb8XIxlrMGFy0MHVNVMXfOUQe0kqc1Escu/",
-	"vcCrd51doIoOID3QQxcIRb2G2e2Lp1CX0BdpddmAIrPaYdAFzoIJnfuOKboovgoKcAIKLE7Yh7ghp1lC",
-	"haQQFvLL6xekbUf1uH9pqMioynyAiUaruy+k5C03fQH1X0xQY50yQg3rkkvGCHT+mytpZApd/4LxDzYf",
-	"HvRFX0A5AXS8v/7hKXly8vhPxGX122EWMziPNvQhS4HvHLrHX73TUnS65FfvxkGvQl+ABoO0TJDzi+do",
-	"kUqcx+vw+gj7EQnGMk2Gzr73O4x9Sr4DGCD9Ra/3dQofwp/MdXFxtQpaRQ2CVtK6Zkq78g3do27P9zSl",
-	"c946bX3d7XW/xuIgUwC8wynUmP4dmkqggG7pCMz/PGudtn5kxpWhLjyd8OVxr+dC3owLQywfyzvX+xPF",
-	"3Z313HEGgO417XPereBM6/S3t0lLL2YzajkJyJI+7ZZrsgAN0NAJOK/CTnTrrR3kUDGarbbu9bV949Ns",
-	"FaaGhNnHva+3zFeGuObz+oockYlfSkOUm3zHUWfU0BHVDOtX0XQaekthLXJkqbXnf310SOf8AFr7113C",
-	"C67N+cXzv9h3HvAecApI3YkcCZarvWIry6+u5RV0/AAHuxccPiStk95R3Sxh2Ye/COpwGgs7nuDdbv/o",
-	"B6lGPMuYK1HlogV2fVVccfna7BaB8NhTtyLctevKdYX5yWymWX7NdKdLzrMZF0Sncs5qr9FqTDpybdjf",
-	"EE+1lfjwCO88v8crw4nw0gqO6woDrYHL0YPMncUgxj1ygNHbfVvf0cxbgD8eLJ0cNfjijZQvrCIHHxwf",
-	"N1mXI8HAgu4OsniWnmFCqUVTNFiDIBeuQ1CAyFfNQHeNAh2+59kH10+foZBZBenXgPklkK7A1kmk+ASS",
-	"io9JHE5wHdu/eCnND3Ihsk92oXgwpQttTGuoojNmoDfMb+9b3J6ylV28cfIUDZVVOpCUcHpDD9ja/PKt",
-	"A5HQXquWQ/0Ibzwgfwq9v2q5k13k7UHtPrgKyrClpAe3puI6yw23CwyE4z18f8VWW/HvGfz+Y6hpvQP7",
-	"8PWsQisomeeUC/KXPx9V1mkfg1vhC65u4upMQrmSPe41qZWn47d3v2gSQ5E3rnnbXe73c7itV4Ltd1Fr",
-	"FHXz1NbRxLfBK3XfBr/jJim+CpJfnBbvlXj34W3ScravNR+hC96lsKpkDVABsbOZq79b9JIGYwNE8Bs+",
-	"Y6T9lz8fdbp9cRlp7EeG2IFwSJRc6jMyk4oR/InkzOC/nRkeLM9gPxkt9Kov7PSKudATsKxh60AuiD34",
-	"PGc5qu5VRLlYFIhy/3Kz79/YSGT+6Kj5RVS+Ex9mhizmxEgydLWnwUznori53kAOxAhWLk+2nVmXm/PV",
-	"ikM/+Zce0nJSaiFYKxS51f4R5CLFJlwbiO8IqyoOu2hKuH7Qh+8tPW0gGf0UwhAbC0dfxJ1acWf7HdVL",
-	"OLW3cO+Q79tdxknqnSH/8xF4dl3VmowTm6Z4xeX/1okb51DnI0RUBOFjiA7uIZkwK0GU2lsOsa7Hf/3H",
-	"fw59lvgGty8Dzf0z/FJP04/M828BqV/4/93IFzIZCIWbUjFhhQvvVmzHzrjAwLLbopGsC2ot5YCHLqqp",
-	"FYoz303LQCiCCwAsyie55rcQFynnTNgv+wJKTWSLQpYhr+3arbRfioGCEf0AViDKJaQNwmFBLOOUi0lM",
-	"KofR2B+MvidYxs/tBzfzhatvWJDtuazVHUi5ShfchLOjIiM5HxtX52OhGeGGpFBda0+UkYYadlAUi7pX",
-	"zHm2sBoxrNJFzaF8Wc4DJilVCpTzpUTXvIEszbZlXpAfkmdJX+g5Te067eQGOqd4WnEQPuokREsfX640",
-	"SakgeskNpKM6pVYurT6bsijWwGE4kL70vcYfgs2tFQP74HjdHwBJUf+yiFoUCfujs7u98foz4Y/znKYu",
-	"tL7SuDyBLGOPWTIHDy+B3g0hdx4Lxjm0204TfHefWhX5Z+y+E/No/H3B1Kqwo/k0s2Zw6cvXxMcqimg0",
-	"GqySVRkfsdSY8h7W5xLoam2EG6G9Nekrutrq1Odh2lmgJFUwWa6fj6+5uf924oVaXWclH6kaqj3O6aR2",
-	"Ea4ZU805fH1cbebTO3jy9qtohcD4EWNXtvLgRceXXqkO8ONdNZgsi3ow8urbZkUIq1X58PhuTQ4/iWmO",
-	"awyaSywXCCk8ZTKCjTw/1HH+495RqMcAnOSdHJ35wNjhFVsNMaKv1HGw7WPvksL2nYRibJ2+oDmE+mBA",
-	"f0KOez0/BXYmBGlhWO5zdgr914Zd8itGsfXFcK2X45BoxkS5DmPIqS91h/TSS9udKzk+IdMOLKEvwjYh",
-	"DtGu5YqtfDG5+IISspxSw7AmgHb1d/wq+2Lom78NnQ4AroHQJa50UBgS4/KtOkXjxrXT6Yt3cpSQCb9m",
-	"LgIB8nphfRBTmZERTa8Sv2DX2s4fX0RUwjZ6P0Oq0X4iY+kCoEj524eRsEotdD+uHaHSDXeTIpwXAF+B",
-	"Z+/6hapYsaajrvs1h3j28JZv30mLjoGxroJAf+4zqGjHLv2zL4aSe6DGeJgg47lg9zUiXJLjDkNzmThd",
-	"Pnd1v7gI+hdUoj2D4blAIRLyF6FIEcLlcipzhq1uu/WkQLceDJWx4/bHx+Ryk+wtYE7aUpEyne8kGyf8",
-	"BRXuDxXQbXjUI71eD0VoLrCbkVXgZ0yYHViCLabq0eQNlEWveidnFhYsPfUEXFcTnJF74sguR8Hr0n0B",
-	"39g5mMioMFBOaFhpDQ0xfW5hQ5JJpk8JLfIRrFpXrktrmboUKUsg4yvECkBZCOOkCqhG4MtrtMc5nUxY",
-	"RoY4x8BBJ8uGZ4QS9xQkBcIxUdpQiPcXkKsMMQYJWjs7XTJEK2Q2xEe+Dpb92j2BAmZ9Ud60j0E+I8OZ",
-	"VGxINF3p4mDhJhWbgT0VcgtgNlcBhBvCdV9A1YwuOfd5bmOeGzSPurJqp4SmllqWVoRtjt/3W/hyv3VK",
-	"3vdbNM/tX0BGPkSlnKdwUg9I2r5b5FcB1z8udcOp6ygb1IwEaQMbnLs7/aMTsU9isAUgSTwJskJYBgK1",
-	"SadYxC8QDFQPAN4tygEw7qBUIe/wFoTKpSNa9PUt9Wrplp2HM90XQLhqqBMsBolTl5wjapUUlPXm8Zrk",
-	"bGys4mYPpi3HRLum6HpKFTo7QOR1SqJdEuCxXUpmiUwdleiL7WSC3IJKOE3uFmQC6sl8oRKfDZXoPdn9",
-	"xVMpxjnHdMlPZP6FZOF6qlKH3bcgMj6doC5QBPX8hxS0n2Fz5RrfhNdg/8mDQ4KowkFWGskbFCl9ySCU",
-	"tOJWuL1sMFZ7f9YKOQPr4uf+fkA/YJ058LxekOW6BL/OHX62KdSGOvAo1vaFl2upUvza8qOT3hNXYScY",
-	"4ryFxaeMb5XxHhjCt8A2oWPjMtsc+/hju8U/C/qJ91qWSqDwqcG2VQGpGlDGw3IFsm1OsqdFtaYGvrIv",
-	"rpOHdp18FoQ/VsRut9Plfsh9KMR5HxS/ihI/+aEvscLoQ8jFULruNRt/bKEY5v3+xjArkkUDut2z2wvC",
-	"D06SPwtzH54j6tCQmFJXI7YNtTmA5YOBm2XkuHfcKeOOq2i5Sd1LXUzuV+hZL+W6Xr413l5js1EKVoDS",
-	"dMb6wlXLL4IEy408OigEhXrsOK035hV0BpIqwKEQFYhKTQgeKvypVB73I+Oum/YcMsLiHjp89AV37xy+",
-	"JJWpNLGowd5GWFrYwe6VTXnTzacT/pNCNfoM0no/D9PJQrjGUhH7iDMWhrbinhpq6LkC6jdWaPX1wJpo",
-	"CKXaudsUhMtQlLWBfrBFgscujs1b0D2oDF9qGBp1kY7kzX8fGR6sNuuFj0MVYijE4zxtVeHEd0C9tWxf",
-	"H4h1XARiuUaXPANZZDllZgohSGQpr1iIYWqv98D0f4+l6osQnAgxKBhuunIjd7rk3E8CISjBEuOEED+S",
-	"NnQFTltwjhamLq5ddWboTKKL6sxl804oAPhOjmICzCUT2aWvoPwg4kvRk7aR9HJ8/zNHzfHPfFXuf7qA",
-	"7X9OEcndF6HrOBMnDZtcx9f938pz4KV/Lo7jOyFEcOAn7Pz134fj+MKwruVZlffcv/EIIvy3A93f8JUH",
-	"BACYYXs2vSt57r0p3nXy6XPr1xaGxugNx4475oD0+O9Sfn2dq+5vLgPjYc++Tp+BZf53cNXteYv3nNjt",
-	"bD5myuJwTuZMuajyhGAVfMVoVg7Sckkexp5JX7SDTAUiahEOD10bLdBwrBELERIXio2ZOrVPFkr8GfgA",
-	"zYdWkAyNh457J6WU89Dh2f8E6+RicgqR8JYDwv5cmV8KkaeuTeRixnRf4FGSJbVHHK9D40F/v6PGzTxY",
-	"HDos6hOkszdE02jFDehlhD0/MdPZchaWkXbdzXfOiJBwyRb6p9hx246L7zORsgNvcduYbbg2WLcigay7",
-	"uz58iaK9tyKVjngU+ffgX/cX3wY0TBwKJoSLg3HOJ1OD/S0hEqXTmGcdmkpR+K3sq1Q/vpHcihXQdVxy",
-	"/aYiuJ6cfErBtbSxOo+n5MIA+cZNOYOUp86uC6DbcEFgxQrwVM64MWBa+KzSzbC4f9hkafdSlJhce8JM",
-	"aGxCplQT13sDOIU9g1LPi/tiwQ6WFTXsAPSj7bLva6h9Ca89IByFWbbLwHbRBBb9hygqVVrNrspdpeNu",
-	"XFMqHMo+VaUKyck17vlSkKK2zFRxgSGUJhzaLeprbrmvB8CUOlHoPnDk81FbGuHg/SorP8uRS2bnxiVi",
-	"2FUMYBWn5D2akiEMfMmsePFhCOlUPlQcqQB82RelT/Up+a3b7b61wictOu5JkaIcc8VWjzyAuoD0IU4w",
-	"RMe4Jm0gTH3hXuIG1qkT6O6esRE3RUhip0bpqELx/esPYfxPoEPsjzxf5PK7YOi5i9hw8GjlINfHYcx9",
-	"eCxgQIBg0POha5jPARktlDbD3RzWV4/YLs5chrce0pzrJtkuzPgFJ2S0Ajz9I8g0flEVg304s83DbizM",
-	"XBbFPb5UyLy76BKqq7RdQzgourDq1N1bvdRSfzH3jxB1ZLeAun9+iWUXht2vsOKzMCxdNTy9IjRVUnu7",
-	"KZYG8U2bzoLDHKQGNJ54OKMi6wsYoT30Pw7se8OEFD/YF4adLjmH+H9KMrkUUORbihzLl0PDZMVSJkxf",
-	"zLjWLMOFWWGnRiSpgOgDeL/d8J9AINkTMb5II/dgJSxX52zK7opoqHjUXRGh8d3q4ZouFWEaOMuXWI0v",
-	"sRr3GqtRzu0GFTOkNG8N4NCGWjBZC97YZgt2CoHz2fliVOU+v0VtBRfD+DtTUndOi66mo1WRM5fmVKN/",
-	"bb7RoZir0JmYBLfggBpyYEUmhT3UT7G2g6/Wm9I8L4WDRQL0wddoOZtP0i4KU2ACX9bpkteMZn0BkZlz",
-	"pg6cYqNkni9889cYIyZ0Pmcic7o/9QoRbqcvwglwQ5ZKmtDEExYWwiY0lEyCI8/pBJ2r7qHVOFC98oP3",
-	"BZicwwquUD+Dk7d/k4MnJJfaSQXQwLdYFfpozypnb0/Cbb3c4FmOybfhhi0kQGNlKIxW6RHtIAOyC8g1",
-	"zResS37k16wv1hIOhmAPH2KhL5dDMOySUl9zrq2aCXLH8ckUTevu3497PW8s0WdkxFZSZAk5OT6OCSI/",
-	"loz1H7945O1LPa6FE8klGVMF5dGK8m9H06R8SJ266oihf3uzRTxzeFdXpHHJMzPFni0IqMWCZrCgnFlI",
-	"O9K1Cwp95Pde0EPHcyGc1Ml1THFWlK1w5NBFOH1Wrq7CA5i4ruAK+wVmwZkF9wu48EhDtvRG8XEJfTD5",
-	"jMW9r9VGqEWH5t/e2ltE2lnXQslRVqC18LfG+g6+hTBpT42Znx4e5jKl+VRqc/pt79seWYiMKTKc0Stm",
-	"VZMhQOBC5a3T1iGoW26Z76MVtBKSc20SwoWes9QkLmI/FCaBkBXwMjg4hli2TSQ5L0dhn/lGz2RpV1WO",
-	"aC4P5dlzHOXKnOwAGAYTGXbIToiDJ6uTjVaBpTzS5ayv8kzA8WtQu1r33nE7tRBh2PKaQw3fzcEumOIy",
-	"4ykaOaQglKRKiorovlZANjYM+OE3YwFiMQBJESGUIE/FJLWOK1NeiYwqk/rYvE/XGoKhlAIneeDQvjA6",
-	"l0esWDkjdBx6FycQBsUFc9KP7y1bGqfUxdGC7c2BuxkgenZ39bV4LrEDONWb/b8Jvjli+pQMN+qWD71/",
-	"4vooGZKv+mJENfvmpP3TX8+fHlz+dH78+Js2GIJ5Rr4i/Va33yJfAQHQhs7mpd9GMlt1OkXAv+uC5kc8",
-	"yFgqM5aROVVBnCyoS7n9B1aaPrOyIEq1+ANRrmZ5X4RaPmuV2Us13CF2yFIN76C3Ukgo5MM1YcJSw25f",
-	"OPEaOx+aA2BkB1aeK50Xz4bQKFvwvy8YSENOtIuJH2ohXALj1rZxv2wMlhDWnXQt+gxOjgf2xgdfD9yz",
-	"wdHg8biXHtMnRUFkjHYq8fyw2q0d5XZWh/5F8BsnNOoipdOXFFxSTbDj/BlR7B1LwX2Fr0kJIgsIkwKL",
-	"f29daQCkrQtuWoxgU4+RyjWiWwMUC+7YHx6h0zWILwHQzqWHV/c667cPl9X6ico02akxKrRWhELOhPGZ",
-	"LvTvOBZauqm8nVrQwoydoiYLMnzQbiyzOyuTEtAHdV9MyzUArPrEMJ/bBRCkpUTjgmSVM6aNdFFBhAOS",
-	"g9T2JNa9GCqGuToqQ0jqPACj6pC0KXnc+9p5nitPjJQYKVWS6dZPY0Uk5Ej5YFpswigXBiUzV0yMpFII",
-	"loLODK1bXe5hICmupBmuwuoScjze3rIebN/2YEAchDzRi1eXb1jmtdeCbP/y+gVpZzLVh3MljUxl3p1l",
-	"8dz3Dx/+fwAAAP//",
+	"7H2Nchs3muCroHh7JXLToihZzsRSTd0qtpM447E1llOpvdBHgt0gCbMJcBqgKMbjqn2afYN7gXuUfZIr",
+	"fB+A/iGabOrHjmddUzWR2d34/f5/P7RiOV9IwYRWrbMPrQXN6JxplsG/XiRsvpCaiXj9F7Y2vyRMxRlf",
+	"aC5F66x1QTK2YFSTFddTLoieMqJYds2yA0V4/jFZcZHIFWn/+PzVs1/eXHz/8vngxbPnf718/fb5q6f/",
+	"Pvj1xatnr3+N+iJhY7pMNTk5nXYIFWrFMgWjvpcj+O+MrcmYZ0qTOU1YRGiqJKFjzTLCNRlzwdWUJd2+",
+	"aEUtbpY4ZTRhWStqCTpnrbPilg7NnqKWiqdsTs3m5vTmJRMTPW2dPT4+iVpzLty/j6OWXi/MAEpnXExa",
+	"Hz9GrZ/l6MUz8yHMtKB6ms/Dk1bUytjflzxjSetMZ0tWnGossznV5j2hvz1twVx8vpwXZ+JCswnLYKpX",
+	"MGpwJvjPtrn+JWPj1lnrfxzlV32ET9URjGsmuMzYmGWbV/zmh6fkTyenvS4ZZkwvM/FnWClNh4SqmSJj",
+	"mREq7F0BHMilJpSMZLIm7ZPeaSciqynLmLm+vpALllEzNJHjsblcKdg5oWJNpJ6yjCxgGUzEjHBF+ETI",
+	"bOt12mXX3OLJ429D9/Y2ozFb0IwJvbnht1NGYpqmAMO/PnpKtHmbxFJodqNJe6r1Qp0dHa1Wq+7qUVdm",
+	"k6O3b47gpUP70lHnzANtm12zbN0X5m85NgdDdTztmN3N2EITwBqq7SxUJITReGpe5VoRpdlCHZAVG02l",
+	"nBFzx0xp1RcxzTLOFKFkqPPdDPG7LvmV6ykMycWESEHar98+fzn4V6KY1lxMVMet70AR/JRw1Rcl/FUL",
+	"am6J6ClXbuYuuSDXNF0yXDRXREhz29csU1yKw16PFJYDY9o7jAhFTM5YLOdzJhIEA0XXirQTGasjOTJz",
+	"0xFPuV5350lny70XZtmKwjWXrzTVLHz3/srhHdznRDIFsF057bbdnId7rjvdrUvGiWtW/N3xk8CSPxrc",
+	"VgspFAOi/D1N3uBtmH8ByCEc08Ui5TEc69Eik6OUzb95r8zGPjSkBpf4FU66eTSA0/bOr2nKE/Lz1etX",
+	"pC0zMpVpokhCNbXU2Fw1PAVw6XRbH6PWUynGKY8/+brjKRUTg8JpyhN3kwiLSi6zmB0oEi8zAFm4IFjt",
+	"DzIb8SRh4lMv9+LyBfC5qccYmhAVywU7t1tRRDCWAN1N5lyYt2HJr6T+QS5F8ilX/EoStYyn/ixhIe79",
+	"T7iOC0EMr3py+vhPxA4OS3kr5UuaTdjnQhZ5bbFB8d8ZSfmca1jXL4Iu9VRm/Hf2Se/rYqmnTGg7PqxQ",
+	"AN8xaxwxmpnlyhkTRGYeFLkic64UF5OIrDJpmEpGMnYtZyyxu1lkMmZK0VH6yY/aMqcSaTonQ5ZlMlND",
+	"YuivQrY6ogkZc5aaRX90VBio6sXlCyviLjIjpGiO1DbOGNUsGVBdEtsSqtmh5iB5VQh2ZGS/kIhXFeui",
+	"VkqVHizV9uHFMk3xVFGw25hOWNlw44ERpvhNmM3N2PpAWVE6ntKMxkbo74a2Y+/5TmsE8mU+Z8IIub+1",
+	"gHCB2EqT1rsQo84F2t9QmraCLg7ldxcVr6hypKW155PI0XsWa7MsvPWnMACAapJwc0g0vSxAwZimikUV",
+	"wHCnXhQ3e70dSsOdD6J0Brt2BGBI0/T1uHX223YMs+D/MarC/yyk91kAIu1JMhv813/8Z+eMqKlcCSJF",
+	"zCKiNAhFUqRrI/VRw8mmAdCq7M1Mtbmld35TLzmKPOUF0gUfzNga/uaazdUuYuK36maiWUbXG6vx4wZP",
+	"GdSdixXleifYlI/ukmYzrxwsheYpoUTxiaApEKrEaARD/EENiRHzr5kibaMi2ddWU0Oc51xrlnT6QmZk",
+	"aNBQLvWQLKhS5nVh1I7ym0Z2nxvlw+gEdiiQbnGOhKymPLVqmtE7SEYFWdEZU0a1phouF0Xy8g3YxZYu",
+	"YE+sKN9E1PLy+Vbd1RIdI2bCIHgIuz57tkQNFG685mafScH2vNgfwPbgrxa1hYypZaqH54TmahbR0vCf",
+	"6iniq/vtuX4DP1Ce7rsBylO/fCFXkddqMqazNReTJtsApntfu3jFbvbFrzdLNEMJo6wDGLdRIRkmLKXr",
+	"YSciRnc22yFDALPh5ibg1eZwdCt4rd/1G3Pct9y2onOG26YTygUp7Z202Q0uitOUjGg8k+NxmUicG1yP",
+	"5VJoBeqF1my+0PdwQvcKF1cLuhJ7ntALoVimyTCe8jTJmBiC0LvYJMdgsCFSMDR+sDkoYt60uHEUbsDG",
+	"DAhW/9R8ZXY0pzcv8KvjXs+QynughRVW5lcYZmVr+GjTuCvWBQ2etI2MR8AUNDbyFRg6bg4n8tAOaUT6",
+	"7hu6+qvRAibMjP19xugMrYqVM5NCsXip+TUbjClPlxn+vikiGzweGK2BWfmzvMjXCyYiBGGP9fA2mdM1",
+	"mchzMqXp+FCWX8uWQhgCgG9yRSb8mgmyXIA5M5UKIP52kq6Z6o7CshlCBaQubvQYUNPwXAnOVVprvbKx",
+	"oEvFBkAQ9kFc+CwJy4BuHUrTtRH4FkzYExQT0HqpIIVpz8nl66u3pNvtHhluN2cFmXAkZcpoYcY7naAd",
+	"ImPU6pm7vwAQM8eVXdN0rwMqfTmY05tbcY7y6capVCwBQ7SyFMlQ9XM8Y0O1FNImpFll2EegH8CrXqiz",
+	"wJ4tBWh5Tv3AiVoIdK2o5b8M6CJRS08zpqYyTULIWqE6+bsbpxs8tDKEupOJwrSiiGdVIuEQyMNuEaSq",
+	"sBEiiZZsXS73FT4MTkypSNB5EPMsXnLtsQSt3ONUrsBRkMm0Ozccl46UEanALqHIjLGFuS+eIeHdZDgV",
+	"RG6m4OUw927DIlSiJ0UEhpmQ5NhtWXjjGjmBQeLknPRbPdVvEVQ68KMueWZ9ecfTbhjB7rzwX6k5XTaW",
+	"6F2y1gyEczk28gtsyO7unCRyOUpZQkZrtAYZaGIJfpCv97Hq1qP1nddsQAROV2mywvXrFTM4beYrHNtj",
+	"NF+WMK481NMcMYhDDNKOpRAsBtseGsAiYhUjFZHHNzcdVPrgZAq85Jz0iF5mApQ9OR4X7q9nQHBOb6x/",
+	"stdDOcV7LHtBj+UmVi3T2Q88dVDbHKueA/kD9CCKaSJolsmVst7mFDd7bjTUlFFl9FQWEaMV0zQdRsR6",
+	"rwxZ2sQlmqYBySc2g1iy6zzPFM8UjJkGJ+Q5GBtjOR9xYV1A1omJmBxmbt5Y5dC3cqf4GNTtDKX3WlFk",
+	"gzq7sREl6gfH583HtbjfzJcctWZsPagzPf4sR4qsplKhAUlpmmnrkOHawllzH3zU+vuSLVnThRmOsgwI",
+	"Vk+piFl6BmKhERIiwm4AscQkItRgKReTLgG97MxSDaNGmq9ShKpGgv/PcnSFS/gIG3Nyf8ASFcSegttv",
+	"D0Pl2OPctrUVsPNj1AI3BR4UEAFE+xAtm0uIxbBmpffmesFhDG5uoumMqU3ysTPcoShH2PW/qz0UZzep",
+	"qmVUTEKCK4CgfUra1N6jU3oNqpv3mUio+be/Ze81nHe6Qfl6HsS5v5aOJmNzysU5yHVWQ9cSTikX4eDk",
+	"QsRjQ6vDDdqZQ+fzjI3kUsTsVqpywU8KVoXEDgaIG8s0pQvFCBdagrIMRi8QNlE4WDCRcDHpi7ZDK1C4",
+	"UUaIU8rnLOmcISOegI3TfKcV4WKx1KicL9UUfx/ReEa07IvhgmVcJkMyzuQcrVQ4Ykq10ziGc3ozMFg7",
+	"LPiiOar/wPvmNGEQJvF2yjAyw0jFYN8kfgKj9IM11d68kESwlRunbaizLkzVifxx9YVZjNK4k3OYvsgY",
+	"CAV5xdBAtDCEF/faLMceVISxGQAf9uU5WGYpLOq9HMFmnK9uksoRTUk75TNGhjO2HnbOCBdxukysgdeJ",
+	"c1yY49USxU77qyJ0QTPdJa+ktoZMM0ZEhoWYroH5Cc4BBqzEVRGMfuhEZJgtxYDqIXBktEOFjMjWz7An",
+	"+XfHv5e+Bhe8l5W46qXwgwSRzn0ZCJf7UZLEPkavOVWk33rc681VvxWRfutRz/5xPH3Um/dboKrd0PnC",
+	"qK7mKSgwWrPMDPh/2r/1Dp+8+6bd73fxr87/agv1j6X6x//7v+ofc/UP9Y/5P6adzjf/EuLrPxhwfO4M",
+	"c1WuwUIy5yXVUwe18EpEWHfSBep29OhokXGZcb0O+hHn1jC06arcoPgMtEb3QeiUf7Rqc0Wcu6Y8dS7o",
+	"ink7Y4yoVGplyEaYhN/G2WsBd+N3z0I3p1FTmiU19q7lItlzCUH4xNn9VFHhZCoO08KEdeccdrxNDJFr",
+	"bPSE+9rlc8Mh65bRRB8vL9HfwRbt5TjaekO79nSFb1Z3gjPX7eTKD5/LVxsWfafimEM5UBZ0DesASQX8",
+	"qyXJ6tvTXbv6Ccn7UynGfLJ5odYhMBhRxfYhqO67PS1fo9w4vFUwta/dEj0Nh7BejDoL85bwiWsul2qg",
+	"WJwxPWA3C54xFbRD/wJmEW9gdp8S/JQozdMUnK7KiJyZ1HAMBxgelNJF5/YGZ5wiuIO9PaK3oT9Ra5ml",
+	"u4m6jVww7/o15yusXFRUBsYyjOWgsx8ps+AfpmZO9GlM0MrItIuy+eG3LGx/+vaHxliznQAClkjxTjrs",
+	"YbuMbld8Ag4ci17t1VSxeEC+IeYkvj0F658zBx1/S0ZrzVTnnEyYYBmYQABT0fBasTpAuEJBxMKhf7s4",
+	"/N/08Pfe4ZNvjt598+cPvejkY1Cmug3KZQEb1FTrxdnRkZGaXcQ5+eXNS1THNFsgK7h8ffWWJUTLjU2c",
+	"flcSnr/bJTaYRQRhk9HUDFDFF6veDeZ8gjupoa65zWX7/Pa90BJ+lqOApIcgFRCyLaw5KTUP7GWLM9JD",
+	"LY+ij9xcTMrA3mYDIEHDMqqfkBqtUyw5J9S7f0HNNbqSAl01NQBmhjpQzleuwqKlfXpHv5YzRoUxwoYQ",
+	"oefevol6OTWLHcvMenH/TKhYd0p2q82owvBavFsaDSMDG3vJih6horlTCrwAVBgbueJuw+adcWJQG69W",
+	"Ml/4KB2qrD7t1Py29cYAgRBSsE5Ql2Epn/BRGnZK/wrExZsTYaY5XZsfzq2BiSYpF85LAXdlr6Y87+2g",
+	"5BaxFlHLQfid4LNgKb59VCyYTfZdflPgMjyBVUS52+0VR5Irgfvd+f5uSRRjqwY1B1UzQfF7S5OLESmB",
+	"t6yOHn7qDeqbYcBUs4HXqJo5wt6A9jjn+g0b1zjDMAkJXXdmCgyRJ23FGMmnVIAONUeQs4rCB5toiX6k",
+	"whyOCiQZXSmwKEYFP+KIGfKZj1hDGhoJi+Vz2CSmtwn+w/D1ZJmygVNhNk/XvVKwLfrMtJzeUBKn3Gwt",
+	"4cm2gy6GMdupNY9n4anNE8eE65dxB73nNjGiuTjS2FFj2HvI+epEB5DGwkxf70o09MlmNqwyz8pDGS+W",
+	"QnOxZGXYczeIcgoO0Bc2+dDmHroUxojUJPV5qzMOaXMFIR0EvKeQ2NkXakFXgiUEaIqXPp2wg/fp3uG6",
+	"S15oZXMZeQJRohhudWB/RdPvptS8X1IeZE6G8vGaMe/b6LgrOmMhTr/GmNiZFQ3BkQCOnTMbYx0RR469",
+	"I74BhoXyH5A050zWQ3OBppclE8dL82AaS2icjGCh24unm3o4mhOrYlyRVwX4Tr1eXpYzaqT976mOp3uq",
+	"wu/lqLnu/rMcoY8rGIC53TNbvBaYdNsm6pyTt1stS3baGbat6BnTLiq8EfM2etdmQoi75IG7yLAc4V/T",
+	"UtO0RjfExIGBhZ+G4qH7yg+885uqqlkaYHMZG4uPApsOJ6rkgLUf9AbUpD09YUnB1bvV8ODeg2/2DOLe",
+	"MxCk4i0M6OrIH8K+Q9I2LAjjCABPOqg82acrDi5bDCk9uj4+MqB/iwiSRtqGC5LOFY2qNJBlLEW/3oyt",
+	"zwklisVSJDmT5SkjlKT82vJuSJjmkFwBYVfASa1AdAsv6K1NbEV1YHsOpn1v36ibst6wj5S8VZq/Ytcs",
+	"o2lBnlekjUmey3jGMF2pc+ZMPdbDn65ROMDYLvsm5F31hbsSRVaMT6Y6AqsQVyRhI24kPYg5oGnqEwNs",
+	"yRNw0qPQhFEJwsg5ufM838eQtM34UrBD1CkM7eqckQm/NtLXSOppIcTe1j+4jYKRM7XvAtoGeORv6V90",
+	"NKCGyXhOdUc24+hZyAedMZDywGaXLVkuFFtkc8EpCUanUBeLQmwRDnMFRXNQOFIvYckSE5fDxq3KuZRe",
+	"r+UOl9YBfjdxIKRCQgx0vMyUbGKOCIkN5TFq7vfKK1AugtyZuSBSwYbNtQqmyqiVSGGeYuBcy5kOU5YE",
+	"Y8xfMqrY8xvNRIIHX/HpNjXgbN/xxjCh/cJSDEbtx80hfb60ruUSBOXtS8LPQut4FdTvXzKtWaYikvAJ",
+	"1yoiB4ODiBx0zf+dmf87PDgnx4fHJ99VMrwL3o3cr/Eu/3PQPTt896EXHZ/8KezkKGnV5mzE2iJ6+JQQ",
+	"BHdZbwrwvy0TCQitGWtTjdpEi007lv9FLOcjYIGbqL0ZIl+/gh0pUK+XOpZzdgFhw0kQ9QeNLaN7Wy82",
+	"0Rw1ti3elsuCPOCjEx5XD6SHDBUsZaUohCfbA8NLpUGqFN+pJ2GDdnMKWYhrChBKLpSmVlIOGpWWNeZZ",
+	"zXUa/gp/+FCI1Fpm4mzCRLLMDHSe2bIXZ1CaAsXpndRgDVUOcNKtN/Y3J41VncNWiw4oZxDruusYYdyn",
+	"+Oodoi+4GIxTI0/tGX4h04QpPXDs5R7ywcIuqoxpJsIBe2+njICse2BkMvuakSCK7kDlnWpoZSMWaxoa",
+	"UjVbDEYysZe2NW9Us8X38OYVlvG6l3gxG5fhU6XKVxZZMCov1ENQ8Jb2i8ooQtmml7fg72xAH3PBotn7",
+	"iU3zb/BqLto0e98KO81e9iLULawZ9yN+Ve4jHCMDqNCcDCNd2mWxsoPWLuU2UTGW8AUC6qRgZMHjGeps",
+	"ilANGQwbKQq7tOYNwlZRTsF6byazNMFWR7L2YVtLYzOtaqey3pSO3TlP7Se5gjw1zOZwRLBM92iGpnif",
+	"AOhtGbLsdSiU/Xzz/O3zV29fvH7VvTv1C+XJGEXY1yq10kurFSzQBcr/gYKAgEIB09ygEDLFbBBwr3kH",
+	"ODDMEBBo/8LW1uAzpdeMULuWhonco2WmKtQeEhvzl71oeyumXcuRM+ufaTDvfbGlDN0WuOXIn+h+LMZf",
+	"UZisVcxM+9lbdtK34uhbF3cLQucAoZJyJJXGEm7KgxbaG8vOVnd51eDoOjqU324WdtTZKZOEJWTBMmsC",
+	"bTZpUG1wMwaO1APF1jPdX3e35t1dd28rSDlUaWIHRaNik8F/xTeDKFG33V9ZzonqQsrtBfl6ypBBBCZL",
+	"rlWBBu0bLX9lvfv3Uz0vzqQIkp+twUW3iRmCWnFbFPDdETcwgubx7GEK+IE9LrfWbvIwCFc08zdP5rUB",
+	"50ULnppx8AGnqVwFTXLbxI76gCGzgt+thH0PPvgwgwBoKcxVdI87h7lzgrutF7Sd4glXrrMMH/txHIcR",
+	"YYbjomGasxuPYbu4TT70tmXtz2ocUpZB8LHNaIzIt+jqQIpv7UIRocS9LzPS/repXGbpukNkRvqtf0MX",
+	"DCS8lbPc/vXoMflX/F8lqvnxtzt9Yfu6KPf0/hWwJxcvEXGq1NZglc3SFBIILoTUYFxUXpbF3diByrNG",
+	"zMtcgbOwWKtlDzz1i7O3uQVvmxxTEZXzff/y9mkrUIb3xcWrC+K+8GmOz5cGoI4uacarbtpvT3chu8Xy",
+	"bb6nK0gFeGMza/YE78K1Ni7cU5OagGR55VMTgjkHnftMOgipQRgOHi68tZzXRms/ZLHb+jwruk4lTfYO",
+	"5WN/3zz9Z8wgTbYmMktsPwLuA+bOyHFETiLy6L/+4z+bqFqhICwza5QbzXDlFebgD/ld7c2E/YChSppb",
+	"2QLe8k6mYIetX84Vw6LhD1//tuFle5LbVAbO9/G961Wyv9S/Z9zF5zkCjL/bfRD6rs4mGKj5+ys5qwtC",
+	"xtwUCPutpqY482WDghf5gqLckwWzBs8hr7K4X/WLCxvrCiqStDEF56AiAc90Ua0YAXmgyFKkTEEsD2bf",
+	"SBEo2tUgwisQ0/XA8VkPEPpE2sJwfQyymS/0utPIivZHDmHaIwDmysaK1+aqBax53vrZzGab20FrEirs",
+	"bAe+aQu2InAZbtip50DBr7YmpodtG3huTbKuXQzGW0PEE7q6oJrJiivW6ZKfIBwPjcFYisW8jUHov2Lf",
+	"mkOgSXqZMYymwnLTYHjQpYp5KDM1yvRwZTQGpfS13ET1YDlQmxqH1otB7jfebTRoTFElxg5s4pzRWm1l",
+	"qgij7yOSQNmzMeVphAWbIUqBuspwZy74PIJ80gGcT0TyanHul2JgTIKCUshLnu0rJ7o0ikZCVjUo3Z1E",
+	"+bRLCynfXhlA8nB3i211uIvlhfdkGL9CEXUMM3SdmlzvMtSKYbnkpNc7I+yGxjr19YUDN9kXG1fZJb+I",
+	"mZArUawgZIMESVvnSA8fKaNujWgycG2DbCOlOb0p7uUYyGrll4D7dTeDyGvhF3yquz+BIuvWVdrsC6hq",
+	"bu1izb6ACuLoHMvWzT7B8tsGYl2V6d3fYEHqsCaW0+tNz0OhoNs+xH9dQ/ox0hUHPVAYsYTE39BW4XJM",
+	"bc82i1QkYwsJCbB6msnlZOrTos1sDfPuLKTd205KXKqYqqahl9wKMp8MlkD1IeqIG5I8hxk5ceucw6aL",
+	"G8PEKHcGC6nMCbTzRl4KXShN9l91T9hbLRzLu62A4RyaJeNKodRtldzweOqzzYv1Yh2/N6zeTU0sK3fd",
+	"GQ2ETLnSMluTdkwXCyw2WfDQXr19fjn4/vWzfx88vbiE+mwRmYBMZ+ub8cyPsKCZBjLZOctLkGJ6PJr3",
+	"SnliCU8gr55BXHyA9pnrS7AjYJqWxoEf5XhsfxRWxnaWscJh0TQ1DGM83rSQRa2bQ/PF4TXNQFQ3n+bX",
+	"8EM+SP7jBQyX//u1GTi/vUDHoJH9dS/Bw7LQKqN/r6TIw5tBDINaFubgFTNojR3YXLMpOGbsuBYR6Ffo",
+	"RbX8JcOqzHl0iicIDZmilvlmv4ND7SA/kLcwAuiPv9fog2YhRtrjvzMDB7gjR6KgsVTMQERs+yIetlsb",
+	"gnRMF1Gl8SR02bLd90J5mEvh47hrWnUZklKsW14XwFBGj/Z35C/8ezJa+6gvlzQQL6GuHkYR7NBs7fVH",
+	"CDv26IrLrqMfXr+9cxOOe8rdb5qGf8uE5zvGv4JwmfuH0JLihclKbmTdmd+lHAlXtifJMcBvnmyus3Xn",
+	"/mrS/fHLMOwuhlDvV7xl4neDLG7S7pXvJXgnzXJzHXBtT6+t5ucWbrsO/iApIQBo2E1QMUWmjGZ6xChK",
+	"Ak7EsbVG1FrE00wKqE5mYNF2PfGZEIGePnsnW0R3y4GIWjsSM8w5vM614z1L9IOK65ocjgtJ7SIp6WfI",
+	"WyLsYRZS7/qinWuNnVBZ068a1H4aVAFwwurNgcLr68J7pbCHOybZmJusccsY2tDcKWNQfqdLBoasW0ah",
+	"0HeNtGLBFpJfK7BppSeFJVRuDu3vqqucOlffv6iuPEtewgBkNBffqUH1oJqMZZrKFaCJuccDRd5LLkB+",
+	"gwLhx71er3m1lFyyCaRv+FTscL3tp/YxFvCaypXwDTZ8VYgwo32PfH3Xwmz6Xcoa1NzLyXWetx6qHekc",
+	"htZTokiCbkxfqz8/biOmuqLQBIPvrQhRPOz9zrrOjZinxofPOrBwf+qkjf/xfdg6Te9h70obeQcVNHhm",
+	"TE0JaPtYPAWZeymQAjecA1OhEuW7BrmSedGAloOEOlSudcR/Oa72Lb1Ygw7w2qPQNJTjgXGH5fSp4zlU",
+	"ut5Y/ziT81C0Pc10XpUaijdtBlQ3lZhrW/oQqgzwQRm9IihT6xdcURWuN7OQXOj9GAic1aX5LoSWXjau",
+	"SVeqX6nbSu1atQwUzjJSJJ4uFDy0IcXtFViiMG1eyFWn+XGvuEjkKrwDfEZiCQQQHUno1zGLsBHgYPCz",
+	"zdD8VRfgZ9oLQlAFlO0yXFx5ywIYnIK/tq3gjFcUUAd3QOm+8Jn44KugcglMOK9miUY6KPIFNBOmlbNO",
+	"wwSDPHdp23S2e5JrjgDyoQW8tvNdgBgz0FIOUppNWARuCfTyNV1MSrGASCgx+JJlMTPqC/PlPp1udeAL",
+	"7YPtc87TlNvoxMiFBZ12H5P/if6TOU+SFHUkNG5OMjq3t1TmL9atbZ8F5KnF417DJInFk8eN33zS6M0K",
+	"fJul4DQ4RAiU5WzLRWOnHlsr1XFTmeV5QFwrW0yuxiXZ9Jq9etEU5ChCHBTYBIMNaVu3Z9G/6Z2eVbdm",
+	"JyLUCrdA05yh2nbJaNpU8dZFiLBP3azldl7Iz7P5ejh06Mreop/Gmmcq0LfJaypp1kFKgglreMjubj0V",
+	"uSPZ+AFvzXss2pt9yQq+zqYAM+diWU1H2m6QuOVN2Yk28yjrL2ir6lfLVjCodJlxvb4yooAVjxjNUDAB",
+	"+QDMyPiTH8AAfOvjR7DZjWWo74jNQwdUVSy75jGD2klS6UnGrv72Eq/eNtyBKjqA9EAPbSAUdRpmty+e",
+	"QrlIVzvXZgOKxGiHXhc49yZ07hrZqLwmLijAESiwOGEf4oasZonVDV1YyC9vXpK2GdXh/pWmIqFZ4gJM",
+	"FFrdXSElZ7npC6j/khdVtMoI1axLrhgj0JBxkUktY2jG6I1/sHn/oC/6AsoJoOP9zQ9PyZPTx38iNqvf",
+	"DLOcw3m0oT1cDHznyD7+5r2SotMlvzo3DnoV+gI0GKRlglxcvkCLVGQ9XkfXx9gmSjCWKDK09r3fYewz",
+	"8j3AAOkve71HMXwIfzLbXMfWKmjlNQhaUeuaZcqWb+ged3uu1Sxd8NZZ61G3132ExUGmAHhHUyj9/Tv0",
+	"+kAB3dARmP9F0jpr/ci0rQ6eezrhy5Nez4a8aRuGWDyW97YlK4q7O8vs4wwA3RXtc9Et4Uzr7Ld3UUst",
+	"53NqOAnIki7tliuyBA1Q0wk4r/xOVOudGeQoYzRZb93rG/PG59kqTA0Js497j7bMV4S45vO6ihyBiV9J",
+	"TTI7+Y6jTqimI6oY1q+i8dS3/MIS8chSa8//+viILvjhjK1V7SW85EpfXL74i3nnAe8Bp4DUncCRYBXh",
+	"GVsbfnUtZ9CIBRzsTnD4GLVOe8d1s/hlH/0iqMVpLOx4ine7/aMfZDbiScJsiSobLbDrq/yKi9dmtgiE",
+	"x5y6EeGubbO0GeYns7li6TVTnS65SOZcEBXLBau9RqMxqcC1YdtJPNVW5MIjnPP8Hq8MJ8JLyzmuLQxU",
+	"AZfjB5k7CUGMfWQBo7f7tr6nibMAfzpYOj1u8MVbKV8aRQ4+ODlpsi5LgoEF3R1k8Swdw4RSizrvewdB",
+	"Llz5oACRrpuBboUCHX3gyUeUo4xCvQnSbwDzCyBdgq3TQPEJJBWfkjic4jq2f/FK6h/kUiSf7ULxYAoX",
+	"2pjW0IzOmYaWPb99aHFzykZ2ccbJMzRUlulAVMDpDT1ga0/SdxZEfNezWg71I7zxgPzJt2Sr5U5mkbcH",
+	"tfvgKijDFpIe7Jry6yz2Qc8xEI736MOMrbfi3zP4/Udf03oH9uHrSYlWULJIKRfkL38+Lq3TPAa3wldc",
+	"3cTVuYRyJXvca1QrT4dv737RJIQib21Pvbvc75dwW68F2++iKhR189SqaOK6ExaaooPfcZMUz7zkF6bF",
+	"eyXefXwXtaztq+IjtMG7FFYVVQAVEDuZ2/q7eYtvMDZABL/mc0baf/nzcafbF1eBfotkiI0hhySTK3VO",
+	"5jJjBH8iKdP4b2uGB8sz2E9GS7XuCzN9xmzoCVjWsKMjF8QcfJqyFFX3MqJcLnNEuX+52bXVbCQyf3LU",
+	"/Coq34kPM02WC6IlGdra02Cms1HcXG0gB2IEK5Yn286siz0Ta8Whn9xLD2k5KXR2rBWK7Gr/CHJRxiZc",
+	"aYjv8KvKDzvvFVk96KMPhp42kIx+8mGIjYWjr+JOrbiz/Y7qJZzaW7h3yHddSMMk9c6Q/+UIPLuuqiLj",
+	"hKbJX7H5v3XixgXU+fARFV74GKKDe0gmzEgQha6jQ6zr8V//8Z9DlyW+we2LQHP/DL/QavYT8/xbQOpX",
+	"/n838oVMBkLhplRMWO7CuxXbMTMuMbDstmgk64JaCzngvrkttDBLXDctDaEINgAwL59kexJDXKRcMGG+",
+	"7AsoNZEsc1mGvDFrN9J+IQYKRnQDGIEolZA2CIcFsYxTLiYhqRxGY38w+h5hGT+7H9zMV66+YUE251Kp",
+	"OxDzLF5y7c+OioSkfKxtnY+lYoRrEkN1rT1RRmqq2WFeLOpeMefZ0mjEsEobNYfyZTEPmMQ0y0A5X0l0",
+	"zWvI0mwb5gX5IWkSQZ+/2KzTTK6hc4qjFYf+o05ElHTx5ZkiMRVErbiGdFSr1MqV0Wddo78K1sBhWJC+",
+	"ci3gH4LNVYqBfbS87g+ApKh/GUTNi4T90dnd3nj9hfDHRUpjG1pf6icfQZaxwyyZgoeXQO8GnzuPBeMs",
+	"2m2nCa67T62K/DN23wl5NP6+ZNk6t6O5NLNmcOnK14THyotoNBqslFUZHrHQmPIe1mcT6GpthBuhvTXp",
+	"K6rcgdblYZpZoCSVN1lWz8fV3Nx/O+FCrbazkotU9dUeF3RSuwjbjKnmHB6dlJv59A6fvPsmWCEwfMTY",
+	"la04eN7xpVeoA/x4Vw0mw6IejLy6tlkBwmpUPjy+W5PDz2Ka4wqD5iLDBXwKT5GMYCPPj3Wc/6R37Osx",
+	"ACd5L0fnLjB2OGPrIUb0FToOtl3sXZTbviNfjK3TFzSFUB8M6I/ISa/npsDOhCAtDIt9zs6g/9qwS37F",
+	"KLa+GFZ6OQ6JYkwU6zD6nPpCd0gnvbTtuZKTUzLtwBL6wm8T4hDNWmZs7YrJhRcUkdWUaoY1AZStv+NW",
+	"2RdD1/xtaHUAcA34LnGFg8KQGJtv1ckbN1ZOpy/ey1FEJvya2QgEyOuF9UFMZUJGNJ5FbsG2tZ07voCo",
+	"hG30foZUo/1ExsIFYJHynV+8LXSpbvo65isj2t+/+Fboz/tpjRSlVrub5OYix6YSsji/MpTcCnU0tR3P",
+	"OQTL+7dcb1CatyMMtSwE4nafEUs7dumefbXC3AOpx8MEAdJG0lcofEFIPPKda8JE/8IWFePCK3dQ5vYc",
+	"hucCJVRIjoQKSAiXq6lMGfbR7dbTGbU3oflDkg1sHf7pqUax2/cWlCJtmZEiw+pEG7f5Fe3uD+3Q/3nc",
+	"I71eD3UBLrAtkwHEORN6B0Zir6x6lHwL9d3Lbta5gQVDux2zUOVMbRQDcGSbbOGMAn0B35g5mEio0FAX",
+	"aVjqcQ3BiXZhQ5JIps4IzRMrjH5aLLBrpBMpYhZB6poPeoD6FtqKR1BWwdUJaY9TOpmwhAxxjoGFTpYM",
+	"zwkl9imIPIRjxremkLggIOkagiUiNNt2umSI5tRkiI9cQS/ztX0Cldj6orhpF0x9ToZzmbEhUXSt8oOF",
+	"m8zYHAzDkCQBs9lSJlwTrvoCyn90yYVL2BvzVKOd19aHOyM0NpS5sCLs1/yh38KX+60z8qHfomlq/gIy",
+	"8jEorj2Fk7Jk9CFI2/fLdOZx/dNSN5y6jrJB8UuQbLBTu73TPzoR+yyWZwCSyJEgI/AloBnoeIrVCD3B",
+	"QD0H4N2gHADjDkrlEyhvQahsXqVBX9cbsJZumXk4U30BhKuGOsFikDh1yQWiVkHTqnbBVyRlY200UHMw",
+	"bTkmynZ3V1OaodcGxGur7ZolAR6bpSSGyNRRib7YTibILaiEVUlvQSagMM5XKvHFUInek91fPJVinHLM",
+	"+/xMdmzIeq6nKnXYfQsi4/Ii6iJe0GDxkIL2M+wSXeNkcdryP3mUixdVOMhKI3mDIqWrfYSSVticuJeO",
+	"97McvXjW8skPVfFzf4emG7DOrnlRL8hyVYBf69c/3xRqfUF7FGv7wsm1NMv4teFHp70ntlSQtyg6a47L",
+	"fd8q4z0whG+BbULH2qboWfbxx/bvfxH0E++1KJVABVeN/bc8UjWgjEfFUmrbvH1P87JTDZx+X31AD+0D",
+	"+iIIf6ga327v0f2Qe19R9D4ofhklfnJDX2Gp1IeQi6EG3xs2/tRCMcz7/EYzI5IFI9Pts9sLwg9Okr8I",
+	"cx+eI+rQkGFTV+y2DUVGgOWDMZ0l5KR30iniji3NuUndC+1Y7lfoqdakrdahDfcJ2ez4gqWsFJ2zvrBl",
+	"//Nox2JHkg4KQb6wPE7rjHk5nYHsEHBeBAWiQjeFh4rjKtT5/cS4a6e9gNS2sDcQH33F3TvHYclMl7px",
+	"1GBvIyzN7WD3yqac6ebzCf9Rrhp9AfnJX4bpZClsh6yAfcQaC31/dEcNFTSPAfUbS826wmZNNIRCEeBt",
+	"CsKVry7bQD/YIsFjO8rmvfQeVIYvdD4NukhH8ua/jwwPVptqBWdfThkqCllPW1k4ca1cby3b10eUneQR",
+	"ZbZjJ09AFllNmZ5CLBVZyRnzwVjtajNP9/dYZn3hoywh3gXjZtd25E6XXLhJINzFW2KsEOJGUpquwWkL",
+	"ztHc1MWVLTMNLVZUXma6aN7xlQzfy1FIgLliIrlypaAfRHzJm+s2kl5O7n/moDn+mSsv/k8Xef7PKSLZ",
+	"+yK0ijNh0rDJdVwDg608B1765+I4rqVDAAd+whZm/304jqtwa3u3lXnP/RuPIFVhO9D9DV95QACAGbaX",
+	"BbC12503xblOPn+RgMrC0Bi94dixx+yRHv9dKBRQ56r7m00ledizr9NnYJn/HVx1e97iPWeoW5uPnrIw",
+	"nJMFy2x4fESwnH/GaFIM0rLZKtqcSV+0vUwFImoe1w/tJw3QcCx2CxESlxkbs+zMPFlm4s/AB2g6NIKk",
+	"76B00jst5M77VtXuJ1gnF5MzCOk3HBD2Z+sVU4hytf0ul3Om+gKPkqyoOeJwQR0H+vsdNW7mwYJXYVGf",
+	"IS+/IZoGS4dAUyZsXoop24azsIS0626+c06EhEs20D/F1uFmXHyfiZgdOovbxmzDymDdkgRSdXd9/BpF",
+	"e2/VNi3xyAsJgH/dXXwb0DCyKBgRLg7HKZ9MNTbqhEiUTmOedaRL1e23sq9CIfxGciuWcldhyfXbkuB6",
+	"evo5BdfCxuo8npILDeQbN2UNUo4623aGdsM5gRVrwFM551qDaeGLypvDLgV+k4XdS1Fgcu0J075DC5lS",
+	"RWwTEeAU5gwKzTvuiwVbWM6oZoegH22Xfd9AEU947QHhyM+yXQY2iyaw6D9EdazCanaVICscd+PiWP5Q",
+	"9imPlUtOtgPR18oatfWy8gv0oTT+0G5RKHTLfT0AptSJQveBI1+O2tIIB+9XWflZjmxWPtc2EcOsYgCr",
+	"OCMf0JQMYeArZsSLj0NIp3Kh4kgF4Mu+KHyqzshv3W73nRE+ad46UIoY5ZgZWx84ALUB6UOcYIiOcUXa",
+	"QJj6wr7ENaxTRdCmPmEjrvOQxE6N0lGG4vvXH/z4n0GH2B95vsrld8HQCxuxYeHRyEG2IcWYu/BYwAAP",
+	"waDnQ/szlwMyWmZKD3dzWFcGY7s4c+Xfekhzrp1kuzDjFhyR0Rrw9I8g07hFlQz2/sw2D7uxMHOVVyn5",
+	"Wurz7qKLLxPTtp3toHrEulN3b/VSS/3F3D9C1JHdHOr++SWWXRh2v8KKy8IwdFXzeEZonEnl7KZY48R1",
+	"nzr3DnOQGtB44uCMiqQvYIT20P04MO8NI5L/YF4YdrrkAuL/KUnkSkC1cilSrMMOnZ8zFjOh+2LOlWIJ",
+	"LswIOzUiSQlEH8D7bYf/DALJnojxVRq5BythscxoU3aXR0OFo+7yCI3v1w/XPSoP08BZvsZqfI3VuNdY",
+	"jWJuN6iYPqV5awCH0tSASSV4Y5st2CoE1mfnqmoVGxbntRVsDOPvLJOqc5a3Zx2t85y5OKUK/WuLjVbL",
+	"PPMtlol3Cw6oJodGZMqwGfwZ1nZwZYdjmqaFcLBAgD74Gg1nc0naeWEKTOBLOl3yhtGkLyAyc8GyQ6vY",
+	"ZDJNl66LbYgRE7pYMJFY3Z86hQi30xf+BLgmq0xq340UFubDJhSUZ4IjT+kEnav2odE4UL1yg/cFmJz9",
+	"Cmaon8HJm7/J4ROSSmWlAuhEnK8KfbTnpbM3J2G3XuxULcfkO3/DBhKgQzRUeCs1u7aQAdkF5JqmS9Yl",
+	"P/Jr1heVhIMh2MOHWLHM5hAMu6TQoJ0ro2aC3HFyOkXTuv33417PGUvUORmxtRRJRE5PTkKCyI8FY/2n",
+	"r4J5+5qVlXAiuSJjmkGdt7yO3fE0Kh5Sp67Mo29E32wRzyze1VWbXPFET7H5DAJqvqA5LChlBtKOVe2C",
+	"fEP8vRf00PFcCCd1ch3LOMvLVlhyaCOcvihXV+4BjGx78wwbHybemQX3C7hwoCBbeqOKuoSGnnzOwt7X",
+	"ckfXvNX0b+/MLSLtrOsFZSkr0Fr4W2F9B9cLmbSnWi/Ojo5SGdN0KpU++673XY8sRcIyMpzTGTOqyRAg",
+	"cJmlrbPWEahbdpkfghW0IpJypSPChVqwWEc2Yt8XJoGQFfAyWDiGWLZNJLkoRmGfu47VZGVWVYxoLg7l",
+	"2HMY5Yqc7BAYBhMJtvqOiIUno5ON1p6lHKhi1ldxJuD4NahdLuBvuV22FH7Y4pp9MeLNwS5ZxmXCYzRy",
+	"SEEoiTMpSqJ7pRJuaBjww2/GAoRiAKI8QihCnopJah1bb70UGVUk9aF5n1Y6m6GUAid5aNE+NzoXRyxZ",
+	"OQN0HJowRxAGxQWz0o9rklsYp9CO0oDtzaG9GSB6Znf1tXiusJU5VZuNzAm+OWLqjAw3CrAPnX/i+jga",
+	"km/6YkQV+/a0/dNfL54eXv10cfL42zYYgnlCviH9VrffIt8AAVCazheF30YyWXc6ecC/befmRjxMWCwT",
+	"lpAFzbw4mVOXYh8TLJl9bmRBlGrxB5LZ4ut94Wv5VErMF4rRQ+yQoRrOQW+kEF/IhyvChKGG3b6w4jW2",
+	"cNSHwMgOjTxXOC+eDKHjt+B/XzKQhqxoFxI/sqWwCYxb+9/9sjFYRFh30jXoMzg9GZgbHzwa2GeD48Hj",
+	"cS8+oU/yys4Y7VTg+X61W1vj7Sxz/YvgN1ZoVHlKpyspuKKKYOv8c5Kx9ywG9xW+JiWILCBMCqxivnWl",
+	"HpC2LrhpMYJNPUZmtqNeBVAMuGOje4RO2+m+AEA7l+5f3eus3z1cVutnKtNkpsao0FoRCjkTxmfa0L+T",
+	"UGjppvJ2ZkALM3bymizI8EG7MczuvEhKQB9UfTEt1gAw6hPDfG4bQBAXEo1zklXMmNbSRgURDkgOUtuT",
+	"UBtmqBhm66gMIanzEIyqQ9Km5HHvkfU8l55oKTFSqiDTVU9jTSTkSLlgWuwmKZcaJTNbTIzEUggWg84M",
+	"PWht7qEnKbakGa7C6BJyPN7eex9s3+ZgQByEPNHL11dvWeK015xs//LmJWknMlZHi0xqGcu0O0/Cue8f",
+	"P/7/AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

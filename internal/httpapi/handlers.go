@@ -120,6 +120,7 @@ func (s *Server) InsertJob(ctx context.Context, req InsertJobRequestObject) (Ins
 	if req.Params.IdempotencyKey != nil {
 		job.IdempotencyKey = req.Params.IdempotencyKey
 	}
+	job.TraceContext = jobTraceContext(ctx, req.Params.Traceparent, req.Params.Tracestate)
 	if len(fields) > 0 {
 		return nil, &engine.ValidationError{Errors: fields}
 	}
@@ -139,6 +140,7 @@ func (s *Server) InsertJob(ctx context.Context, req InsertJobRequestObject) (Ins
 func (s *Server) InsertJobs(ctx context.Context, req InsertJobsRequestObject) (InsertJobsResponseObject, error) {
 	jobs := make([]engine.NewJob, len(req.Body.Jobs))
 	var fields []engine.FieldError
+	tc := jobTraceContext(ctx, req.Params.Traceparent, req.Params.Tracestate)
 	for i := range req.Body.Jobs {
 		in := &req.Body.Jobs[i]
 		prefix := "" // the field names of a duration that does not parse, built only for one
@@ -146,6 +148,7 @@ func (s *Server) InsertJobs(ctx context.Context, req InsertJobsRequestObject) (I
 			prefix = "jobs/" + strconv.Itoa(i) + "/"
 		}
 		jobs[i] = newJob(in, prefix, &fields)
+		jobs[i].TraceContext = tc
 	}
 	if len(fields) > 0 {
 		return nil, &engine.ValidationError{Errors: fields}

@@ -586,8 +586,16 @@ type Job struct {
 	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
-	Step      int       `json:"step"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Step int `json:"step"`
+
+	// Traceparent The W3C traceparent the job's steps continue (absent when the job has no trace
+	// context): the caller's, the server's span of the insert when tracing is on, or for a
+	// spawned child the step attempt that spawned it. Its trace id is the run's trace.
+	Traceparent *string `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate kept with `traceparent` (absent when none).
+	Tracestate *string   `json:"tracestate,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
 
 	// Wake Why a parked job runs again: signal, children, timeout.
 	Wake *string `json:"wake,omitempty"`
@@ -662,8 +670,16 @@ type JobDetail struct {
 	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
-	Step      int       `json:"step"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Step int `json:"step"`
+
+	// Traceparent The W3C traceparent the job's steps continue (absent when the job has no trace
+	// context): the caller's, the server's span of the insert when tracing is on, or for a
+	// spawned child the step attempt that spawned it. Its trace id is the run's trace.
+	Traceparent *string `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate kept with `traceparent` (absent when none).
+	Tracestate *string   `json:"tracestate,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
 
 	// Wake Why a parked job runs again: signal, children, timeout.
 	Wake *string `json:"wake,omitempty"`
@@ -774,8 +790,16 @@ type JobInserted struct {
 	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
-	Step      int       `json:"step"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Step int `json:"step"`
+
+	// Traceparent The W3C traceparent the job's steps continue (absent when the job has no trace
+	// context): the caller's, the server's span of the insert when tracing is on, or for a
+	// spawned child the step attempt that spawned it. Its trace id is the run's trace.
+	Traceparent *string `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate kept with `traceparent` (absent when none).
+	Tracestate *string   `json:"tracestate,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
 
 	// Wake Why a parked job runs again: signal, children, timeout.
 	Wake *string `json:"wake,omitempty"`
@@ -1211,6 +1235,12 @@ type JobID = int64
 // Prefer defines model for Prefer.
 type Prefer = string
 
+// Traceparent defines model for Traceparent.
+type Traceparent = string
+
+// Tracestate defines model for Tracestate.
+type Tracestate = string
+
 // BadRequest defines model for BadRequest.
 type BadRequest = Problem
 
@@ -1252,6 +1282,29 @@ type InsertJobParams struct {
 	// IdempotencyKey A repeat within the server's idempotency window (GENDURABLE_IDEMPOTENCY_WINDOW,
 	// default 24h) answers the job the key first made, also after it finished.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. A value that is not a version-00 traceparent is
+	// ignored, as the recommendation says (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
+}
+
+// InsertJobsParams defines parameters for InsertJobs.
+type InsertJobsParams struct {
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. A value that is not a version-00 traceparent is
+	// ignored, as the recommendation says (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
 }
 
 // ListJobChildrenParams defines parameters for ListJobChildren.
@@ -1585,7 +1638,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
-	InsertJobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	InsertJobsWithBody(ctx context.Context, params *InsertJobsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// InsertJobs Insert up to 10 000 jobs in one statement.
 	//
@@ -1594,7 +1647,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
-	InsertJobs(ctx context.Context, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	InsertJobs(ctx context.Context, params *InsertJobsParams, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CancelJobsWithBody Cancel, in one bounded batch, the live jobs that match a filter.
 	//
@@ -2274,8 +2327,8 @@ func (c *APIClient) InsertJob(ctx context.Context, params *InsertJobParams, body
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
-func (c *APIClient) InsertJobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewInsertJobsRequestWithBody(c.Server, contentType, body)
+func (c *APIClient) InsertJobsWithBody(ctx context.Context, params *InsertJobsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewInsertJobsRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2293,8 +2346,8 @@ func (c *APIClient) InsertJobsWithBody(ctx context.Context, contentType string, 
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
-func (c *APIClient) InsertJobs(ctx context.Context, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewInsertJobsRequest(c.Server, body)
+func (c *APIClient) InsertJobs(ctx context.Context, params *InsertJobsParams, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewInsertJobsRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3626,24 +3679,46 @@ func NewInsertJobRequestWithBody(server string, params *InsertJobParams, content
 			req.Header.Set("Idempotency-Key", headerParam0)
 		}
 
+		if params.Traceparent != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam1)
+		}
+
+		if params.Tracestate != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "tracestate", *params.Tracestate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("tracestate", headerParam2)
+		}
+
 	}
 
 	return req, nil
 }
 
 // NewInsertJobsRequest calls the generic InsertJobs builder with application/json body
-func NewInsertJobsRequest(server string, body InsertJobsJSONRequestBody) (*http.Request, error) {
+func NewInsertJobsRequest(server string, params *InsertJobsParams, body InsertJobsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewInsertJobsRequestWithBody(server, "application/json", bodyReader)
+	return NewInsertJobsRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewInsertJobsRequestWithBody constructs an http.Request for the InsertJobs method, with any body, and a specified content type
-func NewInsertJobsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewInsertJobsRequestWithBody(server string, params *InsertJobsParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -3667,6 +3742,32 @@ func NewInsertJobsRequestWithBody(server string, contentType string, body io.Rea
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+		if params.Tracestate != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "tracestate", *params.Tracestate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("tracestate", headerParam1)
+		}
+
+	}
 
 	return req, nil
 }
@@ -5027,7 +5128,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
-	InsertJobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InsertJobsResponse, error)
+	InsertJobsWithBodyWithResponse(ctx context.Context, params *InsertJobsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InsertJobsResponse, error)
 
 	// InsertJobsWithResponse Insert up to 10 000 jobs in one statement.
 	//
@@ -5036,7 +5137,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
-	InsertJobsWithResponse(ctx context.Context, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*InsertJobsResponse, error)
+	InsertJobsWithResponse(ctx context.Context, params *InsertJobsParams, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*InsertJobsResponse, error)
 
 	// CancelJobsWithBodyWithResponse Cancel, in one bounded batch, the live jobs that match a filter.
 	//
@@ -7406,8 +7507,8 @@ func (c *ClientWithResponses) InsertJobWithResponse(ctx context.Context, params 
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
-func (c *ClientWithResponses) InsertJobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InsertJobsResponse, error) {
-	rsp, err := c.InsertJobsWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) InsertJobsWithBodyWithResponse(ctx context.Context, params *InsertJobsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InsertJobsResponse, error) {
+	rsp, err := c.InsertJobsWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -7421,8 +7522,8 @@ func (c *ClientWithResponses) InsertJobsWithBodyWithResponse(ctx context.Context
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
-func (c *ClientWithResponses) InsertJobsWithResponse(ctx context.Context, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*InsertJobsResponse, error) {
-	rsp, err := c.InsertJobs(ctx, body, reqEditors...)
+func (c *ClientWithResponses) InsertJobsWithResponse(ctx context.Context, params *InsertJobsParams, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*InsertJobsResponse, error) {
+	rsp, err := c.InsertJobs(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

@@ -167,7 +167,7 @@ func (c *Client) Insert(ctx context.Context, job JobInsert) (*JobInserted, error
 // InsertBatch inserts up to 10 000 jobs in one request and one statement, answering them
 // in request order; one invalid job refuses the batch.
 func (c *Client) InsertBatch(ctx context.Context, jobs []JobInsert) ([]JobInserted, error) {
-	r, err := c.InsertJobsWithResponse(ctx, JobBatch{Jobs: jobs})
+	r, err := c.InsertJobsWithResponse(ctx, nil, JobBatch{Jobs: jobs})
 	if err != nil {
 		return nil, err
 	}
