@@ -78,11 +78,11 @@ func (d *Dispatcher) finishStep(ctl *callControl, f *feeder, st *engine.Step, ou
 			switch {
 			case err != nil:
 				d.log.Error("writing a step's outcome failed; the step will run again after its lease expires",
-					"job_id", st.ID, "err", err)
+					"job_id", st.ID, "err", err, "trace_id", stepTraceID(st))
 			case applied == nil:
 				d.metrics.LeaseLost.WithLabelValues("outcome").Inc()
 				d.log.Warn("outcome refused: the lease token is no longer current (the step was taken back)",
-					"job_id", st.ID, "step", st.Step, "attempt", st.Attempt)
+					"job_id", st.ID, "step", st.Step, "attempt", st.Attempt, "trace_id", stepTraceID(st))
 			case applied.Ready:
 				f.wake() // an outcome only changes its own job, which is on this queue
 			}

@@ -262,3 +262,15 @@ func (c *completer) traceOutcomes(batch []pendingOutcome) trace.Span {
 			attrDBSystem.String("postgresql"), attrDBOp.String("JobApplyOutcomes")))
 	return span
 }
+
+// stepTraceID is the trace id of the step's attempt, or of its job ("" for none): the
+// trace_id field of the dispatcher's log lines about a step.
+func stepTraceID(st *engine.Step) string {
+	if st.Span != nil {
+		if sc := st.Span.SpanContext(); sc.IsValid() {
+			return sc.TraceID().String()
+		}
+	}
+	_, traceparent, _ := claimTrace(st.Trace)
+	return engine.TraceID(&traceparent)
+}
