@@ -25,6 +25,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/gendurable/gendurable/webhook"
 )
 
@@ -35,7 +38,15 @@ type Client struct {
 
 // New returns a client of the server at baseURL ("http://localhost:8080"). Options are the
 // generated ones (WithHTTPClient, WithRequestEditorFn) and [WithBearerToken].
+//
+// Every request carries the trace context of its ctx, written by the global OpenTelemetry
+// propagator (otel.SetTextMapPropagator; none is set unless the program sets one): a job
+// inserted inside a span is then kept in that span's trace, and its steps continue it.
 func New(baseURL string, opts ...ClientOption) (*Client, error) {
+	opts = append([]ClientOption{WithRequestEditorFn(func(ctx context.Context, req *http.Request) error {
+		otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
+		return nil
+	})}, opts...)
 	c, err := NewClientWithResponses(baseURL, opts...)
 	if err != nil {
 		return nil, err
