@@ -1412,8 +1412,9 @@ type InsertJobParams struct {
 	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
 	// job of a batch) is kept in that trace and each of its steps' webhook requests
 	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
-	// the server's span of this request. A value that is not a version-00 traceparent is
-	// ignored, as the recommendation says (docs/observability.md).
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
+	// says (docs/observability.md).
 	Traceparent *Traceparent `json:"traceparent,omitempty"`
 
 	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
@@ -1425,8 +1426,9 @@ type InsertJobsParams struct {
 	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
 	// job of a batch) is kept in that trace and each of its steps' webhook requests
 	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
-	// the server's span of this request. A value that is not a version-00 traceparent is
-	// ignored, as the recommendation says (docs/observability.md).
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
+	// says (docs/observability.md).
 	Traceparent *Traceparent `json:"traceparent,omitempty"`
 
 	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
@@ -1444,6 +1446,20 @@ type ListJobSignalsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// SendSignalParams defines parameters for SendSignal.
+type SendSignalParams struct {
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
+	// says (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
+}
+
 // ListJobStepsParams defines parameters for ListJobSteps.
 type ListJobStepsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
@@ -1459,6 +1475,20 @@ type PutQueueParams struct {
 // GetQueueThroughputParams defines parameters for GetQueueThroughput.
 type GetQueueThroughputParams struct {
 	Minutes *int `form:"minutes,omitempty" json:"minutes,omitempty"`
+}
+
+// SendSignalByKeyParams defines parameters for SendSignalByKey.
+type SendSignalByKeyParams struct {
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
+	// says (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
 }
 
 // GetStepStatsParams defines parameters for GetStepStats.
@@ -1603,7 +1633,7 @@ type ServerInterface interface {
 	ListJobSignals(w http.ResponseWriter, r *http.Request, id JobID, params ListJobSignalsParams)
 	// SendSignal Deliver a signal to a job.
 	// (POST /v1/jobs/{id}/signals)
-	SendSignal(w http.ResponseWriter, r *http.Request, id JobID)
+	SendSignal(w http.ResponseWriter, r *http.Request, id JobID, params SendSignalParams)
 	// ListJobSteps The job's attempt history, oldest first.
 	// (GET /v1/jobs/{id}/steps)
 	ListJobSteps(w http.ResponseWriter, r *http.Request, id JobID, params ListJobStepsParams)
@@ -1645,7 +1675,7 @@ type ServerInterface interface {
 	PutSchedule(w http.ResponseWriter, r *http.Request, name Name)
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	// (POST /v1/signals)
-	SendSignalByKey(w http.ResponseWriter, r *http.Request)
+	SendSignalByKey(w http.ResponseWriter, r *http.Request, params SendSignalByKeyParams)
 	// GetStepStats Throughput, error rate and latency of a queue's or a handler's steps over time.
 	// (GET /v1/stats/steps)
 	GetStepStats(w http.ResponseWriter, r *http.Request, params GetStepStatsParams)
@@ -1819,7 +1849,7 @@ func (_ Unimplemented) ListJobSignals(w http.ResponseWriter, r *http.Request, id
 
 // SendSignal Deliver a signal to a job.
 // (POST /v1/jobs/{id}/signals)
-func (_ Unimplemented) SendSignal(w http.ResponseWriter, r *http.Request, id JobID) {
+func (_ Unimplemented) SendSignal(w http.ResponseWriter, r *http.Request, id JobID, params SendSignalParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1903,7 +1933,7 @@ func (_ Unimplemented) PutSchedule(w http.ResponseWriter, r *http.Request, name 
 
 // SendSignalByKey Deliver a signal to the live job holding a key.
 // (POST /v1/signals)
-func (_ Unimplemented) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
+func (_ Unimplemented) SendSignalByKey(w http.ResponseWriter, r *http.Request, params SendSignalByKeyParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2760,8 +2790,51 @@ func (siw *ServerInterfaceWrapper) SendSignal(w http.ResponseWriter, r *http.Req
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SendSignalParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "traceparent" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("traceparent")]; found {
+		var Traceparent Traceparent
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "traceparent", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "traceparent", valueList[0], &Traceparent, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "traceparent", Err: err})
+			return
+		}
+
+		params.Traceparent = &Traceparent
+
+	}
+
+	// ------------- Optional header parameter "tracestate" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("tracestate")]; found {
+		var Tracestate Tracestate
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "tracestate", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "tracestate", valueList[0], &Tracestate, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tracestate", Err: err})
+			return
+		}
+
+		params.Tracestate = &Tracestate
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.SendSignal(w, r, id)
+		siw.Handler.SendSignal(w, r, id, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3132,8 +3205,54 @@ func (siw *ServerInterfaceWrapper) PutSchedule(w http.ResponseWriter, r *http.Re
 // SendSignalByKey operation middleware
 func (siw *ServerInterfaceWrapper) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SendSignalByKeyParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "traceparent" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("traceparent")]; found {
+		var Traceparent Traceparent
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "traceparent", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "traceparent", valueList[0], &Traceparent, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "traceparent", Err: err})
+			return
+		}
+
+		params.Traceparent = &Traceparent
+
+	}
+
+	// ------------- Optional header parameter "tracestate" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("tracestate")]; found {
+		var Tracestate Tracestate
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "tracestate", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "tracestate", valueList[0], &Tracestate, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tracestate", Err: err})
+			return
+		}
+
+		params.Tracestate = &Tracestate
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.SendSignalByKey(w, r)
+		siw.Handler.SendSignalByKey(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -6063,8 +6182,9 @@ func (response ListJobSignalsdefaultApplicationProblemPlusJSONResponse) VisitLis
 }
 
 type SendSignalRequestObject struct {
-	Id   JobID `json:"id"`
-	Body *SendSignalJSONRequestBody
+	Id     JobID `json:"id"`
+	Params SendSignalParams
+	Body   *SendSignalJSONRequestBody
 }
 
 type SendSignalResponseObject interface {
@@ -7369,7 +7489,8 @@ func (response PutScheduledefaultApplicationProblemPlusJSONResponse) VisitPutSch
 }
 
 type SendSignalByKeyRequestObject struct {
-	Body *SendSignalByKeyJSONRequestBody
+	Params SendSignalByKeyParams
+	Body   *SendSignalByKeyJSONRequestBody
 }
 
 type SendSignalByKeyResponseObject interface {
@@ -8524,10 +8645,11 @@ func (sh *strictHandler) ListJobSignals(w http.ResponseWriter, r *http.Request, 
 }
 
 // SendSignal operation middleware
-func (sh *strictHandler) SendSignal(w http.ResponseWriter, r *http.Request, id JobID) {
+func (sh *strictHandler) SendSignal(w http.ResponseWriter, r *http.Request, id JobID, params SendSignalParams) {
 	var request SendSignalRequestObject
 
 	request.Id = id
+	request.Params = params
 
 	var body SendSignalJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -8913,8 +9035,10 @@ func (sh *strictHandler) PutSchedule(w http.ResponseWriter, r *http.Request, nam
 }
 
 // SendSignalByKey operation middleware
-func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request, params SendSignalByKeyParams) {
 	var request SendSignalByKeyRequestObject
+
+	request.Params = params
 
 	var body SendSignalByKeyJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -8974,224 +9098,224 @@ func (sh *strictHandler) GetStepStats(w http.ResponseWriter, r *http.Request, pa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H2Nchs3muCroHh7JXLToihZzsRSTd0qtpM447E1llOpvdBHgt0gCbMJcBqgKMbjqn2afYN7gXuUfZIr",
-	"fB+A/iGabOrHjmddUzWR2d34/f5/P7RiOV9IwYRWrbMPrQXN6JxplsG/XiRsvpCaiXj9F7Y2vyRMxRlf",
-	"aC5F66x1QTK2YFSTFddTLoieMqJYds2yA0V4/jFZcZHIFWn/+PzVs1/eXHz/8vngxbPnf718/fb5q6f/",
-	"Pvj1xatnr3+N+iJhY7pMNTk5nXYIFWrFMgWjvpcj+O+MrcmYZ0qTOU1YRGiqJKFjzTLCNRlzwdWUJd2+",
-	"aEUtbpY4ZTRhWStqCTpnrbPilg7NnqKWiqdsTs3m5vTmJRMTPW2dPT4+iVpzLty/j6OWXi/MAEpnXExa",
-	"Hz9GrZ/l6MUz8yHMtKB6ms/Dk1bUytjflzxjSetMZ0tWnGossznV5j2hvz1twVx8vpwXZ+JCswnLYKpX",
-	"MGpwJvjPtrn+JWPj1lnrfxzlV32ET9URjGsmuMzYmGWbV/zmh6fkTyenvS4ZZkwvM/FnWClNh4SqmSJj",
-	"mREq7F0BHMilJpSMZLIm7ZPeaSciqynLmLm+vpALllEzNJHjsblcKdg5oWJNpJ6yjCxgGUzEjHBF+ETI",
-	"bOt12mXX3OLJ429D9/Y2ozFb0IwJvbnht1NGYpqmAMO/PnpKtHmbxFJodqNJe6r1Qp0dHa1Wq+7qUVdm",
-	"k6O3b47gpUP70lHnzANtm12zbN0X5m85NgdDdTztmN3N2EITwBqq7SxUJITReGpe5VoRpdlCHZAVG02l",
-	"nBFzx0xp1RcxzTLOFKFkqPPdDPG7LvmV6ykMycWESEHar98+fzn4V6KY1lxMVMet70AR/JRw1Rcl/FUL",
-	"am6J6ClXbuYuuSDXNF0yXDRXREhz29csU1yKw16PFJYDY9o7jAhFTM5YLOdzJhIEA0XXirQTGasjOTJz",
-	"0xFPuV5350lny70XZtmKwjWXrzTVLHz3/srhHdznRDIFsF057bbdnId7rjvdrUvGiWtW/N3xk8CSPxrc",
-	"VgspFAOi/D1N3uBtmH8ByCEc08Ui5TEc69Eik6OUzb95r8zGPjSkBpf4FU66eTSA0/bOr2nKE/Lz1etX",
-	"pC0zMpVpokhCNbXU2Fw1PAVw6XRbH6PWUynGKY8/+brjKRUTg8JpyhN3kwiLSi6zmB0oEi8zAFm4IFjt",
-	"DzIb8SRh4lMv9+LyBfC5qccYmhAVywU7t1tRRDCWAN1N5lyYt2HJr6T+QS5F8ilX/EoStYyn/ixhIe79",
-	"T7iOC0EMr3py+vhPxA4OS3kr5UuaTdjnQhZ5bbFB8d8ZSfmca1jXL4Iu9VRm/Hf2Se/rYqmnTGg7PqxQ",
-	"AN8xaxwxmpnlyhkTRGYeFLkic64UF5OIrDJpmEpGMnYtZyyxu1lkMmZK0VH6yY/aMqcSaTonQ5ZlMlND",
-	"YuivQrY6ogkZc5aaRX90VBio6sXlCyviLjIjpGiO1DbOGNUsGVBdEtsSqtmh5iB5VQh2ZGS/kIhXFeui",
-	"VkqVHizV9uHFMk3xVFGw25hOWNlw44ERpvhNmM3N2PpAWVE6ntKMxkbo74a2Y+/5TmsE8mU+Z8IIub+1",
-	"gHCB2EqT1rsQo84F2t9QmraCLg7ldxcVr6hypKW155PI0XsWa7MsvPWnMACAapJwc0g0vSxAwZimikUV",
-	"wHCnXhQ3e70dSsOdD6J0Brt2BGBI0/T1uHX223YMs+D/MarC/yyk91kAIu1JMhv813/8Z+eMqKlcCSJF",
-	"zCKiNAhFUqRrI/VRw8mmAdCq7M1Mtbmld35TLzmKPOUF0gUfzNga/uaazdUuYuK36maiWUbXG6vx4wZP",
-	"GdSdixXleifYlI/ukmYzrxwsheYpoUTxiaApEKrEaARD/EENiRHzr5kibaMi2ddWU0Oc51xrlnT6QmZk",
-	"aNBQLvWQLKhS5nVh1I7ym0Z2nxvlw+gEdiiQbnGOhKymPLVqmtE7SEYFWdEZU0a1phouF0Xy8g3YxZYu",
-	"YE+sKN9E1PLy+Vbd1RIdI2bCIHgIuz57tkQNFG685mafScH2vNgfwPbgrxa1hYypZaqH54TmahbR0vCf",
-	"6iniq/vtuX4DP1Ce7rsBylO/fCFXkddqMqazNReTJtsApntfu3jFbvbFrzdLNEMJo6wDGLdRIRkmLKXr",
-	"YSciRnc22yFDALPh5ibg1eZwdCt4rd/1G3Pct9y2onOG26YTygUp7Z202Q0uitOUjGg8k+NxmUicG1yP",
-	"5VJoBeqF1my+0PdwQvcKF1cLuhJ7ntALoVimyTCe8jTJmBiC0LvYJMdgsCFSMDR+sDkoYt60uHEUbsDG",
-	"DAhW/9R8ZXY0pzcv8KvjXs+QynughRVW5lcYZmVr+GjTuCvWBQ2etI2MR8AUNDbyFRg6bg4n8tAOaUT6",
-	"7hu6+qvRAibMjP19xugMrYqVM5NCsXip+TUbjClPlxn+vikiGzweGK2BWfmzvMjXCyYiBGGP9fA2mdM1",
-	"mchzMqXp+FCWX8uWQhgCgG9yRSb8mgmyXIA5M5UKIP52kq6Z6o7CshlCBaQubvQYUNPwXAnOVVprvbKx",
-	"oEvFBkAQ9kFc+CwJy4BuHUrTtRH4FkzYExQT0HqpIIVpz8nl66u3pNvtHhluN2cFmXAkZcpoYcY7naAd",
-	"ImPU6pm7vwAQM8eVXdN0rwMqfTmY05tbcY7y6capVCwBQ7SyFMlQ9XM8Y0O1FNImpFll2EegH8CrXqiz",
-	"wJ4tBWh5Tv3AiVoIdK2o5b8M6CJRS08zpqYyTULIWqE6+bsbpxs8tDKEupOJwrSiiGdVIuEQyMNuEaSq",
-	"sBEiiZZsXS73FT4MTkypSNB5EPMsXnLtsQSt3ONUrsBRkMm0Ozccl46UEanALqHIjLGFuS+eIeHdZDgV",
-	"RG6m4OUw927DIlSiJ0UEhpmQ5NhtWXjjGjmBQeLknPRbPdVvEVQ68KMueWZ9ecfTbhjB7rzwX6k5XTaW",
-	"6F2y1gyEczk28gtsyO7unCRyOUpZQkZrtAYZaGIJfpCv97Hq1qP1nddsQAROV2mywvXrFTM4beYrHNtj",
-	"NF+WMK481NMcMYhDDNKOpRAsBtseGsAiYhUjFZHHNzcdVPrgZAq85Jz0iF5mApQ9OR4X7q9nQHBOb6x/",
-	"stdDOcV7LHtBj+UmVi3T2Q88dVDbHKueA/kD9CCKaSJolsmVst7mFDd7bjTUlFFl9FQWEaMV0zQdRsR6",
-	"rwxZ2sQlmqYBySc2g1iy6zzPFM8UjJkGJ+Q5GBtjOR9xYV1A1omJmBxmbt5Y5dC3cqf4GNTtDKX3WlFk",
-	"gzq7sREl6gfH583HtbjfzJcctWZsPagzPf4sR4qsplKhAUlpmmnrkOHawllzH3zU+vuSLVnThRmOsgwI",
-	"Vk+piFl6BmKhERIiwm4AscQkItRgKReTLgG97MxSDaNGmq9ShKpGgv/PcnSFS/gIG3Nyf8ASFcSegttv",
-	"D0Pl2OPctrUVsPNj1AI3BR4UEAFE+xAtm0uIxbBmpffmesFhDG5uoumMqU3ysTPcoShH2PW/qz0UZzep",
-	"qmVUTEKCK4CgfUra1N6jU3oNqpv3mUio+be/Ze81nHe6Qfl6HsS5v5aOJmNzysU5yHVWQ9cSTikX4eDk",
-	"QsRjQ6vDDdqZQ+fzjI3kUsTsVqpywU8KVoXEDgaIG8s0pQvFCBdagrIMRi8QNlE4WDCRcDHpi7ZDK1C4",
-	"UUaIU8rnLOmcISOegI3TfKcV4WKx1KicL9UUfx/ReEa07IvhgmVcJkMyzuQcrVQ4Ykq10ziGc3ozMFg7",
-	"LPiiOar/wPvmNGEQJvF2yjAyw0jFYN8kfgKj9IM11d68kESwlRunbaizLkzVifxx9YVZjNK4k3OYvsgY",
-	"CAV5xdBAtDCEF/faLMceVISxGQAf9uU5WGYpLOq9HMFmnK9uksoRTUk75TNGhjO2HnbOCBdxukysgdeJ",
-	"c1yY49USxU77qyJ0QTPdJa+ktoZMM0ZEhoWYroH5Cc4BBqzEVRGMfuhEZJgtxYDqIXBktEOFjMjWz7An",
-	"+XfHv5e+Bhe8l5W46qXwgwSRzn0ZCJf7UZLEPkavOVWk33rc681VvxWRfutRz/5xPH3Um/dboKrd0PnC",
-	"qK7mKSgwWrPMDPh/2r/1Dp+8+6bd73fxr87/agv1j6X6x//7v+ofc/UP9Y/5P6adzjf/EuLrPxhwfO4M",
-	"c1WuwUIy5yXVUwe18EpEWHfSBep29OhokXGZcb0O+hHn1jC06arcoPgMtEb3QeiUf7Rqc0Wcu6Y8dS7o",
-	"ink7Y4yoVGplyEaYhN/G2WsBd+N3z0I3p1FTmiU19q7lItlzCUH4xNn9VFHhZCoO08KEdeccdrxNDJFr",
-	"bPSE+9rlc8Mh65bRRB8vL9HfwRbt5TjaekO79nSFb1Z3gjPX7eTKD5/LVxsWfafimEM5UBZ0DesASQX8",
-	"qyXJ6tvTXbv6Ccn7UynGfLJ5odYhMBhRxfYhqO67PS1fo9w4vFUwta/dEj0Nh7BejDoL85bwiWsul2qg",
-	"WJwxPWA3C54xFbRD/wJmEW9gdp8S/JQozdMUnK7KiJyZ1HAMBxgelNJF5/YGZ5wiuIO9PaK3oT9Ra5ml",
-	"u4m6jVww7/o15yusXFRUBsYyjOWgsx8ps+AfpmZO9GlM0MrItIuy+eG3LGx/+vaHxliznQAClkjxTjrs",
-	"YbuMbld8Ag4ci17t1VSxeEC+IeYkvj0F658zBx1/S0ZrzVTnnEyYYBmYQABT0fBasTpAuEJBxMKhf7s4",
-	"/N/08Pfe4ZNvjt598+cPvejkY1Cmug3KZQEb1FTrxdnRkZGaXcQ5+eXNS1THNFsgK7h8ffWWJUTLjU2c",
-	"flcSnr/bJTaYRQRhk9HUDFDFF6veDeZ8gjupoa65zWX7/Pa90BJ+lqOApIcgFRCyLaw5KTUP7GWLM9JD",
-	"LY+ij9xcTMrA3mYDIEHDMqqfkBqtUyw5J9S7f0HNNbqSAl01NQBmhjpQzleuwqKlfXpHv5YzRoUxwoYQ",
-	"oefevol6OTWLHcvMenH/TKhYd0p2q82owvBavFsaDSMDG3vJih6horlTCrwAVBgbueJuw+adcWJQG69W",
-	"Ml/4KB2qrD7t1Py29cYAgRBSsE5Ql2Epn/BRGnZK/wrExZsTYaY5XZsfzq2BiSYpF85LAXdlr6Y87+2g",
-	"5BaxFlHLQfid4LNgKb59VCyYTfZdflPgMjyBVUS52+0VR5Irgfvd+f5uSRRjqwY1B1UzQfF7S5OLESmB",
-	"t6yOHn7qDeqbYcBUs4HXqJo5wt6A9jjn+g0b1zjDMAkJXXdmCgyRJ23FGMmnVIAONUeQs4rCB5toiX6k",
-	"whyOCiQZXSmwKEYFP+KIGfKZj1hDGhoJi+Vz2CSmtwn+w/D1ZJmygVNhNk/XvVKwLfrMtJzeUBKn3Gwt",
-	"4cm2gy6GMdupNY9n4anNE8eE65dxB73nNjGiuTjS2FFj2HvI+epEB5DGwkxf70o09MlmNqwyz8pDGS+W",
-	"QnOxZGXYczeIcgoO0Bc2+dDmHroUxojUJPV5qzMOaXMFIR0EvKeQ2NkXakFXgiUEaIqXPp2wg/fp3uG6",
-	"S15oZXMZeQJRohhudWB/RdPvptS8X1IeZE6G8vGaMe/b6LgrOmMhTr/GmNiZFQ3BkQCOnTMbYx0RR469",
-	"I74BhoXyH5A050zWQ3OBppclE8dL82AaS2icjGCh24unm3o4mhOrYlyRVwX4Tr1eXpYzaqT976mOp3uq",
-	"wu/lqLnu/rMcoY8rGIC53TNbvBaYdNsm6pyTt1stS3baGbat6BnTLiq8EfM2etdmQoi75IG7yLAc4V/T",
-	"UtO0RjfExIGBhZ+G4qH7yg+885uqqlkaYHMZG4uPApsOJ6rkgLUf9AbUpD09YUnB1bvV8ODeg2/2DOLe",
-	"MxCk4i0M6OrIH8K+Q9I2LAjjCABPOqg82acrDi5bDCk9uj4+MqB/iwiSRtqGC5LOFY2qNJBlLEW/3oyt",
-	"zwklisVSJDmT5SkjlKT82vJuSJjmkFwBYVfASa1AdAsv6K1NbEV1YHsOpn1v36ibst6wj5S8VZq/Ytcs",
-	"o2lBnlekjUmey3jGMF2pc+ZMPdbDn65ROMDYLvsm5F31hbsSRVaMT6Y6AqsQVyRhI24kPYg5oGnqEwNs",
-	"yRNw0qPQhFEJwsg5ufM838eQtM34UrBD1CkM7eqckQm/NtLXSOppIcTe1j+4jYKRM7XvAtoGeORv6V90",
-	"NKCGyXhOdUc24+hZyAedMZDywGaXLVkuFFtkc8EpCUanUBeLQmwRDnMFRXNQOFIvYckSE5fDxq3KuZRe",
-	"r+UOl9YBfjdxIKRCQgx0vMyUbGKOCIkN5TFq7vfKK1AugtyZuSBSwYbNtQqmyqiVSGGeYuBcy5kOU5YE",
-	"Y8xfMqrY8xvNRIIHX/HpNjXgbN/xxjCh/cJSDEbtx80hfb60ruUSBOXtS8LPQut4FdTvXzKtWaYikvAJ",
-	"1yoiB4ODiBx0zf+dmf87PDgnx4fHJ99VMrwL3o3cr/Eu/3PQPTt896EXHZ/8KezkKGnV5mzE2iJ6+JQQ",
-	"BHdZbwrwvy0TCQitGWtTjdpEi007lv9FLOcjYIGbqL0ZIl+/gh0pUK+XOpZzdgFhw0kQ9QeNLaN7Wy82",
-	"0Rw1ti3elsuCPOCjEx5XD6SHDBUsZaUohCfbA8NLpUGqFN+pJ2GDdnMKWYhrChBKLpSmVlIOGpWWNeZZ",
-	"zXUa/gp/+FCI1Fpm4mzCRLLMDHSe2bIXZ1CaAsXpndRgDVUOcNKtN/Y3J41VncNWiw4oZxDruusYYdyn",
-	"+Oodoi+4GIxTI0/tGX4h04QpPXDs5R7ywcIuqoxpJsIBe2+njICse2BkMvuakSCK7kDlnWpoZSMWaxoa",
-	"UjVbDEYysZe2NW9Us8X38OYVlvG6l3gxG5fhU6XKVxZZMCov1ENQ8Jb2i8ooQtmml7fg72xAH3PBotn7",
-	"iU3zb/BqLto0e98KO81e9iLULawZ9yN+Ve4jHCMDqNCcDCNd2mWxsoPWLuU2UTGW8AUC6qRgZMHjGeps",
-	"ilANGQwbKQq7tOYNwlZRTsF6byazNMFWR7L2YVtLYzOtaqey3pSO3TlP7Se5gjw1zOZwRLBM92iGpnif",
-	"AOhtGbLsdSiU/Xzz/O3zV29fvH7VvTv1C+XJGEXY1yq10kurFSzQBcr/gYKAgEIB09ygEDLFbBBwr3kH",
-	"ODDMEBBo/8LW1uAzpdeMULuWhonco2WmKtQeEhvzl71oeyumXcuRM+ufaTDvfbGlDN0WuOXIn+h+LMZf",
-	"UZisVcxM+9lbdtK34uhbF3cLQucAoZJyJJXGEm7KgxbaG8vOVnd51eDoOjqU324WdtTZKZOEJWTBMmsC",
-	"bTZpUG1wMwaO1APF1jPdX3e35t1dd28rSDlUaWIHRaNik8F/xTeDKFG33V9ZzonqQsrtBfl6ypBBBCZL",
-	"rlWBBu0bLX9lvfv3Uz0vzqQIkp+twUW3iRmCWnFbFPDdETcwgubx7GEK+IE9LrfWbvIwCFc08zdP5rUB",
-	"50ULnppx8AGnqVwFTXLbxI76gCGzgt+thH0PPvgwgwBoKcxVdI87h7lzgrutF7Sd4glXrrMMH/txHIcR",
-	"YYbjomGasxuPYbu4TT70tmXtz2ocUpZB8LHNaIzIt+jqQIpv7UIRocS9LzPS/repXGbpukNkRvqtf0MX",
-	"DCS8lbPc/vXoMflX/F8lqvnxtzt9Yfu6KPf0/hWwJxcvEXGq1NZglc3SFBIILoTUYFxUXpbF3diByrNG",
-	"zMtcgbOwWKtlDzz1i7O3uQVvmxxTEZXzff/y9mkrUIb3xcWrC+K+8GmOz5cGoI4uacarbtpvT3chu8Xy",
-	"bb6nK0gFeGMza/YE78K1Ni7cU5OagGR55VMTgjkHnftMOgipQRgOHi68tZzXRms/ZLHb+jwruk4lTfYO",
-	"5WN/3zz9Z8wgTbYmMktsPwLuA+bOyHFETiLy6L/+4z+bqFqhICwza5QbzXDlFebgD/ld7c2E/YChSppb",
-	"2QLe8k6mYIetX84Vw6LhD1//tuFle5LbVAbO9/G961Wyv9S/Z9zF5zkCjL/bfRD6rs4mGKj5+ys5qwtC",
-	"xtwUCPutpqY482WDghf5gqLckwWzBs8hr7K4X/WLCxvrCiqStDEF56AiAc90Ua0YAXmgyFKkTEEsD2bf",
-	"SBEo2tUgwisQ0/XA8VkPEPpE2sJwfQyymS/0utPIivZHDmHaIwDmysaK1+aqBax53vrZzGab20FrEirs",
-	"bAe+aQu2InAZbtip50DBr7YmpodtG3huTbKuXQzGW0PEE7q6oJrJiivW6ZKfIBwPjcFYisW8jUHov2Lf",
-	"mkOgSXqZMYymwnLTYHjQpYp5KDM1yvRwZTQGpfS13ET1YDlQmxqH1otB7jfebTRoTFElxg5s4pzRWm1l",
-	"qgij7yOSQNmzMeVphAWbIUqBuspwZy74PIJ80gGcT0TyanHul2JgTIKCUshLnu0rJ7o0ikZCVjUo3Z1E",
-	"+bRLCynfXhlA8nB3i211uIvlhfdkGL9CEXUMM3SdmlzvMtSKYbnkpNc7I+yGxjr19YUDN9kXG1fZJb+I",
-	"mZArUawgZIMESVvnSA8fKaNujWgycG2DbCOlOb0p7uUYyGrll4D7dTeDyGvhF3yquz+BIuvWVdrsC6hq",
-	"bu1izb6ACuLoHMvWzT7B8tsGYl2V6d3fYEHqsCaW0+tNz0OhoNs+xH9dQ/ox0hUHPVAYsYTE39BW4XJM",
-	"bc82i1QkYwsJCbB6msnlZOrTos1sDfPuLKTd205KXKqYqqahl9wKMp8MlkD1IeqIG5I8hxk5ceucw6aL",
-	"G8PEKHcGC6nMCbTzRl4KXShN9l91T9hbLRzLu62A4RyaJeNKodRtldzweOqzzYv1Yh2/N6zeTU0sK3fd",
-	"GQ2ETLnSMluTdkwXCyw2WfDQXr19fjn4/vWzfx88vbiE+mwRmYBMZ+ub8cyPsKCZBjLZOctLkGJ6PJr3",
-	"SnliCU8gr55BXHyA9pnrS7AjYJqWxoEf5XhsfxRWxnaWscJh0TQ1DGM83rSQRa2bQ/PF4TXNQFQ3n+bX",
-	"8EM+SP7jBQyX//u1GTi/vUDHoJH9dS/Bw7LQKqN/r6TIw5tBDINaFubgFTNojR3YXLMpOGbsuBYR6Ffo",
-	"RbX8JcOqzHl0iicIDZmilvlmv4ND7SA/kLcwAuiPv9fog2YhRtrjvzMDB7gjR6KgsVTMQERs+yIetlsb",
-	"gnRMF1Gl8SR02bLd90J5mEvh47hrWnUZklKsW14XwFBGj/Z35C/8ezJa+6gvlzQQL6GuHkYR7NBs7fVH",
-	"CDv26IrLrqMfXr+9cxOOe8rdb5qGf8uE5zvGv4JwmfuH0JLihclKbmTdmd+lHAlXtifJMcBvnmyus3Xn",
-	"/mrS/fHLMOwuhlDvV7xl4neDLG7S7pXvJXgnzXJzHXBtT6+t5ucWbrsO/iApIQBo2E1QMUWmjGZ6xChK",
-	"Ak7EsbVG1FrE00wKqE5mYNF2PfGZEIGePnsnW0R3y4GIWjsSM8w5vM614z1L9IOK65ocjgtJ7SIp6WfI",
-	"WyLsYRZS7/qinWuNnVBZ068a1H4aVAFwwurNgcLr68J7pbCHOybZmJusccsY2tDcKWNQfqdLBoasW0ah",
-	"0HeNtGLBFpJfK7BppSeFJVRuDu3vqqucOlffv6iuPEtewgBkNBffqUH1oJqMZZrKFaCJuccDRd5LLkB+",
-	"gwLhx71er3m1lFyyCaRv+FTscL3tp/YxFvCaypXwDTZ8VYgwo32PfH3Xwmz6Xcoa1NzLyXWetx6qHekc",
-	"htZTokiCbkxfqz8/biOmuqLQBIPvrQhRPOz9zrrOjZinxofPOrBwf+qkjf/xfdg6Te9h70obeQcVNHhm",
-	"TE0JaPtYPAWZeymQAjecA1OhEuW7BrmSedGAloOEOlSudcR/Oa72Lb1Ygw7w2qPQNJTjgXGH5fSp4zlU",
-	"ut5Y/ziT81C0Pc10XpUaijdtBlQ3lZhrW/oQqgzwQRm9IihT6xdcURWuN7OQXOj9GAic1aX5LoSWXjau",
-	"SVeqX6nbSu1atQwUzjJSJJ4uFDy0IcXtFViiMG1eyFWn+XGvuEjkKrwDfEZiCQQQHUno1zGLsBHgYPCz",
-	"zdD8VRfgZ9oLQlAFlO0yXFx5ywIYnIK/tq3gjFcUUAd3QOm+8Jn44KugcglMOK9miUY6KPIFNBOmlbNO",
-	"wwSDPHdp23S2e5JrjgDyoQW8tvNdgBgz0FIOUppNWARuCfTyNV1MSrGASCgx+JJlMTPqC/PlPp1udeAL",
-	"7YPtc87TlNvoxMiFBZ12H5P/if6TOU+SFHUkNG5OMjq3t1TmL9atbZ8F5KnF417DJInFk8eN33zS6M0K",
-	"fJul4DQ4RAiU5WzLRWOnHlsr1XFTmeV5QFwrW0yuxiXZ9Jq9etEU5ChCHBTYBIMNaVu3Z9G/6Z2eVbdm",
-	"JyLUCrdA05yh2nbJaNpU8dZFiLBP3azldl7Iz7P5ejh06Mreop/Gmmcq0LfJaypp1kFKgglreMjubj0V",
-	"uSPZ+AFvzXss2pt9yQq+zqYAM+diWU1H2m6QuOVN2Yk28yjrL2ir6lfLVjCodJlxvb4yooAVjxjNUDAB",
-	"+QDMyPiTH8AAfOvjR7DZjWWo74jNQwdUVSy75jGD2klS6UnGrv72Eq/eNtyBKjqA9EAPbSAUdRpmty+e",
-	"QrlIVzvXZgOKxGiHXhc49yZ07hrZqLwmLijAESiwOGEf4oasZonVDV1YyC9vXpK2GdXh/pWmIqFZ4gJM",
-	"FFrdXSElZ7npC6j/khdVtMoI1axLrhgj0JBxkUktY2jG6I1/sHn/oC/6AsoJoOP9zQ9PyZPTx38iNqvf",
-	"DLOcw3m0oT1cDHznyD7+5r2SotMlvzo3DnoV+gI0GKRlglxcvkCLVGQ9XkfXx9gmSjCWKDK09r3fYewz",
-	"8j3AAOkve71HMXwIfzLbXMfWKmjlNQhaUeuaZcqWb+ged3uu1Sxd8NZZ61G3132ExUGmAHhHUyj9/Tv0",
-	"+kAB3dARmP9F0jpr/ci0rQ6eezrhy5Nez4a8aRuGWDyW97YlK4q7O8vs4wwA3RXtc9Et4Uzr7Ld3UUst",
-	"53NqOAnIki7tliuyBA1Q0wk4r/xOVOudGeQoYzRZb93rG/PG59kqTA0Js497j7bMV4S45vO6ihyBiV9J",
-	"TTI7+Y6jTqimI6oY1q+i8dS3/MIS8chSa8//+viILvjhjK1V7SW85EpfXL74i3nnAe8Bp4DUncCRYBXh",
-	"GVsbfnUtZ9CIBRzsTnD4GLVOe8d1s/hlH/0iqMVpLOx4ine7/aMfZDbiScJsiSobLbDrq/yKi9dmtgiE",
-	"x5y6EeGubbO0GeYns7li6TVTnS65SOZcEBXLBau9RqMxqcC1YdtJPNVW5MIjnPP8Hq8MJ8JLyzmuLQxU",
-	"AZfjB5k7CUGMfWQBo7f7tr6nibMAfzpYOj1u8MVbKV8aRQ4+ODlpsi5LgoEF3R1k8Swdw4RSizrvewdB",
-	"Llz5oACRrpuBboUCHX3gyUeUo4xCvQnSbwDzCyBdgq3TQPEJJBWfkjic4jq2f/FK6h/kUiSf7ULxYAoX",
-	"2pjW0IzOmYaWPb99aHFzykZ2ccbJMzRUlulAVMDpDT1ga0/SdxZEfNezWg71I7zxgPzJt2Sr5U5mkbcH",
-	"tfvgKijDFpIe7Jry6yz2Qc8xEI736MOMrbfi3zP4/Udf03oH9uHrSYlWULJIKRfkL38+Lq3TPAa3wldc",
-	"3cTVuYRyJXvca1QrT4dv737RJIQib21Pvbvc75dwW68F2++iKhR189SqaOK6ExaaooPfcZMUz7zkF6bF",
-	"eyXefXwXtaztq+IjtMG7FFYVVQAVEDuZ2/q7eYtvMDZABL/mc0baf/nzcafbF1eBfotkiI0hhySTK3VO",
-	"5jJjBH8iKdP4b2uGB8sz2E9GS7XuCzN9xmzoCVjWsKMjF8QcfJqyFFX3MqJcLnNEuX+52bXVbCQyf3LU",
-	"/Coq34kPM02WC6IlGdra02Cms1HcXG0gB2IEK5Yn286siz0Ta8Whn9xLD2k5KXR2rBWK7Gr/CHJRxiZc",
-	"aYjv8KvKDzvvFVk96KMPhp42kIx+8mGIjYWjr+JOrbiz/Y7qJZzaW7h3yHddSMMk9c6Q/+UIPLuuqiLj",
-	"hKbJX7H5v3XixgXU+fARFV74GKKDe0gmzEgQha6jQ6zr8V//8Z9DlyW+we2LQHP/DL/QavYT8/xbQOpX",
-	"/n838oVMBkLhplRMWO7CuxXbMTMuMbDstmgk64JaCzngvrkttDBLXDctDaEINgAwL59kexJDXKRcMGG+",
-	"7AsoNZEsc1mGvDFrN9J+IQYKRnQDGIEolZA2CIcFsYxTLiYhqRxGY38w+h5hGT+7H9zMV66+YUE251Kp",
-	"OxDzLF5y7c+OioSkfKxtnY+lYoRrEkN1rT1RRmqq2WFeLOpeMefZ0mjEsEobNYfyZTEPmMQ0y0A5X0l0",
-	"zWvI0mwb5gX5IWkSQZ+/2KzTTK6hc4qjFYf+o05ElHTx5ZkiMRVErbiGdFSr1MqV0Wddo78K1sBhWJC+",
-	"ci3gH4LNVYqBfbS87g+ApKh/GUTNi4T90dnd3nj9hfDHRUpjG1pf6icfQZaxwyyZgoeXQO8GnzuPBeMs",
-	"2m2nCa67T62K/DN23wl5NP6+ZNk6t6O5NLNmcOnK14THyotoNBqslFUZHrHQmPIe1mcT6GpthBuhvTXp",
-	"K6rcgdblYZpZoCSVN1lWz8fV3Nx/O+FCrbazkotU9dUeF3RSuwjbjKnmHB6dlJv59A6fvPsmWCEwfMTY",
-	"la04eN7xpVeoA/x4Vw0mw6IejLy6tlkBwmpUPjy+W5PDz2Ka4wqD5iLDBXwKT5GMYCPPj3Wc/6R37Osx",
-	"ACd5L0fnLjB2OGPrIUb0FToOtl3sXZTbviNfjK3TFzSFUB8M6I/ISa/npsDOhCAtDIt9zs6g/9qwS37F",
-	"KLa+GFZ6OQ6JYkwU6zD6nPpCd0gnvbTtuZKTUzLtwBL6wm8T4hDNWmZs7YrJhRcUkdWUaoY1AZStv+NW",
-	"2RdD1/xtaHUAcA34LnGFg8KQGJtv1ckbN1ZOpy/ey1FEJvya2QgEyOuF9UFMZUJGNJ5FbsG2tZ07voCo",
-	"hG30foZUo/1ExsIFYJHynV+8LXSpbvo65isj2t+/+Fboz/tpjRSlVrub5OYix6YSsji/MpTcCnU0tR3P",
-	"OQTL+7dcb1CatyMMtSwE4nafEUs7dumefbXC3AOpx8MEAdJG0lcofEFIPPKda8JE/8IWFePCK3dQ5vYc",
-	"hucCJVRIjoQKSAiXq6lMGfbR7dbTGbU3oflDkg1sHf7pqUax2/cWlCJtmZEiw+pEG7f5Fe3uD+3Q/3nc",
-	"I71eD3UBLrAtkwHEORN6B0Zir6x6lHwL9d3Lbta5gQVDux2zUOVMbRQDcGSbbOGMAn0B35g5mEio0FAX",
-	"aVjqcQ3BiXZhQ5JIps4IzRMrjH5aLLBrpBMpYhZB6poPeoD6FtqKR1BWwdUJaY9TOpmwhAxxjoGFTpYM",
-	"zwkl9imIPIRjxremkLggIOkagiUiNNt2umSI5tRkiI9cQS/ztX0Cldj6orhpF0x9ToZzmbEhUXSt8oOF",
-	"m8zYHAzDkCQBs9lSJlwTrvoCyn90yYVL2BvzVKOd19aHOyM0NpS5sCLs1/yh38KX+60z8qHfomlq/gIy",
-	"8jEorj2Fk7Jk9CFI2/fLdOZx/dNSN5y6jrJB8UuQbLBTu73TPzoR+yyWZwCSyJEgI/AloBnoeIrVCD3B",
-	"QD0H4N2gHADjDkrlEyhvQahsXqVBX9cbsJZumXk4U30BhKuGOsFikDh1yQWiVkHTqnbBVyRlY200UHMw",
-	"bTkmynZ3V1OaodcGxGur7ZolAR6bpSSGyNRRib7YTibILaiEVUlvQSagMM5XKvHFUInek91fPJVinHLM",
-	"+/xMdmzIeq6nKnXYfQsi4/Ii6iJe0GDxkIL2M+wSXeNkcdryP3mUixdVOMhKI3mDIqWrfYSSVticuJeO",
-	"97McvXjW8skPVfFzf4emG7DOrnlRL8hyVYBf69c/3xRqfUF7FGv7wsm1NMv4teFHp70ntlSQtyg6a47L",
-	"fd8q4z0whG+BbULH2qboWfbxx/bvfxH0E++1KJVABVeN/bc8UjWgjEfFUmrbvH1P87JTDZx+X31AD+0D",
-	"+iIIf6ga327v0f2Qe19R9D4ofhklfnJDX2Gp1IeQi6EG3xs2/tRCMcz7/EYzI5IFI9Pts9sLwg9Okr8I",
-	"cx+eI+rQkGFTV+y2DUVGgOWDMZ0l5KR30iniji3NuUndC+1Y7lfoqdakrdahDfcJ2ez4gqWsFJ2zvrBl",
-	"//Nox2JHkg4KQb6wPE7rjHk5nYHsEHBeBAWiQjeFh4rjKtT5/cS4a6e9gNS2sDcQH33F3TvHYclMl7px",
-	"1GBvIyzN7WD3yqac6ebzCf9Rrhp9AfnJX4bpZClsh6yAfcQaC31/dEcNFTSPAfUbS826wmZNNIRCEeBt",
-	"CsKVry7bQD/YIsFjO8rmvfQeVIYvdD4NukhH8ua/jwwPVptqBWdfThkqCllPW1k4ca1cby3b10eUneQR",
-	"ZbZjJ09AFllNmZ5CLBVZyRnzwVjtajNP9/dYZn3hoywh3gXjZtd25E6XXLhJINzFW2KsEOJGUpquwWkL",
-	"ztHc1MWVLTMNLVZUXma6aN7xlQzfy1FIgLliIrlypaAfRHzJm+s2kl5O7n/moDn+mSsv/k8Xef7PKSLZ",
-	"+yK0ijNh0rDJdVwDg608B1765+I4rqVDAAd+whZm/304jqtwa3u3lXnP/RuPIFVhO9D9DV95QACAGbaX",
-	"BbC12503xblOPn+RgMrC0Bi94dixx+yRHv9dKBRQ56r7m00ledizr9NnYJn/HVx1e97iPWeoW5uPnrIw",
-	"nJMFy2x4fESwnH/GaFIM0rLZKtqcSV+0vUwFImoe1w/tJw3QcCx2CxESlxkbs+zMPFlm4s/AB2g6NIKk",
-	"76B00jst5M77VtXuJ1gnF5MzCOk3HBD2Z+sVU4hytf0ul3Om+gKPkqyoOeJwQR0H+vsdNW7mwYJXYVGf",
-	"IS+/IZoGS4dAUyZsXoop24azsIS0626+c06EhEs20D/F1uFmXHyfiZgdOovbxmzDymDdkgRSdXd9/BpF",
-	"e2/VNi3xyAsJgH/dXXwb0DCyKBgRLg7HKZ9MNTbqhEiUTmOedaRL1e23sq9CIfxGciuWcldhyfXbkuB6",
-	"evo5BdfCxuo8npILDeQbN2UNUo4623aGdsM5gRVrwFM551qDaeGLypvDLgV+k4XdS1Fgcu0J075DC5lS",
-	"RWwTEeAU5gwKzTvuiwVbWM6oZoegH22Xfd9AEU947QHhyM+yXQY2iyaw6D9EdazCanaVICscd+PiWP5Q",
-	"9imPlUtOtgPR18oatfWy8gv0oTT+0G5RKHTLfT0AptSJQveBI1+O2tIIB+9XWflZjmxWPtc2EcOsYgCr",
-	"OCMf0JQMYeArZsSLj0NIp3Kh4kgF4Mu+KHyqzshv3W73nRE+ad46UIoY5ZgZWx84ALUB6UOcYIiOcUXa",
-	"QJj6wr7ENaxTRdCmPmEjrvOQxE6N0lGG4vvXH/z4n0GH2B95vsrld8HQCxuxYeHRyEG2IcWYu/BYwAAP",
-	"waDnQ/szlwMyWmZKD3dzWFcGY7s4c+Xfekhzrp1kuzDjFhyR0Rrw9I8g07hFlQz2/sw2D7uxMHOVVyn5",
-	"Wurz7qKLLxPTtp3toHrEulN3b/VSS/3F3D9C1JHdHOr++SWWXRh2v8KKy8IwdFXzeEZonEnl7KZY48R1",
-	"nzr3DnOQGtB44uCMiqQvYIT20P04MO8NI5L/YF4YdrrkAuL/KUnkSkC1cilSrMMOnZ8zFjOh+2LOlWIJ",
-	"LswIOzUiSQlEH8D7bYf/DALJnojxVRq5BythscxoU3aXR0OFo+7yCI3v1w/XPSoP08BZvsZqfI3VuNdY",
-	"jWJuN6iYPqV5awCH0tSASSV4Y5st2CoE1mfnqmoVGxbntRVsDOPvLJOqc5a3Zx2t85y5OKUK/WuLjVbL",
-	"PPMtlol3Cw6oJodGZMqwGfwZ1nZwZYdjmqaFcLBAgD74Gg1nc0naeWEKTOBLOl3yhtGkLyAyc8GyQ6vY",
-	"ZDJNl66LbYgRE7pYMJFY3Z86hQi30xf+BLgmq0xq340UFubDJhSUZ4IjT+kEnav2odE4UL1yg/cFmJz9",
-	"Cmaon8HJm7/J4ROSSmWlAuhEnK8KfbTnpbM3J2G3XuxULcfkO3/DBhKgQzRUeCs1u7aQAdkF5JqmS9Yl",
-	"P/Jr1heVhIMh2MOHWLHM5hAMu6TQoJ0ro2aC3HFyOkXTuv33417PGUvUORmxtRRJRE5PTkKCyI8FY/2n",
-	"r4J5+5qVlXAiuSJjmkGdt7yO3fE0Kh5Sp67Mo29E32wRzyze1VWbXPFET7H5DAJqvqA5LChlBtKOVe2C",
-	"fEP8vRf00PFcCCd1ch3LOMvLVlhyaCOcvihXV+4BjGx78wwbHybemQX3C7hwoCBbeqOKuoSGnnzOwt7X",
-	"ckfXvNX0b+/MLSLtrOsFZSkr0Fr4W2F9B9cLmbSnWi/Ojo5SGdN0KpU++673XY8sRcIyMpzTGTOqyRAg",
-	"cJmlrbPWEahbdpkfghW0IpJypSPChVqwWEc2Yt8XJoGQFfAyWDiGWLZNJLkoRmGfu47VZGVWVYxoLg7l",
-	"2HMY5Yqc7BAYBhMJtvqOiIUno5ON1p6lHKhi1ldxJuD4NahdLuBvuV22FH7Y4pp9MeLNwS5ZxmXCYzRy",
-	"SEEoiTMpSqJ7pRJuaBjww2/GAoRiAKI8QihCnopJah1bb70UGVUk9aF5n1Y6m6GUAid5aNE+NzoXRyxZ",
-	"OQN0HJowRxAGxQWz0o9rklsYp9CO0oDtzaG9GSB6Znf1tXiusJU5VZuNzAm+OWLqjAw3CrAPnX/i+jga",
-	"km/6YkQV+/a0/dNfL54eXv10cfL42zYYgnlCviH9VrffIt8AAVCazheF30YyWXc6ecC/befmRjxMWCwT",
-	"lpAFzbw4mVOXYh8TLJl9bmRBlGrxB5LZ4ut94Wv5VErMF4rRQ+yQoRrOQW+kEF/IhyvChKGG3b6w4jW2",
-	"cNSHwMgOjTxXOC+eDKHjt+B/XzKQhqxoFxI/sqWwCYxb+9/9sjFYRFh30jXoMzg9GZgbHzwa2GeD48Hj",
-	"cS8+oU/yys4Y7VTg+X61W1vj7Sxz/YvgN1ZoVHlKpyspuKKKYOv8c5Kx9ywG9xW+JiWILCBMCqxivnWl",
-	"HpC2LrhpMYJNPUZmtqNeBVAMuGOje4RO2+m+AEA7l+5f3eus3z1cVutnKtNkpsao0FoRCjkTxmfa0L+T",
-	"UGjppvJ2ZkALM3bymizI8EG7MczuvEhKQB9UfTEt1gAw6hPDfG4bQBAXEo1zklXMmNbSRgURDkgOUtuT",
-	"UBtmqBhm66gMIanzEIyqQ9Km5HHvkfU8l55oKTFSqiDTVU9jTSTkSLlgWuwmKZcaJTNbTIzEUggWg84M",
-	"PWht7qEnKbakGa7C6BJyPN7eex9s3+ZgQByEPNHL11dvWeK015xs//LmJWknMlZHi0xqGcu0O0/Cue8f",
-	"P/7/AAAA//8=",
+	"7H2Nchs3muCroHh7JXLToijZzsRSTd0qtpM447E9llOpvdBHgt0gCasJcABQFONx1T7NvsG9wD3KPskV",
+	"vg9Ad5NosqkfO551TdVEZnfj9/v//dBK5WwuBRNGt04/tOZU0RkzTMG/nmdsNpeGiXT1F7ayv2RMp4rP",
+	"DZeiddo6J4rNGTVkyc2UC2KmjGimrpg60IQXH5MlF5lckvaPz14+/eXN+fcvng2eP33219ev3j57+eTf",
+	"B78+f/n01a9JX2RsTBe5IScPpx1ChV4ypWHU93IE/71kKzLmShsyoxlLCM21JHRsmCLckDEXXE9Z1u2L",
+	"VtLidolTRjOmWklL0BlrnZa3dGj3lLR0OmUzajc3o9cvmJiYaev00fFJ0ppx4f99nLTMam4H0EZxMWl9",
+	"/Ji0fpaj50/thzDTnJppMQ/PWklLsb8vuGJZ69SoBStPNZZqRo19T5hvH7ZgLj5bzMozcWHYhCmY6iWM",
+	"Gp0J/rNtrn9RbNw6bf2Po+Kqj/CpPoJx7QSvFRsztXnFb354Qv508rDXJUPFzEKJP8NKaT4kVF9qMpaK",
+	"UOHuCuBALgyhZCSzFWmf9B52ErKcMsXs9fWFnDNF7dBEjsf2cqVgZ4SKFZFmyhSZwzKYSBnhmvCJkGrr",
+	"dbpl19ziyaNvY/f2VtGUzaliwmxu+O2UkZTmOcDwrw+eEGPfJqkUhl0b0p4aM9enR0fL5bK7fNCVanL0",
+	"9s0RvHToXjrqnAagbbMrplZ9Yf+WY3sw1KTTjt3dJZsbAlhDjZuFiowwmk7tq9xoog2b6wOyZKOplJfE",
+	"3jHTRvdFSpXiTBNKhqbYzRC/65JfuZnCkFxMiBSk/ertsxeDfyWaGcPFRHf8+g40wU8J131RwV89p/aW",
+	"iJly7WfukleCUKL5RNA8IRS2WFx69agMvWS6L+x6zskVzRcMt8o1EdK+fsWU5lIc9nqktInSxSeEIvor",
+	"lsrZjIkMYKcvNF1p0s5kqo/kyK6YjnjOzao7yzpboKU0y1bErwEZbahhcYgJgALv4D4nkmk4nLU7arvd",
+	"hYPjptPdumScuGbF3x0/jiz5o6UIei6FZkDKv6fZG7xD+y+4IoR+Op/nPIVzPZorOcrZ7Jv32m7sQ0Ma",
+	"8hq/wkk3jwYogbvzK5rzjPx88eolaUtFpjLPNMmooY6G27uGpwAunW7rY9J6IsU45+knX3c6pWJioTnP",
+	"eeZvEoFRy4VK2YEm6UIByMIFwWp/kGrEs4yJT73c89fPgTtOA8rQjOhUztmZ24omgrEMqHU248K+DUt+",
+	"Kc0PciGyT7nil5LoRToNZwkL8e9/wnWcC2I53OOHj/5E3OCwlLdSvqBqwj4Xssgrhw2a/85IzmfcwLp+",
+	"EXRhplLx39knva/zhZkyYdz4sEIB3MquccSossuVl0wQqQIock1mXGsuJglZKmlZkSKKXclLlrndzJVM",
+	"mdZ0lH/yo3YsrUKazsiQKSWVHhJLfzUy4xHNyJiz3C76o6fCQFXPXz93gvFcWdHGcKS2qWLUsGxATUXY",
+	"y6hhh4aDvLZGsBMrMcYEw3VhMGnlVJvBQm8fXizyHE8VxcGN6YSTKDceWBGMX8fZ3CVbHWgngKdTqmhq",
+	"VYVubDvunm+1RiBf9nMmrGj8WwsIFwi7NGu9izHqQgz+DWVwJx7jUGF3SfmK1o60svZiEjl6z1Jjl4W3",
+	"/gQGAFDNMm4PieavS1AwprlmyRpg+FMvC6m93g5V49YHUTmDXTsCMKR5/mrcOv1tO4Y58P+YrMP/ZUxb",
+	"dABE2pPscvBf//GfnVOip3IpiBQpS4g2IBRJka+s2EctJ5tGQGttb3aqzS29C5t6wVHkqS6Qzvngkq3g",
+	"b27YTO8iJmGrfiaqFF1trCaMGz1lUJLOl5SbnWBTPbrXVF0GlWIhDM+DFA6EKrN6xBB/0ENilYMrpknb",
+	"KlbuteXUEucZN4Zlnb6QigwtGsqFGZI51dq+LqyyUn3Tyu4zq7JYTcINBdItzpGR5ZTnTrmz2gpRVJCl",
+	"lfytQk4NXC6K5NUbcIutXMCeWFG9iaQV5POtGq8jOlbMhEHwEHZ99nSBeivceM3NPpWC7XmxP4DFIlwt",
+	"aguK6UVuhmeEFsoZMdLyn/VTxFf323P9Bn6gPN93A5TnYflCLpOg1Shm1IqLSZNtANO9q128ZNf74teb",
+	"BRqvhNVbAYzbqJAMM5bT1bCTEKtx2+2QIYDZcHMT8GpzOLoRvNbv+o097htuW9MZw23TCeWCVPZO2uwa",
+	"F8VpTkY0vZTjcZVInFlcT+VCGA3qhTFsNjd3cEJ3ChcXc7oUe57Qc6GZMmSYTnmeKSaGIPTON8kxmHmI",
+	"FAxNJmwGilgwSG4chR+wMQOC1T+xX9kdzej1c/zquNezpPIOaOEaKwsrjLOyFXy0aRIWq5IGT9pWxiNg",
+	"QBpb+QoMHdeHE3nohrQiffcNXf7VagETZsf+XjF6ibbItTOTQrN0YfgVG4wpzxcKf98UkS0eD6zWwJz8",
+	"WV3kqzkTCYJwwHp4m8zoikzkGZnSfHwoq6+phRCWAOCbXJMJv2KCLOZgBM2lBoi/maRrp7qlsGyH0BGp",
+	"i1s9BtQ0PFeCc1XWWq9szOlCswEQhH0QFz7L4jKgX4c2dGUFvjkT7gTFBLReKkhp2jPy+tXFW9Ltdo8s",
+	"t5uxkkw4kjJntDTjrU7QDaEYdXrm7i8AxOxxqSua73VAlS8HM3p9I85RPd00l5plYL7WjiJZqn6GZ2yp",
+	"lkbahDSrCvsI9AN4NQh1DtjVQoCW59UPnKiFQNdKWuHLiC6StMxUMT2VeRZD1jWqU7y7cbrRQ6tCqD+Z",
+	"JE4ryni2TiQ8AgXYLYPUOmzESKIjW68X+wofFiemVGTocki5ShfcBCxBK/c4l0twLyiZd2eW49KRtiIV",
+	"2CU0uWRsbu+LKyS8mwxnDZGbKXgFzL3bsAhV6EkZgWEmJDluWw7euEFOYJE4OyP9Vk/3WwSVDvyoS546",
+	"D+DxtBtHsFsv/FdqT5eNJfqknDUD4VyOrfwCG3K7OyOZXIxylpHRCq1BFppYhh8U632ku/Vofes1WxCB",
+	"09WGLHH9ZsksTtv5Ssf2CM2XFYyrDvWkQAziEYO0UykES8G2hwawhDjFSCfk0fV1B5U+OJkSLzkjPWIW",
+	"SoCyJ8fj0v31LAjO6LXzavZ6KKcEP2cv6ufcxKpFfvkDzz3UNseqZ0D+AD2IZoYIqpRcauejznGzZ1ZD",
+	"zRnVVk9lCbFaMc3zYUKcz8uSpU1conkekXxSO4gju95fTfFMwZhpcUKegbExlbMRF84F5FyfiMlx5haM",
+	"VR591+4UH4O6rVB6rxVFNqizHxtRon5wfN58XIf7zTzQSeuSrQZ1psef5UiT5VRqNCBpQ5VxDhluHJw1",
+	"99wnrb8v2II1XZjlKIuIYPWEipTlpyAWWiEhIewaEEtMEkItlnIx6RLQy04d1bBqpP0qR6hqJPj/LEcX",
+	"uISPsDEv90csUVHsKbn99jBUjgPObVtbCTs/Ji1wU+BBARFAtI/RspmECA5nVnpvrxfczOAcR8fxJvnY",
+	"GSRRliPc+t/VHoq3m6yrZVRMYoIrgKB7StrU3aNXei2q2/eZyKj9d7jl4DWcdbpR+XoWxbm/Vo5GsRnl",
+	"4gzkOqehGwmnVIhwcHIx4rGh1eEG3cyx83nKRnIhUnYjVbnkJwWrQuYGA8RNZZ7TuWaECyNBWQajFwib",
+	"KBzMmci4mPRF26MVKNwoI6Q55TOWdU6REU/Axmm/M5pwMV8YVM4Xeoq/j2h6SYzsi+GcKS6zIRkrOUMr",
+	"FY6YU+M1juGMXg8s1g5LvmiO6j/wvhnNGARXvJ0yjOewUjHYN0mYwCr9YE11Ny8kEWzpx2lb6mxKU3WS",
+	"cFx9YRejDe7kDKYvMwZCQV6xNBAtDPHFvbLLcQeVYEQHwId7eQaWWQqLei9HsBnvq5vkckRz0s75JSPD",
+	"S7Yadk4JF2m+yJyB14tzXNjjNRLFTverJnROlemSl9I4Q6YdIyHDUiTYwP4E5wADrkVjEYx+6CRkqBZi",
+	"QM0QODLaoWJGZOdn2JP8++PfS1+DC97LSrzupQiDRJHOfxkJsvtRksw9Rq851aTfetTrzXS/lZB+60HP",
+	"/XE8fdCb9Vugql3T2dyqrvYpKDDGMGUH/D/t33qHj9990+73u/hX53+1hf7HQv/j//1f/Y+Z/of+x+wf",
+	"007nm3+J8fUfLDg+84a5da7BYjLna2qmHmrhlYSw7qQL1O3owdFccam4WUX9iDNnGNp0VW5QfAZao/8g",
+	"dso/OrV5TZy7ojz3Lug187ZijOhcGm3JRpyE38TZ6wB34/fAQjen0VOqshp712Ke7bmEKHzi7GGqpHQy",
+	"aw7T0oR15xx3vE0skWts9IT72uVzwyHrltFEH68uMdzBFu3lONl6Q7v2dIFvru8EZ67byUUYvpCvNiz6",
+	"XsWxh3KgHeha1gGSCvhXK5LVtw937eonJO9PpBjzyeaFOofAYEQ124eg+u/2tHyNCuPwVsHUvXZD9LQc",
+	"wnkx6izMW8Inrrhc6IFmqWJmwK7nXDEdtUP/AmaRYGD2nxL8lGjD8xycrtqKnEoaOIYDDA/K6bxzc4Mz",
+	"ThHdwd4e0ZvQn6S1UPluou4iF+y7Yc3FCtcuKqkCYxXGCtDZj5Q58I9TMy/6NCZoVWTaRdnC8FsWtj99",
+	"+0NjrN1OBAErpHgnHQ6wXUW3Cz4BB45Dr/Zyqlk6IN8QexLfPgTrnzcHHX9LRivDdOeMTJhgCkwggKlo",
+	"eF2zOkC4QknEwqF/Oz/83/Tw997h42+O3n3z5w+95ORjVKa6CcqpiA1qasz89OjISs0+Tp388uYFqmOG",
+	"zZEVvH518ZZlxMiNTTz8riI8f7dLbLCLiMImo7kdYB1fnHo3mPEJ7qSGuhY2l+3zu/diS/hZjiKSHoJU",
+	"RMh2sOal1CKwl81PSQ+1PIo+cnsxOQN7mwuABA3Lqn5CGrROseyM0OD+BTXX6koadNXcApgd6kB7X7mO",
+	"i5bu6S39Wt4YFccIF0KEnnv3Jurl1C52LJXz4v6ZULHqVOxWm1GF8bUEtzQaRgYu9pKVPUJlc6cUeAGo",
+	"MDZyxd2EzXvjxKA2Xq1ivghROlQ7fdqr+W3njQECIaRgnaguw3I+4aM87pT+FYhLMCfCTDO6sj+cOQMT",
+	"zXIuvJcC7spdTXXem0HJDWItkpaH8FvBZ8lSfPOoWDCb7Lv8psBleQJbE+VutlccSS4F7nfn+7slUYyt",
+	"GtQcVM0E5e8dTS5HpETecjp6/GkwqG+GAVPDBkGjauYIewPa44ybN2xc4wzD1CV03dkpMESetDVjpJhS",
+	"AzrUHEHBKkofbKIl+pFKc3gqkCm61GBRTEp+xBGz5LMYsYY0NBIWq+ewSUxvEvyH4evZImcDr8Jsnq5/",
+	"pWRbDPlsBb2hJM253VrGs20HXQ5jdlMbnl7Gp7ZPPBOuX8Yt9J6bxIgW4khjR41l7zHnqxcdQBqLM32z",
+	"Kz0xJJu5sMoilw9lvFQKw8WCVWHP3yDKKThAX7hkPZex6BMfE1KTChiszjikyzCEdBDwnkI6aF/oOV0K",
+	"lhGgKUH69MIO3qd/h5sueW60Sx7kGUSJYrjVgfsVTb+bUvN+SXmQbxnLx2vGvG+i4y7pJYtx+hXGxF46",
+	"0RAcCeDYOQ25lZ4cB0d8AwyL5T8gaS6YbIDmEk2vSiaelxbBNI7QeBnBQXcQTzf1cDQnrotxZV4V4Tv1",
+	"enlVzqiR9r+nJp3uqQq/l6PmuvvPcoQ+rmgA5nbPbPlaYNJtm6hzTt5stSzbaWfYtqKnzPio8EbM2+pd",
+	"mwkh/pIH/iLjckR4zUhD8xrdEBMHBg5+GoqH/qsw8M5v1lXNygCby9hYfBLZdDxRpQCs/aA3oibt6QnL",
+	"Sq7erYYH/x58s2cQ956BIGvewoiujvwh7jskbcuCMI4A8KSDypN7uuTgssWQ0qOr4yML+jeIIGmkbfgg",
+	"6ULRWJcGlGI5+vUu2eqMUKJZKkVWMFmeM0JJzq8c74aEaQ7JFRB2BZzUCUQ38ILe2MRWVge252C69/aN",
+	"uqnqDftIyVul+Qt2xRTNS/K8Jm1M8lyklwzTlTqn3tTjPPz5CoUDjO1yb0LeVV/4K9FkyfhkahKwCnFN",
+	"MjbiVtKDmAOa5yExwBVKASc9Ck0YlSCsnFM4z4t9DEnbji8FO0SdwtKuzimZ8CsrfY2kmZZC7F39g5so",
+	"GAVT+y6ibYBH/ob+RU8DaphM4FS3ZDOensV80IqBlAc2O7VghVDskM0Hp2QYnUJ9LApxpTvsFZTNQfFI",
+	"vYxlC0xcjhu31s6l8notd3jtHOC3EwdiKiTEQKcLpWUTc0RMbKiOUXO/F0GB8hHk3swFkQoubK5VMlUm",
+	"rUwK+xQD51redJizLBpj/oJRzZ5dGyYyPPg1n25TA872HW8ME9svLMVi1H7cHNLnK+taLEBQ3r4k/Cy2",
+	"jpdR/f4FM4YpnZCMT7jRCTkYHCTkoGv/79T+3+HBGTk+PD75bi3Du+TdKPwa74o/B93Tw3cfesnxyZ/i",
+	"To6KVm3PRqwcosdPCUFwl/WmBP/bMpGA0NqxNtWoTbTYtGOFX8RiNgIWuInamyHy9SvYkQL1amFSOWPn",
+	"EDacRVF/0Ngyurf1YhPNUWPb4m15XZIHQnTCo/UD6SFDBUtZJQrh8fbA8EppkHWK79WTuEG7OYUsxTVF",
+	"CCUX2lAnKUeNSosa86zhJo9/hT98KEVqLZQ4nTCRLZSFzlNX9uIUSlOgOL2TGqygygFOuvXG/ualsXXn",
+	"sNOiI8oZxLruOkYY9wm+eovoCy4G49zKU3uGX8g8Y9oMPHu5g3ywuItKMcNEPGDv7ZQRkHUPrEzmXrMS",
+	"RNkdqINTDa1sxGFNQ0OqYfPBSGbu0rbmjRo2/x7evMDiX3cSL+biMkKqVPXKEgdG1YUGCIre0n5RGWUo",
+	"2/TylvydDehjIVg0ez9zaf4NXi1Em2bvO2Gn2ctBhLqBNeNuxK+1+4jHyAAqNCfDSJd2WazcoLVLuUlU",
+	"jCN8kYA6KRiZ8/QSdTZNqIEMho0UhV1a8wZhW1NOwXpvJ3M0wVVHcvZhV0tjM61qp7LelI7dOk/tJ7mE",
+	"PDXM5vBEsEr3qEJTfEgADLYMWfU6lIqFvnn29tnLt89fvezenvrF8mSsIhwqnDrppdWKFugC5f9AQ0BA",
+	"qexpYVCImWI2CHjQvCMcGGaICLR/YStn8JnSK0aoW0vDRO7RQuk1ag+JjcXLQbS9EdOu5cjK+WcazHtX",
+	"bEmh2wK3nIQT3Y/FhCuKk7U1M9N+9pad9K08+tbF3YDQeUBYSzmS2mAJNx1AC+2NVWerv7z14Og6OlTc",
+	"roo76tyUWcYyMmfKmUCbTRpVG/yMkSMNQLH1TPfX3Z15d9fduwpSHlWa2EHRqNhk8F/xzShK1G33V1Zw",
+	"orqQcndBoQozZBCByZIbXaJB+0bLXzjv/t1Uz0uVFFHyszW46CYxQ1ArbosCvjviBkYwPL28nwJ+YI8r",
+	"rLWbPAzCFe38zZN5XcB52YKnLzn4gPNcLqMmuW1iR33AkF3B707CvgMffJxBALSU5iq7x73D3DvB/dZL",
+	"2k75hNeuswof+3EcjxFxhuOjYZqzm4Bhu7hNMfS2Ze3PajxSVkHwkctoTMi36OpAiu/sQgmhxL8vFWn/",
+	"21QuVL7qEKlIv/Vv6IKBhLdqltu/Hj0i/4r/W4tqfvTtTl/Yvi7KPb1/JewpxEtEnHVqa7HKZWkKCQQX",
+	"QmowLqooy+Jv7EAXWSP2Za7BWViu1bIHnobFudvcgrdNjqmMysW+f3n7pBUpw/v8/OU58V+ENMdnCwtQ",
+	"R6+p4utu2m8f7kJ2h+XbfE8XkArwxmXW7AnepWttXLinJjUByfIypCZEcw46d5l0EFODMBw8XnhrMauN",
+	"1r7PYrf1eVZ0lUua7R3Kx/6+efpPmUUatSJSZa6LAQ8Bc6fkOCEnCXnwX//xn01UrVgQlp01KYxmuPI1",
+	"5hAO+V3tzcT9gLFKmlvZAt7yTqbghq1fzgXDouH3X/+24WUHkttUBi728b3vcLK/1L9n3MXnOQKMv9t9",
+	"EOa2ziYYqPn7S3lZF4SMuSkQ9ruemuLNlw0KXhQLSgpPFswaPYeiyuJ+1S/OXawrqEjSxRScgYoEPNNH",
+	"tWIE5IEmC5EzDbE8mH0jRaRoV4MIr0hM1z3HZ91D6BNpC8v1MchmNjerTiMr2h85hGmPAJgLFytem6sW",
+	"seYF62czm21hB61JqHCzHYRWL9iKwGe4YX+fAw2/upqYAbZd4LkzyfomMxhvDRFP6OqCaiZLrlmnS36C",
+	"cDw0BmMpFvs2BqH/it1uDoEmmYViGE2F5abB8GAqFfNQZmqU6eHLaAwq6WuFierecqA2NQ5j5oPCb7zb",
+	"aNCYokqMHdjEOau1uspUCUbfJySDsmdjyvMECzZDlAL1leFOffB5AvmkAzifhBTV4vwv5cCYDAWlmJdc",
+	"7Ssn+jSKRkLWelC6P4nqaVcWUr29KoAU4e4O2+pwF8sL78kwfoUi6hhm6Ps7+Y5nqBXDcslJr3dK2DVN",
+	"TR7qC0dusi82rrJLfhGXQi5FuYKQCxIkbVMgPXykrbo1otnAtw1yjZRm9Lq8l2Mgq2u/RNyvuxlEUQu/",
+	"5FPd/QkUWXeu0mZfQFVzZxdr9gVUEEfnmFo1+wTLb1uI9VWmd3+DBanjmlhBrzc9D6WCbvsQ/1UN6cdI",
+	"Vxz0QGPEEhJ/S1uFzzF1nd4cUhHF5hISYM1UycVkGtKi7WwN8+4cpN3ZTipcqpyqZqAD3RIynyyWQPUh",
+	"6okbkjyPGQVx65zBpssbw8QofwZzqe0JtItGXhpdKE32v+6ecLdaOpZ3WwHDOzQrxpVSqdt1csPTacg2",
+	"L9eL9fzesno/NXGs3Pd0tBAy5dpItSLtlM7nWGyy5KG9ePvs9eD7V0//ffDk/DXUZ0vIBGQ6V9+MqzDC",
+	"nCoDZLJzWpQgxfR4NO9V8sQynkFePYO4+Ajts9eXYR/BPK+MAz/K8dj9KJyM7S1jpcOieW4Zxni8aSFL",
+	"WteH9ovDK6pAVLefFtfwQzFI8eM5DFf8+5UduLi9SMegkft1L8HDsdB1Rv9eS1GEN4MYBrUs7MFrZtEa",
+	"O7D5ZlNwzNhxLSHQui+IasVLllXZ8+iUTxAaMiUt+81+B4faQXEgb2EE0B9/r9EH7UKstMd/ZxYOcEee",
+	"REFjqZSBiNgORTxctzYE6ZTOk7V2ldBly3Xfi+VhLkSI465p1WVJSrlueV0AQxU92t+Rv/DvyWgVor58",
+	"0kC6gLp6GEWwQ7N1158g7LijKy+7jn4E/fbWTTjuKHe/aRr+DROebxn/CsJl4R9CS0oQJtdyI+vO/Dbl",
+	"SLh2PUmOAX6LZHOjVp27q0n3xy/DsLsYQr1f8YaJ3w2yuEm7V72X6J00y831wLU9vXY9P7d023XwB0kJ",
+	"EUDDboKaaTJlVJkRoygJeBHH1RrRK5FOlRRQnczCout6EjIhIj199k62SG6XA5G0diRm2HN4VWjHe5bo",
+	"BxXXNzkcl5LaRVbRz5C3JNjDLKbe9UW70Bo7sbKmXzWo/TSoEuDE1ZsDjdfXhfcqYQ+3TLKxN1njlrG0",
+	"oblTxqL8TpcMDFm3jFKh7xppxYEtJL+uwaaTnjSWULk+dL/rrvbqXH3/orryLEUJA5DRfHynAdWDGjKW",
+	"eS6XgCb2Hg80eS+5APkNCoQf93q95tVSCskmkr4RUrHj9bafuMdYwGsqlyI02AhVIeKM9j3y9V0Lc+l3",
+	"OWtQc68g10Xeeqx2pHcYOk+JJhm6MUOt/uK4rZjqi0ITDL53IkT5sPc76zo3YpEaHz/ryMLDqZM2/if0",
+	"Yes0vYe9K20UHVTQ4KmYnhLQ9rF4CjL3SiAFbrgAplIlyncNciWLogEtDwl1qFzriP9yXO1berFGHeC1",
+	"R2FoLMcD4w6r6VPHM6h0vbH+sZKzWLQ9VaaoSg3FmzYDqptKzLUtfQjVFvigjF4ZlKnzCy6pjtebmUsu",
+	"zH4MBM7qtf0uhpZBNq5JV6pfqd9K7VqNjBTOslIkni4UPHQhxe0lWKIwbV7IZaf5cS+5yOQyvgN8RlIJ",
+	"BBAdSejXsYtwEeBg8HPN0MJVl+Bn2otC0Boou2X4uPKWAzA4hXBtW8EZryiiDu6A0n3hMwvBV1HlEphw",
+	"Uc0SjXRQ5AtoJkwrLzsNEwyK3KVt07nuSb45AsiHDvDa3ncBYszASDnIqZqwBNwS6OVrupicYgGRWGLw",
+	"a6ZSZtUXFsp9et3qIBTaB9vnjOc5d9GJiQ8Leth9RP4n+k9mPMty1JHQuDlRdOZuqcpfnFvbPYvIU/NH",
+	"vYZJEvPHjxq/+bjRm2vwbZeC0+AQMVCWl1suGjv1uFqpnptKVeQBcaNdMbkal2TTaw7qRVOQowhxUGAT",
+	"DDak7dyeZf9mcHquuzU7CaFOuAWa5g3VrktG06aKNy5ChH3qLlt+56X8PJevh0PHruwt+mmceWYN+jZ5",
+	"zVqadZSSYMIaHrK/20BFbkk2fsBbCx6L9mZfspKvsynAzLhYrKcjbTdI3PCm3ESbeZT1F7RV9atlKxhU",
+	"ulDcrC6sKODEI0YVCiYgH4AZGX8KA1iAb338CDa7sYz1HXF56ICqmqkrnjKonSS1mSh28bcXePWu4Q5U",
+	"0QGkB3roAqGo1zC7ffEEykX62rkuG1BkVjsMusBZMKFz38hGFzVxQQFOQIHFCfsQN+Q0S6xu6MNCfnnz",
+	"grTtqB73LwwVGVWZDzDRaHX3hZS85aYvoP5LUVTRKSPUsC65YIxAQ8a5kkam0IwxGP9g8+FBX/QFlBNA",
+	"x/ubH56Qxw8f/Ym4rH47zGIG59GG9nAp8J0j9/ib91qKTpf86t046FXoC9BgkJYJcv76OVqkEufxOro6",
+	"xjZRgrFMk6Gz7/0OY5+S7wEGSH/R6z1I4UP4k7nmOq5WQauoQdBKWldMaVe+oXvc7flWs3TOW6etB91e",
+	"9wEWB5kC4B1NofT379DrAwV0S0dg/udZ67T1IzOuOnjh6YQvT3o9F/JmXBhi+Vjeu5asKO7uLLOPMwB0",
+	"r2mf824FZ1qnv71LWnoxm1HLSUCW9Gm3XJMFaICGTsB5FXaiW+/sIEeK0Wy1da9v7BufZ6swNSTMPuo9",
+	"2DJfGeKaz+srckQmfikNUW7yHUedUUNHVDOsX0XTaWj5hSXikaXWnv/V8RGd88NLttK1l/CCa3P++vlf",
+	"7Dv3eA84BaTuRI4EqwhfspXlV1fyEhqxgIPdCw4fk9bD3nHdLGHZR78I6nAaCzs+xLvd/tEPUo14ljFX",
+	"ospFC+z6qrji8rXZLQLhsaduRbgr1yztEvOT2Uyz/IrpTpecZzMuiE7lnNVeo9WYdOTasO0knmor8eER",
+	"3nl+h1eGE+GlFRzXFQZaA5fje5k7i0GMe+QAo7f7tr6nmbcAfzpYenjc4Iu3Ur6wihx8cHLSZF2OBAML",
+	"uj3I4ll6hgmlFk3R9w6CXLgOQQEiXzUD3TUKdPSBZx9RjrIK9SZIvwHML4F0BbYeRopPIKn4lMThIa5j",
+	"+xcvpflBLkT22S4UD6Z0oY1pDVV0xgy07PntQ4vbU7ayizdOnqKhskoHkhJOb+gBW3uSvnMgErqe1XKo",
+	"H+GNe+RPoSVbLXeyi7w5qN0FV0EZtpT04NZUXGe5D3qBgXC8Rx8u2Wor/j2F338MNa13YB++nlVoBSXz",
+	"nHJB/vLn48o67WNwK3zF1U1cnUkoV7LHvSa18nT89u4WTWIo8tb11LvN/X4Jt/VKsP0uao2ibp7aOpr4",
+	"7oSlpujgd9wkxZdB8ovT4r0S7z6+S1rO9rXmI3TBuxRWlawBKiB2NnP1d4sW32BsgAh+w2eMtP/y5+NO",
+	"ty8uIv0WyRAbQw6Jkkt9RmZSMYI/kZwZ/Lczw4PlGewno4Ve9YWdXjEXegKWNezoyAWxB5/nLEfVvYoo",
+	"rxcFoty93OzbajYSmT85an4VlW/Fh5khizkxkgxd7Wkw07kobq43kAMxgpXLk21n1uWeibXi0E/+pfu0",
+	"nJQ6O9YKRW61fwS5SLEJ1wbiO8KqisMuekWuH/TRB0tPG0hGP4UwxMbC0Vdxp1bc2X5H9RJO7S3cOeT7",
+	"LqRxknpryP9yBJ5dV7Um48SmKV5x+b914sY51PkIERVB+Biig3tIJsxKEKWuo0Os6/Ff//GfQ58lvsHt",
+	"y0Bz9wy/1Gr2E/P8G0DqV/5/O/KFTAZC4aZUTFjhwrsR27EzLjCw7KZoJOuCWks54KG5LbQwy3w3LQOh",
+	"CC4AsCif5HoSQ1yknDNhv+wLKDWRLQpZhryxa7fSfikGCkb0A1iBKJeQNgiHBbGMUy4mMakcRmN/MPqe",
+	"YBk/tx/czFeuvmFBtueyVncg5SpdcBPOjoqM5HxsXJ2PhWaEG5JCda09UUYaathhUSzqTjHn6cJqxLBK",
+	"FzWH8mU5D5ikVClQzpcSXfMGsjTblnlBfkieJdDnL7XrtJMb6JziacVh+KiTEC19fLnSJKWC6CU3kI7q",
+	"lFq5tPqsb/S3hjVwGA6kL3wL+Ptgc2vFwD46XvcHQFLUvyyiFkXC/ujsbm+8/kL44zynqQutr/STTyDL",
+	"2GOWzMHDS6B3Q8idx4JxDu220wTf3adWRf4Zu+/EPBp/XzC1KuxoPs2sGVz68jXxsYoiGo0Gq2RVxkcs",
+	"Naa8g/W5BLpaG+FGaG9N+oqudqD1eZh2FihJFUyW6+fja27uv514oVbXWclHqoZqj3M6qV2Ea8ZUcw4P",
+	"TqrNfHqHj999E60QGD9i7MpWHrzo+NIr1QF+tKsGk2VR90ZefdusCGG1Kh8e343J4WcxzXGNQXOJ5QIh",
+	"hadMRrCR58c6zn/SOw71GICTvJejMx8YO7xkqyFG9JU6DrZ97F1S2L6TUIyt0xc0h1AfDOhPyEmv56fA",
+	"zoQgLQzLfc5Oof/asEt+xSi2vhiu9XIcEs2YKNdhDDn1pe6QXnppu3MlJw/JtANL6IuwTYhDtGu5ZCtf",
+	"TC6+oIQsp9QwrAmgXf0dv8q+GPrmb0OnA4BrIHSJKx0UhsS4fKtO0bhx7XT64r0cJWTCr5iLQIC8Xlgf",
+	"xFRmZETTy8Qv2LW288cXEZWwjd7PkGq0n8hYugAsUr7zi7elLtVNX8d8ZUT7uxffSv15P62RotJqd5Pc",
+	"nBfYVEEW71eGkluxjqau4zmHYPnwlu8NSot2hLGWhUDc7jJiaccu/bOvVpg7IPV4mCBAukj6NQpfEhKP",
+	"QueaONE/d0XFuAjKHZS5PYPhuUAJFZIjoQISwuVyKnOGfXS79XRG701o/pBkA1uHf3qqUe72vQWlSFsq",
+	"UmZYnWTjNr+i3d2hHfo/j3uk1+uhLsAFtmWygDhjwuzASOyVVY+Sb6G+e9XNOrOwYGm3Zxa6mqmNYgCO",
+	"7JItvFGgL+AbOwcTGRUG6iINKz2uITjRLWxIMsn0KaFFYoXVT8sFdq10IkXKEkhdC0EPUN/COPEIyir4",
+	"OiHtcU4nE5aRIc4xcNDJsuEZocQ9BZGHcMz4NhQSFwQkXUOwRIJm206XDNGcmg3xkS/oZb92T6ASW1+U",
+	"N+2Dqc/IcCYVGxJNV7o4WLhJxWZgGIYkCZjNlTLhhnDdF1D+o0vOfcLemOcG7byuPtwpoamlzKUVYb/m",
+	"D/0WvtxvnZIP/RbNc/sXkJGPUXHtCZyUI6P3Qdq+X+SXAdc/LXXDqesoGxS/BMkGO7W7O/2jE7HPYnkG",
+	"IEk8CbICXwaagUmnWI0wEAzUcwDeLcoBMO6gVCGB8gaEyuVVWvT1vQFr6ZadhzPdF0C4aqgTLAaJU5ec",
+	"I2qVNK31Lvia5GxsrAZqD6Ytx0S77u56ShV6bUC8dtquXRLgsV1KZolMHZXoi+1kgtyASjiV9AZkAgrj",
+	"fKUSXwyV6D3e/cUTKcY5x7zPz2THhqzneqpSh903IDI+L6Iu4gUNFvcpaD/FLtE1ThavLf+TR7kEUYWD",
+	"rDSS1yhS+tpHKGnFzYl76Xg/y9Hzp62Q/LAufu7v0PQD1tk1z+sFWa5L8Ov8+mebQm0oaI9ibV94uZYq",
+	"xa8sP3rYe+xKBQWLorfm+Nz3rTLePUP4FtgmdGxcip5jH39s//4XQT/xXstSCVRwNdh/KyBVA8p4VC6l",
+	"ts3b96QoO9XA6ffVB3TfPqAvgvDHqvHt9h7dDbkPFUXvguJXUeInP/QFlkq9D7kYavC9YeNPLRTDvM+u",
+	"DbMiWTQy3T27uSB87yT5izD34TmiDg0ZNnXFbttQZARYPhjTWUZOeiedMu640pyb1L3UjuVuhZ71mrTr",
+	"dWjjfUI2O75gKStNZ6wvXNn/Itqx3JGkg0JQKCyP03pjXkFnIDsEnBdRgajUTeG+4rhKdX4/Me66ac8h",
+	"tS3uDcRHX3H31nFYUplKN44a7G2EpYUd7E7ZlDfdfD7hPylUoy8gP/nLMJ0shOuQFbGPOGNh6I/uqaGG",
+	"5jGgfmOpWV/YrImGUCoCvE1BuAjVZRvoB1skeGxH2byX3r3K8KXOp1EX6Uhe//eR4cFqs17BOZRThopC",
+	"ztNWFU58K9cby/b1EWUnRUSZ69jJM5BFllNmphBLRZbykoVgrPZ6M0//91iqvghRlhDvgnGzKzdyp0vO",
+	"/SQQ7hIsMU4I8SNpQ1fgtAXnaGHq4tqVmYYWK7ooM10274RKhu/lKCbAXDCRXfhS0F968EOpkW8jSenk",
+	"7meOmv6f+lLm/3RR7v+c4pi7L0LX8TNOhjY5nG+WsJW/wUv/XNzNt4+I4MBP2C7tvw9389V0XZ+4Kp+7",
+	"e0MVpEVsB7q/4Sv3CAAww/YSBK5OvPfceDfN5y9IsLYwNHxvOJHcMQekx3+XihLUuQX/5tJW7vfs63Qn",
+	"WOZ/B7fgnrd4x9nwzr5kpiwO52TOlAvFTwi2DlCMZuWAMJcZY+yZ9EU7yG8gDhc5BNDq0gINx8K6EI3x",
+	"WrExU6f2yUKJPwMfoPnQCq2hW9NJ72EpTz+0xfY/wTq5mJxC+oDlgLA/VxuZQkSt6625mDHdF3iUZEnt",
+	"EceL93jQ3++ocTP3JivCoj5DDYCGaBotUwINoLBRKqaHW87CMtKuu/nOGRESLtlC/xTblNtx8X0mUnbo",
+	"rXsbsw3XButWJJB119rHrxG7d1bZ0xGPomgB+PL9xbcBDROHggnh4nCc88nUYFNQiHrpNOZZR6ZSSX8r",
+	"+yoV3W8kt2LZeB2XXL+tCK4PH35OwbW0sTrvquTCAPnGTTnjl6fOrnWi23BBYMUK8FTOuDFgxviicvSw",
+	"I0LYZGn3UpSYXHvCTOgGQ6ZUE9ewBDiFPYNSo5C7YsEOlhU17BD0o+2y7xsoGAqv3SMchVm2y8B20QQW",
+	"/YeoxFVaza5yZ6XjblyIKxzKPqW4CsnJdTv6WsWjtjZXcYEhbCcc2g2Kkm65r3vAlDpR6C5w5MtRWxrh",
+	"4N0qKz/LkasAwI1L+rCrGMAqTskHNFtDyPmSWfHi4xBSt3xYOlIB+LIvSp/qU/Jbt9t9Z4VPWrQplCJF",
+	"OeaSrQ48gLrg9yFOMEQnvCZtIEx94V7iBtapE2iJn7ERN0X4Y6dG6ahC8d3rD2H8z6BD7I88X+Xy22Do",
+	"uYsOcfBo5SDX/GLMfSguYECAYNDzodWazzcZLZQ2w90c1pfc2C7OXIS37tOc6ybZLsz4BSdktAI8/SPI",
+	"NH5RFYN9OLPNw24szFwUFVG+lhW9vegSStK0XRc9qFSx6tTdW73UUn8xd48QdWS3gLp/follF4bdrbDi",
+	"Mz4sXTU8vSQ0VVJ7uynWU/Gdrs6Ccx6kBjSeeDijIusLGKE99D8O7HvDhBQ/2BeGnS45h1wDSjK5FFAZ",
+	"XYoca75Dl2nFUiZMX8y41izDhVlhp0YkqYDoPXi/3fCfQSDZEzG+SiN3YCUslzRtyu6KyKt4hF8RDfL9",
+	"Ctv6/POEhOCOvsaFfI0LudO4kHLOOqizIVV7a7CIhXq9ESiyze7slA/nH/TVwsqNmIuaES4283empO6c",
+	"Fm1nR6siFzDNqUZf3nyjhTRXoXU0CS7IATXk0IpnCpvcn2LNCl9OOaV5XgpziyQegF/TclGffF4U3MDE",
+	"xKzTJW8YzfoCIk7nTB06JUrJPF/47rwxpk/ofM5E5uwM1CtfuJ2+CCfADVkqaUKXVVhYCNHQUHYKjjyn",
+	"E3TkuodWu0FVzg/eF2DeDiu4RF0QTt7+TQ4fk1xqJ4FAh+ViVegPPqucvT0Jt/VyB245Jt+FG7aQAJ2v",
+	"oXJdpYm3gwzImiBXNF+wLvmRX7G+WEukGILtfYiV2FxuxLBLSo3nubYqLcg4Jw+naMZ3/37U63nDjD4j",
+	"I7aSIkvIw5OTmNDzY8kx8Omre968Fuda6JJckjFVUL+uqM93PE3Kh9SpK18ZGuw3W8RTh3d1VTSXPDNT",
+	"bKqDgFosaAYLypmFtGNdu6DQ6H/vBd137BjCSZ0MyRRnRTkORw5dNNUX5VYrvI2Ja9uusKFjFhxncL+A",
+	"CwcassA3qsNLaFTKZyzu6a12qi1aaP/2zt4i0s66HleOsgKthb811q3wPZ5Je2rM/PToKJcpzadSm9Pv",
+	"et/1yEJkTJHhjF4yqwYNAQIXKm+dto5AwHPL/BCtDJaQnGuTEC70nKUmcZkIoeAKhMeAR8PBMcTNbSLJ",
+	"eTm6/Mx34iZLu6pypHZ5KM+e4yhX5mSHwDCYyLCFeUIcPFn9b7QKLOVAl7PZyjMBx69B7WpjAsft1EKE",
+	"YctrDkWWNwd7zRSXGU/RoCIFoSRVUlTUhLUKv7FhwOe/GXcQizdIimikBHkqJt91XB35ShRWmdTH5n2y",
+	"1rENpRQ4yUOH9oWBuzxixaIaoePQXDqBkCsumJN+fPPf0jilNpsWbK8P3c0A0bO7q68xdIEt2qnebNBO",
+	"8M0R06dkuFFYfuh9IVfHyZB80xcjqtm3D9s//fX8yeHFT+cnj75tg9GZZ+Qb0m91+y3yDRAAbehsXvpt",
+	"JLNVp1MkMrg2dX7Ew4ylMmMZmVMVxMmCupT7s2Ap8DMrC6JUiz8Q5YrK90WoUbRWOr9UZB/ilCzV8MEA",
+	"VgoJBYq4JkxYatjtCydeY2tKcwiM7NDKc6Xz4tkQOpkL/vcFA2nIiXYx8UMthEvM3NrX75eNwRLCupOu",
+	"RZ/Bw5OBvfHBg4F7NjgePBr30hP6uKhYjZFVJZ4fVru15d/O8t2/CH7thEZdpKr6UolLquGgWXZGFHvP",
+	"UnCV4WtSgsgCwqTA6uxbVxoAaeuCmxZZ2NRjpHKdAtcAxYI7NvBH6HQd/EsAtHPp4dW9zvrd/WXrfqby",
+	"U3ZqjECtFaGQM2EsqAszPImFsW4qb6cWtDATqag1gwwftBvL7M7KpAT0Qd0X03JtA6s+McxTd8EKaSmB",
+	"uiBZ5UxwI10EEuGA5CC1PY61l4ZKaK4+zBCSVQ/BgDskbUoe9R44L3fliZESo7JKMt36aayIhNwvH7iL",
+	"XTLlwqBk5oqkkVQKwVLQmaG3rsupDCTFlWrDVVhdQo7H3daapPZuw85uDwbEQch/ff3q4i3LvPZakO1f",
+	"3rwg7Uym+miupJGpzLuzLJ7T//Hj/w8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

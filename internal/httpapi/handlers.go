@@ -269,7 +269,8 @@ func (s *Server) SendSignal(ctx context.Context, req SendSignalRequestObject) (S
 	if req.Body.Payload != nil {
 		payload = *req.Body.Payload
 	}
-	sent, err := s.eng.Signal(ctx, engine.SignalTarget{JobID: &req.Id}, req.Body.Name, payload)
+	sent, err := s.eng.Signal(ctx, engine.SignalTarget{JobID: &req.Id,
+		TraceContext: jobTraceContext(ctx, req.Params.Traceparent, req.Params.Tracestate)}, req.Body.Name, payload)
 	if err != nil {
 		return nil, notFound(err, "job", req.Id)
 	}
@@ -282,7 +283,8 @@ func (s *Server) SendSignalByKey(ctx context.Context, req SendSignalByKeyRequest
 	if req.Body.Payload != nil {
 		payload = *req.Body.Payload
 	}
-	sent, err := s.eng.Signal(ctx, engine.SignalTarget{Key: &req.Body.Key}, req.Body.Name, payload)
+	sent, err := s.eng.Signal(ctx, engine.SignalTarget{Key: &req.Body.Key,
+		TraceContext: jobTraceContext(ctx, req.Params.Traceparent, req.Params.Tracestate)}, req.Body.Name, payload)
 	if err != nil {
 		return nil, missing(err, "live job with the key", req.Body.Key)
 	}

@@ -724,7 +724,7 @@ func citusJob(r dbcitus.Job) Job {
 
 // citusSignal delivers a signal at the target's placement: SignalDeliver, then (when
 // delivered) SignalInsert with the new inbox_seq, in one transaction, then the wake-up.
-func (db *DB) citusSignal(ctx context.Context, id *int64, key *string, name string, payload []byte) (SignalDelivered, error) {
+func (db *DB) citusSignal(ctx context.Context, id *int64, key *string, name string, payload []byte, traceContext *string) (SignalDelivered, error) {
 	l, err := db.layout(ctx)
 	if err != nil {
 		return SignalDelivered{}, err
@@ -739,7 +739,8 @@ func (db *DB) citusSignal(ctx context.Context, id *int64, key *string, name stri
 	var queue *string
 	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		q := dbcitus.New(tx)
-		d, err := q.SignalDeliver(ctx, dbcitus.SignalDeliverParams{Placement: placement, JobID: id, JobKey: key, Name: name})
+		d, err := q.SignalDeliver(ctx, dbcitus.SignalDeliverParams{Placement: placement, JobID: id, JobKey: key, Name: name,
+			TraceContext: traceContext})
 		if err != nil {
 			return err
 		}

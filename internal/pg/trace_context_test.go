@@ -137,3 +137,33 @@ func valueOf(s *string) string {
 	}
 	return *s
 }
+
+// A signal's trace context becomes the job's when the job has none, and leaves one alone.
+func TestSignalGivesItsTraceContextToAJobWithout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/steps"}); err != nil {
+		t.Fatal(err)
+	}
+	a := traceparentA
+	jobs, err := db.JobInsertMany(ctx, []pg.JobInsert{{Handler: "h"}, {Handler: "h", TraceContext: &a}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := traceparentB
+	for _, j := range jobs {
+		if _, err := db.SignalDeliver(ctx, &j.ID, nil, "go", nil, &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []string{traceparentB, traceparentA} {
+		got, err := db.JobGet(ctx, jobs[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if valueOf(got.TraceContext) != want {
+			t.Fatalf("job %d: trace context %q, want %q", i, valueOf(got.TraceContext), want)
+		}
+	}
+}

@@ -1286,8 +1286,9 @@ type InsertJobParams struct {
 	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
 	// job of a batch) is kept in that trace and each of its steps' webhook requests
 	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
-	// the server's span of this request. A value that is not a version-00 traceparent is
-	// ignored, as the recommendation says (docs/observability.md).
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
+	// says (docs/observability.md).
 	Traceparent *Traceparent `json:"traceparent,omitempty"`
 
 	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
@@ -1299,8 +1300,9 @@ type InsertJobsParams struct {
 	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
 	// job of a batch) is kept in that trace and each of its steps' webhook requests
 	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
-	// the server's span of this request. A value that is not a version-00 traceparent is
-	// ignored, as the recommendation says (docs/observability.md).
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
+	// says (docs/observability.md).
 	Traceparent *Traceparent `json:"traceparent,omitempty"`
 
 	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
@@ -1318,6 +1320,20 @@ type ListJobSignalsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// SendSignalParams defines parameters for SendSignal.
+type SendSignalParams struct {
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
+	// says (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
+}
+
 // ListJobStepsParams defines parameters for ListJobSteps.
 type ListJobStepsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
@@ -1333,6 +1349,20 @@ type PutQueueParams struct {
 // GetQueueThroughputParams defines parameters for GetQueueThroughput.
 type GetQueueThroughputParams struct {
 	Minutes *int `form:"minutes,omitempty" json:"minutes,omitempty"`
+}
+
+// SendSignalByKeyParams defines parameters for SendSignalByKey.
+type SendSignalByKeyParams struct {
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
+	// says (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
 }
 
 // GetStepStatsParams defines parameters for GetStepStats.
@@ -1774,7 +1804,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/jobs/{id}/signals (the `SendSignal` operationId).
-	SendSignalWithBody(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SendSignalWithBody(ctx context.Context, id JobID, params *SendSignalParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SendSignal Deliver a signal to a job.
 	//
@@ -1785,7 +1815,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/jobs/{id}/signals (the `SendSignal` operationId).
-	SendSignal(ctx context.Context, id JobID, body SendSignalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SendSignal(ctx context.Context, id JobID, params *SendSignalParams, body SendSignalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListJobSteps The job's attempt history, oldest first.
 	//
@@ -1910,14 +1940,14 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
-	SendSignalByKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SendSignalByKeyWithBody(ctx context.Context, params *SendSignalByKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
-	SendSignalByKey(ctx context.Context, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SendSignalByKey(ctx context.Context, params *SendSignalByKeyParams, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetStepStats Throughput, error rate and latency of a queue's or a handler's steps over time.
 	//
@@ -2613,8 +2643,8 @@ func (c *APIClient) ListJobSignals(ctx context.Context, id JobID, params *ListJo
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/jobs/{id}/signals (the `SendSignal` operationId).
-func (c *APIClient) SendSignalWithBody(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSendSignalRequestWithBody(c.Server, id, contentType, body)
+func (c *APIClient) SendSignalWithBody(ctx context.Context, id JobID, params *SendSignalParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendSignalRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2634,8 +2664,8 @@ func (c *APIClient) SendSignalWithBody(ctx context.Context, id JobID, contentTyp
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/jobs/{id}/signals (the `SendSignal` operationId).
-func (c *APIClient) SendSignal(ctx context.Context, id JobID, body SendSignalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSendSignalRequest(c.Server, id, body)
+func (c *APIClient) SendSignal(ctx context.Context, id JobID, params *SendSignalParams, body SendSignalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendSignalRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2929,8 +2959,8 @@ func (c *APIClient) PutSchedule(ctx context.Context, name Name, body PutSchedule
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
-func (c *APIClient) SendSignalByKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSendSignalByKeyRequestWithBody(c.Server, contentType, body)
+func (c *APIClient) SendSignalByKeyWithBody(ctx context.Context, params *SendSignalByKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendSignalByKeyRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2946,8 +2976,8 @@ func (c *APIClient) SendSignalByKeyWithBody(ctx context.Context, contentType str
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
-func (c *APIClient) SendSignalByKey(ctx context.Context, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSendSignalByKeyRequest(c.Server, body)
+func (c *APIClient) SendSignalByKey(ctx context.Context, params *SendSignalByKeyParams, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendSignalByKeyRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4183,18 +4213,18 @@ func NewListJobSignalsRequest(server string, id JobID, params *ListJobSignalsPar
 }
 
 // NewSendSignalRequest calls the generic SendSignal builder with application/json body
-func NewSendSignalRequest(server string, id JobID, body SendSignalJSONRequestBody) (*http.Request, error) {
+func NewSendSignalRequest(server string, id JobID, params *SendSignalParams, body SendSignalJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewSendSignalRequestWithBody(server, id, "application/json", bodyReader)
+	return NewSendSignalRequestWithBody(server, id, params, "application/json", bodyReader)
 }
 
 // NewSendSignalRequestWithBody constructs an http.Request for the SendSignal method, with any body, and a specified content type
-func NewSendSignalRequestWithBody(server string, id JobID, contentType string, body io.Reader) (*http.Request, error) {
+func NewSendSignalRequestWithBody(server string, id JobID, params *SendSignalParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4225,6 +4255,32 @@ func NewSendSignalRequestWithBody(server string, id JobID, contentType string, b
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+		if params.Tracestate != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "tracestate", *params.Tracestate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("tracestate", headerParam1)
+		}
+
+	}
 
 	return req, nil
 }
@@ -4759,18 +4815,18 @@ func NewPutScheduleRequestWithBody(server string, name Name, contentType string,
 }
 
 // NewSendSignalByKeyRequest calls the generic SendSignalByKey builder with application/json body
-func NewSendSignalByKeyRequest(server string, body SendSignalByKeyJSONRequestBody) (*http.Request, error) {
+func NewSendSignalByKeyRequest(server string, params *SendSignalByKeyParams, body SendSignalByKeyJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewSendSignalByKeyRequestWithBody(server, "application/json", bodyReader)
+	return NewSendSignalByKeyRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewSendSignalByKeyRequestWithBody constructs an http.Request for the SendSignalByKey method, with any body, and a specified content type
-func NewSendSignalByKeyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewSendSignalByKeyRequestWithBody(server string, params *SendSignalByKeyParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -4794,6 +4850,32 @@ func NewSendSignalByKeyRequestWithBody(server string, contentType string, body i
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+		if params.Tracestate != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "tracestate", *params.Tracestate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("tracestate", headerParam1)
+		}
+
+	}
 
 	return req, nil
 }
@@ -5274,7 +5356,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs/{id}/signals (the `SendSignal` operationId).
-	SendSignalWithBodyWithResponse(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendSignalResponse, error)
+	SendSignalWithBodyWithResponse(ctx context.Context, id JobID, params *SendSignalParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendSignalResponse, error)
 
 	// SendSignalWithResponse Deliver a signal to a job.
 	//
@@ -5285,7 +5367,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs/{id}/signals (the `SendSignal` operationId).
-	SendSignalWithResponse(ctx context.Context, id JobID, body SendSignalJSONRequestBody, reqEditors ...RequestEditorFn) (*SendSignalResponse, error)
+	SendSignalWithResponse(ctx context.Context, id JobID, params *SendSignalParams, body SendSignalJSONRequestBody, reqEditors ...RequestEditorFn) (*SendSignalResponse, error)
 
 	// ListJobStepsWithResponse The job's attempt history, oldest first.
 	//
@@ -5430,14 +5512,14 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
-	SendSignalByKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendSignalByKeyResponse, error)
+	SendSignalByKeyWithBodyWithResponse(ctx context.Context, params *SendSignalByKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendSignalByKeyResponse, error)
 
 	// SendSignalByKeyWithResponse Deliver a signal to the live job holding a key.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
-	SendSignalByKeyWithResponse(ctx context.Context, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*SendSignalByKeyResponse, error)
+	SendSignalByKeyWithResponse(ctx context.Context, params *SendSignalByKeyParams, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*SendSignalByKeyResponse, error)
 
 	// GetStepStatsWithResponse Throughput, error rate and latency of a queue's or a handler's steps over time.
 	//
@@ -7743,8 +7825,8 @@ func (c *ClientWithResponses) ListJobSignalsWithResponse(ctx context.Context, id
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs/{id}/signals (the `SendSignal` operationId).
-func (c *ClientWithResponses) SendSignalWithBodyWithResponse(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendSignalResponse, error) {
-	rsp, err := c.SendSignalWithBody(ctx, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) SendSignalWithBodyWithResponse(ctx context.Context, id JobID, params *SendSignalParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendSignalResponse, error) {
+	rsp, err := c.SendSignalWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -7760,8 +7842,8 @@ func (c *ClientWithResponses) SendSignalWithBodyWithResponse(ctx context.Context
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs/{id}/signals (the `SendSignal` operationId).
-func (c *ClientWithResponses) SendSignalWithResponse(ctx context.Context, id JobID, body SendSignalJSONRequestBody, reqEditors ...RequestEditorFn) (*SendSignalResponse, error) {
-	rsp, err := c.SendSignal(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) SendSignalWithResponse(ctx context.Context, id JobID, params *SendSignalParams, body SendSignalJSONRequestBody, reqEditors ...RequestEditorFn) (*SendSignalResponse, error) {
+	rsp, err := c.SendSignal(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -8007,8 +8089,8 @@ func (c *ClientWithResponses) PutScheduleWithResponse(ctx context.Context, name 
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
-func (c *ClientWithResponses) SendSignalByKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendSignalByKeyResponse, error) {
-	rsp, err := c.SendSignalByKeyWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) SendSignalByKeyWithBodyWithResponse(ctx context.Context, params *SendSignalByKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendSignalByKeyResponse, error) {
+	rsp, err := c.SendSignalByKeyWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -8020,8 +8102,8 @@ func (c *ClientWithResponses) SendSignalByKeyWithBodyWithResponse(ctx context.Co
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
-func (c *ClientWithResponses) SendSignalByKeyWithResponse(ctx context.Context, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*SendSignalByKeyResponse, error) {
-	rsp, err := c.SendSignalByKey(ctx, body, reqEditors...)
+func (c *ClientWithResponses) SendSignalByKeyWithResponse(ctx context.Context, params *SendSignalByKeyParams, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*SendSignalByKeyResponse, error) {
+	rsp, err := c.SendSignalByKey(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

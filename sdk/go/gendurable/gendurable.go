@@ -195,7 +195,7 @@ func (c *Client) Signal(ctx context.Context, id int64, name string, payload any)
 	if payload != nil {
 		body.Payload = JSON(payload)
 	}
-	r, err := c.SendSignalWithResponse(ctx, id, body)
+	r, err := c.SendSignalWithResponse(ctx, id, nil, body)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +208,7 @@ func (c *Client) SignalByKey(ctx context.Context, key, name string, payload any)
 	if payload != nil {
 		body.Payload = JSON(payload)
 	}
-	r, err := c.SendSignalByKeyWithResponse(ctx, body)
+	r, err := c.SendSignalByKeyWithResponse(ctx, nil, body)
 	if err != nil {
 		return nil, err
 	}

@@ -1511,8 +1511,9 @@ export interface components {
          * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
          *     job of a batch) is kept in that trace and each of its steps' webhook requests
          *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
-         *     the server's span of this request. A value that is not a version-00 traceparent is
-         *     ignored, as the recommendation says (docs/observability.md).
+         *     the server's span of this request. On a signal, a job without a trace context takes
+         *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
+         *     says (docs/observability.md).
          */
         Traceparent: string;
         /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
@@ -1631,8 +1632,9 @@ export interface operations {
                  * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
                  *     job of a batch) is kept in that trace and each of its steps' webhook requests
                  *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
-                 *     the server's span of this request. A value that is not a version-00 traceparent is
-                 *     ignored, as the recommendation says (docs/observability.md).
+                 *     the server's span of this request. On a signal, a job without a trace context takes
+                 *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
+                 *     says (docs/observability.md).
                  */
                 traceparent?: components["parameters"]["Traceparent"];
                 /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
@@ -1681,8 +1683,9 @@ export interface operations {
                  * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
                  *     job of a batch) is kept in that trace and each of its steps' webhook requests
                  *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
-                 *     the server's span of this request. A value that is not a version-00 traceparent is
-                 *     ignored, as the recommendation says (docs/observability.md).
+                 *     the server's span of this request. On a signal, a job without a trace context takes
+                 *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
+                 *     says (docs/observability.md).
                  */
                 traceparent?: components["parameters"]["Traceparent"];
                 /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
@@ -1858,7 +1861,19 @@ export interface operations {
     sendSignal: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+                 *     job of a batch) is kept in that trace and each of its steps' webhook requests
+                 *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+                 *     the server's span of this request. On a signal, a job without a trace context takes
+                 *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
+                 *     says (docs/observability.md).
+                 */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
             path: {
                 id: components["parameters"]["JobID"];
             };
@@ -2041,7 +2056,19 @@ export interface operations {
     sendSignalByKey: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+                 *     job of a batch) is kept in that trace and each of its steps' webhook requests
+                 *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+                 *     the server's span of this request. On a signal, a job without a trace context takes
+                 *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
+                 *     says (docs/observability.md).
+                 */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
             path?: never;
             cookie?: never;
         };

@@ -1512,8 +1512,9 @@ export interface components {
          * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
          *     job of a batch) is kept in that trace and each of its steps' webhook requests
          *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
-         *     the server's span of this request. A value that is not a version-00 traceparent is
-         *     ignored, as the recommendation says (docs/observability.md).
+         *     the server's span of this request. On a signal, a job without a trace context takes
+         *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
+         *     says (docs/observability.md).
          */
         Traceparent: string;
         /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
@@ -1632,8 +1633,9 @@ export interface operations {
                  * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
                  *     job of a batch) is kept in that trace and each of its steps' webhook requests
                  *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
-                 *     the server's span of this request. A value that is not a version-00 traceparent is
-                 *     ignored, as the recommendation says (docs/observability.md).
+                 *     the server's span of this request. On a signal, a job without a trace context takes
+                 *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
+                 *     says (docs/observability.md).
                  */
                 traceparent?: components["parameters"]["Traceparent"];
                 /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
@@ -1682,8 +1684,9 @@ export interface operations {
                  * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
                  *     job of a batch) is kept in that trace and each of its steps' webhook requests
                  *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
-                 *     the server's span of this request. A value that is not a version-00 traceparent is
-                 *     ignored, as the recommendation says (docs/observability.md).
+                 *     the server's span of this request. On a signal, a job without a trace context takes
+                 *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
+                 *     says (docs/observability.md).
                  */
                 traceparent?: components["parameters"]["Traceparent"];
                 /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
@@ -1859,7 +1862,19 @@ export interface operations {
     sendSignal: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+                 *     job of a batch) is kept in that trace and each of its steps' webhook requests
+                 *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+                 *     the server's span of this request. On a signal, a job without a trace context takes
+                 *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
+                 *     says (docs/observability.md).
+                 */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
             path: {
                 id: components["parameters"]["JobID"];
             };
@@ -2042,7 +2057,19 @@ export interface operations {
     sendSignalByKey: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+                 *     job of a batch) is kept in that trace and each of its steps' webhook requests
+                 *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+                 *     the server's span of this request. On a signal, a job without a trace context takes
+                 *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
+                 *     says (docs/observability.md).
+                 */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
             path?: never;
             cookie?: never;
         };
