@@ -274,3 +274,10 @@ func stepTraceID(st *engine.Step) string {
 	_, traceparent, _ := claimTrace(st.Trace)
 	return engine.TraceID(&traceparent)
 }
+
+// endParkedSpan ends the span of a claimed step given back unrun because its handler's
+// circuit breaker is open (no attempt used).
+func endParkedSpan(span trace.Span) {
+	span.SetAttributes(attrOutcome.String("parked"))
+	span.End()
+}
