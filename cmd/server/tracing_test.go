@@ -459,7 +459,10 @@ func TestOneTraceFromTheClientThroughEveryStep(t *testing.T) {
 	waitJob(t, base, id, "awaiting its signal", func(job map[string]any) bool {
 		return job["status"] == "awaiting" && job["step"] == float64(4) // steps 0-3 done, the last awaits
 	})
-	request(t, "POST", fmt.Sprintf("%s/v1/jobs/%d/signals", base, id), `{"name": "go"}`, nil)
+	// The signal is sent from the same client span: its request joins the trace (the job
+	// keeps its own context).
+	request(t, "POST", fmt.Sprintf("%s/v1/jobs/%d/signals", base, id), `{"name": "go"}`,
+		map[string]string{"traceparent": carrier["traceparent"]})
 	waitJob(t, base, id, "done", func(job map[string]any) bool { return job["status"] == "done" })
 	client.End()
 	if err := clientTP.ForceFlush(ctx); err != nil {
