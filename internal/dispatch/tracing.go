@@ -185,7 +185,8 @@ func (d *Dispatcher) traceClaim(queue string, started time.Time, steps []engine.
 }
 
 // urlAttributes are the semantic conventions' url.full, server.address and server.port
-// of a webhook URL (its query left out: it may carry a credential).
+// of a webhook URL (its query left out and its user info redacted: they may carry a
+// credential).
 func urlAttributes(raw string) []attribute.KeyValue {
 	full := raw
 	if i := strings.IndexAny(full, "?#"); i >= 0 {
@@ -200,9 +201,10 @@ func urlAttributes(raw string) []attribute.KeyValue {
 		}
 		port = 443
 	}
-	host, _, _ := strings.Cut(rest, "/")
-	if _, h, ok := strings.Cut(host, "@"); ok {
+	host, path, _ := strings.Cut(rest, "/")
+	if _, h, ok := strings.Cut(host, "@"); ok { // credentials are never recorded
 		host = h
+		out[0] = attrURL.String(full[:len(full)-len(rest)] + "REDACTED:REDACTED@" + h + "/" + path)
 	}
 	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
 		if p, err := strconv.Atoi(host[i+1:]); err == nil {

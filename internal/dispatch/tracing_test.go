@@ -116,3 +116,19 @@ func BenchmarkStepTracing(b *testing.B) {
 		})
 	}
 }
+
+// The webhook URL's credentials never reach a span.
+func TestURLAttributesRedactCredentials(t *testing.T) {
+	for raw, want := range map[string][3]string{
+		"http://127.0.0.1:9090/steps?token=x": {"http://127.0.0.1:9090/steps", "127.0.0.1", "9090"},
+		"https://user:pw@hooks.example/a/b":   {"https://REDACTED:REDACTED@hooks.example/a/b", "hooks.example", "443"},
+		"http://[::1]:8080/":                  {"http://[::1]:8080/", "::1", "8080"},
+		"http://hooks.example":                {"http://hooks.example", "hooks.example", "80"},
+	} {
+		got := urlAttributes(raw)
+		if len(got) != 3 || got[0].Value.AsString() != want[0] || got[1].Value.AsString() != want[1] ||
+			strconv.FormatInt(got[2].Value.AsInt64(), 10) != want[2] {
+			t.Errorf("%s: %v, want %v", raw, got, want)
+		}
+	}
+}
