@@ -540,7 +540,7 @@ func (db *DB) jobInsertMany(ctx context.Context, p dbsqlc.JobInsertManyParams) (
 func insertManyArgs(p dbsqlc.JobInsertManyParams) []any {
 	return []any{p.Queues, p.Handlers, p.Inputs, p.Keys, p.Priorities, p.RunAts, p.DelaysMs, p.ConcurrencyKeys,
 		p.RateLimits, p.RateKeys, p.RateWeights, p.MaxAttempts, p.ParentIds, p.IdempotencyKeys, p.ExtraRateLimits,
-		p.DebounceKeys, p.DebouncePeriodsMs, p.DebounceMaxWaitsMs, p.AsOf, p.IdempotencyWindowMs, p.NotifyTag}
+		p.DebounceKeys, p.DebouncePeriodsMs, p.DebounceMaxWaitsMs, p.TraceContexts, p.AsOf, p.IdempotencyWindowMs, p.NotifyTag}
 }
 
 // oneOf reads a text column into *dst: one of known when the value is, without

@@ -177,7 +177,7 @@ claimed AS (
               j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children, j.gate_shard,
               -- NULL for a job without a trace context: one null bit of the answer's row.
               CASE WHEN j.trace_context IS NOT NULL
-                   THEN floor(extract(epoch FROM j.eligible_at) * 1000000)::bigint || ' ' || j.trace_context END AS trace
+                   THEN floor(extract(epoch FROM j.eligible_at) * 1000000)::bigint || ' ' || j.trace_context ELSE NULL::text END AS trace
 )
 SELECT c.id, c.queue, c.handler, c.key, c.step, c.attempt, c.max_attempts, c.input,
        c.state, c.created_at, c.lease_token::uuid AS lease_token, c.lease_expires_at::timestamptz AS lease_expires_at,
@@ -218,7 +218,7 @@ type JobClaimBatchRow struct {
 	InboxSeq                int64
 	PendingChildren         int
 	GateShard               *int
-	Trace                   interface{}
+	Trace                   string
 	Url                     *string
 	Secret                  *string
 	PreviousSecret          *string
@@ -382,7 +382,7 @@ claimed AS (
               j.state, j.created_at, j.lease_token, j.lease_expires_at, j.attempted_at, j.wake,
               j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children,
               CASE WHEN j.trace_context IS NOT NULL
-                   THEN floor(extract(epoch FROM j.eligible_at) * 1000000)::bigint || ' ' || j.trace_context END AS trace
+                   THEN floor(extract(epoch FROM j.eligible_at) * 1000000)::bigint || ' ' || j.trace_context ELSE NULL::text END AS trace
 )
 SELECT coalesce(c.id, 0) AS id, coalesce(c.queue, '') AS queue, coalesce(c.handler, '') AS handler, c.key,
        coalesce(c.step, 0) AS step, coalesce(c.attempt, 0) AS attempt, coalesce(c.max_attempts, 0) AS max_attempts,
@@ -430,7 +430,7 @@ type JobClaimPlainRow struct {
 	ClaimInboxSeq           int64
 	InboxSeq                int64
 	PendingChildren         int
-	Trace                   interface{}
+	Trace                   *string
 	Url                     *string
 	Secret                  *string
 	PreviousSecret          *string
