@@ -176,8 +176,9 @@ claimed AS (
               j.state, j.created_at, j.lease_token, j.lease_expires_at, j.attempted_at, j.wake,
               j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children, j.gate_shard,
               -- NULL for a job without a trace context: one null bit of the answer's row.
-              CASE WHEN j.trace_context IS NOT NULL
-                   THEN floor(extract(epoch FROM j.eligible_at) * 1000000)::bigint || ' ' || j.trace_context ELSE NULL::text END AS trace
+              coalesce(CASE WHEN j.trace_context IS NOT NULL
+                   THEN floor(extract(epoch FROM j.eligible_at) * 1000000)::bigint || ' ' || j.trace_context END,
+                       j.trace_context) AS trace  -- (coalesce: typed nullable text by sqlc)
 )
 SELECT c.id, c.queue, c.handler, c.key, c.step, c.attempt, c.max_attempts, c.input,
        c.state, c.created_at, c.lease_token::uuid AS lease_token, c.lease_expires_at::timestamptz AS lease_expires_at,
@@ -218,7 +219,7 @@ type JobClaimBatchRow struct {
 	InboxSeq                int64
 	PendingChildren         int
 	GateShard               *int
-	Trace                   string
+	Trace                   *string
 	Url                     *string
 	Secret                  *string
 	PreviousSecret          *string
@@ -381,8 +382,9 @@ claimed AS (
     RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.input,
               j.state, j.created_at, j.lease_token, j.lease_expires_at, j.attempted_at, j.wake,
               j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children,
-              CASE WHEN j.trace_context IS NOT NULL
-                   THEN floor(extract(epoch FROM j.eligible_at) * 1000000)::bigint || ' ' || j.trace_context ELSE NULL::text END AS trace
+              coalesce(CASE WHEN j.trace_context IS NOT NULL
+                   THEN floor(extract(epoch FROM j.eligible_at) * 1000000)::bigint || ' ' || j.trace_context END,
+                       j.trace_context) AS trace  -- (coalesce: typed nullable text by sqlc)
 )
 SELECT coalesce(c.id, 0) AS id, coalesce(c.queue, '') AS queue, coalesce(c.handler, '') AS handler, c.key,
        coalesce(c.step, 0) AS step, coalesce(c.attempt, 0) AS attempt, coalesce(c.max_attempts, 0) AS max_attempts,
