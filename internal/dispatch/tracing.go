@@ -91,8 +91,11 @@ func traceHeaders(st *engine.Step, headers *[5]webhookclient.Header, n int) int 
 			return n
 		}
 		traceparent, tracestate = formatTraceparent(sc), sc.TraceState().String()
-	} else {
-		_, traceparent, tracestate = claimTrace(st.Trace)
+	} else if st.Trace != nil {
+		// The job's own, sliced from the claim's column (no parse: nothing allocates).
+		if _, tc, ok := strings.Cut(*st.Trace, " "); ok {
+			traceparent, tracestate = engine.SplitTraceContext(tc)
+		}
 	}
 	if traceparent == "" {
 		return n
