@@ -1,13 +1,14 @@
 -- 0018: W3C trace context kept with a job (docs/observability.md).
 --
 -- jobs.trace_context is the job's W3C trace context: the `traceparent` it was inserted
--- with (a header or a body field of the insert, the server's own span of that request when
+-- with (the traceparent header of the insert or gendurable_enqueue's option, the server's own span of that request when
 -- tracing is on, the step span that spawned a child), then a space and the `tracestate`
 -- when there was one. NULL when the job came without one and tracing is off: nothing is
 -- invented. The claim answers it (NULL when absent: a null costs a claimed row one bit)
 -- and every webhook call of the job carries a `traceparent` of that trace.
--- Adding a nullable column without a default rewrites nothing.
-ALTER TABLE jobs ADD COLUMN trace_context text;
+-- Adding a nullable column without a default rewrites nothing. It comes last (below): on
+-- Citus a function command may not follow a parallel operation on a distributed table in
+-- one transaction.
 
 -- gendurable_enqueue_trace_context reads the traceparent and tracestate options of
 -- gendurable_enqueue into the jobs.trace_context form, refusing a traceparent that is not
@@ -208,3 +209,5 @@ $$;
 
 COMMENT ON FUNCTION gendurable_enqueue(text, jsonb, jsonb) IS
     'Insert a gendurable job from the calling transaction (it exists iff that transaction commits); see docs/sql-enqueue.md';
+
+ALTER TABLE jobs ADD COLUMN trace_context text;
