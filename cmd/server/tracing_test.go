@@ -285,7 +285,7 @@ type stepCall struct {
 	traceparent      string
 	status           int
 	contextTraceID   string // the trace id of the context the SDK gave the step function
-	contextParentSID string // and its span's parent: the service's attempt span
+	contextSpanID    string // and its span id: with no SDK installed, the service's attempt span
 }
 
 // tracedHandlers serves the handlers flow and child with the Go SDK, recording every call.
@@ -302,7 +302,7 @@ func newTracedHandlers(t *testing.T) (*tracedHandlers, *httptest.Server) {
 	sdk := webhook.Handler(h.secret, func(ctx context.Context, req *webhook.StepRequest) webhook.Response {
 		sc := trace.SpanContextFromContext(ctx)
 		h.record(stepCall{handler: req.Job.Handler, step: req.Job.Step, attempt: req.Job.Attempt,
-			traceparent: req.Traceparent, status: 200, contextTraceID: sc.TraceID().String()})
+			traceparent: req.Traceparent, status: 200, contextTraceID: sc.TraceID().String(), contextSpanID: sc.SpanID().String()})
 		if req.Job.Handler == "child" {
 			return webhook.Response{Done: &webhook.Done{Result: json.RawMessage(`{"child":true}`)}}
 		}
@@ -543,6 +543,9 @@ func TestOneTraceFromTheClientThroughEveryStep(t *testing.T) {
 		}
 		if parts := strings.Split(c.traceparent, "-"); len(parts) != 4 || parts[2] != s.SpanID {
 			t.Fatalf("call %+v: its traceparent is not its attempt's span %s", c, s.SpanID)
+		}
+		if c.status == 200 && c.contextSpanID != s.SpanID {
+			t.Fatalf("call %+v: the SDK's context does not continue the attempt's span %s", c, s.SpanID)
 		}
 	}
 	// The waits between eligible and claimed, under the job's context.
