@@ -280,12 +280,12 @@ func byOperation(spans []jaegerSpan, name string) []jaegerSpan {
 
 // stepCall is what the test's handler saw of one webhook call.
 type stepCall struct {
-	handler          string
-	step, attempt    int
-	traceparent      string
-	status           int
-	contextTraceID   string // the trace id of the context the SDK gave the step function
-	contextSpanID    string // and its span id: with no SDK installed, the service's attempt span
+	handler        string
+	step, attempt  int
+	traceparent    string
+	status         int
+	contextTraceID string // the trace id of the context the SDK gave the step function
+	contextSpanID  string // and its span id: with no SDK installed, the service's attempt span
 }
 
 // tracedHandlers serves the handlers flow and child with the Go SDK, recording every call.
