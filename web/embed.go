@@ -4,6 +4,7 @@ package web
 
 import (
 	"embed"
+	"encoding/json"
 	"io/fs"
 	"net/http"
 	"path"
@@ -15,7 +16,34 @@ var dist embed.FS
 
 // Handler serves the dashboard's files, and index.html for any other path (the
 // dashboard routes in the browser).
-func Handler() http.Handler {
+func Handler() http.Handler { return HandlerWith(Config{}) }
+
+// Config is what the dashboard is told about the server, served as /dashboard.json.
+type Config struct {
+	// TraceURL links a run's trace: a URL template with {trace_id} in it (e.g. a Jaeger
+	// UI's http://localhost:16686/trace/{trace_id}); empty: the trace id is shown unlinked.
+	TraceURL string `json:"trace_url,omitempty"`
+}
+
+// HandlerWith is Handler serving c at /dashboard.json as well.
+func HandlerWith(c Config) http.Handler {
+	settings, err := json.Marshal(c)
+	if err != nil {
+		panic(err)
+	}
+	files := handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/dashboard.json" {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "no-cache")
+			_, _ = w.Write(settings)
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
+}
+
+func handler() http.Handler {
 	root, err := fs.Sub(dist, "dist")
 	if err != nil {
 		panic(err)

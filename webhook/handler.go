@@ -9,6 +9,11 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // MaxRequestBytes caps the step request Handler reads (the service's default cap).
@@ -76,7 +81,13 @@ func NewHandler(secret string, fn StepFunc) (http.Handler, error) {
 			writeProblem(w, problemBadStep, why)
 			return
 		}
-		resp := fn(r.Context(), &req)
+		ctx := r.Context()
+		if tp := r.Header.Get("Traceparent"); tp != "" {
+			var span trace.Span
+			ctx, span = startStepSpan(ctx, r.Header, &req, tp)
+			defer span.End()
+		}
+		resp := fn(ctx, &req)
 		if why := answerProblem(&resp); why != "" {
 			writeProblem(w, problemStepFunction, why)
 			return
@@ -181,4 +192,18 @@ func readRequest(r *http.Request) ([]byte, error) {
 		return nil, errTooLarge
 	}
 	return body, err
+}
+
+// startStepSpan continues the step request's trace: req gets its traceparent and
+// tracestate, and ctx a span of the step (server kind) under the service's span of the
+// attempt, from the global tracer provider: a span that records nothing unless the
+// program installed an OpenTelemetry SDK, whose context the step's own spans still
+// continue.
+func startStepSpan(ctx context.Context, h http.Header, req *StepRequest, traceparent string) (context.Context, trace.Span) {
+	req.Traceparent, req.Tracestate = traceparent, h.Get("Tracestate")
+	ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(h))
+	return otel.Tracer("github.com/gendurable/gendurable/webhook").Start(ctx, "step "+req.Job.Handler,
+		trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.Int64("gendurable.job.id", req.Job.ID), attribute.String("gendurable.handler", req.Job.Handler),
+			attribute.Int("gendurable.step", req.Job.Step), attribute.Int("gendurable.attempt", req.Job.Attempt)))
 }

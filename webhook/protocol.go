@@ -32,6 +32,12 @@ type StepRequest struct {
 	// Wake says why a parked job runs again: "signal", "children", "timeout"; empty for
 	// a fresh or continued step.
 	Wake string `json:"wake,omitempty"`
+	// Traceparent and Tracestate are the step request's W3C trace context headers ("" when
+	// it has none): the service's span of this attempt, in the trace of the job. Handler
+	// also puts it in the context it passes the step function, under a span of the step
+	// made with the global OpenTelemetry tracer provider (a no-op unless the program set one).
+	Traceparent string `json:"-"`
+	Tracestate  string `json:"-"`
 }
 
 // Job describes the job a step belongs to.

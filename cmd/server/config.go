@@ -43,6 +43,10 @@ type config struct {
 	StepBodyCap          int
 	DBMaxConns           int
 	LogLevel             slog.Level
+	Tracing              tracingConfig
+	// TraceURL is the dashboard's link to a trace: a URL with {trace_id} in it
+	// (GENDURABLE_TRACE_URL; empty: the trace id is shown unlinked).
+	TraceURL string
 }
 
 // usageHeader opens the usage that -h and --help print, before the flags.
@@ -178,6 +182,14 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 			continue
 		}
 		c.WebhookAllowCIDRs = append(c.WebhookAllowCIDRs, p)
+	}
+	var terr error
+	if c.Tracing, terr = loadTracingConfig(getenv); terr != nil {
+		errs = append(errs, terr)
+	}
+	c.TraceURL = getenv("GENDURABLE_TRACE_URL")
+	if c.TraceURL != "" && !strings.Contains(c.TraceURL, "{trace_id}") {
+		errs = append(errs, fmt.Errorf("GENDURABLE_TRACE_URL=%q holds no {trace_id}, where the trace id goes", c.TraceURL))
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(level)); err != nil {
 		errs = append(errs, fmt.Errorf("GENDURABLE_LOG_LEVEL=%q is not debug, info, warn or error", level))

@@ -92,6 +92,20 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		return fmt.Errorf("the database schema does not match this build (run migrations): %w", err)
 	}
 
+	tp, err := newTracerProvider(ctx, cfg.Tracing)
+	if err != nil {
+		return err
+	}
+	if tp != nil {
+		defer func() {
+			flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(flushCtx); err != nil {
+				log.Warn("flushing the last spans", "err", err)
+			}
+		}()
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	eng, err := engine.New(db, cfg.engineConfig(), log)
@@ -101,7 +115,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	eng.SetMetrics(engine.NewMetrics(reg, db))
 	guard := &netguard.Guard{AllowPrivate: cfg.AllowPrivateWebhooks, Allow: cfg.WebhookAllowCIDRs}
 	apiCfg := cfg.apiConfig()
-	apiCfg.Guard, apiCfg.Metrics, apiCfg.Dashboard = guard, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), web.Handler()
+	apiCfg.Guard, apiCfg.Metrics = guard, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	apiCfg.Dashboard = web.HandlerWith(web.Config{TraceURL: cfg.TraceURL})
+	if tp != nil {
+		apiCfg.TracerProvider = tp
+	}
 	api, err := httpapi.New(eng, apiCfg, log)
 	if err != nil {
 		return err
@@ -125,7 +143,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("gendurable is serving", "addr", ln.Addr().String(), "dispatch", cfg.Dispatch,
-		"allow_private_webhooks", cfg.AllowPrivateWebhooks, "auth", cfg.APIToken != "")
+		"allow_private_webhooks", cfg.AllowPrivateWebhooks, "auth", cfg.APIToken != "", "tracing", tp != nil)
 
 	// The charts' counts of what this process writes to the history (also the outcomes
 	// reported through the API when dispatch is off).
@@ -140,6 +158,9 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	if cfg.Dispatch {
 		dispCfg := cfg.dispatchConfig()
 		dispCfg.DialControl = guard.Control
+		if tp != nil {
+			dispCfg.TracerProvider = tp
+		}
 		disp = dispatch.New(eng, dispCfg, log, dispatch.NewMetrics(reg))
 		disp.Start(ctx)
 		reaper = eng.NewReaper(engine.ReaperConfig{})

@@ -197,6 +197,9 @@ func (d *Dispatcher) admitSteps(ctx context.Context, steps []engine.Step) []engi
 		reserve := parkedBy[st.Handler] == 0 && b.PausedAt == nil
 		parks = append(parks, engine.Park{ID: st.ID, Token: st.LeaseToken, At: d.parkUntil(b, now, reserve)})
 		parkedBy[st.Handler]++
+		if st.Span != nil { // given back unrun: the attempt's span ends here
+			endParkedSpan(st.Span)
+		}
 	}
 	if len(parks) > 0 {
 		if _, err := d.eng.ParkSteps(ctx, parks); err != nil && ctx.Err() == nil {

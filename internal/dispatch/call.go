@@ -54,6 +54,9 @@ func (d *Dispatcher) runStep(ctl *callControl, f *feeder, st *engine.Step) {
 //
 //go:noinline
 func (d *Dispatcher) finishStep(ctl *callControl, f *feeder, st *engine.Step, outcome *engine.Outcome) {
+	if st.Span != nil {
+		endAttemptSpan(st, outcome, ctl.aborted())
+	}
 	if outcome == nil {
 		answered := !ctl.aborted() // a 202: the handler is up
 		d.recordProbe(st, verdictSuccess, answered)
@@ -75,11 +78,11 @@ func (d *Dispatcher) finishStep(ctl *callControl, f *feeder, st *engine.Step, ou
 			switch {
 			case err != nil:
 				d.log.Error("writing a step's outcome failed; the step will run again after its lease expires",
-					"job_id", st.ID, "err", err)
+					"job_id", st.ID, "err", err, "trace_id", stepTraceID(st))
 			case applied == nil:
 				d.metrics.LeaseLost.WithLabelValues("outcome").Inc()
 				d.log.Warn("outcome refused: the lease token is no longer current (the step was taken back)",
-					"job_id", st.ID, "step", st.Step, "attempt", st.Attempt)
+					"job_id", st.ID, "step", st.Step, "attempt", st.Attempt, "trace_id", stepTraceID(st))
 			case applied.Ready:
 				f.wake() // an outcome only changes its own job, which is on this queue
 			}
@@ -88,9 +91,12 @@ func (d *Dispatcher) finishStep(ctl *callControl, f *feeder, st *engine.Step, ou
 
 // signedRequest is a step's signed webhook request, ready to send.
 type signedRequest struct {
-	body    []byte
-	headers [3]webhookclient.Header
-	timeout time.Duration
+	body []byte
+	// headers are the Standard Webhooks headers, then traceparent and tracestate when
+	// the step carries a trace (nheaders in all).
+	headers  [5]webhookclient.Header
+	nheaders int
+	timeout  time.Duration
 }
 
 // stepCall is a step's webhook call under way.
@@ -111,7 +117,7 @@ func (d *Dispatcher) startCall(ctl *callControl, st *engine.Step) (*stepCall, *e
 	}
 	started := time.Now()
 	// No context: the heartbeat and the shutdown end the call through ctl.
-	x := d.client.NewExchange(context.Background(), started.Add(req.timeout), *st.HandlerURL, req.headers[:],
+	x := d.client.NewExchange(context.Background(), started.Add(req.timeout), *st.HandlerURL, req.headers[:req.nheaders],
 		req.body, d.cfg.MaxBodyBytes)
 	ctl.attach(x)
 	x.Send()
@@ -154,11 +160,16 @@ func (d *Dispatcher) prepareCall(st *engine.Step) (*signedRequest, *engine.Outco
 	if err != nil {
 		return nil, badSecretOutcome(err)
 	}
-	return &signedRequest{body: body, timeout: timeout, headers: [...]webhookclient.Header{ // the Standard Webhooks names
+	req := &signedRequest{body: body, timeout: timeout, nheaders: 3, headers: [...]webhookclient.Header{ // the Standard Webhooks names
 		{Name: "Webhook-Id", Value: msgID},
 		{Name: "Webhook-Timestamp", Value: strconv.FormatInt(now.Unix(), 10)},
 		{Name: "Webhook-Signature", Value: string(sig)},
-	}}, nil
+		{}, {},
+	}}
+	if st.Span != nil || st.Trace != nil {
+		req.nheaders = traceHeaders(st, &req.headers, req.nheaders)
+	}
+	return req, nil
 }
 
 // The outcomes that refuse a call before it is made, each in a function of its own to

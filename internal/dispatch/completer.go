@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gendurable/gendurable/internal/engine"
 )
 
@@ -23,6 +25,7 @@ import (
 // and more statements run only when one cannot keep up. Every outcome stays fenced by
 // its own lease token; the lease is heartbeated until its outcome is written.
 type completer struct {
+	tracer  trace.Tracer // nil when tracing is off
 	eng     *engine.Engine
 	cfg     Config
 	metrics *Metrics
@@ -217,7 +220,11 @@ func (c *completer) flush(batch []pendingOutcome) {
 	for i, p := range batch {
 		outcomes[i] = p.step.WithOutcome(*p.outcome)
 	}
+	span := c.traceOutcomes(batch)
 	results := c.write(outcomes)
+	if span != nil {
+		span.End()
+	}
 	c.metrics.OutcomeBatch.Observe(float64(len(batch)))
 	c.recordBreakers(batch)
 	for i, p := range batch {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gendurable/gendurable/internal/engine"
 	"github.com/gendurable/gendurable/internal/webhookclient"
@@ -63,6 +64,10 @@ type Config struct {
 	ParkFor time.Duration
 	// Now is the circuit breaker's clock (nil: the database's now()); tests move it.
 	Now func() time.Time
+	// TracerProvider, when set, turns the dispatcher's spans on (claims, waits, step
+	// attempts, outcome batches: tracing.go). Nil (the default) makes none; a job's trace
+	// context still reaches its webhook calls.
+	TracerProvider trace.TracerProvider
 }
 
 // Validate reports the settings New refuses, each named with its environment variable
@@ -132,6 +137,7 @@ type Dispatcher struct {
 
 	leases    *leaseRegistry
 	completer *completer
+	tracer    trace.Tracer // nil when tracing is off
 	runners   *stepRunners
 	probes    probes   // the steps carrying their handler's circuit breaker probe
 	signers   sync.Map // signing secret → *webhook.Signer
@@ -176,7 +182,11 @@ func New(eng *engine.Engine, cfg Config, log *slog.Logger, metrics *Metrics) *Di
 		feeders: map[string]*feeder{}}
 	d.client = webhookclient.New(webhookclient.Config{Control: cfg.DialControl, TLS: cfg.TLS})
 	d.leases = newLeaseRegistry()
+	if cfg.TracerProvider != nil {
+		d.tracer = cfg.TracerProvider.Tracer("github.com/gendurable/gendurable/internal/dispatch")
+	}
 	d.completer = newCompleter(eng, cfg, metrics, d.log)
+	d.completer.tracer = d.tracer
 	d.runners = newStepRunners(func(t stepTask) { d.runStep(t.ctl, t.f, t.st) }, runnerIdle)
 	return d
 }

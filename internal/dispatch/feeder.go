@@ -118,6 +118,9 @@ func (f *feeder) loop() {
 			continue
 		}
 		d.metrics.PickRows.WithLabelValues(f.queue).Observe(float64(len(steps)))
+		if d.tracer != nil && len(steps) > 0 {
+			d.traceClaim(f.queue, started, steps)
+		}
 		claimed := len(steps)
 		admitted := d.admitSteps(f.ctx, steps) // parks the steps of open circuit breakers
 		for i := range admitted {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gendurable/gendurable/internal/pg"
 )
 
@@ -19,6 +21,8 @@ type Step struct {
 	// Children are sent to the step that follows a join; ChildrenMore counts the rest.
 	Children     []pg.Child
 	ChildrenMore int
+	// Span is the dispatcher's span of this attempt (nil when tracing is off).
+	Span trace.Span
 }
 
 // Claim leases up to limit runnable steps of queue in one statement, then loads the

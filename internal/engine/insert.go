@@ -37,6 +37,9 @@ type NewJob struct {
 	// Debounce collapses inserts of one key, while its job is pending, into that job
 	// (Debounced); not with Key, IdempotencyKey, RunAt or Delay.
 	Debounce *Debounce
+	// TraceContext is the job's W3C trace context (TraceContextOf: a traceparent, then a
+	// space and the tracestate; nil: none). Its steps' webhook calls continue that trace.
+	TraceContext *string
 }
 
 // Debounce says how an insert collapses into the pending job of its key: that job runs
@@ -65,7 +68,13 @@ const DefaultQueue = "default"
 // toInsert validates one job (its fields named as v names those of its item) and converts it.
 func (j NewJob) toInsert(v *validator) pg.JobInsert {
 	in := pg.JobInsert{Handler: j.Handler, Queue: j.Queue, Input: j.Input, Key: j.Key,
-		ConcurrencyKey: j.ConcurrencyKey, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, IdempotencyKey: j.IdempotencyKey}
+		ConcurrencyKey: j.ConcurrencyKey, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, IdempotencyKey: j.IdempotencyKey,
+		TraceContext: j.TraceContext}
+	if j.TraceContext != nil {
+		if parent, _ := SplitTraceContext(*j.TraceContext); !ValidTraceparent(parent) {
+			v.add("traceparent", "must be a W3C traceparent such as 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+		}
+	}
 	if in.Queue == "" {
 		in.Queue = DefaultQueue
 	}

@@ -12,6 +12,9 @@ import (
 type SignalTarget struct {
 	JobID *int64
 	Key   *string
+	// TraceContext is the sender's W3C trace context (TraceContextOf; nil: none): a job
+	// without a trace context of its own takes it, and its next steps continue it.
+	TraceContext *string
 }
 
 // SignalSent is the answer to a delivered signal.
@@ -41,7 +44,7 @@ func (e *Engine) Signal(ctx context.Context, to SignalTarget, name string, paylo
 	if len(jsonOrNil(payload)) == 0 {
 		payload = nil
 	}
-	d, err := e.db.SignalDeliver(ctx, to.JobID, to.Key, name, payload)
+	d, err := e.db.SignalDeliver(ctx, to.JobID, to.Key, name, payload, to.TraceContext)
 	if err != nil {
 		return SignalSent{}, err
 	}

@@ -613,8 +613,16 @@ type Job struct {
 	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
-	Step      int       `json:"step"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Step int `json:"step"`
+
+	// Traceparent The W3C traceparent the job's steps continue (absent when the job has no trace
+	// context): the caller's, the server's span of the insert when tracing is on, or for a
+	// spawned child the step attempt that spawned it. Its trace id is the run's trace.
+	Traceparent *string `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate kept with `traceparent` (absent when none).
+	Tracestate *string   `json:"tracestate,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
 
 	// Wake Why a parked job runs again: signal, children, timeout.
 	Wake *string `json:"wake,omitempty"`
@@ -689,8 +697,16 @@ type JobDetail struct {
 	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
-	Step      int       `json:"step"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Step int `json:"step"`
+
+	// Traceparent The W3C traceparent the job's steps continue (absent when the job has no trace
+	// context): the caller's, the server's span of the insert when tracing is on, or for a
+	// spawned child the step attempt that spawned it. Its trace id is the run's trace.
+	Traceparent *string `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate kept with `traceparent` (absent when none).
+	Tracestate *string   `json:"tracestate,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
 
 	// Wake Why a parked job runs again: signal, children, timeout.
 	Wake *string `json:"wake,omitempty"`
@@ -801,8 +817,16 @@ type JobInserted struct {
 	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
-	Step      int       `json:"step"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Step int `json:"step"`
+
+	// Traceparent The W3C traceparent the job's steps continue (absent when the job has no trace
+	// context): the caller's, the server's span of the insert when tracing is on, or for a
+	// spawned child the step attempt that spawned it. Its trace id is the run's trace.
+	Traceparent *string `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate kept with `traceparent` (absent when none).
+	Tracestate *string   `json:"tracestate,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
 
 	// Wake Why a parked job runs again: signal, children, timeout.
 	Wake *string `json:"wake,omitempty"`
@@ -1337,6 +1361,12 @@ type JobID = int64
 // Prefer defines model for Prefer.
 type Prefer = string
 
+// Traceparent defines model for Traceparent.
+type Traceparent = string
+
+// Tracestate defines model for Tracestate.
+type Tracestate = string
+
 // BadRequest defines model for BadRequest.
 type BadRequest = Problem
 
@@ -1378,6 +1408,31 @@ type InsertJobParams struct {
 	// IdempotencyKey A repeat within the server's idempotency window (GENDURABLE_IDEMPOTENCY_WINDOW,
 	// default 24h) answers the job the key first made, also after it finished.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
+	// says (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
+}
+
+// InsertJobsParams defines parameters for InsertJobs.
+type InsertJobsParams struct {
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
+	// says (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
 }
 
 // ListJobChildrenParams defines parameters for ListJobChildren.
@@ -1389,6 +1444,20 @@ type ListJobChildrenParams struct {
 // ListJobSignalsParams defines parameters for ListJobSignals.
 type ListJobSignalsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// SendSignalParams defines parameters for SendSignal.
+type SendSignalParams struct {
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
+	// says (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
 }
 
 // ListJobStepsParams defines parameters for ListJobSteps.
@@ -1406,6 +1475,20 @@ type PutQueueParams struct {
 // GetQueueThroughputParams defines parameters for GetQueueThroughput.
 type GetQueueThroughputParams struct {
 	Minutes *int `form:"minutes,omitempty" json:"minutes,omitempty"`
+}
+
+// SendSignalByKeyParams defines parameters for SendSignalByKey.
+type SendSignalByKeyParams struct {
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
+	// says (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
 }
 
 // GetStepStatsParams defines parameters for GetStepStats.
@@ -1520,7 +1603,7 @@ type ServerInterface interface {
 	InsertJob(w http.ResponseWriter, r *http.Request, params InsertJobParams)
 	// InsertJobs Insert up to 10 000 jobs in one statement.
 	// (POST /v1/jobs/batch)
-	InsertJobs(w http.ResponseWriter, r *http.Request)
+	InsertJobs(w http.ResponseWriter, r *http.Request, params InsertJobsParams)
 	// CancelJobs Cancel, in one bounded batch, the live jobs that match a filter.
 	// (POST /v1/jobs/cancel)
 	CancelJobs(w http.ResponseWriter, r *http.Request)
@@ -1550,7 +1633,7 @@ type ServerInterface interface {
 	ListJobSignals(w http.ResponseWriter, r *http.Request, id JobID, params ListJobSignalsParams)
 	// SendSignal Deliver a signal to a job.
 	// (POST /v1/jobs/{id}/signals)
-	SendSignal(w http.ResponseWriter, r *http.Request, id JobID)
+	SendSignal(w http.ResponseWriter, r *http.Request, id JobID, params SendSignalParams)
 	// ListJobSteps The job's attempt history, oldest first.
 	// (GET /v1/jobs/{id}/steps)
 	ListJobSteps(w http.ResponseWriter, r *http.Request, id JobID, params ListJobStepsParams)
@@ -1592,7 +1675,7 @@ type ServerInterface interface {
 	PutSchedule(w http.ResponseWriter, r *http.Request, name Name)
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	// (POST /v1/signals)
-	SendSignalByKey(w http.ResponseWriter, r *http.Request)
+	SendSignalByKey(w http.ResponseWriter, r *http.Request, params SendSignalByKeyParams)
 	// GetStepStats Throughput, error rate and latency of a queue's or a handler's steps over time.
 	// (GET /v1/stats/steps)
 	GetStepStats(w http.ResponseWriter, r *http.Request, params GetStepStatsParams)
@@ -1706,7 +1789,7 @@ func (_ Unimplemented) InsertJob(w http.ResponseWriter, r *http.Request, params 
 
 // InsertJobs Insert up to 10 000 jobs in one statement.
 // (POST /v1/jobs/batch)
-func (_ Unimplemented) InsertJobs(w http.ResponseWriter, r *http.Request) {
+func (_ Unimplemented) InsertJobs(w http.ResponseWriter, r *http.Request, params InsertJobsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1766,7 +1849,7 @@ func (_ Unimplemented) ListJobSignals(w http.ResponseWriter, r *http.Request, id
 
 // SendSignal Deliver a signal to a job.
 // (POST /v1/jobs/{id}/signals)
-func (_ Unimplemented) SendSignal(w http.ResponseWriter, r *http.Request, id JobID) {
+func (_ Unimplemented) SendSignal(w http.ResponseWriter, r *http.Request, id JobID, params SendSignalParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1850,7 +1933,7 @@ func (_ Unimplemented) PutSchedule(w http.ResponseWriter, r *http.Request, name 
 
 // SendSignalByKey Deliver a signal to the live job holding a key.
 // (POST /v1/signals)
-func (_ Unimplemented) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
+func (_ Unimplemented) SendSignalByKey(w http.ResponseWriter, r *http.Request, params SendSignalByKeyParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2328,6 +2411,44 @@ func (siw *ServerInterfaceWrapper) InsertJob(w http.ResponseWriter, r *http.Requ
 
 	}
 
+	// ------------- Optional header parameter "traceparent" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("traceparent")]; found {
+		var Traceparent Traceparent
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "traceparent", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "traceparent", valueList[0], &Traceparent, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "traceparent", Err: err})
+			return
+		}
+
+		params.Traceparent = &Traceparent
+
+	}
+
+	// ------------- Optional header parameter "tracestate" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("tracestate")]; found {
+		var Tracestate Tracestate
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "tracestate", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "tracestate", valueList[0], &Tracestate, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tracestate", Err: err})
+			return
+		}
+
+		params.Tracestate = &Tracestate
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.InsertJob(w, r, params)
 	}))
@@ -2342,8 +2463,54 @@ func (siw *ServerInterfaceWrapper) InsertJob(w http.ResponseWriter, r *http.Requ
 // InsertJobs operation middleware
 func (siw *ServerInterfaceWrapper) InsertJobs(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params InsertJobsParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "traceparent" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("traceparent")]; found {
+		var Traceparent Traceparent
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "traceparent", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "traceparent", valueList[0], &Traceparent, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "traceparent", Err: err})
+			return
+		}
+
+		params.Traceparent = &Traceparent
+
+	}
+
+	// ------------- Optional header parameter "tracestate" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("tracestate")]; found {
+		var Tracestate Tracestate
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "tracestate", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "tracestate", valueList[0], &Tracestate, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tracestate", Err: err})
+			return
+		}
+
+		params.Tracestate = &Tracestate
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.InsertJobs(w, r)
+		siw.Handler.InsertJobs(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2623,8 +2790,51 @@ func (siw *ServerInterfaceWrapper) SendSignal(w http.ResponseWriter, r *http.Req
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SendSignalParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "traceparent" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("traceparent")]; found {
+		var Traceparent Traceparent
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "traceparent", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "traceparent", valueList[0], &Traceparent, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "traceparent", Err: err})
+			return
+		}
+
+		params.Traceparent = &Traceparent
+
+	}
+
+	// ------------- Optional header parameter "tracestate" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("tracestate")]; found {
+		var Tracestate Tracestate
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "tracestate", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "tracestate", valueList[0], &Tracestate, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tracestate", Err: err})
+			return
+		}
+
+		params.Tracestate = &Tracestate
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.SendSignal(w, r, id)
+		siw.Handler.SendSignal(w, r, id, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2995,8 +3205,54 @@ func (siw *ServerInterfaceWrapper) PutSchedule(w http.ResponseWriter, r *http.Re
 // SendSignalByKey operation middleware
 func (siw *ServerInterfaceWrapper) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SendSignalByKeyParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "traceparent" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("traceparent")]; found {
+		var Traceparent Traceparent
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "traceparent", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "traceparent", valueList[0], &Traceparent, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "traceparent", Err: err})
+			return
+		}
+
+		params.Traceparent = &Traceparent
+
+	}
+
+	// ------------- Optional header parameter "tracestate" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("tracestate")]; found {
+		var Tracestate Tracestate
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "tracestate", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "tracestate", valueList[0], &Tracestate, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tracestate", Err: err})
+			return
+		}
+
+		params.Tracestate = &Tracestate
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.SendSignalByKey(w, r)
+		siw.Handler.SendSignalByKey(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4843,7 +5099,8 @@ func (response InsertJobdefaultApplicationProblemPlusJSONResponse) VisitInsertJo
 }
 
 type InsertJobsRequestObject struct {
-	Body *InsertJobsJSONRequestBody
+	Params InsertJobsParams
+	Body   *InsertJobsJSONRequestBody
 }
 
 type InsertJobsResponseObject interface {
@@ -5925,8 +6182,9 @@ func (response ListJobSignalsdefaultApplicationProblemPlusJSONResponse) VisitLis
 }
 
 type SendSignalRequestObject struct {
-	Id   JobID `json:"id"`
-	Body *SendSignalJSONRequestBody
+	Id     JobID `json:"id"`
+	Params SendSignalParams
+	Body   *SendSignalJSONRequestBody
 }
 
 type SendSignalResponseObject interface {
@@ -7231,7 +7489,8 @@ func (response PutScheduledefaultApplicationProblemPlusJSONResponse) VisitPutSch
 }
 
 type SendSignalByKeyRequestObject struct {
-	Body *SendSignalByKeyJSONRequestBody
+	Params SendSignalByKeyParams
+	Body   *SendSignalByKeyJSONRequestBody
 }
 
 type SendSignalByKeyResponseObject interface {
@@ -8093,8 +8352,10 @@ func (sh *strictHandler) InsertJob(w http.ResponseWriter, r *http.Request, param
 }
 
 // InsertJobs operation middleware
-func (sh *strictHandler) InsertJobs(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) InsertJobs(w http.ResponseWriter, r *http.Request, params InsertJobsParams) {
 	var request InsertJobsRequestObject
+
+	request.Params = params
 
 	var body InsertJobsJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -8384,10 +8645,11 @@ func (sh *strictHandler) ListJobSignals(w http.ResponseWriter, r *http.Request, 
 }
 
 // SendSignal operation middleware
-func (sh *strictHandler) SendSignal(w http.ResponseWriter, r *http.Request, id JobID) {
+func (sh *strictHandler) SendSignal(w http.ResponseWriter, r *http.Request, id JobID, params SendSignalParams) {
 	var request SendSignalRequestObject
 
 	request.Id = id
+	request.Params = params
 
 	var body SendSignalJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -8773,8 +9035,10 @@ func (sh *strictHandler) PutSchedule(w http.ResponseWriter, r *http.Request, nam
 }
 
 // SendSignalByKey operation middleware
-func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request, params SendSignalByKeyParams) {
 	var request SendSignalByKeyRequestObject
+
+	request.Params = params
 
 	var body SendSignalByKeyJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -8834,218 +9098,224 @@ func (sh *strictHandler) GetStepStats(w http.ResponseWriter, r *http.Request, pa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H0Lchs5luBVENzZMDmVoiiVXF2WomNHZdfH1W5bbbmiYrboJcFMkISVBNgAKIrldsScZm6wF9ijzEk2",
-	"8B6AzCSRZFIfu9zj6IgumZmJ7/t/37dSOZtLwYTRrdP3rTlVdMYMU/Cv5xmbzaVhIl39ha3sLxnTqeJz",
-	"w6VonbbOiWJzRg1ZcjPlgpgpI5qpa6YeacKLj8mSi0wuSfvH718+++X1+Xcvvh88f/b9Xy9evfn+5dN/",
-	"H/z6/OWzV78mfZGxMV3khhyfTDuECr1kSsOo7+QI/nvFVmTMlTZkRjOWEJprSejYMEW4IWMuuJ6yrNsX",
-	"raTF7RKnjGZMtZKWoDPWOi1v6cDuKWnpdMpm1G5uRm9eMDEx09bp46PjpDXjwv/7KGmZ1dwOoI3iYtL6",
-	"8CFp/SxHz5/ZD2GmOTXTYh6etZKWYn9fcMWy1qlRC1aeaizVjBr7njDfnLRgLj5bzMozcWHYhCmY6iWM",
-	"Gp0J/rNtrn9RbNw6bf2Pw+KqD/GpPoRx7QQXio2Z2rzi1z88JX86Pul1yVAxs1Diz7BSmg8J1VeajKUi",
-	"VLi7AjiQC0MoGclsRdrHvZNOQpZTppi9vr6Qc6aoHZrI8dherhTsjFCxItJMmSJzWAYTKSNcEz4RUm29",
-	"Trfsmls8fvzN5r19sGel51JoBkD+Hc1es78vmDb2X6kUhgn4k87nOU9htYdzJUc5m331TttTed/wdC/w",
-	"K5y0eq5vpgzPiGsipCHXNOcZ+fny1UvSlopMZZ5pklFDHXRb4Ien1zRfsE639SFpPZVinPP0o687nVIx",
-	"YSSVec4zpuHWYYGKablQKXukSbpQiglDtKGGwWp/kGrEs4yJj73c84vnQDemVLtV0ozoVM7ZmduKJoKx",
-	"DOA4m3Fh34Ylv5TmB7kQ2cdc8UtJ9CKdhrOEhfj3P+I6zgWxuP/k5PGfiBsclvJGyhdUTdinQhZ57bBB",
-	"898ZyfmMG1jXL4IuzFQq/jv7qPd1vjBTJowbH1ZoyWEGaxwxquxy5RUTRKoAilyTGdeai0lClkqKiX2o",
-	"2LW8YpnbzVzJlGlNR/lHP2qF5LBCms7IkCkllR4SS3o1YTSdkhHNyJiz3C76gyfCQFXPL547kWGuLNE3",
-	"HKltqhg1LBtQU2GDGTXswHDgZGsEO7G8NMYy19lk0sqpNoOF3j68WOQ5nioyyo3phOO1Gw8sc+I3mzzy",
-	"DQomj7QTTdIpVTS1QlQ3th13z3daI5Av+zkTVmj4rQWEC8QAmrXexqSVQkD4DaUTJzjgUGF3SfmK1o60",
-	"svZiEjl6x1Jjl4W3/hQGAFDNMm4PieYXJSgY01yzZA0w/KmX2Xevt0MIu/NBVM5g144ADGmevxq3Tn/b",
-	"jmEO/D8k6/B/FZOjHQCR9iS7GvzXf/xn55ToqVwKIkXKEqKNlYKIFPmKUE2o5WTTCGit7c1Otbmlt2FT",
-	"LziKPNUF0jkfXLEV/M0Nm+ldxCRs1c9ElaKrjdWEcaOnDOLj+ZJysxNsqkd3QdVV0BAWwvCcUKL5RNAc",
-	"CFVGuCBD/EEPCVWKXzNN2lbkdK8tp5Y4z7gxLOv0hVRkaNFQLsyQzKnW9nXBLNupvNkl52RGTTrlYuKH",
-	"MlNq3BwZWU557sRebdicKCrIkl4xbVUVauByUbSt3oBbbOUC9sSK6k0kLZDCduoCjuhYMRMGwUPY9dmz",
-	"BUr0cOM1N/tMCrbnxf4Auly4WpAxh4rpRW6GZ4SSOQX5kmtipOU/66eIr+635/oN/EB5vu8GKM/D8oVc",
-	"JkE7UsyoFReTJtsApntfu3jJbvbFr9cLVOsFu7HCPJuTNiokw4zldDXsJCSlCrZDhgBmw81NwKvN4ehW",
-	"8Fq/69f2uG+5bU1nDLdNJ5QLUtk7abMbXBSnORnR9EqOx1UicWZxPZULYTSoF8aw2dzcwwndK1xczulS",
-	"7HlCz4VmypBhOuV5ppgYgtA73yTHlnKurJ5P5Ng+moEiFkw1G0fhB2zMgGD1T+1XdkczevMcvzrq9Syp",
-	"vAdauMbKwgrjrGwFH20ay8SqpMGTtpXxLN4rNrbyVceexM3BRB64Ia1I331Nl3+1WsCE2bG/U4xeoZVm",
-	"7cyk0CxdGH7NBmPK84XC3zdFZIvHA6s1MCd/Vhf5as5EgiAcsB7eJjO6IhN5RqY0Hx/I6mtqIYQlAPgm",
-	"12TCr5kgizmYh3KpAeJvJ+naqe4oLNshdETq4laPATUNz5XgXJW11isbc7rQbAAEYR/Ehc+yuAzo16EN",
-	"XVmBb86EO0ExAa2XClKa9oxcvLp8Q7rd7qHldjNWkglHUuaMlma80wm6IRSjTs/c/QWAmD0udU3zvQ6o",
-	"8uVgRm9uxTmqp5vmUrOMpDTPtaNIlqqf4RlbqqWRNiHNqsI+Av0AXg1CnQN2tRCg5Xn1AydqIdC1klb4",
-	"MqKLJC0zVUxPZZ7FkHWN6hTvbpxu9NCqEOpPJonTijKerRMJj0ABdssgtQ4bMZLoyNbFYl/hw+LElIos",
-	"B4dCylW64CZgSTuTqT4c53J5kEphlMy7M8tx6UhbkQrsEppcMTa398UVEt5NhrOGyM0UvALm3m5YhCr0",
-	"pIzAMBOSHLctB2/cICewSJydkX6rp/stgkoHftQlz5xv5GjajSPYnRf+K7Wny8YSrfXOmoFwLsdWfoEN",
-	"ud2dkUwuRjnLyGiF1iALTSzDD4r1PtbderS+85otiMDpakOWuH6zZBan7XylY3uM5ssKxlWHelogBvGI",
-	"QdqpFIKlYNtDA1hCnGKkE/L45qaDSh+cTImXnJEeMQslQNmT43Hp/noWBGf0xvl7ej2UU4IHqBf1AG1i",
-	"1SK/+oHnHmqbY9X3QP4APYhmhgiqlFxq573LcbNnVkPNGdVWT2UJsVoxzfNhgoCKZGkTl2ieRySf1A7i",
-	"yK735FE8UzBmWpyQZ2BsTOVsxIXVnq3Ch04hxOQ4cwvGKo++a3eKj0HdVii914oiG9TZj40oUT84Pm8+",
-	"rsP9Zr65pHXFVoM60+PPcqTJcio1GpC0oco4hww3Ds6a+zST1t8XbMGaLsxylEVEsHpKRcryUxALrZCQ",
-	"EHYDiCUmCaEWS7mYdAnoZaeOalg10n6VI1Q1Evx/lqNLXMIH2JiX+yOWqCj2lNx+exgqxwHntq2thJ0f",
-	"kha4KfCggAgg2sdo2UyCb9uZld7Z6zVTrsnI/kQMvWJ6k3zsdB+X5Qi3/re1h+LtJutqGRWTmOAKIOie",
-	"kjZ19+iVXovq9n0mMmr/HW45eA1nnW5Uvp5Fce6vlaNRbEa5OAO5zmnoRsIpFSIcnFyMeGxodbhBN3Ps",
-	"fJ6xkVyIlN1KVS75ScGqkLnBAHFTmed0rhnhwkhQlsHoBcImCgdzJjIuJn3R9mgFCjfKCGlO+YxlnVNk",
-	"xBOwcdrvjCZczBcGlfOFnuLvI5peESP7YjhnistsSMZKztBKhSPm1HiNYzijNwOLtcOSL5qj+g+8b0Yz",
-	"u8oueTNlfWEXbqVisG+SMIFV+sGa6m5eSCLY0o/TttTZlKbqJOG4+sIuRhvcyRlMX2YMhIK8YmkgWhji",
-	"i3tll+MOKumLAB/u5RlYZiks6p0cwWa8r26SyxHNSTvnV4wMr9hq2DklXKT5InMGXi/OcWGP10gUO92v",
-	"mtA5VaZLXkrjDJl2jIQMSzEyA/sTnAMMuBanQjDwoZOQoVqIATVD4Mhoh4oZkZ2fYU/y749/L30NLngv",
-	"K/G6lyIMEkU6/2Uk/OhHSTL3GL3mVJN+63GvN9P9VkL6ra977o+j6de9Wb8FqtoNnc2t6mqfggJjDFN2",
-	"wP/T/q138OTtV+1+v4t/df5XW+h/LPQ//t//1f+Y6X/of8z+Me10vvqXGF//wYLj994wt841WEzmvKBW",
-	"yhk7cZvlWUJYd9IF6nb49eFccam4WUX9iDNnGNp0VW5QfAZao/8gdso/OrV5TZy7pjz3Lug187ZijOhc",
-	"Gm3JRpyE38bZ6wB34/fAQjen0VOqshp712Ke7bmEKHzi7GGqpHQyaw7T0oR15xx3vE0skWts9IT72uVz",
-	"wyHrltFEH68uMdzBFu3lKNl6Q7v2dIlvru8EZ67byWUYvpCvNiz6XsWxh/JIO9C1rAMkFfCvViSrb052",
-	"7eonJO9PpRjzyeaFOofAYEQ124eg+u/2tHyNCuPwVsHUvXZL9LQcwnkx6izMW8Inrrlc6IFmqWJmwG7m",
-	"XDEdtUP/AmaRYGD2nxL8lGjD8xycrtqKnEoaOIZHGB6U03nn9gZnnCK6g709orehP0lrofLdRN1FLth3",
-	"w5qLFa5dVFIFxiqMFaCzHylz4B+nZl70aUzQqsi0i7KF4bcsbH/69ofGWLudCAJWSPFOOhxgu4pul3wC",
-	"DhyHXu3lVLN0QL4i9iS+OQHrnzcHHX1DRivDdOeMTJhgCkwggKloeF2zOkC4QknEwqF/Oz/43/Tg997B",
-	"k68O33715/e95PhDVKa6DcqpiA1qasz89PDQSs32T23//uX1C1THDJsjK7h4dfmGZcTIjU2cfFsRnr/d",
-	"JTbYRURhk9HcDrCOL069G8z4BHdSQ10Lm8v2+d17sSX8LEcRSQ9BKiJkO1jzUmoR2Mvmp6SHWh5FH7m9",
-	"mJyBvc0FQIKGZVU/IQ1ap1h2Rmhw/4Kaa3UlDbpqbgHMDvVIe1+5jouW7ukd/VreGBXHCBdChJ579ybq",
-	"5dQudiyV8+L+mVCx6lTsVptRhfG1BLc0GkYGLvaSlT1CZXOnFHgBqDA2csXdhs1748SgNl6tYr4IUTpU",
-	"O33aq/lt540BAiGkYJ2oLsNyPuGjPO6U/hWISzAnwkwzurI/nDkDE81yLryXAu7KXU113ttByS1iLZKW",
-	"h/A7wWfJUnz7qFgwm+y7/KbAZXkCWxPlbrdXHEkuBe535/u7JVGMrRrUHFTNBOXvHU0uR6RE3nI6evxp",
-	"MKhvhgFTwwZBo2rmCHsN2uOMm9dsXOMMeydHIRDZToEh8qStGSPFlBrQoeYIClZR+mATLdGPVJrDU4FM",
-	"0aUGi2JS8iOOmCWfxYg1pKGRsFg9h01iepvgPwxfzxY5G3gVZvN0/Ssl26LfdYneUJLm3G4t49m2gy6H",
-	"MbupDU+v4lPbJ54J1y/jDnrPbWJEC3GksaPGsveY89WLDiCNxZn+bZSpJb1iMZaywuDLKyeDgMUaPAin",
-	"Lpg3IR7vg8e3wVXGAu2RBhTUPBxbiXhUWaAn2kXUhoNoz4zcMQY5aFPhQ7vVurxQJooRAlevAFYZWo1Y",
-	"+R016XRPneudHDVXEn+WI3SmRCP9trsAy9cCk27bRJ0X7HarZdlOhXbbip4x48OPG3EJK+BvZh74Sx74",
-	"i4wzrPCakYbmNUoIRqgPHPw0lEP8V2Hgnd+s6zSVATaXsbH4JLLpeEZEAVj7QW9EHt/T5ZKVfIpbNVz/",
-	"HnyzZ7TwnhEHa26piFKIptS4k4q0rWaEDmvAkw5K6e7pkoNvEGMXD6+PDi3o3yJUoZFY66NxC4l2ne0o",
-	"xXJ0IF2xlVVNNUulyLxbEF2wlOT8Gtk8ZuZyiOKH+B5gwY7z3sLddmtbTlnu3J7s597bN7yjKqDuI45t",
-	"FRsv2TVTNC8Jjpq0MZtwkV4xzIvpnHqbgnMl5ysUrTCIyL0JCT594a9EkyXjk6lJwPzAtdVRuRUpwLlN",
-	"8zxEoLtaBeANhtgm5/4WrNsXhZe22MeQtO34UrADFF4t7eqckgm/tlLtSJppKZbbJazfRpItmNq3EbEW",
-	"XL+3dGR5GlDDZAKnuiOb8fQs5uxUDAR+MA6pBSvs+w7ZfBREhmEQ1Ac9AOLJMVxx2e4QDwnLWLbADNm4",
-	"FWXtXCqv13KHC+dpvZs4ENNVINg2XSgtm+i9MbGhOkbN/V4GSd2HKnt7CrjEXXxWq2QTS1qZFPYpRmi1",
-	"vI0qZ1k0mPmFVeC/vzFMZHjwa87DppaC7TveGCa2X1iKxaj9uDnkaVfWtViAoLx9SfhZbB0vo4rkC2YM",
-	"UzohGZ9woxPyaPAoIY+69v9O7f8dPDojRwdHx9+upRKXzOiFAf1t8eege3rw9n0vOTr+U9yaXlHf7NmI",
-	"lUP0+CkhCO4yE5Tgf1vKCxBaO9amGrWJFpsGk/CLWMxGwAI3UXszFrt+BTtybV4tTCpn7BziU7Mo6g8a",
-	"m+D2VpM30Rw1ti1m/YuSPBDc4I/XD6SHDBVMMhV395PtEciVGhTrFN+rJ3HLaXMKWQqgiRBKLrShTlKO",
-	"Wi8WNXZAw00e/wp/eF8KCVoocTphIlsoC52nrr7CKdRAQHF6JzVYQTo9Trr1xv7mpbF1L6TToiPKGQRV",
-	"7jpGGPcpvnoHNz8Xg3Fu5ak9/fwyz5g2A89e7iHxKO4LUcwwEY8MezNlBGTdR1Ymc69ZCaLsd9LBe4M1",
-	"q4jDmoYWO8Pmg5HM3KVtTVA0bP4dvHnJjPFO/rsGJrkAgJCTU72yxIFRdaEBgqK3tJ/7vwxlm+7EkmOt",
-	"AX0sBItm72cun7zBq4Vo0+x9J+w0ezmIULewZtyP+LV2H/FgDECF5mQY6dIui5UbtHYptwm/cIQvErkl",
-	"BSNznl6hzqYJNRAqvxELv0tr3iBsa8ophALYyRxNcGV4nH3YFW3YzN/Zqaw3pWN3Toj6SS4hIQrTBjwR",
-	"rNI9qqz6NDch0yzYMmS1hl+pXt/r7998//LN81cvu3enfrGEDKsIhyKDTnpptaKVoED5f6TB81yqPFgY",
-	"FGKmmA0CHjTvCAeGGSIC7V/Yyhl8pvSaEerW0jBjeLRQeo3aQwZd8XIQbW/FtGs5snKenQbz3hdbUui2",
-	"wC0n4UT3YzHhiuJkbc3MtJ+9ZSd9K4++dXG3IHQeENZyW6Q2WCtMB9BCe2PVq+cvbz0Kt44OFberosnR",
-	"b9yUWcYyMmfKmUCbTRpVG/yMkSMNQLH1TPfX3Z15d9fdu1JFHlWa2EHRqNhk8F/xzShK1G33V1ZworrY",
-	"ZXdBoRAqpKqAyZIbXaJB+4ZlXzo38v2UaUuVFFHyszWK5TbBKVCUbIsCvju0A0YwPL16mEpxYI8rrLWb",
-	"PAzi4uz8zbNGXWRz2YKnrzj4gPNcLqMmuW1iR31kil3B707C3gxOvicGAdBSmqvsHvcOc+8E91svaTvl",
-	"E167zip87MdxPEbEGY4Pu2jObgKG7eI2xdDblrU/q/FIWQXBxy51LiHfoKsDKb6zCyWEEv++VKT9b1O5",
-	"UPmqQ6Qi/da/oQsGMquq6VT/eviY/Cv+by189vE3O31h+7oo9/T+lbCnEC8RcdaprcUqlw4oJBBcKHKM",
-	"AThF/Q9/Y490kZ5gX+YanIXloiB74GlYnLvNLXjb5JjKqFzs+5c3T1uReq/Pz1+eE/9FyKf7fmEB6vCC",
-	"Kr7upv3mZBeyOyzf5nu6hJjz1y6FY0/wLl1r4woxNTHwSJaXIQY+Gtzeuc/o9pgahHHH8QpPi1ltWPBD",
-	"VlWtT+ihq1zSbO+YMfb3zdN/xizSqBWRKnOFxJ1a906OTslRQo4T8vV//cd/NlG1YkFYdtakMJrhyteY",
-	"Qzjkt7U3E/cDxko2bmULeMs7mYIbtn45lwyrUz98odWGlx1IblMZuNjHd77JwP5S/55xF5/mCDD+bvdB",
-	"mLs6m2Cg5u8v5VVdtCsmQUB86XoOhDdfNqisUCwoKTxZMGv0HIpyfvuVWTjHgE1UkaSLKTgDFQl4JhTZ",
-	"nDJXcvORJguRMw2xPJjmIUWkOlSDCK9ITNcDx2c9QOgTaQvL9THIZjY3q04jK9ofOYRpjwCYSxeUXJsU",
-	"FbHmBetnM5ttYQetidx3sz3SoQA71Lz3qVTYYuORhl9d8cUA2480KZlkiUZLKxh5MeIJXV1QNmPJNet0",
-	"yU8QjofGYKz5Yd8+hbl+ZaOplFcHQJPMQjGMpsK6xmB4MJXSbCgzNUop8PUaBpU8qcJE9WDJNpsahzHz",
-	"QeE33m00aExRJcYObOKc1VpdCaSEaEvoEpJBfa0x5XmClYEhSoH6EmSnPvg8gcTFAZxPQoqyZP6XcmBM",
-	"hoJSzEuu9pUTfbx+IyFrPSjdn0T1tCsLqd5eFUCKcHeHbXW4i3Vs92QYv0K1bgwzXCLEh6ZDqBXDcslx",
-	"r3dK2A1NTR4K2UZusi82rrJLfhFXQi5FuVSNCxIkbVMgPXykrbo1otnA96fpYCDhjN6U93IEZHXtl4j7",
-	"dTeDKIqul3yquz+Bat7OVdrsCyif7exizb6AUtXoHFOrZp9gnWcLsb6c8e5vsPJxXBMr6PWm56FUOWwf",
-	"4r+qIf0Y6YqDPtIYsYTE39JW4ZMZXbMlh1REsbmETEszVXIxmYb8WztbwwQvB2n3tpMKlyrnRBloArWE",
-	"VGCLJVDmhnrihiTPY0ZB3DpnsOnyxjCnzJ/BXGp7Am1fW91yRHChNNn/unvC3WrpWN5uBQzv0KwYV0o1",
-	"VdfJDU+nIa25XJjU83vL6v3UxLFy31bNQsiUayPVirRTOp9jVcOSh/byzfcXg+9ePfv3wdPzCygElpAJ",
-	"yHSukBZXYYQ5VQbIZOe0qHWJedho3vN0CZydGc8ggZtBXHyE9tnry7CVV55XxoEf5XjsfhROxvaWsdJh",
-	"0Ty3DGM83rSQJa2bA/vFwTVVIKrbT4tr+KEYpPjxHIYr/v3KDlzcXqQ1zcj9upfg4VjoOqN/p6UowptB",
-	"DIOiCfbgNbNoja2+fFcjOGZs7ZUQw25MIaoVL1lWZc+jUz5B6PyTtOw3+x0cagfFgbyBEUB//L1GH7QL",
-	"sdIe/51ZOMAdeRIFHYxSBiJiO1SLcG3BEKRTOk/WOsZBOyduamoAGrUQIY67pieUJSnlAtl1AQxV9Gh/",
-	"S/7CvyOjVYj68kkD6QIKuGEUwQ7N1l1/grDjjq687Dr6EfTbO3d7uKck8ab53rfMrL1j/CsIl4V/CC0p",
-	"QZhcy42sO/O71L3g2jW/OAL4LbKajVp17q/42R8/33931n29X/GWGcYN0oVJu1e9l+idNMvN9cC1Pb12",
-	"PT+3dNt18AdJCRFAw7Z1mmkyZVSZEaMoCXgRxxW10CuRTpUUUAbLwqJrrxEyISLNY/ZOtkjulgORtHYk",
-	"ZthzeFVox3vWggcV13fTGxdykT2tsn6GvCXBZlkx9a4v2oXW2InVz/yiQe2nQZUAJ67ePNJ4fV14rxL2",
-	"cMckG3uTNW4ZSxuaO2Usyu90ycCQdcsoVZSukVYc2ELy6xpsOulJY62OmwP3u+5qr87VN8qpqwNSlDAA",
-	"Gc3HdxpQPaghY5nncgloYu/xkSbvJBcgv0El6qNer9e8LEch2UTSN0Iqdryw81P3GCtFTeVShE4OoUBI",
-	"nNG+Q76+a2Eu/S5nDYq7FeS6yFuPFSn0DkPnKdEkQzdmKApfHLcVU331YYLB906EKB/2fmdd50YsUuPj",
-	"Zx1ZeDh10sb/hIZfnab3sHeljaJVBxo8FdNTAtq+MFwsHHOvBFLghgtgKpU8fNsgV7IoGtDykFCHyrWO",
-	"+M/H1b6l6WfUAV57FIbGcjww7rCaPnU0g5LKG+sfKzmLRdtTZYryx1AlaDOguqnEXNs7hlBtgQ/qtZVB",
-	"mTq/4JLqeFWyueTC7MdA4Kwu7HcxtAyycU26Uv1K/VZq12pkpEKTlSLxdKGyngspbi/BEoVp80IuO82P",
-	"Gxv5x3fgmvynEgggOpLQr2MX4SLAweDnum6Fqy7Bz7QXhaA1UHbL8HHlLQdgcArh2raCM15RRB3cAaX7",
-	"wmcWgq+iyiUw4aJsIhrpoJoU0EyYVl51GiYYFLlL26ZzbXp8FX6QDx3gtb3vAsSYgZFykFM1YQm4JdDL",
-	"13QxOcUCIrHE4AumUmbVFxbqSnrd6lGo6A62zxnPc+6iExMfFnTSfUz+J/pPZjzLctSR0Lg5UXTmbqnK",
-	"X5xb2z2LyFPzx72GSRLzJ48bv/mk0Ztr8G2XgtPgEDFQlldbLhpbwriinJ6bSlXkAXGjXdWyGpdk02sO",
-	"6kVTkKMIcVDJEQw2pO3cnmX/ZnB6rrs1OwmhTrgFmuYN1a4dQ9PufbcuQoQN0a5afuel/DyXr4dDx67s",
-	"DfppnHlmDfo2ec1amnWUkmDCGh6yv9tARe5INn7AWwsei/ZmA6ySr7MpwMy4WKynI203SNzyptxEm3mU",
-	"9Re0VfWrZSsYVLpQ3KwurSjgxCPo/R+a8oMZGX8KA1iAxyb8XIxlrMGFy0MHVNVMXfOUQe0kqc1Escu/",
-	"vcCrd51doIoOID3QQxcIRb2G2e2Lp1CX0BdpddmAIrPaYdAFzoIJnfuOKboovgoKcAIKLE7Yh7ghp1lC",
-	"haQQFvLL6xekbUf1uH9pqMioynyAiUaruy+k5C03fQH1X0xQY50yQg3rkkvGCHT+mytpZApd/4LxDzYf",
-	"HvRFX0A5AXS8v/7hKXly8vhPxGX122EWMziPNvQhS4HvHLrHX73TUnS65FfvxkGvQl+ABoO0TJDzi+do",
-	"kUqcx+vw+gj7EQnGMk2Gzr73O4x9Sr4DGCD9Ra/3dQofwp/MdXFxtQpaRQ2CVtK6Zkq78g3do27P9zSl",
-	"c946bX3d7XW/xuIgUwC8wynUmP4dmkqggG7pCMz/PGudtn5kxpWhLjyd8OVxr+dC3owLQywfyzvX+xPF",
-	"3Z313HEGgO417XPereBM6/S3t0lLL2YzajkJyJI+7ZZrsgAN0NAJOK/CTnTrrR3kUDGarbbu9bV949Ns",
-	"FaaGhNnHva+3zFeGuObz+oockYlfSkOUm3zHUWfU0BHVDOtX0XQaekthLXJkqbXnf310SOf8AFr7113C",
-	"C67N+cXzv9h3HvAecApI3YkcCZarvWIry6+u5RV0/AAHuxccPiStk95R3Sxh2Ye/COpwGgs7nuDdbv/o",
-	"B6lGPMuYK1HlogV2fVVccfna7BaB8NhTtyLctevKdYX5yWymWX7NdKdLzrMZF0Sncs5qr9FqTDpybdjf",
-	"EE+1lfjwCO88v8crw4nw0gqO6woDrYHL0YPMncUgxj1ygNHbfVvf0cxbgD8eLJ0cNfjijZQvrCIHHxwf",
-	"N1mXI8HAgu4OsniWnmFCqUVTNFiDIBeuQ1CAyFfNQHeNAh2+59kH10+foZBZBenXgPklkK7A1kmk+ASS",
-	"io9JHE5wHdu/eCnND3Ihsk92oXgwpQttTGuoojNmoDfMb+9b3J6ylV28cfIUDZVVOpCUcHpDD9ja/PKt",
-	"A5HQXquWQ/0Ibzwgfwq9v2q5k13k7UHtPrgKyrClpAe3puI6yw23CwyE4z18f8VWW/HvGfz+Y6hpvQP7",
-	"8PWsQisomeeUC/KXPx9V1mkfg1vhC65u4upMQrmSPe41qZWn47d3v2gSQ5E3rnnbXe73c7itV4Ltd1Fr",
-	"FHXz1NbRxLfBK3XfBr/jJim+CpJfnBbvlXj34W3ScravNR+hC96lsKpkDVABsbOZq79b9JIGYwNE8Bs+",
-	"Y6T9lz8fdbp9cRlp7EeG2IFwSJRc6jMyk4oR/InkzOC/nRkeLM9gPxkt9Kov7PSKudATsKxh60AuiD34",
-	"PGc5qu5VRLlYFIhy/3Kz79/YSGT+6Kj5RVS+Ex9mhizmxEgydLWnwUznori53kAOxAhWLk+2nVmXm/PV",
-	"ikM/+Zce0nJSaiFYKxS51f4R5CLFJlwbiO8IqyoOu2hKuH7Qh+8tPW0gGf0UwhAbC0dfxJ1acWf7HdVL",
-	"OLW3cO+Q79tdxknqnSH/8xF4dl3VmowTm6Z4xeX/1okb51DnI0RUBOFjiA7uIZkwK0GU2lsOsa7Hf/3H",
-	"fw59lvgGty8Dzf0z/FJP04/M828BqV/4/93IFzIZCIWbUjFhhQvvVmzHzrjAwLLbopGsC2ot5YCHLqqp",
-	"FYoz303LQCiCCwAsyie55rcQFynnTNgv+wJKTWSLQpYhr+3arbRfioGCEf0AViDKJaQNwmFBLOOUi0lM",
-	"KofR2B+MvidYxs/tBzfzhatvWJDtuazVHUi5ShfchLOjIiM5HxtX52OhGeGGpFBda0+UkYYadlAUi7pX",
-	"zHm2sBoxrNJFzaF8Wc4DJilVCpTzpUTXvIEszbZlXpAfkmdJX+g5Te067eQGOqd4WnEQPuokREsfX640",
-	"SakgeskNpKM6pVYurT6bsijWwGE4kL70vcYfgs2tFQP74HjdHwBJUf+yiFoUCfujs7u98foz4Y/znKYu",
-	"tL7SuDyBLGOPWTIHDy+B3g0hdx4Lxjm0204TfHefWhX5Z+y+E/No/H3B1Kqwo/k0s2Zw6cvXxMcqimg0",
-	"GqySVRkfsdSY8h7W5xLoam2EG6G9Nekrutrq1Odh2lmgJFUwWa6fj6+5uf924oVaXWclH6kaqj3O6aR2",
-	"Ea4ZU805fH1cbebTO3jy9qtohcD4EWNXtvLgRceXXqkO8ONdNZgsi3ow8urbZkUIq1X58PhuTQ4/iWmO",
-	"awyaSywXCCk8ZTKCjTw/1HH+495RqMcAnOSdHJ35wNjhFVsNMaKv1HGw7WPvksL2nYRibJ2+oDmE+mBA",
-	"f0KOez0/BXYmBGlhWO5zdgr914Zd8itGsfXFcK2X45BoxkS5DmPIqS91h/TSS9udKzk+IdMOLKEvwjYh",
-	"DtGu5YqtfDG5+IISspxSw7AmgHb1d/wq+2Lom78NnQ4AroHQJa50UBgS4/KtOkXjxrXT6Yt3cpSQCb9m",
-	"LgIB8nphfRBTmZERTa8Sv2DX2s4fX0RUwjZ6P0Oq0X4iY+kCoEj524eRsEotdD+uHaHSDXeTIpwXAF+B",
-	"Z+/6hapYsaajrvs1h3j28JZv30mLjoGxroJAf+4zqGjHLv2zL4aSe6DGeJgg47lg9zUiXJLjDkNzmThd",
-	"Pnd1v7gI+hdUoj2D4blAIRLyF6FIEcLlcipzhq1uu/WkQLceDJWx4/bHx+Ryk+wtYE7aUpEyne8kGyf8",
-	"BRXuDxXQbXjUI71eD0VoLrCbkVXgZ0yYHViCLabq0eQNlEWveidnFhYsPfUEXFcTnJF74sguR8Hr0n0B",
-	"39g5mMioMFBOaFhpDQ0xfW5hQ5JJpk8JLfIRrFpXrktrmboUKUsg4yvECkBZCOOkCqhG4MtrtMc5nUxY",
-	"RoY4x8BBJ8uGZ4QS9xQkBcIxUdpQiPcXkKsMMQYJWjs7XTJEK2Q2xEe+Dpb92j2BAmZ9Ud60j0E+I8OZ",
-	"VGxINF3p4mDhJhWbgT0VcgtgNlcBhBvCdV9A1YwuOfd5bmOeGzSPurJqp4SmllqWVoRtjt/3W/hyv3VK",
-	"3vdbNM/tX0BGPkSlnKdwUg9I2r5b5FcB1z8udcOp6ygb1IwEaQMbnLs7/aMTsU9isAUgSTwJskJYBgK1",
-	"SadYxC8QDFQPAN4tygEw7qBUIe/wFoTKpSNa9PUt9Wrplp2HM90XQLhqqBMsBolTl5wjapUUlPXm8Zrk",
-	"bGys4mYPpi3HRLum6HpKFTo7QOR1SqJdEuCxXUpmiUwdleiL7WSC3IJKOE3uFmQC6sl8oRKfDZXoPdn9",
-	"xVMpxjnHdMlPZP6FZOF6qlKH3bcgMj6doC5QBPX8hxS0n2Fz5RrfhNdg/8mDQ4KowkFWGskbFCl9ySCU",
-	"tOJWuL1sMFZ7f9YKOQPr4uf+fkA/YJ058LxekOW6BL/OHX62KdSGOvAo1vaFl2upUvza8qOT3hNXYScY",
-	"4ryFxaeMb5XxHhjCt8A2oWPjMtsc+/hju8U/C/qJ91qWSqDwqcG2VQGpGlDGw3IFsm1OsqdFtaYGvrIv",
-	"rpOHdp18FoQ/VsRut9Plfsh9KMR5HxS/ihI/+aEvscLoQ8jFULruNRt/bKEY5v3+xjArkkUDut2z2wvC",
-	"D06SPwtzH54j6tCQmFJXI7YNtTmA5YOBm2XkuHfcKeOOq2i5Sd1LXUzuV+hZL+W6Xr413l5js1EKVoDS",
-	"dMb6wlXLL4IEy408OigEhXrsOK035hV0BpIqwKEQFYhKTQgeKvypVB73I+Oum/YcMsLiHjp89AV37xy+",
-	"JJWpNLGowd5GWFrYwe6VTXnTzacT/pNCNfoM0no/D9PJQrjGUhH7iDMWhrbinhpq6LkC6jdWaPX1wJpo",
-	"CKXaudsUhMtQlLWBfrBFgscujs1b0D2oDF9qGBp1kY7kzX8fGR6sNuuFj0MVYijE4zxtVeHEd0C9tWxf",
-	"H4h1XARiuUaXPANZZDllZgohSGQpr1iIYWqv98D0f4+l6osQnAgxKBhuunIjd7rk3E8CISjBEuOEED+S",
-	"NnQFTltwjhamLq5ddWboTKKL6sxl804oAPhOjmICzCUT2aWvoPwg4kvRk7aR9HJ8/zNHzfHPfFXuf7qA",
-	"7X9OEcndF6HrOBMnDZtcx9f938pz4KV/Lo7jOyFEcOAn7Pz134fj+MKwruVZlffcv/EIIvy3A93f8JUH",
-	"BACYYXs2vSt57r0p3nXy6XPr1xaGxugNx4475oD0+O9Sfn2dq+5vLgPjYc++Tp+BZf53cNXteYv3nNjt",
-	"bD5myuJwTuZMuajyhGAVfMVoVg7Sckkexp5JX7SDTAUiahEOD10bLdBwrBELERIXio2ZOrVPFkr8GfgA",
-	"zYdWkAyNh457J6WU89Dh2f8E6+RicgqR8JYDwv5cmV8KkaeuTeRixnRf4FGSJbVHHK9D40F/v6PGzTxY",
-	"HDos6hOkszdE02jFDehlhD0/MdPZchaWkXbdzXfOiJBwyRb6p9hx246L7zORsgNvcduYbbg2WLcigay7",
-	"uz58iaK9tyKVjngU+ffgX/cX3wY0TBwKJoSLg3HOJ1OD/S0hEqXTmGcdmkpR+K3sq1Q/vpHcihXQdVxy",
-	"/aYiuJ6cfErBtbSxOo+n5MIA+cZNOYOUp86uC6DbcEFgxQrwVM64MWBa+KzSzbC4f9hkafdSlJhce8JM",
-	"aGxCplQT13sDOIU9g1LPi/tiwQ6WFTXsAPSj7bLva6h9Ca89IByFWbbLwHbRBBb9hygqVVrNrspdpeNu",
-	"XFMqHMo+VaUKyck17vlSkKK2zFRxgSGUJhzaLeprbrmvB8CUOlHoPnDk81FbGuHg/SorP8uRS2bnxiVi",
-	"2FUMYBWn5D2akiEMfMmsePFhCOlUPlQcqQB82RelT/Up+a3b7b61wictOu5JkaIcc8VWjzyAuoD0IU4w",
-	"RMe4Jm0gTH3hXuIG1qkT6O6esRE3RUhip0bpqELx/esPYfxPoEPsjzxf5PK7YOi5i9hw8GjlINfHYcx9",
-	"eCxgQIBg0POha5jPARktlDbD3RzWV4/YLs5chrce0pzrJtkuzPgFJ2S0Ajz9I8g0flEVg304s83DbizM",
-	"XBbFPb5UyLy76BKqq7RdQzgourDq1N1bvdRSfzH3jxB1ZLeAun9+iWUXht2vsOKzMCxdNTy9IjRVUnu7",
-	"KZYG8U2bzoLDHKQGNJ54OKMi6wsYoT30Pw7se8OEFD/YF4adLjmH+H9KMrkUUORbihzLl0PDZMVSJkxf",
-	"zLjWLMOFWWGnRiSpgOgDeL/d8J9AINkTMb5II/dgJSxX52zK7opoqHjUXRGh8d3q4ZouFWEaOMuXWI0v",
-	"sRr3GqtRzu0GFTOkNG8N4NCGWjBZC97YZgt2CoHz2fliVOU+v0VtBRfD+DtTUndOi66mo1WRM5fmVKN/",
-	"bb7RoZir0JmYBLfggBpyYEUmhT3UT7G2g6/Wm9I8L4WDRQL0wddoOZtP0i4KU2ACX9bpkteMZn0BkZlz",
-	"pg6cYqNkni9889cYIyZ0Pmcic7o/9QoRbqcvwglwQ5ZKmtDEExYWwiY0lEyCI8/pBJ2r7qHVOFC98oP3",
-	"BZicwwquUD+Dk7d/k4MnJJfaSQXQwLdYFfpozypnb0/Cbb3c4FmOybfhhi0kQGNlKIxW6RHtIAOyC8g1",
-	"zResS37k16wv1hIOhmAPH2KhL5dDMOySUl9zrq2aCXLH8ckUTevu3497PW8s0WdkxFZSZAk5OT6OCSI/",
-	"loz1H7945O1LPa6FE8klGVMF5dGK8m9H06R8SJ266oihf3uzRTxzeFdXpHHJMzPFni0IqMWCZrCgnFlI",
-	"O9K1Cwp95Pde0EPHcyGc1Ml1THFWlK1w5NBFOH1Wrq7CA5i4ruAK+wVmwZkF9wu48EhDtvRG8XEJfTD5",
-	"jMW9r9VGqEWH5t/e2ltE2lnXQslRVqC18LfG+g6+hTBpT42Znx4e5jKl+VRqc/pt79seWYiMKTKc0Stm",
-	"VZMhQOBC5a3T1iGoW26Z76MVtBKSc20SwoWes9QkLmI/FCaBkBXwMjg4hli2TSQ5L0dhn/lGz2RpV1WO",
-	"aC4P5dlzHOXKnOwAGAYTGXbIToiDJ6uTjVaBpTzS5ayv8kzA8WtQu1r33nE7tRBh2PKaQw3fzcEumOIy",
-	"4ykaOaQglKRKiorovlZANjYM+OE3YwFiMQBJESGUIE/FJLWOK1NeiYwqk/rYvE/XGoKhlAIneeDQvjA6",
-	"l0esWDkjdBx6FycQBsUFc9KP7y1bGqfUxdGC7c2BuxkgenZ39bV4LrEDONWb/b8Jvjli+pQMN+qWD71/",
-	"4vooGZKv+mJENfvmpP3TX8+fHlz+dH78+Js2GIJ5Rr4i/Va33yJfAQHQhs7mpd9GMlt1OkXAv+uC5kc8",
-	"yFgqM5aROVVBnCyoS7n9B1aaPrOyIEq1+ANRrmZ5X4RaPmuV2Us13CF2yFIN76C3Ukgo5MM1YcJSw25f",
-	"OPEaOx+aA2BkB1aeK50Xz4bQKFvwvy8YSENOtIuJH2ohXALj1rZxv2wMlhDWnXQt+gxOjgf2xgdfD9yz",
-	"wdHg8biXHtMnRUFkjHYq8fyw2q0d5XZWh/5F8BsnNOoipdOXFFxSTbDj/BlR7B1LwX2Fr0kJIgsIkwKL",
-	"f29daQCkrQtuWoxgU4+RyjWiWwMUC+7YHx6h0zWILwHQzqWHV/c667cPl9X6ico02akxKrRWhELOhPGZ",
-	"LvTvOBZauqm8nVrQwoydoiYLMnzQbiyzOyuTEtAHdV9MyzUArPrEMJ/bBRCkpUTjgmSVM6aNdFFBhAOS",
-	"g9T2JNa9GCqGuToqQ0jqPACj6pC0KXnc+9p5nitPjJQYKVWS6dZPY0Uk5Ej5YFpswigXBiUzV0yMpFII",
-	"loLODK1bXe5hICmupBmuwuoScjze3rIebN/2YEAchDzRi1eXb1jmtdeCbP/y+gVpZzLVh3MljUxl3p1l",
-	"8dz3Dx/+fwAAAP//",
+	"7H2Nchs3muCroHh7JXLToijZzsRSTd0qtpM447E9llOpvdBHgt0gCasJcABQFONx1T7NvsG9wD3KPskV",
+	"vg9Ad5NosqkfO551TdVEZnfj9/v//dBK5WwuBRNGt04/tOZU0RkzTMG/nmdsNpeGiXT1F7ayv2RMp4rP",
+	"DZeiddo6J4rNGTVkyc2UC2KmjGimrpg60IQXH5MlF5lckvaPz14+/eXN+fcvng2eP33219ev3j57+eTf",
+	"B78+f/n01a9JX2RsTBe5IScPpx1ChV4ypWHU93IE/71kKzLmShsyoxlLCM21JHRsmCLckDEXXE9Z1u2L",
+	"VtLidolTRjOmWklL0BlrnZa3dGj3lLR0OmUzajc3o9cvmJiYaev00fFJ0ppx4f99nLTMam4H0EZxMWl9",
+	"/Ji0fpaj50/thzDTnJppMQ/PWklLsb8vuGJZ69SoBStPNZZqRo19T5hvH7ZgLj5bzMozcWHYhCmY6iWM",
+	"Gp0J/rNtrn9RbNw6bf2Po+Kqj/CpPoJx7QSvFRsztXnFb354Qv508rDXJUPFzEKJP8NKaT4kVF9qMpaK",
+	"UOHuCuBALgyhZCSzFWmf9B52ErKcMsXs9fWFnDNF7dBEjsf2cqVgZ4SKFZFmyhSZwzKYSBnhmvCJkGrr",
+	"dbpl19ziyaNvY/f2VtGUzaliwmxu+O2UkZTmOcDwrw+eEGPfJqkUhl0b0p4aM9enR0fL5bK7fNCVanL0",
+	"9s0RvHToXjrqnAagbbMrplZ9Yf+WY3sw1KTTjt3dJZsbAlhDjZuFiowwmk7tq9xoog2b6wOyZKOplJfE",
+	"3jHTRvdFSpXiTBNKhqbYzRC/65JfuZnCkFxMiBSk/ertsxeDfyWaGcPFRHf8+g40wU8J131RwV89p/aW",
+	"iJly7WfukleCUKL5RNA8IRS2WFx69agMvWS6L+x6zskVzRcMt8o1EdK+fsWU5lIc9nqktInSxSeEIvor",
+	"lsrZjIkMYKcvNF1p0s5kqo/kyK6YjnjOzao7yzpboKU0y1bErwEZbahhcYgJgALv4D4nkmk4nLU7arvd",
+	"hYPjptPdumScuGbF3x0/jiz5o6UIei6FZkDKv6fZG7xD+y+4IoR+Op/nPIVzPZorOcrZ7Jv32m7sQ0Ma",
+	"8hq/wkk3jwYogbvzK5rzjPx88eolaUtFpjLPNMmooY6G27uGpwAunW7rY9J6IsU45+knX3c6pWJioTnP",
+	"eeZvEoFRy4VK2YEm6UIByMIFwWp/kGrEs4yJT73c89fPgTtOA8rQjOhUztmZ24omgrEMqHU248K+DUt+",
+	"Kc0PciGyT7nil5LoRToNZwkL8e9/wnWcC2I53OOHj/5E3OCwlLdSvqBqwj4Xssgrhw2a/85IzmfcwLp+",
+	"EXRhplLx39knva/zhZkyYdz4sEIB3MquccSossuVl0wQqQIock1mXGsuJglZKmlZkSKKXclLlrndzJVM",
+	"mdZ0lH/yo3YsrUKazsiQKSWVHhJLfzUy4xHNyJiz3C76o6fCQFXPXz93gvFcWdHGcKS2qWLUsGxATUXY",
+	"y6hhh4aDvLZGsBMrMcYEw3VhMGnlVJvBQm8fXizyHE8VxcGN6YSTKDceWBGMX8fZ3CVbHWgngKdTqmhq",
+	"VYVubDvunm+1RiBf9nMmrGj8WwsIFwi7NGu9izHqQgz+DWVwJx7jUGF3SfmK1o60svZiEjl6z1Jjl4W3",
+	"/gQGAFDNMm4PieavS1AwprlmyRpg+FMvC6m93g5V49YHUTmDXTsCMKR5/mrcOv1tO4Y58P+YrMP/ZUxb",
+	"dABE2pPscvBf//GfnVOip3IpiBQpS4g2IBRJka+s2EctJ5tGQGttb3aqzS29C5t6wVHkqS6Qzvngkq3g",
+	"b27YTO8iJmGrfiaqFF1trCaMGz1lUJLOl5SbnWBTPbrXVF0GlWIhDM+DFA6EKrN6xBB/0ENilYMrpknb",
+	"KlbuteXUEucZN4Zlnb6QigwtGsqFGZI51dq+LqyyUn3Tyu4zq7JYTcINBdItzpGR5ZTnTrmz2gpRVJCl",
+	"lfytQk4NXC6K5NUbcIutXMCeWFG9iaQV5POtGq8jOlbMhEHwEHZ99nSBeivceM3NPpWC7XmxP4DFIlwt",
+	"aguK6UVuhmeEFsoZMdLyn/VTxFf323P9Bn6gPN93A5TnYflCLpOg1Shm1IqLSZNtANO9q128ZNf74teb",
+	"BRqvhNVbAYzbqJAMM5bT1bCTEKtx2+2QIYDZcHMT8GpzOLoRvNbv+o097htuW9MZw23TCeWCVPZO2uwa",
+	"F8VpTkY0vZTjcZVInFlcT+VCGA3qhTFsNjd3cEJ3ChcXc7oUe57Qc6GZMmSYTnmeKSaGIPTON8kxmHmI",
+	"FAxNJmwGilgwSG4chR+wMQOC1T+xX9kdzej1c/zquNezpPIOaOEaKwsrjLOyFXy0aRIWq5IGT9pWxiNg",
+	"QBpb+QoMHdeHE3nohrQiffcNXf7VagETZsf+XjF6ibbItTOTQrN0YfgVG4wpzxcKf98UkS0eD6zWwJz8",
+	"WV3kqzkTCYJwwHp4m8zoikzkGZnSfHwoq6+phRCWAOCbXJMJv2KCLOZgBM2lBoi/maRrp7qlsGyH0BGp",
+	"i1s9BtQ0PFeCc1XWWq9szOlCswEQhH0QFz7L4jKgX4c2dGUFvjkT7gTFBLReKkhp2jPy+tXFW9Ltdo8s",
+	"t5uxkkw4kjJntDTjrU7QDaEYdXrm7i8AxOxxqSua73VAlS8HM3p9I85RPd00l5plYL7WjiJZqn6GZ2yp",
+	"lkbahDSrCvsI9AN4NQh1DtjVQoCW59UPnKiFQNdKWuHLiC6StMxUMT2VeRZD1jWqU7y7cbrRQ6tCqD+Z",
+	"JE4ryni2TiQ8AgXYLYPUOmzESKIjW68X+wofFiemVGTocki5ShfcBCxBK/c4l0twLyiZd2eW49KRtiIV",
+	"2CU0uWRsbu+LKyS8mwxnDZGbKXgFzL3bsAhV6EkZgWEmJDluWw7euEFOYJE4OyP9Vk/3WwSVDvyoS546",
+	"D+DxtBtHsFsv/FdqT5eNJfqknDUD4VyOrfwCG3K7OyOZXIxylpHRCq1BFppYhh8U632ku/Vofes1WxCB",
+	"09WGLHH9ZsksTtv5Ssf2CM2XFYyrDvWkQAziEYO0UykES8G2hwawhDjFSCfk0fV1B5U+OJkSLzkjPWIW",
+	"SoCyJ8fj0v31LAjO6LXzavZ6KKcEP2cv6ufcxKpFfvkDzz3UNseqZ0D+AD2IZoYIqpRcauejznGzZ1ZD",
+	"zRnVVk9lCbFaMc3zYUKcz8uSpU1conkekXxSO4gju95fTfFMwZhpcUKegbExlbMRF84F5FyfiMlx5haM",
+	"VR591+4UH4O6rVB6rxVFNqizHxtRon5wfN58XIf7zTzQSeuSrQZ1psef5UiT5VRqNCBpQ5VxDhluHJw1",
+	"99wnrb8v2II1XZjlKIuIYPWEipTlpyAWWiEhIewaEEtMEkItlnIx6RLQy04d1bBqpP0qR6hqJPj/LEcX",
+	"uISPsDEv90csUVHsKbn99jBUjgPObVtbCTs/Ji1wU+BBARFAtI/RspmECA5nVnpvrxfczOAcR8fxJvnY",
+	"GSRRliPc+t/VHoq3m6yrZVRMYoIrgKB7StrU3aNXei2q2/eZyKj9d7jl4DWcdbpR+XoWxbm/Vo5GsRnl",
+	"4gzkOqehGwmnVIhwcHIx4rGh1eEG3cyx83nKRnIhUnYjVbnkJwWrQuYGA8RNZZ7TuWaECyNBWQajFwib",
+	"KBzMmci4mPRF26MVKNwoI6Q55TOWdU6REU/Axmm/M5pwMV8YVM4Xeoq/j2h6SYzsi+GcKS6zIRkrOUMr",
+	"FY6YU+M1juGMXg8s1g5LvmiO6j/wvhnNGARXvJ0yjOewUjHYN0mYwCr9YE11Ny8kEWzpx2lb6mxKU3WS",
+	"cFx9YRejDe7kDKYvMwZCQV6xNBAtDPHFvbLLcQeVYEQHwId7eQaWWQqLei9HsBnvq5vkckRz0s75JSPD",
+	"S7Yadk4JF2m+yJyB14tzXNjjNRLFTverJnROlemSl9I4Q6YdIyHDUiTYwP4E5wADrkVjEYx+6CRkqBZi",
+	"QM0QODLaoWJGZOdn2JP8++PfS1+DC97LSrzupQiDRJHOfxkJsvtRksw9Rq851aTfetTrzXS/lZB+60HP",
+	"/XE8fdCb9Vugql3T2dyqrvYpKDDGMGUH/D/t33qHj9990+73u/hX53+1hf7HQv/j//1f/Y+Z/of+x+wf",
+	"007nm3+J8fUfLDg+84a5da7BYjLna2qmHmrhlYSw7qQL1O3owdFccam4WUX9iDNnGNp0VW5QfAZao/8g",
+	"dso/OrV5TZy7ojz3Lug187ZijOhcGm3JRpyE38TZ6wB34/fAQjen0VOqshp712Ke7bmEKHzi7GGqpHQy",
+	"aw7T0oR15xx3vE0skWts9IT72uVzwyHrltFEH68uMdzBFu3lONl6Q7v2dIFvru8EZ67byUUYvpCvNiz6",
+	"XsWxh3KgHeha1gGSCvhXK5LVtw937eonJO9PpBjzyeaFOofAYEQ124eg+u/2tHyNCuPwVsHUvXZD9LQc",
+	"wnkx6izMW8Inrrhc6IFmqWJmwK7nXDEdtUP/AmaRYGD2nxL8lGjD8xycrtqKnEoaOIYDDA/K6bxzc4Mz",
+	"ThHdwd4e0ZvQn6S1UPluou4iF+y7Yc3FCtcuKqkCYxXGCtDZj5Q58I9TMy/6NCZoVWTaRdnC8FsWtj99",
+	"+0NjrN1OBAErpHgnHQ6wXUW3Cz4BB45Dr/Zyqlk6IN8QexLfPgTrnzcHHX9LRivDdOeMTJhgCkwggKlo",
+	"eF2zOkC4QknEwqF/Oz/83/Tw997h42+O3n3z5w+95ORjVKa6CcqpiA1qasz89OjISs0+Tp388uYFqmOG",
+	"zZEVvH518ZZlxMiNTTz8riI8f7dLbLCLiMImo7kdYB1fnHo3mPEJ7qSGuhY2l+3zu/diS/hZjiKSHoJU",
+	"RMh2sOal1CKwl81PSQ+1PIo+cnsxOQN7mwuABA3Lqn5CGrROseyM0OD+BTXX6koadNXcApgd6kB7X7mO",
+	"i5bu6S39Wt4YFccIF0KEnnv3Jurl1C52LJXz4v6ZULHqVOxWm1GF8bUEtzQaRgYu9pKVPUJlc6cUeAGo",
+	"MDZyxd2EzXvjxKA2Xq1ivghROlQ7fdqr+W3njQECIaRgnaguw3I+4aM87pT+FYhLMCfCTDO6sj+cOQMT",
+	"zXIuvJcC7spdTXXem0HJDWItkpaH8FvBZ8lSfPOoWDCb7Lv8psBleQJbE+VutlccSS4F7nfn+7slUYyt",
+	"GtQcVM0E5e8dTS5HpETecjp6/GkwqG+GAVPDBkGjauYIewPa44ybN2xc4wzD1CV03dkpMESetDVjpJhS",
+	"AzrUHEHBKkofbKIl+pFKc3gqkCm61GBRTEp+xBGz5LMYsYY0NBIWq+ewSUxvEvyH4evZImcDr8Jsnq5/",
+	"pWRbDPlsBb2hJM253VrGs20HXQ5jdlMbnl7Gp7ZPPBOuX8Yt9J6bxIgW4khjR41l7zHnqxcdQBqLM32z",
+	"Kz0xJJu5sMoilw9lvFQKw8WCVWHP3yDKKThAX7hkPZex6BMfE1KTChiszjikyzCEdBDwnkI6aF/oOV0K",
+	"lhGgKUH69MIO3qd/h5sueW60Sx7kGUSJYrjVgfsVTb+bUvN+SXmQbxnLx2vGvG+i4y7pJYtx+hXGxF46",
+	"0RAcCeDYOQ25lZ4cB0d8AwyL5T8gaS6YbIDmEk2vSiaelxbBNI7QeBnBQXcQTzf1cDQnrotxZV4V4Tv1",
+	"enlVzqiR9r+nJp3uqQq/l6PmuvvPcoQ+rmgA5nbPbPlaYNJtm6hzTt5stSzbaWfYtqKnzPio8EbM2+pd",
+	"mwkh/pIH/iLjckR4zUhD8xrdEBMHBg5+GoqH/qsw8M5v1lXNygCby9hYfBLZdDxRpQCs/aA3oibt6QnL",
+	"Sq7erYYH/x58s2cQ956BIGvewoiujvwh7jskbcuCMI4A8KSDypN7uuTgssWQ0qOr4yML+jeIIGmkbfgg",
+	"6ULRWJcGlGI5+vUu2eqMUKJZKkVWMFmeM0JJzq8c74aEaQ7JFRB2BZzUCUQ38ILe2MRWVge252C69/aN",
+	"uqnqDftIyVul+Qt2xRTNS/K8Jm1M8lyklwzTlTqn3tTjPPz5CoUDjO1yb0LeVV/4K9FkyfhkahKwCnFN",
+	"MjbiVtKDmAOa5yExwBVKASc9Ck0YlSCsnFM4z4t9DEnbji8FO0SdwtKuzimZ8CsrfY2kmZZC7F39g5so",
+	"GAVT+y6ibYBH/ob+RU8DaphM4FS3ZDOensV80IqBlAc2O7VghVDskM0Hp2QYnUJ9LApxpTvsFZTNQfFI",
+	"vYxlC0xcjhu31s6l8notd3jtHOC3EwdiKiTEQKcLpWUTc0RMbKiOUXO/F0GB8hHk3swFkQoubK5VMlUm",
+	"rUwK+xQD51redJizLBpj/oJRzZ5dGyYyPPg1n25TA872HW8ME9svLMVi1H7cHNLnK+taLEBQ3r4k/Cy2",
+	"jpdR/f4FM4YpnZCMT7jRCTkYHCTkoGv/79T+3+HBGTk+PD75bi3Du+TdKPwa74o/B93Tw3cfesnxyZ/i",
+	"To6KVm3PRqwcosdPCUFwl/WmBP/bMpGA0NqxNtWoTbTYtGOFX8RiNgIWuInamyHy9SvYkQL1amFSOWPn",
+	"EDacRVF/0Ngyurf1YhPNUWPb4m15XZIHQnTCo/UD6SFDBUtZJQrh8fbA8EppkHWK79WTuEG7OYUsxTVF",
+	"CCUX2lAnKUeNSosa86zhJo9/hT98KEVqLZQ4nTCRLZSFzlNX9uIUSlOgOL2TGqygygFOuvXG/ualsXXn",
+	"sNOiI8oZxLruOkYY9wm+eovoCy4G49zKU3uGX8g8Y9oMPHu5g3ywuItKMcNEPGDv7ZQRkHUPrEzmXrMS",
+	"RNkdqINTDa1sxGFNQ0OqYfPBSGbu0rbmjRo2/x7evMDiX3cSL+biMkKqVPXKEgdG1YUGCIre0n5RGWUo",
+	"2/TylvydDehjIVg0ez9zaf4NXi1Em2bvO2Gn2ctBhLqBNeNuxK+1+4jHyAAqNCfDSJd2WazcoLVLuUlU",
+	"jCN8kYA6KRiZ8/QSdTZNqIEMho0UhV1a8wZhW1NOwXpvJ3M0wVVHcvZhV0tjM61qp7LelI7dOk/tJ7mE",
+	"PDXM5vBEsEr3qEJTfEgADLYMWfU6lIqFvnn29tnLt89fvezenvrF8mSsIhwqnDrppdWKFugC5f9AQ0BA",
+	"qexpYVCImWI2CHjQvCMcGGaICLR/YStn8JnSK0aoW0vDRO7RQuk1ag+JjcXLQbS9EdOu5cjK+WcazHtX",
+	"bEmh2wK3nIQT3Y/FhCuKk7U1M9N+9pad9K08+tbF3YDQeUBYSzmS2mAJNx1AC+2NVWerv7z14Og6OlTc",
+	"roo76tyUWcYyMmfKmUCbTRpVG/yMkSMNQLH1TPfX3Z15d9fduwpSHlWa2EHRqNhk8F/xzShK1G33V1Zw",
+	"orqQcndBoQozZBCByZIbXaJB+0bLXzjv/t1Uz0uVFFHyszW46CYxQ1ArbosCvjviBkYwPL28nwJ+YI8r",
+	"rLWbPAzCFe38zZN5XcB52YKnLzn4gPNcLqMmuW1iR33AkF3B707CvgMffJxBALSU5iq7x73D3DvB/dZL",
+	"2k75hNeuswof+3EcjxFxhuOjYZqzm4Bhu7hNMfS2Ze3PajxSVkHwkctoTMi36OpAiu/sQgmhxL8vFWn/",
+	"21QuVL7qEKlIv/Vv6IKBhLdqltu/Hj0i/4r/W4tqfvTtTl/Yvi7KPb1/JewpxEtEnHVqa7HKZWkKCQQX",
+	"QmowLqooy+Jv7EAXWSP2Za7BWViu1bIHnobFudvcgrdNjqmMysW+f3n7pBUpw/v8/OU58V+ENMdnCwtQ",
+	"R6+p4utu2m8f7kJ2h+XbfE8XkArwxmXW7AnepWttXLinJjUByfIypCZEcw46d5l0EFODMBw8XnhrMauN",
+	"1r7PYrf1eVZ0lUua7R3Kx/6+efpPmUUatSJSZa6LAQ8Bc6fkOCEnCXnwX//xn01UrVgQlp01KYxmuPI1",
+	"5hAO+V3tzcT9gLFKmlvZAt7yTqbghq1fzgXDouH3X/+24WUHkttUBi728b3vcLK/1L9n3MXnOQKMv9t9",
+	"EOa2ziYYqPn7S3lZF4SMuSkQ9ruemuLNlw0KXhQLSgpPFswaPYeiyuJ+1S/OXawrqEjSxRScgYoEPNNH",
+	"tWIE5IEmC5EzDbE8mH0jRaRoV4MIr0hM1z3HZ91D6BNpC8v1MchmNjerTiMr2h85hGmPAJgLFytem6sW",
+	"seYF62czm21hB61JqHCzHYRWL9iKwGe4YX+fAw2/upqYAbZd4LkzyfomMxhvDRFP6OqCaiZLrlmnS36C",
+	"cDw0BmMpFvs2BqH/it1uDoEmmYViGE2F5abB8GAqFfNQZmqU6eHLaAwq6WuFierecqA2NQ5j5oPCb7zb",
+	"aNCYokqMHdjEOau1uspUCUbfJySDsmdjyvMECzZDlAL1leFOffB5AvmkAzifhBTV4vwv5cCYDAWlmJdc",
+	"7Ssn+jSKRkLWelC6P4nqaVcWUr29KoAU4e4O2+pwF8sL78kwfoUi6hhm6Ps7+Y5nqBXDcslJr3dK2DVN",
+	"TR7qC0dusi82rrJLfhGXQi5FuYKQCxIkbVMgPXykrbo1otnAtw1yjZRm9Lq8l2Mgq2u/RNyvuxlEUQu/",
+	"5FPd/QkUWXeu0mZfQFVzZxdr9gVUEEfnmFo1+wTLb1uI9VWmd3+DBanjmlhBrzc9D6WCbvsQ/1UN6cdI",
+	"Vxz0QGPEEhJ/S1uFzzF1nd4cUhHF5hISYM1UycVkGtKi7WwN8+4cpN3ZTipcqpyqZqAD3RIynyyWQPUh",
+	"6okbkjyPGQVx65zBpssbw8QofwZzqe0JtItGXhpdKE32v+6ecLdaOpZ3WwHDOzQrxpVSqdt1csPTacg2",
+	"L9eL9fzesno/NXGs3Pd0tBAy5dpItSLtlM7nWGyy5KG9ePvs9eD7V0//ffDk/DXUZ0vIBGQ6V9+MqzDC",
+	"nCoDZLJzWpQgxfR4NO9V8sQynkFePYO4+Ajts9eXYR/BPK+MAz/K8dj9KJyM7S1jpcOieW4Zxni8aSFL",
+	"WteH9ovDK6pAVLefFtfwQzFI8eM5DFf8+5UduLi9SMegkft1L8HDsdB1Rv9eS1GEN4MYBrUs7MFrZtEa",
+	"O7D5ZlNwzNhxLSHQui+IasVLllXZ8+iUTxAaMiUt+81+B4faQXEgb2EE0B9/r9EH7UKstMd/ZxYOcEee",
+	"REFjqZSBiNgORTxctzYE6ZTOk7V2ldBly3Xfi+VhLkSI465p1WVJSrlueV0AQxU92t+Rv/DvyWgVor58",
+	"0kC6gLp6GEWwQ7N1158g7LijKy+7jn4E/fbWTTjuKHe/aRr+DROebxn/CsJl4R9CS0oQJtdyI+vO/Dbl",
+	"SLh2PUmOAX6LZHOjVp27q0n3xy/DsLsYQr1f8YaJ3w2yuEm7V72X6J00y831wLU9vXY9P7d023XwB0kJ",
+	"EUDDboKaaTJlVJkRoygJeBHH1RrRK5FOlRRQnczCout6EjIhIj199k62SG6XA5G0diRm2HN4VWjHe5bo",
+	"BxXXNzkcl5LaRVbRz5C3JNjDLKbe9UW70Bo7sbKmXzWo/TSoEuDE1ZsDjdfXhfcqYQ+3TLKxN1njlrG0",
+	"oblTxqL8TpcMDFm3jFKh7xppxYEtJL+uwaaTnjSWULk+dL/rrvbqXH3/orryLEUJA5DRfHynAdWDGjKW",
+	"eS6XgCb2Hg80eS+5APkNCoQf93q95tVSCskmkr4RUrHj9bafuMdYwGsqlyI02AhVIeKM9j3y9V0Lc+l3",
+	"OWtQc68g10Xeeqx2pHcYOk+JJhm6MUOt/uK4rZjqi0ITDL53IkT5sPc76zo3YpEaHz/ryMLDqZM2/if0",
+	"Yes0vYe9K20UHVTQ4KmYnhLQ9rF4CjL3SiAFbrgAplIlyncNciWLogEtDwl1qFzriP9yXO1berFGHeC1",
+	"R2FoLMcD4w6r6VPHM6h0vbH+sZKzWLQ9VaaoSg3FmzYDqptKzLUtfQjVFvigjF4ZlKnzCy6pjtebmUsu",
+	"zH4MBM7qtf0uhpZBNq5JV6pfqd9K7VqNjBTOslIkni4UPHQhxe0lWKIwbV7IZaf5cS+5yOQyvgN8RlIJ",
+	"BBAdSejXsYtwEeBg8HPN0MJVl+Bn2otC0Boou2X4uPKWAzA4hXBtW8EZryiiDu6A0n3hMwvBV1HlEphw",
+	"Uc0SjXRQ5AtoJkwrLzsNEwyK3KVt07nuSb45AsiHDvDa3ncBYszASDnIqZqwBNwS6OVrupicYgGRWGLw",
+	"a6ZSZtUXFsp9et3qIBTaB9vnjOc5d9GJiQ8Leth9RP4n+k9mPMty1JHQuDlRdOZuqcpfnFvbPYvIU/NH",
+	"vYZJEvPHjxq/+bjRm2vwbZeC0+AQMVCWl1suGjv1uFqpnptKVeQBcaNdMbkal2TTaw7qRVOQowhxUGAT",
+	"DDak7dyeZf9mcHquuzU7CaFOuAWa5g3VrktG06aKNy5ChH3qLlt+56X8PJevh0PHruwt+mmceWYN+jZ5",
+	"zVqadZSSYMIaHrK/20BFbkk2fsBbCx6L9mZfspKvsynAzLhYrKcjbTdI3PCm3ESbeZT1F7RV9atlKxhU",
+	"ulDcrC6sKODEI0YVCiYgH4AZGX8KA1iAb338CDa7sYz1HXF56ICqmqkrnjKonSS1mSh28bcXePWu4Q5U",
+	"0QGkB3roAqGo1zC7ffEEykX62rkuG1BkVjsMusBZMKFz38hGFzVxQQFOQIHFCfsQN+Q0S6xu6MNCfnnz",
+	"grTtqB73LwwVGVWZDzDRaHX3hZS85aYvoP5LUVTRKSPUsC65YIxAQ8a5kkam0IwxGP9g8+FBX/QFlBNA",
+	"x/ubH56Qxw8f/Ym4rH47zGIG59GG9nAp8J0j9/ib91qKTpf86t046FXoC9BgkJYJcv76OVqkEufxOro6",
+	"xjZRgrFMk6Gz7/0OY5+S7wEGSH/R6z1I4UP4k7nmOq5WQauoQdBKWldMaVe+oXvc7flWs3TOW6etB91e",
+	"9wEWB5kC4B1NofT379DrAwV0S0dg/udZ67T1IzOuOnjh6YQvT3o9F/JmXBhi+Vjeu5asKO7uLLOPMwB0",
+	"r2mf824FZ1qnv71LWnoxm1HLSUCW9Gm3XJMFaICGTsB5FXaiW+/sIEeK0Wy1da9v7BufZ6swNSTMPuo9",
+	"2DJfGeKaz+srckQmfikNUW7yHUedUUNHVDOsX0XTaWj5hSXikaXWnv/V8RGd88NLttK1l/CCa3P++vlf",
+	"7Dv3eA84BaTuRI4EqwhfspXlV1fyEhqxgIPdCw4fk9bD3nHdLGHZR78I6nAaCzs+xLvd/tEPUo14ljFX",
+	"ospFC+z6qrji8rXZLQLhsaduRbgr1yztEvOT2Uyz/IrpTpecZzMuiE7lnNVeo9WYdOTasO0knmor8eER",
+	"3nl+h1eGE+GlFRzXFQZaA5fje5k7i0GMe+QAo7f7tr6nmbcAfzpYenjc4Iu3Ur6wihx8cHLSZF2OBAML",
+	"uj3I4ll6hgmlFk3R9w6CXLgOQQEiXzUD3TUKdPSBZx9RjrIK9SZIvwHML4F0BbYeRopPIKn4lMThIa5j",
+	"+xcvpflBLkT22S4UD6Z0oY1pDVV0xgy07PntQ4vbU7ayizdOnqKhskoHkhJOb+gBW3uSvnMgErqe1XKo",
+	"H+GNe+RPoSVbLXeyi7w5qN0FV0EZtpT04NZUXGe5D3qBgXC8Rx8u2Wor/j2F338MNa13YB++nlVoBSXz",
+	"nHJB/vLn48o67WNwK3zF1U1cnUkoV7LHvSa18nT89u4WTWIo8tb11LvN/X4Jt/VKsP0uao2ibp7aOpr4",
+	"7oSlpujgd9wkxZdB8ovT4r0S7z6+S1rO9rXmI3TBuxRWlawBKiB2NnP1d4sW32BsgAh+w2eMtP/y5+NO",
+	"ty8uIv0WyRAbQw6Jkkt9RmZSMYI/kZwZ/Lczw4PlGewno4Ve9YWdXjEXegKWNezoyAWxB5/nLEfVvYoo",
+	"rxcFoty93OzbajYSmT85an4VlW/Fh5khizkxkgxd7Wkw07kobq43kAMxgpXLk21n1uWeibXi0E/+pfu0",
+	"nJQ6O9YKRW61fwS5SLEJ1wbiO8KqisMuekWuH/TRB0tPG0hGP4UwxMbC0Vdxp1bc2X5H9RJO7S3cOeT7",
+	"LqRxknpryP9yBJ5dV7Um48SmKV5x+b914sY51PkIERVB+Biig3tIJsxKEKWuo0Os6/Ff//GfQ58lvsHt",
+	"y0Bz9wy/1Gr2E/P8G0DqV/5/O/KFTAZC4aZUTFjhwrsR27EzLjCw7KZoJOuCWks54KG5LbQwy3w3LQOh",
+	"CC4AsCif5HoSQ1yknDNhv+wLKDWRLQpZhryxa7fSfikGCkb0A1iBKJeQNgiHBbGMUy4mMakcRmN/MPqe",
+	"YBk/tx/czFeuvmFBtueyVncg5SpdcBPOjoqM5HxsXJ2PhWaEG5JCda09UUYaathhUSzqTjHn6cJqxLBK",
+	"FzWH8mU5D5ikVClQzpcSXfMGsjTblnlBfkieJdDnL7XrtJMb6JziacVh+KiTEC19fLnSJKWC6CU3kI7q",
+	"lFq5tPqsb/S3hjVwGA6kL3wL+Ptgc2vFwD46XvcHQFLUvyyiFkXC/ujsbm+8/kL44zynqQutr/STTyDL",
+	"2GOWzMHDS6B3Q8idx4JxDu220wTf3adWRf4Zu+/EPBp/XzC1KuxoPs2sGVz68jXxsYoiGo0Gq2RVxkcs",
+	"Naa8g/W5BLpaG+FGaG9N+oqudqD1eZh2FihJFUyW6+fja27uv514oVbXWclHqoZqj3M6qV2Ea8ZUcw4P",
+	"TqrNfHqHj999E60QGD9i7MpWHrzo+NIr1QF+tKsGk2VR90ZefdusCGG1Kh8e343J4WcxzXGNQXOJ5QIh",
+	"hadMRrCR58c6zn/SOw71GICTvJejMx8YO7xkqyFG9JU6DrZ97F1S2L6TUIyt0xc0h1AfDOhPyEmv56fA",
+	"zoQgLQzLfc5Oof/asEt+xSi2vhiu9XIcEs2YKNdhDDn1pe6QXnppu3MlJw/JtANL6IuwTYhDtGu5ZCtf",
+	"TC6+oIQsp9QwrAmgXf0dv8q+GPrmb0OnA4BrIHSJKx0UhsS4fKtO0bhx7XT64r0cJWTCr5iLQIC8Xlgf",
+	"xFRmZETTy8Qv2LW288cXEZWwjd7PkGq0n8hYugAsUr7zi7elLtVNX8d8ZUT7uxffSv15P62RotJqd5Pc",
+	"nBfYVEEW71eGkluxjqau4zmHYPnwlu8NSot2hLGWhUDc7jJiaccu/bOvVpg7IPV4mCBAukj6NQpfEhKP",
+	"QueaONE/d0XFuAjKHZS5PYPhuUAJFZIjoQISwuVyKnOGfXS79XRG701o/pBkA1uHf3qqUe72vQWlSFsq",
+	"UmZYnWTjNr+i3d2hHfo/j3uk1+uhLsAFtmWygDhjwuzASOyVVY+Sb6G+e9XNOrOwYGm3Zxa6mqmNYgCO",
+	"7JItvFGgL+AbOwcTGRUG6iINKz2uITjRLWxIMsn0KaFFYoXVT8sFdq10IkXKEkhdC0EPUN/COPEIyir4",
+	"OiHtcU4nE5aRIc4xcNDJsuEZocQ9BZGHcMz4NhQSFwQkXUOwRIJm206XDNGcmg3xkS/oZb92T6ASW1+U",
+	"N+2Dqc/IcCYVGxJNV7o4WLhJxWZgGIYkCZjNlTLhhnDdF1D+o0vOfcLemOcG7byuPtwpoamlzKUVYb/m",
+	"D/0WvtxvnZIP/RbNc/sXkJGPUXHtCZyUI6P3Qdq+X+SXAdc/LXXDqesoGxS/BMkGO7W7O/2jE7HPYnkG",
+	"IEk8CbICXwaagUmnWI0wEAzUcwDeLcoBMO6gVCGB8gaEyuVVWvT1vQFr6ZadhzPdF0C4aqgTLAaJU5ec",
+	"I2qVNK31Lvia5GxsrAZqD6Ytx0S77u56ShV6bUC8dtquXRLgsV1KZolMHZXoi+1kgtyASjiV9AZkAgrj",
+	"fKUSXwyV6D3e/cUTKcY5x7zPz2THhqzneqpSh903IDI+L6Iu4gUNFvcpaD/FLtE1ThavLf+TR7kEUYWD",
+	"rDSS1yhS+tpHKGnFzYl76Xg/y9Hzp62Q/LAufu7v0PQD1tk1z+sFWa5L8Ov8+mebQm0oaI9ibV94uZYq",
+	"xa8sP3rYe+xKBQWLorfm+Nz3rTLePUP4FtgmdGxcip5jH39s//4XQT/xXstSCVRwNdh/KyBVA8p4VC6l",
+	"ts3b96QoO9XA6ffVB3TfPqAvgvDHqvHt9h7dDbkPFUXvguJXUeInP/QFlkq9D7kYavC9YeNPLRTDvM+u",
+	"DbMiWTQy3T27uSB87yT5izD34TmiDg0ZNnXFbttQZARYPhjTWUZOeiedMu640pyb1L3UjuVuhZ71mrTr",
+	"dWjjfUI2O75gKStNZ6wvXNn/Itqx3JGkg0JQKCyP03pjXkFnIDsEnBdRgajUTeG+4rhKdX4/Me66ac8h",
+	"tS3uDcRHX3H31nFYUplKN44a7G2EpYUd7E7ZlDfdfD7hPylUoy8gP/nLMJ0shOuQFbGPOGNh6I/uqaGG",
+	"5jGgfmOpWV/YrImGUCoCvE1BuAjVZRvoB1skeGxH2byX3r3K8KXOp1EX6Uhe//eR4cFqs17BOZRThopC",
+	"ztNWFU58K9cby/b1EWUnRUSZ69jJM5BFllNmphBLRZbykoVgrPZ6M0//91iqvghRlhDvgnGzKzdyp0vO",
+	"/SQQ7hIsMU4I8SNpQ1fgtAXnaGHq4tqVmYYWK7ooM10274RKhu/lKCbAXDCRXfhS0F968EOpkW8jSenk",
+	"7meOmv6f+lLm/3RR7v+c4pi7L0LX8TNOhjY5nG+WsJW/wUv/XNzNt4+I4MBP2C7tvw9389V0XZ+4Kp+7",
+	"e0MVpEVsB7q/4Sv3CAAww/YSBK5OvPfceDfN5y9IsLYwNHxvOJHcMQekx3+XihLUuQX/5tJW7vfs63Qn",
+	"WOZ/B7fgnrd4x9nwzr5kpiwO52TOlAvFTwi2DlCMZuWAMJcZY+yZ9EU7yG8gDhc5BNDq0gINx8K6EI3x",
+	"WrExU6f2yUKJPwMfoPnQCq2hW9NJ72EpTz+0xfY/wTq5mJxC+oDlgLA/VxuZQkSt6625mDHdF3iUZEnt",
+	"EceL93jQ3++ocTP3JivCoj5DDYCGaBotUwINoLBRKqaHW87CMtKuu/nOGRESLtlC/xTblNtx8X0mUnbo",
+	"rXsbsw3XButWJJB119rHrxG7d1bZ0xGPomgB+PL9xbcBDROHggnh4nCc88nUYFNQiHrpNOZZR6ZSSX8r",
+	"+yoV3W8kt2LZeB2XXL+tCK4PH35OwbW0sTrvquTCAPnGTTnjl6fOrnWi23BBYMUK8FTOuDFgxviicvSw",
+	"I0LYZGn3UpSYXHvCTOgGQ6ZUE9ewBDiFPYNSo5C7YsEOlhU17BD0o+2y7xsoGAqv3SMchVm2y8B20QQW",
+	"/YeoxFVaza5yZ6XjblyIKxzKPqW4CsnJdTv6WsWjtjZXcYEhbCcc2g2Kkm65r3vAlDpR6C5w5MtRWxrh",
+	"4N0qKz/LkasAwI1L+rCrGMAqTskHNFtDyPmSWfHi4xBSt3xYOlIB+LIvSp/qU/Jbt9t9Z4VPWrQplCJF",
+	"OeaSrQ48gLrg9yFOMEQnvCZtIEx94V7iBtapE2iJn7ERN0X4Y6dG6ahC8d3rD2H8z6BD7I88X+Xy22Do",
+	"uYsOcfBo5SDX/GLMfSguYECAYNDzodWazzcZLZQ2w90c1pfc2C7OXIS37tOc6ybZLsz4BSdktAI8/SPI",
+	"NH5RFYN9OLPNw24szFwUFVG+lhW9vegSStK0XRc9qFSx6tTdW73UUn8xd48QdWS3gLp/follF4bdrbDi",
+	"Mz4sXTU8vSQ0VVJ7uynWU/Gdrs6Ccx6kBjSeeDijIusLGKE99D8O7HvDhBQ/2BeGnS45h1wDSjK5FFAZ",
+	"XYoca75Dl2nFUiZMX8y41izDhVlhp0YkqYDoPXi/3fCfQSDZEzG+SiN3YCUslzRtyu6KyKt4hF8RDfL9",
+	"Ctv6/POEhOCOvsaFfI0LudO4kHLOOqizIVV7a7CIhXq9ESiyze7slA/nH/TVwsqNmIuaES4283empO6c",
+	"Fm1nR6siFzDNqUZf3nyjhTRXoXU0CS7IATXk0IpnCpvcn2LNCl9OOaV5XgpziyQegF/TclGffF4U3MDE",
+	"xKzTJW8YzfoCIk7nTB06JUrJPF/47rwxpk/ofM5E5uwM1CtfuJ2+CCfADVkqaUKXVVhYCNHQUHYKjjyn",
+	"E3TkuodWu0FVzg/eF2DeDiu4RF0QTt7+TQ4fk1xqJ4FAh+ViVegPPqucvT0Jt/VyB245Jt+FG7aQAJ2v",
+	"oXJdpYm3gwzImiBXNF+wLvmRX7G+WEukGILtfYiV2FxuxLBLSo3nubYqLcg4Jw+naMZ3/37U63nDjD4j",
+	"I7aSIkvIw5OTmNDzY8kx8Omre968Fuda6JJckjFVUL+uqM93PE3Kh9SpK18ZGuw3W8RTh3d1VTSXPDNT",
+	"bKqDgFosaAYLypmFtGNdu6DQ6H/vBd137BjCSZ0MyRRnRTkORw5dNNUX5VYrvI2Ja9uusKFjFhxncL+A",
+	"CwcassA3qsNLaFTKZyzu6a12qi1aaP/2zt4i0s66HleOsgKthb811q3wPZ5Je2rM/PToKJcpzadSm9Pv",
+	"et/1yEJkTJHhjF4yqwYNAQIXKm+dto5AwHPL/BCtDJaQnGuTEC70nKUmcZkIoeAKhMeAR8PBMcTNbSLJ",
+	"eTm6/Mx34iZLu6pypHZ5KM+e4yhX5mSHwDCYyLCFeUIcPFn9b7QKLOVAl7PZyjMBx69B7WpjAsft1EKE",
+	"YctrDkWWNwd7zRSXGU/RoCIFoSRVUlTUhLUKv7FhwOe/GXcQizdIimikBHkqJt91XB35ShRWmdTH5n2y",
+	"1rENpRQ4yUOH9oWBuzxixaIaoePQXDqBkCsumJN+fPPf0jilNpsWbK8P3c0A0bO7q68xdIEt2qnebNBO",
+	"8M0R06dkuFFYfuh9IVfHyZB80xcjqtm3D9s//fX8yeHFT+cnj75tg9GZZ+Qb0m91+y3yDRAAbehsXvpt",
+	"JLNVp1MkMrg2dX7Ew4ylMmMZmVMVxMmCupT7s2Ap8DMrC6JUiz8Q5YrK90WoUbRWOr9UZB/ilCzV8MEA",
+	"VgoJBYq4JkxYatjtCydeY2tKcwiM7NDKc6Xz4tkQOpkL/vcFA2nIiXYx8UMthEvM3NrX75eNwRLCupOu",
+	"RZ/Bw5OBvfHBg4F7NjgePBr30hP6uKhYjZFVJZ4fVru15d/O8t2/CH7thEZdpKr6UolLquGgWXZGFHvP",
+	"UnCV4WtSgsgCwqTA6uxbVxoAaeuCmxZZ2NRjpHKdAtcAxYI7NvBH6HQd/EsAtHPp4dW9zvrd/WXrfqby",
+	"U3ZqjECtFaGQM2EsqAszPImFsW4qb6cWtDATqag1gwwftBvL7M7KpAT0Qd0X03JtA6s+McxTd8EKaSmB",
+	"uiBZ5UxwI10EEuGA5CC1PY61l4ZKaK4+zBCSVQ/BgDskbUoe9R44L3fliZESo7JKMt36aayIhNwvH7iL",
+	"XTLlwqBk5oqkkVQKwVLQmaG3rsupDCTFlWrDVVhdQo7H3daapPZuw85uDwbEQch/ff3q4i3LvPZakO1f",
+	"3rwg7Uym+miupJGpzLuzLJ7T//Hj/w8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -120,6 +120,7 @@ func (s *Server) InsertJob(ctx context.Context, req InsertJobRequestObject) (Ins
 	if req.Params.IdempotencyKey != nil {
 		job.IdempotencyKey = req.Params.IdempotencyKey
 	}
+	job.TraceContext = jobTraceContext(ctx, req.Params.Traceparent, req.Params.Tracestate)
 	if len(fields) > 0 {
 		return nil, &engine.ValidationError{Errors: fields}
 	}
@@ -139,6 +140,7 @@ func (s *Server) InsertJob(ctx context.Context, req InsertJobRequestObject) (Ins
 func (s *Server) InsertJobs(ctx context.Context, req InsertJobsRequestObject) (InsertJobsResponseObject, error) {
 	jobs := make([]engine.NewJob, len(req.Body.Jobs))
 	var fields []engine.FieldError
+	tc := jobTraceContext(ctx, req.Params.Traceparent, req.Params.Tracestate)
 	for i := range req.Body.Jobs {
 		in := &req.Body.Jobs[i]
 		prefix := "" // the field names of a duration that does not parse, built only for one
@@ -146,6 +148,7 @@ func (s *Server) InsertJobs(ctx context.Context, req InsertJobsRequestObject) (I
 			prefix = "jobs/" + strconv.Itoa(i) + "/"
 		}
 		jobs[i] = newJob(in, prefix, &fields)
+		jobs[i].TraceContext = tc
 	}
 	if len(fields) > 0 {
 		return nil, &engine.ValidationError{Errors: fields}
@@ -266,7 +269,8 @@ func (s *Server) SendSignal(ctx context.Context, req SendSignalRequestObject) (S
 	if req.Body.Payload != nil {
 		payload = *req.Body.Payload
 	}
-	sent, err := s.eng.Signal(ctx, engine.SignalTarget{JobID: &req.Id}, req.Body.Name, payload)
+	sent, err := s.eng.Signal(ctx, engine.SignalTarget{JobID: &req.Id,
+		TraceContext: jobTraceContext(ctx, req.Params.Traceparent, req.Params.Tracestate)}, req.Body.Name, payload)
 	if err != nil {
 		return nil, notFound(err, "job", req.Id)
 	}
@@ -279,7 +283,8 @@ func (s *Server) SendSignalByKey(ctx context.Context, req SendSignalByKeyRequest
 	if req.Body.Payload != nil {
 		payload = *req.Body.Payload
 	}
-	sent, err := s.eng.Signal(ctx, engine.SignalTarget{Key: &req.Body.Key}, req.Body.Name, payload)
+	sent, err := s.eng.Signal(ctx, engine.SignalTarget{Key: &req.Body.Key,
+		TraceContext: jobTraceContext(ctx, req.Params.Traceparent, req.Params.Tracestate)}, req.Body.Name, payload)
 	if err != nil {
 		return nil, missing(err, "live job with the key", req.Body.Key)
 	}

@@ -175,6 +175,14 @@ func appendJob(b []byte, times *timeMemo, j *Job, deduplicated *bool, debounced 
 	b = jsonappend.String(b, string(j.Status))
 	b = append(b, `,"step":`...)
 	b = strconv.AppendInt(b, int64(j.Step), 10)
+	if j.Traceparent != nil {
+		b = append(b, `,"traceparent":`...)
+		b = jsonappend.String(b, *j.Traceparent)
+	}
+	if j.Tracestate != nil {
+		b = append(b, `,"tracestate":`...)
+		b = jsonappend.String(b, *j.Tracestate)
+	}
 	b = append(b, `,"updated_at":`...)
 	b = times.append(b, j.UpdatedAt)
 	if j.Wake != nil {

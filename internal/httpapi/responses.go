@@ -22,6 +22,13 @@ func jobBody(j *engine.Job) Job {
 		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick, DebounceKey: j.DebounceKey,
 	}
 	out.EligibleAt = j.EligibleAt
+	if j.TraceContext != nil {
+		parent, state := engine.SplitTraceContext(*j.TraceContext)
+		out.Traceparent = &parent
+		if state != "" {
+			out.Tracestate = &state
+		}
+	}
 	if j.Awaiting != nil {
 		out.Awaiting = &j.Awaiting
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	gendurable "github.com/gendurable/gendurable"
 	"github.com/gendurable/gendurable/internal/engine"
@@ -36,6 +37,9 @@ type Config struct {
 	Metrics http.Handler
 	// Dashboard serves / (nil: not served).
 	Dashboard http.Handler
+	// TracerProvider, when set, makes a server span of every request (tracing.go); nil
+	// (the default) makes none, and an insert's traceparent header is kept as it came.
+	TracerProvider trace.TracerProvider
 }
 
 // Server implements the generated StrictServerInterface.
@@ -84,6 +88,9 @@ func New(eng *engine.Engine, cfg Config, log *slog.Logger) (http.Handler, error)
 		return nil, err
 	}
 	r := chi.NewRouter()
+	if cfg.TracerProvider != nil {
+		r.Use(tracing(cfg.TracerProvider))
+	}
 	r.Use(requestLog(log), recoverer(errs))
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
@@ -177,6 +184,12 @@ func requestLog(log *slog.Logger) func(http.Handler) http.Handler {
 			}
 			if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics" {
 				level = slog.LevelDebug
+			}
+			if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
+				log.Log(r.Context(), level, "request", "request_id", id, "method", r.Method, "path", r.URL.Path,
+					"status", rec.status, "duration_ms", float64(time.Since(started).Microseconds())/1000,
+					"trace_id", sc.TraceID().String())
+				return
 			}
 			log.Log(r.Context(), level, "request", "request_id", id, "method", r.Method, "path", r.URL.Path,
 				"status", rec.status, "duration_ms", float64(time.Since(started).Microseconds())/1000)

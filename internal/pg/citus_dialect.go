@@ -99,7 +99,7 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 			var isKeyed, isRated bool
 			if err := rows.Scan(&c.ID, &c.Queue, &c.Handler, &c.Key, &c.Step, &c.Attempt, &c.MaxAttempts, &c.Input,
 				&c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt, &c.ClaimedAt, &c.Wake, &c.ConsumedSeq,
-				&c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.HandlerURL, &c.Secret, &c.PreviousSecret,
+				&c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.Trace, &c.HandlerURL, &c.Secret, &c.PreviousSecret,
 				&c.PreviousSecretExpiresAt, &c.TimeoutMS, &c.BackoffBaseMS, &c.BackoffMaxMS, &c.BreakerState,
 				&c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt, &isKeyed, &isRated); err != nil {
 				rows.Close()
@@ -331,8 +331,9 @@ func (db *DB) citusApplyShard(ctx context.Context, placements []int, recs []Outc
 		h.HttpStatuses, h.Errors, h.Bodies)
 	if children != nil {
 		c := children
-		b.Queue(citusWithPlacements(dbcitus.JobInsertChildren, 13, placements), c.ParentIds, c.ParentTokens, c.Seqs,
-			c.Queues, c.Handlers, c.Inputs, c.Keys, c.Priorities, c.RunAts, c.DelaysMs, c.ConcurrencyKeys, c.MaxAttempts)
+		b.Queue(citusWithPlacements(dbcitus.JobInsertChildren, 14, placements), c.ParentIds, c.ParentTokens, c.Seqs,
+			c.Queues, c.Handlers, c.Inputs, c.Keys, c.Priorities, c.RunAts, c.DelaysMs, c.ConcurrencyKeys, c.MaxAttempts,
+			c.TraceContexts)
 	}
 	if tx == nil {
 		b.Queue("COMMIT")
@@ -416,6 +417,7 @@ type citusSpawnChildren struct {
 	ParentTokens                                    []string
 	Seqs                                            []int64
 	Queues, Handlers, Inputs, Keys, ConcurrencyKeys []string
+	TraceContexts                                   []string // "" for none: the parent's
 	Priorities, MaxAttempts                         []int
 	RunAts                                          []time.Time
 	DelaysMs                                        []int64
@@ -443,6 +445,7 @@ func (db *DB) citusChildren(ctx context.Context, placements []int, recs []Outcom
 			c.Inputs = append(c.Inputs, string(ch.Input))
 			c.Keys = append(c.Keys, "")
 			c.ConcurrencyKeys = append(c.ConcurrencyKeys, "")
+			c.TraceContexts = append(c.TraceContexts, valueOr(ch.TraceContext, ""))
 			c.Priorities = append(c.Priorities, valueOr(ch.Priority, -1))
 			c.MaxAttempts = append(c.MaxAttempts, valueOr(ch.MaxAttempts, 0))
 			c.RunAts = append(c.RunAts, valueOr(ch.RunAt, time.Time{}))
@@ -851,7 +854,7 @@ func citusJob(r dbcitus.Job) Job {
 
 // citusSignal delivers a signal at the target's placement: SignalDeliver, then (when
 // delivered) SignalInsert with the new inbox_seq, in one transaction, then the wake-up.
-func (db *DB) citusSignal(ctx context.Context, id *int64, key *string, name string, payload []byte) (SignalDelivered, error) {
+func (db *DB) citusSignal(ctx context.Context, id *int64, key *string, name string, payload []byte, traceContext *string) (SignalDelivered, error) {
 	l, err := db.layout(ctx)
 	if err != nil {
 		return SignalDelivered{}, err
@@ -866,7 +869,8 @@ func (db *DB) citusSignal(ctx context.Context, id *int64, key *string, name stri
 	var queue *string
 	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		q := dbcitus.New(tx)
-		d, err := q.SignalDeliver(ctx, dbcitus.SignalDeliverParams{Placement: placement, JobID: id, JobKey: key, Name: name})
+		d, err := q.SignalDeliver(ctx, dbcitus.SignalDeliverParams{Placement: placement, JobID: id, JobKey: key, Name: name,
+			TraceContext: traceContext})
 		if err != nil {
 			return err
 		}

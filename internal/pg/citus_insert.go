@@ -178,7 +178,7 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		Inputs: make([]string, 0, n), Keys: make([]string, 0, n), Priorities: make([]int, 0, n), RunAts: make([]time.Time, 0, n),
 		DelaysMs: make([]int64, 0, n), ConcurrencyKeys: make([]string, 0, n), MaxAttempts: make([]int, 0, n),
 		ParentIds: make([]int64, 0, n), ScheduleNames: make([]string, 0, n), ScheduleTicks: make([]time.Time, 0, n),
-		Ids: make([]int64, 0, n)}
+		Ids: make([]int64, 0, n), TraceContexts: make([]string, 0, n)}
 	var order []int // the items of p, in request order
 	for i := range items {
 		if !toInsert[i] {
@@ -192,6 +192,7 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		p.Priorities, p.MaxAttempts = append(p.Priorities, valueOr(it.Priority, -1)), append(p.MaxAttempts, valueOr(it.MaxAttempts, 0))
 		p.RunAts, p.DelaysMs = append(p.RunAts, valueOr(it.RunAt, time.Time{})), append(p.DelaysMs, valueOr(it.DelayMS, 0))
 		p.ParentIds = append(p.ParentIds, valueOr(it.ParentID, 0))
+		p.TraceContexts = append(p.TraceContexts, valueOr(it.TraceContext, ""))
 		p.ScheduleNames, p.ScheduleTicks = append(p.ScheduleNames, ""), append(p.ScheduleTicks, time.Time{})
 		p.RateLimits, p.RateKeys = append(p.RateLimits, valueOr(it.RateLimit, "")), append(p.RateKeys, valueOr(it.RateKey, ""))
 		p.RateWeights = append(p.RateWeights, valueOr(it.RateWeight, 0))
@@ -474,7 +475,7 @@ func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		}
 		batch.Queue(dbcitus.JobDebounceUpsert, ids[f], placements[f], it.Queue, it.Handler, input, valueOr(it.Priority, 5),
 			opts.AsOf, it.Debounce.Period.Milliseconds(), valueOr(it.MaxAttempts, maxAttempts[it.Handler]), key,
-			it.Debounce.MaxWait.Milliseconds())
+			it.Debounce.MaxWait.Milliseconds(), it.TraceContext)
 	}
 	results := tx.SendBatch(ctx, batch)
 	jobOf := map[string]int64{}
@@ -557,7 +558,8 @@ func (db *DB) citusScheduleFire(ctx context.Context, f ScheduleFire) (ScheduleFi
 		rows, err := q.JobInsert(ctx, dbcitus.JobInsertParams{Placements: []int{placement}, Queues: []string{s.Queue},
 			Handlers: []string{s.Handler}, Inputs: []string{string(s.Input)}, Keys: []string{""}, Priorities: []int{-1},
 			RunAts: []time.Time{{}}, DelaysMs: []int64{0}, ConcurrencyKeys: []string{""}, MaxAttempts: []int{0},
-			ParentIds: []int64{0}, ScheduleNames: []string{s.Name}, ScheduleTicks: []time.Time{f.Tick}, Ids: []int64{0}})
+			ParentIds: []int64{0}, ScheduleNames: []string{s.Name}, ScheduleTicks: []time.Time{f.Tick}, Ids: []int64{0},
+			TraceContexts: []string{""}})
 		if err != nil {
 			return err
 		}

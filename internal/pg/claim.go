@@ -44,6 +44,10 @@ type ClaimedJob struct {
 	PendingChildren int
 	// GateShard is the gate slot shard the step holds (nil when not gated).
 	GateShard *int
+	// Trace is nil for a job without a trace context, else the job's eligible time in
+	// unix microseconds, a space and its trace context (Job.TraceContext): the claim
+	// answers both in one column that is NULL when the job has none.
+	Trace *string
 
 	// The handler's settings; HandlerURL is nil when the handler is not registered.
 	HandlerURL              *string
@@ -112,7 +116,7 @@ func readClaimed(rows pgx.Rows, p JobClaimParams, plain bool) (claimed []Claimed
 	var ints [4][]*int
 	dest := []any{&c.ID, oneOf{&c.Queue, []string{p.Queue}}, seenText{&c.Handler, &texts[4]}, &c.Key, &c.Step,
 		&c.Attempt, &c.MaxAttempts, &c.Input, &c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt,
-		&c.ClaimedAt, &c.Wake, &c.ConsumedSeq, &c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.GateShard,
+		&c.ClaimedAt, &c.Wake, &c.ConsumedSeq, &c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.GateShard, &c.Trace,
 		seenTextPtr{&c.HandlerURL, &texts[0]}, seenTextPtr{&c.Secret, &texts[1]},
 		seenTextPtr{&c.PreviousSecret, &texts[2]}, &c.PreviousSecretExpiresAt, seenIntPtr{&c.TimeoutMS, &ints[0]},
 		seenIntPtr{&c.BackoffBaseMS, &ints[1]}, seenIntPtr{&c.BackoffMaxMS, &ints[2]},

@@ -44,10 +44,10 @@ func TestClaimReaderAgreesWithSqlc(t *testing.T) {
 	// batch queue's is gated, so it holds a gate shard), one with the nullable columns NULL.
 	for _, queue := range []string{"batch", "plain"} {
 		exec(`INSERT INTO jobs (queue, handler, key, concurrency_key, priority, step, attempt, max_attempts, input, state,
-				wake, consumed_seq, inbox_seq, pending_children, created_at)
+				wake, consumed_seq, inbox_seq, pending_children, created_at, trace_context)
 			VALUES ($1, 'hand', 'key-' || $1, CASE WHEN $1 = 'batch' THEN 'tenant' END, 0, 3, 4, 9, '{"in": 1}', '{"st": 2}',
-				'signal', 1000, 1100, 2, $2),
-			($1, 'hand', NULL, NULL, 5, 0, 0, 5, '{}', NULL, NULL, 0, 0, 0, $2)`, queue, base)
+				'signal', 1000, 1100, 2, $2, '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 v=' || $1),
+			($1, 'hand', NULL, NULL, 5, 0, 0, 5, '{}', NULL, NULL, 0, 0, 0, $2, NULL)`, queue, base)
 	}
 	// Rows that need admission: the plain claim leaves and counts them.
 	exec(`INSERT INTO jobs (queue, handler, max_attempts, concurrency_key, priority) SELECT 'plain', 'hand', 5, 'k' || i, 9

@@ -59,6 +59,9 @@ type Job struct {
 	// the latest its debounced inserts may push it to (nil: none).
 	DebounceKey      *string
 	DebounceDeadline *time.Time
+	// TraceContext is the job's W3C trace context: a traceparent, then a space and the
+	// tracestate when there is one (nil: the job came without one and tracing was off).
+	TraceContext *string
 }
 
 // RateLimitUse is one rate limit a job draws from: Weight tokens of the bucket of Key
@@ -94,7 +97,7 @@ func jobFromRow(r dbsqlc.Job) Job {
 		ConsumedSeq: r.ConsumedSeq, LeaseExpiresAt: r.LeaseExpiresAt, LeaseOwner: r.LeaseOwner,
 		AttemptedAt: r.AttemptedAt, CancelRequested: r.CancelRequested, CreatedAt: r.CreatedAt,
 		UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, ScheduleName: r.ScheduleName, ScheduleTick: r.ScheduleTick,
-		DebounceKey: r.DebounceKey, DebounceDeadline: r.DebounceDeadline}
+		DebounceKey: r.DebounceKey, DebounceDeadline: r.DebounceDeadline, TraceContext: r.TraceContext}
 }
 
 // JobInsert is one job to insert. Nil fields take the column or handler default.
@@ -121,6 +124,8 @@ type JobInsert struct {
 	// Debounce, when set, collapses inserts of one key into the one runnable,
 	// never-claimed job holding it (never with Key, IdempotencyKey, RunAt or DelayMS).
 	Debounce *Debounce `json:"debounce,omitempty"`
+	// TraceContext is the job's W3C trace context (Job.TraceContext; nil: none).
+	TraceContext *string `json:"trace_context,omitempty"`
 }
 
 // Debounce says how an insert collapses into the pending job of its key: the job runs
@@ -349,7 +354,7 @@ func plainBatch(p dbsqlc.JobInsertManyParams) bool {
 // inserted, or none when the batch names an unknown handler (*InsertRefusedError).
 func (db *DB) jobInsertPlain(ctx context.Context, items []JobInsert, p dbsqlc.JobInsertManyParams) ([]JobInserted, error) {
 	rows, err := db.pool.Query(ctx, dbsqlc.JobInsertPlain, p.Handlers, p.Queues, p.Inputs, p.Priorities, p.RunAts,
-		p.DelaysMs, p.MaxAttempts, p.ConcurrencyKeys, p.ParentIds, p.NotifyTag)
+		p.DelaysMs, p.MaxAttempts, p.ConcurrencyKeys, p.ParentIds, p.TraceContexts, p.NotifyTag)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -421,6 +426,7 @@ func insertArrays(items []JobInsert) dbsqlc.JobInsertManyParams {
 		setOptional(&p.RateWeights, n, i, it.RateWeight, 0)
 		setOptional(&p.MaxAttempts, n, i, it.MaxAttempts, 0)
 		setOptional(&p.ParentIds, n, i, it.ParentID, 0)
+		setOptional(&p.TraceContexts, n, i, it.TraceContext, "")
 		setOptional(&p.IdempotencyKeys, n, i, it.IdempotencyKey, "")
 		if len(it.ExtraRateLimits) > 0 {
 			b, _ := json.Marshal(it.ExtraRateLimits) // plain structs: cannot fail
@@ -479,8 +485,8 @@ func storedPart(r *insertManyRow) Job {
 
 // requestedPart fills in the part of an inserted job its request item gave.
 func requestedPart(j *Job, it *JobInsert) {
-	j.Queue, j.Handler, j.ConcurrencyKey, j.RateLimit, j.RateKey, j.ParentID = it.Queue, it.Handler,
-		it.ConcurrencyKey, it.RateLimit, it.RateKey, it.ParentID
+	j.Queue, j.Handler, j.ConcurrencyKey, j.RateLimit, j.RateKey, j.ParentID, j.TraceContext = it.Queue, it.Handler,
+		it.ConcurrencyKey, it.RateLimit, it.RateKey, it.ParentID, it.TraceContext
 	if len(it.ExtraRateLimits) > 0 {
 		j.ExtraRateLimits = it.ExtraRateLimits
 	}
@@ -534,7 +540,7 @@ func (db *DB) jobInsertMany(ctx context.Context, p dbsqlc.JobInsertManyParams) (
 func insertManyArgs(p dbsqlc.JobInsertManyParams) []any {
 	return []any{p.Queues, p.Handlers, p.Inputs, p.Keys, p.Priorities, p.RunAts, p.DelaysMs, p.ConcurrencyKeys,
 		p.RateLimits, p.RateKeys, p.RateWeights, p.MaxAttempts, p.ParentIds, p.IdempotencyKeys, p.ExtraRateLimits,
-		p.DebounceKeys, p.DebouncePeriodsMs, p.DebounceMaxWaitsMs, p.AsOf, p.IdempotencyWindowMs, p.NotifyTag}
+		p.DebounceKeys, p.DebouncePeriodsMs, p.DebounceMaxWaitsMs, p.TraceContexts, p.AsOf, p.IdempotencyWindowMs, p.NotifyTag}
 }
 
 // oneOf reads a text column into *dst: one of known when the value is, without

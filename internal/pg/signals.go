@@ -18,11 +18,14 @@ type SignalDelivered struct {
 
 // SignalDeliver delivers a signal to job id (or, id nil, to the live job holding key) in
 // one statement (sql/signals.sql). ErrNotFound when there is no such job.
-func (db *DB) SignalDeliver(ctx context.Context, id *int64, key *string, name string, payload []byte) (SignalDelivered, error) {
+//
+// traceContext, when set, becomes the job's trace context if it has none.
+func (db *DB) SignalDeliver(ctx context.Context, id *int64, key *string, name string, payload []byte, traceContext *string) (SignalDelivered, error) {
 	if db.citus != nil {
-		return db.citusSignal(ctx, id, key, name, payload)
+		return db.citusSignal(ctx, id, key, name, payload, traceContext)
 	}
-	d, err := db.q.SignalDeliver(ctx, dbsqlc.SignalDeliverParams{JobID: id, JobKey: key, Name: name, Payload: payload})
+	d, err := db.q.SignalDeliver(ctx, dbsqlc.SignalDeliverParams{JobID: id, JobKey: key, Name: name, Payload: payload,
+		TraceContext: traceContext})
 	return SignalDelivered(d), translate(err)
 }
 

@@ -98,3 +98,25 @@ export async function must<D>(
   }
   return data as D;
 }
+
+/** DashboardSettings is what the server tells the dashboard (/dashboard.json). */
+export interface DashboardSettings {
+  /** A URL template with {trace_id}, the server's GENDURABLE_TRACE_URL (absent: unset). */
+  trace_url?: string;
+}
+
+let settings: Promise<DashboardSettings> | undefined;
+
+/** dashboardSettings fetches /dashboard.json once; {} when it cannot be read. */
+export function dashboardSettings(): Promise<DashboardSettings> {
+  settings ??= fetch('/dashboard.json')
+    .then((r) => (r.ok ? (r.json() as Promise<DashboardSettings>) : {}))
+    .catch(() => ({}));
+  return settings;
+}
+
+/** traceID is the trace id of a W3C traceparent, or undefined. */
+export function traceID(traceparent: string | undefined | null): string | undefined {
+  const m = traceparent ? /^00-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/.exec(traceparent) : null;
+  return m ? m[1] : undefined;
+}

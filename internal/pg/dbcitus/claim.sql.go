@@ -130,6 +130,10 @@ RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.
           j.state, j.created_at, j.lease_token::uuid AS lease_token, j.lease_expires_at::timestamptz AS lease_expires_at,
           j.attempted_at::timestamptz AS attempted_at, j.wake,
           j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children,
+          -- NULL for a job without a trace context (sql/job_claim.sql)
+          coalesce(CASE WHEN j.trace_context IS NOT NULL
+               THEN floor(extract(epoch FROM j.eligible_at) * 1000000)::bigint || ' ' || j.trace_context END,
+                       j.trace_context) AS trace,  -- (coalesce: typed nullable text by sqlc)
           h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms,
           h.backoff_base_ms, h.backoff_max_ms,
           h.breaker_state, h.consecutive_failures, h.breaker_next_probe_at, h.paused_at,
@@ -169,6 +173,7 @@ type JobClaimRow struct {
 	ClaimInboxSeq           int64
 	InboxSeq                int64
 	PendingChildren         int
+	Trace                   *string
 	Url                     string
 	Secret                  string
 	PreviousSecret          *string
@@ -249,6 +254,7 @@ func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimR
 			&i.ClaimInboxSeq,
 			&i.InboxSeq,
 			&i.PendingChildren,
+			&i.Trace,
 			&i.Url,
 			&i.Secret,
 			&i.PreviousSecret,

@@ -75,32 +75,33 @@ func (q *Queries) IdempotencyHolder(ctx context.Context, arg IdempotencyHolderPa
 
 const JobDebounceUpsert = `-- name: JobDebounceUpsert :one
 INSERT INTO jobs AS j (id, placement, queue, handler, input, priority, eligible_at, max_attempts,
-                       debounce_key, debounce_deadline, updated_at)
+                       debounce_key, debounce_deadline, updated_at, trace_context)
 VALUES ($1::bigint, $2::int, $3::text, $4::text,
         $5::jsonb, $6::smallint,
         coalesce($7::timestamptz, now()) + $8::bigint * interval '1 millisecond',
         $9::int, $10::text,
         coalesce($7::timestamptz, now()) + nullif($11::bigint, 0) * interval '1 millisecond',
-        now())
+        now(), $12::text)
 ON CONFLICT (debounce_key, placement) WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL
-DO UPDATE SET input = excluded.input,
+DO UPDATE SET input = excluded.input, trace_context = excluded.trace_context,
               eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),
               updated_at = excluded.updated_at
 RETURNING j.id
 `
 
 type JobDebounceUpsertParams struct {
-	ID          int64
-	Placement   int
-	Queue       string
-	Handler     string
-	Input       json.RawMessage
-	Priority    int
-	AsOf        *time.Time
-	PeriodMs    int64
-	MaxAttempts int
-	DebounceKey string
-	MaxWaitMs   int64
+	ID           int64
+	Placement    int
+	Queue        string
+	Handler      string
+	Input        json.RawMessage
+	Priority     int
+	AsOf         *time.Time
+	PeriodMs     int64
+	MaxAttempts  int
+	DebounceKey  string
+	MaxWaitMs    int64
+	TraceContext *string
 }
 
 // JobInsertMany's debounced insert (sql/jobs.sql) for one debounce key at its placement:
@@ -122,6 +123,7 @@ func (q *Queries) JobDebounceUpsert(ctx context.Context, arg JobDebounceUpsertPa
 		arg.MaxAttempts,
 		arg.DebounceKey,
 		arg.MaxWaitMs,
+		arg.TraceContext,
 	)
 	var id int64
 	err := row.Scan(&id)

@@ -113,6 +113,7 @@ type Job struct {
 	ExtraRateLimits  json.RawMessage
 	DebounceKey      *string
 	DebounceDeadline *time.Time
+	TraceContext     *string
 	Placement        int
 	OutcomeToken     *string
 	OutcomeStep      *int

@@ -37,6 +37,8 @@ delivered AS (
         late_signals = CASE WHEN j.status <> 'executing' OR $4 = ANY (j.late_signals)
                                  OR cardinality(j.late_signals) >= 64 THEN j.late_signals
                             ELSE array_append(j.late_signals, $4::text) END,
+        -- A job without a trace context takes the signal's (docs/observability.md).
+        trace_context = coalesce(j.trace_context, $5::text),
         updated_at = t.now
     FROM target t
     WHERE j.placement = $1::int AND j.id = t.id AND j.status IN ('runnable', 'executing', 'awaiting')
@@ -47,10 +49,11 @@ FROM target t LEFT JOIN delivered d ON true
 `
 
 type SignalDeliverParams struct {
-	Placement int
-	JobID     *int64
-	JobKey    *string
-	Name      string
+	Placement    int
+	JobID        *int64
+	JobKey       *string
+	Name         string
+	TraceContext *string
 }
 
 type SignalDeliverRow struct {
@@ -72,6 +75,7 @@ func (q *Queries) SignalDeliver(ctx context.Context, arg SignalDeliverParams) (S
 		arg.JobID,
 		arg.JobKey,
 		arg.Name,
+		arg.TraceContext,
 	)
 	var i SignalDeliverRow
 	err := row.Scan(

@@ -74,7 +74,7 @@ func (q *Queries) ChildLoadForJoin(ctx context.Context, arg ChildLoadForJoinPara
 }
 
 const JobGet = `-- name: JobGet :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline,
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context,
        (SELECT count(*) FROM jobs c WHERE c.parent_id = j.id) AS children_total,
        (SELECT count(*) FROM jobs c WHERE c.parent_id = j.id
                                       AND c.status IN ('done', 'failed', 'cancelled')) AS children_finished
@@ -134,6 +134,7 @@ func (q *Queries) JobGet(ctx context.Context, id int64) (JobGetRow, error) {
 		&i.Job.ExtraRateLimits,
 		&i.Job.DebounceKey,
 		&i.Job.DebounceDeadline,
+		&i.Job.TraceContext,
 		&i.ChildrenTotal,
 		&i.ChildrenFinished,
 	)
@@ -141,7 +142,7 @@ func (q *Queries) JobGet(ctx context.Context, id int64) (JobGetRow, error) {
 }
 
 const JobGetByIdempotencyKey = `-- name: JobGetByIdempotencyKey :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context
 FROM idempotency_keys k
 JOIN jobs j ON j.id = k.job_id
 WHERE k.key = $1::text AND k.expires_at > coalesce($2::timestamptz, now())
@@ -199,12 +200,13 @@ func (q *Queries) JobGetByIdempotencyKey(ctx context.Context, arg JobGetByIdempo
 		&i.ExtraRateLimits,
 		&i.DebounceKey,
 		&i.DebounceDeadline,
+		&i.TraceContext,
 	)
 	return i, err
 }
 
 const JobGetLiveByKey = `-- name: JobGetLiveByKey :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context
 FROM jobs j
 WHERE j.key = $1::text AND j.status IN ('runnable', 'executing', 'awaiting')
 `
@@ -255,12 +257,13 @@ func (q *Queries) JobGetLiveByKey(ctx context.Context, jobKey string) (Job, erro
 		&i.ExtraRateLimits,
 		&i.DebounceKey,
 		&i.DebounceDeadline,
+		&i.TraceContext,
 	)
 	return i, err
 }
 
 const JobGetMany = `-- name: JobGetMany :many
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline FROM jobs j WHERE j.id = ANY ($1::bigint[])
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context FROM jobs j WHERE j.id = ANY ($1::bigint[])
 `
 
 // The jobs of ids (jobs_pkey), in no particular order.
@@ -315,6 +318,7 @@ func (q *Queries) JobGetMany(ctx context.Context, ids []int64) ([]Job, error) {
 			&i.ExtraRateLimits,
 			&i.DebounceKey,
 			&i.DebounceDeadline,
+			&i.TraceContext,
 		); err != nil {
 			return nil, err
 		}
@@ -336,6 +340,7 @@ WITH req AS (
            nullif(r.max_attempts, 0) AS max_attempts, nullif(r.parent_id, 0) AS parent_id,
            nullif(r.idempotency_key, '') AS idempotency_key, nullif(r.extra_rate_limits, '')::jsonb AS extra_rate_limits,
            nullif(r.debounce_key, '') AS debounce_key, r.debounce_period_ms, nullif(r.debounce_max_wait_ms, 0) AS debounce_max_wait_ms,
+           nullif(r.trace_context, '') AS trace_context,
            nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) AS id
     FROM ROWS FROM (unnest($1::text[]), unnest($2::text[]),
                     unnest($3::text[]), unnest($4::text[]),
@@ -345,10 +350,11 @@ WITH req AS (
                     unnest($11::int[]), unnest($12::int[]),
                     unnest($13::bigint[]), unnest($14::text[]),
                     unnest($15::text[]), unnest($16::text[]),
-                    unnest($17::bigint[]), unnest($18::bigint[])) WITH ORDINALITY
+                    unnest($17::bigint[]), unnest($18::bigint[]),
+                    unnest($19::text[])) WITH ORDINALITY
          AS r(queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, rate_limit,
               rate_key, rate_weight, max_attempts, parent_id, idempotency_key, extra_rate_limits,
-              debounce_key, debounce_period_ms, debounce_max_wait_ms, ord)
+              debounce_key, debounce_period_ms, debounce_max_wait_ms, trace_context, ord)
 ),
 missing AS (
     SELECT 1 FROM req r
@@ -369,7 +375,7 @@ new_queues AS (
 claimed AS (
     INSERT INTO idempotency_keys AS k (key, job_id, expires_at)
     SELECT DISTINCT ON (r.idempotency_key) r.idempotency_key, r.id,
-           coalesce($19::timestamptz, now()) + $20::bigint * interval '1 millisecond'
+           coalesce($20::timestamptz, now()) + $21::bigint * interval '1 millisecond'
     FROM req r
     WHERE r.idempotency_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM missing)
       AND (r.key IS NULL OR NOT EXISTS (SELECT 1 FROM jobs j WHERE j.key = r.key
@@ -377,7 +383,7 @@ claimed AS (
     ORDER BY r.idempotency_key, r.ord
     ON CONFLICT (key) DO UPDATE
     SET job_id = excluded.job_id, expires_at = excluded.expires_at, created_at = now()
-    WHERE k.expires_at <= coalesce($19::timestamptz, now())
+    WHERE k.expires_at <= coalesce($20::timestamptz, now())
     RETURNING k.job_id
 ),
 to_insert AS (
@@ -391,27 +397,28 @@ to_insert AS (
                                    ELSE now() + interval '150 seconds' + random() * interval '150 seconds' END) END AS eligible_at,
            r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1) AS rate_weight, r.extra_rate_limits,
            coalesce(r.max_attempts, h.max_attempts) AS max_attempts, r.parent_id,
-           CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END AS lease_owner
+           CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END AS lease_owner,
+           r.trace_context
     FROM req r JOIN handlers h ON h.name = r.handler
     WHERE NOT EXISTS (SELECT 1 FROM missing) AND r.debounce_key IS NULL
       AND (r.idempotency_key IS NULL OR r.id IN (SELECT c.job_id FROM claimed c))
 ),
 inserted_plain AS (
     INSERT INTO jobs (id, queue, handler, input, key, priority, eligible_at, concurrency_key,
-                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, lease_owner)
+                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, lease_owner, trace_context)
     OVERRIDING SYSTEM VALUE
     SELECT t.id, t.queue, t.handler, t.input, t.key, t.priority, t.eligible_at, t.concurrency_key,
-           t.rate_limit, t.rate_key, t.rate_weight, t.extra_rate_limits, t.max_attempts, t.parent_id, t.lease_owner
+           t.rate_limit, t.rate_key, t.rate_weight, t.extra_rate_limits, t.max_attempts, t.parent_id, t.lease_owner, t.trace_context
     FROM to_insert t
     WHERE t.key IS NULL
     RETURNING id, queue, key, status, priority, eligible_at, input, max_attempts, rate_weight, created_at, lease_owner
 ),
 inserted_keyed AS (
     INSERT INTO jobs (id, queue, handler, input, key, priority, eligible_at, concurrency_key,
-                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, lease_owner)
+                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, lease_owner, trace_context)
     OVERRIDING SYSTEM VALUE
     SELECT t.id, t.queue, t.handler, t.input, t.key, t.priority, t.eligible_at, t.concurrency_key,
-           t.rate_limit, t.rate_key, t.rate_weight, t.extra_rate_limits, t.max_attempts, t.parent_id, t.lease_owner
+           t.rate_limit, t.rate_key, t.rate_weight, t.extra_rate_limits, t.max_attempts, t.parent_id, t.lease_owner, t.trace_context
     FROM to_insert t
     WHERE t.key IS NOT NULL
     ORDER BY t.ord
@@ -427,24 +434,25 @@ inserted AS (
 debounced AS (
     INSERT INTO jobs AS j (id, queue, handler, input, priority, eligible_at, concurrency_key, rate_limit,
                            rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, debounce_key,
-                           debounce_deadline)
+                           debounce_deadline, trace_context)
     OVERRIDING SYSTEM VALUE
     SELECT DISTINCT ON (r.debounce_key) r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), coalesce(r.priority, 5),
-           coalesce($19::timestamptz, now()) + r.debounce_period_ms * interval '1 millisecond',
+           coalesce($20::timestamptz, now()) + r.debounce_period_ms * interval '1 millisecond',
            r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1), r.extra_rate_limits,
            coalesce(r.max_attempts, h.max_attempts), r.parent_id, r.debounce_key,
-           coalesce($19::timestamptz, now()) + r.debounce_max_wait_ms * interval '1 millisecond'
+           coalesce($20::timestamptz, now()) + r.debounce_max_wait_ms * interval '1 millisecond',
+           r.trace_context
     FROM req r JOIN handlers h ON h.name = r.handler
     WHERE r.debounce_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM missing)
     ORDER BY r.debounce_key, r.ord DESC
     ON CONFLICT (debounce_key) WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL
-    DO UPDATE SET input = excluded.input,
+    DO UPDATE SET input = excluded.input, trace_context = excluded.trace_context,
                   eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),
                   updated_at = now()
     RETURNING j.id, j.debounce_key
 ),
 notified AS (
-    SELECT count(pg_notify('gendurable_jobs', q.queue || $21::text)) AS n
+    SELECT count(pg_notify('gendurable_jobs', q.queue || $22::text)) AS n
     FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
 )
 SELECT 'existing'::text AS origin, -1::int AS ord, NULL::text AS idempotency_key, j.id, j.key,
@@ -460,7 +468,7 @@ SELECT 'idempotent', -1, k.key, k.job_id, NULL, NULL, NULL, NULL, NULL, NULL, NU
 FROM (SELECT DISTINCT r.idempotency_key FROM req r WHERE r.idempotency_key IS NOT NULL) ri
 CROSS JOIN LATERAL (SELECT k.key, k.job_id FROM idempotency_keys k
                     WHERE k.key = ri.idempotency_key
-                      AND k.expires_at > coalesce($19::timestamptz, now())
+                      AND k.expires_at > coalesce($20::timestamptz, now())
                     OFFSET 0) k
 UNION ALL
 SELECT 'inserted', r.ord::int, r.idempotency_key, i.id, i.key, NULL, i.status, i.priority, i.eligible_at,
@@ -493,6 +501,7 @@ type JobInsertManyParams struct {
 	DebounceKeys        []string
 	DebouncePeriodsMs   []int64
 	DebounceMaxWaitsMs  []int64
+	TraceContexts       []string
 	AsOf                *time.Time
 	IdempotencyWindowMs int64
 	NotifyTag           string
@@ -592,6 +601,7 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 		arg.DebounceKeys,
 		arg.DebouncePeriodsMs,
 		arg.DebounceMaxWaitsMs,
+		arg.TraceContexts,
 		arg.AsOf,
 		arg.IdempotencyWindowMs,
 		arg.NotifyTag,
@@ -634,7 +644,7 @@ WITH req AS (
     SELECT r.ord, r.queue, r.handler, nullif(r.input, '')::jsonb AS input, nullif(r.priority, -1)::smallint AS priority,
            nullif(r.run_at, '0001-01-01 00:00:00+00'::timestamptz) AS run_at, r.delay_ms,
            nullif(r.max_attempts, 0) AS max_attempts, nullif(r.concurrency_key, '') AS concurrency_key,
-           nullif(r.parent_id, 0) AS parent_id,
+           nullif(r.parent_id, 0) AS parent_id, nullif(r.trace_context, '') AS trace_context,
            nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) AS id
     FROM (SELECT generate_series(0, cardinality($1::text[]) - 1) AS ord,
                  unnest($2::text[]) AS queue, unnest($1::text[]) AS handler,
@@ -642,7 +652,8 @@ WITH req AS (
                  unnest($5::timestamptz[]) AS run_at, unnest($6::bigint[]) AS delay_ms,
                  unnest($7::int[]) AS max_attempts,
                  unnest($8::text[]) AS concurrency_key,
-                 unnest($9::bigint[]) AS parent_id) r
+                 unnest($9::bigint[]) AS parent_id,
+                 unnest($10::text[]) AS trace_context) r
 ),
 batch_handlers AS (
     SELECT h.name, h.max_attempts, h.breaker_state, h.paused_at, h.breaker_next_probe_at
@@ -659,7 +670,8 @@ new_queues AS (
     ON CONFLICT (name) DO NOTHING
 ),
 inserted AS (
-    INSERT INTO jobs (id, queue, handler, input, priority, eligible_at, concurrency_key, max_attempts, parent_id, lease_owner)
+    INSERT INTO jobs (id, queue, handler, input, priority, eligible_at, concurrency_key, max_attempts, parent_id, lease_owner,
+                      trace_context)
     OVERRIDING SYSTEM VALUE
     SELECT r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), coalesce(r.priority, 5),
            CASE WHEN h.breaker_state = 'closed' AND h.paused_at IS NULL
@@ -669,13 +681,14 @@ inserted AS (
                                    THEN greatest(coalesce(h.breaker_next_probe_at, now() + interval '1 second'), now())
                                    ELSE now() + interval '150 seconds' + random() * interval '150 seconds' END) END,
            r.concurrency_key, coalesce(r.max_attempts, h.max_attempts), r.parent_id,
-           CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END
+           CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END,
+           r.trace_context
     FROM req r JOIN batch_handlers h ON h.name = r.handler
     WHERE NOT EXISTS (SELECT 1 FROM missing)
     RETURNING id, queue, status, priority, eligible_at, input, max_attempts, rate_weight, created_at, lease_owner
 ),
 notified AS (
-    SELECT count(pg_notify('gendurable_jobs', q.queue || $10::text)) AS n
+    SELECT count(pg_notify('gendurable_jobs', q.queue || $11::text)) AS n
     FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
 )
 SELECT i.id, i.status, i.priority, i.eligible_at, i.input, i.max_attempts, i.rate_weight,
@@ -693,6 +706,7 @@ type JobInsertPlainParams struct {
 	MaxAttempts     []int
 	ConcurrencyKeys []string
 	ParentIds       []int64
+	TraceContexts   []string
 	NotifyTag       string
 }
 
@@ -738,6 +752,7 @@ func (q *Queries) JobInsertPlain(ctx context.Context, arg JobInsertPlainParams) 
 		arg.MaxAttempts,
 		arg.ConcurrencyKeys,
 		arg.ParentIds,
+		arg.TraceContexts,
 		arg.NotifyTag,
 	)
 	if err != nil {
@@ -850,7 +865,7 @@ func (q *Queries) JobInsertProblems(ctx context.Context, arg JobInsertProblemsPa
 }
 
 const JobList = `-- name: JobList :many
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context
 FROM jobs j
 WHERE ($1::text IS NULL OR j.queue = $1)
   AND ($2::text IS NULL OR j.status = $2)
@@ -937,6 +952,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 			&i.ExtraRateLimits,
 			&i.DebounceKey,
 			&i.DebounceDeadline,
+			&i.TraceContext,
 		); err != nil {
 			return nil, err
 		}

@@ -37,6 +37,8 @@ delivered AS (
         late_signals = CASE WHEN j.status <> 'executing' OR $3 = ANY (j.late_signals)
                                  OR cardinality(j.late_signals) >= 64 THEN j.late_signals
                             ELSE array_append(j.late_signals, $3::text) END,
+        -- A job without a trace context takes the signal's (docs/observability.md).
+        trace_context = coalesce(j.trace_context, $4::text),
         updated_at = now()
     FROM target t
     WHERE j.id = t.id AND j.status IN ('runnable', 'executing', 'awaiting')
@@ -44,7 +46,7 @@ delivered AS (
 ),
 inserted AS (
     INSERT INTO signals (job_id, seq, name, payload)
-    SELECT d.id, d.inbox_seq, $3, $4::jsonb FROM delivered d
+    SELECT d.id, d.inbox_seq, $3, $5::jsonb FROM delivered d
     RETURNING id
 ),
 notified AS (
@@ -58,10 +60,11 @@ CROSS JOIN notified
 `
 
 type SignalDeliverParams struct {
-	JobID   *int64
-	JobKey  *string
-	Name    string
-	Payload json.RawMessage
+	JobID        *int64
+	JobKey       *string
+	Name         string
+	TraceContext *string
+	Payload      json.RawMessage
 }
 
 type SignalDeliverRow struct {
@@ -84,6 +87,7 @@ func (q *Queries) SignalDeliver(ctx context.Context, arg SignalDeliverParams) (S
 		arg.JobID,
 		arg.JobKey,
 		arg.Name,
+		arg.TraceContext,
 		arg.Payload,
 	)
 	var i SignalDeliverRow

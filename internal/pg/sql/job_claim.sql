@@ -211,14 +211,18 @@ claimed AS (
       AND j.id = ANY (ARRAY(SELECT w2.id FROM winners w2))
     RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.input,
               j.state, j.created_at, j.lease_token, j.lease_expires_at, j.attempted_at, j.wake,
-              j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children, j.gate_shard
+              j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children, j.gate_shard,
+              -- NULL for a job without a trace context: one null bit of the answer's row.
+              coalesce(CASE WHEN j.trace_context IS NOT NULL
+                   THEN floor(extract(epoch FROM j.eligible_at) * 1000000)::bigint || ' ' || j.trace_context END,
+                       j.trace_context) AS trace  -- (coalesce: typed nullable text by sqlc)
 )
 -- The handler of each claimed step (nil when it is not registered: the caller fails the
 -- step); one handlers_pkey probe per step.
 SELECT c.id, c.queue, c.handler, c.key, c.step, c.attempt, c.max_attempts, c.input,
        c.state, c.created_at, c.lease_token::uuid AS lease_token, c.lease_expires_at::timestamptz AS lease_expires_at,
        c.attempted_at::timestamptz AS attempted_at, c.wake,
-       c.consumed_seq, c.claim_inbox_seq, c.inbox_seq, c.pending_children, c.gate_shard,
+       c.consumed_seq, c.claim_inbox_seq, c.inbox_seq, c.pending_children, c.gate_shard, c.trace,
        h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms,
        h.backoff_base_ms, h.backoff_max_ms,
        -- the handler's circuit breaker, read by the same probe (internal/dispatch/breaker.go)
@@ -271,7 +275,10 @@ claimed AS (
     WHERE j.id = ANY (ARRAY(SELECT c.id FROM candidates c WHERE c.concurrency_key IS NULL AND c.rate_limit IS NULL))
     RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.input,
               j.state, j.created_at, j.lease_token, j.lease_expires_at, j.attempted_at, j.wake,
-              j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children
+              j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children,
+              coalesce(CASE WHEN j.trace_context IS NOT NULL
+                   THEN floor(extract(epoch FROM j.eligible_at) * 1000000)::bigint || ' ' || j.trace_context END,
+                       j.trace_context) AS trace  -- (coalesce: typed nullable text by sqlc)
 )
 -- (coalesce only makes the columns of a claimed row non-null to sqlc: the row of a claim
 -- that claimed nothing has id 0.)
@@ -282,7 +289,7 @@ SELECT coalesce(c.id, 0) AS id, coalesce(c.queue, '') AS queue, coalesce(c.handl
        coalesce(c.lease_expires_at, now())::timestamptz AS lease_expires_at,
        coalesce(c.attempted_at, now())::timestamptz AS attempted_at, c.wake,
        coalesce(c.consumed_seq, 0) AS consumed_seq, coalesce(c.claim_inbox_seq, 0) AS claim_inbox_seq,
-       coalesce(c.inbox_seq, 0) AS inbox_seq, coalesce(c.pending_children, 0) AS pending_children,
+       coalesce(c.inbox_seq, 0) AS inbox_seq, coalesce(c.pending_children, 0) AS pending_children, c.trace,
        h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms,
        h.backoff_base_ms, h.backoff_max_ms,
        h.breaker_state, h.consecutive_failures, h.breaker_next_probe_at, h.paused_at,

@@ -115,7 +115,9 @@ updated AS (
               -- A spawn's children ride along: the children CTE reads them from here, not
               -- by joining back to o (that join was a nested loop rescanning o per updated
               -- row: 4 ms of a 12 ms statement for 256 `next` outcomes).
-              CASE WHEN o.kind = 'spawn' THEN o.children END AS children
+              CASE WHEN o.kind = 'spawn' THEN o.children END AS children,
+              -- and the parent's trace context, which a child without one of its own continues
+              CASE WHEN o.kind = 'spawn' THEN j.trace_context END AS trace_context
 ),
 history AS (
     INSERT INTO steps (job_id, queue, handler, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
@@ -131,17 +133,17 @@ history AS (
 ),
 children AS (
     INSERT INTO jobs (queue, handler, input, key, priority, eligible_at, concurrency_key,
-                      rate_limit, rate_key, rate_weight, max_attempts, parent_id)
+                      rate_limit, rate_key, rate_weight, max_attempts, parent_id, trace_context)
     SELECT coalesce(c.queue, u.queue), c.handler, coalesce(c.input, '{}'::jsonb), c.key,
            coalesce(c.priority, 5),
            coalesce(c.run_at, now() + coalesce(c.delay_ms, 0) * interval '1 millisecond'),
            c.concurrency_key, c.rate_limit, c.rate_key, coalesce(c.rate_weight, 1),
-           coalesce(c.max_attempts, h.max_attempts, 5), u.id
+           coalesce(c.max_attempts, h.max_attempts, 5), u.id, coalesce(c.trace_context, u.trace_context)
     FROM updated u
     CROSS JOIN LATERAL jsonb_to_recordset(u.children) AS c(
         queue text, handler text, input jsonb, key text, priority smallint, run_at timestamptz,
         delay_ms bigint, concurrency_key text, rate_limit text, rate_key text, rate_weight int,
-        max_attempts int)
+        max_attempts int, trace_context text)
     LEFT JOIN handlers h ON h.name = c.handler
     WHERE u.children IS NOT NULL AND u.status IN ('awaiting', 'runnable')
     RETURNING queue
@@ -299,7 +301,9 @@ updated AS (
               -- A spawn's children ride along: the children CTE reads them from here, not
               -- by joining back to o (that join was a nested loop rescanning o per updated
               -- row: 4 ms of a 12 ms statement for 256 `next` outcomes).
-              CASE WHEN o.kind = 'spawn' THEN o.children END AS children
+              CASE WHEN o.kind = 'spawn' THEN o.children END AS children,
+              -- and the parent's trace context, which a child without one of its own continues
+              CASE WHEN o.kind = 'spawn' THEN j.trace_context END AS trace_context
 ),
 history AS (
     INSERT INTO steps (job_id, queue, handler, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
@@ -326,17 +330,17 @@ credited AS (
 ),
 children AS (
     INSERT INTO jobs (queue, handler, input, key, priority, eligible_at, concurrency_key,
-                      rate_limit, rate_key, rate_weight, max_attempts, parent_id)
+                      rate_limit, rate_key, rate_weight, max_attempts, parent_id, trace_context)
     SELECT coalesce(c.queue, u.queue), c.handler, coalesce(c.input, '{}'::jsonb), c.key,
            coalesce(c.priority, 5),
            coalesce(c.run_at, now() + coalesce(c.delay_ms, 0) * interval '1 millisecond'),
            c.concurrency_key, c.rate_limit, c.rate_key, coalesce(c.rate_weight, 1),
-           coalesce(c.max_attempts, h.max_attempts, 5), u.id
+           coalesce(c.max_attempts, h.max_attempts, 5), u.id, coalesce(c.trace_context, u.trace_context)
     FROM updated u
     CROSS JOIN LATERAL jsonb_to_recordset(u.children) AS c(
         queue text, handler text, input jsonb, key text, priority smallint, run_at timestamptz,
         delay_ms bigint, concurrency_key text, rate_limit text, rate_key text, rate_weight int,
-        max_attempts int)
+        max_attempts int, trace_context text)
     LEFT JOIN handlers h ON h.name = c.handler
     WHERE u.children IS NOT NULL AND u.status IN ('awaiting', 'runnable')
     RETURNING queue

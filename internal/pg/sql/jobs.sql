@@ -35,6 +35,7 @@ WITH req AS (
            nullif(r.max_attempts, 0) AS max_attempts, nullif(r.parent_id, 0) AS parent_id,
            nullif(r.idempotency_key, '') AS idempotency_key, nullif(r.extra_rate_limits, '')::jsonb AS extra_rate_limits,
            nullif(r.debounce_key, '') AS debounce_key, r.debounce_period_ms, nullif(r.debounce_max_wait_ms, 0) AS debounce_max_wait_ms,
+           nullif(r.trace_context, '') AS trace_context,
            nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) AS id
     FROM ROWS FROM (unnest(sqlc.arg(queues)::text[]), unnest(sqlc.arg(handlers)::text[]),
                     unnest(sqlc.arg(inputs)::text[]), unnest(sqlc.arg(keys)::text[]),
@@ -44,10 +45,11 @@ WITH req AS (
                     unnest(sqlc.arg(rate_weights)::int[]), unnest(sqlc.arg(max_attempts)::int[]),
                     unnest(sqlc.arg(parent_ids)::bigint[]), unnest(sqlc.arg(idempotency_keys)::text[]),
                     unnest(sqlc.arg(extra_rate_limits)::text[]), unnest(sqlc.arg(debounce_keys)::text[]),
-                    unnest(sqlc.arg(debounce_periods_ms)::bigint[]), unnest(sqlc.arg(debounce_max_waits_ms)::bigint[])) WITH ORDINALITY
+                    unnest(sqlc.arg(debounce_periods_ms)::bigint[]), unnest(sqlc.arg(debounce_max_waits_ms)::bigint[]),
+                    unnest(sqlc.arg(trace_contexts)::text[])) WITH ORDINALITY
          AS r(queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, rate_limit,
               rate_key, rate_weight, max_attempts, parent_id, idempotency_key, extra_rate_limits,
-              debounce_key, debounce_period_ms, debounce_max_wait_ms, ord)
+              debounce_key, debounce_period_ms, debounce_max_wait_ms, trace_context, ord)
 ),
 missing AS (
     SELECT 1 FROM req r
@@ -101,7 +103,8 @@ to_insert AS (
                                    ELSE now() + interval '150 seconds' + random() * interval '150 seconds' END) END AS eligible_at,
            r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1) AS rate_weight, r.extra_rate_limits,
            coalesce(r.max_attempts, h.max_attempts) AS max_attempts, r.parent_id,
-           CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END AS lease_owner
+           CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END AS lease_owner,
+           r.trace_context
     FROM req r JOIN handlers h ON h.name = r.handler
     WHERE NOT EXISTS (SELECT 1 FROM missing) AND r.debounce_key IS NULL
       AND (r.idempotency_key IS NULL OR r.id IN (SELECT c.job_id FROM claimed c))
@@ -111,10 +114,10 @@ to_insert AS (
 -- 5 000-job batch) and without the sort.
 inserted_plain AS (
     INSERT INTO jobs (id, queue, handler, input, key, priority, eligible_at, concurrency_key,
-                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, lease_owner)
+                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, lease_owner, trace_context)
     OVERRIDING SYSTEM VALUE
     SELECT t.id, t.queue, t.handler, t.input, t.key, t.priority, t.eligible_at, t.concurrency_key,
-           t.rate_limit, t.rate_key, t.rate_weight, t.extra_rate_limits, t.max_attempts, t.parent_id, t.lease_owner
+           t.rate_limit, t.rate_key, t.rate_weight, t.extra_rate_limits, t.max_attempts, t.parent_id, t.lease_owner, t.trace_context
     FROM to_insert t
     WHERE t.key IS NULL
     RETURNING id, queue, key, status, priority, eligible_at, input, max_attempts, rate_weight, created_at, lease_owner
@@ -122,10 +125,10 @@ inserted_plain AS (
 -- Keyed items in request order, so that the first item of a key wins it.
 inserted_keyed AS (
     INSERT INTO jobs (id, queue, handler, input, key, priority, eligible_at, concurrency_key,
-                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, lease_owner)
+                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, lease_owner, trace_context)
     OVERRIDING SYSTEM VALUE
     SELECT t.id, t.queue, t.handler, t.input, t.key, t.priority, t.eligible_at, t.concurrency_key,
-           t.rate_limit, t.rate_key, t.rate_weight, t.extra_rate_limits, t.max_attempts, t.parent_id, t.lease_owner
+           t.rate_limit, t.rate_key, t.rate_weight, t.extra_rate_limits, t.max_attempts, t.parent_id, t.lease_owner, t.trace_context
     FROM to_insert t
     WHERE t.key IS NOT NULL
     ORDER BY t.ord
@@ -147,18 +150,19 @@ inserted AS (
 debounced AS (
     INSERT INTO jobs AS j (id, queue, handler, input, priority, eligible_at, concurrency_key, rate_limit,
                            rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, debounce_key,
-                           debounce_deadline)
+                           debounce_deadline, trace_context)
     OVERRIDING SYSTEM VALUE
     SELECT DISTINCT ON (r.debounce_key) r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), coalesce(r.priority, 5),
            coalesce(sqlc.narg(as_of)::timestamptz, now()) + r.debounce_period_ms * interval '1 millisecond',
            r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1), r.extra_rate_limits,
            coalesce(r.max_attempts, h.max_attempts), r.parent_id, r.debounce_key,
-           coalesce(sqlc.narg(as_of)::timestamptz, now()) + r.debounce_max_wait_ms * interval '1 millisecond'
+           coalesce(sqlc.narg(as_of)::timestamptz, now()) + r.debounce_max_wait_ms * interval '1 millisecond',
+           r.trace_context
     FROM req r JOIN handlers h ON h.name = r.handler
     WHERE r.debounce_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM missing)
     ORDER BY r.debounce_key, r.ord DESC
     ON CONFLICT (debounce_key) WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL
-    DO UPDATE SET input = excluded.input,
+    DO UPDATE SET input = excluded.input, trace_context = excluded.trace_context,
                   eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),
                   updated_at = now()
     RETURNING j.id, j.debounce_key
@@ -224,7 +228,7 @@ WITH req AS (
     SELECT r.ord, r.queue, r.handler, nullif(r.input, '')::jsonb AS input, nullif(r.priority, -1)::smallint AS priority,
            nullif(r.run_at, '0001-01-01 00:00:00+00'::timestamptz) AS run_at, r.delay_ms,
            nullif(r.max_attempts, 0) AS max_attempts, nullif(r.concurrency_key, '') AS concurrency_key,
-           nullif(r.parent_id, 0) AS parent_id,
+           nullif(r.parent_id, 0) AS parent_id, nullif(r.trace_context, '') AS trace_context,
            nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) AS id
     FROM (SELECT generate_series(0, cardinality(sqlc.arg(handlers)::text[]) - 1) AS ord,
                  unnest(sqlc.arg(queues)::text[]) AS queue, unnest(sqlc.arg(handlers)::text[]) AS handler,
@@ -232,7 +236,8 @@ WITH req AS (
                  unnest(sqlc.arg(run_ats)::timestamptz[]) AS run_at, unnest(sqlc.arg(delays_ms)::bigint[]) AS delay_ms,
                  unnest(sqlc.arg(max_attempts)::int[]) AS max_attempts,
                  unnest(sqlc.arg(concurrency_keys)::text[]) AS concurrency_key,
-                 unnest(sqlc.arg(parent_ids)::bigint[]) AS parent_id) r
+                 unnest(sqlc.arg(parent_ids)::bigint[]) AS parent_id,
+                 unnest(sqlc.arg(trace_contexts)::text[]) AS trace_context) r
 ),
 batch_handlers AS (
     SELECT h.name, h.max_attempts, h.breaker_state, h.paused_at, h.breaker_next_probe_at
@@ -249,7 +254,8 @@ new_queues AS (
     ON CONFLICT (name) DO NOTHING
 ),
 inserted AS (
-    INSERT INTO jobs (id, queue, handler, input, priority, eligible_at, concurrency_key, max_attempts, parent_id, lease_owner)
+    INSERT INTO jobs (id, queue, handler, input, priority, eligible_at, concurrency_key, max_attempts, parent_id, lease_owner,
+                      trace_context)
     OVERRIDING SYSTEM VALUE
     SELECT r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), coalesce(r.priority, 5),
            CASE WHEN h.breaker_state = 'closed' AND h.paused_at IS NULL
@@ -259,7 +265,8 @@ inserted AS (
                                    THEN greatest(coalesce(h.breaker_next_probe_at, now() + interval '1 second'), now())
                                    ELSE now() + interval '150 seconds' + random() * interval '150 seconds' END) END,
            r.concurrency_key, coalesce(r.max_attempts, h.max_attempts), r.parent_id,
-           CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END
+           CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END,
+           r.trace_context
     FROM req r JOIN batch_handlers h ON h.name = r.handler
     WHERE NOT EXISTS (SELECT 1 FROM missing)
     RETURNING id, queue, status, priority, eligible_at, input, max_attempts, rate_weight, created_at, lease_owner

@@ -586,8 +586,16 @@ type Job struct {
 	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
-	Step      int       `json:"step"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Step int `json:"step"`
+
+	// Traceparent The W3C traceparent the job's steps continue (absent when the job has no trace
+	// context): the caller's, the server's span of the insert when tracing is on, or for a
+	// spawned child the step attempt that spawned it. Its trace id is the run's trace.
+	Traceparent *string `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate kept with `traceparent` (absent when none).
+	Tracestate *string   `json:"tracestate,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
 
 	// Wake Why a parked job runs again: signal, children, timeout.
 	Wake *string `json:"wake,omitempty"`
@@ -662,8 +670,16 @@ type JobDetail struct {
 	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
-	Step      int       `json:"step"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Step int `json:"step"`
+
+	// Traceparent The W3C traceparent the job's steps continue (absent when the job has no trace
+	// context): the caller's, the server's span of the insert when tracing is on, or for a
+	// spawned child the step attempt that spawned it. Its trace id is the run's trace.
+	Traceparent *string `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate kept with `traceparent` (absent when none).
+	Tracestate *string   `json:"tracestate,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
 
 	// Wake Why a parked job runs again: signal, children, timeout.
 	Wake *string `json:"wake,omitempty"`
@@ -774,8 +790,16 @@ type JobInserted struct {
 	Status JobStatus    `json:"status"`
 
 	// Step Completed steps.
-	Step      int       `json:"step"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Step int `json:"step"`
+
+	// Traceparent The W3C traceparent the job's steps continue (absent when the job has no trace
+	// context): the caller's, the server's span of the insert when tracing is on, or for a
+	// spawned child the step attempt that spawned it. Its trace id is the run's trace.
+	Traceparent *string `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate kept with `traceparent` (absent when none).
+	Tracestate *string   `json:"tracestate,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
 
 	// Wake Why a parked job runs again: signal, children, timeout.
 	Wake *string `json:"wake,omitempty"`
@@ -1211,6 +1235,12 @@ type JobID = int64
 // Prefer defines model for Prefer.
 type Prefer = string
 
+// Traceparent defines model for Traceparent.
+type Traceparent = string
+
+// Tracestate defines model for Tracestate.
+type Tracestate = string
+
 // BadRequest defines model for BadRequest.
 type BadRequest = Problem
 
@@ -1252,6 +1282,31 @@ type InsertJobParams struct {
 	// IdempotencyKey A repeat within the server's idempotency window (GENDURABLE_IDEMPOTENCY_WINDOW,
 	// default 24h) answers the job the key first made, also after it finished.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
+	// says (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
+}
+
+// InsertJobsParams defines parameters for InsertJobs.
+type InsertJobsParams struct {
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
+	// says (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
 }
 
 // ListJobChildrenParams defines parameters for ListJobChildren.
@@ -1263,6 +1318,20 @@ type ListJobChildrenParams struct {
 // ListJobSignalsParams defines parameters for ListJobSignals.
 type ListJobSignalsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// SendSignalParams defines parameters for SendSignal.
+type SendSignalParams struct {
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
+	// says (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
 }
 
 // ListJobStepsParams defines parameters for ListJobSteps.
@@ -1280,6 +1349,20 @@ type PutQueueParams struct {
 // GetQueueThroughputParams defines parameters for GetQueueThroughput.
 type GetQueueThroughputParams struct {
 	Minutes *int `form:"minutes,omitempty" json:"minutes,omitempty"`
+}
+
+// SendSignalByKeyParams defines parameters for SendSignalByKey.
+type SendSignalByKeyParams struct {
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
+	// says (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
 }
 
 // GetStepStatsParams defines parameters for GetStepStats.
@@ -1585,7 +1668,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
-	InsertJobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	InsertJobsWithBody(ctx context.Context, params *InsertJobsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// InsertJobs Insert up to 10 000 jobs in one statement.
 	//
@@ -1594,7 +1677,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
-	InsertJobs(ctx context.Context, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	InsertJobs(ctx context.Context, params *InsertJobsParams, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CancelJobsWithBody Cancel, in one bounded batch, the live jobs that match a filter.
 	//
@@ -1721,7 +1804,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/jobs/{id}/signals (the `SendSignal` operationId).
-	SendSignalWithBody(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SendSignalWithBody(ctx context.Context, id JobID, params *SendSignalParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SendSignal Deliver a signal to a job.
 	//
@@ -1732,7 +1815,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/jobs/{id}/signals (the `SendSignal` operationId).
-	SendSignal(ctx context.Context, id JobID, body SendSignalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SendSignal(ctx context.Context, id JobID, params *SendSignalParams, body SendSignalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListJobSteps The job's attempt history, oldest first.
 	//
@@ -1857,14 +1940,14 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
-	SendSignalByKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SendSignalByKeyWithBody(ctx context.Context, params *SendSignalByKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
-	SendSignalByKey(ctx context.Context, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SendSignalByKey(ctx context.Context, params *SendSignalByKeyParams, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetStepStats Throughput, error rate and latency of a queue's or a handler's steps over time.
 	//
@@ -2274,8 +2357,8 @@ func (c *APIClient) InsertJob(ctx context.Context, params *InsertJobParams, body
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
-func (c *APIClient) InsertJobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewInsertJobsRequestWithBody(c.Server, contentType, body)
+func (c *APIClient) InsertJobsWithBody(ctx context.Context, params *InsertJobsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewInsertJobsRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2293,8 +2376,8 @@ func (c *APIClient) InsertJobsWithBody(ctx context.Context, contentType string, 
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
-func (c *APIClient) InsertJobs(ctx context.Context, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewInsertJobsRequest(c.Server, body)
+func (c *APIClient) InsertJobs(ctx context.Context, params *InsertJobsParams, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewInsertJobsRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2560,8 +2643,8 @@ func (c *APIClient) ListJobSignals(ctx context.Context, id JobID, params *ListJo
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/jobs/{id}/signals (the `SendSignal` operationId).
-func (c *APIClient) SendSignalWithBody(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSendSignalRequestWithBody(c.Server, id, contentType, body)
+func (c *APIClient) SendSignalWithBody(ctx context.Context, id JobID, params *SendSignalParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendSignalRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2581,8 +2664,8 @@ func (c *APIClient) SendSignalWithBody(ctx context.Context, id JobID, contentTyp
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/jobs/{id}/signals (the `SendSignal` operationId).
-func (c *APIClient) SendSignal(ctx context.Context, id JobID, body SendSignalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSendSignalRequest(c.Server, id, body)
+func (c *APIClient) SendSignal(ctx context.Context, id JobID, params *SendSignalParams, body SendSignalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendSignalRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2876,8 +2959,8 @@ func (c *APIClient) PutSchedule(ctx context.Context, name Name, body PutSchedule
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
-func (c *APIClient) SendSignalByKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSendSignalByKeyRequestWithBody(c.Server, contentType, body)
+func (c *APIClient) SendSignalByKeyWithBody(ctx context.Context, params *SendSignalByKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendSignalByKeyRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2893,8 +2976,8 @@ func (c *APIClient) SendSignalByKeyWithBody(ctx context.Context, contentType str
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
-func (c *APIClient) SendSignalByKey(ctx context.Context, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSendSignalByKeyRequest(c.Server, body)
+func (c *APIClient) SendSignalByKey(ctx context.Context, params *SendSignalByKeyParams, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendSignalByKeyRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3626,24 +3709,46 @@ func NewInsertJobRequestWithBody(server string, params *InsertJobParams, content
 			req.Header.Set("Idempotency-Key", headerParam0)
 		}
 
+		if params.Traceparent != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam1)
+		}
+
+		if params.Tracestate != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "tracestate", *params.Tracestate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("tracestate", headerParam2)
+		}
+
 	}
 
 	return req, nil
 }
 
 // NewInsertJobsRequest calls the generic InsertJobs builder with application/json body
-func NewInsertJobsRequest(server string, body InsertJobsJSONRequestBody) (*http.Request, error) {
+func NewInsertJobsRequest(server string, params *InsertJobsParams, body InsertJobsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewInsertJobsRequestWithBody(server, "application/json", bodyReader)
+	return NewInsertJobsRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewInsertJobsRequestWithBody constructs an http.Request for the InsertJobs method, with any body, and a specified content type
-func NewInsertJobsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewInsertJobsRequestWithBody(server string, params *InsertJobsParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -3667,6 +3772,32 @@ func NewInsertJobsRequestWithBody(server string, contentType string, body io.Rea
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+		if params.Tracestate != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "tracestate", *params.Tracestate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("tracestate", headerParam1)
+		}
+
+	}
 
 	return req, nil
 }
@@ -4082,18 +4213,18 @@ func NewListJobSignalsRequest(server string, id JobID, params *ListJobSignalsPar
 }
 
 // NewSendSignalRequest calls the generic SendSignal builder with application/json body
-func NewSendSignalRequest(server string, id JobID, body SendSignalJSONRequestBody) (*http.Request, error) {
+func NewSendSignalRequest(server string, id JobID, params *SendSignalParams, body SendSignalJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewSendSignalRequestWithBody(server, id, "application/json", bodyReader)
+	return NewSendSignalRequestWithBody(server, id, params, "application/json", bodyReader)
 }
 
 // NewSendSignalRequestWithBody constructs an http.Request for the SendSignal method, with any body, and a specified content type
-func NewSendSignalRequestWithBody(server string, id JobID, contentType string, body io.Reader) (*http.Request, error) {
+func NewSendSignalRequestWithBody(server string, id JobID, params *SendSignalParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4124,6 +4255,32 @@ func NewSendSignalRequestWithBody(server string, id JobID, contentType string, b
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+		if params.Tracestate != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "tracestate", *params.Tracestate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("tracestate", headerParam1)
+		}
+
+	}
 
 	return req, nil
 }
@@ -4658,18 +4815,18 @@ func NewPutScheduleRequestWithBody(server string, name Name, contentType string,
 }
 
 // NewSendSignalByKeyRequest calls the generic SendSignalByKey builder with application/json body
-func NewSendSignalByKeyRequest(server string, body SendSignalByKeyJSONRequestBody) (*http.Request, error) {
+func NewSendSignalByKeyRequest(server string, params *SendSignalByKeyParams, body SendSignalByKeyJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewSendSignalByKeyRequestWithBody(server, "application/json", bodyReader)
+	return NewSendSignalByKeyRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewSendSignalByKeyRequestWithBody constructs an http.Request for the SendSignalByKey method, with any body, and a specified content type
-func NewSendSignalByKeyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewSendSignalByKeyRequestWithBody(server string, params *SendSignalByKeyParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -4693,6 +4850,32 @@ func NewSendSignalByKeyRequestWithBody(server string, contentType string, body i
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+		if params.Tracestate != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "tracestate", *params.Tracestate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("tracestate", headerParam1)
+		}
+
+	}
 
 	return req, nil
 }
@@ -5027,7 +5210,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
-	InsertJobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InsertJobsResponse, error)
+	InsertJobsWithBodyWithResponse(ctx context.Context, params *InsertJobsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InsertJobsResponse, error)
 
 	// InsertJobsWithResponse Insert up to 10 000 jobs in one statement.
 	//
@@ -5036,7 +5219,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
-	InsertJobsWithResponse(ctx context.Context, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*InsertJobsResponse, error)
+	InsertJobsWithResponse(ctx context.Context, params *InsertJobsParams, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*InsertJobsResponse, error)
 
 	// CancelJobsWithBodyWithResponse Cancel, in one bounded batch, the live jobs that match a filter.
 	//
@@ -5173,7 +5356,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs/{id}/signals (the `SendSignal` operationId).
-	SendSignalWithBodyWithResponse(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendSignalResponse, error)
+	SendSignalWithBodyWithResponse(ctx context.Context, id JobID, params *SendSignalParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendSignalResponse, error)
 
 	// SendSignalWithResponse Deliver a signal to a job.
 	//
@@ -5184,7 +5367,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs/{id}/signals (the `SendSignal` operationId).
-	SendSignalWithResponse(ctx context.Context, id JobID, body SendSignalJSONRequestBody, reqEditors ...RequestEditorFn) (*SendSignalResponse, error)
+	SendSignalWithResponse(ctx context.Context, id JobID, params *SendSignalParams, body SendSignalJSONRequestBody, reqEditors ...RequestEditorFn) (*SendSignalResponse, error)
 
 	// ListJobStepsWithResponse The job's attempt history, oldest first.
 	//
@@ -5329,14 +5512,14 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
-	SendSignalByKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendSignalByKeyResponse, error)
+	SendSignalByKeyWithBodyWithResponse(ctx context.Context, params *SendSignalByKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendSignalByKeyResponse, error)
 
 	// SendSignalByKeyWithResponse Deliver a signal to the live job holding a key.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
-	SendSignalByKeyWithResponse(ctx context.Context, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*SendSignalByKeyResponse, error)
+	SendSignalByKeyWithResponse(ctx context.Context, params *SendSignalByKeyParams, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*SendSignalByKeyResponse, error)
 
 	// GetStepStatsWithResponse Throughput, error rate and latency of a queue's or a handler's steps over time.
 	//
@@ -7406,8 +7589,8 @@ func (c *ClientWithResponses) InsertJobWithResponse(ctx context.Context, params 
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
-func (c *ClientWithResponses) InsertJobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InsertJobsResponse, error) {
-	rsp, err := c.InsertJobsWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) InsertJobsWithBodyWithResponse(ctx context.Context, params *InsertJobsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InsertJobsResponse, error) {
+	rsp, err := c.InsertJobsWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -7421,8 +7604,8 @@ func (c *ClientWithResponses) InsertJobsWithBodyWithResponse(ctx context.Context
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs/batch (the `InsertJobs` operationId).
-func (c *ClientWithResponses) InsertJobsWithResponse(ctx context.Context, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*InsertJobsResponse, error) {
-	rsp, err := c.InsertJobs(ctx, body, reqEditors...)
+func (c *ClientWithResponses) InsertJobsWithResponse(ctx context.Context, params *InsertJobsParams, body InsertJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*InsertJobsResponse, error) {
+	rsp, err := c.InsertJobs(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -7642,8 +7825,8 @@ func (c *ClientWithResponses) ListJobSignalsWithResponse(ctx context.Context, id
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs/{id}/signals (the `SendSignal` operationId).
-func (c *ClientWithResponses) SendSignalWithBodyWithResponse(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendSignalResponse, error) {
-	rsp, err := c.SendSignalWithBody(ctx, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) SendSignalWithBodyWithResponse(ctx context.Context, id JobID, params *SendSignalParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendSignalResponse, error) {
+	rsp, err := c.SendSignalWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -7659,8 +7842,8 @@ func (c *ClientWithResponses) SendSignalWithBodyWithResponse(ctx context.Context
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs/{id}/signals (the `SendSignal` operationId).
-func (c *ClientWithResponses) SendSignalWithResponse(ctx context.Context, id JobID, body SendSignalJSONRequestBody, reqEditors ...RequestEditorFn) (*SendSignalResponse, error) {
-	rsp, err := c.SendSignal(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) SendSignalWithResponse(ctx context.Context, id JobID, params *SendSignalParams, body SendSignalJSONRequestBody, reqEditors ...RequestEditorFn) (*SendSignalResponse, error) {
+	rsp, err := c.SendSignal(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -7906,8 +8089,8 @@ func (c *ClientWithResponses) PutScheduleWithResponse(ctx context.Context, name 
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
-func (c *ClientWithResponses) SendSignalByKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendSignalByKeyResponse, error) {
-	rsp, err := c.SendSignalByKeyWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) SendSignalByKeyWithBodyWithResponse(ctx context.Context, params *SendSignalByKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendSignalByKeyResponse, error) {
+	rsp, err := c.SendSignalByKeyWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -7919,8 +8102,8 @@ func (c *ClientWithResponses) SendSignalByKeyWithBodyWithResponse(ctx context.Co
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/signals (the `SendSignalByKey` operationId).
-func (c *ClientWithResponses) SendSignalByKeyWithResponse(ctx context.Context, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*SendSignalByKeyResponse, error) {
-	rsp, err := c.SendSignalByKey(ctx, body, reqEditors...)
+func (c *ClientWithResponses) SendSignalByKeyWithResponse(ctx context.Context, params *SendSignalByKeyParams, body SendSignalByKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*SendSignalByKeyResponse, error) {
+	rsp, err := c.SendSignalByKey(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/gendurable/gendurable/webhook"
 )
 
@@ -35,7 +38,15 @@ type Client struct {
 
 // New returns a client of the server at baseURL ("http://localhost:8080"). Options are the
 // generated ones (WithHTTPClient, WithRequestEditorFn) and [WithBearerToken].
+//
+// Every request carries the trace context of its ctx, written by the global OpenTelemetry
+// propagator (otel.SetTextMapPropagator; none is set unless the program sets one): a job
+// inserted inside a span is then kept in that span's trace, and its steps continue it.
 func New(baseURL string, opts ...ClientOption) (*Client, error) {
+	opts = append([]ClientOption{WithRequestEditorFn(func(ctx context.Context, req *http.Request) error {
+		otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
+		return nil
+	})}, opts...)
 	c, err := NewClientWithResponses(baseURL, opts...)
 	if err != nil {
 		return nil, err
@@ -167,7 +178,7 @@ func (c *Client) Insert(ctx context.Context, job JobInsert) (*JobInserted, error
 // InsertBatch inserts up to 10 000 jobs in one request and one statement, answering them
 // in request order; one invalid job refuses the batch.
 func (c *Client) InsertBatch(ctx context.Context, jobs []JobInsert) ([]JobInserted, error) {
-	r, err := c.InsertJobsWithResponse(ctx, JobBatch{Jobs: jobs})
+	r, err := c.InsertJobsWithResponse(ctx, nil, JobBatch{Jobs: jobs})
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +195,7 @@ func (c *Client) Signal(ctx context.Context, id int64, name string, payload any)
 	if payload != nil {
 		body.Payload = JSON(payload)
 	}
-	r, err := c.SendSignalWithResponse(ctx, id, body)
+	r, err := c.SendSignalWithResponse(ctx, id, nil, body)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +208,7 @@ func (c *Client) SignalByKey(ctx context.Context, key, name string, payload any)
 	if payload != nil {
 		body.Payload = JSON(payload)
 	}
-	r, err := c.SendSignalByKeyWithResponse(ctx, body)
+	r, err := c.SendSignalByKeyWithResponse(ctx, nil, body)
 	if err != nil {
 		return nil, err
 	}

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import inspect
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Optional, Union
 
@@ -102,6 +104,12 @@ class Step:
     children_more: int = 0
     webhook_id: str = ""
     raw: dict = field(default_factory=dict, repr=False)
+    #: The request's W3C trace context (``None`` when the job has none): the service's span
+    #: of this attempt, in the trace of the job. When the ``opentelemetry`` API is installed
+    #: the step function also runs in a span of the step, child of it (an optional
+    #: dependency: a no-op span unless an OpenTelemetry SDK is configured).
+    traceparent: Optional[str] = None
+    tracestate: Optional[str] = None
 
     def signal(self, *names: str) -> Optional[Signal]:
         """The oldest signal with one of ``names`` (any name when none given), or ``None``."""
@@ -213,6 +221,8 @@ class Steps:
             return _problem("bad-step-request", f"the body is not JSON: {e}")
         except (ValueError, TypeError) as e:
             return _problem("bad-step-request", str(e))
+        step.traceparent = _header(headers, "traceparent")
+        step.tracestate = _header(headers, "tracestate")
         fn = self._routes.get((step.job.handler, step.job.step)) or self._routes.get((step.job.handler, None))
         if fn is None:
             return _problem("unknown-handler", f"handler {json.dumps(step.job.handler)}")
@@ -239,9 +249,10 @@ class Steps:
             return prepared
         step, fn = prepared
         try:
-            result = fn(step)
-            if inspect.isawaitable(result):
-                result = asyncio.run(_awaited(result))
+            with _traced(step):
+                result = fn(step)
+                if inspect.isawaitable(result):
+                    result = asyncio.run(_awaited(result))
         except Exception as e:  # the user's function: answer 500, the server retries
             return self._finish(step, exc=e)
         return self._finish(step, result)
@@ -254,12 +265,13 @@ class Steps:
             return prepared
         step, fn = prepared
         try:
-            if inspect.iscoroutinefunction(fn):
-                result = await fn(step)
-            else:
-                result = await asyncio.to_thread(fn, step)
-                if inspect.isawaitable(result):
-                    result = await result
+            with _traced(step):
+                if inspect.iscoroutinefunction(fn):
+                    result = await fn(step)
+                else:
+                    result = await asyncio.to_thread(fn, step)  # copies the context: the span too
+                    if inspect.isawaitable(result):
+                        result = await result
         except Exception as e:
             return self._finish(step, exc=e)
         return self._finish(step, result)
@@ -339,3 +351,45 @@ async def _awaited(aw: Awaitable[Any]) -> Any:
 
 _REASONS = {200: "OK", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
             405: "Method Not Allowed", 413: "Content Too Large", 500: "Internal Server Error"}
+
+
+def _header(headers: Mapping[str, str], name: str) -> Optional[str]:
+    """The header ``name`` (any case), or ``None``."""
+    v = headers.get(name)
+    if v is None:
+        for k, val in headers.items():
+            if k.lower() == name:
+                return val
+    return v
+
+
+_TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+
+
+@contextlib.contextmanager
+def _traced(step: Step):
+    """Runs the body in a span of the step, child of its traceparent, when the request has
+    a valid one and the ``opentelemetry`` API can be imported; else runs it as it is."""
+    m = _TRACEPARENT.match(step.traceparent or "")
+    if not m or int(m.group(1), 16) == 0 or int(m.group(2), 16) == 0:
+        yield
+        return
+    try:
+        from opentelemetry import trace  # optional: never a dependency of this package
+    except ImportError:
+        yield
+        return
+    state = None
+    if step.tracestate:
+        try:
+            state = trace.TraceState.from_header([step.tracestate])
+        except Exception:  # a malformed tracestate is dropped, as the recommendation says
+            state = None
+    parent = trace.set_span_in_context(trace.NonRecordingSpan(trace.SpanContext(
+        trace_id=int(m.group(1), 16), span_id=int(m.group(2), 16), is_remote=True,
+        trace_flags=trace.TraceFlags(int(m.group(3), 16)), trace_state=state)))
+    with trace.get_tracer("gendurable").start_as_current_span(
+            f"step {step.job.handler}", context=parent, kind=trace.SpanKind.SERVER,
+            attributes={"gendurable.job.id": step.job.id, "gendurable.handler": step.job.handler,
+                        "gendurable.step": step.job.step, "gendurable.attempt": step.job.attempt}):
+        yield

@@ -147,6 +147,15 @@ class StepsTest(unittest.TestCase):
         self.assertIsNone(step.signal("rejected"))
         self.assertEqual(step.lease.token, "0b5e6f3c-7e8a-4c2d-9f3e-1a2b3c4d5e6f")
 
+    def test_the_step_carries_the_requests_trace_context(self):
+        tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        body = step_body()
+        headers = dict(signed(body))
+        headers.update({"Traceparent": tp, "tracestate": "vendor=abc"})
+        self.assertEqual(self.handle(body, headers)[0], 200)
+        self.assertEqual(self.handle(body)[0], 200)
+        self.assertEqual([(s.traceparent, s.tracestate) for s in self.seen], [(tp, "vendor=abc"), (None, None)])
+
     def test_a_step_route_wins_over_the_catch_all(self):
         status, answer = self.handle(step_body(step=3))
         self.assertEqual(status, 200)

@@ -36,6 +36,15 @@ export interface StepContext {
     readonly webhookId: string;
     readonly request: Request;
     readonly lease: Lease;
+    /**
+     * The step request's W3C `traceparent` (the service's span of this attempt, in the
+     * trace of the job), or undefined when the job has no trace context. When
+     * `@opentelemetry/api` can be imported, the step function also runs inside a span of
+     * the step, child of that context (a no-op span unless an OpenTelemetry SDK is set up).
+     */
+    readonly traceparent?: string;
+    /** The step request's W3C `tracestate`, when there is one. */
+    readonly tracestate?: string;
 }
 /** StepFunction runs one step and answers exactly one of next, await, spawn, done, fail, retry (or accepted). */
 export type StepFunction<Input = any, State = any> = (step: Step<Input, State>, ctx: StepContext) => StepAnswer | typeof accepted | Promise<StepAnswer | typeof accepted>;

@@ -51,10 +51,12 @@ export function serve(steps, options) {
         if (!fn) {
             return problemResponse(404, "unknown-handler", "No step function for this handler", `handler ${JSON.stringify(step.job.handler)}`);
         }
-        const ctx = { webhookId, request, lease: leaseOf(step, options.client) };
+        const traceparent = request.headers.get("traceparent") ?? undefined;
+        const tracestate = request.headers.get("tracestate") ?? undefined;
+        const ctx = { webhookId, request, lease: leaseOf(step, options.client), traceparent, tracestate };
         let answer;
         try {
-            answer = await fn(step, ctx);
+            answer = await runTraced(step, traceparent, tracestate, () => fn(step, ctx));
             if (answer !== accepted)
                 checkAnswer(answer);
         }
@@ -66,6 +68,44 @@ export function serve(steps, options) {
             return new Response(null, { status: 202 });
         return new Response(JSON.stringify(answer), { status: 200, headers: { "content-type": "application/json" } });
     };
+}
+// The OpenTelemetry API when the runtime has it (an optional peer: never a dependency of
+// this package), imported once; null when it cannot be.
+let otelApi;
+const OTEL_API = "@opentelemetry/api";
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+/**
+ * runTraced runs fn inside a span of the step, child of the step request's traceparent,
+ * when the request has one and `@opentelemetry/api` can be imported; else it just runs fn.
+ */
+async function runTraced(step, traceparent, tracestate, fn) {
+    const m = traceparent ? TRACEPARENT.exec(traceparent) : null;
+    if (!m || /^0+$/.test(m[1]) || /^0+$/.test(m[2]))
+        return fn();
+    otelApi ??= import(OTEL_API).catch(() => null);
+    const api = await otelApi;
+    if (!api?.trace || !api?.context)
+        return fn();
+    const parent = api.trace.setSpanContext(api.context.active(), {
+        traceId: m[1], spanId: m[2], traceFlags: parseInt(m[3], 16), isRemote: true,
+        ...(tracestate && api.createTraceState ? { traceState: api.createTraceState(tracestate) } : {}),
+    });
+    const span = api.trace.getTracer("@gendurable/sdk").startSpan(`step ${step.job.handler}`, {
+        kind: api.SpanKind?.SERVER ?? 1,
+        attributes: { "gendurable.job.id": step.job.id, "gendurable.handler": step.job.handler,
+            "gendurable.step": step.job.step, "gendurable.attempt": step.job.attempt },
+    }, parent);
+    try {
+        return await api.context.with(api.trace.setSpan(parent, span), fn);
+    }
+    catch (error) {
+        span.recordException?.(error);
+        span.setStatus?.({ code: api.SpanStatusCode?.ERROR ?? 2, message: messageOf(error) });
+        throw error;
+    }
+    finally {
+        span.end();
+    }
 }
 /**
  * checkSecrets throws a TypeError naming what is wrong with the secret (or which of the

@@ -818,6 +818,14 @@ export interface components {
             schedule_tick?: string | null;
             /** @description The debounce key the job was inserted with (absent when none). */
             debounce_key?: string;
+            /**
+             * @description The W3C traceparent the job's steps continue (absent when the job has no trace
+             *     context): the caller's, the server's span of the insert when tracing is on, or for a
+             *     spawned child the step attempt that spawned it. Its trace id is the run's trace.
+             */
+            traceparent?: string;
+            /** @description The W3C tracestate kept with `traceparent` (absent when none). */
+            tracestate?: string;
         };
         SchedulePut: {
             /**
@@ -1501,6 +1509,17 @@ export interface components {
     };
     parameters: {
         /**
+         * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+         *     job of a batch) is kept in that trace and each of its steps' webhook requests
+         *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+         *     the server's span of this request. On a signal, a job without a trace context takes
+         *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
+         *     says (docs/observability.md).
+         */
+        Traceparent: string;
+        /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
+        Tracestate: string;
+        /**
          * @description A repeat within the server's idempotency window (GENDURABLE_IDEMPOTENCY_WINDOW,
          *     default 24h) answers the job the key first made, also after it finished.
          */
@@ -1610,6 +1629,17 @@ export interface operations {
                  *     default 24h) answers the job the key first made, also after it finished.
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /**
+                 * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+                 *     job of a batch) is kept in that trace and each of its steps' webhook requests
+                 *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+                 *     the server's span of this request. On a signal, a job without a trace context takes
+                 *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
+                 *     says (docs/observability.md).
+                 */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
+                tracestate?: components["parameters"]["Tracestate"];
             };
             path?: never;
             cookie?: never;
@@ -1649,7 +1679,19 @@ export interface operations {
     insertJobs: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+                 *     job of a batch) is kept in that trace and each of its steps' webhook requests
+                 *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+                 *     the server's span of this request. On a signal, a job without a trace context takes
+                 *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
+                 *     says (docs/observability.md).
+                 */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1820,7 +1862,19 @@ export interface operations {
     sendSignal: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+                 *     job of a batch) is kept in that trace and each of its steps' webhook requests
+                 *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+                 *     the server's span of this request. On a signal, a job without a trace context takes
+                 *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
+                 *     says (docs/observability.md).
+                 */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
             path: {
                 id: components["parameters"]["JobID"];
             };
@@ -2003,7 +2057,19 @@ export interface operations {
     sendSignalByKey: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+                 *     job of a batch) is kept in that trace and each of its steps' webhook requests
+                 *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+                 *     the server's span of this request. On a signal, a job without a trace context takes
+                 *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
+                 *     says (docs/observability.md).
+                 */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
             path?: never;
             cookie?: never;
         };

@@ -101,3 +101,19 @@ test("every error serve answers is a problem document with type, title, status a
   const twoAnswers = serve(() => ({ next: {}, done: {} }), { secret });
   await assertProblem(await post(twoAnswers, headers), "step-error", /exactly one of/);
 });
+
+test("serve hands the step function the request's trace context, and none when it has none", async () => {
+  const secret = newSecret();
+  const seen: (string | undefined)[][] = [];
+  const handler = serve((_step, ctx) => {
+    seen.push([ctx.traceparent, ctx.tracestate]);
+    return { done: { result: "ok" } };
+  }, { secret });
+  const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  const signed = await signatureHeaders(secret, "msg_1", now(), body);
+  assert.equal((await post(handler, { ...signed, traceparent, tracestate: "vendor=abc" })).status, 200);
+  assert.equal((await post(handler, await signatureHeaders(secret, "msg_2", now(), body))).status, 200);
+  // a malformed traceparent is handed on as it came; no span is made for it
+  assert.equal((await post(handler, { ...(await signatureHeaders(secret, "msg_3", now(), body)), traceparent: "junk" })).status, 200);
+  assert.deepEqual(seen, [[traceparent, "vendor=abc"], [undefined, undefined], ["junk", undefined]]);
+});

@@ -1,5 +1,5 @@
-import { useState } from 'preact/hooks';
-import { api, must, type JobDetail, type Signal, type Step, type StepBody } from '../api';
+import { useEffect, useState } from 'preact/hooks';
+import { api, dashboardSettings, must, traceID, type JobDetail, type Signal, type Step, type StepBody } from '../api';
 import { Fact, Json, Notice, PollError, Status, ago, ms, useNotice, usePoll } from '../ui';
 import { attemptSaid, errorDetail, errorMessage, httpSaid } from '../attempts';
 import { Family } from './Family';
@@ -24,6 +24,34 @@ function ErrorText({ error }: { error: unknown }) {
         </details>
       )}
     </div>
+  );
+}
+
+/**
+ * Trace shows the run's trace id, linked to the trace viewer when the server has
+ * GENDURABLE_TRACE_URL (a URL template with {trace_id}).
+ */
+function Trace({ traceparent }: { traceparent: string }) {
+  const id = traceID(traceparent);
+  const [template, setTemplate] = useState<string | undefined>(undefined);
+  useEffect(() => {
+    let live = true;
+    dashboardSettings().then((s) => live && setTemplate(s.trace_url));
+    return () => {
+      live = false;
+    };
+  }, []);
+  if (!id) return null;
+  return (
+    <Fact label="Trace" title={traceparent}>
+      {template ? (
+        <a data-testid="trace-id" href={template.replaceAll('{trace_id}', id)} target="_blank" rel="noopener">
+          {id}
+        </a>
+      ) : (
+        <span data-testid="trace-id">{id}</span>
+      )}
+    </Fact>
   );
 }
 
@@ -208,6 +236,7 @@ export function Run({ id }: { id: number }) {
             <span data-testid="debounce-key">{job.debounce_key}</span>
           </Fact>
         )}
+        {job.traceparent && <Trace traceparent={job.traceparent} />}
         {job.parent_id && (
           <Fact label="Parent">
             <a href={`#/runs/${job.parent_id}`}>run {job.parent_id}</a>

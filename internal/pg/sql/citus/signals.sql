@@ -29,6 +29,8 @@ delivered AS (
         late_signals = CASE WHEN j.status <> 'executing' OR sqlc.arg(name) = ANY (j.late_signals)
                                  OR cardinality(j.late_signals) >= 64 THEN j.late_signals
                             ELSE array_append(j.late_signals, sqlc.arg(name)::text) END,
+        -- A job without a trace context takes the signal's (docs/observability.md).
+        trace_context = coalesce(j.trace_context, sqlc.narg(trace_context)::text),
         updated_at = t.now
     FROM target t
     WHERE j.placement = sqlc.arg(placement)::int AND j.id = t.id AND j.status IN ('runnable', 'executing', 'awaiting')
