@@ -177,7 +177,8 @@ claimed AS (
               j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children, j.gate_shard,
               -- NULL for a job without a trace context: one null bit of the answer's row.
               coalesce(CASE WHEN j.trace_context IS NOT NULL
-                   THEN floor(extract(epoch FROM j.eligible_at) * 1000000)::bigint || ' ' || j.trace_context END,
+                   THEN floor(extract(epoch FROM j.eligible_at - '1970-01-01 00:00:00+00'::timestamptz) * 1000000)::bigint::text
+                        || ' ' || j.trace_context END,
                        j.trace_context) AS trace  -- (coalesce: typed nullable text by sqlc)
 )
 SELECT c.id, c.queue, c.handler, c.key, c.step, c.attempt, c.max_attempts, c.input,
@@ -383,7 +384,8 @@ claimed AS (
               j.state, j.created_at, j.lease_token, j.lease_expires_at, j.attempted_at, j.wake,
               j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children,
               coalesce(CASE WHEN j.trace_context IS NOT NULL
-                   THEN floor(extract(epoch FROM j.eligible_at) * 1000000)::bigint || ' ' || j.trace_context END,
+                   THEN floor(extract(epoch FROM j.eligible_at - '1970-01-01 00:00:00+00'::timestamptz) * 1000000)::bigint::text
+                        || ' ' || j.trace_context END,
                        j.trace_context) AS trace  -- (coalesce: typed nullable text by sqlc)
 )
 SELECT coalesce(c.id, 0) AS id, coalesce(c.queue, '') AS queue, coalesce(c.handler, '') AS handler, c.key,

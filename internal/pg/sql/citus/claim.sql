@@ -147,7 +147,8 @@ RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.
           j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children,
           -- NULL for a job without a trace context (sql/job_claim.sql)
           coalesce(CASE WHEN j.trace_context IS NOT NULL
-               THEN floor(extract(epoch FROM j.eligible_at) * 1000000)::bigint || ' ' || j.trace_context END,
+               THEN floor(extract(epoch FROM j.eligible_at - '1970-01-01 00:00:00+00'::timestamptz) * 1000000)::bigint::text
+                        || ' ' || j.trace_context END,
                        j.trace_context) AS trace,  -- (coalesce: typed nullable text by sqlc)
           h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms,
           h.backoff_base_ms, h.backoff_max_ms,
