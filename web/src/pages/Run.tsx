@@ -1,8 +1,9 @@
 import { useState } from 'preact/hooks';
 import { api, must, type JobDetail, type Signal, type Step, type StepBody } from '../api';
-import { Fact, Json, Notice, PollError, Status, ago, ms, useNotice, usePoll } from '../ui';
+import { Fact, JobStatus, Json, Notice, PollError, ago, ms, useNotice, usePoll } from '../ui';
 import { attemptSaid, errorDetail, errorMessage, httpSaid } from '../attempts';
 import { Family } from './Family';
+import { Gantt } from './Gantt';
 
 const LIVE = ['runnable', 'executing', 'awaiting'];
 
@@ -138,7 +139,7 @@ export function Run({ id }: { id: number }) {
           <a class="muted" href={`#/handlers/${encodeURIComponent(job.handler)}`} title={`Handler ${job.handler}: its charts`}>
             {job.handler}
           </a>{' '}
-          <Status status={job.status} />
+          <JobStatus job={job} />
         </h2>
         <div class="actions">
           {LIVE.includes(job.status) && (
@@ -235,6 +236,8 @@ export function Run({ id }: { id: number }) {
       <h3>
         Timeline {truncated && <span class="muted">(the first {STEPS_SHOWN} attempts)</span>}
       </h3>
+      <Gantt job={job} steps={steps} />
+      <h3>Attempts</h3>
       {steps.length === 0 ? (
         <p class="muted">No attempt has finished yet.</p>
       ) : (
