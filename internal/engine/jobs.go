@@ -50,6 +50,8 @@ type Job struct {
 	ScheduleTick *time.Time
 	// DebounceKey is the debounce key the job was inserted with (nil: none).
 	DebounceKey *string
+	// RerunOf is the job this one reran (Rerun); nil otherwise.
+	RerunOf *int64
 }
 
 func jobOf(j pg.Job) Job {
@@ -60,7 +62,7 @@ func jobOf(j pg.Job) Job {
 		PendingChildren: j.PendingChildren, Awaiting: j.Awaiting, Wake: j.Wake, LeaseExpiresAt: j.LeaseExpiresAt,
 		LeaseOwner: j.LeaseOwner, AttemptedAt: j.AttemptedAt, CancelRequested: j.CancelRequested,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt,
-		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick, DebounceKey: j.DebounceKey}
+		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick, DebounceKey: j.DebounceKey, RerunOf: j.RerunOf}
 }
 
 // rateLimitsOf lists every rate limit of j, first the one of its rate_limit columns.

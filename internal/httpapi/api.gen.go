@@ -599,6 +599,9 @@ type Job struct {
 	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
 	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
+	// RerunOf The job this one reran (POST /v1/jobs/{id}/rerun; absent when none).
+	RerunOf *int64 `json:"rerun_of,omitempty"`
+
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
 
@@ -672,6 +675,9 @@ type JobDetail struct {
 
 	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
 	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
+
+	// RerunOf The job this one reran (POST /v1/jobs/{id}/rerun; absent when none).
+	RerunOf *int64 `json:"rerun_of,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -787,6 +793,9 @@ type JobInserted struct {
 	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
 	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
+	// RerunOf The job this one reran (POST /v1/jobs/{id}/rerun; absent when none).
+	RerunOf *int64 `json:"rerun_of,omitempty"`
+
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
 
@@ -812,6 +821,21 @@ type JobInserted struct {
 type JobPage struct {
 	Jobs       []Job   `json:"jobs"`
 	NextCursor *string `json:"next_cursor"`
+}
+
+// JobReplay defines model for JobReplay.
+type JobReplay struct {
+	// FromStep The step to run again from (0 for the first), at most the step the job ended at.
+	FromStep int `json:"from_step"`
+
+	// State Any JSON value (null is refused).
+	State *AnyJSON `json:"state,omitempty"`
+}
+
+// JobRerun defines model for JobRerun.
+type JobRerun struct {
+	// Input Any JSON value (null is refused).
+	Input *AnyJSON `json:"input,omitempty"`
 }
 
 // JobStatus defines model for JobStatus.
@@ -1450,6 +1474,12 @@ type HeartbeatStepJSONRequestBody = LeaseRef
 // CompleteStepJSONRequestBody defines body for CompleteStep for application/json ContentType.
 type CompleteStepJSONRequestBody = StepOutcome
 
+// ReplayJobJSONRequestBody defines body for ReplayJob for application/json ContentType.
+type ReplayJobJSONRequestBody = JobReplay
+
+// RerunJobJSONRequestBody defines body for RerunJob for application/json ContentType.
+type RerunJobJSONRequestBody = JobRerun
+
 // SendSignalJSONRequestBody defines body for SendSignal for application/json ContentType.
 type SendSignalJSONRequestBody = SignalSend
 
@@ -1542,6 +1572,12 @@ type ServerInterface interface {
 	// CompleteStep Report the outcome of an asynchronous step.
 	// (POST /v1/jobs/{id}/outcome)
 	CompleteStep(w http.ResponseWriter, r *http.Request, id JobID)
+	// ReplayJob Run a finished job again, in place, from a chosen step.
+	// (POST /v1/jobs/{id}/replay)
+	ReplayJob(w http.ResponseWriter, r *http.Request, id JobID)
+	// RerunJob Run a finished job again as a new job, with its input or an edited one.
+	// (POST /v1/jobs/{id}/rerun)
+	RerunJob(w http.ResponseWriter, r *http.Request, id JobID)
 	// RetryJob Run a failed or cancelled job again from its current step, with fresh attempts.
 	// (POST /v1/jobs/{id}/retry)
 	RetryJob(w http.ResponseWriter, r *http.Request, id JobID)
@@ -1749,6 +1785,18 @@ func (_ Unimplemented) HeartbeatStep(w http.ResponseWriter, r *http.Request, id 
 // CompleteStep Report the outcome of an asynchronous step.
 // (POST /v1/jobs/{id}/outcome)
 func (_ Unimplemented) CompleteStep(w http.ResponseWriter, r *http.Request, id JobID) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ReplayJob Run a finished job again, in place, from a chosen step.
+// (POST /v1/jobs/{id}/replay)
+func (_ Unimplemented) ReplayJob(w http.ResponseWriter, r *http.Request, id JobID) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RerunJob Run a finished job again as a new job, with its input or an edited one.
+// (POST /v1/jobs/{id}/rerun)
+func (_ Unimplemented) RerunJob(w http.ResponseWriter, r *http.Request, id JobID) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2540,6 +2588,58 @@ func (siw *ServerInterfaceWrapper) CompleteStep(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ReplayJob operation middleware
+func (siw *ServerInterfaceWrapper) ReplayJob(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id JobID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReplayJob(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RerunJob operation middleware
+func (siw *ServerInterfaceWrapper) RerunJob(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id JobID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RerunJob(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // RetryJob operation middleware
 func (siw *ServerInterfaceWrapper) RetryJob(w http.ResponseWriter, r *http.Request) {
 
@@ -3232,6 +3332,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/jobs/{id}/retry", wrapper.RetryJob)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/jobs/{id}/replay", wrapper.ReplayJob)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/jobs/{id}/rerun", wrapper.RerunJob)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/jobs/{id}/heartbeat", wrapper.HeartbeatStep)
@@ -5717,6 +5823,310 @@ func (response CompleteStepdefaultApplicationProblemPlusJSONResponse) VisitCompl
 	return err
 }
 
+type ReplayJobRequestObject struct {
+	Id   JobID `json:"id"`
+	Body *ReplayJobJSONRequestBody
+}
+
+type ReplayJobResponseObject interface {
+	VisitReplayJobResponse(w http.ResponseWriter) error
+}
+
+type ReplayJob200JSONResponse Job
+
+func (response ReplayJob200JSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayJob400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ReplayJob400ApplicationProblemPlusJSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayJob401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReplayJob401ApplicationProblemPlusJSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayJob403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReplayJob403ApplicationProblemPlusJSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayJob404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ReplayJob404ApplicationProblemPlusJSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayJob409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ReplayJob409ApplicationProblemPlusJSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayJob413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response ReplayJob413ApplicationProblemPlusJSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayJob422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ReplayJob422ApplicationProblemPlusJSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayJobdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ReplayJobdefaultApplicationProblemPlusJSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJobRequestObject struct {
+	Id   JobID `json:"id"`
+	Body *RerunJobJSONRequestBody
+}
+
+type RerunJobResponseObject interface {
+	VisitRerunJobResponse(w http.ResponseWriter) error
+}
+
+type RerunJob201JSONResponse Job
+
+func (response RerunJob201JSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJob400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RerunJob400ApplicationProblemPlusJSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJob401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RerunJob401ApplicationProblemPlusJSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJob403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RerunJob403ApplicationProblemPlusJSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJob404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RerunJob404ApplicationProblemPlusJSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJob409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RerunJob409ApplicationProblemPlusJSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJob413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RerunJob413ApplicationProblemPlusJSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJob422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response RerunJob422ApplicationProblemPlusJSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJobdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RerunJobdefaultApplicationProblemPlusJSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RetryJobRequestObject struct {
 	Id JobID `json:"id"`
 }
@@ -7529,6 +7939,12 @@ type StrictServerInterface interface {
 	// CompleteStep Report the outcome of an asynchronous step.
 	// (POST /v1/jobs/{id}/outcome)
 	CompleteStep(ctx context.Context, request CompleteStepRequestObject) (CompleteStepResponseObject, error)
+	// ReplayJob Run a finished job again, in place, from a chosen step.
+	// (POST /v1/jobs/{id}/replay)
+	ReplayJob(ctx context.Context, request ReplayJobRequestObject) (ReplayJobResponseObject, error)
+	// RerunJob Run a finished job again as a new job, with its input or an edited one.
+	// (POST /v1/jobs/{id}/rerun)
+	RerunJob(ctx context.Context, request RerunJobRequestObject) (RerunJobResponseObject, error)
 	// RetryJob Run a failed or cancelled job again from its current step, with fresh attempts.
 	// (POST /v1/jobs/{id}/retry)
 	RetryJob(ctx context.Context, request RetryJobRequestObject) (RetryJobResponseObject, error)
@@ -8330,6 +8746,72 @@ func (sh *strictHandler) CompleteStep(w http.ResponseWriter, r *http.Request, id
 	}
 }
 
+// ReplayJob operation middleware
+func (sh *strictHandler) ReplayJob(w http.ResponseWriter, r *http.Request, id JobID) {
+	var request ReplayJobRequestObject
+
+	request.Id = id
+
+	var body ReplayJobJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReplayJob(ctx, request.(ReplayJobRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReplayJob")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReplayJobResponseObject); ok {
+		if err := validResponse.VisitReplayJobResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RerunJob operation middleware
+func (sh *strictHandler) RerunJob(w http.ResponseWriter, r *http.Request, id JobID) {
+	var request RerunJobRequestObject
+
+	request.Id = id
+
+	var body RerunJobJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RerunJob(ctx, request.(RerunJobRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RerunJob")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RerunJobResponseObject); ok {
+		if err := validResponse.VisitRerunJobResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // RetryJob operation middleware
 func (sh *strictHandler) RetryJob(w http.ResponseWriter, r *http.Request, id JobID) {
 	var request RetryJobRequestObject
@@ -8834,218 +9316,227 @@ func (sh *strictHandler) GetStepStats(w http.ResponseWriter, r *http.Request, pa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H0Lchs5luBVENzZMDmVoiiVXF2WomNHZdfH1W5bbbmiYrboJcFMkISVBNgAKIrldsScZm6wF9ijzEk2",
-	"8B6AzCSRZFIfu9zj6IgumZmJ7/t/37dSOZtLwYTRrdP3rTlVdMYMU/Cv5xmbzaVhIl39ha3sLxnTqeJz",
-	"w6VonbbOiWJzRg1ZcjPlgpgpI5qpa6YeacKLj8mSi0wuSfvH718+++X1+Xcvvh88f/b9Xy9evfn+5dN/",
-	"H/z6/OWzV78mfZGxMV3khhyfTDuECr1kSsOo7+QI/nvFVmTMlTZkRjOWEJprSejYMEW4IWMuuJ6yrNsX",
-	"raTF7RKnjGZMtZKWoDPWOi1v6cDuKWnpdMpm1G5uRm9eMDEx09bp46PjpDXjwv/7KGmZ1dwOoI3iYtL6",
-	"8CFp/SxHz5/ZD2GmOTXTYh6etZKWYn9fcMWy1qlRC1aeaizVjBr7njDfnLRgLj5bzMozcWHYhCmY6iWM",
-	"Gp0J/rNtrn9RbNw6bf2Pw+KqD/GpPoRx7QQXio2Z2rzi1z88JX86Pul1yVAxs1Diz7BSmg8J1VeajKUi",
-	"VLi7AjiQC0MoGclsRdrHvZNOQpZTppi9vr6Qc6aoHZrI8dherhTsjFCxItJMmSJzWAYTKSNcEz4RUm29",
-	"Trfsmls8fvzN5r19sGel51JoBkD+Hc1es78vmDb2X6kUhgn4k87nOU9htYdzJUc5m331TttTed/wdC/w",
-	"K5y0eq5vpgzPiGsipCHXNOcZ+fny1UvSlopMZZ5pklFDHXRb4Ien1zRfsE639SFpPZVinPP0o687nVIx",
-	"YSSVec4zpuHWYYGKablQKXukSbpQiglDtKGGwWp/kGrEs4yJj73c84vnQDemVLtV0ozoVM7ZmduKJoKx",
-	"DOA4m3Fh34Ylv5TmB7kQ2cdc8UtJ9CKdhrOEhfj3P+I6zgWxuP/k5PGfiBsclvJGyhdUTdinQhZ57bBB",
-	"898ZyfmMG1jXL4IuzFQq/jv7qPd1vjBTJowbH1ZoyWEGaxwxquxy5RUTRKoAilyTGdeai0lClkqKiX2o",
-	"2LW8YpnbzVzJlGlNR/lHP2qF5LBCms7IkCkllR4SS3o1YTSdkhHNyJiz3C76gyfCQFXPL547kWGuLNE3",
-	"HKltqhg1LBtQU2GDGTXswHDgZGsEO7G8NMYy19lk0sqpNoOF3j68WOQ5nioyyo3phOO1Gw8sc+I3mzzy",
-	"DQomj7QTTdIpVTS1QlQ3th13z3daI5Av+zkTVmj4rQWEC8QAmrXexqSVQkD4DaUTJzjgUGF3SfmK1o60",
-	"svZiEjl6x1Jjl4W3/hQGAFDNMm4PieYXJSgY01yzZA0w/KmX2Xevt0MIu/NBVM5g144ADGmevxq3Tn/b",
-	"jmEO/D8k6/B/FZOjHQCR9iS7GvzXf/xn55ToqVwKIkXKEqKNlYKIFPmKUE2o5WTTCGit7c1Otbmlt2FT",
-	"LziKPNUF0jkfXLEV/M0Nm+ldxCRs1c9ElaKrjdWEcaOnDOLj+ZJysxNsqkd3QdVV0BAWwvCcUKL5RNAc",
-	"CFVGuCBD/EEPCVWKXzNN2lbkdK8tp5Y4z7gxLOv0hVRkaNFQLsyQzKnW9nXBLNupvNkl52RGTTrlYuKH",
-	"MlNq3BwZWU557sRebdicKCrIkl4xbVUVauByUbSt3oBbbOUC9sSK6k0kLZDCduoCjuhYMRMGwUPY9dmz",
-	"BUr0cOM1N/tMCrbnxf4Auly4WpAxh4rpRW6GZ4SSOQX5kmtipOU/66eIr+635/oN/EB5vu8GKM/D8oVc",
-	"JkE7UsyoFReTJtsApntfu3jJbvbFr9cLVOsFu7HCPJuTNiokw4zldDXsJCSlCrZDhgBmw81NwKvN4ehW",
-	"8Fq/69f2uG+5bU1nDLdNJ5QLUtk7abMbXBSnORnR9EqOx1UicWZxPZULYTSoF8aw2dzcwwndK1xczulS",
-	"7HlCz4VmypBhOuV5ppgYgtA73yTHlnKurJ5P5Ng+moEiFkw1G0fhB2zMgGD1T+1XdkczevMcvzrq9Syp",
-	"vAdauMbKwgrjrGwFH20ay8SqpMGTtpXxLN4rNrbyVceexM3BRB64Ia1I331Nl3+1WsCE2bG/U4xeoZVm",
-	"7cyk0CxdGH7NBmPK84XC3zdFZIvHA6s1MCd/Vhf5as5EgiAcsB7eJjO6IhN5RqY0Hx/I6mtqIYQlAPgm",
-	"12TCr5kgizmYh3KpAeJvJ+naqe4oLNshdETq4laPATUNz5XgXJW11isbc7rQbAAEYR/Ehc+yuAzo16EN",
-	"XVmBb86EO0ExAa2XClKa9oxcvLp8Q7rd7qHldjNWkglHUuaMlma80wm6IRSjTs/c/QWAmD0udU3zvQ6o",
-	"8uVgRm9uxTmqp5vmUrOMpDTPtaNIlqqf4RlbqqWRNiHNqsI+Av0AXg1CnQN2tRCg5Xn1AydqIdC1klb4",
-	"MqKLJC0zVUxPZZ7FkHWN6hTvbpxu9NCqEOpPJonTijKerRMJj0ABdssgtQ4bMZLoyNbFYl/hw+LElIos",
-	"B4dCylW64CZgSTuTqT4c53J5kEphlMy7M8tx6UhbkQrsEppcMTa398UVEt5NhrOGyM0UvALm3m5YhCr0",
-	"pIzAMBOSHLctB2/cICewSJydkX6rp/stgkoHftQlz5xv5GjajSPYnRf+K7Wny8YSrfXOmoFwLsdWfoEN",
-	"ud2dkUwuRjnLyGiF1iALTSzDD4r1PtbderS+85otiMDpakOWuH6zZBan7XylY3uM5ssKxlWHelogBvGI",
-	"QdqpFIKlYNtDA1hCnGKkE/L45qaDSh+cTImXnJEeMQslQNmT43Hp/noWBGf0xvl7ej2UU4IHqBf1AG1i",
-	"1SK/+oHnHmqbY9X3QP4APYhmhgiqlFxq573LcbNnVkPNGdVWT2UJsVoxzfNhgoCKZGkTl2ieRySf1A7i",
-	"yK735FE8UzBmWpyQZ2BsTOVsxIXVnq3Ch04hxOQ4cwvGKo++a3eKj0HdVii914oiG9TZj40oUT84Pm8+",
-	"rsP9Zr65pHXFVoM60+PPcqTJcio1GpC0oco4hww3Ds6a+zST1t8XbMGaLsxylEVEsHpKRcryUxALrZCQ",
-	"EHYDiCUmCaEWS7mYdAnoZaeOalg10n6VI1Q1Evx/lqNLXMIH2JiX+yOWqCj2lNx+exgqxwHntq2thJ0f",
-	"kha4KfCggAgg2sdo2UyCb9uZld7Z6zVTrsnI/kQMvWJ6k3zsdB+X5Qi3/re1h+LtJutqGRWTmOAKIOie",
-	"kjZ19+iVXovq9n0mMmr/HW45eA1nnW5Uvp5Fce6vlaNRbEa5OAO5zmnoRsIpFSIcnFyMeGxodbhBN3Ps",
-	"fJ6xkVyIlN1KVS75ScGqkLnBAHFTmed0rhnhwkhQlsHoBcImCgdzJjIuJn3R9mgFCjfKCGlO+YxlnVNk",
-	"xBOwcdrvjCZczBcGlfOFnuLvI5peESP7YjhnistsSMZKztBKhSPm1HiNYzijNwOLtcOSL5qj+g+8b0Yz",
-	"u8oueTNlfWEXbqVisG+SMIFV+sGa6m5eSCLY0o/TttTZlKbqJOG4+sIuRhvcyRlMX2YMhIK8YmkgWhji",
-	"i3tll+MOKumLAB/u5RlYZiks6p0cwWa8r26SyxHNSTvnV4wMr9hq2DklXKT5InMGXi/OcWGP10gUO92v",
-	"mtA5VaZLXkrjDJl2jIQMSzEyA/sTnAMMuBanQjDwoZOQoVqIATVD4Mhoh4oZkZ2fYU/y749/L30NLngv",
-	"K/G6lyIMEkU6/2Uk/OhHSTL3GL3mVJN+63GvN9P9VkL6ra977o+j6de9Wb8FqtoNnc2t6mqfggJjDFN2",
-	"wP/T/q138OTtV+1+v4t/df5XW+h/LPQ//t//1f+Y6X/of8z+Me10vvqXGF//wYLj994wt841WEzmvKBW",
-	"yhk7cZvlWUJYd9IF6nb49eFccam4WUX9iDNnGNp0VW5QfAZao/8gdso/OrV5TZy7pjz3Lug187ZijOhc",
-	"Gm3JRpyE38bZ6wB34/fAQjen0VOqshp712Ke7bmEKHzi7GGqpHQyaw7T0oR15xx3vE0skWts9IT72uVz",
-	"wyHrltFEH68uMdzBFu3lKNl6Q7v2dIlvru8EZ67byWUYvpCvNiz6XsWxh/JIO9C1rAMkFfCvViSrb052",
-	"7eonJO9PpRjzyeaFOofAYEQ124eg+u/2tHyNCuPwVsHUvXZL9LQcwnkx6izMW8Inrrlc6IFmqWJmwG7m",
-	"XDEdtUP/AmaRYGD2nxL8lGjD8xycrtqKnEoaOIZHGB6U03nn9gZnnCK6g709orehP0lrofLdRN1FLth3",
-	"w5qLFa5dVFIFxiqMFaCzHylz4B+nZl70aUzQqsi0i7KF4bcsbH/69ofGWLudCAJWSPFOOhxgu4pul3wC",
-	"DhyHXu3lVLN0QL4i9iS+OQHrnzcHHX1DRivDdOeMTJhgCkwggKloeF2zOkC4QknEwqF/Oz/43/Tg997B",
-	"k68O33715/e95PhDVKa6DcqpiA1qasz89PDQSs32T23//uX1C1THDJsjK7h4dfmGZcTIjU2cfFsRnr/d",
-	"JTbYRURhk9HcDrCOL069G8z4BHdSQ10Lm8v2+d17sSX8LEcRSQ9BKiJkO1jzUmoR2Mvmp6SHWh5FH7m9",
-	"mJyBvc0FQIKGZVU/IQ1ap1h2Rmhw/4Kaa3UlDbpqbgHMDvVIe1+5jouW7ukd/VreGBXHCBdChJ579ybq",
-	"5dQudiyV8+L+mVCx6lTsVptRhfG1BLc0GkYGLvaSlT1CZXOnFHgBqDA2csXdhs1748SgNl6tYr4IUTpU",
-	"O33aq/lt540BAiGkYJ2oLsNyPuGjPO6U/hWISzAnwkwzurI/nDkDE81yLryXAu7KXU113ttByS1iLZKW",
-	"h/A7wWfJUnz7qFgwm+y7/KbAZXkCWxPlbrdXHEkuBe535/u7JVGMrRrUHFTNBOXvHU0uR6RE3nI6evxp",
-	"MKhvhgFTwwZBo2rmCHsN2uOMm9dsXOMMeydHIRDZToEh8qStGSPFlBrQoeYIClZR+mATLdGPVJrDU4FM",
-	"0aUGi2JS8iOOmCWfxYg1pKGRsFg9h01iepvgPwxfzxY5G3gVZvN0/Ssl26LfdYneUJLm3G4t49m2gy6H",
-	"MbupDU+v4lPbJ54J1y/jDnrPbWJEC3GksaPGsveY89WLDiCNxZn+bZSpJb1iMZaywuDLKyeDgMUaPAin",
-	"Lpg3IR7vg8e3wVXGAu2RBhTUPBxbiXhUWaAn2kXUhoNoz4zcMQY5aFPhQ7vVurxQJooRAlevAFYZWo1Y",
-	"+R016XRPneudHDVXEn+WI3SmRCP9trsAy9cCk27bRJ0X7HarZdlOhXbbip4x48OPG3EJK+BvZh74Sx74",
-	"i4wzrPCakYbmNUoIRqgPHPw0lEP8V2Hgnd+s6zSVATaXsbH4JLLpeEZEAVj7QW9EHt/T5ZKVfIpbNVz/",
-	"HnyzZ7TwnhEHa26piFKIptS4k4q0rWaEDmvAkw5K6e7pkoNvEGMXD6+PDi3o3yJUoZFY66NxC4l2ne0o",
-	"xXJ0IF2xlVVNNUulyLxbEF2wlOT8Gtk8ZuZyiOKH+B5gwY7z3sLddmtbTlnu3J7s597bN7yjKqDuI45t",
-	"FRsv2TVTNC8Jjpq0MZtwkV4xzIvpnHqbgnMl5ysUrTCIyL0JCT594a9EkyXjk6lJwPzAtdVRuRUpwLlN",
-	"8zxEoLtaBeANhtgm5/4WrNsXhZe22MeQtO34UrADFF4t7eqckgm/tlLtSJppKZbbJazfRpItmNq3EbEW",
-	"XL+3dGR5GlDDZAKnuiOb8fQs5uxUDAR+MA6pBSvs+w7ZfBREhmEQ1Ac9AOLJMVxx2e4QDwnLWLbADNm4",
-	"FWXtXCqv13KHC+dpvZs4ENNVINg2XSgtm+i9MbGhOkbN/V4GSd2HKnt7CrjEXXxWq2QTS1qZFPYpRmi1",
-	"vI0qZ1k0mPmFVeC/vzFMZHjwa87DppaC7TveGCa2X1iKxaj9uDnkaVfWtViAoLx9SfhZbB0vo4rkC2YM",
-	"UzohGZ9woxPyaPAoIY+69v9O7f8dPDojRwdHx9+upRKXzOiFAf1t8eege3rw9n0vOTr+U9yaXlHf7NmI",
-	"lUP0+CkhCO4yE5Tgf1vKCxBaO9amGrWJFpsGk/CLWMxGwAI3UXszFrt+BTtybV4tTCpn7BziU7Mo6g8a",
-	"m+D2VpM30Rw1ti1m/YuSPBDc4I/XD6SHDBVMMhV395PtEciVGhTrFN+rJ3HLaXMKWQqgiRBKLrShTlKO",
-	"Wi8WNXZAw00e/wp/eF8KCVoocTphIlsoC52nrr7CKdRAQHF6JzVYQTo9Trr1xv7mpbF1L6TToiPKGQRV",
-	"7jpGGPcpvnoHNz8Xg3Fu5ak9/fwyz5g2A89e7iHxKO4LUcwwEY8MezNlBGTdR1Ymc69ZCaLsd9LBe4M1",
-	"q4jDmoYWO8Pmg5HM3KVtTVA0bP4dvHnJjPFO/rsGJrkAgJCTU72yxIFRdaEBgqK3tJ/7vwxlm+7EkmOt",
-	"AX0sBItm72cun7zBq4Vo0+x9J+w0ezmIULewZtyP+LV2H/FgDECF5mQY6dIui5UbtHYptwm/cIQvErkl",
-	"BSNznl6hzqYJNRAqvxELv0tr3iBsa8ophALYyRxNcGV4nH3YFW3YzN/Zqaw3pWN3Toj6SS4hIQrTBjwR",
-	"rNI9qqz6NDch0yzYMmS1hl+pXt/r7998//LN81cvu3enfrGEDKsIhyKDTnpptaKVoED5f6TB81yqPFgY",
-	"FGKmmA0CHjTvCAeGGSIC7V/Yyhl8pvSaEerW0jBjeLRQeo3aQwZd8XIQbW/FtGs5snKenQbz3hdbUui2",
-	"wC0n4UT3YzHhiuJkbc3MtJ+9ZSd9K4++dXG3IHQeENZyW6Q2WCtMB9BCe2PVq+cvbz0Kt44OFberosnR",
-	"b9yUWcYyMmfKmUCbTRpVG/yMkSMNQLH1TPfX3Z15d9fdu1JFHlWa2EHRqNhk8F/xzShK1G33V1ZworrY",
-	"ZXdBoRAqpKqAyZIbXaJB+4ZlXzo38v2UaUuVFFHyszWK5TbBKVCUbIsCvju0A0YwPL16mEpxYI8rrLWb",
-	"PAzi4uz8zbNGXWRz2YKnrzj4gPNcLqMmuW1iR31kil3B707C3gxOvicGAdBSmqvsHvcOc+8E91svaTvl",
-	"E167zip87MdxPEbEGY4Pu2jObgKG7eI2xdDblrU/q/FIWQXBxy51LiHfoKsDKb6zCyWEEv++VKT9b1O5",
-	"UPmqQ6Qi/da/oQsGMquq6VT/eviY/Cv+by189vE3O31h+7oo9/T+lbCnEC8RcdaprcUqlw4oJBBcKHKM",
-	"AThF/Q9/Y490kZ5gX+YanIXloiB74GlYnLvNLXjb5JjKqFzs+5c3T1uReq/Pz1+eE/9FyKf7fmEB6vCC",
-	"Kr7upv3mZBeyOyzf5nu6hJjz1y6FY0/wLl1r4woxNTHwSJaXIQY+Gtzeuc/o9pgahHHH8QpPi1ltWPBD",
-	"VlWtT+ihq1zSbO+YMfb3zdN/xizSqBWRKnOFxJ1a906OTslRQo4T8vV//cd/NlG1YkFYdtakMJrhyteY",
-	"Qzjkt7U3E/cDxko2bmULeMs7mYIbtn45lwyrUz98odWGlx1IblMZuNjHd77JwP5S/55xF5/mCDD+bvdB",
-	"mLs6m2Cg5u8v5VVdtCsmQUB86XoOhDdfNqisUCwoKTxZMGv0HIpyfvuVWTjHgE1UkaSLKTgDFQl4JhTZ",
-	"nDJXcvORJguRMw2xPJjmIUWkOlSDCK9ITNcDx2c9QOgTaQvL9THIZjY3q04jK9ofOYRpjwCYSxeUXJsU",
-	"FbHmBetnM5ttYQetidx3sz3SoQA71Lz3qVTYYuORhl9d8cUA2480KZlkiUZLKxh5MeIJXV1QNmPJNet0",
-	"yU8QjofGYKz5Yd8+hbl+ZaOplFcHQJPMQjGMpsK6xmB4MJXSbCgzNUop8PUaBpU8qcJE9WDJNpsahzHz",
-	"QeE33m00aExRJcYObOKc1VpdCaSEaEvoEpJBfa0x5XmClYEhSoH6EmSnPvg8gcTFAZxPQoqyZP6XcmBM",
-	"hoJSzEuu9pUTfbx+IyFrPSjdn0T1tCsLqd5eFUCKcHeHbXW4i3Vs92QYv0K1bgwzXCLEh6ZDqBXDcslx",
-	"r3dK2A1NTR4K2UZusi82rrJLfhFXQi5FuVSNCxIkbVMgPXykrbo1otnA96fpYCDhjN6U93IEZHXtl4j7",
-	"dTeDKIqul3yquz+Bat7OVdrsCyif7exizb6AUtXoHFOrZp9gnWcLsb6c8e5vsPJxXBMr6PWm56FUOWwf",
-	"4r+qIf0Y6YqDPtIYsYTE39JW4ZMZXbMlh1REsbmETEszVXIxmYb8WztbwwQvB2n3tpMKlyrnRBloArWE",
-	"VGCLJVDmhnrihiTPY0ZB3DpnsOnyxjCnzJ/BXGp7Am1fW91yRHChNNn/unvC3WrpWN5uBQzv0KwYV0o1",
-	"VdfJDU+nIa25XJjU83vL6v3UxLFy31bNQsiUayPVirRTOp9jVcOSh/byzfcXg+9ePfv3wdPzCygElpAJ",
-	"yHSukBZXYYQ5VQbIZOe0qHWJedho3vN0CZydGc8ggZtBXHyE9tnry7CVV55XxoEf5XjsfhROxvaWsdJh",
-	"0Ty3DGM83rSQJa2bA/vFwTVVIKrbT4tr+KEYpPjxHIYr/v3KDlzcXqQ1zcj9upfg4VjoOqN/p6UowptB",
-	"DIOiCfbgNbNoja2+fFcjOGZs7ZUQw25MIaoVL1lWZc+jUz5B6PyTtOw3+x0cagfFgbyBEUB//L1GH7QL",
-	"sdIe/51ZOMAdeRIFHYxSBiJiO1SLcG3BEKRTOk/WOsZBOyduamoAGrUQIY67pieUJSnlAtl1AQxV9Gh/",
-	"S/7CvyOjVYj68kkD6QIKuGEUwQ7N1l1/grDjjq687Dr6EfTbO3d7uKck8ab53rfMrL1j/CsIl4V/CC0p",
-	"QZhcy42sO/O71L3g2jW/OAL4LbKajVp17q/42R8/33931n29X/GWGcYN0oVJu1e9l+idNMvN9cC1Pb12",
-	"PT+3dNt18AdJCRFAw7Z1mmkyZVSZEaMoCXgRxxW10CuRTpUUUAbLwqJrrxEyISLNY/ZOtkjulgORtHYk",
-	"ZthzeFVox3vWggcV13fTGxdykT2tsn6GvCXBZlkx9a4v2oXW2InVz/yiQe2nQZUAJ67ePNJ4fV14rxL2",
-	"cMckG3uTNW4ZSxuaO2Usyu90ycCQdcsoVZSukVYc2ELy6xpsOulJY62OmwP3u+5qr87VN8qpqwNSlDAA",
-	"Gc3HdxpQPaghY5nncgloYu/xkSbvJBcgv0El6qNer9e8LEch2UTSN0Iqdryw81P3GCtFTeVShE4OoUBI",
-	"nNG+Q76+a2Eu/S5nDYq7FeS6yFuPFSn0DkPnKdEkQzdmKApfHLcVU331YYLB906EKB/2fmdd50YsUuPj",
-	"Zx1ZeDh10sb/hIZfnab3sHeljaJVBxo8FdNTAtq+MFwsHHOvBFLghgtgKpU8fNsgV7IoGtDykFCHyrWO",
-	"+M/H1b6l6WfUAV57FIbGcjww7rCaPnU0g5LKG+sfKzmLRdtTZYryx1AlaDOguqnEXNs7hlBtgQ/qtZVB",
-	"mTq/4JLqeFWyueTC7MdA4Kwu7HcxtAyycU26Uv1K/VZq12pkpEKTlSLxdKGyngspbi/BEoVp80IuO82P",
-	"Gxv5x3fgmvynEgggOpLQr2MX4SLAweDnum6Fqy7Bz7QXhaA1UHbL8HHlLQdgcArh2raCM15RRB3cAaX7",
-	"wmcWgq+iyiUw4aJsIhrpoJoU0EyYVl51GiYYFLlL26ZzbXp8FX6QDx3gtb3vAsSYgZFykFM1YQm4JdDL",
-	"13QxOcUCIrHE4AumUmbVFxbqSnrd6lGo6A62zxnPc+6iExMfFnTSfUz+J/pPZjzLctSR0Lg5UXTmbqnK",
-	"X5xb2z2LyFPzx72GSRLzJ48bv/mk0Ztr8G2XgtPgEDFQlldbLhpbwriinJ6bSlXkAXGjXdWyGpdk02sO",
-	"6kVTkKMIcVDJEQw2pO3cnmX/ZnB6rrs1OwmhTrgFmuYN1a4dQ9PufbcuQoQN0a5afuel/DyXr4dDx67s",
-	"DfppnHlmDfo2ec1amnWUkmDCGh6yv9tARe5INn7AWwsei/ZmA6ySr7MpwMy4WKynI203SNzyptxEm3mU",
-	"9Re0VfWrZSsYVLpQ3KwurSjgxCPo/R+a8oMZGX8KA1iAxyb8XIxlrMGFy0MHVNVMXfOUQe0kqc1Escu/",
-	"vcCrd51doIoOID3QQxcIRb2G2e2Lp1CX0BdpddmAIrPaYdAFzoIJnfuOKboovgoKcAIKLE7Yh7ghp1lC",
-	"haQQFvLL6xekbUf1uH9pqMioynyAiUaruy+k5C03fQH1X0xQY50yQg3rkkvGCHT+mytpZApd/4LxDzYf",
-	"HvRFX0A5AXS8v/7hKXly8vhPxGX122EWMziPNvQhS4HvHLrHX73TUnS65FfvxkGvQl+ABoO0TJDzi+do",
-	"kUqcx+vw+gj7EQnGMk2Gzr73O4x9Sr4DGCD9Ra/3dQofwp/MdXFxtQpaRQ2CVtK6Zkq78g3do27P9zSl",
-	"c946bX3d7XW/xuIgUwC8wynUmP4dmkqggG7pCMz/PGudtn5kxpWhLjyd8OVxr+dC3owLQywfyzvX+xPF",
-	"3Z313HEGgO417XPereBM6/S3t0lLL2YzajkJyJI+7ZZrsgAN0NAJOK/CTnTrrR3kUDGarbbu9bV949Ns",
-	"FaaGhNnHva+3zFeGuObz+oockYlfSkOUm3zHUWfU0BHVDOtX0XQaekthLXJkqbXnf310SOf8AFr7113C",
-	"C67N+cXzv9h3HvAecApI3YkcCZarvWIry6+u5RV0/AAHuxccPiStk95R3Sxh2Ye/COpwGgs7nuDdbv/o",
-	"B6lGPMuYK1HlogV2fVVccfna7BaB8NhTtyLctevKdYX5yWymWX7NdKdLzrMZF0Sncs5qr9FqTDpybdjf",
-	"EE+1lfjwCO88v8crw4nw0gqO6woDrYHL0YPMncUgxj1ygNHbfVvf0cxbgD8eLJ0cNfjijZQvrCIHHxwf",
-	"N1mXI8HAgu4OsniWnmFCqUVTNFiDIBeuQ1CAyFfNQHeNAh2+59kH10+foZBZBenXgPklkK7A1kmk+ASS",
-	"io9JHE5wHdu/eCnND3Ihsk92oXgwpQttTGuoojNmoDfMb+9b3J6ylV28cfIUDZVVOpCUcHpDD9ja/PKt",
-	"A5HQXquWQ/0Ibzwgfwq9v2q5k13k7UHtPrgKyrClpAe3puI6yw23CwyE4z18f8VWW/HvGfz+Y6hpvQP7",
-	"8PWsQisomeeUC/KXPx9V1mkfg1vhC65u4upMQrmSPe41qZWn47d3v2gSQ5E3rnnbXe73c7itV4Ltd1Fr",
-	"FHXz1NbRxLfBK3XfBr/jJim+CpJfnBbvlXj34W3ScravNR+hC96lsKpkDVABsbOZq79b9JIGYwNE8Bs+",
-	"Y6T9lz8fdbp9cRlp7EeG2IFwSJRc6jMyk4oR/InkzOC/nRkeLM9gPxkt9Kov7PSKudATsKxh60AuiD34",
-	"PGc5qu5VRLlYFIhy/3Kz79/YSGT+6Kj5RVS+Ex9mhizmxEgydLWnwUznori53kAOxAhWLk+2nVmXm/PV",
-	"ikM/+Zce0nJSaiFYKxS51f4R5CLFJlwbiO8IqyoOu2hKuH7Qh+8tPW0gGf0UwhAbC0dfxJ1acWf7HdVL",
-	"OLW3cO+Q79tdxknqnSH/8xF4dl3VmowTm6Z4xeX/1okb51DnI0RUBOFjiA7uIZkwK0GU2lsOsa7Hf/3H",
-	"fw59lvgGty8Dzf0z/FJP04/M828BqV/4/93IFzIZCIWbUjFhhQvvVmzHzrjAwLLbopGsC2ot5YCHLqqp",
-	"FYoz303LQCiCCwAsyie55rcQFynnTNgv+wJKTWSLQpYhr+3arbRfioGCEf0AViDKJaQNwmFBLOOUi0lM",
-	"KofR2B+MvidYxs/tBzfzhatvWJDtuazVHUi5ShfchLOjIiM5HxtX52OhGeGGpFBda0+UkYYadlAUi7pX",
-	"zHm2sBoxrNJFzaF8Wc4DJilVCpTzpUTXvIEszbZlXpAfkmdJX+g5Te067eQGOqd4WnEQPuokREsfX640",
-	"SakgeskNpKM6pVYurT6bsijWwGE4kL70vcYfgs2tFQP74HjdHwBJUf+yiFoUCfujs7u98foz4Y/znKYu",
-	"tL7SuDyBLGOPWTIHDy+B3g0hdx4Lxjm0204TfHefWhX5Z+y+E/No/H3B1Kqwo/k0s2Zw6cvXxMcqimg0",
-	"GqySVRkfsdSY8h7W5xLoam2EG6G9Nekrutrq1Odh2lmgJFUwWa6fj6+5uf924oVaXWclH6kaqj3O6aR2",
-	"Ea4ZU805fH1cbebTO3jy9qtohcD4EWNXtvLgRceXXqkO8ONdNZgsi3ow8urbZkUIq1X58PhuTQ4/iWmO",
-	"awyaSywXCCk8ZTKCjTw/1HH+495RqMcAnOSdHJ35wNjhFVsNMaKv1HGw7WPvksL2nYRibJ2+oDmE+mBA",
-	"f0KOez0/BXYmBGlhWO5zdgr914Zd8itGsfXFcK2X45BoxkS5DmPIqS91h/TSS9udKzk+IdMOLKEvwjYh",
-	"DtGu5YqtfDG5+IISspxSw7AmgHb1d/wq+2Lom78NnQ4AroHQJa50UBgS4/KtOkXjxrXT6Yt3cpSQCb9m",
-	"LgIB8nphfRBTmZERTa8Sv2DX2s4fX0RUwjZ6P0Oq0X4iY+kCoEj524eRsEotdD+uHaHSDXeTIpwXAF+B",
-	"Z+/6hapYsaajrvs1h3j28JZv30mLjoGxroJAf+4zqGjHLv2zL4aSe6DGeJgg47lg9zUiXJLjDkNzmThd",
-	"Pnd1v7gI+hdUoj2D4blAIRLyF6FIEcLlcipzhq1uu/WkQLceDJWx4/bHx+Ryk+wtYE7aUpEyne8kGyf8",
-	"BRXuDxXQbXjUI71eD0VoLrCbkVXgZ0yYHViCLabq0eQNlEWveidnFhYsPfUEXFcTnJF74sguR8Hr0n0B",
-	"39g5mMioMFBOaFhpDQ0xfW5hQ5JJpk8JLfIRrFpXrktrmboUKUsg4yvECkBZCOOkCqhG4MtrtMc5nUxY",
-	"RoY4x8BBJ8uGZ4QS9xQkBcIxUdpQiPcXkKsMMQYJWjs7XTJEK2Q2xEe+Dpb92j2BAmZ9Ud60j0E+I8OZ",
-	"VGxINF3p4mDhJhWbgT0VcgtgNlcBhBvCdV9A1YwuOfd5bmOeGzSPurJqp4SmllqWVoRtjt/3W/hyv3VK",
-	"3vdbNM/tX0BGPkSlnKdwUg9I2r5b5FcB1z8udcOp6ygb1IwEaQMbnLs7/aMTsU9isAUgSTwJskJYBgK1",
-	"SadYxC8QDFQPAN4tygEw7qBUIe/wFoTKpSNa9PUt9Wrplp2HM90XQLhqqBMsBolTl5wjapUUlPXm8Zrk",
-	"bGys4mYPpi3HRLum6HpKFTo7QOR1SqJdEuCxXUpmiUwdleiL7WSC3IJKOE3uFmQC6sl8oRKfDZXoPdn9",
-	"xVMpxjnHdMlPZP6FZOF6qlKH3bcgMj6doC5QBPX8hxS0n2Fz5RrfhNdg/8mDQ4KowkFWGskbFCl9ySCU",
-	"tOJWuL1sMFZ7f9YKOQPr4uf+fkA/YJ058LxekOW6BL/OHX62KdSGOvAo1vaFl2upUvza8qOT3hNXYScY",
-	"4ryFxaeMb5XxHhjCt8A2oWPjMtsc+/hju8U/C/qJ91qWSqDwqcG2VQGpGlDGw3IFsm1OsqdFtaYGvrIv",
-	"rpOHdp18FoQ/VsRut9Plfsh9KMR5HxS/ihI/+aEvscLoQ8jFULruNRt/bKEY5v3+xjArkkUDut2z2wvC",
-	"D06SPwtzH54j6tCQmFJXI7YNtTmA5YOBm2XkuHfcKeOOq2i5Sd1LXUzuV+hZL+W6Xr413l5js1EKVoDS",
-	"dMb6wlXLL4IEy408OigEhXrsOK035hV0BpIqwKEQFYhKTQgeKvypVB73I+Oum/YcMsLiHjp89AV37xy+",
-	"JJWpNLGowd5GWFrYwe6VTXnTzacT/pNCNfoM0no/D9PJQrjGUhH7iDMWhrbinhpq6LkC6jdWaPX1wJpo",
-	"CKXaudsUhMtQlLWBfrBFgscujs1b0D2oDF9qGBp1kY7kzX8fGR6sNuuFj0MVYijE4zxtVeHEd0C9tWxf",
-	"H4h1XARiuUaXPANZZDllZgohSGQpr1iIYWqv98D0f4+l6osQnAgxKBhuunIjd7rk3E8CISjBEuOEED+S",
-	"NnQFTltwjhamLq5ddWboTKKL6sxl804oAPhOjmICzCUT2aWvoPwg4kvRk7aR9HJ8/zNHzfHPfFXuf7qA",
-	"7X9OEcndF6HrOBMnDZtcx9f938pz4KV/Lo7jOyFEcOAn7Pz134fj+MKwruVZlffcv/EIIvy3A93f8JUH",
-	"BACYYXs2vSt57r0p3nXy6XPr1xaGxugNx4475oD0+O9Sfn2dq+5vLgPjYc++Tp+BZf53cNXteYv3nNjt",
-	"bD5myuJwTuZMuajyhGAVfMVoVg7Sckkexp5JX7SDTAUiahEOD10bLdBwrBELERIXio2ZOrVPFkr8GfgA",
-	"zYdWkAyNh457J6WU89Dh2f8E6+RicgqR8JYDwv5cmV8KkaeuTeRixnRf4FGSJbVHHK9D40F/v6PGzTxY",
-	"HDos6hOkszdE02jFDehlhD0/MdPZchaWkXbdzXfOiJBwyRb6p9hx246L7zORsgNvcduYbbg2WLcigay7",
-	"uz58iaK9tyKVjngU+ffgX/cX3wY0TBwKJoSLg3HOJ1OD/S0hEqXTmGcdmkpR+K3sq1Q/vpHcihXQdVxy",
-	"/aYiuJ6cfErBtbSxOo+n5MIA+cZNOYOUp86uC6DbcEFgxQrwVM64MWBa+KzSzbC4f9hkafdSlJhce8JM",
-	"aGxCplQT13sDOIU9g1LPi/tiwQ6WFTXsAPSj7bLva6h9Ca89IByFWbbLwHbRBBb9hygqVVrNrspdpeNu",
-	"XFMqHMo+VaUKyck17vlSkKK2zFRxgSGUJhzaLeprbrmvB8CUOlHoPnDk81FbGuHg/SorP8uRS2bnxiVi",
-	"2FUMYBWn5D2akiEMfMmsePFhCOlUPlQcqQB82RelT/Up+a3b7b61wictOu5JkaIcc8VWjzyAuoD0IU4w",
-	"RMe4Jm0gTH3hXuIG1qkT6O6esRE3RUhip0bpqELx/esPYfxPoEPsjzxf5PK7YOi5i9hw8GjlINfHYcx9",
-	"eCxgQIBg0POha5jPARktlDbD3RzWV4/YLs5chrce0pzrJtkuzPgFJ2S0Ajz9I8g0flEVg304s83DbizM",
-	"XBbFPb5UyLy76BKqq7RdQzgourDq1N1bvdRSfzH3jxB1ZLeAun9+iWUXht2vsOKzMCxdNTy9IjRVUnu7",
-	"KZYG8U2bzoLDHKQGNJ54OKMi6wsYoT30Pw7se8OEFD/YF4adLjmH+H9KMrkUUORbihzLl0PDZMVSJkxf",
-	"zLjWLMOFWWGnRiSpgOgDeL/d8J9AINkTMb5II/dgJSxX52zK7opoqHjUXRGh8d3q4ZouFWEaOMuXWI0v",
-	"sRr3GqtRzu0GFTOkNG8N4NCGWjBZC97YZgt2CoHz2fliVOU+v0VtBRfD+DtTUndOi66mo1WRM5fmVKN/",
-	"bb7RoZir0JmYBLfggBpyYEUmhT3UT7G2g6/Wm9I8L4WDRQL0wddoOZtP0i4KU2ACX9bpkteMZn0BkZlz",
-	"pg6cYqNkni9889cYIyZ0Pmcic7o/9QoRbqcvwglwQ5ZKmtDEExYWwiY0lEyCI8/pBJ2r7qHVOFC98oP3",
-	"BZicwwquUD+Dk7d/k4MnJJfaSQXQwLdYFfpozypnb0/Cbb3c4FmOybfhhi0kQGNlKIxW6RHtIAOyC8g1",
-	"zResS37k16wv1hIOhmAPH2KhL5dDMOySUl9zrq2aCXLH8ckUTevu3497PW8s0WdkxFZSZAk5OT6OCSI/",
-	"loz1H7945O1LPa6FE8klGVMF5dGK8m9H06R8SJ266oihf3uzRTxzeFdXpHHJMzPFni0IqMWCZrCgnFlI",
-	"O9K1Cwp95Pde0EPHcyGc1Ml1THFWlK1w5NBFOH1Wrq7CA5i4ruAK+wVmwZkF9wu48EhDtvRG8XEJfTD5",
-	"jMW9r9VGqEWH5t/e2ltE2lnXQslRVqC18LfG+g6+hTBpT42Znx4e5jKl+VRqc/pt79seWYiMKTKc0Stm",
-	"VZMhQOBC5a3T1iGoW26Z76MVtBKSc20SwoWes9QkLmI/FCaBkBXwMjg4hli2TSQ5L0dhn/lGz2RpV1WO",
-	"aC4P5dlzHOXKnOwAGAYTGXbIToiDJ6uTjVaBpTzS5ayv8kzA8WtQu1r33nE7tRBh2PKaQw3fzcEumOIy",
-	"4ykaOaQglKRKiorovlZANjYM+OE3YwFiMQBJESGUIE/FJLWOK1NeiYwqk/rYvE/XGoKhlAIneeDQvjA6",
-	"l0esWDkjdBx6FycQBsUFc9KP7y1bGqfUxdGC7c2BuxkgenZ39bV4LrEDONWb/b8Jvjli+pQMN+qWD71/",
-	"4vooGZKv+mJENfvmpP3TX8+fHlz+dH78+Js2GIJ5Rr4i/Va33yJfAQHQhs7mpd9GMlt1OkXAv+uC5kc8",
-	"yFgqM5aROVVBnCyoS7n9B1aaPrOyIEq1+ANRrmZ5X4RaPmuV2Us13CF2yFIN76C3Ukgo5MM1YcJSw25f",
-	"OPEaOx+aA2BkB1aeK50Xz4bQKFvwvy8YSENOtIuJH2ohXALj1rZxv2wMlhDWnXQt+gxOjgf2xgdfD9yz",
-	"wdHg8biXHtMnRUFkjHYq8fyw2q0d5XZWh/5F8BsnNOoipdOXFFxSTbDj/BlR7B1LwX2Fr0kJIgsIkwKL",
-	"f29daQCkrQtuWoxgU4+RyjWiWwMUC+7YHx6h0zWILwHQzqWHV/c667cPl9X6ico02akxKrRWhELOhPGZ",
-	"LvTvOBZauqm8nVrQwoydoiYLMnzQbiyzOyuTEtAHdV9MyzUArPrEMJ/bBRCkpUTjgmSVM6aNdFFBhAOS",
-	"g9T2JNa9GCqGuToqQ0jqPACj6pC0KXnc+9p5nitPjJQYKVWS6dZPY0Uk5Ej5YFpswigXBiUzV0yMpFII",
-	"loLODK1bXe5hICmupBmuwuoScjze3rIebN/2YEAchDzRi1eXb1jmtdeCbP/y+gVpZzLVh3MljUxl3p1l",
-	"8dz3Dx/+fwAAAP//",
+	"7L2Lchs3mij8Kij+uyVy06IoRc7EVE39q9i5OJOxPZZTqT2hDwl2gyTMJsAB0KIYj6v2afYNzgucR9kn",
+	"OYXvA/pCosmmLr7MuqZqIrO7cf3u13etWC6WUjBhdKv/rrWkii6YYQr+9Sxhi6U0TMTrv7C1/SVhOlZ8",
+	"abgUrX7rkii2ZNSQFTczLoiZMaKZumbqSBNefExWXCRyRdo/fv/86a+vLr/75fvhs6ff//Xli9ffP3/y",
+	"H8Pfnj1/+uK3aCASNqFZasjZ+axDqNArpjSM+laO4b9ztiYTrrQhC5qwiNBUS0InhinCDZlwwfWMJd2B",
+	"aEUtbpc4YzRhqhW1BF2wVr+8pWO7p6il4xlbULu5Bb35hYmpmbX6j07PotaCC//v06hl1ks7gDaKi2nr",
+	"/fuo9bMcP3tqP4SZltTMinl40opaiv0944olrb5RGStPNZFqQY19T5hvzlswF19ki/JMXBg2ZQqmeg6j",
+	"BmeC/+ya618Um7T6rf/vpLjqE3yqT2BcO8FLxSZMbV/xqx+ekD+dnfe6ZKSYyZT4M6yUpiNC9VyTiVSE",
+	"CndXAAcyM4SSsUzWpH3WO+9EZDVjitnrGwi5ZIraoYmcTOzlSsEuCBVrIs2MKbKEZTARM8I14VMh1c7r",
+	"dMuuucWzR99s39t7e1Z6KYVmAOTf0eQV+3vGtLH/iqUwTMCfdLlMeQyrPVkqOU7Z4qu32p7Ku4an+xK/",
+	"wkmr5/p6xvCMuCZCGnJNU56Qn69ePCdtqchMpokmCTXUQbcFfnh6TdOMdbqt91HriRSTlMcffN3xjIop",
+	"I7FMU54wDbcOC1RMy0zF7EiTOFOKCUO0oYbBan+QasyThIkPvdzLl8+AbsyodqukCdGxXLILtxVNBGMJ",
+	"wHGy4MK+DUt+Ls0PMhPJh1zxc0l0Fs/ys4SF+Pc/4DouBbG4//j80Z+IGxyW8lrKX6iaso+FLPLaYYPm",
+	"fzCS8gU3sK5fBc3MTCr+B/ug93WZmRkTxo0PK7TkMIE1jhlVdrlyzgSRKgdFrsmCa83FNCIrJcXUPlTs",
+	"Ws5Z4nazVDJmWtNx+sGPWiE5rJCmCzJiSkmlR8SSXk0YjWdkTBMy4Sy1i37viTBQ1cuXz5zIsFSW6BuO",
+	"1DZWjBqWDKmpsMGEGnZsOHCyDYIdWV4aYpmbbDJqpVSbYaZ3Dy+yNMVTRUa5NZ1wvHbrgWVO/GabR75G",
+	"weRIO9EknlFFYytEdUPbcfd8pzUC+bKfM2GFht9bQLhADKBJ601IWikEhN9ROnGCAw6V7y4qX9HGkVbW",
+	"Xkwix29ZbOyy8NafwAAAqknC7SHR9GUJCiY01SzaAAx/6mX23evtEcLufBCVM9i3IwBDmqYvJq3+77sx",
+	"zIH/+2gT/uchOdoBEGlPk/nwv//zvzp9omdyJYgUMYuINlYKIlKka0I1oZaTzQKgtbE3O9X2lt7km/qF",
+	"o8hTXSBd8uGcreFvbthC7yMm+Vb9TFQput5aTT5u8JRBfLxcUW72gk316F5SNc81hEwYnhJKNJ8KmgKh",
+	"SggXZIQ/6BGhSvFrpknbipzutdXMEucFN4YlnYGQiowsGsrMjMiSam1fF8yyncqbXXJJFtTEMy6mfigz",
+	"o8bNkZDVjKdO7NWGLYmigqzonGmrqlADl4uibfUG3GIrF3AgVlRvImqBFLZXF3BEx4qZMAgewr7PnmYo",
+	"0cON19zsUynYgRf7A+hy+dWCjDlSTGepGV0QSpYU5EuuiZGW/2yeIr562J7rN/AD5emhG6A8zZcv5CrK",
+	"tSPFjFpzMW2yDWC697WL5+zmUPx6laFaL9iNFebZkrRRIRklLKXrUSciMVWwHTICMBttbwJebQ5Ht4LX",
+	"+l2/ssd9y21rumC4bTqlXJDK3kmb3eCiOE3JmMZzOZlUicSFxfVYZsJoUC+MYYuluYcTule4uFrSlTjw",
+	"hJ4JzZQho3jG00QxMQKhd7lNji3lXFs9n8iJfbQARSw31WwdhR+wMQOC1T+xX9kdLejNM/zqtNezpPIe",
+	"aOEGK8tXGGZla/ho21gm1iUNnrStjGfxXrGJla869iRujqfy2A1pRfruK7r6q9UCpsyO/Z1idI5Wmo0z",
+	"k0KzODP8mg0nlKeZwt+3RWSLx0OrNTAnf1YX+WLJRIQgnGM9vE0WdE2m8oLMaDo5ltXXVCaEJQD4Jtdk",
+	"yq+ZINkSzEOp1ADxt5N07VR3FJbtEDogdXGrx4CahudKcK7KWuuVjSXNNBsCQTgEceGzJCwD+nVoQ9dW",
+	"4Fsy4U5QTEHrpYKUpr0gL19cvSbdbvfEcrsFK8mEYylTRksz3ukE3RCKUadn7v8CQMwel7qm6UEHVPly",
+	"uKA3t+Ic1dONU6lZQmKaptpRJEvVL/CMLdXSSJuQZlVhH4F+CK/mQp0DdpUJ0PK8+oETtRDoWlEr/zKg",
+	"i0QtM1NMz2SahJB1g+oU726dbvDQqhDqTyYK04oynm0SCY9AOeyWQWoTNkIk0ZGtl9mhwofFiRkVSQoO",
+	"hZirOOMmx5J2ImN9Mknl6jiWwiiZdheW49KxtiIV2CU0mTO2tPfFFRLebYazgcjNFLwC5t5sWYQq9KSM",
+	"wDATkhy3LQdv3CAnsEicXJBBq6cHLYJKB37UJU+db+R01g0j2J0X/hu1p8smEq31zpqBcC4nVn6BDbnd",
+	"XZBEZuOUJWS8RmuQhSaW4AfFeh/pbj1a33nNFkTgdLUhK1y/WTGL03a+0rE9QvNlBeOqQz0pEIN4xCDt",
+	"WArBYrDtoQEsIk4x0hF5dHPTQaUPTqbESy5Ij5hMCVD25GRSur+eBcEFvXH+nl4P5ZTcA9QLeoC2sSpL",
+	"5z/w1ENtc6z6HsgfoAfRzBBBlZIr7bx3KW72wmqoKaPa6qksIlYrpmk6ihBQkSxt4xJN04DkE9tBHNn1",
+	"njyKZwrGTIsT8gKMjbFcjLmw2rNV+NAphJgcZm65scqj78ad4mNQtxVK77WiyBZ19mMjStQPjs+bj+tw",
+	"v5lvLmrN2XpYZ3r8WY41Wc2kRgOSNlQZ55DhxsFZc59m1Pp7xjLWdGGWo2QBweoJFTFL+yAWWiEhIuwG",
+	"EEtMI0ItlnIx7RLQy/qOalg10n6VIlQ1Evx/luMrXMJ72JiX+wOWqCD2lNx+BxgqJznO7VpbCTvfRy1w",
+	"U+BBARFAtA/RsoUE37YzK72112tmXJOx/YkYOmd6m3zsdR+X5Qi3/je1h+LtJptqGRXTkOAKIOiekjZ1",
+	"9+iVXovq9n0mEmr/nd9y7jVcdLpB+XoRxLm/Vo5GsQXl4gLkOqehGwmnVIhwcHIh4rGl1eEG3cyh83nK",
+	"xjITMbuVqlzyk4JVIXGDAeLGMk3pUjPChZGgLIPRC4RNFA6WTCRcTAei7dEKFG6UEeKU8gVLOn1kxFOw",
+	"cdrvjCZcLDODynmmZ/j7mMZzYuRAjJZMcZmMyETJBVqpcMSUGq9xjBb0ZmixdlTyRXNU/4H3LWhiV9kl",
+	"r2dsIOzCrVQM9k2ST2CVfrCmupsXkgi28uO0LXU2pak6UX5cA2EXow3u5AKmLzMGQkFesTQQLQzhxb2w",
+	"y3EHFQ1EDh/u5QVYZiks6q0cw2a8r26ayjFNSTvlc0ZGc7YedfqEizjNEmfg9eIcF/Z4jUSx0/2qCV1S",
+	"ZbrkuTTOkGnHiMioFCMztD/BOcCAG3EqBAMfOhEZqUwMqRkBR0Y7VMiI7PwMB5J/f/wH6WtwwQdZiTe9",
+	"FPkgQaTzXwbCj36UJHGP0WtONRm0HvV6Cz1oRWTQ+rrn/jidfd1bDFqgqt3QxdKqrvYpKDDGMGUH/N/t",
+	"33vHj9981R4MuvhX5/9vC/2PTP/j//4f/Y+F/of+x+Ifs07nq38J8fUfLDh+7w1zm1yDhWTOl9RKORMn",
+	"brM0iQjrTrtA3U6+PlkqLhU366AfceEMQ9uuyi2Kz0Br9B+ETvlHpzZviHPXlKfeBb1h3laMEZ1Koy3Z",
+	"CJPw2zh7HeBu/Z6z0O1p9IyqpMbelS2TA5cQhE+cPZ8qKp3MhsO0NGHdOYcdb1NL5BobPeG+9vnccMi6",
+	"ZTTRx6tLzO9gh/ZyGu28oX17usI3N3eCM9ft5CofvpCvtiz6XsWxh3KkHeha1gGSCvhXK5LVN+f7dvUT",
+	"kvcnUkz4dPtCnUNgOKaaHUJQ/XcHWr7GhXF4p2DqXrsleloO4bwYdRbmHeET11xmeqhZrJgZspslV0wH",
+	"7dC/glkkNzD7Twl+SrThaQpOV21FTiUNHMMRhgeldNm5vcEZpwju4GCP6G3oT9TKVLqfqLvIBftuvuZi",
+	"hRsXFVWBsQpjBegcRsoc+IepmRd9GhO0KjLto2z58DsWdjh9+6Qx1m4ngIAVUryXDuewXUW3Kz4FB45D",
+	"r/Zqplk8JF8RexLfnIP1z5uDTr8h47VhunNBpkwwBSYQwFQ0vG5YHSBcoSRi4dC/Xx7/L3r8R+/48Vcn",
+	"b77687tedPY+KFPdBuVUwAY1M2bZPzmxUrP9U9u/f331C6pjhi2RFbx8cfWaJcTIrU2cf1sRnr/dJzbY",
+	"RQRhk9HUDrCJL069Gy74FHdSQ10Lm8vu+d17oSX8LMcBSQ9BKiBkO1jzUmoR2MuWfdJDLY+ij9xeTMrA",
+	"3uYCIEHDsqqfkAatUyy5IDR3/4Kaa3UlDbpqagHMDnWkva9ch0VL9/SOfi1vjApjhAshQs+9exP1cmoX",
+	"O5HKeXH/TKhYdyp2q+2owvBacrc0GkaGLvaSlT1CZXOnFHgBqDA2csXdhs1748SwNl6tYr7Io3Sodvq0",
+	"V/PbzhsDBEJIwTpBXYalfMrHadgp/RsQl9ycCDMt6Nr+cOEMTDRJufBeCrgrdzXVeW8HJbeItYhaHsLv",
+	"BJ8lS/Hto2LBbHLo8psCl+UJbEOUu91ecSS5Erjfve/vl0QxtmpYc1A1E5S/dzS5HJESeMvp6OGnuUF9",
+	"OwyYGjbMNapmjrBXoD0uuHnFJjXOsLdynAci2ykwRJ60NWOkmFIDOtQcQcEqSh9soyX6kUpzeCqQKLrS",
+	"YFGMSn7EMbPksxixhjQ0Ehar57BNTBVTmRjKSZh0oQsKIvUZUUxRQdoQSXFyfXoClpd3PHl/AoPk7uQa",
+	"QlKPdrcJQMQQ+iRL2dCrUdvL96+U7Jv+5Es0j5I45XbhCU92XXY5lNpNbXg8D09tn3hBoH4Zd9C9bhOn",
+	"WohEjZ1FVsQIOYC9+AISYVjwuI1Ct6JzFmJrawwAnTs5CKzm4MXou4DiiHjak3udG1xlKNgf6VDBUfJj",
+	"KxGwKhv2jKOIHHEQ7RmiO8ZcFttWOtF2timzlAlzgMjWK6FVploj2n5HTTw7UO+zON9YUf1ZjtGhE4w2",
+	"3O2GLF8LTLprE3WeuNutliV7lepdK3rKjA+BbsSprJKxnf3gL3noLzLMNPPXjDQ0rVGEMEp+6OCnoSzk",
+	"v8oH3vvNpl5VGWB7GVuLjwKbDmdlFIB1GPQGdIID3T5Jya+5U8v278E3B0YsHxj1sOEaCyimaM4NO8pI",
+	"22pn6DQHPOmgpuCerjj4J0mF698iXKKRaO0jggupepPtKMVSdGLN2dqqx5rFUiTeNYluYEpSfo1sHrOD",
+	"OWQSQIwRsGDHeW/h8ru1Paks++5OOHTvHRpiUhWSDxEJd4quV+yaKZqWhFdN2pjRmMVzhrk5nb63azh3",
+	"drpG0QoDmdybkGQ0EP5KNFkxPp2ZCEwgXFs9mVuRAhzsNE3zKHhXLwE80hBf5VzwgnUHovAUF/sYkbYd",
+	"Xwp2jAK0pV2dPpnyaytZj6WZleLJXdL8baTpgql9GxCtwf18S2eapwE1TCbnVHdkM56ehRyuioE4DwYq",
+	"lbHCx+CQzUdiJBiKQX3gBSCenMAVl20f4bC0hCUZZumGLTkb51J5vZY7vHTe3ruJAyF9CQJ+40xp2UT3",
+	"DokN1TFq7vcVWzqmcUi8lZKLYVhgf+2Mt8RIi6MuAgjwqN0D+1yufnYiYrUUqU1u8s21JiYSCBHstnZH",
+	"YTbUTzy9j4KrtRTHLReoNqzEonqXXIKm2XcLtC9aEk8FPI4ItbgdS2UX2za5qi9XIt8qDMZNvqOIgEJo",
+	"H8OjXkRYqpkrg4BZ3phYbzQBwkzmbOlIj/1iOJYJZ5oMLD4OWp3udnBBfj21l64yceCdH8RXQ+fsoniO",
+	"fPiTtzVA7FCa4DO3m9Cir3Kd0gf2e+sjBJC4aMZWyYIctRIp7FOMZ2x5i27KkmDo/y+Mavb9jYGr2sbq",
+	"xna13bi5NUzokmAplvYfdklQ1aCyriwDlW73kvCz0DqeB00evzBjmNIRSfiUGx2Ro+FRRI669v/69v+O",
+	"jy7I6fHp2bcbifclp1PhbnpT/Dns9o/fvOtFp2d/CvueKoYGezZi7VhS+JSQWO4zqpUo9a4EMRAJ7Fjb",
+	"Cv82Ad82L+a/iGwxBuK1zYS2MxfqV7AnM+1FZmK5YJcQzZ0EmdSwscH6YIPONkNC28IOJ9jLkuSaB408",
+	"2jyQHop+wEEqwSGP93GKUsWWTdnEK9JhP0NzXl4KNwuwdC60oU6nC9rZshqrueEmDX+FP7wrBdBlSvSn",
+	"TCSZstDZd9VI+lAxBBW/vdRgDcUncNKdN/Y3rzds+uydvSdgRoAQ5H3HCOM+wVfvEBTDxXCSWsn/wKgY",
+	"mSZMm6FnL/eQphf2HCpmmAjHUVqGCcz/yEoY7jUr65a9tDr3dWKFN+KwpqFtuZAl9qbzGrb8Dt68Ysb4",
+	"kJi7hvG5cJk8g616ZZEDo+pCcwgK3tJhwTJlKNt2vpfc0A3oYyFYNHs/cdUXGrxaiDbN3nfCTrOXcxHq",
+	"Fna3+xG/Nu4jHLoEqNCcDCNd2mdbdYPWLuU2wUqO8AXiHKVgZMnjOVoXtFd9tjJH9tl3tgjbhhkFAmfs",
+	"ZI4muKJVzpPhSpxsZ7vtNSs1pWN3Th/8Sa4gfRD9gZ4IVukeVagV5XmZudVNVitelqpbvvr+9ffPXz97",
+	"8bx7d+oXUlFeUcPykpxOemkFNSE0Ux1piNMo1eksTF8ho+EWAc9tRAEODDMEBNq/sLUzTc7oNSPUraWh",
+	"/3ScKb1B7SHftHg5F21vxbRrObJyOn6Dee+LLSl0sOGWo/xED2Mx+RWFydqGQfQwy+Be+lYefefibkHo",
+	"PCBsZIKBLccqkzoHLbSMV/3P/vI2Y9br6FBxuypYSuC1mzJJWEKWTDljfbNJg2qDnzFwpDlQ7DzTw3V3",
+	"54jYd/eusJdHlSYWezR/Nxn8N3wziBJ12/2NFZyoLtLfXVBeNhgSu8AoyI0u0aBDkxiuXMDD/RQ1jJUU",
+	"QfKzM+brNqFcUMJvhwK+PxAKRjA8nj9MXUWwHBd+hZA178ZA7EnzHGuXB1C24Ok5h2iFNJWroElul9hR",
+	"H8dlV/CHk7C3Q/nviUEAtJTmKgdy+NAOH67ht17SdsonvHGdVfg4jON4jAgzHB8g1Jzd5Bi2j9sUQ+9a",
+	"1uGsxiNlFQQfuUTTiHzjLONA8Z1dKCKU+PelIu1/n8lMpesOkYoMWv+OzkLIQ6wmH/7bySPyb/i/jWDz",
+	"R9/s9doe6kw/0E9dwp5CvETE2aS2Fqtc8qyQQHChJDiGihXVcvyNHekimce+zDW4tcsldA7A03xx7jZ3",
+	"4G2TYyqjcrHvX18/aQWqIz+7fH5J/Bd59un3mQWok5dU8c2Agm/O9yG7w/JdXtIryNB45RKeDgTv0rU2",
+	"rqdUkzHinSw+YySYCtK5z1yQkBqEUfrhemjZojaI/iFrENenv9F1KmlycHQj+/v26T9lFmnUmkiVuLL7",
+	"Tq17K8d9chqRs4h8/d//+V9NVK1QuKCdNSqMZrjyDeaQH/Kb2psJe6xDBU53sgW85b1MwQ1bv5wrhrXc",
+	"H74sccPLzkluUxm42Md3viXH4VL/gRFCH+cIMFJ0/0GYuzqbYKDm76/kvC4uG1OGIBJ6M2PImy8b1CEp",
+	"FhQVniyYNXgORfHLw4qSXGJoMapI0kW/XJQCATiqUBire6RJJlKmIeoMk6KkCNRSaxCLGIg+fOBIwgcI",
+	"0iNtYbk+hoMtlmbdaWRF+5SD7Q4I1bpy0Ti1KYQBa15u/Wxmsy3soDV5Lm62I10NZPGJh9iQ5kjDr65U",
+	"aQ7bR7oS3KLR0oqhLxCbh64uKDKz4pp1uuQnCBxFYzBWyLFvY6zOb2w8k3J+DDTJZIph3B9WAQfDg6kU",
+	"MkSZqVECjq9uMqxkFRYmqgdLTdvWOIxZDgu/8X6jQWOKKjF2YBvnrNbqCoZFRFtCF5EEqtFNKE8jrKMN",
+	"UQrUF+zr+zSJCNJ8h3A+ESmK+PlfyoExCQpKIS+5OlRO9IFqjYSszfQJfxLV064spHp7VQApEjMcttXh",
+	"LlZ9PpBh/Aa17V28GkJ83qLLxYvZ5ZKzXq9P2A2NTZqXfQ7c5EBsXWWX/CrmAuLZisJOLpwVI97cUcFH",
+	"2qpbY5oMfTenDoa8LuhNeS+nQFY3fgm4X/cziKJFQcmnuv8TqH3vXKXNvoBi884u1uwLKOyOzjG1bvYJ",
+	"VkW3EOuLf+//BuuEhzWxgl5vex5KdfYOIf7rGtKPMdk46JHGiCUk/pa2Cp/661qTOaQiii0l5CWbmZLZ",
+	"dJZnq9vZGqZDOki7t51UuFQ5e89Ay7QVJM5bLIGiUNQTNyR5HjMK4ta5gE2XN4YZmP4MllLbE2j7TgSW",
+	"I4ILpcn+N90T7lZLx/JmJ2B4h2bFuFKqQLxJbng8y4sAlMv4en5vWb2fmjhW7psQWgiZcW2kWpN2TJdL",
+	"rAFa8tBevf7+5fC7F0//Y/jk8iWUzYvIFGQ6V3aOq3yEJVUGyGSnX1SGxaoFaN7zdAmcnQlPoNwBgwyO",
+	"AO2z15dg47s0rYwDP8rJxP0onIztLWOlw6JpahnGZLJtIYtaN8f2i+NrqkBUt58W1/BDMUjx4yUMV/z7",
+	"hR24uL1AI6ex+/UgwcOx0E1G/1ZLUQTigxgGJUbswWtm0Rob4/keYHDM2AgvIobdmEJUK16yrMqeR6d8",
+	"gtAnK2rZbw47OB9q7P/5GkYA/fGPGn3QLsRKe/wPZuEAd+RJFPT7ihmIiO28toproocgHdNltNFfEZqf",
+	"cVNTMdOoTOQZBzUd1CxJKZeTrwtgqKJH+1vyF/4dGa/zqC+f3hJnUO4Qowj2aLbu+iOEHXd05WXX0Y9c",
+	"v71zb5R7KqnQtDrCLXPA7xj/CsJl4R9CS0ouTG5k8dad+V2qxHDtWsWcVpMwiFHrzv2VCvz0q2Psr1FR",
+	"71e8ZS58g8T27eSYbkOz8HYWuQeu3Yngm5nkpduugz9ISggAGjZ51EyTGaPKjBlFScCLOK4EjF6LeKak",
+	"gKJxFhZdM5o8EyLQaungZIvobjkQUWtPYoY9hxeFdnxg5wRQcX3vyUkhF9nTKutnyFsibC0XUu8Gol1o",
+	"jZ1QtdkvGtRhGlQJcMLqzZHG6+vCe5Wwhzsm2dibrHHLWNrQ3CljUX6vSwaGrFtGqf56jbTiwBbStDdg",
+	"00lPGivb3By733VXe3Wuvq1UXdWcotgGJovJcq4gNWQi01SuAE3sPR5p8lZyAfIbZBae9nq95kVsCskm",
+	"kL6RFw0Il0F/4h5jXbWZXAUK1YQZ7Vvk6/sW5hJFU9agFGJBrosKC6GSnt5h6DwlmiToxsxbKBTHbcVU",
+	"X6ubYPC9EyHKh33YWde5EYsiDuGzDiw8P3XSxv/k7fE6Te/h4JowRWMbNHgqpmcEtH1huMgcc68EUuCG",
+	"C2AqFQh90yCrtyhv0fKQUIfKtY74z8fVvqNFbtABXnsUhoZyPDDusJo+dbqAAuRb658ouQhF21NlimLh",
+	"UFNrO6C6qcRc22mJUG2BD6oblkGZOr/giupwDb+l5MIcxkDgrF7a70JomcvGNelK9Sv1W6ldq5GBemZW",
+	"isTThTqULqS4vQJLFBZ4EHLVaX7cKy4SuQrvAJ+RWAIBREcS+nXsIlwEOBj8XI+6/KpL8DPrBSFoA5Td",
+	"MnxcecsBGJxCfm07wRmvKKAO7oHSQ+EzyYOvgsolMOGiyCga6aDuGdBMmFbOmxZoK3KXdk3nmlr5nhUg",
+	"HzrAa3vfBYgxQyPlMKVqyiJwS6CXr+liUoqlbkKJwS+ZiplVX1hehdXrVkd5/wOwfS54mnIXnRj5sKDz",
+	"7iPyr+g/WfAkSVFHQuPmVNGFu6Uqf3FubfcsIE8tH/UaJkksHz9q/ObjRm9uwLddCk6DQ4RAWc53XDQ2",
+	"UHIlbD03larIA+JGu/p6NS7J5kUBnXrRFOQoQhzUPQWDDWk7t2fZv5k7PTfdmp2IUCfcAk3zhmrXvKRp",
+	"r8tbl8vC9oHzlt95KT/P5evh0KEre41+Gmee2YC+bV6zkWYdpCSYsIaH7O82pyJ3JBs/4K3lHov2dru4",
+	"kq+zKcAsuMg205F2GyRueVNuou08yvoL2qn61bIVDCrNFDfrKysKOPGIUYWCCcgHYEbGn/IBLMC33r8H",
+	"m91EhtrBuDx0QFXN1DWPGVT5ktpMFbv62y949a4PEtR7AqQHeugCoajXMLsD8QQqaPqSxi4bUCRWO8x1",
+	"gYvchM59fyFdlCoGBTgCBRYnHEDckNMsoZZXHhby66tfSNuO6nH/ylCRUJX4ABONVndf8stbbgYCKhUV",
+	"FWGcMkIN65Irxgj0yVwqaWQMPTKr5WLyBwMxEFBOAB3vr354Qh6fP/oTcVn9dphsAefRhq59MfCdE/f4",
+	"q7daik6X/ObdOOhVGAjQYJCWCXL58hlapCLn8Tq5PsXuXYKxRJORs+/9AWP3yXcAA2SQ9Xpfx/Ah/Mlc",
+	"zyNXq6BV1CBoRa1rprQr39A97fZ8B2C65K1+6+tur/s1FgeZAeCdzKAi+x/QggUFdEtHYP5nSavf+pEZ",
+	"V7S98HTCl2e9ngt5My4MsXwsb12nXBR393Y/wBkAuje0z2W3gjOt/u9vopbOFgtqOQnIkj7tlmuSgQZo",
+	"6BScV/lOdOuNHeREMZqsd+71lX3j42wVpoaE2Ue9r3fMV4a45vP6ihyBiZ9LQ5SbfM9RJ9TQMdUMK63R",
+	"eJZ3YsPK/chSa8//+vSELvnxnK117SX8wrW5fPnsL/adB7wHnAJSdwJHgsWd52xt+dW1nEN/HHCwe8Hh",
+	"fdQ6753WzZIv++RXQR1OYwnSc7zb3R/9INWYJwlzxdRctMC+r4orLl+b3SIQHnvqVoS7dj3s5pifzBaa",
+	"pddMd7rkMllwQXQsl6z2Gq3GpAPXht1A8VRbkQ+P8M7ze7wynAgvreC4rjDQBricPsjcSQhi3CMHGL39",
+	"t/UdTbwF+MPB0vlpgy9eS/mLVeTgg7OzJutyJBhY0N1BFs/SM0woCmqKdoQQ5MJ1HhQg0nUz0N2gQFDm",
+	"HOUoq1Bvg/QrwPwSSFdg6zxQfAJJxYckDue4jt1fPJfmB5mJ5KNdKB5M6UIb0xqq6IIZ6KT0+7sWt6ds",
+	"ZRdvnOyjobJKB6ISTm/pATtbxb5xIJI3o6vlUD/CGw/In/JOebXcyS7y9qB2H1wFZdhS0oNbU3Gd5fb0",
+	"BQbC8Z68m7P1Tvx7Cr//mFdf34N9+HpSoRWULFPKBfnLn08r67SPwa3wBVe3cXUhoVzJAfca1crT4du7",
+	"XzQJochr1+rwLvf7OdzWC8EOu6gNirp9apto4ptGlnrVg99xmxTPc8kvTIsPSrx7/yZqOdvXho/QBe9S",
+	"WFW0AaiA2MnCVYouOq+DsQEi+A1fMNL+y59PO92BuAq0wSQj7Nc5Ikqu9AVZSMUI/kRSZvDfzgwPlmew",
+	"n4wzvR4IO71iLvQELGvYaJMLYg8+TVmKqnsVUV5mBaLcv9zsu502Epk/OGp+EZXvxIeZIRlUgB65Kulg",
+	"pnNR3FxvIQdiBCuXJ9vNrMutLGvFoZ/8Sw9pOSk13KwVitxqPwW5SLEp1wbiO/JVFYddtPDcPOiTd5ae",
+	"NpCMfsrDEBsLR1/EnVpxZ/cd1Us4tbdw75Dvm8OGSeqdIf/zEXj2XdWGjBOapnjF5f/WiRuXUOcjj6jI",
+	"hY8ROrhHZMqsBFFqBjvCuh7//Z//NfJZ4lvcvgw098/wSx2APzDPvwWkfuH/dyNfyGQgFG5GxZQVLrxb",
+	"sR07Y4aBZbdFI1kX1FrKAc97DsdWKE583zcDoQguALAon+RaRUNcpFwyYb8cCCg1kWSFLENe2bVbab8U",
+	"AwUj+gGsQJRKSBuEw4JYxhkX05BUDqOxT4y+R1jGz+0HN/OFq29ZkO25bNQdiLmKM27ys6MiISmfGFfn",
+	"I9PQcCSG6loHoow01LDjoljUvWLO08xqxLBKFzWH8mU5D5jEVClQzlcSXfMGsjTblnlBfkiaRAOhlzS2",
+	"67STG+jx42nFcf5RJyJa+vhypUlMBdErbiAd1Sm1cmX12ZgFsQYOw4H0le/M/xBsbqMY2HvH6z4BJEX9",
+	"yyJqUSTsU2d3B+P1Z8IflymNXWh9pc1/BFnGHrNkCh5eAr0b8tx5LBjn0G43TfB9qGpV5J+xT1TIo/H3",
+	"jKl1YUfzaWbN4NKXrwmPVRTRaDRYJasyPGKpheo9rM8l0NXaCLdCe2vSV3S1Ka/Pw7SzQEmq3GS5eT6+",
+	"5ubh2wkXanU9wHykal7tcUmntYtwbcNqzuHrs2ozn97x4zdfBSsEho8Y+weWBy86vvRKdYAf7avBZFnU",
+	"g5FX3+AtQFityofHd2ty+FFMc1xj0FxkuUCewlMmI9hy9n0d5z/rneb1GHxPrwsfGDuas/UII/pKvTHb",
+	"PvYuKmzfUV6MrTMQNIVQHwzoj8hZr+enwB6aIC2Myh35+tApcNQlv2EU20CMNrqOjohmTJTrMOY59aU+",
+	"pl56abtzJWfnZNaBJQxEvk3sTk4NGCtdMbnwgiKymlHDsCaAdvV3/CoHYuTbFI6cDgCugbyfYemgMCTG",
+	"5Vt1ihajG6czEG/lOCJTfs1cBAI2V7Prg5jKhIxpPI/8gl0TRn98AVEJGz7+DKlGh4mMpQuAIuVvHkbC",
+	"KjV7/rB2hErf5m2KcFkAfAWevesXqmKF2uO6Pu0c4tnzt3yjWVr0tgz1vwT6c59BRXt26Z99MZTcAzXG",
+	"wwQZzwW7bxDhkhx3kjeXCdPlS1f3i4tc/4JKtBcwPBcoREL+IhQpQrhczWTKsClzt54U6NaDoTL2hv/w",
+	"mFxu574DzElbKlKm851o64S/oML9oQK6DU97pNfroQjNBXYzsgr8ggmzB0uwxVQ9mryGsuhV7+TCwoKl",
+	"p56A62qCM3JPHNnlKHhdeiDgGzsHEwkVBsoJjSpNzCGmzy1sRBLJdJ/QIh/BqnXlurSWqUsRswgyvvJY",
+	"ASgLYZxUAdUIfHmN9iSl0ylLyAjnGDroZMnoglDinoKkQDgmShsK8f4CcpUhxiBCa2enS0ZohUxG+MjX",
+	"wbJfuydQwGwgypv2McgXZLSQio2IpmtdHCzcpGILsKdCbgH2BcYKINwQrgcCqmZ0yaXPc5vw1KB51JVV",
+	"6xMaW2pZWhE25H43aOHLg1afvHONcVHGef8+KOU8gZN6QNL2XZbOc1z/sNQNp66jbFAzEqQNbMXv7vRT",
+	"J2IfxWALQBJ5EmSFsAQEahPPsIhfTjBQPQB4tygHwLiHUuV5h7cgVC4d0aKvb6lXS7fsPJzpgQDCVUOd",
+	"YDFInLrkElGrpKDkkq3rqa9JyibGKm72YNpyQrRr369nVKGzA0RepyTaJQEe26UklsjUUYmB2E0myC2o",
+	"hNPkbkEmoJ7MFyrx2VCJ3uP9XzyRYpJyTJf8SOZfSBaupyp12H0LIuPTCeoCRVDPf0hB+yk2V67xTXgN",
+	"9p88OCQXVTjISmN5gyKlLxmEklbYCneQDcZq709bec7Apvh5uB/QD1hnDrysF2S5LsGvc4dfbAu1eR14",
+	"FGsHwsu1VCl+bfnRee+xq7CTG+K8hcWnjO+U8R4YwnfANqET4zLbHPv4tN3inwX9xHstSyVQ+NRg26oc",
+	"qRpQxpNyBbJdTrInRbWmBr6yL66Th3adfBaEP1TEbr/T5X7IfV6I8z4ofhUlfvJDX2GF0YeQi6F03Ss2",
+	"+dBCMcz7/Y1hViQLBnS7Z7cXhB+cJH8W5j48R9ShITGlrkZsG2pzAMsHAzdLyFnvrFPGHVfRcpu6l7qY",
+	"3K/Qs1nKdbN8a7i9xnajFKwApemCDYSrll8ECZYbeXRQCMrrseO03phX0BlIqgCHQlAgKjUheKjwp1J5",
+	"3A+Mu27aS8gIC3vo8NEX3L1z+JJUptLEogZ7G2GpYkvXbOy+NZMC3wLadKmMJzaEGtn/H9pljooAB3A7",
+	"OE87xjZSjCkgbaqJYrFUCUugsSzamOCD0YWrBeorT2GArO9dMWdL0x2IQq3xgqyrDOajKQpx1nVUChnj",
+	"Lsj52RmO45YI3UgmdqVTVMryXbB8Cb4hxpyxZXerGlFEBhikth4INCGqTAxaYQuZfc0rWQ/iIsQpPoKP",
+	"cIdiFxVqbzll+58nkPKflHRlAixnrs4c6I72+sAaB0GZERIDSuKZ1ExskbE6TRJQ5CGImAuxKkjSTqp2",
+	"pIuYfAjZjIjvURgNREGOwDi/laNsUd1SClAxtQsagoCiEYoqMvWzWFFkIFxP4YikXMxZQsZrMoKTGMrJ",
+	"qGy4KShcLSELUxeViQcmLvbePnDhnh20xV33F3ryWdMTbNzg7jIqm36XrlWYICzhmNvPmtEX7y28V2Xe",
+	"O7hanxon/WIgvTNU1si9JZHXgqTXGTV0pgNIrcquTaCz1GFglxn1Ki9d38CKusPOib2umzfqfVBLZ6mt",
+	"ejCQbCxv/udYOsG3tdkeIu/VAOUKXTxS1YTj+8Tf2gJaH65+VtLmsB04T0CyWc2YmUGgNlnJOcsjvdub",
+	"ncL93xOpBiJP4QBRBpNy1m7kTpdc+kkgUDf3VzlTjR9JG7qG0DYIISscgly7HhbQv00XPSzKslSZ3YSE",
+	"pismkivfZ+JBjDxF5/5GgtPZ/c8cDFp46nuXfJGePgvpyd0XoZs4EyYN21zHd0fayXPgpX8ujuP7RQVw",
+	"4Cc08PzP4Ti+fL6zbFV5z/272ECp3g10f8NXHhAAYIbdNYdcYxivePgAk49fgWhjYWjj3Ap/ccecIz3+",
+	"u1SFqC6g6W8uT/Vhz75On4Fl/k8IaDrwFu+5/I3zjJkZC8M5WTLlcu8igr2CFKNJOZTdpcIaeyYD0c5l",
+	"KhBRi6RB6G1tgYZjJX2w8b9UbMJU3z7JlPgz8AGajqwgmbdnPOudlwrzYCt0keQ/wTq5mPYhX9ByQNif",
+	"a4ZAIT/HNdPOFkwPBB4lWVF7xOFqfR70Dztq3MyDZevBoj5C0Z+GaBqsSwYdH7EzOtaDsZyFJaRdd/Od",
+	"CyIkXLKF/hmjiatNh+8zEbNj75fcmm20MVi3IoFsBgW9/5JrdG+lvB3xKKoUQRSiv/g2oGHkUDAiXBxP",
+	"Uj6dGewCDvG6ncY868RUWufsZF+lLjuN5FbsE6PDkus3FcH1/PxjCq6ljdXFhUkuDJBv3JQzSHnq7Hol",
+	"uw0XBFasAU/lghsDpoXPKikfWyDlmyztXooSk2tPmcnbv5EZ1cR1KANOYc+g1Bnsvliwg2VFDTtGt9BO",
+	"2fcVVAiH1x4QjvJZdsvAhS/rkyi9WVrNvvqmpeNuXHkzP5RDam8WkpNrb/ilbFdtMc7iAvOA4/zQblGF",
+	"fMd9PQCm1IlC94Ejn4/a0ggH71dZ+VmOXckfblyMkF3FEFbRJ+/QlAz++BWz4sX7ESSd+4Q6pALw5UCU",
+	"PtV98nu3231jhU9aBDRJEaMcM2frIw+gLm1vhBOMMHxQkzYQpoFwL3ED69QRoWlKEjYG/6RL3OjUKB1V",
+	"KL5//SEf/yPoEIcjzxe5/C4YeuniWh08WjnIdbuacJ9EBBiQQzDo+dBb1WfKjjOlzWg/h/U1tnaLM1f5",
+	"Ww9pznWT7BZm/IIjMl4Dnn4KMo1fVMVgn5/Z9mE3FmauihJoX+qI3110yWvQtV3bXChNte7U3Vu91FJ/",
+	"MfePEHVkt4C6f36JZR+G3a+w4nNVLV01PJ4TGiupvd0UC6j51pYXucMcpAY0nng4oyIZCBihPfI/Du17",
+	"o4gUP9gXRp0uuYQsSUoSuRLQCkWKFJu8LKQ2UPdVmIFYcK1Zgguzwk6NSFIB0QfwfrvhP4JAciBifJFG",
+	"7sFKWK5h3pTdFdFQ4ai7IkLju/XDtaYswjRwli+xGl9iNe41VqNcAQdUzLzwy84ADm2oBZON4I1dtmCn",
+	"EDifnS/ZifVfnAkmr0DlYhj/YErqTr/o/T5eF5UF4pRq9K8tmbK8hadMu+G5gp7ldh0kdwsOqSHHVmRS",
+	"Bv7RxwpYvqdBTNO0FA4WSGMEX6PlbL6UTVG+C8scJJ0uecVoMhAQmblk6tgpNkqmaeZb5IcYMaHLJROJ",
+	"0/2pV4hwO0XQP9gflDR5q3NYWB42oaGwJBx5Sqe6ki00Xjv1yg+OaUE0X8Ec9TM4efs3OX5MUqmdVJBS",
+	"bUqrQh/tReXs7Um4rVOcdqrowr79bX7DFhISmY1TKB/rfLTn3UfkXz1kQA4muaZpxrrkR37NBmIjLXME",
+	"9vARZja4TIlRl7wuwIprq2aC3HF2PkPTuvv3o17PG0v0BRmztRRJRM7PzkKCyI8lY/2HL7F9+4LYG+FE",
+	"ckUmVEER2aJI7uksKh9Sp66GNB5p40U8dXhXV8p6xRMzw852CKjFghawoJRZSDvVtQvCy7vNgh46ngvh",
+	"pE6uY4qzoriXI4cuwumzcnUVHsCIMKWkQhsatL1wziy4X8CFI43ZQpstWiR0C+cLFva+VtvFv2uNGVVM",
+	"tfq/v7G3iLSzrtGko6xAa+FvjVWwEhlnC2ZBbmbMsn9yksqYpjOpTf/b3rc9komEKTJa0DmzqskIIDBT",
+	"aavfOgF1yy3zXbDOaERSrk1EuNBLFpvIRezn5dsgZAW8DA6OIZZtG0kuy1HYF45Ta7KyqypHNJeH8uw5",
+	"jHJlTnYMDIOJBJBPR8TBk8bEL89SjnQ5N748E3D8GtSudgdy3E5lIh+2vOa808H2YC+Z4jLhMRo5pCCU",
+	"xEqKiui+UWY/NAz44bdjAUIxAFERIRQhT8VU/o5r5lKJjCqT+tC8TzbapqKUAid57NC+lKFXGrFi5QzQ",
+	"cUZTA0ulCRfMST++A39pnFKvawu2N8fuZoDo2d3VVyy0Aj9LCNXkylCRUJWQ39zHBN8cM90no63uLiPv",
+	"n7g+jUbkq4EYU82+OW//9NfLJ8dXP12ePfqmDYZgnpCvyKDVHbTIV0AAtKGLZem3sUzWnU4R8O96xfoR",
+	"jxMWy4QlZElVLk4W1KXcJA37cVxYWRClWvyBKNfZZSDyiocb/WtKnW4gdshSDe+gt1JIXu6Qa8KEpYbd",
+	"gXDiNfaHNsfAyI6tPFc6L56M7ONM8L9nDKQhJ9qFxA+VCVfmYWdz3V+3BosI6067Fn2G52eQDj/8euie",
+	"DU+Hjya9+Iw+LtpGYLRTiefnq93Zd3dvD41fBb9xQqMuCl/4wssrquGgWXJBFHvLYnBf4WtSgsgCwqTA",
+	"Fik7V5oD0s4FNy3ZtK3HSOXa9W4AigX3QdbrfR0jdMLfbFQCoL1Lz1896KzfPFztj49UzNJOjVGhtSIU",
+	"ciaMz3Shf2eh0NJt5a1vQQszdorKdcjwQbuxzO6iTEpAH9QDMStXSrLqE8OqNy6AIC6VYylIVrmujJEu",
+	"KohwQHKQ2h5vr/oV1lV11eZGkNR5DEbVEWlT8qj3tfM8V54YKTFSqiTTbZ7GmkjIkfLBtNiqWrokVl9y",
+	"lcRSCBaDzgwN7l3uYU5SXOFXXIXVJeRk0m1tSGpvtmzfUM1igu7tiLx8cfWaJV57Lcj2r69+Ie3NEhbh",
+	"CkHv3/+/AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

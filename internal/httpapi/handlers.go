@@ -323,6 +323,34 @@ func (s *Server) RetryJob(ctx context.Context, req RetryJobRequestObject) (Retry
 	return RetryJob200JSONResponse(jobBody(&d.Job)), nil
 }
 
+// ReplayJob runs a finished job again, in place, from a chosen step (docs/protocol.md,
+// "Replay and rerun").
+func (s *Server) ReplayJob(ctx context.Context, req ReplayJobRequestObject) (ReplayJobResponseObject, error) {
+	var state *json.RawMessage
+	if req.Body.State != nil {
+		state = (*json.RawMessage)(req.Body.State)
+	}
+	d, err := s.eng.Replay(ctx, req.Id, req.Body.FromStep, state)
+	if err != nil {
+		return nil, notFound(err, "job", req.Id)
+	}
+	return ReplayJob200JSONResponse(jobBody(&d.Job)), nil
+}
+
+// RerunJob runs a finished job again as a new job linked to it, with its input or an
+// edited one.
+func (s *Server) RerunJob(ctx context.Context, req RerunJobRequestObject) (RerunJobResponseObject, error) {
+	var input json.RawMessage
+	if req.Body.Input != nil {
+		input = json.RawMessage(*req.Body.Input)
+	}
+	d, err := s.eng.Rerun(ctx, req.Id, input)
+	if err != nil {
+		return nil, notFound(err, "job", req.Id)
+	}
+	return RerunJob201JSONResponse(jobBody(&d.Job)), nil
+}
+
 // HeartbeatStep extends an asynchronous step's lease.
 func (s *Server) HeartbeatStep(ctx context.Context, req HeartbeatStepRequestObject) (HeartbeatStepResponseObject, error) {
 	ext, err := s.eng.Heartbeat(ctx, req.Id, req.Body.Token.String())

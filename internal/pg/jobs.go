@@ -59,6 +59,8 @@ type Job struct {
 	// the latest its debounced inserts may push it to (nil: none).
 	DebounceKey      *string
 	DebounceDeadline *time.Time
+	// RerunOf is the job this one reran (POST /v1/jobs/{id}/rerun); nil otherwise.
+	RerunOf *int64
 }
 
 // RateLimitUse is one rate limit a job draws from: Weight tokens of the bucket of Key
@@ -94,7 +96,7 @@ func jobFromRow(r dbsqlc.Job) Job {
 		ConsumedSeq: r.ConsumedSeq, LeaseExpiresAt: r.LeaseExpiresAt, LeaseOwner: r.LeaseOwner,
 		AttemptedAt: r.AttemptedAt, CancelRequested: r.CancelRequested, CreatedAt: r.CreatedAt,
 		UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, ScheduleName: r.ScheduleName, ScheduleTick: r.ScheduleTick,
-		DebounceKey: r.DebounceKey, DebounceDeadline: r.DebounceDeadline}
+		DebounceKey: r.DebounceKey, DebounceDeadline: r.DebounceDeadline, RerunOf: r.RerunOf}
 }
 
 // JobInsert is one job to insert. Nil fields take the column or handler default.

@@ -38,10 +38,10 @@ export function at(iso: string, now = Date.now()): string {
 }
 
 /**
- * JobStatus is a job's status badge; a runnable job not yet eligible (a delay, a run_at,
+ * JobBadge is a job's status badge; a runnable job not yet eligible (a delay, a run_at,
  * a retry's backoff) says until when, since it is not waiting for a slot.
  */
-export function JobStatus({ job, now = Date.now() }: { job: { status: string; eligible_at?: string | null }; now?: number }) {
+export function JobBadge({ job, now = Date.now() }: { job: { status: string; eligible_at?: string | null }; now?: number }) {
   const delayed = job.status === 'runnable' && job.eligible_at && new Date(job.eligible_at).getTime() > now;
   if (!delayed) return <Status status={job.status} />;
   return (

@@ -113,6 +113,7 @@ type Job struct {
 	ExtraRateLimits  json.RawMessage
 	DebounceKey      *string
 	DebounceDeadline *time.Time
+	RerunOf          *int64
 	Placement        int
 	OutcomeToken     *string
 	OutcomeStep      *int

@@ -112,6 +112,7 @@ type Job struct {
 	ExtraRateLimits  json.RawMessage
 	DebounceKey      *string
 	DebounceDeadline *time.Time
+	RerunOf          *int64
 }
 
 type Queue struct {

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api, must, type JobDetail, type Signal, type Step, type StepBody } from '../api';
-import { Fact, JobStatus, Json, Notice, PollError, ago, ms, useNotice, usePoll } from '../ui';
+import { Fact, JobBadge, Json, Notice, PollError, ago, ms, useNotice, usePoll } from '../ui';
 import { attemptSaid, errorDetail, errorMessage, httpSaid } from '../attempts';
 import { Family } from './Family';
 import { Gantt } from './Gantt';
@@ -139,7 +139,7 @@ export function Run({ id }: { id: number }) {
           <a class="muted" href={`#/handlers/${encodeURIComponent(job.handler)}`} title={`Handler ${job.handler}: its charts`}>
             {job.handler}
           </a>{' '}
-          <JobStatus job={job} />
+          <JobBadge job={job} />
         </h2>
         <div class="actions">
           {LIVE.includes(job.status) && (

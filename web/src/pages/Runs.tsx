@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, must, type Job, type JobStatus } from '../api';
-import { Empty, JobStatus, PollError, ago, usePoll } from '../ui';
+import { Empty, JobBadge, PollError, ago, usePoll } from '../ui';
 import { navigate } from '../router';
 import { attemptShort } from '../attempts';
 import { MatchingActions, Report, SelectionActions, type BulkReport } from './Bulk';
@@ -260,7 +260,7 @@ curl -s -X POST localhost:8080/v1/jobs -H 'Content-Type: application/json' \\
                     </a>
                   </td>
                   <td>
-                    <JobStatus job={j} now={loadedAt || undefined} />
+                    <JobBadge job={j} now={loadedAt || undefined} />
                   </td>
                   <td class="num">{j.step}</td>
                   <td class="num" title={attemptShort(j).title}>
