@@ -69,7 +69,7 @@ func (q *Queries) JobReplay(ctx context.Context, arg JobReplayParams) (JobReplay
 }
 
 const JobRerun = `-- name: JobRerun :one
-INSERT INTO jobs (id, placement, queue, handler, priority, eligible_at, input, max_attempts, key,
+INSERT INTO jobs AS n (id, placement, queue, handler, priority, eligible_at, input, max_attempts, key,
                   concurrency_key, rate_limit, rate_key, rate_weight, extra_rate_limits, rerun_of,
                   created_at, updated_at)
 SELECT $1::bigint, o.placement, o.queue, o.handler, o.priority, now(),
@@ -78,7 +78,7 @@ SELECT $1::bigint, o.placement, o.queue, o.handler, o.priority, now(),
 FROM jobs o
 WHERE o.placement = $3::int AND o.id = $4::bigint
   AND o.status IN ('done', 'failed', 'cancelled')
-RETURNING id, queue
+RETURNING n.id, n.queue
 `
 
 type JobRerunParams struct {

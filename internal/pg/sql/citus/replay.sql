@@ -36,7 +36,7 @@ SELECT r.id, r.queue FROM replayed r;
 -- the new job lives where the old one does (its key's or concurrency key's placement when
 -- it has one), with the id new_id drawn for that placement (JobIDsDraw); the clock is read
 -- in the SELECT, and the wake-up is the caller's.
-INSERT INTO jobs (id, placement, queue, handler, priority, eligible_at, input, max_attempts, key,
+INSERT INTO jobs AS n (id, placement, queue, handler, priority, eligible_at, input, max_attempts, key,
                   concurrency_key, rate_limit, rate_key, rate_weight, extra_rate_limits, rerun_of,
                   created_at, updated_at)
 SELECT sqlc.arg(new_id)::bigint, o.placement, o.queue, o.handler, o.priority, now(),
@@ -45,4 +45,4 @@ SELECT sqlc.arg(new_id)::bigint, o.placement, o.queue, o.handler, o.priority, no
 FROM jobs o
 WHERE o.placement = sqlc.arg(placement)::int AND o.id = sqlc.arg(id)::bigint
   AND o.status IN ('done', 'failed', 'cancelled')
-RETURNING id, queue;
+RETURNING n.id, n.queue;
