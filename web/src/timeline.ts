@@ -9,12 +9,14 @@
 //   an await                    awaiting a signal (or its timeout)
 //   a spawn                     waiting for children
 //   a retry, any failure        backoff
+//   the end of a run            finished, until retried or replayed (the next attempt is a
+//                               first attempt of a step at or before the last one's)
 //
 // A live job's last segment runs to now: executing, awaiting, waiting for children,
 // delayed (eligible later: a delay or a backoff) or queued.
 import type { Job, Step } from './api';
 
-export type SegmentKind = 'queued' | 'slot' | 'backoff' | 'delayed' | 'await' | 'children' | 'call' | 'running';
+export type SegmentKind = 'queued' | 'slot' | 'backoff' | 'delayed' | 'await' | 'children' | 'ended' | 'call' | 'running';
 
 export interface Segment {
   kind: SegmentKind;
@@ -41,6 +43,7 @@ export const KIND_LABEL: Record<SegmentKind, string> = {
   delayed: 'delayed',
   await: 'awaiting a signal',
   children: 'waiting for children',
+  ended: 'finished, until retried or replayed',
   call: 'webhook call',
   running: 'webhook call (running)',
 };
@@ -68,10 +71,15 @@ export function segmentsOf(job: Job, steps: Step[], now: number): Segment[] {
   const gap = (kind: SegmentKind, end: number) => {
     if (end > cursor) out.push({ kind, start: cursor, end, label: KIND_LABEL[kind] });
   };
+  let prev: Step | undefined;
   for (const s of steps) {
     const start = t(s.started_at);
     const end = Math.max(t(s.finished_at), start);
-    gap(gapAfter(before, job), start);
+    // A first attempt of a step at or before the last one's is a new run: a retry of the
+    // failed or cancelled job, or a replay (a backoff's next attempt counts on).
+    const again = prev !== undefined && s.attempt === 1 && (s.step <= prev.step || prev.outcome === 'done');
+    gap(again ? 'ended' : gapAfter(before, job), start);
+    prev = s;
     out.push({
       kind: 'call', start, end, outcome: s.outcome, step: s.step, attempt: s.attempt,
       label: `step ${s.step}, attempt ${s.attempt}: ${s.outcome}`,
