@@ -257,6 +257,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/{id}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a finished job again, in place, from a chosen step.
+         * @description A done, failed or cancelled job runs again from `from_step` with the state that
+         *     step ran with (as recorded) or with `state`; fresh attempts, its history kept.
+         *     409 for a live job, a job with a live child, or a key a live job holds; 422 for a
+         *     step out of range or a state the history did not keep. docs/protocol.md, "Replay
+         *     and rerun".
+         */
+        post: operations["replayJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/{id}/rerun": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a finished job again as a new job, with its input or an edited one.
+         * @description A new job with the done, failed or cancelled job's handler, queue, priority,
+         *     attempts, key, concurrency key and rate limits, and `input` (the old job's when
+         *     absent), linked by `rerun_of`. 409 for a live job, or a key a live job holds.
+         */
+        post: operations["rerunJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{id}/heartbeat": {
         parameters: {
             query?: never;
@@ -818,6 +868,21 @@ export interface components {
             schedule_tick?: string | null;
             /** @description The debounce key the job was inserted with (absent when none). */
             debounce_key?: string;
+            /**
+             * Format: int64
+             * @description The job this one reran (POST /v1/jobs/{id}/rerun; absent when none).
+             */
+            rerun_of?: number;
+        };
+        JobReplay: {
+            /** @description The step to run again from (0 for the first), at most the step the job ended at. */
+            from_step: number;
+            /** @description The state to run that step with. Absent: the state it ran with, as recorded (the job's own for the step it ended at, null for step 0, else the request body its queue kept with step_bodies "all"). */
+            state?: components["schemas"]["AnyJSON"];
+        };
+        JobRerun: {
+            /** @description The new job's input (absent the old job's). */
+            input?: components["schemas"]["AnyJSON"];
         };
         SchedulePut: {
             /**
@@ -1932,6 +1997,74 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    replayJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JobReplay"];
+            };
+        };
+        responses: {
+            /** @description The job, runnable again. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    rerunJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JobRerun"];
+            };
+        };
+        responses: {
+            /** @description The new job. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
             422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
