@@ -1626,6 +1626,9 @@ type ServerInterface interface {
 	// PutSchedule Create or change a schedule.
 	// (PUT /v1/schedules/{name})
 	PutSchedule(w http.ResponseWriter, r *http.Request, name Name)
+	// RunSchedule Run a schedule now, outside its cron.
+	// (POST /v1/schedules/{name}/run)
+	RunSchedule(w http.ResponseWriter, r *http.Request, name Name)
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	// (POST /v1/signals)
 	SendSignalByKey(w http.ResponseWriter, r *http.Request)
@@ -1893,6 +1896,12 @@ func (_ Unimplemented) GetSchedule(w http.ResponseWriter, r *http.Request, name 
 // PutSchedule Create or change a schedule.
 // (PUT /v1/schedules/{name})
 func (_ Unimplemented) PutSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RunSchedule Run a schedule now, outside its cron.
+// (POST /v1/schedules/{name}/run)
+func (_ Unimplemented) RunSchedule(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3092,6 +3101,32 @@ func (siw *ServerInterfaceWrapper) PutSchedule(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
+// RunSchedule operation middleware
+func (siw *ServerInterfaceWrapper) RunSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RunSchedule(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // SendSignalByKey operation middleware
 func (siw *ServerInterfaceWrapper) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
 
@@ -3371,6 +3406,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/v1/schedules/{name}", wrapper.PutSchedule)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/schedules/{name}/run", wrapper.RunSchedule)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/queues", wrapper.ListQueues)
@@ -7640,6 +7678,125 @@ func (response PutScheduledefaultApplicationProblemPlusJSONResponse) VisitPutSch
 	return err
 }
 
+type RunScheduleRequestObject struct {
+	Name Name `json:"name"`
+}
+
+type RunScheduleResponseObject interface {
+	VisitRunScheduleResponse(w http.ResponseWriter) error
+}
+
+type RunSchedule201JSONResponse Job
+
+func (response RunSchedule201JSONResponse) VisitRunScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RunSchedule401ApplicationProblemPlusJSONResponse) VisitRunScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RunSchedule403ApplicationProblemPlusJSONResponse) VisitRunScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RunSchedule404ApplicationProblemPlusJSONResponse) VisitRunScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunSchedule409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RunSchedule409ApplicationProblemPlusJSONResponse) VisitRunScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunSchedule422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response RunSchedule422ApplicationProblemPlusJSONResponse) VisitRunScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunScheduledefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RunScheduledefaultApplicationProblemPlusJSONResponse) VisitRunScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type SendSignalByKeyRequestObject struct {
 	Body *SendSignalByKeyJSONRequestBody
 }
@@ -7993,6 +8150,9 @@ type StrictServerInterface interface {
 	// PutSchedule Create or change a schedule.
 	// (PUT /v1/schedules/{name})
 	PutSchedule(ctx context.Context, request PutScheduleRequestObject) (PutScheduleResponseObject, error)
+	// RunSchedule Run a schedule now, outside its cron.
+	// (POST /v1/schedules/{name}/run)
+	RunSchedule(ctx context.Context, request RunScheduleRequestObject) (RunScheduleResponseObject, error)
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	// (POST /v1/signals)
 	SendSignalByKey(ctx context.Context, request SendSignalByKeyRequestObject) (SendSignalByKeyResponseObject, error)
@@ -9254,6 +9414,32 @@ func (sh *strictHandler) PutSchedule(w http.ResponseWriter, r *http.Request, nam
 	}
 }
 
+// RunSchedule operation middleware
+func (sh *strictHandler) RunSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+	var request RunScheduleRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RunSchedule(ctx, request.(RunScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RunSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RunScheduleResponseObject); ok {
+		if err := validResponse.VisitRunScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // SendSignalByKey operation middleware
 func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
 	var request SendSignalByKeyRequestObject
@@ -9316,227 +9502,229 @@ func (sh *strictHandler) GetStepStats(w http.ResponseWriter, r *http.Request, pa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Lchs3mij8Kij+uyVy06IoRc7EVE39q9i5OJOxPZZTqT2hDwl2gyTMJsAB0KIYj6v2afYNzgucR9kn",
-	"OYXvA/pCosmmLr7MuqZqIrO7cf3u13etWC6WUjBhdKv/rrWkii6YYQr+9Sxhi6U0TMTrv7C1/SVhOlZ8",
-	"abgUrX7rkii2ZNSQFTczLoiZMaKZumbqSBNefExWXCRyRdo/fv/86a+vLr/75fvhs6ff//Xli9ffP3/y",
-	"H8Pfnj1/+uK3aCASNqFZasjZ+axDqNArpjSM+laO4b9ztiYTrrQhC5qwiNBUS0InhinCDZlwwfWMJd2B",
-	"aEUtbpc4YzRhqhW1BF2wVr+8pWO7p6il4xlbULu5Bb35hYmpmbX6j07PotaCC//v06hl1ks7gDaKi2nr",
-	"/fuo9bMcP3tqP4SZltTMinl40opaiv0944olrb5RGStPNZFqQY19T5hvzlswF19ki/JMXBg2ZQqmeg6j",
-	"BmeC/+ya618Um7T6rf/vpLjqE3yqT2BcO8FLxSZMbV/xqx+ekD+dnfe6ZKSYyZT4M6yUpiNC9VyTiVSE",
-	"CndXAAcyM4SSsUzWpH3WO+9EZDVjitnrGwi5ZIraoYmcTOzlSsEuCBVrIs2MKbKEZTARM8I14VMh1c7r",
-	"dMuuucWzR99s39t7e1Z6KYVmAOTf0eQV+3vGtLH/iqUwTMCfdLlMeQyrPVkqOU7Z4qu32p7Ku4an+xK/",
-	"wkmr5/p6xvCMuCZCGnJNU56Qn69ePCdtqchMpokmCTXUQbcFfnh6TdOMdbqt91HriRSTlMcffN3xjIop",
-	"I7FMU54wDbcOC1RMy0zF7EiTOFOKCUO0oYbBan+QasyThIkPvdzLl8+AbsyodqukCdGxXLILtxVNBGMJ",
-	"wHGy4MK+DUt+Ls0PMhPJh1zxc0l0Fs/ys4SF+Pc/4DouBbG4//j80Z+IGxyW8lrKX6iaso+FLPLaYYPm",
-	"fzCS8gU3sK5fBc3MTCr+B/ug93WZmRkTxo0PK7TkMIE1jhlVdrlyzgSRKgdFrsmCa83FNCIrJcXUPlTs",
-	"Ws5Z4nazVDJmWtNx+sGPWiE5rJCmCzJiSkmlR8SSXk0YjWdkTBMy4Sy1i37viTBQ1cuXz5zIsFSW6BuO",
-	"1DZWjBqWDKmpsMGEGnZsOHCyDYIdWV4aYpmbbDJqpVSbYaZ3Dy+yNMVTRUa5NZ1wvHbrgWVO/GabR75G",
-	"weRIO9EknlFFYytEdUPbcfd8pzUC+bKfM2GFht9bQLhADKBJ601IWikEhN9ROnGCAw6V7y4qX9HGkVbW",
-	"Xkwix29ZbOyy8NafwAAAqknC7SHR9GUJCiY01SzaAAx/6mX23evtEcLufBCVM9i3IwBDmqYvJq3+77sx",
-	"zIH/+2gT/uchOdoBEGlPk/nwv//zvzp9omdyJYgUMYuINlYKIlKka0I1oZaTzQKgtbE3O9X2lt7km/qF",
-	"o8hTXSBd8uGcreFvbthC7yMm+Vb9TFQput5aTT5u8JRBfLxcUW72gk316F5SNc81hEwYnhJKNJ8KmgKh",
-	"SggXZIQ/6BGhSvFrpknbipzutdXMEucFN4YlnYGQiowsGsrMjMiSam1fF8yyncqbXXJJFtTEMy6mfigz",
-	"o8bNkZDVjKdO7NWGLYmigqzonGmrqlADl4uibfUG3GIrF3AgVlRvImqBFLZXF3BEx4qZMAgewr7PnmYo",
-	"0cON19zsUynYgRf7A+hy+dWCjDlSTGepGV0QSpYU5EuuiZGW/2yeIr562J7rN/AD5emhG6A8zZcv5CrK",
-	"tSPFjFpzMW2yDWC697WL5+zmUPx6laFaL9iNFebZkrRRIRklLKXrUSciMVWwHTICMBttbwJebQ5Ht4LX",
-	"+l2/ssd9y21rumC4bTqlXJDK3kmb3eCiOE3JmMZzOZlUicSFxfVYZsJoUC+MYYuluYcTule4uFrSlTjw",
-	"hJ4JzZQho3jG00QxMQKhd7lNji3lXFs9n8iJfbQARSw31WwdhR+wMQOC1T+xX9kdLejNM/zqtNezpPIe",
-	"aOEGK8tXGGZla/ho21gm1iUNnrStjGfxXrGJla869iRujqfy2A1pRfruK7r6q9UCpsyO/Z1idI5Wmo0z",
-	"k0KzODP8mg0nlKeZwt+3RWSLx0OrNTAnf1YX+WLJRIQgnGM9vE0WdE2m8oLMaDo5ltXXVCaEJQD4Jtdk",
-	"yq+ZINkSzEOp1ADxt5N07VR3FJbtEDogdXGrx4CahudKcK7KWuuVjSXNNBsCQTgEceGzJCwD+nVoQ9dW",
-	"4Fsy4U5QTEHrpYKUpr0gL19cvSbdbvfEcrsFK8mEYylTRksz3ukE3RCKUadn7v8CQMwel7qm6UEHVPly",
-	"uKA3t+Ic1dONU6lZQmKaptpRJEvVL/CMLdXSSJuQZlVhH4F+CK/mQp0DdpUJ0PK8+oETtRDoWlEr/zKg",
-	"i0QtM1NMz2SahJB1g+oU726dbvDQqhDqTyYK04oynm0SCY9AOeyWQWoTNkIk0ZGtl9mhwofFiRkVSQoO",
-	"hZirOOMmx5J2ImN9Mknl6jiWwiiZdheW49KxtiIV2CU0mTO2tPfFFRLebYazgcjNFLwC5t5sWYQq9KSM",
-	"wDATkhy3LQdv3CAnsEicXJBBq6cHLYJKB37UJU+db+R01g0j2J0X/hu1p8smEq31zpqBcC4nVn6BDbnd",
-	"XZBEZuOUJWS8RmuQhSaW4AfFeh/pbj1a33nNFkTgdLUhK1y/WTGL03a+0rE9QvNlBeOqQz0pEIN4xCDt",
-	"WArBYrDtoQEsIk4x0hF5dHPTQaUPTqbESy5Ij5hMCVD25GRSur+eBcEFvXH+nl4P5ZTcA9QLeoC2sSpL",
-	"5z/w1ENtc6z6HsgfoAfRzBBBlZIr7bx3KW72wmqoKaPa6qksIlYrpmk6ihBQkSxt4xJN04DkE9tBHNn1",
-	"njyKZwrGTIsT8gKMjbFcjLmw2rNV+NAphJgcZm65scqj78ad4mNQtxVK77WiyBZ19mMjStQPjs+bj+tw",
-	"v5lvLmrN2XpYZ3r8WY41Wc2kRgOSNlQZ55DhxsFZc59m1Pp7xjLWdGGWo2QBweoJFTFL+yAWWiEhIuwG",
-	"EEtMI0ItlnIx7RLQy/qOalg10n6VIlQ1Evx/luMrXMJ72JiX+wOWqCD2lNx+BxgqJznO7VpbCTvfRy1w",
-	"U+BBARFAtA/RsoUE37YzK72112tmXJOx/YkYOmd6m3zsdR+X5Qi3/je1h+LtJptqGRXTkOAKIOiekjZ1",
-	"9+iVXovq9n0mEmr/nd9y7jVcdLpB+XoRxLm/Vo5GsQXl4gLkOqehGwmnVIhwcHIh4rGl1eEG3cyh83nK",
-	"xjITMbuVqlzyk4JVIXGDAeLGMk3pUjPChZGgLIPRC4RNFA6WTCRcTAei7dEKFG6UEeKU8gVLOn1kxFOw",
-	"cdrvjCZcLDODynmmZ/j7mMZzYuRAjJZMcZmMyETJBVqpcMSUGq9xjBb0ZmixdlTyRXNU/4H3LWhiV9kl",
-	"r2dsIOzCrVQM9k2ST2CVfrCmupsXkgi28uO0LXU2pak6UX5cA2EXow3u5AKmLzMGQkFesTQQLQzhxb2w",
-	"y3EHFQ1EDh/u5QVYZiks6q0cw2a8r26ayjFNSTvlc0ZGc7YedfqEizjNEmfg9eIcF/Z4jUSx0/2qCV1S",
-	"ZbrkuTTOkGnHiMioFCMztD/BOcCAG3EqBAMfOhEZqUwMqRkBR0Y7VMiI7PwMB5J/f/wH6WtwwQdZiTe9",
-	"FPkgQaTzXwbCj36UJHGP0WtONRm0HvV6Cz1oRWTQ+rrn/jidfd1bDFqgqt3QxdKqrvYpKDDGMGUH/N/t",
-	"33vHj9981R4MuvhX5/9vC/2PTP/j//4f/Y+F/of+x+Ifs07nq38J8fUfLDh+7w1zm1yDhWTOl9RKORMn",
-	"brM0iQjrTrtA3U6+PlkqLhU366AfceEMQ9uuyi2Kz0Br9B+ETvlHpzZviHPXlKfeBb1h3laMEZ1Koy3Z",
-	"CJPw2zh7HeBu/Z6z0O1p9IyqpMbelS2TA5cQhE+cPZ8qKp3MhsO0NGHdOYcdb1NL5BobPeG+9vnccMi6",
-	"ZTTRx6tLzO9gh/ZyGu28oX17usI3N3eCM9ft5CofvpCvtiz6XsWxh3KkHeha1gGSCvhXK5LVN+f7dvUT",
-	"kvcnUkz4dPtCnUNgOKaaHUJQ/XcHWr7GhXF4p2DqXrsleloO4bwYdRbmHeET11xmeqhZrJgZspslV0wH",
-	"7dC/glkkNzD7Twl+SrThaQpOV21FTiUNHMMRhgeldNm5vcEZpwju4GCP6G3oT9TKVLqfqLvIBftuvuZi",
-	"hRsXFVWBsQpjBegcRsoc+IepmRd9GhO0KjLto2z58DsWdjh9+6Qx1m4ngIAVUryXDuewXUW3Kz4FB45D",
-	"r/Zqplk8JF8RexLfnIP1z5uDTr8h47VhunNBpkwwBSYQwFQ0vG5YHSBcoSRi4dC/Xx7/L3r8R+/48Vcn",
-	"b77687tedPY+KFPdBuVUwAY1M2bZPzmxUrP9U9u/f331C6pjhi2RFbx8cfWaJcTIrU2cf1sRnr/dJzbY",
-	"RQRhk9HUDrCJL069Gy74FHdSQ10Lm8vu+d17oSX8LMcBSQ9BKiBkO1jzUmoR2MuWfdJDLY+ij9xeTMrA",
-	"3uYCIEHDsqqfkAatUyy5IDR3/4Kaa3UlDbpqagHMDnWkva9ch0VL9/SOfi1vjApjhAshQs+9exP1cmoX",
-	"O5HKeXH/TKhYdyp2q+2owvBacrc0GkaGLvaSlT1CZXOnFHgBqDA2csXdhs1748SwNl6tYr7Io3Sodvq0",
-	"V/PbzhsDBEJIwTpBXYalfMrHadgp/RsQl9ycCDMt6Nr+cOEMTDRJufBeCrgrdzXVeW8HJbeItYhaHsLv",
-	"BJ8lS/Hto2LBbHLo8psCl+UJbEOUu91ecSS5Erjfve/vl0QxtmpYc1A1E5S/dzS5HJESeMvp6OGnuUF9",
-	"OwyYGjbMNapmjrBXoD0uuHnFJjXOsLdynAci2ykwRJ60NWOkmFIDOtQcQcEqSh9soyX6kUpzeCqQKLrS",
-	"YFGMSn7EMbPksxixhjQ0Ehar57BNTBVTmRjKSZh0oQsKIvUZUUxRQdoQSXFyfXoClpd3PHl/AoPk7uQa",
-	"QlKPdrcJQMQQ+iRL2dCrUdvL96+U7Jv+5Es0j5I45XbhCU92XXY5lNpNbXg8D09tn3hBoH4Zd9C9bhOn",
-	"WohEjZ1FVsQIOYC9+AISYVjwuI1Ct6JzFmJrawwAnTs5CKzm4MXou4DiiHjak3udG1xlKNgf6VDBUfJj",
-	"KxGwKhv2jKOIHHEQ7RmiO8ZcFttWOtF2timzlAlzgMjWK6FVploj2n5HTTw7UO+zON9YUf1ZjtGhE4w2",
-	"3O2GLF8LTLprE3WeuNutliV7lepdK3rKjA+BbsSprJKxnf3gL3noLzLMNPPXjDQ0rVGEMEp+6OCnoSzk",
-	"v8oH3vvNpl5VGWB7GVuLjwKbDmdlFIB1GPQGdIID3T5Jya+5U8v278E3B0YsHxj1sOEaCyimaM4NO8pI",
-	"22pn6DQHPOmgpuCerjj4J0mF698iXKKRaO0jggupepPtKMVSdGLN2dqqx5rFUiTeNYluYEpSfo1sHrOD",
-	"OWQSQIwRsGDHeW/h8ru1Paks++5OOHTvHRpiUhWSDxEJd4quV+yaKZqWhFdN2pjRmMVzhrk5nb63azh3",
-	"drpG0QoDmdybkGQ0EP5KNFkxPp2ZCEwgXFs9mVuRAhzsNE3zKHhXLwE80hBf5VzwgnUHovAUF/sYkbYd",
-	"Xwp2jAK0pV2dPpnyaytZj6WZleLJXdL8baTpgql9GxCtwf18S2eapwE1TCbnVHdkM56ehRyuioE4DwYq",
-	"lbHCx+CQzUdiJBiKQX3gBSCenMAVl20f4bC0hCUZZumGLTkb51J5vZY7vHTe3ruJAyF9CQJ+40xp2UT3",
-	"DokN1TFq7vcVWzqmcUi8lZKLYVhgf+2Mt8RIi6MuAgjwqN0D+1yufnYiYrUUqU1u8s21JiYSCBHstnZH",
-	"YTbUTzy9j4KrtRTHLReoNqzEonqXXIKm2XcLtC9aEk8FPI4ItbgdS2UX2za5qi9XIt8qDMZNvqOIgEJo",
-	"H8OjXkRYqpkrg4BZ3phYbzQBwkzmbOlIj/1iOJYJZ5oMLD4OWp3udnBBfj21l64yceCdH8RXQ+fsoniO",
-	"fPiTtzVA7FCa4DO3m9Cir3Kd0gf2e+sjBJC4aMZWyYIctRIp7FOMZ2x5i27KkmDo/y+Mavb9jYGr2sbq",
-	"xna13bi5NUzokmAplvYfdklQ1aCyriwDlW73kvCz0DqeB00evzBjmNIRSfiUGx2Ro+FRRI669v/69v+O",
-	"jy7I6fHp2bcbifclp1PhbnpT/Dns9o/fvOtFp2d/CvueKoYGezZi7VhS+JSQWO4zqpUo9a4EMRAJ7Fjb",
-	"Cv82Ad82L+a/iGwxBuK1zYS2MxfqV7AnM+1FZmK5YJcQzZ0EmdSwscH6YIPONkNC28IOJ9jLkuSaB408",
-	"2jyQHop+wEEqwSGP93GKUsWWTdnEK9JhP0NzXl4KNwuwdC60oU6nC9rZshqrueEmDX+FP7wrBdBlSvSn",
-	"TCSZstDZd9VI+lAxBBW/vdRgDcUncNKdN/Y3rzds+uydvSdgRoAQ5H3HCOM+wVfvEBTDxXCSWsn/wKgY",
-	"mSZMm6FnL/eQphf2HCpmmAjHUVqGCcz/yEoY7jUr65a9tDr3dWKFN+KwpqFtuZAl9qbzGrb8Dt68Ysb4",
-	"kJi7hvG5cJk8g616ZZEDo+pCcwgK3tJhwTJlKNt2vpfc0A3oYyFYNHs/cdUXGrxaiDbN3nfCTrOXcxHq",
-	"Fna3+xG/Nu4jHLoEqNCcDCNd2mdbdYPWLuU2wUqO8AXiHKVgZMnjOVoXtFd9tjJH9tl3tgjbhhkFAmfs",
-	"ZI4muKJVzpPhSpxsZ7vtNSs1pWN3Th/8Sa4gfRD9gZ4IVukeVagV5XmZudVNVitelqpbvvr+9ffPXz97",
-	"8bx7d+oXUlFeUcPykpxOemkFNSE0Ux1piNMo1eksTF8ho+EWAc9tRAEODDMEBNq/sLUzTc7oNSPUraWh",
-	"/3ScKb1B7SHftHg5F21vxbRrObJyOn6Dee+LLSl0sOGWo/xED2Mx+RWFydqGQfQwy+Be+lYefefibkHo",
-	"PCBsZIKBLccqkzoHLbSMV/3P/vI2Y9br6FBxuypYSuC1mzJJWEKWTDljfbNJg2qDnzFwpDlQ7DzTw3V3",
-	"54jYd/eusJdHlSYWezR/Nxn8N3wziBJ12/2NFZyoLtLfXVBeNhgSu8AoyI0u0aBDkxiuXMDD/RQ1jJUU",
-	"QfKzM+brNqFcUMJvhwK+PxAKRjA8nj9MXUWwHBd+hZA178ZA7EnzHGuXB1C24Ok5h2iFNJWroElul9hR",
-	"H8dlV/CHk7C3Q/nviUEAtJTmKgdy+NAOH67ht17SdsonvHGdVfg4jON4jAgzHB8g1Jzd5Bi2j9sUQ+9a",
-	"1uGsxiNlFQQfuUTTiHzjLONA8Z1dKCKU+PelIu1/n8lMpesOkYoMWv+OzkLIQ6wmH/7bySPyb/i/jWDz",
-	"R9/s9doe6kw/0E9dwp5CvETE2aS2Fqtc8qyQQHChJDiGihXVcvyNHekimce+zDW4tcsldA7A03xx7jZ3",
-	"4G2TYyqjcrHvX18/aQWqIz+7fH5J/Bd59un3mQWok5dU8c2Agm/O9yG7w/JdXtIryNB45RKeDgTv0rU2",
-	"rqdUkzHinSw+YySYCtK5z1yQkBqEUfrhemjZojaI/iFrENenv9F1KmlycHQj+/v26T9lFmnUmkiVuLL7",
-	"Tq17K8d9chqRs4h8/d//+V9NVK1QuKCdNSqMZrjyDeaQH/Kb2psJe6xDBU53sgW85b1MwQ1bv5wrhrXc",
-	"H74sccPLzkluUxm42Md3viXH4VL/gRFCH+cIMFJ0/0GYuzqbYKDm76/kvC4uG1OGIBJ6M2PImy8b1CEp",
-	"FhQVniyYNXgORfHLw4qSXGJoMapI0kW/XJQCATiqUBire6RJJlKmIeoMk6KkCNRSaxCLGIg+fOBIwgcI",
-	"0iNtYbk+hoMtlmbdaWRF+5SD7Q4I1bpy0Ti1KYQBa15u/Wxmsy3soDV5Lm62I10NZPGJh9iQ5kjDr65U",
-	"aQ7bR7oS3KLR0oqhLxCbh64uKDKz4pp1uuQnCBxFYzBWyLFvY6zOb2w8k3J+DDTJZIph3B9WAQfDg6kU",
-	"MkSZqVECjq9uMqxkFRYmqgdLTdvWOIxZDgu/8X6jQWOKKjF2YBvnrNbqCoZFRFtCF5EEqtFNKE8jrKMN",
-	"UQrUF+zr+zSJCNJ8h3A+ESmK+PlfyoExCQpKIS+5OlRO9IFqjYSszfQJfxLV064spHp7VQApEjMcttXh",
-	"LlZ9PpBh/Aa17V28GkJ83qLLxYvZ5ZKzXq9P2A2NTZqXfQ7c5EBsXWWX/CrmAuLZisJOLpwVI97cUcFH",
-	"2qpbY5oMfTenDoa8LuhNeS+nQFY3fgm4X/cziKJFQcmnuv8TqH3vXKXNvoBi884u1uwLKOyOzjG1bvYJ",
-	"VkW3EOuLf+//BuuEhzWxgl5vex5KdfYOIf7rGtKPMdk46JHGiCUk/pa2Cp/661qTOaQiii0l5CWbmZLZ",
-	"dJZnq9vZGqZDOki7t51UuFQ5e89Ay7QVJM5bLIGiUNQTNyR5HjMK4ta5gE2XN4YZmP4MllLbE2j7TgSW",
-	"I4ILpcn+N90T7lZLx/JmJ2B4h2bFuFKqQLxJbng8y4sAlMv4en5vWb2fmjhW7psQWgiZcW2kWpN2TJdL",
-	"rAFa8tBevf7+5fC7F0//Y/jk8iWUzYvIFGQ6V3aOq3yEJVUGyGSnX1SGxaoFaN7zdAmcnQlPoNwBgwyO",
-	"AO2z15dg47s0rYwDP8rJxP0onIztLWOlw6JpahnGZLJtIYtaN8f2i+NrqkBUt58W1/BDMUjx4yUMV/z7",
-	"hR24uL1AI6ex+/UgwcOx0E1G/1ZLUQTigxgGJUbswWtm0Rob4/keYHDM2AgvIobdmEJUK16yrMqeR6d8",
-	"gtAnK2rZbw47OB9q7P/5GkYA/fGPGn3QLsRKe/wPZuEAd+RJFPT7ihmIiO28toproocgHdNltNFfEZqf",
-	"cVNTMdOoTOQZBzUd1CxJKZeTrwtgqKJH+1vyF/4dGa/zqC+f3hJnUO4Qowj2aLbu+iOEHXd05WXX0Y9c",
-	"v71zb5R7KqnQtDrCLXPA7xj/CsJl4R9CS0ouTG5k8dad+V2qxHDtWsWcVpMwiFHrzv2VCvz0q2Psr1FR",
-	"71e8ZS58g8T27eSYbkOz8HYWuQeu3Yngm5nkpduugz9ISggAGjZ51EyTGaPKjBlFScCLOK4EjF6LeKak",
-	"gKJxFhZdM5o8EyLQaungZIvobjkQUWtPYoY9hxeFdnxg5wRQcX3vyUkhF9nTKutnyFsibC0XUu8Gol1o",
-	"jZ1QtdkvGtRhGlQJcMLqzZHG6+vCe5Wwhzsm2dibrHHLWNrQ3CljUX6vSwaGrFtGqf56jbTiwBbStDdg",
-	"00lPGivb3By733VXe3Wuvq1UXdWcotgGJovJcq4gNWQi01SuAE3sPR5p8lZyAfIbZBae9nq95kVsCskm",
-	"kL6RFw0Il0F/4h5jXbWZXAUK1YQZ7Vvk6/sW5hJFU9agFGJBrosKC6GSnt5h6DwlmiToxsxbKBTHbcVU",
-	"X6ubYPC9EyHKh33YWde5EYsiDuGzDiw8P3XSxv/k7fE6Te/h4JowRWMbNHgqpmcEtH1huMgcc68EUuCG",
-	"C2AqFQh90yCrtyhv0fKQUIfKtY74z8fVvqNFbtABXnsUhoZyPDDusJo+dbqAAuRb658ouQhF21NlimLh",
-	"UFNrO6C6qcRc22mJUG2BD6oblkGZOr/giupwDb+l5MIcxkDgrF7a70JomcvGNelK9Sv1W6ldq5GBemZW",
-	"isTThTqULqS4vQJLFBZ4EHLVaX7cKy4SuQrvAJ+RWAIBREcS+nXsIlwEOBj8XI+6/KpL8DPrBSFoA5Td",
-	"MnxcecsBGJxCfm07wRmvKKAO7oHSQ+EzyYOvgsolMOGiyCga6aDuGdBMmFbOmxZoK3KXdk3nmlr5nhUg",
-	"HzrAa3vfBYgxQyPlMKVqyiJwS6CXr+liUoqlbkKJwS+ZiplVX1hehdXrVkd5/wOwfS54mnIXnRj5sKDz",
-	"7iPyr+g/WfAkSVFHQuPmVNGFu6Uqf3FubfcsIE8tH/UaJkksHz9q/ObjRm9uwLddCk6DQ4RAWc53XDQ2",
-	"UHIlbD03larIA+JGu/p6NS7J5kUBnXrRFOQoQhzUPQWDDWk7t2fZv5k7PTfdmp2IUCfcAk3zhmrXvKRp",
-	"r8tbl8vC9oHzlt95KT/P5evh0KEre41+Gmee2YC+bV6zkWYdpCSYsIaH7O82pyJ3JBs/4K3lHov2dru4",
-	"kq+zKcAsuMg205F2GyRueVNuou08yvoL2qn61bIVDCrNFDfrKysKOPGIUYWCCcgHYEbGn/IBLMC33r8H",
-	"m91EhtrBuDx0QFXN1DWPGVT5ktpMFbv62y949a4PEtR7AqQHeugCoajXMLsD8QQqaPqSxi4bUCRWO8x1",
-	"gYvchM59fyFdlCoGBTgCBRYnHEDckNMsoZZXHhby66tfSNuO6nH/ylCRUJX4ABONVndf8stbbgYCKhUV",
-	"FWGcMkIN65Irxgj0yVwqaWQMPTKr5WLyBwMxEFBOAB3vr354Qh6fP/oTcVn9dphsAefRhq59MfCdE/f4",
-	"q7daik6X/ObdOOhVGAjQYJCWCXL58hlapCLn8Tq5PsXuXYKxRJORs+/9AWP3yXcAA2SQ9Xpfx/Ah/Mlc",
-	"zyNXq6BV1CBoRa1rprQr39A97fZ8B2C65K1+6+tur/s1FgeZAeCdzKAi+x/QggUFdEtHYP5nSavf+pEZ",
-	"V7S98HTCl2e9ngt5My4MsXwsb12nXBR393Y/wBkAuje0z2W3gjOt/u9vopbOFgtqOQnIkj7tlmuSgQZo",
-	"6BScV/lOdOuNHeREMZqsd+71lX3j42wVpoaE2Ue9r3fMV4a45vP6ihyBiZ9LQ5SbfM9RJ9TQMdUMK63R",
-	"eJZ3YsPK/chSa8//+vSELvnxnK117SX8wrW5fPnsL/adB7wHnAJSdwJHgsWd52xt+dW1nEN/HHCwe8Hh",
-	"fdQ6753WzZIv++RXQR1OYwnSc7zb3R/9INWYJwlzxdRctMC+r4orLl+b3SIQHnvqVoS7dj3s5pifzBaa",
-	"pddMd7rkMllwQXQsl6z2Gq3GpAPXht1A8VRbkQ+P8M7ze7wynAgvreC4rjDQBricPsjcSQhi3CMHGL39",
-	"t/UdTbwF+MPB0vlpgy9eS/mLVeTgg7OzJutyJBhY0N1BFs/SM0woCmqKdoQQ5MJ1HhQg0nUz0N2gQFDm",
-	"HOUoq1Bvg/QrwPwSSFdg6zxQfAJJxYckDue4jt1fPJfmB5mJ5KNdKB5M6UIb0xqq6IIZ6KT0+7sWt6ds",
-	"ZRdvnOyjobJKB6ISTm/pATtbxb5xIJI3o6vlUD/CGw/In/JOebXcyS7y9qB2H1wFZdhS0oNbU3Gd5fb0",
-	"BQbC8Z68m7P1Tvx7Cr//mFdf34N9+HpSoRWULFPKBfnLn08r67SPwa3wBVe3cXUhoVzJAfca1crT4du7",
-	"XzQJochr1+rwLvf7OdzWC8EOu6gNirp9apto4ptGlnrVg99xmxTPc8kvTIsPSrx7/yZqOdvXho/QBe9S",
-	"WFW0AaiA2MnCVYouOq+DsQEi+A1fMNL+y59PO92BuAq0wSQj7Nc5Ikqu9AVZSMUI/kRSZvDfzgwPlmew",
-	"n4wzvR4IO71iLvQELGvYaJMLYg8+TVmKqnsVUV5mBaLcv9zsu502Epk/OGp+EZXvxIeZIRlUgB65Kulg",
-	"pnNR3FxvIQdiBCuXJ9vNrMutLGvFoZ/8Sw9pOSk13KwVitxqPwW5SLEp1wbiO/JVFYddtPDcPOiTd5ae",
-	"NpCMfsrDEBsLR1/EnVpxZ/cd1Us4tbdw75Dvm8OGSeqdIf/zEXj2XdWGjBOapnjF5f/WiRuXUOcjj6jI",
-	"hY8ROrhHZMqsBFFqBjvCuh7//Z//NfJZ4lvcvgw098/wSx2APzDPvwWkfuH/dyNfyGQgFG5GxZQVLrxb",
-	"sR07Y4aBZbdFI1kX1FrKAc97DsdWKE583zcDoQguALAon+RaRUNcpFwyYb8cCCg1kWSFLENe2bVbab8U",
-	"AwUj+gGsQJRKSBuEw4JYxhkX05BUDqOxT4y+R1jGz+0HN/OFq29ZkO25bNQdiLmKM27ys6MiISmfGFfn",
-	"I9PQcCSG6loHoow01LDjoljUvWLO08xqxLBKFzWH8mU5D5jEVClQzlcSXfMGsjTblnlBfkiaRAOhlzS2",
-	"67STG+jx42nFcf5RJyJa+vhypUlMBdErbiAd1Sm1cmX12ZgFsQYOw4H0le/M/xBsbqMY2HvH6z4BJEX9",
-	"yyJqUSTsU2d3B+P1Z8IflymNXWh9pc1/BFnGHrNkCh5eAr0b8tx5LBjn0G43TfB9qGpV5J+xT1TIo/H3",
-	"jKl1YUfzaWbN4NKXrwmPVRTRaDRYJasyPGKpheo9rM8l0NXaCLdCe2vSV3S1Ka/Pw7SzQEmq3GS5eT6+",
-	"5ubh2wkXanU9wHykal7tcUmntYtwbcNqzuHrs2ozn97x4zdfBSsEho8Y+weWBy86vvRKdYAf7avBZFnU",
-	"g5FX3+AtQFityofHd2ty+FFMc1xj0FxkuUCewlMmI9hy9n0d5z/rneb1GHxPrwsfGDuas/UII/pKvTHb",
-	"PvYuKmzfUV6MrTMQNIVQHwzoj8hZr+enwB6aIC2Myh35+tApcNQlv2EU20CMNrqOjohmTJTrMOY59aU+",
-	"pl56abtzJWfnZNaBJQxEvk3sTk4NGCtdMbnwgiKymlHDsCaAdvV3/CoHYuTbFI6cDgCugbyfYemgMCTG",
-	"5Vt1ihajG6czEG/lOCJTfs1cBAI2V7Prg5jKhIxpPI/8gl0TRn98AVEJGz7+DKlGh4mMpQuAIuVvHkbC",
-	"KjV7/rB2hErf5m2KcFkAfAWevesXqmKF2uO6Pu0c4tnzt3yjWVr0tgz1vwT6c59BRXt26Z99MZTcAzXG",
-	"wwQZzwW7bxDhkhx3kjeXCdPlS1f3i4tc/4JKtBcwPBcoREL+IhQpQrhczWTKsClzt54U6NaDoTL2hv/w",
-	"mFxu574DzElbKlKm851o64S/oML9oQK6DU97pNfroQjNBXYzsgr8ggmzB0uwxVQ9mryGsuhV7+TCwoKl",
-	"p56A62qCM3JPHNnlKHhdeiDgGzsHEwkVBsoJjSpNzCGmzy1sRBLJdJ/QIh/BqnXlurSWqUsRswgyvvJY",
-	"ASgLYZxUAdUIfHmN9iSl0ylLyAjnGDroZMnoglDinoKkQDgmShsK8f4CcpUhxiBCa2enS0ZohUxG+MjX",
-	"wbJfuydQwGwgypv2McgXZLSQio2IpmtdHCzcpGILsKdCbgH2BcYKINwQrgcCqmZ0yaXPc5vw1KB51JVV",
-	"6xMaW2pZWhE25H43aOHLg1afvHONcVHGef8+KOU8gZN6QNL2XZbOc1z/sNQNp66jbFAzEqQNbMXv7vRT",
-	"J2IfxWALQBJ5EmSFsAQEahPPsIhfTjBQPQB4tygHwLiHUuV5h7cgVC4d0aKvb6lXS7fsPJzpgQDCVUOd",
-	"YDFInLrkElGrpKDkkq3rqa9JyibGKm72YNpyQrRr369nVKGzA0RepyTaJQEe26UklsjUUYmB2E0myC2o",
-	"hNPkbkEmoJ7MFyrx2VCJ3uP9XzyRYpJyTJf8SOZfSBaupyp12H0LIuPTCeoCRVDPf0hB+yk2V67xTXgN",
-	"9p88OCQXVTjISmN5gyKlLxmEklbYCneQDcZq709bec7Apvh5uB/QD1hnDrysF2S5LsGvc4dfbAu1eR14",
-	"FGsHwsu1VCl+bfnRee+xq7CTG+K8hcWnjO+U8R4YwnfANqET4zLbHPv4tN3inwX9xHstSyVQ+NRg26oc",
-	"qRpQxpNyBbJdTrInRbWmBr6yL66Th3adfBaEP1TEbr/T5X7IfV6I8z4ofhUlfvJDX2GF0YeQi6F03Ss2",
-	"+dBCMcz7/Y1hViQLBnS7Z7cXhB+cJH8W5j48R9ShITGlrkZsG2pzAMsHAzdLyFnvrFPGHVfRcpu6l7qY",
-	"3K/Qs1nKdbN8a7i9xnajFKwApemCDYSrll8ECZYbeXRQCMrrseO03phX0BlIqgCHQlAgKjUheKjwp1J5",
-	"3A+Mu27aS8gIC3vo8NEX3L1z+JJUptLEogZ7G2GpYkvXbOy+NZMC3wLadKmMJzaEGtn/H9pljooAB3A7",
-	"OE87xjZSjCkgbaqJYrFUCUugsSzamOCD0YWrBeorT2GArO9dMWdL0x2IQq3xgqyrDOajKQpx1nVUChnj",
-	"Lsj52RmO45YI3UgmdqVTVMryXbB8Cb4hxpyxZXerGlFEBhikth4INCGqTAxaYQuZfc0rWQ/iIsQpPoKP",
-	"cIdiFxVqbzll+58nkPKflHRlAixnrs4c6I72+sAaB0GZERIDSuKZ1ExskbE6TRJQ5CGImAuxKkjSTqp2",
-	"pIuYfAjZjIjvURgNREGOwDi/laNsUd1SClAxtQsagoCiEYoqMvWzWFFkIFxP4YikXMxZQsZrMoKTGMrJ",
-	"qGy4KShcLSELUxeViQcmLvbePnDhnh20xV33F3ryWdMTbNzg7jIqm36XrlWYICzhmNvPmtEX7y28V2Xe",
-	"O7hanxon/WIgvTNU1si9JZHXgqTXGTV0pgNIrcquTaCz1GFglxn1Ki9d38CKusPOib2umzfqfVBLZ6mt",
-	"ejCQbCxv/udYOsG3tdkeIu/VAOUKXTxS1YTj+8Tf2gJaH65+VtLmsB04T0CyWc2YmUGgNlnJOcsjvdub",
-	"ncL93xOpBiJP4QBRBpNy1m7kTpdc+kkgUDf3VzlTjR9JG7qG0DYIISscgly7HhbQv00XPSzKslSZ3YSE",
-	"pismkivfZ+JBjDxF5/5GgtPZ/c8cDFp46nuXfJGePgvpyd0XoZs4EyYN21zHd0fayXPgpX8ujuP7RQVw",
-	"4Cc08PzP4Ti+fL6zbFV5z/272ECp3g10f8NXHhAAYIbdNYdcYxivePgAk49fgWhjYWjj3Ap/ccecIz3+",
-	"u1SFqC6g6W8uT/Vhz75On4Fl/k8IaDrwFu+5/I3zjJkZC8M5WTLlcu8igr2CFKNJOZTdpcIaeyYD0c5l",
-	"KhBRi6RB6G1tgYZjJX2w8b9UbMJU3z7JlPgz8AGajqwgmbdnPOudlwrzYCt0keQ/wTq5mPYhX9ByQNif",
-	"a4ZAIT/HNdPOFkwPBB4lWVF7xOFqfR70Dztq3MyDZevBoj5C0Z+GaBqsSwYdH7EzOtaDsZyFJaRdd/Od",
-	"CyIkXLKF/hmjiatNh+8zEbNj75fcmm20MVi3IoFsBgW9/5JrdG+lvB3xKKoUQRSiv/g2oGHkUDAiXBxP",
-	"Uj6dGewCDvG6ncY868RUWufsZF+lLjuN5FbsE6PDkus3FcH1/PxjCq6ljdXFhUkuDJBv3JQzSHnq7Hol",
-	"uw0XBFasAU/lghsDpoXPKikfWyDlmyztXooSk2tPmcnbv5EZ1cR1KANOYc+g1Bnsvliwg2VFDTtGt9BO",
-	"2fcVVAiH1x4QjvJZdsvAhS/rkyi9WVrNvvqmpeNuXHkzP5RDam8WkpNrb/ilbFdtMc7iAvOA4/zQblGF",
-	"fMd9PQCm1IlC94Ejn4/a0ggH71dZ+VmOXckfblyMkF3FEFbRJ+/QlAz++BWz4sX7ESSd+4Q6pALw5UCU",
-	"PtV98nu3231jhU9aBDRJEaMcM2frIw+gLm1vhBOMMHxQkzYQpoFwL3ED69QRoWlKEjYG/6RL3OjUKB1V",
-	"KL5//SEf/yPoEIcjzxe5/C4YeuniWh08WjnIdbuacJ9EBBiQQzDo+dBb1WfKjjOlzWg/h/U1tnaLM1f5",
-	"Ww9pznWT7BZm/IIjMl4Dnn4KMo1fVMVgn5/Z9mE3FmauihJoX+qI3110yWvQtV3bXChNte7U3Vu91FJ/",
-	"MfePEHVkt4C6f36JZR+G3a+w4nNVLV01PJ4TGiupvd0UC6j51pYXucMcpAY0nng4oyIZCBihPfI/Du17",
-	"o4gUP9gXRp0uuYQsSUoSuRLQCkWKFJu8LKQ2UPdVmIFYcK1Zgguzwk6NSFIB0QfwfrvhP4JAciBifJFG",
-	"7sFKWK5h3pTdFdFQ4ai7IkLju/XDtaYswjRwli+xGl9iNe41VqNcAQdUzLzwy84ADm2oBZON4I1dtmCn",
-	"EDifnS/ZifVfnAkmr0DlYhj/YErqTr/o/T5eF5UF4pRq9K8tmbK8hadMu+G5gp7ldh0kdwsOqSHHVmRS",
-	"Bv7RxwpYvqdBTNO0FA4WSGMEX6PlbL6UTVG+C8scJJ0uecVoMhAQmblk6tgpNkqmaeZb5IcYMaHLJROJ",
-	"0/2pV4hwO0XQP9gflDR5q3NYWB42oaGwJBx5Sqe6ki00Xjv1yg+OaUE0X8Ec9TM4efs3OX5MUqmdVJBS",
-	"bUqrQh/tReXs7Um4rVOcdqrowr79bX7DFhISmY1TKB/rfLTn3UfkXz1kQA4muaZpxrrkR37NBmIjLXME",
-	"9vARZja4TIlRl7wuwIprq2aC3HF2PkPTuvv3o17PG0v0BRmztRRJRM7PzkKCyI8lY/2HL7F9+4LYG+FE",
-	"ckUmVEER2aJI7uksKh9Sp66GNB5p40U8dXhXV8p6xRMzw852CKjFghawoJRZSDvVtQvCy7vNgh46ngvh",
-	"pE6uY4qzoriXI4cuwumzcnUVHsCIMKWkQhsatL1wziy4X8CFI43ZQpstWiR0C+cLFva+VtvFv2uNGVVM",
-	"tfq/v7G3iLSzrtGko6xAa+FvjVWwEhlnC2ZBbmbMsn9yksqYpjOpTf/b3rc9komEKTJa0DmzqskIIDBT",
-	"aavfOgF1yy3zXbDOaERSrk1EuNBLFpvIRezn5dsgZAW8DA6OIZZtG0kuy1HYF45Ta7KyqypHNJeH8uw5",
-	"jHJlTnYMDIOJBJBPR8TBk8bEL89SjnQ5N748E3D8GtSudgdy3E5lIh+2vOa808H2YC+Z4jLhMRo5pCCU",
-	"xEqKiui+UWY/NAz44bdjAUIxAFERIRQhT8VU/o5r5lKJjCqT+tC8TzbapqKUAid57NC+lKFXGrFi5QzQ",
-	"cUZTA0ulCRfMST++A39pnFKvawu2N8fuZoDo2d3VVyy0Aj9LCNXkylCRUJWQ39zHBN8cM90no63uLiPv",
-	"n7g+jUbkq4EYU82+OW//9NfLJ8dXP12ePfqmDYZgnpCvyKDVHbTIV0AAtKGLZem3sUzWnU4R8O96xfoR",
-	"jxMWy4QlZElVLk4W1KXcJA37cVxYWRClWvyBKNfZZSDyiocb/WtKnW4gdshSDe+gt1JIXu6Qa8KEpYbd",
-	"gXDiNfaHNsfAyI6tPFc6L56M7ONM8L9nDKQhJ9qFxA+VCVfmYWdz3V+3BosI6067Fn2G52eQDj/8euie",
-	"DU+Hjya9+Iw+LtpGYLRTiefnq93Zd3dvD41fBb9xQqMuCl/4wssrquGgWXJBFHvLYnBf4WtSgsgCwqTA",
-	"Fik7V5oD0s4FNy3ZtK3HSOXa9W4AigX3QdbrfR0jdMLfbFQCoL1Lz1896KzfPFztj49UzNJOjVGhtSIU",
-	"ciaMz3Shf2eh0NJt5a1vQQszdorKdcjwQbuxzO6iTEpAH9QDMStXSrLqE8OqNy6AIC6VYylIVrmujJEu",
-	"KohwQHKQ2h5vr/oV1lV11eZGkNR5DEbVEWlT8qj3tfM8V54YKTFSqiTTbZ7GmkjIkfLBtNiqWrokVl9y",
-	"lcRSCBaDzgwN7l3uYU5SXOFXXIXVJeRk0m1tSGpvtmzfUM1igu7tiLx8cfWaJV57Lcj2r69+Ie3NEhbh",
-	"CkHv3/+/AAAA//8=",
+	"7L2Lchs3mij8Kij+uyVy06IoRc7EUk39q9i5OJOxPZZTqT2hDwl2gyTMJsAB0KIYj6v2afYNzgucR9kn",
+	"OYXvA/pCoskmJfky65qqiczuxvW7X9+1YjlfSMGE0a2Ld60FVXTODFPwr2cJmy+kYSJe/YWt7C8J07Hi",
+	"C8OlaF20rohiC0YNWXIz5YKYKSOaqRumjjThxcdkyUUil6T94/fPn/766uq7X74fPHv6/V9fvnj9/fMn",
+	"/zH47dnzpy9+i/oiYWOapYacnU87hAq9ZErDqG/lCP47Yysy5kobMqcJiwhNtSR0bJgi3JAxF1xPWdLt",
+	"i1bU4naJU0YTplpRS9A5a12Ut3Rs9xS1dDxlc2o3N6e3vzAxMdPWxaPTs6g158L/+zRqmdXCDqCN4mLS",
+	"ev8+av0sR8+e2g9hpgU102IenrSilmJ/z7hiSevCqIyVpxpLNafGvifMN+ctmIvPs3l5Ji4MmzAFUz2H",
+	"UYMzwX+2zfUvio1bF63/76S46hN8qk9gXDvBS8XGTG1e8asfnpA/nZ33umSomMmU+DOslKZDQvVMk7FU",
+	"hAp3VwAHMjOEkpFMVqR91jvvRGQ5ZYrZ6+sLuWCK2qGJHI/t5UrBLgkVKyLNlCmygGUwETPCNeETIdXW",
+	"63TLrrnFs0ffbN7be3tWeiGFZgDk39HkFft7xrSx/4qlMEzAn3SxSHkMqz1ZKDlK2fyrt9qeyruGp/sS",
+	"v8JJq+f6esrwjLgmQhpyQ1OekJ+vXzwnbanIVKaJJgk11EG3BX54ekPTjHW6rfdR64kU45THH3zd8ZSK",
+	"CSOxTFOeMA23DgtUTMtMxexIkzhTiglDtKGGwWp/kGrEk4SJD73cq5fPgG5MqXarpAnRsVywS7cVTQRj",
+	"CcBxMufCvg1Lfi7NDzITyYdc8XNJdBZP87OEhfj3P+A6rgSxuP/4/NGfiBsclvJayl+omrCPhSzyxmGD",
+	"5n8wkvI5N7CuXwXNzFQq/gf7oPd1lZkpE8aNDyu05DCBNY4YVXa5csYEkSoHRa7JnGvNxSQiSyXFxD5U",
+	"7EbOWOJ2s1AyZlrTUfrBj1ohOayQpksyZEpJpYfEkl5NGI2nZEQTMuYstYt+74kwUNWrl8+cyLBQlugb",
+	"jtQ2VowalgyoqbDBhBp2bDhwsjWCHVleGmKZ62wyaqVUm0Gmtw8vsjTFU0VGuTGdcLx244FlTvx2k0e+",
+	"RsHkSDvRJJ5SRWMrRHVD23H3fKc1AvmynzNhhYbfW0C4QAygSetNSFopBITfUTpxggMOle8uKl/R2pFW",
+	"1l5MIkdvWWzssvDWn8AAAKpJwu0h0fRlCQrGNNUsWgMMf+pl9t3r7RDC7nwQlTPYtSMAQ5qmL8ati9+3",
+	"Y5gD//fROvzPQnK0AyDSniSzwX//5391LoieyqUgUsQsItpYKYhIka4I1YRaTjYNgNba3uxUm1t6k2/q",
+	"F44iT3WBdMEHM7aCv7lhc72LmORb9TNRpehqYzX5uMFTBvHxakm52Qk21aN7SdUs1xAyYXhKKNF8ImgK",
+	"hCohXJAh/qCHhCrFb5gmbStyuteWU0uc59wYlnT6QioytGgoMzMkC6q1fV0wy3Yqb3bJFZlTE0+5mPih",
+	"zJQaN0dCllOeOrFXG7YgigqypDOmrapCDVwuirbVG3CLrVzAnlhRvYmoBVLYTl3AER0rZsIgeAi7Pnua",
+	"oUQPN15zs0+lYHte7A+gy+VXCzLmUDGdpWZ4SShZUJAvuSZGWv6zfor46n57rt/AD5Sn+26A8jRfvpDL",
+	"KNeOFDNqxcWkyTaA6d7XLp6z233x61WGar1gt1aYZwvSRoVkmLCUroadiMRUwXbIEMBsuLkJeLU5HB0E",
+	"r/W7fmWP+8BtazpnuG06oVyQyt5Jm93iojhNyYjGMzkeV4nEpcX1WGbCaFAvjGHzhbmHE7pXuLhe0KXY",
+	"84SeCc2UIcN4ytNEMTEEoXexSY4t5VxZPZ/IsX00B0UsN9VsHIUfsDEDgtU/sV/ZHc3p7TP86rTXs6Ty",
+	"HmjhGivLVxhmZSv4aNNYJlYlDZ60rYxn8V6xsZWvOvYkbo8n8tgNaUX67iu6/KvVAibMjv2dYnSGVpq1",
+	"M5NCszgz/IYNxpSnmcLfN0Vki8cDqzUwJ39WF/liwUSEIJxjPbxN5nRFJvKSTGk6PpbV11QmhCUA+CbX",
+	"ZMJvmCDZAsxDqdQA8YdJunaqOwrLdggdkLq41WNATcNzJThXZa31ysaCZpoNgCDsg7jwWRKWAf06tKEr",
+	"K/AtmHAnKCag9VJBStNekpcvrl+Tbrd7YrndnJVkwpGUKaOlGe90gm4IxajTM3d/ASBmj0vd0HSvA6p8",
+	"OZjT24M4R/V041RqlpCYpql2FMlS9Us8Y0u1NNImpFlV2EegH8CruVDngF1lArQ8r37gRC0EulbUyr8M",
+	"6CJRy0wV01OZJiFkXaM6xbsbpxs8tCqE+pOJwrSijGfrRMIjUA67ZZBah40QSXRk62W2r/BhcWJKRZKC",
+	"QyHmKs64ybGknchYn4xTuTyOpTBKpt255bh0pK1IBXYJTWaMLex9cYWEd5PhrCFyMwWvgLk3GxahCj0p",
+	"IzDMhCTHbcvBGzfICSwSJ5ek3+rpfoug0oEfdclT5xs5nXbDCHbnhf9G7emysURrvbNmIJzLsZVfYENu",
+	"d5ckkdkoZQkZrdAaZKGJJfhBsd5HuluP1ndeswUROF1tyBLXb5bM4rSdr3Rsj9B8WcG46lBPCsQgHjFI",
+	"O5ZCsBhse2gAi4hTjHREHt3edlDpg5Mp8ZJL0iMmUwKUPTkel+6vZ0FwTm+dv6fXQzkl9wD1gh6gTazK",
+	"0tkPPPVQ2xyrvgfyB+hBNDNEUKXkUjvvXYqbvbQaasqotnoqi4jVimmaDiMEVCRLm7hE0zQg+cR2EEd2",
+	"vSeP4pmCMdPihLwEY2Ms5yMurPZsFT50CiEmh5lbbqzy6Lt2p/gY1G2F0nutKLJBnf3YiBL1g+Pz5uM6",
+	"3G/mm4taM7Ya1Jkef5YjTZZTqdGApA1VxjlkuHFw1tynGbX+nrGMNV2Y5ShZQLB6QkXM0gsQC62QEBF2",
+	"C4glJhGhFku5mHQJ6GUXjmpYNdJ+lSJUNRL8f5aja1zCe9iYl/sDlqgg9pTcfnsYKsc5zm1bWwk730ct",
+	"cFPgQQERQLQP0bK5BN+2Myu9tddrplyTkf2JGDpjepN87HQfl+UIt/43tYfi7SbrahkVk5DgCiDonpI2",
+	"dffolV6L6vZ9JhJq/53fcu41nHe6Qfl6HsS5v1aORrE55eIS5DqnoRsJp1SIcHByIeKxodXhBt3MofN5",
+	"ykYyEzE7SFUu+UnBqpC4wQBxY5mmdKEZ4cJIUJbB6AXCJgoHCyYSLiZ90fZoBQo3yghxSvmcJZ0LZMQT",
+	"sHHa74wmXCwyg8p5pqf4+4jGM2JkXwwXTHGZDMlYyTlaqXDElBqvcQzn9HZgsXZY8kVzVP+B981pYlfZ",
+	"Ja+nrC/swq1UDPZNkk9glX6wprqbF5IItvTjtC11NqWpOlF+XH1hF6MN7uQSpi8zBkJBXrE0EC0M4cW9",
+	"sMtxBxX1RQ4f7uU5WGYpLOqtHMFmvK9uksoRTUk75TNGhjO2GnYuCBdxmiXOwOvFOS7s8RqJYqf7VRO6",
+	"oMp0yXNpnCHTjhGRYSlGZmB/gnOAAdfiVAgGPnQiMlSZGFAzBI6MdqiQEdn5GfYk//7499LX4IL3shKv",
+	"eynyQYJI578MhB/9KEniHqPXnGrSbz3q9ea634pIv/V1z/1xOv26N++3QFW7pfOFVV3tU1BgjGHKDvi/",
+	"27/3jh+/+ard73fxr87/3xb6H5n+x//9P/ofc/0P/Y/5P6adzlf/EuLrP1hw/N4b5ta5BgvJnC+plXLG",
+	"TtxmaRIR1p10gbqdfH2yUFwqblZBP+LcGYY2XZUbFJ+B1ug/CJ3yj05tXhPnbihPvQt6zbytGCM6lUZb",
+	"shEm4Yc4ex3gbvyes9DNafSUqqTG3pUtkj2XEIRPnD2fKiqdzJrDtDRh3TmHHW8TS+QaGz3hvnb53HDI",
+	"umU00cerS8zvYIv2chptvaFde7rGN9d3gjPX7eQ6H76QrzYs+l7FsYdypB3oWtYBkgr4VyuS1Tfnu3b1",
+	"E5L3J1KM+WTzQp1DYDCimu1DUP13e1q+RoVxeKtg6l47ED0th3BejDoL85bwiRsuMz3QLFbMDNjtgium",
+	"g3boX8EskhuY/acEPyXa8DQFp6u2IqeSBo7hCMODUrroHG5wximCO9jbI3oI/YlamUp3E3UXuWDfzddc",
+	"rHDtoqIqMFZhrACd/UiZA/8wNfOiT2OCVkWmXZQtH37Lwvanb580xtrtBBCwQop30uEctqvods0n4MBx",
+	"6NVeTjWLB+QrYk/im3Ow/nlz0Ok3ZLQyTHcuyYQJpsAEApiKhtc1qwOEK5RELBz696vj/0WP/+gdP/7q",
+	"5M1Xf37Xi87eB2WqQ1BOBWxQU2MWFycnVmq2f2r796+vfkF1zLAFsoKXL65fs4QYubGJ828rwvO3u8QG",
+	"u4ggbDKa2gHW8cWpd4M5n+BOaqhrYXPZPr97L7SEn+UoIOkhSAWEbAdrXkotAnvZ4oL0UMuj6CO3F5My",
+	"sLe5AEjQsKzqJ6RB6xRLLgnN3b+g5lpdSYOumloAs0Mdae8r12HR0j29o1/LG6PCGOFCiNBz795EvZza",
+	"xY6lcl7cPxMqVp2K3WozqjC8ltwtjYaRgYu9ZGWPUNncKQVeACqMjVxxh7B5b5wY1MarVcwXeZQO1U6f",
+	"9mp+23ljgEAIKVgnqMuwlE/4KA07pX8D4pKbE2GmOV3ZHy6dgYkmKRfeSwF35a6mOu9hUHJArEXU8hB+",
+	"J/gsWYoPj4oFs8m+y28KXJYnsDVR7rC94khyKXC/O9/fLYlibNWg5qBqJih/72hyOSIl8JbT0cNPc4P6",
+	"ZhgwNWyQa1TNHGGvQHucc/OKjWucYW/lKA9EtlNgiDxpa8ZIMaUGdKg5goJVlD7YREv0I5Xm8FQgUXSp",
+	"waIYlfyII2bJZzFiDWloJCxWz2GTmCqmMjGQ4zDpQhcUROozopiigrQhkuLk5vQELC/vePL+BAbJ3ck1",
+	"hKQe7Q4JQMQQ+iRL2cCrUZvL96+U7Jv+5Es0j5I45XbhCU+2XXY5lNpNbXg8C09tn3hBoH4Zd9C9DolT",
+	"LUSixs4iK2KEHMBefAGJMCx4HKLQLemMhdjaCgNAZ04OAqs5eDEuXEBxRDztyb3ODa4yFOyPdKjgKPmx",
+	"lQhYlQ17xlFEjjiI9gzRHWMui20qnWg7W5dZyoQ5QGTrldAqU60Rbb+jJp7uqfdZnG+sqP4sR+jQCUYb",
+	"bndDlq8FJt22iTpP3GGrZclOpXrbip4y40OgG3Eqq2RsZj/4Sx74iwwzzfw1Iw1NaxQhjJIfOPhpKAv5",
+	"r/KBd36zrldVBthcxsbio8Cmw1kZBWDtB70BnWBPt09S8mtu1bL9e/DNnhHLe0Y9rLnGAoopmnPDjjLS",
+	"ttoZOs0BTzqoKbinSw7+SVLh+geESzQSrX1EcCFVr7MdpViKTqwZW1n1WLNYisS7JtENTEnKb5DNY3Yw",
+	"h0wCiDECFuw47wEuv4PtSWXZd3vCoXtv3xCTqpC8j0i4VXS9ZjdM0bQkvGrSxozGLJ4xzM3pXHi7hnNn",
+	"pysUrTCQyb0JSUZ94a9EkyXjk6mJwATCtdWTuRUpwMFO0zSPgnf1EsAjDfFVzgUvWLcvCk9xsY8hadvx",
+	"pWDHKEBb2tW5IBN+YyXrkTTTUjy5S5o/RJoumNq3AdEa3M8HOtM8DahhMjmnuiOb8fQs5HBVDMR5MFCp",
+	"jBU+BodsPhIjwVAM6gMvAPHkGK64bPsIh6UlLMkwSzdsyVk7l8rrtdzhpfP23k0cCOlLEPAbZ0rLJrp3",
+	"SGyojlFzv6/YwjGNfeKtlJwPwgL7a2e8JUZaHHURQIBH7R7Y53L1sxMRq6VIbXKTb641MZFAiGC3tT0K",
+	"s6F+4ul9FFytpThuuUC1YSUW1bvkCjTNC7dA+6Il8VTA44hQi9uxVHaxbZOr+nIp8q3CYNzkO4oIKIT2",
+	"MTzqRYSlmrkyCJjljYn1RhMgzGTGFo702C8GI5lwpknf4mO/1eluBhfk11N76SoTe975Xnw1dM4uiufI",
+	"hz95WwPEDqUJPnO7CS36OtcpfWC/tz5CAImLZmyVLMhRK5HCPsV4xpa36KYsCYb+/8KoZt/fGriqTaxu",
+	"bFfbjpsbw4QuCZZiaf9+lwRVDSrryjJQ6bYvCT8LreN50OTxCzOGKR2RhE+40RE5GhxF5Khr/+/C/t/x",
+	"0SU5PT49+3Yt8b7kdCrcTW+KPwfdi+M373rR6dmfwr6niqHBno1YOZYUPiUklruMaiVKvS1BDEQCO9am",
+	"wr9JwDfNi/kvIpuPgHhtMqHNzIX6FezITHuRmVjO2RVEcydBJjVobLDe26CzyZDQtrDFCfayJLnmQSOP",
+	"1g+kh6IfcJBKcMjjXZyiVLFlXTbxinTYz9Ccl5fCzQIsnQttqNPpgna2rMZqbrhJw1/hD+9KAXSZEhcT",
+	"JpJMWei8cNVILqBiCCp+O6nBCopP4KRbb+xvXm9Y99k7e0/AjAAhyLuOEcZ9gq/eISiGi8E4tZL/nlEx",
+	"Mk2YNgPPXu4hTS/sOVTMMBGOo7QME5j/kZUw3GtW1i17aXXu68QKb8RhTUPbciFL7EznNWzxHbx5zYzx",
+	"ITF3DeNz4TJ5Blv1yiIHRtWF5hAUvKX9gmXKULbpfC+5oRvQx0KwaPZ+4qovNHi1EG2ave+EnWYv5yLU",
+	"AXa3+xG/1u4jHLoEqNCcDCNd2mVbdYPWLuWQYCVH+AJxjlIwsuDxDK0L2qs+G5kju+w7G4RtzYwCgTN2",
+	"MkcTXNEq58lwJU42s912mpWa0rE7pw/+JJeQPoj+QE8Eq3SPKtSK8rzM3OomqxUvS9UtX33/+vvnr5+9",
+	"eN69O/ULqSivqGF5SU4nvbSCmhCaqY40xGmU6nQWpq+Q0XCDgOc2ogAHhhkCAu1f2MqZJqf0hhHq1tLQ",
+	"fzrKlF6j9pBvWryci7YHMe1ajqycjt9g3vtiSwodbLjlKD/R/VhMfkVhsrZmEN3PMriTvpVH37q4Awid",
+	"B4S1TDCw5VhlUueghZbxqv/ZX956zHodHSpuVwVLCbx2UyYJS8iCKWesbzZpUG3wMwaONAeKrWe6v+7u",
+	"HBG77t4V9vKo0sRij+bvJoP/hm8GUaJuu7+xghPVRfq7C8rLBkNiFxgFudElGrRvEsO1C3i4n6KGsZIi",
+	"SH62xnwdEsoFJfy2KOC7A6FgBMPj2cPUVQTLceFXCFnzbg3EnjTPsXZ5AGULnp5xiFZIU7kMmuS2iR31",
+	"cVx2BX84CXszlP+eGARAS2muciCHD+3w4Rp+6yVtp3zCa9dZhY/9OI7HiDDD8QFCzdlNjmG7uE0x9LZl",
+	"7c9qPFJWQfCRSzSNyDfOMg4U39mFIkKJf18q0v73qcxUuuoQqUi/9e/oLIQ8xGry4b+dPCL/hv9bCzZ/",
+	"9M1Or+2+zvQ9/dQl7CnES0ScdWprscolzwoJBBdKgmOoWFEtx9/YkS6SeezLXINbu1xCZw88zRfnbnML",
+	"3jY5pjIqF/v+9fWTVqA68rOr51fEf5Fnn36fWYA6eUkVXw8o+OZ8F7I7LN/mJb2GDI1XLuFpT/AuXWvj",
+	"eko1GSPeyeIzRoKpIJ37zAUJqUEYpR+uh5bNa4PoH7IGcX36G12lkiZ7Rzeyv2+e/lNmkUatiFSJK7vv",
+	"1Lq3cnRBTiNyFpGv//s//6uJqhUKF7SzRoXRDFe+xhzyQ35TezNhj3WowOlWtoC3vJMpuGHrl3PNsJb7",
+	"w5clbnjZOcltKgMX+/jOt+TYX+rfM0Lo4xwBRoruPghzV2cTDNT8/aWc1cVlY8oQREKvZwx582WDOiTF",
+	"gqLCkwWzBs+hKH65X1GSKwwtRhVJuuiXy1IgAEcVCmN1jzTJRMo0RJ1hUpQUgVpqDWIRA9GHDxxJ+ABB",
+	"eqQtLNfHcLD5wqw6jaxon3Kw3R6hWtcuGqc2hTBgzcutn81stoUdtCbPxc12pKuBLD7xEBvSHGn41ZUq",
+	"zWH7SFeCWzRaWjH0BWLz0NUFRWaWXLNOl/wEgaNoDMYKOfZtjNX5jY2mUs6OgSaZTDGM+8Mq4GB4MJVC",
+	"higzNUrA8dVNBpWswsJE9WCpaZsahzGLQeE33m00aExRJcYObOKc1VpdwbCIaEvoIpJANbox5WmEdbQh",
+	"SoH6gn0XPk0igjTfAZxPRIoifv6XcmBMgoJSyEuu9pUTfaBaIyFrPX3Cn0T1tCsLqd5eFUCKxAyHbXW4",
+	"i1Wf92QYv0FtexevhhCft+hy8WJ2ueSs17sg7JbGJs3LPgdusi82rrJLfhUzAfFsRWEnF86KEW/uqOAj",
+	"bdWtEU0GvptTB0Ne5/S2vJdTIKtrvwTcr7sZRNGioORT3f0J1L53rtJmX0CxeWcXa/YFFHZH55haNfsE",
+	"q6JbiPXFv3d/g3XCw5pYQa83PQ+lOnv7EP9VDenHmGwc9EhjxBISf0tbhU/9da3JHFIRxRYS8pLNVMls",
+	"Ms2z1e1sDdMhHaTd204qXKqcvWegZdoSEuctlkBRKOqJG5I8jxkFcetcwqbLG8MMTH8GC6ntCbR9JwLL",
+	"EcGF0mT/6+4Jd6ulY3mzFTC8Q7NiXClVIF4nNzye5kUAymV8Pb+3rN5PTRwr900ILYRMuTZSrUg7posF",
+	"1gAteWivX3//cvDdi6f/MXhy9RLK5kVkAjKdKzvHVT7CgioDZLJzUVSGxaoFaN7zdAmcnQlPoNwBgwyO",
+	"AO2z15dg47s0rYwDP8rx2P0onIztLWOlw6JpahnGeLxpIYtat8f2i+MbqkBUt58W1/BDMUjx4xUMV/z7",
+	"hR24uL1AI6eR+3UvwcOx0HVG/1ZLUQTigxgGJUbswWtm0Rob4/keYHDM2AgvIobdmkJUK16yrMqeR6d8",
+	"gtAnK2rZb/Y7OB9q7P/5GkYA/fGPGn3QLsRKe/wPZuEAd+RJFPT7ihmIiO28toproocgHdNFtNZfEZqf",
+	"cVNTMdOoTOQZBzUd1CxJKZeTrwtgqKJH+1vyF/4dGa3yqC+f3hJnUO4Qowh2aLbu+iOEHXd05WXX0Y9c",
+	"v71zb5R7KqnQtDrCgTngd4x/BeGy8A+hJSUXJteyeOvO/C5VYrh2rWJOq0kYxKhV5/5KBX761TF216io",
+	"9ysemAvfILF9Mzmm29AsvJlF7oFreyL4eiZ56bbr4A+SEgKAhk0eNdNkyqgyI0ZREvAijisBo1ciniop",
+	"oGichUXXjCbPhAi0Wto72SK6Ww5E1NqRmGHP4UWhHe/ZOQFUXN97clzIRfa0yvoZ8pYIW8uF1Lu+aBda",
+	"YydUbfaLBrWfBlUCnLB6c6Tx+rrwXiXs4Y5JNvYma9wyljY0d8pYlN/pkoEh65ZRqr9eI604sIU07TXY",
+	"dNKTxso2t8fud93VXp2rbytVVzWnKLaByWKynCtIDRnLNJVLQBN7j0eavJVcgPwGmYWnvV6veRGbQrIJ",
+	"pG/kRQPCZdCfuMdYV20ql4FCNWFG+xb5+q6FuUTRlDUohViQ66LCQqikp3cYOk+JJgm6MfMWCsVxWzHV",
+	"1+omGHzvRIjyYe931nVuxKKIQ/isAwvPT5208T95e7xO03vYuyZM0dgGDZ6K6SkBbV8YLjLH3CuBFLjh",
+	"AphKBULfNMjqLcpbtDwk1KFyrSP+83G1b2mRG3SA1x6FoaEcD4w7rKZPnc6hAPnG+sdKzkPR9lSZolg4",
+	"1NTaDKhuKjHXdloiVFvgg+qGZVCmzi+4pDpcw28huTD7MRA4q5f2uxBa5rJxTbpS/Ur9VmrXamSgnpmV",
+	"IvF0oQ6lCyluL8EShQUehFx2mh/3kotELsM7wGcklkAA0ZGEfh27CBcBDgY/16Muv+oS/Ex7QQhaA2W3",
+	"DB9X3nIABqeQX9tWcMYrCqiDO6B0X/hM8uCroHIJTLgoMopGOqh7BjQTppWzpgXaitylbdO5pla+ZwXI",
+	"hw7w2t53AWLMwEg5SKmasAjcEujla7qYlGKpm1Bi8EumYmbVF5ZXYfW61VHe/wBsn3OeptxFJ0Y+LOi8",
+	"+4j8K/pP5jxJUtSR0Lg5UXTubqnKX5xb2z0LyFOLR72GSRKLx48av/m40Ztr8G2XgtPgECFQlrMtF40N",
+	"lFwJW89NpSrygLjRrr5ejUuyeVFAp140BTmKEAd1T8FgQ9rO7Vn2b+ZOz3W3Zici1Am3QNO8odo1L2na",
+	"6/LgclnYPnDW8jsv5ee5fD0cOnRlr9FP48wza9C3yWvW0qyDlAQT1vCQ/d3mVOSOZOMHvLXcY9HebBdX",
+	"8nU2BZg5F9l6OtJ2g8SBN+Um2syjrL+grapfLVvBoNJMcbO6tqKAE48YVSiYgHwAZmT8KR/AAnzr/Xuw",
+	"2Y1lqB2My0MHVNVM3fCYQZUvqc1Eseu//YJX7/ogQb0nQHqghy4QinoNs9sXT6CCpi9p7LIBRWK1w1wX",
+	"uMxN6Nz3F9JFqWJQgCNQYHHCPsQNOc0SannlYSG/vvqFtO2oHvevDRUJVYkPMNFodfclv7zlpi+gUlFR",
+	"EcYpI9SwLrlmjECfzIWSRsbQI7NaLiZ/0Bd9AeUE0PH+6ocn5PH5oz8Rl9Vvh8nmcB5t6NoXA985cY+/",
+	"equl6HTJb96Ng16FvgANBmmZIFcvn6FFKnIer5ObU+zeJRhLNBk6+94fMPYF+Q5ggPSzXu/rGD6EP5nr",
+	"eeRqFbSKGgStqHXDlHblG7qn3Z7vAEwXvHXR+rrb636NxUGmAHgnU6jI/ge0YEEB3dIRmP9Z0rpo/ciM",
+	"K9peeDrhy7Nez4W8GReGWD6Wt65TLoq7O7sf4AwA3Wva56JbwZnWxe9vopbO5nNqOQnIkj7tlmuSgQZo",
+	"6AScV/lOdOuNHeREMZqstu71lX3j42wVpoaE2Ue9r7fMV4a45vP6ihyBiZ9LQ5SbfMdRJ9TQEdUMK63R",
+	"eJp3YsPK/chSa8//5vSELvjxjK107SX8wrW5evnsL/adB7wHnAJSdwJHgsWdZ2xl+dWNnEF/HHCwe8Hh",
+	"fdQ6753WzZIv++RXQR1OYwnSc7zb7R/9INWIJwlzxdRctMCur4orLl+b3SIQHnvqVoS7cT3sZpifzOaa",
+	"pTdMd7rkKplzQXQsF6z2Gq3GpAPXht1A8VRbkQ+P8M7ze7wynAgvreC4rjDQGricPsjcSQhi3CMHGL3d",
+	"t/UdTbwF+MPB0vlpgy9eS/mLVeTgg7OzJutyJBhY0N1BFs/SM0woCmqKdoQQ5MJ1HhQg0lUz0F2jQFDm",
+	"HOUoq1BvgvQrwPwSSFdg6zxQfAJJxYckDue4ju1fPJfmB5mJ5KNdKB5M6UIb0xqq6JwZ6KT0+7sWt6ds",
+	"ZRdvnLxAQ2WVDkQlnN7QA7a2in3jQCRvRlfLoX6ENx6QP+Wd8mq5k13k4aB2H1wFZdhS0oNbU3Gd5fb0",
+	"BQbC8Z68m7HVVvx7Cr//mFdf34F9+HpSoRWULFLKBfnLn08r67SPwa3wBVc3cXUuoVzJHvca1crT4du7",
+	"XzQJochr1+rwLvf7OdzWC8H2u6g1irp5auto4ptGlnrVg99xkxTPcskvTIv3Srx7/yZqOdvXmo/QBe9S",
+	"WFW0BqiA2MncVYouOq+DsQEi+A2fM9L+y59PO92+uA60wSRD7Nc5JEou9SWZS8UI/kRSZvDfzgwPlmew",
+	"n4wyveoLO71iLvQELGvYaJMLYg8+TVmKqnsVUV5mBaLcv9zsu502Epk/OGp+EZXvxIeZIRlUgB66Kulg",
+	"pnNR3FxvIAdiBCuXJ9vOrMutLGvFoZ/8Sw9pOSk13KwVitxqPwW5SLEJ1wbiO/JVFYddtPBcP+iTd5ae",
+	"NpCMfsrDEBsLR1/EnVpxZ/sd1Us4tbdw75Dvm8OGSeqdIf/zEXh2XdWajBOapnjF5f/WiRtXUOcjj6jI",
+	"hY8hOriHZMKsBFFqBjvEuh7//Z//NfRZ4hvcvgw098/wSx2APzDPPwBSv/D/u5EvZDIQCjelYsIKF95B",
+	"bMfOmGFg2aFoJOuCWks54HnP4dgKxYnv+2YgFMEFABblk1yraIiLlAsm7Jd9AaUmkqyQZcgru3Yr7Zdi",
+	"oGBEP4AViFIJaYNwWBDLOOViEpLKYTT2idH3CMv4uf3gZr5w9Q0Lsj2XtboDMVdxxk1+dlQkJOVj4+p8",
+	"ZBoajsRQXWtPlJGGGnZcFIu6V8x5mlmNGFbpouZQviznAZOYKgXK+VKia95AlmbbMi/ID0mTqC/0gsZ2",
+	"nXZyAz1+PK04zj/qRERLH1+uNImpIHrJDaSjOqVWLq0+G7Mg1sBhOJC+9p35H4LNrRUDe+943SeApKh/",
+	"WUQtioR96uxub7z+TPjjIqWxC62vtPmPIMvYY5ZMwcNLoHdDnjuPBeMc2m2nCb4PVa2K/DP2iQp5NP6e",
+	"MbUq7Gg+zawZXPryNeGxiiIajQarZFWGRyy1UL2H9bkEulob4UZob036iq425fV5mHYWKEmVmyzXz8fX",
+	"3Nx/O+FCra4HmI9Uzas9LuikdhGubVjNOXx9Vm3m0zt+/OarYIXA8BFj/8Dy4EXHl16pDvCjXTWYLIt6",
+	"MPLqG7wFCKtV+fD4DiaHH8U0xzUGzUWWC+QpPGUygi1n39dx/rPeaV6Pwff0uvSBscMZWw0xoq/UG7Pt",
+	"Y++iwvYd5cXYOn1BUwj1wYD+iJz1en4K7KEJ0sKw3JHvAjoFDrvkN4xi64vhWtfRIdGMiXIdxjynvtTH",
+	"1EsvbXeu5OycTDuwhL7It4ndyakBY6UrJhdeUESWU2oY1gTQrv6OX2VfDH2bwqHTAcA1kPczLB0UhsS4",
+	"fKtO0WJ07XT64q0cRWTCb5iLQMDmanZ9EFOZkBGNZ5FfsGvC6I8vICphw8efIdVoP5GxdAFQpPzNw0hY",
+	"pWbPH9aOUOnbvEkRrgqAr8Czd/1CVaxQe1zXp51DPHv+lm80S4velqH+l0B/7jOoaMcu/bMvhpJ7oMZ4",
+	"mCDjuWD3NSJckuNO8uYyYbp85ep+cZHrX1CJ9hKG5wKFSMhfhCJFCJfLqUwZNmXu1pMC3XowVMbe8B8e",
+	"k8vt3LeAOWlLRcp0vhNtnPAXVLg/VEC34WmP9Ho9FKG5wG5GVoGfM2F2YAm2mKpHk9dQFr3qnZxbWLD0",
+	"1BNwXU1wRu6JI7scBa9L9wV8Y+dgIqHCQDmhYaWJOcT0uYUNSSKZviC0yEewal25Lq1l6lLELIKMrzxW",
+	"AMpCGCdVQDUCX16jPU7pZMISMsQ5Bg46WTK8JJS4pyApEI6J0oZCvL+AXGWIMYjQ2tnpkiFaIZMhPvJ1",
+	"sOzX7gkUMOuL8qZ9DPIlGc6lYkOi6UoXBws3qdgc7KmQW4B9gbECCDeE676AqhldcuXz3MY8NWgedWXV",
+	"LgiNLbUsrQgbcr/rt/DlfuuCvHONcVHGef8+KOU8gZN6QNL2XZbOclz/sNQNp66jbFAzEqQNbMXv7vRT",
+	"J2IfxWALQBJ5EmSFsAQEahNPsYhfTjBQPQB4tygHwLiDUuV5hwcQKpeOaNHXt9SrpVt2Hs50XwDhqqFO",
+	"sBgkTl1yhahVUlByydb11NckZWNjFTd7MG05Jtq179dTqtDZASKvUxLtkgCP7VISS2TqqERfbCcT5AAq",
+	"4TS5A8gE1JP5QiU+GyrRe7z7iydSjFOO6ZIfyfwLycL1VKUOuw8gMj6doC5QBPX8hxS0n2Jz5RrfhNdg",
+	"/8mDQ3JRhYOsNJK3KFL6kkEoaYWtcHvZYKz2/rSV5wysi5/7+wH9gHXmwKt6QZbrEvw6d/jlplCb14FH",
+	"sbYvvFxLleI3lh+d9x67Cju5Ic5bWHzK+FYZ74EhfAtsEzo2LrPNsY9P2y3+WdBPvNeyVAKFTw22rcqR",
+	"qgFlPClXINvmJHtSVGtq4Cv74jp5aNfJZ0H4Q0Xsdjtd7ofc54U474PiV1HiJz/0NVYYfQi5GErXvWLj",
+	"Dy0Uw7zf3xpmRbJgQLd7drgg/OAk+bMw9+E5og4NiSl1NWLbUJsDWD4YuFlCznpnnTLuuIqWm9S91MXk",
+	"foWe9VKu6+Vbw+01NhulYAUoTeesL1y1/CJIsNzIo4NCUF6PHaf1xryCzkBSBTgUggJRqQnBQ4U/lcrj",
+	"fmDcddNeQUZY2EOHj77g7p3Dl6QylSYWNdjbCEsVW7hmY/etmRT4FtCmS2U8sSHU0P7/wC5zWAQ4gNvB",
+	"edoxtpFiTAFpU00Ui6VKWAKNZdHGBB8ML10tUF95CgNkfe+KGVuYbl8Uao0XZF1lMB9NUYizrqNSyBh3",
+	"Sc7PznAct0ToRjK2K52gUpbvguVL8A0xZowtuhvViCLSxyC1VV+gCVFlot8KW8jsa17JehAXIU7xEXyE",
+	"WxS7qFB7yynb/zyBlP+kpCsTYDlzdeZAd7TXB9Y4CMqMkBhQEk+lZmKDjNVpkoAiD0HEXIhVQZK2UrUj",
+	"XcTkQ8hmRHyPwqgvCnIExvmNHGWL6pZSgIqpXdAQBBQNUVSRqZ/FiiJ94XoKRyTlYsYSMlqRIZzEQI6H",
+	"ZcNNQeFqCVmYuqhMPDBxsff2gQv3bKEt7rq/0JPPmp5g4wZ3l1HZ9LtwrcIEYQnH3H7WjL54b+G9KvPe",
+	"wdX61DjpFwPpnaGyRu4tibwWJL3OqKEzHUBqVXZtAp2lDgPbzKjXeen6BlbULXZO7HXdvFHvg1o6S23V",
+	"g4FkI3n7P8fSCb6t9fYQea8GKFfo4pGqJhzfJ/5gC2h9uPpZSZvDduA8AclmOWVmCoHaZClnLI/0bq93",
+	"Cvd/j6XqizyFA0QZTMpZuZE7XXLlJ4FA3dxf5Uw1fiRt6ApC2yCErHAIcu16WED/Nl30sCjLUmV2ExKa",
+	"rplIrn2fiQcx8hSd+xsJTmf3P3MwaOGp713yRXr6LKQnd1+EruNMmDRsch3fHWkrz4GX/rk4ju8XFcCB",
+	"n9DA8z+H4/jy+c6yVeU99+9iA6V6O9D9DV95QACAGbbXHHKNYbzi4QNMPn4ForWFoY1zI/zFHXOO9Pjv",
+	"UhWiuoCmv7k81Yc9+zp9Bpb5PyGgac9bvOfyN84zZqYsDOdkwZTLvYsI9gpSjCblUHaXCmvsmfRFO5ep",
+	"QEQtkgaht7UFGo6V9MHG/1KxMVMX9kmmxJ+BD9B0aAXJvD3jWe+8VJgHW6GLJP8J1snF5ALyBS0HhP25",
+	"ZggU8nNcM+1sznRf4FGSJbVHHK7W50F/v6PGzTxYth4s6iMU/WmIpsG6ZNDxETujYz0Yy1lYQtp1N9+5",
+	"JELCJVvonzKauNp0+D4TMTv2fsmN2YZrg3UrEsh6UND7L7lG91bK2xGPokoRRCH6i28DGkYOBSPCxfE4",
+	"5ZOpwS7gEK/bacyzTkyldc5W9lXqstNIbsU+MTosuX5TEVzPzz+m4FraWF1cmOTCAPnGTTmDlKfOrley",
+	"23BBYMUK8FTOuTFgWviskvKxBVK+ydLupSgxufaEmbz9G5lSTVyHMuAU9gxKncHuiwU7WFbUsGN0C22V",
+	"fV9BhXB47QHhKJ9luwxc+LI+idKbpdXsqm9aOu7GlTfzQ9mn9mYhObn2hl/KdtUW4ywuMA84zg/tgCrk",
+	"W+7rATClThS6Dxz5fNSWRjh4v8rKz3LkSv5w42KE7CoGsIoL8g5NyeCPXzIrXrwfQtK5T6hDKgBf9kXp",
+	"U31Bfu92u2+s8EmLgCYpYpRjZmx15AHUpe0NcYIhhg9q0gbC1BfuJW5gnToiNE1Jwkbgn3SJG50apaMK",
+	"xfevP+TjfwQdYn/k+SKX3wVDr1xcq4NHKwe5bldj7pOIAANyCAY9H3qr+kzZUaa0Ge7msL7G1nZx5jp/",
+	"6yHNuW6S7cKMX3BERivA009BpvGLqhjs8zPbPOzGwsx1UQLtSx3xu4sueQ26tmubC6WpVp26e6uXWuov",
+	"5v4Roo7sFlD3zy+x7MKw+xVWfK6qpauGxzNCYyW1t5tiATXf2vIyd5iD1IDGEw9nVCR9ASO0h/7HgX1v",
+	"GJHiB/vCsNMlV5AlSUkilwJaoUiRYpOXudQG6r4K0xdzrjVLcGFW2KkRSSog+gDebzf8RxBI9kSML9LI",
+	"PVgJyzXMD2R3JweFBu+owPxXqA9SLjB6hA3RhVwimV/DM4xBWXaIs0SSIvcoL66EcYv2dSi4jBU3Uq5z",
+	"S8HafBYLL12Rj1sDH8JoKyiDxKF8XTl0BUyqSUmWkcrlgEvNsB26ygROesOw2HpfQOMkV/aW233N+GKI",
+	"eQ958rjPmnKBNkWfk2BYcSbq+djph8oNxxKwX6Id7yXaMec8Qi4jIjOjeYKKcKyk2IWwRfhiOEy2CKn6",
+	"bvVwvWSLuCqc5Utw1ZfgqnsNriqXrAKbUF6paWvElWUPeiPaapvzxmnwzsnua+xiwSZnM81Lxrmg4z+Y",
+	"krpzkYcdk9GqKAUSp1SjQ3zBlBUGecq0G54rkmSIqyT34w+oIcdWx1EG/nGBJet8E5KYpmkpfjOQdwzB",
+	"AVYU9bWninp7WJck6XTJK0aTvoBQ6gVTx84SoWSaZgtXrSckORO6WDCROGMd9RYM3E6RpQP8U0nD/NXB",
+	"wvI4Jw2VYOHIUzrRlfS+0crZQ/zgmMdH8xXM0KACJ2//JsePSSq1E+OBERerwqCKy8rZ25NwW6c47UTR",
+	"uX372/yGLSQkMhulUO/ZBVWcdx+Rf/WQAUnT5IamGeuSH/kN64u1POohOLCGmIrkmPywS14XYMU1oQYV",
+	"hbPzKfrC3L8f9XreuqkvyYitpEgiKzeEhIIfS961D18T//AK9mvxf3JJxlRB1eeiqvXpNCofUqeu6Dse",
+	"aeNFPHV4V1d7fskTM8VWlAioxYLmsKCUWUg71bULwss7ZEEPHYCJcFKniDHFWVGNz5FDF5L4WfmmC5d9",
+	"RJhSUqHRG/rUOO8z3C/gwpHG9L71nkoS2vvzOQuHS9gJWZwpblaAayNGFVOti9/f2FtE2lnXGdZRVqC1",
+	"8LfGsnWJjDPQaNpTYxYXJyepjGk6ldpcfNv7tkcykTBFhnM6Y1blGAIEZiptXbROQOtyy3wXLAwcgVIU",
+	"ES70gsUmcik2eb1FiDEDt6CDYwg+3USSq3LaxKXj1Jos7arKKQjloTx7DqNcmZMdA8NgIgHk0xFx8KQx",
+	"U9OzlCNdLmZRngk4fg1qV9t5OW5nlTc/bHnNeWuSzcFeMsVlwmO0Skory1uJvaJrr/XFCA0DgTObwTuh",
+	"oJ2oCOmLkKdi7Y2O675UCWUsk/rQvE/W+hyjlAIneezQvpRSWxqx4pYI0HFGUwNLpQkXzEk/rlN9eZxS",
+	"c3oLtrfH7maA6Nnd1ZcYtQI/S6ymfm2oSKhKyG/uY4Jvjpi+IMONdkxD71C8OY2G5Ku+GFHNvjlv//TX",
+	"qyfH1z9dnT36pg2eG56Qr0i/1e23yFdAALSh80Xpt5FMVp1OYVtwzZ39iMcJi2XCErKgKhcnC+pS7mqI",
+	"DXQurSyIUi3+QJRrxdQXeYnStYZTpdZUEOwHdhAXUWOlkLw+KdeECUsNu33hxGts6G6OgZEdW3mudF48",
+	"AaNLJvjfMwbSkBPtQuKHyoSry7K1G/avG4NFhHUnXYs+g/MzqF8x+Hrgng1OB4/GvfiMPi76vGB4Yonn",
+	"56vd2ih7Z9ObXwW/dUKjLirV+ErpS6rhoFlySRR7y2LwN+NrUoLIAsKkwJ5GW1eaA9LWBTetsbapx0jl",
+	"+muvAYoF937W630dI3TC32xYAqCdS89f3eus3zxcsZ6PVH3WTo1h3LUiFHImDKh2sbpnoVjwTeXtwoIW",
+	"WiGLUpPI8EG7sczuskxKQB/UfTEtlzaz6hPDMlUu4icu1U8qSFa5EJSRLoyPcEBykNoeb676FRZCduUh",
+	"h5CFfQxekCFpU/Ko97ULFak8MVJiaGNJpls/jRWRkNToo9+xt7x0Wee+RjKJpRAsBp3ZEjCfLJyTFFep",
+	"GVdhdQk5Hndba5Lamw1nFZSfGWM8SkRevrh+zRKvvRZk+9dXv5D2es2ZcEmv9+//XwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

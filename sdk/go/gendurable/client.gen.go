@@ -1930,6 +1930,16 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
 	PutSchedule(ctx context.Context, name Name, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RunSchedule Run a schedule now, outside its cron.
+	//
+	// Makes the schedule's job now (its `schedule_tick` is now) through the same
+	// statement as a tick, so it is listed with the schedule's runs; the next tick
+	// stays as it was. 409 for a paused schedule, or one whose last run is live while
+	// its overlap is `skip`; 422 when its handler is not registered.
+	//
+	// Corresponds with POST /v1/schedules/{name}/run (the `RunSchedule` operationId).
+	RunSchedule(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// SendSignalByKeyWithBody Deliver a signal to the live job holding a key.
 	//
 	// Takes any type of body and a specified content type.
@@ -3027,6 +3037,26 @@ func (c *APIClient) PutScheduleWithBody(ctx context.Context, name Name, contentT
 // Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
 func (c *APIClient) PutSchedule(ctx context.Context, name Name, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutScheduleRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RunSchedule Run a schedule now, outside its cron.
+//
+// Makes the schedule's job now (its `schedule_tick` is now) through the same
+// statement as a tick, so it is listed with the schedule's runs; the next tick
+// stays as it was. 409 for a paused schedule, or one whose last run is live while
+// its overlap is `skip`; 422 when its handler is not registered.
+//
+// Corresponds with POST /v1/schedules/{name}/run (the `RunSchedule` operationId).
+func (c *APIClient) RunSchedule(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRunScheduleRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -4917,6 +4947,40 @@ func NewPutScheduleRequestWithBody(server string, name Name, contentType string,
 	return req, nil
 }
 
+// NewRunScheduleRequest constructs an http.Request for the RunSchedule method
+func NewRunScheduleRequest(server string, name Name) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s/run", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewSendSignalByKeyRequest calls the generic SendSignalByKey builder with application/json body
 func NewSendSignalByKeyRequest(server string, body SendSignalByKeyJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -5631,6 +5695,18 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
 	PutScheduleWithResponse(ctx context.Context, name Name, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*PutScheduleResponse, error)
+
+	// RunScheduleWithResponse Run a schedule now, outside its cron.
+	//
+	// Makes the schedule's job now (its `schedule_tick` is now) through the same
+	// statement as a tick, so it is listed with the schedule's runs; the next tick
+	// stays as it was. 409 for a paused schedule, or one whose last run is live while
+	// its overlap is `skip`; 422 when its handler is not registered.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/{name}/run (the `RunSchedule` operationId).
+	RunScheduleWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*RunScheduleResponse, error)
 
 	// SendSignalByKeyWithBodyWithResponse Deliver a signal to the live job holding a key.
 	//
@@ -7396,6 +7472,49 @@ func (r PutScheduleResponse) ContentType() string {
 	return ""
 }
 
+type RunScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Job
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r RunScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RunScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RunScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type SendSignalByKeyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8373,6 +8492,24 @@ func (c *ClientWithResponses) PutScheduleWithResponse(ctx context.Context, name 
 		return nil, err
 	}
 	return ParsePutScheduleResponse(rsp)
+}
+
+// RunScheduleWithResponse Run a schedule now, outside its cron.
+//
+// Makes the schedule's job now (its `schedule_tick` is now) through the same
+// statement as a tick, so it is listed with the schedule's runs; the next tick
+// stays as it was. 409 for a paused schedule, or one whose last run is live while
+// its overlap is `skip`; 422 when its handler is not registered.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/{name}/run (the `RunSchedule` operationId).
+func (c *ClientWithResponses) RunScheduleWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*RunScheduleResponse, error) {
+	rsp, err := c.RunSchedule(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRunScheduleResponse(rsp)
 }
 
 // SendSignalByKeyWithBodyWithResponse Deliver a signal to the live job holding a key.
@@ -10925,6 +11062,74 @@ func ParsePutScheduleResponse(rsp *http.Response) (*PutScheduleResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRunScheduleResponse parses an HTTP response from a RunScheduleWithResponse call
+func ParseRunScheduleResponse(rsp *http.Response) (*RunScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RunScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Job
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unprocessable

@@ -24,6 +24,8 @@ function Bar({ s, lo, width }: { s: Segment; lo: number; width: number }) {
       class={`seg ${kind}`}
       data-kind={s.kind}
       data-outcome={s.outcome}
+      data-start={s.start}
+      data-end={s.end}
       style={{ left: `${left}%`, width: `${w}%` }}
       title={title}
       aria-label={title}
