@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -193,8 +194,20 @@ func (s *Server) ListJobs(ctx context.Context, req ListJobsRequestObject) (ListJ
 		st := string(*p.Status)
 		status = &st
 	}
-	jobs, err := s.eng.ListJobs(ctx, engine.JobFilter{Queue: p.Queue, Status: status, Handler: p.Handler, Key: p.Key,
-		Schedule: p.Schedule, Before: parseCursor(p.Cursor), Limit: limit})
+	f := engine.JobFilter{Queue: p.Queue, Status: status, Handler: p.Handler, Key: p.Key,
+		Schedule: p.Schedule, Before: parseCursor(p.Cursor), CreatedAfter: p.CreatedAfter, CreatedBefore: p.CreatedBefore, Limit: limit}
+	if p.InputContains != nil {
+		f.InputContains = json.RawMessage(*p.InputContains)
+	}
+	if p.ResultContains != nil {
+		f.ResultContains = json.RawMessage(*p.ResultContains)
+	}
+	jobs, err := s.eng.ListJobs(ctx, f)
+	if v := (*engine.ValidationError)(nil); errors.As(err, &v) {
+		for i := range v.Errors { // the filters are query parameters
+			v.Errors[i].Field = "query/" + v.Errors[i].Field
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
