@@ -1667,6 +1667,14 @@ export interface operations {
                 key?: string;
                 /** @description The jobs the schedule of this name made. */
                 schedule?: components["schemas"]["Name"];
+                /** @description JSON the job's input contains (jsonb containment: {"customer": "c-7"} matches an input with that member among others). Needs created_after: a search reads the jobs of a time window of at most 7 days. */
+                input_contains?: string;
+                /** @description JSON the job's result contains, as input_contains; needs created_after. */
+                result_contains?: string;
+                /** @description Jobs created at or after this time. */
+                created_after?: string;
+                /** @description Jobs created before this time. */
+                created_before?: string;
                 /** @description The next_cursor of the previous page. */
                 cursor?: string;
                 limit?: number;
