@@ -138,6 +138,19 @@ func TestDashboardSaysDelayedAndEmpty(t *testing.T) {
 	if got := textOf(ctx, t, `[data-testid=oldest-runnable]`); !strings.Contains(got, "next in") {
 		t.Fatalf("the queue's oldest runnable reads %q", got)
 	}
+	// A search by input finds the run whose input contains the JSON typed, and only it.
+	other := s.id(`{"handler": "later", "queue": "tomorrow", "delay": "1h", "input": {"customer": "c-8"}}`)
+	mine := s.id(`{"handler": "later", "queue": "tomorrow", "delay": "1h", "input": {"customer": "c-7", "n": 1}}`)
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(s.url+"/#/runs"),
+		waitText(fmt.Sprintf(`tr[data-job="%d"]`, other), "delayed"),
+		chromedp.SetValue(`form.filters input[name=contains]`, `{"customer": "c-7"}`),
+		chromedp.Click(`form.filters button[type=submit]`),
+		waitJS(`location.hash.includes('contains=')`),
+		waitJS(fmt.Sprintf(`document.querySelectorAll('table[data-testid=runs] tbody tr').length === 1 && !!document.querySelector('tr[data-job="%d"]')`, mine)),
+	); err != nil {
+		t.Fatalf("searching by input: %v", err)
+	}
 	if err := chromedp.Run(ctx,
 		chromedp.Navigate(s.url+"/#/flow"),
 		waitText(`[data-testid=gates-empty]`, "No gates yet"),
