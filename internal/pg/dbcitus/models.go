@@ -114,6 +114,7 @@ type Job struct {
 	DebounceKey      *string
 	DebounceDeadline *time.Time
 	TraceContext     *string
+	RerunOf          *int64
 	Placement        int
 	OutcomeToken     *string
 	OutcomeStep      *int
