@@ -73,7 +73,6 @@ func TestDashboardCreatesEditsAndRunsASchedule(t *testing.T) {
 	if got["queue"] != "reports" || got["overlap"] != "skip" || fmt.Sprint(got["input"]) != "map[scope:all]" || got["timezone"] != "Europe/Paris" {
 		t.Fatalf("the schedule created: %v", got)
 	}
-	next := got["next_run_at"]
 
 	edit := `form[aria-label="Edit the schedule"]`
 	if err := chromedp.Run(ctx,
@@ -90,7 +89,7 @@ func TestDashboardCreatesEditsAndRunsASchedule(t *testing.T) {
 	if got["cron"] != "30 10 * * 1" || got["queue"] != "reports" || got["overlap"] != "skip" {
 		t.Fatalf("the schedule edited: %v", got)
 	}
-	next = got["next_run_at"]
+	next := got["next_run_at"]
 
 	if err := chromedp.Run(ctx,
 		chromedp.Click(`//header//button[text()="Run now"]`),

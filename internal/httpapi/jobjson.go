@@ -162,6 +162,10 @@ func appendJob(b []byte, times *timeMemo, j *Job, deduplicated *bool, debounced 
 		}
 		b = append(b, ']')
 	}
+	if j.RerunOf != nil {
+		b = append(b, `,"rerun_of":`...)
+		b = strconv.AppendInt(b, *j.RerunOf, 10)
+	}
 	b = append(b, `,"result":`...)
 	b = jsonappend.Raw(b, j.Result)
 	if j.ScheduleName != nil {

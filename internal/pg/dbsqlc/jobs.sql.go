@@ -908,15 +908,17 @@ const JobList = `-- name: JobList :many
 SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of
 FROM jobs j
 WHERE ($1::text IS NULL OR j.queue = $1)
-  AND ($2::bigint IS NULL OR j.id >= $2)
-  AND ($3::timestamptz IS NULL OR j.created_at >= $3)
-  AND ($4::timestamptz IS NULL OR j.created_at < $4)
-  AND ($5::jsonb IS NULL OR j.input @> $5)
-  AND ($6::jsonb IS NULL OR j.result @> $6)
-  AND ($7::text IS NULL OR j.status = $7)
-  AND ($8::text IS NULL OR j.handler = $8)
-  AND ($9::text IS NULL OR j.key = $9)
-  AND ($10::bigint IS NULL OR j.id < $10)
+  -- The id bounds are written to be index conditions under a generic plan too (an
+  -- ` + "`" + `$x IS NULL OR id < $x` + "`" + ` is only a filter there, and the scan would not stop).
+  AND j.id >= coalesce($2::bigint, 0)
+  AND j.id < coalesce($3::bigint, 9223372036854775807)
+  AND ($4::timestamptz IS NULL OR j.created_at >= $4)
+  AND ($5::timestamptz IS NULL OR j.created_at < $5)
+  AND ($6::jsonb IS NULL OR j.input @> $6)
+  AND ($7::jsonb IS NULL OR j.result @> $7)
+  AND ($8::text IS NULL OR j.status = $8)
+  AND ($9::text IS NULL OR j.handler = $9)
+  AND ($10::text IS NULL OR j.key = $10)
   AND ($11::bigint IS NULL OR j.parent_id = $11)
   AND ($12::text IS NULL OR j.schedule_name = $12)
 ORDER BY j.id DESC
@@ -926,6 +928,7 @@ LIMIT $13::int
 type JobListParams struct {
 	Queue          *string
 	MinID          *int64
+	BeforeID       *int64
 	CreatedAfter   *time.Time
 	CreatedBefore  *time.Time
 	InputContains  json.RawMessage
@@ -933,7 +936,6 @@ type JobListParams struct {
 	Status         *string
 	Handler        *string
 	JobKey         *string
-	BeforeID       *int64
 	ParentID       *int64
 	ScheduleName   *string
 	MaxRows        int
@@ -949,6 +951,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 	rows, err := q.db.Query(ctx, JobList,
 		arg.Queue,
 		arg.MinID,
+		arg.BeforeID,
 		arg.CreatedAfter,
 		arg.CreatedBefore,
 		arg.InputContains,
@@ -956,7 +959,6 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 		arg.Status,
 		arg.Handler,
 		arg.JobKey,
-		arg.BeforeID,
 		arg.ParentID,
 		arg.ScheduleName,
 		arg.MaxRows,

@@ -346,7 +346,10 @@ WHERE j.id = sqlc.arg(id)::bigint;
 SELECT j.*
 FROM jobs j
 WHERE (sqlc.narg(queue)::text IS NULL OR j.queue = sqlc.narg(queue))
-  AND (sqlc.narg(min_id)::bigint IS NULL OR j.id >= sqlc.narg(min_id))
+  -- The id bounds are written to be index conditions under a generic plan too (an
+  -- `$x IS NULL OR id < $x` is only a filter there, and the scan would not stop).
+  AND j.id >= coalesce(sqlc.narg(min_id)::bigint, 0)
+  AND j.id < coalesce(sqlc.narg(before_id)::bigint, 9223372036854775807)
   AND (sqlc.narg(created_after)::timestamptz IS NULL OR j.created_at >= sqlc.narg(created_after))
   AND (sqlc.narg(created_before)::timestamptz IS NULL OR j.created_at < sqlc.narg(created_before))
   AND (sqlc.narg(input_contains)::jsonb IS NULL OR j.input @> sqlc.narg(input_contains))
@@ -354,7 +357,6 @@ WHERE (sqlc.narg(queue)::text IS NULL OR j.queue = sqlc.narg(queue))
   AND (sqlc.narg(status)::text IS NULL OR j.status = sqlc.narg(status))
   AND (sqlc.narg(handler)::text IS NULL OR j.handler = sqlc.narg(handler))
   AND (sqlc.narg(job_key)::text IS NULL OR j.key = sqlc.narg(job_key))
-  AND (sqlc.narg(before_id)::bigint IS NULL OR j.id < sqlc.narg(before_id))
   AND (sqlc.narg(parent_id)::bigint IS NULL OR j.parent_id = sqlc.narg(parent_id))
   AND (sqlc.narg(schedule_name)::text IS NULL OR j.schedule_name = sqlc.narg(schedule_name))
 ORDER BY j.id DESC

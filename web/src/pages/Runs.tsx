@@ -124,7 +124,8 @@ export function Runs({ q }: { q: RunsQuery }) {
       handler: String(f.get('handler') || ''),
       key: String(f.get('key') || ''),
       contains: String(f.get('contains') || '').trim(),
-      within: String(f.get('within') || ''),
+      // The window only means something with a search: no search, no within in the URL.
+      within: String(f.get('contains') || '').trim() ? String(f.get('within') || '') : '',
     });
   };
   const toggle = (jobs: Job[], on: boolean) => {
