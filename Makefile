@@ -24,14 +24,13 @@ test: ## Run every test with the race detector (starts a throwaway PostgreSQL un
 	@$(MAKE) --no-print-directory test-citus
 
 # The tests that run on a Citus cluster (a coordinator and two workers the test binaries
-# start: docs/citus.md): the Citus-only tests, every test of the engine (those that cannot
-# run on Citus skip themselves, saying why), the dispatcher's flows with real webhooks,
-# the README quickstart, the core flow through PgBouncer and the SDKs' flows against the
+# start: docs/citus.md): the Citus-only tests, every test of the engine, of the REST API
+# and of the dispatcher with real webhooks (those that cannot run on Citus skip
+# themselves, saying why), the README quickstart, the core flow through PgBouncer and the SDKs' flows against the
 # server binary; then the faults and growth of a cluster (a worker down, the coordinator
 # restarted, a worker added and the shards rebalanced), each on a cluster of its own, one
 # at a time. Skipped with a message where Citus is not installed
 # (../shared/citus/install.sh on the development machines; .ci/run installs it).
-CITUS_DISPATCH_TESTS := TestThreeStepJobCarriesStateToDone|TestFailuresAreRetriedThenFail|TestRetryAfterIsHonoured|TestTwoDispatchersDrainWithoutDoubleOutcomes|TestStaleLeaseTokenChangesNothing|TestReaperReclaimsExpiredLease|TestAwaitIsNotWokenByAnotherSignalDuringItsStep|TestChildrenSpawnedIntoANewQueueRun|TestConcurrencyKeyRunsOneAtATime|TestStopLetsRunningStepsFinish|TestHistoryKeepsTheBodiesOfAFailedAttempt|TestHistoryBodiesFollowTheQueueSetting|TestLargeInboxesAndFanOutsAreCapped|TestMetricsMatchTheDatabase|TestQueueSettingsApplyWithoutRestart|TestGateCapsConcurrencyAcrossEngines|TestBreakerParksADeadHandlerWhileAHealthyOneFlows|TestBreakerPausesAfterPauseAfterUntilResumed|TestGCKeepsWhatIsStillNeeded
 CITUS_SDK_TESTS      := TestQuickstart|TestApprovalFlow|TestAsynchronousStep|TestTypeScriptSDK|TestPythonSDK
 CITUS_FAULT_TESTS    := TestCitusWorkerDownDuringADrain|TestCitusCoordinatorRestartDuringADrain|TestCitusWorkerAddedAndShardsRebalancedDuringADrain
 CITUS_SERVER_TESTS   := TestQuickstartAgainstTheBinaries|TestCoreFlowThroughPgBouncer|TestAScheduleFiresOncePerTickAcrossThreeServers|TestDebounceThroughTheServer|TestBreakerProbesOncePerIntervalAcrossThreeServers
@@ -44,7 +43,8 @@ test-citus: ## Run the Citus suite (TEST_CITUS=1: a coordinator and two workers 
 	set -e; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -run 'TestCitus|TestBreaker|TestInsertParksTheJobsOfAnOpenBreaker|TestSQLEnqueue|TestOutcomeWrittenAgainChangesNothing' ./internal/pg/; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 20m -parallel 4 ./internal/engine/; \
-	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -parallel 3 -run '$(CITUS_DISPATCH_TESTS)' ./internal/dispatch/; \
+	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m ./internal/httpapi/; \
+	TEST_CITUS=1 $(GO) test -count=1 -timeout 20m -parallel 3 -skip '$(CITUS_FAULT_TESTS)' ./internal/dispatch/; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 10m -parallel 1 -run '$(CITUS_FAULT_TESTS)' ./internal/dispatch/; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -parallel 2 -run '$(CITUS_SERVER_TESTS)' ./cmd/server/; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -run '$(CITUS_SDK_TESTS)' ./sdk/go/gendurable/ ./sdk/typescript/ ./sdk/python/

@@ -48,6 +48,7 @@ const baselinePath = "testdata/counter_baseline.json"
 // more statement per step" fail CI. Timing is reported, never gated.
 func TestCounterGate(t *testing.T) {
 	t.Parallel()
+	pgtest.SkipOnCitus(t, "it holds plain PostgreSQL's statement, tuple and WAL counts; Citus's are make bench's (docs/citus.md, \"Measured\")")
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
 	stats := pgtest.Open(t, url, pg.Options{MaxConns: 1})

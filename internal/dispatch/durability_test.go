@@ -196,6 +196,7 @@ func TestTwoDispatchersDrainWithoutDoubleOutcomes(t *testing.T) {
 // A plain step costs exactly one outcome statement, and nothing else per step.
 func TestPlainStepIsOneOutcomeStatement(t *testing.T) {
 	t.Parallel()
+	pgtest.SkipOnCitus(t, "it counts plain PostgreSQL's statements; on Citus an outcome is a transaction per shard (docs/citus.md)")
 	h := newHarness(t, 30*time.Second)
 	rcv := doneReceiver(t)
 	h.handler(t, "h", rcv.URL, 3)

@@ -52,6 +52,8 @@ type Job struct {
 	DebounceKey *string
 	// TraceContext is the job's W3C trace context (TraceContextOf; nil: none).
 	TraceContext *string
+	// RerunOf is the job this one reran (Rerun); nil otherwise.
+	RerunOf *int64
 }
 
 func jobOf(j pg.Job) Job {
@@ -63,7 +65,7 @@ func jobOf(j pg.Job) Job {
 		LeaseOwner: j.LeaseOwner, AttemptedAt: j.AttemptedAt, CancelRequested: j.CancelRequested,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt,
 		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick, DebounceKey: j.DebounceKey,
-		TraceContext: j.TraceContext}
+		TraceContext: j.TraceContext, RerunOf: j.RerunOf}
 }
 
 // rateLimitsOf lists every rate limit of j, first the one of its rate_limit columns.
@@ -114,13 +116,74 @@ type JobFilter struct {
 	Queue, Status, Handler, Key *string
 	Schedule                    *string // the jobs the schedule of this name made
 	Before                      *int64
-	Limit                       int
+	// CreatedAfter (inclusive) and CreatedBefore (exclusive, default now) are the time
+	// window; a search by payload needs one of at most MaxSearchWindow.
+	CreatedAfter, CreatedBefore *time.Time
+	// InputContains and ResultContains keep the jobs whose input or result contains
+	// them (JSON containment, as jsonb @>: an object matches a superset of its members).
+	InputContains, ResultContains json.RawMessage
+	Limit                         int
 }
 
-// ListJobs lists jobs newest first (one statement, keyset on id).
+// MaxSearchWindow is the widest time window a search by payload may cover: the search
+// reads the jobs created in it (docs/performance.md, "Search by payload").
+const MaxSearchWindow = 7 * 24 * time.Hour
+
+// searchSlack widens the ids a window is turned into: an inserting transaction open
+// longer than this (gendurable_enqueue in a long transaction) may draw its id after a
+// job created later, and fall outside the window's ids.
+const searchSlack = 5 * time.Minute
+
+// ListJobs lists jobs newest first (one statement, keyset on id). A time window is turned
+// into ids first (a binary search of the primary key, about 20 probes a bound at a
+// million jobs), so a search by payload reads the window's jobs, not the table.
 func (e *Engine) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
-	rows, err := e.db.JobList(ctx, pg.JobListParams{Queue: f.Queue, Status: f.Status, Handler: f.Handler,
-		Key: f.Key, Schedule: f.Schedule, Before: f.Before, Limit: f.Limit})
+	v := &validator{}
+	search := f.InputContains != nil || f.ResultContains != nil
+	for field, c := range map[string]json.RawMessage{"input_contains": f.InputContains, "result_contains": f.ResultContains} {
+		if c != nil && !json.Valid(c) {
+			v.add(field, "must be JSON (an object or array the input or result contains), got %q", c)
+		}
+	}
+	if search && f.CreatedAfter == nil {
+		v.add("created_after", "is required with input_contains or result_contains: a search reads the jobs of a time window of at most %s", MaxSearchWindow)
+	}
+	if f.CreatedAfter != nil && f.CreatedBefore != nil && !f.CreatedBefore.After(*f.CreatedAfter) {
+		v.add("created_before", "must be after created_after")
+	}
+	if search && f.CreatedAfter != nil {
+		end := time.Now()
+		if f.CreatedBefore != nil {
+			end = *f.CreatedBefore
+		}
+		if end.Sub(*f.CreatedAfter) > MaxSearchWindow {
+			v.add("created_after", "the window from created_after to created_before (or now) is %s, more than the %s a search may read",
+				end.Sub(*f.CreatedAfter).Round(time.Second), MaxSearchWindow)
+		}
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	p := pg.JobListParams{Queue: f.Queue, Status: f.Status, Handler: f.Handler, Key: f.Key, Schedule: f.Schedule,
+		Before: f.Before, CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
+		InputContains: f.InputContains, ResultContains: f.ResultContains, Limit: f.Limit}
+	if f.CreatedAfter != nil {
+		id, err := e.db.JobIDAt(ctx, f.CreatedAfter.Add(-searchSlack))
+		if err != nil {
+			return nil, err
+		}
+		p.MinID = &id
+	}
+	if f.CreatedBefore != nil {
+		id, err := e.db.JobIDAt(ctx, f.CreatedBefore.Add(searchSlack))
+		if err != nil {
+			return nil, err
+		}
+		if p.Before == nil || id < *p.Before {
+			p.Before = &id
+		}
+	}
+	rows, err := e.db.JobList(ctx, p)
 	if err != nil {
 		return nil, err
 	}

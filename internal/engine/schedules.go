@@ -422,3 +422,55 @@ func (s *Scheduler) Stop() {
 		s.done.Wait()
 	}
 }
+
+// RunScheduleNow makes schedule name's job now, outside its cron ("run now" on the
+// dashboard): a tick at the database's clock, through the scheduler's own statement, so
+// the job is the schedule's (listed with its runs) and the schedule keeps its next tick.
+// A paused schedule, or one whose last run is live while its overlap is "skip", is
+// ErrConflict; a handler that is not registered is a ValidationError naming handler;
+// neither writes anything.
+func (e *Engine) RunScheduleNow(ctx context.Context, name string) (JobDetail, error) {
+	for range 3 { // a tick the scheduler fires meanwhile moves next_run_at: read it again
+		s, err := e.db.ScheduleGet(ctx, name)
+		if err != nil {
+			return JobDetail{}, err
+		}
+		if s.Paused {
+			return JobDetail{}, fmt.Errorf("%w: schedule %s is paused: resume it to run it", ErrConflict, name)
+		}
+		if _, err := e.db.HandlerGet(ctx, s.Handler); errors.Is(err, ErrNotFound) {
+			v := &validator{}
+			v.add("handler", "schedule %s names handler %q, which is not registered", name, s.Handler)
+			return JobDetail{}, v.err()
+		} else if err != nil {
+			return JobDetail{}, err
+		}
+		if s.Overlap == "skip" {
+			latest, err := e.db.JobList(ctx, pg.JobListParams{Schedule: &name, Limit: 1})
+			if err != nil {
+				return JobDetail{}, err
+			}
+			if len(latest) == 1 && !finished(latest[0].Status) {
+				return JobDetail{}, fmt.Errorf("%w: schedule %s's last run (job %d) is %s and its overlap is \"skip\"",
+					ErrConflict, name, latest[0].ID, latest[0].Status)
+			}
+		}
+		now, err := e.db.DatabaseNow(ctx)
+		if err != nil {
+			return JobDetail{}, err
+		}
+		r, err := e.db.ScheduleFire(ctx, pg.ScheduleFire{Name: name, DueAt: s.NextRunAt, Tick: now, NextRunAt: s.NextRunAt})
+		switch {
+		case errors.Is(err, ErrNotFound):
+			continue
+		case err != nil:
+			return JobDetail{}, err
+		case r.Skipped:
+			return JobDetail{}, fmt.Errorf("%w: schedule %s's last run is live and its overlap is \"skip\"", ErrConflict, name)
+		case r.JobID == 0:
+			return JobDetail{}, fmt.Errorf("%w: schedule %s made no job (its handler %q is not registered)", ErrInvalid, name, s.Handler)
+		}
+		return e.GetJob(ctx, r.JobID)
+	}
+	return JobDetail{}, fmt.Errorf("%w: schedule %s fired meanwhile three times: try again", ErrConflict, name)
+}

@@ -141,8 +141,10 @@ func (e *Engine) NewStepRollups(cfg StepRollupConfig) *StepRollups {
 	return r
 }
 
-// count adds one attempt.
-func (r *StepRollups) count(queue, handler, label string, started, finished time.Time) {
+// count adds one attempt. status is the job's after the attempt: a failed attempt that
+// ended its job (attempts used up, or a cancel taken at the outcome) counts as failed,
+// not as retried, since nothing runs again.
+func (r *StepRollups) count(queue, handler, label, status string, started, finished time.Time) {
 	k := rollupKey{queue: queue, handler: handler, second: finished.Unix()}
 	c := r.cells[k]
 	if c == nil {
@@ -156,7 +158,7 @@ func (r *StepRollups) count(queue, handler, label string, started, finished time
 		if label == "done" {
 			c.done++
 		}
-	case outcomeIsFailure(label):
+	case outcomeIsFailure(label), status == "failed" || status == "cancelled":
 		c.failed++
 	}
 	c.latency[LatencyBucket(finished.Sub(started))]++
@@ -166,7 +168,7 @@ func (r *StepRollups) countApplied(rows []pg.OutcomeApplied) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, a := range rows {
-		r.count(a.Queue, a.Handler, a.Label, a.StartedAt, a.FinishedAt)
+		r.count(a.Queue, a.Handler, a.Label, a.Status, a.StartedAt, a.FinishedAt)
 	}
 }
 
@@ -174,7 +176,7 @@ func (r *StepRollups) countReaped(rows []pg.Reaped) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, a := range rows {
-		r.count(a.Queue, a.Handler, "lease_expired", a.StartedAt, a.FinishedAt)
+		r.count(a.Queue, a.Handler, "lease_expired", a.Status, a.StartedAt, a.FinishedAt)
 	}
 }
 

@@ -35,14 +35,17 @@ func TestLatencyBucketIsWithinItsError(t *testing.T) {
 }
 
 // historyClasses counts the history rows of a queue by the charts' outcome classes, as
-// the history itself says.
+// the history itself says: failed is an answer that asked for no retry, or the last
+// attempt of a job that failed or was cancelled.
 func historyClasses(t *testing.T, db *pg.DB, queue string) (ok, failed, done, total int64) {
 	t.Helper()
 	rows, err := db.QueryStrings(context.Background(), `SELECT
-		count(*) FILTER (WHERE outcome IN ('next', 'await', 'spawn', 'done'))::text,
-		count(*) FILTER (WHERE outcome IN ('fail', 'request_too_large', 'bad_secret'))::text,
-		count(*) FILTER (WHERE outcome = 'done')::text, count(*)::text
-		FROM steps WHERE queue = $1`, queue)
+		count(*) FILTER (WHERE s.outcome IN ('next', 'await', 'spawn', 'done'))::text,
+		count(*) FILTER (WHERE s.outcome IN ('fail', 'request_too_large', 'bad_secret')
+			OR (s.outcome NOT IN ('next', 'await', 'spawn', 'done') AND j.status IN ('failed', 'cancelled')
+				AND s.id = (SELECT max(x.id) FROM steps x WHERE x.job_id = s.job_id)))::text,
+		count(*) FILTER (WHERE s.outcome = 'done')::text, count(*)::text
+		FROM steps s JOIN jobs j ON j.id = s.job_id WHERE s.queue = $1`, queue)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +141,72 @@ func TestChartsCountWhatTheHistoryHolds(t *testing.T) {
 	}
 	if n, err := te.db.QueryInt(ctx, `SELECT coalesce(sum(total), 0) FROM step_rollups`); err != nil || n != total {
 		t.Fatalf("the rollups hold %d attempts (%v), want %d", n, err, total)
+	}
+}
+
+// A job's last attempt, after which it failed, counts as failed, not as retried: a
+// handler whose every job fails with attempts used up shows "failed", none "retried".
+// The attempts before it, and an expired lease that runs again, count as retried; the
+// lease that expired on a job's last attempt counts as failed.
+func TestChartsCountALastAttemptAsFailed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	te := newTestEngine(t, engine.Config{LeaseTTL: time.Hour})
+	r := te.NewStepRollups(engine.StepRollupConfig{})
+	two := 2
+	for range 3 {
+		te.insert(t, engine.NewJob{Queue: "last", Input: json.RawMessage(`{}`), MaxAttempts: &two})
+	}
+	status := 500
+	// Two rounds of the three jobs: the first attempts are retried, the second ones end the jobs.
+	for round := 1; round <= 2; round++ {
+		var steps []engine.Step
+		deadline := time.Now().Add(10 * time.Second)
+		for len(steps) < 3 && time.Now().Before(deadline) { // the retries' backoff (10 ms) passes
+			got, _, err := te.Claim(ctx, "last", 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps = append(steps, got...)
+		}
+		if len(steps) != 3 {
+			t.Fatalf("round %d: claimed %d of 3", round, len(steps))
+		}
+		var batch []engine.StepOutcome
+		for i, st := range steps {
+			if round == 2 && i == 2 { // its lease expires on the last attempt instead
+				continue
+			}
+			batch = append(batch, st.WithOutcome(engine.ErrorOutcome("http_error", "HTTP 500", &status, nil, nil)))
+		}
+		for _, res := range te.ApplyOutcomes(ctx, batch) {
+			if res.Err != nil || !res.Applied {
+				t.Fatalf("round %d: %+v", round, res)
+			}
+		}
+	}
+	ahead := te.NewReaper(engine.ReaperConfig{Now: func() time.Time { return time.Now().Add(2 * time.Hour) }})
+	if st, err := ahead.Sweep(ctx); err != nil || st.Reaped != 1 {
+		t.Fatalf("reaped %+v (%v)", st, err)
+	}
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	queue := "last"
+	s, err := te.StepStats(ctx, engine.StepStatsQuery{Queue: &queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var retry, failed, total int64
+	for _, p := range s.Points {
+		retry, failed, total = retry+p.Retry, failed+p.Failed, total+p.Total
+	}
+	if total != 6 || retry != 3 || failed != 3 {
+		t.Fatalf("the chart counts %d attempts: %d retried, %d failed; want 6: 3 retried (the first attempts), 3 failed (the last)",
+			total, retry, failed)
+	}
+	if _, hf, _, ht := historyClasses(t, te.db, "last"); hf != failed || ht != total {
+		t.Fatalf("the history says %d failed of %d, the chart %d of %d", hf, ht, failed, total)
 	}
 }
 

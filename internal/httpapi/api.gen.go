@@ -599,6 +599,9 @@ type Job struct {
 	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
 	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
+	// RerunOf The job this one reran (POST /v1/jobs/{id}/rerun; absent when none).
+	RerunOf *int64 `json:"rerun_of,omitempty"`
+
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
 
@@ -680,6 +683,9 @@ type JobDetail struct {
 
 	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
 	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
+
+	// RerunOf The job this one reran (POST /v1/jobs/{id}/rerun; absent when none).
+	RerunOf *int64 `json:"rerun_of,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -803,6 +809,9 @@ type JobInserted struct {
 	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
 	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
+	// RerunOf The job this one reran (POST /v1/jobs/{id}/rerun; absent when none).
+	RerunOf *int64 `json:"rerun_of,omitempty"`
+
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
 
@@ -836,6 +845,21 @@ type JobInserted struct {
 type JobPage struct {
 	Jobs       []Job   `json:"jobs"`
 	NextCursor *string `json:"next_cursor"`
+}
+
+// JobReplay defines model for JobReplay.
+type JobReplay struct {
+	// FromStep The step to run again from (0 for the first), at most the step the job ended at.
+	FromStep int `json:"from_step"`
+
+	// State Any JSON value (null is refused).
+	State *AnyJSON `json:"state,omitempty"`
+}
+
+// JobRerun defines model for JobRerun.
+type JobRerun struct {
+	// Input Any JSON value (null is refused).
+	Input *AnyJSON `json:"input,omitempty"`
 }
 
 // JobStatus defines model for JobStatus.
@@ -1398,6 +1422,18 @@ type ListJobsParams struct {
 	// Schedule The jobs the schedule of this name made.
 	Schedule *Name `form:"schedule,omitempty" json:"schedule,omitempty"`
 
+	// InputContains JSON the job's input contains (jsonb containment: {"customer": "c-7"} matches an input with that member among others). Needs created_after: a search reads the jobs of a time window of at most 7 days.
+	InputContains *string `form:"input_contains,omitempty" json:"input_contains,omitempty"`
+
+	// ResultContains JSON the job's result contains, as input_contains; needs created_after.
+	ResultContains *string `form:"result_contains,omitempty" json:"result_contains,omitempty"`
+
+	// CreatedAfter Jobs created at or after this time.
+	CreatedAfter *time.Time `form:"created_after,omitempty" json:"created_after,omitempty"`
+
+	// CreatedBefore Jobs created before this time.
+	CreatedBefore *time.Time `form:"created_before,omitempty" json:"created_before,omitempty"`
+
 	// Cursor The next_cursor of the previous page.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
@@ -1533,6 +1569,12 @@ type HeartbeatStepJSONRequestBody = LeaseRef
 // CompleteStepJSONRequestBody defines body for CompleteStep for application/json ContentType.
 type CompleteStepJSONRequestBody = StepOutcome
 
+// ReplayJobJSONRequestBody defines body for ReplayJob for application/json ContentType.
+type ReplayJobJSONRequestBody = JobReplay
+
+// RerunJobJSONRequestBody defines body for RerunJob for application/json ContentType.
+type RerunJobJSONRequestBody = JobRerun
+
 // SendSignalJSONRequestBody defines body for SendSignal for application/json ContentType.
 type SendSignalJSONRequestBody = SignalSend
 
@@ -1625,6 +1667,12 @@ type ServerInterface interface {
 	// CompleteStep Report the outcome of an asynchronous step.
 	// (POST /v1/jobs/{id}/outcome)
 	CompleteStep(w http.ResponseWriter, r *http.Request, id JobID)
+	// ReplayJob Run a finished job again, in place, from a chosen step.
+	// (POST /v1/jobs/{id}/replay)
+	ReplayJob(w http.ResponseWriter, r *http.Request, id JobID)
+	// RerunJob Run a finished job again as a new job, with its input or an edited one.
+	// (POST /v1/jobs/{id}/rerun)
+	RerunJob(w http.ResponseWriter, r *http.Request, id JobID)
 	// RetryJob Run a failed or cancelled job again from its current step, with fresh attempts.
 	// (POST /v1/jobs/{id}/retry)
 	RetryJob(w http.ResponseWriter, r *http.Request, id JobID)
@@ -1673,6 +1721,9 @@ type ServerInterface interface {
 	// PutSchedule Create or change a schedule.
 	// (PUT /v1/schedules/{name})
 	PutSchedule(w http.ResponseWriter, r *http.Request, name Name)
+	// RunSchedule Run a schedule now, outside its cron.
+	// (POST /v1/schedules/{name}/run)
+	RunSchedule(w http.ResponseWriter, r *http.Request, name Name)
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	// (POST /v1/signals)
 	SendSignalByKey(w http.ResponseWriter, r *http.Request, params SendSignalByKeyParams)
@@ -1835,6 +1886,18 @@ func (_ Unimplemented) CompleteStep(w http.ResponseWriter, r *http.Request, id J
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ReplayJob Run a finished job again, in place, from a chosen step.
+// (POST /v1/jobs/{id}/replay)
+func (_ Unimplemented) ReplayJob(w http.ResponseWriter, r *http.Request, id JobID) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RerunJob Run a finished job again as a new job, with its input or an edited one.
+// (POST /v1/jobs/{id}/rerun)
+func (_ Unimplemented) RerunJob(w http.ResponseWriter, r *http.Request, id JobID) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // RetryJob Run a failed or cancelled job again from its current step, with fresh attempts.
 // (POST /v1/jobs/{id}/retry)
 func (_ Unimplemented) RetryJob(w http.ResponseWriter, r *http.Request, id JobID) {
@@ -1928,6 +1991,12 @@ func (_ Unimplemented) GetSchedule(w http.ResponseWriter, r *http.Request, name 
 // PutSchedule Create or change a schedule.
 // (PUT /v1/schedules/{name})
 func (_ Unimplemented) PutSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RunSchedule Run a schedule now, outside its cron.
+// (POST /v1/schedules/{name}/run)
+func (_ Unimplemented) RunSchedule(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2344,6 +2413,58 @@ func (siw *ServerInterfaceWrapper) ListJobs(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
+	// ------------- Optional query parameter "input_contains" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "input_contains", r.URL.Query(), &params.InputContains, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "input_contains"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "input_contains", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "result_contains" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "result_contains", r.URL.Query(), &params.ResultContains, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "result_contains"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "result_contains", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "created_after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "created_after", r.URL.Query(), &params.CreatedAfter, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "created_after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "created_after", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "created_before" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "created_before", r.URL.Query(), &params.CreatedBefore, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "created_before"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "created_before", Err: err})
+		}
+		return
+	}
+
 	// ------------- Optional query parameter "cursor" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
@@ -2698,6 +2819,58 @@ func (siw *ServerInterfaceWrapper) CompleteStep(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CompleteStep(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReplayJob operation middleware
+func (siw *ServerInterfaceWrapper) ReplayJob(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id JobID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReplayJob(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RerunJob operation middleware
+func (siw *ServerInterfaceWrapper) RerunJob(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id JobID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RerunJob(w, r, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3202,6 +3375,32 @@ func (siw *ServerInterfaceWrapper) PutSchedule(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
+// RunSchedule operation middleware
+func (siw *ServerInterfaceWrapper) RunSchedule(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RunSchedule(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // SendSignalByKey operation middleware
 func (siw *ServerInterfaceWrapper) SendSignalByKey(w http.ResponseWriter, r *http.Request) {
 
@@ -3490,6 +3689,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/v1/jobs/{id}/retry", wrapper.RetryJob)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/jobs/{id}/replay", wrapper.ReplayJob)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/jobs/{id}/rerun", wrapper.RerunJob)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/jobs/{id}/heartbeat", wrapper.HeartbeatStep)
 	})
 	r.Group(func(r chi.Router) {
@@ -3521,6 +3726,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/v1/schedules/{name}", wrapper.PutSchedule)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/schedules/{name}/run", wrapper.RunSchedule)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/queues", wrapper.ListQueues)
@@ -5974,6 +6182,310 @@ func (response CompleteStepdefaultApplicationProblemPlusJSONResponse) VisitCompl
 	return err
 }
 
+type ReplayJobRequestObject struct {
+	Id   JobID `json:"id"`
+	Body *ReplayJobJSONRequestBody
+}
+
+type ReplayJobResponseObject interface {
+	VisitReplayJobResponse(w http.ResponseWriter) error
+}
+
+type ReplayJob200JSONResponse Job
+
+func (response ReplayJob200JSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayJob400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ReplayJob400ApplicationProblemPlusJSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayJob401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReplayJob401ApplicationProblemPlusJSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayJob403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReplayJob403ApplicationProblemPlusJSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayJob404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ReplayJob404ApplicationProblemPlusJSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayJob409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ReplayJob409ApplicationProblemPlusJSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayJob413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response ReplayJob413ApplicationProblemPlusJSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayJob422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ReplayJob422ApplicationProblemPlusJSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplayJobdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ReplayJobdefaultApplicationProblemPlusJSONResponse) VisitReplayJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJobRequestObject struct {
+	Id   JobID `json:"id"`
+	Body *RerunJobJSONRequestBody
+}
+
+type RerunJobResponseObject interface {
+	VisitRerunJobResponse(w http.ResponseWriter) error
+}
+
+type RerunJob201JSONResponse Job
+
+func (response RerunJob201JSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJob400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RerunJob400ApplicationProblemPlusJSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJob401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RerunJob401ApplicationProblemPlusJSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJob403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RerunJob403ApplicationProblemPlusJSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJob404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RerunJob404ApplicationProblemPlusJSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJob409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RerunJob409ApplicationProblemPlusJSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJob413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RerunJob413ApplicationProblemPlusJSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJob422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response RerunJob422ApplicationProblemPlusJSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RerunJobdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RerunJobdefaultApplicationProblemPlusJSONResponse) VisitRerunJobResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RetryJobRequestObject struct {
 	Id JobID `json:"id"`
 }
@@ -7488,6 +8000,125 @@ func (response PutScheduledefaultApplicationProblemPlusJSONResponse) VisitPutSch
 	return err
 }
 
+type RunScheduleRequestObject struct {
+	Name Name `json:"name"`
+}
+
+type RunScheduleResponseObject interface {
+	VisitRunScheduleResponse(w http.ResponseWriter) error
+}
+
+type RunSchedule201JSONResponse Job
+
+func (response RunSchedule201JSONResponse) VisitRunScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunSchedule401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RunSchedule401ApplicationProblemPlusJSONResponse) VisitRunScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunSchedule403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RunSchedule403ApplicationProblemPlusJSONResponse) VisitRunScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunSchedule404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RunSchedule404ApplicationProblemPlusJSONResponse) VisitRunScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunSchedule409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RunSchedule409ApplicationProblemPlusJSONResponse) VisitRunScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunSchedule422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response RunSchedule422ApplicationProblemPlusJSONResponse) VisitRunScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunScheduledefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RunScheduledefaultApplicationProblemPlusJSONResponse) VisitRunScheduleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type SendSignalByKeyRequestObject struct {
 	Params SendSignalByKeyParams
 	Body   *SendSignalByKeyJSONRequestBody
@@ -7788,6 +8419,12 @@ type StrictServerInterface interface {
 	// CompleteStep Report the outcome of an asynchronous step.
 	// (POST /v1/jobs/{id}/outcome)
 	CompleteStep(ctx context.Context, request CompleteStepRequestObject) (CompleteStepResponseObject, error)
+	// ReplayJob Run a finished job again, in place, from a chosen step.
+	// (POST /v1/jobs/{id}/replay)
+	ReplayJob(ctx context.Context, request ReplayJobRequestObject) (ReplayJobResponseObject, error)
+	// RerunJob Run a finished job again as a new job, with its input or an edited one.
+	// (POST /v1/jobs/{id}/rerun)
+	RerunJob(ctx context.Context, request RerunJobRequestObject) (RerunJobResponseObject, error)
 	// RetryJob Run a failed or cancelled job again from its current step, with fresh attempts.
 	// (POST /v1/jobs/{id}/retry)
 	RetryJob(ctx context.Context, request RetryJobRequestObject) (RetryJobResponseObject, error)
@@ -7836,6 +8473,9 @@ type StrictServerInterface interface {
 	// PutSchedule Create or change a schedule.
 	// (PUT /v1/schedules/{name})
 	PutSchedule(ctx context.Context, request PutScheduleRequestObject) (PutScheduleResponseObject, error)
+	// RunSchedule Run a schedule now, outside its cron.
+	// (POST /v1/schedules/{name}/run)
+	RunSchedule(ctx context.Context, request RunScheduleRequestObject) (RunScheduleResponseObject, error)
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	// (POST /v1/signals)
 	SendSignalByKey(ctx context.Context, request SendSignalByKeyRequestObject) (SendSignalByKeyResponseObject, error)
@@ -8591,6 +9231,72 @@ func (sh *strictHandler) CompleteStep(w http.ResponseWriter, r *http.Request, id
 	}
 }
 
+// ReplayJob operation middleware
+func (sh *strictHandler) ReplayJob(w http.ResponseWriter, r *http.Request, id JobID) {
+	var request ReplayJobRequestObject
+
+	request.Id = id
+
+	var body ReplayJobJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReplayJob(ctx, request.(ReplayJobRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReplayJob")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReplayJobResponseObject); ok {
+		if err := validResponse.VisitReplayJobResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RerunJob operation middleware
+func (sh *strictHandler) RerunJob(w http.ResponseWriter, r *http.Request, id JobID) {
+	var request RerunJobRequestObject
+
+	request.Id = id
+
+	var body RerunJobJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RerunJob(ctx, request.(RerunJobRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RerunJob")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RerunJobResponseObject); ok {
+		if err := validResponse.VisitRerunJobResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // RetryJob operation middleware
 func (sh *strictHandler) RetryJob(w http.ResponseWriter, r *http.Request, id JobID) {
 	var request RetryJobRequestObject
@@ -9034,6 +9740,32 @@ func (sh *strictHandler) PutSchedule(w http.ResponseWriter, r *http.Request, nam
 	}
 }
 
+// RunSchedule operation middleware
+func (sh *strictHandler) RunSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+	var request RunScheduleRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RunSchedule(ctx, request.(RunScheduleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RunSchedule")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RunScheduleResponseObject); ok {
+		if err := validResponse.VisitRunScheduleResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // SendSignalByKey operation middleware
 func (sh *strictHandler) SendSignalByKey(w http.ResponseWriter, r *http.Request, params SendSignalByKeyParams) {
 	var request SendSignalByKeyRequestObject
@@ -9098,224 +9830,239 @@ func (sh *strictHandler) GetStepStats(w http.ResponseWriter, r *http.Request, pa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H2Nchs3muCroHh7JXLToijZzsRSTd0qtpM447E9llOpvdBHgt0gCasJcABQFONx1T7NvsG9wD3KPskV",
-	"vg9Ad5NosqkfO551TdVEZnfj9/v//dBK5WwuBRNGt04/tOZU0RkzTMG/nmdsNpeGiXT1F7ayv2RMp4rP",
-	"DZeiddo6J4rNGTVkyc2UC2KmjGimrpg60IQXH5MlF5lckvaPz14+/eXN+fcvng2eP33219ev3j57+eTf",
-	"B78+f/n01a9JX2RsTBe5IScPpx1ChV4ypWHU93IE/71kKzLmShsyoxlLCM21JHRsmCLckDEXXE9Z1u2L",
-	"VtLidolTRjOmWklL0BlrnZa3dGj3lLR0OmUzajc3o9cvmJiYaev00fFJ0ppx4f99nLTMam4H0EZxMWl9",
-	"/Ji0fpaj50/thzDTnJppMQ/PWklLsb8vuGJZ69SoBStPNZZqRo19T5hvH7ZgLj5bzMozcWHYhCmY6iWM",
-	"Gp0J/rNtrn9RbNw6bf2Po+Kqj/CpPoJx7QSvFRsztXnFb354Qv508rDXJUPFzEKJP8NKaT4kVF9qMpaK",
-	"UOHuCuBALgyhZCSzFWmf9B52ErKcMsXs9fWFnDNF7dBEjsf2cqVgZ4SKFZFmyhSZwzKYSBnhmvCJkGrr",
-	"dbpl19ziyaNvY/f2VtGUzaliwmxu+O2UkZTmOcDwrw+eEGPfJqkUhl0b0p4aM9enR0fL5bK7fNCVanL0",
-	"9s0RvHToXjrqnAagbbMrplZ9Yf+WY3sw1KTTjt3dJZsbAlhDjZuFiowwmk7tq9xoog2b6wOyZKOplJfE",
-	"3jHTRvdFSpXiTBNKhqbYzRC/65JfuZnCkFxMiBSk/ertsxeDfyWaGcPFRHf8+g40wU8J131RwV89p/aW",
-	"iJly7WfukleCUKL5RNA8IRS2WFx69agMvWS6L+x6zskVzRcMt8o1EdK+fsWU5lIc9nqktInSxSeEIvor",
-	"lsrZjIkMYKcvNF1p0s5kqo/kyK6YjnjOzao7yzpboKU0y1bErwEZbahhcYgJgALv4D4nkmk4nLU7arvd",
-	"hYPjptPdumScuGbF3x0/jiz5o6UIei6FZkDKv6fZG7xD+y+4IoR+Op/nPIVzPZorOcrZ7Jv32m7sQ0Ma",
-	"8hq/wkk3jwYogbvzK5rzjPx88eolaUtFpjLPNMmooY6G27uGpwAunW7rY9J6IsU45+knX3c6pWJioTnP",
-	"eeZvEoFRy4VK2YEm6UIByMIFwWp/kGrEs4yJT73c89fPgTtOA8rQjOhUztmZ24omgrEMqHU248K+DUt+",
-	"Kc0PciGyT7nil5LoRToNZwkL8e9/wnWcC2I53OOHj/5E3OCwlLdSvqBqwj4Xssgrhw2a/85IzmfcwLp+",
-	"EXRhplLx39knva/zhZkyYdz4sEIB3MquccSossuVl0wQqQIock1mXGsuJglZKmlZkSKKXclLlrndzJVM",
-	"mdZ0lH/yo3YsrUKazsiQKSWVHhJLfzUy4xHNyJiz3C76o6fCQFXPXz93gvFcWdHGcKS2qWLUsGxATUXY",
-	"y6hhh4aDvLZGsBMrMcYEw3VhMGnlVJvBQm8fXizyHE8VxcGN6YSTKDceWBGMX8fZ3CVbHWgngKdTqmhq",
-	"VYVubDvunm+1RiBf9nMmrGj8WwsIFwi7NGu9izHqQgz+DWVwJx7jUGF3SfmK1o60svZiEjl6z1Jjl4W3",
-	"/gQGAFDNMm4PieavS1AwprlmyRpg+FMvC6m93g5V49YHUTmDXTsCMKR5/mrcOv1tO4Y58P+YrMP/ZUxb",
-	"dABE2pPscvBf//GfnVOip3IpiBQpS4g2IBRJka+s2EctJ5tGQGttb3aqzS29C5t6wVHkqS6Qzvngkq3g",
-	"b27YTO8iJmGrfiaqFF1trCaMGz1lUJLOl5SbnWBTPbrXVF0GlWIhDM+DFA6EKrN6xBB/0ENilYMrpknb",
-	"KlbuteXUEucZN4Zlnb6QigwtGsqFGZI51dq+LqyyUn3Tyu4zq7JYTcINBdItzpGR5ZTnTrmz2gpRVJCl",
-	"lfytQk4NXC6K5NUbcIutXMCeWFG9iaQV5POtGq8jOlbMhEHwEHZ99nSBeivceM3NPpWC7XmxP4DFIlwt",
-	"aguK6UVuhmeEFsoZMdLyn/VTxFf323P9Bn6gPN93A5TnYflCLpOg1Shm1IqLSZNtANO9q128ZNf74teb",
-	"BRqvhNVbAYzbqJAMM5bT1bCTEKtx2+2QIYDZcHMT8GpzOLoRvNbv+o097htuW9MZw23TCeWCVPZO2uwa",
-	"F8VpTkY0vZTjcZVInFlcT+VCGA3qhTFsNjd3cEJ3ChcXc7oUe57Qc6GZMmSYTnmeKSaGIPTON8kxmHmI",
-	"FAxNJmwGilgwSG4chR+wMQOC1T+xX9kdzej1c/zquNezpPIOaOEaKwsrjLOyFXy0aRIWq5IGT9pWxiNg",
-	"QBpb+QoMHdeHE3nohrQiffcNXf7VagETZsf+XjF6ibbItTOTQrN0YfgVG4wpzxcKf98UkS0eD6zWwJz8",
-	"WV3kqzkTCYJwwHp4m8zoikzkGZnSfHwoq6+phRCWAOCbXJMJv2KCLOZgBM2lBoi/maRrp7qlsGyH0BGp",
-	"i1s9BtQ0PFeCc1XWWq9szOlCswEQhH0QFz7L4jKgX4c2dGUFvjkT7gTFBLReKkhp2jPy+tXFW9Ltdo8s",
-	"t5uxkkw4kjJntDTjrU7QDaEYdXrm7i8AxOxxqSua73VAlS8HM3p9I85RPd00l5plYL7WjiJZqn6GZ2yp",
-	"lkbahDSrCvsI9AN4NQh1DtjVQoCW59UPnKiFQNdKWuHLiC6StMxUMT2VeRZD1jWqU7y7cbrRQ6tCqD+Z",
-	"JE4ryni2TiQ8AgXYLYPUOmzESKIjW68X+wofFiemVGTocki5ShfcBCxBK/c4l0twLyiZd2eW49KRtiIV",
-	"2CU0uWRsbu+LKyS8mwxnDZGbKXgFzL3bsAhV6EkZgWEmJDluWw7euEFOYJE4OyP9Vk/3WwSVDvyoS546",
-	"D+DxtBtHsFsv/FdqT5eNJfqknDUD4VyOrfwCG3K7OyOZXIxylpHRCq1BFppYhh8U632ku/Vofes1WxCB",
-	"09WGLHH9ZsksTtv5Ssf2CM2XFYyrDvWkQAziEYO0UykES8G2hwawhDjFSCfk0fV1B5U+OJkSLzkjPWIW",
-	"SoCyJ8fj0v31LAjO6LXzavZ6KKcEP2cv6ufcxKpFfvkDzz3UNseqZ0D+AD2IZoYIqpRcauejznGzZ1ZD",
-	"zRnVVk9lCbFaMc3zYUKcz8uSpU1conkekXxSO4gju95fTfFMwZhpcUKegbExlbMRF84F5FyfiMlx5haM",
-	"VR591+4UH4O6rVB6rxVFNqizHxtRon5wfN58XIf7zTzQSeuSrQZ1psef5UiT5VRqNCBpQ5VxDhluHJw1",
-	"99wnrb8v2II1XZjlKIuIYPWEipTlpyAWWiEhIewaEEtMEkItlnIx6RLQy04d1bBqpP0qR6hqJPj/LEcX",
-	"uISPsDEv90csUVHsKbn99jBUjgPObVtbCTs/Ji1wU+BBARFAtI/RspmECA5nVnpvrxfczOAcR8fxJvnY",
-	"GSRRliPc+t/VHoq3m6yrZVRMYoIrgKB7StrU3aNXei2q2/eZyKj9d7jl4DWcdbpR+XoWxbm/Vo5GsRnl",
-	"4gzkOqehGwmnVIhwcHIx4rGh1eEG3cyx83nKRnIhUnYjVbnkJwWrQuYGA8RNZZ7TuWaECyNBWQajFwib",
-	"KBzMmci4mPRF26MVKNwoI6Q55TOWdU6REU/Axmm/M5pwMV8YVM4Xeoq/j2h6SYzsi+GcKS6zIRkrOUMr",
-	"FY6YU+M1juGMXg8s1g5LvmiO6j/wvhnNGARXvJ0yjOewUjHYN0mYwCr9YE11Ny8kEWzpx2lb6mxKU3WS",
-	"cFx9YRejDe7kDKYvMwZCQV6xNBAtDPHFvbLLcQeVYEQHwId7eQaWWQqLei9HsBnvq5vkckRz0s75JSPD",
-	"S7Yadk4JF2m+yJyB14tzXNjjNRLFTverJnROlemSl9I4Q6YdIyHDUiTYwP4E5wADrkVjEYx+6CRkqBZi",
-	"QM0QODLaoWJGZOdn2JP8++PfS1+DC97LSrzupQiDRJHOfxkJsvtRksw9Rq851aTfetTrzXS/lZB+60HP",
-	"/XE8fdCb9Vugql3T2dyqrvYpKDDGMGUH/D/t33qHj9990+73u/hX53+1hf7HQv/j//1f/Y+Z/of+x+wf",
-	"007nm3+J8fUfLDg+84a5da7BYjLna2qmHmrhlYSw7qQL1O3owdFccam4WUX9iDNnGNp0VW5QfAZao/8g",
-	"dso/OrV5TZy7ojz3Lug187ZijOhcGm3JRpyE38TZ6wB34/fAQjen0VOqshp712Ke7bmEKHzi7GGqpHQy",
-	"aw7T0oR15xx3vE0skWts9IT72uVzwyHrltFEH68uMdzBFu3lONl6Q7v2dIFvru8EZ67byUUYvpCvNiz6",
-	"XsWxh3KgHeha1gGSCvhXK5LVtw937eonJO9PpBjzyeaFOofAYEQ124eg+u/2tHyNCuPwVsHUvXZD9LQc",
-	"wnkx6izMW8Inrrhc6IFmqWJmwK7nXDEdtUP/AmaRYGD2nxL8lGjD8xycrtqKnEoaOIYDDA/K6bxzc4Mz",
-	"ThHdwd4e0ZvQn6S1UPluou4iF+y7Yc3FCtcuKqkCYxXGCtDZj5Q58I9TMy/6NCZoVWTaRdnC8FsWtj99",
-	"+0NjrN1OBAErpHgnHQ6wXUW3Cz4BB45Dr/Zyqlk6IN8QexLfPgTrnzcHHX9LRivDdOeMTJhgCkwggKlo",
-	"eF2zOkC4QknEwqF/Oz/83/Tw997h42+O3n3z5w+95ORjVKa6CcqpiA1qasz89OjISs0+Tp388uYFqmOG",
-	"zZEVvH518ZZlxMiNTTz8riI8f7dLbLCLiMImo7kdYB1fnHo3mPEJ7qSGuhY2l+3zu/diS/hZjiKSHoJU",
-	"RMh2sOal1CKwl81PSQ+1PIo+cnsxOQN7mwuABA3Lqn5CGrROseyM0OD+BTXX6koadNXcApgd6kB7X7mO",
-	"i5bu6S39Wt4YFccIF0KEnnv3Jurl1C52LJXz4v6ZULHqVOxWm1GF8bUEtzQaRgYu9pKVPUJlc6cUeAGo",
-	"MDZyxd2EzXvjxKA2Xq1ivghROlQ7fdqr+W3njQECIaRgnaguw3I+4aM87pT+FYhLMCfCTDO6sj+cOQMT",
-	"zXIuvJcC7spdTXXem0HJDWItkpaH8FvBZ8lSfPOoWDCb7Lv8psBleQJbE+VutlccSS4F7nfn+7slUYyt",
-	"GtQcVM0E5e8dTS5HpETecjp6/GkwqG+GAVPDBkGjauYIewPa44ybN2xc4wzD1CV03dkpMESetDVjpJhS",
-	"AzrUHEHBKkofbKIl+pFKc3gqkCm61GBRTEp+xBGz5LMYsYY0NBIWq+ewSUxvEvyH4evZImcDr8Jsnq5/",
-	"pWRbDPlsBb2hJM253VrGs20HXQ5jdlMbnl7Gp7ZPPBOuX8Yt9J6bxIgW4khjR41l7zHnqxcdQBqLM32z",
-	"Kz0xJJu5sMoilw9lvFQKw8WCVWHP3yDKKThAX7hkPZex6BMfE1KTChiszjikyzCEdBDwnkI6aF/oOV0K",
-	"lhGgKUH69MIO3qd/h5sueW60Sx7kGUSJYrjVgfsVTb+bUvN+SXmQbxnLx2vGvG+i4y7pJYtx+hXGxF46",
-	"0RAcCeDYOQ25lZ4cB0d8AwyL5T8gaS6YbIDmEk2vSiaelxbBNI7QeBnBQXcQTzf1cDQnrotxZV4V4Tv1",
-	"enlVzqiR9r+nJp3uqQq/l6PmuvvPcoQ+rmgA5nbPbPlaYNJtm6hzTt5stSzbaWfYtqKnzPio8EbM2+pd",
-	"mwkh/pIH/iLjckR4zUhD8xrdEBMHBg5+GoqH/qsw8M5v1lXNygCby9hYfBLZdDxRpQCs/aA3oibt6QnL",
-	"Sq7erYYH/x58s2cQ956BIGvewoiujvwh7jskbcuCMI4A8KSDypN7uuTgssWQ0qOr4yML+jeIIGmkbfgg",
-	"6ULRWJcGlGI5+vUu2eqMUKJZKkVWMFmeM0JJzq8c74aEaQ7JFRB2BZzUCUQ38ILe2MRWVge252C69/aN",
-	"uqnqDftIyVul+Qt2xRTNS/K8Jm1M8lyklwzTlTqn3tTjPPz5CoUDjO1yb0LeVV/4K9FkyfhkahKwCnFN",
-	"MjbiVtKDmAOa5yExwBVKASc9Ck0YlSCsnFM4z4t9DEnbji8FO0SdwtKuzimZ8CsrfY2kmZZC7F39g5so",
-	"GAVT+y6ibYBH/ob+RU8DaphM4FS3ZDOensV80IqBlAc2O7VghVDskM0Hp2QYnUJ9LApxpTvsFZTNQfFI",
-	"vYxlC0xcjhu31s6l8notd3jtHOC3EwdiKiTEQKcLpWUTc0RMbKiOUXO/F0GB8hHk3swFkQoubK5VMlUm",
-	"rUwK+xQD51redJizLBpj/oJRzZ5dGyYyPPg1n25TA872HW8ME9svLMVi1H7cHNLnK+taLEBQ3r4k/Cy2",
-	"jpdR/f4FM4YpnZCMT7jRCTkYHCTkoGv/79T+3+HBGTk+PD75bi3Du+TdKPwa74o/B93Tw3cfesnxyZ/i",
-	"To6KVm3PRqwcosdPCUFwl/WmBP/bMpGA0NqxNtWoTbTYtGOFX8RiNgIWuInamyHy9SvYkQL1amFSOWPn",
-	"EDacRVF/0Ngyurf1YhPNUWPb4m15XZIHQnTCo/UD6SFDBUtZJQrh8fbA8EppkHWK79WTuEG7OYUsxTVF",
-	"CCUX2lAnKUeNSosa86zhJo9/hT98KEVqLZQ4nTCRLZSFzlNX9uIUSlOgOL2TGqygygFOuvXG/ualsXXn",
-	"sNOiI8oZxLruOkYY9wm+eovoCy4G49zKU3uGX8g8Y9oMPHu5g3ywuItKMcNEPGDv7ZQRkHUPrEzmXrMS",
-	"RNkdqINTDa1sxGFNQ0OqYfPBSGbu0rbmjRo2/x7evMDiX3cSL+biMkKqVPXKEgdG1YUGCIre0n5RGWUo",
-	"2/TylvydDehjIVg0ez9zaf4NXi1Em2bvO2Gn2ctBhLqBNeNuxK+1+4jHyAAqNCfDSJd2WazcoLVLuUlU",
-	"jCN8kYA6KRiZ8/QSdTZNqIEMho0UhV1a8wZhW1NOwXpvJ3M0wVVHcvZhV0tjM61qp7LelI7dOk/tJ7mE",
-	"PDXM5vBEsEr3qEJTfEgADLYMWfU6lIqFvnn29tnLt89fvezenvrF8mSsIhwqnDrppdWKFugC5f9AQ0BA",
-	"qexpYVCImWI2CHjQvCMcGGaICLR/YStn8JnSK0aoW0vDRO7RQuk1ag+JjcXLQbS9EdOu5cjK+WcazHtX",
-	"bEmh2wK3nIQT3Y/FhCuKk7U1M9N+9pad9K08+tbF3YDQeUBYSzmS2mAJNx1AC+2NVWerv7z14Og6OlTc",
-	"roo76tyUWcYyMmfKmUCbTRpVG/yMkSMNQLH1TPfX3Z15d9fduwpSHlWa2EHRqNhk8F/xzShK1G33V1Zw",
-	"orqQcndBoQozZBCByZIbXaJB+0bLXzjv/t1Uz0uVFFHyszW46CYxQ1ArbosCvjviBkYwPL28nwJ+YI8r",
-	"rLWbPAzCFe38zZN5XcB52YKnLzn4gPNcLqMmuW1iR33AkF3B707CvgMffJxBALSU5iq7x73D3DvB/dZL",
-	"2k75hNeuswof+3EcjxFxhuOjYZqzm4Bhu7hNMfS2Ze3PajxSVkHwkctoTMi36OpAiu/sQgmhxL8vFWn/",
-	"21QuVL7qEKlIv/Vv6IKBhLdqltu/Hj0i/4r/W4tqfvTtTl/Yvi7KPb1/JewpxEtEnHVqa7HKZWkKCQQX",
-	"QmowLqooy+Jv7EAXWSP2Za7BWViu1bIHnobFudvcgrdNjqmMysW+f3n7pBUpw/v8/OU58V+ENMdnCwtQ",
-	"R6+p4utu2m8f7kJ2h+XbfE8XkArwxmXW7AnepWttXLinJjUByfIypCZEcw46d5l0EFODMBw8XnhrMauN",
-	"1r7PYrf1eVZ0lUua7R3Kx/6+efpPmUUatSJSZa6LAQ8Bc6fkOCEnCXnwX//xn01UrVgQlp01KYxmuPI1",
-	"5hAO+V3tzcT9gLFKmlvZAt7yTqbghq1fzgXDouH3X/+24WUHkttUBi728b3vcLK/1L9n3MXnOQKMv9t9",
-	"EOa2ziYYqPn7S3lZF4SMuSkQ9ruemuLNlw0KXhQLSgpPFswaPYeiyuJ+1S/OXawrqEjSxRScgYoEPNNH",
-	"tWIE5IEmC5EzDbE8mH0jRaRoV4MIr0hM1z3HZ91D6BNpC8v1MchmNjerTiMr2h85hGmPAJgLFytem6sW",
-	"seYF62czm21hB61JqHCzHYRWL9iKwGe4YX+fAw2/upqYAbZd4LkzyfomMxhvDRFP6OqCaiZLrlmnS36C",
-	"cDw0BmMpFvs2BqH/it1uDoEmmYViGE2F5abB8GAqFfNQZmqU6eHLaAwq6WuFierecqA2NQ5j5oPCb7zb",
-	"aNCYokqMHdjEOau1uspUCUbfJySDsmdjyvMECzZDlAL1leFOffB5AvmkAzifhBTV4vwv5cCYDAWlmJdc",
-	"7Ssn+jSKRkLWelC6P4nqaVcWUr29KoAU4e4O2+pwF8sL78kwfoUi6hhm6Ps7+Y5nqBXDcslJr3dK2DVN",
-	"TR7qC0dusi82rrJLfhGXQi5FuYKQCxIkbVMgPXykrbo1otnAtw1yjZRm9Lq8l2Mgq2u/RNyvuxlEUQu/",
-	"5FPd/QkUWXeu0mZfQFVzZxdr9gVUEEfnmFo1+wTLb1uI9VWmd3+DBanjmlhBrzc9D6WCbvsQ/1UN6cdI",
-	"Vxz0QGPEEhJ/S1uFzzF1nd4cUhHF5hISYM1UycVkGtKi7WwN8+4cpN3ZTipcqpyqZqAD3RIynyyWQPUh",
-	"6okbkjyPGQVx65zBpssbw8QofwZzqe0JtItGXhpdKE32v+6ecLdaOpZ3WwHDOzQrxpVSqdt1csPTacg2",
-	"L9eL9fzesno/NXGs3Pd0tBAy5dpItSLtlM7nWGyy5KG9ePvs9eD7V0//ffDk/DXUZ0vIBGQ6V9+MqzDC",
-	"nCoDZLJzWpQgxfR4NO9V8sQynkFePYO4+Ajts9eXYR/BPK+MAz/K8dj9KJyM7S1jpcOieW4Zxni8aSFL",
-	"WteH9ovDK6pAVLefFtfwQzFI8eM5DFf8+5UduLi9SMegkft1L8HDsdB1Rv9eS1GEN4MYBrUs7MFrZtEa",
-	"O7D5ZlNwzNhxLSHQui+IasVLllXZ8+iUTxAaMiUt+81+B4faQXEgb2EE0B9/r9EH7UKstMd/ZxYOcEee",
-	"REFjqZSBiNgORTxctzYE6ZTOk7V2ldBly3Xfi+VhLkSI465p1WVJSrlueV0AQxU92t+Rv/DvyWgVor58",
-	"0kC6gLp6GEWwQ7N1158g7LijKy+7jn4E/fbWTTjuKHe/aRr+DROebxn/CsJl4R9CS0oQJtdyI+vO/Dbl",
-	"SLh2PUmOAX6LZHOjVp27q0n3xy/DsLsYQr1f8YaJ3w2yuEm7V72X6J00y831wLU9vXY9P7d023XwB0kJ",
-	"EUDDboKaaTJlVJkRoygJeBHH1RrRK5FOlRRQnczCout6EjIhIj199k62SG6XA5G0diRm2HN4VWjHe5bo",
-	"BxXXNzkcl5LaRVbRz5C3JNjDLKbe9UW70Bo7sbKmXzWo/TSoEuDE1ZsDjdfXhfcqYQ+3TLKxN1njlrG0",
-	"oblTxqL8TpcMDFm3jFKh7xppxYEtJL+uwaaTnjSWULk+dL/rrvbqXH3/orryLEUJA5DRfHynAdWDGjKW",
-	"eS6XgCb2Hg80eS+5APkNCoQf93q95tVSCskmkr4RUrHj9bafuMdYwGsqlyI02AhVIeKM9j3y9V0Lc+l3",
-	"OWtQc68g10Xeeqx2pHcYOk+JJhm6MUOt/uK4rZjqi0ITDL53IkT5sPc76zo3YpEaHz/ryMLDqZM2/if0",
-	"Yes0vYe9K20UHVTQ4KmYnhLQ9rF4CjL3SiAFbrgAplIlyncNciWLogEtDwl1qFzriP9yXO1berFGHeC1",
-	"R2FoLMcD4w6r6VPHM6h0vbH+sZKzWLQ9VaaoSg3FmzYDqptKzLUtfQjVFvigjF4ZlKnzCy6pjtebmUsu",
-	"zH4MBM7qtf0uhpZBNq5JV6pfqd9K7VqNjBTOslIkni4UPHQhxe0lWKIwbV7IZaf5cS+5yOQyvgN8RlIJ",
-	"BBAdSejXsYtwEeBg8HPN0MJVl+Bn2otC0Boou2X4uPKWAzA4hXBtW8EZryiiDu6A0n3hMwvBV1HlEphw",
-	"Uc0SjXRQ5AtoJkwrLzsNEwyK3KVt07nuSb45AsiHDvDa3ncBYszASDnIqZqwBNwS6OVrupicYgGRWGLw",
-	"a6ZSZtUXFsp9et3qIBTaB9vnjOc5d9GJiQ8Leth9RP4n+k9mPMty1JHQuDlRdOZuqcpfnFvbPYvIU/NH",
-	"vYZJEvPHjxq/+bjRm2vwbZeC0+AQMVCWl1suGjv1uFqpnptKVeQBcaNdMbkal2TTaw7qRVOQowhxUGAT",
-	"DDak7dyeZf9mcHquuzU7CaFOuAWa5g3VrktG06aKNy5ChH3qLlt+56X8PJevh0PHruwt+mmceWYN+jZ5",
-	"zVqadZSSYMIaHrK/20BFbkk2fsBbCx6L9mZfspKvsynAzLhYrKcjbTdI3PCm3ESbeZT1F7RV9atlKxhU",
-	"ulDcrC6sKODEI0YVCiYgH4AZGX8KA1iAb338CDa7sYz1HXF56ICqmqkrnjKonSS1mSh28bcXePWu4Q5U",
-	"0QGkB3roAqGo1zC7ffEEykX62rkuG1BkVjsMusBZMKFz38hGFzVxQQFOQIHFCfsQN+Q0S6xu6MNCfnnz",
-	"grTtqB73LwwVGVWZDzDRaHX3hZS85aYvoP5LUVTRKSPUsC65YIxAQ8a5kkam0IwxGP9g8+FBX/QFlBNA",
-	"x/ubH56Qxw8f/Ym4rH47zGIG59GG9nAp8J0j9/ib91qKTpf86t046FXoC9BgkJYJcv76OVqkEufxOro6",
-	"xjZRgrFMk6Gz7/0OY5+S7wEGSH/R6z1I4UP4k7nmOq5WQauoQdBKWldMaVe+oXvc7flWs3TOW6etB91e",
-	"9wEWB5kC4B1NofT379DrAwV0S0dg/udZ67T1IzOuOnjh6YQvT3o9F/JmXBhi+Vjeu5asKO7uLLOPMwB0",
-	"r2mf824FZ1qnv71LWnoxm1HLSUCW9Gm3XJMFaICGTsB5FXaiW+/sIEeK0Wy1da9v7BufZ6swNSTMPuo9",
-	"2DJfGeKaz+srckQmfikNUW7yHUedUUNHVDOsX0XTaWj5hSXikaXWnv/V8RGd88NLttK1l/CCa3P++vlf",
-	"7Dv3eA84BaTuRI4EqwhfspXlV1fyEhqxgIPdCw4fk9bD3nHdLGHZR78I6nAaCzs+xLvd/tEPUo14ljFX",
-	"ospFC+z6qrji8rXZLQLhsaduRbgr1yztEvOT2Uyz/IrpTpecZzMuiE7lnNVeo9WYdOTasO0knmor8eER",
-	"3nl+h1eGE+GlFRzXFQZaA5fje5k7i0GMe+QAo7f7tr6nmbcAfzpYenjc4Iu3Ur6wihx8cHLSZF2OBAML",
-	"uj3I4ll6hgmlFk3R9w6CXLgOQQEiXzUD3TUKdPSBZx9RjrIK9SZIvwHML4F0BbYeRopPIKn4lMThIa5j",
-	"+xcvpflBLkT22S4UD6Z0oY1pDVV0xgy07PntQ4vbU7ayizdOnqKhskoHkhJOb+gBW3uSvnMgErqe1XKo",
-	"H+GNe+RPoSVbLXeyi7w5qN0FV0EZtpT04NZUXGe5D3qBgXC8Rx8u2Wor/j2F338MNa13YB++nlVoBSXz",
-	"nHJB/vLn48o67WNwK3zF1U1cnUkoV7LHvSa18nT89u4WTWIo8tb11LvN/X4Jt/VKsP0uao2ibp7aOpr4",
-	"7oSlpujgd9wkxZdB8ovT4r0S7z6+S1rO9rXmI3TBuxRWlawBKiB2NnP1d4sW32BsgAh+w2eMtP/y5+NO",
-	"ty8uIv0WyRAbQw6Jkkt9RmZSMYI/kZwZ/Lczw4PlGewno4Ve9YWdXjEXegKWNezoyAWxB5/nLEfVvYoo",
-	"rxcFoty93OzbajYSmT85an4VlW/Fh5khizkxkgxd7Wkw07kobq43kAMxgpXLk21n1uWeibXi0E/+pfu0",
-	"nJQ6O9YKRW61fwS5SLEJ1wbiO8KqisMuekWuH/TRB0tPG0hGP4UwxMbC0Vdxp1bc2X5H9RJO7S3cOeT7",
-	"LqRxknpryP9yBJ5dV7Um48SmKV5x+b914sY51PkIERVB+Biig3tIJsxKEKWuo0Os6/Ff//GfQ58lvsHt",
-	"y0Bz9wy/1Gr2E/P8G0DqV/5/O/KFTAZC4aZUTFjhwrsR27EzLjCw7KZoJOuCWks54KG5LbQwy3w3LQOh",
-	"CC4AsCif5HoSQ1yknDNhv+wLKDWRLQpZhryxa7fSfikGCkb0A1iBKJeQNgiHBbGMUy4mMakcRmN/MPqe",
-	"YBk/tx/czFeuvmFBtueyVncg5SpdcBPOjoqM5HxsXJ2PhWaEG5JCda09UUYaathhUSzqTjHn6cJqxLBK",
-	"FzWH8mU5D5ikVClQzpcSXfMGsjTblnlBfkieJdDnL7XrtJMb6JziacVh+KiTEC19fLnSJKWC6CU3kI7q",
-	"lFq5tPqsb/S3hjVwGA6kL3wL+Ptgc2vFwD46XvcHQFLUvyyiFkXC/ujsbm+8/kL44zynqQutr/STTyDL",
-	"2GOWzMHDS6B3Q8idx4JxDu220wTf3adWRf4Zu+/EPBp/XzC1KuxoPs2sGVz68jXxsYoiGo0Gq2RVxkcs",
-	"Naa8g/W5BLpaG+FGaG9N+oqudqD1eZh2FihJFUyW6+fja27uv514oVbXWclHqoZqj3M6qV2Ea8ZUcw4P",
-	"TqrNfHqHj999E60QGD9i7MpWHrzo+NIr1QF+tKsGk2VR90ZefdusCGG1Kh8e343J4WcxzXGNQXOJ5QIh",
-	"hadMRrCR58c6zn/SOw71GICTvJejMx8YO7xkqyFG9JU6DrZ97F1S2L6TUIyt0xc0h1AfDOhPyEmv56fA",
-	"zoQgLQzLfc5Oof/asEt+xSi2vhiu9XIcEs2YKNdhDDn1pe6QXnppu3MlJw/JtANL6IuwTYhDtGu5ZCtf",
-	"TC6+oIQsp9QwrAmgXf0dv8q+GPrmb0OnA4BrIHSJKx0UhsS4fKtO0bhx7XT64r0cJWTCr5iLQIC8Xlgf",
-	"xFRmZETTy8Qv2LW288cXEZWwjd7PkGq0n8hYugAsUr7zi7elLtVNX8d8ZUT7uxffSv15P62RotJqd5Pc",
-	"nBfYVEEW71eGkluxjqau4zmHYPnwlu8NSot2hLGWhUDc7jJiaccu/bOvVpg7IPV4mCBAukj6NQpfEhKP",
-	"QueaONE/d0XFuAjKHZS5PYPhuUAJFZIjoQISwuVyKnOGfXS79XRG701o/pBkA1uHf3qqUe72vQWlSFsq",
-	"UmZYnWTjNr+i3d2hHfo/j3uk1+uhLsAFtmWygDhjwuzASOyVVY+Sb6G+e9XNOrOwYGm3Zxa6mqmNYgCO",
-	"7JItvFGgL+AbOwcTGRUG6iINKz2uITjRLWxIMsn0KaFFYoXVT8sFdq10IkXKEkhdC0EPUN/COPEIyir4",
-	"OiHtcU4nE5aRIc4xcNDJsuEZocQ9BZGHcMz4NhQSFwQkXUOwRIJm206XDNGcmg3xkS/oZb92T6ASW1+U",
-	"N+2Dqc/IcCYVGxJNV7o4WLhJxWZgGIYkCZjNlTLhhnDdF1D+o0vOfcLemOcG7byuPtwpoamlzKUVYb/m",
-	"D/0WvtxvnZIP/RbNc/sXkJGPUXHtCZyUI6P3Qdq+X+SXAdc/LXXDqesoGxS/BMkGO7W7O/2jE7HPYnkG",
-	"IEk8CbICXwaagUmnWI0wEAzUcwDeLcoBMO6gVCGB8gaEyuVVWvT1vQFr6ZadhzPdF0C4aqgTLAaJU5ec",
-	"I2qVNK31Lvia5GxsrAZqD6Ytx0S77u56ShV6bUC8dtquXRLgsV1KZolMHZXoi+1kgtyASjiV9AZkAgrj",
-	"fKUSXwyV6D3e/cUTKcY5x7zPz2THhqzneqpSh903IDI+L6Iu4gUNFvcpaD/FLtE1ThavLf+TR7kEUYWD",
-	"rDSS1yhS+tpHKGnFzYl76Xg/y9Hzp62Q/LAufu7v0PQD1tk1z+sFWa5L8Ov8+mebQm0oaI9ibV94uZYq",
-	"xa8sP3rYe+xKBQWLorfm+Nz3rTLePUP4FtgmdGxcip5jH39s//4XQT/xXstSCVRwNdh/KyBVA8p4VC6l",
-	"ts3b96QoO9XA6ffVB3TfPqAvgvDHqvHt9h7dDbkPFUXvguJXUeInP/QFlkq9D7kYavC9YeNPLRTDvM+u",
-	"DbMiWTQy3T27uSB87yT5izD34TmiDg0ZNnXFbttQZARYPhjTWUZOeiedMu640pyb1L3UjuVuhZ71mrTr",
-	"dWjjfUI2O75gKStNZ6wvXNn/Itqx3JGkg0JQKCyP03pjXkFnIDsEnBdRgajUTeG+4rhKdX4/Me66ac8h",
-	"tS3uDcRHX3H31nFYUplKN44a7G2EpYUd7E7ZlDfdfD7hPylUoy8gP/nLMJ0shOuQFbGPOGNh6I/uqaGG",
-	"5jGgfmOpWV/YrImGUCoCvE1BuAjVZRvoB1skeGxH2byX3r3K8KXOp1EX6Uhe//eR4cFqs17BOZRThopC",
-	"ztNWFU58K9cby/b1EWUnRUSZ69jJM5BFllNmphBLRZbykoVgrPZ6M0//91iqvghRlhDvgnGzKzdyp0vO",
-	"/SQQ7hIsMU4I8SNpQ1fgtAXnaGHq4tqVmYYWK7ooM10274RKhu/lKCbAXDCRXfhS0F968EOpkW8jSenk",
-	"7meOmv6f+lLm/3RR7v+c4pi7L0LX8TNOhjY5nG+WsJW/wUv/XNzNt4+I4MBP2C7tvw9389V0XZ+4Kp+7",
-	"e0MVpEVsB7q/4Sv3CAAww/YSBK5OvPfceDfN5y9IsLYwNHxvOJHcMQekx3+XihLUuQX/5tJW7vfs63Qn",
-	"WOZ/B7fgnrd4x9nwzr5kpiwO52TOlAvFTwi2DlCMZuWAMJcZY+yZ9EU7yG8gDhc5BNDq0gINx8K6EI3x",
-	"WrExU6f2yUKJPwMfoPnQCq2hW9NJ72EpTz+0xfY/wTq5mJxC+oDlgLA/VxuZQkSt6625mDHdF3iUZEnt",
-	"EceL93jQ3++ocTP3JivCoj5DDYCGaBotUwINoLBRKqaHW87CMtKuu/nOGRESLtlC/xTblNtx8X0mUnbo",
-	"rXsbsw3XButWJJB119rHrxG7d1bZ0xGPomgB+PL9xbcBDROHggnh4nCc88nUYFNQiHrpNOZZR6ZSSX8r",
-	"+yoV3W8kt2LZeB2XXL+tCK4PH35OwbW0sTrvquTCAPnGTTnjl6fOrnWi23BBYMUK8FTOuDFgxviicvSw",
-	"I0LYZGn3UpSYXHvCTOgGQ6ZUE9ewBDiFPYNSo5C7YsEOlhU17BD0o+2y7xsoGAqv3SMchVm2y8B20QQW",
-	"/YeoxFVaza5yZ6XjblyIKxzKPqW4CsnJdTv6WsWjtjZXcYEhbCcc2g2Kkm65r3vAlDpR6C5w5MtRWxrh",
-	"4N0qKz/LkasAwI1L+rCrGMAqTskHNFtDyPmSWfHi4xBSt3xYOlIB+LIvSp/qU/Jbt9t9Z4VPWrQplCJF",
-	"OeaSrQ48gLrg9yFOMEQnvCZtIEx94V7iBtapE2iJn7ERN0X4Y6dG6ahC8d3rD2H8z6BD7I88X+Xy22Do",
-	"uYsOcfBo5SDX/GLMfSguYECAYNDzodWazzcZLZQ2w90c1pfc2C7OXIS37tOc6ybZLsz4BSdktAI8/SPI",
-	"NH5RFYN9OLPNw24szFwUFVG+lhW9vegSStK0XRc9qFSx6tTdW73UUn8xd48QdWS3gLp/follF4bdrbDi",
-	"Mz4sXTU8vSQ0VVJ7uynWU/Gdrs6Ccx6kBjSeeDijIusLGKE99D8O7HvDhBQ/2BeGnS45h1wDSjK5FFAZ",
-	"XYoca75Dl2nFUiZMX8y41izDhVlhp0YkqYDoPXi/3fCfQSDZEzG+SiN3YCUslzRtyu6KyKt4hF8RDfL9",
-	"Ctv6/POEhOCOvsaFfI0LudO4kHLOOqizIVV7a7CIhXq9ESiyze7slA/nH/TVwsqNmIuaES4283empO6c",
-	"Fm1nR6siFzDNqUZf3nyjhTRXoXU0CS7IATXk0IpnCpvcn2LNCl9OOaV5XgpziyQegF/TclGffF4U3MDE",
-	"xKzTJW8YzfoCIk7nTB06JUrJPF/47rwxpk/ofM5E5uwM1CtfuJ2+CCfADVkqaUKXVVhYCNHQUHYKjjyn",
-	"E3TkuodWu0FVzg/eF2DeDiu4RF0QTt7+TQ4fk1xqJ4FAh+ViVegPPqucvT0Jt/VyB245Jt+FG7aQAJ2v",
-	"oXJdpYm3gwzImiBXNF+wLvmRX7G+WEukGILtfYiV2FxuxLBLSo3nubYqLcg4Jw+naMZ3/37U63nDjD4j",
-	"I7aSIkvIw5OTmNDzY8kx8Omre968Fuda6JJckjFVUL+uqM93PE3Kh9SpK18ZGuw3W8RTh3d1VTSXPDNT",
-	"bKqDgFosaAYLypmFtGNdu6DQ6H/vBd137BjCSZ0MyRRnRTkORw5dNNUX5VYrvI2Ja9uusKFjFhxncL+A",
-	"CwcassA3qsNLaFTKZyzu6a12qi1aaP/2zt4i0s66HleOsgKthb811q3wPZ5Je2rM/PToKJcpzadSm9Pv",
-	"et/1yEJkTJHhjF4yqwYNAQIXKm+dto5AwHPL/BCtDJaQnGuTEC70nKUmcZkIoeAKhMeAR8PBMcTNbSLJ",
-	"eTm6/Mx34iZLu6pypHZ5KM+e4yhX5mSHwDCYyLCFeUIcPFn9b7QKLOVAl7PZyjMBx69B7WpjAsft1EKE",
-	"YctrDkWWNwd7zRSXGU/RoCIFoSRVUlTUhLUKv7FhwOe/GXcQizdIimikBHkqJt91XB35ShRWmdTH5n2y",
-	"1rENpRQ4yUOH9oWBuzxixaIaoePQXDqBkCsumJN+fPPf0jilNpsWbK8P3c0A0bO7q68xdIEt2qnebNBO",
-	"8M0R06dkuFFYfuh9IVfHyZB80xcjqtm3D9s//fX8yeHFT+cnj75tg9GZZ+Qb0m91+y3yDRAAbehsXvpt",
-	"JLNVp1MkMrg2dX7Ew4ylMmMZmVMVxMmCupT7s2Ap8DMrC6JUiz8Q5YrK90WoUbRWOr9UZB/ilCzV8MEA",
-	"VgoJBYq4JkxYatjtCydeY2tKcwiM7NDKc6Xz4tkQOpkL/vcFA2nIiXYx8UMthEvM3NrX75eNwRLCupOu",
-	"RZ/Bw5OBvfHBg4F7NjgePBr30hP6uKhYjZFVJZ4fVru15d/O8t2/CH7thEZdpKr6UolLquGgWXZGFHvP",
-	"UnCV4WtSgsgCwqTA6uxbVxoAaeuCmxZZ2NRjpHKdAtcAxYI7NvBH6HQd/EsAtHPp4dW9zvrd/WXrfqby",
-	"U3ZqjECtFaGQM2EsqAszPImFsW4qb6cWtDATqag1gwwftBvL7M7KpAT0Qd0X03JtA6s+McxTd8EKaSmB",
-	"uiBZ5UxwI10EEuGA5CC1PY61l4ZKaK4+zBCSVQ/BgDskbUoe9R44L3fliZESo7JKMt36aayIhNwvH7iL",
-	"XTLlwqBk5oqkkVQKwVLQmaG3rsupDCTFlWrDVVhdQo7H3daapPZuw85uDwbEQch/ff3q4i3LvPZakO1f",
-	"3rwg7Uym+miupJGpzLuzLJ7T//Hj/w8AAP//",
+	"7L2Lchs5kij6Kwje3RC5XaIoWe5pSzFxV350t3s8tsdyh2NP04cEq0ASzSLAAVCi2B5H7NfsH5wfOJ+y",
+	"X3ICmUA9SBRZ1MOPWcdETFusKiABZCbynR9asZwvpGDC6NbZh9aCKjpnhin463nC5gtpmIhXf2Er+0vC",
+	"dKz4wnApWmetC6LYglFDltxMuSBmyohm6oqpA0148TFZcpHIJWn/9Ozl01/fXDx+8Wzw/Omzv75+9fbZ",
+	"yyf/MXj3/OXTV++ivkjYmGapISen0w6hQi+Z0jDq73IE/52xFRlzpQ2Z04RFhKZaEjo2TBFuyJgLrqcs",
+	"6fZFK2pxC+KU0YSpVtQSdM5aZ+UlHdo1RS0dT9mc2sXN6fULJiZm2jp7eHwSteZc+L+Po5ZZLewA2igu",
+	"Jq2PH6PWL3L0/Kn9EGZaUDMt5uFJK2op9veMK5a0zozKWHmqsVRzaux7wnx/2oK5+Dybl2fiwrAJUzDV",
+	"Sxg1OBP8Z9tc/6LYuHXW+v+OiqM+wqf6CMa1E7xWbMzU5hG/+fEJ+dPJaa9LhoqZTIk/A6Q0HRKqZ5qM",
+	"pSJUuLMCPJCZIZSMZLIi7ZPeaSciyylTzB5fX8gFU9QOTeR4bA9XCnZOqFgRaaZMkQWAwUTMCNeET4RU",
+	"W4/TgV1ziicPvw+d21tFY7agigmzueC3U0ZimqaAw+8ePCHGvk1iKQy7NqQ9NWahz46Olstld/mgK9Xk",
+	"6O2bI3jp0L101DnLkbbNrpha9YX9txzbjaEmnnbs6mZsYQhQDTVuFioSwmg8ta9yo4k2bKEPyJKNplLO",
+	"iD1jpo3ui5gqxZkmlAxNsZohftcl77iZwpBcTIgUpP3q7bMXg38jmhnDxUR3PHwHmuCnhOu+qNCvXlB7",
+	"SsRMufYzd8krQSjRfCJoGhEKSywOvbpVhs6Y7gsLzwW5omnGcKlcEyHt61dMaS7FYa9HSosoHXxEKJK/",
+	"YrGcz5lIAHf6QtOVJu1ExvpIjizEdMRTblbdedLZgi2lWbYSfg3KaEMNC2NMjijwDq5zIpmGzVk7o7Zb",
+	"Xb5x3HS6W0HGiWsg/uH4UQDkj5Yj6IUUmgErf0yTN3iG9i84IsR+ulikPIZ9PVooOUrZ/LvftV3Yh4Y8",
+	"5DV+hZNubg1wAnfmVzTlCfnl8tVL0paKTGWaaJJQQx0Pt2cNTwFdOt3Wx6j1RIpxyuNPDnc8pWJisTlN",
+	"eeJPEpFRy0zF7ECTOFOAsnBAAO2PUo14kjDxqcG9eP0cbsdpTjI0ITqWC3bulqKJYCwBbp3MubBvA8gv",
+	"pflRZiL5lBC/lERn8TTfSwDEv/8J4bgQxN5wj04f/om4wQGUt1K+oGrCPhexyCtHDZr/wUjK59wAXL8K",
+	"mpmpVPwP9knP6yIzUyaMGx8gFHBbWRhHjCoLrpwxQaTKUZFrMudaczGJyFJJexUpotiVnLHErWahZMy0",
+	"pqP0k2+1u9IqrOmcDJlSUukhsfxX42U8ogkZc5ZaoD96Lgxc9eL1cycYL5QVbQxHbhsrRg1LBtRUhL2E",
+	"GnZoOMhraww7shJjSDBcFwajVkq1GWR6+/AiS1PcVRQHN6YTTqLceGBFMH4dvuZmbHWgnQAeT6misVUV",
+	"uqHluHO+FYzAvuznTFjR+LcWMC4QdmnSeh+6qAsx+DeUwZ14jEPlq4vKR7S2pRXYi0nk6HcWGwsWnvoT",
+	"GABQNUm43SSavi5hwZimmkVriOF3vSyk9no7VI1bb0RlD3atCNCQpumrcevst+0U5tD/Y7SO/7OQtugQ",
+	"iLQnyWzw3//5X50zoqdyKYgUMYuINiAUSZGurNhH7U02DaDW2trsVJtLep8v6gVHkacKIF3wwYyt4N/c",
+	"sLnexUzypfqZqFJ0tQFNPm5wl0FJulhSbnaiTXXrXlM1y1WKTBie5lI4MKrE6hFD/EEPiVUOrpgmbatY",
+	"udeWU8uc59wYlnT6QioytGQoMzMkC6q1fV1YZaX6ppXd51ZlsZqEGwqkW5wjIcspT51yZ7UVoqggSyv5",
+	"W4WcGjhcFMmrJ+CArRzAnlRRPYmolcvnWzVex3SsmAmD4Cbs+uxphnornHjNyT6Vgu15sD+CxSI/WtQW",
+	"FNNZaobnhBbKGTHS3j/ru4iv7rfm+gX8SHm67wIoT3PwhVxGuVajmFErLiZNlgGX7l2t4iW73pe+3mRo",
+	"vBJWbwU0bqNCMkxYSlfDTkSsxm2XQ4aAZsPNRcCrzfHoRvhav+o3drtvuGxN5wyXTSeUC1JZO2mzawSK",
+	"05SMaDyT43GVSZxbWo9lJowG9cIYNl+YO9ihO8WLywVdij136LnQTBkyjKc8TRQTQxB6F5vsGMw8RAqG",
+	"JhM2B0UsN0hubIUfsPEFBNA/sV/ZFc3p9XP86rjXs6zyDnjh2lWWQxi+ylbw0aZJWKxKGjxpWxmPgAFp",
+	"bOUrMHRcH07koRvSivTdN3T5V6sFTJgd+7FidIa2yLU9k0KzODP8ig3GlKeZwt83RWRLxwOrNTAnf1aB",
+	"fLVgIkIUzqke3iZzuiITeU6mNB0fyuprKhPCMgB8k2sy4VdMkGwBRtBUasD4m0m6dqpbCst2CB2QurjV",
+	"Y0BNw30lOFcF1nplY0EzzQbAEPYhXPgsCcuAHg5t6MoKfAsm3A6KCWi9VJDStOfk9avLt6Tb7R7Z227O",
+	"SjLhSMqU0dKMt9pBN4Ri1OmZu78AFLPbpa5outcGVb4czOn1jW6O6u7GqdQsAfO1dhzJcvVz3GPLtTTy",
+	"JuRZVdxHpB/Aq7lQ55BdZQK0PK9+4EQtRLpW1Mq/DOgiUctMFdNTmSYhYl3jOsW7G7sb3LQqhvqdicK8",
+	"okxn60zCE1COu2WUWseNEEt0bOt1tq/wYWliSkWCLoeYqzjjJqcStHKPU7kE94KSaXdub1w60lakAruE",
+	"JjPGFva8uELGu3nhrBFyMwWvwLn3GxahCj8pEzDMhCzHLcvhGzd4E1giTs5Jv9XT/RZBpQM/6pKnzgN4",
+	"PO2GCezWgL+jdnfZWKJPylkzEM/l2MovsCC3unOSyGyUsoSMVmgNstjEEvyggPeh7taT9a1htigCu6sN",
+	"WSL8ZsksTdv5Stv2EM2XFYqrDvWkIAziCYO0YykEi8G2hwawiDjFSEfk4fV1B5U+2JnSXXJOesRkSoCy",
+	"J8fj0vn1LArO6bXzavZ6KKfkfs5e0M+5SVVZOvuRpx5rm1PVM2B/QB5EM0MEVUoutfNRp7jYc6uhpoxq",
+	"q6eyiFitmKbpMCLO52XZ0iYt0TQNSD6xHcSxXe+vprinYMy0NCHPwdgYy/mIC+cCcq5PpOTw5ZYbqzz5",
+	"rp0pPgZ1W6H0XiuKbHBnPzaSRP3g+Lz5uI72m3mgo9aMrQZ1psdf5EiT5VRqNCBpQ5VxDhluHJ4199xH",
+	"rb9nLGNNAbM3ShYQrJ5QEbP0DMRCKyREhF0DYYlJRKilUi4mXQJ62ZnjGlaNtF+liFWNBP9f5OgSQfgI",
+	"C/Nyf8ASFaSekttvD0PlOKe5bbCVqPNj1AI3BW4UMAEk+xAvm0uI4HBmpd/t8YKbGZzj6DjeZB87gyTK",
+	"coSD/33tpni7ybpaRsUkJLgCCrqnpE3dOXql15K6fZ+JhNq/81POvYbzTjcoX8+DNPfXytYoNqdcnINc",
+	"5zR0I2GXChEOdi7EPDa0Olygmzm0P0/ZSGYiZjdSlUt+UrAqJG4wINxYpildaEa4MBKUZTB6gbCJwsGC",
+	"iYSLSV+0PVmBwo0yQpxSPmdJ5wwv4gnYOO13RhMuFplB5TzTU/x9ROMZMbIvhgumuEyGZKzkHK1UOGJK",
+	"jdc4hnN6PbBUOyz5ojmq/3D3zWnCILji7ZRhPIeVisG+SfIJrNIP1lR38kISwZZ+nLblzqY0VSfKt6sv",
+	"LDDa4ErOYfryxUAoyCuWB6KFIQzcKwuO26gIIzoAP9zLc7DMUgDqdzmCxXhf3SSVI5qSdspnjAxnbDXs",
+	"nBEu4jRLnIHXi3Nc2O01EsVO96smdEGV6ZKX0jhDph0jIsNSJNjA/gT7AAOuRWMRjH7oRGSoMjGgZgg3",
+	"MtqhQkZk52fYk/377d9LX4MD3stKvO6lyAcJEp3/MhBk95MkiXuMXnOqSb/1sNeb634rIv3Wg577x/H0",
+	"QW/eb4Gqdk3nC6u62qegwBjDlB3wf7d/6x0+ev9du9/v4r86/39b6H9k+h//9//of8z1P/Q/5v+Ydjrf",
+	"/UvoXv/RouMzb5hbvzVYSOZ8Tc3UYy28EhHWnXSBux09OFooLhU3q6Afce4MQ5uuyg2Oz0Br9B+Edvkn",
+	"pzaviXNXlKfeBb1m3laMEZ1Koy3bCLPwmzh7HeJu/J5foZvT6ClVSY29K1ske4IQxE+cPZ8qKu3MmsO0",
+	"NGHdPocdbxPL5BobPeG8dvnccMg6MJro41UQ8zPYor0cR1tPaNeaLvHN9ZXgzHUrucyHL+SrDYu+V3Hs",
+	"phxoh7r26gBJBfyrFcnq+9Ndq/oZ2fsTKcZ8snmgziEwGFHN9mGo/rs9LV+jwji8VTB1r92QPO0N4bwY",
+	"dRbmLeETV1xmeqBZrJgZsOsFV0wH7dC/glkkNzD7Twl+SrThaQpOV21FTiUNbMMBhgeldNG5ucEZpwiu",
+	"YG+P6E34T9TKVLqbqbvIBftuDnMB4dpBRVVkrOJYgTr7sTKH/mFu5kWfxgytSky7OFs+/BbA9udvXzTF",
+	"2uUECLDCinfy4Ry3q+R2ySfgwHHk1V5ONYsH5Dtid+L7U7D+eXPQ8fdktDJMd87JhAmmwAQClIqG1zWr",
+	"A4QrlEQsHPq3i8P/RQ//6B0++u7o/Xd//tCLTj4GZaqbkJwK2KCmxizOjo6s1Ozj1Mmvb16gOmbYAq+C",
+	"168u37KEGLmxiNMfKsLzD7vEBgtEEDcZTe0A6/Ti1LvBnE9wJTXctbC5bJ/fvRcC4Rc5Ckh6iFIBIdvh",
+	"mpdSi8BetjgjPdTyKPrI7cGkDOxtLgASNCyr+glp0DrFknNCc/cvqLlWV9Kgq6YWwexQB9r7ynVYtHRP",
+	"b+nX8saoMEW4ECL03Ls3US+nFtixVM6L+2dCxapTsVttRhWGYcnd0mgYGbjYS1b2CJXNnVLgAaDC2MgV",
+	"d5Nr3hsnBrXxahXzRR6lQ7XTp72a33beGGAQQgrWCeoyLOUTPkrDTul3wFxycyLMNKcr+8O5MzDRJOXC",
+	"eyngrNzRVOe9GZbcINYiankMvxV+lizFN4+KBbPJvuA3RS57J7A1Ue5ma8WR5FLgene+v1sSxdiqQc1G",
+	"1UxQ/t7x5HJESuAtp6OHn+YG9c0wYGrYINeomjnC3oD2OOfmDRvXOMMwdQldd3YKDJEnbc0YKabUQA41",
+	"W1BcFaUPNskS/UilOTwXSBRdarAoRiU/4ohZ9lmMWMMaGgmL1X3YZKaKqUwM5DjMutAFBZH6jCimqCBt",
+	"iKQ4ujo+AsvLB558PIJBcndyDSOpJ7ubBCBiCH2SpWzg1ahN8P0rJftmnlNX8DxK4pRbwBOebDvscii1",
+	"m9rweBae2j7xgkA9GLfQvW4Sp1qIRI2dRVbECDmAvfgCEmFY8DC7UiTzhDcX2lnkE6KcGUthuMhYFf/9",
+	"CaKshAP0hUsYdFmTPvkyIjXpiLnlG4d0WY6A6ODBhZTUvtALuhQsIcDXcgnYC1x4nv4dbrrkudEugZEn",
+	"EKmKIV8H7lc0P29K7vslBkLOZygnsJkAcRM9e0lnLCRtrDAud+bEU3BmgHPpLM/v9FdCHgzQgMJCORh4",
+	"PRQXfY7NpXulKh35+7wI6HGMxsspDrtzEXnTFoAmzXVRsnxfBu6+ettAVdap0TgeUxNP91THLStubD/4",
+	"RY7QzxYMAt3uHS4fC0y6bRF1DtKbQcuSnbaObRA9ZcZHpjcSIKzut5mU4g954A8yLMvkrxlpaFqjn2Ly",
+	"wsDhT0MR1X+VD7zzm3V1tzLAJhgbwEeBRYeTZQrE2g97A6rant64pORu3mr88O/BN3sGku8ZjLLmsQzY",
+	"C/B+CPsvSdteQRjLAHTSQQXOPV1ycBuTijB2gyiWRhqPD9QulJ11aUAplqJvccZW54QSzWIpkuKS5Skj",
+	"lKT8yt3dkLTNIcEDQr/gJnUC0Q08sTc285VVku15oO69fSN/qrrLPpL6Vo3ikl0xRdOSTqFJGxNNs3jG",
+	"MGWqc+bNTS7KIF2hcIDxZe5NyP3qC38kmiwZn0xNBJYprknCRtxKehD3QNM0T05wxVogUACFJoyMEFbO",
+	"KRz4xTqGpG3Hl4Idol5jeVfnjEz4lZW+RtJMS2H+rgbDTZSc4lL7IaDxQFTADX2cngfUXDL5TXXLa8bz",
+	"s5AfXDGQ8sBuqDJWCMWO2HyATIIRMtTHwxBXPsQeQdkkFY4WTFiSYfJ02MC2ti+V12tvh9fOCX87cSCk",
+	"xkIcdpwpLZuYREJiQ3WMmvN9wxbu0tgnDE7J+SCsR731GoWRlkZdYBbQUbsHSkhuFehExCqPUptCD/Gq",
+	"EBMJRG52W9uDYxuqjZ7fR0FooTYJgov6j4XEknqXXIACcuYAtC9aFk8FPIZCLIrFUllg24WyJ5ciXyoM",
+	"xk2+ooiAnm4fw6NeRFiqmatOgcn3WO/AaAKMuaQe2S8GI5lwpknf0mO/1eluxnzkx1N76CoTe575Xvdq",
+	"aJ9dcNWBj0rzyh2EdKUJPnOrCQF9mav6Pt/CG4UhrscFmbZKhv2olUhhn2KYacsb2lOWBDMyXjCq2bNr",
+	"A0e1SdWNzZ3baXNjmNAhASiW9+93SFBsogJXloFKtx0k/CwEx8ugJeoFM4YpHZGET7jRETkYHETkoGv/",
+	"78z+3+HBOTk+PD75Ya0eQskXWHgB3xf/HHTPDt9/6EXHJ38KuwQr9h+7N2LlrqTwLiGz3GXrLHHqbXl7",
+	"IBLYsTYV/k0Gvmn1zX8R2XwEzGvzEtpMKKmHYEfC4KvMxHLOLiDIPgleUoPGfoS97WybFxLaFrb4Jl+X",
+	"JNc8lufh+ob0UPSDG6QSs/No101RKqSzLpt4RTrs/ml+l5eiAANXOhfaUKfTBc2fWY0zw3CThr/CHz6U",
+	"4hozJc4mTCSZsth55orEnEEhF1T8dnKDFdQEwUm3ntjfvN6wHkrh7D0BMwJEhu/aRhj3Cb56i1glLgbj",
+	"1Er+ewYryTRh2gz89XIH2ZNhh65iholweKu9MOHyP7AShnvNyrpl57nOXdBoDyaOahqa/AtZYmeWtWGL",
+	"x/DmJZbKu5PoShfFlCcWVo8scmhUBTTHoOAp7RfDVMayzZiIUnRAA/5YCBbN3k9cUYwGrxaiTbP3nbDT",
+	"7OVchLqB3e1uxK+18whHlAEpNGfDyJd22VbdoLWg3CSGzDG+QPipFIwseDxD64L2qs9GQs8u+84GY1sz",
+	"o4CfyU7meIKrJeY8Ga7yzGYS4k6zUlM+duuszp/lErI60U3rmWCV71GFWlGeLptb3WTVP1Yqrfvm2dtn",
+	"L98+f/Wye3vuF1JR3lDD8nrATnppBTUhNFMdaAifKRUJLkxfIaPhBgPPbUSBGxhmCAi0f2ErZ5qc0itG",
+	"qIOloVt7lCm9xu0hDbh4ORdtb3Rp197Iyun4Dea9q2tJoYMNlxzlO7rfFZMfUZitrRlE97MM7uRv5dG3",
+	"AncDRucRYS1BD2w5VpnUOWqhZbwaFuAPbz2VoI4PFaerwi5lN2WSsIQsmHLG+maTBtUGP2NgS3Ok2Lqn",
+	"++vuzhGx6+xdvTVPKk0s9mj+bjL4O3wzSBJ1y33HipuoLgHDHVBesxzy7cAoyI0u8aB9c0suXRzK3dSa",
+	"jJUUQfazNRTvJhF2UFlxiwK+Oz4NRjA8nt1PuUuwHBd+hZA179pASFDz1HeXnlG24OkZh2iFNJXLoElu",
+	"m9hRH15nIfjDSdh3EC0SviAAW0pzlQM5fGiHD9fwSy9pO+UdXjvOKn7sd+N4ighfOD5uq/l1k1PYrtum",
+	"GHobWPtfNZ4oqyj40OX/RuR7ZxkHju/sQhGhxL8vFWn/+1RmKl11iFSk3/p3dBZCemg1J/Tfjh6Sf8P/",
+	"reUAPPx+p9d2X2f6nn7qEvUU4iUSzjq3tVTlcpqFBIYLwV8YwVcUMfIndqCLHCv7Mtfg1i5XNtqDTnPg",
+	"3Gluodsm21Qm5WLdv7590goUrX5+8fKC+C/ypOBnmUWoo9dU8fWAgu9PdxG7o/JtXtJLSJx54/LQ9kTv",
+	"0rE2LnNVk8jjnSw+kSeYodO5yxSdkBqEyRPhMnXZvDa34T5LQ9dnJdJVKmmyd9Ap+/vm7j9llmjUikiV",
+	"uJ4fPA/tPCPHETmJyIP//s//aqJqhcIF7axRYTRDyNcuh3yT39eeTNhjHao7u/VawFPeeSm4YevBuWRY",
+	"Yv/+q0U3POyc5TaVgYt1PPb9gPaX+veMEPo8W4CRors3wtzW2QQDNX9/KWd14fKYyQUB6uuJXN582aA8",
+	"TAFQVHiyYNbgPhQ1SferFXPhorJBRZIu+uW8FAjg4q8xVvdAk0ykTEPUGeaqSREocdcgFjEQfXjPkYT3",
+	"EKRH2sLe+hgONl+YVaeRFe1LDrbbI1Tr0kXj1GZ2Bqx5ufWzmc22sIPWpB+52Q50NZDF54NiN6wDDb+6",
+	"CrI5brsUCR/c4loyYegLxOahqwtq/yy5Zp0u+RkCR9EYjIWL7NsYq/MOe0MdAk8ymWIY94fF2cHwYCr1",
+	"JVFmapQX5YvODCrJnoWJ6t4yBjc1DmMWg8JvvNto0JijSowd2KQ5q7W6Om4R5olEJIEigWPK0wjLm0OU",
+	"AvV1FM98mkQE2dcD2J+IFLUV/S/lwJgEBaWQl1ztKyf6QLVGQtZ6+oTfiepuVwCpnl4VQYrEDEdtdbSL",
+	"xbj3vDDeQcsBF6/muqH5/oAuXsyCS056vTPCrmls0rwad+Ak+2LjKLvkVzETEM9W1Nty4awY8eYzh+xH",
+	"2qpbI5oMfJMt13ZsTq/LazkGtrr2S8D9uvuCKDpHlHyquz+BlgTOVdrsC+gB4Oxizb6AevvoHFOrZp9g",
+	"sXqLsb4m++5vsHx7WBMr+PWm56FU/nAf5r+qYf0Yk42DHmiMWELmb3mr8BnZri+iIyqi2EJCuriZKplN",
+	"pnkRATtbwyxVh2l3tpLKLVVOqjTQr3EJOXqWSqBWF/XMDVmep4yCuXXOYdHlhWEKn9+DhdR2B9pF2zuN",
+	"LpQm6193T7hTLW3L+62I4R2aFeNKqTD0Orvh8TSvzVCuruzve3vV+6mJu8p9B1SLIVOujVQr0o7pYoGl",
+	"WUse2su3z14PHr96+h+DJxevoZphRCYg07lqgFzlIyyoMsAmO2dFwV4sJoHmvUpGY8ITqELBIIMjwPvs",
+	"8SXYdTNNK+PAj3I8dj8KJ2N7y1hps2ia2gtjPN60kEWt60P7xeEVVSCq20+LY/ixGKT48QKGK/5+ZQcu",
+	"Ti/QX2vkft1L8HBX6PpF/7uWogjEBzEMKr/YjdfMkjX2K/St2WCbsT9hRKDRZS6qFS/Zq8ruR6e8g9C+",
+	"LGrZb/bbOB9q7P98CyOA/vhHjT5oAbHSHv+DWTzAFXkWBW3YYgYiYjsveeN6GyJKx3QRrTV3hZ50rldl",
+	"KGM4E3nGQU1jO8tSylX+6wIYquTR/oH8hT8mo1Ue9eXTW+IMqlBiFMEOzdYdf4S447auDHYd/8j121u3",
+	"rLmjShdNi1bcMDX/lvGvIFwW/iG0pOTC5FoWb92e36Z4D9eug89xNQmDGLXq3F0Fxy+/aMnu0iH1fsUb",
+	"lihoUG9gMzmm29AsvJlF7pFreyL4eiZ56bTr8A+SEgKIhr03NdNkyqgyI0ZREvAijqvMo1ciniopoJaf",
+	"xUXXIyjPhAh0wNo72SK6XQ5E1NqRmGH34VWhHe/Z0AJUXN8SdFwqvyCSin6Gd0uEHf9C6l1ftAutsRMq",
+	"AvxNg9pPgyohTli9OdB4fF14rxL2cMskG3uSNW4ZyxuaO2Usye90ycCQdWCUyuLXSCsObSFNew03nfSk",
+	"seDQ9aH7XXe1V+fqu33VFTMqim1gspgs5wpSQ8YyTeUSyMSe44Emv0suQH6DzMLjXq/XvLZQIdkE0jfy",
+	"ogHh6vRP3GMsdzeVy0D9oPBF+zve67sAc4miKWtQobJg10WFhVClVe8wdJ4STRJ0Y+adLYrttmKqL6FO",
+	"MPjeiRDlzd5vr+vciEURh/BeBwDPd5208T9518JO03PYuyZM0W8IDZ6K6SkBbR/L/ODlXgmkwAUXyFSq",
+	"2/q+QVZvUd6i5TGhjpRrHfFfj6t9S+fioAO8disMDeV4YNxhNX3qeA514TfgHys5D0XbU2WKGu5Q6mwz",
+	"oLqpxFzbAItQbZEPik6WUZk6v+CS6nBlpIXkwux3gcBevbbfhcgyl41r0pXqIfVLqYXVyECZOStF4u5C",
+	"eVAXUtxegiUKCzwIuew03+4lF4lchleAz0gsgQGiIwn9OhYIFwEOBj/XOjA/6hL+THtBDFpDZQeGjytv",
+	"OQSDXciPbSs64xEF1MEdWLovfiZ58FVQuYRLuKj9ikY6KEcHPBOmlbOmdfOK3KVt07leY76VCMiHDvHa",
+	"3ncBYszASDlIqZqwCNwS6OVrCkxKsdRNKDH4NVMxs+oLy4vjet3qIG9LAbbPOU9T7qITIx8WdNp9SP4V",
+	"/SdzniQp6kho3JwoOnenVL1fnFvbPQvIU4uHvYZJEotHDxu/+ajRm2v4bUHBaXCIECrL2ZaDxr5WrrKw",
+	"v02lKvKAuNGu7GGNS7J5rUanXjRFOYoYB+VowWBD2s7tWfZv5k7PdbdmJyLUCbfA07yh2vWUadqC9Mbl",
+	"srCr46zlV17Kz3P5ejh06Mjeop/GmWfWsG/zrllLsw5yEkxYw032Z5tzkVuyjR/x1HKPRXuzi1/J19kU",
+	"YeZcZOvpSNsNEjc8KTfRZh5l/QFtVf1qrxUMKs0UN6tLKwo48YhRhYIJyAdgRsaf8gEswrc+fgSb3ViG",
+	"uvS4PHQgVc3UFY8ZVPmS2kwUu/zbCzx6154K6j0B0QM/dIFQ1GuY3b54AoVNfaVplw0oEqsd5rrAeW5C",
+	"577tky4qSIMCHIECixP2IW7IaZZYh9OHhfz65gVp21E97V8aKhKqEh9gotHq7kt+ectNX0CloqIijFNG",
+	"qGFdcskYgfalCyWNjKF1abVcTP6gL/oCygmg4/3Nj0/Io9OHfyIuq98Ok81hP9rQTDGGe+fIPf7udy1F",
+	"p0veeTcOehX6AjQY5GWCXLx+jhapyHm8jq6OsamaYCzRZOjse3/A2GfkMeAA6We93oMYPoR/MteKytUq",
+	"aBU1CFpR64op7co3dI+7Pd+YmS5466z1oNvrPsDiIFNAvKMpFMr/AzrjoIBu+QjM/zxpnbV+YsbV0i88",
+	"nfDlSa/nQt6MC0Msb8vvroExirs7m1LgDIDda9rnoluhmdbZb++jls7mc2pvEpAlfdot1yQDDdDQCTiv",
+	"8pXo1ns7yJFiNFltXesb+8bnWSpMDQmzD3sPtsxXxrjm8/qKHIGJX0pDlJt8x1Yn1NAR1QwrrdF4mjfI",
+	"w4YKeKXW7v/V8RFd8MMZW+naQ3jBtbl4/fwv9p17PAecAlJ3AluCNbdnbGXvqys5g7ZF4GD3gsPHqHXa",
+	"O66bJQf76FdBHU1jCdJTPNvtH/0o1YgnCXPF1Fy0wK6viiMuH5tdIjAeu+tWhLtyrQVnmJ/M5pqlV0x3",
+	"uuQimXNBdCwXrPYYrcakA8eGTVpxV1uRD4/wzvM7PDKcCA+tuHFdYaA1dDm+l7mTEMa4Rw4xertP6zFN",
+	"vAX40+HS6XGDL95K+cIqcvDByUkTuBwLhivo9iiLe+kvTCgKaooukRDkwnUeFCDSVTPUXeNAUH0e5Sir",
+	"UG+i9Bug/BJKV3DrNFB8AlnFp2QOpwjH9i9eSvOjzETy2Q4UN6Z0oI15DVV0zgw0uPrtQ4vbXbayizdO",
+	"nqGhssoHohJNb+gBWzv4vncokvcIrL2hfoI37vF+yhsY1t5OFsibo9pd3Coow5aSHhxMxXGOU7k8tPuh",
+	"ZFpQIGzv0YcZW22lv6fw+0959fUd1IevJxVeQckipVyQv/z5uAKnfQxuhW+0ukmrcwnlSvY416hWng6f",
+	"3t2SSYhE3roOlLc536/htF4Jtt9BrXHUzV1bJxPfy5PAITHturYFWPEsl/zCvHivxLuP76OWs32t+Qhd",
+	"8C4FqKI1RAXCTuauUnTREB+MDRDBb/ickfZf/nzc6fbFZaA7KRliG9UhUXKpz8lcKkbwJ5Iyg387MzxY",
+	"nsF+Msr0qi/s9Iq50BOwrGH/Uy6I3fg0ZSmq7lVCeZ0VhHL3crNvQttIZP7kpPlNVL7VPcwMyaAC9NBV",
+	"SQcznYvi5nqDOJAiWLk82fbLutxhtFYc+tm/dJ+Wk1If1FqhyEH7JchFik24NhDfkUNVbHbRWXV9o48+",
+	"WH7aQDL6OQ9DbCwcfRN3asWd7WdUL+HUnsKdY77v2RtmqbfG/K9H4Nl1VGsyTmia4hWX/1snblxAnY88",
+	"oiIXPobo4B6SCbMSRKlH7xDrevz3f/7X0GeJb9z2ZaS5+wu/1Jj5E9/5N8DUb/f/7dgXXjIQCjelYsIK",
+	"F96Nrh07Y4aBZTclI1kX1FrKAc9bQUOzvcT3fTMQiuACAIvySa6DN8RFygUT9su+gFITSVbIMuSNhd1K",
+	"+6UYKBjRD2AFolRC2iBsFsQyTrmYhKRyGI19Yfw9wjJ+bj24mG+3+oYF2e7LWt2BmKs44ybfOyoSkvKx",
+	"cXU+Mg0NR2KorrUnyUhDDTssikXdKeU8zaxGDFC6qDmUL8t5wCSmSoFyvpTomjeQpdm2lxfkh6RJBB0p",
+	"YwunndxAjx/PKw7zjzoR0dLHlytNYiqIXnID6ahOqZVLq8/6lpRrVAOb4VAa63Xd0zW3Vgzso7vrvgAi",
+	"Rf3LEmpRJOxLv+72puuv5H5cpDR2ofV8Iiwl4XlEkGXsKUum4OEl0Lshz53HgnGO7LbzBN+HqlZF/gX7",
+	"RIU8Gn/PmFoVdjSfZtYML335mvBYRRGNRoNVsirDI5ZaqN4BfC6BrtZGuBHaW5O+oqu9kn0epp0FSlLl",
+	"Jsv1/fE1N/dfThUOSNEugpCw75JlPJQLTdqW14z833Poc/Wh34ozbeScqX7rjPRb8eGf+q2PZE5NPGXa",
+	"IiCO4ow51JA5gwhpOpdigknfutMlLyF2KI/NHxumoHcfoyqeQmRHXg7YGSvBBuouE/uDyyn5E0noStdt",
+	"FQAz8EuqO7XT3qNd9Tt3bh7m6Oa7B7l51dnPXcBUZdF1gONw9wS53VMHBcihigAsiH52n+ugqoDeCvos",
+	"t9bJ3QpJnlDUEAh8/w6g8PWKXSs8H7CdFz1d0Ek9MNg9r+Z4HpxUe1r1Dh+9/+5fwjCFRsc2muXBi8ZH",
+	"vVI57Ie7SpFZSe3epAzf5zAgX7wSzG3fjaWCz2Kh5hpjRyMrDOWZbOXbFDsvf6wTgE96x3lZEt/a7tzH",
+	"hw9nbDVE7lhqEdv2IahR4QKK8pqEnb6gKUS8YV5LRE56vRKbBV+RSMiw3JjyDBpmDrvkHQZz9sVwrfnu",
+	"kGjGRLkcaV5aotTO1/PdtttXcnJKph0AoS/yZUI4roVlxla+pmIYoIgsp9QwLI2hXRkqD2VfDH23zqFT",
+	"hcFDlrf1LG0URoa5tMNO0Wl3bXf64nc5isiEXzEXiIO3lIUPQosTMqLxLPIAu16kfvsCGgP2Pf0FMu72",
+	"05xKB4C1+nd+8bboed/4dUzbR7K/ey2m1FD909rqKr3RN9nNRUFNFWLx4RVQeS7UghqwFRADEMW95Zs5",
+	"06J/bKjHLDC3uwzc27FK/+ybMfIOWD1uJuhRLqFkjcOXdKWjvIFTmOlfuNp6XOQ2Dqj2fA7Dc4GKGuQI",
+	"QyEwxMvlVKYMG5936/mM3pvRfJFs4zHs4KfnGjDvG6yjs4WkSFsqUr6wOtHGaX4ju7sjOwwDOO6RXq+H",
+	"uh4X2J3MIqLVOXdQJLaMqyfJt9DmoBptAMqq5d3+stDVggUoBuDILufI28b6Ar6xczCRUGGgPNgQql3k",
+	"MH3gyUcH2JAkkmmr2eb5RVbbKteZttKJFDGLIIMzj/2BMi/GiUdQXcSXy2mPUzqZsIQMcY6Bw06WDM8J",
+	"Je4piDyEY+EDQyF/R0DtAYgZitB70emSIXoVkiE+8nXt7NfuCRQk7Ivyon1OwTkZzqViQ6LpShcbCyep",
+	"2Bz8I5ArhH2+saIPN4TrvoAqOF1y4fNWxzw16O5wZRLPCI0tZy5BhA32P/Rb+HK/BSYJaHSNwtrHj0Fx",
+	"7QnslGOj98HaHmfpLKf1T8vdcOo6zgY1YEGygRvGn+mXzsQ+iwMGkCTyLMgKfAloBiaeYlHOnGE40xbs",
+	"KHWYu4NT5XnEN2BULr3Ykq9vkVnLt+w8nOm+AMZVw50AGGROXXKBpFXStHIpGqVnrknKxsZqoHZj2nJM",
+	"tKVJmkKMITovQbx22q4FCejYgpJYJlPHJfpiO5sgN+ASTiW9AZuA+lDfuMRXwyV6j3Z/8USKccox/fkz",
+	"uXMg+b+eq9RR9w2YjE8Pqgv8QoPFfQraT7FZeo2v0WvL/+TBXrmowkFWGslrFCl9CTCUtMLmxL10vF/k",
+	"6PnTVp4DtC5+7u/X9wPW2TUv6gVZrkv468JbzjeF2ryvA4q1feHlWqoUv7L30WnvkauYlVsUvTXHl4DY",
+	"KuPdM4Zvwe3cj8K8yvhlh7l8FfwTz7UslUAhY4Nt6HKiasAZj8oVBbc5vZ8U1dca+L6/+YDu2wf0VTD+",
+	"UFHK3d6ju2H3eWHdu+D4VZL42Q99iRWD70MuhlKUb9j4UwvFMO+za8OsSBZM0HDPbi4I3ztL/irMfbiP",
+	"qENDolldzec21NqBKx+M6SwhJ72TTpl2XIXaTe5e6kp0t0LPemnm9XLM4XY5m42PsKKbpnPWF677RRH0",
+	"W27M00EhKO+vgNN6Y17BZyBJCpwXQYGo1FTkvsIZS+WuPzHtumkvIMMz7A3ER99o99bhiFKZSlOaGupt",
+	"RKWKLVzzwLvWTAp6C2jTpbK82OBtaP9/YMEcFpEa4HZwIQMYq0wxOIK0qSaKxVIlLIFG0Whjgg+G5662",
+	"r68khwHvvhfNjC1Mty8KtcYLsq7Snw8LKcRZ1yEtZIw7J6cnJziOAxG6C40tpBNUyvJVsBwE3+Bmxtii",
+	"u1FdLCJ9DDpd9QWaEFUm+q2whcy+5pWse3ER4hSfwUe4RbGLCrW3XILhnycw+p+UdWUCLGeubiTojvb4",
+	"wBoHQdYRMgNK4qnUTGywsTpNEkjkPpiYixUrWNJWrnagixwbCMGOiO85GvVFwY7AOL9Rc8CSuuUUoGJq",
+	"F/0EkVFDFFVk6mexokhfuB7hEUm5mLGEjFZkCDsxkONh2XBTcLhaRhbmLioT98xc7Ll94kJcW3iLO+5v",
+	"/OSr5ifYiMWdZVQ2/S5c6z9BWMKxVgdrxl+8t/BOlXnv4Gp9aTfpNwPprbGyRu4tibwWJb3OqKHTJGBq",
+	"VXZtgp2ljiHbzKiXeSuKBlbULXZO7F3fvPH2vVo6cVF1xs7nYiSv/+dYOsG3td7uJe+9AuVHXTxS1YTj",
+	"EOPmFtD6uPuTkjaH7f15ApLNcsrMFCLOyVLOWB6y3l7v/O//PZaqL/KULBBlMMlu5UbudMmFnwSCgnN/",
+	"lTPV+JG0oSsIbYMQssIhyLXrSQP9GHXRk6YsS5Wvm5DQdMlEcun7xnztIaK4ELukZkLayd3PHAyQeOr7",
+	"Hn2T1L4KSc2dF6Hr9BlmQ5s3nO+stvV+g5f+uW4332suQAM/ozHpf87t5ltvOCta9Z67e3ceKPDbke5v",
+	"+Mo9IgDMsL1emWsq5ZUcH8zy+auXrQGG9tSNUBu3zTnR49+lCmZ1wVN/cznu97v3dboTgPk/IXhqz1O8",
+	"49JZzgtnpiyM52TBlEtYjAj2GcNs9SJI3eUPG7snfdHO5TcQh4tMS+iLb5GGYxcO8Ce8VmzM1Jl9kinx",
+	"Z7gHaDq0Qmve2vWkd1oq6gVdN0G+dT8BnFxMziDJ0t6AsD7XSIVC3pFrxJ/Nme4L3EqypHaLw5U+Perv",
+	"t9W4mHuTFQGoz1AwrCGZBmsaQrdYZuz5YC0pe7OwhLTrTr5zToSEQ7bYP2U0cXUt8X0mYnbofaAbsw3X",
+	"ButWJJD1AKSP3/Ka7qwNgGMeRYUziHj0B98GMowcCUaEi8NxyidTQ2K6iDA2uNP4zjoylbZbW6+vUoeu",
+	"RnIr9pjSYcn1+4rgenr6OQXX0sLqYtAkFwbYNy7KGb88d3Z91t2CCwYrVkCncs6NATPGV1XJANun5Yss",
+	"rV6K0iXXnjCTt44kU6qJ624IN4Xdg1JXwbu6gh0uK2rYIbqgtsq+b6C7ALx2j3iUz7JdBi78Zl9E2d4S",
+	"NLtqI5e2u3HV3nxT9qnbW0hOrjXqt5J/tYV8iwPMg5vzTbtBB4Mt53UPlFInCt0FjXw9aksjGrxbZQXK",
+	"J0G5MO4qbg0tFAOA4ox8QLM1+P6XzIoXH4eQ4O6T95ALwJd9UfpUn5Hfut3ueyt80iJ4SooY5ZgZWx14",
+	"BHUpgkOcYIihipq0gTH1hXuJG4BTR4SmKUnYiJsiSaRTo3RUsfju9Yd8/M+gQ+xPPN/k8ttQ6IWLoXX4",
+	"aOUg1ylvzH3CElBAjsGg50NfZp+VO8qUNsPdN6yvz7ddnLnM37pPc66bZLsw4wGOyGgFdPolyDQeqIrB",
+	"Pt+zzc1uLMxcFuUTv/UguL3oktevbLuW21DPa9WpO7d6qaX+YO6eIOrYboF1//wSyy4Ku1thxefFWr5q",
+	"eDwjNFZSe7spVp3zbXHPc+c8SA1oPPF4RkXSFzBCe+h/HNj3hhEpfrAvDDtdcgEZmZQkcimghKgUKTaI",
+	"gvKhisVMmL6Yc61ZgoBZYadGJKmg6D14v93wn0Eg2ZMwvkkjd2AlLPc/uOF1d3SjMOQd1dv/CrVIysWJ",
+	"DzRSo1wim1+jM4x3WXaIs0SSIs8pL+SEMZL2dSjWjtU9Uq5zS8HafJYKz11BkWsDH8JoKyi5xKEsXzlM",
+	"BkyqSUmWkcrlm0vNSEotsWcCJ71i2KihL6DpmiuZze26ZnwxxByLPFHdZ2i5oJ6iR1IwhDkT9ffY8afK",
+	"Q8fy0d8iK+8ksjK/eYRcRkRmRvMEFeFYSbGLYItQyXBIbhG+9XiFTXv/eWK4cEXfArm+BXLdaSBXuRQX",
+	"2J/yClRbo7ss1uuNyK5tjiJnLXAOfV8EGQtROftsXgrPBVP/wZTUnbM8nJqMVkWJkzilGp3vC6as4MlT",
+	"pt3wXJEkQ75A8piBATXk0OpTCsqumzMsxeebJcU0TUtxqYF8aghEsGKvr6lV1BHEeitJp0veMJr0BYSI",
+	"L5g6dFYPJdM0W7gqRCEpndDFgonEGQapt5bgcorsI7irlTTMHx0AlsdUaaimC1ue0omupC2OVs724gfH",
+	"/ESaQzBD4w3svP03OXxEUqmdygCXfgEVBnCcV/be7oRbOsVpJ4rO7ds/5CdsMSGR2SiFgtwugOO0+5D8",
+	"q8cMSAYnVzTNWJf8xK9YX6zlhw/BWTbEFCsnUAy75G2BVlznPQ1OTqfod3N/P+z1vCVVn5MRW0mRRFZG",
+	"CQkgP5U8eZ++d8fNO22sxRrKJRlTBWW5i7Ljx9OovEmduqr8uKWNgXjq6K6uOcCSJ2aKXSgQUQuA5gBQ",
+	"yiymHetagPDwbgLQfQd7Ip7UKX1McVZUGXTs0IU/flV+8CI8ICJMKanQwA79tJynG84XaOFAY9rieu83",
+	"qyjkrSk2QzPshCzOFDcroLURo4qp1tlv7+0pIu+s62DtOCvwWvi3xnJ8iYwz0J7aU2MWZ0dHqYxpOpXa",
+	"nP3Q+6FHMpEwRYZzOmNWvRkCBmYqbZ21jkDAc2B+CBY8jkABiwgXesFiE7nUobyOJMSzgQvS4TEEum4S",
+	"yUU5HeTc3dSaLC1U5dSK8lD+eg6TXPkmO4QLg4kEiE9HxOGTxgxUf6Uc6HKRjvJMcOPXkHa17aC77ayi",
+	"6Ictw5y3UNoc7DVTXCY8dh1rrN5gtYOKXr/Wvyc0DATpbAYKhQKEoiJ8MMI7FWuKdFyXuErYZJnVh+Z9",
+	"staPHaUU2MlDR/alVOHSiBUXSICPM5oaAJUmXDAn/Vy8fm6ltfI4+SWmAW2vD93JANOzq6svnWoFfpYQ",
+	"qsmloSKhKiHv3McE3xwxfUaGG23jht55eXUcDcl3fTGimn1/2v75rxdPDi9/vjh5+H0bvEQ8Id+Rfqvb",
+	"b5HvgAFoQ+eL0m8jmaw6ncKO4ZrQ+xEPExbLhCVkQVUuThbcpdx9FRt9nVtZEKVa/IEo1zKuL/LSq2uN",
+	"8Uot9CCwEGwuLnrHSiF53VWuCROWG3b7wonXKxQ/DuEiO7TyXGm/eAIGnkzwv2cMpCEn2oXED5UJV29m",
+	"a9f+XzcGiwjrTrqWfAanJ1CXY/Bg4J4NjgcPx734hD4qGvFgKGTpzs+h3drQf2c3oF8Fv3ZCoy4q8PgK",
+	"8EuqYaNZck4U+53F4NvG16QEkQWESYG917ZCmiPSVoCb1o7b1GOkwr7/64hi0b2f9XoPYsRO+DcblhBo",
+	"J+j5q3vt9fv7K0L0marq2qkxZLxWhMKbCYO3XVzwSSjufFN5O7OohRbPooQmXvig3djL7rzMSkAf1H0x",
+	"LZdss+oTw/JbLrooLtWFKlhWucCVkS5kkHAgcpDaHm1C/QYLPLuyl0PILj8Ej8uQtCl52HvgwlIqT4yU",
+	"GEZZkunWd2OFreLySHvs/yZdNr2v/UxiKQSLQWe2DMwnQecsxVWgRiisLiHH425rTVJ7v+EYg7I6Y4x9",
+	"icjrV5dvWeK114Jt//rmBWmv19IJlyr7+PH/BQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -196,8 +197,20 @@ func (s *Server) ListJobs(ctx context.Context, req ListJobsRequestObject) (ListJ
 		st := string(*p.Status)
 		status = &st
 	}
-	jobs, err := s.eng.ListJobs(ctx, engine.JobFilter{Queue: p.Queue, Status: status, Handler: p.Handler, Key: p.Key,
-		Schedule: p.Schedule, Before: parseCursor(p.Cursor), Limit: limit})
+	f := engine.JobFilter{Queue: p.Queue, Status: status, Handler: p.Handler, Key: p.Key,
+		Schedule: p.Schedule, Before: parseCursor(p.Cursor), CreatedAfter: p.CreatedAfter, CreatedBefore: p.CreatedBefore, Limit: limit}
+	if p.InputContains != nil {
+		f.InputContains = json.RawMessage(*p.InputContains)
+	}
+	if p.ResultContains != nil {
+		f.ResultContains = json.RawMessage(*p.ResultContains)
+	}
+	jobs, err := s.eng.ListJobs(ctx, f)
+	if v := (*engine.ValidationError)(nil); errors.As(err, &v) {
+		for i := range v.Errors { // the filters are query parameters
+			v.Errors[i].Field = "query/" + v.Errors[i].Field
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -326,6 +339,34 @@ func (s *Server) RetryJob(ctx context.Context, req RetryJobRequestObject) (Retry
 		return nil, err
 	}
 	return RetryJob200JSONResponse(jobBody(&d.Job)), nil
+}
+
+// ReplayJob runs a finished job again, in place, from a chosen step (docs/protocol.md,
+// "Replay and rerun").
+func (s *Server) ReplayJob(ctx context.Context, req ReplayJobRequestObject) (ReplayJobResponseObject, error) {
+	var state *json.RawMessage
+	if req.Body.State != nil {
+		state = (*json.RawMessage)(req.Body.State)
+	}
+	d, err := s.eng.Replay(ctx, req.Id, req.Body.FromStep, state)
+	if err != nil {
+		return nil, notFound(err, "job", req.Id)
+	}
+	return ReplayJob200JSONResponse(jobBody(&d.Job)), nil
+}
+
+// RerunJob runs a finished job again as a new job linked to it, with its input or an
+// edited one.
+func (s *Server) RerunJob(ctx context.Context, req RerunJobRequestObject) (RerunJobResponseObject, error) {
+	var input json.RawMessage
+	if req.Body.Input != nil {
+		input = json.RawMessage(*req.Body.Input)
+	}
+	d, err := s.eng.Rerun(ctx, req.Id, input)
+	if err != nil {
+		return nil, notFound(err, "job", req.Id)
+	}
+	return RerunJob201JSONResponse(jobBody(&d.Job)), nil
 }
 
 // HeartbeatStep extends an asynchronous step's lease.

@@ -19,7 +19,7 @@ func jobBody(j *engine.Job) Job {
 		PendingChildren: j.PendingChildren, Wake: j.Wake, CancelRequested: &j.CancelRequested,
 		LeaseExpiresAt: j.LeaseExpiresAt, LeaseOwner: j.LeaseOwner, AttemptedAt: j.AttemptedAt,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt,
-		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick, DebounceKey: j.DebounceKey,
+		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick, DebounceKey: j.DebounceKey, RerunOf: j.RerunOf,
 	}
 	out.EligibleAt = j.EligibleAt
 	if j.TraceContext != nil {

@@ -77,3 +77,12 @@ func (s *Server) DeleteSchedule(ctx context.Context, req DeleteScheduleRequestOb
 	}
 	return DeleteSchedule204Response{}, nil
 }
+
+// RunSchedule makes a schedule's job now, outside its cron.
+func (s *Server) RunSchedule(ctx context.Context, req RunScheduleRequestObject) (RunScheduleResponseObject, error) {
+	d, err := s.eng.RunScheduleNow(ctx, req.Name)
+	if err != nil {
+		return nil, missing(err, "schedule", req.Name)
+	}
+	return RunSchedule201JSONResponse(jobBody(&d.Job)), nil
+}

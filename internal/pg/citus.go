@@ -148,6 +148,24 @@ func (l *citusLayout) shardIndex(p int) int {
 	return int(l.shardOf[p])
 }
 
+// shardIDAt is the id of shard i (i taken mod the shard count).
+func (l *citusLayout) shardIDAt(i int) int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.shards[i%len(l.shards)].ID
+}
+
+// shardID is the id of the shard that holds placement p; ok is false before the layout
+// was first read.
+func (l *citusLayout) shardID(p int) (id int64, ok bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if len(l.shards) == 0 {
+		return 0, false
+	}
+	return l.shards[l.shardOf[p]].ID, true
+}
+
 // byShard groups the indexes 0..n-1 by the shard of placement(i), in shard order: what a
 // batch is split into so that each part is one router statement.
 func (l *citusLayout) byShard(n int, placement func(i int) int) [][]int {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg/dbcitus"
@@ -139,11 +138,9 @@ func (db *DB) citusWakeParked(ctx context.Context, handler string) (int64, error
 	if err != nil {
 		return 0, translate(err)
 	}
-	var payload []string
-	for _, q := range queues {
-		if !slices.Contains(payload, q) {
-			payload = append(payload, q)
-		}
+	wake := make([]citusWake, len(queues))
+	for i, q := range queues {
+		wake[i] = citusWake{queue: q, placement: -1} // parked anywhere: every shard
 	}
-	return int64(len(queues)), db.citusNotify(ctx, payload)
+	return int64(len(queues)), db.citusNotify(ctx, wake)
 }

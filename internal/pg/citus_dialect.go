@@ -35,11 +35,14 @@ type citusClaimCursor struct {
 
 // citusClaim claims up to p.Limit steps of p.Queue, shard after shard from the queue's
 // cursor until the batch is full or every shard was tried once: one router statement per
-// shard tried (JobClaim in sql/citus/claim.sql). A shard whose statement fails (its
-// worker is down) is passed over: the claim goes on with the others and answers what they
-// gave, and fails only when they gave nothing (TestCitusWorkerDownDuringADrain: stopping
-// at the first failure stopped the claims of every shard, and dropped the rows already
-// claimed, whose leases then had to expire).
+// shard tried (JobClaim in sql/citus/claim.sql). It passes over the shards where a claim
+// came back short and nothing has warmed since (citusWarmth); when only shards whose cold
+// marks expired are left, one fan-out probe (JobReadyExists) asks first whether the queue
+// has due work at all. A shard whose statement fails (its worker is down) is passed over
+// and chilled: the claim goes on with the others and answers what they gave, and fails
+// only when they gave nothing (TestCitusWorkerDownDuringADrain: stopping at the first
+// failure stopped the claims of every shard, and dropped the rows already claimed, whose
+// leases then had to expire).
 func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []ClaimedJob, keyed int, err error) {
 	l, err := db.layout(ctx)
 	if err != nil {
@@ -58,10 +61,25 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 	}
 	args := dbcitus.JobClaimParams{Nonce: hex.EncodeToString(nonce), LeaseTtlMs: p.LeaseTTL.Milliseconds(),
 		LeaseOwner: p.Owner, SignalCap: int64(p.SignalCap), Queue: p.Queue}
+	visit, versions, onlyExpired := db.citusShardsToVisit(l, p.Queue, start, n)
+	db.warmth.setVisitedNone(p.Queue, len(visit) == 0)
+	if len(visit) == 0 {
+		return nil, 0, nil // every shard came back short a moment ago, and nothing warmed it
+	}
+	if onlyExpired {
+		probed := time.Now()
+		if ready, err := db.citusReadyExists(ctx, p.Queue); err == nil && !ready {
+			for k, shard := range visit {
+				db.warmth.chill(p.Queue, l.shardIDAt(shard), probed, versions[k])
+			}
+			return nil, 0, nil
+		}
+	}
 	last := start
 	var failed error // the first shard's failure
-	for k := 0; k < n && len(claimed) < p.Limit; k++ {
-		shard := (start + k) % n
+	for k := 0; k < len(visit) && len(claimed) < p.Limit; k++ {
+		shard := visit[k]
+		tried := time.Now()
 		args.Placements, args.MaxRows = l.shardPlacements(shard), p.Limit-len(claimed)
 		// Read by hand: the handler's columns are NULL for a job whose handler is not
 		// registered (a LEFT JOIN that sqlc reads as NOT NULL).
@@ -72,23 +90,27 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 				return claimed, keyed, translate(err)
 			}
 			failed = cmp.Or(failed, translate(err))
+			db.warmth.chill(p.Queue, l.shardIDAt(shard), tried, versions[k])
 			continue
 		}
 		got, gotKeyed := len(claimed), keyed
 		for rows.Next() {
 			var c ClaimedJob
-			var isKeyed bool
+			var isKeyed, isRated bool
 			if err := rows.Scan(&c.ID, &c.Queue, &c.Handler, &c.Key, &c.Step, &c.Attempt, &c.MaxAttempts, &c.Input,
 				&c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt, &c.ClaimedAt, &c.Wake, &c.ConsumedSeq,
 				&c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.Trace, &c.HandlerURL, &c.Secret, &c.PreviousSecret,
 				&c.PreviousSecretExpiresAt, &c.TimeoutMS, &c.BackoffBaseMS, &c.BackoffMaxMS, &c.BreakerState,
-				&c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt, &isKeyed); err != nil {
+				&c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt, &isKeyed, &isRated); err != nil {
 				rows.Close()
 				return claimed, keyed, translate(err)
 			}
 			claimed = append(claimed, c)
 			if isKeyed {
 				keyed++
+			}
+			if isRated {
+				db.warmth.rated(p.Queue, l.shardIDAt(shard), tried)
 			}
 		}
 		rows.Close()
@@ -100,10 +122,14 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 			// commit) are left to lease expiry, never run without their lease.
 			claimed, keyed = claimed[:got], gotKeyed
 			failed = cmp.Or(failed, translate(err))
+			db.warmth.chill(p.Queue, l.shardIDAt(shard), tried, versions[k])
 			continue
 		}
 		if len(claimed) > got {
 			last = shard
+		}
+		if len(claimed)-got < int(args.MaxRows) {
+			db.warmth.chill(p.Queue, l.shardIDAt(shard), tried, versions[k]) // nothing more to claim there now
 		}
 	}
 	if last != start {
@@ -117,8 +143,60 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 	return claimed, keyed, nil
 }
 
-// citusReadyExists is JobReadyExists on every shard at once (a fan-out statement).
+// citusExpiredPerClaim is how many shards whose cold marks expired a claim that also has
+// warm shards to visit looks at again: a busy queue claims often, so every shard is
+// looked at again within a few claims, and its claims do not each pay a statement on
+// every shard once a second (which spaced the grants of a bucket of 20 a second by half
+// a second each time).
+const citusExpiredPerClaim = 4
+
+// citusShardsToVisit answers the shards a claim of queue visits: the warm ones in turn
+// from start, then those whose cold marks expired, the longest cold first (at most
+// citusExpiredPerClaim of them when there are warm ones), each with its warmth version
+// (what the claim chills it against); onlyExpired is set when no warm shard is among them.
+func (db *DB) citusShardsToVisit(l *citusLayout, queue string, start, n int) (visit []int, versions []uint64, onlyExpired bool) {
+	now := time.Now()
+	type expiredShard struct {
+		shard   int
+		version uint64
+		since   time.Time
+	}
+	var expired []expiredShard
+	for k := range n {
+		shard := (start + k) % n
+		id := l.shardIDAt(shard)
+		version := db.warmth.version(id)
+		since := db.warmth.coldSince(queue, id)
+		switch {
+		case since.IsZero():
+			visit, versions = append(visit, shard), append(versions, version)
+		case now.Sub(since) >= citusColdFor:
+			expired = append(expired, expiredShard{shard, version, since})
+		}
+	}
+	onlyExpired = len(visit) == 0
+	if !onlyExpired && len(expired) > citusExpiredPerClaim {
+		slices.SortStableFunc(expired, func(a, b expiredShard) int { return a.since.Compare(b.since) })
+		expired = expired[:citusExpiredPerClaim]
+	}
+	for _, e := range expired {
+		visit, versions = append(visit, e.shard), append(versions, e.version)
+	}
+	return visit, versions, onlyExpired
+}
+
+// citusReadyExists is JobReadyExists on every shard at once (a fan-out statement). It
+// answers true with no statement right after a claim of queue that visited no shard
+// (every one cold), and while a claim of queue took a rate-limited step less than
+// citusRatedFor ago: the dispatcher then polls at its shortest interval, and those claims
+// cost nothing until a shard is warmed or a cold mark expires, or one statement on the
+// shards whose buckets refill. The probe after each claim that found nothing ran on
+// every shard each time: 0.2-0.3 s on the test cluster, which spaced the grants of a
+// bucket of 20 a second by that much.
 func (db *DB) citusReadyExists(ctx context.Context, queue string) (bool, error) {
+	if db.warmth.visitedNone(queue) || db.warmth.ratedWithin(queue, time.Now()) {
+		return true, nil
+	}
 	ok, err := dbcitus.New(db.pool).JobReadyExists(ctx, queue)
 	return ok, translate(err)
 }
@@ -157,20 +235,26 @@ func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queu
 		return nil, err
 	}
 	var applied []OutcomeApplied
-	var wake []string
+	var wake []citusWake
 	var failed error
 	for _, g := range groups {
 		part := make([]OutcomeRecord, len(g))
 		for k, i := range g {
 			part[k] = recs[i]
 		}
-		got, woken, err := db.citusApplyShard(ctx, l.shardPlacements(l.shardIndex(l.PlacementOfID(part[0].ID))), part, queues)
+		placements := l.shardPlacements(l.shardIndex(l.PlacementOfID(part[0].ID)))
+		got, woken, err := db.citusApplyShard(ctx, placements, part, queues)
 		if err != nil {
 			failed = cmp.Or(failed, err)
 			continue
 		}
+		if len(got) > 0 {
+			// A next step runnable now, a K=1 key or a gate slot given back: this
+			// process's claims visit the shard again (citusWarmth).
+			db.warmPlacements("", placements[:1])
+		}
 		applied = append(applied, got...)
-		wake = append(wake, woken...)
+		wake = append(wake, citusWakes(woken, placements[0])...)
 	}
 	return applied, cmp.Or(failed, db.citusNotify(ctx, wake))
 }
@@ -454,10 +538,55 @@ func historyArrays(recs []OutcomeRecord) (dbcitus.StepInsertAppliedParams, error
 	return h, nil
 }
 
-// citusNotify wakes the dispatchers of queues (payloads), on the coordinator.
-func (db *DB) citusNotify(ctx context.Context, payloads []string) error {
-	if len(payloads) == 0 {
+// citusWake says that queue got runnable work at placement (-1: anywhere), to be claimed
+// by the process tag names (notifyTag; "": any).
+type citusWake struct {
+	queue, tag string
+	placement  int
+}
+
+// citusWakes are the wake-ups of queues, all for work at placement.
+func citusWakes(queues []string, placement int) []citusWake {
+	out := make([]citusWake, len(queues))
+	for i, q := range queues {
+		out[i] = citusWake{queue: q, placement: placement}
+	}
+	return out
+}
+
+// citusNotify wakes the dispatchers of the queues in wakes, on the coordinator (one NOTIFY
+// per queue, naming the shards of its work: citusWorkPayload), after warming those shards
+// for this process's own claims (citusWarmth), which must not wait for the NOTIFY to come
+// back (an engine without a listener, a claim that runs first).
+func (db *DB) citusNotify(ctx context.Context, wakes []citusWake) error {
+	if len(wakes) == 0 {
 		return nil
+	}
+	type notice struct{ queue, tag string }
+	var order []notice
+	placements := map[notice][]int{}
+	anywhere := map[notice]bool{}
+	for _, w := range wakes {
+		n := notice{w.queue, w.tag}
+		if _, seen := placements[n]; !seen && !anywhere[n] {
+			order = append(order, n)
+			placements[n] = nil
+		}
+		if w.placement < 0 {
+			anywhere[n] = true
+		} else {
+			placements[n] = append(placements[n], w.placement)
+		}
+	}
+	payloads := make([]string, 0, len(order))
+	for _, n := range order {
+		if anywhere[n] {
+			db.warmth.warm(n.queue)
+			payloads = append(payloads, n.queue+n.tag)
+			continue
+		}
+		db.warmPlacements(n.queue, placements[n])
+		payloads = append(payloads, db.citus.workPayload(n.queue, n.tag, placements[n]))
 	}
 	return translate(dbcitus.New(db.pool).WorkNotify(ctx, payloads))
 }
@@ -501,14 +630,14 @@ func (db *DB) citusExtendLeases(ctx context.Context, leases []Lease, ttl time.Du
 // citusReleaseLeases is LeaseReleaseMany, a router statement per shard, then the wake-ups.
 func (db *DB) citusReleaseLeases(ctx context.Context, leases []Lease) ([]int64, error) {
 	var out []int64
-	var wake []string
+	var wake []citusWake
 	err := db.citusLeases(ctx, leases, func(placements []int, part []Lease) error {
 		ids, tokens := leaseArrays(part)
 		rows, err := dbcitus.New(db.pool).LeaseReleaseMany(ctx, dbcitus.LeaseReleaseManyParams{Placements: placements,
 			Ids: ids, Tokens: tokens})
 		for _, r := range rows {
 			out = append(out, r.ID)
-			wake = append(wake, r.Queue)
+			wake = append(wake, citusWake{queue: r.Queue, placement: placements[0]})
 		}
 		return translate(err)
 	})
@@ -573,7 +702,7 @@ func (db *DB) citusReapExpiredLeases(ctx context.Context, reaps []LeaseReap, asO
 		delays[r.JobID] = r.Delay.Milliseconds()
 	}
 	var out []Reaped
-	var wake []string
+	var wake []citusWake
 	err := db.citusLeases(ctx, leases, func(placements []int, part []Lease) error {
 		ids, tokens := leaseArrays(part)
 		ds := make([]int64, len(part))
@@ -605,9 +734,9 @@ func (db *DB) citusReapExpiredLeases(ctx context.Context, reaps []LeaseReap, asO
 			out = append(out, Reaped{JobID: r.ID, Status: r.Status, Queue: r.Queue, Handler: r.Handler,
 				StartedAt: r.StartedAt, FinishedAt: r.FinishedAt})
 			if r.Status == "runnable" {
-				wake = append(wake, r.Queue)
+				wake = append(wake, citusWake{queue: r.Queue, placement: placements[0]})
 			}
-			wake = append(wake, r.Woken...)
+			wake = append(wake, citusWakes(r.Woken, placements[0])...)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -631,19 +760,20 @@ func (db *DB) citusWakeExpiredAwaits(ctx context.Context, limit int, asOf *time.
 	if err != nil {
 		return 0, err
 	}
-	var wake []string
+	var wake []citusWake
 	var failed error
 	n := 0
 	for i := 0; i < l.shardCount() && n < limit && ctx.Err() == nil; i++ {
+		placements := l.shardPlacements(i)
 		rows, err := dbcitus.New(db.pool).JobWakeExpiredAwaits(ctx, dbcitus.JobWakeExpiredAwaitsParams{
-			Placements: l.shardPlacements(i), AsOf: asOf, MaxRows: limit - n})
+			Placements: placements, AsOf: asOf, MaxRows: limit - n})
 		if err != nil {
 			failed = cmp.Or(failed, translate(err))
 			continue
 		}
 		n += len(rows)
 		for _, r := range rows {
-			wake = append(wake, r.Queue)
+			wake = append(wake, citusWake{queue: r.Queue, placement: placements[0]})
 		}
 	}
 	return n, cmp.Or(failed, db.citusNotify(ctx, wake))
@@ -719,7 +849,7 @@ func citusJob(r dbcitus.Job) Job {
 		CancelRequested: r.CancelRequested, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
 		LateSignals: r.LateSignals, CancelledWhile: r.CancelledWhile, ScheduleName: r.ScheduleName,
 		ScheduleTick: r.ScheduleTick, ExtraRateLimits: r.ExtraRateLimits, DebounceKey: r.DebounceKey,
-		DebounceDeadline: r.DebounceDeadline, TraceContext: r.TraceContext})
+		DebounceDeadline: r.DebounceDeadline, TraceContext: r.TraceContext, RerunOf: r.RerunOf})
 }
 
 // citusSignal delivers a signal at the target's placement: SignalDeliver, then (when
@@ -757,7 +887,7 @@ func (db *DB) citusSignal(ctx context.Context, id *int64, key *string, name stri
 		return SignalDelivered{}, translate(err)
 	}
 	if out.Woke && queue != nil {
-		return out, db.citusNotify(ctx, []string{*queue})
+		return out, db.citusNotify(ctx, []citusWake{{queue: *queue, placement: placement}})
 	}
 	return out, nil
 }

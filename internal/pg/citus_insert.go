@@ -18,8 +18,10 @@ import (
 // (docs/citus.md, "Guarantees"): the field and why, or "" when the item can be inserted.
 func citusUnsupported(it *JobInsert) (field, why string) {
 	switch {
-	case it.RateLimit != nil || len(it.ExtraRateLimits) > 0:
-		return "rate_limit", "rate limits are not supported on Citus yet (a bucket shared by jobs on many shards)"
+	case len(it.ExtraRateLimits) > 0:
+		return "rate_limits", "on Citus a job draws from one rate limit: it lives at its bucket's placement, where the claim debits it"
+	case it.RateLimit != nil && (it.Key != nil || it.ParentID != nil || it.Debounce != nil || it.ConcurrencyKey != nil):
+		return "rate_limit", "on Citus a rate-limited job lives at its bucket's placement: not with a key, a parent, a debounce key or a concurrency key"
 	case it.ConcurrencyKey != nil && (it.Key != nil || it.ParentID != nil || it.Debounce != nil):
 		return "concurrency_key", "on Citus a concurrency key is exact only for a job it places: not with a key, a parent or a debounce key"
 	case it.Debounce != nil && it.ParentID != nil:
@@ -28,9 +30,16 @@ func citusUnsupported(it *JobInsert) (field, why string) {
 	return "", ""
 }
 
+// RateBucketPlacement is where the bucket of rate limit name for key lives on Citus, and
+// every job that draws from it (docs/citus.md, "Rate limits"). Names hold no space, so
+// the string is one per bucket; gendurable_placement_of_key computes the same in SQL.
+func RateBucketPlacement(name, key string) int {
+	return PlacementOfKey("rate_limit " + name + " " + key)
+}
+
 // citusPlacement is where item it lives (docs/citus.md, "Placement"): its parent's, its
-// key's, its debounce key's, its concurrency key's, its idempotency key's, or next (the
-// batch's shard).
+// key's, its debounce key's, its concurrency key's, its rate-limit bucket's, its
+// idempotency key's, or next (the batch's shard).
 func citusPlacement(l *citusLayout, it *JobInsert, next int) int {
 	switch {
 	case it.ParentID != nil:
@@ -41,6 +50,8 @@ func citusPlacement(l *citusLayout, it *JobInsert, next int) int {
 		return PlacementOfKey(it.Debounce.Key)
 	case it.ConcurrencyKey != nil:
 		return PlacementOfKey(*it.ConcurrencyKey)
+	case it.RateLimit != nil:
+		return RateBucketPlacement(*it.RateLimit, valueOr(it.RateKey, ""))
 	case it.IdempotencyKey != nil:
 		return PlacementOfKey(*it.IdempotencyKey)
 	}
@@ -66,6 +77,16 @@ func (db *DB) citusInsert(ctx context.Context, items []JobInsert, opts JobInsert
 	if len(problems) > 0 {
 		return nil, &InsertRefusedError{Problems: problems}
 	}
+	if slices.ContainsFunc(items, func(it JobInsert) bool { return it.RateLimit != nil }) {
+		// An unknown limit or a weight above its burst (JobInsert does not check them on
+		// Citus): refused before anything is written, as on plain PostgreSQL.
+		if problems, err := db.insertProblems(ctx, items); err != nil || len(problems) > 0 {
+			if err != nil {
+				return nil, err
+			}
+			return nil, &InsertRefusedError{Problems: problems}
+		}
+	}
 	if opts.IdempotencyWindow <= 0 {
 		opts.IdempotencyWindow = DefaultIdempotencyWindow
 	}
@@ -82,19 +103,18 @@ func (db *DB) citusInsert(ctx context.Context, items []JobInsert, opts JobInsert
 			queues = append(queues, items[i].Queue)
 		}
 	}
-	if len(queues) > 0 {
-		// A reference table: a write goes to every node, so only for queues new to this process.
-		if err := translate(db.q.QueueEnsureMany(ctx, queues)); err != nil {
-			return nil, err
-		}
-		for _, q := range queues {
-			db.knownQueues.Store(q, true)
-		}
-	}
 	for attempt := 1; ; attempt++ {
 		var out []JobInserted
-		var woken []string
+		var woken []citusWake
 		err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+			if len(queues) > 0 {
+				// A reference table: a write goes to every node (a two-phase commit), so
+				// only for queues new to this process; in the transaction, so that a
+				// refused insert (an unknown handler) leaves no queue behind.
+				if err := dbsqlc.New(tx).QueueEnsureMany(ctx, queues); err != nil {
+					return err
+				}
+			}
 			var err error
 			out, woken, err = db.citusInsertTx(ctx, tx, items, placements, opts)
 			return err
@@ -105,13 +125,13 @@ func (db *DB) citusInsert(ctx context.Context, items []JobInsert, opts JobInsert
 		if err != nil {
 			return nil, translate(err)
 		}
-		payload := make([]string, 0, len(woken))
-		for _, q := range woken {
-			if !slices.Contains(payload, q+notifyTag(opts.Claimer)) {
-				payload = append(payload, q+notifyTag(opts.Claimer))
-			}
+		for _, q := range queues {
+			db.knownQueues.Store(q, true)
 		}
-		return out, db.citusNotify(ctx, payload)
+		for i := range woken {
+			woken[i].tag = notifyTag(opts.Claimer)
+		}
+		return out, db.citusNotify(ctx, woken)
 	}
 }
 
@@ -122,14 +142,14 @@ func (db *DB) citusInsert(ctx context.Context, items []JobInsert, opts JobInsert
 // item's id and each debounce key upserts its job (sql/citus/keys.sql, router statements
 // sent together), and JobInsert takes the items that are still to insert.
 func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, placements []int,
-	opts JobInsertOptions) ([]JobInserted, []string, error) {
+	opts JobInsertOptions) ([]JobInserted, []citusWake, error) {
 	q := dbcitus.New(tx)
 	n := len(items)
 	out := make([]JobInserted, n)
 	done := make([]bool, n)
 	toInsert := make([]bool, n)
 	var ids []int64
-	var woken []string
+	var woken []citusWake
 	answerByID := map[int]int64{} // item → the id of the job it answers, read in full at the end
 	keyed := false
 	for i := range items {
@@ -152,7 +172,7 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		if err != nil {
 			return nil, nil, err
 		}
-		woken = append(woken, made...)
+		_ = made // a debounced job waits a period: nothing to wake
 	}
 	p := dbcitus.JobInsertParams{Placements: make([]int, 0, n), Queues: make([]string, 0, n), Handlers: make([]string, 0, n),
 		Inputs: make([]string, 0, n), Keys: make([]string, 0, n), Priorities: make([]int, 0, n), RunAts: make([]time.Time, 0, n),
@@ -174,6 +194,8 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		p.ParentIds = append(p.ParentIds, valueOr(it.ParentID, 0))
 		p.TraceContexts = append(p.TraceContexts, valueOr(it.TraceContext, ""))
 		p.ScheduleNames, p.ScheduleTicks = append(p.ScheduleNames, ""), append(p.ScheduleTicks, time.Time{})
+		p.RateLimits, p.RateKeys = append(p.RateLimits, valueOr(it.RateLimit, "")), append(p.RateKeys, valueOr(it.RateKey, ""))
+		p.RateWeights = append(p.RateWeights, valueOr(it.RateWeight, 0))
 		if ids != nil {
 			p.Ids = append(p.Ids, ids[i])
 		} else {
@@ -181,6 +203,9 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		}
 	}
 	if len(order) > 0 {
+		if err := citusMintBuckets(ctx, q, items, order, placements); err != nil {
+			return nil, nil, err
+		}
 		rows, err := q.JobInsert(ctx, p)
 		if err != nil {
 			return nil, nil, err
@@ -192,7 +217,7 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 				RateWeight: r.RateWeight, LeaseOwner: r.LeaseOwner, CreatedAt: r.CreatedAt, UpdatedAt: r.CreatedAt}
 			requestedPart(&j, &items[i.item])
 			out[i.item], done[i.item] = JobInserted{Job: j}, true
-			woken = append(woken, r.Queue)
+			woken = append(woken, citusWake{queue: r.Queue, placement: int(r.Placement)})
 		}
 	}
 	// An item with an idempotency key that a later item of the batch repeats: the later
@@ -247,6 +272,29 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		}
 	}
 	return out, woken, nil
+}
+
+// citusMintBuckets mints the buckets that the items of order draw from, at their
+// placements (RateBucketMint), before the jobs that name them are written.
+func citusMintBuckets(ctx context.Context, q *dbcitus.Queries, items []JobInsert, order []int, placements []int) error {
+	var m dbcitus.RateBucketMintParams
+	seen := map[[2]string]bool{}
+	for _, i := range order {
+		it := &items[i]
+		if it.RateLimit == nil {
+			continue
+		}
+		b := [2]string{*it.RateLimit, valueOr(it.RateKey, "")}
+		if seen[b] {
+			continue
+		}
+		seen[b] = true
+		m.Names, m.Keys, m.Placements = append(m.Names, b[0]), append(m.Keys, b[1]), append(m.Placements, placements[i])
+	}
+	if len(m.Names) == 0 {
+		return nil
+	}
+	return q.RateBucketMint(ctx, m)
 }
 
 // citusInserted pairs an item with the row JobInsert made for it.
@@ -526,5 +574,5 @@ func (db *DB) citusScheduleFire(ctx context.Context, f ScheduleFire) (ScheduleFi
 	if queue == "" {
 		return fired, nil
 	}
-	return fired, db.citusNotify(ctx, []string{queue})
+	return fired, db.citusNotify(ctx, []citusWake{{queue: queue, placement: PlacementOfKey(f.Name)}})
 }

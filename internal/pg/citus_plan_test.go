@@ -4,11 +4,13 @@ import (
 	"context"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg"
 	"github.com/gendurable/gendurable/internal/pg/dbcitus"
+	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 	"github.com/gendurable/gendurable/internal/pg/pgtest"
 )
 
@@ -16,8 +18,8 @@ import (
 // query on Citus: Citus sends it whole to the one shard it names (EXPLAIN: "Task Count:
 // 1"), under custom and generic plans (Citus prunes a parameter's shard at execution).
 // The few that may not are listed with what bounds them: the batch insert (evaluated on
-// the coordinator, each row copied to its shard, bounded by the batch) and the ready
-// probe (a fan-out, one index descent per shard).
+// the coordinator, each row copied to its shard, bounded by the batch), and the fan-outs
+// (the ready probe, a page of the jobs list, the queue counts), each task bounded.
 func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
@@ -66,6 +68,9 @@ func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
 		{"StepList", dbcitus.StepList, []any{p, ids[0], 100}},
 		{"JobCancel", dbcitus.JobCancel, []any{p, ids[0]}},
 		{"JobRetry", dbcitus.JobRetry, []any{p, ids[0]}},
+		// bulk by filter: one router statement per shard, sent in turn (citusBulk)
+		{"JobCancelMany", dbcitus.JobCancelMany, []any{100, placements, nil, texts("default")[0], nil, none, none, nil}},
+		{"JobRetryMany", dbcitus.JobRetryMany, []any{placements, nil, texts("default")[0], nil, none, none, nil, 100}},
 	}
 	tasks := regexp.MustCompile(`Task Count: (\d+)`)
 	explain := func(sql string, args []any) (string, error) {
@@ -113,9 +118,27 @@ func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
 			t.Fatalf("job %d is not at its key's placement (%d rows, %v)", j.ID, n, err)
 		}
 	}
-	var plan string
-	plan, err = explain(dbcitus.JobReadyExists, []any{"default"})
-	if m := tasks.FindStringSubmatch(plan); err != nil || m == nil || m[1] != strconv.FormatInt(shards, 10) {
-		t.Fatalf("JobReadyExists: want one task per shard (%d) (%v):\n%s", shards, err, plan)
+	// The fan-outs, one task per shard, and what bounds each task: the ready probe stops
+	// at its first due entry; a page of the jobs list takes at most its limit from each
+	// shard (the LIMIT pushed into every task, the coordinator merging them newest first);
+	// the queue counts are grouped on each shard (a row per status comes back from each).
+	limit := 50
+	fanOuts := []struct {
+		name, sql string
+		args      []any
+		bound     *regexp.Regexp // in the plan of the task shown
+	}{
+		{"JobReadyExists", dbcitus.JobReadyExists, []any{"default"}, regexp.MustCompile(`Limit|Result`)},
+		{"JobList", dbsqlc.JobList, []any{"default", nil, nil, nil, nil, nil, nil, limit}, regexp.MustCompile(`->\s+Limit`)},
+		{"QueueCounts", dbsqlc.QueueCounts, []any{"default"}, regexp.MustCompile(`Aggregate`)},
+	}
+	for _, f := range fanOuts {
+		plan, err := explain(f.sql, f.args)
+		if m := tasks.FindStringSubmatch(plan); err != nil || m == nil || m[1] != strconv.FormatInt(shards, 10) {
+			t.Fatalf("%s: want one task per shard (%d) (%v):\n%s", f.name, shards, err, plan)
+		}
+		if task := plan[strings.Index(plan, "Task Count"):]; !f.bound.MatchString(task) {
+			t.Fatalf("%s: its tasks are not bounded (%s):\n%s", f.name, f.bound, plan)
+		}
 	}
 }

@@ -37,7 +37,7 @@ func TestCitusMigrationsDistributeTheSchema(t *testing.T) {
 	for _, r := range rows {
 		got[r[0]] = r[1:]
 	}
-	for _, table := range []string{"jobs", "signals", "steps", "idempotency_keys"} {
+	for _, table := range []string{"jobs", "signals", "steps", "idempotency_keys", "rate_buckets"} {
 		r, ok := got[table]
 		if !ok || r[0] != "h" || r[1] != "placement" {
 			t.Errorf("%s: want hash-distributed by placement, got %v", table, r)
@@ -114,8 +114,21 @@ func TestCitusSQLEnqueuePlacesTheJob(t *testing.T) {
 	if err != nil || again != id {
 		t.Fatalf("a second enqueue of the live key: %d %v, want %d", again, err, id)
 	}
-	if _, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}', '{"rate_limit": {"name": "api"}}')`); err == nil ||
-		!strings.Contains(err.Error(), "rate_limit") {
-		t.Fatalf("a rate limit on Citus: %v, want a refusal naming rate_limit", err)
+	// A rate-limited job lives at its bucket's placement, the bucket minted with it; a job
+	// drawing from two buckets is refused.
+	if _, err := db.RateLimitUpsert(ctx, "api", 1, 5); err != nil {
+		t.Fatal(err)
+	}
+	rated, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}', '{"rate_limit": {"name": "api", "key": "c7"}}')`)
+	if err != nil || rated%pg.Placements != int64(pg.RateBucketPlacement("api", "c7")) {
+		t.Fatalf("a rate-limited job: %d %v, want it at the bucket's placement %d", rated, err, pg.RateBucketPlacement("api", "c7"))
+	}
+	if n, err := db.QueryInt(ctx, `SELECT count(*) FROM rate_buckets WHERE name = 'api' AND key = 'c7' AND placement = $1`,
+		pg.RateBucketPlacement("api", "c7")); err != nil || n != 1 {
+		t.Fatalf("the bucket minted by the enqueue: %d %v", n, err)
+	}
+	if _, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}', '{"rate_limits": [{"name": "api"}, {"name": "api", "key": "x"}]}')`); err == nil ||
+		!strings.Contains(err.Error(), "rate_limits") {
+		t.Fatalf("two rate limits on Citus: %v, want a refusal naming rate_limits", err)
 	}
 }

@@ -32,6 +32,8 @@ type DB struct {
 	citus *citusLayout
 	// claimCursor is where the Citus claims of each queue start (citusClaim).
 	claimCursor citusClaimCursor
+	// warmth is which shards each queue's Citus claims pass over (citusWarmth).
+	warmth citusWarmth
 	// knownQueues holds the queues this process has made sure exist (Citus inserts: the
 	// queues table is a reference table, written on every node).
 	knownQueues sync.Map

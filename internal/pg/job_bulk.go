@@ -1,9 +1,11 @@
 package pg
 
 import (
+	"cmp"
 	"context"
 	"time"
 
+	"github.com/gendurable/gendurable/internal/pg/dbcitus"
 	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 )
 
@@ -27,6 +29,14 @@ type BulkChanged struct {
 // JobCancelMany cancels up to limit live jobs matching f (with their live descendants,
 // counted in Changed) in one statement.
 func (db *DB) JobCancelMany(ctx context.Context, f JobFilter, limit int) (BulkChanged, error) {
+	if db.citus != nil {
+		return db.citusBulk(ctx, limit, func(q *dbcitus.Queries, placements []int, rows int) (bulkPart, error) {
+			r, err := q.JobCancelMany(ctx, dbcitus.JobCancelManyParams{MaxRows: rows, Placements: placements,
+				Statuses: f.Statuses, Queue: f.Queue, Handler: f.Handler, CreatedAfter: f.CreatedAfter,
+				CreatedBefore: f.CreatedBefore, KeyPrefix: f.KeyPrefix})
+			return bulkPart{changed: int(r.Changed), more: r.More, woken: r.Woken}, err
+		})
+	}
 	r, err := db.q.JobCancelMany(ctx, dbsqlc.JobCancelManyParams{MaxRows: limit, Statuses: f.Statuses,
 		Queue: f.Queue, Handler: f.Handler, CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
 		KeyPrefix: f.KeyPrefix})
@@ -35,8 +45,57 @@ func (db *DB) JobCancelMany(ctx context.Context, f JobFilter, limit int) (BulkCh
 
 // JobRetryMany retries up to limit failed or cancelled jobs matching f in one statement.
 func (db *DB) JobRetryMany(ctx context.Context, f JobFilter, limit int) (BulkChanged, error) {
+	if db.citus != nil {
+		return db.citusBulk(ctx, limit, func(q *dbcitus.Queries, placements []int, rows int) (bulkPart, error) {
+			r, err := q.JobRetryMany(ctx, dbcitus.JobRetryManyParams{MaxRows: rows, Placements: placements,
+				Statuses: f.Statuses, Queue: f.Queue, Handler: f.Handler, CreatedAfter: f.CreatedAfter,
+				CreatedBefore: f.CreatedBefore, KeyPrefix: f.KeyPrefix})
+			return bulkPart{changed: int(r.Changed), more: r.More, woken: r.Woken}, err
+		})
+	}
 	r, err := db.q.JobRetryMany(ctx, dbsqlc.JobRetryManyParams{MaxRows: limit, Statuses: f.Statuses,
 		Queue: f.Queue, Handler: f.Handler, CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
 		KeyPrefix: f.KeyPrefix})
 	return BulkChanged{Changed: int(r.Changed), More: r.More}, translate(err)
+}
+
+// bulkPart is what a bulk action did on one shard.
+type bulkPart struct {
+	changed int
+	more    bool
+	woken   []string // queues of the parents it made runnable, or of the jobs it retried
+}
+
+// citusBulk runs a bulk action on Citus (sql/citus/bulk.sql): one router statement per
+// shard, shard after shard, each taking what the limit leaves, until the limit is reached
+// or every shard was tried; then the wake-ups on the coordinator. The plain statement
+// reads the whole table in id order, which Citus cannot run across shards (a recursion
+// over the families, a join on the key that is not on the placement). Each shard's jobs
+// go in id order; across shards, in shard order. More is set when a shard had more, or
+// the limit stopped the walk before the last shard. A shard whose statement fails stops
+// the walk: what the shards before it did is kept, and the caller's next batch goes on.
+func (db *DB) citusBulk(ctx context.Context, limit int, run func(q *dbcitus.Queries, placements []int, rows int) (bulkPart, error)) (BulkChanged, error) {
+	l, err := db.layout(ctx)
+	if err != nil {
+		return BulkChanged{}, err
+	}
+	var out BulkChanged
+	var wake []citusWake
+	q := dbcitus.New(db.pool)
+	n := l.shardCount()
+	for i := 0; i < n; i++ {
+		if out.Changed >= limit {
+			out.More = true
+			break
+		}
+		placements := l.shardPlacements(i)
+		part, err := run(q, placements, limit-out.Changed)
+		if err != nil {
+			return out, cmp.Or(translate(err), db.citusNotify(ctx, wake))
+		}
+		out.Changed += part.changed
+		out.More = out.More || part.more
+		wake = append(wake, citusWakes(part.woken, placements[0])...)
+	}
+	return out, db.citusNotify(ctx, wake)
 }

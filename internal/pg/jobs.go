@@ -4,12 +4,14 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg/dbcitus"
 	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -62,6 +64,8 @@ type Job struct {
 	// TraceContext is the job's W3C trace context: a traceparent, then a space and the
 	// tracestate when there is one (nil: the job came without one and tracing was off).
 	TraceContext *string
+	// RerunOf is the job this one reran (POST /v1/jobs/{id}/rerun); nil otherwise.
+	RerunOf *int64
 }
 
 // RateLimitUse is one rate limit a job draws from: Weight tokens of the bucket of Key
@@ -97,7 +101,8 @@ func jobFromRow(r dbsqlc.Job) Job {
 		ConsumedSeq: r.ConsumedSeq, LeaseExpiresAt: r.LeaseExpiresAt, LeaseOwner: r.LeaseOwner,
 		AttemptedAt: r.AttemptedAt, CancelRequested: r.CancelRequested, CreatedAt: r.CreatedAt,
 		UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, ScheduleName: r.ScheduleName, ScheduleTick: r.ScheduleTick,
-		DebounceKey: r.DebounceKey, DebounceDeadline: r.DebounceDeadline, TraceContext: r.TraceContext}
+		DebounceKey: r.DebounceKey, DebounceDeadline: r.DebounceDeadline, TraceContext: r.TraceContext,
+		RerunOf: r.RerunOf}
 }
 
 // JobInsert is one job to insert. Nil fields take the column or handler default.
@@ -707,14 +712,51 @@ type JobListParams struct {
 	Schedule                    *string // the jobs of the schedule of this name
 	ParentID                    *int64
 	Before                      *int64
-	Limit                       int
+	// MinID is the least id listed (the start of a search's window, from JobIDAt).
+	MinID *int64
+	// CreatedAfter (inclusive) and CreatedBefore (exclusive) bound created_at exactly.
+	CreatedAfter, CreatedBefore *time.Time
+	// InputContains and ResultContains keep the jobs whose input or result contains
+	// them (jsonb @>); nil does not filter.
+	InputContains, ResultContains json.RawMessage
+	Limit                         int
 }
 
 // JobList lists jobs newest first.
 func (db *DB) JobList(ctx context.Context, p JobListParams) ([]Job, error) {
 	js, err := db.q.JobList(ctx, dbsqlc.JobListParams{Queue: p.Queue, Status: p.Status, Handler: p.Handler, JobKey: p.Key,
-		BeforeID: p.Before, ParentID: p.ParentID, ScheduleName: p.Schedule, MaxRows: p.Limit})
+		BeforeID: p.Before, ParentID: p.ParentID, ScheduleName: p.Schedule, MinID: p.MinID, CreatedAfter: p.CreatedAfter,
+		CreatedBefore: p.CreatedBefore, InputContains: p.InputContains, ResultContains: p.ResultContains, MaxRows: p.Limit})
 	return convertAll(js, jobFromRow), translate(err)
+}
+
+// JobIDAt returns the least id of the jobs created at or after t, as a binary search of
+// jobs_pkey probes (JobFirstFrom: ids grow with time) finds it: about log2(ids) probes,
+// 20 at a million jobs. Ids are drawn in the inserting statement and created_at is its
+// transaction's start, so the order is exact only up to the time an inserting transaction
+// stays open; callers search from a little before the time they mean and filter
+// created_at exactly. With no job created at or after t, it answers one past the last id.
+func (db *DB) JobIDAt(ctx context.Context, t time.Time) (int64, error) {
+	b, err := db.q.JobIDBounds(ctx)
+	if err != nil {
+		return 0, translate(err)
+	}
+	lo, hi := b.MinID, b.MaxID+1 // the answer is in [lo, hi]
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		r, err := db.q.JobFirstFrom(ctx, mid)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			hi = mid
+		case err != nil:
+			return 0, translate(err)
+		case r.CreatedAt.Before(t):
+			lo = r.ID + 1
+		default:
+			hi = mid
+		}
+	}
+	return lo, nil
 }
 
 // Step is one attempt of a job's step, from the steps history.

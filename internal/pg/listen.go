@@ -75,6 +75,13 @@ func (db *DB) listenOnce(ctx context.Context, channel string, fn func(string)) (
 	if _, err := pc.Exec(ctx, "LISTEN "+QuoteIdent(channel)); err != nil {
 		return false, err
 	}
+	if db.citus != nil && channel == JobsChannel {
+		fn = func(next func(string)) func(string) {
+			// The shards a notice names are warmed for this process's claims, and the
+			// list is cut from what the caller reads (citusWarmth).
+			return func(payload string) { next(db.warmFromNotice(payload)) }
+		}(fn)
+	}
 	fn("")
 	for {
 		n, err := pc.WaitForNotification(ctx)

@@ -1,10 +1,13 @@
 package pg
 
 import (
+	"cmp"
 	"context"
 	"time"
 
+	"github.com/gendurable/gendurable/internal/pg/dbcitus"
 	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
+	"github.com/jackc/pgx/v5"
 )
 
 // RateLimit is a token bucket setting: Rate tokens per second, at most Burst stored,
@@ -19,6 +22,24 @@ type RateLimit struct {
 
 // RateLimitUpsert creates or changes a rate limit.
 func (db *DB) RateLimitUpsert(ctx context.Context, name string, rate, burst float64) (RateLimit, error) {
+	if db.citus != nil {
+		// sql/citus/rates.sql: the limit, its buckets capped at the burst, the buckets of
+		// its live jobs minted again where missing; one transaction.
+		err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+			q := dbcitus.New(tx)
+			if err := q.RateLimitPut(ctx, dbcitus.RateLimitPutParams{Name: name, Rate: rate, Burst: burst}); err != nil {
+				return err
+			}
+			if err := q.RateBucketsCap(ctx, dbcitus.RateBucketsCapParams{Burst: burst, Name: name}); err != nil {
+				return err
+			}
+			return q.RateBucketsRemint(ctx, name)
+		})
+		if err != nil {
+			return RateLimit{}, translate(err)
+		}
+		return db.RateLimitGet(ctx, name)
+	}
 	if _, err := db.q.RateLimitUpsert(ctx, dbsqlc.RateLimitUpsertParams{Name: name, Rate: rate, Burst: burst}); err != nil {
 		return RateLimit{}, translate(err)
 	}
@@ -27,6 +48,13 @@ func (db *DB) RateLimitUpsert(ctx context.Context, name string, rate, burst floa
 
 // RateLimitGet returns one rate limit.
 func (db *DB) RateLimitGet(ctx context.Context, name string) (RateLimit, error) {
+	if db.citus != nil {
+		ls, err := db.citusRateLimits(ctx, &name)
+		if err != nil || len(ls) == 0 {
+			return RateLimit{}, cmp.Or(err, ErrNotFound)
+		}
+		return ls[0], nil
+	}
 	ls, err := db.q.RateLimitList(ctx, &name)
 	if err != nil {
 		return RateLimit{}, translate(err)
@@ -39,6 +67,9 @@ func (db *DB) RateLimitGet(ctx context.Context, name string) (RateLimit, error) 
 
 // RateLimitList returns every rate limit.
 func (db *DB) RateLimitList(ctx context.Context) ([]RateLimit, error) {
+	if db.citus != nil {
+		return db.citusRateLimits(ctx, nil)
+	}
 	ls, err := db.q.RateLimitList(ctx, nil)
 	return convertAll(ls, func(l dbsqlc.RateLimitListRow) RateLimit { return RateLimit(l) }), translate(err)
 }
@@ -47,4 +78,26 @@ func (db *DB) RateLimitList(ctx context.Context) ([]RateLimit, error) {
 func (db *DB) RateLimitDelete(ctx context.Context, name string) error {
 	_, err := db.q.RateLimitDelete(ctx, name)
 	return translate(err)
+}
+
+// citusRateLimits is RateLimitList on Citus: the limits (a reference table), then their
+// bucket counts on every shard at once.
+func (db *DB) citusRateLimits(ctx context.Context, name *string) ([]RateLimit, error) {
+	q := dbcitus.New(db.pool)
+	ls, err := q.RateLimitList(ctx, name)
+	if err != nil {
+		return nil, translate(err)
+	}
+	counts, err := q.RateBucketCounts(ctx, name)
+	if err != nil {
+		return nil, translate(err)
+	}
+	buckets := map[string]int64{}
+	for _, c := range counts {
+		buckets[c.Name] = c.Buckets
+	}
+	return convertAll(ls, func(l dbcitus.RateLimit) RateLimit {
+		return RateLimit{Name: l.Name, Rate: l.Rate, Burst: l.Burst, CreatedAt: l.CreatedAt, UpdatedAt: l.UpdatedAt,
+			Buckets: buckets[l.Name]}
+	}), nil
 }

@@ -107,7 +107,7 @@ func (db *DB) JobCancel(ctx context.Context, id int64) (found bool, changed int,
 		if err != nil {
 			return false, 0, translate(err)
 		}
-		return r.Found > 0, int(r.Changed), db.citusNotify(ctx, r.Woken)
+		return r.Found > 0, int(r.Changed), db.citusNotify(ctx, citusWakes(r.Woken, int(placement)))
 	}
 	r, err := db.q.JobCancel(ctx, id)
 	return r.Found > 0, int(r.Changed), translate(err)
@@ -126,7 +126,7 @@ func (db *DB) JobRetry(ctx context.Context, id int64) error {
 			return translate(err)
 		}
 		if r.Status == "runnable" {
-			return db.citusNotify(ctx, []string{r.Queue})
+			return db.citusNotify(ctx, []citusWake{{queue: r.Queue, placement: int(placement)}})
 		}
 		return nil
 	}

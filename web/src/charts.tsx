@@ -110,7 +110,7 @@ export function StepCharts({ queue, handler }: { queue?: string; handler?: strin
       <figure class="chart" data-testid="throughput-chart">
         <figcaption>
           Throughput and error rate of {of}, per minute over the last hour (retried: attempts that failed and may run
-          again; failed: no retry asked)
+          again; failed: no retry asked, or a job's last attempt)
         </figcaption>
         <div ref={rates} style={{ minHeight: '230px' }} />
       </figure>

@@ -16,10 +16,10 @@ export function ms(n?: number | null): string {
   return n < 1000 ? `${n.toFixed(n < 10 ? 1 : 0)} ms` : `${(n / 1000).toFixed(2)} s`;
 }
 
-/** Fact is one labelled value of a dl.facts grid. */
-export function Fact({ label, title, children }: { label: string; title?: string; children: ComponentChildren }) {
+/** Fact is one labelled value of a dl.facts grid; a wide one takes a whole row (a URL, in full). */
+export function Fact({ label, title, wide, children }: { label: string; title?: string; wide?: boolean; children: ComponentChildren }) {
   return (
-    <div>
+    <div class={wide ? 'wide' : undefined}>
       <dt>{label}</dt>
       <dd title={title}>{children}</dd>
     </div>
@@ -28,6 +28,27 @@ export function Fact({ label, title, children }: { label: string; title?: string
 
 export function Status({ status }: { status: string }) {
   return <span class={`badge s-${status}`}>{status}</span>;
+}
+
+/** at says a time as the clock shows it: HH:MM:SS today, the date too on another day. */
+export function at(iso: string, now = Date.now()): string {
+  const d = new Date(iso);
+  const today = new Date(now).toDateString() === d.toDateString();
+  return today ? d.toLocaleTimeString() : d.toLocaleString();
+}
+
+/**
+ * JobBadge is a job's status badge; a runnable job not yet eligible (a delay, a run_at,
+ * a retry's backoff) says until when, since it is not waiting for a slot.
+ */
+export function JobBadge({ job, now = Date.now() }: { job: { status: string; eligible_at?: string | null }; now?: number }) {
+  const delayed = job.status === 'runnable' && job.eligible_at && new Date(job.eligible_at).getTime() > now;
+  if (!delayed) return <Status status={job.status} />;
+  return (
+    <span class="badge s-delayed" data-testid="delayed" title={`runnable from ${job.eligible_at} (${ago(job.eligible_at, now)})`}>
+      delayed until {at(job.eligible_at!, now)}
+    </span>
+  );
 }
 
 export function Json({ label, value, open }: { label: string; value: unknown; open?: boolean }) {

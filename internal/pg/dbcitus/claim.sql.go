@@ -13,9 +13,10 @@ import (
 
 const JobClaim = `-- name: JobClaim :many
 WITH candidates AS (
-    SELECT c.id, c.handler, c.concurrency_key, c.priority, c.eligible_at FROM generate_series(0, 9) AS p(priority)
+    SELECT c.id, c.placement, c.handler, c.concurrency_key, c.priority, c.eligible_at, c.rate_limit, c.rate_key, c.rate_weight FROM generate_series(0, 9) AS p(priority)
     CROSS JOIN LATERAL (
-        SELECT j.id, j.handler, j.concurrency_key, j.priority, j.eligible_at
+        SELECT j.id, j.placement, j.handler, j.concurrency_key, j.priority, j.eligible_at,
+               j.rate_limit, coalesce(j.rate_key, '') AS rate_key, j.rate_weight
         FROM jobs j
         WHERE j.placement = ANY ($5::int[])
           AND j.queue = $6::text
@@ -42,7 +43,8 @@ WITH candidates AS (
     LIMIT $7::int
 ),
 ranked AS (
-    SELECT c.id, c.handler, c.concurrency_key, g."limit" AS gate_limit,
+    SELECT c.id, c.placement, c.handler, c.concurrency_key, c.priority, c.eligible_at, c.rate_limit, c.rate_key,
+           c.rate_weight, g."limit" AS gate_limit,
            row_number() OVER (PARTITION BY c.concurrency_key ORDER BY c.priority, c.eligible_at, c.id) AS key_rank,
            count(*) OVER (PARTITION BY c.concurrency_key) AS key_rows
     FROM candidates c
@@ -62,13 +64,52 @@ free_slots AS (
         LIMIT k.key_rows
     ) f
 ),
-winners AS (
-    SELECT r.id, r.handler, f.slot
+gate_pass AS (
+    SELECT r.id, r.placement, r.handler, f.slot, r.priority, r.eligible_at, r.rate_limit, r.rate_key, r.rate_weight
     FROM ranked r
     LEFT JOIN free_slots f ON f.concurrency_key = r.concurrency_key AND f.slot_rank = r.key_rank
     WHERE r.concurrency_key IS NULL
        OR (r.gate_limit IS NULL AND r.key_rank = 1)
        OR f.slot IS NOT NULL
+),
+buckets_locked AS (
+    SELECT b.name, b.key, b.tokens, b.updated_at
+    FROM rate_buckets b
+    WHERE b.placement = ANY ($5::int[])
+      AND EXISTS (SELECT 1 FROM gate_pass p WHERE p.rate_limit IS NOT NULL)  -- one-time filter: skipped when unused
+      AND (b.name, b.key, b.placement) IN (SELECT p.rate_limit, p.rate_key, p.placement FROM gate_pass p
+                                           WHERE p.rate_limit IS NOT NULL)
+    ORDER BY b.name, b.key
+    FOR UPDATE OF b
+),
+buckets_now AS (
+    SELECT l.name, l.key,
+           CASE WHEN l.updated_at = '-infinity' THEN r.burst
+                ELSE least(r.burst, l.tokens + r.rate * greatest(extract(epoch FROM now() - l.updated_at), 0)) END AS tokens
+    FROM buckets_locked l
+    JOIN rate_limits r ON r.name = l.name
+),
+bucket_fits AS (
+    SELECT p.id, p.rate_limit AS name, p.rate_key AS key, p.rate_weight AS weight, b.tokens,
+           p.rate_weight <= b.tokens
+             AND sum(CASE WHEN p.rate_weight <= b.tokens THEN p.rate_weight ELSE 0 END)
+                   OVER (PARTITION BY p.rate_limit, p.rate_key ORDER BY p.priority, p.eligible_at, p.id) <= b.tokens AS fits
+    FROM gate_pass p
+    JOIN buckets_now b ON b.name = p.rate_limit AND b.key = p.rate_key
+    WHERE p.rate_limit IS NOT NULL
+),
+winners AS (
+    SELECT p.id, p.handler, p.slot
+    FROM gate_pass p
+    WHERE p.rate_limit IS NULL OR p.id IN (SELECT f.id FROM bucket_fits f WHERE f.fits)
+),
+buckets_debited AS (
+    UPDATE rate_buckets b
+    SET tokens = g.tokens - g.weight, updated_at = now()
+    FROM (SELECT f.name, f.key, min(f.tokens) AS tokens, sum(f.weight) AS weight
+          FROM bucket_fits f WHERE f.fits GROUP BY 1, 2) g
+    WHERE b.placement = ANY ($5::int[])
+      AND b.name = g.name AND b.key = g.key
 )
 UPDATE jobs j
 SET status = 'executing',
@@ -97,8 +138,11 @@ RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.
           h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms,
           h.backoff_base_ms, h.backoff_max_ms,
           h.breaker_state, h.consecutive_failures, h.breaker_next_probe_at, h.paused_at,
-          -- a keyed step: its queue needs admission (the engine then probes for rows the K=1 guard held back)
-          j.concurrency_key IS NOT NULL AS keyed
+          -- a keyed or rate-limited step: its queue needs admission (the engine then
+          -- probes for rows the K=1 guard, a gate or a bucket held back)
+          j.concurrency_key IS NOT NULL OR j.rate_limit IS NOT NULL AS keyed,
+          -- a rate-limited step: its shard is claimed again while its bucket refills (citusWarmth)
+          j.rate_limit IS NOT NULL AS rated
 `
 
 type JobClaimParams struct {
@@ -142,7 +186,8 @@ type JobClaimRow struct {
 	ConsecutiveFailures     int
 	BreakerNextProbeAt      *time.Time
 	PausedAt                *time.Time
-	Keyed                   interface{}
+	Keyed                   *bool
+	Rated                   interface{}
 }
 
 // The claim on Citus (docs/citus.md): JobClaimPlain's descent of jobs_pick per priority,
@@ -162,10 +207,17 @@ type JobClaimRow struct {
 //     the same slot collide on jobs_gate_slot and the loser is retried, as a K=1 race is.
 //     Finding the free slots probes jobs_gate_slot once per slot number up to the last one
 //     taken: O(limit) for a gate whose slots are nearly all held.
+//   - a rate-limited row draws from one bucket, which lives at the row's own placement
+//     (RateBucketPlacement: every job of a bucket lives there), so the bucket is read,
+//     refilled and debited here, as on plain PostgreSQL: buckets locked in (name, key)
+//     order, the rows of a bucket admitted in pick order while their summed weights fit
+//     its tokens (a row heavier than the bucket holds is passed over and weighs nothing),
+//     the winners' weights debited in this statement. A bucket is minted at insert with
+//     updated_at '-infinity', read here as full (no INSERT can be routed in a CTE).
 //
-// Rate limits are refused at insert on Citus.
 // Index use: jobs_pick per priority, jobs_concurrency_exclusive or jobs_gate_slot per keyed
-// row, jobs_pkey per winner, handlers and gates (reference tables, local to the worker).
+// row, rate_buckets_pkey per bucket, jobs_pkey per winner, handlers, gates and rate_limits
+// (reference tables, local to the worker).
 // The free slot numbers of each gated key of the batch, as many as it has rows here.
 func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimRow, error) {
 	rows, err := q.db.Query(ctx, JobClaim,
@@ -216,6 +268,7 @@ func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimR
 			&i.BreakerNextProbeAt,
 			&i.PausedAt,
 			&i.Keyed,
+			&i.Rated,
 		); err != nil {
 			return nil, err
 		}

@@ -114,6 +114,7 @@ type Job struct {
 	DebounceKey      *string
 	DebounceDeadline *time.Time
 	TraceContext     *string
+	RerunOf          *int64
 	Placement        int
 	OutcomeToken     *string
 	OutcomeStep      *int
@@ -140,6 +141,7 @@ type Queue struct {
 type RateBucket struct {
 	Name      string
 	Key       string
+	Placement int
 	Tokens    float64
 	UpdatedAt time.Time
 }

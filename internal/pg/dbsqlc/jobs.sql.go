@@ -73,8 +73,27 @@ func (q *Queries) ChildLoadForJoin(ctx context.Context, arg ChildLoadForJoinPara
 	return items, nil
 }
 
+const JobFirstFrom = `-- name: JobFirstFrom :one
+SELECT j.id, j.created_at FROM jobs j WHERE j.id >= $1::bigint ORDER BY j.id LIMIT 1
+`
+
+type JobFirstFromRow struct {
+	ID        int64
+	CreatedAt time.Time
+}
+
+// The first job with an id at or after from_id, and when it was created: one probe of
+// jobs_pkey. The list's search turns a time into an id with a binary search of these
+// (ids grow with time), about 20 probes at a million jobs.
+func (q *Queries) JobFirstFrom(ctx context.Context, fromID int64) (JobFirstFromRow, error) {
+	row := q.db.QueryRow(ctx, JobFirstFrom, fromID)
+	var i JobFirstFromRow
+	err := row.Scan(&i.ID, &i.CreatedAt)
+	return i, err
+}
+
 const JobGet = `-- name: JobGet :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context,
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of,
        (SELECT count(*) FROM jobs c WHERE c.parent_id = j.id) AS children_total,
        (SELECT count(*) FROM jobs c WHERE c.parent_id = j.id
                                       AND c.status IN ('done', 'failed', 'cancelled')) AS children_finished
@@ -135,6 +154,7 @@ func (q *Queries) JobGet(ctx context.Context, id int64) (JobGetRow, error) {
 		&i.Job.DebounceKey,
 		&i.Job.DebounceDeadline,
 		&i.Job.TraceContext,
+		&i.Job.RerunOf,
 		&i.ChildrenTotal,
 		&i.ChildrenFinished,
 	)
@@ -142,7 +162,7 @@ func (q *Queries) JobGet(ctx context.Context, id int64) (JobGetRow, error) {
 }
 
 const JobGetByIdempotencyKey = `-- name: JobGetByIdempotencyKey :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of
 FROM idempotency_keys k
 JOIN jobs j ON j.id = k.job_id
 WHERE k.key = $1::text AND k.expires_at > coalesce($2::timestamptz, now())
@@ -201,12 +221,13 @@ func (q *Queries) JobGetByIdempotencyKey(ctx context.Context, arg JobGetByIdempo
 		&i.DebounceKey,
 		&i.DebounceDeadline,
 		&i.TraceContext,
+		&i.RerunOf,
 	)
 	return i, err
 }
 
 const JobGetLiveByKey = `-- name: JobGetLiveByKey :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of
 FROM jobs j
 WHERE j.key = $1::text AND j.status IN ('runnable', 'executing', 'awaiting')
 `
@@ -258,12 +279,13 @@ func (q *Queries) JobGetLiveByKey(ctx context.Context, jobKey string) (Job, erro
 		&i.DebounceKey,
 		&i.DebounceDeadline,
 		&i.TraceContext,
+		&i.RerunOf,
 	)
 	return i, err
 }
 
 const JobGetMany = `-- name: JobGetMany :many
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context FROM jobs j WHERE j.id = ANY ($1::bigint[])
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of FROM jobs j WHERE j.id = ANY ($1::bigint[])
 `
 
 // The jobs of ids (jobs_pkey), in no particular order.
@@ -319,6 +341,7 @@ func (q *Queries) JobGetMany(ctx context.Context, ids []int64) ([]Job, error) {
 			&i.DebounceKey,
 			&i.DebounceDeadline,
 			&i.TraceContext,
+			&i.RerunOf,
 		); err != nil {
 			return nil, err
 		}
@@ -328,6 +351,23 @@ func (q *Queries) JobGetMany(ctx context.Context, ids []int64) ([]Job, error) {
 		return nil, err
 	}
 	return items, nil
+}
+
+const JobIDBounds = `-- name: JobIDBounds :one
+SELECT coalesce(min(j.id), 0)::bigint AS min_id, coalesce(max(j.id), 0)::bigint AS max_id FROM jobs j
+`
+
+type JobIDBoundsRow struct {
+	MinID int64
+	MaxID int64
+}
+
+// The least and greatest job ids (0, 0 when there is none): two probes of jobs_pkey.
+func (q *Queries) JobIDBounds(ctx context.Context) (JobIDBoundsRow, error) {
+	row := q.db.QueryRow(ctx, JobIDBounds)
+	var i JobIDBoundsRow
+	err := row.Scan(&i.MinID, &i.MaxID)
+	return i, err
 }
 
 const JobInsertMany = `-- name: JobInsertMany :many
@@ -865,36 +905,54 @@ func (q *Queries) JobInsertProblems(ctx context.Context, arg JobInsertProblemsPa
 }
 
 const JobList = `-- name: JobList :many
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of
 FROM jobs j
 WHERE ($1::text IS NULL OR j.queue = $1)
-  AND ($2::text IS NULL OR j.status = $2)
-  AND ($3::text IS NULL OR j.handler = $3)
-  AND ($4::text IS NULL OR j.key = $4)
-  AND ($5::bigint IS NULL OR j.id < $5)
-  AND ($6::bigint IS NULL OR j.parent_id = $6)
-  AND ($7::text IS NULL OR j.schedule_name = $7)
+  AND ($2::bigint IS NULL OR j.id >= $2)
+  AND ($3::timestamptz IS NULL OR j.created_at >= $3)
+  AND ($4::timestamptz IS NULL OR j.created_at < $4)
+  AND ($5::jsonb IS NULL OR j.input @> $5)
+  AND ($6::jsonb IS NULL OR j.result @> $6)
+  AND ($7::text IS NULL OR j.status = $7)
+  AND ($8::text IS NULL OR j.handler = $8)
+  AND ($9::text IS NULL OR j.key = $9)
+  AND ($10::bigint IS NULL OR j.id < $10)
+  AND ($11::bigint IS NULL OR j.parent_id = $11)
+  AND ($12::text IS NULL OR j.schedule_name = $12)
 ORDER BY j.id DESC
-LIMIT $8::int
+LIMIT $13::int
 `
 
 type JobListParams struct {
-	Queue        *string
-	Status       *string
-	Handler      *string
-	JobKey       *string
-	BeforeID     *int64
-	ParentID     *int64
-	ScheduleName *string
-	MaxRows      int
+	Queue          *string
+	MinID          *int64
+	CreatedAfter   *time.Time
+	CreatedBefore  *time.Time
+	InputContains  json.RawMessage
+	ResultContains json.RawMessage
+	Status         *string
+	Handler        *string
+	JobKey         *string
+	BeforeID       *int64
+	ParentID       *int64
+	ScheduleName   *string
+	MaxRows        int
 }
 
 // Newest first with keyset pagination on id (before_id = last id seen). Filters are optional.
 // A backward scan of jobs_pkey that stops after max_rows matching rows; a very selective
-// filter on a large table reads more (see docs/performance.md).
+// filter on a large table reads more (see docs/performance.md). A search by payload
+// (input_contains, result_contains: jsonb containment) comes with a time window
+// (created_after, created_before) that the caller has turned into ids (min_id, and
+// before_id for its end: ids grow with time), so the scan stays within the window's rows.
 func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error) {
 	rows, err := q.db.Query(ctx, JobList,
 		arg.Queue,
+		arg.MinID,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
+		arg.InputContains,
+		arg.ResultContains,
 		arg.Status,
 		arg.Handler,
 		arg.JobKey,
@@ -953,6 +1011,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 			&i.DebounceKey,
 			&i.DebounceDeadline,
 			&i.TraceContext,
+			&i.RerunOf,
 		); err != nil {
 			return nil, err
 		}

@@ -113,6 +113,7 @@ type Job struct {
 	DebounceKey      *string
 	DebounceDeadline *time.Time
 	TraceContext     *string
+	RerunOf          *int64
 }
 
 type Queue struct {

@@ -109,8 +109,8 @@ type StepStatsRow struct {
 // and never runs): buckets buckets of bucket_ms each, aligned to the epoch, the last one
 // holding now(), one row per bucket (zeros where nothing finished). Read from the
 // per-second rollups of migration 0016, not from the history. Per bucket: the attempts by
-// outcome class (ok: the step continued or finished its job; failed: no retry asked; the
-// rest are retryable errors, including a last attempt after which the job failed), the
+// outcome class (ok: the step continued or finished its job; failed: no retry asked, or
+// the job's last attempt, after which it failed; the rest are errors retried later), the
 // jobs completed (done), and the latency histogram merged over the bucket
 // (latency_buckets ascending, latency_counts beside them; engine reads percentiles from it).
 // Index use: step_rollups_queue or step_rollups_handler, a range scan from the window's

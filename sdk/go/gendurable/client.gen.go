@@ -572,6 +572,9 @@ type Job struct {
 	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
 	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
+	// RerunOf The job this one reran (POST /v1/jobs/{id}/rerun; absent when none).
+	RerunOf *int64 `json:"rerun_of,omitempty"`
+
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
 
@@ -653,6 +656,9 @@ type JobDetail struct {
 
 	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
 	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
+
+	// RerunOf The job this one reran (POST /v1/jobs/{id}/rerun; absent when none).
+	RerunOf *int64 `json:"rerun_of,omitempty"`
 
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
@@ -776,6 +782,9 @@ type JobInserted struct {
 	// RateLimits Every rate limit the job draws from, the first being rate_limit (absent when none).
 	RateLimits *[]RateLimitRef `json:"rate_limits,omitempty"`
 
+	// RerunOf The job this one reran (POST /v1/jobs/{id}/rerun; absent when none).
+	RerunOf *int64 `json:"rerun_of,omitempty"`
+
 	// Result Any JSON value, or null.
 	Result NullableJSON `json:"result"`
 
@@ -809,6 +818,21 @@ type JobInserted struct {
 type JobPage struct {
 	Jobs       []Job   `json:"jobs"`
 	NextCursor *string `json:"next_cursor"`
+}
+
+// JobReplay defines model for JobReplay.
+type JobReplay struct {
+	// FromStep The step to run again from (0 for the first), at most the step the job ended at.
+	FromStep int `json:"from_step"`
+
+	// State Any JSON value (null is refused).
+	State *AnyJSON `json:"state,omitempty"`
+}
+
+// JobRerun defines model for JobRerun.
+type JobRerun struct {
+	// Input Any JSON value (null is refused).
+	Input *AnyJSON `json:"input,omitempty"`
 }
 
 // JobStatus defines model for JobStatus.
@@ -1272,6 +1296,18 @@ type ListJobsParams struct {
 	// Schedule The jobs the schedule of this name made.
 	Schedule *Name `form:"schedule,omitempty" json:"schedule,omitempty"`
 
+	// InputContains JSON the job's input contains (jsonb containment: {"customer": "c-7"} matches an input with that member among others). Needs created_after: a search reads the jobs of a time window of at most 7 days.
+	InputContains *string `form:"input_contains,omitempty" json:"input_contains,omitempty"`
+
+	// ResultContains JSON the job's result contains, as input_contains; needs created_after.
+	ResultContains *string `form:"result_contains,omitempty" json:"result_contains,omitempty"`
+
+	// CreatedAfter Jobs created at or after this time.
+	CreatedAfter *time.Time `form:"created_after,omitempty" json:"created_after,omitempty"`
+
+	// CreatedBefore Jobs created before this time.
+	CreatedBefore *time.Time `form:"created_before,omitempty" json:"created_before,omitempty"`
+
 	// Cursor The next_cursor of the previous page.
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
@@ -1406,6 +1442,12 @@ type HeartbeatStepJSONRequestBody = LeaseRef
 
 // CompleteStepJSONRequestBody defines body for CompleteStep for application/json ContentType.
 type CompleteStepJSONRequestBody = StepOutcome
+
+// ReplayJobJSONRequestBody defines body for ReplayJob for application/json ContentType.
+type ReplayJobJSONRequestBody = JobReplay
+
+// RerunJobJSONRequestBody defines body for RerunJob for application/json ContentType.
+type RerunJobJSONRequestBody = JobRerun
 
 // SendSignalJSONRequestBody defines body for SendSignal for application/json ContentType.
 type SendSignalJSONRequestBody = SignalSend
@@ -1785,6 +1827,54 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/outcome (the `CompleteStep` operationId).
 	CompleteStep(ctx context.Context, id JobID, body CompleteStepJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ReplayJobWithBody Run a finished job again, in place, from a chosen step.
+	//
+	// A done, failed or cancelled job runs again from `from_step` with the state that
+	// step ran with (as recorded) or with `state`; fresh attempts, its history kept.
+	// 409 for a live job, a job with a live child, or a key a live job holds; 422 for a
+	// step out of range or a state the history did not keep. docs/protocol.md, "Replay
+	// and rerun".
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/replay (the `ReplayJob` operationId).
+	ReplayJobWithBody(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplayJob Run a finished job again, in place, from a chosen step.
+	//
+	// A done, failed or cancelled job runs again from `from_step` with the state that
+	// step ran with (as recorded) or with `state`; fresh attempts, its history kept.
+	// 409 for a live job, a job with a live child, or a key a live job holds; 422 for a
+	// step out of range or a state the history did not keep. docs/protocol.md, "Replay
+	// and rerun".
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/replay (the `ReplayJob` operationId).
+	ReplayJob(ctx context.Context, id JobID, body ReplayJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RerunJobWithBody Run a finished job again as a new job, with its input or an edited one.
+	//
+	// A new job with the done, failed or cancelled job's handler, queue, priority,
+	// attempts, key, concurrency key and rate limits, and `input` (the old job's when
+	// absent), linked by `rerun_of`. 409 for a live job, or a key a live job holds.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/rerun (the `RerunJob` operationId).
+	RerunJobWithBody(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RerunJob Run a finished job again as a new job, with its input or an edited one.
+	//
+	// A new job with the done, failed or cancelled job's handler, queue, priority,
+	// attempts, key, concurrency key and rate limits, and `input` (the old job's when
+	// absent), linked by `rerun_of`. 409 for a live job, or a key a live job holds.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/rerun (the `RerunJob` operationId).
+	RerunJob(ctx context.Context, id JobID, body RerunJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RetryJob Run a failed or cancelled job again from its current step, with fresh attempts.
 	//
 	// Corresponds with POST /v1/jobs/{id}/retry (the `RetryJob` operationId).
@@ -1934,6 +2024,16 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
 	PutSchedule(ctx context.Context, name Name, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RunSchedule Run a schedule now, outside its cron.
+	//
+	// Makes the schedule's job now (its `schedule_tick` is now) through the same
+	// statement as a tick, so it is listed with the schedule's runs; the next tick
+	// stays as it was. 409 for a paused schedule, or one whose last run is live while
+	// its overlap is `skip`; 422 when its handler is not registered.
+	//
+	// Corresponds with POST /v1/schedules/{name}/run (the `RunSchedule` operationId).
+	RunSchedule(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SendSignalByKeyWithBody Deliver a signal to the live job holding a key.
 	//
@@ -2604,6 +2704,94 @@ func (c *APIClient) CompleteStep(ctx context.Context, id JobID, body CompleteSte
 	return c.Client.Do(req)
 }
 
+// ReplayJobWithBody Run a finished job again, in place, from a chosen step.
+//
+// A done, failed or cancelled job runs again from `from_step` with the state that
+// step ran with (as recorded) or with `state`; fresh attempts, its history kept.
+// 409 for a live job, a job with a live child, or a key a live job holds; 422 for a
+// step out of range or a state the history did not keep. docs/protocol.md, "Replay
+// and rerun".
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/jobs/{id}/replay (the `ReplayJob` operationId).
+func (c *APIClient) ReplayJobWithBody(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayJobRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplayJob Run a finished job again, in place, from a chosen step.
+//
+// A done, failed or cancelled job runs again from `from_step` with the state that
+// step ran with (as recorded) or with `state`; fresh attempts, its history kept.
+// 409 for a live job, a job with a live child, or a key a live job holds; 422 for a
+// step out of range or a state the history did not keep. docs/protocol.md, "Replay
+// and rerun".
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/jobs/{id}/replay (the `ReplayJob` operationId).
+func (c *APIClient) ReplayJob(ctx context.Context, id JobID, body ReplayJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayJobRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RerunJobWithBody Run a finished job again as a new job, with its input or an edited one.
+//
+// A new job with the done, failed or cancelled job's handler, queue, priority,
+// attempts, key, concurrency key and rate limits, and `input` (the old job's when
+// absent), linked by `rerun_of`. 409 for a live job, or a key a live job holds.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/jobs/{id}/rerun (the `RerunJob` operationId).
+func (c *APIClient) RerunJobWithBody(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRerunJobRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RerunJob Run a finished job again as a new job, with its input or an edited one.
+//
+// A new job with the done, failed or cancelled job's handler, queue, priority,
+// attempts, key, concurrency key and rate limits, and `input` (the old job's when
+// absent), linked by `rerun_of`. 409 for a live job, or a key a live job holds.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/jobs/{id}/rerun (the `RerunJob` operationId).
+func (c *APIClient) RerunJob(ctx context.Context, id JobID, body RerunJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRerunJobRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // RetryJob Run a failed or cancelled job again from its current step, with fresh attempts.
 //
 // Corresponds with POST /v1/jobs/{id}/retry (the `RetryJob` operationId).
@@ -2944,6 +3132,26 @@ func (c *APIClient) PutScheduleWithBody(ctx context.Context, name Name, contentT
 // Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
 func (c *APIClient) PutSchedule(ctx context.Context, name Name, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutScheduleRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RunSchedule Run a schedule now, outside its cron.
+//
+// Makes the schedule's job now (its `schedule_tick` is now) through the same
+// statement as a tick, so it is listed with the schedule's runs; the next tick
+// stays as it was. 409 for a paused schedule, or one whose last run is live while
+// its overlap is `skip`; 422 when its handler is not registered.
+//
+// Corresponds with POST /v1/schedules/{name}/run (the `RunSchedule` operationId).
+func (c *APIClient) RunSchedule(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRunScheduleRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -3621,6 +3829,54 @@ func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, e
 
 		}
 
+		if params.InputContains != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "input_contains", *params.InputContains, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ResultContains != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "result_contains", *params.ResultContains, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "created_after", *params.CreatedAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.CreatedBefore != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "created_before", *params.CreatedBefore, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Cursor != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -4098,6 +4354,100 @@ func NewCompleteStepRequestWithBody(server string, id JobID, contentType string,
 	}
 
 	operationPath := fmt.Sprintf("/v1/jobs/%s/outcome", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewReplayJobRequest calls the generic ReplayJob builder with application/json body
+func NewReplayJobRequest(server string, id JobID, body ReplayJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReplayJobRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewReplayJobRequestWithBody constructs an http.Request for the ReplayJob method, with any body, and a specified content type
+func NewReplayJobRequestWithBody(server string, id JobID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/replay", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRerunJobRequest calls the generic RerunJob builder with application/json body
+func NewRerunJobRequest(server string, id JobID, body RerunJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRerunJobRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewRerunJobRequestWithBody constructs an http.Request for the RerunJob method, with any body, and a specified content type
+func NewRerunJobRequestWithBody(server string, id JobID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/rerun", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -4814,6 +5164,40 @@ func NewPutScheduleRequestWithBody(server string, name Name, contentType string,
 	return req, nil
 }
 
+// NewRunScheduleRequest constructs an http.Request for the RunSchedule method
+func NewRunScheduleRequest(server string, name Name) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s/run", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewSendSignalByKeyRequest calls the generic SendSignalByKey builder with application/json body
 func NewSendSignalByKeyRequest(server string, params *SendSignalByKeyParams, body SendSignalByKeyJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -5333,6 +5717,54 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/outcome (the `CompleteStep` operationId).
 	CompleteStepWithResponse(ctx context.Context, id JobID, body CompleteStepJSONRequestBody, reqEditors ...RequestEditorFn) (*CompleteStepResponse, error)
 
+	// ReplayJobWithBodyWithResponse Run a finished job again, in place, from a chosen step.
+	//
+	// A done, failed or cancelled job runs again from `from_step` with the state that
+	// step ran with (as recorded) or with `state`; fresh attempts, its history kept.
+	// 409 for a live job, a job with a live child, or a key a live job holds; 422 for a
+	// step out of range or a state the history did not keep. docs/protocol.md, "Replay
+	// and rerun".
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/replay (the `ReplayJob` operationId).
+	ReplayJobWithBodyWithResponse(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayJobResponse, error)
+
+	// ReplayJobWithResponse Run a finished job again, in place, from a chosen step.
+	//
+	// A done, failed or cancelled job runs again from `from_step` with the state that
+	// step ran with (as recorded) or with `state`; fresh attempts, its history kept.
+	// 409 for a live job, a job with a live child, or a key a live job holds; 422 for a
+	// step out of range or a state the history did not keep. docs/protocol.md, "Replay
+	// and rerun".
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/replay (the `ReplayJob` operationId).
+	ReplayJobWithResponse(ctx context.Context, id JobID, body ReplayJobJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayJobResponse, error)
+
+	// RerunJobWithBodyWithResponse Run a finished job again as a new job, with its input or an edited one.
+	//
+	// A new job with the done, failed or cancelled job's handler, queue, priority,
+	// attempts, key, concurrency key and rate limits, and `input` (the old job's when
+	// absent), linked by `rerun_of`. 409 for a live job, or a key a live job holds.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/rerun (the `RerunJob` operationId).
+	RerunJobWithBodyWithResponse(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RerunJobResponse, error)
+
+	// RerunJobWithResponse Run a finished job again as a new job, with its input or an edited one.
+	//
+	// A new job with the done, failed or cancelled job's handler, queue, priority,
+	// attempts, key, concurrency key and rate limits, and `input` (the old job's when
+	// absent), linked by `rerun_of`. 409 for a live job, or a key a live job holds.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/rerun (the `RerunJob` operationId).
+	RerunJobWithResponse(ctx context.Context, id JobID, body RerunJobJSONRequestBody, reqEditors ...RequestEditorFn) (*RerunJobResponse, error)
+
 	// RetryJobWithResponse Run a failed or cancelled job again from its current step, with fresh attempts.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -5506,6 +5938,18 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
 	PutScheduleWithResponse(ctx context.Context, name Name, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*PutScheduleResponse, error)
+
+	// RunScheduleWithResponse Run a schedule now, outside its cron.
+	//
+	// Makes the schedule's job now (its `schedule_tick` is now) through the same
+	// statement as a tick, so it is listed with the schedule's runs; the next tick
+	// stays as it was. 409 for a paused schedule, or one whose last run is live while
+	// its overlap is `skip`; 422 when its handler is not registered.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/{name}/run (the `RunSchedule` operationId).
+	RunScheduleWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*RunScheduleResponse, error)
 
 	// SendSignalByKeyWithBodyWithResponse Deliver a signal to the live job holding a key.
 	//
@@ -6536,6 +6980,100 @@ func (r CompleteStepResponse) ContentType() string {
 	return ""
 }
 
+type ReplayJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Job
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r ReplayJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReplayJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReplayJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RerunJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Job
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r RerunJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RerunJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RerunJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type RetryJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7177,6 +7715,49 @@ func (r PutScheduleResponse) ContentType() string {
 	return ""
 }
 
+type RunScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Job
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r RunScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RunScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RunScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type SendSignalByKeyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7790,6 +8371,78 @@ func (c *ClientWithResponses) CompleteStepWithResponse(ctx context.Context, id J
 	return ParseCompleteStepResponse(rsp)
 }
 
+// ReplayJobWithBodyWithResponse Run a finished job again, in place, from a chosen step.
+//
+// A done, failed or cancelled job runs again from `from_step` with the state that
+// step ran with (as recorded) or with `state`; fresh attempts, its history kept.
+// 409 for a live job, a job with a live child, or a key a live job holds; 422 for a
+// step out of range or a state the history did not keep. docs/protocol.md, "Replay
+// and rerun".
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/replay (the `ReplayJob` operationId).
+func (c *ClientWithResponses) ReplayJobWithBodyWithResponse(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayJobResponse, error) {
+	rsp, err := c.ReplayJobWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplayJobResponse(rsp)
+}
+
+// ReplayJobWithResponse Run a finished job again, in place, from a chosen step.
+//
+// A done, failed or cancelled job runs again from `from_step` with the state that
+// step ran with (as recorded) or with `state`; fresh attempts, its history kept.
+// 409 for a live job, a job with a live child, or a key a live job holds; 422 for a
+// step out of range or a state the history did not keep. docs/protocol.md, "Replay
+// and rerun".
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/replay (the `ReplayJob` operationId).
+func (c *ClientWithResponses) ReplayJobWithResponse(ctx context.Context, id JobID, body ReplayJobJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayJobResponse, error) {
+	rsp, err := c.ReplayJob(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplayJobResponse(rsp)
+}
+
+// RerunJobWithBodyWithResponse Run a finished job again as a new job, with its input or an edited one.
+//
+// A new job with the done, failed or cancelled job's handler, queue, priority,
+// attempts, key, concurrency key and rate limits, and `input` (the old job's when
+// absent), linked by `rerun_of`. 409 for a live job, or a key a live job holds.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/rerun (the `RerunJob` operationId).
+func (c *ClientWithResponses) RerunJobWithBodyWithResponse(ctx context.Context, id JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RerunJobResponse, error) {
+	rsp, err := c.RerunJobWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRerunJobResponse(rsp)
+}
+
+// RerunJobWithResponse Run a finished job again as a new job, with its input or an edited one.
+//
+// A new job with the done, failed or cancelled job's handler, queue, priority,
+// attempts, key, concurrency key and rate limits, and `input` (the old job's when
+// absent), linked by `rerun_of`. 409 for a live job, or a key a live job holds.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/rerun (the `RerunJob` operationId).
+func (c *ClientWithResponses) RerunJobWithResponse(ctx context.Context, id JobID, body RerunJobJSONRequestBody, reqEditors ...RequestEditorFn) (*RerunJobResponse, error) {
+	rsp, err := c.RerunJob(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRerunJobResponse(rsp)
+}
+
 // RetryJobWithResponse Run a failed or cancelled job again from its current step, with fresh attempts.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -8082,6 +8735,24 @@ func (c *ClientWithResponses) PutScheduleWithResponse(ctx context.Context, name 
 		return nil, err
 	}
 	return ParsePutScheduleResponse(rsp)
+}
+
+// RunScheduleWithResponse Run a schedule now, outside its cron.
+//
+// Makes the schedule's job now (its `schedule_tick` is now) through the same
+// statement as a tick, so it is listed with the schedule's runs; the next tick
+// stays as it was. 409 for a paused schedule, or one whose last run is live while
+// its overlap is `skip`; 422 when its handler is not registered.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/{name}/run (the `RunSchedule` operationId).
+func (c *ClientWithResponses) RunScheduleWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*RunScheduleResponse, error) {
+	rsp, err := c.RunSchedule(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRunScheduleResponse(rsp)
 }
 
 // SendSignalByKeyWithBodyWithResponse Deliver a signal to the live job holding a key.
@@ -9569,6 +10240,170 @@ func ParseCompleteStepResponse(rsp *http.Response) (*CompleteStepResponse, error
 	return response, nil
 }
 
+// ParseReplayJobResponse parses an HTTP response from a ReplayJobWithResponse call
+func ParseReplayJobResponse(rsp *http.Response) (*ReplayJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReplayJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Job
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRerunJobResponse parses an HTTP response from a RerunJobWithResponse call
+func ParseRerunJobResponse(rsp *http.Response) (*RerunJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RerunJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Job
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseRetryJobResponse parses an HTTP response from a RetryJobWithResponse call
 func ParseRetryJobResponse(rsp *http.Response) (*RetryJobResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10470,6 +11305,74 @@ func ParsePutScheduleResponse(rsp *http.Response) (*PutScheduleResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRunScheduleResponse parses an HTTP response from a RunScheduleWithResponse call
+func ParseRunScheduleResponse(rsp *http.Response) (*RunScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RunScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Job
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unprocessable

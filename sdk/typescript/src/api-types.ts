@@ -257,6 +257,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/{id}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a finished job again, in place, from a chosen step.
+         * @description A done, failed or cancelled job runs again from `from_step` with the state that
+         *     step ran with (as recorded) or with `state`; fresh attempts, its history kept.
+         *     409 for a live job, a job with a live child, or a key a live job holds; 422 for a
+         *     step out of range or a state the history did not keep. docs/protocol.md, "Replay
+         *     and rerun".
+         */
+        post: operations["replayJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/{id}/rerun": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a finished job again as a new job, with its input or an edited one.
+         * @description A new job with the done, failed or cancelled job's handler, queue, priority,
+         *     attempts, key, concurrency key and rate limits, and `input` (the old job's when
+         *     absent), linked by `rerun_of`. 409 for a live job, or a key a live job holds.
+         */
+        post: operations["rerunJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{id}/heartbeat": {
         parameters: {
             query?: never;
@@ -395,6 +445,31 @@ export interface paths {
         post?: never;
         /** Remove a schedule (its jobs stay). */
         delete: operations["deleteSchedule"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/schedules/{name}/run": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a schedule now, outside its cron.
+         * @description Makes the schedule's job now (its `schedule_tick` is now) through the same
+         *     statement as a tick, so it is listed with the schedule's runs; the next tick
+         *     stays as it was. 409 for a paused schedule, or one whose last run is live while
+         *     its overlap is `skip`; 422 when its handler is not registered.
+         */
+        post: operations["runSchedule"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -826,6 +901,21 @@ export interface components {
             traceparent?: string;
             /** @description The W3C tracestate kept with `traceparent` (absent when none). */
             tracestate?: string;
+            /**
+             * Format: int64
+             * @description The job this one reran (POST /v1/jobs/{id}/rerun; absent when none).
+             */
+            rerun_of?: number;
+        };
+        JobReplay: {
+            /** @description The step to run again from (0 for the first), at most the step the job ended at. */
+            from_step: number;
+            /** @description The state to run that step with. Absent: the state it ran with, as recorded (the job's own for the step it ended at, null for step 0, else the request body its queue kept with step_bodies "all"). */
+            state?: components["schemas"]["AnyJSON"];
+        };
+        JobRerun: {
+            /** @description The new job's input (absent the old job's). */
+            input?: components["schemas"]["AnyJSON"];
         };
         SchedulePut: {
             /**
@@ -1596,6 +1686,14 @@ export interface operations {
                 key?: string;
                 /** @description The jobs the schedule of this name made. */
                 schedule?: components["schemas"]["Name"];
+                /** @description JSON the job's input contains (jsonb containment: {"customer": "c-7"} matches an input with that member among others). Needs created_after: a search reads the jobs of a time window of at most 7 days. */
+                input_contains?: string;
+                /** @description JSON the job's result contains, as input_contains; needs created_after. */
+                result_contains?: string;
+                /** @description Jobs created at or after this time. */
+                created_after?: string;
+                /** @description Jobs created before this time. */
+                created_before?: string;
                 /** @description The next_cursor of the previous page. */
                 cursor?: string;
                 limit?: number;
@@ -1990,6 +2088,74 @@ export interface operations {
             default: components["responses"]["Problem"];
         };
     };
+    replayJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JobReplay"];
+            };
+        };
+        responses: {
+            /** @description The job, runnable again. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    rerunJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JobRerun"];
+            };
+        };
+        responses: {
+            /** @description The new job. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
     heartbeatStep: {
         parameters: {
             query?: never;
@@ -2304,6 +2470,34 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    runSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The job made. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };

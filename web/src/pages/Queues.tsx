@@ -14,6 +14,16 @@ const BODIES: Record<StepBodiesSetting, string> = {
 };
 
 /**
+ * OldestRunnable says how long the queue's oldest runnable job has been waiting; when
+ * every runnable job is delayed (eligible later), none waits: it says when the next is due.
+ */
+function OldestRunnable({ at }: { at?: string | null }) {
+  if (!at) return <>—</>;
+  if (new Date(at).getTime() > Date.now()) return <span class="muted">none due (next {ago(at)})</span>;
+  return <>{ago(at)}</>;
+}
+
+/**
  * Queues shows each queue's counts, lag and throughput, and pauses or resumes it. The queue
  * whose chart is shown is in the URL (#/queues?queue=payments), the first one when none is.
  */
@@ -84,7 +94,9 @@ export function Queues({ selected: chosen }: { selected?: string }) {
                     <a href={`#/runs?queue=${encodeURIComponent(q.name)}&status=${c}`}>{q.counts[c]}</a>
                   </td>
                 ))}
-                <td>{q.oldest_runnable_at ? ago(q.oldest_runnable_at) : '—'}</td>
+                <td data-testid="oldest-runnable" title={q.oldest_runnable_at ?? ''}>
+                  <OldestRunnable at={q.oldest_runnable_at} />
+                </td>
                 <td class="num">{q.max_in_flight}</td>
                 <td class="num">{q.batch}</td>
                 <td>

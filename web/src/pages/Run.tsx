@@ -1,8 +1,10 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, dashboardSettings, must, traceID, type JobDetail, type Signal, type Step, type StepBody } from '../api';
-import { Fact, Json, Notice, PollError, Status, ago, ms, useNotice, usePoll } from '../ui';
+import { api, dashboardSettings, must, traceID, type JobDetail, type Queue, type Signal, type Step, type StepBody } from '../api';
+import { Fact, JobBadge, Json, Notice, PollError, ago, ms, useNotice, usePoll } from '../ui';
 import { attemptSaid, errorDetail, errorMessage, httpSaid } from '../attempts';
 import { Family } from './Family';
+import { Gantt } from './Gantt';
+import { ReplayForms } from './Replay';
 
 const LIVE = ['runnable', 'executing', 'awaiting'];
 
@@ -96,26 +98,66 @@ function Bodies({ step }: { step: Step }) {
   );
 }
 
+const ANSWERED = new Set(['next', 'await', 'spawn', 'done']);
+
+/**
+ * Returned is what a successful attempt's handler answered (its kept response body),
+ * compact, in full on demand; nothing for a failed attempt (its bodies are beside it).
+ */
+function Returned({ step }: { step: Step }) {
+  const r = step.bodies?.response;
+  if (!ANSWERED.has(step.outcome)) return null;
+  if (!r) return <span class="muted" title="not kept: see the note above the table">—</span>;
+  const text = r.format === 'json' ? JSON.stringify(r.body) : String(r.body);
+  return (
+    <details class="returned" data-testid="returned">
+      <summary>
+        <code>{text.length > 80 ? `${text.slice(0, 80)}…` : text}</code>
+        {r.truncated && <span class="badge truncated">truncated</span>}
+      </summary>
+      <pre>{r.format === 'json' ? JSON.stringify(r.body, null, 2) : text}</pre>
+    </details>
+  );
+}
+
+/** BodiesHint says, when the queue does not keep every answer, that and how to turn it on. */
+function BodiesHint({ queue }: { queue: Queue | null }) {
+  if (!queue || queue.step_bodies === 'all') return null;
+  const kept = queue.step_bodies === 'off' ? 'keeps no request or response bodies' : 'keeps the bodies of failed attempts only';
+  return (
+    <p class="notice info" data-testid="bodies-hint">
+      What successful steps returned is not kept: queue <a href={`#/queues?queue=${encodeURIComponent(queue.name)}`}>{queue.name}</a>{' '}
+      {kept} (<code>step_bodies: {queue.step_bodies}</code>). Set its step bodies to <strong>all</strong> on the Queues page, or{' '}
+      <code>{`PUT /v1/queues/${queue.name} {"step_bodies": "all"}`}</code>, to keep every attempt's from then on.
+    </p>
+  );
+}
+
 /** Run shows one job: its data, step timeline, inbox, family, and the actions on it. */
 export function Run({ id }: { id: number }) {
   const [job, setJob] = useState<JobDetail | null>(null);
   const [steps, setSteps] = useState<Step[]>([]);
   const [signals, setSignals] = useState<Signal[]>([]);
+  const [queue, setQueue] = useState<Queue | null>(null);
   const { notice, ok, fail } = useNotice();
 
   const { error, refresh } = usePoll(
-    (signal) => {
+    async (signal) => {
       const path = { params: { path: { id } }, signal };
-      return Promise.all([
+      const [j, st, sg] = await Promise.all([
         must(api.GET('/v1/jobs/{id}', path)),
         must(api.GET('/v1/jobs/{id}/steps', { params: { path: { id }, query: { limit: STEPS_SHOWN } }, signal })),
         must(api.GET('/v1/jobs/{id}/signals', path)),
       ]);
+      // The queue's step_bodies setting: whether successful answers are kept (only a hint).
+      const q = await must(api.GET('/v1/queues/{name}', { params: { path: { name: j.queue } }, signal })).catch(() => null);
+      return [j, st, sg, q] as const;
     },
-    ([j, st, sg]) => {
+    ([j, st, sg, q]) => {
       setJob(j);
       setSteps(st.steps);
       setSignals(sg.signals);
+      setQueue(q);
     },
     2000,
     [id],
@@ -166,7 +208,7 @@ export function Run({ id }: { id: number }) {
           <a class="muted" href={`#/handlers/${encodeURIComponent(job.handler)}`} title={`Handler ${job.handler}: its charts`}>
             {job.handler}
           </a>{' '}
-          <Status status={job.status} />
+          <JobBadge job={job} />
         </h2>
         <div class="actions">
           {LIVE.includes(job.status) && (
@@ -189,6 +231,11 @@ export function Run({ id }: { id: number }) {
       </header>
       <PollError error={error} stale />
       <Notice notice={notice} />
+      {!LIVE.includes(job.status) && (
+        <div class="replay" key={`${job.id}-${job.updated_at}`}>
+          <ReplayForms job={job} steps={truncated ? [] : steps} onReplayed={refresh} ok={ok} fail={fail} />
+        </div>
+      )}
       <dl class="facts">
         <Fact label="Queue">{job.queue}</Fact>
         {job.schedule_name && (
@@ -237,6 +284,11 @@ export function Run({ id }: { id: number }) {
           </Fact>
         )}
         {job.traceparent && <Trace traceparent={job.traceparent} />}
+        {job.rerun_of && (
+          <Fact label="Rerun of">
+            <a href={`#/runs/${job.rerun_of}`} data-testid="rerun-of">run {job.rerun_of}</a>
+          </Fact>
+        )}
         {job.parent_id && (
           <Fact label="Parent">
             <a href={`#/runs/${job.parent_id}`}>run {job.parent_id}</a>
@@ -264,6 +316,9 @@ export function Run({ id }: { id: number }) {
       <h3>
         Timeline {truncated && <span class="muted">(the first {STEPS_SHOWN} attempts)</span>}
       </h3>
+      <Gantt job={job} steps={steps} />
+      <h3>Attempts</h3>
+      <BodiesHint queue={queue} />
       {steps.length === 0 ? (
         <p class="muted">No attempt has finished yet.</p>
       ) : (
@@ -277,6 +332,7 @@ export function Run({ id }: { id: number }) {
                 <th class="num">HTTP</th>
                 <th class="num">Duration</th>
                 <th>Finished</th>
+                <th title="What a successful attempt's handler answered (kept with step_bodies: all)">Returned</th>
                 <th>Error</th>
                 <th title="Kept per the queue's step_bodies setting (failures by default)">Bodies</th>
               </tr>
@@ -294,6 +350,9 @@ export function Run({ id }: { id: number }) {
                   <td class="num" title={http.title}>{http.text}</td>
                   <td class="num">{ms(s.duration_ms)}</td>
                   <td title={s.finished_at}>{ago(s.finished_at)}</td>
+                  <td class="returned-cell">
+                    <Returned step={s} />
+                  </td>
                   <td class="error-cell">
                     <ErrorText error={s.error} />
                   </td>

@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, must, type Job, type JobStatus } from '../api';
-import { Empty, PollError, Status, ago, usePoll } from '../ui';
+import { Empty, JobBadge, PollError, ago, usePoll } from '../ui';
 import { navigate } from '../router';
 import { attemptShort } from '../attempts';
 import { MatchingActions, Report, SelectionActions, type BulkReport } from './Bulk';
@@ -12,8 +12,14 @@ export interface RunsQuery {
   status?: string;
   handler?: string;
   key?: string;
+  /** contains: JSON the input contains; within: the window searched (1h, 24h, 7d). */
+  contains?: string;
+  within?: string;
   cursor?: string;
 }
+
+/** WINDOWS are the time windows a search by input may read (the API allows 7 days at most). */
+const WINDOWS: Record<string, number> = { '1h': 3_600_000, '24h': 86_400_000, '7d': 7 * 86_400_000 - 60_000 };
 
 /** filterLink is the shareable address of the runs that match one more filter. */
 function filterLink(q: RunsQuery, field: 'handler' | 'key' | 'queue', value: string): string {
@@ -68,6 +74,8 @@ export function Runs({ q }: { q: RunsQuery }) {
             status: (q.status || undefined) as JobStatus | undefined,
             handler: q.handler || undefined,
             key: q.key || undefined,
+            input_contains: q.contains || undefined,
+            created_after: q.contains ? new Date(Date.now() - (WINDOWS[q.within ?? '24h'] ?? WINDOWS['24h'])).toISOString() : undefined,
             cursor: q.cursor || undefined,
             limit: 50,
           },
@@ -115,6 +123,8 @@ export function Runs({ q }: { q: RunsQuery }) {
       status: String(f.get('status') || ''),
       handler: String(f.get('handler') || ''),
       key: String(f.get('key') || ''),
+      contains: String(f.get('contains') || '').trim(),
+      within: String(f.get('within') || ''),
     });
   };
   const toggle = (jobs: Job[], on: boolean) => {
@@ -167,8 +177,22 @@ export function Runs({ q }: { q: RunsQuery }) {
         <label>
           Key <input name="key" defaultValue={q.key} placeholder="any" />
         </label>
+        <label>
+          Input contains{' '}
+          <input name="contains" defaultValue={q.contains} placeholder='{"customer": "c-7"}' size={18} title="JSON the input contains (JSON containment)" />
+        </label>
+        <label>
+          within
+          <select name="within" title="the window a search reads (created in the last …)">
+            {Object.keys(WINDOWS).map((w) => (
+              <option value={w} selected={w === (q.within ?? '24h')}>
+                {w}
+              </option>
+            ))}
+          </select>
+        </label>
         <button type="submit">Filter</button>
-        {(q.queue || q.status || q.handler || q.key) && (
+        {(q.queue || q.status || q.handler || q.key || q.contains) && (
           <a href="#/runs" class="clear">
             clear filters
           </a>
@@ -190,17 +214,18 @@ export function Runs({ q }: { q: RunsQuery }) {
       <PollError error={error} stale={jobs !== null && shownFor === filterKey} />
       <div class="bulk-bar">
         <SelectionActions selected={[...selected.keys()]} statusOf={(id) => selected.get(id)} onDone={done} clear={() => setSelected(new Map())} />
-        <MatchingActions q={q} onDone={done} />
+        {/* The bulk filter has no payload search: acting on "every matching run" would reach past the search. */}
+        {!q.contains && <MatchingActions q={q} onDone={done} />}
       </div>
       <Report report={report} />
-      {rows && rows.length === 0 && !q.cursor && (q.queue || q.status || q.handler || q.key) && (
+      {rows && rows.length === 0 && !q.cursor && (q.queue || q.status || q.handler || q.key || q.contains) && (
         <Empty title="No runs match these filters">
           <p>
             Keys and names match exactly. <a href="#/runs">Show every run</a>.
           </p>
         </Empty>
       )}
-      {rows && rows.length === 0 && !q.cursor && !(q.queue || q.status || q.handler || q.key) && (
+      {rows && rows.length === 0 && !q.cursor && !(q.queue || q.status || q.handler || q.key || q.contains) && (
         <Empty title="No runs yet">
           <p>Register a handler and insert a first job:</p>
           <pre>{`curl -s -X PUT localhost:8080/v1/handlers/greeter -H 'Content-Type: application/json' \\
@@ -260,7 +285,7 @@ curl -s -X POST localhost:8080/v1/jobs -H 'Content-Type: application/json' \\
                     </a>
                   </td>
                   <td>
-                    <Status status={j.status} />
+                    <JobBadge job={j} now={loadedAt || undefined} />
                   </td>
                   <td class="num">{j.step}</td>
                   <td class="num" title={attemptShort(j).title}>

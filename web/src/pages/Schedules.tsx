@@ -5,6 +5,84 @@ import { navigate } from '../router';
 
 const href = (name: string) => `#/schedules/${encodeURIComponent(name)}`;
 
+/**
+ * ScheduleForm creates a schedule (no schedule given: the name is asked) or edits one
+ * (its fields filled in), with PUT /v1/schedules/{name}; the API's problems, per field,
+ * come back in the notice. saved is called with the schedule's name.
+ */
+export function ScheduleForm({ schedule, saved, fail }: {
+  schedule?: Schedule;
+  saved: (name: string) => Promise<void> | void;
+  fail: (e: unknown) => void;
+}) {
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const f = new FormData(e.target as HTMLFormElement);
+    const text = (k: string) => String(f.get(k) ?? '').trim();
+    const name = schedule?.name ?? text('name');
+    let input: unknown;
+    if (text('input')) {
+      try {
+        input = JSON.parse(text('input'));
+      } catch {
+        fail(new Error('The input is not valid JSON.'));
+        return;
+      }
+    }
+    try {
+      await must(api.PUT('/v1/schedules/{name}', { params: { path: { name } }, body: {
+        cron: text('cron'),
+        timezone: text('timezone') || 'UTC',
+        handler: text('handler'),
+        queue: text('queue') || undefined,
+        input: input as Record<string, never> | undefined,
+        overlap: (text('overlap') || 'allow') as 'skip' | 'allow',
+        paused: f.get('paused') === 'on',
+      } }));
+      await saved(name);
+    } catch (err) {
+      fail(err);
+    }
+  };
+  return (
+    <form class="card schedule-form" onSubmit={submit} aria-label={schedule ? 'Edit the schedule' : 'Create a schedule'}>
+      <h3>{schedule ? `Edit ${schedule.name}` : 'Create a schedule'}</h3>
+      {!schedule && (
+        <label>
+          Name <input name="name" required pattern="[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}" placeholder="nightly-report" />
+        </label>
+      )}
+      <label>
+        Cron <input name="cron" required defaultValue={schedule?.cron} placeholder="0 2 * * * or @every 1h" size={16} />
+      </label>
+      <label>
+        Timezone <input name="timezone" defaultValue={schedule?.timezone} placeholder="UTC" size={14} />
+      </label>
+      <label>
+        Handler <input name="handler" required defaultValue={schedule?.handler} pattern="[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}" />
+      </label>
+      <label>
+        Queue <input name="queue" defaultValue={schedule?.queue} placeholder="default" />
+      </label>
+      <label>
+        Overlap
+        <select name="overlap">
+          <option value="allow" selected={(schedule?.overlap ?? 'allow') === 'allow'}>allow</option>
+          <option value="skip" selected={schedule?.overlap === 'skip'}>skip</option>
+        </select>
+      </label>
+      <label>
+        <input type="checkbox" name="paused" defaultChecked={schedule?.paused} /> Paused
+      </label>
+      <label class="grow">
+        Input (JSON)
+        <textarea name="input" rows={3} defaultValue={schedule?.input != null ? JSON.stringify(schedule.input, null, 2) : ''} placeholder="{}" />
+      </label>
+      <button type="submit">{schedule ? 'Save schedule' : 'Create schedule'}</button>
+    </form>
+  );
+}
+
 // setPaused PUTs the schedule back with paused changed: the API takes the whole schedule.
 function setPaused(s: Schedule, paused: boolean) {
   return must(api.PUT('/v1/schedules/{name}', { params: { path: { name: s.name } }, body: {
@@ -30,13 +108,30 @@ function useActions(done: (deleted: boolean) => Promise<void> | void) {
   const remove = (s: Schedule) =>
     confirm(`Delete schedule ${s.name}? Its jobs stay.`) &&
     run(() => must(api.DELETE('/v1/schedules/{name}', { params: { path: { name: s.name } } })), `Schedule ${s.name} deleted.`, true);
-  return { notice, toggle, remove };
+  const runNow = async (s: Schedule) => {
+    try {
+      const j = await must(api.POST('/v1/schedules/{name}/run', { params: { path: { name: s.name } } }));
+      ok(`Schedule ${s.name} ran now: run ${j.id}.`);
+      await done(false);
+    } catch (e) {
+      fail(e);
+    }
+  };
+  return { notice, ok, fail, toggle, remove, runNow };
 }
 
-function Actions({ schedule, toggle, remove }: { schedule: Schedule; toggle: (s: Schedule) => void; remove: (s: Schedule) => void }) {
+function Actions({ schedule, toggle, remove, runNow }: {
+  schedule: Schedule;
+  toggle: (s: Schedule) => void;
+  remove: (s: Schedule) => void;
+  runNow: (s: Schedule) => void;
+}) {
   return (
     <div class="actions">
       <button onClick={() => toggle(schedule)}>{schedule.paused ? 'Resume' : 'Pause'}</button>
+      <button onClick={() => runNow(schedule)} disabled={schedule.paused} title={schedule.paused ? 'resume it to run it' : 'make its job now; the next tick stays'}>
+        Run now
+      </button>
       <button class="danger" onClick={() => remove(schedule)}>
         Delete
       </button>
@@ -53,12 +148,15 @@ export function Schedules() {
     5000,
     [],
   );
-  const { notice, toggle, remove } = useActions(() => refresh());
+  const { notice, ok, fail, toggle, remove, runNow } = useActions(() => refresh());
+  const create = <ScheduleForm saved={(name) => navigate(`/schedules/${encodeURIComponent(name)}`)} fail={fail} />;
+  void ok;
   if (schedules && schedules.length === 0 && !error) {
     return (
       <section>
         <Notice notice={notice} />
-        <Empty title="No schedules yet">PUT /v1/schedules/&#123;name&#125; makes a job on a cron schedule.</Empty>
+        <Empty title="No schedules yet">A schedule makes a job on a cron schedule: create one below (or PUT /v1/schedules/&#123;name&#125;).</Empty>
+        {create}
       </section>
     );
   }
@@ -100,13 +198,14 @@ export function Schedules() {
                 <td title={s.last_tick_at ?? ''}>{ago(s.last_tick_at)}</td>
                 <td>{s.overlap}</td>
                 <td>
-                  <Actions schedule={s} toggle={toggle} remove={remove} />
+                  <Actions schedule={s} toggle={toggle} remove={remove} runNow={runNow} />
                 </td>
               </tr>
             ))}
           </tbody>
         </table>
       </div>
+      {create}
     </section>
   );
 }
@@ -128,17 +227,37 @@ export function ScheduleDetail({ name }: { name: string }) {
     5000,
     [name],
   );
-  const { notice, toggle, remove } = useActions((deleted) => (deleted ? navigate('/schedules') : refresh()));
+  const { notice, ok, fail, toggle, remove, runNow } = useActions((deleted) => (deleted ? navigate('/schedules') : refresh()));
+  const [editing, setEditing] = useState(false);
   return (
     <section class="schedule">
       <header class="run-head">
         <h2>
           Schedule {name} {schedule?.paused && <span class="badge s-cancelled">paused</span>}
         </h2>
-        {schedule && <Actions schedule={schedule} toggle={toggle} remove={remove} />}
+        {schedule && (
+          <div class="actions">
+            <Actions schedule={schedule} toggle={toggle} remove={remove} runNow={runNow} />
+            <button onClick={() => setEditing(!editing)} aria-expanded={editing}>
+              Edit
+            </button>
+          </div>
+        )}
       </header>
       <PollError error={error} stale={schedule !== null} />
       <Notice notice={notice} />
+      {schedule && editing && (
+        <ScheduleForm
+          key={schedule.updated_at}
+          schedule={schedule}
+          fail={fail}
+          saved={async () => {
+            ok(`Schedule ${name} saved.`);
+            setEditing(false);
+            await refresh();
+          }}
+        />
+      )}
       {schedule && (
         <dl class="facts" data-testid="schedule-settings">
           <Fact label="Cron">

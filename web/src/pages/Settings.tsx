@@ -13,7 +13,7 @@ function opt(f: FormData, name: string): string | undefined {
 }
 
 /** Health is a handler's circuit breaker: healthy, failing, open (with its next probe) or paused. */
-function Health({ h, onResume }: { h: Handler; onResume: (name: string) => void }) {
+export function Health({ h, onResume }: { h: Handler; onResume: (name: string) => void }) {
   const b = h.breaker;
   const resume = (
     <button type="button" class="small" onClick={() => onResume(h.name)}>
@@ -172,6 +172,9 @@ export function Flow() {
       <Notice notice={notice} />
       <h3>Gates</h3>
       <p class="muted">At most <em>limit</em> jobs of a concurrency key run at once (without a gate: one).</p>
+      {gates.length === 0 ? (
+        <p class="muted" data-testid="gates-empty">No gates yet: a concurrency key runs one job at a time until a gate below lets it run more.</p>
+      ) : (
       <div class="table-wrap">
         <table data-testid="gates">
           <thead>
@@ -200,6 +203,7 @@ export function Flow() {
           </tbody>
         </table>
       </div>
+      )}
       <form
         class="card"
         aria-label="Set a gate"
@@ -223,6 +227,9 @@ export function Flow() {
 
       <h3>Rate limits</h3>
       <p class="muted">A token bucket per key: <em>rate</em> tokens per second, at most <em>burst</em> stored.</p>
+      {limits.length === 0 ? (
+        <p class="muted" data-testid="rate-limits-empty">No rate limits yet: a job may name one only once it is set below (an insert naming an unknown one is refused).</p>
+      ) : (
       <div class="table-wrap">
         <table data-testid="rate-limits">
           <thead>
@@ -251,6 +258,7 @@ export function Flow() {
           </tbody>
         </table>
       </div>
+      )}
       <form
         class="card"
         aria-label="Set a rate limit"

@@ -1,0 +1,152 @@
+-- name: JobCancelMany :one
+-- JobCancelMany (sql/job_bulk.sql) on the shard whose placements are `placements`: a router
+-- statement, sent by the server shard after shard until the limit (JobCancelMany in
+-- job_bulk.go). A family lives on one shard, so the trees' recursion and the parent join
+-- stay on it. The clock is read in `locked` (an UPDATE's SET on Citus may not call now()
+-- inside CASE), and the wake-up is the caller's (`woken`, NOTIFY on the coordinator).
+WITH RECURSIVE candidates AS (
+    SELECT j.id FROM jobs j
+    WHERE j.placement = ANY (sqlc.arg(placements)::int[])
+      AND j.status IN ('runnable', 'executing', 'awaiting')
+      AND NOT (j.status = 'executing' AND j.cancel_requested)
+      AND (sqlc.narg(statuses)::text[] IS NULL OR j.status = ANY (sqlc.narg(statuses)::text[]))
+      AND (sqlc.narg(queue)::text IS NULL OR j.queue = sqlc.narg(queue)::text)
+      AND (sqlc.narg(handler)::text IS NULL OR j.handler = sqlc.narg(handler)::text)
+      AND (sqlc.narg(created_after)::timestamptz IS NULL OR j.created_at >= sqlc.narg(created_after)::timestamptz)
+      AND (sqlc.narg(created_before)::timestamptz IS NULL OR j.created_at < sqlc.narg(created_before)::timestamptz)
+      AND (sqlc.narg(key_prefix)::text IS NULL OR starts_with(j.key, sqlc.narg(key_prefix)::text))
+    ORDER BY j.id
+    LIMIT sqlc.arg(max_rows)::int + 1
+),
+tree AS (
+    SELECT r.id FROM (SELECT c.id FROM candidates c ORDER BY c.id LIMIT sqlc.arg(max_rows)::int) r
+    UNION
+    SELECT c.id FROM jobs c JOIN tree t ON c.parent_id = t.id
+    WHERE c.placement = ANY (sqlc.arg(placements)::int[]) AND c.status IN ('runnable', 'executing', 'awaiting')
+),
+locked AS (
+    SELECT j.id, now() AS now FROM jobs j JOIN tree t ON t.id = j.id
+    WHERE j.placement = ANY (sqlc.arg(placements)::int[])
+    ORDER BY j.id FOR UPDATE OF j
+),
+updated AS (
+    UPDATE jobs j
+    SET status = CASE WHEN j.status IN ('runnable', 'awaiting') THEN 'cancelled' ELSE j.status END,
+        cancel_requested = true,
+        cancelled_while = CASE WHEN j.status = 'runnable' THEN 'runnable'
+                               WHEN j.status = 'awaiting' AND j.pending_children > 0 THEN 'awaiting_children'
+                               WHEN j.status = 'awaiting' THEN 'awaiting_signal'
+                               ELSE j.cancelled_while END,
+        finished_at = CASE WHEN j.status IN ('runnable', 'awaiting') THEN l.now ELSE j.finished_at END,
+        error = CASE WHEN j.status IN ('runnable', 'awaiting')
+                     THEN '{"message": "cancelled"}'::jsonb ELSE j.error END,
+        updated_at = l.now
+    FROM locked l
+    WHERE j.placement = ANY (sqlc.arg(placements)::int[])
+      AND j.id = l.id AND j.status IN ('runnable', 'executing', 'awaiting')
+      AND NOT (j.status = 'executing' AND j.cancel_requested)
+    RETURNING j.id, j.status, j.parent_id, l.now
+),
+joined AS (
+    UPDATE jobs p
+    SET pending_children = p.pending_children - d.n,
+        status = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'runnable'
+                      ELSE p.status END,
+        wake = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN 'children'
+                    ELSE p.wake END,
+        eligible_at = CASE WHEN p.status = 'awaiting' AND p.pending_children <= d.n THEN d.now
+                           ELSE p.eligible_at END,
+        updated_at = d.now
+    FROM (SELECT parent_id, count(*) AS n, min(now) AS now FROM updated
+          WHERE parent_id IS NOT NULL AND status IN ('done', 'failed', 'cancelled')
+          GROUP BY parent_id ORDER BY parent_id) d
+    WHERE p.placement = ANY (sqlc.arg(placements)::int[])
+      AND p.id = d.parent_id AND p.pending_children > 0
+      AND p.id NOT IN (SELECT u.id FROM updated u)
+    RETURNING p.queue, p.status
+)
+SELECT (SELECT count(*) FROM candidates) > sqlc.arg(max_rows)::int AS more,
+       (SELECT count(*) FROM updated) AS changed,
+       (SELECT array_agg(DISTINCT j.queue) FROM joined j WHERE j.status = 'runnable')::text[] AS woken;
+
+-- name: JobRetryMany :one
+-- JobRetryMany (sql/job_bulk.sql) on the shard whose placements are `placements`, a router
+-- statement sent shard after shard as JobCancelMany. A live key's holder lives at the
+-- key's placement, on the shard of every job of the key, so the check that no live job
+-- holds a candidate's key is exact there. The clock is read in `target`, the wake-up is
+-- the caller's.
+WITH candidates AS (
+    SELECT j.id, j.key FROM jobs j
+    WHERE j.placement = ANY (sqlc.arg(placements)::int[])
+      AND j.status IN ('failed', 'cancelled')
+      AND (sqlc.narg(statuses)::text[] IS NULL OR j.status = ANY (sqlc.narg(statuses)::text[]))
+      AND (sqlc.narg(queue)::text IS NULL OR j.queue = sqlc.narg(queue)::text)
+      AND (sqlc.narg(handler)::text IS NULL OR j.handler = sqlc.narg(handler)::text)
+      AND (sqlc.narg(created_after)::timestamptz IS NULL OR j.created_at >= sqlc.narg(created_after)::timestamptz)
+      AND (sqlc.narg(created_before)::timestamptz IS NULL OR j.created_at < sqlc.narg(created_before)::timestamptz)
+      AND (sqlc.narg(key_prefix)::text IS NULL OR starts_with(j.key, sqlc.narg(key_prefix)::text))
+      AND NOT EXISTS (SELECT 1 FROM jobs l
+                      WHERE l.placement = ANY (sqlc.arg(placements)::int[])
+                        AND l.key = j.key AND l.status IN ('runnable', 'executing', 'awaiting'))
+    ORDER BY j.id
+    LIMIT sqlc.arg(max_rows)::int + 1
+),
+picked AS (
+    SELECT r.id FROM (
+        SELECT c.id, c.key, row_number() OVER (PARTITION BY c.key ORDER BY c.id DESC) AS nth
+        FROM (SELECT c.id, c.key FROM candidates c ORDER BY c.id LIMIT sqlc.arg(max_rows)::int) c
+    ) r
+    WHERE r.key IS NULL OR r.nth = 1
+),
+target AS (
+    SELECT j.id, j.cancelled_while, now() AS now,
+           j.status = 'cancelled' AND j.cancelled_while = 'awaiting_signal' AND EXISTS (
+               SELECT 1 FROM signals s
+               WHERE s.placement = ANY (sqlc.arg(placements)::int[])
+                 AND s.job_id = j.id AND s.seq > j.consumed_seq
+                 AND (j.awaiting IS NULL OR s.name = ANY (j.awaiting))) AS signalled,
+           CASE WHEN j.status = 'cancelled' AND j.cancelled_while = 'awaiting_children' THEN
+               (SELECT count(*) FROM jobs c
+                WHERE c.placement = ANY (sqlc.arg(placements)::int[]) AND c.parent_id = j.id
+                  AND (c.status IN ('runnable', 'executing', 'awaiting') OR c.id IN (SELECT p.id FROM picked p)))
+           END AS live_children
+    FROM jobs j JOIN picked p ON p.id = j.id
+    WHERE j.placement = ANY (sqlc.arg(placements)::int[]) AND j.status IN ('failed', 'cancelled')
+    ORDER BY j.id
+    FOR UPDATE OF j
+),
+retried AS (
+    UPDATE jobs j
+    SET status = CASE WHEN t.signalled THEN 'runnable'
+                      WHEN t.cancelled_while = 'awaiting_signal' THEN 'awaiting'
+                      WHEN t.live_children > 0 THEN 'awaiting'
+                      ELSE 'runnable' END,
+        eligible_at = CASE WHEN t.signalled THEN t.now
+                           WHEN t.cancelled_while = 'awaiting_signal' OR t.live_children > 0
+                           THEN j.eligible_at ELSE t.now END,
+        wake = CASE WHEN t.signalled THEN 'signal'
+                    WHEN t.live_children = 0 THEN 'children'
+                    WHEN t.live_children > 0 OR t.cancelled_while = 'awaiting_signal' THEN NULL
+                    ELSE j.wake END,
+        pending_children = coalesce(t.live_children, j.pending_children),
+        awaiting = CASE WHEN t.cancelled_while = 'awaiting_signal' THEN j.awaiting END,
+        error = CASE WHEN t.cancelled_while IN ('awaiting_signal', 'awaiting_children') THEN NULL
+                     ELSE j.error END,
+        attempt = 0, finished_at = NULL, cancel_requested = false, cancelled_while = NULL,
+        updated_at = t.now
+    FROM target t
+    WHERE j.placement = ANY (sqlc.arg(placements)::int[]) AND j.id = t.id
+    RETURNING j.id, j.queue, j.parent_id, j.status, t.now
+),
+parent AS (
+    UPDATE jobs p
+    SET pending_children = p.pending_children + d.n, updated_at = d.now
+    FROM (SELECT r.parent_id, count(*) AS n, min(r.now) AS now FROM retried r
+          WHERE r.parent_id IS NOT NULL GROUP BY r.parent_id ORDER BY r.parent_id) d
+    WHERE p.placement = ANY (sqlc.arg(placements)::int[])
+      AND p.id = d.parent_id AND p.status = 'awaiting' AND p.pending_children > 0
+      AND p.id NOT IN (SELECT r.id FROM retried r)
+)
+SELECT (SELECT count(*) FROM candidates) > (SELECT count(*) FROM retried) AS more,
+       (SELECT count(*) FROM retried) AS changed,
+       (SELECT array_agg(DISTINCT r.queue) FROM retried r WHERE r.status = 'runnable')::text[] AS woken;
