@@ -86,11 +86,17 @@ type server struct {
 // newServer starts the server; dispatching starts the dispatcher that runs the steps.
 func newServer(t *testing.T, token string, dispatching bool) *server {
 	t.Helper()
+	return newServerWith(t, token, dispatching, web.Config{})
+}
+
+// newServerWith is newServer with the dashboard told settings.
+func newServerWith(t *testing.T, token string, dispatching bool, settings web.Config) *server {
+	t.Helper()
 	eng, err := engine.New(pgtest.NewDB(t), engine.Config{LeaseTTL: 30 * time.Second}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(eng, httpapi.Config{Dashboard: web.Handler(), APIToken: token}, nil)
+	h, err := httpapi.New(eng, httpapi.Config{Dashboard: web.HandlerWith(settings), APIToken: token}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
