@@ -1,5 +1,10 @@
 -- citus/0018: gendurable_enqueue on Citus (citus/0017) with the traceparent and tracestate
--- options of migration 0018, which replaced it with the plain PostgreSQL version.
+-- options of migration 0018, which replaced it with the plain PostgreSQL version; and with
+-- rate limits (citus/0020 distributes their buckets): the job at its bucket's placement
+-- (gendurable_placement_of_key of the string of the server's RateBucketPlacement), the
+-- bucket minted with it; several limits, or a limit beside a key, a debounce key or a
+-- concurrency key, refused naming the option. Its NOTIFY names the job's placement
+-- (docs/citus.md, "Which shards a claim visits").
 CREATE OR REPLACE FUNCTION gendurable_enqueue(handler text, input jsonb DEFAULT '{}', options jsonb DEFAULT '{}')
 RETURNS bigint LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -112,8 +117,13 @@ BEGIN
     -- On Citus (docs/citus.md): a job lives at the placement of what places it, its key,
     -- debounce key or concurrency key (gendurable_placement_of_key, as the server's
     -- PlacementOfKey), else at a random one; what Citus cannot keep exact is refused.
-    IF rate_name IS NOT NULL THEN
-        PERFORM gendurable_enqueue_refuse('rate_limit', 'rate limits are not supported on Citus yet (docs/citus.md)');
+    IF jsonb_array_length(limits) > 1 THEN
+        PERFORM gendurable_enqueue_refuse('rate_limits',
+            'on Citus a job draws from one rate limit: it lives at its bucket''s placement, where the claim debits it');
+    END IF;
+    IF rate_name IS NOT NULL AND (job_key IS NOT NULL OR job_debounce_key IS NOT NULL OR job_concurrency_key IS NOT NULL) THEN
+        PERFORM gendurable_enqueue_refuse('rate_limit',
+            'on Citus a rate-limited job lives at its bucket''s placement: not with a key, a debounce key or a concurrency key');
     END IF;
     IF job_concurrency_key IS NOT NULL AND (job_key IS NOT NULL OR job_debounce_key IS NOT NULL) THEN
         PERFORM gendurable_enqueue_refuse('concurrency_key',
@@ -122,7 +132,16 @@ BEGIN
     job_placement := CASE WHEN job_key IS NOT NULL THEN gendurable_placement_of_key(job_key)
                           WHEN job_debounce_key IS NOT NULL THEN gendurable_placement_of_key(job_debounce_key)
                           WHEN job_concurrency_key IS NOT NULL THEN gendurable_placement_of_key(job_concurrency_key)
+                          WHEN rate_name IS NOT NULL
+                          THEN gendurable_placement_of_key('rate_limit ' || rate_name || ' ' || coalesce(rate_key, ''))
                           ELSE floor(random() * 1024)::integer END;
+    -- The bucket is minted with the job (a claim cannot insert on Citus), full: the claim
+    -- reads updated_at '-infinity' as a bucket holding its burst.
+    IF rate_name IS NOT NULL THEN
+        INSERT INTO rate_buckets (name, key, placement, tokens, updated_at)
+        VALUES (rate_name, coalesce(rate_key, ''), job_placement, 0, '-infinity')
+        ON CONFLICT (name, key, placement) DO NOTHING;
+    END IF;
 
     -- Checked first so that a known queue costs no speculative insert.
     IF NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = job_queue) THEN
@@ -164,7 +183,7 @@ BEGIN
         IF job_id IS NOT NULL THEN
             -- Held by PostgreSQL until the caller commits, dropped if it rolls back.
             IF job_eligible_at <= clock_timestamp() THEN
-                PERFORM pg_notify('gendurable_jobs', job_queue);
+                PERFORM pg_notify('gendurable_jobs', job_queue || ' @' || job_placement);
             END IF;
             RETURN job_id;
         END IF;
