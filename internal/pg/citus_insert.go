@@ -168,11 +168,10 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		if err := db.citusClaimIdempotencyKeys(ctx, tx, items, placements, ids, opts, toInsert, answerByID); err != nil {
 			return nil, nil, err
 		}
-		made, err := db.citusDebounce(ctx, tx, items, placements, ids, maxAttempts, opts, toInsert, answerByID)
-		if err != nil {
+		// A debounced job waits a period: nothing to wake.
+		if err := db.citusDebounce(ctx, tx, items, placements, ids, maxAttempts, opts, toInsert, answerByID); err != nil {
 			return nil, nil, err
 		}
-		_ = made // a debounced job waits a period: nothing to wake
 	}
 	p := dbcitus.JobInsertParams{Placements: make([]int, 0, n), Queues: make([]string, 0, n), Handlers: make([]string, 0, n),
 		Inputs: make([]string, 0, n), Keys: make([]string, 0, n), Priorities: make([]int, 0, n), RunAts: make([]time.Time, 0, n),
@@ -446,10 +445,10 @@ func (db *DB) citusClaimIdempotencyKeys(ctx context.Context, tx pgx.Tx, items []
 
 // citusDebounce upserts the job of each debounce key of the batch (JobDebounceUpsert at
 // the key's placement, with the last item of the key: its input, the first item's id), the
-// upserts sent together. Every item of a key answers its job (answerByID); answers the
-// queues of the jobs made that are due at once (none: a debounced job waits a period).
+// upserts sent together. Every item of a key answers its job (answerByID). Nothing is
+// woken: a debounced job waits a period.
 func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, placements []int, ids []int64,
-	maxAttempts map[string]int, opts JobInsertOptions, toInsert []bool, answerByID map[int]int64) ([]string, error) {
+	maxAttempts map[string]int, opts JobInsertOptions, toInsert []bool, answerByID map[int]int64) error {
 	last := map[string]int{}
 	firstOf := map[string]int{}
 	var keys []string
@@ -464,7 +463,7 @@ func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		}
 	}
 	if len(keys) == 0 {
-		return nil, nil
+		return nil
 	}
 	batch := &pgx.Batch{}
 	for _, key := range keys {
@@ -483,19 +482,19 @@ func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		var id int64
 		if err := results.QueryRow().Scan(&id); err != nil {
 			_ = results.Close()
-			return nil, err
+			return err
 		}
 		jobOf[key] = id
 	}
 	if err := results.Close(); err != nil {
-		return nil, err
+		return err
 	}
 	for i := range items {
 		if d := items[i].Debounce; d != nil {
 			answerByID[i] = jobOf[d.Key]
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // citusJobByID reads job id at its placement (JobGet, a router statement).
