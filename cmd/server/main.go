@@ -173,7 +173,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 			return err
 		}
 		history.Start(ctx)
-		scheduler = eng.NewScheduler(engine.SchedulerConfig{})
+		schedCfg := engine.SchedulerConfig{}
+		if tp != nil {
+			schedCfg.TracerProvider = tp
+		}
+		scheduler = eng.NewScheduler(schedCfg)
 		scheduler.Start(ctx)
 	}
 	if dev != nil {

@@ -23,7 +23,7 @@ func TestRunScheduleNowMakesItsJobAndKeepsItsNextTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := te.RunScheduleNow(ctx, "yearly")
+	j, err := te.RunScheduleNow(ctx, "yearly", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,33 +42,33 @@ func TestRunScheduleNowMakesItsJobAndKeepsItsNextTick(t *testing.T) {
 		}
 		return n
 	}
-	if _, err := te.RunScheduleNow(ctx, "yearly"); !errors.Is(err, engine.ErrConflict) {
+	if _, err := te.RunScheduleNow(ctx, "yearly", nil); !errors.Is(err, engine.ErrConflict) {
 		t.Fatalf("a second run now while the first is live (overlap skip): %v", err)
 	}
 	if _, err := te.SetSchedule(ctx, "paused", engine.ScheduleSettings{Cron: "0 0 1 1 *", Handler: "h", Paused: true}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := te.RunScheduleNow(ctx, "paused"); !errors.Is(err, engine.ErrConflict) {
+	if _, err := te.RunScheduleNow(ctx, "paused", nil); !errors.Is(err, engine.ErrConflict) {
 		t.Fatalf("running a paused schedule: %v", err)
 	}
-	if _, err := te.RunScheduleNow(ctx, "nobody"); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := te.RunScheduleNow(ctx, "nobody", nil); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("running a missing schedule: %v", err)
 	}
 	if _, err := te.SetSchedule(ctx, "orphan", engine.ScheduleSettings{Cron: "0 0 1 1 *", Handler: "h", Overlap: "allow"}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	// overlap allow: a second run now while the first is live is fine.
-	if _, err := te.RunScheduleNow(ctx, "orphan"); err != nil {
+	if _, err := te.RunScheduleNow(ctx, "orphan", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := te.RunScheduleNow(ctx, "orphan"); err != nil {
+	if _, err := te.RunScheduleNow(ctx, "orphan", nil); err != nil {
 		t.Fatalf("a second run now with overlap allow: %v", err)
 	}
 	before := jobs()
 	if err := te.DeleteHandler(ctx, "h"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := te.RunScheduleNow(ctx, "orphan"); fieldOf(err) != "handler" {
+	if _, err := te.RunScheduleNow(ctx, "orphan", nil); fieldOf(err) != "handler" {
 		t.Fatalf("running a schedule whose handler is gone: %v", err)
 	}
 	if n := jobs(); n != before {

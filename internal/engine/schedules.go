@@ -10,8 +10,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gendurable/gendurable/internal/pg"
 	"github.com/robfig/cron/v3"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/gendurable/gendurable/internal/pg"
 )
 
 // Overlap policies of a schedule.
@@ -136,12 +140,15 @@ type Schedule struct {
 	LastTickAt           *time.Time
 	LastJobID            int64
 	CreatedAt, UpdatedAt time.Time
+	// TraceContext is the trace context of the request that last wrote the schedule
+	// (TraceContextOf's form; nil: none): the span of each tick links to it.
+	TraceContext *string
 }
 
 func scheduleOf(s pg.Schedule) Schedule {
 	return Schedule{Name: s.Name, Cron: s.Cron, Timezone: s.Timezone, Handler: s.Handler, Queue: s.Queue,
 		Input: s.Input, Overlap: s.Overlap, Paused: s.Paused, NextRunAt: s.NextRunAt, LastTickAt: s.LastTickAt,
-		LastJobID: s.LastJobID, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		LastJobID: s.LastJobID, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, TraceContext: s.TraceContext}
 }
 
 // ScheduleSettings is what a client sets on a schedule (PUT /v1/schedules/{name}).
@@ -153,6 +160,9 @@ type ScheduleSettings struct {
 	Input    json.RawMessage
 	Overlap  string // default "allow"
 	Paused   bool
+	// TraceContext is the trace context of the request (TraceContextOf's form; nil:
+	// none), kept with the schedule and replaced by each write.
+	TraceContext *string
 }
 
 // SetSchedule validates and writes a schedule (one statement, which wakes every
@@ -201,7 +211,8 @@ func (e *Engine) SetSchedule(ctx context.Context, name string, s ScheduleSetting
 		return Schedule{}, err
 	}
 	row, err := e.db.ScheduleUpsert(ctx, pg.ScheduleUpsert{Name: name, Cron: s.Cron, Timezone: s.Timezone,
-		Handler: s.Handler, Queue: s.Queue, Input: s.Input, Overlap: s.Overlap, Paused: s.Paused, NextRunAt: next})
+		Handler: s.Handler, Queue: s.Queue, Input: s.Input, Overlap: s.Overlap, Paused: s.Paused, NextRunAt: next,
+		TraceContext: s.TraceContext})
 	if err != nil {
 		return Schedule{}, err
 	}
@@ -242,6 +253,9 @@ type SchedulerConfig struct {
 	MaxSleep time.Duration
 	// Now is the scheduler's clock (default time.Now). Tests pin it and call RunDue.
 	Now func() time.Time
+	// TracerProvider, when set, makes a span of each tick (tickSpan); nil (the default):
+	// tracing is off and a tick's job has no trace context.
+	TracerProvider trace.TracerProvider
 }
 
 // SchedulerStats counts what one pass did.
@@ -262,6 +276,7 @@ type Scheduler struct {
 	engine *Engine
 	cfg    SchedulerConfig
 	log    *slog.Logger
+	tracer trace.Tracer // nil: tracing off
 	wake   chan struct{}
 	// OnPass, when set, is called after each pass of the running service (tests wait on it).
 	OnPass func(SchedulerStats, error)
@@ -289,7 +304,11 @@ func (e *Engine) NewScheduler(cfg SchedulerConfig) *Scheduler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Scheduler{engine: e, cfg: cfg, log: e.log.With("service", "scheduler"), wake: make(chan struct{}, 1)}
+	s := &Scheduler{engine: e, cfg: cfg, log: e.log.With("service", "scheduler"), wake: make(chan struct{}, 1)}
+	if cfg.TracerProvider != nil {
+		s.tracer = cfg.TracerProvider.Tracer("github.com/gendurable/gendurable/internal/engine")
+	}
+	return s
 }
 
 // RunDue fires every tick due at the scheduler's clock, batch by batch. For each due
@@ -335,24 +354,77 @@ func (s *Scheduler) fire(ctx context.Context, d pg.ScheduleDue, now time.Time, s
 	if next.IsZero() {
 		next = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
-	r, err := s.engine.db.ScheduleFire(ctx, pg.ScheduleFire{Name: d.Name, DueAt: d.NextRunAt, Tick: tick, NextRunAt: next})
+	span, tc := s.tickSpan(d, tick)
+	r, err := s.engine.db.ScheduleFire(ctx, pg.ScheduleFire{Name: d.Name, DueAt: d.NextRunAt, Tick: tick, NextRunAt: next,
+		TraceContext: tc})
+	outcome := ""
 	switch {
 	case errors.Is(err, ErrNotFound):
 		st.Lost++
-		return next, nil
+		outcome = "lost"
+		err = nil
 	case err != nil:
+		endTickSpan(span, "error", 0, err)
 		return time.Time{}, err
 	case r.JobID != 0:
 		st.Fired++
-		s.countTick(d.Name, "fired")
+		outcome = "fired"
 	case r.Skipped:
 		st.Skipped++
-		s.countTick(d.Name, "skipped")
+		outcome = "skipped"
 	case !r.HandlerKnown:
 		s.log.Warn("schedule names a handler that is not registered; tick fired without a job", "schedule", d.Name, "tick", tick)
-		s.countTick(d.Name, "no_handler")
+		outcome = "no_handler"
 	}
+	if outcome != "lost" && outcome != "" {
+		s.countTick(d.Name, outcome)
+	}
+	endTickSpan(span, outcome, r.JobID, nil)
 	return next, nil
+}
+
+// spanTick is the name of a tick's span.
+const spanTick = "gendurable.schedule.tick"
+
+// tickSpan starts the span of a schedule's tick and answers it with the trace context
+// its job keeps; nil and nil when tracing is off (nothing is invented: the job has no
+// trace context). The span is the root of a new trace, linked to the trace context kept
+// with the schedule (the request that last wrote it): a schedule that runs for a year
+// makes a trace a tick, not one trace of a year (docs/observability.md, "Schedules").
+func (s *Scheduler) tickSpan(d pg.ScheduleDue, tick time.Time) (trace.Span, *string) {
+	if s.tracer == nil {
+		return nil, nil
+	}
+	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("gendurable.schedule", d.Name),
+			attribute.String("gendurable.schedule.tick", tick.UTC().Format(time.RFC3339Nano)))}
+	if d.TraceContext != nil {
+		if sc := SpanContextOf(*d.TraceContext); sc.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+		}
+	}
+	_, span := s.tracer.Start(context.Background(), spanTick, opts...)
+	tc := TraceContextOfSpan(span.SpanContext())
+	return span, &tc
+}
+
+// endTickSpan ends a tick's span with what the tick did: fired (job id), skipped, lost
+// (another process fired it), no_handler or error.
+func endTickSpan(span trace.Span, outcome string, jobID int64, err error) {
+	if span == nil {
+		return
+	}
+	span.SetAttributes(attribute.String("gendurable.schedule.outcome", outcome))
+	if jobID != 0 {
+		span.SetAttributes(attribute.Int64("gendurable.job.id", jobID))
+	}
+	switch {
+	case err != nil:
+		span.SetStatus(codes.Error, err.Error())
+	case outcome == "no_handler":
+		span.SetStatus(codes.Error, "the schedule's handler is not registered")
+	}
+	span.End()
 }
 
 // countTick counts a tick this process fired in gendurable_schedule_ticks_total.
@@ -428,8 +500,9 @@ func (s *Scheduler) Stop() {
 // the job is the schedule's (listed with its runs) and the schedule keeps its next tick.
 // A paused schedule, or one whose last run is live while its overlap is "skip", is
 // ErrConflict; a handler that is not registered is a ValidationError naming handler;
-// neither writes anything.
-func (e *Engine) RunScheduleNow(ctx context.Context, name string) (JobDetail, error) {
+// neither writes anything. The job keeps traceContext (the caller's: "run now" continues
+// the request's trace; nil: none).
+func (e *Engine) RunScheduleNow(ctx context.Context, name string, traceContext *string) (JobDetail, error) {
 	for range 3 { // a tick the scheduler fires meanwhile moves next_run_at: read it again
 		s, err := e.db.ScheduleGet(ctx, name)
 		if err != nil {
@@ -459,7 +532,8 @@ func (e *Engine) RunScheduleNow(ctx context.Context, name string) (JobDetail, er
 		if err != nil {
 			return JobDetail{}, err
 		}
-		r, err := e.db.ScheduleFire(ctx, pg.ScheduleFire{Name: name, DueAt: s.NextRunAt, Tick: now, NextRunAt: s.NextRunAt})
+		r, err := e.db.ScheduleFire(ctx, pg.ScheduleFire{Name: name, DueAt: s.NextRunAt, Tick: now, NextRunAt: s.NextRunAt,
+			TraceContext: traceContext})
 		switch {
 		case errors.Is(err, ErrNotFound):
 			continue

@@ -1,7 +1,11 @@
 package engine
 
 import (
+	"context"
 	"strings"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gendurable/gendurable/internal/pg"
 )
@@ -80,4 +84,30 @@ func (o *Outcome) ContinueTrace(tc string) {
 			o.Children[i].TraceContext = &tc
 		}
 	}
+}
+
+// SpanContextOf is the (remote) span context of a trace context as a job keeps it; not
+// valid when tc is not.
+func SpanContextOf(tc string) trace.SpanContext {
+	traceparent, tracestate := SplitTraceContext(tc)
+	carrier := propagation.MapCarrier{"traceparent": traceparent}
+	if tracestate != "" {
+		carrier["tracestate"] = tracestate
+	}
+	return trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
+}
+
+// TraceContextOfSpan is the trace context a job keeps for a span context: its
+// traceparent, and its tracestate after a space ("" when sc is not valid).
+func TraceContextOfSpan(sc trace.SpanContext) string {
+	if !sc.IsValid() {
+		return ""
+	}
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), sc), carrier)
+	tc := carrier["traceparent"]
+	if ts := carrier["tracestate"]; ts != "" {
+		tc += " " + ts
+	}
+	return tc
 }

@@ -1012,7 +1012,15 @@ type Schedule struct {
 	Paused    bool            `json:"paused"`
 	Queue     string          `json:"queue"`
 	Timezone  string          `json:"timezone"`
-	UpdatedAt time.Time       `json:"updated_at"`
+
+	// Traceparent The W3C traceparent of the request that last wrote the schedule (the server's span
+	// of it when tracing is on; absent when none). With tracing on, each tick's trace links
+	// to it.
+	Traceparent *string `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate kept with `traceparent` (absent when none).
+	Tracestate *string   `json:"tracestate,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // ScheduleOverlap defines model for Schedule.Overlap.
@@ -1449,8 +1457,10 @@ type InsertJobParams struct {
 	// job of a batch) is kept in that trace and each of its steps' webhook requests
 	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
 	// the server's span of this request. On a signal, a job without a trace context takes
-	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
-	// says (docs/observability.md).
+	// it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+	// with the schedule, which each tick's trace links to; "run now" continues it. A value
+	// that is not a version-00 traceparent is ignored, as the recommendation says
+	// (docs/observability.md).
 	Traceparent *Traceparent `json:"traceparent,omitempty"`
 
 	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
@@ -1463,8 +1473,10 @@ type InsertJobsParams struct {
 	// job of a batch) is kept in that trace and each of its steps' webhook requests
 	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
 	// the server's span of this request. On a signal, a job without a trace context takes
-	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
-	// says (docs/observability.md).
+	// it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+	// with the schedule, which each tick's trace links to; "run now" continues it. A value
+	// that is not a version-00 traceparent is ignored, as the recommendation says
+	// (docs/observability.md).
 	Traceparent *Traceparent `json:"traceparent,omitempty"`
 
 	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
@@ -1488,8 +1500,10 @@ type SendSignalParams struct {
 	// job of a batch) is kept in that trace and each of its steps' webhook requests
 	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
 	// the server's span of this request. On a signal, a job without a trace context takes
-	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
-	// says (docs/observability.md).
+	// it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+	// with the schedule, which each tick's trace links to; "run now" continues it. A value
+	// that is not a version-00 traceparent is ignored, as the recommendation says
+	// (docs/observability.md).
 	Traceparent *Traceparent `json:"traceparent,omitempty"`
 
 	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
@@ -1513,14 +1527,48 @@ type GetQueueThroughputParams struct {
 	Minutes *int `form:"minutes,omitempty" json:"minutes,omitempty"`
 }
 
+// PutScheduleParams defines parameters for PutSchedule.
+type PutScheduleParams struct {
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+	// with the schedule, which each tick's trace links to; "run now" continues it. A value
+	// that is not a version-00 traceparent is ignored, as the recommendation says
+	// (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
+}
+
+// RunScheduleParams defines parameters for RunSchedule.
+type RunScheduleParams struct {
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+	// with the schedule, which each tick's trace links to; "run now" continues it. A value
+	// that is not a version-00 traceparent is ignored, as the recommendation says
+	// (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
+}
+
 // SendSignalByKeyParams defines parameters for SendSignalByKey.
 type SendSignalByKeyParams struct {
 	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
 	// job of a batch) is kept in that trace and each of its steps' webhook requests
 	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
 	// the server's span of this request. On a signal, a job without a trace context takes
-	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
-	// says (docs/observability.md).
+	// it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+	// with the schedule, which each tick's trace links to; "run now" continues it. A value
+	// that is not a version-00 traceparent is ignored, as the recommendation says
+	// (docs/observability.md).
 	Traceparent *Traceparent `json:"traceparent,omitempty"`
 
 	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
@@ -1720,10 +1768,10 @@ type ServerInterface interface {
 	GetSchedule(w http.ResponseWriter, r *http.Request, name Name)
 	// PutSchedule Create or change a schedule.
 	// (PUT /v1/schedules/{name})
-	PutSchedule(w http.ResponseWriter, r *http.Request, name Name)
+	PutSchedule(w http.ResponseWriter, r *http.Request, name Name, params PutScheduleParams)
 	// RunSchedule Run a schedule now, outside its cron.
 	// (POST /v1/schedules/{name}/run)
-	RunSchedule(w http.ResponseWriter, r *http.Request, name Name)
+	RunSchedule(w http.ResponseWriter, r *http.Request, name Name, params RunScheduleParams)
 	// SendSignalByKey Deliver a signal to the live job holding a key.
 	// (POST /v1/signals)
 	SendSignalByKey(w http.ResponseWriter, r *http.Request, params SendSignalByKeyParams)
@@ -1990,13 +2038,13 @@ func (_ Unimplemented) GetSchedule(w http.ResponseWriter, r *http.Request, name 
 
 // PutSchedule Create or change a schedule.
 // (PUT /v1/schedules/{name})
-func (_ Unimplemented) PutSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+func (_ Unimplemented) PutSchedule(w http.ResponseWriter, r *http.Request, name Name, params PutScheduleParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
 // RunSchedule Run a schedule now, outside its cron.
 // (POST /v1/schedules/{name}/run)
-func (_ Unimplemented) RunSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+func (_ Unimplemented) RunSchedule(w http.ResponseWriter, r *http.Request, name Name, params RunScheduleParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3364,8 +3412,51 @@ func (siw *ServerInterfaceWrapper) PutSchedule(w http.ResponseWriter, r *http.Re
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PutScheduleParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "traceparent" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("traceparent")]; found {
+		var Traceparent Traceparent
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "traceparent", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "traceparent", valueList[0], &Traceparent, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "traceparent", Err: err})
+			return
+		}
+
+		params.Traceparent = &Traceparent
+
+	}
+
+	// ------------- Optional header parameter "tracestate" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("tracestate")]; found {
+		var Tracestate Tracestate
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "tracestate", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "tracestate", valueList[0], &Tracestate, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tracestate", Err: err})
+			return
+		}
+
+		params.Tracestate = &Tracestate
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.PutSchedule(w, r, name)
+		siw.Handler.PutSchedule(w, r, name, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3390,8 +3481,51 @@ func (siw *ServerInterfaceWrapper) RunSchedule(w http.ResponseWriter, r *http.Re
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RunScheduleParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "traceparent" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("traceparent")]; found {
+		var Traceparent Traceparent
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "traceparent", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "traceparent", valueList[0], &Traceparent, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "traceparent", Err: err})
+			return
+		}
+
+		params.Traceparent = &Traceparent
+
+	}
+
+	// ------------- Optional header parameter "tracestate" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("tracestate")]; found {
+		var Tracestate Tracestate
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "tracestate", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "tracestate", valueList[0], &Tracestate, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "tracestate", Err: err})
+			return
+		}
+
+		params.Tracestate = &Tracestate
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.RunSchedule(w, r, name)
+		siw.Handler.RunSchedule(w, r, name, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -7881,8 +8015,9 @@ func (response GetScheduledefaultApplicationProblemPlusJSONResponse) VisitGetSch
 }
 
 type PutScheduleRequestObject struct {
-	Name Name `json:"name"`
-	Body *PutScheduleJSONRequestBody
+	Name   Name `json:"name"`
+	Params PutScheduleParams
+	Body   *PutScheduleJSONRequestBody
 }
 
 type PutScheduleResponseObject interface {
@@ -8001,7 +8136,8 @@ func (response PutScheduledefaultApplicationProblemPlusJSONResponse) VisitPutSch
 }
 
 type RunScheduleRequestObject struct {
-	Name Name `json:"name"`
+	Name   Name `json:"name"`
+	Params RunScheduleParams
 }
 
 type RunScheduleResponseObject interface {
@@ -9708,10 +9844,11 @@ func (sh *strictHandler) GetSchedule(w http.ResponseWriter, r *http.Request, nam
 }
 
 // PutSchedule operation middleware
-func (sh *strictHandler) PutSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+func (sh *strictHandler) PutSchedule(w http.ResponseWriter, r *http.Request, name Name, params PutScheduleParams) {
 	var request PutScheduleRequestObject
 
 	request.Name = name
+	request.Params = params
 
 	var body PutScheduleJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -9741,10 +9878,11 @@ func (sh *strictHandler) PutSchedule(w http.ResponseWriter, r *http.Request, nam
 }
 
 // RunSchedule operation middleware
-func (sh *strictHandler) RunSchedule(w http.ResponseWriter, r *http.Request, name Name) {
+func (sh *strictHandler) RunSchedule(w http.ResponseWriter, r *http.Request, name Name, params RunScheduleParams) {
 	var request RunScheduleRequestObject
 
 	request.Name = name
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.RunSchedule(ctx, request.(RunScheduleRequestObject))
@@ -9830,239 +9968,243 @@ func (sh *strictHandler) GetStepStats(w http.ResponseWriter, r *http.Request, pa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Lchs5kij6Kwje3RC5XaIoWe5pSzFxV350t3s8tsdyh2NP04cEq0ASzSLAAVCi2B5H7NfsH5wfOJ+y",
-	"X3ICmUA9SBRZ1MOPWcdETFusKiABZCbynR9asZwvpGDC6NbZh9aCKjpnhin463nC5gtpmIhXf2Er+0vC",
-	"dKz4wnApWmetC6LYglFDltxMuSBmyohm6oqpA0148TFZcpHIJWn/9Ozl01/fXDx+8Wzw/Omzv75+9fbZ",
-	"yyf/MXj3/OXTV++ivkjYmGapISen0w6hQi+Z0jDq73IE/52xFRlzpQ2Z04RFhKZaEjo2TBFuyJgLrqcs",
-	"6fZFK2pxC+KU0YSpVtQSdM5aZ+UlHdo1RS0dT9mc2sXN6fULJiZm2jp7eHwSteZc+L+Po5ZZLewA2igu",
-	"Jq2PH6PWL3L0/Kn9EGZaUDMt5uFJK2op9veMK5a0zozKWHmqsVRzaux7wnx/2oK5+Dybl2fiwrAJUzDV",
-	"Sxg1OBP8Z9tc/6LYuHXW+v+OiqM+wqf6CMa1E7xWbMzU5hG/+fEJ+dPJaa9LhoqZTIk/A6Q0HRKqZ5qM",
-	"pSJUuLMCPJCZIZSMZLIi7ZPeaSciyylTzB5fX8gFU9QOTeR4bA9XCnZOqFgRaaZMkQWAwUTMCNeET4RU",
-	"W4/TgV1ziicPvw+d21tFY7agigmzueC3U0ZimqaAw+8ePCHGvk1iKQy7NqQ9NWahz46Olstld/mgK9Xk",
-	"6O2bI3jp0L101DnLkbbNrpha9YX9txzbjaEmnnbs6mZsYQhQDTVuFioSwmg8ta9yo4k2bKEPyJKNplLO",
-	"iD1jpo3ui5gqxZkmlAxNsZohftcl77iZwpBcTIgUpP3q7bMXg38jmhnDxUR3PHwHmuCnhOu+qNCvXlB7",
-	"SsRMufYzd8krQSjRfCJoGhEKSywOvbpVhs6Y7gsLzwW5omnGcKlcEyHt61dMaS7FYa9HSosoHXxEKJK/",
-	"YrGcz5lIAHf6QtOVJu1ExvpIjizEdMRTblbdedLZgi2lWbYSfg3KaEMNC2NMjijwDq5zIpmGzVk7o7Zb",
-	"Xb5x3HS6W0HGiWsg/uH4UQDkj5Yj6IUUmgErf0yTN3iG9i84IsR+ulikPIZ9PVooOUrZ/LvftV3Yh4Y8",
-	"5DV+hZNubg1wAnfmVzTlCfnl8tVL0paKTGWaaJJQQx0Pt2cNTwFdOt3Wx6j1RIpxyuNPDnc8pWJisTlN",
-	"eeJPEpFRy0zF7ECTOFOAsnBAAO2PUo14kjDxqcG9eP0cbsdpTjI0ITqWC3bulqKJYCwBbp3MubBvA8gv",
-	"pflRZiL5lBC/lERn8TTfSwDEv/8J4bgQxN5wj04f/om4wQGUt1K+oGrCPhexyCtHDZr/wUjK59wAXL8K",
-	"mpmpVPwP9knP6yIzUyaMGx8gFHBbWRhHjCoLrpwxQaTKUZFrMudaczGJyFJJexUpotiVnLHErWahZMy0",
-	"pqP0k2+1u9IqrOmcDJlSUukhsfxX42U8ogkZc5ZaoD96Lgxc9eL1cycYL5QVbQxHbhsrRg1LBtRUhL2E",
-	"GnZoOMhraww7shJjSDBcFwajVkq1GWR6+/AiS1PcVRQHN6YTTqLceGBFMH4dvuZmbHWgnQAeT6misVUV",
-	"uqHluHO+FYzAvuznTFjR+LcWMC4QdmnSeh+6qAsx+DeUwZ14jEPlq4vKR7S2pRXYi0nk6HcWGwsWnvoT",
-	"GABQNUm43SSavi5hwZimmkVriOF3vSyk9no7VI1bb0RlD3atCNCQpumrcevst+0U5tD/Y7SO/7OQtugQ",
-	"iLQnyWzw3//5X50zoqdyKYgUMYuINiAUSZGurNhH7U02DaDW2trsVJtLep8v6gVHkacKIF3wwYyt4N/c",
-	"sLnexUzypfqZqFJ0tQFNPm5wl0FJulhSbnaiTXXrXlM1y1WKTBie5lI4MKrE6hFD/EEPiVUOrpgmbatY",
-	"udeWU8uc59wYlnT6QioytGQoMzMkC6q1fV1YZaX6ppXd51ZlsZqEGwqkW5wjIcspT51yZ7UVoqggSyv5",
-	"W4WcGjhcFMmrJ+CArRzAnlRRPYmolcvnWzVex3SsmAmD4Cbs+uxphnornHjNyT6Vgu15sD+CxSI/WtQW",
-	"FNNZaobnhBbKGTHS3j/ru4iv7rfm+gX8SHm67wIoT3PwhVxGuVajmFErLiZNlgGX7l2t4iW73pe+3mRo",
-	"vBJWbwU0bqNCMkxYSlfDTkSsxm2XQ4aAZsPNRcCrzfHoRvhav+o3drtvuGxN5wyXTSeUC1JZO2mzawSK",
-	"05SMaDyT43GVSZxbWo9lJowG9cIYNl+YO9ihO8WLywVdij136LnQTBkyjKc8TRQTQxB6F5vsGMw8RAqG",
-	"JhM2B0UsN0hubIUfsPEFBNA/sV/ZFc3p9XP86rjXs6zyDnjh2lWWQxi+ylbw0aZJWKxKGjxpWxmPgAFp",
-	"bOUrMHRcH07koRvSivTdN3T5V6sFTJgd+7FidIa2yLU9k0KzODP8ig3GlKeZwt83RWRLxwOrNTAnf1aB",
-	"fLVgIkIUzqke3iZzuiITeU6mNB0fyuprKhPCMgB8k2sy4VdMkGwBRtBUasD4m0m6dqpbCst2CB2QurjV",
-	"Y0BNw30lOFcF1nplY0EzzQbAEPYhXPgsCcuAHg5t6MoKfAsm3A6KCWi9VJDStOfk9avLt6Tb7R7Z227O",
-	"SjLhSMqU0dKMt9pBN4Ri1OmZu78AFLPbpa5outcGVb4czOn1jW6O6u7GqdQsAfO1dhzJcvVz3GPLtTTy",
-	"JuRZVdxHpB/Aq7lQ55BdZQK0PK9+4EQtRLpW1Mq/DOgiUctMFdNTmSYhYl3jOsW7G7sb3LQqhvqdicK8",
-	"okxn60zCE1COu2WUWseNEEt0bOt1tq/wYWliSkWCLoeYqzjjJqcStHKPU7kE94KSaXdub1w60lakAruE",
-	"JjPGFva8uELGu3nhrBFyMwWvwLn3GxahCj8pEzDMhCzHLcvhGzd4E1giTs5Jv9XT/RZBpQM/6pKnzgN4",
-	"PO2GCezWgL+jdnfZWKJPylkzEM/l2MovsCC3unOSyGyUsoSMVmgNstjEEvyggPeh7taT9a1htigCu6sN",
-	"WSL8ZsksTdv5Stv2EM2XFYqrDvWkIAziCYO0YykEi8G2hwawiDjFSEfk4fV1B5U+2JnSXXJOesRkSoCy",
-	"J8fj0vn1LArO6bXzavZ6KKfkfs5e0M+5SVVZOvuRpx5rm1PVM2B/QB5EM0MEVUoutfNRp7jYc6uhpoxq",
-	"q6eyiFitmKbpMCLO52XZ0iYt0TQNSD6xHcSxXe+vprinYMy0NCHPwdgYy/mIC+cCcq5PpOTw5ZYbqzz5",
-	"rp0pPgZ1W6H0XiuKbHBnPzaSRP3g+Lz5uI72m3mgo9aMrQZ1psdf5EiT5VRqNCBpQ5VxDhluHJ4199xH",
-	"rb9nLGNNAbM3ShYQrJ5QEbP0DMRCKyREhF0DYYlJRKilUi4mXQJ62ZnjGlaNtF+liFWNBP9f5OgSQfgI",
-	"C/Nyf8ASFaSekttvD0PlOKe5bbCVqPNj1AI3BW4UMAEk+xAvm0uI4HBmpd/t8YKbGZzj6DjeZB87gyTK",
-	"coSD/33tpni7ybpaRsUkJLgCCrqnpE3dOXql15K6fZ+JhNq/81POvYbzTjcoX8+DNPfXytYoNqdcnINc",
-	"5zR0I2GXChEOdi7EPDa0Olygmzm0P0/ZSGYiZjdSlUt+UrAqJG4wINxYpildaEa4MBKUZTB6gbCJwsGC",
-	"iYSLSV+0PVmBwo0yQpxSPmdJ5wwv4gnYOO13RhMuFplB5TzTU/x9ROMZMbIvhgumuEyGZKzkHK1UOGJK",
-	"jdc4hnN6PbBUOyz5ojmq/3D3zWnCILji7ZRhPIeVisG+SfIJrNIP1lR38kISwZZ+nLblzqY0VSfKt6sv",
-	"LDDa4ErOYfryxUAoyCuWB6KFIQzcKwuO26gIIzoAP9zLc7DMUgDqdzmCxXhf3SSVI5qSdspnjAxnbDXs",
-	"nBEu4jRLnIHXi3Nc2O01EsVO96smdEGV6ZKX0jhDph0jIsNSJNjA/gT7AAOuRWMRjH7oRGSoMjGgZgg3",
-	"MtqhQkZk52fYk/377d9LX4MD3stKvO6lyAcJEp3/MhBk95MkiXuMXnOqSb/1sNeb634rIv3Wg577x/H0",
-	"QW/eb4Gqdk3nC6u62qegwBjDlB3wf7d/6x0+ev9du9/v4r86/39b6H9k+h//9//of8z1P/Q/5v+Ydjrf",
-	"/UvoXv/RouMzb5hbvzVYSOZ8Tc3UYy28EhHWnXSBux09OFooLhU3q6Afce4MQ5uuyg2Oz0Br9B+Edvkn",
-	"pzaviXNXlKfeBb1m3laMEZ1Koy3bCLPwmzh7HeJu/J5foZvT6ClVSY29K1ske4IQxE+cPZ8qKu3MmsO0",
-	"NGHdPocdbxPL5BobPeG8dvnccMg6MJro41UQ8zPYor0cR1tPaNeaLvHN9ZXgzHUrucyHL+SrDYu+V3Hs",
-	"phxoh7r26gBJBfyrFcnq+9Ndq/oZ2fsTKcZ8snmgziEwGFHN9mGo/rs9LV+jwji8VTB1r92QPO0N4bwY",
-	"dRbmLeETV1xmeqBZrJgZsOsFV0wH7dC/glkkNzD7Twl+SrThaQpOV21FTiUNbMMBhgeldNG5ucEZpwiu",
-	"YG+P6E34T9TKVLqbqbvIBftuDnMB4dpBRVVkrOJYgTr7sTKH/mFu5kWfxgytSky7OFs+/BbA9udvXzTF",
-	"2uUECLDCinfy4Ry3q+R2ySfgwHHk1V5ONYsH5Dtid+L7U7D+eXPQ8fdktDJMd87JhAmmwAQClIqG1zWr",
-	"A4QrlEQsHPq3i8P/RQ//6B0++u7o/Xd//tCLTj4GZaqbkJwK2KCmxizOjo6s1Ozj1Mmvb16gOmbYAq+C",
-	"168u37KEGLmxiNMfKsLzD7vEBgtEEDcZTe0A6/Ti1LvBnE9wJTXctbC5bJ/fvRcC4Rc5Ckh6iFIBIdvh",
-	"mpdSi8BetjgjPdTyKPrI7cGkDOxtLgASNCyr+glp0DrFknNCc/cvqLlWV9Kgq6YWwexQB9r7ynVYtHRP",
-	"b+nX8saoMEW4ECL03Ls3US+nFtixVM6L+2dCxapTsVttRhWGYcnd0mgYGbjYS1b2CJXNnVLgAaDC2MgV",
-	"d5Nr3hsnBrXxahXzRR6lQ7XTp72a33beGGAQQgrWCeoyLOUTPkrDTul3wFxycyLMNKcr+8O5MzDRJOXC",
-	"eyngrNzRVOe9GZbcINYiankMvxV+lizFN4+KBbPJvuA3RS57J7A1Ue5ma8WR5FLgene+v1sSxdiqQc1G",
-	"1UxQ/t7x5HJESuAtp6OHn+YG9c0wYGrYINeomjnC3oD2OOfmDRvXOMMwdQldd3YKDJEnbc0YKabUQA41",
-	"W1BcFaUPNskS/UilOTwXSBRdarAoRiU/4ohZ9lmMWMMaGgmL1X3YZKaKqUwM5DjMutAFBZH6jCimqCBt",
-	"iKQ4ujo+AsvLB558PIJBcndyDSOpJ7ubBCBiCH2SpWzg1ahN8P0rJftmnlNX8DxK4pRbwBOebDvscii1",
-	"m9rweBae2j7xgkA9GLfQvW4Sp1qIRI2dRVbECDmAvfgCEmFY8DC7UiTzhDcX2lnkE6KcGUthuMhYFf/9",
-	"CaKshAP0hUsYdFmTPvkyIjXpiLnlG4d0WY6A6ODBhZTUvtALuhQsIcDXcgnYC1x4nv4dbrrkudEugZEn",
-	"EKmKIV8H7lc0P29K7vslBkLOZygnsJkAcRM9e0lnLCRtrDAud+bEU3BmgHPpLM/v9FdCHgzQgMJCORh4",
-	"PRQXfY7NpXulKh35+7wI6HGMxsspDrtzEXnTFoAmzXVRsnxfBu6+ettAVdap0TgeUxNP91THLStubD/4",
-	"RY7QzxYMAt3uHS4fC0y6bRF1DtKbQcuSnbaObRA9ZcZHpjcSIKzut5mU4g954A8yLMvkrxlpaFqjn2Ly",
-	"wsDhT0MR1X+VD7zzm3V1tzLAJhgbwEeBRYeTZQrE2g97A6rant64pORu3mr88O/BN3sGku8ZjLLmsQzY",
-	"C/B+CPsvSdteQRjLAHTSQQXOPV1ycBuTijB2gyiWRhqPD9QulJ11aUAplqJvccZW54QSzWIpkuKS5Skj",
-	"lKT8yt3dkLTNIcEDQr/gJnUC0Q08sTc285VVku15oO69fSN/qrrLPpL6Vo3ikl0xRdOSTqFJGxNNs3jG",
-	"MGWqc+bNTS7KIF2hcIDxZe5NyP3qC38kmiwZn0xNBJYprknCRtxKehD3QNM0T05wxVogUACFJoyMEFbO",
-	"KRz4xTqGpG3Hl4Idol5jeVfnjEz4lZW+RtJMS2H+rgbDTZSc4lL7IaDxQFTADX2cngfUXDL5TXXLa8bz",
-	"s5AfXDGQ8sBuqDJWCMWO2HyATIIRMtTHwxBXPsQeQdkkFY4WTFiSYfJ02MC2ti+V12tvh9fOCX87cSCk",
-	"xkIcdpwpLZuYREJiQ3WMmvN9wxbu0tgnDE7J+SCsR731GoWRlkZdYBbQUbsHSkhuFehExCqPUptCD/Gq",
-	"EBMJRG52W9uDYxuqjZ7fR0FooTYJgov6j4XEknqXXIACcuYAtC9aFk8FPIZCLIrFUllg24WyJ5ciXyoM",
-	"xk2+ooiAnm4fw6NeRFiqmatOgcn3WO/AaAKMuaQe2S8GI5lwpknf0mO/1eluxnzkx1N76CoTe575Xvdq",
-	"aJ9dcNWBj0rzyh2EdKUJPnOrCQF9mav6Pt/CG4UhrscFmbZKhv2olUhhn2KYacsb2lOWBDMyXjCq2bNr",
-	"A0e1SdWNzZ3baXNjmNAhASiW9+93SFBsogJXloFKtx0k/CwEx8ugJeoFM4YpHZGET7jRETkYHETkoGv/",
-	"78z+3+HBOTk+PD75Ya0eQskXWHgB3xf/HHTPDt9/6EXHJ38KuwQr9h+7N2LlrqTwLiGz3GXrLHHqbXl7",
-	"IBLYsTYV/k0Gvmn1zX8R2XwEzGvzEtpMKKmHYEfC4KvMxHLOLiDIPgleUoPGfoS97WybFxLaFrb4Jl+X",
-	"JNc8lufh+ob0UPSDG6QSs/No101RKqSzLpt4RTrs/ml+l5eiAANXOhfaUKfTBc2fWY0zw3CThr/CHz6U",
-	"4hozJc4mTCSZsth55orEnEEhF1T8dnKDFdQEwUm3ntjfvN6wHkrh7D0BMwJEhu/aRhj3Cb56i1glLgbj",
-	"1Er+ewYryTRh2gz89XIH2ZNhh65iholweKu9MOHyP7AShnvNyrpl57nOXdBoDyaOahqa/AtZYmeWtWGL",
-	"x/DmJZbKu5PoShfFlCcWVo8scmhUBTTHoOAp7RfDVMayzZiIUnRAA/5YCBbN3k9cUYwGrxaiTbP3nbDT",
-	"7OVchLqB3e1uxK+18whHlAEpNGfDyJd22VbdoLWg3CSGzDG+QPipFIwseDxD64L2qs9GQs8u+84GY1sz",
-	"o4CfyU7meIKrJeY8Ga7yzGYS4k6zUlM+duuszp/lErI60U3rmWCV71GFWlGeLptb3WTVP1Yqrfvm2dtn",
-	"L98+f/Wye3vuF1JR3lDD8nrATnppBTUhNFMdaAifKRUJLkxfIaPhBgPPbUSBGxhmCAi0f2ErZ5qc0itG",
-	"qIOloVt7lCm9xu0hDbh4ORdtb3Rp197Iyun4Dea9q2tJoYMNlxzlO7rfFZMfUZitrRlE97MM7uRv5dG3",
-	"AncDRucRYS1BD2w5VpnUOWqhZbwaFuAPbz2VoI4PFaerwi5lN2WSsIQsmHLG+maTBtUGP2NgS3Ok2Lqn",
-	"++vuzhGx6+xdvTVPKk0s9mj+bjL4O3wzSBJ1y33HipuoLgHDHVBesxzy7cAoyI0u8aB9c0suXRzK3dSa",
-	"jJUUQfazNRTvJhF2UFlxiwK+Oz4NRjA8nt1PuUuwHBd+hZA179pASFDz1HeXnlG24OkZh2iFNJXLoElu",
-	"m9hRH15nIfjDSdh3EC0SviAAW0pzlQM5fGiHD9fwSy9pO+UdXjvOKn7sd+N4ighfOD5uq/l1k1PYrtum",
-	"GHobWPtfNZ4oqyj40OX/RuR7ZxkHju/sQhGhxL8vFWn/+1RmKl11iFSk3/p3dBZCemg1J/Tfjh6Sf8P/",
-	"reUAPPx+p9d2X2f6nn7qEvUU4iUSzjq3tVTlcpqFBIYLwV8YwVcUMfIndqCLHCv7Mtfg1i5XNtqDTnPg",
-	"3Gluodsm21Qm5WLdv7590goUrX5+8fKC+C/ypOBnmUWoo9dU8fWAgu9PdxG7o/JtXtJLSJx54/LQ9kTv",
-	"0rE2LnNVk8jjnSw+kSeYodO5yxSdkBqEyRPhMnXZvDa34T5LQ9dnJdJVKmmyd9Ap+/vm7j9llmjUikiV",
-	"uJ4fPA/tPCPHETmJyIP//s//aqJqhcIF7axRYTRDyNcuh3yT39eeTNhjHao7u/VawFPeeSm4YevBuWRY",
-	"Yv/+q0U3POyc5TaVgYt1PPb9gPaX+veMEPo8W4CRors3wtzW2QQDNX9/KWd14fKYyQUB6uuJXN582aA8",
-	"TAFQVHiyYNbgPhQ1SferFXPhorJBRZIu+uW8FAjg4q8xVvdAk0ykTEPUGeaqSREocdcgFjEQfXjPkYT3",
-	"EKRH2sLe+hgONl+YVaeRFe1LDrbbI1Tr0kXj1GZ2Bqx5ufWzmc22sIPWpB+52Q50NZDF54NiN6wDDb+6",
-	"CrI5brsUCR/c4loyYegLxOahqwtq/yy5Zp0u+RkCR9EYjIWL7NsYq/MOe0MdAk8ymWIY94fF2cHwYCr1",
-	"JVFmapQX5YvODCrJnoWJ6t4yBjc1DmMWg8JvvNto0JijSowd2KQ5q7W6Om4R5olEJIEigWPK0wjLm0OU",
-	"AvV1FM98mkQE2dcD2J+IFLUV/S/lwJgEBaWQl1ztKyf6QLVGQtZ6+oTfiepuVwCpnl4VQYrEDEdtdbSL",
-	"xbj3vDDeQcsBF6/muqH5/oAuXsyCS056vTPCrmls0rwad+Ak+2LjKLvkVzETEM9W1Nty4awY8eYzh+xH",
-	"2qpbI5oMfJMt13ZsTq/LazkGtrr2S8D9uvuCKDpHlHyquz+BlgTOVdrsC+gB4Oxizb6AevvoHFOrZp9g",
-	"sXqLsb4m++5vsHx7WBMr+PWm56FU/nAf5r+qYf0Yk42DHmiMWELmb3mr8BnZri+iIyqi2EJCuriZKplN",
-	"pnkRATtbwyxVh2l3tpLKLVVOqjTQr3EJOXqWSqBWF/XMDVmep4yCuXXOYdHlhWEKn9+DhdR2B9pF2zuN",
-	"LpQm6193T7hTLW3L+62I4R2aFeNKqTD0Orvh8TSvzVCuruzve3vV+6mJu8p9B1SLIVOujVQr0o7pYoGl",
-	"WUse2su3z14PHr96+h+DJxevoZphRCYg07lqgFzlIyyoMsAmO2dFwV4sJoHmvUpGY8ITqELBIIMjwPvs",
-	"8SXYdTNNK+PAj3I8dj8KJ2N7y1hps2ia2gtjPN60kEWt60P7xeEVVSCq20+LY/ixGKT48QKGK/5+ZQcu",
-	"Ti/QX2vkft1L8HBX6PpF/7uWogjEBzEMKr/YjdfMkjX2K/St2WCbsT9hRKDRZS6qFS/Zq8ruR6e8g9C+",
-	"LGrZb/bbOB9q7P98CyOA/vhHjT5oAbHSHv+DWTzAFXkWBW3YYgYiYjsveeN6GyJKx3QRrTV3hZ50rldl",
-	"KGM4E3nGQU1jO8tSylX+6wIYquTR/oH8hT8mo1Ue9eXTW+IMqlBiFMEOzdYdf4S447auDHYd/8j121u3",
-	"rLmjShdNi1bcMDX/lvGvIFwW/iG0pOTC5FoWb92e36Z4D9eug89xNQmDGLXq3F0Fxy+/aMnu0iH1fsUb",
-	"lihoUG9gMzmm29AsvJlF7pFreyL4eiZ56bTr8A+SEgKIhr03NdNkyqgyI0ZREvAijqvMo1ciniopoJaf",
-	"xUXXIyjPhAh0wNo72SK6XQ5E1NqRmGH34VWhHe/Z0AJUXN8SdFwqvyCSin6Gd0uEHf9C6l1ftAutsRMq",
-	"AvxNg9pPgyohTli9OdB4fF14rxL2cMskG3uSNW4ZyxuaO2Usye90ycCQdWCUyuLXSCsObSFNew03nfSk",
-	"seDQ9aH7XXe1V+fqu33VFTMqim1gspgs5wpSQ8YyTeUSyMSe44Emv0suQH6DzMLjXq/XvLZQIdkE0jfy",
-	"ogHh6vRP3GMsdzeVy0D9oPBF+zve67sAc4miKWtQobJg10WFhVClVe8wdJ4STRJ0Y+adLYrttmKqL6FO",
-	"MPjeiRDlzd5vr+vciEURh/BeBwDPd5208T9518JO03PYuyZM0W8IDZ6K6SkBbR/L/ODlXgmkwAUXyFSq",
-	"2/q+QVZvUd6i5TGhjpRrHfFfj6t9S+fioAO8disMDeV4YNxhNX3qeA514TfgHys5D0XbU2WKGu5Q6mwz",
-	"oLqpxFzbAItQbZEPik6WUZk6v+CS6nBlpIXkwux3gcBevbbfhcgyl41r0pXqIfVLqYXVyECZOStF4u5C",
-	"eVAXUtxegiUKCzwIuew03+4lF4lchleAz0gsgQGiIwn9OhYIFwEOBj/XOjA/6hL+THtBDFpDZQeGjytv",
-	"OQSDXciPbSs64xEF1MEdWLovfiZ58FVQuYRLuKj9ikY6KEcHPBOmlbOmdfOK3KVt07leY76VCMiHDvHa",
-	"3ncBYszASDlIqZqwCNwS6OVrCkxKsdRNKDH4NVMxs+oLy4vjet3qIG9LAbbPOU9T7qITIx8WdNp9SP4V",
-	"/SdzniQp6kho3JwoOnenVL1fnFvbPQvIU4uHvYZJEotHDxu/+ajRm2v4bUHBaXCIECrL2ZaDxr5WrrKw",
-	"v02lKvKAuNGu7GGNS7J5rUanXjRFOYoYB+VowWBD2s7tWfZv5k7PdbdmJyLUCbfA07yh2vWUadqC9Mbl",
-	"srCr46zlV17Kz3P5ejh06Mjeop/GmWfWsG/zrllLsw5yEkxYw032Z5tzkVuyjR/x1HKPRXuzi1/J19kU",
-	"YeZcZOvpSNsNEjc8KTfRZh5l/QFtVf1qrxUMKs0UN6tLKwo48YhRhYIJyAdgRsaf8gEswrc+fgSb3ViG",
-	"uvS4PHQgVc3UFY8ZVPmS2kwUu/zbCzx6154K6j0B0QM/dIFQ1GuY3b54AoVNfaVplw0oEqsd5rrAeW5C",
-	"577tky4qSIMCHIECixP2IW7IaZZYh9OHhfz65gVp21E97V8aKhKqEh9gotHq7kt+ectNX0CloqIijFNG",
-	"qGFdcskYgfalCyWNjKF1abVcTP6gL/oCygmg4/3Nj0/Io9OHfyIuq98Ok81hP9rQTDGGe+fIPf7udy1F",
-	"p0veeTcOehX6AjQY5GWCXLx+jhapyHm8jq6OsamaYCzRZOjse3/A2GfkMeAA6We93oMYPoR/MteKytUq",
-	"aBU1CFpR64op7co3dI+7Pd+YmS5466z1oNvrPsDiIFNAvKMpFMr/AzrjoIBu+QjM/zxpnbV+YsbV0i88",
-	"nfDlSa/nQt6MC0Msb8vvroExirs7m1LgDIDda9rnoluhmdbZb++jls7mc2pvEpAlfdot1yQDDdDQCTiv",
-	"8pXo1ns7yJFiNFltXesb+8bnWSpMDQmzD3sPtsxXxrjm8/qKHIGJX0pDlJt8x1Yn1NAR1QwrrdF4mjfI",
-	"w4YKeKXW7v/V8RFd8MMZW+naQ3jBtbl4/fwv9p17PAecAlJ3AluCNbdnbGXvqys5g7ZF4GD3gsPHqHXa",
-	"O66bJQf76FdBHU1jCdJTPNvtH/0o1YgnCXPF1Fy0wK6viiMuH5tdIjAeu+tWhLtyrQVnmJ/M5pqlV0x3",
-	"uuQimXNBdCwXrPYYrcakA8eGTVpxV1uRD4/wzvM7PDKcCA+tuHFdYaA1dDm+l7mTEMa4Rw4xertP6zFN",
-	"vAX40+HS6XGDL95K+cIqcvDByUkTuBwLhivo9iiLe+kvTCgKaooukRDkwnUeFCDSVTPUXeNAUH0e5Sir",
-	"UG+i9Bug/BJKV3DrNFB8AlnFp2QOpwjH9i9eSvOjzETy2Q4UN6Z0oI15DVV0zgw0uPrtQ4vbXbayizdO",
-	"nqGhssoHohJNb+gBWzv4vncokvcIrL2hfoI37vF+yhsY1t5OFsibo9pd3Coow5aSHhxMxXGOU7k8tPuh",
-	"ZFpQIGzv0YcZW22lv6fw+0959fUd1IevJxVeQckipVyQv/z5uAKnfQxuhW+0ukmrcwnlSvY416hWng6f",
-	"3t2SSYhE3roOlLc536/htF4Jtt9BrXHUzV1bJxPfy5PAITHturYFWPEsl/zCvHivxLuP76OWs32t+Qhd",
-	"8C4FqKI1RAXCTuauUnTREB+MDRDBb/ickfZf/nzc6fbFZaA7KRliG9UhUXKpz8lcKkbwJ5Iyg387MzxY",
-	"nsF+Msr0qi/s9Iq50BOwrGH/Uy6I3fg0ZSmq7lVCeZ0VhHL3crNvQttIZP7kpPlNVL7VPcwMyaAC9NBV",
-	"SQcznYvi5nqDOJAiWLk82fbLutxhtFYc+tm/dJ+Wk1If1FqhyEH7JchFik24NhDfkUNVbHbRWXV9o48+",
-	"WH7aQDL6OQ9DbCwcfRN3asWd7WdUL+HUnsKdY77v2RtmqbfG/K9H4Nl1VGsyTmia4hWX/1snblxAnY88",
-	"oiIXPobo4B6SCbMSRKlH7xDrevz3f/7X0GeJb9z2ZaS5+wu/1Jj5E9/5N8DUb/f/7dgXXjIQCjelYsIK",
-	"F96Nrh07Y4aBZTclI1kX1FrKAc9bQUOzvcT3fTMQiuACAIvySa6DN8RFygUT9su+gFITSVbIMuSNhd1K",
-	"+6UYKBjRD2AFolRC2iBsFsQyTrmYhKRyGI19Yfw9wjJ+bj24mG+3+oYF2e7LWt2BmKs44ybfOyoSkvKx",
-	"cXU+Mg0NR2KorrUnyUhDDTssikXdKeU8zaxGDFC6qDmUL8t5wCSmSoFyvpTomjeQpdm2lxfkh6RJBB0p",
-	"YwunndxAjx/PKw7zjzoR0dLHlytNYiqIXnID6ahOqZVLq8/6lpRrVAOb4VAa63Xd0zW3Vgzso7vrvgAi",
-	"Rf3LEmpRJOxLv+72puuv5H5cpDR2ofV8Iiwl4XlEkGXsKUum4OEl0Lshz53HgnGO7LbzBN+HqlZF/gX7",
-	"RIU8Gn/PmFoVdjSfZtYML335mvBYRRGNRoNVsirDI5ZaqN4BfC6BrtZGuBHaW5O+oqu9kn0epp0FSlLl",
-	"Jsv1/fE1N/dfThUOSNEugpCw75JlPJQLTdqW14z833Poc/Wh34ozbeScqX7rjPRb8eGf+q2PZE5NPGXa",
-	"IiCO4ow51JA5gwhpOpdigknfutMlLyF2KI/NHxumoHcfoyqeQmRHXg7YGSvBBuouE/uDyyn5E0noStdt",
-	"FQAz8EuqO7XT3qNd9Tt3bh7m6Oa7B7l51dnPXcBUZdF1gONw9wS53VMHBcihigAsiH52n+ugqoDeCvos",
-	"t9bJ3QpJnlDUEAh8/w6g8PWKXSs8H7CdFz1d0Ek9MNg9r+Z4HpxUe1r1Dh+9/+5fwjCFRsc2muXBi8ZH",
-	"vVI57Ie7SpFZSe3epAzf5zAgX7wSzG3fjaWCz2Kh5hpjRyMrDOWZbOXbFDsvf6wTgE96x3lZEt/a7tzH",
-	"hw9nbDVE7lhqEdv2IahR4QKK8pqEnb6gKUS8YV5LRE56vRKbBV+RSMiw3JjyDBpmDrvkHQZz9sVwrfnu",
-	"kGjGRLkcaV5aotTO1/PdtttXcnJKph0AoS/yZUI4roVlxla+pmIYoIgsp9QwLI2hXRkqD2VfDH23zqFT",
-	"hcFDlrf1LG0URoa5tMNO0Wl3bXf64nc5isiEXzEXiIO3lIUPQosTMqLxLPIAu16kfvsCGgP2Pf0FMu72",
-	"05xKB4C1+nd+8bboed/4dUzbR7K/ey2m1FD909rqKr3RN9nNRUFNFWLx4RVQeS7UghqwFRADEMW95Zs5",
-	"06J/bKjHLDC3uwzc27FK/+ybMfIOWD1uJuhRLqFkjcOXdKWjvIFTmOlfuNp6XOQ2Dqj2fA7Dc4GKGuQI",
-	"QyEwxMvlVKYMG5936/mM3pvRfJFs4zHs4KfnGjDvG6yjs4WkSFsqUr6wOtHGaX4ju7sjOwwDOO6RXq+H",
-	"uh4X2J3MIqLVOXdQJLaMqyfJt9DmoBptAMqq5d3+stDVggUoBuDILufI28b6Ar6xczCRUGGgPNgQql3k",
-	"MH3gyUcH2JAkkmmr2eb5RVbbKteZttKJFDGLIIMzj/2BMi/GiUdQXcSXy2mPUzqZsIQMcY6Bw06WDM8J",
-	"Je4piDyEY+EDQyF/R0DtAYgZitB70emSIXoVkiE+8nXt7NfuCRQk7Ivyon1OwTkZzqViQ6LpShcbCyep",
-	"2Bz8I5ArhH2+saIPN4TrvoAqOF1y4fNWxzw16O5wZRLPCI0tZy5BhA32P/Rb+HK/BSYJaHSNwtrHj0Fx",
-	"7QnslGOj98HaHmfpLKf1T8vdcOo6zgY1YEGygRvGn+mXzsQ+iwMGkCTyLMgKfAloBiaeYlHOnGE40xbs",
-	"KHWYu4NT5XnEN2BULr3Ykq9vkVnLt+w8nOm+AMZVw50AGGROXXKBpFXStHIpGqVnrknKxsZqoHZj2nJM",
-	"tKVJmkKMITovQbx22q4FCejYgpJYJlPHJfpiO5sgN+ASTiW9AZuA+lDfuMRXwyV6j3Z/8USKccox/fkz",
-	"uXMg+b+eq9RR9w2YjE8Pqgv8QoPFfQraT7FZeo2v0WvL/+TBXrmowkFWGslrFCl9CTCUtMLmxL10vF/k",
-	"6PnTVp4DtC5+7u/X9wPW2TUv6gVZrkv468JbzjeF2ryvA4q1feHlWqoUv7L30WnvkauYlVsUvTXHl4DY",
-	"KuPdM4Zvwe3cj8K8yvhlh7l8FfwTz7UslUAhY4Nt6HKiasAZj8oVBbc5vZ8U1dca+L6/+YDu2wf0VTD+",
-	"UFHK3d6ju2H3eWHdu+D4VZL42Q99iRWD70MuhlKUb9j4UwvFMO+za8OsSBZM0HDPbi4I3ztL/irMfbiP",
-	"qENDolldzec21NqBKx+M6SwhJ72TTpl2XIXaTe5e6kp0t0LPemnm9XLM4XY5m42PsKKbpnPWF677RRH0",
-	"W27M00EhKO+vgNN6Y17BZyBJCpwXQYGo1FTkvsIZS+WuPzHtumkvIMMz7A3ER99o99bhiFKZSlOaGupt",
-	"RKWKLVzzwLvWTAp6C2jTpbK82OBtaP9/YMEcFpEa4HZwIQMYq0wxOIK0qSaKxVIlLIFG0Whjgg+G5662",
-	"r68khwHvvhfNjC1Mty8KtcYLsq7Snw8LKcRZ1yEtZIw7J6cnJziOAxG6C40tpBNUyvJVsBwE3+Bmxtii",
-	"u1FdLCJ9DDpd9QWaEFUm+q2whcy+5pWse3ER4hSfwUe4RbGLCrW3XILhnycw+p+UdWUCLGeubiTojvb4",
-	"wBoHQdYRMgNK4qnUTGywsTpNEkjkPpiYixUrWNJWrnagixwbCMGOiO85GvVFwY7AOL9Rc8CSuuUUoGJq",
-	"F/0EkVFDFFVk6mexokhfuB7hEUm5mLGEjFZkCDsxkONh2XBTcLhaRhbmLioT98xc7Ll94kJcW3iLO+5v",
-	"/OSr5ifYiMWdZVQ2/S5c6z9BWMKxVgdrxl+8t/BOlXnv4Gp9aTfpNwPprbGyRu4tibwWJb3OqKHTJGBq",
-	"VXZtgp2ljiHbzKiXeSuKBlbULXZO7F3fvPH2vVo6cVF1xs7nYiSv/+dYOsG3td7uJe+9AuVHXTxS1YTj",
-	"EOPmFtD6uPuTkjaH7f15ApLNcsrMFCLOyVLOWB6y3l7v/O//PZaqL/KULBBlMMlu5UbudMmFnwSCgnN/",
-	"lTPV+JG0oSsIbYMQssIhyLXrSQP9GHXRk6YsS5Wvm5DQdMlEcun7xnztIaK4ELukZkLayd3PHAyQeOr7",
-	"Hn2T1L4KSc2dF6Hr9BlmQ5s3nO+stvV+g5f+uW4332suQAM/ozHpf87t5ltvOCta9Z67e3ceKPDbke5v",
-	"+Mo9IgDMsL1emWsq5ZUcH8zy+auXrQGG9tSNUBu3zTnR49+lCmZ1wVN/cznu97v3dboTgPk/IXhqz1O8",
-	"49JZzgtnpiyM52TBlEtYjAj2GcNs9SJI3eUPG7snfdHO5TcQh4tMS+iLb5GGYxcO8Ce8VmzM1Jl9kinx",
-	"Z7gHaDq0Qmve2vWkd1oq6gVdN0G+dT8BnFxMziDJ0t6AsD7XSIVC3pFrxJ/Nme4L3EqypHaLw5U+Perv",
-	"t9W4mHuTFQGoz1AwrCGZBmsaQrdYZuz5YC0pe7OwhLTrTr5zToSEQ7bYP2U0cXUt8X0mYnbofaAbsw3X",
-	"ButWJJD1AKSP3/Ka7qwNgGMeRYUziHj0B98GMowcCUaEi8NxyidTQ2K6iDA2uNP4zjoylbZbW6+vUoeu",
-	"RnIr9pjSYcn1+4rgenr6OQXX0sLqYtAkFwbYNy7KGb88d3Z91t2CCwYrVkCncs6NATPGV1XJANun5Yss",
-	"rV6K0iXXnjCTt44kU6qJ624IN4Xdg1JXwbu6gh0uK2rYIbqgtsq+b6C7ALx2j3iUz7JdBi78Zl9E2d4S",
-	"NLtqI5e2u3HV3nxT9qnbW0hOrjXqt5J/tYV8iwPMg5vzTbtBB4Mt53UPlFInCt0FjXw9aksjGrxbZQXK",
-	"J0G5MO4qbg0tFAOA4ox8QLM1+P6XzIoXH4eQ4O6T95ALwJd9UfpUn5Hfut3ueyt80iJ4SooY5ZgZWx14",
-	"BHUpgkOcYIihipq0gTH1hXuJG4BTR4SmKUnYiJsiSaRTo3RUsfju9Yd8/M+gQ+xPPN/k8ttQ6IWLoXX4",
-	"aOUg1ylvzH3CElBAjsGg50NfZp+VO8qUNsPdN6yvz7ddnLnM37pPc66bZLsw4wGOyGgFdPolyDQeqIrB",
-	"Pt+zzc1uLMxcFuUTv/UguL3oktevbLuW21DPa9WpO7d6qaX+YO6eIOrYboF1//wSyy4Ku1thxefFWr5q",
-	"eDwjNFZSe7spVp3zbXHPc+c8SA1oPPF4RkXSFzBCe+h/HNj3hhEpfrAvDDtdcgEZmZQkcimghKgUKTaI",
-	"gvKhisVMmL6Yc61ZgoBZYadGJKmg6D14v93wn0Eg2ZMwvkkjd2AlLPc/uOF1d3SjMOQd1dv/CrVIysWJ",
-	"DzRSo1wim1+jM4x3WXaIs0SSIs8pL+SEMZL2dSjWjtU9Uq5zS8HafJYKz11BkWsDH8JoKyi5xKEsXzlM",
-	"BkyqSUmWkcrlm0vNSEotsWcCJ71i2KihL6DpmiuZze26ZnwxxByLPFHdZ2i5oJ6iR1IwhDkT9ffY8afK",
-	"Q8fy0d8iK+8ksjK/eYRcRkRmRvMEFeFYSbGLYItQyXBIbhG+9XiFTXv/eWK4cEXfArm+BXLdaSBXuRQX",
-	"2J/yClRbo7ss1uuNyK5tjiJnLXAOfV8EGQtROftsXgrPBVP/wZTUnbM8nJqMVkWJkzilGp3vC6as4MlT",
-	"pt3wXJEkQ75A8piBATXk0OpTCsqumzMsxeebJcU0TUtxqYF8aghEsGKvr6lV1BHEeitJp0veMJr0BYSI",
-	"L5g6dFYPJdM0W7gqRCEpndDFgonEGQapt5bgcorsI7irlTTMHx0AlsdUaaimC1ue0omupC2OVs724gfH",
-	"/ESaQzBD4w3svP03OXxEUqmdygCXfgEVBnCcV/be7oRbOsVpJ4rO7ds/5CdsMSGR2SiFgtwugOO0+5D8",
-	"q8cMSAYnVzTNWJf8xK9YX6zlhw/BWTbEFCsnUAy75G2BVlznPQ1OTqfod3N/P+z1vCVVn5MRW0mRRFZG",
-	"CQkgP5U8eZ++d8fNO22sxRrKJRlTBWW5i7Ljx9OovEmduqr8uKWNgXjq6K6uOcCSJ2aKXSgQUQuA5gBQ",
-	"yiymHetagPDwbgLQfQd7Ip7UKX1McVZUGXTs0IU/flV+8CI8ICJMKanQwA79tJynG84XaOFAY9rieu83",
-	"qyjkrSk2QzPshCzOFDcroLURo4qp1tlv7+0pIu+s62DtOCvwWvi3xnJ8iYwz0J7aU2MWZ0dHqYxpOpXa",
-	"nP3Q+6FHMpEwRYZzOmNWvRkCBmYqbZ21jkDAc2B+CBY8jkABiwgXesFiE7nUobyOJMSzgQvS4TEEum4S",
-	"yUU5HeTc3dSaLC1U5dSK8lD+eg6TXPkmO4QLg4kEiE9HxOGTxgxUf6Uc6HKRjvJMcOPXkHa17aC77ayi",
-	"6Ictw5y3UNoc7DVTXCY8dh1rrN5gtYOKXr/Wvyc0DATpbAYKhQKEoiJ8MMI7FWuKdFyXuErYZJnVh+Z9",
-	"staPHaUU2MlDR/alVOHSiBUXSICPM5oaAJUmXDAn/Vy8fm6ltfI4+SWmAW2vD93JANOzq6svnWoFfpYQ",
-	"qsmloSKhKiHv3McE3xwxfUaGG23jht55eXUcDcl3fTGimn1/2v75rxdPDi9/vjh5+H0bvEQ8Id+Rfqvb",
-	"b5HvgAFoQ+eL0m8jmaw6ncKO4ZrQ+xEPExbLhCVkQVUuThbcpdx9FRt9nVtZEKVa/IEo1zKuL/LSq2uN",
-	"8Uot9CCwEGwuLnrHSiF53VWuCROWG3b7wonXKxQ/DuEiO7TyXGm/eAIGnkzwv2cMpCEn2oXED5UJV29m",
-	"a9f+XzcGiwjrTrqWfAanJ1CXY/Bg4J4NjgcPx734hD4qGvFgKGTpzs+h3drQf2c3oF8Fv3ZCoy4q8PgK",
-	"8EuqYaNZck4U+53F4NvG16QEkQWESYG917ZCmiPSVoCb1o7b1GOkwr7/64hi0b2f9XoPYsRO+DcblhBo",
-	"J+j5q3vt9fv7K0L0marq2qkxZLxWhMKbCYO3XVzwSSjufFN5O7OohRbPooQmXvig3djL7rzMSkAf1H0x",
-	"LZdss+oTw/JbLrooLtWFKlhWucCVkS5kkHAgcpDaHm1C/QYLPLuyl0PILj8Ej8uQtCl52HvgwlIqT4yU",
-	"GEZZkunWd2OFreLySHvs/yZdNr2v/UxiKQSLQWe2DMwnQecsxVWgRiisLiHH425rTVJ7v+EYg7I6Y4x9",
-	"icjrV5dvWeK114Jt//rmBWmv19IJlyr7+PH/BQAA//8=",
+	"7L2Nchs3lij8Kih+uyVy06IoWc7EUk19q9hO4ozH1lhOpfaGviTYDZIImwAHQItiPK7ap9k3uC9wH2Wf",
+	"5BbOAfqHRJNN/fhn1jVVE5ndDRwA5xyc//O+Fcv5QgomjG6dvW8tqKJzZpiCf71I2HwhDRPx6i9sZX9J",
+	"mI4VXxguReusdUEUWzBqyJKbKRfETBnRTF0zdaAJLz4mSy4SuSTtH5+/evbLm4vvXz4fvHj2/K+Xr98+",
+	"f/X0Pwa/vnj17PWvUV8kbEyz1JCT02mHUKGXTGkY9Xc5gv/O2IqMudKGzGnCIkJTLQkdG6YIN2TMBddT",
+	"lnT7ohW1uAVxymjCVCtqCTpnrbPykg7tmqKWjqdsTu3i5vTmJRMTM22dPT4+iVpzLvy/j6OWWS3sANoo",
+	"LiatDx+i1s9y9OKZ/RBmWlAzLebhSStqKfb3jCuWtM6Mylh5qrFUc2rse8J8e9qCufg8m5dn4sKwCVMw",
+	"1SsYNTgT/GfbXP+i2Lh11vr/joqjPsKn+gjGtRNcKjZmavOI3/zwlPzp5LTXJUPFTKbEnwFSmg4J1TNN",
+	"xlIRKtxZAR7IzBBKRjJZkfZJ77QTkeWUKWaPry/kgilqhyZyPLaHKwU7J1SsiDRTpsgCwGAiZoRrwidC",
+	"qq3H6cCuOcWTx9+Gzu2tojFbUMWE2Vzw2ykjMU1TwOFfHz0lxr5NYikMuzGkPTVmoc+OjpbLZXf5qCvV",
+	"5OjtmyN46dC9dNQ5y5G2za6ZWvWF/VuO7cZQE087dnUztjAEqIYaNwsVCWE0ntpXudFEG7bQB2TJRlMp",
+	"Z8SeMdNG90VMleJME0qGpljNEL/rkl+5mcKQXEyIFKT9+u3zl4N/I5oZw8VEdzx8B5rgp4TrvqjQr15Q",
+	"e0rETLn2M3fJa0Eo0XwiaBoRCkssDr26VYbOmO4LbiJYFwxu2AL/gBHsLuipXApiJEm5mGn7B8+niacs",
+	"yVJ2oMnlL28tgbtd64slLNAO5N6xWMbjKe6e4fHsQDtw/LjnpN9SmSBCLvstAJKLjGmY7oJc0zRjdgco",
+	"zCKkXc81U5pLcdjrkdIulzAzIhT5k2KxnM+ZSBC5NV3pvmgnMtZHcmS3lI54ys2qO086W9C5NMtWzlSD",
+	"09pQw8IonWMyvIM4N5FMw+mtIVHbrS4/WW463a0g48Q1EH93/CQA8gfLsvRCCs3grvmeJm8Qyey/AIeQ",
+	"POlikfIY9vVooeQoZfNvftd2Ye8bMrlL/Aon3dwaYFXuzK9pyhPy89XrV6QtFZnKNNEkoYa6S8aeNTwF",
+	"fOl0Wx+i1lMpximPPzrc8ZSKiSW3NOWJP0lERi0zFVu6iTMFKAsHBND+INWIJwkTHxvci8sXcH1Pc5Kh",
+	"CdGxXLBztxRNBGMJXCfJnAv7NoD8SpofZCaSjwnxK0l0Fk/zvQRA/PsfEY4LQewV/OT08Z+IGxxAeSvl",
+	"S6om7FMRi7x21KD5H5bHzrkBuH4RNDNTqfgf7KOe10VmpkwYNz5AKPJrZ8SosuDKGRNEqhwVuSZzrjUX",
+	"k4gslbR3pSKKXcsZS9xqFkrGTGs6Sj/6Vrs7t8KazsmQKSWVHhLLfzXedyOakDFnqQX6g+fCwFUvLl84",
+	"yX2hrOxlOHLbWDFqWDKgpiKNJtSwQ8NBoFxj2JEVaUOS67q0GrVSqs0g09uHF1ma4q6ivLoxnXAi78YD",
+	"KyPym/A1N2OrA+00hHhKFY2tLtMNLced851gBPZlP2fCyu6/tYBxgTROk9a70EVdyOm/oZLg5HccKl9d",
+	"VD6itS2twF5MIke/s9hYsPDUn8IAgKpJwu0m0fSyhAVjmmoWrSGG3/WyFN3r7dCF7rwRlT3YtSJAQ5qm",
+	"r8ets9+2U5hD/w/ROv7PQuqsQyDSniSzwX//5391zpx0KkXMIqINCEVSpCsr9lF7k00DqLW2NjvV5pLe",
+	"5Yt6yVHkqQJIF3wwYyv4mxs217uYSb5UPxNViq42oMnHDe4yaHEXS8rNTrSpbt0lVbNc58mE4WmuJgCj",
+	"SqyiM8Qf9JBY7eWaadK2mp97bTm1zHnOjWFJpy+kIkNLhjIzQ7KgWtvXhdWmqm9a4X1udSqr6rihQLrF",
+	"ORKrF6RO+wT1Q1FBllY1sQoFNXC4KJJXT8ABWzmAPamiehJRK5fPt6rkjulYMRMGwU3Y9dmzDBVrOPGa",
+	"k30mBdvzYH8Ak0p+tKgtKKaz1AzPCS20R2KkvX/WdxFf3W/N9Qv4gfJ03wVQnubgC7mMcq1GMaNWXEya",
+	"LAMu3ftaxSt2sy99vcnQuiasYg1o3EaFZJiwlK6GnYjEVMFyyBDQbLi5CHi1OR7dCl/rV/3Gbvctl63p",
+	"3BkP6IRyQSprJ212g0BxmpIRjWdyPK4yiXNL67HMhNGgXhjD5gtzDzt0r3hxtaBLsecOvRCaKUOG8ZSn",
+	"iWJiCELvYpMdgx2KSMHQpsPmoIjlFtONrfADNr6AAPqn9iu7ojm9eYFfHfd6llXeAy9cu8pyCMNX2Qo+",
+	"2rRZi1VJgydtK+MRsHCNrXwFho6bw4k8dENakb77hi7/arWACbNjf68YnaGxdG3PpNAszgy/ZoMx5Wmm",
+	"8PdNEdnS8cBqDczJn1UgXy+YiBCFc6qHt8mcrshEnpMpTceHsvqayoSwDADf5JpM+DUTJFuAlTaVGjD+",
+	"dpKuneqOwrIdQgekLm71GFDTcF8JzlWBtV7ZWNBMswEwhH0IFz5LwjKgh0MburIC34IJt4NiAlovFaQ0",
+	"7Tm5fH31lnS73SN7281ZSSYcSZkyWprxTjvohlCMOj1z9xeAYna71DVN99qgypeDOb251c1R3d04lZol",
+	"YF/XjiNZrn6Oe2y5lkbehDyrivuI9AN4NRfqHLKrTICW59UPnKiFSNeKWvmXAV0kapmpYnoq0yRErGtc",
+	"p3h3Y3eDm1bFUL8zUZhXlOlsnUl4Aspxt4xS67gRYomObV1m+wofliamVCToE4m5ijNucipBK/c4lUvw",
+	"fyiZduf2xqUjbUUqsEtoMmNo+ecKGe/mhbNGyM0UvALn3m1YhCr8pEzAMBOyHLcsh2/oYUAiTs5Jv9XT",
+	"/RZBpQM/6pJnzkV5PO2GCezOgP9K7e6ysUSnmbNmIJ7LsZVfYEFudeckkdkoZQkZrdAaZLGJJfhBAe9j",
+	"3a0n6zvDbFEEdlcbskT4zZJZmrbzlbbtMZovKxRXHeppQRjEEwZpx1IIFoNtDw1gEXGKkY7I45ubDip9",
+	"sDOlu+Sc9IjJlABlT47HpfPrWRSc0xvndu31UE7JHbG9oCN2k6qydPYDTz3WNqeq58D+gDyIZoYIqpRc",
+	"audET3Gx51ZDTRnVVk9lEbFaMU3TYUScU86ypU1aomkakHxiO4hju96hTnFPwZjJ0E0mpJWV5yMunAvI",
+	"+WaRksOXW26s8uS7dqb4GNRthdJ7rSiywZ392EgS9YPj8+bjOtpv5iKPWjO2GtSZHn+WI02WU6nRgKQN",
+	"VcY5ZLhxeNY8tCBq/T1jGWsKmL1RsoBg9ZSKmKVnIBZaISEi7AYIS0wiQi2VcjHpEtDLzhzXsGqk/SpF",
+	"rGok+P8sR1cIwgdYmJf7A5aoIPWU3H57GCrHOc1tg61EnR+iFrgpcKOACSDZh3jZXEKIiTMr/W6PF/zg",
+	"4L1Hz/Ym+9gZxVGWIxz872o3xdtN1tUyKiYhwRVQ0D0lberO0Su9ltTt+0wk1P47P+XcazjvdIPy9TxI",
+	"c3+tbI1ic8rFOch1TkM3EnapEOFg50LMY0OrwwW6mUP784yNZCZiditVueQnBatC4gYDwo1lmtKFZoQL",
+	"I0FZBqMXCJsoHCyYSLiY9EXbkxUo3CgjxCnlc5Z0zvAinoCN035nNOFikRlUzjM9xd9HNJ4RI/tiuGCK",
+	"y2RIxkrO0UqFI6bUeI1jOKc3A0u1w5IvmqP6D3ffnCYMohneThkGnFipGOybJJ/AKv1gTXUnLyQRbOnH",
+	"aVvubEpTdaJ8u/rCAqMNruQcpi9fDISCvGJ5IFoYwsC9tuC4jYow5ATww708B8ssBaB+lyNYjPfVTVI5",
+	"oilpp3zGyHDGVsPOGeEiTrPEGXi9OMeF3V4jUex0v2pCF1SZLnkljTNk2jEiMiyFqg3sT7APMOBauBjB",
+	"6IdORIYqEwNqhnAjox0qZER2foY92b/f/r30NTjgvazE616KfJAg0fkvA1GAP0qSuMfoNaea9FuPe725",
+	"7rci0m896rk/jqePevN+C1S1GzpfWNXVPgUFxhim7ID/u/1b7/DJu2/a/X4X/+r8/22h/5Hpf/zf/6P/",
+	"Mdf/0P+Y/2Pa6XzzL6F7/QeLjs+9YW791mAhmfOSmqnHWnglIqw76QJ3O3p0tFBcKm5WQT/i3BmGNl2V",
+	"GxyfgdboPwjt8o9ObV4T564pT70Les28rRgjOpVGW7YRZuG3cfY6xN34Pb9CN6fRU6qSGntXtkj2BCGI",
+	"nzh7PlVU2pk1h2lpwrp9DjveJpbJNTZ6wnnt8rnhkHVgNNHHqyDmZ7BFezmOtp7QrjVd4ZvrK8GZ61Zy",
+	"lQ9fyFcbFn2v4thNOdAOde3VAZIK+FcrktW3p7tW9ROy96dSjPlk80CdQ2Awoprtw1D9d3tavkaFcXir",
+	"YOpeuyV52hvCeTHqLMxbwieuucz0QLNYMTNgNwuumA7aoX8Bs0huYPafEvyUaMPTFJyu2oqcShrYhgMM",
+	"D0rponN7gzNOEVzB3h7R2/CfqJWpdDdTd5EL9t0c5gLCtYOKqshYxbECdfZjZQ79w9zMiz6NGVqVmHZx",
+	"tnz4LYDtz98+a4q1ywkQYIUV7+TDOW5Xye2KT8CB48irvZxqFg/IN8TuxLenYP3z5qDjb8loZZjunJMJ",
+	"E0yBCQQoFQ2va1YHCFcoiVg49G8Xh/+LHv7RO3zyzdG7b/78vhedfAjKVLchORWwQU2NWZwdHVmp2QfS",
+	"k1/evMyDw/EquHx99ZYlxMiNRZx+VxGev9slNlgggrjJaGoHWKcXp94N5nyCK6nhroXNZfv87r0QCD/L",
+	"UUDSQ5QKCNkO17yUWgT2ssUZ6aGWR9FHbg8mZWBvcwGQoGFZ1U9Ig9YplpwTmrt/Qc21upIGXTW1CGaH",
+	"OtDeV67DoqV7eke/ljdGhSnChRCh5969iXo5tcCOpXJe3D8TKladit1qM6owDEvulkbDyMDFXrKyR6hs",
+	"7pQCDwAVxkauuNtc8944MaiNV6uYL/IoHaqdPu3V/LbzxgCDEFKwTlCXYSmf8FEadkr/CswlNyfCTHO6",
+	"sj+cOwMTTVIuvJcCzsodTXXe22HJLWItopbH8DvhZ8lSfPuoWDCb7At+U+SydwJbE+Vut1YcSS4Frnfn",
+	"+7slUYytGtRsVM0E5e8dTy5HpATecjp6+GluUN8MA6aGDXKNqpkj7A1oj3Nu3rBxjTMMc6vQdWenwBB5",
+	"0taMkWJKDeRQswXFVVH6YJMs0Y9UmsNzgUTRpQaLYlTyI46YZZ/FiDWsoZGwWN2HTWaqmMrEQI7DrAtd",
+	"UBCpz4hiigrShkiKo+vjI7C8vOfJhyMYJHcn1zCSerK7TQAihtAnWcoGXo3aBN+/UrJv5kl/Bc+jJE65",
+	"BTzhybbDLodSu6kNj2fhqe0TLwjUg3EH3es2caqFSNTYWWRFjJAD2IsvIBGGBQ+zK4czT3hzoZ1FwiPK",
+	"mT4BsIr//gRRVsIB+sJlNLq0Tp8dGpGafMnc8o1DujRMQHTw4ELObF/oBV0KlhDga0V6pGOmeJ7+HW66",
+	"5IXxKY08gUhVDPnyiY5oft6U3PdLDISk1FBOYDMB4jZ69pLOWEjaWGFc7syJp+DMAOfSWZ6A6q+EPBig",
+	"AYWFcjDweigu+hybS/dKVTry93kR0OMYjZdTHHbnIvKmLQBNmuuiZPm+DNx99baBqqxTo3F8T0083VMd",
+	"t6y4sf3gZzlCP1swCHS7d7h8LDDptkXUOUhvBy1Ldto6tkH0jBkfmd5IgLC632ZSij/kgT/IsCyTv2ak",
+	"oWmNforJCwOHPw1FVP9VPvDOb9bV3coAm2BsAB8FFh1OlikQaz/sDahqe3rjkpK7eavxw78H3+wZSL5n",
+	"MMqaxzJgL8D7Iey/JG17BWEsA9BJBxU493TJwW1MKsLYLaJYGmk8PlC7UHbWpQGlWIq+xRlbnRNKNIul",
+	"SIpLlqeMUJLya3d3Q9I2hwQPCP2Cm9QJRLfwxN7azFdWSbbngbr39o38qeou+0jqWzWKK3bNFE1LOoUm",
+	"bUw0zeIZw5Spzpk3N7kog3SFwgHGl7k3IferL/yRaLJkfDJ1FSG4JgkbcSvpQdwDTdM8OcFVk4FAARSa",
+	"MDJCWDmncOAX6xiSth1fCnaIeo3lXZ0zMuHXVvoaSTMthfm7Ggy3UXKKS+27gMYDUQG39HF6HlBzyeQ3",
+	"1R2vGc/PQn5wxUDKA7uhylghFDti8wEyCUbIUB8PQ1x9E3sEZZNUOFowYUmGydNhA9vavlRer70dLp0T",
+	"/m7iQEiNhTjsOFNaNjGJhMSG6hg15/uGLdylsU8YnJLzQViPepsXXJGWRl1gFtBRuwdKSG4V6ETEKo9S",
+	"m2qZFnuqTCQQudltbQ+Obag2en4fBaGF2iQILuo/FhJL6l1yAQrImQPQvmhZPBXwGAqxKBZLZYFtF8qe",
+	"XIp8qTAYN/mKIgJ6un0Mj3oRYalmrjoFJt9jvQOjCTDmknpkvxiMZMKZJn1Lj/1Wp7sZ85EfT+2hq0zs",
+	"eeZ73auhfXbBVQc+Ks0rdxDSlSb4zK0mBPRVrur7fAtvFIa4Hhdk2ioZ9qNWIoV9imGmLW9oT1kSzMh4",
+	"yahmz28MHNUmVTc2d26nzY1hQocEoFjev98hQbGJClxZBirddpDwsxAcr4KWqJfMGKZ0RBI+4UZH5GBw",
+	"EJGDrv2/M/t/hwfn5Pjw+OS7tXoIJV9g4QV8V/w56J4dvnvfi45P/hR2CVbsP3ZvxMpdSeFdQma5y9ZZ",
+	"4tTb8vZAJLBjbSr8mwx80+qb/yKy+QiY1+YltJlQUg/BjoTB15mJ5ZxdQJB9ErykBo39CHvb2TYvJLQt",
+	"bPFNXpYk1zyW5/H6hvRQ9IMbpBKz82TXTVEqpLMum3hFOuz+aX6Xl6IAA1c6F9pQp9MFzZ9ZjTPDcJOG",
+	"v8If3pfiGjMlziZMJJmy2HnmisScQSEXVPx2coMV1ATBSbee2N+83rAeSuHsPQEzAkSG79pGGPcpvnqH",
+	"WCUuBuPUSv57BivJNGHaDPz1cg/Zk2GHrmKGiXB4q70w4fI/sBKGe83KumXnuc5d0GgPJo5qGpr8C1li",
+	"Z5a1YYvv4c0rrOV3L9GVLoopTyysHlnk0KgKaI5BwVPaL4apjGWbMRGl6IAG/LEQLJq9n7iiGA1eLUSb",
+	"Zu87YafZy7kIdQu72/2IX2vnEY4oA1JozoaRL+2yrbpBa0G5TQyZY3yB8FMpGFnweIbWBe1Vn42Enl32",
+	"nQ3GtmZGAT+TnczxBFdLzHkyXOWZzSTEnWalpnzszlmdP8klZHWim9YzwSrfowq1ojxdNre6yap/rFT7",
+	"983zt89fvX3x+lX37twvpKK8oYblBYud9NIKakJopjrQED5TqmJcmL5CRsMNBp7biAI3MMwQEGj/wlbO",
+	"NDml14xQB0tDt/YoU3qN20MacPFyLtre6tKuvZGV0/EbzHtf15JCBxsuOcp3dL8rJj+iMFtbM4juZxnc",
+	"yd/Ko28F7haMziPCWoIe2HKsMqlz1ELLeDUswB/eeipBHR8qTleFXcpuyiRhCVkw5Yz1zSYNqg1+xsCW",
+	"5kixdU/3192dI2LX2bt6a55Umljs0fzdZPBf8c0gSdQt91dW3ER1CRjugPKi6pBvB0ZBbnSJB+2bW3Ll",
+	"4lDup9ZkrKQIsp+toXi3ibCDyopbFPDd8WkwguHx7GHKXYLluPArhKx5NwZCgpqnvrv0jLIFT884RCuk",
+	"qVwGTXLbxI768DoLwR9Owg7HpuwTxOPCa7xxFm5PCFZeKmlYNR6qvRGd0xfgoQiE5YTCy9aLqEd1tcX7",
+	"AouWf5nxN+ErF+ivdHrl0BgfLOMDYDwylfTHMs6uEUiV4va7wz2PCV/h/uSbX+A5z9p1fxdDbwNr/8vb",
+	"s7kqWjx2GdUR+db5GuAOdZa2iFDi35eKtP99KjOVrjpEKtJv/Tu6XyHhtppl+29Hj8m/4f/Wsioef7vT",
+	"D75veMKenv8SPyoEdmRF6/eX5VMuS1xIuMIgnA5jIouyUKXeAXnWmn2ZawgUKNeK2oPz5cC509zCCZts",
+	"U5k5Fuv+5e3TVqAM+IuLVxfEf5GnWT/PLEIdXVLF10M0vj3dReyOyrf5na8gFemNy+zbE71Lx9q4cFhN",
+	"apR3W/nUqGDOU+c+k55CiiWmo4QL/2Xz2myRhyy2XZ/nSVeppMneYbzs75u7/4xZolErIlXi2rzwPFj2",
+	"jBxH5CQij/77P/+rifIaCsC0s0aFGRIhX7sc8k1+V3sy4RiAUCXfrdcCnvLOS8ENWw/OFcOmBQ9ff7vh",
+	"Yecst6lWUazje98Can89as+Yq0+zBRh7u3sjzF3ddzBQ8/eXclaXgIC5cRDyv54a5w3CDQruFABFhW8Q",
+	"Zg3uQ1Hldb/qOxcuzh2UTuniic5LoRUuoh0F3gNNMpEyDXF8mP0nRaBoYIPozkA85wPHZj5A2CNpW5nf",
+	"BdjNF2bVaWSX/JzDF/cIfrty8U21ubIB+2huT25mBS8syzUJXW62A10NDfIZttgA7UDDr64mb47bLunE",
+	"hwu5Llyo60G0IzoPoZrSkmurfP4EobhoXsdSUPZtjH76FduBHQJPMpliGEmJ5e7BlGMqFTtRZmqUaebL",
+	"+Awq6bOF0e/BcjA3NQ5jFoPCE7/bDNOYo0qMxtikOau1usp4EWbeRCSBsotjytMIC8ZD3Af1lSnPfOJJ",
+	"BPnsA9ifiBTVKv0v5VCjBAWlUNyB2ldO9KF/jYSs9YQUvxPV3a4AUj29KoIUqS6O2upoF8ub73lh/ApN",
+	"HFwEoGuA51tCugg8Cy456fXOCLuhsUnz+uaBk+yLjaPskl/ETECEYFHBzAUIo/nI52LZj7RVt0Y0Gfi2",
+	"Za6R25zelNdyDGx17ZeAQ3v3BVH04ih5qXd/Ak0enPO52RfQVcFZGpt9AR0M0N2oVs0+wfL/FmN9lfvd",
+	"32BB/LAmVvDrTV9OqaDkPsx/VcP6McodBz3QGAOGzN/yVuFz3F0rTEdURLGFhAR8M1Uym0zzsgx2toZ5",
+	"vw7T7m0llVuqnKZqoEXnErIeLZVA9TPqmRuyPE8ZBXPrnMOiywvDpEi/Bwup7Q60i0aCGp1STda/7vBx",
+	"p1ralndbEcO7iCvGlVKp7XV2w+NpXu2iXK/a3/f2qvdTE3eV+6a3FkOmXBupVqQd08UCi92WfN5Xb59f",
+	"Dr5//ew/Bk8vLsGUHJEJyHSuviJX+QgLqgywyc5ZUQIZy3Ogea+SI5rwBOp6MMiJCfA+e3wJNlpN08o4",
+	"8KMcj92PwsnY3jJW2iyapvbCGI83LWRR6+bQfnF4TRWI6vbT4hh+KAYpfryA4Yp/v7YDF6cX6Fg2cr/u",
+	"JXi4K3T9ov9dS1GkNoAYBrV07MZrZskaO0D6ZnewzdjxMSLQ2zQX1YqX7FVl96NT3kFoCBe17Df7bZwP",
+	"3vb/fAsjgP74R40+aAGx0h7/g1k8wBV5FgWN7WIGImI7LyLkukUiSsd0Ea3184Uuf677ZygHOxN5DkdN",
+	"q0DLUsp9E+pCQqrk0f6O/IV/T0arPI7OJwzFmXE9Yndrtu74I8Qdt3VlsOv4R67f3rkJ0D3VDmlaBuSW",
+	"xQ7uGFEMwmXhH0JLSi5MruVF1+35Xcohce16Ih1X01qIUavO/dXE/PzLwOwuxlLvqb1l0YcGFRw20426",
+	"Dc3Cm3n5Hrm2p9av5+aXTrsO/yDNI4Bo2M1UM02mjCozYhQlAS/iuFpHeiXiqZICqiNaXHRdl/LckkBP",
+	"sb3TV6K7ZZVErR2pLnYfXhfa8Z4tQkDF9U1Wx6WCFiKp6Gd4t0TYQzGk3vVFu9AaO6Gyyl81qP00qBLi",
+	"hNWbA43H14X3KoEkd0xbsidZ45axvKG5U8aS/E6XDAxZB0ap0UCNtOLQFhLf13DTSU8aSzjdHLrfdVd7",
+	"da6+f1pdeaiifAmm38ly9iU1ZCzTVC6BTOw5Hmjyu+QC5DfI1Tzu9XrNqzUVkk0gISYvwxCu9//UPcYC",
+	"glO5DITMhC/a3/Fe3wWYS71NWYOanwW7LmpWhGrXeoeh85RokqAbM+8VUmy3FVN9UXqC6QxOhChv9n57",
+	"XedGLMpihPc6AHi+66SN/8n7QHaansPeVXaKDk5o8FRMTwlo+1g4CS/3SiAFLrhAplIl3HcN8qSLgiEt",
+	"jwl1pFzriP9yXO1bekEHHeC1W2FoKGsGIzmrCWnHc6i0vwH/WMl5KH+BKlNUxYficZsh6k0l5tqWYoRq",
+	"i3xQxrOMytT5BZdUh2PdFpILs98FAnt1ab8LkWUuG9ckgNVD6pdSC6uRgcJ9VorE3YUYRhek3V6CJQpL",
+	"Zgi57DTf7iUXiVyGV4DPSCyBAaIjCf06FggXUw8GP9eMMT/qEv5Me0EMWkNlB4aP1G85BINdyI9tKzrj",
+	"EQXUwR1Yui9+JnnwVVC5hEu4qKaLRjoo8Ac8E6aVs6aVCItssG3Tue5tvjkLyIcO8dredwFizMBIOUip",
+	"mrAI3BLo5WsKTEqxeFAo1fqSqZhZ9YXl5Ya9bnWQN/oA2+ecpyl30YmRDws67T4m/4r+kzlPkhR1JDRu",
+	"ThSdu1Oq3i/Ore2eBeSpxeNew7STxZPHjd980ujNNfy2oOA0OEQIleVsy0FjpzBXq9nfplIVmVXcaFdI",
+	"ssYl2bz6pVMvmqIcRYyDAr9gsCFt5/Ys+zdzp+e6W7MTEeqEW+Bp3lDtuvQ0bep66wJk2Cdz1vIrL2U8",
+	"ugxIHDp0ZG/RT+PMM2vYt3nXrCWuBzkJpgDiJvuzzbnIHdnGD3hquceivdkXseTrbIowcy6y9QSv7QaJ",
+	"W56Um2gzM7X+gLaqfrXXCgaVZoqb1ZUVBZx4xKhCwQTkAzAj40/5ABbhWx8+gM1uLEN9j1xmP5CqZuqa",
+	"xwzqpkltJopd/e0lHr1r+AXpA0D0wA9dIBT1Gma3L55CqVhfu9vlV4rEaoe5LnCem9C5b6Sli5rcoABH",
+	"oMDihH2IG3KaJVY29WEhv7x5Sdp2VE/7V4aKhKrEB5hotLr7ImrectMXUPupqLHjlBFqWJdcMUagIexC",
+	"SSNjaAZbLcCTP+iLvoACDeh4f/PDU/Lk9PGfiKuTYIfJ5rAfbWhPGcO9c+Qef/O7lqLTJb96Nw56FfoC",
+	"NBjkZYJcXL5Ai1TkPF5H18fYpk4wlmgydPa9P2DsM/I94ADpZ73eoxg+hD+Za+7lqj+0iqoOrah1zZR2",
+	"BTG6x92eb3VNF7x11nrU7XUfYbmVKSDe0RRaD/wBvYZQQLd8BOZ/kbTOWj8y47oTFJ5O+PKk13Mhb8aF",
+	"IZa35XfXEhrF3Z1tPnAGwO417XPRrdBM6+y3d1FLZ/M5tTcJyJI+kZlrkoEGaOgEnFf5SnTrnR3kSDGa",
+	"rLau9Y1949MsFaaGFOTHvUdb5itjXPN5fY2TwMSvpCHKTb5jqxNq6IhqhrXraDzNWw5iiwq8Umv3//r4",
+	"iC744YytdO0hvOTaXFy++It95wHPAaeA1J3AlmAV8xlb2fvqWs6gERQ42L3g8CFqnfaO62bJwT76RVBH",
+	"01jU9RTPdvtHP0g14knCXHk6Fy2w66viiMvHZpcIjMfuuhXhrl2zxhlmfLO5Zuk1050uuUjmXBAdywWr",
+	"PUarMenAsWHbW9zVVuTDI7zz/B6PDCfCQytuXFdqaQ1djh9k7iSEMe6RQ4ze7tP6nibeAvzxcOn0uMEX",
+	"b6V8aRU5+ODkpAlcjgXDFXR3lMW99BcmlFk1Rd9NCHLhOg8KEOmqGequcSCo549ylFWoN1H6DVB+CaUr",
+	"uHUaKOeBrOJjModThGP7F6+k+UFmIvlkB4obUzrQxryGKjpnBlqG/fa+xe0uW9nFGyfP0FBZ5QNRiaY3",
+	"9ICtPZHfORTJuy7W3lA/whsPeD/lLSFrbycL5O1R7T5uFZRhS0kPDqbiOMepXB7a/VAyLSgQtvfo/Yyt",
+	"ttLfM/j9x7ye/Q7qw9eTCq+gZJFSLshf/nxcgdM+BrfCV1rdpNW5hAIwe5xrVCtPh0/vfskkRCJvXU/P",
+	"u5zvl3BarwXb76DWOOrmrq2Tie+OSuCQmHZ98AKseJZLfmFevFfi3Yd3UcvZvtZ8hC54lwJU0RqiAmEn",
+	"c1d7m+Tlx8DYABH8hs8Zaf/lz8edbl9cBfq9kiE2ph0SJZf6nMylYgR/Iikz+G9nhgfLM9hPRple9YWd",
+	"XjEXegKWNewoywWxG5+mLEXVvUool1lBKPcvN/u2vo1E5o9Oml9F5Tvdw8yQDGpqD13deTDTuShurjeI",
+	"AymClQu+bb+syz1ba8Whn/xLD2k5KXWWrRWKHLSfg1yk2IRrA/EdOVTFZhe9atc3+ui95acNJKOf8jDE",
+	"xsLRV3GnVtzZfkb1Ek7tKdw75vsuyGGWemfM/3IEnl1HtSbjhKYpXnH5v3XixgXU+cgjKnLhY4gO7iGZ",
+	"MCtBlLoeD7Gux3//538NfZb4xm1fRpr7v/BLra4/8p1/C0z9ev/fjX3hJQOhcFMqJqxw4d3q2rEzZhhY",
+	"dlsyknVBraUc8Ly5NrQvTHwnPQOhCC4AsCif5HqiQ1ykXDBhv+wLKDWRZIUsQ95Y2K20X4qBghH9AFYg",
+	"SiWkDcJmQSzjlItJSCqH0dhnxt8jLIzo1oOL+Xqrb1iQ7b6s1R2IuYozbvK9oyIhKR8bV+cj09DCJYbq",
+	"WnuSjDTUsMOiWNS9Us6zzGrEAKWLmkP5spwHTGKqFCjnS4mueQNZmm17eUF+SJpE0OMztnDayQ10TfK8",
+	"4jD/qBMRLX18udIkpoLoJTeQjuqUWrm0+qxv8rlGNbAZDqWxXtcDXXNrxcA+uLvuMyBS1L8soRZFwj73",
+	"625vuv5C7sdFSmMXWs8nwlISnkcEWcaesmQKHl4C3TDy3HksGOfIbjtP8J29alXkn7HzVsij8feMqVVh",
+	"R/NpZs3w0pevCY9VFNFoNFglqzI8Yqkp7T3A5xLoam2EG6G9Nekrulpt1edh2lmgJFVuslzfH19zc//l",
+	"VOGAFO0iCAk7WVnGQ7nQpG15zcj/ew6dw973W3GmjZwz1W+dkX4rPvxTv/WBzKmJp0xbBMRRnDGHGjJn",
+	"ECFN51JMMOlbd7rkFcQO5bH5Y8MUdENkVMVTiOzICyw7YyXYQN1lYn9wOSV/Igld6bqtAmAGfkl1p3ba",
+	"e7KrfufOzcMc3Xz3IDevOvu5C5iqLLoOcBzugSC3e+qgADlUEYAF0c/ucx1UFdBbQZ/l1jq5WyHJE4oa",
+	"AoHv3wMUvgK0ay7oA7bzoqcLOqkHBvsR1hzPo5Nql7De4ZN33/xLGKbQ6NiYtDx40UqqVyow/nhXKTIr",
+	"qT2YlOE7Rwbki9eCue27tVTwSSzUXGPsaGSFoTyTrXybYi/rD3UC8EnvOC9L4psFnvv48OGMrYbIHUtN",
+	"d9s+BDUqXEBRXpOw0xc0hYg3zGuJyEmvV2Kz4CsSCRmWW32eQQvSoSvETUVfDNfaGQ+JZkyUy5HmpSVK",
+	"DZI93227fSUnp2TaARD6Il8mhONaWGZs5WsqhgGKyHJKDcPSGNqVofJQ9sXQ9z8dOlUYPGR5o9TSRmFk",
+	"mEs77BS9i9d2py9+l6OITPg1c4E4eEtZ+CC0OCEjGs8iD7Dr7uq3L6AxYCfZnyHjbj/NqXQA2P1g5xdv",
+	"SzXem76OaftI9vevxZRa1H9cW12l2/wmu7koqKlCLD68AirPhZp6A7YCYgCiuLd8e2xadOQNde0F5naf",
+	"gXs7VumffTVG3gOrx80EPcollKxx+JKudJS3xAoz/QtXW4+L3MYB1Z7PYXguUFGDHGEoBIZ4uZzKlGEr",
+	"+W49n9F7M5rPkm18Dzv48bkGzPsG6+hsISnSloqUL6xOtHGaX8nu/sgOwwCOe6TX66GuxwX2e7OIaHXO",
+	"HRSJTfjqSfIttDmoRhuAsmp5t78sdLVgAYoBOLLLOfK2sb6Ab+wcTCRUGCgPNoRqFzlM73nywQE2JIlk",
+	"2mq2eX6R1bbKdaatdCJFzCLI4Mxjf6DMi3HiEVQX8eVy2uOUTiYsIUOcY+CwkyXDc0KJewoiD+FY+MBQ",
+	"yN8RUHsAYoYi9F50umSIXoVkiI98XTv7tXsCBQn7orxon1NwToZzqdiQaLrSxcbCSSo2B/8I5Aph53Ss",
+	"6MMN4bovoApOl1z4vNUxTw26O1yZxDNCY8uZSxBhW5f3/Ra+3G+BSQJah6Ow9uFDUFx7Cjvl2OhDsLbv",
+	"s3SW0/rH5W44dR1ngxqwINnADePP9HNnYp/EAQNIEnkWZAW+BDQDE0+xKGfOMJxpC3aUOszdwanyPOJb",
+	"MCqXXmzJ1zcdreVbdh7OdF8A46rhTgAMMqcuuUDSKmlauRSN0jPXJGVjYzVQuzFtOSba0iRNIcYQnZcg",
+	"Xjtt14IEdGxBSSyTqeMSfbGdTZBbcAmnkt6CTUB9qK9c4ovhEr0nu794KsU45Zj+/IncOZD8X89V6qj7",
+	"FkzGpwfVBX6hweIhBe1n2H6+xtfoteV/8mCvXFThICuN5A2KlL4EGEpaYXPiXjrez3L04lkrzwFaFz/3",
+	"9+v7Aevsmhf1gizXJfx14S3nm0Jt3tcBxdq+8HItVYpf2/votPfEVczKLYremuNLQGyV8R4Yw7fgdu5H",
+	"yRssft5hLl8E/8RzLUslUMjYYBu6nKgacMajckXBbU7vp0X1tQa+768+oIf2AX0RjD9UlHK39+h+2H1e",
+	"WPc+OH6VJH7yQ19hxeCHkIuhFOUbNv7YQjHM+/zGMCuSBRM03LPbC8IPzpK/CHMf7iPq0JBoVlfzuQ21",
+	"duDKB2M6S8hJ76RTph1XoXaTu5e6Et2v0LNemnm9HHO4Xc5m4yPXUJnOWV+47hdF0G+5MU8HhaC8vwJO",
+	"6415BZ+BJClwXgQFolJTkYcKZyyVu/7ItOumvYAMz7A3EB99pd07hyNKZSpNaWqotxGVKrZwzQPvWzMp",
+	"6C2gTZfK8mKDt6H9/4EFc1hEamAHcQwZwFhlisERpE01USyWKmEJNIpGGxN8MDx3tX19JTkMePe9aGZs",
+	"Ybp9Uag1XpB1lf58WEghzroOaSFj3Dk5PTnBcRyI0F1obCGdoFKWr4LlIPgGNzPGFt2N6mIR6WPQ6aov",
+	"0ISoMtFvhS1k9jWvZD2IixCn+AQ+wi2KXVSoveUSDP88gdH/pKwrE2A5c3UjQXe0xwfWOAiyjpAZUBJP",
+	"pWZig43VaZJAIg/BxFysWMGStnK1A13k2EAIdkR8z9GoLwp2BMb5jZoDltQtpwAVU7voJ4iMGqKoIlM/",
+	"ixVF+sL1CI9IysWMJWS0IkPYiYEcD8uGm4LD1TKyMHdRmXhg5mLP7SMX4trCW9xxf+UnXzQ/wUYs7iyj",
+	"sul34Vr/CcISjrU6WDP+4r2F96rMewdX63O7Sb8aSO+MlTVyb0nktSjpdUYNnSYBU6uyaxPsLHUM2WZG",
+	"vcpbUTSwom6xc2Lv+uaNtx/U0omLqjN2vhAjefM/x9IJvq31di957xUoP+rikaomHIcYt7eA1sfdn5S0",
+	"OWzvzxOQbJZTZqYQcU6WcsbykPX2eud///dYqr7IU7JAlMEku5UbudMlF34SCArO/VXOVONH0oauILQN",
+	"QsgKhyDXricN9GPURU+asixVvm5CQtMVE8mV7xvzpYeI4kLskpoJaSf3P3MwQOKZ73v0VVL7IiQ1d16E",
+	"rtNnmA1t3nC+s9rW+w1e+ue63XyvuQAN/ITGpP85t5tvveGsaNV77v7deaDAb0e6v+ErD4gAMMP2emWu",
+	"qZRXcnwwy6evXrYGGNpTN0Jt3DbnRI//LlUwqwue+pvLcX/Yva/TnQDM/wnBU3ue4j2XznJeODNlYTwn",
+	"C6ZcwmJEsM8YZqsXQeouf9jYPemLdi6/gThcZFpCX3yLNBy7cIA/4VKxMVNn9kmmxJ/hHqDp0AqteWvX",
+	"k95pqagXdN0E+db9BHByMTmDJEt7A8L6XCMVCnlHrhF/Nme6L3AryZLaLQ5X+vSov99W42IeTFYEoD5B",
+	"wbCGZBqsaQjdYpmx54O1pOzNwhLSrjv5zjkREg7ZYv+U0cTVtcT3mYjZofeBbsw2XBusW5FA1gOQPnzN",
+	"a7q3NgCOeRQVziDi0R98G8gwciQYES4OxymfTA2J6SLC2OBO4zvryFTabm29vkoduhrJrdhjSocl128r",
+	"guvp6acUXEsLq4tBk1wYYN+4KGf88tzZ9Vl3Cy4YrFgBnco5NwbMGF9UJQNsn5YvsrR6KUqXXHvCTN46",
+	"kkypJq67IdwUdg9KXQXv6wp2uKyoYYfogtoq+76B7gLw2gPiUT7Ldhm48Jt9FmV7S9Dsqo1c2u7GVXvz",
+	"Tdmnbm8hObnWqF9L/tUW8i0OMA9uzjftFh0MtpzXA1BKnSh0HzTy5agtjWjwfpUVKJ8E5cK4q7g1tFAM",
+	"AIoz8h7N1uD7XzIrXnwYQoK7T95DLgBf9kXpU31Gfut2u++s8EmL4CkpYpRjZmx14BHUpQgOcYIhhipq",
+	"0gbG1BfuJW4ATh0RmqYkYSNuiiSRTo3SUcXi+9cf8vE/gQ6xP/F8lcvvQqEXLobW4aOVg1ynvDH3CUtA",
+	"ATkGg54PfZl9Vu4oU9oMd9+wvj7fdnHmKn/rIc25bpLtwowHOCKjFdDp5yDTeKAqBvt8zzY3u7Ewc1WU",
+	"T/zag+Duoktev7LtWm5DPa9Vp+7c6qWW+oO5f4KoY7sF1v3zSyy7KOx+hRWfF2v5quHxjNBYSe3tplh1",
+	"zrfFPc+d8yA1oPHE4xkVSV/ACO2h/3Fg3xtGpPjBvjDsdMkFZGRSksilgBKiUqTYIArKhyoWM2H6Ys61",
+	"ZgkCZoWdLnlbJHEeaGIUjaHPlGE3hrSHpvCcDzuEawjyziMP+sLDceZ+UzTGBNgIC8rARNpQBY0YcHQ5",
+	"hoXKpXDFGJSUhugFFX2RcjHTGCZA2hC/LUd2z+iIp9ysXBB3fqf0W3VCVYnIvvhYAbeUTyC+7clGvspu",
+	"92BTLXeLuKVwcHSroO0dte7/CpVbyqWcDzTyLrnES3GNK2F00LJDnN2WFFlhedkrjCi1r0Npe6yFknKd",
+	"21XW5rM869yVX7kx8CGMtoICVRyKGJaDisAAnZQkP6lcdr5lPCm1rDETOOk1w7YWfQHsyRUY53ZdM74Y",
+	"YkZKntbv89lcCFTRUQpZKtSVksJwkTHdFxZiaKehcia7xlyhkjLUlXYl2uwIULgmFECeiU/G4D5+8Ljd",
+	"CSwU/jWG9l5iaHMZQ8hlRGRmNE/Q5BErKXYxmyIoNhx8XQTqfb/C9sz/PNF6uKKvIXtfQ/buNWSvXHQN",
+	"LI15rbGtcXwW6/VGDN82l6CzC7nQDV/uGkuOOUt8XvTQhc3/wZTUnbM8cJ6MVkUxmzilGsMsFkxZFYOn",
+	"TLvhuSJJhnyB5NEhA2rIIWoE8I8z1CN8Wyx7R5YikAOZ8xByYhUcXz2tqBiJlXWSTpe8YTTpC0gGWDB1",
+	"6OxbSqZptnD1pkL6GKGLBROJMwFTbxfD5RR5ZiBnKGmYPzoALI+e01A3GbY8pRNdSVAdrZyVzQ+Omag0",
+	"h2CGZjrYefs3OXxCUqmdcggCSwEVhuqcV/be7oRbOsVpJ4rO7dvf5SdsMSGR2SiF0usuVOe0+5j8q8cM",
+	"SPsn1zTNWJf8yK9ZX6xVAhiCW3SIyXROGBqi7OPQiuu8e8XJ6RQ9rO7fj3s9bzPX52TEVlIkkZWvQsLO",
+	"jyWf7cfv0nL7niprUaVyScZUQQH2osD88TQqb1Knrv8CbmljIJ45uqtrA7HkiZlivxFE1AKgOQCUMotp",
+	"x7oWIDy82wD00GG9iCd1CitTnBX1JB07dIGuX1TEQxEIEhGmlFToSoHOaS6mAc4XaOFAY4Lqepc/q+Tk",
+	"TUg2g3DshCzOFDcroLURo4qp1tlv7+wpIu+s61XuOCvwWvhbY+HFRMYZaH7tqTGLs6OjVMY0nUptzr7r",
+	"fdcjmUiYIsM5nTGrmg0BAzOVts5aRyDgOTDfB0tbR6A8RlaLWrDYRC5JLK8YCpGL4Gx2eAwhzZtEclFO",
+	"/Dl3N7UmSwtVOYmmPJS/nsMkV77JDuHCYCIB4tMRcfikMdfYXykHulyOpTwT3Pg1pF1tMOluO6vk+mHL",
+	"MOfNsjYHu2SKy4THrjeR1RusdlCxSax1agoNA+FYmyFhoVCwqAgUjfBOxeoxHdcPsBIgW2b1oXmfrnXe",
+	"RykFdvLQkX0pKbw0YsXZFeDjjKYGQKUJF8xJPxeXL6y0Vh4nv8Q0oO3NoTsZYHp2dfVFcq3AzxJCNbky",
+	"VCRUJeRX9zHBN0dMn5HhRoPAoXdTXx9HQ/JNX4yoZt+etn/668XTw6ufLk4ef9sGfyBPyDek3+r2W+Qb",
+	"YADa0Pmi9NtIJqtOp7DBzNgKhSAc8TBhsUxYQhZU5eJkwV3KfXaxpdu5lQVRqsUfiHLNAfsiL7K71gKx",
+	"1CwRQkjBXuTitKwUklfY5ZowYblhty+ceL1C8eMQLrJDK8+V9osnYJzKBP97xkAacqJdSPxQmXCVhdYk",
+	"j+qZ/bIxWERYd9K15DM4PYEKLINHA/dscDx4PO7FJ/RJ0XIJg15Ld34ObWtd29wW3hoFILtxQqMuai35",
+	"Wv9LqmGjWXJOFPudxRDFgK9JCSILCJMCu+xthTRHpK0AN60SuKnHSEXm0mLCGqJYdO9nvd6jGLET/mbD",
+	"EgLtBD1/da+9fvdw5aY+Uf1kOzUmB9SKUHgzYZi+iwA/CWUYbCpvZxa10FpbFEvFCx+0G3vZnZdZCeiD",
+	"ui+m5eJ8Vn1iWGjNxZHFpQpgBcsqlzIz0gWHEg5EDlLbk02o32Apb1fgdAh1BA7BtzYkbUoe9x65AKTK",
+	"EyMlBsyWZLr13VhhU8A8pwI7/UlXN8FX+SaxFILFoDNbBubT3XOW4mqNIxRWl5Djcbe1Jqm923CBQgGl",
+	"MUY5ReTy9dVblnjttWDbv7x56bxupapJ4aJ0Hz78vwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

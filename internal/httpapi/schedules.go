@@ -18,14 +18,23 @@ func scheduleBody(s engine.Schedule) Schedule {
 	if out.Input == nil {
 		out.Input = json.RawMessage("null")
 	}
+	if s.TraceContext != nil {
+		parent, state := engine.SplitTraceContext(*s.TraceContext)
+		out.Traceparent = &parent
+		if state != "" {
+			out.Tracestate = &state
+		}
+	}
 	return out
 }
 
 // PutSchedule creates or changes a schedule; the engine validates it (cron, timezone,
-// registered handler) and computes its next tick from now.
+// registered handler) and computes its next tick from now. The request's trace context
+// is kept with it (jobTraceContext).
 func (s *Server) PutSchedule(ctx context.Context, req PutScheduleRequestObject) (PutScheduleResponseObject, error) {
 	b := req.Body
-	set := engine.ScheduleSettings{Cron: b.Cron, Handler: b.Handler}
+	set := engine.ScheduleSettings{Cron: b.Cron, Handler: b.Handler,
+		TraceContext: jobTraceContext(ctx, req.Params.Traceparent, req.Params.Tracestate)}
 	if b.Timezone != nil {
 		set.Timezone = *b.Timezone
 	}
@@ -78,9 +87,9 @@ func (s *Server) DeleteSchedule(ctx context.Context, req DeleteScheduleRequestOb
 	return DeleteSchedule204Response{}, nil
 }
 
-// RunSchedule makes a schedule's job now, outside its cron.
+// RunSchedule makes a schedule's job now, outside its cron, in the caller's trace.
 func (s *Server) RunSchedule(ctx context.Context, req RunScheduleRequestObject) (RunScheduleResponseObject, error) {
-	d, err := s.eng.RunScheduleNow(ctx, req.Name)
+	d, err := s.eng.RunScheduleNow(ctx, req.Name, jobTraceContext(ctx, req.Params.Traceparent, req.Params.Tracestate))
 	if err != nil {
 		return nil, missing(err, "schedule", req.Name)
 	}

@@ -797,7 +797,8 @@ func (db *DB) citusInboxes(ctx context.Context, windows []InboxWindow) ([]Signal
 			return out, translate(err)
 		}
 		for _, r := range rows {
-			out = append(out, Signal{ID: r.ID, JobID: r.JobID, Seq: r.Seq, Name: r.Name, Payload: r.Payload, CreatedAt: r.CreatedAt})
+			out = append(out, Signal{ID: r.ID, JobID: r.JobID, Seq: r.Seq, Name: r.Name, Payload: r.Payload, CreatedAt: r.CreatedAt,
+				TraceContext: r.TraceContext})
 		}
 	}
 	return out, nil
@@ -879,7 +880,7 @@ func (db *DB) citusSignal(ctx context.Context, id *int64, key *string, name stri
 			return nil // finished: nothing delivered
 		}
 		sid, err := q.SignalInsert(ctx, dbcitus.SignalInsertParams{JobID: d.JobID, Seq: *d.InboxSeq, Name: name,
-			Payload: payload, Placement: placement})
+			Payload: payload, Placement: placement, TraceContext: traceContext})
 		out.SignalID, queue = &sid, d.Queue
 		return err
 	})

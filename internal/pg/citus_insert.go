@@ -558,7 +558,7 @@ func (db *DB) citusScheduleFire(ctx context.Context, f ScheduleFire) (ScheduleFi
 			Handlers: []string{s.Handler}, Inputs: []string{string(s.Input)}, Keys: []string{""}, Priorities: []int{-1},
 			RunAts: []time.Time{{}}, DelaysMs: []int64{0}, ConcurrencyKeys: []string{""}, MaxAttempts: []int{0},
 			ParentIds: []int64{0}, ScheduleNames: []string{s.Name}, ScheduleTicks: []time.Time{f.Tick}, Ids: []int64{0},
-			TraceContexts: []string{""}})
+			TraceContexts: []string{valueOr(f.TraceContext, "")}})
 		if err != nil {
 			return err
 		}

@@ -16,14 +16,15 @@ import (
 func citusSchedule(r dbcitus.Schedule, lastJobID int64) Schedule {
 	return Schedule{Name: r.Name, Cron: r.Cron, Timezone: r.Timezone, Handler: r.Handler, Queue: r.Queue,
 		Input: r.Input, Overlap: r.Overlap, Paused: r.Paused, NextRunAt: r.NextRunAt, LastTickAt: r.LastTickAt,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, LastJobID: lastJobID}
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, TraceContext: r.TraceContext, LastJobID: lastJobID}
 }
 
 // citusScheduleUpsert writes the schedule, then wakes the schedulers and reads its latest job.
 func (db *DB) citusScheduleUpsert(ctx context.Context, p ScheduleUpsert) (Schedule, error) {
 	q := dbcitus.New(db.pool)
 	r, err := q.ScheduleUpsertRow(ctx, dbcitus.ScheduleUpsertRowParams{Name: p.Name, Cron: p.Cron, Timezone: p.Timezone,
-		Handler: p.Handler, Queue: p.Queue, Input: p.Input, Overlap: p.Overlap, Paused: p.Paused, NextRunAt: p.NextRunAt})
+		Handler: p.Handler, Queue: p.Queue, Input: p.Input, Overlap: p.Overlap, Paused: p.Paused, NextRunAt: p.NextRunAt,
+		TraceContext: p.TraceContext})
 	if err != nil {
 		return Schedule{}, translate(err)
 	}

@@ -13,6 +13,8 @@ type Signal struct {
 	Name      string
 	Payload   json.RawMessage
 	CreatedAt time.Time
+	// TraceContext is the sender's trace context (jobs.trace_context's form; nil: none).
+	TraceContext *string
 }
 
 // Child is one child job as its parent's step sees it.

@@ -27,7 +27,10 @@ type Schedule struct {
 	LastTickAt *time.Time
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
-	LastJobID  int64
+	// TraceContext is the trace context of the request that last wrote the schedule
+	// (jobs.trace_context's form; nil: none): each tick's span links to it.
+	TraceContext *string
+	LastJobID    int64
 }
 
 // ScheduleUpsert is a schedule to write; NextRunAt is its next tick after now (kept
@@ -38,6 +41,7 @@ type ScheduleUpsert struct {
 	Overlap                              string
 	Paused                               bool
 	NextRunAt                            time.Time
+	TraceContext                         *string // the request's (nil: none)
 }
 
 // ScheduleUpsert creates or changes a schedule and notifies the schedulers.
@@ -46,7 +50,8 @@ func (db *DB) ScheduleUpsert(ctx context.Context, p ScheduleUpsert) (Schedule, e
 		return db.citusScheduleUpsert(ctx, p)
 	}
 	r, err := db.q.ScheduleUpsert(ctx, dbsqlc.ScheduleUpsertParams{Name: p.Name, Cron: p.Cron, Timezone: p.Timezone,
-		Handler: p.Handler, Queue: p.Queue, Input: p.Input, Overlap: p.Overlap, Paused: p.Paused, NextRunAt: p.NextRunAt})
+		Handler: p.Handler, Queue: p.Queue, Input: p.Input, Overlap: p.Overlap, Paused: p.Paused, NextRunAt: p.NextRunAt,
+		TraceContext: p.TraceContext})
 	return Schedule(r), translate(err)
 }
 
@@ -81,6 +86,7 @@ func (db *DB) ScheduleDelete(ctx context.Context, name string) error {
 type ScheduleDue struct {
 	Name, Cron, Timezone string
 	NextRunAt            time.Time
+	TraceContext         *string // the schedule's (nil: none)
 }
 
 // ScheduleListDue returns up to limit running schedules due at asOf, earliest due tick
@@ -96,6 +102,9 @@ type ScheduleFire struct {
 	Name        string
 	DueAt, Tick time.Time
 	NextRunAt   time.Time
+	// TraceContext is the trace context the job keeps (nil: none): the tick's span, or
+	// the caller's of "run now".
+	TraceContext *string
 }
 
 // ScheduleFired says what firing a tick did.
@@ -111,6 +120,7 @@ func (db *DB) ScheduleFire(ctx context.Context, f ScheduleFire) (ScheduleFired, 
 	if db.citus != nil {
 		return db.citusScheduleFire(ctx, f)
 	}
-	r, err := db.q.ScheduleFire(ctx, dbsqlc.ScheduleFireParams{Name: f.Name, DueAt: f.DueAt, Tick: f.Tick, NextRunAt: f.NextRunAt})
+	r, err := db.q.ScheduleFire(ctx, dbsqlc.ScheduleFireParams{Name: f.Name, DueAt: f.DueAt, Tick: f.Tick, NextRunAt: f.NextRunAt,
+		TraceContext: f.TraceContext})
 	return ScheduleFired{JobID: r.JobID, Skipped: r.Skipped, HandlerKnown: r.HandlerKnown}, translate(err)
 }

@@ -19,7 +19,8 @@ type SignalDelivered struct {
 // SignalDeliver delivers a signal to job id (or, id nil, to the live job holding key) in
 // one statement (sql/signals.sql). ErrNotFound when there is no such job.
 //
-// traceContext, when set, becomes the job's trace context if it has none.
+// traceContext, when set, is kept with the signal, and becomes the job's trace context
+// if it has none.
 func (db *DB) SignalDeliver(ctx context.Context, id *int64, key *string, name string, payload []byte, traceContext *string) (SignalDelivered, error) {
 	if db.citus != nil {
 		return db.citusSignal(ctx, id, key, name, payload, traceContext)
@@ -47,7 +48,8 @@ func (db *DB) SignalLoadInboxes(ctx context.Context, windows []InboxWindow) ([]S
 	}
 	rows, err := db.q.SignalLoadInboxes(ctx, p)
 	return convertAll(rows, func(r dbsqlc.SignalLoadInboxesRow) Signal {
-		return Signal{ID: r.ID, JobID: r.JobID, Seq: r.Seq, Name: r.Name, Payload: r.Payload, CreatedAt: r.CreatedAt}
+		return Signal{ID: r.ID, JobID: r.JobID, Seq: r.Seq, Name: r.Name, Payload: r.Payload, CreatedAt: r.CreatedAt,
+			TraceContext: r.TraceContext}
 	}), translate(err)
 }
 

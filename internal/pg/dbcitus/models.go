@@ -155,28 +155,30 @@ type RateLimit struct {
 }
 
 type Schedule struct {
-	Name       string
-	Cron       string
-	Timezone   string
-	Handler    string
-	Queue      string
-	Input      json.RawMessage
-	Overlap    string
-	Paused     bool
-	NextRunAt  time.Time
-	LastTickAt *time.Time
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	Name         string
+	Cron         string
+	Timezone     string
+	Handler      string
+	Queue        string
+	Input        json.RawMessage
+	Overlap      string
+	Paused       bool
+	NextRunAt    time.Time
+	LastTickAt   *time.Time
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	TraceContext *string
 }
 
 type Signal struct {
-	ID        int64
-	JobID     int64
-	Seq       int64
-	Name      string
-	Payload   json.RawMessage
-	CreatedAt time.Time
-	Placement int
+	ID           int64
+	JobID        int64
+	Seq          int64
+	Name         string
+	Payload      json.RawMessage
+	CreatedAt    time.Time
+	TraceContext *string
+	Placement    int
 }
 
 type Step struct {

@@ -72,7 +72,7 @@ func (q *Queries) ScheduleDeleteRow(ctx context.Context, name string) (string, e
 
 const ScheduleGetRow = `-- name: ScheduleGetRow :one
 SELECT s.name, s.cron, s.timezone, s.handler, s.queue, s.input, s.overlap, s.paused, s.next_run_at,
-       s.last_tick_at, s.created_at, s.updated_at
+       s.last_tick_at, s.created_at, s.updated_at, s.trace_context
 FROM schedules s
 WHERE s.name = $1
 `
@@ -94,6 +94,7 @@ func (q *Queries) ScheduleGetRow(ctx context.Context, name string) (Schedule, er
 		&i.LastTickAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.TraceContext,
 	)
 	return i, err
 }
@@ -140,7 +141,7 @@ func (q *Queries) ScheduleLatestLive(ctx context.Context, arg ScheduleLatestLive
 
 const ScheduleListRows = `-- name: ScheduleListRows :many
 SELECT s.name, s.cron, s.timezone, s.handler, s.queue, s.input, s.overlap, s.paused, s.next_run_at,
-       s.last_tick_at, s.created_at, s.updated_at
+       s.last_tick_at, s.created_at, s.updated_at, s.trace_context
 FROM schedules s
 ORDER BY s.name
 `
@@ -168,6 +169,7 @@ func (q *Queries) ScheduleListRows(ctx context.Context) ([]Schedule, error) {
 			&i.LastTickAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.TraceContext,
 		); err != nil {
 			return nil, err
 		}
@@ -180,29 +182,31 @@ func (q *Queries) ScheduleListRows(ctx context.Context) ([]Schedule, error) {
 }
 
 const ScheduleUpsertRow = `-- name: ScheduleUpsertRow :one
-INSERT INTO schedules AS s (name, cron, timezone, handler, queue, input, overlap, paused, next_run_at)
+INSERT INTO schedules AS s (name, cron, timezone, handler, queue, input, overlap, paused, next_run_at, trace_context)
 VALUES ($1, $2, $3, $4, $5,
-        $6, $7, $8, $9)
+        $6, $7, $8, $9, $10::text)
 ON CONFLICT (name) DO UPDATE
 SET cron = excluded.cron, timezone = excluded.timezone, handler = excluded.handler,
     queue = excluded.queue, input = excluded.input, overlap = excluded.overlap, paused = excluded.paused,
+    trace_context = excluded.trace_context,
     next_run_at = CASE WHEN s.cron = excluded.cron AND s.timezone = excluded.timezone AND NOT s.paused
                        THEN s.next_run_at ELSE excluded.next_run_at END,
     updated_at = excluded.updated_at
 RETURNING s.name, s.cron, s.timezone, s.handler, s.queue, s.input, s.overlap, s.paused, s.next_run_at,
-          s.last_tick_at, s.created_at, s.updated_at
+          s.last_tick_at, s.created_at, s.updated_at, s.trace_context
 `
 
 type ScheduleUpsertRowParams struct {
-	Name      string
-	Cron      string
-	Timezone  string
-	Handler   string
-	Queue     string
-	Input     json.RawMessage
-	Overlap   string
-	Paused    bool
-	NextRunAt time.Time
+	Name         string
+	Cron         string
+	Timezone     string
+	Handler      string
+	Queue        string
+	Input        json.RawMessage
+	Overlap      string
+	Paused       bool
+	NextRunAt    time.Time
+	TraceContext *string
 }
 
 // ScheduleUpsert (sql/schedules.sql) without what Citus cannot run beside a write of a
@@ -219,6 +223,7 @@ func (q *Queries) ScheduleUpsertRow(ctx context.Context, arg ScheduleUpsertRowPa
 		arg.Overlap,
 		arg.Paused,
 		arg.NextRunAt,
+		arg.TraceContext,
 	)
 	var i Schedule
 	err := row.Scan(
@@ -234,6 +239,7 @@ func (q *Queries) ScheduleUpsertRow(ctx context.Context, arg ScheduleUpsertRowPa
 		&i.LastTickAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.TraceContext,
 	)
 	return i, err
 }

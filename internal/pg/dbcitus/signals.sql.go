@@ -89,17 +89,19 @@ func (q *Queries) SignalDeliver(ctx context.Context, arg SignalDeliverParams) (S
 }
 
 const SignalInsert = `-- name: SignalInsert :one
-INSERT INTO signals (job_id, seq, name, payload, placement)
-VALUES ($1::bigint, $2::bigint, $3::text, $4::jsonb, $5::int)
+INSERT INTO signals (job_id, seq, name, payload, placement, trace_context)
+VALUES ($1::bigint, $2::bigint, $3::text, $4::jsonb, $5::int,
+        $6::text)
 RETURNING id
 `
 
 type SignalInsertParams struct {
-	JobID     int64
-	Seq       int64
-	Name      string
-	Payload   json.RawMessage
-	Placement int
+	JobID        int64
+	Seq          int64
+	Name         string
+	Payload      json.RawMessage
+	Placement    int
+	TraceContext *string
 }
 
 // The inbox entry of a signal SignalDeliver delivered (its seq is the job's new
@@ -112,6 +114,7 @@ func (q *Queries) SignalInsert(ctx context.Context, arg SignalInsertParams) (int
 		arg.Name,
 		arg.Payload,
 		arg.Placement,
+		arg.TraceContext,
 	)
 	var id int64
 	err := row.Scan(&id)
@@ -170,7 +173,7 @@ func (q *Queries) SignalList(ctx context.Context, arg SignalListParams) ([]Signa
 }
 
 const SignalLoadInboxes = `-- name: SignalLoadInboxes :many
-SELECT s.job_id, s.id, s.seq, s.name, s.payload, s.created_at
+SELECT s.job_id, s.id, s.seq, s.name, s.payload, s.created_at, s.trace_context
 FROM ROWS FROM (unnest($1::bigint[]), unnest($2::bigint[]), unnest($3::bigint[])) AS w(job_id, after_seq, upto_seq)
 JOIN signals s ON s.job_id = w.job_id AND s.seq > w.after_seq AND s.seq <= w.upto_seq
 WHERE s.placement = ANY ($4::int[])
@@ -185,12 +188,13 @@ type SignalLoadInboxesParams struct {
 }
 
 type SignalLoadInboxesRow struct {
-	JobID     int64
-	ID        int64
-	Seq       int64
-	Name      string
-	Payload   json.RawMessage
-	CreatedAt time.Time
+	JobID        int64
+	ID           int64
+	Seq          int64
+	Name         string
+	Payload      json.RawMessage
+	CreatedAt    time.Time
+	TraceContext *string
 }
 
 // SignalLoadInboxes (sql/signals.sql) for the claimed steps of one shard.
@@ -215,6 +219,7 @@ func (q *Queries) SignalLoadInboxes(ctx context.Context, arg SignalLoadInboxesPa
 			&i.Name,
 			&i.Payload,
 			&i.CreatedAt,
+			&i.TraceContext,
 		); err != nil {
 			return nil, err
 		}

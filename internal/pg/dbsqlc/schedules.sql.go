@@ -53,8 +53,8 @@ new_queue AS (
     ON CONFLICT (name) DO NOTHING
 ),
 inserted AS (
-    INSERT INTO jobs (queue, handler, input, max_attempts, schedule_name, schedule_tick)
-    SELECT a.queue, a.handler, a.input, h.max_attempts, a.name, $2::timestamptz
+    INSERT INTO jobs (queue, handler, input, max_attempts, schedule_name, schedule_tick, trace_context)
+    SELECT a.queue, a.handler, a.input, h.max_attempts, a.name, $2::timestamptz, $5::text
     FROM advanced a
     JOIN previous p ON p.name = a.name
     JOIN handlers h ON h.name = a.handler
@@ -74,10 +74,11 @@ JOIN previous p ON p.name = a.name
 `
 
 type ScheduleFireParams struct {
-	NextRunAt time.Time
-	Tick      time.Time
-	Name      string
-	DueAt     time.Time
+	NextRunAt    time.Time
+	Tick         time.Time
+	Name         string
+	DueAt        time.Time
+	TraceContext *string
 }
 
 type ScheduleFireRow struct {
@@ -93,6 +94,7 @@ type ScheduleFireRow struct {
 // next_run_at moved, answer no row and write nothing) and, unless overlap is 'skip' and
 // the schedule's latest job is live, inserts its job for tick (jobs_schedule_tick makes a
 // second job for the same tick impossible anyway) and notifies the queue's feeders.
+// The job keeps trace_context (NULL: none): the tick's span, or the caller's of "run now".
 // job_id is 0 when no job was inserted. Index use: schedules_pkey, jobs_schedule_tick
 // (one entry, backwards), handlers_pkey,
 // queues_pkey. Cost: one statement per due tick, nothing per step.
@@ -102,6 +104,7 @@ func (q *Queries) ScheduleFire(ctx context.Context, arg ScheduleFireParams) (Sch
 		arg.Tick,
 		arg.Name,
 		arg.DueAt,
+		arg.TraceContext,
 	)
 	var i ScheduleFireRow
 	err := row.Scan(
@@ -116,26 +119,27 @@ func (q *Queries) ScheduleFire(ctx context.Context, arg ScheduleFireParams) (Sch
 
 const ScheduleGet = `-- name: ScheduleGet :one
 SELECT s.name, s.cron, s.timezone, s.handler, s.queue, s.input, s.overlap, s.paused, s.next_run_at,
-       s.last_tick_at, s.created_at, s.updated_at,
+       s.last_tick_at, s.created_at, s.updated_at, s.trace_context,
        coalesce((SELECT j.id FROM jobs j WHERE j.schedule_name = s.name ORDER BY j.schedule_tick DESC LIMIT 1), 0)::bigint AS last_job_id
 FROM schedules s
 WHERE s.name = $1
 `
 
 type ScheduleGetRow struct {
-	Name       string
-	Cron       string
-	Timezone   string
-	Handler    string
-	Queue      string
-	Input      json.RawMessage
-	Overlap    string
-	Paused     bool
-	NextRunAt  time.Time
-	LastTickAt *time.Time
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
-	LastJobID  int64
+	Name         string
+	Cron         string
+	Timezone     string
+	Handler      string
+	Queue        string
+	Input        json.RawMessage
+	Overlap      string
+	Paused       bool
+	NextRunAt    time.Time
+	LastTickAt   *time.Time
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	TraceContext *string
+	LastJobID    int64
 }
 
 // One schedule with the id of its latest job (0: none yet) (jobs_schedule_tick, one entry read backwards).
@@ -155,6 +159,7 @@ func (q *Queries) ScheduleGet(ctx context.Context, name string) (ScheduleGetRow,
 		&i.LastTickAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.TraceContext,
 		&i.LastJobID,
 	)
 	return i, err
@@ -162,26 +167,27 @@ func (q *Queries) ScheduleGet(ctx context.Context, name string) (ScheduleGetRow,
 
 const ScheduleList = `-- name: ScheduleList :many
 SELECT s.name, s.cron, s.timezone, s.handler, s.queue, s.input, s.overlap, s.paused, s.next_run_at,
-       s.last_tick_at, s.created_at, s.updated_at,
+       s.last_tick_at, s.created_at, s.updated_at, s.trace_context,
        coalesce((SELECT j.id FROM jobs j WHERE j.schedule_name = s.name ORDER BY j.schedule_tick DESC LIMIT 1), 0)::bigint AS last_job_id
 FROM schedules s
 ORDER BY s.name
 `
 
 type ScheduleListRow struct {
-	Name       string
-	Cron       string
-	Timezone   string
-	Handler    string
-	Queue      string
-	Input      json.RawMessage
-	Overlap    string
-	Paused     bool
-	NextRunAt  time.Time
-	LastTickAt *time.Time
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
-	LastJobID  int64
+	Name         string
+	Cron         string
+	Timezone     string
+	Handler      string
+	Queue        string
+	Input        json.RawMessage
+	Overlap      string
+	Paused       bool
+	NextRunAt    time.Time
+	LastTickAt   *time.Time
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	TraceContext *string
+	LastJobID    int64
 }
 
 // Every schedule by name, each with the id of its latest job (one jobs_schedule_tick probe each).
@@ -207,6 +213,7 @@ func (q *Queries) ScheduleList(ctx context.Context) ([]ScheduleListRow, error) {
 			&i.LastTickAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.TraceContext,
 			&i.LastJobID,
 		); err != nil {
 			return nil, err
@@ -220,13 +227,13 @@ func (q *Queries) ScheduleList(ctx context.Context) ([]ScheduleListRow, error) {
 }
 
 const ScheduleListDue = `-- name: ScheduleListDue :many
-(SELECT s.name, s.cron, s.timezone, s.next_run_at
+(SELECT s.name, s.cron, s.timezone, s.next_run_at, s.trace_context
  FROM schedules s
  WHERE NOT s.paused AND s.next_run_at <= $1::timestamptz
  ORDER BY s.next_run_at
  LIMIT $2::int)
 UNION ALL
-(SELECT s.name, s.cron, s.timezone, s.next_run_at
+(SELECT s.name, s.cron, s.timezone, s.next_run_at, s.trace_context
  FROM schedules s
  WHERE NOT s.paused AND s.next_run_at > $1::timestamptz
  ORDER BY s.next_run_at
@@ -239,10 +246,11 @@ type ScheduleListDueParams struct {
 }
 
 type ScheduleListDueRow struct {
-	Name      string
-	Cron      string
-	Timezone  string
-	NextRunAt time.Time
+	Name         string
+	Cron         string
+	Timezone     string
+	NextRunAt    time.Time
+	TraceContext *string
 }
 
 // The running schedules due at as_of (at most max_rows, earliest first), then the first
@@ -250,6 +258,7 @@ type ScheduleListDueRow struct {
 // statement per wake-up; two ordered scans of schedules_due, the first stopping at the
 // first tick after as_of (or at max_rows), the second after one row, so the rows read are
 // the due schedules + 2 whatever the number of schedules (TestScheduleListDueReadsTheDueOnly).
+// Each with its trace context, which the tick's span links to (docs/observability.md).
 func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams) ([]ScheduleListDueRow, error) {
 	rows, err := q.db.Query(ctx, ScheduleListDue, arg.AsOf, arg.MaxRows)
 	if err != nil {
@@ -264,6 +273,7 @@ func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams
 			&i.Cron,
 			&i.Timezone,
 			&i.NextRunAt,
+			&i.TraceContext,
 		); err != nil {
 			return nil, err
 		}
@@ -277,58 +287,62 @@ func (q *Queries) ScheduleListDue(ctx context.Context, arg ScheduleListDueParams
 
 const ScheduleUpsert = `-- name: ScheduleUpsert :one
 WITH upserted AS (
-    INSERT INTO schedules AS s (name, cron, timezone, handler, queue, input, overlap, paused, next_run_at)
+    INSERT INTO schedules AS s (name, cron, timezone, handler, queue, input, overlap, paused, next_run_at, trace_context)
     VALUES ($1, $2, $3, $4, $5,
-            $6, $7, $8, $9)
+            $6, $7, $8, $9, $10::text)
     ON CONFLICT (name) DO UPDATE
     SET cron = excluded.cron, timezone = excluded.timezone, handler = excluded.handler,
         queue = excluded.queue, input = excluded.input, overlap = excluded.overlap, paused = excluded.paused,
+        trace_context = excluded.trace_context,
         next_run_at = CASE WHEN s.cron = excluded.cron AND s.timezone = excluded.timezone AND NOT s.paused
                            THEN s.next_run_at ELSE excluded.next_run_at END,
         updated_at = excluded.updated_at
-    RETURNING s.name, s.cron, s.timezone, s.handler, s.queue, s.input, s.overlap, s.paused, s.next_run_at, s.last_tick_at, s.created_at, s.updated_at
+    RETURNING s.name, s.cron, s.timezone, s.handler, s.queue, s.input, s.overlap, s.paused, s.next_run_at, s.last_tick_at, s.created_at, s.updated_at, s.trace_context
 ),
 notified AS (
     SELECT count(pg_notify('gendurable_schedules', u.name)) AS n FROM upserted u
 )
 SELECT u.name, u.cron, u.timezone, u.handler, u.queue, u.input, u.overlap, u.paused, u.next_run_at,
-       u.last_tick_at, u.created_at, u.updated_at,
+       u.last_tick_at, u.created_at, u.updated_at, u.trace_context,
        coalesce((SELECT j.id FROM jobs j WHERE j.schedule_name = u.name ORDER BY j.schedule_tick DESC LIMIT 1), 0)::bigint AS last_job_id
 FROM upserted u, notified
 `
 
 type ScheduleUpsertParams struct {
-	Name      string
-	Cron      string
-	Timezone  string
-	Handler   string
-	Queue     string
-	Input     json.RawMessage
-	Overlap   string
-	Paused    bool
-	NextRunAt time.Time
+	Name         string
+	Cron         string
+	Timezone     string
+	Handler      string
+	Queue        string
+	Input        json.RawMessage
+	Overlap      string
+	Paused       bool
+	NextRunAt    time.Time
+	TraceContext *string
 }
 
 type ScheduleUpsertRow struct {
-	Name       string
-	Cron       string
-	Timezone   string
-	Handler    string
-	Queue      string
-	Input      json.RawMessage
-	Overlap    string
-	Paused     bool
-	NextRunAt  time.Time
-	LastTickAt *time.Time
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
-	LastJobID  int64
+	Name         string
+	Cron         string
+	Timezone     string
+	Handler      string
+	Queue        string
+	Input        json.RawMessage
+	Overlap      string
+	Paused       bool
+	NextRunAt    time.Time
+	LastTickAt   *time.Time
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	TraceContext *string
+	LastJobID    int64
 }
 
 // Creates or changes a schedule and wakes every scheduler (NOTIFY gendurable_schedules).
 // next_run_at is the caller's next tick after now; an update that keeps the cron, the
 // timezone and a running schedule keeps the tick already due (a PUT of the same settings
-// does not push it back). Index use: schedules_pkey.
+// does not push it back). trace_context is the request's (NULL: none), replaced by each
+// write. Index use: schedules_pkey.
 func (q *Queries) ScheduleUpsert(ctx context.Context, arg ScheduleUpsertParams) (ScheduleUpsertRow, error) {
 	row := q.db.QueryRow(ctx, ScheduleUpsert,
 		arg.Name,
@@ -340,6 +354,7 @@ func (q *Queries) ScheduleUpsert(ctx context.Context, arg ScheduleUpsertParams) 
 		arg.Overlap,
 		arg.Paused,
 		arg.NextRunAt,
+		arg.TraceContext,
 	)
 	var i ScheduleUpsertRow
 	err := row.Scan(
@@ -355,6 +370,7 @@ func (q *Queries) ScheduleUpsert(ctx context.Context, arg ScheduleUpsertParams) 
 		&i.LastTickAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.TraceContext,
 		&i.LastJobID,
 	)
 	return i, err

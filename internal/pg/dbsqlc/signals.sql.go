@@ -45,8 +45,9 @@ delivered AS (
     RETURNING j.id, j.inbox_seq, j.queue, (t.status = 'awaiting' AND j.status = 'runnable') AS woke
 ),
 inserted AS (
-    INSERT INTO signals (job_id, seq, name, payload)
-    SELECT d.id, d.inbox_seq, $3, $5::jsonb FROM delivered d
+    -- The sender's trace context: the attempt the signal is shown to links to it.
+    INSERT INTO signals (job_id, seq, name, payload, trace_context)
+    SELECT d.id, d.inbox_seq, $3, $5::jsonb, $4::text FROM delivered d
     RETURNING id
 ),
 notified AS (
@@ -151,7 +152,7 @@ func (q *Queries) SignalList(ctx context.Context, arg SignalListParams) ([]Signa
 }
 
 const SignalLoadInboxes = `-- name: SignalLoadInboxes :many
-SELECT s.job_id, s.id, s.seq, s.name, s.payload, s.created_at
+SELECT s.job_id, s.id, s.seq, s.name, s.payload, s.created_at, s.trace_context
 FROM ROWS FROM (unnest($1::bigint[]), unnest($2::bigint[]), unnest($3::bigint[])) AS w(job_id, after_seq, upto_seq)
 JOIN signals s ON s.job_id = w.job_id AND s.seq > w.after_seq AND s.seq <= w.upto_seq
 ORDER BY s.job_id, s.seq
@@ -164,16 +165,18 @@ type SignalLoadInboxesParams struct {
 }
 
 type SignalLoadInboxesRow struct {
-	JobID     int64
-	ID        int64
-	Seq       int64
-	Name      string
-	Payload   json.RawMessage
-	CreatedAt time.Time
+	JobID        int64
+	ID           int64
+	Seq          int64
+	Name         string
+	Payload      json.RawMessage
+	CreatedAt    time.Time
+	TraceContext *string
 }
 
 // The signals each claimed step is shown: for each (job, after, upto) the inbox entries
-// with after < seq <= upto, oldest first. One statement per pick batch; a range scan of
+// with after < seq <= upto, oldest first, each with its sender's trace context (the
+// attempt's span links to it). One statement per pick batch; a range scan of
 // signals_inbox per job, bounded by the per-step cap.
 func (q *Queries) SignalLoadInboxes(ctx context.Context, arg SignalLoadInboxesParams) ([]SignalLoadInboxesRow, error) {
 	rows, err := q.db.Query(ctx, SignalLoadInboxes, arg.JobIds, arg.AfterSeqs, arg.UptoSeqs)
@@ -191,6 +194,7 @@ func (q *Queries) SignalLoadInboxes(ctx context.Context, arg SignalLoadInboxesPa
 			&i.Name,
 			&i.Payload,
 			&i.CreatedAt,
+			&i.TraceContext,
 		); err != nil {
 			return nil, err
 		}

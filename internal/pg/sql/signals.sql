@@ -40,8 +40,9 @@ delivered AS (
     RETURNING j.id, j.inbox_seq, j.queue, (t.status = 'awaiting' AND j.status = 'runnable') AS woke
 ),
 inserted AS (
-    INSERT INTO signals (job_id, seq, name, payload)
-    SELECT d.id, d.inbox_seq, sqlc.arg(name), sqlc.narg(payload)::jsonb FROM delivered d
+    -- The sender's trace context: the attempt the signal is shown to links to it.
+    INSERT INTO signals (job_id, seq, name, payload, trace_context)
+    SELECT d.id, d.inbox_seq, sqlc.arg(name), sqlc.narg(payload)::jsonb, sqlc.narg(trace_context)::text FROM delivered d
     RETURNING id
 ),
 notified AS (
@@ -55,9 +56,10 @@ CROSS JOIN notified;
 
 -- name: SignalLoadInboxes :many
 -- The signals each claimed step is shown: for each (job, after, upto) the inbox entries
--- with after < seq <= upto, oldest first. One statement per pick batch; a range scan of
+-- with after < seq <= upto, oldest first, each with its sender's trace context (the
+-- attempt's span links to it). One statement per pick batch; a range scan of
 -- signals_inbox per job, bounded by the per-step cap.
-SELECT s.job_id, s.id, s.seq, s.name, s.payload, s.created_at
+SELECT s.job_id, s.id, s.seq, s.name, s.payload, s.created_at, s.trace_context
 FROM ROWS FROM (unnest(sqlc.arg(job_ids)::bigint[]), unnest(sqlc.arg(after_seqs)::bigint[]), unnest(sqlc.arg(upto_seqs)::bigint[])) AS w(job_id, after_seq, upto_seq)
 JOIN signals s ON s.job_id = w.job_id AND s.seq > w.after_seq AND s.seq <= w.upto_seq
 ORDER BY s.job_id, s.seq;

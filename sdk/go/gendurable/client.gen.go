@@ -985,7 +985,15 @@ type Schedule struct {
 	Paused    bool            `json:"paused"`
 	Queue     string          `json:"queue"`
 	Timezone  string          `json:"timezone"`
-	UpdatedAt time.Time       `json:"updated_at"`
+
+	// Traceparent The W3C traceparent of the request that last wrote the schedule (the server's span
+	// of it when tracing is on; absent when none). With tracing on, each tick's trace links
+	// to it.
+	Traceparent *string `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate kept with `traceparent` (absent when none).
+	Tracestate *string   `json:"tracestate,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // ScheduleOverlap defines model for Schedule.Overlap.
@@ -1323,8 +1331,10 @@ type InsertJobParams struct {
 	// job of a batch) is kept in that trace and each of its steps' webhook requests
 	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
 	// the server's span of this request. On a signal, a job without a trace context takes
-	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
-	// says (docs/observability.md).
+	// it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+	// with the schedule, which each tick's trace links to; "run now" continues it. A value
+	// that is not a version-00 traceparent is ignored, as the recommendation says
+	// (docs/observability.md).
 	Traceparent *Traceparent `json:"traceparent,omitempty"`
 
 	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
@@ -1337,8 +1347,10 @@ type InsertJobsParams struct {
 	// job of a batch) is kept in that trace and each of its steps' webhook requests
 	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
 	// the server's span of this request. On a signal, a job without a trace context takes
-	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
-	// says (docs/observability.md).
+	// it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+	// with the schedule, which each tick's trace links to; "run now" continues it. A value
+	// that is not a version-00 traceparent is ignored, as the recommendation says
+	// (docs/observability.md).
 	Traceparent *Traceparent `json:"traceparent,omitempty"`
 
 	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
@@ -1362,8 +1374,10 @@ type SendSignalParams struct {
 	// job of a batch) is kept in that trace and each of its steps' webhook requests
 	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
 	// the server's span of this request. On a signal, a job without a trace context takes
-	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
-	// says (docs/observability.md).
+	// it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+	// with the schedule, which each tick's trace links to; "run now" continues it. A value
+	// that is not a version-00 traceparent is ignored, as the recommendation says
+	// (docs/observability.md).
 	Traceparent *Traceparent `json:"traceparent,omitempty"`
 
 	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
@@ -1387,14 +1401,48 @@ type GetQueueThroughputParams struct {
 	Minutes *int `form:"minutes,omitempty" json:"minutes,omitempty"`
 }
 
+// PutScheduleParams defines parameters for PutSchedule.
+type PutScheduleParams struct {
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+	// with the schedule, which each tick's trace links to; "run now" continues it. A value
+	// that is not a version-00 traceparent is ignored, as the recommendation says
+	// (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
+}
+
+// RunScheduleParams defines parameters for RunSchedule.
+type RunScheduleParams struct {
+	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+	// job of a batch) is kept in that trace and each of its steps' webhook requests
+	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+	// the server's span of this request. On a signal, a job without a trace context takes
+	// it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+	// with the schedule, which each tick's trace links to; "run now" continues it. A value
+	// that is not a version-00 traceparent is ignored, as the recommendation says
+	// (docs/observability.md).
+	Traceparent *Traceparent `json:"traceparent,omitempty"`
+
+	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
+	Tracestate *Tracestate `json:"tracestate,omitempty"`
+}
+
 // SendSignalByKeyParams defines parameters for SendSignalByKey.
 type SendSignalByKeyParams struct {
 	// Traceparent The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
 	// job of a batch) is kept in that trace and each of its steps' webhook requests
 	// carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
 	// the server's span of this request. On a signal, a job without a trace context takes
-	// it. A value that is not a version-00 traceparent is ignored, as the recommendation
-	// says (docs/observability.md).
+	// it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+	// with the schedule, which each tick's trace links to; "run now" continues it. A value
+	// that is not a version-00 traceparent is ignored, as the recommendation says
+	// (docs/observability.md).
 	Traceparent *Traceparent `json:"traceparent,omitempty"`
 
 	// Tracestate The W3C tracestate that goes with `traceparent` (ignored without it).
@@ -2007,33 +2055,38 @@ type ClientInterface interface {
 	//
 	// One job per tick across every server process; the job names its schedule and
 	// tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
-	// missed tick runs.
+	// missed tick runs. The request's trace context (`traceparent`) is kept with the
+	// schedule: with tracing on, each tick starts a trace of its own whose root span
+	// links to it (docs/observability.md, "Schedules").
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
-	PutScheduleWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PutScheduleWithBody(ctx context.Context, name Name, params *PutScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PutSchedule Create or change a schedule.
 	//
 	// One job per tick across every server process; the job names its schedule and
 	// tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
-	// missed tick runs.
+	// missed tick runs. The request's trace context (`traceparent`) is kept with the
+	// schedule: with tracing on, each tick starts a trace of its own whose root span
+	// links to it (docs/observability.md, "Schedules").
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
-	PutSchedule(ctx context.Context, name Name, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PutSchedule(ctx context.Context, name Name, params *PutScheduleParams, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RunSchedule Run a schedule now, outside its cron.
 	//
 	// Makes the schedule's job now (its `schedule_tick` is now) through the same
 	// statement as a tick, so it is listed with the schedule's runs; the next tick
 	// stays as it was. 409 for a paused schedule, or one whose last run is live while
-	// its overlap is `skip`; 422 when its handler is not registered.
+	// its overlap is `skip`; 422 when its handler is not registered. The job continues
+	// the caller's trace (`traceparent`), as an inserted job does.
 	//
 	// Corresponds with POST /v1/schedules/{name}/run (the `RunSchedule` operationId).
-	RunSchedule(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RunSchedule(ctx context.Context, name Name, params *RunScheduleParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SendSignalByKeyWithBody Deliver a signal to the live job holding a key.
 	//
@@ -3104,13 +3157,15 @@ func (c *APIClient) GetSchedule(ctx context.Context, name Name, reqEditors ...Re
 //
 // One job per tick across every server process; the job names its schedule and
 // tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
-// missed tick runs.
+// missed tick runs. The request's trace context (`traceparent`) is kept with the
+// schedule: with tracing on, each tick starts a trace of its own whose root span
+// links to it (docs/observability.md, "Schedules").
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
-func (c *APIClient) PutScheduleWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPutScheduleRequestWithBody(c.Server, name, contentType, body)
+func (c *APIClient) PutScheduleWithBody(ctx context.Context, name Name, params *PutScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutScheduleRequestWithBody(c.Server, name, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3125,13 +3180,15 @@ func (c *APIClient) PutScheduleWithBody(ctx context.Context, name Name, contentT
 //
 // One job per tick across every server process; the job names its schedule and
 // tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
-// missed tick runs.
+// missed tick runs. The request's trace context (`traceparent`) is kept with the
+// schedule: with tracing on, each tick starts a trace of its own whose root span
+// links to it (docs/observability.md, "Schedules").
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
-func (c *APIClient) PutSchedule(ctx context.Context, name Name, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPutScheduleRequest(c.Server, name, body)
+func (c *APIClient) PutSchedule(ctx context.Context, name Name, params *PutScheduleParams, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutScheduleRequest(c.Server, name, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3147,11 +3204,12 @@ func (c *APIClient) PutSchedule(ctx context.Context, name Name, body PutSchedule
 // Makes the schedule's job now (its `schedule_tick` is now) through the same
 // statement as a tick, so it is listed with the schedule's runs; the next tick
 // stays as it was. 409 for a paused schedule, or one whose last run is live while
-// its overlap is `skip`; 422 when its handler is not registered.
+// its overlap is `skip`; 422 when its handler is not registered. The job continues
+// the caller's trace (`traceparent`), as an inserted job does.
 //
 // Corresponds with POST /v1/schedules/{name}/run (the `RunSchedule` operationId).
-func (c *APIClient) RunSchedule(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRunScheduleRequest(c.Server, name)
+func (c *APIClient) RunSchedule(ctx context.Context, name Name, params *RunScheduleParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRunScheduleRequest(c.Server, name, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5118,18 +5176,18 @@ func NewGetScheduleRequest(server string, name Name) (*http.Request, error) {
 }
 
 // NewPutScheduleRequest calls the generic PutSchedule builder with application/json body
-func NewPutScheduleRequest(server string, name Name, body PutScheduleJSONRequestBody) (*http.Request, error) {
+func NewPutScheduleRequest(server string, name Name, params *PutScheduleParams, body PutScheduleJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewPutScheduleRequestWithBody(server, name, "application/json", bodyReader)
+	return NewPutScheduleRequestWithBody(server, name, params, "application/json", bodyReader)
 }
 
 // NewPutScheduleRequestWithBody constructs an http.Request for the PutSchedule method, with any body, and a specified content type
-func NewPutScheduleRequestWithBody(server string, name Name, contentType string, body io.Reader) (*http.Request, error) {
+func NewPutScheduleRequestWithBody(server string, name Name, params *PutScheduleParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5161,11 +5219,37 @@ func NewPutScheduleRequestWithBody(server string, name Name, contentType string,
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+		if params.Tracestate != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "tracestate", *params.Tracestate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("tracestate", headerParam1)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewRunScheduleRequest constructs an http.Request for the RunSchedule method
-func NewRunScheduleRequest(server string, name Name) (*http.Request, error) {
+func NewRunScheduleRequest(server string, name Name, params *RunScheduleParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5193,6 +5277,32 @@ func NewRunScheduleRequest(server string, name Name) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.Traceparent != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("traceparent", headerParam0)
+		}
+
+		if params.Tracestate != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "tracestate", *params.Tracestate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("tracestate", headerParam1)
+		}
+
 	}
 
 	return req, nil
@@ -5921,35 +6031,40 @@ type ClientWithResponsesInterface interface {
 	//
 	// One job per tick across every server process; the job names its schedule and
 	// tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
-	// missed tick runs.
+	// missed tick runs. The request's trace context (`traceparent`) is kept with the
+	// schedule: with tracing on, each tick starts a trace of its own whose root span
+	// links to it (docs/observability.md, "Schedules").
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
-	PutScheduleWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutScheduleResponse, error)
+	PutScheduleWithBodyWithResponse(ctx context.Context, name Name, params *PutScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutScheduleResponse, error)
 
 	// PutScheduleWithResponse Create or change a schedule.
 	//
 	// One job per tick across every server process; the job names its schedule and
 	// tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
-	// missed tick runs.
+	// missed tick runs. The request's trace context (`traceparent`) is kept with the
+	// schedule: with tracing on, each tick starts a trace of its own whose root span
+	// links to it (docs/observability.md, "Schedules").
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
-	PutScheduleWithResponse(ctx context.Context, name Name, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*PutScheduleResponse, error)
+	PutScheduleWithResponse(ctx context.Context, name Name, params *PutScheduleParams, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*PutScheduleResponse, error)
 
 	// RunScheduleWithResponse Run a schedule now, outside its cron.
 	//
 	// Makes the schedule's job now (its `schedule_tick` is now) through the same
 	// statement as a tick, so it is listed with the schedule's runs; the next tick
 	// stays as it was. 409 for a paused schedule, or one whose last run is live while
-	// its overlap is `skip`; 422 when its handler is not registered.
+	// its overlap is `skip`; 422 when its handler is not registered. The job continues
+	// the caller's trace (`traceparent`), as an inserted job does.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/schedules/{name}/run (the `RunSchedule` operationId).
-	RunScheduleWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*RunScheduleResponse, error)
+	RunScheduleWithResponse(ctx context.Context, name Name, params *RunScheduleParams, reqEditors ...RequestEditorFn) (*RunScheduleResponse, error)
 
 	// SendSignalByKeyWithBodyWithResponse Deliver a signal to the live job holding a key.
 	//
@@ -8707,13 +8822,15 @@ func (c *ClientWithResponses) GetScheduleWithResponse(ctx context.Context, name 
 //
 // One job per tick across every server process; the job names its schedule and
 // tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
-// missed tick runs.
+// missed tick runs. The request's trace context (`traceparent`) is kept with the
+// schedule: with tracing on, each tick starts a trace of its own whose root span
+// links to it (docs/observability.md, "Schedules").
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
-func (c *ClientWithResponses) PutScheduleWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutScheduleResponse, error) {
-	rsp, err := c.PutScheduleWithBody(ctx, name, contentType, body, reqEditors...)
+func (c *ClientWithResponses) PutScheduleWithBodyWithResponse(ctx context.Context, name Name, params *PutScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutScheduleResponse, error) {
+	rsp, err := c.PutScheduleWithBody(ctx, name, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -8724,13 +8841,15 @@ func (c *ClientWithResponses) PutScheduleWithBodyWithResponse(ctx context.Contex
 //
 // One job per tick across every server process; the job names its schedule and
 // tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
-// missed tick runs.
+// missed tick runs. The request's trace context (`traceparent`) is kept with the
+// schedule: with tracing on, each tick starts a trace of its own whose root span
+// links to it (docs/observability.md, "Schedules").
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /v1/schedules/{name} (the `PutSchedule` operationId).
-func (c *ClientWithResponses) PutScheduleWithResponse(ctx context.Context, name Name, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*PutScheduleResponse, error) {
-	rsp, err := c.PutSchedule(ctx, name, body, reqEditors...)
+func (c *ClientWithResponses) PutScheduleWithResponse(ctx context.Context, name Name, params *PutScheduleParams, body PutScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*PutScheduleResponse, error) {
+	rsp, err := c.PutSchedule(ctx, name, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -8742,13 +8861,14 @@ func (c *ClientWithResponses) PutScheduleWithResponse(ctx context.Context, name 
 // Makes the schedule's job now (its `schedule_tick` is now) through the same
 // statement as a tick, so it is listed with the schedule's runs; the next tick
 // stays as it was. 409 for a paused schedule, or one whose last run is live while
-// its overlap is `skip`; 422 when its handler is not registered.
+// its overlap is `skip`; 422 when its handler is not registered. The job continues
+// the caller's trace (`traceparent`), as an inserted job does.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/schedules/{name}/run (the `RunSchedule` operationId).
-func (c *ClientWithResponses) RunScheduleWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*RunScheduleResponse, error) {
-	rsp, err := c.RunSchedule(ctx, name, reqEditors...)
+func (c *ClientWithResponses) RunScheduleWithResponse(ctx context.Context, name Name, params *RunScheduleParams, reqEditors ...RequestEditorFn) (*RunScheduleResponse, error) {
+	rsp, err := c.RunSchedule(ctx, name, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

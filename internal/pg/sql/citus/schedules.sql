@@ -22,29 +22,30 @@ SELECT coalesce((SELECT j.status FROM jobs j
 -- ScheduleUpsert (sql/schedules.sql) without what Citus cannot run beside a write of a
 -- reference table: the latest job (ScheduleLastJob, at the schedule's placement) and the
 -- NOTIFY (SchedulesNotify, on the coordinator). Index use: schedules_pkey.
-INSERT INTO schedules AS s (name, cron, timezone, handler, queue, input, overlap, paused, next_run_at)
+INSERT INTO schedules AS s (name, cron, timezone, handler, queue, input, overlap, paused, next_run_at, trace_context)
 VALUES (sqlc.arg(name), sqlc.arg(cron), sqlc.arg(timezone), sqlc.arg(handler), sqlc.arg(queue),
-        sqlc.arg(input), sqlc.arg(overlap), sqlc.arg(paused), sqlc.arg(next_run_at))
+        sqlc.arg(input), sqlc.arg(overlap), sqlc.arg(paused), sqlc.arg(next_run_at), sqlc.narg(trace_context)::text)
 ON CONFLICT (name) DO UPDATE
 SET cron = excluded.cron, timezone = excluded.timezone, handler = excluded.handler,
     queue = excluded.queue, input = excluded.input, overlap = excluded.overlap, paused = excluded.paused,
+    trace_context = excluded.trace_context,
     next_run_at = CASE WHEN s.cron = excluded.cron AND s.timezone = excluded.timezone AND NOT s.paused
                        THEN s.next_run_at ELSE excluded.next_run_at END,
     updated_at = excluded.updated_at
 RETURNING s.name, s.cron, s.timezone, s.handler, s.queue, s.input, s.overlap, s.paused, s.next_run_at,
-          s.last_tick_at, s.created_at, s.updated_at;
+          s.last_tick_at, s.created_at, s.updated_at, s.trace_context;
 
 -- name: ScheduleGetRow :one
 -- One schedule (a reference table, read on the coordinator). Index use: schedules_pkey.
 SELECT s.name, s.cron, s.timezone, s.handler, s.queue, s.input, s.overlap, s.paused, s.next_run_at,
-       s.last_tick_at, s.created_at, s.updated_at
+       s.last_tick_at, s.created_at, s.updated_at, s.trace_context
 FROM schedules s
 WHERE s.name = sqlc.arg(name);
 
 -- name: ScheduleListRows :many
 -- Every schedule by name (a reference table, read on the coordinator).
 SELECT s.name, s.cron, s.timezone, s.handler, s.queue, s.input, s.overlap, s.paused, s.next_run_at,
-       s.last_tick_at, s.created_at, s.updated_at
+       s.last_tick_at, s.created_at, s.updated_at, s.trace_context
 FROM schedules s
 ORDER BY s.name;
 

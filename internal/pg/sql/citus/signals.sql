@@ -43,13 +43,14 @@ FROM target t LEFT JOIN delivered d ON true;
 -- The inbox entry of a signal SignalDeliver delivered (its seq is the job's new
 -- inbox_seq): INSERT ... VALUES at the job's placement, a router statement (Citus draws
 -- the identity on the coordinator).
-INSERT INTO signals (job_id, seq, name, payload, placement)
-VALUES (sqlc.arg(job_id)::bigint, sqlc.arg(seq)::bigint, sqlc.arg(name)::text, sqlc.narg(payload)::jsonb, sqlc.arg(placement)::int)
+INSERT INTO signals (job_id, seq, name, payload, placement, trace_context)
+VALUES (sqlc.arg(job_id)::bigint, sqlc.arg(seq)::bigint, sqlc.arg(name)::text, sqlc.narg(payload)::jsonb, sqlc.arg(placement)::int,
+        sqlc.narg(trace_context)::text)
 RETURNING id;
 
 -- name: SignalLoadInboxes :many
 -- SignalLoadInboxes (sql/signals.sql) for the claimed steps of one shard.
-SELECT s.job_id, s.id, s.seq, s.name, s.payload, s.created_at
+SELECT s.job_id, s.id, s.seq, s.name, s.payload, s.created_at, s.trace_context
 FROM ROWS FROM (unnest(sqlc.arg(job_ids)::bigint[]), unnest(sqlc.arg(after_seqs)::bigint[]), unnest(sqlc.arg(upto_seqs)::bigint[])) AS w(job_id, after_seq, upto_seq)
 JOIN signals s ON s.job_id = w.job_id AND s.seq > w.after_seq AND s.seq <= w.upto_seq
 WHERE s.placement = ANY (sqlc.arg(placements)::int[])
