@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -18,10 +19,13 @@ import (
 // OTEL_TRACES_EXPORTER=none. The SDK reads the rest itself, as every OpenTelemetry SDK
 // does: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and its
 // argument, OTEL_BSP_* (the batch span processor), OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT,
-// _INSECURE and their _TRACES_ forms. The exporter speaks OTLP over HTTP
-// (http/protobuf, the default protocol); OTEL_EXPORTER_OTLP_PROTOCOL=grpc is refused.
+// _INSECURE and their _TRACES_ forms. The exporter speaks OTLP over HTTP (http/protobuf,
+// the default) or over gRPC (grpc), as OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else
+// OTEL_EXPORTER_OTLP_PROTOCOL, says; http/json is refused (the Go exporter has none).
 type tracingConfig struct {
 	Enabled bool
+	// Protocol is the OTLP transport: "http/protobuf" (the default) or "grpc".
+	Protocol string
 	// ServiceName is the resource's service.name when OTEL_SERVICE_NAME and
 	// OTEL_RESOURCE_ATTRIBUTES give none ("gendurable").
 	ServiceName string
@@ -29,7 +33,7 @@ type tracingConfig struct {
 
 // loadTracingConfig reads the variables that turn tracing on or off.
 func loadTracingConfig(getenv func(string) string) (tracingConfig, error) {
-	c := tracingConfig{ServiceName: "gendurable"}
+	c := tracingConfig{ServiceName: "gendurable", Protocol: "http/protobuf"}
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return c, nil
 	}
@@ -48,22 +52,32 @@ func loadTracingConfig(getenv func(string) string) (tracingConfig, error) {
 	}
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
 		if p := strings.TrimSpace(getenv(name)); p != "" {
-			if p != "http/protobuf" {
-				return c, fmt.Errorf("%s=%q: gendurable exports OTLP over HTTP (http/protobuf)", name, p)
+			if p != "http/protobuf" && p != "grpc" {
+				return c, fmt.Errorf("%s=%q: gendurable exports OTLP over http/protobuf or grpc", name, p)
 			}
-			break
+			c.Protocol = p
+			break // the _TRACES_ form wins
 		}
 	}
 	return c, nil
 }
 
-// newTracerProvider builds the SDK's tracer provider with a batching OTLP/HTTP exporter;
-// nil when tracing is off. Its Shutdown flushes the spans still batched.
+// newTracerProvider builds the SDK's tracer provider with a batching OTLP exporter (over
+// HTTP or gRPC, c.Protocol); nil when tracing is off. Its Shutdown flushes the spans
+// still batched. Both exporters read the endpoint, headers, timeout, TLS and compression
+// from the OTEL_EXPORTER_OTLP_* variables themselves; the gRPC one connects lazily, so a
+// collector that is down delays no start.
 func newTracerProvider(ctx context.Context, c tracingConfig) (*sdktrace.TracerProvider, error) {
 	if !c.Enabled {
 		return nil, nil
 	}
-	exporter, err := otlptracehttp.New(ctx)
+	var exporter sdktrace.SpanExporter
+	var err error
+	if c.Protocol == "grpc" {
+		exporter, err = otlptracegrpc.New(ctx)
+	} else {
+		exporter, err = otlptracehttp.New(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("the OTLP trace exporter: %w", err)
 	}

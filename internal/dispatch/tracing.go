@@ -31,7 +31,8 @@ import (
 // "gendurable.wait" from the time the step was eligible to its claim. The attempt's
 // context is the traceparent of its webhook request and the trace context of the
 // children a spawn makes. A claim and an outcome batch serve many steps of many traces,
-// so their spans are linked to the attempts they carried, not their parents.
+// so their spans are linked to the attempts they carried, not their parents. An attempt
+// shown signals is linked to the trace context each was sent with (signalLinks).
 
 // Span and attribute names.
 const (
@@ -48,6 +49,8 @@ const (
 	attrLabel     = attribute.Key("gendurable.outcome.label")
 	attrBatchSize = attribute.Key("gendurable.batch.size")
 	attrWake      = attribute.Key("gendurable.wake")
+	attrSignal    = attribute.Key("gendurable.signal")
+	attrSignalID  = attribute.Key("gendurable.signal.id")
 	// HTTP client semantic conventions.
 	attrMethod     = attribute.Key("http.request.method")
 	attrURL        = attribute.Key("url.full")
@@ -181,10 +184,27 @@ func (d *Dispatcher) traceClaim(queue string, started time.Time, steps []engine.
 			attrs = append(attrs, urlAttributes(*st.HandlerURL)...)
 		}
 		_, st.Span = d.tracer.Start(parent, "POST "+st.Handler, trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithTimestamp(st.ClaimedAt), trace.WithAttributes(attrs...))
+			trace.WithTimestamp(st.ClaimedAt), trace.WithAttributes(attrs...), trace.WithLinks(signalLinks(st)...))
 		claim.AddLink(trace.Link{SpanContext: st.Span.SpanContext()})
 	}
 	claim.End()
+}
+
+// signalLinks are the links of an attempt's span to the senders of the signals it is
+// shown (the claim loaded them with their trace contexts: no statement is added), the
+// one that woke it among them; nil when none came with a trace context.
+func signalLinks(st *engine.Step) []trace.Link {
+	var links []trace.Link
+	for _, sig := range st.Signals {
+		if sig.TraceContext == nil {
+			continue
+		}
+		if sc := engine.SpanContextOf(*sig.TraceContext); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{
+				attrSignal.String(sig.Name), attrSignalID.Int64(sig.ID)}})
+		}
+	}
+	return links
 }
 
 // urlAttributes are the semantic conventions' url.full, server.address and server.port

@@ -90,6 +90,48 @@ func TestTracingOnMakesTheAttemptTheRequestsParent(t *testing.T) {
 	}
 }
 
+// An attempt shown signals links to the trace context each was sent with (and to none
+// for a signal sent without one); with tracing off nothing reads them.
+func TestAnAttemptLinksToTheSignalsItIsShown(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	d := New(nil, Config{TracerProvider: tp}, nil, nil)
+	const sender = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	withState, bad := sender+" vendor=abc", "not a traceparent"
+	st := tracedStep(nil)
+	wake := "signal"
+	st.Wake = &wake
+	st.Signals = []pg.Signal{{ID: 7, JobID: 42, Seq: 1, Name: "go", TraceContext: &withState},
+		{ID: 8, JobID: 42, Seq: 2, Name: "untraced"}, {ID: 9, JobID: 42, Seq: 3, Name: "bad", TraceContext: &bad}}
+	steps := []engine.Step{*st}
+	d.traceClaim("default", time.Now(), steps)
+	endAttemptSpan(&steps[0], nil, false)
+	var attempt sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "POST h" {
+			attempt = s
+		}
+	}
+	if attempt == nil {
+		t.Fatal("no attempt span")
+	}
+	links := attempt.Links()
+	if len(links) != 1 || links[0].SpanContext.TraceID().String() != "0af7651916cd43dd8448eb211c80319c" ||
+		links[0].SpanContext.SpanID().String() != "b7ad6b7169203331" || links[0].SpanContext.TraceState().String() != "vendor=abc" {
+		t.Fatalf("the attempt's links: %+v, want one to the signal's sender", links)
+	}
+	attrs := map[string]string{}
+	for _, a := range links[0].Attributes {
+		attrs[string(a.Key)] = a.Value.Emit()
+	}
+	if attrs["gendurable.signal"] != "go" || attrs["gendurable.signal.id"] != "7" {
+		t.Fatalf("the link's attributes: %v", attrs)
+	}
+	if attempt.Parent().IsValid() {
+		t.Fatalf("a job without a trace context got a parent from its signal: %v", attempt.Parent())
+	}
+}
+
 // BenchmarkStepTracing is the tracing cost of one step's request: off (a job with and
 // without a trace context) and on (the claim's, wait's and attempt's spans, with a
 // recorder that keeps nothing).
