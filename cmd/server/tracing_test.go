@@ -89,15 +89,16 @@ func jaegerBinary(t *testing.T) string {
 	return bin
 }
 
-// jaeger is a running Jaeger v2: OTLP over HTTP in, its query API out, traces in memory.
+// jaeger is a running Jaeger v2: OTLP over HTTP and over gRPC in, its query API out,
+// traces in memory.
 type jaeger struct {
-	otlp, query string // host:port
+	otlp, otlpGRPC, query string // host:port
 }
 
 func startJaeger(t *testing.T) *jaeger {
 	t.Helper()
 	bin := jaegerBinary(t)
-	j := &jaeger{otlp: freeAddr(t), query: freeAddr(t)}
+	j := &jaeger{otlp: freeAddr(t), otlpGRPC: freeAddr(t), query: freeAddr(t)}
 	config := fmt.Sprintf(`service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
@@ -128,13 +129,15 @@ receivers:
     protocols:
       http:
         endpoint: %s
+      grpc:
+        endpoint: %s
 processors:
   batch:
     timeout: 50ms
 exporters:
   jaeger_storage_exporter:
     trace_storage: mem
-`, j.query, freeAddr(t), j.otlp)
+`, j.query, freeAddr(t), j.otlp, j.otlpGRPC)
 	path := filepath.Join(t.TempDir(), "jaeger.yaml")
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
@@ -165,6 +168,7 @@ exporters:
 		}
 	}
 	waitListening(t, j.otlp)
+	waitListening(t, j.otlpGRPC)
 	return j
 }
 
@@ -530,6 +534,16 @@ func TestOneTraceFromTheClientThroughEveryStep(t *testing.T) {
 	}
 	if s := attempts["4/1"]; s.tag("gendurable.wake") != "signal" {
 		t.Fatalf("the step after the signal does not say it was woken by it: %+v", s)
+	}
+	// The step the signal woke links to the signal's request.
+	signalSpan := byOperation(spans, "POST /v1/jobs/{id}/signals")[0]
+	if s := attempts["4/1"]; !slices.Contains(s.linked(), signalSpan.SpanID) {
+		t.Fatalf("the step the signal woke does not link to the signal's span %s: links %v", signalSpan.SpanID, s.linked())
+	}
+	for key, s := range attempts {
+		if key != "4/1" && slices.Contains(s.linked(), signalSpan.SpanID) {
+			t.Fatalf("attempt %s, which no signal woke, links to the signal", key)
+		}
 	}
 	child := byOperation(spans, "POST child")[0]
 	if child.parent() != attempts["2/1"].SpanID || child.tag("gendurable.outcome") != "done" {
