@@ -439,7 +439,9 @@ export interface paths {
          * Create or change a schedule.
          * @description One job per tick across every server process; the job names its schedule and
          *     tick (`schedule_name`, `schedule_tick`). After a downtime only the most recent
-         *     missed tick runs.
+         *     missed tick runs. The request's trace context (`traceparent`) is kept with the
+         *     schedule: with tracing on, each tick starts a trace of its own whose root span
+         *     links to it (docs/observability.md, "Schedules").
          */
         put: operations["putSchedule"];
         post?: never;
@@ -466,7 +468,8 @@ export interface paths {
          * @description Makes the schedule's job now (its `schedule_tick` is now) through the same
          *     statement as a tick, so it is listed with the schedule's runs; the next tick
          *     stays as it was. 409 for a paused schedule, or one whose last run is live while
-         *     its overlap is `skip`; 422 when its handler is not registered.
+         *     its overlap is `skip`; 422 when its handler is not registered. The job continues
+         *     the caller's trace (`traceparent`), as an inserted job does.
          */
         post: operations["runSchedule"];
         delete?: never;
@@ -963,6 +966,14 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             updated_at: string;
+            /**
+             * @description The W3C traceparent of the request that last wrote the schedule (the server's span
+             *     of it when tracing is on; absent when none). With tracing on, each tick's trace links
+             *     to it.
+             */
+            traceparent?: string;
+            /** @description The W3C tracestate kept with `traceparent` (absent when none). */
+            tracestate?: string;
         };
         ScheduleList: {
             schedules: components["schemas"]["Schedule"][];
@@ -1603,8 +1614,10 @@ export interface components {
          *     job of a batch) is kept in that trace and each of its steps' webhook requests
          *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
          *     the server's span of this request. On a signal, a job without a trace context takes
-         *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
-         *     says (docs/observability.md).
+         *     it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+         *     with the schedule, which each tick's trace links to; "run now" continues it. A value
+         *     that is not a version-00 traceparent is ignored, as the recommendation says
+         *     (docs/observability.md).
          */
         Traceparent: string;
         /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
@@ -1732,8 +1745,10 @@ export interface operations {
                  *     job of a batch) is kept in that trace and each of its steps' webhook requests
                  *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
                  *     the server's span of this request. On a signal, a job without a trace context takes
-                 *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
-                 *     says (docs/observability.md).
+                 *     it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+                 *     with the schedule, which each tick's trace links to; "run now" continues it. A value
+                 *     that is not a version-00 traceparent is ignored, as the recommendation says
+                 *     (docs/observability.md).
                  */
                 traceparent?: components["parameters"]["Traceparent"];
                 /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
@@ -1783,8 +1798,10 @@ export interface operations {
                  *     job of a batch) is kept in that trace and each of its steps' webhook requests
                  *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
                  *     the server's span of this request. On a signal, a job without a trace context takes
-                 *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
-                 *     says (docs/observability.md).
+                 *     it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+                 *     with the schedule, which each tick's trace links to; "run now" continues it. A value
+                 *     that is not a version-00 traceparent is ignored, as the recommendation says
+                 *     (docs/observability.md).
                  */
                 traceparent?: components["parameters"]["Traceparent"];
                 /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
@@ -1966,8 +1983,10 @@ export interface operations {
                  *     job of a batch) is kept in that trace and each of its steps' webhook requests
                  *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
                  *     the server's span of this request. On a signal, a job without a trace context takes
-                 *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
-                 *     says (docs/observability.md).
+                 *     it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+                 *     with the schedule, which each tick's trace links to; "run now" continues it. A value
+                 *     that is not a version-00 traceparent is ignored, as the recommendation says
+                 *     (docs/observability.md).
                  */
                 traceparent?: components["parameters"]["Traceparent"];
                 /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
@@ -2229,8 +2248,10 @@ export interface operations {
                  *     job of a batch) is kept in that trace and each of its steps' webhook requests
                  *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
                  *     the server's span of this request. On a signal, a job without a trace context takes
-                 *     it. A value that is not a version-00 traceparent is ignored, as the recommendation
-                 *     says (docs/observability.md).
+                 *     it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+                 *     with the schedule, which each tick's trace links to; "run now" continues it. A value
+                 *     that is not a version-00 traceparent is ignored, as the recommendation says
+                 *     (docs/observability.md).
                  */
                 traceparent?: components["parameters"]["Traceparent"];
                 /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
@@ -2420,7 +2441,21 @@ export interface operations {
     putSchedule: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+                 *     job of a batch) is kept in that trace and each of its steps' webhook requests
+                 *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+                 *     the server's span of this request. On a signal, a job without a trace context takes
+                 *     it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+                 *     with the schedule, which each tick's trace links to; "run now" continues it. A value
+                 *     that is not a version-00 traceparent is ignored, as the recommendation says
+                 *     (docs/observability.md).
+                 */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
             path: {
                 name: components["parameters"]["Name"];
             };
@@ -2477,7 +2512,21 @@ export interface operations {
     runSchedule: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The caller's W3C trace context (https://www.w3.org/TR/trace-context/): the job (every
+                 *     job of a batch) is kept in that trace and each of its steps' webhook requests
+                 *     carries a `traceparent` of it. With tracing on (OTEL_* settings) the job's parent is
+                 *     the server's span of this request. On a signal, a job without a trace context takes
+                 *     it, and the step the signal is shown to links to it. On a schedule's PUT it is kept
+                 *     with the schedule, which each tick's trace links to; "run now" continues it. A value
+                 *     that is not a version-00 traceparent is ignored, as the recommendation says
+                 *     (docs/observability.md).
+                 */
+                traceparent?: components["parameters"]["Traceparent"];
+                /** @description The W3C tracestate that goes with `traceparent` (ignored without it). */
+                tracestate?: components["parameters"]["Tracestate"];
+            };
             path: {
                 name: components["parameters"]["Name"];
             };

@@ -27,6 +27,18 @@ const answer = await response.text();
 check(response.status === 200, `serve answered ${response.status}: ${answer}`);
 check(answer === JSON.stringify({ done: { result: { greeting: "hello, Ada" } } }), `serve answered ${answer}`);
 
+// @opentelemetry/api is no dependency of the SDK: it is not installed here, and a step
+// whose request carries a traceparent still runs (no span) and is handed it.
+const otelApi: string = "@opentelemetry/api";
+const hasOtel = await import(otelApi).then(() => true, () => false);
+check(!hasOtel, "@opentelemetry/api is installed beside the SDK: the path without it is not tested");
+const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+let seen: string | undefined;
+const traced = serve((_step, ctx) => { seen = ctx.traceparent; return { done: { result: "traced" } }; }, { secret });
+const tracedHeaders = { ...(await signatureHeaders(secret, "msg_traced", Math.floor(Date.now() / 1000), body)), traceparent };
+const tracedResponse = await traced(new Request("http://hook/steps", { method: "POST", headers: tracedHeaders, body }));
+check(tracedResponse.status === 200 && seen === traceparent, `a traced step without OpenTelemetry: ${tracedResponse.status}, ${seen}`);
+
 check(typeof lambdaHandler(handler) === "function", "lambdaHandler");
 check(typeof nodeListener(handler) === "function", "nodeListener");
 check(new Client({ baseUrl: "http://127.0.0.1:9" }) instanceof Client, "Client");
