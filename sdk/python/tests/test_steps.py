@@ -9,8 +9,10 @@ import datetime
 import inspect
 import io
 import json
+import sys
 import time
 import unittest
+import unittest.mock
 
 import gendurable
 from gendurable import Await, Child, Done, Next, Retry, SignatureError, Spawn, Steps
@@ -155,6 +157,19 @@ class StepsTest(unittest.TestCase):
         self.assertEqual(self.handle(body, headers)[0], 200)
         self.assertEqual(self.handle(body)[0], 200)
         self.assertEqual([(s.traceparent, s.tracestate) for s in self.seen], [(tp, "vendor=abc"), (None, None)])
+
+    def test_a_traced_step_runs_without_the_opentelemetry_package(self):
+        # opentelemetry is never a dependency: with it absent (forced here, whether or not
+        # it is installed) a step whose request has a valid traceparent runs as it is.
+        tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        body = step_body()
+        headers = dict(signed(body))
+        headers["Traceparent"] = tp
+        with unittest.mock.patch.dict(sys.modules, {"opentelemetry": None}):
+            with self.assertRaises(ImportError):
+                import opentelemetry  # noqa: F401
+            self.assertEqual(self.handle(body, headers)[0], 200)
+        self.assertEqual([s.traceparent for s in self.seen], [tp])
 
     def test_a_step_route_wins_over_the_catch_all(self):
         status, answer = self.handle(step_body(step=3))
