@@ -39,7 +39,7 @@ func TestStepSpansContinueTheInsertersTrace(t *testing.T) {
 	ctx := waitCtx(t)
 	var mu sync.Mutex
 	seen := map[int]trace.SpanContext{} // step -> the span of the step function's ctx
-	headers := map[int]string{}        // step -> the request's traceparent
+	headers := map[int]string{}         // step -> the request's traceparent
 	register(t, c, "traced", func(ctx context.Context, req *webhook.StepRequest) webhook.Response {
 		mu.Lock()
 		seen[req.Job.Step], headers[req.Job.Step] = trace.SpanContextFromContext(ctx), req.Traceparent
