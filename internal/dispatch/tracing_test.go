@@ -122,7 +122,7 @@ func TestAnAttemptLinksToTheSignalsItIsShown(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, a := range links[0].Attributes {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	if attrs["gendurable.signal"] != "go" || attrs["gendurable.signal.id"] != "7" {
 		t.Fatalf("the link's attributes: %v", attrs)

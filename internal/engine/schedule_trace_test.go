@@ -91,7 +91,7 @@ func TestScheduleTicksStartTracesLinkedToTheirSchedule(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, a := range span.Attributes() {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	if attrs["gendurable.schedule"] != "tick" || attrs["gendurable.schedule.outcome"] != "fired" ||
 		attrs["gendurable.job.id"] != strconv.FormatInt(j.ID, 10) || attrs["gendurable.schedule.tick"] != clock.Format(time.RFC3339Nano) {

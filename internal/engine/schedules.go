@@ -362,7 +362,6 @@ func (s *Scheduler) fire(ctx context.Context, d pg.ScheduleDue, now time.Time, s
 	case errors.Is(err, ErrNotFound):
 		st.Lost++
 		outcome = "lost"
-		err = nil
 	case err != nil:
 		endTickSpan(span, "error", 0, err)
 		return time.Time{}, err

@@ -99,8 +99,8 @@ func TestScheduleFireReadsOneScheduleAndItsLatestJob(t *testing.T) {
 	seedSchedules(t, db, now)
 	dueAt := now.Add(-time.Minute) // sched-due-1's tick
 	ts := func(t time.Time) string { return "'" + t.Format(time.RFC3339Nano) + "'" }
-	for _, r := range customAndGenericPlans(t, db, pg.Statement("ScheduleFire"), "fire", "timestamptz, timestamptz, text, timestamptz",
-		ts(now.Add(time.Hour))+", "+ts(dueAt)+", 'sched-due-1', "+ts(dueAt), now.Add(time.Hour), dueAt, "sched-due-1", dueAt) {
+	for _, r := range customAndGenericPlans(t, db, pg.Statement("ScheduleFire"), "fire", "timestamptz, timestamptz, text, timestamptz, text",
+		ts(now.Add(time.Hour))+", "+ts(dueAt)+", 'sched-due-1', "+ts(dueAt)+", NULL", now.Add(time.Hour), dueAt, "sched-due-1", dueAt, nil) {
 		generic, raw, plan := r.generic, r.raw, r.plan
 		schedules, jobs := rowsRead(plan, "schedules"), rowsRead(plan, "jobs")
 		t.Logf("generic %v: %.0f rows of schedules and %.0f of jobs read", generic, schedules, jobs)

@@ -77,7 +77,7 @@ func TestStepSpansContinueTheInsertersTrace(t *testing.T) {
 	for _, s := range steps {
 		attrs := map[string]string{}
 		for _, a := range s.Attributes() {
-			attrs[string(a.Key)] = a.Value.Emit()
+			attrs[string(a.Key)] = a.Value.String()
 		}
 		step := 0
 		if attrs["gendurable.step"] == "1" {
