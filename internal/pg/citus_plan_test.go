@@ -59,7 +59,7 @@ func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
 		{"JobWakeExpiredAwaits", dbcitus.JobWakeExpiredAwaits, []any{placements, none, 100}},
 		{"SignalDeliver", dbcitus.SignalDeliver, []any{p, ids[0], nil, "go", nil}},
 		{"SignalDeliver by key", dbcitus.SignalDeliver, []any{pg.PlacementOfKey("user-7"), nil, "user-7", "go", nil}},
-		{"SignalInsert", dbcitus.SignalInsert, []any{ids[0], int64(1), "go", nil, p}},
+		{"SignalInsert", dbcitus.SignalInsert, []any{ids[0], int64(1), "go", nil, p, nil}},
 		{"SignalLoadInboxes", dbcitus.SignalLoadInboxes, []any{ids, []int64{0}, []int64{5}, placements}},
 		{"SignalList", dbcitus.SignalList, []any{p, ids[0], 100}},
 		{"JobGet", dbcitus.JobGet, []any{p, ids[0]}},
