@@ -129,6 +129,24 @@ func (e JobStatus) Valid() bool {
 	}
 }
 
+// Defines values for JobWaitKind.
+const (
+	JobWaitKindRateLimit JobWaitKind = "rate_limit"
+	JobWaitKindSlot      JobWaitKind = "slot"
+)
+
+// Valid indicates whether the value is a known member of the JobWaitKind enum.
+func (e JobWaitKind) Valid() bool {
+	switch e {
+	case JobWaitKindRateLimit:
+		return true
+	case JobWaitKindSlot:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ScheduleOverlap.
 const (
 	ScheduleOverlapAllow ScheduleOverlap = "allow"
@@ -864,6 +882,25 @@ type JobRerun struct {
 
 // JobStatus defines model for JobStatus.
 type JobStatus string
+
+// JobWait defines model for JobWait.
+type JobWait struct {
+	End time.Time `json:"end"`
+
+	// Kind `slot`: the concurrency key's slots were all held by other jobs; `rate_limit`: the bucket could not have held the job's weight.
+	Kind  JobWaitKind `json:"kind"`
+	Start time.Time   `json:"start"`
+}
+
+// JobWaitKind `slot`: the concurrency key's slots were all held by other jobs; `rate_limit`: the bucket could not have held the job's weight.
+type JobWaitKind string
+
+// JobWaits defines model for JobWaits.
+type JobWaits struct {
+	// Partial The queue's history in the window held more attempts than are read (5 000), so some holders or claims may be missing.
+	Partial bool      `json:"partial"`
+	Waits   []JobWait `json:"waits"`
+}
 
 // LeaseExtended defines model for LeaseExtended.
 type LeaseExtended struct {
@@ -1685,6 +1722,9 @@ type ServerInterface interface {
 	// ListJobSteps The job's attempt history, oldest first.
 	// (GET /v1/jobs/{id}/steps)
 	ListJobSteps(w http.ResponseWriter, r *http.Request, id JobID, params ListJobStepsParams)
+	// ListJobWaits When the job waited for a slot of its concurrency key or for its rate limit.
+	// (GET /v1/jobs/{id}/waits)
+	ListJobWaits(w http.ResponseWriter, r *http.Request, id JobID)
 	// ListQueues List every queue with its live counts.
 	// (GET /v1/queues)
 	ListQueues(w http.ResponseWriter, r *http.Request)
@@ -1919,6 +1959,12 @@ func (_ Unimplemented) SendSignal(w http.ResponseWriter, r *http.Request, id Job
 // ListJobSteps The job's attempt history, oldest first.
 // (GET /v1/jobs/{id}/steps)
 func (_ Unimplemented) ListJobSteps(w http.ResponseWriter, r *http.Request, id JobID, params ListJobStepsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListJobWaits When the job waited for a slot of its concurrency key or for its rate limit.
+// (GET /v1/jobs/{id}/waits)
+func (_ Unimplemented) ListJobWaits(w http.ResponseWriter, r *http.Request, id JobID) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3059,6 +3105,32 @@ func (siw *ServerInterfaceWrapper) ListJobSteps(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListJobWaits operation middleware
+func (siw *ServerInterfaceWrapper) ListJobWaits(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id JobID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListJobWaits(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListQueues operation middleware
 func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Request) {
 
@@ -3672,6 +3744,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/jobs/{id}/steps", wrapper.ListJobSteps)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/jobs/{id}/waits", wrapper.ListJobWaits)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/jobs/{id}/signals", wrapper.ListJobSignals)
@@ -6934,6 +7009,93 @@ func (response ListJobStepsdefaultApplicationProblemPlusJSONResponse) VisitListJ
 	return err
 }
 
+type ListJobWaitsRequestObject struct {
+	Id JobID `json:"id"`
+}
+
+type ListJobWaitsResponseObject interface {
+	VisitListJobWaitsResponse(w http.ResponseWriter) error
+}
+
+type ListJobWaits200JSONResponse JobWaits
+
+func (response ListJobWaits200JSONResponse) VisitListJobWaitsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobWaits401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobWaits401ApplicationProblemPlusJSONResponse) VisitListJobWaitsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobWaits404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobWaits404ApplicationProblemPlusJSONResponse) VisitListJobWaitsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobWaits422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobWaits422ApplicationProblemPlusJSONResponse) VisitListJobWaitsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobWaitsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListJobWaitsdefaultApplicationProblemPlusJSONResponse) VisitListJobWaitsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListQueuesRequestObject struct {
 }
 
@@ -8437,6 +8599,9 @@ type StrictServerInterface interface {
 	// ListJobSteps The job's attempt history, oldest first.
 	// (GET /v1/jobs/{id}/steps)
 	ListJobSteps(ctx context.Context, request ListJobStepsRequestObject) (ListJobStepsResponseObject, error)
+	// ListJobWaits When the job waited for a slot of its concurrency key or for its rate limit.
+	// (GET /v1/jobs/{id}/waits)
+	ListJobWaits(ctx context.Context, request ListJobWaitsRequestObject) (ListJobWaitsResponseObject, error)
 	// ListQueues List every queue with its live counts.
 	// (GET /v1/queues)
 	ListQueues(ctx context.Context, request ListQueuesRequestObject) (ListQueuesResponseObject, error)
@@ -9411,6 +9576,32 @@ func (sh *strictHandler) ListJobSteps(w http.ResponseWriter, r *http.Request, id
 	}
 }
 
+// ListJobWaits operation middleware
+func (sh *strictHandler) ListJobWaits(w http.ResponseWriter, r *http.Request, id JobID) {
+	var request ListJobWaitsRequestObject
+
+	request.Id = id
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListJobWaits(ctx, request.(ListJobWaitsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListJobWaits")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListJobWaitsResponseObject); ok {
+		if err := validResponse.VisitListJobWaitsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListQueues operation middleware
 func (sh *strictHandler) ListQueues(w http.ResponseWriter, r *http.Request) {
 	var request ListQueuesRequestObject
@@ -9830,239 +10021,247 @@ func (sh *strictHandler) GetStepStats(w http.ResponseWriter, r *http.Request, pa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Lchs5kij6Kwje3RC5XaIoWe5pSzFxV350t3s8tsdyh2NP04cEq0ASzSLAAVCi2B5H7NfsH5wfOJ+y",
-	"X3ICmUA9SBRZ1MOPWcdETFusKiABZCbynR9asZwvpGDC6NbZh9aCKjpnhin463nC5gtpmIhXf2Er+0vC",
-	"dKz4wnApWmetC6LYglFDltxMuSBmyohm6oqpA0148TFZcpHIJWn/9Ozl01/fXDx+8Wzw/Omzv75+9fbZ",
-	"yyf/MXj3/OXTV++ivkjYmGapISen0w6hQi+Z0jDq73IE/52xFRlzpQ2Z04RFhKZaEjo2TBFuyJgLrqcs",
-	"6fZFK2pxC+KU0YSpVtQSdM5aZ+UlHdo1RS0dT9mc2sXN6fULJiZm2jp7eHwSteZc+L+Po5ZZLewA2igu",
-	"Jq2PH6PWL3L0/Kn9EGZaUDMt5uFJK2op9veMK5a0zozKWHmqsVRzaux7wnx/2oK5+Dybl2fiwrAJUzDV",
-	"Sxg1OBP8Z9tc/6LYuHXW+v+OiqM+wqf6CMa1E7xWbMzU5hG/+fEJ+dPJaa9LhoqZTIk/A6Q0HRKqZ5qM",
-	"pSJUuLMCPJCZIZSMZLIi7ZPeaSciyylTzB5fX8gFU9QOTeR4bA9XCnZOqFgRaaZMkQWAwUTMCNeET4RU",
-	"W4/TgV1ziicPvw+d21tFY7agigmzueC3U0ZimqaAw+8ePCHGvk1iKQy7NqQ9NWahz46Olstld/mgK9Xk",
-	"6O2bI3jp0L101DnLkbbNrpha9YX9txzbjaEmnnbs6mZsYQhQDTVuFioSwmg8ta9yo4k2bKEPyJKNplLO",
-	"iD1jpo3ui5gqxZkmlAxNsZohftcl77iZwpBcTIgUpP3q7bMXg38jmhnDxUR3PHwHmuCnhOu+qNCvXlB7",
-	"SsRMufYzd8krQSjRfCJoGhEKSywOvbpVhs6Y7gsLzwW5omnGcKlcEyHt61dMaS7FYa9HSosoHXxEKJK/",
-	"YrGcz5lIAHf6QtOVJu1ExvpIjizEdMRTblbdedLZgi2lWbYSfg3KaEMNC2NMjijwDq5zIpmGzVk7o7Zb",
-	"Xb5x3HS6W0HGiWsg/uH4UQDkj5Yj6IUUmgErf0yTN3iG9i84IsR+ulikPIZ9PVooOUrZ/LvftV3Yh4Y8",
-	"5DV+hZNubg1wAnfmVzTlCfnl8tVL0paKTGWaaJJQQx0Pt2cNTwFdOt3Wx6j1RIpxyuNPDnc8pWJisTlN",
-	"eeJPEpFRy0zF7ECTOFOAsnBAAO2PUo14kjDxqcG9eP0cbsdpTjI0ITqWC3bulqKJYCwBbp3MubBvA8gv",
-	"pflRZiL5lBC/lERn8TTfSwDEv/8J4bgQxN5wj04f/om4wQGUt1K+oGrCPhexyCtHDZr/wUjK59wAXL8K",
-	"mpmpVPwP9knP6yIzUyaMGx8gFHBbWRhHjCoLrpwxQaTKUZFrMudaczGJyFJJexUpotiVnLHErWahZMy0",
-	"pqP0k2+1u9IqrOmcDJlSUukhsfxX42U8ogkZc5ZaoD96Lgxc9eL1cycYL5QVbQxHbhsrRg1LBtRUhL2E",
-	"GnZoOMhraww7shJjSDBcFwajVkq1GWR6+/AiS1PcVRQHN6YTTqLceGBFMH4dvuZmbHWgnQAeT6misVUV",
-	"uqHluHO+FYzAvuznTFjR+LcWMC4QdmnSeh+6qAsx+DeUwZ14jEPlq4vKR7S2pRXYi0nk6HcWGwsWnvoT",
-	"GABQNUm43SSavi5hwZimmkVriOF3vSyk9no7VI1bb0RlD3atCNCQpumrcevst+0U5tD/Y7SO/7OQtugQ",
-	"iLQnyWzw3//5X50zoqdyKYgUMYuINiAUSZGurNhH7U02DaDW2trsVJtLep8v6gVHkacKIF3wwYyt4N/c",
-	"sLnexUzypfqZqFJ0tQFNPm5wl0FJulhSbnaiTXXrXlM1y1WKTBie5lI4MKrE6hFD/EEPiVUOrpgmbatY",
-	"udeWU8uc59wYlnT6QioytGQoMzMkC6q1fV1YZaX6ppXd51ZlsZqEGwqkW5wjIcspT51yZ7UVoqggSyv5",
-	"W4WcGjhcFMmrJ+CArRzAnlRRPYmolcvnWzVex3SsmAmD4Cbs+uxphnornHjNyT6Vgu15sD+CxSI/WtQW",
-	"FNNZaobnhBbKGTHS3j/ru4iv7rfm+gX8SHm67wIoT3PwhVxGuVajmFErLiZNlgGX7l2t4iW73pe+3mRo",
-	"vBJWbwU0bqNCMkxYSlfDTkSsxm2XQ4aAZsPNRcCrzfHoRvhav+o3drtvuGxN5wyXTSeUC1JZO2mzawSK",
-	"05SMaDyT43GVSZxbWo9lJowG9cIYNl+YO9ihO8WLywVdij136LnQTBkyjKc8TRQTQxB6F5vsGMw8RAqG",
-	"JhM2B0UsN0hubIUfsPEFBNA/sV/ZFc3p9XP86rjXs6zyDnjh2lWWQxi+ylbw0aZJWKxKGjxpWxmPgAFp",
-	"bOUrMHRcH07koRvSivTdN3T5V6sFTJgd+7FidIa2yLU9k0KzODP8ig3GlKeZwt83RWRLxwOrNTAnf1aB",
-	"fLVgIkIUzqke3iZzuiITeU6mNB0fyuprKhPCMgB8k2sy4VdMkGwBRtBUasD4m0m6dqpbCst2CB2QurjV",
-	"Y0BNw30lOFcF1nplY0EzzQbAEPYhXPgsCcuAHg5t6MoKfAsm3A6KCWi9VJDStOfk9avLt6Tb7R7Z227O",
-	"SjLhSMqU0dKMt9pBN4Ri1OmZu78AFLPbpa5outcGVb4czOn1jW6O6u7GqdQsAfO1dhzJcvVz3GPLtTTy",
-	"JuRZVdxHpB/Aq7lQ55BdZQK0PK9+4EQtRLpW1Mq/DOgiUctMFdNTmSYhYl3jOsW7G7sb3LQqhvqdicK8",
-	"okxn60zCE1COu2WUWseNEEt0bOt1tq/wYWliSkWCLoeYqzjjJqcStHKPU7kE94KSaXdub1w60lakAruE",
-	"JjPGFva8uELGu3nhrBFyMwWvwLn3GxahCj8pEzDMhCzHLcvhGzd4E1giTs5Jv9XT/RZBpQM/6pKnzgN4",
-	"PO2GCezWgL+jdnfZWKJPylkzEM/l2MovsCC3unOSyGyUsoSMVmgNstjEEvyggPeh7taT9a1htigCu6sN",
-	"WSL8ZsksTdv5Stv2EM2XFYqrDvWkIAziCYO0YykEi8G2hwawiDjFSEfk4fV1B5U+2JnSXXJOesRkSoCy",
-	"J8fj0vn1LArO6bXzavZ6KKfkfs5e0M+5SVVZOvuRpx5rm1PVM2B/QB5EM0MEVUoutfNRp7jYc6uhpoxq",
-	"q6eyiFitmKbpMCLO52XZ0iYt0TQNSD6xHcSxXe+vprinYMy0NCHPwdgYy/mIC+cCcq5PpOTw5ZYbqzz5",
-	"rp0pPgZ1W6H0XiuKbHBnPzaSRP3g+Lz5uI72m3mgo9aMrQZ1psdf5EiT5VRqNCBpQ5VxDhluHJ4199xH",
-	"rb9nLGNNAbM3ShYQrJ5QEbP0DMRCKyREhF0DYYlJRKilUi4mXQJ62ZnjGlaNtF+liFWNBP9f5OgSQfgI",
-	"C/Nyf8ASFaSekttvD0PlOKe5bbCVqPNj1AI3BW4UMAEk+xAvm0uI4HBmpd/t8YKbGZzj6DjeZB87gyTK",
-	"coSD/33tpni7ybpaRsUkJLgCCrqnpE3dOXql15K6fZ+JhNq/81POvYbzTjcoX8+DNPfXytYoNqdcnINc",
-	"5zR0I2GXChEOdi7EPDa0Olygmzm0P0/ZSGYiZjdSlUt+UrAqJG4wINxYpildaEa4MBKUZTB6gbCJwsGC",
-	"iYSLSV+0PVmBwo0yQpxSPmdJ5wwv4gnYOO13RhMuFplB5TzTU/x9ROMZMbIvhgumuEyGZKzkHK1UOGJK",
-	"jdc4hnN6PbBUOyz5ojmq/3D3zWnCILji7ZRhPIeVisG+SfIJrNIP1lR38kISwZZ+nLblzqY0VSfKt6sv",
-	"LDDa4ErOYfryxUAoyCuWB6KFIQzcKwuO26gIIzoAP9zLc7DMUgDqdzmCxXhf3SSVI5qSdspnjAxnbDXs",
-	"nBEu4jRLnIHXi3Nc2O01EsVO96smdEGV6ZKX0jhDph0jIsNSJNjA/gT7AAOuRWMRjH7oRGSoMjGgZgg3",
-	"MtqhQkZk52fYk/377d9LX4MD3stKvO6lyAcJEp3/MhBk95MkiXuMXnOqSb/1sNeb634rIv3Wg577x/H0",
-	"QW/eb4Gqdk3nC6u62qegwBjDlB3wf7d/6x0+ev9du9/v4r86/39b6H9k+h//9//of8z1P/Q/5v+Ydjrf",
-	"/UvoXv/RouMzb5hbvzVYSOZ8Tc3UYy28EhHWnXSBux09OFooLhU3q6Afce4MQ5uuyg2Oz0Br9B+Edvkn",
-	"pzaviXNXlKfeBb1m3laMEZ1Koy3bCLPwmzh7HeJu/J5foZvT6ClVSY29K1ske4IQxE+cPZ8qKu3MmsO0",
-	"NGHdPocdbxPL5BobPeG8dvnccMg6MJro41UQ8zPYor0cR1tPaNeaLvHN9ZXgzHUrucyHL+SrDYu+V3Hs",
-	"phxoh7r26gBJBfyrFcnq+9Ndq/oZ2fsTKcZ8snmgziEwGFHN9mGo/rs9LV+jwji8VTB1r92QPO0N4bwY",
-	"dRbmLeETV1xmeqBZrJgZsOsFV0wH7dC/glkkNzD7Twl+SrThaQpOV21FTiUNbMMBhgeldNG5ucEZpwiu",
-	"YG+P6E34T9TKVLqbqbvIBftuDnMB4dpBRVVkrOJYgTr7sTKH/mFu5kWfxgytSky7OFs+/BbA9udvXzTF",
-	"2uUECLDCinfy4Ry3q+R2ySfgwHHk1V5ONYsH5Dtid+L7U7D+eXPQ8fdktDJMd87JhAmmwAQClIqG1zWr",
-	"A4QrlEQsHPq3i8P/RQ//6B0++u7o/Xd//tCLTj4GZaqbkJwK2KCmxizOjo6s1Ozj1Mmvb16gOmbYAq+C",
-	"168u37KEGLmxiNMfKsLzD7vEBgtEEDcZTe0A6/Ti1LvBnE9wJTXctbC5bJ/fvRcC4Rc5Ckh6iFIBIdvh",
-	"mpdSi8BetjgjPdTyKPrI7cGkDOxtLgASNCyr+glp0DrFknNCc/cvqLlWV9Kgq6YWwexQB9r7ynVYtHRP",
-	"b+nX8saoMEW4ECL03Ls3US+nFtixVM6L+2dCxapTsVttRhWGYcnd0mgYGbjYS1b2CJXNnVLgAaDC2MgV",
-	"d5Nr3hsnBrXxahXzRR6lQ7XTp72a33beGGAQQgrWCeoyLOUTPkrDTul3wFxycyLMNKcr+8O5MzDRJOXC",
-	"eyngrNzRVOe9GZbcINYiankMvxV+lizFN4+KBbPJvuA3RS57J7A1Ue5ma8WR5FLgene+v1sSxdiqQc1G",
-	"1UxQ/t7x5HJESuAtp6OHn+YG9c0wYGrYINeomjnC3oD2OOfmDRvXOMMwdQldd3YKDJEnbc0YKabUQA41",
-	"W1BcFaUPNskS/UilOTwXSBRdarAoRiU/4ohZ9lmMWMMaGgmL1X3YZKaKqUwM5DjMutAFBZH6jCimqCBt",
-	"iKQ4ujo+AsvLB558PIJBcndyDSOpJ7ubBCBiCH2SpWzg1ahN8P0rJftmnlNX8DxK4pRbwBOebDvscii1",
-	"m9rweBae2j7xgkA9GLfQvW4Sp1qIRI2dRVbECDmAvfgCEmFY8DC7UiTzhDcX2lnkE6KcGUthuMhYFf/9",
-	"CaKshAP0hUsYdFmTPvkyIjXpiLnlG4d0WY6A6ODBhZTUvtALuhQsIcDXcgnYC1x4nv4dbrrkudEugZEn",
-	"EKmKIV8H7lc0P29K7vslBkLOZygnsJkAcRM9e0lnLCRtrDAud+bEU3BmgHPpLM/v9FdCHgzQgMJCORh4",
-	"PRQXfY7NpXulKh35+7wI6HGMxsspDrtzEXnTFoAmzXVRsnxfBu6+ettAVdap0TgeUxNP91THLStubD/4",
-	"RY7QzxYMAt3uHS4fC0y6bRF1DtKbQcuSnbaObRA9ZcZHpjcSIKzut5mU4g954A8yLMvkrxlpaFqjn2Ly",
-	"wsDhT0MR1X+VD7zzm3V1tzLAJhgbwEeBRYeTZQrE2g97A6rant64pORu3mr88O/BN3sGku8ZjLLmsQzY",
-	"C/B+CPsvSdteQRjLAHTSQQXOPV1ycBuTijB2gyiWRhqPD9QulJ11aUAplqJvccZW54QSzWIpkuKS5Skj",
-	"lKT8yt3dkLTNIcEDQr/gJnUC0Q08sTc285VVku15oO69fSN/qrrLPpL6Vo3ikl0xRdOSTqFJGxNNs3jG",
-	"MGWqc+bNTS7KIF2hcIDxZe5NyP3qC38kmiwZn0xNBJYprknCRtxKehD3QNM0T05wxVogUACFJoyMEFbO",
-	"KRz4xTqGpG3Hl4Idol5jeVfnjEz4lZW+RtJMS2H+rgbDTZSc4lL7IaDxQFTADX2cngfUXDL5TXXLa8bz",
-	"s5AfXDGQ8sBuqDJWCMWO2HyATIIRMtTHwxBXPsQeQdkkFY4WTFiSYfJ02MC2ti+V12tvh9fOCX87cSCk",
-	"xkIcdpwpLZuYREJiQ3WMmvN9wxbu0tgnDE7J+SCsR731GoWRlkZdYBbQUbsHSkhuFehExCqPUptCD/Gq",
-	"EBMJRG52W9uDYxuqjZ7fR0FooTYJgov6j4XEknqXXIACcuYAtC9aFk8FPIZCLIrFUllg24WyJ5ciXyoM",
-	"xk2+ooiAnm4fw6NeRFiqmatOgcn3WO/AaAKMuaQe2S8GI5lwpknf0mO/1eluxnzkx1N76CoTe575Xvdq",
-	"aJ9dcNWBj0rzyh2EdKUJPnOrCQF9mav6Pt/CG4UhrscFmbZKhv2olUhhn2KYacsb2lOWBDMyXjCq2bNr",
-	"A0e1SdWNzZ3baXNjmNAhASiW9+93SFBsogJXloFKtx0k/CwEx8ugJeoFM4YpHZGET7jRETkYHETkoGv/",
-	"78z+3+HBOTk+PD75Ya0eQskXWHgB3xf/HHTPDt9/6EXHJ38KuwQr9h+7N2LlrqTwLiGz3GXrLHHqbXl7",
-	"IBLYsTYV/k0Gvmn1zX8R2XwEzGvzEtpMKKmHYEfC4KvMxHLOLiDIPgleUoPGfoS97WybFxLaFrb4Jl+X",
-	"JNc8lufh+ob0UPSDG6QSs/No101RKqSzLpt4RTrs/ml+l5eiAANXOhfaUKfTBc2fWY0zw3CThr/CHz6U",
-	"4hozJc4mTCSZsth55orEnEEhF1T8dnKDFdQEwUm3ntjfvN6wHkrh7D0BMwJEhu/aRhj3Cb56i1glLgbj",
-	"1Er+ewYryTRh2gz89XIH2ZNhh65iholweKu9MOHyP7AShnvNyrpl57nOXdBoDyaOahqa/AtZYmeWtWGL",
-	"x/DmJZbKu5PoShfFlCcWVo8scmhUBTTHoOAp7RfDVMayzZiIUnRAA/5YCBbN3k9cUYwGrxaiTbP3nbDT",
-	"7OVchLqB3e1uxK+18whHlAEpNGfDyJd22VbdoLWg3CSGzDG+QPipFIwseDxD64L2qs9GQs8u+84GY1sz",
-	"o4CfyU7meIKrJeY8Ga7yzGYS4k6zUlM+duuszp/lErI60U3rmWCV71GFWlGeLptb3WTVP1Yqrfvm2dtn",
-	"L98+f/Wye3vuF1JR3lDD8nrATnppBTUhNFMdaAifKRUJLkxfIaPhBgPPbUSBGxhmCAi0f2ErZ5qc0itG",
-	"qIOloVt7lCm9xu0hDbh4ORdtb3Rp197Iyun4Dea9q2tJoYMNlxzlO7rfFZMfUZitrRlE97MM7uRv5dG3",
-	"AncDRucRYS1BD2w5VpnUOWqhZbwaFuAPbz2VoI4PFaerwi5lN2WSsIQsmHLG+maTBtUGP2NgS3Ok2Lqn",
-	"++vuzhGx6+xdvTVPKk0s9mj+bjL4O3wzSBJ1y33HipuoLgHDHVBesxzy7cAoyI0u8aB9c0suXRzK3dSa",
-	"jJUUQfazNRTvJhF2UFlxiwK+Oz4NRjA8nt1PuUuwHBd+hZA179pASFDz1HeXnlG24OkZh2iFNJXLoElu",
-	"m9hRH15nIfjDSdh3EC0SviAAW0pzlQM5fGiHD9fwSy9pO+UdXjvOKn7sd+N4ighfOD5uq/l1k1PYrtum",
-	"GHobWPtfNZ4oqyj40OX/RuR7ZxkHju/sQhGhxL8vFWn/+1RmKl11iFSk3/p3dBZCemg1J/Tfjh6Sf8P/",
-	"reUAPPx+p9d2X2f6nn7qEvUU4iUSzjq3tVTlcpqFBIYLwV8YwVcUMfIndqCLHCv7Mtfg1i5XNtqDTnPg",
-	"3Gluodsm21Qm5WLdv7590goUrX5+8fKC+C/ypOBnmUWoo9dU8fWAgu9PdxG7o/JtXtJLSJx54/LQ9kTv",
-	"0rE2LnNVk8jjnSw+kSeYodO5yxSdkBqEyRPhMnXZvDa34T5LQ9dnJdJVKmmyd9Ap+/vm7j9llmjUikiV",
-	"uJ4fPA/tPCPHETmJyIP//s//aqJqhcIF7axRYTRDyNcuh3yT39eeTNhjHao7u/VawFPeeSm4YevBuWRY",
-	"Yv/+q0U3POyc5TaVgYt1PPb9gPaX+veMEPo8W4CRors3wtzW2QQDNX9/KWd14fKYyQUB6uuJXN582aA8",
-	"TAFQVHiyYNbgPhQ1SferFXPhorJBRZIu+uW8FAjg4q8xVvdAk0ykTEPUGeaqSREocdcgFjEQfXjPkYT3",
-	"EKRH2sLe+hgONl+YVaeRFe1LDrbbI1Tr0kXj1GZ2Bqx5ufWzmc22sIPWpB+52Q50NZDF54NiN6wDDb+6",
-	"CrI5brsUCR/c4loyYegLxOahqwtq/yy5Zp0u+RkCR9EYjIWL7NsYq/MOe0MdAk8ymWIY94fF2cHwYCr1",
-	"JVFmapQX5YvODCrJnoWJ6t4yBjc1DmMWg8JvvNto0JijSowd2KQ5q7W6Om4R5olEJIEigWPK0wjLm0OU",
-	"AvV1FM98mkQE2dcD2J+IFLUV/S/lwJgEBaWQl1ztKyf6QLVGQtZ6+oTfiepuVwCpnl4VQYrEDEdtdbSL",
-	"xbj3vDDeQcsBF6/muqH5/oAuXsyCS056vTPCrmls0rwad+Ak+2LjKLvkVzETEM9W1Nty4awY8eYzh+xH",
-	"2qpbI5oMfJMt13ZsTq/LazkGtrr2S8D9uvuCKDpHlHyquz+BlgTOVdrsC+gB4Oxizb6AevvoHFOrZp9g",
-	"sXqLsb4m++5vsHx7WBMr+PWm56FU/nAf5r+qYf0Yk42DHmiMWELmb3mr8BnZri+iIyqi2EJCuriZKplN",
-	"pnkRATtbwyxVh2l3tpLKLVVOqjTQr3EJOXqWSqBWF/XMDVmep4yCuXXOYdHlhWEKn9+DhdR2B9pF2zuN",
-	"LpQm6193T7hTLW3L+62I4R2aFeNKqTD0Orvh8TSvzVCuruzve3vV+6mJu8p9B1SLIVOujVQr0o7pYoGl",
-	"WUse2su3z14PHr96+h+DJxevoZphRCYg07lqgFzlIyyoMsAmO2dFwV4sJoHmvUpGY8ITqELBIIMjwPvs",
-	"8SXYdTNNK+PAj3I8dj8KJ2N7y1hps2ia2gtjPN60kEWt60P7xeEVVSCq20+LY/ixGKT48QKGK/5+ZQcu",
-	"Ti/QX2vkft1L8HBX6PpF/7uWogjEBzEMKr/YjdfMkjX2K/St2WCbsT9hRKDRZS6qFS/Zq8ruR6e8g9C+",
-	"LGrZb/bbOB9q7P98CyOA/vhHjT5oAbHSHv+DWTzAFXkWBW3YYgYiYjsveeN6GyJKx3QRrTV3hZ50rldl",
-	"KGM4E3nGQU1jO8tSylX+6wIYquTR/oH8hT8mo1Ue9eXTW+IMqlBiFMEOzdYdf4S447auDHYd/8j121u3",
-	"rLmjShdNi1bcMDX/lvGvIFwW/iG0pOTC5FoWb92e36Z4D9eug89xNQmDGLXq3F0Fxy+/aMnu0iH1fsUb",
-	"lihoUG9gMzmm29AsvJlF7pFreyL4eiZ56bTr8A+SEgKIhr03NdNkyqgyI0ZREvAijqvMo1ciniopoJaf",
-	"xUXXIyjPhAh0wNo72SK6XQ5E1NqRmGH34VWhHe/Z0AJUXN8SdFwqvyCSin6Gd0uEHf9C6l1ftAutsRMq",
-	"AvxNg9pPgyohTli9OdB4fF14rxL2cMskG3uSNW4ZyxuaO2Usye90ycCQdWCUyuLXSCsObSFNew03nfSk",
-	"seDQ9aH7XXe1V+fqu33VFTMqim1gspgs5wpSQ8YyTeUSyMSe44Emv0suQH6DzMLjXq/XvLZQIdkE0jfy",
-	"ogHh6vRP3GMsdzeVy0D9oPBF+zve67sAc4miKWtQobJg10WFhVClVe8wdJ4STRJ0Y+adLYrttmKqL6FO",
-	"MPjeiRDlzd5vr+vciEURh/BeBwDPd5208T9518JO03PYuyZM0W8IDZ6K6SkBbR/L/ODlXgmkwAUXyFSq",
-	"2/q+QVZvUd6i5TGhjpRrHfFfj6t9S+fioAO8disMDeV4YNxhNX3qeA514TfgHys5D0XbU2WKGu5Q6mwz",
-	"oLqpxFzbAItQbZEPik6WUZk6v+CS6nBlpIXkwux3gcBevbbfhcgyl41r0pXqIfVLqYXVyECZOStF4u5C",
-	"eVAXUtxegiUKCzwIuew03+4lF4lchleAz0gsgQGiIwn9OhYIFwEOBj/XOjA/6hL+THtBDFpDZQeGjytv",
-	"OQSDXciPbSs64xEF1MEdWLovfiZ58FVQuYRLuKj9ikY6KEcHPBOmlbOmdfOK3KVt07leY76VCMiHDvHa",
-	"3ncBYszASDlIqZqwCNwS6OVrCkxKsdRNKDH4NVMxs+oLy4vjet3qIG9LAbbPOU9T7qITIx8WdNp9SP4V",
-	"/SdzniQp6kho3JwoOnenVL1fnFvbPQvIU4uHvYZJEotHDxu/+ajRm2v4bUHBaXCIECrL2ZaDxr5WrrKw",
-	"v02lKvKAuNGu7GGNS7J5rUanXjRFOYoYB+VowWBD2s7tWfZv5k7PdbdmJyLUCbfA07yh2vWUadqC9Mbl",
-	"srCr46zlV17Kz3P5ejh06Mjeop/GmWfWsG/zrllLsw5yEkxYw032Z5tzkVuyjR/x1HKPRXuzi1/J19kU",
-	"YeZcZOvpSNsNEjc8KTfRZh5l/QFtVf1qrxUMKs0UN6tLKwo48YhRhYIJyAdgRsaf8gEswrc+fgSb3ViG",
-	"uvS4PHQgVc3UFY8ZVPmS2kwUu/zbCzx6154K6j0B0QM/dIFQ1GuY3b54AoVNfaVplw0oEqsd5rrAeW5C",
-	"577tky4qSIMCHIECixP2IW7IaZZYh9OHhfz65gVp21E97V8aKhKqEh9gotHq7kt+ectNX0CloqIijFNG",
-	"qGFdcskYgfalCyWNjKF1abVcTP6gL/oCygmg4/3Nj0/Io9OHfyIuq98Ok81hP9rQTDGGe+fIPf7udy1F",
-	"p0veeTcOehX6AjQY5GWCXLx+jhapyHm8jq6OsamaYCzRZOjse3/A2GfkMeAA6We93oMYPoR/MteKytUq",
-	"aBU1CFpR64op7co3dI+7Pd+YmS5466z1oNvrPsDiIFNAvKMpFMr/AzrjoIBu+QjM/zxpnbV+YsbV0i88",
-	"nfDlSa/nQt6MC0Msb8vvroExirs7m1LgDIDda9rnoluhmdbZb++jls7mc2pvEpAlfdot1yQDDdDQCTiv",
-	"8pXo1ns7yJFiNFltXesb+8bnWSpMDQmzD3sPtsxXxrjm8/qKHIGJX0pDlJt8x1Yn1NAR1QwrrdF4mjfI",
-	"w4YKeKXW7v/V8RFd8MMZW+naQ3jBtbl4/fwv9p17PAecAlJ3AluCNbdnbGXvqys5g7ZF4GD3gsPHqHXa",
-	"O66bJQf76FdBHU1jCdJTPNvtH/0o1YgnCXPF1Fy0wK6viiMuH5tdIjAeu+tWhLtyrQVnmJ/M5pqlV0x3",
-	"uuQimXNBdCwXrPYYrcakA8eGTVpxV1uRD4/wzvM7PDKcCA+tuHFdYaA1dDm+l7mTEMa4Rw4xertP6zFN",
-	"vAX40+HS6XGDL95K+cIqcvDByUkTuBwLhivo9iiLe+kvTCgKaooukRDkwnUeFCDSVTPUXeNAUH0e5Sir",
-	"UG+i9Bug/BJKV3DrNFB8AlnFp2QOpwjH9i9eSvOjzETy2Q4UN6Z0oI15DVV0zgw0uPrtQ4vbXbayizdO",
-	"nqGhssoHohJNb+gBWzv4vncokvcIrL2hfoI37vF+yhsY1t5OFsibo9pd3Coow5aSHhxMxXGOU7k8tPuh",
-	"ZFpQIGzv0YcZW22lv6fw+0959fUd1IevJxVeQckipVyQv/z5uAKnfQxuhW+0ukmrcwnlSvY416hWng6f",
-	"3t2SSYhE3roOlLc536/htF4Jtt9BrXHUzV1bJxPfy5PAITHturYFWPEsl/zCvHivxLuP76OWs32t+Qhd",
-	"8C4FqKI1RAXCTuauUnTREB+MDRDBb/ickfZf/nzc6fbFZaA7KRliG9UhUXKpz8lcKkbwJ5Iyg387MzxY",
-	"nsF+Msr0qi/s9Iq50BOwrGH/Uy6I3fg0ZSmq7lVCeZ0VhHL3crNvQttIZP7kpPlNVL7VPcwMyaAC9NBV",
-	"SQcznYvi5nqDOJAiWLk82fbLutxhtFYc+tm/dJ+Wk1If1FqhyEH7JchFik24NhDfkUNVbHbRWXV9o48+",
-	"WH7aQDL6OQ9DbCwcfRN3asWd7WdUL+HUnsKdY77v2RtmqbfG/K9H4Nl1VGsyTmia4hWX/1snblxAnY88",
-	"oiIXPobo4B6SCbMSRKlH7xDrevz3f/7X0GeJb9z2ZaS5+wu/1Jj5E9/5N8DUb/f/7dgXXjIQCjelYsIK",
-	"F96Nrh07Y4aBZTclI1kX1FrKAc9bQUOzvcT3fTMQiuACAIvySa6DN8RFygUT9su+gFITSVbIMuSNhd1K",
-	"+6UYKBjRD2AFolRC2iBsFsQyTrmYhKRyGI19Yfw9wjJ+bj24mG+3+oYF2e7LWt2BmKs44ybfOyoSkvKx",
-	"cXU+Mg0NR2KorrUnyUhDDTssikXdKeU8zaxGDFC6qDmUL8t5wCSmSoFyvpTomjeQpdm2lxfkh6RJBB0p",
-	"YwunndxAjx/PKw7zjzoR0dLHlytNYiqIXnID6ahOqZVLq8/6lpRrVAOb4VAa63Xd0zW3Vgzso7vrvgAi",
-	"Rf3LEmpRJOxLv+72puuv5H5cpDR2ofV8Iiwl4XlEkGXsKUum4OEl0Lshz53HgnGO7LbzBN+HqlZF/gX7",
-	"RIU8Gn/PmFoVdjSfZtYML335mvBYRRGNRoNVsirDI5ZaqN4BfC6BrtZGuBHaW5O+oqu9kn0epp0FSlLl",
-	"Jsv1/fE1N/dfThUOSNEugpCw75JlPJQLTdqW14z833Poc/Wh34ozbeScqX7rjPRb8eGf+q2PZE5NPGXa",
-	"IiCO4ow51JA5gwhpOpdigknfutMlLyF2KI/NHxumoHcfoyqeQmRHXg7YGSvBBuouE/uDyyn5E0noStdt",
-	"FQAz8EuqO7XT3qNd9Tt3bh7m6Oa7B7l51dnPXcBUZdF1gONw9wS53VMHBcihigAsiH52n+ugqoDeCvos",
-	"t9bJ3QpJnlDUEAh8/w6g8PWKXSs8H7CdFz1d0Ek9MNg9r+Z4HpxUe1r1Dh+9/+5fwjCFRsc2muXBi8ZH",
-	"vVI57Ie7SpFZSe3epAzf5zAgX7wSzG3fjaWCz2Kh5hpjRyMrDOWZbOXbFDsvf6wTgE96x3lZEt/a7tzH",
-	"hw9nbDVE7lhqEdv2IahR4QKK8pqEnb6gKUS8YV5LRE56vRKbBV+RSMiw3JjyDBpmDrvkHQZz9sVwrfnu",
-	"kGjGRLkcaV5aotTO1/PdtttXcnJKph0AoS/yZUI4roVlxla+pmIYoIgsp9QwLI2hXRkqD2VfDH23zqFT",
-	"hcFDlrf1LG0URoa5tMNO0Wl3bXf64nc5isiEXzEXiIO3lIUPQosTMqLxLPIAu16kfvsCGgP2Pf0FMu72",
-	"05xKB4C1+nd+8bboed/4dUzbR7K/ey2m1FD909rqKr3RN9nNRUFNFWLx4RVQeS7UghqwFRADEMW95Zs5",
-	"06J/bKjHLDC3uwzc27FK/+ybMfIOWD1uJuhRLqFkjcOXdKWjvIFTmOlfuNp6XOQ2Dqj2fA7Dc4GKGuQI",
-	"QyEwxMvlVKYMG5936/mM3pvRfJFs4zHs4KfnGjDvG6yjs4WkSFsqUr6wOtHGaX4ju7sjOwwDOO6RXq+H",
-	"uh4X2J3MIqLVOXdQJLaMqyfJt9DmoBptAMqq5d3+stDVggUoBuDILufI28b6Ar6xczCRUGGgPNgQql3k",
-	"MH3gyUcH2JAkkmmr2eb5RVbbKteZttKJFDGLIIMzj/2BMi/GiUdQXcSXy2mPUzqZsIQMcY6Bw06WDM8J",
-	"Je4piDyEY+EDQyF/R0DtAYgZitB70emSIXoVkiE+8nXt7NfuCRQk7Ivyon1OwTkZzqViQ6LpShcbCyep",
-	"2Bz8I5ArhH2+saIPN4TrvoAqOF1y4fNWxzw16O5wZRLPCI0tZy5BhA32P/Rb+HK/BSYJaHSNwtrHj0Fx",
-	"7QnslGOj98HaHmfpLKf1T8vdcOo6zgY1YEGygRvGn+mXzsQ+iwMGkCTyLMgKfAloBiaeYlHOnGE40xbs",
-	"KHWYu4NT5XnEN2BULr3Ykq9vkVnLt+w8nOm+AMZVw50AGGROXXKBpFXStHIpGqVnrknKxsZqoHZj2nJM",
-	"tKVJmkKMITovQbx22q4FCejYgpJYJlPHJfpiO5sgN+ASTiW9AZuA+lDfuMRXwyV6j3Z/8USKccox/fkz",
-	"uXMg+b+eq9RR9w2YjE8Pqgv8QoPFfQraT7FZeo2v0WvL/+TBXrmowkFWGslrFCl9CTCUtMLmxL10vF/k",
-	"6PnTVp4DtC5+7u/X9wPW2TUv6gVZrkv468JbzjeF2ryvA4q1feHlWqoUv7L30WnvkauYlVsUvTXHl4DY",
-	"KuPdM4Zvwe3cj8K8yvhlh7l8FfwTz7UslUAhY4Nt6HKiasAZj8oVBbc5vZ8U1dca+L6/+YDu2wf0VTD+",
-	"UFHK3d6ju2H3eWHdu+D4VZL42Q99iRWD70MuhlKUb9j4UwvFMO+za8OsSBZM0HDPbi4I3ztL/irMfbiP",
-	"qENDolldzec21NqBKx+M6SwhJ72TTpl2XIXaTe5e6kp0t0LPemnm9XLM4XY5m42PsKKbpnPWF677RRH0",
-	"W27M00EhKO+vgNN6Y17BZyBJCpwXQYGo1FTkvsIZS+WuPzHtumkvIMMz7A3ER99o99bhiFKZSlOaGupt",
-	"RKWKLVzzwLvWTAp6C2jTpbK82OBtaP9/YMEcFpEa4HZwIQMYq0wxOIK0qSaKxVIlLIFG0Whjgg+G5662",
-	"r68khwHvvhfNjC1Mty8KtcYLsq7Snw8LKcRZ1yEtZIw7J6cnJziOAxG6C40tpBNUyvJVsBwE3+Bmxtii",
-	"u1FdLCJ9DDpd9QWaEFUm+q2whcy+5pWse3ER4hSfwUe4RbGLCrW3XILhnycw+p+UdWUCLGeubiTojvb4",
-	"wBoHQdYRMgNK4qnUTGywsTpNEkjkPpiYixUrWNJWrnagixwbCMGOiO85GvVFwY7AOL9Rc8CSuuUUoGJq",
-	"F/0EkVFDFFVk6mexokhfuB7hEUm5mLGEjFZkCDsxkONh2XBTcLhaRhbmLioT98xc7Ll94kJcW3iLO+5v",
-	"/OSr5ifYiMWdZVQ2/S5c6z9BWMKxVgdrxl+8t/BOlXnv4Gp9aTfpNwPprbGyRu4tibwWJb3OqKHTJGBq",
-	"VXZtgp2ljiHbzKiXeSuKBlbULXZO7F3fvPH2vVo6cVF1xs7nYiSv/+dYOsG3td7uJe+9AuVHXTxS1YTj",
-	"EOPmFtD6uPuTkjaH7f15ApLNcsrMFCLOyVLOWB6y3l7v/O//PZaqL/KULBBlMMlu5UbudMmFnwSCgnN/",
-	"lTPV+JG0oSsIbYMQssIhyLXrSQP9GHXRk6YsS5Wvm5DQdMlEcun7xnztIaK4ELukZkLayd3PHAyQeOr7",
-	"Hn2T1L4KSc2dF6Hr9BlmQ5s3nO+stvV+g5f+uW4332suQAM/ozHpf87t5ltvOCta9Z67e3ceKPDbke5v",
-	"+Mo9IgDMsL1emWsq5ZUcH8zy+auXrQGG9tSNUBu3zTnR49+lCmZ1wVN/cznu97v3dboTgPk/IXhqz1O8",
-	"49JZzgtnpiyM52TBlEtYjAj2GcNs9SJI3eUPG7snfdHO5TcQh4tMS+iLb5GGYxcO8Ce8VmzM1Jl9kinx",
-	"Z7gHaDq0Qmve2vWkd1oq6gVdN0G+dT8BnFxMziDJ0t6AsD7XSIVC3pFrxJ/Nme4L3EqypHaLw5U+Perv",
-	"t9W4mHuTFQGoz1AwrCGZBmsaQrdYZuz5YC0pe7OwhLTrTr5zToSEQ7bYP2U0cXUt8X0mYnbofaAbsw3X",
-	"ButWJJD1AKSP3/Ka7qwNgGMeRYUziHj0B98GMowcCUaEi8NxyidTQ2K6iDA2uNP4zjoylbZbW6+vUoeu",
-	"RnIr9pjSYcn1+4rgenr6OQXX0sLqYtAkFwbYNy7KGb88d3Z91t2CCwYrVkCncs6NATPGV1XJANun5Yss",
-	"rV6K0iXXnjCTt44kU6qJ624IN4Xdg1JXwbu6gh0uK2rYIbqgtsq+b6C7ALx2j3iUz7JdBi78Zl9E2d4S",
-	"NLtqI5e2u3HV3nxT9qnbW0hOrjXqt5J/tYV8iwPMg5vzTbtBB4Mt53UPlFInCt0FjXw9aksjGrxbZQXK",
-	"J0G5MO4qbg0tFAOA4ox8QLM1+P6XzIoXH4eQ4O6T95ALwJd9UfpUn5Hfut3ueyt80iJ4SooY5ZgZWx14",
-	"BHUpgkOcYIihipq0gTH1hXuJG4BTR4SmKUnYiJsiSaRTo3RUsfju9Yd8/M+gQ+xPPN/k8ttQ6IWLoXX4",
-	"aOUg1ylvzH3CElBAjsGg50NfZp+VO8qUNsPdN6yvz7ddnLnM37pPc66bZLsw4wGOyGgFdPolyDQeqIrB",
-	"Pt+zzc1uLMxcFuUTv/UguL3oktevbLuW21DPa9WpO7d6qaX+YO6eIOrYboF1//wSyy4Ku1thxefFWr5q",
-	"eDwjNFZSe7spVp3zbXHPc+c8SA1oPPF4RkXSFzBCe+h/HNj3hhEpfrAvDDtdcgEZmZQkcimghKgUKTaI",
-	"gvKhisVMmL6Yc61ZgoBZYadGJKmg6D14v93wn0Eg2ZMwvkkjd2AlLPc/uOF1d3SjMOQd1dv/CrVIysWJ",
-	"DzRSo1wim1+jM4x3WXaIs0SSIs8pL+SEMZL2dSjWjtU9Uq5zS8HafJYKz11BkWsDH8JoKyi5xKEsXzlM",
-	"BkyqSUmWkcrlm0vNSEotsWcCJ71i2KihL6DpmiuZze26ZnwxxByLPFHdZ2i5oJ6iR1IwhDkT9ffY8afK",
-	"Q8fy0d8iK+8ksjK/eYRcRkRmRvMEFeFYSbGLYItQyXBIbhG+9XiFTXv/eWK4cEXfArm+BXLdaSBXuRQX",
-	"2J/yClRbo7ss1uuNyK5tjiJnLXAOfV8EGQtROftsXgrPBVP/wZTUnbM8nJqMVkWJkzilGp3vC6as4MlT",
-	"pt3wXJEkQ75A8piBATXk0OpTCsqumzMsxeebJcU0TUtxqYF8aghEsGKvr6lV1BHEeitJp0veMJr0BYSI",
-	"L5g6dFYPJdM0W7gqRCEpndDFgonEGQapt5bgcorsI7irlTTMHx0AlsdUaaimC1ue0omupC2OVs724gfH",
-	"/ESaQzBD4w3svP03OXxEUqmdygCXfgEVBnCcV/be7oRbOsVpJ4rO7ds/5CdsMSGR2SiFgtwugOO0+5D8",
-	"q8cMSAYnVzTNWJf8xK9YX6zlhw/BWTbEFCsnUAy75G2BVlznPQ1OTqfod3N/P+z1vCVVn5MRW0mRRFZG",
-	"CQkgP5U8eZ++d8fNO22sxRrKJRlTBWW5i7Ljx9OovEmduqr8uKWNgXjq6K6uOcCSJ2aKXSgQUQuA5gBQ",
-	"yiymHetagPDwbgLQfQd7Ip7UKX1McVZUGXTs0IU/flV+8CI8ICJMKanQwA79tJynG84XaOFAY9rieu83",
-	"qyjkrSk2QzPshCzOFDcroLURo4qp1tlv7+0pIu+s62DtOCvwWvi3xnJ8iYwz0J7aU2MWZ0dHqYxpOpXa",
-	"nP3Q+6FHMpEwRYZzOmNWvRkCBmYqbZ21jkDAc2B+CBY8jkABiwgXesFiE7nUobyOJMSzgQvS4TEEum4S",
-	"yUU5HeTc3dSaLC1U5dSK8lD+eg6TXPkmO4QLg4kEiE9HxOGTxgxUf6Uc6HKRjvJMcOPXkHa17aC77ayi",
-	"6Ictw5y3UNoc7DVTXCY8dh1rrN5gtYOKXr/Wvyc0DATpbAYKhQKEoiJ8MMI7FWuKdFyXuErYZJnVh+Z9",
-	"staPHaUU2MlDR/alVOHSiBUXSICPM5oaAJUmXDAn/Vy8fm6ltfI4+SWmAW2vD93JANOzq6svnWoFfpYQ",
-	"qsmloSKhKiHv3McE3xwxfUaGG23jht55eXUcDcl3fTGimn1/2v75rxdPDi9/vjh5+H0bvEQ8Id+Rfqvb",
-	"b5HvgAFoQ+eL0m8jmaw6ncKO4ZrQ+xEPExbLhCVkQVUuThbcpdx9FRt9nVtZEKVa/IEo1zKuL/LSq2uN",
-	"8Uot9CCwEGwuLnrHSiF53VWuCROWG3b7wonXKxQ/DuEiO7TyXGm/eAIGnkzwv2cMpCEn2oXED5UJV29m",
-	"a9f+XzcGiwjrTrqWfAanJ1CXY/Bg4J4NjgcPx734hD4qGvFgKGTpzs+h3drQf2c3oF8Fv3ZCoy4q8PgK",
-	"8EuqYaNZck4U+53F4NvG16QEkQWESYG917ZCmiPSVoCb1o7b1GOkwr7/64hi0b2f9XoPYsRO+DcblhBo",
-	"J+j5q3vt9fv7K0L0marq2qkxZLxWhMKbCYO3XVzwSSjufFN5O7OohRbPooQmXvig3djL7rzMSkAf1H0x",
-	"LZdss+oTw/JbLrooLtWFKlhWucCVkS5kkHAgcpDaHm1C/QYLPLuyl0PILj8Ej8uQtCl52HvgwlIqT4yU",
-	"GEZZkunWd2OFreLySHvs/yZdNr2v/UxiKQSLQWe2DMwnQecsxVWgRiisLiHH425rTVJ7v+EYg7I6Y4x9",
-	"icjrV5dvWeK114Jt//rmBWmv19IJlyr7+PH/BQAA//8=",
+	"7L2Lchs3mij8Kij+uyVy06IoWc7EUk39q9i5OJOxPZZTrj2hDwl2gySiJsAB0KIYj6v2afYNzgucR9kn",
+	"OYXvA/pGNNnUxY5nXVM1sdjduH736/tOLBdLKZgwunP2vrOkii6YYQr+ep6wxVIaJuL1X9ja/pIwHSu+",
+	"NFyKzlnngii2ZNSQFTdzLoiZM6KZumbqQBNefExWXCRyRbo/fPfi2S+vL779+bvR82ff/fXVyzffvXj6",
+	"H6O3z188e/k2GoqETWmWGnJyOu8RKvSKKQ2j/iYn8N8rtiZTrrQhC5qwiNBUS0KnhinCDZlywfWcJf2h",
+	"6EQdbpc4ZzRhqhN1BF2wzll5S4d2T1FHx3O2oHZzC3rzMxMzM++cPT4+iToLLvzfx1HHrJd2AG0UF7PO",
+	"hw9R5yc5ef7MfggzLamZF/PwpBN1FPt7xhVLOmdGZaw81VSqBTX2PWG+Pu3AXHyRLcozcWHYjCmY6gWM",
+	"GpwJ/rNtrn9RbNo56/x/R8VVH+FTfQTj2gleKTZlavOKX3//lPzp5HTQJ2PFTKbEn2GlNB0Tqq80mUpF",
+	"qHB3BXAgM0MomchkTbong9NeRFZzppi9vqGQS6aoHZrI6dRerhTsnFCxJtLMmSJLWAYTMSNcEz4TUm29",
+	"Trfshls8efx16N7eKBqzJVVMmM0Nv5kzEtM0BRh+++gpMfZtEkth2I0h3bkxS312dLRarfqrR32pZkdv",
+	"Xh/BS4fupaPeWQ60XXbN1Hoo7L/l1B4MNfG8Z3d3xZaGANZQ42ahIiGMxnP7KjeaaMOW+oCs2GQu5RWx",
+	"d8y00UMRU6U404SSsSl2M8bv+uQtN3MYkosZkYJ0X7757ufRvxHNjOFipnt+fQea4KeE66Go4K9eUntL",
+	"xMy59jP3yUtBKNF8JmgaEQpbLC69elSGXjE9FHY9F+SaphnDrXJNhLSvXzOluRSHgwEpbaJ08RGhiP6K",
+	"xXKxYCIB2BkKTdeadBMZ6yM5sSumE55ys+4vkt4WaCnNshXxG0BGG2pYGGJyQIF3cJ8zyTQcTu2Oum53",
+	"+cFx0+tvXTJO3LDib46fBJb8wVIEvZRCMyDl39LkNd6h/QuuCKGfLpcpj+Fcj5ZKTlK2+Oo3bTf2viUN",
+	"eYVf4aSbRwOUwN35NU15Qn66fPmCdKUic5kmmiTUUEfD7V3DUwCXXr/zIeo8lWKa8vijrzueUzGz0Jym",
+	"PPE3icCoZaZidqBJnCkAWbggWO33Uk14kjDxsZd78eo5cMd5jjI0ITqWS3butqKJYCwBap0suLBvw5Jf",
+	"SPO9zETyMVf8QhKdxfP8LGEh/v2PuI4LQSyHe3L6+E/EDQ5LeSPlz1TN2KdCFnntsEHz3xlJ+YIbWNcv",
+	"gmZmLhX/nX3U+7rIzJwJ48aHFQrgVnaNE0aVXa68YoJIlYMi12TBteZiFpGVkpYVKaLYtbxiidvNUsmY",
+	"aU0n6Uc/asfSKqTpnIyZUlLpMbH0VyMzntCETDlL7aI/eCoMVPXi1XMnGC+VFW0MR2obK0YNS0bUVIS9",
+	"hBp2aDjIazWCHVmJMSQY1oXBqJNSbUaZ3j68yNIUTxXFwY3phJMoNx5YEYzfhNncFVsfaCeAx3OqaGxV",
+	"hX5oO+6e77RGIF/2cyasaPxrBwgXCLs06bwLMepCDP4VZXAnHuNQ+e6i8hXVjrSy9mISOfmNxcYuC2/9",
+	"KQwAoJok3B4STV+VoGBKU82iGmD4Uy8LqYPBDlXjzgdROYNdOwIwpGn6cto5+3U7hjnw/xDV4f8qpC06",
+	"ACLdWXI1+u///K/eGdFzuRJEiphFRBsQiqRI11bso5aTzQOgVdubnWpzS+/yTf3MUeSpLpAu+eiKreHf",
+	"3LCF3kVM8q36mahSdL2xmnzc4CmDknSxotzsBJvq0b2i6ipXKTJheJpL4UCoEqtHjPEHPSZWObhmmnSt",
+	"YuVeW80tcV5wY1jSGwqpyNiioczMmCyp1vZ1YZWV6ptWdl9YlcVqEm4okG5xjoSs5jx1yp3VVoiigqys",
+	"5G8VcmrgclEkr96AW2zlAvbEiupNRJ1cPt+q8TqiY8VMGAQPYddnzzLUW+HGG272mRRsz4v9HiwW+dWi",
+	"tqCYzlIzPie0UM6IkZb/1E8RX91vz80b+J7ydN8NUJ7myxdyFeVajWJGrbmYtdkGMN372sULdrMvfr3O",
+	"0HglrN4KYNxFhWScsJSux72IWI3bboeMAczGm5uAV9vD0a3gtXnXr+1x33Lbmi4YbpvOKBeksnfSZTe4",
+	"KE5TMqHxlZxOq0Ti3OJ6LDNhNKgXxrDF0tzDCd0rXFwu6UrseULPhWbKkHE852mimBiD0LvcJMdg5iFS",
+	"MDSZsAUoYrlBcuMo/ICtGRCs/qn9yu5oQW+e41fHg4EllfdAC2usLF9hmJWt4aNNk7BYlzR40rUyHgED",
+	"0tTKV2DouDmcyUM3pBXp+6/p6q9WC5gxO/a3itErtEXWzkwKzeLM8Gs2mlKeZgp/3xSRLR6PrNbAnPxZ",
+	"XeTLJRMRgnCO9fA2WdA1mclzMqfp9FBWX1OZEJYA4Jtckxm/ZoJkSzCCplIDxN9O0rVT3VFYtkPogNTF",
+	"rR4DahqeK8G5KmttVjaWNNNsBARhH8SFz5KwDOjXoQ1dW4FvyYQ7QTEDrZcKUpr2nLx6efmG9Pv9I8vt",
+	"FqwkE06kTBktzXinE3RDKEadnrn7CwAxe1zqmqZ7HVDly9GC3tyKc1RPN06lZgmYr7WjSJaqn+MZW6ql",
+	"kTYhzarCPgL9CF7NhToH7CoToOV59QMn6iDQdaJO/mVAF4k6Zq6Ynss0CSFrjeoU726cbvDQqhDqTyYK",
+	"04oyntWJhEegHHbLIFWHjRBJdGTrVbav8GFxYk5Fgi6HmKs44ybHErRyT1O5AveCkml/YTkunWgrUoFd",
+	"QpMrxpb2vrhCwrvJcGqI3E7BK2Du3YZFqEJPyggMMyHJcdty8MYNcgKLxMk5GXYGetghqHTgR33yzHkA",
+	"j+f9MILdeeFvqT1dNpXok3LWDIRzObXyC2zI7e6cJDKbpCwhkzVagyw0sQQ/KNb7WPeb0frOa7YgAqer",
+	"DVnh+s2KWZy285WO7TGaLysYVx3qaYEYxCMG6cZSCBaDbQ8NYBFxipGOyOObmx4qfXAyJV5yTgbEZEqA",
+	"sien09L9DSwILuiN82oOBiin5H7OQdDPuYlVWXr1PU891LbHqu+A/AF6EM0MEVQpudLOR53iZs+thpoy",
+	"qq2eyiJitWKapuOIOJ+XJUubuETTNCD5xHYQR3a9v5rimYIx0+KEPAdjYywXEy6cC8i5PhGTw8wtN1Z5",
+	"9K3dKT4GdVuh9N4oimxQZz82okTz4Pi8/bgO99t5oKPOFVuPmkyPP8mJJqu51GhA0oYq4xwy3Dg4a++5",
+	"jzp/z1jG2i7McpQsIFg9pSJm6RmIhVZIiAi7AcQSs4hQi6VczPoE9LIzRzWsGmm/ShGqWgn+P8nJJS7h",
+	"A2zMy/0BS1QQe0puvz0MldMc57atrYSdH6IOuCnwoIAIINqHaNlCQgSHMyv9Zq8X3MzgHEfH8Sb52Bkk",
+	"UZYj3PrfNR6Kt5vU1TIqZiHBFUDQPSVd6u7RK70W1e37TCTU/p3fcu41XPT6Qfl6EcS5v1aORrEF5eIc",
+	"5DqnoRsJp1SIcHByIeKxodXhBt3MofN5xiYyEzG7lapc8pOCVSFxgwHixjJN6VIzwoWRoCyD0QuETRQO",
+	"lkwkXMyGouvRChRulBHilPIFS3pnyIhnYOO03xlNuFhmBpXzTM/x9wmNr4iRQzFeMsVlMiZTJRdopcIR",
+	"U2q8xjFe0JuRxdpxyRfNUf0H3regCYPgijdzhvEcVioG+ybJJ7BKP1hT3c0LSQRb+XG6ljqb0lS9KD+u",
+	"obCL0QZ3cg7TlxkDoSCvWBqIFobw4l7a5biDijCiA+DDvbwAyyyFRf0mJ7AZ76ubpXJCU9JN+RUj4yu2",
+	"HvfOCBdxmiXOwOvFOS7s8RqJYqf7VRO6pMr0yQtpnCHTjhGRcSkSbGR/gnOAAWvRWASjH3oRGatMjKgZ",
+	"A0dGO1TIiOz8DHuSf3/8e+lrcMF7WYnrXop8kCDS+S8DQXY/SJK4x+g1p5oMO48Hg4UediIy7DwauH8c",
+	"zx8NFsMOqGo3dLG0qqt9CgqMMUzZAf9399fB4ZN3X3WHwz7+q/f/d4X+R6b/8X//j/7HQv9D/2Pxj3mv",
+	"99W/hPj69xYcv/OGuTrXYCGZ8xU1cw+18EpEWH/WB+p29OhoqbhU3KyDfsSFMwxtuio3KD4DrdF/EDrl",
+	"H5zaXBPnrilPvQu6Zt5WjBGdSqMt2QiT8Ns4ex3gbvyes9DNafScqqTB3pUtkz2XEIRPnD2fKiqdTM1h",
+	"Wpqw6ZzDjreZJXKtjZ5wX7t8bjhk0zLa6OPVJeZ3sEV7OY623tCuPV3im/Wd4MxNO7nMhy/kqw2Lvldx",
+	"7KEcaAe6lnWApAL+1Ypk9fXprl39iOT9qRRTPtu8UOcQGE2oZvsQVP/dnpavSWEc3iqYutduiZ6WQzgv",
+	"RpOFeUv4xDWXmR5pFitmRuxmyRXTQTv0L2AWyQ3M/lOCnxJteJqC01VbkVNJA8dwgOFBKV32bm9wximC",
+	"O9jbI3ob+hN1MpXuJuoucsG+m6+5WGHtoqIqMFZhrACd/UiZA/8wNfOiT2uCVkWmXZQtH37Lwvanb39o",
+	"jLXbCSBghRTvpMM5bFfR7ZLPwIHj0Ku7mmsWj8hXxJ7E16dg/fPmoOOvyWRtmO6dkxkTTIEJBDAVDa81",
+	"qwOEK5RELBz614vD/0UPfx8cPvnq6N1Xf34/iE4+BGWq26CcCtig5sYsz46OrNTs49TJL69/RnXMsCWy",
+	"glcvL9+whBi5sYnTbyrC8ze7xAa7iCBsMpraAer44tS70YLPcCcN1LWwuWyf370XWsJPchKQ9BCkAkK2",
+	"gzUvpRaBvWx5Rgao5VH0kduLSRnY21wAJGhYVvUT0qB1iiXnhObuX1Bzra6kQVdNLYDZoQ6095XrsGjp",
+	"nt7Rr+WNUWGMcCFE6Ll3b6JeTu1ip1I5L+6fCRXrXsVutRlVGF5L7pZGw8jIxV6yskeobO6UAi8AFcZW",
+	"rrjbsHlvnBg1xqtVzBd5lA7VTp/2an7XeWOAQAgpWC+oy7CUz/gkDTul3wJxyc2JMNOCru0P587ARJOU",
+	"C++lgLtyV1Od93ZQcotYi6jjIfxO8FmyFN8+KhbMJvsuvy1wWZ7AaqLc7faKI8mVwP3ufH+3JIqxVaOG",
+	"g2qYoPy9o8nliJTAW05HDz/NDeqbYcDUsFGuUbVzhL0G7XHBzWs2bXCGYeoSuu7sFBgiT7qaMVJMqQEd",
+	"Go6gYBWlDzbREv1IpTk8FUgUXWmwKEYlP+KEWfJZjNhAGloJi9Vz2CSmiqlMjOQ0TLrQBQWR+owopqgg",
+	"XYikOLo+PgLLy3uefDiCQXJ3cgMhaUa72wQgYgh9kqVs5NWozeX7V0r2zTynrqB5lMQptwtPeLLtssuh",
+	"1G5qw+Or8NT2iRcEmpdxB93rNnGqhUjU2llkRYyQA9iLLyARhgUPsytFMk94c6GdRT4hypmxFIaLjFXh",
+	"398gyko4wFC4hEGXNemTLyPSkI6YW75xSJflCIAOHlxISR0KvaQrwRICdC2XgL3Ahffp3+GmT54b7RIY",
+	"eQKRqhjydeB+RfPzpuS+X2Ig5HyGcgLbCRC30bNX9IqFpI01xuVeOfEUnBngXDrL8zs9S8iDAVpgWCgH",
+	"A9lDwehzaC7xlap05Pl5EdDjCI2XUxx05yLypi0ATZp1UbLMLwO8r9k2UJV1GjSOb6mJ53uq45YUt7Yf",
+	"/CQn6GcLBoFu9w6XrwUm3baJJgfp7VbLkp22jm0resaMj0xvJUBY3W8zKcVf8shfZFiWyV8z0tC0QT/F",
+	"5IWRg5+WIqr/Kh945zd1dbcywOYyNhYfBTYdTpYpAGs/6A2oant645KSu3mr8cO/B9/sGUi+ZzBKzWMZ",
+	"sBcgfwj7L0nXsiCMZQA86aEC556uOLiNSUUYu0UUSyuNxwdqF8pOXRpQiqXoW7xi63NCiWaxFEnBZHnK",
+	"CCUpv3a8G5K2OSR4QOgXcFInEN3CE3trM19ZJdmeB+re2zfyp6q77COpb9UoLtk1UzQt6RSadDHRNIuv",
+	"GKZM9c68uclFGaRrFA4wvsy9CblfQ+GvRJMV47O5icAyxTVJ2IRbSQ/iHmia5skJrlgLBAqg0ISREcLK",
+	"OYUDv9jHmHTt+FKwQ9RrLO3qnZEZv7bS10SaeSnM39VguI2SUzC1bwIaD0QF3NLH6WlAA5PJOdUd2Yyn",
+	"ZyE/uGIg5YHdUGWsEIodsvkAmQQjZKiPhyGufIi9grJJKhwtmLAkw+TpsIGtdi6V1xu5wyvnhL+bOBBS",
+	"YyEOO86Ulm1MIiGxoTpGw/2+ZkvHNPYJg1NyMQrrUW+8RmGkxVEXmAV41B2AEpJbBXoRscqj1KbQQ7wq",
+	"xEQCkZv9zvbg2JZqo6f3UXC1UJsEl4v6j12JRfU+uQAF5Mwt0L5oSTwV8BgKsSgWS2UX2y2UPbkS+VZh",
+	"MG7yHUUE9HT7GB4NIsJSzVx1Cky+x3oHRhMgzCX1yH4xmsiEM02GFh+HnV5/M+Yjv57GS1eZ2PPO9+Kr",
+	"oXN2wVUHPirNK3cQ0pUm+MztJrToy1zV9/kW3igMcT0uyLRTMuxHnUQK+xTDTDve0J6yJJiR8ZOcvHUB",
+	"ULVETJHsEcTCRYDIjXUqzdjp8oV06GoHYEDCiikG/GjOUoisx0g3i8znFa6DwzhuF8ssTcDHMqfXDL8t",
+	"QBFZXzlLxc7VqbDxd2FrjLp12Iw9AT9EBKfXAIj2uHXAIUaV4TQNUxfAiQNN5lwbqdaeabtiarD9hbQH",
+	"6Z1XEMhIlSv+0n1MBoNBLyJaEi0XDCQ3qLnlQik1+BcmzFfpCHOTlV95WxoPkLVL3cNRo/wAQsf2M6Oa",
+	"fXdjgKBsnl1ro/z2O9wYpnEpVkLZj5RASZTKurIMDA/bl4SfhdbxImgv/ZkZw5SOSMJn3OiIHIwOInLQ",
+	"t/93Zv/v8OCcHB8en3xTq9pR8lgXvup3xT9H/bPDd+8H0fHJn8KO64qV0p6NWDvBKXxKyNJ3WeRLsLYt",
+	"uxQEVzvWpllqU8zY9E3kv4hsMQEWuykqbaY9Na9gR1rry8zEcsEuIBUkCYpSo9berr2twZtiE1rAtnjQ",
+	"X5X0qzzi7HH9QAaooICcU4kse7JLnimVe6pL0N7cE3ZStqdGpVjVgODJhTbUWR6CRvqsweVmuEnDX+EP",
+	"70vRt5kSZzMmkkxZ6DxzpYzOoNwQmid2UoM1VK7BSbfe2N+8dlsP+HFWyYCxC/IXdh0jjPsUX71DRB0X",
+	"o2lqmfSeIXWWbWkz8kLQPeT4hsMOFDNMhIOwy+w4f81qZOUQD50HSqDXgjisaemYKiTenbUADFt+C29e",
+	"YkHHe4kBdrF2efpr9coiB0bVheYQFLyl/SLtylC2GblTimFpQR8L8bfd+4kr3dLi1UIAb/e+E8nbvZwL",
+	"+rewDt+PklC7j3DcI6BCezKMdGmXSOgGbVzKbSIdHeELBElLwciSx1deFHYK+kba2S4r5AZhqxn7wBtq",
+	"J3M0wVW8c/42Vx9pM1V2p/GzLR27c+7xj3IFuccYTOCJYJXuWZ3D6u55UnduG5ZVL26pAPTr79589+LN",
+	"85cv+nenfiFF+jU1LK9a7aSXTlBfR/XyQEOQV6mUdWGgDZm2Nwh4bskMcGCYISDQ/oWtnQEdVFrq1tIy",
+	"+GKSKV2j9pCsXryci7a3YtqNHFk5S1SLee+LLSl0A+OWo/xE92Mx+RWFyVrNbL+f/XonfSuPvnVxtyB0",
+	"HhBqaaRgcbTKpM5BC/031eAVf3n1hJcmOlTcrgoHPrgpk4QlZMmUcym1mzSoNvgZA0eaA8XWM91fd3fu",
+	"sl1376oCelRp41dCS1Wbwd/im0GUaNruW1ZwoqY0IXdBeWV9yAoF0zU3ukSD9s2AunTRUvdTETVWUgTJ",
+	"z9aA0dvEgUL9zy0K+O4oShjB8PjqYYqygn+j8H6FbM43BgLX2hdocElEZTuzvuIQU5OmchU0lm4TO5qD",
+	"QO0KfncS9j3ENIUZBEBLaa5yuJEPQPJBRX7rJW2nfMK166zCx34cx2NEmOH46ML27CbHsF3cphh627L2",
+	"ZzUeKasg+NhlqUfka+e/AYrv7EIRocS/LxXp/vtcZipd94hUZNj5d3RpQxJzNXP5344ek3/D/9UyVR5/",
+	"vTO2YN+Qjz2jKUrYU4iXiDh1amuxymXeCwkEF0IUMc60KLXlb+xAF5mA9mWuIfii4tloj6f54txtbsHb",
+	"NsdURuVi37+8edoJlFZ/fvHigvgv8tT17zILUEevqOL1sJevT3chu8Pybb78S0jveu2yJfcE79K1ti7G",
+	"1pBu5l2BPt0smEfWu89EspAahCk+4WKK2aIxA+chC5g3587SdSppsndoNPv75uk/YxZp1JpIlbjONDwP",
+	"QD4jxxE5icij//7P/2qjaoWCWu2sUWE0w5XXmEN+yO8abyYcVxGqjryVLeAt72QKbtjm5Vw6D/DD1zRv",
+	"edk5yW0rAxf7+NZ3rdpf6t8zju3THAHGM+8+CHNXZxMM1P79lbxqSurAfENIo6inG3rzZYsiRsWCosKT",
+	"BbMGz6GonLtfRaMLlzsAKpJ0MVrnpXAVlyWAEeUHmmQiZRpiIzGjUopAIcYWEbOBGNkHjnd9gFBS0hWW",
+	"62PQ4mJp1r1WVrQ/ckjoHgGFly5mrDH/OGDNy62f7Wy2hR20IUnOzXagq+FWPmsZe7YdaPjV1TnOYdsl",
+	"8vgQLNc4DAO0IIIUXV0Qt7PimvX65EcIb0ZjMJbXsm9jBM9b7GB2CDTJZIphdCq2EADDg6lUQUWZqVX2",
+	"ni+NNKqkJBcmqgfLa93UOIxZjgq/8W6jQWuKKjF2YBPnrNbqqg1GmM0UkQRKWU4pTyMswg9RCtRX+zzz",
+	"yTwR1AgYwflEpKgA6n8pB8YkKCiFg6f2PCYfTtlKyKon+fiTqJ52ZSHV26sCSJE+5LCtCXexZPyeDOMt",
+	"NMZwUZWuZ5/vYumiGu1yyclgcEbYDY1NmteMD9zkUGxcZZ/8Iq4ERF0WVeFc0DXGZfr8NvuRturWhCYj",
+	"3wrONcdb0JvyXo6BrNZ+CbhfdzOIor9Jyae6+xNonOFcpe2+gE4Vzi7W7gvoCoHOMbVu9wm2VLAQ6zsH",
+	"7P4GmwyENbGCXm96HkpFOvch/usG0o+ZAzjogcaIJST+lrYKXzfAde90SEUUW0ooamDmSmazeV7qws7W",
+	"MpfaQdq97aTCpcqpvwa6iq4gk9RiCVSUo564IcnzmFEQt945bLq8MUw09WewlNqeQLdozqjRhdJm/3X3",
+	"hLvV0rG82woY3qFZMa6UypfXyQ2P50X0Z6kGuOf3ltX7qYlj5b5Pr4UQH1najelyiQWESx7ayzffvRp9",
+	"+/LZf4yeXryCmpsRmYFM52pWcpWPAHGccMBnRVlpLHmC5r1K3m3CMY6XQZ5RgPbZ60uwN2yaVsaBH+V0",
+	"6n4UTsb2lrHSYdE0tQxjOt20kEWdm0P7xeE1VSCq20+La/i+GKT48QKGK/5+aQcubi/QBW7ift1L8HAs",
+	"tM7of9NSFOkiIIZBfSJ78JpZtMaumr6BIBwzdtGMCLRjzUW14iXLqux59MonCE32oo79Zr+D8wHx/s83",
+	"MALoj7836IN2IVba478zCwe4I0+ioFlgzEBE7OaFmVwHTgTpmC6jWgti6JzoOqqG8tozkefFNLRftCSl",
+	"3IuiKYChih7db8hf+Ldkss6jvnwSVpxBrVSMItih2brrjxB23NGVl91EP3L99s6Nle6pHkvb0iq3LCBx",
+	"x/hXEC4L/xBaUnJhspZr3nTmdykxxbXrM3VcTRUiRq1791dn9I9fWmd3gZtmv+ItC2m0qIqxmcLVb2kW",
+	"3qx14IFre7mCer2D0m03wR8kJQQADTvEaqbJnFFlJoyiJOBFHFc/Sq9FPFdSQMVJC4uuk1WeCRHo07Z3",
+	"skV0txyIqLMjMcOew8tCO96z7QqouL5x7bRUJEQkFf0MeUuEfSlD6t1QdAutsRcqVf1Fg9pPgyoBTli9",
+	"OdB4fX14rxL2cMckG3uTDW4ZSxvaO2Usyu90ycCQTcsoNW9okFYc2EIxgRpsOulJY1msm0P3u+5rr841",
+	"96RrKrlVlITBlEZZzmilhkxlmsoVoIm9xwNNfpNcgPwG+a/Hg8GgfQWsQrIJpG/kpS3CPRSeusdYlHEu",
+	"V4EqV2FG+xvy9V0Lc+nMKWtRR7Ug10UdkFA9YO8wdJ4STRJ0Y+b9V4rjtmKqL/RPMPjeiRDlw97vrJvc",
+	"iEWpkfBZBxaenzrp4n/y3pq9tvewd+WioisWGjwV03PIdnTFqJC5VwIpcMMFMJWqC79rkXteFGHpeEho",
+	"QuVGR/zn42rf0l876ABvPApDQzkeGHdYTZ86XkD3go31T5VchKLtqTJFpwEoyLcZUN1WYm5s00aotsAH",
+	"pVHLoEydX3BFdbh+11JyYfZjIHBWr+x3IbTMZeOGdKXmlfqtNK7VyEAxRCtF4ulCEVsXUtxdgSUKy5AI",
+	"ueq1P25MZg7vwCU6xxIIIDqS0K9jF+EiwMHgp0tp4tUQsuP5IAhB9XRkXIaPK+84AINTyK9tKzjjFQXU",
+	"wR1Qui98JnnwVVC5BCZcVChGIx0UTQSaCdPKq7bVHYvcpW3TuY54vuENyIcO8LredwFizMhIOUqpmrEI",
+	"3BLo5Wu7mJRiQaZQYvArpmJm1ReWl3D2utVB3jwFbJ8LnqbcRSdGPizotP+Y/Cv6TxY8SVLUkdC4OVN0",
+	"4W6pyl+cW9s9C8hTy8eDlkkSyyePW7/5pNWbNfi2S8FpcIgQKMurLReN3ddc/WvPTaUq8oC40a44Z4NL",
+	"sn1FUadetAU5ihAHRZPBYEO6zu1Z9m/mTs+6W7MXEeqEW6Bp3lDtOh+1bZR766Ju2Hv0quN3XsrPc/l6",
+	"OHToyt6gn8aZZ2rQt8lramnWQUqCCWt4yP5ucypyR7LxPd5a7rHobvaaLPk62wLMgousno603SBxy5ty",
+	"E23mUTZf0FbVr5GtYFBpprhZX1pRwIlHjCoUTEA+ADMy/pQPYAG+8+ED2OymMtRLyuWhA6pqpq55zKAW",
+	"ndRmptjl337Gq3dN1KAqGSA90EMXCEW9htkfiqdQftfXQ3fZgCKx2mGuC5znJnTum5Ppos45KMARKLA4",
+	"4RDihpxmidVifVjIL69/Jl07qsf9S0NFQlXiA0w0Wt19YTpvuRkKqKdVFItxygg1rE8uGSPQZHeppJEx",
+	"NNitFjXKHwzFUEA5AXS8v/7+KXly+vhPxGX122GyBZxHF1p+xsB3jtzjr37TUvT65K1346BXYShAg0Fa",
+	"JsjFq+dokYqcx+vo+hhb/wnGEk3Gzr73O4x9Rr4FGCDDbDB4FMOH8E/mGqa5WgWdogZBJ+pcM6Vd+Yb+",
+	"cX/g24fTJe+cdR71B/1HWBxkDoB3NId2Dr9D/yYU0C0dgfmfJ52zzg/MuI4PhacTvjwZDFzIm3FhiOVj",
+	"+c212UZxd2frFJwBoLumfS77FZzpnP36LurobLGglpOALOnTbrkmGWiAhs7AeZXvRHfe2UGOFKPJeute",
+	"X9s3Ps1WYWpImH08eLRlvjLEtZ/XV+QITPxCGqgqtN591Ak1dEI1w3qANJ7nbRyx7Qey1Mbzvz4+okt+",
+	"eMXWuvESfubaXLx6/hf7zgPeA04BqTuBI8HK8FdsbfnVtbyC5lrgYPeCw4eoczo4bpolX/bRL4I6nMZC",
+	"uad4t9s/+l6qCU8S5kr+uWiBXV8VV1y+NrtFIDz21K0Id+0aYF5hfjJbaJZeM93rk4tkwQXRsVyyxmu0",
+	"GpMOXBu2EsZT7UQ+PMI7z+/xynAivLSC47rCQDVwOX6QuZMQxLhHDjAGu2/rW5p4C/DHg6XT4xZfvJHy",
+	"Z6vIwQcnJ23W5UgwsKC7gyyepWeYULrWFL1MIciF6zwoQKTrdqBbo0DQIwHlKKtQb4L0a8D8EkhXYOs0",
+	"UHwCScXHJA6nuI7tX7yQ5nuZieSTXSgeTOlCW9MaquiCGWjD9uv7DrenbGUXb5w8Q0NllQ5EJZze0AO2",
+	"9pl+50Ak72TZyKF+gDcekD/lbTYbuZNd5O1B7T64Csqw5UKQuKbiOqepXB3a81AyLTAQjvfo/RVbb8W/",
+	"Z/D7D3mPgB3Yh68nFVpByTKlXJC//Pm4XrAS3QpfcHUTVxcSypXsca9Rozwdvr37RZMQirxxfVLvcr+f",
+	"w229FGy/i6pR1M1Tq6OJ7zhL4JKYdr0FA6T4Kpf8wrR4r8S7D++ijrN91XyELniXwqqiGqACYicLV8+c",
+	"5MWywNgAEfyGLxjp/uXPx73+UFwGeuiSMTb7HRMlV/oc67DiTyRlBv92ZniwPIP9ZJLp9VDY6RVzoSdg",
+	"WcOiuFwQe/BpylJU3auI8iorEOX+5WbfKrmVyPzRUfOLqHwnPswMyaBO+djV8gcznYvi5noDORAjWLk8",
+	"2XZmXe6D2ygO/ehfekjLSalbb6NQ5Fb7R5CLFJtxbSC+I19VcdhF/9/6QR+9t/S0hWT0Yx6G2Fo4+iLu",
+	"NIo72++oWcJpvIV7h3zfWTpMUu8M+Z+PwLPrqmoyTmia4hWX/9skblxAnY88oiIXPsbo4B6TGbMSRKmT",
+	"9Bjrevz3f/7X2GeJb3D7MtDcP8MvtQ//yDz/FpD6hf/fjXwhk4FQuDkVM1a48G7FduyMGQaW3RaNZFNQ",
+	"aykHPG9YDi0hE9+d0EAoggsALMonuT7zEBcplwwaIQwFlJpIskKWIa/t2q20X4qBghH9AFYgSiWkDcJh",
+	"QSzjnItZSCqH0dgfjL5HWMbP7Qc384Wrb1iQ7bnU6g7EXMUZN/nZUZGQlE+Nq/ORaWiLE0N1rT1RRhpq",
+	"2GFRLOpeMedZZjXicnsQlC/LecAkpkqBcr6S6Jo3kKXZtcwL8kPSJIK+qbFdp53cQCcqTysO84+wqYiL",
+	"L1eaxFQQveIG0lGdUitXVp/1jVNrWAOH4UAa63U9EJurFQP74HjdHwBJUf+yiFoUCfujs7u98foz4Y/L",
+	"lMYutJ7PhMUkvI8Isow9ZskUPLwEejfkufNYMM6h3Xaa4LulNarIP2E3s5BH4+8ZU+vCjubTzNrBpS9f",
+	"Ex6rKKLRarBKVmV4xFKj33tYn0uga7QRboT2NqSv6GpHb5+HaWeBklS5ybJ+Pr7m5v7bqa4DUrSLICTs",
+	"DmYJD+VCk66lNRP/9wK6sb0fduJMG7lgatg5I8NOfPinYecDWVATz5m2AIijOGMONWTBIEKaLqSYYdK3",
+	"7vXJC4gdymPzp4Yp6DDJqIrnENmRlwN2xkqwgTpmYn9wOSV/Igld66ajgsWM/Jaabu108GRX/c6dh4c5",
+	"uvnpQW5edfZzFzBV2XTTwnG4B1q5PVO3CpBDFYG1IPjZc25aVWXpnaDPcmud3K0ryROKWi4C37+HVfh6",
+	"xa5how/YzoueLumseTHY47Hheh6dVHtaDQ6fvPvqX8JrCo2OXeLKgxeNjwalctiPd5Uis5Lag0kZvhtn",
+	"QL54KZg7vltLBZ/EQs01xo5GVhjKM9nK3BT7g39oEoBPBsd5WRLfgPHcx4ePr9h6jNSx1Mi460NQo8IF",
+	"FOU1CXtDQVOIeMO8loicDAYlMgu+IpGQcbl96hm0dR33yVsM5hyKca1F9JhoxkS5HGleWqLUdNrT3a47",
+	"V3JySuY9WMJQ5NuEcFy7liu29jUVwwuKyGpODcPSGNqVofKrHIqx7yk7dqoweMjy5rOlg8LIMJd22Cv6",
+	"QddOZyh+k5OIzPg1c4E4yKXs+iC0OCETGl9FfsGuY64/voDGgN15f4KMu/00p9IFYK3+nV+8UTRmWNSx",
+	"9euYto9of/9aTKnt/8e11VU6+G+Sm4sCmyrI4sMroPJcqFE6QCsABgCKe8u3HKdFl+NQJ2QgbvcZuLdj",
+	"l/7ZF2PkPZB6PEzQo1xCSY3Cl3Slo7yBU5joX7jaelzkNg6o9nwOw3OBihrkCEMhMITL1VymDNvz95vp",
+	"jN6b0Pwhyca3cIIfn2rAvK+xjs4WlCJdqUiZYfWijdv8gnb3h3YYBnA8IIPBAHU9LrA7mQVEq3PuwEhs",
+	"GdeMkm+gzUE12gCUVUu7PbPQ1YIFKAbgyC7nyNvGhgK+sXMwkVBhoDzYGKpd5Gt6z5MPbmFjkkimrWab",
+	"5xdZbatcZ9pKJ1LELIIMzjz2B8q8GCceQXURXy6nO03pbMYSMsY5Rg46WTI+J5S4pyDyEI6FDwyF/B0B",
+	"tQcgZihC70WvT8boVUjG+MjXtbNfuydQkHAoypv2OQXnZLyQio2JpmtdHCzcpGIL8I9ArhB2o8eKPtwQ",
+	"rocCquD0yYXPW53y1KC7w5VJPCM0tpS5tCK4h/H7YQdfHnbAJAHt2FFY+/AhKK49hZNyZPQhSNu3WXqV",
+	"4/rHpW44dRNlgxqwINkAh/F3+kcnYp/EAQNAEnkSZAW+BDQDE8+xKGdOMJxpC06UOsjdQanyPOJbECqX",
+	"XmzR17fIbKRbdh7O9FAA4WqgTrAYJE59coGoVdK0cikapWeuScqmxmqg9mC6ckq0xUmaQowhOi9BvHba",
+	"rl0S4LFdSmKJTBOVGIrtZILcgko4lfQWZALqQ32hEp8NlRg82f3FUymmKcf050/kzoHk/2aq0oTdtyAy",
+	"Pj2oKfALDRYPKWg/w2bpDb5Gry3/kwd75aIKB1lpIm9QpPQlwFDSCpsT99LxfpKT5886eQ5QXfzc36/v",
+	"B2yya140C7Jcl+DXhbecbwq1eV8HFGuHwsu1VCl+bfnR6eCJq5iVWxS9NceXgNgq4z0whG+B7dyPwrzK",
+	"+McOc/ks6Cfea1kqgULGBtvQ5UjVgjIelSsKbnN6Py2qr7XwfX/xAT20D+izIPyhopS7vUf3Q+7zwrr3",
+	"QfGrKPGjH/oSKwY/hFwMpShfs+nHFoph3u9uDLMiWTBBwz27vSD84CT5szD34TmiDg2JZk01n7tQawdY",
+	"PhjTWUJOBie9Mu64CrWb1L3Uleh+hZ56aeZ6OeZwu5zNxkdY0U3TBRsK1/2iCPotN+bpoRCU91fAab0x",
+	"r6AzkCQFzougQFRqKvJQ4YylctcfGXfdtBeQ4Rn2BuKjL7h753BEqUylKU0D9rbCUsWWrnngfWsmBb4F",
+	"tOlSWV5s8Da2/z+yyxwXkRrgdnAhAxirTDE4gnSpJorFUiUsgUbRaGOCD8bnrravrySHAe++F80VW5r+",
+	"UBRqjRdkXaU/HxZSiLOuQ1rIGHdOTk9OcBy3ROguNLUrnaFSlu+C5UvwDW6uGFv2N6qLRWSIQafroUAT",
+	"osrEsBO2kNnXvJL1IC5CnOIT+Ai3KHZRofaWSzD88wRG/5OSrkyA5czVjQTd0V4fWOMgyDpCYkBJPJea",
+	"iQ0y1qRJAoo8BBFzsWIFSdpK1Q50kWMDIdgR8T1Ho6EoyBEY5zdqDlhUt5QCVEztop8gMmqMoopM/SxW",
+	"FBkK1yM8IikXVywhkzUZw0mM5HRcNtwUFK6RkIWpi8rEAxMXe28fuRDXFtrirvsLPfms6Qk2YnF3GZVN",
+	"v0vX+k8QlnCs1cHa0RfvLbxXZd47uDp/NE76xUB6Z6hskHtLIq8FSa8zaug0CZBalV3bQGepY8g2M+pl",
+	"3oqihRV1i50Te9e3b7z9oJZO3FSTsfO5mMib/zmWTvBt1du95L1XoPyoi0eqmnAcYNzeAtocd39S0uaw",
+	"vT9PQLJZzZmZQ8Q5Wckrloesd+ud//2/p1INRZ6SBaIMJtmt3ci9Prnwk0BQcO6vcqYaP5I2dA2hbRBC",
+	"VjgEuXY9aaAfoy560pRlqTK7CQlNl0wkl75vzOceIoobsVtqJ6Sd3P/MwQCJZ77v0RdJ7bOQ1Nx9EVrH",
+	"zzAZ2uRwvrPaVv4GL/1zcTffay6AAz+iMel/DnfzrTecFa3K5x7SnWf5Rhn66rRIQRNiiiXQMTMWBLyy",
+	"yc9lMULGbZ5Ga5kMNmLquiIiEIrrDZtElppxL6mZ985cIoxh6pqmeTMb15+ETxlJsNQDtlwC/la3M8xp",
+	"YhWkhWWcVvVnCqKmufFVD7tjnUoz7qEFYnNAlCsKU8WBdk1uIoLWZJYU+8/3go0dIhLLLEXr55xeMzJn",
+	"aTIUdtoV47O5Id2xHXmEMZe9PrH3rzIBPusDTEVNuWAkpa72OPZ0Lo4BDjQZCri1Tesq6Q47fkw/2LDT",
+	"w2DIFfRHosKHnNtlTuyBT5lSEOdyUZiDBONwm5vlIwW2l89PKPcmCUlwWQHBwVGxtwBsD6sQ4hyhwEMK",
+	"lqcqYv1z05e83YaXNV1DNAp1Nz2W1m/YCZ/2UXHN90+DAJa3M76/4SsPCDAww/aaia6xnTe0+IC6T19B",
+	"sbYw9OlshPu5Y84FD/y7VEWxKYDzb67OxsOefZP9Bpb5PyGAc89bvOfyfY52mzkLwzlZMuWSpiPHJ7Fi",
+	"RpEo4/i0sWcyFN1chwSVvMj25oooZoGGYycg8Gm+UmzK1Jl9kinxZ5BFaTomBVsZipPBaamwIHT+BR3b",
+	"/QTr5GJ2hgyOEtyfa+ZEIfcRPY06WzA9FHiUZEVFmFe9ynLQ3++ocTMPpq/Coj5B0cKWaBqsqwodq5mx",
+	"94P17KzAyBLSbbr53rmVI+wlW+ifM5q42rr4PhMxO/RxGBuzjWuD9StaUD0I8sOX3Mp7a0XiiEdRZRGi",
+	"rv3FdwENI4eCEeHicJqCQBzTZYT5Cb3WPOvIVFr/bWVfpS6BrXRn7HOnw9rz1xXl+fT0UyrPpY01xcFK",
+	"LgyQb9yUM8B76owlJrtuwwWBFWvAU7ngxoAp9bOqpoItHPNNlnbv1E2nkc6YydvXkjnVxHVYBU5hz6DU",
+	"2fS+WLCDZStSH6IbfKvs+xo6nCweWGHKZ9kuA5f1gD9A6fCgVhKuz1467taVw/ND2ad2eCE5ufbMX8qO",
+	"NhYTr1gPkuqh3aKLypb7egBMaRKF7gNHPh+1pRUO3q+yAiXcoGQhd1X/Sua0M/IeXWcQf4T2tg9jKLLh",
+	"E4iRCsCXQ1H6VJ+RX/v9/jsrfNIigFOKGOWYK7bOzYAuTXmME4wxXFqTLhCmoXAvcQPr1BGhaUoSNuGm",
+	"SFTrNSgdVSi+f/0hH/8T6BD7I88XufwuGHrh4vgdPFo5yHXrnHKfNAkYkEMw6PnQG95XBphkSpvxbg7r",
+	"a4RuF2cu87ce0qXkJtkuzPgFR2SyBjz9I8g0flEVp2F+ZpuH3VqYuSxKuH7pg3J30SWvodt1bf+hpuC6",
+	"13RvzVJL88XcP0I0kd0C6v75JZZdGHa/worPzbd01fD4itBYSe3tplj50rfmPs99NCA1oPHEwxkVyVDA",
+	"CN2x/3Fk3xtHpPjBvjDu9ckFZIVTksiVAGetFCk2qYMSxorFTJihWHCtWYILs8JOg0hSAdEHiMBxw38C",
+	"gWRPxPgijdyDlbDcg+WW7O7oVqkQOzpI/BXqIZULpB9oxEa5QjJfwzOMuVv1iLNEkiLXMi8mh3Ha9nVo",
+	"GIEVhlKuc0tBbT6LheeuqNGNgQ9htLUPYFjRSr0KMKkmJVlGKlfzQmpGUmqRPRM46TXDZjEYi+DL9nO7",
+	"ryu+HGOeV14sw2eJusDCok9bMI0iE8187Phj1cLAEvZforvvJbo75zxCriIiM6N5gopwrKTYhbBFuHY4",
+	"LaAIIf12jY3D/3niSHFHX4JJvwST3mswabkcINif8ip4WyNMLdTrjejSbY4iZy1wDn1fiB2L4Tn7bF6O",
+	"0yV0/M6U1L2zPKWDTNZFmaU4pRqd70umrODJU+bj+rgiSYZ0geQxAyNqyKHVpxS0fjBnWA7UN2yLaZqW",
+	"YuMDNR0gEMGKvb6uX1HLFGs+Jb0+ec1oMhQQxbdk6tBZPZRM02zpKqGFpHRCl0smEmcYpN5agtspMiCB",
+	"VytpmL86WFge16mhojcceUpnuhJHOVk724sfHHOkab6CKzTewMnbf5PDJySV2qkMwPSLVWEAx3nl7O1J",
+	"uK1TnHam6MK+/U1+wxYSEplNUmgK4AI4TvuPyb96yICCFOSaphnrkx/4NRuKWo2KMTjLxpjm6QSKMcY7",
+	"OrDiOu+rcnI6R7+b+/vxYOAtqfqcTNhaiiSyMkpIAPmh5Mn7+P2Dbt/tpxbvLFdkShW0BihaHxzPo/Ih",
+	"9Zo6g+CRtl7EM4d3TQ1KVjwxc+yEg4BaLGgBC0qZhbRj3bggvLzbLOihA84RTpqUPqY4K0JEHTm8a6To",
+	"pwks9+EBEWFKSYUGdujp5zzdcL+ACwcaU6fr/Scx9ti1x9kMzbATsjhT3KwB1yaMKqY6Z7++s7eItLOp",
+	"i76jrEBr4d8aS4ImMs5Ae+rOjVmeHR2lMqbpXGpz9s3gmwHJRMIUGS/oFQQ5jwECM5V2zjpHIOC5Zb4P",
+	"Fl2PQAGLCBd6yWITufTFvJYtxLOBC9LBMQS6biLJRTkl7dxxak1WdlXl9K7yUJ49h1GuzMkOgWEwkQDy",
+	"6Yg4eNKYBe9ZyoEuFwoqzwQcvwG1q61PHbeDcHE3bHnNeRu3zcFeMcVlwmMX7m/1BqsdVPT6Wg+x0DAQ",
+	"pLMZKBQKEIqK8MEIeSrWNeq5TpWVsMkyqQ/N+7QU8jyjxoUIwkkeOrQvlSsojVhxgQToOKOpgaXShAvm",
+	"pJ+LV8+ttFYeJ2diGsD25tDdDBA9u7vm8s1W4GeQ5nBpqEioSshb9zHBNydMn5HxRuvKsXdeXh9HY/LV",
+	"UEyoZl+fdn/868XTw8sfL04ef90FLxFPyFdk2OkPO+QrIADa0MWy9NtEJuter7BjXLE1CkE44mHCYpmw",
+	"hCypysXJgrqUO0Bjs8Fzn4lB3Q9EubaVQ5GXf6415yy18YTAQrC5uOgdK4XktZ+5JkxYatgfCider1H8",
+	"OARGdmjludJ58QQMPJngf88YSENOtAuJHyoTruZVTfKo3tkvG4NFhPVnfYs+o9MTqA00ejRyz0bHo8fT",
+	"QXxCnxTNwDAUssTz89V26trmtqDHKLCyGyc06qIKmO9CsaIaDpol50Sx31gMvm18TUoQWUCYFNj/cetK",
+	"c0DauuC29Ss39RipyEJaSKgBigX3YTYYPIoROuHfbFwCoJ1Lz1/d66zfPVwhtE9U2dtOjSHjjSIUciYM",
+	"3nZxwSehuPNN5e3MghZaPIsyvsjwQbuxzO68TEpAH9RDMS+XjbTqE8MSgC66KC7VpitIVrnInpEuZJBw",
+	"QHKQ2p5srvo1Fpl3pXfHUOHiEDwuY9Kl5PHgkQtLqTwxUmIYZUmmq5/G2iXP+Uh77EEpXUUPX3+exFII",
+	"FoPObAmYL8SQkxRXBR9XYXUJOZ32OzVJ7d2GYwxKe00x9iUir15evmGJ114Lsv3L659Jt55xFi6X+OHD",
+	"/wsAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
