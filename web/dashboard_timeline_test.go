@@ -221,7 +221,11 @@ func TestDashboardTimelineTellsWaitsForASlotOrARateLimit(t *testing.T) {
 		s.get(fmt.Sprintf("/v1/jobs/%d/waits", id), &page)
 		return page.Waits
 	}
-	var held struct{ Steps []struct{ FinishedAt time.Time `json:"finished_at"` } }
+	var held struct {
+		Steps []struct {
+			FinishedAt time.Time `json:"finished_at"`
+		}
+	}
 	s.get(fmt.Sprintf("/v1/jobs/%d/steps", first), &held)
 	if w := waitsOf(second); len(w) != 1 || w[0].Kind != "slot" || !w[0].End.Equal(held.Steps[0].FinishedAt) {
 		t.Fatalf("the second keyed job's waits are %+v, want one slot wait to %v", w, held.Steps[0].FinishedAt)
