@@ -168,6 +168,18 @@ func (e *Engine) JobWaits(ctx context.Context, id int64) (JobWaits, error) {
 	if j.FinishedAt == nil {
 		window[1] = end.Add(waitsBucketSpan)
 	}
+	// On Citus the outcome's history row and the job's row take their times from
+	// different statements: a job that finished within a second of its last attempt
+	// finished with it (a cancel while queued ends with no attempt, long after).
+	if j.FinishedAt != nil && len(own) > 0 {
+		last := own[0][1]
+		for _, o := range own {
+			last = maxTime(last, o[1])
+		}
+		if d := j.FinishedAt.Sub(last); d > 0 && d < time.Second {
+			own = append(own, [2]time.Time{last, *j.FinishedAt})
+		}
+	}
 	// A wait is while the job was not running itself.
 	add := func(kind string, ivs [][2]time.Time) {
 		for _, iv := range ivs {
