@@ -57,6 +57,13 @@ test-citus: ## Run the Citus suite (TEST_CITUS=1: a coordinator and two workers 
 test-examples: ## Run each example in its runtime with its README's commands (wrangler dev, next start, gunicorn, uvicorn; installs from npm)
 	GENDURABLE_EXAMPLE_RUNTIMES=1 $(GO) test -count=1 -timeout 25m ./examples/
 
+# The dashboard screenshots in docs/ (docs/dashboard-*.png, which README.md and docs/ show):
+# the browser tests that draw them (headless Debian Chromium, real server and PostgreSQL)
+# save each one there as well as under test-artifacts/.
+.PHONY: screenshots
+screenshots: ## Refresh the dashboard screenshots in docs/ (browser tests with GENDURABLE_DOCS_SCREENSHOTS=1)
+	GENDURABLE_DOCS_SCREENSHOTS=1 $(GO) test -count=1 -timeout 10m -run 'TestDashboard' ./web/
+
 .PHONY: test-short
 test-short: ## Run the tests without the race detector
 	$(GO) test -count=1 ./...

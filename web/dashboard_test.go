@@ -324,7 +324,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("queues page: %v", err)
 	}
-	screenshot(t, ctx, "queues.png", false)
+	screenshot(t, ctx, "queues.png", true)
 }
 
 // With an API token configured the dashboard asks for it, sends it, and shows the runs.

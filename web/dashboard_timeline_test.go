@@ -176,3 +176,102 @@ func TestDashboardDrawsARunAsATimeline(t *testing.T) {
 		t.Errorf("the backoff gap reads %q", got)
 	}
 }
+
+// The timeline tells a wait for a slot, and a wait for a rate limit, from plain queued
+// time, from what the API derives at read time (GET /v1/jobs/{id}/waits). Two jobs of one
+// concurrency key, the first held in its webhook until the test lets it go: the second's
+// queued time is drawn as waiting for a slot, from its insert to the first one's outcome.
+// Two jobs of a rate limit of 2/s with a burst of 1: the second waits for its rate limit
+// from the first one's claim for half a second, and is drawn so. A plain job is queued.
+func TestDashboardTimelineTellsWaitsForASlotOrARateLimit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(browser(t), 3*time.Minute)
+	defer cancel()
+	s := newServer(t, "", true)
+	release := make(chan struct{})
+	rcv := webhooktest.New(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
+		if req.Job.Handler == "holder" {
+			select {
+			case <-release:
+			case <-time.After(time.Minute): // the test failed before it let go
+			}
+		}
+		webhooktest.Answer(w, webhook.Response{Done: &webhook.Done{}})
+	})
+	for _, h := range []string{"holder", "quick"} {
+		s.post("/v1/handlers/"+h, fmt.Sprintf(`{"url": %q, "secret": %q}`, rcv.URL, webhooktest.Secret))
+	}
+	if _, err := s.eng.SetRateLimit(context.Background(), "api", 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	first := s.id(`{"handler": "holder", "concurrency_key": "account-7"}`)
+	s.waitStatus(first, "executing")
+	second := s.id(`{"handler": "quick", "concurrency_key": "account-7"}`)
+	s.id(`{"handler": "quick", "rate_limit": {"name": "api", "key": "k"}}`)
+	r2 := s.id(`{"handler": "quick", "rate_limit": {"name": "api", "key": "k"}}`)
+	s.waitStatus(r2, "done")
+	close(release)
+	s.waitStatus(second, "done")
+
+	type wait struct {
+		Kind       string
+		Start, End time.Time
+	}
+	waitsOf := func(id int64) []wait {
+		var page struct{ Waits []wait }
+		s.get(fmt.Sprintf("/v1/jobs/%d/waits", id), &page)
+		return page.Waits
+	}
+	var held struct {
+		Steps []struct {
+			FinishedAt time.Time `json:"finished_at"`
+		}
+	}
+	s.get(fmt.Sprintf("/v1/jobs/%d/steps", first), &held)
+	if w := waitsOf(second); len(w) != 1 || w[0].Kind != "slot" || !w[0].End.Equal(held.Steps[0].FinishedAt) {
+		t.Fatalf("the second keyed job's waits are %+v, want one slot wait to %v", w, held.Steps[0].FinishedAt)
+	}
+	if w := waitsOf(r2); len(w) != 1 || w[0].Kind != "rate_limit" {
+		t.Fatalf("the second rate-limited job's waits are %+v, want one rate-limit wait", w)
+	}
+
+	// On the page: each run's queued time carries the kind of its wait.
+	check := func(id int64, kind, label string, wantMs float64) {
+		t.Helper()
+		row := fmt.Sprintf(`[data-testid=gantt] .gantt-row[data-job="%d"]`, id)
+		if err := chromedp.Run(ctx,
+			chromedp.Navigate(fmt.Sprintf("%s/#/runs/%d", s.url, id)),
+			waitJS(fmt.Sprintf(`!!document.querySelector('%s .seg[data-kind=%s]')`, row, kind)),
+		); err != nil {
+			t.Fatalf("run %d's timeline has no %s bar: %v", id, kind, err)
+		}
+		var bars []segment
+		for _, b := range timelineBars(ctx, t) {
+			if b.Job == id && b.Kind == kind {
+				bars = append(bars, b)
+			}
+		}
+		if len(bars) != 1 || !strings.Contains(bars[0].Title, label) {
+			t.Fatalf("run %d's %s bars: %+v, want one labelled %q", id, kind, bars, label)
+		}
+		if got := bars[0].End - bars[0].Start; got < wantMs-1 || got > wantMs+1 {
+			t.Fatalf("run %d's %s bar lasts %.0f ms, want %.0f", id, kind, got, wantMs)
+		}
+	}
+	slot := waitsOf(second)[0]
+	check(second, "slot", "waiting for a slot", float64(slot.End.Sub(slot.Start).Milliseconds()))
+	screenshot(t, ctx, "run-waits.png", true)
+	rl := waitsOf(r2)[0]
+	check(r2, "ratelimit", "waiting for its rate limit", float64(rl.End.Sub(rl.Start).Milliseconds()))
+	// The plain run (a key, but nobody else held it) waited for nothing but the queue.
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(fmt.Sprintf("%s/#/runs/%d", s.url, first)),
+		waitJS(fmt.Sprintf(`document.querySelectorAll('[data-testid=gantt] .gantt-row[data-job="%d"] .seg[data-kind=call]').length === 1`, first)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range timelineBars(ctx, t) {
+		if b.Kind == "slot" || b.Kind == "ratelimit" {
+			t.Fatalf("the first keyed run, which nobody held up, has a %s bar", b.Kind)
+		}
+	}
+}

@@ -129,6 +129,24 @@ func (e JobStatus) Valid() bool {
 	}
 }
 
+// Defines values for JobWaitKind.
+const (
+	JobWaitKindRateLimit JobWaitKind = "rate_limit"
+	JobWaitKindSlot      JobWaitKind = "slot"
+)
+
+// Valid indicates whether the value is a known member of the JobWaitKind enum.
+func (e JobWaitKind) Valid() bool {
+	switch e {
+	case JobWaitKindRateLimit:
+		return true
+	case JobWaitKindSlot:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ScheduleOverlap.
 const (
 	ScheduleOverlapAllow ScheduleOverlap = "allow"
@@ -864,6 +882,25 @@ type JobRerun struct {
 
 // JobStatus defines model for JobStatus.
 type JobStatus string
+
+// JobWait defines model for JobWait.
+type JobWait struct {
+	End time.Time `json:"end"`
+
+	// Kind `slot`: the concurrency key's slots were all held by other jobs; `rate_limit`: the bucket could not have held the job's weight.
+	Kind  JobWaitKind `json:"kind"`
+	Start time.Time   `json:"start"`
+}
+
+// JobWaitKind `slot`: the concurrency key's slots were all held by other jobs; `rate_limit`: the bucket could not have held the job's weight.
+type JobWaitKind string
+
+// JobWaits defines model for JobWaits.
+type JobWaits struct {
+	// Partial The queue's history in the window held more attempts than are read (5 000), so some holders or claims may be missing.
+	Partial bool      `json:"partial"`
+	Waits   []JobWait `json:"waits"`
+}
 
 // LeaseExtended defines model for LeaseExtended.
 type LeaseExtended struct {
@@ -1733,6 +1770,9 @@ type ServerInterface interface {
 	// ListJobSteps The job's attempt history, oldest first.
 	// (GET /v1/jobs/{id}/steps)
 	ListJobSteps(w http.ResponseWriter, r *http.Request, id JobID, params ListJobStepsParams)
+	// ListJobWaits When the job waited for a slot of its concurrency key or for its rate limit.
+	// (GET /v1/jobs/{id}/waits)
+	ListJobWaits(w http.ResponseWriter, r *http.Request, id JobID)
 	// ListQueues List every queue with its live counts.
 	// (GET /v1/queues)
 	ListQueues(w http.ResponseWriter, r *http.Request)
@@ -1967,6 +2007,12 @@ func (_ Unimplemented) SendSignal(w http.ResponseWriter, r *http.Request, id Job
 // ListJobSteps The job's attempt history, oldest first.
 // (GET /v1/jobs/{id}/steps)
 func (_ Unimplemented) ListJobSteps(w http.ResponseWriter, r *http.Request, id JobID, params ListJobStepsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListJobWaits When the job waited for a slot of its concurrency key or for its rate limit.
+// (GET /v1/jobs/{id}/waits)
+func (_ Unimplemented) ListJobWaits(w http.ResponseWriter, r *http.Request, id JobID) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3107,6 +3153,32 @@ func (siw *ServerInterfaceWrapper) ListJobSteps(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// ListJobWaits operation middleware
+func (siw *ServerInterfaceWrapper) ListJobWaits(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id JobID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListJobWaits(w, r, id)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListQueues operation middleware
 func (siw *ServerInterfaceWrapper) ListQueues(w http.ResponseWriter, r *http.Request) {
 
@@ -3806,6 +3878,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/jobs/{id}/steps", wrapper.ListJobSteps)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/jobs/{id}/waits", wrapper.ListJobWaits)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/jobs/{id}/signals", wrapper.ListJobSignals)
@@ -7068,6 +7143,93 @@ func (response ListJobStepsdefaultApplicationProblemPlusJSONResponse) VisitListJ
 	return err
 }
 
+type ListJobWaitsRequestObject struct {
+	Id JobID `json:"id"`
+}
+
+type ListJobWaitsResponseObject interface {
+	VisitListJobWaitsResponse(w http.ResponseWriter) error
+}
+
+type ListJobWaits200JSONResponse JobWaits
+
+func (response ListJobWaits200JSONResponse) VisitListJobWaitsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobWaits401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobWaits401ApplicationProblemPlusJSONResponse) VisitListJobWaitsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobWaits404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobWaits404ApplicationProblemPlusJSONResponse) VisitListJobWaitsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobWaits422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ListJobWaits422ApplicationProblemPlusJSONResponse) VisitListJobWaitsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListJobWaitsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListJobWaitsdefaultApplicationProblemPlusJSONResponse) VisitListJobWaitsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListQueuesRequestObject struct {
 }
 
@@ -8573,6 +8735,9 @@ type StrictServerInterface interface {
 	// ListJobSteps The job's attempt history, oldest first.
 	// (GET /v1/jobs/{id}/steps)
 	ListJobSteps(ctx context.Context, request ListJobStepsRequestObject) (ListJobStepsResponseObject, error)
+	// ListJobWaits When the job waited for a slot of its concurrency key or for its rate limit.
+	// (GET /v1/jobs/{id}/waits)
+	ListJobWaits(ctx context.Context, request ListJobWaitsRequestObject) (ListJobWaitsResponseObject, error)
 	// ListQueues List every queue with its live counts.
 	// (GET /v1/queues)
 	ListQueues(ctx context.Context, request ListQueuesRequestObject) (ListQueuesResponseObject, error)
@@ -9547,6 +9712,32 @@ func (sh *strictHandler) ListJobSteps(w http.ResponseWriter, r *http.Request, id
 	}
 }
 
+// ListJobWaits operation middleware
+func (sh *strictHandler) ListJobWaits(w http.ResponseWriter, r *http.Request, id JobID) {
+	var request ListJobWaitsRequestObject
+
+	request.Id = id
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListJobWaits(ctx, request.(ListJobWaitsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListJobWaits")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListJobWaitsResponseObject); ok {
+		if err := validResponse.VisitListJobWaitsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListQueues operation middleware
 func (sh *strictHandler) ListQueues(w http.ResponseWriter, r *http.Request) {
 	var request ListQueuesRequestObject
@@ -9968,243 +10159,251 @@ func (sh *strictHandler) GetStepStats(w http.ResponseWriter, r *http.Request, pa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Nchs3lij8Kih+uyVy06IoWc7EUk19q9hO4ozH1lhOpfaGviTYDZIImwAHQItiPK7ap9k3uC9wH2Wf",
-	"5BbOAfqHRJNN/fhn1jVVE5ndDRwA5xyc//O+Fcv5QgomjG6dvW8tqKJzZpiCf71I2HwhDRPx6i9sZX9J",
-	"mI4VXxguReusdUEUWzBqyJKbKRfETBnRTF0zdaAJLz4mSy4SuSTtH5+/evbLm4vvXz4fvHj2/K+Xr98+",
-	"f/X0Pwa/vnj17PWvUV8kbEyz1JCT02mHUKGXTGkY9Xc5gv/O2IqMudKGzGnCIkJTLQkdG6YIN2TMBddT",
-	"lnT7ohW1uAVxymjCVCtqCTpnrbPykg7tmqKWjqdsTu3i5vTmJRMTM22dPT4+iVpzLvy/j6OWWS3sANoo",
-	"LiatDx+i1s9y9OKZ/RBmWlAzLebhSStqKfb3jCuWtM6Mylh5qrFUc2rse8J8e9qCufg8m5dn4sKwCVMw",
-	"1SsYNTgT/GfbXP+i2Lh11vr/joqjPsKn+gjGtRNcKjZmavOI3/zwlPzp5LTXJUPFTKbEnwFSmg4J1TNN",
-	"xlIRKtxZAR7IzBBKRjJZkfZJ77QTkeWUKWaPry/kgilqhyZyPLaHKwU7J1SsiDRTpsgCwGAiZoRrwidC",
-	"qq3H6cCuOcWTx9+Gzu2tojFbUMWE2Vzw2ykjMU1TwOFfHz0lxr5NYikMuzGkPTVmoc+OjpbLZXf5qCvV",
-	"5OjtmyN46dC9dNQ5y5G2za6ZWvWF/VuO7cZQE087dnUztjAEqIYaNwsVCWE0ntpXudFEG7bQB2TJRlMp",
-	"Z8SeMdNG90VMleJME0qGpljNEL/rkl+5mcKQXEyIFKT9+u3zl4N/I5oZw8VEdzx8B5rgp4TrvqjQr15Q",
-	"e0rETLn2M3fJa0Eo0XwiaBoRCkssDr26VYbOmO4LbiJYFwxu2AL/gBHsLuipXApiJEm5mGn7B8+niacs",
-	"yVJ2oMnlL28tgbtd64slLNAO5N6xWMbjKe6e4fHsQDtw/LjnpN9SmSBCLvstAJKLjGmY7oJc0zRjdgco",
-	"zCKkXc81U5pLcdjrkdIulzAzIhT5k2KxnM+ZSBC5NV3pvmgnMtZHcmS3lI54ys2qO086W9C5NMtWzlSD",
-	"09pQw8IonWMyvIM4N5FMw+mtIVHbrS4/WW463a0g48Q1EH93/CQA8gfLsvRCCs3grvmeJm8Qyey/AIeQ",
-	"POlikfIY9vVooeQoZfNvftd2Ye8bMrlL/Aon3dwaYFXuzK9pyhPy89XrV6QtFZnKNNEkoYa6S8aeNTwF",
-	"fOl0Wx+i1lMpximPPzrc8ZSKiSW3NOWJP0lERi0zFVu6iTMFKAsHBND+INWIJwkTHxvci8sXcH1Pc5Kh",
-	"CdGxXLBztxRNBGMJXCfJnAv7NoD8SpofZCaSjwnxK0l0Fk/zvQRA/PsfEY4LQewV/OT08Z+IGxxAeSvl",
-	"S6om7FMRi7x21KD5H5bHzrkBuH4RNDNTqfgf7KOe10VmpkwYNz5AKPJrZ8SosuDKGRNEqhwVuSZzrjUX",
-	"k4gslbR3pSKKXcsZS9xqFkrGTGs6Sj/6Vrs7t8KazsmQKSWVHhLLfzXedyOakDFnqQX6g+fCwFUvLl84",
-	"yX2hrOxlOHLbWDFqWDKgpiKNJtSwQ8NBoFxj2JEVaUOS67q0GrVSqs0g09uHF1ma4q6ivLoxnXAi78YD",
-	"KyPym/A1N2OrA+00hHhKFY2tLtMNLced851gBPZlP2fCyu6/tYBxgTROk9a70EVdyOm/oZLg5HccKl9d",
-	"VD6itS2twF5MIke/s9hYsPDUn8IAgKpJwu0m0fSyhAVjmmoWrSGG3/WyFN3r7dCF7rwRlT3YtSJAQ5qm",
-	"r8ets9+2U5hD/w/ROv7PQuqsQyDSniSzwX//5391zpx0KkXMIqINCEVSpCsr9lF7k00DqLW2NjvV5pLe",
-	"5Yt6yVHkqQJIF3wwYyv4mxs217uYSb5UPxNViq42oMnHDe4yaHEXS8rNTrSpbt0lVbNc58mE4WmuJgCj",
-	"SqyiM8Qf9JBY7eWaadK2mp97bTm1zHnOjWFJpy+kIkNLhjIzQ7KgWtvXhdWmqm9a4X1udSqr6rihQLrF",
-	"ORKrF6RO+wT1Q1FBllY1sQoFNXC4KJJXT8ABWzmAPamiehJRK5fPt6rkjulYMRMGwU3Y9dmzDBVrOPGa",
-	"k30mBdvzYH8Ak0p+tKgtKKaz1AzPCS20R2KkvX/WdxFf3W/N9Qv4gfJ03wVQnubgC7mMcq1GMaNWXEya",
-	"LAMu3ftaxSt2sy99vcnQuiasYg1o3EaFZJiwlK6GnYjEVMFyyBDQbLi5CHi1OR7dCl/rV/3Gbvctl63p",
-	"3BkP6IRyQSprJ212g0BxmpIRjWdyPK4yiXNL67HMhNGgXhjD5gtzDzt0r3hxtaBLsecOvRCaKUOG8ZSn",
-	"iWJiCELvYpMdgx2KSMHQpsPmoIjlFtONrfADNr6AAPqn9iu7ojm9eYFfHfd6llXeAy9cu8pyCMNX2Qo+",
-	"2rRZi1VJgydtK+MRsHCNrXwFho6bw4k8dENakb77hi7/arWACbNjf68YnaGxdG3PpNAszgy/ZoMx5Wmm",
-	"8PdNEdnS8cBqDczJn1UgXy+YiBCFc6qHt8mcrshEnpMpTceHsvqayoSwDADf5JpM+DUTJFuAlTaVGjD+",
-	"dpKuneqOwrIdQgekLm71GFDTcF8JzlWBtV7ZWNBMswEwhH0IFz5LwjKgh0MburIC34IJt4NiAlovFaQ0",
-	"7Tm5fH31lnS73SN7281ZSSYcSZkyWprxTjvohlCMOj1z9xeAYna71DVN99qgypeDOb251c1R3d04lZol",
-	"YF/XjiNZrn6Oe2y5lkbehDyrivuI9AN4NRfqHLKrTICW59UPnKiFSNeKWvmXAV0kapmpYnoq0yRErGtc",
-	"p3h3Y3eDm1bFUL8zUZhXlOlsnUl4Aspxt4xS67gRYomObV1m+wofliamVCToE4m5ijNucipBK/c4lUvw",
-	"fyiZduf2xqUjbUUqsEtoMmNo+ecKGe/mhbNGyM0UvALn3m1YhCr8pEzAMBOyHLcsh2/oYUAiTs5Jv9XT",
-	"/RZBpQM/6pJnzkV5PO2GCezOgP9K7e6ysUSnmbNmIJ7LsZVfYEFudeckkdkoZQkZrdAaZLGJJfhBAe9j",
-	"3a0n6zvDbFEEdlcbskT4zZJZmrbzlbbtMZovKxRXHeppQRjEEwZpx1IIFoNtDw1gEXGKkY7I45ubDip9",
-	"sDOlu+Sc9IjJlABlT47HpfPrWRSc0xvndu31UE7JHbG9oCN2k6qydPYDTz3WNqeq58D+gDyIZoYIqpRc",
-	"audET3Gx51ZDTRnVVk9lEbFaMU3TYUScU86ypU1aomkakHxiO4hju96hTnFPwZjJ0E0mpJWV5yMunAvI",
-	"+WaRksOXW26s8uS7dqb4GNRthdJ7rSiywZ392EgS9YPj8+bjOtpv5iKPWjO2GtSZHn+WI02WU6nRgKQN",
-	"VcY5ZLhxeNY8tCBq/T1jGWsKmL1RsoBg9ZSKmKVnIBZaISEi7AYIS0wiQi2VcjHpEtDLzhzXsGqk/SpF",
-	"rGok+P8sR1cIwgdYmJf7A5aoIPWU3H57GCrHOc1tg61EnR+iFrgpcKOACSDZh3jZXEKIiTMr/W6PF/zg",
-	"4L1Hz/Ym+9gZxVGWIxz872o3xdtN1tUyKiYhwRVQ0D0lberO0Su9ltTt+0wk1P47P+XcazjvdIPy9TxI",
-	"c3+tbI1ic8rFOch1TkM3EnapEOFg50LMY0OrwwW6mUP784yNZCZiditVueQnBatC4gYDwo1lmtKFZoQL",
-	"I0FZBqMXCJsoHCyYSLiY9EXbkxUo3CgjxCnlc5Z0zvAinoCN035nNOFikRlUzjM9xd9HNJ4RI/tiuGCK",
-	"y2RIxkrO0UqFI6bUeI1jOKc3A0u1w5IvmqP6D3ffnCYMohneThkGnFipGOybJJ/AKv1gTXUnLyQRbOnH",
-	"aVvubEpTdaJ8u/rCAqMNruQcpi9fDISCvGJ5IFoYwsC9tuC4jYow5ATww708B8ssBaB+lyNYjPfVTVI5",
-	"oilpp3zGyHDGVsPOGeEiTrPEGXi9OMeF3V4jUex0v2pCF1SZLnkljTNk2jEiMiyFqg3sT7APMOBauBjB",
-	"6IdORIYqEwNqhnAjox0qZER2foY92b/f/r30NTjgvazE616KfJAg0fkvA1GAP0qSuMfoNaea9FuPe725",
-	"7rci0m896rk/jqePevN+C1S1GzpfWNXVPgUFxhim7ID/u/1b7/DJu2/a/X4X/+r8/22h/5Hpf/zf/6P/",
-	"Mdf/0P+Y/2Pa6XzzL6F7/QeLjs+9YW791mAhmfOSmqnHWnglIqw76QJ3O3p0tFBcKm5WQT/i3BmGNl2V",
-	"GxyfgdboPwjt8o9ObV4T564pT70Les28rRgjOpVGW7YRZuG3cfY6xN34Pb9CN6fRU6qSGntXtkj2BCGI",
-	"nzh7PlVU2pk1h2lpwrp9DjveJpbJNTZ6wnnt8rnhkHVgNNHHqyDmZ7BFezmOtp7QrjVd4ZvrK8GZ61Zy",
-	"lQ9fyFcbFn2v4thNOdAOde3VAZIK+FcrktW3p7tW9ROy96dSjPlk80CdQ2Awoprtw1D9d3tavkaFcXir",
-	"YOpeuyV52hvCeTHqLMxbwieuucz0QLNYMTNgNwuumA7aoX8Bs0huYPafEvyUaMPTFJyu2oqcShrYhgMM",
-	"D0rponN7gzNOEVzB3h7R2/CfqJWpdDdTd5EL9t0c5gLCtYOKqshYxbECdfZjZQ79w9zMiz6NGVqVmHZx",
-	"tnz4LYDtz98+a4q1ywkQYIUV7+TDOW5Xye2KT8CB48irvZxqFg/IN8TuxLenYP3z5qDjb8loZZjunJMJ",
-	"E0yBCQQoFQ2va1YHCFcoiVg49G8Xh/+LHv7RO3zyzdG7b/78vhedfAjKVLchORWwQU2NWZwdHVmp2QfS",
-	"k1/evMyDw/EquHx99ZYlxMiNRZx+VxGev9slNlgggrjJaGoHWKcXp94N5nyCK6nhroXNZfv87r0QCD/L",
-	"UUDSQ5QKCNkO17yUWgT2ssUZ6aGWR9FHbg8mZWBvcwGQoGFZ1U9Ig9YplpwTmrt/Qc21upIGXTW1CGaH",
-	"OtDeV67DoqV7eke/ljdGhSnChRCh5969iXo5tcCOpXJe3D8TKladit1qM6owDEvulkbDyMDFXrKyR6hs",
-	"7pQCDwAVxkauuNtc8944MaiNV6uYL/IoHaqdPu3V/LbzxgCDEFKwTlCXYSmf8FEadkr/CswlNyfCTHO6",
-	"sj+cOwMTTVIuvJcCzsodTXXe22HJLWItopbH8DvhZ8lSfPuoWDCb7At+U+SydwJbE+Vut1YcSS4Frnfn",
-	"+7slUYytGtRsVM0E5e8dTy5HpATecjp6+GluUN8MA6aGDXKNqpkj7A1oj3Nu3rBxjTMMc6vQdWenwBB5",
-	"0taMkWJKDeRQswXFVVH6YJMs0Y9UmsNzgUTRpQaLYlTyI46YZZ/FiDWsoZGwWN2HTWaqmMrEQI7DrAtd",
-	"UBCpz4hiigrShkiKo+vjI7C8vOfJhyMYJHcn1zCSerK7TQAihtAnWcoGXo3aBN+/UrJv5kl/Bc+jJE65",
-	"BTzhybbDLodSu6kNj2fhqe0TLwjUg3EH3es2caqFSNTYWWRFjJAD2IsvIBGGBQ+zK4czT3hzoZ1FwiPK",
-	"mT4BsIr//gRRVsIB+sJlNLq0Tp8dGpGafMnc8o1DujRMQHTw4ELObF/oBV0KlhDga0V6pGOmeJ7+HW66",
-	"5IXxKY08gUhVDPnyiY5oft6U3PdLDISk1FBOYDMB4jZ69pLOWEjaWGFc7syJp+DMAOfSWZ6A6q+EPBig",
-	"AYWFcjDweigu+hybS/dKVTry93kR0OMYjZdTHHbnIvKmLQBNmuuiZPm+DNx99baBqqxTo3F8T0083VMd",
-	"t6y4sf3gZzlCP1swCHS7d7h8LDDptkXUOUhvBy1Ldto6tkH0jBkfmd5IgLC632ZSij/kgT/IsCyTv2ak",
-	"oWmNforJCwOHPw1FVP9VPvDOb9bV3coAm2BsAB8FFh1OlikQaz/sDahqe3rjkpK7eavxw78H3+wZSL5n",
-	"MMqaxzJgL8D7Iey/JG17BWEsA9BJBxU493TJwW1MKsLYLaJYGmk8PlC7UHbWpQGlWIq+xRlbnRNKNIul",
-	"SIpLlqeMUJLya3d3Q9I2hwQPCP2Cm9QJRLfwxN7azFdWSbbngbr39o38qeou+0jqWzWKK3bNFE1LOoUm",
-	"bUw0zeIZw5Spzpk3N7kog3SFwgHGl7k3IferL/yRaLJkfDJ1FSG4JgkbcSvpQdwDTdM8OcFVk4FAARSa",
-	"MDJCWDmncOAX6xiSth1fCnaIeo3lXZ0zMuHXVvoaSTMthfm7Ggy3UXKKS+27gMYDUQG39HF6HlBzyeQ3",
-	"1R2vGc/PQn5wxUDKA7uhylghFDti8wEyCUbIUB8PQ1x9E3sEZZNUOFowYUmGydNhA9vavlRer70dLp0T",
-	"/m7iQEiNhTjsOFNaNjGJhMSG6hg15/uGLdylsU8YnJLzQViPepsXXJGWRl1gFtBRuwdKSG4V6ETEKo9S",
-	"m2qZFnuqTCQQudltbQ+Obag2en4fBaGF2iQILuo/FhJL6l1yAQrImQPQvmhZPBXwGAqxKBZLZYFtF8qe",
-	"XIp8qTAYN/mKIgJ6un0Mj3oRYalmrjoFJt9jvQOjCTDmknpkvxiMZMKZJn1Lj/1Wp7sZ85EfT+2hq0zs",
-	"eeZ73auhfXbBVQc+Ks0rdxDSlSb4zK0mBPRVrur7fAtvFIa4Hhdk2ioZ9qNWIoV9imGmLW9oT1kSzMh4",
-	"yahmz28MHNUmVTc2d26nzY1hQocEoFjev98hQbGJClxZBirddpDwsxAcr4KWqJfMGKZ0RBI+4UZH5GBw",
-	"EJGDrv2/M/t/hwfn5Pjw+OS7tXoIJV9g4QV8V/w56J4dvnvfi45P/hR2CVbsP3ZvxMpdSeFdQma5y9ZZ",
-	"4tTb8vZAJLBjbSr8mwx80+qb/yKy+QiY1+YltJlQUg/BjoTB15mJ5ZxdQJB9ErykBo39CHvb2TYvJLQt",
-	"bPFNXpYk1zyW5/H6hvRQ9IMbpBKz82TXTVEqpLMum3hFOuz+aX6Xl6IAA1c6F9pQp9MFzZ9ZjTPDcJOG",
-	"v8If3pfiGjMlziZMJJmy2HnmisScQSEXVPx2coMV1ATBSbee2N+83rAeSuHsPQEzAkSG79pGGPcpvnqH",
-	"WCUuBuPUSv57BivJNGHaDPz1cg/Zk2GHrmKGiXB4q70w4fI/sBKGe83KumXnuc5d0GgPJo5qGpr8C1li",
-	"Z5a1YYvv4c0rrOV3L9GVLoopTyysHlnk0KgKaI5BwVPaL4apjGWbMRGl6IAG/LEQLJq9n7iiGA1eLUSb",
-	"Zu87YafZy7kIdQu72/2IX2vnEY4oA1JozoaRL+2yrbpBa0G5TQyZY3yB8FMpGFnweIbWBe1Vn42Enl32",
-	"nQ3GtmZGAT+TnczxBFdLzHkyXOWZzSTEnWalpnzszlmdP8klZHWim9YzwSrfowq1ojxdNre6yap/rFT7",
-	"983zt89fvX3x+lX37twvpKK8oYblBYud9NIKakJopjrQED5TqmJcmL5CRsMNBp7biAI3MMwQEGj/wlbO",
-	"NDml14xQB0tDt/YoU3qN20MacPFyLtre6tKuvZGV0/EbzHtf15JCBxsuOcp3dL8rJj+iMFtbM4juZxnc",
-	"yd/Ko28F7haMziPCWoIe2HKsMqlz1ELLeDUswB/eeipBHR8qTleFXcpuyiRhCVkw5Yz1zSYNqg1+xsCW",
-	"5kixdU/3192dI2LX2bt6a55Umljs0fzdZPBf8c0gSdQt91dW3ER1CRjugPKi6pBvB0ZBbnSJB+2bW3Ll",
-	"4lDup9ZkrKQIsp+toXi3ibCDyopbFPDd8WkwguHx7GHKXYLluPArhKx5NwZCgpqnvrv0jLIFT884RCuk",
-	"qVwGTXLbxI768DoLwR9Owg7HpuwTxOPCa7xxFm5PCFZeKmlYNR6qvRGd0xfgoQiE5YTCy9aLqEd1tcX7",
-	"AouWf5nxN+ErF+ivdHrl0BgfLOMDYDwylfTHMs6uEUiV4va7wz2PCV/h/uSbX+A5z9p1fxdDbwNr/8vb",
-	"s7kqWjx2GdUR+db5GuAOdZa2iFDi35eKtP99KjOVrjpEKtJv/Tu6XyHhtppl+29Hj8m/4f/Wsioef7vT",
-	"D75veMKenv8SPyoEdmRF6/eX5VMuS1xIuMIgnA5jIouyUKXeAXnWmn2ZawgUKNeK2oPz5cC509zCCZts",
-	"U5k5Fuv+5e3TVqAM+IuLVxfEf5GnWT/PLEIdXVLF10M0vj3dReyOyrf5na8gFemNy+zbE71Lx9q4cFhN",
-	"apR3W/nUqGDOU+c+k55CiiWmo4QL/2Xz2myRhyy2XZ/nSVeppMneYbzs75u7/4xZolErIlXi2rzwPFj2",
-	"jBxH5CQij/77P/+rifIaCsC0s0aFGRIhX7sc8k1+V3sy4RiAUCXfrdcCnvLOS8ENWw/OFcOmBQ9ff7vh",
-	"Yecst6lWUazje98Can89as+Yq0+zBRh7u3sjzF3ddzBQ8/eXclaXgIC5cRDyv54a5w3CDQruFABFhW8Q",
-	"Zg3uQ1Hldb/qOxcuzh2UTuniic5LoRUuoh0F3gNNMpEyDXF8mP0nRaBoYIPozkA85wPHZj5A2CNpW5nf",
-	"BdjNF2bVaWSX/JzDF/cIfrty8U21ubIB+2huT25mBS8syzUJXW62A10NDfIZttgA7UDDr64mb47bLunE",
-	"hwu5Llyo60G0IzoPoZrSkmurfP4EobhoXsdSUPZtjH76FduBHQJPMpliGEmJ5e7BlGMqFTtRZmqUaebL",
-	"+Awq6bOF0e/BcjA3NQ5jFoPCE7/bDNOYo0qMxtikOau1usp4EWbeRCSBsotjytMIC8ZD3Af1lSnPfOJJ",
-	"BPnsA9ifiBTVKv0v5VCjBAWlUNyB2ldO9KF/jYSs9YQUvxPV3a4AUj29KoIUqS6O2upoF8ub73lh/ApN",
-	"HFwEoGuA51tCugg8Cy456fXOCLuhsUnz+uaBk+yLjaPskl/ETECEYFHBzAUIo/nI52LZj7RVt0Y0Gfi2",
-	"Za6R25zelNdyDGx17ZeAQ3v3BVH04ih5qXd/Ak0enPO52RfQVcFZGpt9AR0M0N2oVs0+wfL/FmN9lfvd",
-	"32BB/LAmVvDrTV9OqaDkPsx/VcP6McodBz3QGAOGzN/yVuFz3F0rTEdURLGFhAR8M1Uym0zzsgx2toZ5",
-	"vw7T7m0llVuqnKZqoEXnErIeLZVA9TPqmRuyPE8ZBXPrnMOiywvDpEi/Bwup7Q60i0aCGp1STda/7vBx",
-	"p1ralndbEcO7iCvGlVKp7XV2w+NpXu2iXK/a3/f2qvdTE3eV+6a3FkOmXBupVqQd08UCi92WfN5Xb59f",
-	"Dr5//ew/Bk8vLsGUHJEJyHSuviJX+QgLqgywyc5ZUQIZy3Ogea+SI5rwBOp6MMiJCfA+e3wJNlpN08o4",
-	"8KMcj92PwsnY3jJW2iyapvbCGI83LWRR6+bQfnF4TRWI6vbT4hh+KAYpfryA4Yp/v7YDF6cX6Fg2cr/u",
-	"JXi4K3T9ov9dS1GkNoAYBrV07MZrZskaO0D6ZnewzdjxMSLQ2zQX1YqX7FVl96NT3kFoCBe17Df7bZwP",
-	"3vb/fAsjgP74R40+aAGx0h7/g1k8wBV5FgWN7WIGImI7LyLkukUiSsd0Ea3184Uuf677ZygHOxN5DkdN",
-	"q0DLUsp9E+pCQqrk0f6O/IV/T0arPI7OJwzFmXE9Yndrtu74I8Qdt3VlsOv4R67f3rkJ0D3VDmlaBuSW",
-	"xQ7uGFEMwmXhH0JLSi5MruVF1+35Xcohce16Ih1X01qIUavO/dXE/PzLwOwuxlLvqb1l0YcGFRw20426",
-	"Dc3Cm3n5Hrm2p9av5+aXTrsO/yDNI4Bo2M1UM02mjCozYhQlAS/iuFpHeiXiqZICqiNaXHRdl/LckkBP",
-	"sb3TV6K7ZZVErR2pLnYfXhfa8Z4tQkDF9U1Wx6WCFiKp6Gd4t0TYQzGk3vVFu9AaO6Gyyl81qP00qBLi",
-	"hNWbA43H14X3KoEkd0xbsidZ45axvKG5U8aS/E6XDAxZB0ap0UCNtOLQFhLf13DTSU8aSzjdHLrfdVd7",
-	"da6+f1pdeaiifAmm38ly9iU1ZCzTVC6BTOw5Hmjyu+QC5DfI1Tzu9XrNqzUVkk0gISYvwxCu9//UPcYC",
-	"glO5DITMhC/a3/Fe3wWYS71NWYOanwW7LmpWhGrXeoeh85RokqAbM+8VUmy3FVN9UXqC6QxOhChv9n57",
-	"XedGLMpihPc6AHi+66SN/8n7QHaansPeVXaKDk5o8FRMTwlo+1g4CS/3SiAFLrhAplIl3HcN8qSLgiEt",
-	"jwl1pFzriP9yXO1bekEHHeC1W2FoKGsGIzmrCWnHc6i0vwH/WMl5KH+BKlNUxYficZsh6k0l5tqWYoRq",
-	"i3xQxrOMytT5BZdUh2PdFpILs98FAnt1ab8LkWUuG9ckgNVD6pdSC6uRgcJ9VorE3YUYRhek3V6CJQpL",
-	"Zgi57DTf7iUXiVyGV4DPSCyBAaIjCf06FggXUw8GP9eMMT/qEv5Me0EMWkNlB4aP1G85BINdyI9tKzrj",
-	"EQXUwR1Yui9+JnnwVVC5hEu4qKaLRjoo8Ac8E6aVs6aVCItssG3Tue5tvjkLyIcO8dredwFizMBIOUip",
-	"mrAI3BLo5WsKTEqxeFAo1fqSqZhZ9YXl5Ya9bnWQN/oA2+ecpyl30YmRDws67T4m/4r+kzlPkhR1JDRu",
-	"ThSdu1Oq3i/Ore2eBeSpxeNew7STxZPHjd980ujNNfy2oOA0OEQIleVsy0FjpzBXq9nfplIVmVXcaFdI",
-	"ssYl2bz6pVMvmqIcRYyDAr9gsCFt5/Ys+zdzp+e6W7MTEeqEW+Bp3lDtuvQ0bep66wJk2Cdz1vIrL2U8",
-	"ugxIHDp0ZG/RT+PMM2vYt3nXrCWuBzkJpgDiJvuzzbnIHdnGD3hquceivdkXseTrbIowcy6y9QSv7QaJ",
-	"W56Um2gzM7X+gLaqfrXXCgaVZoqb1ZUVBZx4xKhCwQTkAzAj40/5ABbhWx8+gM1uLEN9j1xmP5CqZuqa",
-	"xwzqpkltJopd/e0lHr1r+AXpA0D0wA9dIBT1Gma3L55CqVhfu9vlV4rEaoe5LnCem9C5b6Sli5rcoABH",
-	"oMDihH2IG3KaJVY29WEhv7x5Sdp2VE/7V4aKhKrEB5hotLr7ImrectMXUPupqLHjlBFqWJdcMUagIexC",
-	"SSNjaAZbLcCTP+iLvoACDeh4f/PDU/Lk9PGfiKuTYIfJ5rAfbWhPGcO9c+Qef/O7lqLTJb96Nw56FfoC",
-	"NBjkZYJcXL5Ai1TkPF5H18fYpk4wlmgydPa9P2DsM/I94ADpZ73eoxg+hD+Za+7lqj+0iqoOrah1zZR2",
-	"BTG6x92eb3VNF7x11nrU7XUfYbmVKSDe0RRaD/wBvYZQQLd8BOZ/kbTOWj8y47oTFJ5O+PKk13Mhb8aF",
-	"IZa35XfXEhrF3Z1tPnAGwO417XPRrdBM6+y3d1FLZ/M5tTcJyJI+kZlrkoEGaOgEnFf5SnTrnR3kSDGa",
-	"rLau9Y1949MsFaaGFOTHvUdb5itjXPN5fY2TwMSvpCHKTb5jqxNq6IhqhrXraDzNWw5iiwq8Umv3//r4",
-	"iC744YytdO0hvOTaXFy++It95wHPAaeA1J3AlmAV8xlb2fvqWs6gERQ42L3g8CFqnfaO62bJwT76RVBH",
-	"01jU9RTPdvtHP0g14knCXHk6Fy2w66viiMvHZpcIjMfuuhXhrl2zxhlmfLO5Zuk1050uuUjmXBAdywWr",
-	"PUarMenAsWHbW9zVVuTDI7zz/B6PDCfCQytuXFdqaQ1djh9k7iSEMe6RQ4ze7tP6nibeAvzxcOn0uMEX",
-	"b6V8aRU5+ODkpAlcjgXDFXR3lMW99BcmlFk1Rd9NCHLhOg8KEOmqGequcSCo549ylFWoN1H6DVB+CaUr",
-	"uHUaKOeBrOJjModThGP7F6+k+UFmIvlkB4obUzrQxryGKjpnBlqG/fa+xe0uW9nFGyfP0FBZ5QNRiaY3",
-	"9ICtPZHfORTJuy7W3lA/whsPeD/lLSFrbycL5O1R7T5uFZRhS0kPDqbiOMepXB7a/VAyLSgQtvfo/Yyt",
-	"ttLfM/j9x7ye/Q7qw9eTCq+gZJFSLshf/nxcgdM+BrfCV1rdpNW5hAIwe5xrVCtPh0/vfskkRCJvXU/P",
-	"u5zvl3BarwXb76DWOOrmrq2Tie+OSuCQmHZ98AKseJZLfmFevFfi3Yd3UcvZvtZ8hC54lwJU0RqiAmEn",
-	"c1d7m+Tlx8DYABH8hs8Zaf/lz8edbl9cBfq9kiE2ph0SJZf6nMylYgR/Iikz+G9nhgfLM9hPRple9YWd",
-	"XjEXegKWNewoywWxG5+mLEXVvUool1lBKPcvN/u2vo1E5o9Oml9F5Tvdw8yQDGpqD13deTDTuShurjeI",
-	"AymClQu+bb+syz1ba8Whn/xLD2k5KXWWrRWKHLSfg1yk2IRrA/EdOVTFZhe9atc3+ui95acNJKOf8jDE",
-	"xsLRV3GnVtzZfkb1Ek7tKdw75vsuyGGWemfM/3IEnl1HtSbjhKYpXnH5v3XixgXU+cgjKnLhY4gO7iGZ",
-	"MCtBlLoeD7Gux3//538NfZb4xm1fRpr7v/BLra4/8p1/C0z9ev/fjX3hJQOhcFMqJqxw4d3q2rEzZhhY",
-	"dlsyknVBraUc8Ly5NrQvTHwnPQOhCC4AsCif5HqiQ1ykXDBhv+wLKDWRZIUsQ95Y2K20X4qBghH9AFYg",
-	"SiWkDcJmQSzjlItJSCqH0dhnxt8jLIzo1oOL+Xqrb1iQ7b6s1R2IuYozbvK9oyIhKR8bV+cj09DCJYbq",
-	"WnuSjDTUsMOiWNS9Us6zzGrEAKWLmkP5spwHTGKqFCjnS4mueQNZmm17eUF+SJpE0OMztnDayQ10TfK8",
-	"4jD/qBMRLX18udIkpoLoJTeQjuqUWrm0+qxv8rlGNbAZDqWxXtcDXXNrxcA+uLvuMyBS1L8soRZFwj73",
-	"625vuv5C7sdFSmMXWs8nwlISnkcEWcaesmQKHl4C3TDy3HksGOfIbjtP8J29alXkn7HzVsij8feMqVVh",
-	"R/NpZs3w0pevCY9VFNFoNFglqzI8Yqkp7T3A5xLoam2EG6G9Nekrulpt1edh2lmgJFVuslzfH19zc//l",
-	"VOGAFO0iCAk7WVnGQ7nQpG15zcj/ew6dw973W3GmjZwz1W+dkX4rPvxTv/WBzKmJp0xbBMRRnDGHGjJn",
-	"ECFN51JMMOlbd7rkFcQO5bH5Y8MUdENkVMVTiOzICyw7YyXYQN1lYn9wOSV/Igld6bqtAmAGfkl1p3ba",
-	"e7KrfufOzcMc3Xz3IDevOvu5C5iqLLoOcBzugSC3e+qgADlUEYAF0c/ucx1UFdBbQZ/l1jq5WyHJE4oa",
-	"AoHv3wMUvgK0ay7oA7bzoqcLOqkHBvsR1hzPo5Nql7De4ZN33/xLGKbQ6NiYtDx40UqqVyow/nhXKTIr",
-	"qT2YlOE7Rwbki9eCue27tVTwSSzUXGPsaGSFoTyTrXybYi/rD3UC8EnvOC9L4psFnvv48OGMrYbIHUtN",
-	"d9s+BDUqXEBRXpOw0xc0hYg3zGuJyEmvV2Kz4CsSCRmWW32eQQvSoSvETUVfDNfaGQ+JZkyUy5HmpSVK",
-	"DZI93227fSUnp2TaARD6Il8mhONaWGZs5WsqhgGKyHJKDcPSGNqVofJQ9sXQ9z8dOlUYPGR5o9TSRmFk",
-	"mEs77BS9i9d2py9+l6OITPg1c4E4eEtZ+CC0OCEjGs8iD7Dr7uq3L6AxYCfZnyHjbj/NqXQA2P1g5xdv",
-	"SzXem76OaftI9vevxZRa1H9cW12l2/wmu7koqKlCLD68AirPhZp6A7YCYgCiuLd8e2xadOQNde0F5naf",
-	"gXs7VumffTVG3gOrx80EPcollKxx+JKudJS3xAoz/QtXW4+L3MYB1Z7PYXguUFGDHGEoBIZ4uZzKlGEr",
-	"+W49n9F7M5rPkm18Dzv48bkGzPsG6+hsISnSloqUL6xOtHGaX8nu/sgOwwCOe6TX66GuxwX2e7OIaHXO",
-	"HRSJTfjqSfIttDmoRhuAsmp5t78sdLVgAYoBOLLLOfK2sb6Ab+wcTCRUGCgPNoRqFzlM73nywQE2JIlk",
-	"2mq2eX6R1bbKdaatdCJFzCLI4Mxjf6DMi3HiEVQX8eVy2uOUTiYsIUOcY+CwkyXDc0KJewoiD+FY+MBQ",
-	"yN8RUHsAYoYi9F50umSIXoVkiI98XTv7tXsCBQn7orxon1NwToZzqdiQaLrSxcbCSSo2B/8I5Aph53Ss",
-	"6MMN4bovoApOl1z4vNUxTw26O1yZxDNCY8uZSxBhW5f3/Ra+3G+BSQJah6Ow9uFDUFx7Cjvl2OhDsLbv",
-	"s3SW0/rH5W44dR1ngxqwINnADePP9HNnYp/EAQNIEnkWZAW+BDQDE0+xKGfOMJxpC3aUOszdwanyPOJb",
-	"MCqXXmzJ1zcdreVbdh7OdF8A46rhTgAMMqcuuUDSKmlauRSN0jPXJGVjYzVQuzFtOSba0iRNIcYQnZcg",
-	"Xjtt14IEdGxBSSyTqeMSfbGdTZBbcAmnkt6CTUB9qK9c4ovhEr0nu794KsU45Zj+/IncOZD8X89V6qj7",
-	"FkzGpwfVBX6hweIhBe1n2H6+xtfoteV/8mCvXFThICuN5A2KlL4EGEpaYXPiXjrez3L04lkrzwFaFz/3",
-	"9+v7Aevsmhf1gizXJfx14S3nm0Jt3tcBxdq+8HItVYpf2/votPfEVczKLYremuNLQGyV8R4Yw7fgdu5H",
-	"yRssft5hLl8E/8RzLUslUMjYYBu6nKgacMajckXBbU7vp0X1tQa+768+oIf2AX0RjD9UlHK39+h+2H1e",
-	"WPc+OH6VJH7yQ19hxeCHkIuhFOUbNv7YQjHM+/zGMCuSBRM03LPbC8IPzpK/CHMf7iPq0JBoVlfzuQ21",
-	"duDKB2M6S8hJ76RTph1XoXaTu5e6Et2v0LNemnm9HHO4Xc5m4yPXUJnOWV+47hdF0G+5MU8HhaC8vwJO",
-	"6415BZ+BJClwXgQFolJTkYcKZyyVu/7ItOumvYAMz7A3EB99pd07hyNKZSpNaWqotxGVKrZwzQPvWzMp",
-	"6C2gTZfK8mKDt6H9/4EFc1hEamAHcQwZwFhlisERpE01USyWKmEJNIpGGxN8MDx3tX19JTkMePe9aGZs",
-	"Ybp9Uag1XpB1lf58WEghzroOaSFj3Dk5PTnBcRyI0F1obCGdoFKWr4LlIPgGNzPGFt2N6mIR6WPQ6aov",
-	"0ISoMtFvhS1k9jWvZD2IixCn+AQ+wi2KXVSoveUSDP88gdH/pKwrE2A5c3UjQXe0xwfWOAiyjpAZUBJP",
-	"pWZig43VaZJAIg/BxFysWMGStnK1A13k2EAIdkR8z9GoLwp2BMb5jZoDltQtpwAVU7voJ4iMGqKoIlM/",
-	"ixVF+sL1CI9IysWMJWS0IkPYiYEcD8uGm4LD1TKyMHdRmXhg5mLP7SMX4trCW9xxf+UnXzQ/wUYs7iyj",
-	"sul34Vr/CcISjrU6WDP+4r2F96rMewdX63O7Sb8aSO+MlTVyb0nktSjpdUYNnSYBU6uyaxPsLHUM2WZG",
-	"vcpbUTSwom6xc2Lv+uaNtx/U0omLqjN2vhAjefM/x9IJvq31di957xUoP+rikaomHIcYt7eA1sfdn5S0",
-	"OWzvzxOQbJZTZqYQcU6WcsbykPX2eud///dYqr7IU7JAlMEku5UbudMlF34SCArO/VXOVONH0oauILQN",
-	"QsgKhyDXricN9GPURU+asixVvm5CQtMVE8mV7xvzpYeI4kLskpoJaSf3P3MwQOKZ73v0VVL7IiQ1d16E",
-	"rtNnmA1t3nC+s9rW+w1e+ue63XyvuQAN/ITGpP85t5tvveGsaNV77v7deaDAb0e6v+ErD4gAMMP2emWu",
-	"qZRXcnwwy6evXrYGGNpTN0Jt3DbnRI//LlUwqwue+pvLcX/Yva/TnQDM/wnBU3ue4j2XznJeODNlYTwn",
-	"C6ZcwmJEsM8YZqsXQeouf9jYPemLdi6/gThcZFpCX3yLNBy7cIA/4VKxMVNn9kmmxJ/hHqDp0AqteWvX",
-	"k95pqagXdN0E+db9BHByMTmDJEt7A8L6XCMVCnlHrhF/Nme6L3AryZLaLQ5X+vSov99W42IeTFYEoD5B",
-	"wbCGZBqsaQjdYpmx54O1pOzNwhLSrjv5zjkREg7ZYv+U0cTVtcT3mYjZofeBbsw2XBusW5FA1gOQPnzN",
-	"a7q3NgCOeRQVziDi0R98G8gwciQYES4OxymfTA2J6SLC2OBO4zvryFTabm29vkoduhrJrdhjSocl128r",
-	"guvp6acUXEsLq4tBk1wYYN+4KGf88tzZ9Vl3Cy4YrFgBnco5NwbMGF9UJQNsn5YvsrR6KUqXXHvCTN46",
-	"kkypJq67IdwUdg9KXQXv6wp2uKyoYYfogtoq+76B7gLw2gPiUT7Ldhm48Jt9FmV7S9Dsqo1c2u7GVXvz",
-	"Tdmnbm8hObnWqF9L/tUW8i0OMA9uzjftFh0MtpzXA1BKnSh0HzTy5agtjWjwfpUVKJ8E5cK4q7g1tFAM",
-	"AIoz8h7N1uD7XzIrXnwYQoK7T95DLgBf9kXpU31Gfut2u++s8EmL4CkpYpRjZmx14BHUpQgOcYIhhipq",
-	"0gbG1BfuJW4ATh0RmqYkYSNuiiSRTo3SUcXi+9cf8vE/gQ6xP/F8lcvvQqEXLobW4aOVg1ynvDH3CUtA",
-	"ATkGg54PfZl9Vu4oU9oMd9+wvj7fdnHmKn/rIc25bpLtwowHOCKjFdDp5yDTeKAqBvt8zzY3u7Ewc1WU",
-	"T/zag+Duoktev7LtWm5DPa9Vp+7c6qWW+oO5f4KoY7sF1v3zSyy7KOx+hRWfF2v5quHxjNBYSe3tplh1",
-	"zrfFPc+d8yA1oPHE4xkVSV/ACO2h/3Fg3xtGpPjBvjDsdMkFZGRSksilgBKiUqTYIArKhyoWM2H6Ys61",
-	"ZgkCZoWdLnlbJHEeaGIUjaHPlGE3hrSHpvCcDzuEawjyziMP+sLDceZ+UzTGBNgIC8rARNpQBY0YcHQ5",
-	"hoXKpXDFGJSUhugFFX2RcjHTGCZA2hC/LUd2z+iIp9ysXBB3fqf0W3VCVYnIvvhYAbeUTyC+7clGvspu",
-	"92BTLXeLuKVwcHSroO0dte7/CpVbyqWcDzTyLrnES3GNK2F00LJDnN2WFFlhedkrjCi1r0Npe6yFknKd",
-	"21XW5rM869yVX7kx8CGMtoICVRyKGJaDisAAnZQkP6lcdr5lPCm1rDETOOk1w7YWfQHsyRUY53ZdM74Y",
-	"YkZKntbv89lcCFTRUQpZKtSVksJwkTHdFxZiaKehcia7xlyhkjLUlXYl2uwIULgmFECeiU/G4D5+8Ljd",
-	"CSwU/jWG9l5iaHMZQ8hlRGRmNE/Q5BErKXYxmyIoNhx8XQTqfb/C9sz/PNF6uKKvIXtfQ/buNWSvXHQN",
-	"LI15rbGtcXwW6/VGDN82l6CzC7nQDV/uGkuOOUt8XvTQhc3/wZTUnbM8cJ6MVkUxmzilGsMsFkxZFYOn",
-	"TLvhuSJJhnyB5NEhA2rIIWoE8I8z1CN8Wyx7R5YikAOZ8xByYhUcXz2tqBiJlXWSTpe8YTTpC0gGWDB1",
-	"6OxbSqZptnD1pkL6GKGLBROJMwFTbxfD5RR5ZiBnKGmYPzoALI+e01A3GbY8pRNdSVAdrZyVzQ+Omag0",
-	"h2CGZjrYefs3OXxCUqmdcggCSwEVhuqcV/be7oRbOsVpJ4rO7dvf5SdsMSGR2SiF0usuVOe0+5j8q8cM",
-	"SPsn1zTNWJf8yK9ZX6xVAhiCW3SIyXROGBqi7OPQiuu8e8XJ6RQ9rO7fj3s9bzPX52TEVlIkkZWvQsLO",
-	"jyWf7cfv0nL7niprUaVyScZUQQH2osD88TQqb1Knrv8CbmljIJ45uqtrA7HkiZlivxFE1AKgOQCUMotp",
-	"x7oWIDy82wD00GG9iCd1CitTnBX1JB07dIGuX1TEQxEIEhGmlFToSoHOaS6mAc4XaOFAY4Lqepc/q+Tk",
-	"TUg2g3DshCzOFDcroLURo4qp1tlv7+wpIu+s61XuOCvwWvhbY+HFRMYZaH7tqTGLs6OjVMY0nUptzr7r",
-	"fdcjmUiYIsM5nTGrmg0BAzOVts5aRyDgOTDfB0tbR6A8RlaLWrDYRC5JLK8YCpGL4Gx2eAwhzZtEclFO",
-	"/Dl3N7UmSwtVOYmmPJS/nsMkV77JDuHCYCIB4tMRcfikMdfYXykHulyOpTwT3Pg1pF1tMOluO6vk+mHL",
-	"MOfNsjYHu2SKy4THrjeR1RusdlCxSax1agoNA+FYmyFhoVCwqAgUjfBOxeoxHdcPsBIgW2b1oXmfrnXe",
-	"RykFdvLQkX0pKbw0YsXZFeDjjKYGQKUJF8xJPxeXL6y0Vh4nv8Q0oO3NoTsZYHp2dfVFcq3AzxJCNbky",
-	"VCRUJeRX9zHBN0dMn5HhRoPAoXdTXx9HQ/JNX4yoZt+etn/668XTw6ufLk4ef9sGfyBPyDek3+r2W+Qb",
-	"YADa0Pmi9NtIJqtOp7DBzNgKhSAc8TBhsUxYQhZU5eJkwV3KfXaxpdu5lQVRqsUfiHLNAfsiL7K71gKx",
-	"1CwRQkjBXuTitKwUklfY5ZowYblhty+ceL1C8eMQLrJDK8+V9osnYJzKBP97xkAacqJdSPxQmXCVhdYk",
-	"j+qZ/bIxWERYd9K15DM4PYEKLINHA/dscDx4PO7FJ/RJ0XIJg15Ld34ObWtd29wW3hoFILtxQqMuai35",
-	"Wv9LqmGjWXJOFPudxRDFgK9JCSILCJMCu+xthTRHpK0AN60SuKnHSEXm0mLCGqJYdO9nvd6jGLET/mbD",
-	"EgLtBD1/da+9fvdw5aY+Uf1kOzUmB9SKUHgzYZi+iwA/CWUYbCpvZxa10FpbFEvFCx+0G3vZnZdZCeiD",
-	"ui+m5eJ8Vn1iWGjNxZHFpQpgBcsqlzIz0gWHEg5EDlLbk02o32Apb1fgdAh1BA7BtzYkbUoe9x65AKTK",
-	"EyMlBsyWZLr13VhhU8A8pwI7/UlXN8FX+SaxFILFoDNbBubT3XOW4mqNIxRWl5Djcbe1Jqm923CBQgGl",
-	"MUY5ReTy9dVblnjttWDbv7x56bxupapJ4aJ0Hz78vwAAAP//",
+	"7L2Jchs5lij6Kwi+mRA5laIoWa4uS9HxRmXX4mq3rbZc4Zhb9CXBTJBEMQmwAaQoltsR8zXzB/cH7qfM",
+	"l9zAOUAuJJJMavHS4+iILpmZieXg4OzL+1Ys5wspmDC6dfa+taCKzplhCv71PGHzhTRMxKu/sJX9JWE6",
+	"VnxhuBSts9YFUWzBqCFLbqZcEDNlRDN1zdSBJrz4mCy5SOSStH/64eWzX19ffP/ih8HzZz/89fLVmx9e",
+	"Pv2PwdvnL5+9ehv1RcLGNEsNOTmddggVesmUhlF/lyP474ytyJgrbcicJiwiNNWS0LFhinBDxlxwPWVJ",
+	"ty9aUYvbJU4ZTZhqRS1B56x1Vt7Sod1T1NLxlM2p3dyc3rxgYmKmrbPHxydRa86F//dx1DKrhR1AG8XF",
+	"pPXhQ9T6RY6eP7MfwkwLaqbFPDxpRS3F/p5xxZLWmVEZK081lmpOjX1PmG9PWzAXn2fz8kxcGDZhCqZ6",
+	"CaMGZ4L/bJvrXxQbt85a/99RcdRH+FQfwbh2gkvFxkxtHvHrH5+SP52c9rpkqJjJlPgzrJSmQ0L1TJOx",
+	"VIQKd1aABzIzhJKRTFakfdI77URkOWWK2ePrC7lgitqhiRyP7eFKwc4JFSsizZQpsoBlMBEzwjXhEyHV",
+	"1uN0y645xZPH34bO7Y2iMVtQxYTZ3PCbKSMxTVPA4bePnhJj3yaxFIbdGNKeGrPQZ0dHy+Wyu3zUlWpy",
+	"9Ob1Ebx06F466pzlSNtm10yt+sL+LccWMNTE047d3YwtDIFbQ42bhYqEMBpP7avcaKINW+gDsmSjqZQz",
+	"Ys+YaaP7IqZKcaYJJUNT7GaI33XJW26mMCQXEyIFab9688OLwb8RzYzhYqI7fn0HmuCnhOu+qNxfvaD2",
+	"lIiZcu1n7pJXglCi+UTQNCIUtlgcehVUhs6Y7gtuItgXDG7YAv+AESwU9FQuBTGSpFzMtP2D59PEU5Zk",
+	"KTvQ5PLXN/aCO6j1xRI2aAdy71gs4/EUoWd4PDvQbjl+3HPSb6lMECGX/RYskouMaZjuglzTNGMWAhRm",
+	"EdLu55opzaU47PVICcolzIwIRfqkWCzncyYSRG5NV7ov2omM9ZEcWZDSEU+5WXXnSWcLOpdm2UqZanBa",
+	"G2pYGKVzTIZ3EOcmkmk4vTUkarvd5SfLTae7dck4cc2Kvzt+EljyB0uy9EIKzYDXfE+T14hk9l+AQ3g9",
+	"6WKR8hjgerRQcpSy+Te/a7ux9w2J3CV+hZNuggZIlTvza5ryhPxy9eolaUtFpjJNNEmooY7J2LOGp4Av",
+	"nW7rQ9R6KsU45fFHX3c8pWJir1ua8sSfJCKjlpmK7b2JMwUoCwcEq/1RqhFPEiY+9nIvLp8D+57mV4Ym",
+	"RMdywc7dVjQRjCXATpI5F/ZtWPJLaX6UmUg+5opfSqKzeJrDEhbi3/+I67gQxLLgJ6eP/0Tc4LCUN1K+",
+	"oGrCPtVlkdfuNmj+h6Wxc25gXb8KmpmpVPwP9lHP6yIzUyaMGx9WKHK2M2JU2eXKGRNEqhwVuSZzrjUX",
+	"k4gslbS8UhHFruWMJW43CyVjpjUdpR8d1I7nVkjTORkypaTSQ2Lpr0Z+N6IJGXOW2kV/8FQYqOrF5XMn",
+	"uS+Ulb0MR2obK0YNSwbUVKTRhBp2aDgIlGsEO7IibUhyXZdWo1ZKtRlkevvwIktThCrKqxvTCSfybjyw",
+	"MiK/CbO5GVsdaKchxFOqaGx1mW5oO+6c77RGIF/2cyas7P5bCwgXSOM0ab0LMepCTv8NlQQnv+NQ+e6i",
+	"8hGtgbSy9mISOfqdxcYuC0/9KQwAqJok3AKJppclLBjTVLNoDTE81MtSdK+3Qxe6MyAqMNi1I0BDmqav",
+	"xq2z37bfMIf+H6J1/J+F1FmHQKQ9SWaD//7P/+qcOelUiphFRBsQiqRIV1bso5aTTQOotbY3O9Xmlt7l",
+	"m3rBUeSpLpAu+GDGVvA3N2yudxGTfKt+JqoUXW2sJh83CGXQ4i6WlJudaFMF3SVVs1znyYThaa4mAKFK",
+	"rKIzxB/0kFjt5Zpp0raan3ttObXEec6NYUmnL6QiQ3sNZWaGZEG1tq8Lq01V37TC+9zqVFbVcUOBdItz",
+	"JFYvSJ32CeqHooIsrWpiFQpq4HBRJK+egFts5QD2vBXVk4hauXy+VSV3RMeKmTAIAmHXZ88yVKzhxGtO",
+	"9pkUbM+D/RFMKvnRoragmM5SMzwntNAeiZGW/6xDEV/db8/1G/iR8nTfDVCe5ssXchnlWo1iRq24mDTZ",
+	"BjDd+9rFS3az7/16naF1TVjFGtC4jQrJMGEpXQ07EYmpgu2QIaDZcHMT8GpzPLoVvtbv+rUF9y23renc",
+	"GQ/ohHJBKnsnbXaDi+I0JSMaz+R4XCUS5/auxzITRoN6YQybL8w9QOhe8eJqQZdiTwg9F5opQ4bxlKeJ",
+	"YmIIQu9ikxyDHYpIwdCmw+agiOUW0w1Q+AEbMyBY/VP7ld3RnN48x6+Oez1LKu+BFq6xsnyFYVa2go82",
+	"bdZiVdLgSdvKeAQsXGMrX4Gh4+ZwIg/dkFak776my79aLWDC7NjfK0ZnaCxdg5kUmsWZ4ddsMKY8zRT+",
+	"viki23s8sFoDc/JndZGvFkxEiML5rYe3yZyuyESekylNx4ey+prKhLAEAN/kmkz4NRMkW4CVNpUaMP52",
+	"kq6d6o7Csh1CB6QubvUYUNMQrgTnqqy1XtlY0EyzARCEfS4ufJaEZUC/Dm3oygp8CyYcBMUEtF4qSGna",
+	"c3L56uoN6Xa7R5bbzVlJJhxJmTJamvFOEHRDKEadnrn7C0AxCy51TdO9AFT5cjCnN7fiHFXoxqnULAH7",
+	"unYUyVL1c4SxpVoaaRPSrCruI9IP4NVcqHPIrjIBWp5XP3CiFiJdK2rlXwZ0kahlporpqUyT0GVdozrF",
+	"uxvQDQKtiqEeMlGYVpTv2TqR8Bcox90ySq3jRogkOrJ1me0rfNg7MaUiQZ9IzFWccZPfErRyj1O5BP+H",
+	"kml3bjkuHWkrUoFdQpMZQ8s/V0h4NxnO2kVupuAVOPduwyJUoSflCwwzIclx23L4hh4GvMTJOem3errf",
+	"Iqh04Edd8sy5KI+n3fAFu/PC31ILXTaW6DRz1gzEczm28gtsyO3unCQyG6UsIaMVWoMsNrEEPyjW+1h3",
+	"66/1nddsUQSgqw1Z4vrNktk7becrge0xmi8rN6461NPiYhB/MUg7lkKwGGx7aACLiFOMdEQe39x0UOkD",
+	"yJR4yTnpEZMpAcqeHI9L59ezKDinN87t2uuhnJI7YntBR+zmrcrS2Y889Vjb/Fb9AOQPrgfRzBBBlZJL",
+	"7ZzoKW723GqoKaPa6qksIlYrpmk6jIhzylmytHmXaJoGJJ/YDuLIrneoU4QpGDMZusmEtLLyfMSFcwE5",
+	"3yze5DBzy41V/vqunSk+BnVbofReK4psUGc/Nl6J+sHxefNx3d1v5iKPWjO2GtSZHn+RI02WU6nRgKQN",
+	"VcY5ZLhxeNY8tCBq/T1jGWu6MMtRsoBg9ZSKmKVnIBZaISEi7AYulphEhNpbysWkS0AvO3NUw6qR9qsU",
+	"saqR4P+LHF3hEj7AxrzcH7BEBW9Pye23h6FynN+5bWsr3c4PUQvcFAgoIAJ47UO0bC4hxMSZlX63xwt+",
+	"cPDeo2d7k3zsjOIoyxFu/e9qgeLtJutqGRWTkOAKKOiekjZ15+iVXnvV7ftMJNT+Oz/l3Gs473SD8vU8",
+	"eOf+WgGNYnPKxTnIdU5DNxKgVIhwALkQ8djQ6nCDbuYQfJ6xkcxEzG6lKpf8pGBVSNxgcHFjmaZ0oRnh",
+	"wkhQlsHoBcImCgcLJhIuJn3R9tcKFG6UEeKU8jlLOmfIiCdg47TfGU24WGQGlfNMT/H3EY1nxMi+GC6Y",
+	"4jIZkrGSc7RS4YgpNV7jGM7pzcDe2mHJF81R/QfeN6cJg2iGN1OGASdWKgb7JsknsEo/WFPdyQtJBFv6",
+	"cdqWOpvSVJ0oB1df2MVogzs5h+nLjIFQkFcsDUQLQ3hxr+xyHKAiDDkB/HAvz8EyS2FRv8sRbMb76iap",
+	"HNGUtFM+Y2Q4Y6th54xwEadZ4gy8XpzjwoLXSBQ73a+a0AVVpkteSuMMmXaMiAxLoWoD+xPAAQZcCxcj",
+	"GP3QichQZWJAzRA4MtqhQkZk52fYk/x78O+lr8EB72UlXvdS5IMEL53/MhAF+JMkiXuMXnOqSb/1uNeb",
+	"634rIv3Wo57743j6qDfvt0BVu6HzhVVd7VNQYIxhyg74v9u/9Q6fvPum3e938a/O/98W+h+Z/sf//T/6",
+	"H3P9D/2P+T+mnc43/xLi6z9adPzBG+bWuQYLyZyX1Ew91sIrEWHdSReo29Gjo4XiUnGzCvoR584wtOmq",
+	"3KD4DLRG/0EIyj85tXlNnLumPPUu6DXztmKM6FQabclGmITfxtnrEHfj95yFbk6jp1QlNfaubJHsuYQg",
+	"fuLs+VRRCTJrDtPShHVwDjveJpbINTZ6wnnt8rnhkHXLaKKPV5eYn8EW7eU42npCu/Z0hW+u7wRnrtvJ",
+	"VT58IV9tWPS9imOBcqAd6lrWAZIK+FcrktW3p7t29TOS96dSjPlk80CdQ2AwoprtQ1D9d3tavkaFcXir",
+	"YOpeu+X1tBzCeTHqLMxbwieuucz0QLNYMTNgNwuumA7aoX8Fs0huYPafEvyUaMPTFJyu2oqcShoAwwGG",
+	"B6V00bm9wRmnCO5gb4/obehP1MpUupuou8gF+26+5mKFawcVVZGximMF6uxHyhz6h6mZF30aE7TqZdpF",
+	"2fLhtyxsf/r2Wd9Yu53ABayQ4p10OMft6nW74hNw4Ljr1V5ONYsH5BtiIfHtKVj/vDno+FsyWhmmO+dk",
+	"wgRTYAKBm4qG1zWrA4QrlEQsHPq3i8P/RQ//6B0++ebo3Td/ft+LTj4EZarbXDkVsEFNjVmcHR1ZqdkH",
+	"0pNfX7/Ig8ORFVy+unrDEmLkxiZOv6sIz9/tEhvsIoK4yWhqB1i/L069G8z5BHdSQ10Lm8v2+d17oSX8",
+	"IkcBSQ9RKiBkO1zzUmoR2MsWZ6SHWh5FH7k9mJSBvc0FQIKGZVU/IQ1ap1hyTmju/gU11+pKGnTV1CKY",
+	"HepAe1+5DouW7ukd/VreGBW+ES6ECD337k3Uy6ld7Fgq58X9M6Fi1anYrTajCsNryd3SaBgZuNhLVvYI",
+	"lc2dUuABoMLYyBV3GzbvjROD2ni1ivkij9Kh2unTXs1vO28MEAghBesEdRmW8gkfpWGn9FsgLrk5EWaa",
+	"05X94dwZmGiScuG9FHBW7miq894OS24RaxG1PIbfCT9LluLbR8WC2WTf5TdFLssT2Jood7u94khyKXC/",
+	"O9/fLYlibNWgBlA1E5S/dzS5HJESeMvp6OGnuUF9MwyYGjbINapmjrDXoD3OuXnNxjXOMMytQtednQJD",
+	"5ElbM0aKKTVchxoQFKyi9MHmtUQ/UmkOTwUSRZcaLIpRyY84YpZ8FiPWkIZGwmIVDpvEVDGViYEch0kX",
+	"uqAgUp8RxRQVpA2RFEfXx0dgeXnPkw9HMEjuTq4hJPXX7jYBiBhCn2QpG3g1anP5/pWSfTNP+itoHiVx",
+	"yu3CE55sO+xyKLWb2vB4Fp7aPvGCQP0y7qB73SZOtRCJGjuLrIgRcgB78QUkwrDgYXblcOYJby60s0h4",
+	"RDnTJwBW8d+fIMpKOEBfuIxGl9bps0MjUpMvmVu+cUiXhgmIDh5cyJntC72gS8ESAnStSI90xBTP07/D",
+	"TZc8Nz6lkScQqYohXz7REc3Pm5L7fomBkJQayglsJkDcRs9e0hkLSRsrjMudOfEUnBngXDrLE1A9S8iD",
+	"ARrcsFAOBrKHgtHn2FziK1XpyPPzIqDHERovpzjszkXkTVsAmjTXRckyvwzwvnrbQFXWqdE4vqcmnu6p",
+	"jltS3Nh+8IscoZ8tGAS63TtcPhaYdNsm6hykt1stS3baOrat6BkzPjK9kQBhdb/NpBR/yAN/kGFZJn/N",
+	"SEPTGv0UkxcGDn8aiqj+q3zgnd+sq7uVATaXsbH4KLDpcLJMgVj7YW9AVdvTG5eU3M1bjR/+Pfhmz0Dy",
+	"PYNR1jyWAXsB8oew/5K0LQvCWAa4Jx1U4NzTJQe3MakIY7eIYmmk8fhA7ULZWZcGlGIp+hZnbHVOKNEs",
+	"liIpmCxPGaEk5deOd0PSNocEDwj9Ak7qBKJbeGJvbeYrqyTb80Dde/tG/lR1l30k9a0axRW7ZoqmJZ1C",
+	"kzYmmmbxjGHKVOfMm5tclEG6QuEA48vcm5D71Rf+SDRZMj6ZuooQXJOEjbiV9CDugaZpnpzgqslAoAAK",
+	"TRgZIaycUzjwi30MSduOLwU7RL3G0q7OGZnwayt9jaSZlsL8XQ2G2yg5BVP7LqDxQFTALX2cngbUMJmc",
+	"U92RzXh6FvKDKwZSHtgNVcYKodhdNh8gk2CEDPXxMMTVN7FHUDZJhaMFE5ZkmDwdNrCtwaXyei13uHRO",
+	"+LuJAyE1FuKw40xp2cQkEhIbqmPUnO9rtnBMY58wOCXng7Ae9SYvuCLtHXWBWXCP2j1QQnKrQCciVnmU",
+	"2lTLtNhTZSKByM1ua3twbEO10dP7KLhaqE2Cy0X9x67EXvUuuQAF5Mwt0L5oSTwV8BgKsSgWS2UX2y6U",
+	"PbkU+VZhMG7yHUUE9HT7GB71IsJSzVx1Cky+x3oHRhMgzCX1yH4xGMmEM0369j72W53uZsxHfjy1h64y",
+	"seeZ78VXQ3B2wVUHPirNK3cQ0pUm+MztJrToq1zV9/kW3igMcT0uyLRVMuxHrUQK+xTDTFve0J6yJJiR",
+	"8YscvXUBUGuJmCLZI4iFiwCRG+pUmqHT5Qvp0NUOwICEJVMM+NGUpRBZj5Fu9jKfV7gODuO4XSyzNAEf",
+	"y5ReM/y2QEVkfeUsFTtXq8LG34WtMerWYTMWAn6ICKBXg4gW3DrgEKPKcJqGqQvciQNNplwbqVaeabtq",
+	"b7D9ubSA9M4rCGSkyhV/aT8mvV6vExEtiZZzBpIbFAVzoZQa/Asj5qt0hLnJ0q+8KY0HzNql7uGoUQ6A",
+	"ENheMKrZDzcGCMom7Bob5bef4cYwtUuxEsp+pARKolTWlWVgeNi+JPwstI6XQXvpC2YMUzoiCZ9woyNy",
+	"MDiIyEHX/t+Z/b/Dg3NyfHh88t1a1Y6Sx7rwVb8r/hx0zw7fve9Fxyd/CjuuK1ZKCxuxcoJTGErI0ndZ",
+	"5Eu4ti27FARXO9amWWpTzNj0TeS/iGw+Aha7KSptpj3Vr2BHWuurzMRyzi4gFSQJilKDxt6uva3Bm2IT",
+	"WsC2eNAvS/pVHnH2eB0gPVRQQM6pRJY92SXPlMo9rUvQ3twTdlI2p0alWNWA4MmFNtRZHoJG+qzG5Wa4",
+	"ScNf4Q/vS9G3mRJnEyaSTFnsPHOljM6g3BCaJ3ZSgxVUrsFJt57Y37x2ux7w46ySAWMX5C/sAiOM+xRf",
+	"vUNEHReDcWqZ9J4hdZZtaTPwQtA95PiGww4UM0yEg7DL7Dh/zWpk5RAPnQdKoNeCuFvT0DFVSLw7awEY",
+	"tvge3rzCipP3EgPsYu3y9NfqkUUOjaoLzTEoeEr7RdqVsWwzcqcUw9KAPhbib7P3E1e6pcGrhQDe7H0n",
+	"kjd7ORf0b2Edvh8lYe08wnGPcBWak2GkS7tEQjdo7VJuE+noCF8gSFoKRhY8nnlR2CnoG2lnu6yQG4Rt",
+	"zdgH3lA7maMJruKd87e5+kibqbI7jZ9N6didc49/lkvIPcZgAk8Eq3TP6hxWd8+TunPbsKx6cUsVql//",
+	"8OaHl2+ev3rZvTv1CynSr6lheVltJ720gvo6qpcHGoK8SrW2CwNtyLS9QcBzS2aAA8MMAYH2L2zlDOig",
+	"0lK3lobBF6NM6TVqD8nqxcu5aHsrpl3LkZWzRDWY977YkkI3MG45yiG6H4vJjyhM1tbM9vvZr3fSt/Lo",
+	"Wxd3C0LnEWEtjRQsjlaZ1Dlqof+mGrziD2894aWODhWnq8KBD27KJGEJWTDlXErNJg2qDX7GAEhzpNgK",
+	"0/11d+cu23X2riqgvypN/EpoqWoy+Ft8M3gl6rb7lhWcqC5NyB1QXvofskLBdM2NLtGgfTOgrly01P1U",
+	"RI2VFEHyszVg9DZxoFD/c4sCvjuKEkYwPJ49TFFW8G8U3q+QzfnGQOBa8wINLomobGfWMw4xNWkql0Fj",
+	"6Taxoz4I1K7gDydhhyOo9gk1c0Fg3oUA3BNC6pdKGlaN2mtvxJD1BfjRAsFjoSDI9VL/UV0F/L7A0vpf",
+	"ZpRYmOXC/SudXjmAy4d0+TAtj0wl/bGMs2sXpHrj9uPhnsaEWbg/+eYMPKdZu/h3MfS2Ze3PvD2Zq6LF",
+	"Y5f3H5FvnUcMeKiztEWEEv++VKT971OZqXTVIVKRfuvfMUgA0sKrueD/dvSY/Bv+by335/G3O6M19g2i",
+	"2TM+pUSPCoEdSdE6/7J0ytUyEBJYGAR9YuRuUbys1OEiz620L3MN4SwVX1Fzypcvzp3mFkrYBExl4ljs",
+	"+9c3T1uBYvXPL15eEP9FXgzgh8wi1NElVXw9kOjb012X3d3ybdERV5Aw99rln+6J3qVjbVzeriaBzztX",
+	"fQJfMDOvc5+peSHFEpOmwuUps3ltTtNDloSvz0amq1TSZO9gc/b3Teg/Y/bSqBWRKnHNiHge0n1GjiNy",
+	"EpFH//2f/9VEeQ2FCdtZo8IMiStfYw45kN/Vnkw4UiVUb3orW8BT3skU3LD1y7lyPvWHrxLf8LBzkttU",
+	"qyj28b1vVLa/HrVnZOCnAQFGiO8GhLmr+w4Gav7+Us7q0mQwgxMSU9YTOL1BuEFZqGJBUeEbhFmDcChq",
+	"Ee9XI+rCZWOA0ild1Nt5KQDI5V2gwHugSSZSpiHaFHNUpQiUtmwQgxyIOn7gCOIHCM4lbSvzuzDQ+cKs",
+	"Oo3skp9zkO0eIZpXLgqvNqM7YB/N7cnNrOCFZbkm7dDNdqCrAWw+Dxzb9B1o+NVVjs5x26VG+aA21ysO",
+	"dT2IyUXnIURCLbm2yufPEDCO5nUsWGbfxpiot9i07hBokskUw3hfbMoAphxTqSuLMlOjfEhfbGpQSfIu",
+	"jH4Plim8qXEYsxgUnvjdZpjGFFViNMbmnbNaq6vfGGF+WEQSKA46pjyNsK0BxH1QXz/1zKdHRVB1YQDw",
+	"iUhRU9X/Ug41SlBQCoej7QkmH6DaSMhaT5vykKhCu7KQ6ulVEaRIyHK3re7uYhH+PRnGW2g14uJUXZtG",
+	"37jUxYna5ZKTXu+MsBsamzSvwh84yb7YOMou+VXMBMSxFnX2XBg7mo98xqD9SFt1a0STgW+u59oNzulN",
+	"eS/HQFbXfgk4tHcziKJjTMlLvfsTaEXinM/NvoDeH87S2OwL6LOB7ka1avYJNqmwGOt7Mez+Bts2hDWx",
+	"gl5v+nJKZU/3If6rGtKPuRg46IHGGDAk/pa2Cl+JwTVsdZeKKLaQUCbCTJXMJtO8eIidrWF2usO0e9tJ",
+	"hUuVk6kNNJJdQm6uvSVQo4964oYkz9+Mgrh1zmHT5Y1h6q6HwUJqC4F20e5So1Oqyf7XHT7uVEtgebcV",
+	"MbyLuGJcKRWEXyc3PJ4W8bSlquqe31tW76cmjpX71swWQ3ysbjumiwWWZC75vK/e/HA5+P7Vs/8YPL24",
+	"BFNyRCYg07kqoFzlI0BkLAD4rCjUjUVk0LxXyWROOEZGM8jcCtA+e3wJtgNO08o48KMcj92PwsnY3jJW",
+	"AhZNU8swxuNNC1nUujm0XxxeUwWiuv20OIYfi0GKHy9guOLfr+zAxekF+uqN3K97CR6Oha4z+t+1FEUC",
+	"DohhUPHJAl4ze62xT6lvyQhgxr6kEYEOvLmoVrxkWZWFR6cMQWhbGLXsN/sBzqcY+H++gRFAf/yjRh+0",
+	"C7HSHv+DWTzAHXkSBe0XYwYiYjsvdeV6miJKx3QRrXWdhl6UrkdtqFJAJvJMo5qGlpaklLt71IWEVK9H",
+	"+zvyF/49Ga3yODqf1hZnxnUy3q3ZuuOPEHcc6MrLrqMfuX5751ZV91ThpmmxmluW5LhjRDEIl4V/CC0p",
+	"uTC5lr1fB/O7FO3i2nXuOq4mXxGjVp37q9z6+Rcr2l0yqN5Te8vSJA3qjGwmxXUbmoU3q0d45NpeAGK9",
+	"gkTptOvwD9I8AoiGPXc102TKqDIjRlES8CKOq8ilVyKeKimghqfFRdcbLM8tCXS+2zt9JbpbVknU2pHq",
+	"YuHwqtCO92xkAyqubwU8LpVdEUlFP0PeEmGnz5B61xftQmvshIp/f9Wg9tOgSogTVm8ONB5fF96rBJLc",
+	"MW3JnmSNW8bShuZOGXvld7pkYMi6ZZTaYdRIKw5toTzDGm466UljobGbQ/e77mqvztV3+asrYlYU2cEk",
+	"UVnOEaaGjGWayiVcE3uOB5r8LrkA+Q0yio97vV7zmmKFZBNIiMmLhYS7Ujx1j7HM5VQuAyEzYUb7O/L1",
+	"XQtzCeIpa1CZtiDXRWWVUIVl7zB0nhJNEnRj5h1tCnBbMdW3TiCYzuBEiDKw94N1nRuxKN4ShnVg4TnU",
+	"SRv/k3cr7TQ9h71rQRV9xtDgqZieQv6oK++FzL0SSIEbLpCpVK/5XYNs/qKsTctjQt1VrnXEfzmu9i0d",
+	"y4MO8FpQGBrKmsFIzmpC2vEc+kFsrH+s5DyUv0CVKXo3QInDzRD1phJzbeM7QrVFPig2W0Zl6vyCS6rD",
+	"sW4LyYXZj4EArC7td6FrmcvGNQlg9Sv1W6ldq5GB8pJWikToQgyjC9JuL8EShYVdhFx2moMb08PDO3Cp",
+	"47EEAoiOJPTr2EW4mHow+OlS4n01hOx42gti0HqCNy7DR+q3HIIBFPJj24rOeEQBdXAHlu6Ln0kefBVU",
+	"LoEJFzWf0UgHZSiBZsK0cta0XmaRDbZtOtdj0LcQAvnQIV7b+y5AjBkYKQcpVRMWgVsCvXxNF5NSLHEV",
+	"SrW+ZCpmVn1heVFsr1sd5O1owPY552nKXXRi5MOCTruPyb+i/2TOkyRFHQmNmxNF5+6UqvzFubXds4A8",
+	"tXjca5h2snjyuPGbTxq9uYbfdik4DQ4RQmU523LQ2M/OVRT33FSqIrOKG+3Knda4JJvXaHXqRVOUo4hx",
+	"UIYaDDak7dyeZf9m7vRcd2t2IkKdcAs0zRuqXS+ppq2Hb10mD7u5zlp+56WMR5cBiUOHjuwN+mmceWYN",
+	"+zZ5zVriepCSYAogAtmfbU5F7kg2fsRTyz0W7c3unSVfZ1OEmXORrSd4bTdI3PKk3ESbman1B7RV9atl",
+	"KxhUmiluVldWFHDiEaMKBROQD8CMjD/lA1iEb334ADa7sQx153KZ/XBVNVPXPGZQ3U9qM1Hs6m8v8Ohd",
+	"WzpIH4BLD/TQBUJRr2F2++IpFDT2FeZdfqVIrHaY6wLnuQmd+3ZvuqgcDwpwBAosTtiHuCGnWWL9XR8W",
+	"8uvrF6RtR/V3/8pQkVCV+AATjVZ3X+rPW276AiqUFeV3nDJCDeuSK8YItC1eKGlkDC2Lq2Wi8gd90RdQ",
+	"oAEd769/fEqenD7+E3F1Euww2Rzg0YYmqjHwnSP3+JvftRSdLnnr3TjoVegL0GCQlglycfkcLVKR83gd",
+	"XR9jM0XBWKLJ0Nn3/oCxz8j3gAOkn/V6j2L4EP5krgWdq/7QKqo6tKLWNVPaFcToHnd7viE7XfDWWetR",
+	"t9d9hOVWpoB4R1NokPEHdMRCAd3SEZj/edI6a/3EjOuhUXg64cuTXs+FvBkXhlgGy++ucTmKuzub0eAM",
+	"gN1r2ueiW7kzrbPf3kUtnc3n1HISkCV9IjPXJAMN0NAJOK/ynejWOzvIkWI0WW3d62v7xqfZKkwNKciP",
+	"e4+2zFfGuObz+hongYlfSgN1mla7QZ1QQ0dUM6ywSONp3hgTG6kgS62F//XxEV3wwxlb6dpDeMG1ubh8",
+	"/hf7zgOeA04BqTsBkGCt/RlbWX51LWfQrgwc7F5w+BC1TnvHdbPkyz76VVB3p7H08Cme7faPfpRqxJOE",
+	"uSKKLlpg11fFEZePzW4RCI+FuhXhrl1L0RlmfLO5Zuk1050uuUjmXBAdywWrPUarMenAsWFzZoRqK/Lh",
+	"Ed55fo9HhhPhoRUc15VaWkOX4weZOwlhjHvkEKO3+7S+p4m3AH88XDo9bvDFGylfWEUOPjg5abIuR4KB",
+	"Bd0dZRGWnmFCMWBTdIeFIBeu86AAka6aoe4aBYKuEyhHWYV6E6Vfw80voXQFt04D5TyQVHxM4nCK69j+",
+	"xUtpfpSZSD7ZgSJgSgfamNZQRefMQGO73963uIWylV28cfIMDZVVOhCV7vSGHrC1c/c7hyJ5b9BaDvUT",
+	"vPGA/ClvXFrLnewib49q98FVUIYtl9bENRXHOU7l8tDCQ8m0uIEA3qP3M7baev+ewe8/5V0Xdtw+fD2p",
+	"0ApKFinlgvzlz8frJUDRrfD1rm7e1bmEAjB7nGtUK0+HT+9+r0noirxxnWfvcr5fwmm9Emy/g1qjqJtQ",
+	"W78mvocvgUNi2nVrDJDiWS75hWnxXol3H95FLWf7WvMRuuBdCquK1hAVLnYydxXiSV5+DIwNEMFv+JyR",
+	"9l/+fNzp9sVVoCsxGWL75CFRcqnPsbIt/kRSZvDfzgwPlmewn4wyveoLO71iLvQELGtYZpgLYgGfpixF",
+	"1b16US6z4qLcv9zsm083Epk/+tX8KirfiQ8zQzKo/D503RHATOeiuLneuBx4I1i54Nt2Zl3uLFwrDv3s",
+	"X3pIy0mp/3GtUORW+znIRYpNuDYQ35GvqgB20VF5HdBH7y09bSAZ/ZyHITYWjr6KO7XizvYzqpdwak/h",
+	"3jHf9+oOk9Q7Y/6XI/DsOqo1GSc0TfGKy/+tEzcuoM5HHlGRCx9DdHAPyYRZCaLUm3uIdT3++z//a+iz",
+	"xDe4fRlp7p/hlxqyf2SefwtM/cr/70a+kMlAKNyUigkrXHi3Yjt2xgwDy257jWRdUGspBzxvAQ9NNhPf",
+	"79FAKIILACzKJ7nO/RAXKRcMWkv0BZSaSLJCliGv7dqttF+KgYIR/QBWIEolpA0CsCCWccrFJCSVw2js",
+	"M6PvERZGdPvBzXzl6hsWZAuXtboDMVdxxk0OOyoSkvKxcXU+Mg2NhmKorrXnlZGGGnZYFIu615vzLLMa",
+	"cbnhCsqX5TxgElOlQDlfSnTNG8jSbFvmBfkhaRJBJ9rYrtNObqC3l6cVh/lH2KbFxZcrTWIqiF5yA+mo",
+	"TqmVS6vP+la0a7cGgOFQGut1PRCbWysG9sHxus/gkqL+ZS9qUSTsc2d3e9/rL4Q/LlIau9B6PhH2JuF5",
+	"RJBl7G+WTMHDS6AbRp47jwXj3LXbThN8/7laFfkX7A8X8mj8PWNqVdjRfJpZM7z05WvCYxVFNBoNVsmq",
+	"DI9Yap18D+tzCXS1NsKN0N6a9BVdrbbq8zDtLFCSKjdZrsPH19zcfzvVdUCKdhGEhP3WLOGhXGjStrRm",
+	"5P89h/527/utONNGzpnqt85IvxUf/qnf+kDm1MRTpi0C4ijOmEMNmTOIkKZzKSaY9K07XfISYofy2Pyx",
+	"YQp6djKq4ilEduQFlp2xEmygjpnYH1xOyZ9IQle6DlSwmIHfUt2pnfae7KrfuRN4mKObQw9y86qzn7uA",
+	"qcqm6xaOwz3Qyi1M3SpADlUE1oLoZ+Fct6rK0ltBn+XWOrlbV5InFDVcBL5/D6vwFaBdC0wfsJ0XPV3Q",
+	"Sf1isGtmzfE8Oql2CesdPnn3zb+E1xQaHfvulQcvWkn1SgXGH+8qRWYltQeTMnx/04B88UowB75bSwWf",
+	"xELNNcaORlYYyjPZytwUO65/qBOAT3rHeVkS39Ly3MeHD2dsNUTqWGoN3fYhqFHhAorymoSdvqApRLxh",
+	"XktETnq9EpkFX5FIyLDckPYMGuUOXSFuKvpiuNZ0e0g0Y6JcjjQvLVFq4+3pbtvBlZyckmkHltAX+TYh",
+	"HNeuZcZWvqZieEERWU6pYVgaQ7syVH6VfTH0XXqHThUGD1nezrcEKIwMc2mHnaLD9hp0+uJ3OYrIhF8z",
+	"F4iDXMquD0KLEzKi8SzyC3Y9iD34AhoD9jv+BTLu9tOcSgeA3Q92fvGmVOO96euYto/X/v61mKLf/Ue2",
+	"1ZU7TQfIzUVxmyqXxYdXQOW5UOt5wFZADEAU95Zv4k6LvtGh3tJA3O4zcG/HLv2zr8bIeyD1CEzQo1xC",
+	"yRqFL+lKR3lLrDDRv3C19bjIbRxQ7fkchucCFTXIEYZCYIiXy6lMGYGhu/V0Ru9NaD5LsvE9QPDjUw2Y",
+	"9zXW0dlypUhbKlJmWJ1o4zS/Xrv7u3YYBnDcI71eD3U9LrDfm0VEq3PuuJHYhK/+Sr6BNgfVaANQVi3t",
+	"9sxCVwsWoBiAI7ucI28b6wv4xs7BREKFgfJgQ6h2ka/pPU8+uIUNSSKZtpptnl9kta1ynWkrnUgRswgy",
+	"OPPYHyjzYpx4BNVFfLmc9jilkwlLyBDnGDjsZMnwnFDinoLIQzgWPjAU8ncE1B6AmKEIvRedLhmiVyEZ",
+	"4iNf185+7Z5AQcK+KG/a5xSck+FcKjYkmq50AVg4ScXm4B+BXCHs748VfbghXPcFVMHpkguftzrmqUF3",
+	"hyuTeEZobClzaUXY1uV9v4Uv91tgkoAG9yisffgQFNeeAqQcGX0I0vZ9ls7yu/5xqRtOXUfZoAYsSDbA",
+	"YfyZfu5E7JM4YABJIk+CrMCXgGZg4ikW5cwJhjNtAUSpw9wdlCrPI74FoXLpxfb6+qajtXTLzsOZ7gsg",
+	"XDXUCRaDxKlLLvBqlTStXIpG6ZlrkrKxsRqoBUxbjom2d5KmEGOIzksQr522a5cE99guJbFEpo5K9MV2",
+	"MkFuQSWcSnoLMgH1ob5SiS+GSvSe7P7iqRTjlGP68ydy50Dyfz1VqbvdtyAyPj2oLvALDRYPKWg/w/bz",
+	"Nb5Gry3/kwd75aIKB1lpJG9QpPQlwFDSCpsT99LxfpGj589aeQ7Quvi5v1/fD1hn17yoF2S5LuGvC285",
+	"3xRq874OKNb2hZdrqVL82vKj094TVzErtyh6a44vAbFVxntgDN+C27kfJW+w+HmHuXwR9BPPtSyVQCFj",
+	"g23o8kvVgDIelSsKbnN6Py2qrzXwfX/1AT20D+iLIPyhopS7vUf3Q+7zwrr3QfGrV+JnP/QVVgx+CLkY",
+	"SlG+ZuOPLRTDvD/cGGZFsmCChnt2e0H4wUnyF2HuQziiDg2JZnU1n9tQawdYPhjTWUJOeied8t1xFWo3",
+	"qXupK9H9Cj3rpZnXyzGH2+VsNj5yDZXpnPWF635RBP2WG/N0UAjK+yvgtN6YV9AZSJIC50VQICo1FXmo",
+	"cMZSueuPfHfdtBeQ4Rn2BuKjr3f3zuGIUplKU5qa29voliq2cM0D71szKe5bQJsuleXFBm9D+/8Du8xh",
+	"EamBHcQxZABjlSkGR5A21USxWKqEJdAoGm1M8MHw3NX29ZXkMODd96KZsYXp9kWh1nhB1lX682EhhTjr",
+	"OqSFjHHn5PTkBMdxS4TuQmO70gkqZfkuWL4E3+Bmxtiiu1FdLCJ9DDpd9QWaEFUm+q2whcy+5pWsB3ER",
+	"4hSfwEe4RbGLCrW3XILhnycw+p+UdGUCLGeubiTojvb4wBoHQdYREgNK4qnUTGyQsTpNEq7IQxAxFytW",
+	"kKStVO1AFzk2EIIdEd9zNOqLghyBcX6j5oC96pZSgIqpXfQTREYNUVSRqZ/FiiJ94XqERyTlYsYSMlqR",
+	"IUBiIMfDsuGmoHC1hCxMXVQmHpi42HP7yIW4ttAWd9xf6ckXTU+wEYs7y6hs+l241n+CsIRjrQ7WjL54",
+	"b+G9KvPewdX63DjpVwPpnbGyRu4tibwWJb3OqKHTJGBqVXZtgp2ljiHbzKhXeSuKBlbULXZO7F3fvPH2",
+	"g1o6cVN1xs7nYiRv/udYOsG3td7uJe+9AuVHXTxS1YTjEOP2FtD6uPuTkjaH7f15ApLNcsrMFCLOyVLO",
+	"WB6y3l7v/O//HkvVF3lKFogymGS3ciN3uuTCTwJBwbm/yplq/Eja0BWEtkEIWeEQ5Nr1pIF+jLroSVOW",
+	"pcrsJiQ0XTGRXPm+MV96iChuxG6pmZB2cv8zBwMknvm+R18ltS9CUnPnRej6/QyToU0O5zurbeVv8NI/",
+	"F3fzveYCd+BnNCb9z+FuvvWGs6JV+dxDuvMs3yhj3zotUtCEmGIJdMyMBQGvbPJzWYyQcZun0Vomg42Y",
+	"2q6ICITiesMmkaVm3Atqpp0zlwhjmLqmad7MxvUn4WNGEiz1gC2XgL+t2xmmNLEK0twyTqv6MwVR09z4",
+	"qoftoU6lGXbQArE5IMoVhaniQLsmNxFBazJLiv3ne8HGDhGJZZai9XNKrxmZsjTpCzvtkvHJ1JD20I48",
+	"wJjLTpfY81eZAJ/1AaaiplwwklJXexx7OhdgAIAmfQGntmldJe1+y4/pB+u3OhgMuYT+SFT4kHO7zJEF",
+	"+JgpBXEuF4U5SDAOp7lZPlJge/kcQrk3SUiCywoIDo6KvQVke1iFEOcIBR5SsDxVL9Y/N33J2214WdM1",
+	"RKNQd9Pf0vUTdsKnfVQc8/3TIMDl7Yzvb/jKAyIMzLC9ZqJrbOcNLT6g7tNXUFxbGPp0NsL9HJhzwQP/",
+	"XaqiWBfA+TdXZ+NhYV9nv4Fl/k8I4NzzFO+5fJ+j3WbKwnhOFky5pOnI8UmsmFEkyjg+bSxM+qKd65Cg",
+	"khfZ3lwRxSzScOwEBD7NS8XGTJ3ZJ5kSfwZZlKZDUrCVvjjpnZYKC0LnX9Cx3U+wTi4mZ8jgKMH9uWZO",
+	"FHIf0dOosznTfYGgJEsqwrzqMstRfz9Q42YeTF+FRX2CooUNr2mwrip0rGbGng/Ws7MCI0tIu+7kO+dW",
+	"jrCHbLF/ymjiauvi+0zE7NDHYWzMNlwbrFvRgtaDID98za28t1YkjngUVRYh6toffBuuYeSuYES4OByn",
+	"IBDHdBFhfkKnMc86MpXWf1vZV6lLYCPdGfvc6bD2/G1FeT49/ZTKc2ljdXGwkgsD5Bs35Qzwnjpjicm2",
+	"23BBYMUK7qmcc2PAlPpFVVPBFo75Jku7d+qm00gnzOTta8mUauI6rAKnsDAodTa9LxbscNmK1IfoBt8q",
+	"+76GDifzB1aY8lm2y8BlPeAzKB0e1ErC9dlL4G5cOTwHyj61wwvJybVn/lp2tLaYeMV6kFSBdosuKlvO",
+	"6wFuSp0odB935MtRWxrdwftVVqCEG5Qs5K7qX8mcdkbeo+sM4o/Q3vZhCEU2fAIxUgH4si9Kn+oz8lu3",
+	"231nhU9aBHBKEaMcM2Or3Azo0pSHOMEQw6U1aQNh6gv3EjewTh0RmqYkYSNuikS1To3SUcXi+9cf8vE/",
+	"gQ6x/+X5Kpff5YZeuDh+h49WDnLdOsfcJ03CDcgxGPR86A3vKwOMMqXNcDeH9TVCt4szV/lbD+lScpNs",
+	"F2b8giMyWsE9/RxkGr+oitMwh9kmsBsLM1dFCdevfVDuLrrkNXTbru0/1BRcderOrV5qqT+Y+78QdWS3",
+	"wLp/foll1w27X2HF5+Zbump4PCM0VlJ7uylWvvStuc9zHw1IDWg88XhGRdIXMEJ76H8c2PeGESl+sC8M",
+	"O11yAVnhlCRyKcBZK0WKTeqghLFiMROmL+Zca5bgwqyw41yRyE0PNDGKxtDrzrAbQ9pDU0TvDDuEa0g0",
+	"yaOf+sKv48z9pmiMSfgRFrWCibShCprB4OjO+ySXwhWEUVIaohdU9EXKxUxjqBJpg5dTjizM6Iin3Kxc",
+	"IknOU/qtOqGqdMm++Hglt5VPIL7tSUa+ym73YFMtd6y5pXBwdKvEkR39Nv4K1aPK5eQPNNIuuUSmuEaV",
+	"MEJx2SHObkuKzNS89B5GtdvXob0G1mNKuc7tKmvzWZp17kpA3Rj4EEZb+XCPJa1U9wADdFKS/KRyFUIs",
+	"4UmpJY2ZwEmvGbbWwcgN3+SA233N+GKIWXF5aRGfU+vCMIuudkhSobadFIaLjOm+sCuGlj4qJ7JrxBWq",
+	"uUNte1cm0o4AxbNCSSyZ+GQE7uMnsFhIYLOCr3H89xLHn8sYQi4jIjOjeYImj1hJsYvYFIH54QSQIlj4",
+	"+xW2iP/niRjGHX0NG/4aNnyvYcPlwo9gaczrHW6NJbZYrzfiiLe5BJ1dyIVu+JL7WPbQWeLzwqsudecP",
+	"pqTunOXJO2S0KgpqxSnVGGaxYMqqGDxlPoKTK5JkSBdIHh0yoIYcokYA/zhDPcK35rM8spQFEajeASEn",
+	"VsHxFRyLqrVY3SvpdMlrRpO+gHjNBVOHzr6lZJpmC1fzLqSPEbpYMJE4EzD1djHcTpHrCnKGkob5o4OF",
+	"5RG8Gmq3A8hTOtGViNnRylnZ/OCYDU/zFczQTAeQt3+TwyckldophyCwFKvCUJ3zCuwtJNzWKU47UXRu",
+	"3/4uP2GLCYnMRim0f3ChOqfdx+RfPWZA6RFyTdOMdclP/Jr1xVo1kiG4RYeY0OuEoSHKPg6tuM476Jyc",
+	"TtHD6v79uNfzNnN9TkZsJUUSWfkqJOz8VPLZfvxOUbfv67QW2S6XZEwVNIEomlwcT6MykDp1PWAQpI0X",
+	"8czdu7pWNEuemCn2PEJELRY0hwWlzGLasa5dEB7ebRb00KkFiCd1CitTnBXBwI4c3jUm+NOkEPhAkIgw",
+	"paRCVwp0b3QxDXC+cBcONCbJr3caxShz1whpMwjHTsjiTHGzgrs2YlQx1Tr77Z09RaSdeAuDkMYQdmrw",
+	"b43FXxMZZ6D5tafGLM6OjlIZ03QqtTn7rvddj2QiYYoM53QG4exDwMBMpa2z1hEIeG6Z74Pl9SNQHiOr",
+	"RS1YbCKXqJpXLYbIRXA2OzyGkObNS3JRTj48d5xak6VdVTmRrzyUZ8/hK1fmZIfAMJhI4PLpiDh80ljv",
+	"wLOUA10uCVWeCTh+zdWuNrl13A4SA9yw5TXnDfs2B7tkisuExy6xw+oNVjuo2CTWusWFhoFwrM2QsFAo",
+	"WFQEikbIU7GCVcf1JK0EyJZJfWjep6Xg9gk1LhgUIHnorn2pMEVpxIqzK0DHGU0NLJUmXDAn/VxcPrfS",
+	"WnmcnIlpQNubQ3cyQPTs7uoLdVuBn0FCy5WhIqEqIW/dxwTfHDF9RoYbTUqH3k19fRwNyTd9MaKafXva",
+	"/vmvF08Pr36+OHn8bRv8gTwh35B+q9tvkW+AAGhD54vSbyOZrDqdwgYzYysUgnDEw4TFMmEJWVCVi5MF",
+	"dSn3+sa2kuc+54a6H4hyDUr7Ii/0vdaGtdSwFUJIwV7k4rSsFJJX+eaaMGGpYbcvnHi9QvHjEBjZoZXn",
+	"SvDiCRinMsH/njGQhpxoFxI/VCZcdbM1yaN6Zr9uDBYR1p107fUZnJ5AFajBo4F7NjgePB734hP6pGj7",
+	"hkGvJZ6fr7a1rm1uC2+NAiu7cUKjLuq9+X4jS6oB0Cw5J4r9zmKIYsDXpASRBYRJgZ0+t640R6StC25a",
+	"qXRTj5GKzKXFhDVEsejez3q9RzFiJ/zNhiUE2rn0/NW9YP3u4UrefaIa7nZqTA6oFaGQM2GYvosAPwll",
+	"GGwqb2cWtdBaWxRsRoYP2o1ldudlUgL6oO6LablAqFWfGBZ7dHFkcakKYUGyyuUUjXTBoYTDJQep7cnm",
+	"ql9jOwFXZHkItUwOwbc2JG1KHvceuQCkyhMjJQbMlmS6dWisXJqkz6nAbqPS1W7xnQZILIVgMejMloD5",
+	"khs5SXH9DnAVVpeQ43G3tSapvdtwgUIRtzFGOUXk8tXVG5Z47bUg27++fuG8bqXcwnBhzA8f/l8AAAD/",
+	"/w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

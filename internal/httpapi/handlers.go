@@ -256,6 +256,20 @@ func (s *Server) ListJobSteps(ctx context.Context, req ListJobStepsRequestObject
 	return ListJobSteps200JSONResponse(out), nil
 }
 
+// ListJobWaits answers when a job waited for a slot of its concurrency key or for its
+// rate limit, derived from the history (engine.JobWaits).
+func (s *Server) ListJobWaits(ctx context.Context, req ListJobWaitsRequestObject) (ListJobWaitsResponseObject, error) {
+	w, err := s.eng.JobWaits(ctx, req.Id)
+	if err != nil {
+		return nil, notFound(err, "job", req.Id)
+	}
+	out := JobWaits{Waits: make([]JobWait, len(w.Waits)), Partial: w.Partial}
+	for i, x := range w.Waits {
+		out.Waits[i] = JobWait{Kind: JobWaitKind(x.Kind), Start: x.Start, End: x.End}
+	}
+	return ListJobWaits200JSONResponse(out), nil
+}
+
 // ListJobSignals returns a job's inbox.
 func (s *Server) ListJobSignals(ctx context.Context, req ListJobSignalsRequestObject) (ListJobSignalsResponseObject, error) {
 	limit := 200

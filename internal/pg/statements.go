@@ -89,6 +89,8 @@ var statements = map[string]string{
 	"StepRollupAppend":          dbsqlc.StepRollupAppend,
 	"StepRollupTrim":            dbsqlc.StepRollupTrim,
 	"StepPartitionList":         dbsqlc.StepPartitionList,
+	"StepWindowOfQueue":         dbsqlc.StepWindowOfQueue,
+	"JobFlowList":               dbsqlc.JobFlowList,
 }
 
 // Statement returns the SQL text of a named statement, for tests that EXPLAIN it; it

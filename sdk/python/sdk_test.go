@@ -86,17 +86,14 @@ func readmeBlock(t *testing.T, name string) string {
 	return code
 }
 
-// This README as written: the PYTHONPATH install block on a copy of the files git
-// tracks here (what a clone has), then the quickstart's greeter (served in the
-// background, from the same shell) and its client, which must print what the README says.
-func TestReadme(t *testing.T) {
-	t.Parallel()
-	python3(t)
-	srv := gendurabletest.Start(t, pgtest.NewDatabase(t))
+// cloneSDK copies the files git tracks here to <dir>/sdk/python (what a fresh clone holds,
+// without __pycache__, build output or anything else left in this work tree) and answers dir.
+func cloneSDK(t *testing.T) string {
+	t.Helper()
 	clone := t.TempDir()
 	files, err := exec.Command("git", "ls-files", "-z", ".").Output()
 	if err != nil {
-		t.Fatalf("git ls-files: %v", err)
+		t.Fatalf("git ls-files (a test of what a clone holds needs git and a checkout): %v", err)
 	}
 	for _, name := range strings.Split(strings.TrimRight(string(files), "\x00"), "\x00") {
 		b, err := os.ReadFile(name)
@@ -113,6 +110,17 @@ func TestReadme(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return clone
+}
+
+// This README as written: the PYTHONPATH install block on a copy of the files git
+// tracks here (what a clone has), then the quickstart's greeter (served in the
+// background, from the same shell) and its client, which must print what the README says.
+func TestReadme(t *testing.T) {
+	t.Parallel()
+	python3(t)
+	srv := gendurabletest.Start(t, pgtest.NewDatabase(t))
+	clone := cloneSDK(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -171,6 +171,34 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/jobs/{id}/waits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * When the job waited for a slot of its concurrency key or for its rate limit.
+         * @description Derived at read time from the history of the other jobs of its queue (nothing is
+         *     recorded on the step path): the intervals of the job's life during which its
+         *     concurrency key had as many holders as it admits (`slot`), and during which its
+         *     first rate limit's bucket, replayed from the recorded claims, could not have held
+         *     its weight (`rate_limit`). The run page's timeline lays them over the job's queued
+         *     waits. docs/protocol.md ("The run timeline") says what can and cannot be inferred.
+         *     A job with neither a concurrency key nor a rate limit answers no waits.
+         */
+        get: operations["listJobWaits"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{id}/signals": {
         parameters: {
             query?: never;
@@ -1071,6 +1099,22 @@ export interface components {
         StepPage: {
             steps: components["schemas"]["Step"][];
         };
+        JobWaits: {
+            waits: components["schemas"]["JobWait"][];
+            /** @description The queue's history in the window held more attempts than are read (5 000), so some holders or claims may be missing. */
+            partial: boolean;
+        };
+        JobWait: {
+            /**
+             * @description `slot`: the concurrency key's slots were all held by other jobs; `rate_limit`: the bucket could not have held the job's weight.
+             * @enum {string}
+             */
+            kind: "slot" | "rate_limit";
+            /** Format: date-time */
+            start: string;
+            /** Format: date-time */
+            end: string;
+        };
         SignalSend: {
             name: string;
             payload?: components["schemas"]["AnyJSON"];
@@ -1938,6 +1982,32 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["StepPage"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    listJobWaits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Waits, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobWaits"];
                 };
             };
             401: components["responses"]["Unauthorized"];

@@ -11,6 +11,7 @@ export type Job = S['Job'];
 export type JobDetail = S['JobDetail'];
 export type JobPage = S['JobPage'];
 export type Step = S['Step'];
+export type JobWait = S['JobWait'];
 export type StepBody = S['StepBody'];
 export type StepBodiesSetting = S['StepBodiesSetting'];
 export type Signal = S['Signal'];

@@ -5,7 +5,10 @@
 // before it (or by the insert, for the first):
 //
 //   before the gap              the gap
-//   the insert, a next          queued (with a concurrency key or rate limits: or waiting for a slot / a token)
+//   the insert, a next          queued; split by the job's waits (GET /v1/jobs/{id}/waits,
+//                               derived by the server from the other jobs' history) into
+//                               waiting for a slot of its concurrency key and waiting for
+//                               its rate limit where they say so
 //   an await                    awaiting a signal (or its timeout)
 //   a spawn                     waiting for children
 //   a retry, any failure        backoff
@@ -14,9 +17,9 @@
 //
 // A live job's last segment runs to now: executing, awaiting, waiting for children,
 // delayed (eligible later: a delay or a backoff) or queued.
-import type { Job, Step } from './api';
+import type { Job, JobWait, Step } from './api';
 
-export type SegmentKind = 'queued' | 'slot' | 'backoff' | 'delayed' | 'await' | 'children' | 'ended' | 'call' | 'running';
+export type SegmentKind = 'queued' | 'slot' | 'ratelimit' | 'backoff' | 'delayed' | 'await' | 'children' | 'ended' | 'call' | 'running';
 
 export interface Segment {
   kind: SegmentKind;
@@ -38,7 +41,8 @@ export function callOK(outcome?: string): boolean {
 
 export const KIND_LABEL: Record<SegmentKind, string> = {
   queued: 'queued',
-  slot: 'queued or waiting for a slot / rate limit',
+  slot: 'waiting for a slot (its concurrency key is full)',
+  ratelimit: 'waiting for its rate limit',
   backoff: 'backoff',
   delayed: 'delayed',
   await: 'awaiting a signal',
@@ -48,14 +52,17 @@ export const KIND_LABEL: Record<SegmentKind, string> = {
   running: 'webhook call (running)',
 };
 
-type Flow = Pick<Job, 'concurrency_key' | 'rate_limits'>;
-
-function queuedKind(job: Flow): SegmentKind {
-  return job.concurrency_key || (job.rate_limits && job.rate_limits.length > 0) ? 'slot' : 'queued';
+/** hasFlowControl tells a job whose queued waits may be waits for a slot or a token. */
+export function hasFlowControl(job: Pick<Job, 'concurrency_key' | 'rate_limits'>): boolean {
+  return !!job.concurrency_key || (!!job.rate_limits && job.rate_limits.length > 0);
 }
 
-function gapAfter(outcome: string | undefined, job: Flow): SegmentKind {
-  if (outcome === undefined || outcome === 'next') return queuedKind(job);
+function queuedKind(): SegmentKind {
+  return 'queued';
+}
+
+function gapAfter(outcome: string | undefined): SegmentKind {
+  if (outcome === undefined || outcome === 'next') return queuedKind();
   if (outcome === 'await') return 'await';
   if (outcome === 'spawn') return 'children';
   return 'backoff';
@@ -63,8 +70,47 @@ function gapAfter(outcome: string | undefined, job: Flow): SegmentKind {
 
 const t = (iso: string) => new Date(iso).getTime();
 
-/** segmentsOf lays out one job's history; now closes a live job's last segment. */
-export function segmentsOf(job: Job, steps: Step[], now: number): Segment[] {
+const WAIT_KIND: Record<JobWait['kind'], SegmentKind> = { slot: 'slot', rate_limit: 'ratelimit' };
+
+/**
+ * splitQueued cuts each queued segment where the job's waits cover it: a part within a
+ * slot wait becomes 'slot', else within a rate-limit wait 'ratelimit', the rest stays
+ * queued. Other gaps (backoff, awaiting, …) are not the queue's and stay as they are.
+ */
+export function splitQueued(segs: Segment[], waits: JobWait[]): Segment[] {
+  if (waits.length === 0) return segs;
+  const ws = waits.map((w) => ({ kind: WAIT_KIND[w.kind], start: t(w.start), end: t(w.end) }));
+  const out: Segment[] = [];
+  for (const s of segs) {
+    if (s.kind !== 'queued') {
+      out.push(s);
+      continue;
+    }
+    const cuts = new Set<number>([s.start, s.end]);
+    for (const w of ws) for (const x of [w.start, w.end]) if (x > s.start && x < s.end) cuts.add(x);
+    const at = [...cuts].sort((a, b) => a - b);
+    for (let i = 0; i + 1 < at.length; i++) {
+      const [a, b] = [at[i], at[i + 1]];
+      const covering = ws.filter((w) => w.start <= a && w.end >= b).map((w) => w.kind);
+      const kind: SegmentKind = covering.includes('slot') ? 'slot' : covering.includes('ratelimit') ? 'ratelimit' : 'queued';
+      const last = out[out.length - 1];
+      if (last && last.kind === kind && last.end === a) last.end = b;
+      else out.push({ kind, start: a, end: b, label: KIND_LABEL[kind] });
+    }
+  }
+  return out;
+}
+
+/**
+ * segmentsOf lays out one job's history; now closes a live job's last segment, and waits
+ * (from GET /v1/jobs/{id}/waits) name the parts of its queued gaps that waited for a slot
+ * or a rate limit.
+ */
+export function segmentsOf(job: Job, steps: Step[], now: number, waits: JobWait[] = []): Segment[] {
+  return splitQueued(layout(job, steps, now), waits);
+}
+
+function layout(job: Job, steps: Step[], now: number): Segment[] {
   const out: Segment[] = [];
   let cursor = t(job.created_at);
   let before: string | undefined;
@@ -78,7 +124,7 @@ export function segmentsOf(job: Job, steps: Step[], now: number): Segment[] {
     // A first attempt of a step at or before the last one's is a new run: a retry of the
     // failed or cancelled job, or a replay (a backoff's next attempt counts on).
     const again = prev !== undefined && s.attempt === 1 && (s.step <= prev.step || prev.outcome === 'done');
-    gap(again ? 'ended' : gapAfter(before, job), start);
+    gap(again ? 'ended' : gapAfter(before), start);
     prev = s;
     out.push({
       kind: 'call', start, end, outcome: s.outcome, step: s.step, attempt: s.attempt,
@@ -91,7 +137,7 @@ export function segmentsOf(job: Job, steps: Step[], now: number): Segment[] {
   switch (job.status) {
     case 'executing': {
       const claimed = job.attempted_at ? t(job.attempted_at) : cursor;
-      gap(gapAfter(before, job), claimed);
+      gap(gapAfter(before), claimed);
       if (now > cursor) out.push({ kind: 'running', start: cursor, end: now, label: `step ${job.step}, attempt ${job.attempt}: running` });
       break;
     }
@@ -103,14 +149,14 @@ export function segmentsOf(job: Job, steps: Step[], now: number): Segment[] {
       if (eligible > now) {
         gap(before === undefined || before === 'next' ? 'delayed' : 'backoff', now);
       } else {
-        gap(gapAfter(before, job), Math.max(cursor, Math.min(eligible, now)));
-        gap(queuedKind(job), now);
+        gap(gapAfter(before), Math.max(cursor, Math.min(eligible, now)));
+        gap(queuedKind(), now);
       }
       break;
     }
     default:
       // Finished: a job cancelled while it waited ends with that wait.
-      gap(gapAfter(before, job), end);
+      gap(gapAfter(before), end);
   }
   return out;
 }

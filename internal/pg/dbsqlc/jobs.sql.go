@@ -92,6 +92,77 @@ func (q *Queries) JobFirstFrom(ctx context.Context, fromID int64) (JobFirstFromR
 	return i, err
 }
 
+const JobFlowList = `-- name: JobFlowList :many
+(SELECT j.id, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.status, j.attempted_at
+ FROM jobs j
+ WHERE j.id = ANY($1::bigint[]))
+UNION ALL
+(SELECT j.id, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.status, j.attempted_at
+ FROM jobs j
+ WHERE j.status = 'executing'
+   AND (j.concurrency_key = $2::text
+        OR (j.rate_limit = $3::text AND j.rate_key IS NOT DISTINCT FROM $4::text))
+ LIMIT $5::int)
+`
+
+type JobFlowListParams struct {
+	Ids            []int64
+	ConcurrencyKey *string
+	RateLimit      *string
+	RateKey        *string
+	MaxRows        int
+}
+
+type JobFlowListRow struct {
+	ID             int64
+	ConcurrencyKey *string
+	RateLimit      *string
+	RateKey        *string
+	RateWeight     int
+	Status         string
+	AttemptedAt    *time.Time
+}
+
+// The concurrency key and first rate limit of the jobs ids names (those StepWindowOfQueue
+// found), and of the executing jobs that hold concurrency_key or draw from the bucket
+// (rate_limit, rate_key): who else held the key's slots or the bucket's tokens while a
+// run waited (engine.JobWaits). The first arm: a primary-key probe per id; the second:
+// the executing rows of jobs_lease (the jobs in flight), at most max_rows. On Citus each
+// arm runs on every shard.
+func (q *Queries) JobFlowList(ctx context.Context, arg JobFlowListParams) ([]JobFlowListRow, error) {
+	rows, err := q.db.Query(ctx, JobFlowList,
+		arg.Ids,
+		arg.ConcurrencyKey,
+		arg.RateLimit,
+		arg.RateKey,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobFlowListRow
+	for rows.Next() {
+		var i JobFlowListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.ConcurrencyKey,
+			&i.RateLimit,
+			&i.RateKey,
+			&i.RateWeight,
+			&i.Status,
+			&i.AttemptedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const JobGet = `-- name: JobGet :one
 SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of,
        (SELECT count(*) FROM jobs c WHERE c.parent_id = j.id) AS children_total,

@@ -133,3 +133,55 @@ func (q *Queries) StepPartitionList(ctx context.Context) ([]StepPartitionListRow
 	}
 	return items, nil
 }
+
+const StepWindowOfQueue = `-- name: StepWindowOfQueue :many
+SELECT s.job_id, s.started_at, s.finished_at
+FROM steps s
+WHERE s.queue = $1::text
+  AND s.finished_at >= $2::timestamptz
+  AND s.finished_at < $3::timestamptz
+ORDER BY s.finished_at
+LIMIT $4::int
+`
+
+type StepWindowOfQueueParams struct {
+	Queue   string
+	FromAt  time.Time
+	UntilAt time.Time
+	MaxRows int
+}
+
+type StepWindowOfQueueRow struct {
+	JobID      int64
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
+// The attempts of a queue that finished in [from_at, until_at), oldest first, at most
+// max_rows: what a run's waits for a slot or a rate limit are derived from at read time
+// (engine.JobWaits; docs/protocol.md, "The run timeline"). A range of steps_queue_finished in the partitions
+// the window touches; rows read ≤ max_rows. On Citus, the same range on every shard, merged.
+func (q *Queries) StepWindowOfQueue(ctx context.Context, arg StepWindowOfQueueParams) ([]StepWindowOfQueueRow, error) {
+	rows, err := q.db.Query(ctx, StepWindowOfQueue,
+		arg.Queue,
+		arg.FromAt,
+		arg.UntilAt,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []StepWindowOfQueueRow
+	for rows.Next() {
+		var i StepWindowOfQueueRow
+		if err := rows.Scan(&i.JobID, &i.StartedAt, &i.FinishedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

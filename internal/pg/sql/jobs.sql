@@ -406,3 +406,21 @@ SELECT j.id, j.created_at FROM jobs j WHERE j.id >= sqlc.arg(from_id)::bigint OR
 -- name: JobIDBounds :one
 -- The least and greatest job ids (0, 0 when there is none): two probes of jobs_pkey.
 SELECT coalesce(min(j.id), 0)::bigint AS min_id, coalesce(max(j.id), 0)::bigint AS max_id FROM jobs j;
+
+-- name: JobFlowList :many
+-- The concurrency key and first rate limit of the jobs ids names (those StepWindowOfQueue
+-- found), and of the executing jobs that hold concurrency_key or draw from the bucket
+-- (rate_limit, rate_key): who else held the key's slots or the bucket's tokens while a
+-- run waited (engine.JobWaits). The first arm: a primary-key probe per id; the second:
+-- the executing rows of jobs_lease (the jobs in flight), at most max_rows. On Citus each
+-- arm runs on every shard.
+(SELECT j.id, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.status, j.attempted_at
+ FROM jobs j
+ WHERE j.id = ANY(sqlc.arg(ids)::bigint[]))
+UNION ALL
+(SELECT j.id, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.status, j.attempted_at
+ FROM jobs j
+ WHERE j.status = 'executing'
+   AND (j.concurrency_key = sqlc.narg(concurrency_key)::text
+        OR (j.rate_limit = sqlc.narg(rate_limit)::text AND j.rate_key IS NOT DISTINCT FROM sqlc.narg(rate_key)::text))
+ LIMIT sqlc.arg(max_rows)::int);

@@ -31,3 +31,16 @@ ORDER BY 3, 1;
 -- The database's clock: what the history's partitions are made and dropped by (the rows
 -- are routed by the now() of the statements that write them). Cost: nothing.
 SELECT now()::timestamptz AS now;
+
+-- name: StepWindowOfQueue :many
+-- The attempts of a queue that finished in [from_at, until_at), oldest first, at most
+-- max_rows: what a run's waits for a slot or a rate limit are derived from at read time
+-- (engine.JobWaits; docs/protocol.md, "The run timeline"). A range of steps_queue_finished in the partitions
+-- the window touches; rows read ≤ max_rows. On Citus, the same range on every shard, merged.
+SELECT s.job_id, s.started_at, s.finished_at
+FROM steps s
+WHERE s.queue = sqlc.arg(queue)::text
+  AND s.finished_at >= sqlc.arg(from_at)::timestamptz
+  AND s.finished_at < sqlc.arg(until_at)::timestamptz
+ORDER BY s.finished_at
+LIMIT sqlc.arg(max_rows)::int;

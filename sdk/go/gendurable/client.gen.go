@@ -123,6 +123,24 @@ func (e JobStatus) Valid() bool {
 	}
 }
 
+// Defines values for JobWaitKind.
+const (
+	JobWaitKindRateLimit JobWaitKind = "rate_limit"
+	JobWaitKindSlot      JobWaitKind = "slot"
+)
+
+// Valid indicates whether the value is a known member of the JobWaitKind enum.
+func (e JobWaitKind) Valid() bool {
+	switch e {
+	case JobWaitKindRateLimit:
+		return true
+	case JobWaitKindSlot:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ScheduleOverlap.
 const (
 	ScheduleOverlapAllow ScheduleOverlap = "allow"
@@ -837,6 +855,25 @@ type JobRerun struct {
 
 // JobStatus defines model for JobStatus.
 type JobStatus string
+
+// JobWait defines model for JobWait.
+type JobWait struct {
+	End time.Time `json:"end"`
+
+	// Kind `slot`: the concurrency key's slots were all held by other jobs; `rate_limit`: the bucket could not have held the job's weight.
+	Kind  JobWaitKind `json:"kind"`
+	Start time.Time   `json:"start"`
+}
+
+// JobWaitKind `slot`: the concurrency key's slots were all held by other jobs; `rate_limit`: the bucket could not have held the job's weight.
+type JobWaitKind string
+
+// JobWaits defines model for JobWaits.
+type JobWaits struct {
+	// Partial The queue's history in the window held more attempts than are read (5 000), so some holders or claims may be missing.
+	Partial bool      `json:"partial"`
+	Waits   []JobWait `json:"waits"`
+}
 
 // LeaseExtended defines model for LeaseExtended.
 type LeaseExtended struct {
@@ -1960,6 +1997,19 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/jobs/{id}/steps (the `ListJobSteps` operationId).
 	ListJobSteps(ctx context.Context, id JobID, params *ListJobStepsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListJobWaits When the job waited for a slot of its concurrency key or for its rate limit.
+	//
+	// Derived at read time from the history of the other jobs of its queue (nothing is
+	// recorded on the step path): the intervals of the job's life during which its
+	// concurrency key had as many holders as it admits (`slot`), and during which its
+	// first rate limit's bucket, replayed from the recorded claims, could not have held
+	// its weight (`rate_limit`). The run page's timeline lays them over the job's queued
+	// waits. docs/protocol.md ("The run timeline") says what can and cannot be inferred.
+	// A job with neither a concurrency key nor a rate limit answers no waits.
+	//
+	// Corresponds with GET /v1/jobs/{id}/waits (the `ListJobWaits` operationId).
+	ListJobWaits(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListQueues List every queue with its live counts.
 	//
 	// Corresponds with GET /v1/queues (the `ListQueues` operationId).
@@ -2922,6 +2972,29 @@ func (c *APIClient) SendSignal(ctx context.Context, id JobID, params *SendSignal
 // Corresponds with GET /v1/jobs/{id}/steps (the `ListJobSteps` operationId).
 func (c *APIClient) ListJobSteps(ctx context.Context, id JobID, params *ListJobStepsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListJobStepsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListJobWaits When the job waited for a slot of its concurrency key or for its rate limit.
+//
+// Derived at read time from the history of the other jobs of its queue (nothing is
+// recorded on the step path): the intervals of the job's life during which its
+// concurrency key had as many holders as it admits (`slot`), and during which its
+// first rate limit's bucket, replayed from the recorded claims, could not have held
+// its weight (`rate_limit`). The run page's timeline lays them over the job's queued
+// waits. docs/protocol.md ("The run timeline") says what can and cannot be inferred.
+// A job with neither a concurrency key nor a rate limit answers no waits.
+//
+// Corresponds with GET /v1/jobs/{id}/waits (the `ListJobWaits` operationId).
+func (c *APIClient) ListJobWaits(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListJobWaitsRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -4754,6 +4827,40 @@ func NewListJobStepsRequest(server string, id JobID, params *ListJobStepsParams)
 	return req, nil
 }
 
+// NewListJobWaitsRequest constructs an http.Request for the ListJobWaits method
+func NewListJobWaitsRequest(server string, id JobID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/waits", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListQueuesRequest constructs an http.Request for the ListQueues method
 func NewListQueuesRequest(server string) (*http.Request, error) {
 	var err error
@@ -5917,6 +6024,21 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/jobs/{id}/steps (the `ListJobSteps` operationId).
 	ListJobStepsWithResponse(ctx context.Context, id JobID, params *ListJobStepsParams, reqEditors ...RequestEditorFn) (*ListJobStepsResponse, error)
+
+	// ListJobWaitsWithResponse When the job waited for a slot of its concurrency key or for its rate limit.
+	//
+	// Derived at read time from the history of the other jobs of its queue (nothing is
+	// recorded on the step path): the intervals of the job's life during which its
+	// concurrency key had as many holders as it admits (`slot`), and during which its
+	// first rate limit's bucket, replayed from the recorded claims, could not have held
+	// its weight (`rate_limit`). The run page's timeline lays them over the job's queued
+	// waits. docs/protocol.md ("The run timeline") says what can and cannot be inferred.
+	// A job with neither a concurrency key nor a rate limit answers no waits.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/jobs/{id}/waits (the `ListJobWaits` operationId).
+	ListJobWaitsWithResponse(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*ListJobWaitsResponse, error)
 
 	// ListQueuesWithResponse List every queue with its live counts.
 	//
@@ -7357,6 +7479,45 @@ func (r ListJobStepsResponse) ContentType() string {
 	return ""
 }
 
+type ListJobWaitsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *JobWaits
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r ListJobWaitsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListJobWaitsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListJobWaitsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListQueuesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8629,6 +8790,27 @@ func (c *ClientWithResponses) ListJobStepsWithResponse(ctx context.Context, id J
 		return nil, err
 	}
 	return ParseListJobStepsResponse(rsp)
+}
+
+// ListJobWaitsWithResponse When the job waited for a slot of its concurrency key or for its rate limit.
+//
+// Derived at read time from the history of the other jobs of its queue (nothing is
+// recorded on the step path): the intervals of the job's life during which its
+// concurrency key had as many holders as it admits (`slot`), and during which its
+// first rate limit's bucket, replayed from the recorded claims, could not have held
+// its weight (`rate_limit`). The run page's timeline lays them over the job's queued
+// waits. docs/protocol.md ("The run timeline") says what can and cannot be inferred.
+// A job with neither a concurrency key nor a rate limit answers no waits.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/jobs/{id}/waits (the `ListJobWaits` operationId).
+func (c *ClientWithResponses) ListJobWaitsWithResponse(ctx context.Context, id JobID, reqEditors ...RequestEditorFn) (*ListJobWaitsResponse, error) {
+	rsp, err := c.ListJobWaits(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListJobWaitsResponse(rsp)
 }
 
 // ListQueuesWithResponse List every queue with its live counts.
@@ -10744,6 +10926,60 @@ func ParseListJobStepsResponse(rsp *http.Response) (*ListJobStepsResponse, error
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest StepPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListJobWaitsResponse parses an HTTP response from a ListJobWaitsWithResponse call
+func ParseListJobWaitsResponse(rsp *http.Response) (*ListJobWaitsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListJobWaitsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest JobWaits
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

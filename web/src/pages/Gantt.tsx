@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
-import { api, must, type Job, type JobDetail, type Step } from '../api';
+import { api, must, type Job, type JobDetail, type JobWait, type Step } from '../api';
 import { PollError, usePoll } from '../ui';
-import { KIND_LABEL, callOK, dur, segmentsOf, span, type Segment, type SegmentKind } from '../timeline';
+import { KIND_LABEL, callOK, dur, hasFlowControl, segmentsOf, span, type Segment, type SegmentKind } from '../timeline';
 
 /** CHILDREN_DRAWN bounds the children drawn under a run (one history request each). */
 const CHILDREN_DRAWN = 20;
@@ -55,31 +55,45 @@ function Legend({ kinds }: { kinds: Set<SegmentKind> }) {
 
 /**
  * Gantt draws a run, and its children nested under it, as bars on one time axis: each
- * attempt's webhook call, and the waits between them (queued, backoff, awaiting a signal,
- * waiting for children), labelled. It reads the history rows the API returns: the run's
- * (given), and its newest CHILDREN_DRAWN children's, refreshed with the page.
+ * attempt's webhook call, and the waits between them (queued, waiting for a slot or a rate
+ * limit, backoff, awaiting a signal, waiting for children), labelled. It reads the history
+ * rows the API returns: the run's (given), and its newest CHILDREN_DRAWN children's, and
+ * for those with flow control their waits, refreshed with the page.
  */
 export function Gantt({ job, steps }: { job: JobDetail; steps: Step[] }) {
   const [children, setChildren] = useState<Row[]>([]);
   const [more, setMore] = useState(false);
+  const [waits, setWaits] = useState<Record<number, JobWait[]>>({});
   const { error } = usePoll(
     async (signal) => {
-      if (job.children_total === 0) return { rows: [] as Row[], more: false };
-      const page = await must(api.GET('/v1/jobs/{id}/children', { params: { path: { id: job.id }, query: { limit: CHILDREN_DRAWN } }, signal }));
-      const kids = [...page.jobs].sort((a, b) => a.id - b.id);
-      const hist = await Promise.all(kids.map((k) => must(api.GET('/v1/jobs/{id}/steps', { params: { path: { id: k.id } }, signal }))));
-      return { rows: kids.map((k, i) => ({ job: k, steps: hist[i].steps, depth: 1 })), more: !!page.next_cursor };
+      let kids: Job[] = [];
+      let rows: Row[] = [];
+      let more = false;
+      if (job.children_total > 0) {
+        const page = await must(api.GET('/v1/jobs/{id}/children', { params: { path: { id: job.id }, query: { limit: CHILDREN_DRAWN } }, signal }));
+        kids = [...page.jobs].sort((a, b) => a.id - b.id);
+        const hist = await Promise.all(kids.map((k) => must(api.GET('/v1/jobs/{id}/steps', { params: { path: { id: k.id } }, signal }))));
+        rows = kids.map((k, i) => ({ job: k, steps: hist[i].steps, depth: 1 }));
+        more = !!page.next_cursor;
+      }
+      // Only a job with a concurrency key or a rate limit can wait for a slot or a token.
+      const flow = [job, ...kids].filter(hasFlowControl);
+      const got = await Promise.all(flow.map((j) => must(api.GET('/v1/jobs/{id}/waits', { params: { path: { id: j.id } }, signal }))));
+      const waits: Record<number, JobWait[]> = {};
+      flow.forEach((j, i) => (waits[j.id] = got[i].waits));
+      return { rows, more, waits };
     },
     (r) => {
       setChildren(r.rows);
       setMore(r.more);
+      setWaits(r.waits);
     },
     2000,
-    [job.id, job.children_total, job.children_finished],
+    [job.id, job.status, job.step, job.attempt, job.children_total, job.children_finished],
   );
   const now = Date.now();
   const rows: Row[] = [{ job, steps, depth: 0 }, ...children];
-  const segs = rows.map((r) => segmentsOf(r.job, r.steps, now));
+  const segs = rows.map((r) => segmentsOf(r.job, r.steps, now, waits[r.job.id]));
   const [lo, hi] = span(segs, new Date(job.created_at).getTime());
   const width = hi - lo;
   const kinds = new Set<SegmentKind>(segs.flat().map((s) => s.kind));
