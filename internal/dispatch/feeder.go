@@ -103,7 +103,15 @@ func (f *feeder) loop() {
 			continue
 		}
 		started := time.Now()
-		steps, contended, err := d.eng.Claim(f.ctx, f.queue, want)
+		var steps []engine.Step
+		var contended int
+		var err error
+		if s.Fairness == engine.FairnessRoundRobin {
+			// the keys' shares are cut from this process's slots for the queue
+			steps, err = d.eng.ClaimFair(f.ctx, f.queue, want, s.MaxInFlight)
+		} else {
+			steps, contended, err = d.eng.Claim(f.ctx, f.queue, want)
+		}
 		d.metrics.Picks.WithLabelValues(f.queue).Inc()
 		d.metrics.PickDuration.WithLabelValues(f.queue).Observe(time.Since(started).Seconds())
 		if contended > 0 {

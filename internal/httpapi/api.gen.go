@@ -99,30 +99,48 @@ func (e BreakerState) Valid() bool {
 	}
 }
 
+// Defines values for FairnessSetting.
+const (
+	FairnessNone       FairnessSetting = "none"
+	FairnessRoundRobin FairnessSetting = "round_robin"
+)
+
+// Valid indicates whether the value is a known member of the FairnessSetting enum.
+func (e FairnessSetting) Valid() bool {
+	switch e {
+	case FairnessNone:
+		return true
+	case FairnessRoundRobin:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobStatus.
 const (
-	Awaiting  JobStatus = "awaiting"
-	Cancelled JobStatus = "cancelled"
-	Done      JobStatus = "done"
-	Executing JobStatus = "executing"
-	Failed    JobStatus = "failed"
-	Runnable  JobStatus = "runnable"
+	JobStatusAwaiting  JobStatus = "awaiting"
+	JobStatusCancelled JobStatus = "cancelled"
+	JobStatusDone      JobStatus = "done"
+	JobStatusExecuting JobStatus = "executing"
+	JobStatusFailed    JobStatus = "failed"
+	JobStatusRunnable  JobStatus = "runnable"
 )
 
 // Valid indicates whether the value is a known member of the JobStatus enum.
 func (e JobStatus) Valid() bool {
 	switch e {
-	case Awaiting:
+	case JobStatusAwaiting:
 		return true
-	case Cancelled:
+	case JobStatusCancelled:
 		return true
-	case Done:
+	case JobStatusDone:
 		return true
-	case Executing:
+	case JobStatusExecuting:
 		return true
-	case Failed:
+	case JobStatusFailed:
 		return true
-	case Runnable:
+	case JobStatusRunnable:
 		return true
 	default:
 		return false
@@ -219,6 +237,24 @@ func (e StepRequestWake) Valid() bool {
 	case StepRequestWakeSignal:
 		return true
 	case StepRequestWakeTimeout:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListFairnessKeysParamsOrder.
+const (
+	ListFairnessKeysParamsOrderKey      ListFairnessKeysParamsOrder = "key"
+	ListFairnessKeysParamsOrderRunnable ListFairnessKeysParamsOrder = "runnable"
+)
+
+// Valid indicates whether the value is a known member of the ListFairnessKeysParamsOrder enum.
+func (e ListFairnessKeysParamsOrder) Valid() bool {
+	switch e {
+	case ListFairnessKeysParamsOrderKey:
+		return true
+	case ListFairnessKeysParamsOrderRunnable:
 		return true
 	default:
 		return false
@@ -457,6 +493,51 @@ type Debounce struct {
 // Example: 30s
 type Duration = string
 
+// FairnessKey Whose work the job is (a tenant, a customer): in a queue whose `fairness` is
+// `round_robin`, the keys with runnable work take turns in every claim, each by its
+// weight, and each key may have a cap on its steps executing at once
+// (`PUT /v1/queues/{name}/fairness-keys/{key}`; docs/fairness.md). A job without one
+// counts for the key "" there. Ignored by the claims of other queues. A spawned child
+// inherits its parent's unless it sets its own.
+type FairnessKey = string
+
+// FairnessKeyList defines model for FairnessKeyList.
+type FairnessKeyList struct {
+	Keys []FairnessKeySettings `json:"keys"`
+
+	// NextAfter Pass as `after` for the next page (null - this was the last, or the list is sorted by `order=runnable`).
+	NextAfter *string `json:"next_after"`
+}
+
+// FairnessKeyPut defines model for FairnessKeyPut.
+type FairnessKeyPut struct {
+	// MaxInFlight At most this many of the key's steps executing at once, across every server (null or absent - no cap).
+	MaxInFlight *int `json:"max_in_flight,omitempty"`
+
+	// Weight The key's turns in each round of the queue's claims while other keys have work too (default 1).
+	Weight *int `json:"weight,omitempty"`
+}
+
+// FairnessKeySettings defines model for FairnessKeySettings.
+type FairnessKeySettings struct {
+	// Declared Whether the key has settings of its own (false - weight 1 and no cap).
+	Declared bool `json:"declared"`
+
+	// InFlight The key's steps executing now.
+	InFlight    int64  `json:"in_flight"`
+	Key         string `json:"key"`
+	MaxInFlight *int   `json:"max_in_flight"`
+	Queue       string `json:"queue"`
+
+	// Runnable The key's runnable jobs (due or delayed).
+	Runnable  int64      `json:"runnable"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	Weight    int        `json:"weight"`
+}
+
+// FairnessSetting How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a concurrency key or a rate limit (its keys' caps take their place), and is not offered on Citus yet (docs/fairness.md).
+type FairnessSetting string
+
 // FieldError defines model for FieldError.
 type FieldError struct {
 	// Field Path of the field, e.g. jobs/3/priority.
@@ -577,10 +658,13 @@ type Job struct {
 	EligibleAt *time.Time `json:"eligible_at"`
 
 	// Error Any JSON value, or null.
-	Error      NullableJSON `json:"error"`
-	FinishedAt *time.Time   `json:"finished_at"`
-	Handler    string       `json:"handler"`
-	Id         int64        `json:"id"`
+	Error NullableJSON `json:"error"`
+
+	// FairnessKey The job's fairness key (absent when none).
+	FairnessKey *string    `json:"fairness_key,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	Handler     string     `json:"handler"`
+	Id          int64      `json:"id"`
 
 	// Input Any JSON value, or null.
 	Input           NullableJSON `json:"input"`
@@ -662,10 +746,13 @@ type JobDetail struct {
 	EligibleAt *time.Time `json:"eligible_at"`
 
 	// Error Any JSON value, or null.
-	Error      NullableJSON `json:"error"`
-	FinishedAt *time.Time   `json:"finished_at"`
-	Handler    string       `json:"handler"`
-	Id         int64        `json:"id"`
+	Error NullableJSON `json:"error"`
+
+	// FairnessKey The job's fairness key (absent when none).
+	FairnessKey *string    `json:"fairness_key,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	Handler     string     `json:"handler"`
+	Id          int64      `json:"id"`
 
 	// Input Any JSON value, or null.
 	Input           NullableJSON `json:"input"`
@@ -737,6 +824,14 @@ type JobInsert struct {
 	// Example: 30s
 	Delay *Duration `json:"delay,omitempty"`
 
+	// FairnessKey Whose work the job is (a tenant, a customer): in a queue whose `fairness` is
+	// `round_robin`, the keys with runnable work take turns in every claim, each by its
+	// weight, and each key may have a cap on its steps executing at once
+	// (`PUT /v1/queues/{name}/fairness-keys/{key}`; docs/fairness.md). A job without one
+	// counts for the key "" there. Ignored by the claims of other queues. A spawned child
+	// inherits its parent's unless it sets its own.
+	FairnessKey *FairnessKey `json:"fairness_key,omitempty"`
+
 	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Handler Name `json:"handler"`
 
@@ -787,10 +882,13 @@ type JobInserted struct {
 	EligibleAt *time.Time `json:"eligible_at"`
 
 	// Error Any JSON value, or null.
-	Error      NullableJSON `json:"error"`
-	FinishedAt *time.Time   `json:"finished_at"`
-	Handler    string       `json:"handler"`
-	Id         int64        `json:"id"`
+	Error NullableJSON `json:"error"`
+
+	// FairnessKey The job's fairness key (absent when none).
+	FairnessKey *string    `json:"fairness_key,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	Handler     string     `json:"handler"`
+	Id          int64      `json:"id"`
 
 	// Input Any JSON value, or null.
 	Input           NullableJSON `json:"input"`
@@ -904,13 +1002,16 @@ type Problem struct {
 
 // Queue defines model for Queue.
 type Queue struct {
-	Batch            int         `json:"batch"`
-	Counts           QueueCounts `json:"counts"`
-	CreatedAt        time.Time   `json:"created_at"`
-	MaxInFlight      int         `json:"max_in_flight"`
-	Name             string      `json:"name"`
-	OldestRunnableAt *time.Time  `json:"oldest_runnable_at"`
-	Paused           bool        `json:"paused"`
+	Batch     int         `json:"batch"`
+	Counts    QueueCounts `json:"counts"`
+	CreatedAt time.Time   `json:"created_at"`
+
+	// Fairness How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a concurrency key or a rate limit (its keys' caps take their place), and is not offered on Citus yet (docs/fairness.md).
+	Fairness         FairnessSetting `json:"fairness"`
+	MaxInFlight      int             `json:"max_in_flight"`
+	Name             string          `json:"name"`
+	OldestRunnableAt *time.Time      `json:"oldest_runnable_at"`
+	Paused           bool            `json:"paused"`
 
 	// Retention The queue's retention of finished jobs (null = server default).
 	Retention *string `json:"retention,omitempty"`
@@ -939,6 +1040,9 @@ type QueueList struct {
 type QueuePut struct {
 	// Batch Rows one pick claims at most.
 	Batch *int `json:"batch,omitempty"`
+
+	// Fairness How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a concurrency key or a rate limit (its keys' caps take their place), and is not offered on Citus yet (docs/fairness.md).
+	Fairness *FairnessSetting `json:"fairness,omitempty"`
 
 	// MaxInFlight Steps one server process runs at once.
 	MaxInFlight *int  `json:"max_in_flight,omitempty"`
@@ -1114,6 +1218,14 @@ type SpawnChild struct {
 	//
 	// Example: 30s
 	Delay *Duration `json:"delay,omitempty"`
+
+	// FairnessKey Whose work the job is (a tenant, a customer): in a queue whose `fairness` is
+	// `round_robin`, the keys with runnable work take turns in every claim, each by its
+	// weight, and each key may have a cap on its steps executing at once
+	// (`PUT /v1/queues/{name}/fairness-keys/{key}`; docs/fairness.md). A job without one
+	// counts for the key "" there. Ignored by the claims of other queues. A spawned child
+	// inherits its parent's unless it sets its own.
+	FairnessKey *FairnessKey `json:"fairness_key,omitempty"`
 
 	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Handler Name `json:"handler"`
@@ -1508,6 +1620,20 @@ type PutQueueParams struct {
 	Prefer *Prefer `json:"Prefer,omitempty"`
 }
 
+// ListFairnessKeysParams defines parameters for ListFairnessKeys.
+type ListFairnessKeysParams struct {
+	// After The last key of the previous page.
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Prefix Only keys that start with this.
+	Prefix *string                      `form:"prefix,omitempty" json:"prefix,omitempty"`
+	Order  *ListFairnessKeysParamsOrder `form:"order,omitempty" json:"order,omitempty"`
+	Limit  *int                         `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListFairnessKeysParamsOrder defines parameters for ListFairnessKeys.
+type ListFairnessKeysParamsOrder string
+
 // GetQueueThroughputParams defines parameters for GetQueueThroughput.
 type GetQueueThroughputParams struct {
 	Minutes *int `form:"minutes,omitempty" json:"minutes,omitempty"`
@@ -1580,6 +1706,9 @@ type SendSignalJSONRequestBody = SignalSend
 
 // PutQueueJSONRequestBody defines body for PutQueue for application/json ContentType.
 type PutQueueJSONRequestBody = QueuePut
+
+// PutFairnessKeyJSONRequestBody defines body for PutFairnessKey for application/json ContentType.
+type PutFairnessKeyJSONRequestBody = FairnessKeyPut
 
 // PutRateLimitJSONRequestBody defines body for PutRateLimit for application/json ContentType.
 type PutRateLimitJSONRequestBody = RateLimitPut
@@ -1694,6 +1823,18 @@ type ServerInterface interface {
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 	// (PUT /v1/queues/{name})
 	PutQueue(w http.ResponseWriter, r *http.Request, name Name, params PutQueueParams)
+	// ListFairnessKeys The queue's fairness keys with work or settings, with their runnable and executing counts.
+	// (GET /v1/queues/{name}/fairness-keys)
+	ListFairnessKeys(w http.ResponseWriter, r *http.Request, name Name, params ListFairnessKeysParams)
+	// DeleteFairnessKey Drop a key's settings (weight 1, no cap again).
+	// (DELETE /v1/queues/{name}/fairness-keys/{key})
+	DeleteFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string)
+	// GetFairnessKey One fairness key of a queue, with its settings and counts.
+	// (GET /v1/queues/{name}/fairness-keys/{key})
+	GetFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string)
+	// PutFairnessKey Set a fairness key's weight and cap in a queue.
+	// (PUT /v1/queues/{name}/fairness-keys/{key})
+	PutFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string)
 	// GetQueueThroughput Steps finished per minute on the queue (getStepStats has latency and any bucket).
 	// (GET /v1/queues/{name}/throughput)
 	GetQueueThroughput(w http.ResponseWriter, r *http.Request, name Name, params GetQueueThroughputParams)
@@ -1937,6 +2078,30 @@ func (_ Unimplemented) GetQueue(w http.ResponseWriter, r *http.Request, name Nam
 // PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 // (PUT /v1/queues/{name})
 func (_ Unimplemented) PutQueue(w http.ResponseWriter, r *http.Request, name Name, params PutQueueParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListFairnessKeys The queue's fairness keys with work or settings, with their runnable and executing counts.
+// (GET /v1/queues/{name}/fairness-keys)
+func (_ Unimplemented) ListFairnessKeys(w http.ResponseWriter, r *http.Request, name Name, params ListFairnessKeysParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteFairnessKey Drop a key's settings (weight 1, no cap again).
+// (DELETE /v1/queues/{name}/fairness-keys/{key})
+func (_ Unimplemented) DeleteFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetFairnessKey One fairness key of a queue, with its settings and counts.
+// (GET /v1/queues/{name}/fairness-keys/{key})
+func (_ Unimplemented) GetFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PutFairnessKey Set a fairness key's weight and cap in a queue.
+// (PUT /v1/queues/{name}/fairness-keys/{key})
+func (_ Unimplemented) PutFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3149,6 +3314,192 @@ func (siw *ServerInterfaceWrapper) PutQueue(w http.ResponseWriter, r *http.Reque
 	handler.ServeHTTP(w, r)
 }
 
+// ListFairnessKeys operation middleware
+func (siw *ServerInterfaceWrapper) ListFairnessKeys(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListFairnessKeysParams
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "order" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "order", r.URL.Query(), &params.Order, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "order"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "order", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListFairnessKeys(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteFairnessKey operation middleware
+func (siw *ServerInterfaceWrapper) DeleteFairnessKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "key" -------------
+	var key string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", chi.URLParam(r, "key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteFairnessKey(w, r, name, key)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetFairnessKey operation middleware
+func (siw *ServerInterfaceWrapper) GetFairnessKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "key" -------------
+	var key string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", chi.URLParam(r, "key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetFairnessKey(w, r, name, key)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutFairnessKey operation middleware
+func (siw *ServerInterfaceWrapper) PutFairnessKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "key" -------------
+	var key string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", chi.URLParam(r, "key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutFairnessKey(w, r, name, key)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetQueueThroughput operation middleware
 func (siw *ServerInterfaceWrapper) GetQueueThroughput(w http.ResponseWriter, r *http.Request) {
 
@@ -3738,6 +4089,18 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/v1/queues/{name}", wrapper.PutQueue)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/queues/{name}/fairness-keys", wrapper.ListFairnessKeys)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/queues/{name}/fairness-keys/{key}", wrapper.DeleteFairnessKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/queues/{name}/fairness-keys/{key}", wrapper.GetFairnessKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/queues/{name}/fairness-keys/{key}", wrapper.PutFairnessKey)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/gates", wrapper.ListGates)
@@ -7212,6 +7575,433 @@ func (response PutQueuedefaultApplicationProblemPlusJSONResponse) VisitPutQueueR
 	return err
 }
 
+type ListFairnessKeysRequestObject struct {
+	Name   Name `json:"name"`
+	Params ListFairnessKeysParams
+}
+
+type ListFairnessKeysResponseObject interface {
+	VisitListFairnessKeysResponse(w http.ResponseWriter) error
+}
+
+type ListFairnessKeys200JSONResponse FairnessKeyList
+
+func (response ListFairnessKeys200JSONResponse) VisitListFairnessKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFairnessKeys400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListFairnessKeys400ApplicationProblemPlusJSONResponse) VisitListFairnessKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFairnessKeys401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListFairnessKeys401ApplicationProblemPlusJSONResponse) VisitListFairnessKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFairnessKeys404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListFairnessKeys404ApplicationProblemPlusJSONResponse) VisitListFairnessKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFairnessKeys422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ListFairnessKeys422ApplicationProblemPlusJSONResponse) VisitListFairnessKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFairnessKeysdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListFairnessKeysdefaultApplicationProblemPlusJSONResponse) VisitListFairnessKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteFairnessKeyRequestObject struct {
+	Name Name   `json:"name"`
+	Key  string `json:"key"`
+}
+
+type DeleteFairnessKeyResponseObject interface {
+	VisitDeleteFairnessKeyResponse(w http.ResponseWriter) error
+}
+
+type DeleteFairnessKey204Response struct {
+}
+
+func (response DeleteFairnessKey204Response) VisitDeleteFairnessKeyResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteFairnessKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteFairnessKey401ApplicationProblemPlusJSONResponse) VisitDeleteFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteFairnessKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteFairnessKey403ApplicationProblemPlusJSONResponse) VisitDeleteFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteFairnessKey404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteFairnessKey404ApplicationProblemPlusJSONResponse) VisitDeleteFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteFairnessKey422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteFairnessKey422ApplicationProblemPlusJSONResponse) VisitDeleteFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteFairnessKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response DeleteFairnessKeydefaultApplicationProblemPlusJSONResponse) VisitDeleteFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetFairnessKeyRequestObject struct {
+	Name Name   `json:"name"`
+	Key  string `json:"key"`
+}
+
+type GetFairnessKeyResponseObject interface {
+	VisitGetFairnessKeyResponse(w http.ResponseWriter) error
+}
+
+type GetFairnessKey200JSONResponse FairnessKeySettings
+
+func (response GetFairnessKey200JSONResponse) VisitGetFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetFairnessKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetFairnessKey401ApplicationProblemPlusJSONResponse) VisitGetFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetFairnessKey404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetFairnessKey404ApplicationProblemPlusJSONResponse) VisitGetFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetFairnessKey422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetFairnessKey422ApplicationProblemPlusJSONResponse) VisitGetFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetFairnessKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetFairnessKeydefaultApplicationProblemPlusJSONResponse) VisitGetFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutFairnessKeyRequestObject struct {
+	Name Name   `json:"name"`
+	Key  string `json:"key"`
+	Body *PutFairnessKeyJSONRequestBody
+}
+
+type PutFairnessKeyResponseObject interface {
+	VisitPutFairnessKeyResponse(w http.ResponseWriter) error
+}
+
+type PutFairnessKey200JSONResponse FairnessKeySettings
+
+func (response PutFairnessKey200JSONResponse) VisitPutFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutFairnessKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutFairnessKey400ApplicationProblemPlusJSONResponse) VisitPutFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutFairnessKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutFairnessKey401ApplicationProblemPlusJSONResponse) VisitPutFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutFairnessKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutFairnessKey403ApplicationProblemPlusJSONResponse) VisitPutFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutFairnessKey404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PutFairnessKey404ApplicationProblemPlusJSONResponse) VisitPutFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutFairnessKey413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutFairnessKey413ApplicationProblemPlusJSONResponse) VisitPutFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutFairnessKey422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response PutFairnessKey422ApplicationProblemPlusJSONResponse) VisitPutFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutFairnessKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PutFairnessKeydefaultApplicationProblemPlusJSONResponse) VisitPutFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetQueueThroughputRequestObject struct {
 	Name   Name `json:"name"`
 	Params GetQueueThroughputParams
@@ -8446,6 +9236,18 @@ type StrictServerInterface interface {
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 	// (PUT /v1/queues/{name})
 	PutQueue(ctx context.Context, request PutQueueRequestObject) (PutQueueResponseObject, error)
+	// ListFairnessKeys The queue's fairness keys with work or settings, with their runnable and executing counts.
+	// (GET /v1/queues/{name}/fairness-keys)
+	ListFairnessKeys(ctx context.Context, request ListFairnessKeysRequestObject) (ListFairnessKeysResponseObject, error)
+	// DeleteFairnessKey Drop a key's settings (weight 1, no cap again).
+	// (DELETE /v1/queues/{name}/fairness-keys/{key})
+	DeleteFairnessKey(ctx context.Context, request DeleteFairnessKeyRequestObject) (DeleteFairnessKeyResponseObject, error)
+	// GetFairnessKey One fairness key of a queue, with its settings and counts.
+	// (GET /v1/queues/{name}/fairness-keys/{key})
+	GetFairnessKey(ctx context.Context, request GetFairnessKeyRequestObject) (GetFairnessKeyResponseObject, error)
+	// PutFairnessKey Set a fairness key's weight and cap in a queue.
+	// (PUT /v1/queues/{name}/fairness-keys/{key})
+	PutFairnessKey(ctx context.Context, request PutFairnessKeyRequestObject) (PutFairnessKeyResponseObject, error)
 	// GetQueueThroughput Steps finished per minute on the queue (getStepStats has latency and any bucket).
 	// (GET /v1/queues/{name}/throughput)
 	GetQueueThroughput(ctx context.Context, request GetQueueThroughputRequestObject) (GetQueueThroughputResponseObject, error)
@@ -9495,6 +10297,121 @@ func (sh *strictHandler) PutQueue(w http.ResponseWriter, r *http.Request, name N
 	}
 }
 
+// ListFairnessKeys operation middleware
+func (sh *strictHandler) ListFairnessKeys(w http.ResponseWriter, r *http.Request, name Name, params ListFairnessKeysParams) {
+	var request ListFairnessKeysRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListFairnessKeys(ctx, request.(ListFairnessKeysRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListFairnessKeys")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListFairnessKeysResponseObject); ok {
+		if err := validResponse.VisitListFairnessKeysResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteFairnessKey operation middleware
+func (sh *strictHandler) DeleteFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string) {
+	var request DeleteFairnessKeyRequestObject
+
+	request.Name = name
+	request.Key = key
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteFairnessKey(ctx, request.(DeleteFairnessKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteFairnessKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteFairnessKeyResponseObject); ok {
+		if err := validResponse.VisitDeleteFairnessKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetFairnessKey operation middleware
+func (sh *strictHandler) GetFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string) {
+	var request GetFairnessKeyRequestObject
+
+	request.Name = name
+	request.Key = key
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetFairnessKey(ctx, request.(GetFairnessKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetFairnessKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetFairnessKeyResponseObject); ok {
+		if err := validResponse.VisitGetFairnessKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutFairnessKey operation middleware
+func (sh *strictHandler) PutFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string) {
+	var request PutFairnessKeyRequestObject
+
+	request.Name = name
+	request.Key = key
+
+	var body PutFairnessKeyJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutFairnessKey(ctx, request.(PutFairnessKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutFairnessKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutFairnessKeyResponseObject); ok {
+		if err := validResponse.VisitPutFairnessKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetQueueThroughput operation middleware
 func (sh *strictHandler) GetQueueThroughput(w http.ResponseWriter, r *http.Request, name Name, params GetQueueThroughputParams) {
 	var request GetQueueThroughputRequestObject
@@ -9830,239 +10747,259 @@ func (sh *strictHandler) GetStepStats(w http.ResponseWriter, r *http.Request, pa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Lchs5kij6Kwje3RC5XaIoWe5pSzFxV350t3s8tsdyh2NP04cEq0ASzSLAAVCi2B5H7NfsH5wfOJ+y",
-	"X3ICmUA9SBRZ1MOPWcdETFusKiABZCbynR9asZwvpGDC6NbZh9aCKjpnhin463nC5gtpmIhXf2Er+0vC",
-	"dKz4wnApWmetC6LYglFDltxMuSBmyohm6oqpA0148TFZcpHIJWn/9Ozl01/fXDx+8Wzw/Omzv75+9fbZ",
-	"yyf/MXj3/OXTV++ivkjYmGapISen0w6hQi+Z0jDq73IE/52xFRlzpQ2Z04RFhKZaEjo2TBFuyJgLrqcs",
-	"6fZFK2pxC+KU0YSpVtQSdM5aZ+UlHdo1RS0dT9mc2sXN6fULJiZm2jp7eHwSteZc+L+Po5ZZLewA2igu",
-	"Jq2PH6PWL3L0/Kn9EGZaUDMt5uFJK2op9veMK5a0zozKWHmqsVRzaux7wnx/2oK5+Dybl2fiwrAJUzDV",
-	"Sxg1OBP8Z9tc/6LYuHXW+v+OiqM+wqf6CMa1E7xWbMzU5hG/+fEJ+dPJaa9LhoqZTIk/A6Q0HRKqZ5qM",
-	"pSJUuLMCPJCZIZSMZLIi7ZPeaSciyylTzB5fX8gFU9QOTeR4bA9XCnZOqFgRaaZMkQWAwUTMCNeET4RU",
-	"W4/TgV1ziicPvw+d21tFY7agigmzueC3U0ZimqaAw+8ePCHGvk1iKQy7NqQ9NWahz46Olstld/mgK9Xk",
-	"6O2bI3jp0L101DnLkbbNrpha9YX9txzbjaEmnnbs6mZsYQhQDTVuFioSwmg8ta9yo4k2bKEPyJKNplLO",
-	"iD1jpo3ui5gqxZkmlAxNsZohftcl77iZwpBcTIgUpP3q7bMXg38jmhnDxUR3PHwHmuCnhOu+qNCvXlB7",
-	"SsRMufYzd8krQSjRfCJoGhEKSywOvbpVhs6Y7gsLzwW5omnGcKlcEyHt61dMaS7FYa9HSosoHXxEKJK/",
-	"YrGcz5lIAHf6QtOVJu1ExvpIjizEdMRTblbdedLZgi2lWbYSfg3KaEMNC2NMjijwDq5zIpmGzVk7o7Zb",
-	"Xb5x3HS6W0HGiWsg/uH4UQDkj5Yj6IUUmgErf0yTN3iG9i84IsR+ulikPIZ9PVooOUrZ/LvftV3Yh4Y8",
-	"5DV+hZNubg1wAnfmVzTlCfnl8tVL0paKTGWaaJJQQx0Pt2cNTwFdOt3Wx6j1RIpxyuNPDnc8pWJisTlN",
-	"eeJPEpFRy0zF7ECTOFOAsnBAAO2PUo14kjDxqcG9eP0cbsdpTjI0ITqWC3bulqKJYCwBbp3MubBvA8gv",
-	"pflRZiL5lBC/lERn8TTfSwDEv/8J4bgQxN5wj04f/om4wQGUt1K+oGrCPhexyCtHDZr/wUjK59wAXL8K",
-	"mpmpVPwP9knP6yIzUyaMGx8gFHBbWRhHjCoLrpwxQaTKUZFrMudaczGJyFJJexUpotiVnLHErWahZMy0",
-	"pqP0k2+1u9IqrOmcDJlSUukhsfxX42U8ogkZc5ZaoD96Lgxc9eL1cycYL5QVbQxHbhsrRg1LBtRUhL2E",
-	"GnZoOMhraww7shJjSDBcFwajVkq1GWR6+/AiS1PcVRQHN6YTTqLceGBFMH4dvuZmbHWgnQAeT6misVUV",
-	"uqHluHO+FYzAvuznTFjR+LcWMC4QdmnSeh+6qAsx+DeUwZ14jEPlq4vKR7S2pRXYi0nk6HcWGwsWnvoT",
-	"GABQNUm43SSavi5hwZimmkVriOF3vSyk9no7VI1bb0RlD3atCNCQpumrcevst+0U5tD/Y7SO/7OQtugQ",
-	"iLQnyWzw3//5X50zoqdyKYgUMYuINiAUSZGurNhH7U02DaDW2trsVJtLep8v6gVHkacKIF3wwYyt4N/c",
-	"sLnexUzypfqZqFJ0tQFNPm5wl0FJulhSbnaiTXXrXlM1y1WKTBie5lI4MKrE6hFD/EEPiVUOrpgmbatY",
-	"udeWU8uc59wYlnT6QioytGQoMzMkC6q1fV1YZaX6ppXd51ZlsZqEGwqkW5wjIcspT51yZ7UVoqggSyv5",
-	"W4WcGjhcFMmrJ+CArRzAnlRRPYmolcvnWzVex3SsmAmD4Cbs+uxphnornHjNyT6Vgu15sD+CxSI/WtQW",
-	"FNNZaobnhBbKGTHS3j/ru4iv7rfm+gX8SHm67wIoT3PwhVxGuVajmFErLiZNlgGX7l2t4iW73pe+3mRo",
-	"vBJWbwU0bqNCMkxYSlfDTkSsxm2XQ4aAZsPNRcCrzfHoRvhav+o3drtvuGxN5wyXTSeUC1JZO2mzawSK",
-	"05SMaDyT43GVSZxbWo9lJowG9cIYNl+YO9ihO8WLywVdij136LnQTBkyjKc8TRQTQxB6F5vsGMw8RAqG",
-	"JhM2B0UsN0hubIUfsPEFBNA/sV/ZFc3p9XP86rjXs6zyDnjh2lWWQxi+ylbw0aZJWKxKGjxpWxmPgAFp",
-	"bOUrMHRcH07koRvSivTdN3T5V6sFTJgd+7FidIa2yLU9k0KzODP8ig3GlKeZwt83RWRLxwOrNTAnf1aB",
-	"fLVgIkIUzqke3iZzuiITeU6mNB0fyuprKhPCMgB8k2sy4VdMkGwBRtBUasD4m0m6dqpbCst2CB2QurjV",
-	"Y0BNw30lOFcF1nplY0EzzQbAEPYhXPgsCcuAHg5t6MoKfAsm3A6KCWi9VJDStOfk9avLt6Tb7R7Z227O",
-	"SjLhSMqU0dKMt9pBN4Ri1OmZu78AFLPbpa5outcGVb4czOn1jW6O6u7GqdQsAfO1dhzJcvVz3GPLtTTy",
-	"JuRZVdxHpB/Aq7lQ55BdZQK0PK9+4EQtRLpW1Mq/DOgiUctMFdNTmSYhYl3jOsW7G7sb3LQqhvqdicK8",
-	"okxn60zCE1COu2WUWseNEEt0bOt1tq/wYWliSkWCLoeYqzjjJqcStHKPU7kE94KSaXdub1w60lakAruE",
-	"JjPGFva8uELGu3nhrBFyMwWvwLn3GxahCj8pEzDMhCzHLcvhGzd4E1giTs5Jv9XT/RZBpQM/6pKnzgN4",
-	"PO2GCezWgL+jdnfZWKJPylkzEM/l2MovsCC3unOSyGyUsoSMVmgNstjEEvyggPeh7taT9a1htigCu6sN",
-	"WSL8ZsksTdv5Stv2EM2XFYqrDvWkIAziCYO0YykEi8G2hwawiDjFSEfk4fV1B5U+2JnSXXJOesRkSoCy",
-	"J8fj0vn1LArO6bXzavZ6KKfkfs5e0M+5SVVZOvuRpx5rm1PVM2B/QB5EM0MEVUoutfNRp7jYc6uhpoxq",
-	"q6eyiFitmKbpMCLO52XZ0iYt0TQNSD6xHcSxXe+vprinYMy0NCHPwdgYy/mIC+cCcq5PpOTw5ZYbqzz5",
-	"rp0pPgZ1W6H0XiuKbHBnPzaSRP3g+Lz5uI72m3mgo9aMrQZ1psdf5EiT5VRqNCBpQ5VxDhluHJ4199xH",
-	"rb9nLGNNAbM3ShYQrJ5QEbP0DMRCKyREhF0DYYlJRKilUi4mXQJ62ZnjGlaNtF+liFWNBP9f5OgSQfgI",
-	"C/Nyf8ASFaSekttvD0PlOKe5bbCVqPNj1AI3BW4UMAEk+xAvm0uI4HBmpd/t8YKbGZzj6DjeZB87gyTK",
-	"coSD/33tpni7ybpaRsUkJLgCCrqnpE3dOXql15K6fZ+JhNq/81POvYbzTjcoX8+DNPfXytYoNqdcnINc",
-	"5zR0I2GXChEOdi7EPDa0Olygmzm0P0/ZSGYiZjdSlUt+UrAqJG4wINxYpildaEa4MBKUZTB6gbCJwsGC",
-	"iYSLSV+0PVmBwo0yQpxSPmdJ5wwv4gnYOO13RhMuFplB5TzTU/x9ROMZMbIvhgumuEyGZKzkHK1UOGJK",
-	"jdc4hnN6PbBUOyz5ojmq/3D3zWnCILji7ZRhPIeVisG+SfIJrNIP1lR38kISwZZ+nLblzqY0VSfKt6sv",
-	"LDDa4ErOYfryxUAoyCuWB6KFIQzcKwuO26gIIzoAP9zLc7DMUgDqdzmCxXhf3SSVI5qSdspnjAxnbDXs",
-	"nBEu4jRLnIHXi3Nc2O01EsVO96smdEGV6ZKX0jhDph0jIsNSJNjA/gT7AAOuRWMRjH7oRGSoMjGgZgg3",
-	"MtqhQkZk52fYk/377d9LX4MD3stKvO6lyAcJEp3/MhBk95MkiXuMXnOqSb/1sNeb634rIv3Wg577x/H0",
-	"QW/eb4Gqdk3nC6u62qegwBjDlB3wf7d/6x0+ev9du9/v4r86/39b6H9k+h//9//of8z1P/Q/5v+Ydjrf",
-	"/UvoXv/RouMzb5hbvzVYSOZ8Tc3UYy28EhHWnXSBux09OFooLhU3q6Afce4MQ5uuyg2Oz0Br9B+Edvkn",
-	"pzaviXNXlKfeBb1m3laMEZ1Koy3bCLPwmzh7HeJu/J5foZvT6ClVSY29K1ske4IQxE+cPZ8qKu3MmsO0",
-	"NGHdPocdbxPL5BobPeG8dvnccMg6MJro41UQ8zPYor0cR1tPaNeaLvHN9ZXgzHUrucyHL+SrDYu+V3Hs",
-	"phxoh7r26gBJBfyrFcnq+9Ndq/oZ2fsTKcZ8snmgziEwGFHN9mGo/rs9LV+jwji8VTB1r92QPO0N4bwY",
-	"dRbmLeETV1xmeqBZrJgZsOsFV0wH7dC/glkkNzD7Twl+SrThaQpOV21FTiUNbMMBhgeldNG5ucEZpwiu",
-	"YG+P6E34T9TKVLqbqbvIBftuDnMB4dpBRVVkrOJYgTr7sTKH/mFu5kWfxgytSky7OFs+/BbA9udvXzTF",
-	"2uUECLDCinfy4Ry3q+R2ySfgwHHk1V5ONYsH5Dtid+L7U7D+eXPQ8fdktDJMd87JhAmmwAQClIqG1zWr",
-	"A4QrlEQsHPq3i8P/RQ//6B0++u7o/Xd//tCLTj4GZaqbkJwK2KCmxizOjo6s1Ozj1Mmvb16gOmbYAq+C",
-	"168u37KEGLmxiNMfKsLzD7vEBgtEEDcZTe0A6/Ti1LvBnE9wJTXctbC5bJ/fvRcC4Rc5Ckh6iFIBIdvh",
-	"mpdSi8BetjgjPdTyKPrI7cGkDOxtLgASNCyr+glp0DrFknNCc/cvqLlWV9Kgq6YWwexQB9r7ynVYtHRP",
-	"b+nX8saoMEW4ECL03Ls3US+nFtixVM6L+2dCxapTsVttRhWGYcnd0mgYGbjYS1b2CJXNnVLgAaDC2MgV",
-	"d5Nr3hsnBrXxahXzRR6lQ7XTp72a33beGGAQQgrWCeoyLOUTPkrDTul3wFxycyLMNKcr+8O5MzDRJOXC",
-	"eyngrNzRVOe9GZbcINYiankMvxV+lizFN4+KBbPJvuA3RS57J7A1Ue5ma8WR5FLgene+v1sSxdiqQc1G",
-	"1UxQ/t7x5HJESuAtp6OHn+YG9c0wYGrYINeomjnC3oD2OOfmDRvXOMMwdQldd3YKDJEnbc0YKabUQA41",
-	"W1BcFaUPNskS/UilOTwXSBRdarAoRiU/4ohZ9lmMWMMaGgmL1X3YZKaKqUwM5DjMutAFBZH6jCimqCBt",
-	"iKQ4ujo+AsvLB558PIJBcndyDSOpJ7ubBCBiCH2SpWzg1ahN8P0rJftmnlNX8DxK4pRbwBOebDvscii1",
-	"m9rweBae2j7xgkA9GLfQvW4Sp1qIRI2dRVbECDmAvfgCEmFY8DC7UiTzhDcX2lnkE6KcGUthuMhYFf/9",
-	"CaKshAP0hUsYdFmTPvkyIjXpiLnlG4d0WY6A6ODBhZTUvtALuhQsIcDXcgnYC1x4nv4dbrrkudEugZEn",
-	"EKmKIV8H7lc0P29K7vslBkLOZygnsJkAcRM9e0lnLCRtrDAud+bEU3BmgHPpLM/v9FdCHgzQgMJCORh4",
-	"PRQXfY7NpXulKh35+7wI6HGMxsspDrtzEXnTFoAmzXVRsnxfBu6+ettAVdap0TgeUxNP91THLStubD/4",
-	"RY7QzxYMAt3uHS4fC0y6bRF1DtKbQcuSnbaObRA9ZcZHpjcSIKzut5mU4g954A8yLMvkrxlpaFqjn2Ly",
-	"wsDhT0MR1X+VD7zzm3V1tzLAJhgbwEeBRYeTZQrE2g97A6rant64pORu3mr88O/BN3sGku8ZjLLmsQzY",
-	"C/B+CPsvSdteQRjLAHTSQQXOPV1ycBuTijB2gyiWRhqPD9QulJ11aUAplqJvccZW54QSzWIpkuKS5Skj",
-	"lKT8yt3dkLTNIcEDQr/gJnUC0Q08sTc285VVku15oO69fSN/qrrLPpL6Vo3ikl0xRdOSTqFJGxNNs3jG",
-	"MGWqc+bNTS7KIF2hcIDxZe5NyP3qC38kmiwZn0xNBJYprknCRtxKehD3QNM0T05wxVogUACFJoyMEFbO",
-	"KRz4xTqGpG3Hl4Idol5jeVfnjEz4lZW+RtJMS2H+rgbDTZSc4lL7IaDxQFTADX2cngfUXDL5TXXLa8bz",
-	"s5AfXDGQ8sBuqDJWCMWO2HyATIIRMtTHwxBXPsQeQdkkFY4WTFiSYfJ02MC2ti+V12tvh9fOCX87cSCk",
-	"xkIcdpwpLZuYREJiQ3WMmvN9wxbu0tgnDE7J+SCsR731GoWRlkZdYBbQUbsHSkhuFehExCqPUptCD/Gq",
-	"EBMJRG52W9uDYxuqjZ7fR0FooTYJgov6j4XEknqXXIACcuYAtC9aFk8FPIZCLIrFUllg24WyJ5ciXyoM",
-	"xk2+ooiAnm4fw6NeRFiqmatOgcn3WO/AaAKMuaQe2S8GI5lwpknf0mO/1eluxnzkx1N76CoTe575Xvdq",
-	"aJ9dcNWBj0rzyh2EdKUJPnOrCQF9mav6Pt/CG4UhrscFmbZKhv2olUhhn2KYacsb2lOWBDMyXjCq2bNr",
-	"A0e1SdWNzZ3baXNjmNAhASiW9+93SFBsogJXloFKtx0k/CwEx8ugJeoFM4YpHZGET7jRETkYHETkoGv/",
-	"78z+3+HBOTk+PD75Ya0eQskXWHgB3xf/HHTPDt9/6EXHJ38KuwQr9h+7N2LlrqTwLiGz3GXrLHHqbXl7",
-	"IBLYsTYV/k0Gvmn1zX8R2XwEzGvzEtpMKKmHYEfC4KvMxHLOLiDIPgleUoPGfoS97WybFxLaFrb4Jl+X",
-	"JNc8lufh+ob0UPSDG6QSs/No101RKqSzLpt4RTrs/ml+l5eiAANXOhfaUKfTBc2fWY0zw3CThr/CHz6U",
-	"4hozJc4mTCSZsth55orEnEEhF1T8dnKDFdQEwUm3ntjfvN6wHkrh7D0BMwJEhu/aRhj3Cb56i1glLgbj",
-	"1Er+ewYryTRh2gz89XIH2ZNhh65iholweKu9MOHyP7AShnvNyrpl57nOXdBoDyaOahqa/AtZYmeWtWGL",
-	"x/DmJZbKu5PoShfFlCcWVo8scmhUBTTHoOAp7RfDVMayzZiIUnRAA/5YCBbN3k9cUYwGrxaiTbP3nbDT",
-	"7OVchLqB3e1uxK+18whHlAEpNGfDyJd22VbdoLWg3CSGzDG+QPipFIwseDxD64L2qs9GQs8u+84GY1sz",
-	"o4CfyU7meIKrJeY8Ga7yzGYS4k6zUlM+duuszp/lErI60U3rmWCV71GFWlGeLptb3WTVP1Yqrfvm2dtn",
-	"L98+f/Wye3vuF1JR3lDD8nrATnppBTUhNFMdaAifKRUJLkxfIaPhBgPPbUSBGxhmCAi0f2ErZ5qc0itG",
-	"qIOloVt7lCm9xu0hDbh4ORdtb3Rp197Iyun4Dea9q2tJoYMNlxzlO7rfFZMfUZitrRlE97MM7uRv5dG3",
-	"AncDRucRYS1BD2w5VpnUOWqhZbwaFuAPbz2VoI4PFaerwi5lN2WSsIQsmHLG+maTBtUGP2NgS3Ok2Lqn",
-	"++vuzhGx6+xdvTVPKk0s9mj+bjL4O3wzSBJ1y33HipuoLgHDHVBesxzy7cAoyI0u8aB9c0suXRzK3dSa",
-	"jJUUQfazNRTvJhF2UFlxiwK+Oz4NRjA8nt1PuUuwHBd+hZA179pASFDz1HeXnlG24OkZh2iFNJXLoElu",
-	"m9hRH15nIfjDSdh3EC0SviAAW0pzlQM5fGiHD9fwSy9pO+UdXjvOKn7sd+N4ighfOD5uq/l1k1PYrtum",
-	"GHobWPtfNZ4oqyj40OX/RuR7ZxkHju/sQhGhxL8vFWn/+1RmKl11iFSk3/p3dBZCemg1J/Tfjh6Sf8P/",
-	"reUAPPx+p9d2X2f6nn7qEvUU4iUSzjq3tVTlcpqFBIYLwV8YwVcUMfIndqCLHCv7Mtfg1i5XNtqDTnPg",
-	"3Gluodsm21Qm5WLdv7590goUrX5+8fKC+C/ypOBnmUWoo9dU8fWAgu9PdxG7o/JtXtJLSJx54/LQ9kTv",
-	"0rE2LnNVk8jjnSw+kSeYodO5yxSdkBqEyRPhMnXZvDa34T5LQ9dnJdJVKmmyd9Ap+/vm7j9llmjUikiV",
-	"uJ4fPA/tPCPHETmJyIP//s//aqJqhcIF7axRYTRDyNcuh3yT39eeTNhjHao7u/VawFPeeSm4YevBuWRY",
-	"Yv/+q0U3POyc5TaVgYt1PPb9gPaX+veMEPo8W4CRors3wtzW2QQDNX9/KWd14fKYyQUB6uuJXN582aA8",
-	"TAFQVHiyYNbgPhQ1SferFXPhorJBRZIu+uW8FAjg4q8xVvdAk0ykTEPUGeaqSREocdcgFjEQfXjPkYT3",
-	"EKRH2sLe+hgONl+YVaeRFe1LDrbbI1Tr0kXj1GZ2Bqx5ufWzmc22sIPWpB+52Q50NZDF54NiN6wDDb+6",
-	"CrI5brsUCR/c4loyYegLxOahqwtq/yy5Zp0u+RkCR9EYjIWL7NsYq/MOe0MdAk8ymWIY94fF2cHwYCr1",
-	"JVFmapQX5YvODCrJnoWJ6t4yBjc1DmMWg8JvvNto0JijSowd2KQ5q7W6Om4R5olEJIEigWPK0wjLm0OU",
-	"AvV1FM98mkQE2dcD2J+IFLUV/S/lwJgEBaWQl1ztKyf6QLVGQtZ6+oTfiepuVwCpnl4VQYrEDEdtdbSL",
-	"xbj3vDDeQcsBF6/muqH5/oAuXsyCS056vTPCrmls0rwad+Ak+2LjKLvkVzETEM9W1Nty4awY8eYzh+xH",
-	"2qpbI5oMfJMt13ZsTq/LazkGtrr2S8D9uvuCKDpHlHyquz+BlgTOVdrsC+gB4Oxizb6AevvoHFOrZp9g",
-	"sXqLsb4m++5vsHx7WBMr+PWm56FU/nAf5r+qYf0Yk42DHmiMWELmb3mr8BnZri+iIyqi2EJCuriZKplN",
-	"pnkRATtbwyxVh2l3tpLKLVVOqjTQr3EJOXqWSqBWF/XMDVmep4yCuXXOYdHlhWEKn9+DhdR2B9pF2zuN",
-	"LpQm6193T7hTLW3L+62I4R2aFeNKqTD0Orvh8TSvzVCuruzve3vV+6mJu8p9B1SLIVOujVQr0o7pYoGl",
-	"WUse2su3z14PHr96+h+DJxevoZphRCYg07lqgFzlIyyoMsAmO2dFwV4sJoHmvUpGY8ITqELBIIMjwPvs",
-	"8SXYdTNNK+PAj3I8dj8KJ2N7y1hps2ia2gtjPN60kEWt60P7xeEVVSCq20+LY/ixGKT48QKGK/5+ZQcu",
-	"Ti/QX2vkft1L8HBX6PpF/7uWogjEBzEMKr/YjdfMkjX2K/St2WCbsT9hRKDRZS6qFS/Zq8ruR6e8g9C+",
-	"LGrZb/bbOB9q7P98CyOA/vhHjT5oAbHSHv+DWTzAFXkWBW3YYgYiYjsveeN6GyJKx3QRrTV3hZ50rldl",
-	"KGM4E3nGQU1jO8tSylX+6wIYquTR/oH8hT8mo1Ue9eXTW+IMqlBiFMEOzdYdf4S447auDHYd/8j121u3",
-	"rLmjShdNi1bcMDX/lvGvIFwW/iG0pOTC5FoWb92e36Z4D9eug89xNQmDGLXq3F0Fxy+/aMnu0iH1fsUb",
-	"lihoUG9gMzmm29AsvJlF7pFreyL4eiZ56bTr8A+SEgKIhr03NdNkyqgyI0ZREvAijqvMo1ciniopoJaf",
-	"xUXXIyjPhAh0wNo72SK6XQ5E1NqRmGH34VWhHe/Z0AJUXN8SdFwqvyCSin6Gd0uEHf9C6l1ftAutsRMq",
-	"AvxNg9pPgyohTli9OdB4fF14rxL2cMskG3uSNW4ZyxuaO2Usye90ycCQdWCUyuLXSCsObSFNew03nfSk",
-	"seDQ9aH7XXe1V+fqu33VFTMqim1gspgs5wpSQ8YyTeUSyMSe44Emv0suQH6DzMLjXq/XvLZQIdkE0jfy",
-	"ogHh6vRP3GMsdzeVy0D9oPBF+zve67sAc4miKWtQobJg10WFhVClVe8wdJ4STRJ0Y+adLYrttmKqL6FO",
-	"MPjeiRDlzd5vr+vciEURh/BeBwDPd5208T9518JO03PYuyZM0W8IDZ6K6SkBbR/L/ODlXgmkwAUXyFSq",
-	"2/q+QVZvUd6i5TGhjpRrHfFfj6t9S+fioAO8disMDeV4YNxhNX3qeA514TfgHys5D0XbU2WKGu5Q6mwz",
-	"oLqpxFzbAItQbZEPik6WUZk6v+CS6nBlpIXkwux3gcBevbbfhcgyl41r0pXqIfVLqYXVyECZOStF4u5C",
-	"eVAXUtxegiUKCzwIuew03+4lF4lchleAz0gsgQGiIwn9OhYIFwEOBj/XOjA/6hL+THtBDFpDZQeGjytv",
-	"OQSDXciPbSs64xEF1MEdWLovfiZ58FVQuYRLuKj9ikY6KEcHPBOmlbOmdfOK3KVt07leY76VCMiHDvHa",
-	"3ncBYszASDlIqZqwCNwS6OVrCkxKsdRNKDH4NVMxs+oLy4vjet3qIG9LAbbPOU9T7qITIx8WdNp9SP4V",
-	"/SdzniQp6kho3JwoOnenVL1fnFvbPQvIU4uHvYZJEotHDxu/+ajRm2v4bUHBaXCIECrL2ZaDxr5WrrKw",
-	"v02lKvKAuNGu7GGNS7J5rUanXjRFOYoYB+VowWBD2s7tWfZv5k7PdbdmJyLUCbfA07yh2vWUadqC9Mbl",
-	"srCr46zlV17Kz3P5ejh06Mjeop/GmWfWsG/zrllLsw5yEkxYw032Z5tzkVuyjR/x1HKPRXuzi1/J19kU",
-	"YeZcZOvpSNsNEjc8KTfRZh5l/QFtVf1qrxUMKs0UN6tLKwo48YhRhYIJyAdgRsaf8gEswrc+fgSb3ViG",
-	"uvS4PHQgVc3UFY8ZVPmS2kwUu/zbCzx6154K6j0B0QM/dIFQ1GuY3b54AoVNfaVplw0oEqsd5rrAeW5C",
-	"577tky4qSIMCHIECixP2IW7IaZZYh9OHhfz65gVp21E97V8aKhKqEh9gotHq7kt+ectNX0CloqIijFNG",
-	"qGFdcskYgfalCyWNjKF1abVcTP6gL/oCygmg4/3Nj0/Io9OHfyIuq98Ok81hP9rQTDGGe+fIPf7udy1F",
-	"p0veeTcOehX6AjQY5GWCXLx+jhapyHm8jq6OsamaYCzRZOjse3/A2GfkMeAA6We93oMYPoR/MteKytUq",
-	"aBU1CFpR64op7co3dI+7Pd+YmS5466z1oNvrPsDiIFNAvKMpFMr/AzrjoIBu+QjM/zxpnbV+YsbV0i88",
-	"nfDlSa/nQt6MC0Msb8vvroExirs7m1LgDIDda9rnoluhmdbZb++jls7mc2pvEpAlfdot1yQDDdDQCTiv",
-	"8pXo1ns7yJFiNFltXesb+8bnWSpMDQmzD3sPtsxXxrjm8/qKHIGJX0pDlJt8x1Yn1NAR1QwrrdF4mjfI",
-	"w4YKeKXW7v/V8RFd8MMZW+naQ3jBtbl4/fwv9p17PAecAlJ3AluCNbdnbGXvqys5g7ZF4GD3gsPHqHXa",
-	"O66bJQf76FdBHU1jCdJTPNvtH/0o1YgnCXPF1Fy0wK6viiMuH5tdIjAeu+tWhLtyrQVnmJ/M5pqlV0x3",
-	"uuQimXNBdCwXrPYYrcakA8eGTVpxV1uRD4/wzvM7PDKcCA+tuHFdYaA1dDm+l7mTEMa4Rw4xertP6zFN",
-	"vAX40+HS6XGDL95K+cIqcvDByUkTuBwLhivo9iiLe+kvTCgKaooukRDkwnUeFCDSVTPUXeNAUH0e5Sir",
-	"UG+i9Bug/BJKV3DrNFB8AlnFp2QOpwjH9i9eSvOjzETy2Q4UN6Z0oI15DVV0zgw0uPrtQ4vbXbayizdO",
-	"nqGhssoHohJNb+gBWzv4vncokvcIrL2hfoI37vF+yhsY1t5OFsibo9pd3Coow5aSHhxMxXGOU7k8tPuh",
-	"ZFpQIGzv0YcZW22lv6fw+0959fUd1IevJxVeQckipVyQv/z5uAKnfQxuhW+0ukmrcwnlSvY416hWng6f",
-	"3t2SSYhE3roOlLc536/htF4Jtt9BrXHUzV1bJxPfy5PAITHturYFWPEsl/zCvHivxLuP76OWs32t+Qhd",
-	"8C4FqKI1RAXCTuauUnTREB+MDRDBb/ickfZf/nzc6fbFZaA7KRliG9UhUXKpz8lcKkbwJ5Iyg387MzxY",
-	"nsF+Msr0qi/s9Iq50BOwrGH/Uy6I3fg0ZSmq7lVCeZ0VhHL3crNvQttIZP7kpPlNVL7VPcwMyaAC9NBV",
-	"SQcznYvi5nqDOJAiWLk82fbLutxhtFYc+tm/dJ+Wk1If1FqhyEH7JchFik24NhDfkUNVbHbRWXV9o48+",
-	"WH7aQDL6OQ9DbCwcfRN3asWd7WdUL+HUnsKdY77v2RtmqbfG/K9H4Nl1VGsyTmia4hWX/1snblxAnY88",
-	"oiIXPobo4B6SCbMSRKlH7xDrevz3f/7X0GeJb9z2ZaS5+wu/1Jj5E9/5N8DUb/f/7dgXXjIQCjelYsIK",
-	"F96Nrh07Y4aBZTclI1kX1FrKAc9bQUOzvcT3fTMQiuACAIvySa6DN8RFygUT9su+gFITSVbIMuSNhd1K",
-	"+6UYKBjRD2AFolRC2iBsFsQyTrmYhKRyGI19Yfw9wjJ+bj24mG+3+oYF2e7LWt2BmKs44ybfOyoSkvKx",
-	"cXU+Mg0NR2KorrUnyUhDDTssikXdKeU8zaxGDFC6qDmUL8t5wCSmSoFyvpTomjeQpdm2lxfkh6RJBB0p",
-	"YwunndxAjx/PKw7zjzoR0dLHlytNYiqIXnID6ahOqZVLq8/6lpRrVAOb4VAa63Xd0zW3Vgzso7vrvgAi",
-	"Rf3LEmpRJOxLv+72puuv5H5cpDR2ofV8Iiwl4XlEkGXsKUum4OEl0Lshz53HgnGO7LbzBN+HqlZF/gX7",
-	"RIU8Gn/PmFoVdjSfZtYML335mvBYRRGNRoNVsirDI5ZaqN4BfC6BrtZGuBHaW5O+oqu9kn0epp0FSlLl",
-	"Jsv1/fE1N/dfThUOSNEugpCw75JlPJQLTdqW14z833Poc/Wh34ozbeScqX7rjPRb8eGf+q2PZE5NPGXa",
-	"IiCO4ow51JA5gwhpOpdigknfutMlLyF2KI/NHxumoHcfoyqeQmRHXg7YGSvBBuouE/uDyyn5E0noStdt",
-	"FQAz8EuqO7XT3qNd9Tt3bh7m6Oa7B7l51dnPXcBUZdF1gONw9wS53VMHBcihigAsiH52n+ugqoDeCvos",
-	"t9bJ3QpJnlDUEAh8/w6g8PWKXSs8H7CdFz1d0Ek9MNg9r+Z4HpxUe1r1Dh+9/+5fwjCFRsc2muXBi8ZH",
-	"vVI57Ie7SpFZSe3epAzf5zAgX7wSzG3fjaWCz2Kh5hpjRyMrDOWZbOXbFDsvf6wTgE96x3lZEt/a7tzH",
-	"hw9nbDVE7lhqEdv2IahR4QKK8pqEnb6gKUS8YV5LRE56vRKbBV+RSMiw3JjyDBpmDrvkHQZz9sVwrfnu",
-	"kGjGRLkcaV5aotTO1/PdtttXcnJKph0AoS/yZUI4roVlxla+pmIYoIgsp9QwLI2hXRkqD2VfDH23zqFT",
-	"hcFDlrf1LG0URoa5tMNO0Wl3bXf64nc5isiEXzEXiIO3lIUPQosTMqLxLPIAu16kfvsCGgP2Pf0FMu72",
-	"05xKB4C1+nd+8bboed/4dUzbR7K/ey2m1FD909rqKr3RN9nNRUFNFWLx4RVQeS7UghqwFRADEMW95Zs5",
-	"06J/bKjHLDC3uwzc27FK/+ybMfIOWD1uJuhRLqFkjcOXdKWjvIFTmOlfuNp6XOQ2Dqj2fA7Dc4GKGuQI",
-	"QyEwxMvlVKYMG5936/mM3pvRfJFs4zHs4KfnGjDvG6yjs4WkSFsqUr6wOtHGaX4ju7sjOwwDOO6RXq+H",
-	"uh4X2J3MIqLVOXdQJLaMqyfJt9DmoBptAMqq5d3+stDVggUoBuDILufI28b6Ar6xczCRUGGgPNgQql3k",
-	"MH3gyUcH2JAkkmmr2eb5RVbbKteZttKJFDGLIIMzj/2BMi/GiUdQXcSXy2mPUzqZsIQMcY6Bw06WDM8J",
-	"Je4piDyEY+EDQyF/R0DtAYgZitB70emSIXoVkiE+8nXt7NfuCRQk7Ivyon1OwTkZzqViQ6LpShcbCyep",
-	"2Bz8I5ArhH2+saIPN4TrvoAqOF1y4fNWxzw16O5wZRLPCI0tZy5BhA32P/Rb+HK/BSYJaHSNwtrHj0Fx",
-	"7QnslGOj98HaHmfpLKf1T8vdcOo6zgY1YEGygRvGn+mXzsQ+iwMGkCTyLMgKfAloBiaeYlHOnGE40xbs",
-	"KHWYu4NT5XnEN2BULr3Ykq9vkVnLt+w8nOm+AMZVw50AGGROXXKBpFXStHIpGqVnrknKxsZqoHZj2nJM",
-	"tKVJmkKMITovQbx22q4FCejYgpJYJlPHJfpiO5sgN+ASTiW9AZuA+lDfuMRXwyV6j3Z/8USKccox/fkz",
-	"uXMg+b+eq9RR9w2YjE8Pqgv8QoPFfQraT7FZeo2v0WvL/+TBXrmowkFWGslrFCl9CTCUtMLmxL10vF/k",
-	"6PnTVp4DtC5+7u/X9wPW2TUv6gVZrkv468JbzjeF2ryvA4q1feHlWqoUv7L30WnvkauYlVsUvTXHl4DY",
-	"KuPdM4Zvwe3cj8K8yvhlh7l8FfwTz7UslUAhY4Nt6HKiasAZj8oVBbc5vZ8U1dca+L6/+YDu2wf0VTD+",
-	"UFHK3d6ju2H3eWHdu+D4VZL42Q99iRWD70MuhlKUb9j4UwvFMO+za8OsSBZM0HDPbi4I3ztL/irMfbiP",
-	"qENDolldzec21NqBKx+M6SwhJ72TTpl2XIXaTe5e6kp0t0LPemnm9XLM4XY5m42PsKKbpnPWF677RRH0",
-	"W27M00EhKO+vgNN6Y17BZyBJCpwXQYGo1FTkvsIZS+WuPzHtumkvIMMz7A3ER99o99bhiFKZSlOaGupt",
-	"RKWKLVzzwLvWTAp6C2jTpbK82OBtaP9/YMEcFpEa4HZwIQMYq0wxOIK0qSaKxVIlLIFG0Whjgg+G5662",
-	"r68khwHvvhfNjC1Mty8KtcYLsq7Snw8LKcRZ1yEtZIw7J6cnJziOAxG6C40tpBNUyvJVsBwE3+Bmxtii",
-	"u1FdLCJ9DDpd9QWaEFUm+q2whcy+5pWse3ER4hSfwUe4RbGLCrW3XILhnycw+p+UdWUCLGeubiTojvb4",
-	"wBoHQdYRMgNK4qnUTGywsTpNEkjkPpiYixUrWNJWrnagixwbCMGOiO85GvVFwY7AOL9Rc8CSuuUUoGJq",
-	"F/0EkVFDFFVk6mexokhfuB7hEUm5mLGEjFZkCDsxkONh2XBTcLhaRhbmLioT98xc7Ll94kJcW3iLO+5v",
-	"/OSr5ifYiMWdZVQ2/S5c6z9BWMKxVgdrxl+8t/BOlXnv4Gp9aTfpNwPprbGyRu4tibwWJb3OqKHTJGBq",
-	"VXZtgp2ljiHbzKiXeSuKBlbULXZO7F3fvPH2vVo6cVF1xs7nYiSv/+dYOsG3td7uJe+9AuVHXTxS1YTj",
-	"EOPmFtD6uPuTkjaH7f15ApLNcsrMFCLOyVLOWB6y3l7v/O//PZaqL/KULBBlMMlu5UbudMmFnwSCgnN/",
-	"lTPV+JG0oSsIbYMQssIhyLXrSQP9GHXRk6YsS5Wvm5DQdMlEcun7xnztIaK4ELukZkLayd3PHAyQeOr7",
-	"Hn2T1L4KSc2dF6Hr9BlmQ5s3nO+stvV+g5f+uW4332suQAM/ozHpf87t5ltvOCta9Z67e3ceKPDbke5v",
-	"+Mo9IgDMsL1emWsq5ZUcH8zy+auXrQGG9tSNUBu3zTnR49+lCmZ1wVN/cznu97v3dboTgPk/IXhqz1O8",
-	"49JZzgtnpiyM52TBlEtYjAj2GcNs9SJI3eUPG7snfdHO5TcQh4tMS+iLb5GGYxcO8Ce8VmzM1Jl9kinx",
-	"Z7gHaDq0Qmve2vWkd1oq6gVdN0G+dT8BnFxMziDJ0t6AsD7XSIVC3pFrxJ/Nme4L3EqypHaLw5U+Perv",
-	"t9W4mHuTFQGoz1AwrCGZBmsaQrdYZuz5YC0pe7OwhLTrTr5zToSEQ7bYP2U0cXUt8X0mYnbofaAbsw3X",
-	"ButWJJD1AKSP3/Ka7qwNgGMeRYUziHj0B98GMowcCUaEi8NxyidTQ2K6iDA2uNP4zjoylbZbW6+vUoeu",
-	"RnIr9pjSYcn1+4rgenr6OQXX0sLqYtAkFwbYNy7KGb88d3Z91t2CCwYrVkCncs6NATPGV1XJANun5Yss",
-	"rV6K0iXXnjCTt44kU6qJ624IN4Xdg1JXwbu6gh0uK2rYIbqgtsq+b6C7ALx2j3iUz7JdBi78Zl9E2d4S",
-	"NLtqI5e2u3HV3nxT9qnbW0hOrjXqt5J/tYV8iwPMg5vzTbtBB4Mt53UPlFInCt0FjXw9aksjGrxbZQXK",
-	"J0G5MO4qbg0tFAOA4ox8QLM1+P6XzIoXH4eQ4O6T95ALwJd9UfpUn5Hfut3ueyt80iJ4SooY5ZgZWx14",
-	"BHUpgkOcYIihipq0gTH1hXuJG4BTR4SmKUnYiJsiSaRTo3RUsfju9Yd8/M+gQ+xPPN/k8ttQ6IWLoXX4",
-	"aOUg1ylvzH3CElBAjsGg50NfZp+VO8qUNsPdN6yvz7ddnLnM37pPc66bZLsw4wGOyGgFdPolyDQeqIrB",
-	"Pt+zzc1uLMxcFuUTv/UguL3oktevbLuW21DPa9WpO7d6qaX+YO6eIOrYboF1//wSyy4Ku1thxefFWr5q",
-	"eDwjNFZSe7spVp3zbXHPc+c8SA1oPPF4RkXSFzBCe+h/HNj3hhEpfrAvDDtdcgEZmZQkcimghKgUKTaI",
-	"gvKhisVMmL6Yc61ZgoBZYadGJKmg6D14v93wn0Eg2ZMwvkkjd2AlLPc/uOF1d3SjMOQd1dv/CrVIysWJ",
-	"DzRSo1wim1+jM4x3WXaIs0SSIs8pL+SEMZL2dSjWjtU9Uq5zS8HafJYKz11BkWsDH8JoKyi5xKEsXzlM",
-	"BkyqSUmWkcrlm0vNSEotsWcCJ71i2KihL6DpmiuZze26ZnwxxByLPFHdZ2i5oJ6iR1IwhDkT9ffY8afK",
-	"Q8fy0d8iK+8ksjK/eYRcRkRmRvMEFeFYSbGLYItQyXBIbhG+9XiFTXv/eWK4cEXfArm+BXLdaSBXuRQX",
-	"2J/yClRbo7ss1uuNyK5tjiJnLXAOfV8EGQtROftsXgrPBVP/wZTUnbM8nJqMVkWJkzilGp3vC6as4MlT",
-	"pt3wXJEkQ75A8piBATXk0OpTCsqumzMsxeebJcU0TUtxqYF8aghEsGKvr6lV1BHEeitJp0veMJr0BYSI",
-	"L5g6dFYPJdM0W7gqRCEpndDFgonEGQapt5bgcorsI7irlTTMHx0AlsdUaaimC1ue0omupC2OVs724gfH",
-	"/ESaQzBD4w3svP03OXxEUqmdygCXfgEVBnCcV/be7oRbOsVpJ4rO7ds/5CdsMSGR2SiFgtwugOO0+5D8",
-	"q8cMSAYnVzTNWJf8xK9YX6zlhw/BWTbEFCsnUAy75G2BVlznPQ1OTqfod3N/P+z1vCVVn5MRW0mRRFZG",
-	"CQkgP5U8eZ++d8fNO22sxRrKJRlTBWW5i7Ljx9OovEmduqr8uKWNgXjq6K6uOcCSJ2aKXSgQUQuA5gBQ",
-	"yiymHetagPDwbgLQfQd7Ip7UKX1McVZUGXTs0IU/flV+8CI8ICJMKanQwA79tJynG84XaOFAY9rieu83",
-	"qyjkrSk2QzPshCzOFDcroLURo4qp1tlv7+0pIu+s62DtOCvwWvi3xnJ8iYwz0J7aU2MWZ0dHqYxpOpXa",
-	"nP3Q+6FHMpEwRYZzOmNWvRkCBmYqbZ21jkDAc2B+CBY8jkABiwgXesFiE7nUobyOJMSzgQvS4TEEum4S",
-	"yUU5HeTc3dSaLC1U5dSK8lD+eg6TXPkmO4QLg4kEiE9HxOGTxgxUf6Uc6HKRjvJMcOPXkHa17aC77ayi",
-	"6Ictw5y3UNoc7DVTXCY8dh1rrN5gtYOKXr/Wvyc0DATpbAYKhQKEoiJ8MMI7FWuKdFyXuErYZJnVh+Z9",
-	"staPHaUU2MlDR/alVOHSiBUXSICPM5oaAJUmXDAn/Vy8fm6ltfI4+SWmAW2vD93JANOzq6svnWoFfpYQ",
-	"qsmloSKhKiHv3McE3xwxfUaGG23jht55eXUcDcl3fTGimn1/2v75rxdPDi9/vjh5+H0bvEQ8Id+Rfqvb",
-	"b5HvgAFoQ+eL0m8jmaw6ncKO4ZrQ+xEPExbLhCVkQVUuThbcpdx9FRt9nVtZEKVa/IEo1zKuL/LSq2uN",
-	"8Uot9CCwEGwuLnrHSiF53VWuCROWG3b7wonXKxQ/DuEiO7TyXGm/eAIGnkzwv2cMpCEn2oXED5UJV29m",
-	"a9f+XzcGiwjrTrqWfAanJ1CXY/Bg4J4NjgcPx734hD4qGvFgKGTpzs+h3drQf2c3oF8Fv3ZCoy4q8PgK",
-	"8EuqYaNZck4U+53F4NvG16QEkQWESYG917ZCmiPSVoCb1o7b1GOkwr7/64hi0b2f9XoPYsRO+DcblhBo",
-	"J+j5q3vt9fv7K0L0marq2qkxZLxWhMKbCYO3XVzwSSjufFN5O7OohRbPooQmXvig3djL7rzMSkAf1H0x",
-	"LZdss+oTw/JbLrooLtWFKlhWucCVkS5kkHAgcpDaHm1C/QYLPLuyl0PILj8Ej8uQtCl52HvgwlIqT4yU",
-	"GEZZkunWd2OFreLySHvs/yZdNr2v/UxiKQSLQWe2DMwnQecsxVWgRiisLiHH425rTVJ7v+EYg7I6Y4x9",
-	"icjrV5dvWeK114Jt//rmBWmv19IJlyr7+PH/BQAA//8=",
+	"7L2Lchs30jD6Kiie7y+RX0YUpcjZWKrU+RU7TpzN2l7LKdd3Qh8SnAFJREOAC4CiGa+r9mn2Dc4LnEfZ",
+	"J/kL3QBmhsSQQ1182XVt1cbizAANoLvR937XSuVsLgUTRrfO3rXmVNEZM0zBX08zNptLw0S6+jNb2V8y",
+	"plPF54ZL0TprXRDF5owasuRmygUxU0Y0U9dMHWjCi4/JkotMLkn7xx+ePf715cX3v/wwePr4h7+8eP7q",
+	"h2eP/mfw+umzx89fJ32RsTFd5IacnE47hAq9ZErDqL/LEfz3iq3ImCttyIxmLCE015LQsWGKcEPGXHA9",
+	"ZVm3L1pJi1sQp4xmTLWSlqAz1jorL+nQrilp6XTKZtQubkbf/sLExExbZw+OT5LWjAv/93HSMqu5HUAb",
+	"xcWk9f590vpZjp4+th/CTHNqpsU8PGslLcX+tuCKZa0zoxasPNVYqhk19j1hvjltwVx8tpiVZ+LCsAlT",
+	"MNUzGDU6E/xn21z/pdi4ddb6v46Koz7Cp/oIxrUTvFBszNTmEb988oj86eS01yVDxcxCie8AUpoPCdVX",
+	"moylIlS4swI8kAtDKBnJbEXaJ73TTkKWU6aYPb6+kHOmqB2ayPHYHq4U7JxQsSLSTJkicwCDiZQRrgmf",
+	"CKm2HqcDu+YUTx58Ezu3V4qmbE4VE2Zzwa+mjKQ0zwGHX3/9iBj7NkmlMOytIe2pMXN9dnS0XC67y6+7",
+	"Uk2OXr08gpcO3UtHnbOAtG12zdSqL+y/5dhuDDXptGNXd8XmhgDVUONmoSIjjKZT+yo3mmjD5vqALNlo",
+	"KuUVsWfMtNF9kVKlONOEkqEpVjPE77rkNTdTGJKLCZGCtJ+/+uGXwX8TzYzhYqI7Hr4DTfBTwnVfVOhX",
+	"z6k9JWKmXPuZu+S5IJRoPhE0TwiFJRaHXt0qQ6+Y7gsLzwW5pvmC4VK5JkLa16+Z0lyKw16PlBZROviE",
+	"UCR/xVI5mzGRAe70haYrTdqZTPWRHFmI6Yjn3Ky6s6yzBVtKs2wl/BqU0YYaFseYgCjwDq5zIpmGzVk7",
+	"o7ZbXdg4bjrdrSDjxDUQf3v8MALye8sR9FwKzYCVf0+zl3iG9i84IsR+Op/nPIV9PZorOcrZ7KvftV3Y",
+	"u4Y85AV+hZNubg1wAnfm1zTnGfn58vkz0paKTGWeaZJRQx0Pt2cNTwFdOt3W+6T1SIpxztMPDnc6pWJi",
+	"sTnPeeZPEpFRy4VK2YEm6UIBysIBAbRPpBrxLGPiQ4N78eIp3I7TQDI0IzqVc3bulqKJYCwDbp3NuLBv",
+	"A8jPpHkiFyL7kBA/k0Qv0mnYSwDEv/8B4bgQxN5wD08f/Im4wQGUV1L+QtWEfSxikdeOGjT/g5Gcz7gB",
+	"uH4VdGGmUvE/2Ac9r4uFmTJh3PgAoYDbysI4YlRZcOUVE0SqgIpckxnXmotJQpZK2qtIEcWu5RXL3Grm",
+	"SqZMazrKP/hWuyutwprOyZApJZUeEst/NV7GI5qRMWe5Bfq958LAVS9ePHWC8VxZ0cZw5LapYtSwbEBN",
+	"RdjLqGGHhoO8tsawEysxxgTDdWEwaeVUm8FCbx9eLPIcdxXFwY3phJMoNx5YEYy/jV9zV2x1oJ0Ank6p",
+	"oqlVFbqx5bhzvhWMwL7s50xY0fi3FjAuEHZp1noTu6gLMfg3lMGdeIxDhdUl5SNa29IK7MUkcvQ7S40F",
+	"C0/9EQwAqJpl3G4SzV+UsGBMc82SNcTwu14WUnu9HarGrTeisge7VgRoSPP8+bh19tt2CnPo/z5Zx/+r",
+	"mLboEIi0J9nV4F//+GfnjOipXAoiRcoSog0IRVLkKyv2UXuTTSOotbY2O9Xmkt6ERf3CUeSpAkjnfHDF",
+	"VvBvbthM72ImYal+JqoUXW1AE8aN7jIoSRdLys1OtKlu3QuqroJKsRCG50EKB0aVWT1iiD/oIbHKwTXT",
+	"pG0VK/facmqZ84wbw7JOX0hFhpYM5cIMyZxqbV8XVlmpvmll95lVWawm4YYC6RbnyMhyynOn3FlthSgq",
+	"yNJK/lYhpwYOF0Xy6gk4YCsHsCdVVE8iaQX5fKvG65iOFTNhENyEXZ89XqDeCidec7KPpWB7HuwTsFiE",
+	"o0VtQTG9yM3wnNBCOSNG2vtnfRfx1f3WXL+AJ5Tn+y6A8jyAL+QyCVqNYkatuJg0WQZcune1imfs7b70",
+	"9XKBxith9VZA4zYqJMOM5XQ17CTEatx2OWQIaDbcXAS82hyPboSv9at+abf7hsvWdMZw2XRCuSCVtZM2",
+	"e4tAcZqTEU2v5HhcZRLnltZTuRBGg3phDJvNzR3s0J3ixeWcLsWeO/RUaKYMGaZTnmeKiSEIvfNNdgxm",
+	"HiIFQ5MJm4EiFgySG1vhB2x8AQH0j+xXdkUz+vYpfnXc61lWeQe8cO0qCxDGr7IVfLRpEharkgZP2lbG",
+	"I2BAGlv5Cgwdbw8n8tANaUX67ku6/IvVAibMjv29YvQKbZFreyaFZunC8Gs2GFOeLxT+vikiWzoeWK2B",
+	"OfmzCuTzORMJonCgenibzOiKTOQ5mdJ8fCirr6mFEJYB4Jtckwm/ZoIs5mAEzaUGjL+ZpGunuqWwbIfQ",
+	"EamLWz0G1DTcV4JzVWCtVzbmdKHZABjCPoQLn2VxGdDDoQ1dWYFvzoTbQTEBrZcKUpr2nLx4fvmKdLvd",
+	"I3vbzVhJJhxJmTNamvFWO+iGUIw6PXP3F4BidrvUNc332qDKl4MZfXujm6O6u2kuNcvAfK0dR7Jc/Rz3",
+	"2HItjbwJeVYV9xHpB/BqEOocsquFAC3Pqx84UQuRrpW0wpcRXSRpmalieirzLEasa1yneHdjd6ObVsVQ",
+	"vzNJnFeU6WydSXgCCrhbRql13IixRMe2Xiz2FT4sTUypyNDlkHKVLrgJVIJW7nEul+BeUDLvzuyNS0fa",
+	"ilRgl9DkirG5PS+ukPFuXjhrhNxMwStw7s2GRajCT8oEDDMhy3HLcvjGDd4Eloizc9Jv9XS/RVDpwI+6",
+	"5LHzAB5Pu3ECuzXgr6ndXTaW6JNy1gzEczm28gssyK3unGRyMcpZRkYrtAZZbGIZflDA+0B368n61jBb",
+	"FIHd1YYsEX6zZJam7XylbXuA5ssKxVWHelQQBvGEQdqpFIKlYNtDA1hCnGKkE/Lg7dsOKn2wM6W75Jz0",
+	"iFkoAcqeHI9L59ezKDijb51Xs9dDOSX4OXtRP+cmVS3yqyc891jbnKp+APYH5EE0M0RQpeRSOx91jos9",
+	"txpqzqi2eipLiNWKaZ4PE+J8XpYtbdISzfOI5JPaQRzb9f5qinsKxkxLE/IcjI2pnI24cC4g5/pESo5f",
+	"bsFY5cl37UzxMajbCqX3WlFkgzv7sZEk6gfH583HdbTfzAOdtK7YalBnevxZjjRZTqVGA5I2VBnnkOHG",
+	"4Vlzz33S+tuCLVhTwOyNsogIVo+oSFl+BmKhFRISwt4CYYlJQqilUi4mXQJ62ZnjGlaNtF/liFWNBP+f",
+	"5egSQXgPC/Nyf8QSFaWekttvD0PlONDcNthK1Pk+aYGbAjcKmACSfYyXzSREcDiz0u/2eMHNDM5xdBxv",
+	"so+dQRJlOcLB/6Z2U7zdZF0to2ISE1wBBd1T0qbuHL3Sa0ndvs9ERu3f4ZSD13DW6Ubl61mU5v5S2RrF",
+	"ZpSLc5DrnIZuJOxSIcLBzsWYx4ZWhwt0M8f25zEbyYVI2Y1U5ZKfFKwKmRsMCDeVeU7nmhEujARlGYxe",
+	"IGyicDBnIuNi0hdtT1agcKOMkOaUz1jWOcOLeAI2Tvud0YSL+cKgcr7QU/x9RNMrYmRfDOdMcZkNyVjJ",
+	"GVqpcMScGq9xDGf07cBS7bDki+ao/sPdN6MZg+CKV1OG8RxWKgb7JgkTWKUfrKnu5IUkgi39OG3LnU1p",
+	"qk4StqsvLDDa4ErOYfryxUAoyCuWB6KFIQ7ccwuO26gEIzoAP9zLM7DMUgDqdzmCxXhf3SSXI5qTds6v",
+	"GBlesdWwc0a4SPNF5gy8Xpzjwm6vkSh2ul81oXOqTJc8k8YZMu0YCRmWIsEG9ifYBxhwLRqLYPRDJyFD",
+	"tRADaoZwI6MdKmZEdn6GPdm/3/699DU44L2sxOteijBIlOj8l5Egux8lydxj9JpTTfqtB73eTPdbCem3",
+	"vu65fxxPv+7N+i1Q1d7S2dyqrvYpKDDGMGUH/H/bv/UOH775qt3vd/Ffnf+7LfTfF/rv////p/8+03/X",
+	"f5/9fdrpfPVfsXv9CeVKMK2jEYGvAUGXsmQf49ryS8MEFSYhlKQLbeSMKUAuQglcxu52H47d4EOIRxoq",
+	"uRDZQMkRF8PEBwA6FhMYBM4G3BBFUS+EARkkzoe7smyiL5aMT6YWDh9pZZF/RldkSq+ZhY7OrRQXgq+K",
+	"S907M/qiPXzx6ytydH18BLDro3eCztj7Iw/8oQXy6N0VW70fWv3B6m/uEQQokYtK3JQUrC/cRTJGygCo",
+	"+q1+y/6hWJc8dSFDoxU8hpVpywiQRSAcdmA9p0srWIL1ri+4mDIF/NH4SK8DTRYiZxpYpGbumVwKJLAd",
+	"sVCV84/71vbyq5VGu3TBaTHXDujqNdLvC6q1JYkhPB+GPUTTBp14K+QhyhhLFyCTU21A4oc/OEYCaKkM",
+	"bvNQqoyp7zyWDeH+3mEQ2iR63arAHqP80g40sR1U99qyMi4G49xidYR3GBS1YOEzCLMce/w6qMXwhNBU",
+	"SR1MSBAR6DbR3mBoeTi0l1tK550dit5x7baVxCAky21BBwVtW6oFxuAXA9h/oD1VoDyBhAHsAkgbuYSU",
+	"pO2DjI83Id8pYm47vYC/GxSRsTSnKiZWvp4ygNPTvJUffJCmDwKVS0HacPrkkOBGkWMUi4oD2NQZt6DF",
+	"q1oMEHLZ0DDsrt7o5VqZevfhB3VsM4jEUd+2JYR7AGTldrZgFklBZnD+hgarWcyzXQE7O43BBQ7v0E1w",
+	"vYkTCtxn6ztXWnz5LJMCmbYxE4eLFWWsJaRgrXWx/Se5jBGRnlp5kxtCZ1JMiL+/gKDOiB0J1bS17R+t",
+	"yFxxqbhZAYZa7rucSubC2VYgxY6lOielq91J8luvd6B+vP24clSgk83JgGtbTLajwacuN8Ff9nj1Y+Rp",
+	"EACMxBsfFg1h2kUYdC7Bq5n5l1I675JXCwW+IA42nwJ+v4s5v3Y7UkRHw0Slu91e13ZfnQSEHjJdfGWl",
+	"ESkwxDRdwWeW+xJFjQsJJG0LkN2zAwuWDjohV2Se05R1cLUuxA1C7iHEhjziZqHJihlvXy7LJyVDv0OZ",
+	"0mFtWviT1ttD+/7hNVUQNWc/9Ij4DAfwf760A73EcSy6WtXmB+/kXbdAsJj98gU1U8/44ZWEsO6kC9t2",
+	"9PWRR4hoTNrMORk3Wc2G9YCBB8J/ECO1H50LZs00eE15HmdZTxRjDp0cm93kQzcJHKzjxMEcszmNRfSs",
+	"xnfagBXujsjys4epktLOrAXflSas2+e4oDmxCnNjSRPOa1f8Fg5ZB8b+8lk4g+0C0rYT2rWmS3xzfSU4",
+	"c91KLsPwha1uIzrEm8vtphScUDG0egEjqUhQ35zuWtVPaCp4JMWYTzYP1AWXDEZUs32Uc//dnl7UURFo",
+	"sNXI6V67IXnaa91FxNRFK2wJxb3mcqEHmqWKmQF7O+eK6WhMw6/gYgvBCv5Tgp8SbXieQwAfqONKGtiG",
+	"Aww1z50UecMwXZgiuoK9o+tuwn+S1kLlu5m6i4K17waYCwjXDiqpImMVxwrU2Y+VOfSPczNvRmvM0KrE",
+	"tIuzheG3ALY/f/ukKdYuJ0KAe2h8Zdyuktsln4AA6MirvZxqlg7IV8TuxDenIER61+LxN2S0Mkx3zsmE",
+	"CabAnQaUiqr0mgcLQl9L5joc+reLw/+HHv7RO3z41dGbr75710tO3kftczchORXxZ06NmZ8dHVmZ0+c8",
+	"kl9f/oKmfVAb7VXw4vnlK2Zl441FnH5bMcR+u0tssEBEcZPR3A6wTi/OVTCY8QmupIa7Fv677fO792Ig",
+	"/CxHEUkPUSpmdEFc81JqkSTG5mekhx4DivGW9mByBr5bl0wDVqspRYkdPJ0sOyc0hBKC6fCK2f23wn9u",
+	"EcwOdaB93KWOi5bu6S2VXO/YjFOEC0fHKFD3Jto6KXfWTTQjfUeoWHUqPtDNDJU4LMEmiE62gcvjYeXo",
+	"orLrvFChBk5S3rnIm1zz3tE1qM19qLjCQsQ31c43411GbWdfAwZh9a9OVJdhOZ/wUR4PcHwNzKWim4OR",
+	"Wy3EuXNW0iznwke8wFm5o6nOezMsuUHcbtLyOmj9DmLCctkW0XS3PPXcCvdLEQ03z94C996+W9MUce19",
+	"w9bExJutFUeSS4Hr3fn+bikXvQ+Dmo3abSX0/L4cOR15y+n/8adbLI3UsEHQ1poFbL0EzXTGzUs2rgna",
+	"chgLIWZlu41mjBRT6m3OheIaKn2wSR8Y71Saw3OYTNGlBs93Uop3GzHLmosRawipkSBa3YdNRq2YWoiB",
+	"HNcSNfonpGBEMUUFaUPE79H18RFYdd7x7P0RDBLCHmuYVD3Z3SRRBlM9s0XOBl5F2wTfv1Lyw4faDwU/",
+	"pSTNuQU841kTT1JpasPTq/jU9okXMurBuIVed5N8qkLcahzUZMWXWKCiF41A2owLNWZXKY9QmMGlIBV1",
+	"L1CGTaUwXCxYFf/9CaIchgP0hSts4ap7+CIhCakpmxEiNHBIV40DEB38jlA6pS8qHtsgXXthDs/Tv8NN",
+	"lzw12hXa4GDZdakJB+5X9OJuagX7FbCA2iSx2hXNrtub6PBLesVikswK88eunOgLQTcQBHUW6pD4KyEE",
+	"re7vq4VcYe+Y8Rd9wObSvVKVvPx9XgSeO0bjZSCH3UH83rQzoLl0XUwt35eRu6/e7lCVdWq0me+pSad7",
+	"qvqWFTe2TfwsRxgPFk1W2h7FWD4WmHTbIuoC+W4GLct22lG2QfSYGZ9B2UiAsHrlZvK0P+SBP8i4LBNe",
+	"M9LQvEb3xSTbgcOfhiKq/yoMvPObdVW6MsAmGBvAJ5FFx5O6C8TaD3sjauCeUWNZKSxyq2HFvwff7Jnw",
+	"uK4DNQyduUG89VpQXsSMgVdLPESPtO3theG6QGId1Cvd0yWHyEhSkeNuEKjdSFnyuYiFnrQuSCjFcgyf",
+	"u2Krc/DuplJkxf3Mc0ZocNo67zCHHGZwPMMl7GSpGwQb3tj6WNZmtpc6ce/tG9xeVXv2EfK3KiOX7Jop",
+	"mpfUEU3aGIe3SK8Yhhl1zrwVzAXS5iuUKzDsyL0J5Q36wh+JJuUIPq5JxkbcCokQ2kvzPOTfunqELgjQ",
+	"ylsY/CusiFTEqBbrGKI7XQp2iCqRZXudMzLh11ZwG0kzLWWyujJjN9GPivvw24iyBIGvN3S9eh5Qcz+F",
+	"S+6WN5RnhTH3vGIgIII5U0Fgp5OnHbH5GPAMg8CpD/kmrkKePYKypSwe3JSxbIH1geJ2v7V9qbxee7G8",
+	"cLEBt5MkasMX04XSsok1JSZxVMeoOd+XbO7um30yPZScDeIq2CuvjBhpadTlHgAdtXshzhIMCp2E0BBs",
+	"6L9yWhQTGSQndVvb878aapye3ydRaKH8HoKLqpOFxJJ6l1yA7nLmALQvWhZPBTyGWoOKpVJZYNuFniiX",
+	"IiwVBuMmrCghoOLbx/ColxCWa+YKsGF9KSzpZbQL8yk0K/vFYCQzzjTpW3rstzrdzVCUcDy1h64WYs8z",
+	"3+teje2zyx848IkXXi+ErIU8w2duNTGgL4OVwEcalaLdQjhiq+RvSFoZhhJhJlXL2/9zlkWTjn9hVLMf",
+	"3ho4qk2qbmwp3U6bG8PEDglAsbx/v0OCemoVuBYL0Aa3g4SfxeB4FjVi/cKMYUonJOMTbnRCDgYHCTno",
+	"2v87s/93eHBOjg+PT75dK/lVclEWzsk3xT8H3bPDN+96yfHJn+KeyorpyO6NWLkrKb5LyCx3mUlLnHpb",
+	"aQoQCexYm7aCTQa+aTAOv4jFbATMa/MS2syZrodgR02M5wuTyhm7gDzSLHpJDRq7IPY20W1eSGiW2OIy",
+	"fVGSXEOI0YP1Demh6Ac3SCWU6OGum6JUK3JdNvE6eNwrtUdqQhGcGLnSudCGOnUwajld1PhBDDd5/Cv8",
+	"4V0pdWehxNmEiWyhLHaeuTqIZ1CrEHXGndxgBWXvcNKtJ/ZXrzesR3g4U1HEAgE5K7u2EcZ9hK/e0Lfq",
+	"teKmGrGPfo6Fo+8RfiXzjGkz8DfTHdQWibuoFTNMxJO/XpViisNrVkwuhwPo4FR3qRqO4Bo6GgoxZGcN",
+	"IsPm38ObpR2+dbyoi8sKZTfW4+ARA6uAlnAi4GH0wPYL0Crj6mbARyn0oQGXLcSTZu9nrnpcg1cLAanZ",
+	"+05kavZyOediX8Pf3Qhxa+cRD5fDlLfGzBy52y7jrhu0FpSbBMg59hmJrZWCkTlPr3zOhVOg9sxKulv2",
+	"uGbHAR+ZhdNxFlev13lhXHXHzfyvnXatptzw1pVTfpJLqJyCLmbPSqvckypUy0JJmmD2k1XfXql9xcsf",
+	"Xv3w7NXT58+6t+ehMR3pJTUsZNj6BJ6oKoZ2sgMMhyk14ihsb90maZ3BSBURAWCGiET9Z7ZytlGXPYtv",
+	"NnTJjxZKr90ZUGqneDnI1jeSGmrvdeWMDA3mvavLTaFzEJechB3d73YKRxTniGsW2f1MkztZY3n0rcDd",
+	"gEd6RFgrggHGJKvN6oBaaJqvhjT4w1tPsajjQ8Xpqrg73E2ZZSwjc6act6DZpFG9xc8Y2dKAFFv3dH/j",
+	"QQP/kWcxJVJp4jIo0hx3Df4a34ySRN1yX5cSgesSU9wBhb5AkIcIVkludIkH7Ztzc+liaO6mnnuqpIiy",
+	"n61hhDeJDoTq5VssALtj62AEw9Or+ykpD6brwrERMye+NRDO1Ly8lEtbKZsQ9RWHSIs8l8uoTXCb2FEf",
+	"Gmgh+MMJ53cQ6RK/IABbSnOVg1B8WIoPNfFLL+lM5R1eO84qfux343iKiF84Puas+XUTKGzXbVMMvQ2s",
+	"/a8aT5RVFHzgauwk5BtnmgeO7wxTCaHEvy8Vaf/vqVyofNUhUpF+63+jtxJKsFTrrvz30QPy3/i/tdyI",
+	"B9/sdBvv683f01Feop5CvETCWee2lqpc3SAhgeFC4BpGHxaFQv2JHegi98yVf8n5NSsnFe9BpwE4d5pb",
+	"6LbJNpVJuVj3r68etSKNYZ5ePLsg/otQeOeHhUWooxdU8fWIhm9OdxG7o/JtbtpLSCh66fLz9kTv0rE2",
+	"LiVbk+DkvTw+wSmaudS5y9SlmBqESSXxUtCLWW3Ox322X6nP1qSrXNJs74BZ9rfN3X/MLNGoFdYzKKt1",
+	"v8vRGTlOyElCvv7XP/7ZRNWKhTraWZPC9IaQr10OYZPf1J5M3GUe6+2w9VrAU955Kbhh68G5ZNjG6v47",
+	"sjQ87MBym8rAxTq+9z0395f69wxR+jhbgFGuuzfC3NbbBQM1f38pr+pC/THDDYLr1xPcvOWzQQnGAqCk",
+	"cKXBrNF9KOr+71eP8cJFlIOKJF34zXkpEsHFjkeqgmEOnxSRMtIN4igjkZOfbhTkPQQYkjaUx8FQttnc",
+	"rDqNDHCfcqDgHmFmly6SqDZZNmIIDIbTZubewoRak3XlZjvQ1SAcn2KLzWoPNPzqGjwEsnCZIT4wxxXj",
+	"wrAdiCt0ddDMlKkl16zTJT9B0CvakbGuqH0b44xeY+vWQ2BnZqEYxixi7ySwWZhK+XcUtxqlg/makINK",
+	"/mxh3bpZEmaDRMlNZcWY+aDwee+2NzRmxhLjHjZpziq8rsxygukxCcmghveY8jzB7kMJFkxyZc7PfHZI",
+	"AgntA9ifhBSlz/0v5aCeDGWsmIdf7Sti+iC7RvLZetaI34nqblcAqZ5eFUGKfBRHbXW0i71y9rxrXkNH",
+	"MBdr55oV+/bdLtbNgktOer0zwt7S1OShWU7kJPti4yi75FdxJSAWryiH60JxMVrPJ0zZj6Ae5IhmA98D",
+	"txOKW5bXcgxsde2XiNN39wVRNHYreXJ3fwIdw5yDttkX0KLLmdSafQHtsNCvplbNPsFeUhZjfcuk3d9g",
+	"d6W4Elfw602nRak6+T7Mf1XD+jGeHAc90Bhthczf8lbhk9xd23JHVESxORb+NFMlF5NpqMtgZ2uYnOsw",
+	"7c5WUrmlyrmkUBIWCgcIoBIof0Y9c3M14hxlFMytcw6LLi8MMxf9HsyltjvQLrpSa/S+NFn/umfDnWpp",
+	"W95sRYxovcJS35Z1dsPTaSh3UW5+4u97e9X7qYm7yp0CDRgy5dpItSLtlM7n2Dmh5Ny9fPXDi8H3zx//",
+	"z+DRxQuoEpiQCch0rlg3V2GEOVUG2GTnrOingfU50DJYSeTMeAaFPRhkn0R4H9SuxKb4eV4ZB36U47H7",
+	"UTjx3BvVSptF89xeGONxw1p9xTE8KQYpfryA4Yq/n9uBi9OLtL8duV/3EjzcFbp+0f+upSiSCEAMg2I6",
+	"duM1s2SN7cR952TYZmwfnhDoQx9EteIle1XZ/ajUOoTuwknLfrPfxvkwaf/nKxgBVM8/alRJC4iV9vgf",
+	"zOIBrsizKOiSnDIQEduhipBrPY4ondJ54pkYMgpsGe1ayccSpRciZEvU9J22LKXchKsu9qFKHu1vyZ/5",
+	"92S0CmFnPjUnXRgsmtlAKXbHnyDuuK0rg13HP4JqfOuOkndU4KNprY4bViS4ZewuCJeFawmNMEGYXEte",
+	"rtvz29RD4to12DyuJpAQo1aduyuK+enXatldMaXeJXnDygwNyixsJvZ0G1qUN5PnPXJtz39fT6AvnXYd",
+	"/kFCRQTRsDW+ZppMGVVmxChKAl7EccWO9EqkUyUFlEe0uOhaeIYsjkiD2r0TRZLb5W8krR1JJXYfnhfa",
+	"8Z795kDF9R37x6WqEyKr6Gd4tyTYkDum3vVFu9AaO7EeHV80qP00qBLixNWbA43H14X3KhETt0wQsidZ",
+	"49GxvKG5P8eS/E5vDgxZB0apa1WNtOLQFlLM13DTSU8a6yy9PXS/66726lx9M966Gk5FjRFMdJPlPEdq",
+	"yFjmuVwCmdhzPNDkd8kFyG+QFXnc6/Wal1QqJJtI6kmolRBvHvXIPcYKglO5jJRNil+0v+O9vgswl+Sa",
+	"swZFPwt2XRSWiBWv9b5G52TRJEMPaGg8V2y3FVN9hyOCIf9OhChv9n57XeeBLGpXxPc6AnjYddLG/4Sm",
+	"4p2m57B3KZyiHSgaPBXTUwLaPlY3wsu9EoOBCy6QqVQK902DjOSiqkfLY0IdKdf68D8fL31M3tnmO6/d",
+	"CkNjmSUYslhN/TqeQdumzVwoJWexQH2qTFEWHyq8bcZiN5WYa/vTEqot8kEdzzIqhy5OVMcLQs0lF2a/",
+	"CwT26oX9LkaWQTauyZeqh9QvpRZWIyPV9YpuM1Bx1UUjt5dgicLiFEIuO823e8lFJpfxFeAzkkpggOhI",
+	"Qr+OBcIFj4PBz3X2Dkddwp9pL4pBa6jswPAh6S2HYLAL4di2ojMeUUQd3IGl++JnFuK2osolXMJFOV00",
+	"0kEVPuCZMK28alousMiY2jadawXsO/2BfOgQr+19FyDGDIyUg5yqCUvALYFevqbA5BTL9MSSml8wlTKr",
+	"vrBQb9jrVgehaxzYPmc8z7kLbEx8RNFp9wH5X+g/mfEsy133EzBuThSduVOq3i/Ore2eReSp+YNew/yK",
+	"+cMHjd982OjNNfy2oOA0OEQMleXVloPGxnSuWLO/TaUqUoi40a7aY41LsnmJSqdeNEU5ihgHFX7BYEPa",
+	"zu1Z9m8Gp+e6W7OTEOqEW+Bp3lDtWj5mDcG+cZUwbLp+1fIrL2UFuixBHDp2ZK/QT+PMM2vYt3nXrKWI",
+	"RzkJ5rrhJvuzDVzklmzjCZ5a8Fi0N5tsl3ydTRFmxsViPZNpu0HihiflJtrM3qw/oK2qX+21gvGoC8XN",
+	"6tKKAk48YlShYALyAZiR8acwgEX41vv3YLMby1gTTZdDD6SqmbrmKYMKZVKbiWKXf/0Fj951j4VaVUD0",
+	"wA9dDBX1Gma3Lx5BPVdfvNslEorMaodBFzgPJnSehqaNoSg3KMAJKLA4YR/baslS+VEfFvLry19I247q",
+	"af/SUJFRlfkAE41Wd1+uzFtu+gKqLBXVbJwyQg3rkkvGsDvlXEkjU5l3Z1m11E140Bd9AaUQ0PH+8skj",
+	"8vD0wZ+Iq0hgh1nMYD/a0Os8hXvnyD3+6nctRadLXns3DnoV+gI0GORlgly8eIoWqcR5vI6uj7HnsWAs",
+	"02To7Ht/wNhn5HvAAdJf9Hpfp/Ah/JO5TrGuzkKrqJ/QSlrXTGlXeqJ73O0B958zQee8ddb6utvrfo2F",
+	"TaaAeEdT6D3wBzQbQgHd8hGY/2nWOmv9yIxrT1B4OuHLk17PRcsZF8FY3hbwNHl0pjv7fOAMgN1r2ue8",
+	"W6GZ1tlvb5KWXsxm1N4kIEv6jF2uyQI0QEMn4LwKK9GtN3aQI8Vottq61pf2jY+zVJgacm0f9L7eMl8Z",
+	"45rP66uJRCZ+Jg1RbvIdW51RQ0dUM6wSR9Np6F+NPSrwSq3d/+vjIzrnh759avQQfuHaXLx4+mfsLHpv",
+	"54BTQNZPZEuw1Dj00lPsWl5BJyhwsHvB4X3SOu0d180SwD76VVBH01h59RTPdvtHT6Qa8SxjrhCcixbY",
+	"9VVxxOVjs0sExgONB9vCNyrEv82UzTTLr5nudMlFNuOC6FTOWe0xWo1JR47tEZgGcFdbiQ+P8M7zOzwy",
+	"nAgPrbhxXVGjNXQ5vpe5sxjGuEcOMXq7T+t7mnkL8IfDpdPjBl+8kvIXq8jBBycnTeByLBiuoNujLO6l",
+	"vzChoKkpmrhDkAvXIShA5KtmqLvGgaDoPspRVqHeROmXQPkllK7g1mmk5AWyig/JHE4Rju1fPJPmiVyI",
+	"7KMdKG5M6UAb8xqq6IwZ6Bn227sWt7tsZRdvnDxDQ2WVDyQlmt7QA7Z2P37jUCS0Xay9oX6EN+7xfgo9",
+	"IWtvJwvkzVHtLm4V14O+1MEVYSqOc5zL5aHdDyXzggJhe7F7/Db6ewy//xiKzu+gPnw9q/AKSuY55YL8",
+	"+bvjjU6z4Fb4QqubtDqTUOlkj3NNauXp+OndLZnESOSVa+p5m/P9HE7ruWD7HdQaR93ctXUy8e1RCRwS",
+	"064RXoQVXwXJL86L98rZe/8maTnb15qPMHSbtlAlkRbSNJu5Kteltu+/yxGBCH7DZ4y0//zdcafbF5eR",
+	"hq9kiJ1ph0TJpT4nM6kYwZ9Izgz+7czwYHkG+8looVd9YadXzIWegGUNW8pyQezG5znLUXWvEsqLRUEo",
+	"dy83+76+jUTmD06aX0TlW93DzJAFVK8eugrvRXN1kJLXiQMpgpUrm22/rMtNW2vFoZ/8S/dpOSm1lq0V",
+	"ihy0n4JcpNiEawPxHQGqYrOLZrXrG330zvLTBpLRTyEMsbFw9EXcqRV3tp9RvYRTewp3jvm+DXKcpd4a",
+	"8z8fgWfXUa3JOLFpildc/m+duHEBJUJCREUQPobo4B6SCbMSRKnt8RBLgvzrH/8c+gTzjdu+jDR3f+GX",
+	"el1/4Dv/Bpj65f6/HfvCSwZC4aZUTFjhwrvRtWNnXGBg2U3JSNYFtZZywEN3begxmPl2dwZCEVwAYFF5",
+	"yTVFh7hIOWfCftkXUKUiWxSyDHlpYbfSfikGCkb0A1iBKJeQNgibBbGMUy4mMakcRmOfGH9PsAKgWw8u",
+	"5sutvmFBtvuyVncg5SpdcBP2joqM5HxsXImQhYZmKSkU5tqTZKShhh0WdabulHIeL6xGDFC6qDmUL8t5",
+	"wCSlSoFyvpTomjeQpdm2lxfkh+RZAo04UwunndxAfyLPKw7DR52EaOnjy5UmKRVEL7mBdFSn1Mql1Wd9",
+	"J841qoHNcCiNpb7u6ZpbqyP23t11nwCRov5lCbWoL/apX3d70/Vncj/Oc5q60Ho+EZaS8DwSyDL2lCVz",
+	"8PAS6DsRcuex1pwju+08wffQqlWRf8YeVzGPxt8WTK0KO5pPM2uGl758TXysoohGo8EqWZXxEUudY+8A",
+	"PpdAV2sj3AjtrUlf0dUW0T4P084C1ayCyXJ9f3y5zv2XU4UDUrSLICTsGWUZD+VCk7blNSP/9wx6dL3r",
+	"t9KFNnLGVL91Rvqt9PBP/dZ7MqMmnTJtERBHccYcasiMQYQ0nUkxwaRv3emSZxA7FGLzx4Yp6DvIqEqn",
+	"ENkRKgk7YyXYQN1lYn9wOSV/Ihld6bqtAmAGfkl1p3bae7ir9OfOzcMc3bB7kJtXnf3cBUxVFl0HOA53",
+	"T5DbPXVQgByqCMCC6Gf3uQ6qCuitqM9ya4ndrZCEhKKGQOD7dwCFL3Xs2vj5gO1QL3VOJ/XAYOe/muP5",
+	"+qTaj6t3+PDNV/8Vhyk2OrYALQ9eNG3qlSppP9hVisxKavcmZfgejRH54rlgbvtuLBV8FAs11xg7mlhh",
+	"KGSylW9TbDj9vk4APukdh7Ikvi3fuY8PH16x1RC5Y6m9bduHoCaFCygJ5Qw7fUFziHjDvJaEnPR6JTYL",
+	"viKRkWG5qeYZNPscdslrDObsi+Fa4+Ah0YyJciXTUFqi1IrY892221dyckqmHQChL8IyIRzXwnLFVr4c",
+	"YxyghCyn1DAsjaFdGSoPZV8MfafRoVOFwUMWWpKWNgojw1zaYafoEry2O33xuxwlZMKvmQvEwVvKwgeh",
+	"xRkZ0fQq8QC7Pqp++yIaA/Zs/Rky7vbTnEoHgMURd37xqmj13/h1TNtHsr97LabUR/7D2uoqLeE32c1F",
+	"QU0VYvHhFVB5LtY+G7AVEAMQxb3lG1HTovdtrD8uMLe7DNzbsUr/7Isx8g5YPW4m6FEuoWSNw5d0paPQ",
+	"NirO9C9cbT0ugo0DCkWfw/BcoKIGOcJQCAzxcjmVOcOm7d16PqP3ZjSfJNv4Hnbww3MNmPcl1tHZQlKk",
+	"LRUpX1idZOM0v5Dd3ZEdhgEc90iv10NdjwtsbGYR0eqcOygSG9XVk+Qr6JBQjTYAZdXybn9Z6GrBAhQD",
+	"cGSXc+RtY30B39g5mMioMFAebAjVLgJM73j23gE2JJlk2mq2Ib/IalvlEtVWOpEiZQlkcIbYHyjzYpx4",
+	"BNVFfLmc9jinkwnLyBDnGDjsZNnwnFDinoLIQzgWPjAU8ncE1B6AmKEEvRedLhmiVyEb4iNf185+7Z5A",
+	"QcK+KC/a5xSck+FMKjYkmq50sbFwkorNwD8CuULYoxwr+nBDuO4LqILTJRc+b3XMc4PuDlcm8YzQ1HLm",
+	"EkRwDsN3/Ra+3G+BSQKadKOw9v59VFx7BDvl2Oh9sLbvF/lVoPUPy91w6jrOBjVgQbKBG8af6afOxD6K",
+	"AwaQJPEsyAp8GWgGJp1iUc7AMJxpC3aUOszdwalCHvENGJVLL7bk6xtz1vItOw9nui+AcdVwJwAGmVOX",
+	"XCBplTStIEWj9Mw1ydnYWA3Ubkxbjom2NElziDFE5yWI107btSABHVtQMstk6rhEX2xnE+QGXMKppDdg",
+	"E1Af6guX+Gy4RO/h7i8eSTHOOaY/fyR3DiT/13OVOuq+AZPx6UF1gV9osLhPQfsxNnqv8TV6bfnfPNgr",
+	"iCocZKWRfIsipS8BhpJW3Jy4l473sxw9fdwKOUDr4uf+fn0/YJ1d86JekOW6hL8uvOV8U6gNfR1QrO0L",
+	"L9dSpfi1vY9Oew9dxaxgUfTWHF8CYquMd88YvgW3gx+FeZXx0w5z+Sz4J55rWSqBQsYGO9gFomrAGY/K",
+	"FQW3Ob0fFdXXGvi+v/iA7tsH9Fkw/lhRyt3eo7th96Gw7l1w/CpJ/OSHvsSKwfchF0Mpypds/KGFYpj3",
+	"h7eGWZEsmqDhnt1cEL53lvxZmPtwH1GHhkSzuprPbai1A1c+GNNZRk56J50y7bgKtZvcvdSV6G6FnvXS",
+	"zOvlmOPtcjYbH2FFN01nrC9c94si6LfcmKeDQlDor4DTemNewWcgSQqcF1GBqNRU5L7CGUvlrj8w7bpp",
+	"LyDDM+4NxEdfaPfW4YhSmUpTmhrqbUSlis1d38G71kwKeoto06WyvNjgbWj/f2DBHBaRGuB2cCEDGKtM",
+	"MTiCtKkmiqVSZSyDHtNoY4IPhueutq+vJIcB774XzRWbm25fFGqNF2RdpT8fFlKIs65DWswYd05OT05w",
+	"HAcidBcaW0gnqJSFVbAAgm9wc8XYvLtRXSwhfQw6XfUFmhDVQvRbcQuZfc0rWffiIsQpPoKPcItilxRq",
+	"b7kEw79PYPS/KetaCLCcubqRoDva4wNrHARZJ8gMKEmnUjOxwcbqNEkgkftgYi5WrGBJW7nagS5ybCAE",
+	"OyG+52jSFwU7AuP8Rs0BS+qWU4CKqV30E0RGDVFUkbmfxYoifeHaiyck5+KKZWS0IkPYiYEcD8uGm4LD",
+	"1TKyOHdRC3HPzMWe2wcuxLWFt7jj/sJPPmt+go1Y3FkmZdPv3LX+E4RlHGt1sGb8xXsL71SZ9w6u1qd2",
+	"k34xkN4aK2vk3pLIa1HS64waOk0CplZl1ybYWeoYss2MehlaUTSwom6xc2Lb++aNt+/V0omLqjN2PhUj",
+	"+fY/x9IJvq31di+h9wqUH3XxSFUTjkOMm1tA6+PuT0raHExDeAaSzXLKzBQizslSXrEQst62qmzZkeX/",
+	"PZaqL0JKFogymGS3ciN3uuTCTwJBwcFf5Uw1fiRt6ApC2yCErHAIcu160kA/Rl30pCnLUuXrJiY0XTKR",
+	"Xfq+MZ97iCguxC6pmZB2cvczRwMkHvu+R18ktc9CUnPnReg6fcbZ0OYN5zurbb3f4KV/r9vN95qL0MBP",
+	"aEz6z7ndfOsNZ0Wr3nN3784DBX470v0VX7lHBIAZttcrc02lvJLjg1k+fvWyNcDQnroRauO2ORA9/l2q",
+	"YFYXPPVXl+N+v3tfpzsBmP8JwVN7nuIdl85yXjgzZXE8J3OmXMJiQrDPGGarF0HqLn/Y2D3pi3aQ30Ac",
+	"LjItoS++RRqOXTjAn/BCsTFTZ/bJQonv4B6g+dAKraG160nvtFTUC7pugnzrfgI4uZicQZKlvQFhfa6R",
+	"CoW8I9eIfzFjui9wK8mS2i2OV/r0qL/fVuNi7k1WBKA+QsGwhmQarWkI3WKZseeDtaTszcIy0q47+c45",
+	"ERIO2WL/lNHM1bXE95lI2aH3gW7MNlwbrFuRQNYDkN5/yWu6szYAjnkUFc4g4tEffBvIMHEkmBAuDsc5",
+	"n0wNSek8wdjgTuM762hMuRJM6/UmJTX9QZATTKnjrUuprohL/g5QB1DlGECXS9El36+ITwDnwo7UF5AR",
+	"l0AD1Alz4Y9D+M/QpbsP4ZXvvNVvmBSNPIKiDpU8/BuQuaS9MUG66LEzKHRVzlAKdsQrtnK2Lsd5YRWd",
+	"GCuzwsITt1uuW8vO4tLQhc1u2z51ITYrZOxdJea5yFe+4QmF7lDKFEVy6yaeKzbmb/edOTYSnFtcZXEl",
+	"cHzXWldE251HtFHt5xzbWEKYOsH4AvFfjuHAPrCN4HNRqoAsDzTx7KrEBIAHldhOEniDlZKCwwDirnww",
+	"+d3LhLuZa9MGECWU+VLq+FZ2HCXn6EA+KN+fSwa35XFihaOUzn02axwZotehl/SpwEsxjAlo5oZ1yQpw",
+	"WQoZAOick9PeKbTx8XXXFuJKyKXw8l+yqT5uxYl74VaXDtw6WfWKrf4TFMoyv8FaYi5UIqh2hUQusrvn",
+	"K9GCUxWg2v1Wv0VSKoQ0ZMTA3wCVLq1cZabnHgUjKNr5wI0tNlTDdbS+ez2vNMNH0PZuRE9fKmZ+UCq/",
+	"ZAY94IGkDgKxYC2HOVJT4M7NFCtT6We81S5Yan3cyCGAzXt1XPj9puIROD39mNJvaWF1yT2SCwN2MVyU",
+	"iyrwZi+sm912Cy4sV2IFBhA548aAf/izKhGHfanDIkurl2VVuj1hJvTkR50b28YDXto9KLVrv2M5VlHD",
+	"DjG2b6tT4SW0bYPX7hGPwizbnQtFQOIn0Q+lBM2upjOl7W7cDiVsyj5aQiG3IO7oL2pDbYeU4gBD1mjY",
+	"tBu0httyXvdAKXVyxl3QyOcjvjeiwbv1AkFdWqjDzJ3JbWihGAAUZ+QdxgNBUDVKGe+HUDnMV0VBLgBf",
+	"9kXpU31Gfut2u2+GnXMXLQRZKVKkaCBGwQUR1NVeGeIEQ8wB06QNjKkv3EvcAJw6ITTPScZG3BTZ950a",
+	"b04Vi+9eYA/jfwRxfX/i+eLwuA2FXrjkRIePVg5yLcjH3FeCAAoIGAwOVJZKkflyR6OF0ma4+4b1hc+3",
+	"izOX4a37jJNxk2wXZjzACRmtgE4/BZnGA1WJhAp7trnZjYWZy6Iu/ReL5+1Fl9AYoG2vBvCJaUNXnbpz",
+	"q5da6g/m7gmiju0WWPfvL7HsorC7FVZ8wSHLVw1PrwhNldTeS4rlvIlb5HmIegapAY2fHs+oyPoCRmgP",
+	"/Y8D+94wIcUP9oVhp0suwNdLSSaXAnozgDW88OaylAnTFzOuNcsQMCvs1IgkFRS9h7BiN/xHEEj2JIwv",
+	"0sgdhF+UG8vd8Lo7ulF+5462WH+BIo/lri8HGqlRLpHNr9EZJhIsO8RZIklRQCJUyMXkM/s6dMHCsok5",
+	"18FSsDafpcJzV6nxrYEPYbQV1LLlUO+8nH8AsSpZSZaRyhXyktpFR6iFwEmvGXbA6wsIGnG9iLhd1xWf",
+	"DzF5PVQA86UvXLZE0Xw2mhu6EPX32PGHKvCFfXm+pKzdScpauHmEXCZELozmGSrCqZJiF8EWOWjxXMci",
+	"L+b7FTqn/n2SY3BFXzJkvmTI3GmGTLnGMdifQmnfrWkzFuv1RsrMNkeRsxa4iDrfXQYr/Dr7bKgx7vz0",
+	"fzAldecs5KmS0aqoHZnmVKP3fs6UFTx5zrQbniuSLZAvkBCMPaCGHGJMHfxxhjXOfRfalOZ5KeEvUqgK",
+	"Iryt2OuLFRcF2rGQZdbpkpeMZn0Bubdzpg6d1UPJPF/MXVhfTEondD5nInOGQeqtJbicoqwD3NVKGuaP",
+	"DgALySoa2pTAlud0oiv1YEYrZ3vxg2PhFxoguELjDey8/Tc5fEhyqZ3KAJd+ARVGTJxX9t7uhFs6xWkn",
+	"is7s29+GE7aYkMnFKIdORy4y/rT7gPwvjxlQZYtc03zBuuRHfs36Yq3w1hCcZUOsXeEEimGXvCrQiuvQ",
+	"LO7kdIp+N/f3g17PW1L1ORmxlRRZYmWUmADyY8mT9+GbIt68heFaEpdckjFV0O+o6Od0PE3Km9Spiy7F",
+	"LW0MxGNHd3Vd15Y8M1MMyUFELQCaAUA5s5h2rGsBwsO7CUD3nUWHeFKn9DHFWVG+3bFDl1f2WfnBi/CA",
+	"hDClpEIDOzQqdp7uIuTqQGM9mPWm2lZRCD3/NkMz7IQsXShuVkBrI0YVU62z397YU0TeWRe97TgrhlDb",
+	"f2usc57JdAHaU3tqzPzs6CiXKc2nUpuzb3vf9shCZEyR4YxeMaveDAEDFypvnbWOQMBzYL6LdpJJQAFL",
+	"CBd6zlKTuJoMoUA/JAqBC9LhMWQQbhLJRTnP/tzd1JosLVTlnPXyUP56jpNc+SY7hAuDiQyITyfE4ZPG",
+	"0j7+SjnQ5eqH5Zngxq8h7Wo/d3fbWUXRD1uGOfSm3RzsBVNcZjx1rUCt3mC1g4pev9YYNTYMBOlsZmDE",
+	"Mi+SIi8rwTsVizV2XPvtSj5amdXH5n1UKro0ocblXsFOHjqyL9VgKo1YcYFE+DijuQFQacYh6smOe/Hi",
+	"qYtAL8L4/SWmAW3fHrqTAaZnV1ffk8IK/CwjVJNLQ0VGVUZeu48Jvjli+owMN/pxD73z8vo4GZKv+mJE",
+	"NfvmtP3TXy4eHV7+dHHy4Js2eIl4Rr4i/Va33yJfAQPQhs7mpd9GMlt1OoUdA9NXmB/xMGOpzFhG5lQF",
+	"cbLgLsPlVLN08K9//HPoOiifW1kQpVr8gSjXi7svQk+LtY7jpd7kkLEFNhcXvWOlkNDQgmvChOWG3b5w",
+	"4vUKxY9DuMgOrTxX2i+egYFnIfjfFgykISfaxcQPtRCukOfWjJVfNwZLCOtOupZ8BqcnUPBw8PXAPRsc",
+	"Dx6Me+kJfVhksmCOWenOD9BuDSjdmc/yq+BvndCoi9KmvrXWkmrYaJadE8V+Zyn4tvE1KUFkAWFSYFPr",
+	"rZAGRNoKcNOi3Jt6jFRkJi0mrCGKRff+otf7OkXshH+zYQmBdoIeXt1rr9/cX3XXj9SuxE6NEfq1IhTe",
+	"TJgV6xIuT2Jh/pvKG+SSocWzSCfBCx+0G3vZnZdZCeiDui+m5VrYVn1iWNfYRRelpYK7BcsqVw420oUM",
+	"Eg5EDlLbw02oX2LnHJ9QB2W7DsHjMiRtSh70vnZhKZUnRkoMoyzJdOu7scIe3CGFGRtrS1emzDfVIakU",
+	"gqWgM1sG5qtLBZbiWvsgFFaXkONxt7Umqb3ZcIxBvdIxxr4k5MXzy1cs89prwbZ/ffkLaa8XKY3XgH7/",
+	"/v8EAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
