@@ -42,3 +42,51 @@ CREATE TABLE fairness_keys (
     updated_at    timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (queue, key)
 );
+
+-- gendurable_enqueue takes a fairness_key option: the function of 0018 (or its Citus
+-- step) does the rest, unchanged, under a new name. A job in a fair queue gets the key
+-- '' when it names none, and a fair queue refuses rate limits, as the REST insert does.
+-- The key is set by a second write of the new row, only for a job that has one (a fair
+-- queue's job, or one that names a key); a key that deduplicated to a live job gives
+-- that job the key only if it had none. Not on Citus yet.
+ALTER FUNCTION gendurable_enqueue(text, jsonb, jsonb) RENAME TO gendurable_enqueue_without_fairness;
+
+CREATE FUNCTION gendurable_enqueue(handler text, input jsonb DEFAULT '{}', options jsonb DEFAULT '{}')
+RETURNS bigint LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    opts jsonb := coalesce(options, '{}'::jsonb);
+    job_fairness_key text;
+    fair boolean;
+    job_id bigint;
+BEGIN
+    IF jsonb_typeof(opts) = 'object' AND opts ? 'fairness_key' THEN
+        job_fairness_key := gendurable_enqueue_text(opts, 'fairness_key', 'fairness_key');
+        IF octet_length(job_fairness_key) > 512 THEN
+            PERFORM gendurable_enqueue_refuse('fairness_key', 'must be at most 512 bytes');
+        END IF;
+        IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+            PERFORM gendurable_enqueue_refuse('fairness_key', 'fair share is not offered on Citus yet (docs/fairness.md)');
+        END IF;
+        opts := opts - 'fairness_key';
+    END IF;
+    fair := jsonb_typeof(opts) = 'object' AND EXISTS (
+        SELECT 1 FROM queues q
+        WHERE q.name = coalesce(opts ->> 'queue', 'default') AND q.fairness <> 'none');
+    IF fair AND (opts ? 'rate_limit' OR opts ? 'rate_limits') THEN
+        PERFORM gendurable_enqueue_refuse(CASE WHEN opts ? 'rate_limit' THEN 'rate_limit' ELSE 'rate_limits' END,
+            format('queue %s is fair (fairness round_robin): its claims apply no rate limit; cap the fairness key instead',
+                   to_json(opts ->> 'queue')));
+    END IF;
+    job_id := gendurable_enqueue_without_fairness(handler, input, opts);
+    IF job_fairness_key IS NOT NULL OR fair THEN
+        UPDATE jobs SET fairness_key = coalesce(job_fairness_key, '')
+        WHERE id = job_id AND fairness_key IS NULL;
+    END IF;
+    RETURN job_id;
+END
+$$;
+
+COMMENT ON FUNCTION gendurable_enqueue(text, jsonb, jsonb) IS
+    'Insert a gendurable job from the calling transaction (it exists iff that transaction commits); see docs/sql-enqueue.md';
