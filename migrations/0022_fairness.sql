@@ -12,9 +12,8 @@
 --    claim walks the queue's keys that have runnable work in key order (one descent per
 --    (key, priority) pair, never an idle key: it has no entry), then takes each key's
 --    share by one range scan per pair that stops at its first row not yet due.
---  * jobs_fair_executing (queue, fairness_key, lease_owner), executing rows: a key's
---    steps in flight, counted up to its cap (the per-key max_in_flight) and up to its
---    share of the claiming process's slots.
+--  * jobs_fair_executing (queue, fairness_key), executing rows: a key's steps in flight,
+--    counted up to its cap (the per-key max_in_flight) by the claim, and by the API.
 ALTER TABLE jobs ADD COLUMN fairness_key text;
 
 ALTER TABLE queues
@@ -27,7 +26,7 @@ ALTER TABLE queues
 
 CREATE INDEX jobs_fair_pick ON jobs (queue, fairness_key, priority, eligible_at, id)
     WHERE status = 'runnable' AND fairness_key IS NOT NULL;
-CREATE INDEX jobs_fair_executing ON jobs (queue, fairness_key, lease_owner)
+CREATE INDEX jobs_fair_executing ON jobs (queue, fairness_key)
     WHERE status = 'executing' AND fairness_key IS NOT NULL;
 
 -- A key's settings in a fair queue: its weight (its turns in each round, default 1) and
@@ -51,7 +50,7 @@ CREATE TABLE fairness_keys (
 -- that job the key only if it had none. Not on Citus yet.
 ALTER FUNCTION gendurable_enqueue(text, jsonb, jsonb) RENAME TO gendurable_enqueue_without_fairness;
 
-CREATE FUNCTION gendurable_enqueue(handler text, input jsonb DEFAULT '{}', options jsonb DEFAULT '{}')
+CREATE OR REPLACE FUNCTION gendurable_enqueue(handler text, input jsonb DEFAULT '{}', options jsonb DEFAULT '{}')
 RETURNS bigint LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$

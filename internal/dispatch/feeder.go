@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"maps"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +19,9 @@ type feeder struct {
 	queue    string
 	settings atomic.Pointer[engine.Queue]
 	inFlight atomic.Int64
+	// A fair queue's steps in flight per fairness key (what its claims' shares are cut by).
+	fairMu       sync.Mutex
+	fairInFlight map[string]int
 	gauge    prometheus.Gauge // gendurable_in_flight_steps{queue}
 	wakeCh   chan struct{}    // new work may be ready (NOTIFY, a runnable outcome)
 	slotCh   chan struct{}    // a step finished and freed its slot
@@ -108,7 +113,7 @@ func (f *feeder) loop() {
 		var err error
 		if s.Fairness == engine.FairnessRoundRobin {
 			// the keys' shares are cut from this process's slots for the queue
-			steps, err = d.eng.ClaimFair(f.ctx, f.queue, want, s.MaxInFlight)
+			steps, err = d.eng.ClaimFair(f.ctx, f.queue, want, s.MaxInFlight, f.fairCounts())
 		} else {
 			steps, contended, err = d.eng.Claim(f.ctx, f.queue, want)
 		}
@@ -175,6 +180,14 @@ func (f *feeder) waitFor(ch <-chan struct{}, timeout time.Duration, also ...<-ch
 // launch starts one claimed step.
 func (f *feeder) launch(st *engine.Step) {
 	d := f.d
+	if st.FairnessKey != nil {
+		f.fairMu.Lock()
+		if f.fairInFlight == nil {
+			f.fairInFlight = map[string]int{}
+		}
+		f.fairInFlight[*st.FairnessKey]++
+		f.fairMu.Unlock()
+	}
 	f.inFlight.Add(1)
 	d.running.Add(1)
 	d.steps.Add(1)
@@ -184,9 +197,23 @@ func (f *feeder) launch(st *engine.Step) {
 	d.runners.run(stepTask{ctl: ctl, f: f, st: st})
 }
 
+// fairCounts copies the fair queue's steps in flight per fairness key.
+func (f *feeder) fairCounts() map[string]int {
+	f.fairMu.Lock()
+	defer f.fairMu.Unlock()
+	return maps.Clone(f.fairInFlight)
+}
+
 // release frees a step's slot.
-func (f *feeder) release() {
+func (f *feeder) release(st *engine.Step) {
 	d := f.d
+	if st.FairnessKey != nil {
+		f.fairMu.Lock()
+		if f.fairInFlight[*st.FairnessKey]--; f.fairInFlight[*st.FairnessKey] <= 0 {
+			delete(f.fairInFlight, *st.FairnessKey)
+		}
+		f.fairMu.Unlock()
+	}
 	f.inFlight.Add(-1)
 	d.running.Add(-1)
 	f.gauge.Dec()

@@ -25,9 +25,9 @@ type FairnessKey = pg.FairnessKey
 // ClaimFair leases up to limit runnable steps of a fair queue in one round trip (the
 // lock of the queue's row and pg.JobClaimFair): the queue's fairness keys take turns by
 // weight, each held to its share of slots (this process's steps in flight for the
-// queue at most) and to its cap. Then, as Claim, it loads what the steps are shown.
-func (e *Engine) ClaimFair(ctx context.Context, queue string, limit, slots int) ([]Step, error) {
-	p := pg.FairClaimParams{Slots: slots, JobClaimParams: pg.JobClaimParams{Queue: queue, Limit: limit,
+// queue at most, cut by own: the steps of each key this process runs) and to its cap. Then, as Claim, it loads what the steps are shown.
+func (e *Engine) ClaimFair(ctx context.Context, queue string, limit, slots int, own map[string]int) ([]Step, error) {
+	p := pg.FairClaimParams{Slots: slots, Own: own, JobClaimParams: pg.JobClaimParams{Queue: queue, Limit: limit,
 		LeaseTTL: e.cfg.LeaseTTL, Owner: e.cfg.Owner, SignalCap: e.cfg.SignalCap}}
 	claimed, err := e.db.JobClaimFair(ctx, p)
 	for retry := 0; errors.Is(err, ErrRetryable) && retry < 3; retry++ {

@@ -40,7 +40,13 @@ func insertFor(t *testing.T, db *pg.DB, queue string, key *string, n int) {
 // claimedKeys claims up to limit steps fairly and counts them per fairness key.
 func claimedKeys(t *testing.T, db *pg.DB, queue string, limit, slots int, owner string) map[string]int {
 	t.Helper()
-	claimed, err := db.JobClaimFair(context.Background(), pg.FairClaimParams{Slots: slots,
+	return claimedKeysOwning(t, db, queue, limit, slots, owner, nil)
+}
+
+// claimedKeysOwning is claimedKeys for a process that runs own steps of each key.
+func claimedKeysOwning(t *testing.T, db *pg.DB, queue string, limit, slots int, owner string, own map[string]int) map[string]int {
+	t.Helper()
+	claimed, err := db.JobClaimFair(context.Background(), pg.FairClaimParams{Slots: slots, Own: own,
 		JobClaimParams: pg.JobClaimParams{Queue: queue, Limit: limit, LeaseTTL: time.Minute, Owner: owner, SignalCap: 100}})
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +54,7 @@ func claimedKeys(t *testing.T, db *pg.DB, queue string, limit, slots int, owner 
 	out := map[string]int{}
 	for _, c := range claimed {
 		j, err := db.JobGet(context.Background(), c.ID)
-		if err != nil || j.FairnessKey == nil || j.Status != "executing" {
+		if err != nil || j.FairnessKey == nil || j.Status != "executing" || c.FairnessKey == nil || *c.FairnessKey != *j.FairnessKey {
 			t.Fatalf("claimed job %d: %+v, %v", c.ID, j, err)
 		}
 		out[*j.FairnessKey]++
@@ -138,8 +144,11 @@ func TestFairClaimHoldsCapsAndShares(t *testing.T) {
 	if first["x"] != 5 || first["y"] != 5 {
 		t.Fatalf("two keys, 10 slots: %v; want 5 each", first)
 	}
-	if again := claimedKeys(t, db, "fair", 50, 10, "p4"); len(again) != 0 {
+	if again := claimedKeysOwning(t, db, "fair", 50, 10, "p4", first); len(again) != 0 {
 		t.Fatalf("with both shares in flight the claim took %v", again)
+	}
+	if again := claimedKeysOwning(t, db, "fair", 50, 10, "p4", map[string]int{"x": 5, "y": 2}); !maps.Equal(again, map[string]int{"y": 3}) {
+		t.Fatalf("with x's share and 2 of y's in flight the claim took %v; want y 3", again)
 	}
 }
 
@@ -175,14 +184,14 @@ func TestFairPickReadsOnlyWhatItTakes(t *testing.T) {
 		SELECT 'all', 'h', 't' || (i % 10000), 5, now() - interval '1 minute' + (i % 7 = 0)::int * interval '1 hour', 5
 		FROM generate_series(1, 100000) i`)
 	must(`VACUUM ANALYZE jobs`)
-	must(`PREPARE fair(text, int, int, text, bigint, bigint) AS ` + pg.Statement("JobClaimFair"))
+	must(`PREPARE fair(text, int, int, text[], int[], bigint, text, bigint) AS ` + pg.Statement("JobClaimFair"))
 	for _, mode := range []string{"generic", "custom"} {
 		must("SET plan_cache_mode = force_" + mode + "_plan")
 		for _, queue := range []string{"few", "all"} {
 			var raw []byte
 			var err error
 			for range 2 { // the second, warm run counts
-				raw, err = db.ExplainAnalyze(ctx, fmt.Sprintf("EXECUTE fair('%s', 50, 1000, 'explain', 30000, 100)", queue))
+				raw, err = db.ExplainAnalyze(ctx, fmt.Sprintf("EXECUTE fair('%s', 50, 1000, '{}', '{}', 30000, 'explain', 100)", queue))
 				if err != nil {
 					t.Fatal(err)
 				}

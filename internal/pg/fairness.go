@@ -25,6 +25,9 @@ type FairClaimParams struct {
 	JobClaimParams
 	// Slots is the steps this process runs at once for the queue (its max_in_flight).
 	Slots int
+	// Own is how many steps of each fairness key this process runs now (the dispatcher
+	// counts them): a key's share of Slots is cut by its own.
+	Own map[string]int
 }
 
 // JobClaimFair claims up to p.Limit runnable steps of a fair queue, its fairness keys
@@ -45,7 +48,7 @@ func (db *DB) JobClaimFair(ctx context.Context, p FairClaimParams) ([]ClaimedJob
 	if err != nil {
 		return nil, translate(err)
 	}
-	claimed, _, err := readClaimed(rows, p.JobClaimParams, false)
+	claimed, _, err := readClaimed(rows, p.JobClaimParams, claimFairColumns)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +60,11 @@ func (db *DB) JobClaimFair(ctx context.Context, p FairClaimParams) ([]ClaimedJob
 func fairClaimBatch(p FairClaimParams) *pgx.Batch {
 	b := &pgx.Batch{}
 	b.Queue(dbsqlc.QueueLockFair, p.Queue)
-	b.Queue(dbsqlc.JobClaimFair, p.Queue, p.Limit, p.Slots, p.Owner, p.LeaseTTL.Milliseconds(), int64(p.SignalCap))
+	keys, counts := make([]string, 0, len(p.Own)), make([]int, 0, len(p.Own))
+	for k, n := range p.Own {
+		keys, counts = append(keys, k), append(counts, n)
+	}
+	b.Queue(dbsqlc.JobClaimFair, p.Queue, p.Limit, p.Slots, keys, counts, p.LeaseTTL.Milliseconds(), p.Owner, int64(p.SignalCap))
 	return b
 }
 

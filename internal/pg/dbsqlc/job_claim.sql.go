@@ -416,11 +416,8 @@ turns AS (
            least(CASE WHEN f.pos = 1 AND p.credit > 0 AND f.key = p.cursor THEN p.credit
                       ELSE f.weight * z.rounds END,
                  greatest(1, ceil($3::int * f.weight / z.weights::numeric))::int
-                   - (SELECT count(*) FROM (
-                          SELECT 1 FROM jobs e
-                          WHERE e.queue = $1::text AND e.fairness_key = f.key
-                            AND e.status = 'executing' AND e.lease_owner = $4::text
-                          LIMIT greatest(1, ceil($3::int * f.weight / z.weights::numeric))::int) own),
+                   - coalesce((SELECT o.n FROM ROWS FROM (unnest($4::text[]), unnest($5::int[])) AS o(key, n)
+                               WHERE o.key = f.key LIMIT 1), 0),
                  coalesce(f.cap - (SELECT count(*) FROM (
                           SELECT 1 FROM jobs e
                           WHERE e.queue = $1::text AND e.fairness_key = f.key
@@ -478,10 +475,10 @@ claimed AS (
     SET status = 'executing',
         attempt = j.attempt + 1,
         lease_token = gen_random_uuid(),
-        lease_expires_at = now() + $5::bigint * interval '1 millisecond',
-        lease_owner = $4::text,
+        lease_expires_at = now() + $6::bigint * interval '1 millisecond',
+        lease_owner = $7::text,
         attempted_at = now(),
-        claim_inbox_seq = least(j.inbox_seq, j.consumed_seq + $6::bigint),
+        claim_inbox_seq = least(j.inbox_seq, j.consumed_seq + $8::bigint),
         gate_shard = NULL,
         updated_at = now()
     -- Primary-key lookups of the winners (see JobClaimBatch's claimed).
@@ -492,7 +489,8 @@ claimed AS (
               coalesce(CASE WHEN j.trace_context IS NOT NULL
                    THEN floor(extract(epoch FROM j.eligible_at - '1970-01-01 00:00:00+00'::timestamptz) * 1000000)::bigint::text
                         || ' ' || j.trace_context END,
-                       j.trace_context) AS trace  -- (coalesce: typed nullable text by sqlc)
+                       j.trace_context) AS trace,  -- (coalesce: typed nullable text by sqlc)
+              j.fairness_key
 )
 SELECT c.id, c.queue, c.handler, c.key, c.step, c.attempt, c.max_attempts, c.input,
        c.state, c.created_at, c.lease_token::uuid AS lease_token, c.lease_expires_at::timestamptz AS lease_expires_at,
@@ -500,7 +498,8 @@ SELECT c.id, c.queue, c.handler, c.key, c.step, c.attempt, c.max_attempts, c.inp
        c.consumed_seq, c.claim_inbox_seq, c.inbox_seq, c.pending_children, c.gate_shard, c.trace,
        h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms,
        h.backoff_base_ms, h.backoff_max_ms,
-       h.breaker_state, h.consecutive_failures, h.breaker_next_probe_at, h.paused_at
+       h.breaker_state, h.consecutive_failures, h.breaker_next_probe_at, h.paused_at,
+       c.fairness_key
 FROM claimed c LEFT JOIN handlers h ON h.name = c.handler
 `
 
@@ -508,8 +507,10 @@ type JobClaimFairParams struct {
 	Queue      string
 	MaxRows    int
 	Slots      int
-	LeaseOwner string
+	OwnKeys    []string
+	OwnCounts  []int
 	LeaseTtlMs int64
+	LeaseOwner string
 	SignalCap  int64
 }
 
@@ -545,6 +546,7 @@ type JobClaimFairRow struct {
 	ConsecutiveFailures     *int
 	BreakerNextProbeAt      *time.Time
 	PausedAt                *time.Time
+	FairnessKey             *string
 }
 
 // Claims up to max_rows runnable jobs of a fair queue (fairness 'round_robin',
@@ -567,9 +569,10 @@ type JobClaimFairRow struct {
 //     in has the turns it had left (fair_credit). Priorities order the rows within a key;
 //     across keys the turns decide (a tenant's priority 0 does not jump the others).
 //   - A turn is cut to the key's share of this process's slots for the queue (slots x
-//     weight / the weights found, at least 1) less its steps this process runs, and to its
-//     cap (fairness_keys.max_in_flight) less its steps executing anywhere: each count
-//     reads at most that many jobs_fair_executing entries. A key whose handler is slow
+//     weight / the weights found, at least 1) less its steps this process runs (own_keys
+//     and own_counts: the dispatcher counts them, nothing is read), and to its cap
+//     (fairness_keys.max_in_flight) less its steps executing anywhere, which reads at
+//     most cap jobs_fair_executing entries. A key whose handler is slow
 //     holds its share of the slots, not the slots its finished neighbours leave.
 //   - take: one range scan of jobs_fair_pick per key, in its most urgent pair with due
 //     work (queue, key, priority, eligible_at <= now()), LIMIT the key's turn, FOR UPDATE
@@ -594,8 +597,10 @@ func (q *Queries) JobClaimFair(ctx context.Context, arg JobClaimFairParams) ([]J
 		arg.Queue,
 		arg.MaxRows,
 		arg.Slots,
-		arg.LeaseOwner,
+		arg.OwnKeys,
+		arg.OwnCounts,
 		arg.LeaseTtlMs,
+		arg.LeaseOwner,
 		arg.SignalCap,
 	)
 	if err != nil {
@@ -637,6 +642,7 @@ func (q *Queries) JobClaimFair(ctx context.Context, arg JobClaimFairParams) ([]J
 			&i.ConsecutiveFailures,
 			&i.BreakerNextProbeAt,
 			&i.PausedAt,
+			&i.FairnessKey,
 		); err != nil {
 			return nil, err
 		}

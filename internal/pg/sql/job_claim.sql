@@ -342,9 +342,10 @@ SELECT EXISTS (
 --    in has the turns it had left (fair_credit). Priorities order the rows within a key;
 --    across keys the turns decide (a tenant's priority 0 does not jump the others).
 --  * A turn is cut to the key's share of this process's slots for the queue (slots x
---    weight / the weights found, at least 1) less its steps this process runs, and to its
---    cap (fairness_keys.max_in_flight) less its steps executing anywhere: each count
---    reads at most that many jobs_fair_executing entries. A key whose handler is slow
+--    weight / the weights found, at least 1) less its steps this process runs (own_keys
+--    and own_counts: the dispatcher counts them, nothing is read), and to its cap
+--    (fairness_keys.max_in_flight) less its steps executing anywhere, which reads at
+--    most cap jobs_fair_executing entries. A key whose handler is slow
 --    holds its share of the slots, not the slots its finished neighbours leave.
 --  * take: one range scan of jobs_fair_pick per key, in its most urgent pair with due
 --    work (queue, key, priority, eligible_at <= now()), LIMIT the key's turn, FOR UPDATE
@@ -431,11 +432,8 @@ turns AS (
            least(CASE WHEN f.pos = 1 AND p.credit > 0 AND f.key = p.cursor THEN p.credit
                       ELSE f.weight * z.rounds END,
                  greatest(1, ceil(sqlc.arg(slots)::int * f.weight / z.weights::numeric))::int
-                   - (SELECT count(*) FROM (
-                          SELECT 1 FROM jobs e
-                          WHERE e.queue = sqlc.arg(queue)::text AND e.fairness_key = f.key
-                            AND e.status = 'executing' AND e.lease_owner = sqlc.arg(lease_owner)::text
-                          LIMIT greatest(1, ceil(sqlc.arg(slots)::int * f.weight / z.weights::numeric))::int) own),
+                   - coalesce((SELECT o.n FROM ROWS FROM (unnest(sqlc.arg(own_keys)::text[]), unnest(sqlc.arg(own_counts)::int[])) AS o(key, n)
+                               WHERE o.key = f.key LIMIT 1), 0),
                  coalesce(f.cap - (SELECT count(*) FROM (
                           SELECT 1 FROM jobs e
                           WHERE e.queue = sqlc.arg(queue)::text AND e.fairness_key = f.key
@@ -509,7 +507,8 @@ claimed AS (
               coalesce(CASE WHEN j.trace_context IS NOT NULL
                    THEN floor(extract(epoch FROM j.eligible_at - '1970-01-01 00:00:00+00'::timestamptz) * 1000000)::bigint::text
                         || ' ' || j.trace_context END,
-                       j.trace_context) AS trace  -- (coalesce: typed nullable text by sqlc)
+                       j.trace_context) AS trace,  -- (coalesce: typed nullable text by sqlc)
+              j.fairness_key
 )
 SELECT c.id, c.queue, c.handler, c.key, c.step, c.attempt, c.max_attempts, c.input,
        c.state, c.created_at, c.lease_token::uuid AS lease_token, c.lease_expires_at::timestamptz AS lease_expires_at,
@@ -517,7 +516,8 @@ SELECT c.id, c.queue, c.handler, c.key, c.step, c.attempt, c.max_attempts, c.inp
        c.consumed_seq, c.claim_inbox_seq, c.inbox_seq, c.pending_children, c.gate_shard, c.trace,
        h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms,
        h.backoff_base_ms, h.backoff_max_ms,
-       h.breaker_state, h.consecutive_failures, h.breaker_next_probe_at, h.paused_at
+       h.breaker_state, h.consecutive_failures, h.breaker_next_probe_at, h.paused_at,
+       c.fairness_key
 FROM claimed c LEFT JOIN handlers h ON h.name = c.handler;
 
 -- name: QueueLockFair :exec
