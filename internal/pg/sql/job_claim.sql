@@ -365,11 +365,19 @@ ring(key, priority, eligible_at, n, wrapped) AS (
     SELECT s.key, s.priority, s.eligible_at, 1, s.wrapped
     FROM pos CROSS JOIN LATERAL (
         SELECT x.key, x.priority, x.eligible_at, x.wrapped FROM (
+            -- each branch one bounded descent (an OR of the two first read the whole
+            -- index from the cursor on: 7 600 buffers)
             (SELECT j.fairness_key AS key, j.priority, j.eligible_at, false AS wrapped
              FROM jobs j
              WHERE j.queue = sqlc.arg(queue)::text AND j.status = 'runnable' AND j.fairness_key IS NOT NULL
-               AND pos.cursor IS NOT NULL
-               AND (j.fairness_key > pos.cursor OR (pos.credit > 0 AND j.fairness_key = pos.cursor))
+               AND pos.credit > 0 AND j.fairness_key = pos.cursor
+             ORDER BY j.fairness_key, j.priority, j.eligible_at
+             LIMIT 1)
+            UNION ALL
+            (SELECT j.fairness_key AS key, j.priority, j.eligible_at, false AS wrapped
+             FROM jobs j
+             WHERE j.queue = sqlc.arg(queue)::text AND j.status = 'runnable' AND j.fairness_key IS NOT NULL
+               AND j.fairness_key > pos.cursor
              ORDER BY j.fairness_key, j.priority, j.eligible_at
              LIMIT 1)
             UNION ALL
@@ -434,11 +442,12 @@ turns AS (
                  greatest(1, ceil(sqlc.arg(slots)::int * f.weight / z.weights::numeric))::int
                    - coalesce((SELECT o.n FROM ROWS FROM (unnest(sqlc.arg(own_keys)::text[]), unnest(sqlc.arg(own_counts)::int[])) AS o(key, n)
                                WHERE o.key = f.key LIMIT 1), 0),
-                 coalesce(f.cap - (SELECT count(*) FROM (
+                 CASE WHEN f.cap IS NULL THEN 2147483647  -- (never LIMIT NULL: it counts them all)
+                      ELSE f.cap - (SELECT count(*) FROM (
                           SELECT 1 FROM jobs e
                           WHERE e.queue = sqlc.arg(queue)::text AND e.fairness_key = f.key
                             AND e.status = 'executing'
-                          LIMIT f.cap) anywhere), 2147483647)) AS turn
+                          LIMIT f.cap) anywhere) END) AS turn
     FROM found f CROSS JOIN sizes z CROSS JOIN pos p
     WHERE f.due
 ),
