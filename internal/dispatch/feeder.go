@@ -145,6 +145,13 @@ func (f *feeder) loop() {
 			continue
 		}
 		backlog = false
+		if len(steps) > 0 && s.Fairness == engine.FairnessRoundRobin {
+			// A fair claim comes back short when keys are at their shares or caps, work
+			// left behind them: claim again when a step ends and frees a key's slot.
+			poll = d.cfg.PollMin
+			f.waitFor(f.wakeCh, poll, f.slotCh)
+			continue
+		}
 		if len(steps) > 0 {
 			poll = d.cfg.PollMin
 		} else if throttled, err := d.eng.QueueThrottled(f.ctx, f.queue); err == nil && throttled {
