@@ -118,6 +118,8 @@ type ChildSpec struct {
 	Delay          Duration        `json:"delay,omitempty"`
 	ConcurrencyKey string          `json:"concurrency_key,omitempty"`
 	MaxAttempts    *int            `json:"max_attempts,omitempty"`
+	// FairnessKey is the child's fairness key (nil: its parent's).
+	FairnessKey *string `json:"fairness_key,omitempty"`
 }
 
 // Done finishes the job with Result.

@@ -49,6 +49,10 @@ import (
 
 type options struct {
 	inFlight      int
+	fairness      bool
+	fairBacklog   int
+	fairTenants   int
+	fairPerTenant int
 	heapProfile   string
 	databaseURL   string
 	server        string
@@ -178,6 +182,10 @@ func main() {
 	flag.IntVar(&o.citusWorkers, "citus-workers", 2, "with -citus: Citus workers")
 	flag.DurationVar(&o.citusIdle, "citus-idle", 10*time.Second, "with -citus: a window of this length with one empty queue served on Citus, for what idling costs each node (0 skips)")
 	flag.IntVar(&o.citusInsertBatch, "citus-insert-batch", 500, "with -citus: jobs per insert call on Citus (each call goes to the server's next shard, so -jobs / this many shards hold a drain)")
+	flag.BoolVar(&o.fairness, "fairness", true, "run the fair share part: a tenant's backlog beside other tenants' few jobs, fairness off and on, weights 3:1, and its cost (docs/fairness.md)")
+	flag.IntVar(&o.fairBacklog, "fairness-backlog", 100000, "with -fairness: tenant A's backlog")
+	flag.IntVar(&o.fairTenants, "fairness-tenants", 10, "with -fairness: the other tenants")
+	flag.IntVar(&o.fairPerTenant, "fairness-per-tenant", 100, "with -fairness: each other tenant's jobs")
 	flag.Parse()
 	if o.citus {
 		if why := citusUnavailable(); why != "" {
@@ -489,6 +497,15 @@ func run(o options) error {
 		}
 	}
 
+	var fairness *FairnessReport
+	if ours && o.fairness {
+		began := time.Now()
+		if fairness, err = runFairness(ctx, o, db, api); err != nil {
+			return fmt.Errorf("fairness: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "bench: the fairness part took %s\n", time.Since(began).Round(time.Second))
+	}
+
 	var citus *CitusReport
 	var citusErr error
 	if ours && o.citus {
@@ -502,6 +519,9 @@ func run(o options) error {
 		print(results, o, rss)
 	}
 	printComparison(os.Stdout, cmp, o)
+	if fairness != nil {
+		printFairness(os.Stdout, fairness)
+	}
 	if citus != nil {
 		printCitus(os.Stdout, citus, cmp, o)
 	}
@@ -510,6 +530,9 @@ func run(o options) error {
 			"river_side_by_side": cmp}
 		if citus != nil {
 			out["citus"] = citus
+		}
+		if fairness != nil {
+			out["fairness"] = fairness
 		}
 		b, _ := json.MarshalIndent(out, "", "  ")
 		if err := os.WriteFile(o.jsonOut, b, 0o644); err != nil {

@@ -61,7 +61,7 @@ func (d *Dispatcher) finishStep(ctl *callControl, f *feeder, st *engine.Step, ou
 		answered := !ctl.aborted() // a 202: the handler is up
 		d.recordProbe(st, verdictSuccess, answered)
 		d.leases.remove(st.ID, st.LeaseToken)
-		f.release()
+		f.release(st)
 		return
 	}
 	verdict := verdictOf(outcome)
@@ -70,7 +70,7 @@ func (d *Dispatcher) finishStep(ctl *callControl, f *feeder, st *engine.Step, ou
 		note.verdict = verdictNone // the probe's result is recorded already
 	}
 	d.leases.markCompleting(st.ID, st.LeaseToken)
-	defer f.release()
+	defer f.release(st)
 	d.completer.submit(st, outcome, note,
 		func(applied *engine.OutcomeApplied, err error) {
 			d.leases.remove(st.ID, st.LeaseToken)

@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"maps"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +19,9 @@ type feeder struct {
 	queue    string
 	settings atomic.Pointer[engine.Queue]
 	inFlight atomic.Int64
+	// A fair queue's steps in flight per fairness key (what its claims' shares are cut by).
+	fairMu       sync.Mutex
+	fairInFlight map[string]int
 	gauge    prometheus.Gauge // gendurable_in_flight_steps{queue}
 	wakeCh   chan struct{}    // new work may be ready (NOTIFY, a runnable outcome)
 	slotCh   chan struct{}    // a step finished and freed its slot
@@ -103,7 +108,15 @@ func (f *feeder) loop() {
 			continue
 		}
 		started := time.Now()
-		steps, contended, err := d.eng.Claim(f.ctx, f.queue, want)
+		var steps []engine.Step
+		var contended int
+		var err error
+		if s.Fairness == engine.FairnessRoundRobin {
+			// the keys' shares are cut from this process's slots for the queue
+			steps, err = d.eng.ClaimFair(f.ctx, f.queue, want, s.MaxInFlight, f.fairCounts())
+		} else {
+			steps, contended, err = d.eng.Claim(f.ctx, f.queue, want)
+		}
 		d.metrics.Picks.WithLabelValues(f.queue).Inc()
 		d.metrics.PickDuration.WithLabelValues(f.queue).Observe(time.Since(started).Seconds())
 		if contended > 0 {
@@ -132,6 +145,13 @@ func (f *feeder) loop() {
 			continue
 		}
 		backlog = false
+		if len(steps) > 0 && s.Fairness == engine.FairnessRoundRobin {
+			// A fair claim comes back short when keys are at their shares or caps, work
+			// left behind them: claim again when a step ends and frees a key's slot.
+			poll = d.cfg.PollMin
+			f.waitFor(f.wakeCh, poll, f.slotCh)
+			continue
+		}
 		if len(steps) > 0 {
 			poll = d.cfg.PollMin
 		} else if throttled, err := d.eng.QueueThrottled(f.ctx, f.queue); err == nil && throttled {
@@ -167,6 +187,14 @@ func (f *feeder) waitFor(ch <-chan struct{}, timeout time.Duration, also ...<-ch
 // launch starts one claimed step.
 func (f *feeder) launch(st *engine.Step) {
 	d := f.d
+	if st.FairnessKey != nil {
+		f.fairMu.Lock()
+		if f.fairInFlight == nil {
+			f.fairInFlight = map[string]int{}
+		}
+		f.fairInFlight[*st.FairnessKey]++
+		f.fairMu.Unlock()
+	}
 	f.inFlight.Add(1)
 	d.running.Add(1)
 	d.steps.Add(1)
@@ -176,9 +204,23 @@ func (f *feeder) launch(st *engine.Step) {
 	d.runners.run(stepTask{ctl: ctl, f: f, st: st})
 }
 
+// fairCounts copies the fair queue's steps in flight per fairness key.
+func (f *feeder) fairCounts() map[string]int {
+	f.fairMu.Lock()
+	defer f.fairMu.Unlock()
+	return maps.Clone(f.fairInFlight)
+}
+
 // release frees a step's slot.
-func (f *feeder) release() {
+func (f *feeder) release(st *engine.Step) {
 	d := f.d
+	if st.FairnessKey != nil {
+		f.fairMu.Lock()
+		if f.fairInFlight[*st.FairnessKey]--; f.fairInFlight[*st.FairnessKey] <= 0 {
+			delete(f.fairInFlight, *st.FairnessKey)
+		}
+		f.fairMu.Unlock()
+	}
 	f.inFlight.Add(-1)
 	d.running.Add(-1)
 	f.gauge.Dec()

@@ -35,11 +35,19 @@ func (e *Engine) Claim(ctx context.Context, queue string, limit int) (steps []St
 	if err != nil || len(claimed) == 0 {
 		return nil, contended, err
 	}
-	steps = make([]Step, len(claimed))
+	steps, err = e.withWhatTheyAreShown(ctx, claimed)
+	return steps, contended, err
+}
+
+// withWhatTheyAreShown makes the claimed steps into Steps and loads the inboxes and
+// children they are shown (at most one statement each for the batch); when that fails
+// it gives the steps back unrun.
+func (e *Engine) withWhatTheyAreShown(ctx context.Context, claimed []pg.ClaimedJob) ([]Step, error) {
+	steps := make([]Step, len(claimed))
 	for i, c := range claimed {
 		steps[i] = Step{ClaimedJob: c}
 	}
-	err = e.enrich(ctx, steps)
+	err := e.enrich(ctx, steps)
 	for retry := 1; err != nil && retry <= 2 && ctx.Err() == nil; retry++ {
 		if !sleepCtx(ctx, time.Duration(retry)*25*time.Millisecond) {
 			break
@@ -54,9 +62,9 @@ func (e *Engine) Claim(ctx context.Context, queue string, limit int) (steps []St
 		// rather than leave them executing until the lease expires (and, on a last
 		// attempt, failed without their handler ever being called).
 		e.release(ctx, claimed)
-		return nil, contended, fmt.Errorf("loading what the claimed steps are shown: %w", err)
+		return nil, fmt.Errorf("loading what the claimed steps are shown: %w", err)
 	}
-	return steps, contended, nil
+	return steps, nil
 }
 
 // admissionWindow is how long a queue's claims go by JobClaimBatch after a plain claim

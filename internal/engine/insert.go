@@ -40,6 +40,9 @@ type NewJob struct {
 	// TraceContext is the job's W3C trace context (TraceContextOf: a traceparent, then a
 	// space and the tracestate; nil: none). Its steps' webhook calls continue that trace.
 	TraceContext *string
+	// FairnessKey is whose work the job is (a tenant): in a fair queue the keys with
+	// runnable work take turns (docs/fairness.md). nil: none ('' in a fair queue).
+	FairnessKey *string
 }
 
 // Debounce says how an insert collapses into the pending job of its key: that job runs
@@ -69,7 +72,7 @@ const DefaultQueue = "default"
 func (j NewJob) toInsert(v *validator) pg.JobInsert {
 	in := pg.JobInsert{Handler: j.Handler, Queue: j.Queue, Input: j.Input, Key: j.Key,
 		ConcurrencyKey: j.ConcurrencyKey, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, IdempotencyKey: j.IdempotencyKey,
-		TraceContext: j.TraceContext}
+		TraceContext: j.TraceContext, FairnessKey: j.FairnessKey}
 	if j.TraceContext != nil {
 		if parent, _ := SplitTraceContext(*j.TraceContext); !ValidTraceparent(parent) {
 			v.add("traceparent", "must be a W3C traceparent such as 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
@@ -83,6 +86,9 @@ func (j NewJob) toInsert(v *validator) pg.JobInsert {
 	v.keyText("key", j.Key)
 	v.keyText("concurrency_key", j.ConcurrencyKey)
 	v.keyText("idempotency_key", j.IdempotencyKey)
+	if j.FairnessKey != nil && len(*j.FairnessKey) > 512 {
+		v.add("fairness_key", "must be at most 512 bytes")
+	}
 	if j.Priority != nil {
 		if *j.Priority < 0 || *j.Priority > 9 {
 			v.add("priority", "must be between 0 (most urgent) and 9, got %d", *j.Priority)
@@ -209,6 +215,9 @@ func (e *Engine) insertJobs(ctx context.Context, jobs []NewJob, batch bool) ([]p
 	for i := range jobs {
 		v.index = i
 		items[i] = jobs[i].toInsert(v)
+		if items[i].FairnessKey != nil && e.db.Citus() {
+			v.add("fairness_key", "fair share is not offered on Citus yet (docs/fairness.md)")
+		}
 	}
 	v.within = ""
 	if err := v.err(); err != nil {

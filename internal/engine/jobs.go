@@ -54,6 +54,8 @@ type Job struct {
 	TraceContext *string
 	// RerunOf is the job this one reran (Rerun); nil otherwise.
 	RerunOf *int64
+	// FairnessKey is whose work the job is in a fair queue (nil: none).
+	FairnessKey *string
 }
 
 func jobOf(j pg.Job) Job {
@@ -65,7 +67,7 @@ func jobOf(j pg.Job) Job {
 		LeaseOwner: j.LeaseOwner, AttemptedAt: j.AttemptedAt, CancelRequested: j.CancelRequested,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt,
 		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick, DebounceKey: j.DebounceKey,
-		TraceContext: j.TraceContext, RerunOf: j.RerunOf}
+		TraceContext: j.TraceContext, RerunOf: j.RerunOf, FairnessKey: j.FairnessKey}
 }
 
 // rateLimitsOf lists every rate limit of j, first the one of its rate_limit columns.

@@ -168,6 +168,9 @@ func spawnOutcome(s *webhook.Spawn, o *Outcome) error {
 		if c.ConcurrencyKey != "" {
 			nj.ConcurrencyKey = &c.ConcurrencyKey
 		}
+		if c.FairnessKey != nil {
+			nj.FairnessKey = c.FairnessKey
+		}
 		if c.Delay > 0 {
 			nj.Delay = ptr(time.Duration(c.Delay))
 		}

@@ -18,7 +18,10 @@ type Queue struct {
 	// StepBodies says which attempts keep their bodies in the history: StepBodiesFailures
 	// (the default), StepBodiesAll or StepBodiesOff.
 	StepBodies string
-	Counts     QueueCounts
+	// Fairness is how claims share the queue among fairness keys: FairnessNone (the
+	// default) or FairnessRoundRobin (docs/fairness.md).
+	Fairness string
+	Counts   QueueCounts
 	// OldestRunnableAt is when the longest-waiting runnable job became eligible (nil: none).
 	OldestRunnableAt     *time.Time
 	CreatedAt, UpdatedAt time.Time
@@ -33,7 +36,7 @@ type QueueCounts struct {
 // queues' rows, which are skipped).
 func queueOf(q pg.Queue, counts []pg.QueueCount) Queue {
 	out := Queue{Name: q.Name, Paused: q.Paused, MaxInFlight: q.MaxInFlight, Batch: q.Batch, Retention: q.Retention,
-		StepBodies: q.StepBodies, CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}
+		StepBodies: q.StepBodies, Fairness: q.Fairness, CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}
 	for _, c := range counts {
 		if c.Queue != q.Name {
 			continue
@@ -102,6 +105,8 @@ type QueueSettings struct {
 	Retention *time.Duration
 	// StepBodies is StepBodiesFailures, StepBodiesAll or StepBodiesOff.
 	StepBodies *string
+	// Fairness is FairnessNone or FairnessRoundRobin.
+	Fairness *string
 }
 
 // SetQueue creates a queue or changes its settings (a *ValidationError for settings out
@@ -141,10 +146,19 @@ func (e *Engine) storeQueue(ctx context.Context, name string, s QueueSettings) (
 	if b := s.StepBodies; b != nil && *b != StepBodiesFailures && *b != StepBodiesAll && *b != StepBodiesOff {
 		v.add("step_bodies", "must be one of failures, all, off, got %q", *b)
 	}
+	if f := s.Fairness; f != nil {
+		switch {
+		case *f != FairnessNone && *f != FairnessRoundRobin:
+			v.add("fairness", "must be one of none, round_robin, got %q", *f)
+		case *f == FairnessRoundRobin && e.db.Citus():
+			v.add("fairness", "fair share is not offered on Citus yet (docs/fairness.md)")
+		}
+	}
 	if err := v.err(); err != nil {
 		return pg.Queue{}, err
 	}
-	p := pg.QueueUpsert{Name: name, Paused: s.Paused, MaxInFlight: s.MaxInFlight, Batch: s.Batch, StepBodies: s.StepBodies}
+	p := pg.QueueUpsert{Name: name, Paused: s.Paused, MaxInFlight: s.MaxInFlight, Batch: s.Batch, StepBodies: s.StepBodies,
+		Fairness: s.Fairness}
 	if s.Retention != nil {
 		if *s.Retention > 0 {
 			p.Retention = s.Retention

@@ -99,30 +99,48 @@ func (e BreakerState) Valid() bool {
 	}
 }
 
+// Defines values for FairnessSetting.
+const (
+	FairnessNone       FairnessSetting = "none"
+	FairnessRoundRobin FairnessSetting = "round_robin"
+)
+
+// Valid indicates whether the value is a known member of the FairnessSetting enum.
+func (e FairnessSetting) Valid() bool {
+	switch e {
+	case FairnessNone:
+		return true
+	case FairnessRoundRobin:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobStatus.
 const (
-	Awaiting  JobStatus = "awaiting"
-	Cancelled JobStatus = "cancelled"
-	Done      JobStatus = "done"
-	Executing JobStatus = "executing"
-	Failed    JobStatus = "failed"
-	Runnable  JobStatus = "runnable"
+	JobStatusAwaiting  JobStatus = "awaiting"
+	JobStatusCancelled JobStatus = "cancelled"
+	JobStatusDone      JobStatus = "done"
+	JobStatusExecuting JobStatus = "executing"
+	JobStatusFailed    JobStatus = "failed"
+	JobStatusRunnable  JobStatus = "runnable"
 )
 
 // Valid indicates whether the value is a known member of the JobStatus enum.
 func (e JobStatus) Valid() bool {
 	switch e {
-	case Awaiting:
+	case JobStatusAwaiting:
 		return true
-	case Cancelled:
+	case JobStatusCancelled:
 		return true
-	case Done:
+	case JobStatusDone:
 		return true
-	case Executing:
+	case JobStatusExecuting:
 		return true
-	case Failed:
+	case JobStatusFailed:
 		return true
-	case Runnable:
+	case JobStatusRunnable:
 		return true
 	default:
 		return false
@@ -237,6 +255,24 @@ func (e StepRequestWake) Valid() bool {
 	case StepRequestWakeSignal:
 		return true
 	case StepRequestWakeTimeout:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListFairnessKeysParamsOrder.
+const (
+	ListFairnessKeysParamsOrderKey      ListFairnessKeysParamsOrder = "key"
+	ListFairnessKeysParamsOrderRunnable ListFairnessKeysParamsOrder = "runnable"
+)
+
+// Valid indicates whether the value is a known member of the ListFairnessKeysParamsOrder enum.
+func (e ListFairnessKeysParamsOrder) Valid() bool {
+	switch e {
+	case ListFairnessKeysParamsOrderKey:
+		return true
+	case ListFairnessKeysParamsOrderRunnable:
 		return true
 	default:
 		return false
@@ -475,6 +511,51 @@ type Debounce struct {
 // Example: 30s
 type Duration = string
 
+// FairnessKey Whose work the job is (a tenant, a customer): in a queue whose `fairness` is
+// `round_robin`, the keys with runnable work take turns in every claim, each by its
+// weight, and each key may have a cap on its steps executing at once
+// (`PUT /v1/queues/{name}/fairness-keys/{key}`; docs/fairness.md). A job without one
+// counts for the key "" there. Ignored by the claims of other queues. A spawned child
+// inherits its parent's unless it sets its own.
+type FairnessKey = string
+
+// FairnessKeyList defines model for FairnessKeyList.
+type FairnessKeyList struct {
+	Keys []FairnessKeySettings `json:"keys"`
+
+	// NextAfter Pass as `after` for the next page (null - this was the last, or the list is sorted by `order=runnable`).
+	NextAfter *string `json:"next_after"`
+}
+
+// FairnessKeyPut defines model for FairnessKeyPut.
+type FairnessKeyPut struct {
+	// MaxInFlight At most this many of the key's steps executing at once, across every server (null or absent - no cap).
+	MaxInFlight *int `json:"max_in_flight,omitempty"`
+
+	// Weight The key's turns in each round of the queue's claims while other keys have work too (default 1).
+	Weight *int `json:"weight,omitempty"`
+}
+
+// FairnessKeySettings defines model for FairnessKeySettings.
+type FairnessKeySettings struct {
+	// Declared Whether the key has settings of its own (false - weight 1 and no cap).
+	Declared bool `json:"declared"`
+
+	// InFlight The key's steps executing now.
+	InFlight    int64  `json:"in_flight"`
+	Key         string `json:"key"`
+	MaxInFlight *int   `json:"max_in_flight"`
+	Queue       string `json:"queue"`
+
+	// Runnable The key's runnable jobs (due or delayed).
+	Runnable  int64      `json:"runnable"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	Weight    int        `json:"weight"`
+}
+
+// FairnessSetting How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a concurrency key or a rate limit (its keys' caps take their place), and is not offered on Citus yet (docs/fairness.md).
+type FairnessSetting string
+
 // FieldError defines model for FieldError.
 type FieldError struct {
 	// Field Path of the field, e.g. jobs/3/priority.
@@ -595,10 +676,13 @@ type Job struct {
 	EligibleAt *time.Time `json:"eligible_at"`
 
 	// Error Any JSON value, or null.
-	Error      NullableJSON `json:"error"`
-	FinishedAt *time.Time   `json:"finished_at"`
-	Handler    string       `json:"handler"`
-	Id         int64        `json:"id"`
+	Error NullableJSON `json:"error"`
+
+	// FairnessKey The job's fairness key (absent when none).
+	FairnessKey *string    `json:"fairness_key,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	Handler     string     `json:"handler"`
+	Id          int64      `json:"id"`
 
 	// Input Any JSON value, or null.
 	Input           NullableJSON `json:"input"`
@@ -680,10 +764,13 @@ type JobDetail struct {
 	EligibleAt *time.Time `json:"eligible_at"`
 
 	// Error Any JSON value, or null.
-	Error      NullableJSON `json:"error"`
-	FinishedAt *time.Time   `json:"finished_at"`
-	Handler    string       `json:"handler"`
-	Id         int64        `json:"id"`
+	Error NullableJSON `json:"error"`
+
+	// FairnessKey The job's fairness key (absent when none).
+	FairnessKey *string    `json:"fairness_key,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	Handler     string     `json:"handler"`
+	Id          int64      `json:"id"`
 
 	// Input Any JSON value, or null.
 	Input           NullableJSON `json:"input"`
@@ -755,6 +842,14 @@ type JobInsert struct {
 	// Example: 30s
 	Delay *Duration `json:"delay,omitempty"`
 
+	// FairnessKey Whose work the job is (a tenant, a customer): in a queue whose `fairness` is
+	// `round_robin`, the keys with runnable work take turns in every claim, each by its
+	// weight, and each key may have a cap on its steps executing at once
+	// (`PUT /v1/queues/{name}/fairness-keys/{key}`; docs/fairness.md). A job without one
+	// counts for the key "" there. Ignored by the claims of other queues. A spawned child
+	// inherits its parent's unless it sets its own.
+	FairnessKey *FairnessKey `json:"fairness_key,omitempty"`
+
 	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Handler Name `json:"handler"`
 
@@ -805,10 +900,13 @@ type JobInserted struct {
 	EligibleAt *time.Time `json:"eligible_at"`
 
 	// Error Any JSON value, or null.
-	Error      NullableJSON `json:"error"`
-	FinishedAt *time.Time   `json:"finished_at"`
-	Handler    string       `json:"handler"`
-	Id         int64        `json:"id"`
+	Error NullableJSON `json:"error"`
+
+	// FairnessKey The job's fairness key (absent when none).
+	FairnessKey *string    `json:"fairness_key,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	Handler     string     `json:"handler"`
+	Id          int64      `json:"id"`
 
 	// Input Any JSON value, or null.
 	Input           NullableJSON `json:"input"`
@@ -941,13 +1039,16 @@ type Problem struct {
 
 // Queue defines model for Queue.
 type Queue struct {
-	Batch            int         `json:"batch"`
-	Counts           QueueCounts `json:"counts"`
-	CreatedAt        time.Time   `json:"created_at"`
-	MaxInFlight      int         `json:"max_in_flight"`
-	Name             string      `json:"name"`
-	OldestRunnableAt *time.Time  `json:"oldest_runnable_at"`
-	Paused           bool        `json:"paused"`
+	Batch     int         `json:"batch"`
+	Counts    QueueCounts `json:"counts"`
+	CreatedAt time.Time   `json:"created_at"`
+
+	// Fairness How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a concurrency key or a rate limit (its keys' caps take their place), and is not offered on Citus yet (docs/fairness.md).
+	Fairness         FairnessSetting `json:"fairness"`
+	MaxInFlight      int             `json:"max_in_flight"`
+	Name             string          `json:"name"`
+	OldestRunnableAt *time.Time      `json:"oldest_runnable_at"`
+	Paused           bool            `json:"paused"`
 
 	// Retention The queue's retention of finished jobs (null = server default).
 	Retention *string `json:"retention,omitempty"`
@@ -976,6 +1077,9 @@ type QueueList struct {
 type QueuePut struct {
 	// Batch Rows one pick claims at most.
 	Batch *int `json:"batch,omitempty"`
+
+	// Fairness How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a concurrency key or a rate limit (its keys' caps take their place), and is not offered on Citus yet (docs/fairness.md).
+	Fairness *FairnessSetting `json:"fairness,omitempty"`
 
 	// MaxInFlight Steps one server process runs at once.
 	MaxInFlight *int  `json:"max_in_flight,omitempty"`
@@ -1159,6 +1263,14 @@ type SpawnChild struct {
 	//
 	// Example: 30s
 	Delay *Duration `json:"delay,omitempty"`
+
+	// FairnessKey Whose work the job is (a tenant, a customer): in a queue whose `fairness` is
+	// `round_robin`, the keys with runnable work take turns in every claim, each by its
+	// weight, and each key may have a cap on its steps executing at once
+	// (`PUT /v1/queues/{name}/fairness-keys/{key}`; docs/fairness.md). A job without one
+	// counts for the key "" there. Ignored by the claims of other queues. A spawned child
+	// inherits its parent's unless it sets its own.
+	FairnessKey *FairnessKey `json:"fairness_key,omitempty"`
 
 	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Handler Name `json:"handler"`
@@ -1559,6 +1671,20 @@ type PutQueueParams struct {
 	Prefer *Prefer `json:"Prefer,omitempty"`
 }
 
+// ListFairnessKeysParams defines parameters for ListFairnessKeys.
+type ListFairnessKeysParams struct {
+	// After The last key of the previous page.
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Prefix Only keys that start with this.
+	Prefix *string                      `form:"prefix,omitempty" json:"prefix,omitempty"`
+	Order  *ListFairnessKeysParamsOrder `form:"order,omitempty" json:"order,omitempty"`
+	Limit  *int                         `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListFairnessKeysParamsOrder defines parameters for ListFairnessKeys.
+type ListFairnessKeysParamsOrder string
+
 // GetQueueThroughputParams defines parameters for GetQueueThroughput.
 type GetQueueThroughputParams struct {
 	Minutes *int `form:"minutes,omitempty" json:"minutes,omitempty"`
@@ -1665,6 +1791,9 @@ type SendSignalJSONRequestBody = SignalSend
 
 // PutQueueJSONRequestBody defines body for PutQueue for application/json ContentType.
 type PutQueueJSONRequestBody = QueuePut
+
+// PutFairnessKeyJSONRequestBody defines body for PutFairnessKey for application/json ContentType.
+type PutFairnessKeyJSONRequestBody = FairnessKeyPut
 
 // PutRateLimitJSONRequestBody defines body for PutRateLimit for application/json ContentType.
 type PutRateLimitJSONRequestBody = RateLimitPut
@@ -1782,6 +1911,18 @@ type ServerInterface interface {
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 	// (PUT /v1/queues/{name})
 	PutQueue(w http.ResponseWriter, r *http.Request, name Name, params PutQueueParams)
+	// ListFairnessKeys The queue's fairness keys with work or settings, with their runnable and executing counts.
+	// (GET /v1/queues/{name}/fairness-keys)
+	ListFairnessKeys(w http.ResponseWriter, r *http.Request, name Name, params ListFairnessKeysParams)
+	// DeleteFairnessKey Drop a key's settings (weight 1, no cap again).
+	// (DELETE /v1/queues/{name}/fairness-keys/{key})
+	DeleteFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string)
+	// GetFairnessKey One fairness key of a queue, with its settings and counts.
+	// (GET /v1/queues/{name}/fairness-keys/{key})
+	GetFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string)
+	// PutFairnessKey Set a fairness key's weight and cap in a queue.
+	// (PUT /v1/queues/{name}/fairness-keys/{key})
+	PutFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string)
 	// GetQueueThroughput Steps finished per minute on the queue (getStepStats has latency and any bucket).
 	// (GET /v1/queues/{name}/throughput)
 	GetQueueThroughput(w http.ResponseWriter, r *http.Request, name Name, params GetQueueThroughputParams)
@@ -2031,6 +2172,30 @@ func (_ Unimplemented) GetQueue(w http.ResponseWriter, r *http.Request, name Nam
 // PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 // (PUT /v1/queues/{name})
 func (_ Unimplemented) PutQueue(w http.ResponseWriter, r *http.Request, name Name, params PutQueueParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListFairnessKeys The queue's fairness keys with work or settings, with their runnable and executing counts.
+// (GET /v1/queues/{name}/fairness-keys)
+func (_ Unimplemented) ListFairnessKeys(w http.ResponseWriter, r *http.Request, name Name, params ListFairnessKeysParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteFairnessKey Drop a key's settings (weight 1, no cap again).
+// (DELETE /v1/queues/{name}/fairness-keys/{key})
+func (_ Unimplemented) DeleteFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetFairnessKey One fairness key of a queue, with its settings and counts.
+// (GET /v1/queues/{name}/fairness-keys/{key})
+func (_ Unimplemented) GetFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PutFairnessKey Set a fairness key's weight and cap in a queue.
+// (PUT /v1/queues/{name}/fairness-keys/{key})
+func (_ Unimplemented) PutFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3269,6 +3434,192 @@ func (siw *ServerInterfaceWrapper) PutQueue(w http.ResponseWriter, r *http.Reque
 	handler.ServeHTTP(w, r)
 }
 
+// ListFairnessKeys operation middleware
+func (siw *ServerInterfaceWrapper) ListFairnessKeys(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListFairnessKeysParams
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", r.URL.Query(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "prefix"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "prefix", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "order" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "order", r.URL.Query(), &params.Order, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "order"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "order", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListFairnessKeys(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteFairnessKey operation middleware
+func (siw *ServerInterfaceWrapper) DeleteFairnessKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "key" -------------
+	var key string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", chi.URLParam(r, "key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteFairnessKey(w, r, name, key)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetFairnessKey operation middleware
+func (siw *ServerInterfaceWrapper) GetFairnessKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "key" -------------
+	var key string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", chi.URLParam(r, "key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetFairnessKey(w, r, name, key)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutFairnessKey operation middleware
+func (siw *ServerInterfaceWrapper) PutFairnessKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "key" -------------
+	var key string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key", chi.URLParam(r, "key"), &key, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutFairnessKey(w, r, name, key)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetQueueThroughput operation middleware
 func (siw *ServerInterfaceWrapper) GetQueueThroughput(w http.ResponseWriter, r *http.Request) {
 
@@ -3947,6 +4298,18 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/v1/queues/{name}", wrapper.PutQueue)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/queues/{name}/fairness-keys", wrapper.ListFairnessKeys)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/queues/{name}/fairness-keys/{key}", wrapper.DeleteFairnessKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/queues/{name}/fairness-keys/{key}", wrapper.GetFairnessKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/queues/{name}/fairness-keys/{key}", wrapper.PutFairnessKey)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/gates", wrapper.ListGates)
@@ -7508,6 +7871,433 @@ func (response PutQueuedefaultApplicationProblemPlusJSONResponse) VisitPutQueueR
 	return err
 }
 
+type ListFairnessKeysRequestObject struct {
+	Name   Name `json:"name"`
+	Params ListFairnessKeysParams
+}
+
+type ListFairnessKeysResponseObject interface {
+	VisitListFairnessKeysResponse(w http.ResponseWriter) error
+}
+
+type ListFairnessKeys200JSONResponse FairnessKeyList
+
+func (response ListFairnessKeys200JSONResponse) VisitListFairnessKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFairnessKeys400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListFairnessKeys400ApplicationProblemPlusJSONResponse) VisitListFairnessKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFairnessKeys401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListFairnessKeys401ApplicationProblemPlusJSONResponse) VisitListFairnessKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFairnessKeys404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListFairnessKeys404ApplicationProblemPlusJSONResponse) VisitListFairnessKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFairnessKeys422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response ListFairnessKeys422ApplicationProblemPlusJSONResponse) VisitListFairnessKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFairnessKeysdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListFairnessKeysdefaultApplicationProblemPlusJSONResponse) VisitListFairnessKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteFairnessKeyRequestObject struct {
+	Name Name   `json:"name"`
+	Key  string `json:"key"`
+}
+
+type DeleteFairnessKeyResponseObject interface {
+	VisitDeleteFairnessKeyResponse(w http.ResponseWriter) error
+}
+
+type DeleteFairnessKey204Response struct {
+}
+
+func (response DeleteFairnessKey204Response) VisitDeleteFairnessKeyResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteFairnessKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteFairnessKey401ApplicationProblemPlusJSONResponse) VisitDeleteFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteFairnessKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteFairnessKey403ApplicationProblemPlusJSONResponse) VisitDeleteFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteFairnessKey404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteFairnessKey404ApplicationProblemPlusJSONResponse) VisitDeleteFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteFairnessKey422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteFairnessKey422ApplicationProblemPlusJSONResponse) VisitDeleteFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteFairnessKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response DeleteFairnessKeydefaultApplicationProblemPlusJSONResponse) VisitDeleteFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetFairnessKeyRequestObject struct {
+	Name Name   `json:"name"`
+	Key  string `json:"key"`
+}
+
+type GetFairnessKeyResponseObject interface {
+	VisitGetFairnessKeyResponse(w http.ResponseWriter) error
+}
+
+type GetFairnessKey200JSONResponse FairnessKeySettings
+
+func (response GetFairnessKey200JSONResponse) VisitGetFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetFairnessKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetFairnessKey401ApplicationProblemPlusJSONResponse) VisitGetFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetFairnessKey404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetFairnessKey404ApplicationProblemPlusJSONResponse) VisitGetFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetFairnessKey422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response GetFairnessKey422ApplicationProblemPlusJSONResponse) VisitGetFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetFairnessKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetFairnessKeydefaultApplicationProblemPlusJSONResponse) VisitGetFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutFairnessKeyRequestObject struct {
+	Name Name   `json:"name"`
+	Key  string `json:"key"`
+	Body *PutFairnessKeyJSONRequestBody
+}
+
+type PutFairnessKeyResponseObject interface {
+	VisitPutFairnessKeyResponse(w http.ResponseWriter) error
+}
+
+type PutFairnessKey200JSONResponse FairnessKeySettings
+
+func (response PutFairnessKey200JSONResponse) VisitPutFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutFairnessKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutFairnessKey400ApplicationProblemPlusJSONResponse) VisitPutFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutFairnessKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutFairnessKey401ApplicationProblemPlusJSONResponse) VisitPutFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutFairnessKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutFairnessKey403ApplicationProblemPlusJSONResponse) VisitPutFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutFairnessKey404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PutFairnessKey404ApplicationProblemPlusJSONResponse) VisitPutFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutFairnessKey413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutFairnessKey413ApplicationProblemPlusJSONResponse) VisitPutFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutFairnessKey422ApplicationProblemPlusJSONResponse struct {
+	UnprocessableApplicationProblemPlusJSONResponse
+}
+
+func (response PutFairnessKey422ApplicationProblemPlusJSONResponse) VisitPutFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutFairnessKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PutFairnessKeydefaultApplicationProblemPlusJSONResponse) VisitPutFairnessKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetQueueThroughputRequestObject struct {
 	Name   Name `json:"name"`
 	Params GetQueueThroughputParams
@@ -8747,6 +9537,18 @@ type StrictServerInterface interface {
 	// PutQueue Create a queue or change its settings (pause, resume, in-flight cap, batch).
 	// (PUT /v1/queues/{name})
 	PutQueue(ctx context.Context, request PutQueueRequestObject) (PutQueueResponseObject, error)
+	// ListFairnessKeys The queue's fairness keys with work or settings, with their runnable and executing counts.
+	// (GET /v1/queues/{name}/fairness-keys)
+	ListFairnessKeys(ctx context.Context, request ListFairnessKeysRequestObject) (ListFairnessKeysResponseObject, error)
+	// DeleteFairnessKey Drop a key's settings (weight 1, no cap again).
+	// (DELETE /v1/queues/{name}/fairness-keys/{key})
+	DeleteFairnessKey(ctx context.Context, request DeleteFairnessKeyRequestObject) (DeleteFairnessKeyResponseObject, error)
+	// GetFairnessKey One fairness key of a queue, with its settings and counts.
+	// (GET /v1/queues/{name}/fairness-keys/{key})
+	GetFairnessKey(ctx context.Context, request GetFairnessKeyRequestObject) (GetFairnessKeyResponseObject, error)
+	// PutFairnessKey Set a fairness key's weight and cap in a queue.
+	// (PUT /v1/queues/{name}/fairness-keys/{key})
+	PutFairnessKey(ctx context.Context, request PutFairnessKeyRequestObject) (PutFairnessKeyResponseObject, error)
 	// GetQueueThroughput Steps finished per minute on the queue (getStepStats has latency and any bucket).
 	// (GET /v1/queues/{name}/throughput)
 	GetQueueThroughput(ctx context.Context, request GetQueueThroughputRequestObject) (GetQueueThroughputResponseObject, error)
@@ -9822,6 +10624,121 @@ func (sh *strictHandler) PutQueue(w http.ResponseWriter, r *http.Request, name N
 	}
 }
 
+// ListFairnessKeys operation middleware
+func (sh *strictHandler) ListFairnessKeys(w http.ResponseWriter, r *http.Request, name Name, params ListFairnessKeysParams) {
+	var request ListFairnessKeysRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListFairnessKeys(ctx, request.(ListFairnessKeysRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListFairnessKeys")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListFairnessKeysResponseObject); ok {
+		if err := validResponse.VisitListFairnessKeysResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteFairnessKey operation middleware
+func (sh *strictHandler) DeleteFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string) {
+	var request DeleteFairnessKeyRequestObject
+
+	request.Name = name
+	request.Key = key
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteFairnessKey(ctx, request.(DeleteFairnessKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteFairnessKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteFairnessKeyResponseObject); ok {
+		if err := validResponse.VisitDeleteFairnessKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetFairnessKey operation middleware
+func (sh *strictHandler) GetFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string) {
+	var request GetFairnessKeyRequestObject
+
+	request.Name = name
+	request.Key = key
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetFairnessKey(ctx, request.(GetFairnessKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetFairnessKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetFairnessKeyResponseObject); ok {
+		if err := validResponse.VisitGetFairnessKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutFairnessKey operation middleware
+func (sh *strictHandler) PutFairnessKey(w http.ResponseWriter, r *http.Request, name Name, key string) {
+	var request PutFairnessKeyRequestObject
+
+	request.Name = name
+	request.Key = key
+
+	var body PutFairnessKeyJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutFairnessKey(ctx, request.(PutFairnessKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutFairnessKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutFairnessKeyResponseObject); ok {
+		if err := validResponse.VisitPutFairnessKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetQueueThroughput operation middleware
 func (sh *strictHandler) GetQueueThroughput(w http.ResponseWriter, r *http.Request, name Name, params GetQueueThroughputParams) {
 	var request GetQueueThroughputRequestObject
@@ -10159,251 +11076,270 @@ func (sh *strictHandler) GetStepStats(w http.ResponseWriter, r *http.Request, pa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L2Jchs5lij6Kwi+mRA5laIoWa4uS9HxRmXX4mq3rbZc4Zhb9CXBTJBEMQmwAaQoltsR8zXzB/cH7qfM",
-	"l9zAOUAuJJJMavHS4+iILpmZieXg4OzL+1Ys5wspmDC6dfa+taCKzplhCv71PGHzhTRMxKu/sJX9JWE6",
-	"VnxhuBSts9YFUWzBqCFLbqZcEDNlRDN1zdSBJrz4mCy5SOSStH/64eWzX19ffP/ih8HzZz/89fLVmx9e",
-	"Pv2PwdvnL5+9ehv1RcLGNEsNOTmddggVesmUhlF/lyP474ytyJgrbcicJiwiNNWS0LFhinBDxlxwPWVJ",
-	"ty9aUYvbJU4ZTZhqRS1B56x1Vt7Sod1T1NLxlM2p3dyc3rxgYmKmrbPHxydRa86F//dx1DKrhR1AG8XF",
-	"pPXhQ9T6RY6eP7MfwkwLaqbFPDxpRS3F/p5xxZLWmVEZK081lmpOjX1PmG9PWzAXn2fz8kxcGDZhCqZ6",
-	"CaMGZ4L/bJvrXxQbt85a/99RcdRH+FQfwbh2gkvFxkxtHvHrH5+SP52c9rpkqJjJlPgzrJSmQ0L1TJOx",
-	"VIQKd1aABzIzhJKRTFakfdI77URkOWWK2ePrC7lgitqhiRyP7eFKwc4JFSsizZQpsoBlMBEzwjXhEyHV",
-	"1uN0y645xZPH34bO7Y2iMVtQxYTZ3PCbKSMxTVPA4bePnhJj3yaxFIbdGNKeGrPQZ0dHy+Wyu3zUlWpy",
-	"9Ob1Ebx06F466pzlSNtm10yt+sL+LccWMNTE047d3YwtDIFbQ42bhYqEMBpP7avcaKINW+gDsmSjqZQz",
-	"Ys+YaaP7IqZKcaYJJUNT7GaI33XJW26mMCQXEyIFab9688OLwb8RzYzhYqI7fn0HmuCnhOu+qNxfvaD2",
-	"lIiZcu1n7pJXglCi+UTQNCIUtlgcehVUhs6Y7gtuItgXDG7YAv+AESwU9FQuBTGSpFzMtP2D59PEU5Zk",
-	"KTvQ5PLXN/aCO6j1xRI2aAdy71gs4/EUoWd4PDvQbjl+3HPSb6lMECGX/RYskouMaZjuglzTNGMWAhRm",
-	"EdLu55opzaU47PVICcolzIwIRfqkWCzncyYSRG5NV7ov2omM9ZEcWZDSEU+5WXXnSWcLOpdm2UqZanBa",
-	"G2pYGKVzTIZ3EOcmkmk4vTUkarvd5SfLTae7dck4cc2Kvzt+EljyB0uy9EIKzYDXfE+T14hk9l+AQ3g9",
-	"6WKR8hjgerRQcpSy+Te/a7ux9w2J3CV+hZNuggZIlTvza5ryhPxy9eolaUtFpjJNNEmooY7J2LOGp4Av",
-	"nW7rQ9R6KsU45fFHX3c8pWJir1ua8sSfJCKjlpmK7b2JMwUoCwcEq/1RqhFPEiY+9nIvLp8D+57mV4Ym",
-	"RMdywc7dVjQRjCXATpI5F/ZtWPJLaX6UmUg+5opfSqKzeJrDEhbi3/+I67gQxLLgJ6eP/0Tc4LCUN1K+",
-	"oGrCPtVlkdfuNmj+h6Wxc25gXb8KmpmpVPwP9lHP6yIzUyaMGx9WKHK2M2JU2eXKGRNEqhwVuSZzrjUX",
-	"k4gslbS8UhHFruWMJW43CyVjpjUdpR8d1I7nVkjTORkypaTSQ2Lpr0Z+N6IJGXOW2kV/8FQYqOrF5XMn",
-	"uS+Ulb0MR2obK0YNSwbUVKTRhBp2aDgIlGsEO7IibUhyXZdWo1ZKtRlkevvwIktThCrKqxvTCSfybjyw",
-	"MiK/CbO5GVsdaKchxFOqaGx1mW5oO+6c77RGIF/2cyas7P5bCwgXSOM0ab0LMepCTv8NlQQnv+NQ+e6i",
-	"8hGtgbSy9mISOfqdxcYuC0/9KQwAqJok3AKJppclLBjTVLNoDTE81MtSdK+3Qxe6MyAqMNi1I0BDmqav",
-	"xq2z37bfMIf+H6J1/J+F1FmHQKQ9SWaD//7P/+qcOelUiphFRBsQiqRIV1bso5aTTQOotbY3O9Xmlt7l",
-	"m3rBUeSpLpAu+GDGVvA3N2yudxGTfKt+JqoUXW2sJh83CGXQ4i6WlJudaFMF3SVVs1znyYThaa4mAKFK",
-	"rKIzxB/0kFjt5Zpp0raan3ttObXEec6NYUmnL6QiQ3sNZWaGZEG1tq8Lq01V37TC+9zqVFbVcUOBdItz",
-	"JFYvSJ32CeqHooIsrWpiFQpq4HBRJK+egFts5QD2vBXVk4hauXy+VSV3RMeKmTAIAmHXZ88yVKzhxGtO",
-	"9pkUbM+D/RFMKvnRoragmM5SMzwntNAeiZGW/6xDEV/db8/1G/iR8nTfDVCe5ssXchnlWo1iRq24mDTZ",
-	"BjDd+9rFS3az7/16naF1TVjFGtC4jQrJMGEpXQ07EYmpgu2QIaDZcHMT8GpzPLoVvtbv+rUF9y23renc",
-	"GQ/ohHJBKnsnbXaDi+I0JSMaz+R4XCUS5/auxzITRoN6YQybL8w9QOhe8eJqQZdiTwg9F5opQ4bxlKeJ",
-	"YmIIQu9ikxyDHYpIwdCmw+agiOUW0w1Q+AEbMyBY/VP7ld3RnN48x6+Oez1LKu+BFq6xsnyFYVa2go82",
-	"bdZiVdLgSdvKeAQsXGMrX4Gh4+ZwIg/dkFak776my79aLWDC7NjfK0ZnaCxdg5kUmsWZ4ddsMKY8zRT+",
-	"viki23s8sFoDc/JndZGvFkxEiML5rYe3yZyuyESekylNx4ey+prKhLAEAN/kmkz4NRMkW4CVNpUaMP52",
-	"kq6d6o7Csh1CB6QubvUYUNMQrgTnqqy1XtlY0EyzARCEfS4ufJaEZUC/Dm3oygp8CyYcBMUEtF4qSGna",
-	"c3L56uoN6Xa7R5bbzVlJJhxJmTJamvFOEHRDKEadnrn7C0AxCy51TdO9AFT5cjCnN7fiHFXoxqnULAH7",
-	"unYUyVL1c4SxpVoaaRPSrCruI9IP4NVcqHPIrjIBWp5XP3CiFiJdK2rlXwZ0kahlporpqUyT0GVdozrF",
-	"uxvQDQKtiqEeMlGYVpTv2TqR8Bcox90ySq3jRogkOrJ1me0rfNg7MaUiQZ9IzFWccZPfErRyj1O5BP+H",
-	"kml3bjkuHWkrUoFdQpMZQ8s/V0h4NxnO2kVupuAVOPduwyJUoSflCwwzIclx23L4hh4GvMTJOem3errf",
-	"Iqh04Edd8sy5KI+n3fAFu/PC31ILXTaW6DRz1gzEczm28gtsyO3unCQyG6UsIaMVWoMsNrEEPyjW+1h3",
-	"66/1nddsUQSgqw1Z4vrNktk7becrge0xmi8rN6461NPiYhB/MUg7lkKwGGx7aACLiFOMdEQe39x0UOkD",
-	"yJR4yTnpEZMpAcqeHI9L59ezKDinN87t2uuhnJI7YntBR+zmrcrS2Y889Vjb/Fb9AOQPrgfRzBBBlZJL",
-	"7ZzoKW723GqoKaPa6qksIlYrpmk6jIhzylmytHmXaJoGJJ/YDuLIrneoU4QpGDMZusmEtLLyfMSFcwE5",
-	"3yze5DBzy41V/vqunSk+BnVbofReK4psUGc/Nl6J+sHxefNx3d1v5iKPWjO2GtSZHn+RI02WU6nRgKQN",
-	"VcY5ZLhxeNY8tCBq/T1jGWu6MMtRsoBg9ZSKmKVnIBZaISEi7AYulphEhNpbysWkS0AvO3NUw6qR9qsU",
-	"saqR4P+LHF3hEj7AxrzcH7BEBW9Pye23h6FynN+5bWsr3c4PUQvcFAgoIAJ47UO0bC4hxMSZlX63xwt+",
-	"cPDeo2d7k3zsjOIoyxFu/e9qgeLtJutqGRWTkOAKKOiekjZ15+iVXnvV7ftMJNT+Oz/l3Gs473SD8vU8",
-	"eOf+WgGNYnPKxTnIdU5DNxKgVIhwALkQ8djQ6nCDbuYQfJ6xkcxEzG6lKpf8pGBVSNxgcHFjmaZ0oRnh",
-	"wkhQlsHoBcImCgcLJhIuJn3R9tcKFG6UEeKU8jlLOmfIiCdg47TfGU24WGQGlfNMT/H3EY1nxMi+GC6Y",
-	"4jIZkrGSc7RS4YgpNV7jGM7pzcDe2mHJF81R/QfeN6cJg2iGN1OGASdWKgb7JsknsEo/WFPdyQtJBFv6",
-	"cdqWOpvSVJ0oB1df2MVogzs5h+nLjIFQkFcsDUQLQ3hxr+xyHKAiDDkB/HAvz8EyS2FRv8sRbMb76iap",
-	"HNGUtFM+Y2Q4Y6th54xwEadZ4gy8XpzjwoLXSBQ73a+a0AVVpkteSuMMmXaMiAxLoWoD+xPAAQZcCxcj",
-	"GP3QichQZWJAzRA4MtqhQkZk52fYk/x78O+lr8EB72UlXvdS5IMEL53/MhAF+JMkiXuMXnOqSb/1uNeb",
-	"634rIv3Wo57743j6qDfvt0BVu6HzhVVd7VNQYIxhyg74v9u/9Q6fvPum3e938a/O/98W+h+Z/sf//T/6",
-	"H3P9D/2P+T+mnc43/xLi6z9adPzBG+bWuQYLyZyX1Ew91sIrEWHdSReo29Gjo4XiUnGzCvoR584wtOmq",
-	"3KD4DLRG/0EIyj85tXlNnLumPPUu6DXztmKM6FQabclGmITfxtnrEHfj95yFbk6jp1QlNfaubJHsuYQg",
-	"fuLs+VRRCTJrDtPShHVwDjveJpbINTZ6wnnt8rnhkHXLaKKPV5eYn8EW7eU42npCu/Z0hW+u7wRnrtvJ",
-	"VT58IV9tWPS9imOBcqAd6lrWAZIK+FcrktW3p7t29TOS96dSjPlk80CdQ2AwoprtQ1D9d3tavkaFcXir",
-	"YOpeu+X1tBzCeTHqLMxbwieuucz0QLNYMTNgNwuumA7aoX8Fs0huYPafEvyUaMPTFJyu2oqcShoAwwGG",
-	"B6V00bm9wRmnCO5gb4/obehP1MpUupuou8gF+26+5mKFawcVVZGximMF6uxHyhz6h6mZF30aE7TqZdpF",
-	"2fLhtyxsf/r2Wd9Yu53ABayQ4p10OMft6nW74hNw4Ljr1V5ONYsH5BtiIfHtKVj/vDno+FsyWhmmO+dk",
-	"wgRTYAKBm4qG1zWrA4QrlEQsHPq3i8P/RQ//6B0++ebo3Td/ft+LTj4EZarbXDkVsEFNjVmcHR1ZqdkH",
-	"0pNfX7/Ig8ORFVy+unrDEmLkxiZOv6sIz9/tEhvsIoK4yWhqB1i/L069G8z5BHdSQ10Lm8v2+d17oSX8",
-	"IkcBSQ9RKiBkO1zzUmoR2MsWZ6SHWh5FH7k9mJSBvc0FQIKGZVU/IQ1ap1hyTmju/gU11+pKGnTV1CKY",
-	"HepAe1+5DouW7ukd/VreGBW+ES6ECD337k3Uy6ld7Fgq58X9M6Fi1anYrTajCsNryd3SaBgZuNhLVvYI",
-	"lc2dUuABoMLYyBV3GzbvjROD2ni1ivkij9Kh2unTXs1vO28MEAghBesEdRmW8gkfpWGn9FsgLrk5EWaa",
-	"05X94dwZmGiScuG9FHBW7miq894OS24RaxG1PIbfCT9LluLbR8WC2WTf5TdFLssT2Jood7u94khyKXC/",
-	"O9/fLYlibNWgBlA1E5S/dzS5HJESeMvp6OGnuUF9MwyYGjbINapmjrDXoD3OuXnNxjXOMMytQtednQJD",
-	"5ElbM0aKKTVchxoQFKyi9MHmtUQ/UmkOTwUSRZcaLIpRyY84YpZ8FiPWkIZGwmIVDpvEVDGViYEch0kX",
-	"uqAgUp8RxRQVpA2RFEfXx0dgeXnPkw9HMEjuTq4hJPXX7jYBiBhCn2QpG3g1anP5/pWSfTNP+itoHiVx",
-	"yu3CE55sO+xyKLWb2vB4Fp7aPvGCQP0y7qB73SZOtRCJGjuLrIgRcgB78QUkwrDgYXblcOYJby60s0h4",
-	"RDnTJwBW8d+fIMpKOEBfuIxGl9bps0MjUpMvmVu+cUiXhgmIDh5cyJntC72gS8ESAnStSI90xBTP07/D",
-	"TZc8Nz6lkScQqYohXz7REc3Pm5L7fomBkJQayglsJkDcRs9e0hkLSRsrjMudOfEUnBngXDrLE1A9S8iD",
-	"ARrcsFAOBrKHgtHn2FziK1XpyPPzIqDHERovpzjszkXkTVsAmjTXRckyvwzwvnrbQFXWqdE4vqcmnu6p",
-	"jltS3Nh+8IscoZ8tGAS63TtcPhaYdNsm6hykt1stS3baOrat6BkzPjK9kQBhdb/NpBR/yAN/kGFZJn/N",
-	"SEPTGv0UkxcGDn8aiqj+q3zgnd+sq7uVATaXsbH4KLDpcLJMgVj7YW9AVdvTG5eU3M1bjR/+Pfhmz0Dy",
-	"PYNR1jyWAXsB8oew/5K0LQvCWAa4Jx1U4NzTJQe3MakIY7eIYmmk8fhA7ULZWZcGlGIp+hZnbHVOKNEs",
-	"liIpmCxPGaEk5deOd0PSNocEDwj9Ak7qBKJbeGJvbeYrqyTb80Dde/tG/lR1l30k9a0axRW7ZoqmJZ1C",
-	"kzYmmmbxjGHKVOfMm5tclEG6QuEA48vcm5D71Rf+SDRZMj6ZuooQXJOEjbiV9CDugaZpnpzgqslAoAAK",
-	"TRgZIaycUzjwi30MSduOLwU7RL3G0q7OGZnwayt9jaSZlsL8XQ2G2yg5BVP7LqDxQFTALX2cngbUMJmc",
-	"U92RzXh6FvKDKwZSHtgNVcYKodhdNh8gk2CEDPXxMMTVN7FHUDZJhaMFE5ZkmDwdNrCtwaXyei13uHRO",
-	"+LuJAyE1FuKw40xp2cQkEhIbqmPUnO9rtnBMY58wOCXng7Ae9SYvuCLtHXWBWXCP2j1QQnKrQCciVnmU",
-	"2lTLtNhTZSKByM1ua3twbEO10dP7KLhaqE2Cy0X9x67EXvUuuQAF5Mwt0L5oSTwV8BgKsSgWS2UX2y6U",
-	"PbkU+VZhMG7yHUUE9HT7GB71IsJSzVx1Cky+x3oHRhMgzCX1yH4xGMmEM0369j72W53uZsxHfjy1h64y",
-	"seeZ78VXQ3B2wVUHPirNK3cQ0pUm+MztJrToq1zV9/kW3igMcT0uyLRVMuxHrUQK+xTDTFve0J6yJJiR",
-	"8YscvXUBUGuJmCLZI4iFiwCRG+pUmqHT5Qvp0NUOwICEJVMM+NGUpRBZj5Fu9jKfV7gODuO4XSyzNAEf",
-	"y5ReM/y2QEVkfeUsFTtXq8LG34WtMerWYTMWAn6ICKBXg4gW3DrgEKPKcJqGqQvciQNNplwbqVaeabtq",
-	"b7D9ubSA9M4rCGSkyhV/aT8mvV6vExEtiZZzBpIbFAVzoZQa/Asj5qt0hLnJ0q+8KY0HzNql7uGoUQ6A",
-	"ENheMKrZDzcGCMom7Bob5bef4cYwtUuxEsp+pARKolTWlWVgeNi+JPwstI6XQXvpC2YMUzoiCZ9woyNy",
-	"MDiIyEHX/t+Z/b/Dg3NyfHh88t1a1Y6Sx7rwVb8r/hx0zw7fve9Fxyd/CjuuK1ZKCxuxcoJTGErI0ndZ",
-	"5Eu4ti27FARXO9amWWpTzNj0TeS/iGw+Aha7KSptpj3Vr2BHWuurzMRyzi4gFSQJilKDxt6uva3Bm2IT",
-	"WsC2eNAvS/pVHnH2eB0gPVRQQM6pRJY92SXPlMo9rUvQ3twTdlI2p0alWNWA4MmFNtRZHoJG+qzG5Wa4",
-	"ScNf4Q/vS9G3mRJnEyaSTFnsPHOljM6g3BCaJ3ZSgxVUrsFJt57Y37x2ux7w46ySAWMX5C/sAiOM+xRf",
-	"vUNEHReDcWqZ9J4hdZZtaTPwQtA95PiGww4UM0yEg7DL7Dh/zWpk5RAPnQdKoNeCuFvT0DFVSLw7awEY",
-	"tvge3rzCipP3EgPsYu3y9NfqkUUOjaoLzTEoeEr7RdqVsWwzcqcUw9KAPhbib7P3E1e6pcGrhQDe7H0n",
-	"kjd7ORf0b2Edvh8lYe08wnGPcBWak2GkS7tEQjdo7VJuE+noCF8gSFoKRhY8nnlR2CnoG2lnu6yQG4Rt",
-	"zdgH3lA7maMJruKd87e5+kibqbI7jZ9N6didc49/lkvIPcZgAk8Eq3TP6hxWd8+TunPbsKx6cUsVql//",
-	"8OaHl2+ev3rZvTv1CynSr6lheVltJ720gvo6qpcHGoK8SrW2CwNtyLS9QcBzS2aAA8MMAYH2L2zlDOig",
-	"0lK3lobBF6NM6TVqD8nqxcu5aHsrpl3LkZWzRDWY977YkkI3MG45yiG6H4vJjyhM1tbM9vvZr3fSt/Lo",
-	"Wxd3C0LnEWEtjRQsjlaZ1Dlqof+mGrziD2894aWODhWnq8KBD27KJGEJWTDlXErNJg2qDX7GAEhzpNgK",
-	"0/11d+cu23X2riqgvypN/EpoqWoy+Ft8M3gl6rb7lhWcqC5NyB1QXvofskLBdM2NLtGgfTOgrly01P1U",
-	"RI2VFEHyszVg9DZxoFD/c4sCvjuKEkYwPJ49TFFW8G8U3q+QzfnGQOBa8wINLomobGfWMw4xNWkql0Fj",
-	"6Taxoz4I1K7gDydhhyOo9gk1c0Fg3oUA3BNC6pdKGlaN2mtvxJD1BfjRAsFjoSDI9VL/UV0F/L7A0vpf",
-	"ZpRYmOXC/SudXjmAy4d0+TAtj0wl/bGMs2sXpHrj9uPhnsaEWbg/+eYMPKdZu/h3MfS2Ze3PvD2Zq6LF",
-	"Y5f3H5FvnUcMeKiztEWEEv++VKT971OZqXTVIVKRfuvfMUgA0sKrueD/dvSY/Bv+by335/G3O6M19g2i",
-	"2TM+pUSPCoEdSdE6/7J0ytUyEBJYGAR9YuRuUbys1OEiz620L3MN4SwVX1Fzypcvzp3mFkrYBExl4ljs",
-	"+9c3T1uBYvXPL15eEP9FXgzgh8wi1NElVXw9kOjb012X3d3ybdERV5Aw99rln+6J3qVjbVzeriaBzztX",
-	"fQJfMDOvc5+peSHFEpOmwuUps3ltTtNDloSvz0amq1TSZO9gc/b3Teg/Y/bSqBWRKnHNiHge0n1GjiNy",
-	"EpFH//2f/9VEeQ2FCdtZo8IMiStfYw45kN/Vnkw4UiVUb3orW8BT3skU3LD1y7lyPvWHrxLf8LBzkttU",
-	"qyj28b1vVLa/HrVnZOCnAQFGiO8GhLmr+w4Gav7+Us7q0mQwgxMSU9YTOL1BuEFZqGJBUeEbhFmDcChq",
-	"Ee9XI+rCZWOA0ild1Nt5KQDI5V2gwHugSSZSpiHaFHNUpQiUtmwQgxyIOn7gCOIHCM4lbSvzuzDQ+cKs",
-	"Oo3skp9zkO0eIZpXLgqvNqM7YB/N7cnNrOCFZbkm7dDNdqCrAWw+Dxzb9B1o+NVVjs5x26VG+aA21ysO",
-	"dT2IyUXnIURCLbm2yufPEDCO5nUsWGbfxpiot9i07hBokskUw3hfbMoAphxTqSuLMlOjfEhfbGpQSfIu",
-	"jH4Plim8qXEYsxgUnvjdZpjGFFViNMbmnbNaq6vfGGF+WEQSKA46pjyNsK0BxH1QXz/1zKdHRVB1YQDw",
-	"iUhRU9X/Ug41SlBQCoej7QkmH6DaSMhaT5vykKhCu7KQ6ulVEaRIyHK3re7uYhH+PRnGW2g14uJUXZtG",
-	"37jUxYna5ZKTXu+MsBsamzSvwh84yb7YOMou+VXMBMSxFnX2XBg7mo98xqD9SFt1a0STgW+u59oNzulN",
-	"eS/HQFbXfgk4tHcziKJjTMlLvfsTaEXinM/NvoDeH87S2OwL6LOB7ka1avYJNqmwGOt7Mez+Bts2hDWx",
-	"gl5v+nJKZU/3If6rGtKPuRg46IHGGDAk/pa2Cl+JwTVsdZeKKLaQUCbCTJXMJtO8eIidrWF2usO0e9tJ",
-	"hUuVk6kNNJJdQm6uvSVQo4964oYkz9+Mgrh1zmHT5Y1h6q6HwUJqC4F20e5So1Oqyf7XHT7uVEtgebcV",
-	"MbyLuGJcKRWEXyc3PJ4W8bSlquqe31tW76cmjpX71swWQ3ysbjumiwWWZC75vK/e/HA5+P7Vs/8YPL24",
-	"BFNyRCYg07kqoFzlI0BkLAD4rCjUjUVk0LxXyWROOEZGM8jcCtA+e3wJtgNO08o48KMcj92PwsnY3jJW",
-	"AhZNU8swxuNNC1nUujm0XxxeUwWiuv20OIYfi0GKHy9guOLfr+zAxekF+uqN3K97CR6Oha4z+t+1FEUC",
-	"DohhUPHJAl4ze62xT6lvyQhgxr6kEYEOvLmoVrxkWZWFR6cMQWhbGLXsN/sBzqcY+H++gRFAf/yjRh+0",
-	"C7HSHv+DWTzAHXkSBe0XYwYiYjsvdeV6miJKx3QRrXWdhl6UrkdtqFJAJvJMo5qGlpaklLt71IWEVK9H",
-	"+zvyF/49Ga3yODqf1hZnxnUy3q3ZuuOPEHcc6MrLrqMfuX5751ZV91ThpmmxmluW5LhjRDEIl4V/CC0p",
-	"uTC5lr1fB/O7FO3i2nXuOq4mXxGjVp37q9z6+Rcr2l0yqN5Te8vSJA3qjGwmxXUbmoU3q0d45NpeAGK9",
-	"gkTptOvwD9I8AoiGPXc102TKqDIjRlES8CKOq8ilVyKeKimghqfFRdcbLM8tCXS+2zt9JbpbVknU2pHq",
-	"YuHwqtCO92xkAyqubwU8LpVdEUlFP0PeEmGnz5B61xftQmvshIp/f9Wg9tOgSogTVm8ONB5fF96rBJLc",
-	"MW3JnmSNW8bShuZOGXvld7pkYMi6ZZTaYdRIKw5toTzDGm466UljobGbQ/e77mqvztV3+asrYlYU2cEk",
-	"UVnOEaaGjGWayiVcE3uOB5r8LrkA+Q0yio97vV7zmmKFZBNIiMmLhYS7Ujx1j7HM5VQuAyEzYUb7O/L1",
-	"XQtzCeIpa1CZtiDXRWWVUIVl7zB0nhJNEnRj5h1tCnBbMdW3TiCYzuBEiDKw94N1nRuxKN4ShnVg4TnU",
-	"SRv/k3cr7TQ9h71rQRV9xtDgqZieQv6oK++FzL0SSIEbLpCpVK/5XYNs/qKsTctjQt1VrnXEfzmu9i0d",
-	"y4MO8FpQGBrKmsFIzmpC2vEc+kFsrH+s5DyUv0CVKXo3QInDzRD1phJzbeM7QrVFPig2W0Zl6vyCS6rD",
-	"sW4LyYXZj4EArC7td6FrmcvGNQlg9Sv1W6ldq5GB8pJWikToQgyjC9JuL8EShYVdhFx2moMb08PDO3Cp",
-	"47EEAoiOJPTr2EW4mHow+OlS4n01hOx42gti0HqCNy7DR+q3HIIBFPJj24rOeEQBdXAHlu6Ln0kefBVU",
-	"LoEJFzWf0UgHZSiBZsK0cta0XmaRDbZtOtdj0LcQAvnQIV7b+y5AjBkYKQcpVRMWgVsCvXxNF5NSLHEV",
-	"SrW+ZCpmVn1heVFsr1sd5O1owPY552nKXXRi5MOCTruPyb+i/2TOkyRFHQmNmxNF5+6UqvzFubXds4A8",
-	"tXjca5h2snjyuPGbTxq9uYbfdik4DQ4RQmU523LQ2M/OVRT33FSqIrOKG+3Knda4JJvXaHXqRVOUo4hx",
-	"UIYaDDak7dyeZf9m7vRcd2t2IkKdcAs0zRuqXS+ppq2Hb10mD7u5zlp+56WMR5cBiUOHjuwN+mmceWYN",
-	"+zZ5zVriepCSYAogAtmfbU5F7kg2fsRTyz0W7c3unSVfZ1OEmXORrSd4bTdI3PKk3ESbman1B7RV9atl",
-	"KxhUmiluVldWFHDiEaMKBROQD8CMjD/lA1iEb334ADa7sQx153KZ/XBVNVPXPGZQ3U9qM1Hs6m8v8Ohd",
-	"WzpIH4BLD/TQBUJRr2F2++IpFDT2FeZdfqVIrHaY6wLnuQmd+3ZvuqgcDwpwBAosTtiHuCGnWWL9XR8W",
-	"8uvrF6RtR/V3/8pQkVCV+AATjVZ3X+rPW276AiqUFeV3nDJCDeuSK8YItC1eKGlkDC2Lq2Wi8gd90RdQ",
-	"oAEd769/fEqenD7+E3F1Euww2Rzg0YYmqjHwnSP3+JvftRSdLnnr3TjoVegL0GCQlglycfkcLVKR83gd",
-	"XR9jM0XBWKLJ0Nn3/oCxz8j3gAOkn/V6j2L4EP5krgWdq/7QKqo6tKLWNVPaFcToHnd7viE7XfDWWetR",
-	"t9d9hOVWpoB4R1NokPEHdMRCAd3SEZj/edI6a/3EjOuhUXg64cuTXs+FvBkXhlgGy++ucTmKuzub0eAM",
-	"gN1r2ueiW7kzrbPf3kUtnc3n1HISkCV9IjPXJAMN0NAJOK/ynejWOzvIkWI0WW3d62v7xqfZKkwNKciP",
-	"e4+2zFfGuObz+hongYlfSgN1mla7QZ1QQ0dUM6ywSONp3hgTG6kgS62F//XxEV3wwxlb6dpDeMG1ubh8",
-	"/hf7zgOeA04BqTsBkGCt/RlbWX51LWfQrgwc7F5w+BC1TnvHdbPkyz76VVB3p7H08Cme7faPfpRqxJOE",
-	"uSKKLlpg11fFEZePzW4RCI+FuhXhrl1L0RlmfLO5Zuk1050uuUjmXBAdywWrPUarMenAsWFzZoRqK/Lh",
-	"Ed55fo9HhhPhoRUc15VaWkOX4weZOwlhjHvkEKO3+7S+p4m3AH88XDo9bvDFGylfWEUOPjg5abIuR4KB",
-	"Bd0dZRGWnmFCMWBTdIeFIBeu86AAka6aoe4aBYKuEyhHWYV6E6Vfw80voXQFt04D5TyQVHxM4nCK69j+",
-	"xUtpfpSZSD7ZgSJgSgfamNZQRefMQGO73963uIWylV28cfIMDZVVOhCV7vSGHrC1c/c7hyJ5b9BaDvUT",
-	"vPGA/ClvXFrLnewib49q98FVUIYtl9bENRXHOU7l8tDCQ8m0uIEA3qP3M7baev+ewe8/5V0Xdtw+fD2p",
-	"0ApKFinlgvzlz8frJUDRrfD1rm7e1bmEAjB7nGtUK0+HT+9+r0noirxxnWfvcr5fwmm9Emy/g1qjqJtQ",
-	"W78mvocvgUNi2nVrDJDiWS75hWnxXol3H95FLWf7WvMRuuBdCquK1hAVLnYydxXiSV5+DIwNEMFv+JyR",
-	"9l/+fNzp9sVVoCsxGWL75CFRcqnPsbIt/kRSZvDfzgwPlmewn4wyveoLO71iLvQELGtYZpgLYgGfpixF",
-	"1b16US6z4qLcv9zsm083Epk/+tX8KirfiQ8zQzKo/D503RHATOeiuLneuBx4I1i54Nt2Zl3uLFwrDv3s",
-	"X3pIy0mp/3GtUORW+znIRYpNuDYQ35GvqgB20VF5HdBH7y09bSAZ/ZyHITYWjr6KO7XizvYzqpdwak/h",
-	"3jHf9+oOk9Q7Y/6XI/DsOqo1GSc0TfGKy/+tEzcuoM5HHlGRCx9DdHAPyYRZCaLUm3uIdT3++z//a+iz",
-	"xDe4fRlp7p/hlxqyf2SefwtM/cr/70a+kMlAKNyUigkrXHi3Yjt2xgwDy257jWRdUGspBzxvAQ9NNhPf",
-	"79FAKIILACzKJ7nO/RAXKRcMWkv0BZSaSLJCliGv7dqttF+KgYIR/QBWIEolpA0CsCCWccrFJCSVw2js",
-	"M6PvERZGdPvBzXzl6hsWZAuXtboDMVdxxk0OOyoSkvKxcXU+Mg2NhmKorrXnlZGGGnZYFIu615vzLLMa",
-	"cbnhCsqX5TxgElOlQDlfSnTNG8jSbFvmBfkhaRJBJ9rYrtNObqC3l6cVh/lH2KbFxZcrTWIqiF5yA+mo",
-	"TqmVS6vP+la0a7cGgOFQGut1PRCbWysG9sHxus/gkqL+ZS9qUSTsc2d3e9/rL4Q/LlIau9B6PhH2JuF5",
-	"RJBl7G+WTMHDS6AbRp47jwXj3LXbThN8/7laFfkX7A8X8mj8PWNqVdjRfJpZM7z05WvCYxVFNBoNVsmq",
-	"DI9Yap18D+tzCXS1NsKN0N6a9BVdrbbq8zDtLFCSKjdZrsPH19zcfzvVdUCKdhGEhP3WLOGhXGjStrRm",
-	"5P89h/527/utONNGzpnqt85IvxUf/qnf+kDm1MRTpi0C4ijOmEMNmTOIkKZzKSaY9K07XfISYofy2Pyx",
-	"YQp6djKq4ilEduQFlp2xEmygjpnYH1xOyZ9IQle6DlSwmIHfUt2pnfae7KrfuRN4mKObQw9y86qzn7uA",
-	"qcqm6xaOwz3Qyi1M3SpADlUE1oLoZ+Fct6rK0ltBn+XWOrlbV5InFDVcBL5/D6vwFaBdC0wfsJ0XPV3Q",
-	"Sf1isGtmzfE8Oql2CesdPnn3zb+E1xQaHfvulQcvWkn1SgXGH+8qRWYltQeTMnx/04B88UowB75bSwWf",
-	"xELNNcaORlYYyjPZytwUO65/qBOAT3rHeVkS39Ly3MeHD2dsNUTqWGoN3fYhqFHhAorymoSdvqApRLxh",
-	"XktETnq9EpkFX5FIyLDckPYMGuUOXSFuKvpiuNZ0e0g0Y6JcjjQvLVFq4+3pbtvBlZyckmkHltAX+TYh",
-	"HNeuZcZWvqZieEERWU6pYVgaQ7syVH6VfTH0XXqHThUGD1nezrcEKIwMc2mHnaLD9hp0+uJ3OYrIhF8z",
-	"F4iDXMquD0KLEzKi8SzyC3Y9iD34AhoD9jv+BTLu9tOcSgeA3Q92fvGmVOO96euYto/X/v61mKLf/Ue2",
-	"1ZU7TQfIzUVxmyqXxYdXQOW5UOt5wFZADEAU95Zv4k6LvtGh3tJA3O4zcG/HLv2zr8bIeyD1CEzQo1xC",
-	"yRqFL+lKR3lLrDDRv3C19bjIbRxQ7fkchucCFTXIEYZCYIiXy6lMGYGhu/V0Ru9NaD5LsvE9QPDjUw2Y",
-	"9zXW0dlypUhbKlJmWJ1o4zS/Xrv7u3YYBnDcI71eD3U9LrDfm0VEq3PuuJHYhK/+Sr6BNgfVaANQVi3t",
-	"9sxCVwsWoBiAI7ucI28b6wv4xs7BREKFgfJgQ6h2ka/pPU8+uIUNSSKZtpptnl9kta1ynWkrnUgRswgy",
-	"OPPYHyjzYpx4BNVFfLmc9jilkwlLyBDnGDjsZMnwnFDinoLIQzgWPjAU8ncE1B6AmKEIvRedLhmiVyEZ",
-	"4iNf185+7Z5AQcK+KG/a5xSck+FcKjYkmq50AVg4ScXm4B+BXCHs748VfbghXPcFVMHpkguftzrmqUF3",
-	"hyuTeEZobClzaUXY1uV9v4Uv91tgkoAG9yisffgQFNeeAqQcGX0I0vZ9ls7yu/5xqRtOXUfZoAYsSDbA",
-	"YfyZfu5E7JM4YABJIk+CrMCXgGZg4ikW5cwJhjNtAUSpw9wdlCrPI74FoXLpxfb6+qajtXTLzsOZ7gsg",
-	"XDXUCRaDxKlLLvBqlTStXIpG6ZlrkrKxsRqoBUxbjom2d5KmEGOIzksQr522a5cE99guJbFEpo5K9MV2",
-	"MkFuQSWcSnoLMgH1ob5SiS+GSvSe7P7iqRTjlGP68ydy50Dyfz1VqbvdtyAyPj2oLvALDRYPKWg/w/bz",
-	"Nb5Gry3/kwd75aIKB1lpJG9QpPQlwFDSCpsT99LxfpGj589aeQ7Quvi5v1/fD1hn17yoF2S5LuGvC285",
-	"3xRq874OKNb2hZdrqVL82vKj094TVzErtyh6a44vAbFVxntgDN+C27kfJW+w+HmHuXwR9BPPtSyVQCFj",
-	"g23o8kvVgDIelSsKbnN6Py2qrzXwfX/1AT20D+iLIPyhopS7vUf3Q+7zwrr3QfGrV+JnP/QVVgx+CLkY",
-	"SlG+ZuOPLRTDvD/cGGZFsmCChnt2e0H4wUnyF2HuQziiDg2JZnU1n9tQawdYPhjTWUJOeied8t1xFWo3",
-	"qXupK9H9Cj3rpZnXyzGH2+VsNj5yDZXpnPWF635RBP2WG/N0UAjK+yvgtN6YV9AZSJIC50VQICo1FXmo",
-	"cMZSueuPfHfdtBeQ4Rn2BuKjr3f3zuGIUplKU5qa29voliq2cM0D71szKe5bQJsuleXFBm9D+/8Du8xh",
-	"EamBHcQxZABjlSkGR5A21USxWKqEJdAoGm1M8MHw3NX29ZXkMODd96KZsYXp9kWh1nhB1lX682EhhTjr",
-	"OqSFjHHn5PTkBMdxS4TuQmO70gkqZfkuWL4E3+Bmxtiiu1FdLCJ9DDpd9QWaEFUm+q2whcy+5pWsB3ER",
-	"4hSfwEe4RbGLCrW3XILhnycw+p+UdGUCLGeubiTojvb4wBoHQdYREgNK4qnUTGyQsTpNEq7IQxAxFytW",
-	"kKStVO1AFzk2EIIdEd9zNOqLghyBcX6j5oC96pZSgIqpXfQTREYNUVSRqZ/FiiJ94XqERyTlYsYSMlqR",
-	"IUBiIMfDsuGmoHC1hCxMXVQmHpi42HP7yIW4ttAWd9xf6ckXTU+wEYs7y6hs+l241n+CsIRjrQ7WjL54",
-	"b+G9KvPewdX63DjpVwPpnbGyRu4tibwWJb3OqKHTJGBqVXZtgp2ljiHbzKhXeSuKBlbULXZO7F3fvPH2",
-	"g1o6cVN1xs7nYiRv/udYOsG3td7uJe+9AuVHXTxS1YTjEOP2FtD6uPuTkjaH7f15ApLNcsrMFCLOyVLO",
-	"WB6y3l7v/O//HkvVF3lKFogymGS3ciN3uuTCTwJBwbm/yplq/Eja0BWEtkEIWeEQ5Nr1pIF+jLroSVOW",
-	"pcrsJiQ0XTGRXPm+MV96iChuxG6pmZB2cv8zBwMknvm+R18ltS9CUnPnRej6/QyToU0O5zurbeVv8NI/",
-	"F3fzveYCd+BnNCb9z+FuvvWGs6JV+dxDuvMs3yhj3zotUtCEmGIJdMyMBQGvbPJzWYyQcZun0Vomg42Y",
-	"2q6ICITiesMmkaVm3Atqpp0zlwhjmLqmad7MxvUn4WNGEiz1gC2XgL+t2xmmNLEK0twyTqv6MwVR09z4",
-	"qoftoU6lGXbQArE5IMoVhaniQLsmNxFBazJLiv3ne8HGDhGJZZai9XNKrxmZsjTpCzvtkvHJ1JD20I48",
-	"wJjLTpfY81eZAJ/1AaaiplwwklJXexx7OhdgAIAmfQGntmldJe1+y4/pB+u3OhgMuYT+SFT4kHO7zJEF",
-	"+JgpBXEuF4U5SDAOp7lZPlJge/kcQrk3SUiCywoIDo6KvQVke1iFEOcIBR5SsDxVL9Y/N33J2214WdM1",
-	"RKNQd9Pf0vUTdsKnfVQc8/3TIMDl7Yzvb/jKAyIMzLC9ZqJrbOcNLT6g7tNXUFxbGPp0NsL9HJhzwQP/",
-	"XaqiWBfA+TdXZ+NhYV9nv4Fl/k8I4NzzFO+5fJ+j3WbKwnhOFky5pOnI8UmsmFEkyjg+bSxM+qKd65Cg",
-	"khfZ3lwRxSzScOwEBD7NS8XGTJ3ZJ5kSfwZZlKZDUrCVvjjpnZYKC0LnX9Cx3U+wTi4mZ8jgKMH9uWZO",
-	"FHIf0dOosznTfYGgJEsqwrzqMstRfz9Q42YeTF+FRX2CooUNr2mwrip0rGbGng/Ws7MCI0tIu+7kO+dW",
-	"jrCHbLF/ymjiauvi+0zE7NDHYWzMNlwbrFvRgtaDID98za28t1YkjngUVRYh6toffBuuYeSuYES4OByn",
-	"IBDHdBFhfkKnMc86MpXWf1vZV6lLYCPdGfvc6bD2/G1FeT49/ZTKc2ljdXGwkgsD5Bs35Qzwnjpjicm2",
-	"23BBYMUK7qmcc2PAlPpFVVPBFo75Jku7d+qm00gnzOTta8mUauI6rAKnsDAodTa9LxbscNmK1IfoBt8q",
-	"+76GDifzB1aY8lm2y8BlPeAzKB0e1ErC9dlL4G5cOTwHyj61wwvJybVn/lp2tLaYeMV6kFSBdosuKlvO",
-	"6wFuSp0odB935MtRWxrdwftVVqCEG5Qs5K7qX8mcdkbeo+sM4o/Q3vZhCEU2fAIxUgH4si9Kn+oz8lu3",
-	"231nhU9aBHBKEaMcM2Or3Azo0pSHOMEQw6U1aQNh6gv3EjewTh0RmqYkYSNuikS1To3SUcXi+9cf8vE/",
-	"gQ6x/+X5Kpff5YZeuDh+h49WDnLdOsfcJ03CDcgxGPR86A3vKwOMMqXNcDeH9TVCt4szV/lbD+lScpNs",
-	"F2b8giMyWsE9/RxkGr+oitMwh9kmsBsLM1dFCdevfVDuLrrkNXTbru0/1BRcderOrV5qqT+Y+78QdWS3",
-	"wLp/foll1w27X2HF5+Zbump4PCM0VlJ7uylWvvStuc9zHw1IDWg88XhGRdIXMEJ76H8c2PeGESl+sC8M",
-	"O11yAVnhlCRyKcBZK0WKTeqghLFiMROmL+Zca5bgwqyw41yRyE0PNDGKxtDrzrAbQ9pDU0TvDDuEa0g0",
-	"yaOf+sKv48z9pmiMSfgRFrWCibShCprB4OjO+ySXwhWEUVIaohdU9EXKxUxjqBJpg5dTjizM6Iin3Kxc",
-	"IknOU/qtOqGqdMm++Hglt5VPIL7tSUa+ym73YFMtd6y5pXBwdKvEkR39Nv4K1aPK5eQPNNIuuUSmuEaV",
-	"MEJx2SHObkuKzNS89B5GtdvXob0G1mNKuc7tKmvzWZp17kpA3Rj4EEZb+XCPJa1U9wADdFKS/KRyFUIs",
-	"4UmpJY2ZwEmvGbbWwcgN3+SA233N+GKIWXF5aRGfU+vCMIuudkhSobadFIaLjOm+sCuGlj4qJ7JrxBWq",
-	"uUNte1cm0o4AxbNCSSyZ+GQE7uMnsFhIYLOCr3H89xLHn8sYQi4jIjOjeYImj1hJsYvYFIH54QSQIlj4",
-	"+xW2iP/niRjGHX0NG/4aNnyvYcPlwo9gaczrHW6NJbZYrzfiiLe5BJ1dyIVu+JL7WPbQWeLzwqsudecP",
-	"pqTunOXJO2S0KgpqxSnVGGaxYMqqGDxlPoKTK5JkSBdIHh0yoIYcokYA/zhDPcK35rM8spQFEajeASEn",
-	"VsHxFRyLqrVY3SvpdMlrRpO+gHjNBVOHzr6lZJpmC1fzLqSPEbpYMJE4EzD1djHcTpHrCnKGkob5o4OF",
-	"5RG8Gmq3A8hTOtGViNnRylnZ/OCYDU/zFczQTAeQt3+TwyckldophyCwFKvCUJ3zCuwtJNzWKU47UXRu",
-	"3/4uP2GLCYnMRim0f3ChOqfdx+RfPWZA6RFyTdOMdclP/Jr1xVo1kiG4RYeY0OuEoSHKPg6tuM476Jyc",
-	"TtHD6v79uNfzNnN9TkZsJUUSWfkqJOz8VPLZfvxOUbfv67QW2S6XZEwVNIEomlwcT6MykDp1PWAQpI0X",
-	"8czdu7pWNEuemCn2PEJELRY0hwWlzGLasa5dEB7ebRb00KkFiCd1CitTnBXBwI4c3jUm+NOkEPhAkIgw",
-	"paRCVwp0b3QxDXC+cBcONCbJr3caxShz1whpMwjHTsjiTHGzgrs2YlQx1Tr77Z09RaSdeAuDkMYQdmrw",
-	"b43FXxMZZ6D5tafGLM6OjlIZ03QqtTn7rvddj2QiYYoM53QG4exDwMBMpa2z1hEIeG6Z74Pl9SNQHiOr",
-	"RS1YbCKXqJpXLYbIRXA2OzyGkObNS3JRTj48d5xak6VdVTmRrzyUZ8/hK1fmZIfAMJhI4PLpiDh80ljv",
-	"wLOUA10uCVWeCTh+zdWuNrl13A4SA9yw5TXnDfs2B7tkisuExy6xw+oNVjuo2CTWusWFhoFwrM2QsFAo",
-	"WFQEikbIU7GCVcf1JK0EyJZJfWjep6Xg9gk1LhgUIHnorn2pMEVpxIqzK0DHGU0NLJUmXDAn/VxcPrfS",
-	"WnmcnIlpQNubQ3cyQPTs7uoLdVuBn0FCy5WhIqEqIW/dxwTfHDF9RoYbTUqH3k19fRwNyTd9MaKafXva",
-	"/vmvF08Pr36+OHn8bRv8gTwh35B+q9tvkW+AAGhD54vSbyOZrDqdwgYzYysUgnDEw4TFMmEJWVCVi5MF",
-	"dSn3+sa2kuc+54a6H4hyDUr7Ii/0vdaGtdSwFUJIwV7k4rSsFJJX+eaaMGGpYbcvnHi9QvHjEBjZoZXn",
-	"SvDiCRinMsH/njGQhpxoFxI/VCZcdbM1yaN6Zr9uDBYR1p107fUZnJ5AFajBo4F7NjgePB734hP6pGj7",
-	"hkGvJZ6fr7a1rm1uC2+NAiu7cUKjLuq9+X4jS6oB0Cw5J4r9zmKIYsDXpASRBYRJgZ0+t640R6StC25a",
-	"qXRTj5GKzKXFhDVEsejez3q9RzFiJ/zNhiUE2rn0/NW9YP3u4UrefaIa7nZqTA6oFaGQM2GYvosAPwll",
-	"GGwqb2cWtdBaWxRsRoYP2o1ldudlUgL6oO6LablAqFWfGBZ7dHFkcakKYUGyyuUUjXTBoYTDJQep7cnm",
-	"ql9jOwFXZHkItUwOwbc2JG1KHvceuQCkyhMjJQbMlmS6dWisXJqkz6nAbqPS1W7xnQZILIVgMejMloD5",
-	"khs5SXH9DnAVVpeQ43G3tSapvdtwgUIRtzFGOUXk8tXVG5Z47bUg27++fuG8bqXcwnBhzA8f/l8AAAD/",
-	"/w==",
+	"7L2Lchs30jD6Kiie7y+RX0YU5djZWKrU+RU7F2ezttdyyvWd0EcEZ0AS0RDgAhhRjNdV+zT7BucFzqPs",
+	"k/yFbgAzQ2LIoS52vOvaqo3FmcGl0d3oe7/rpHK+kIIJozsn7zoLquicGabgr2cZmy+kYSJd/Zmt7C8Z",
+	"06niC8Ol6Jx0zohiC0YNWXIz44KYGSOaqSumDjTh5cdkyUUml6T7w3fPn/7y6uzbn7+7ePb0u7+8fPH6",
+	"u+dP/ufizbPnT1+8SYYiYxNa5IY8eDjrESr0kikNo/4mx/DfS7YiE660IXOasYTQXEtCJ4Ypwg2ZcMH1",
+	"jGX9oegkHW6XOGM0Y6qTdASds85JdUuHdk9JR6czNqd2c3N6/TMTUzPrnDw6fpB05lz4v4+Tjlkt7ADa",
+	"KC6mnffvk85Pcvzsqf0QZlpQMyvn4Vkn6Sj2t4IrlnVOjCpYdaqJVHNq7HvCfPWwA3PxeTGvzsSFYVOm",
+	"YKrnMGp0JvjPtrn+S7FJ56Tzfx2VR32ET/URjGsneKnYhKnNI371/RPypwcPB30yUswUSnwDK6X5iFB9",
+	"qclEKkKFOyvAA1kYQslYZivSfTB42EvIcsYUs8c3FHLBFLVDEzmZ2MOVgp0SKlZEmhlTZAHLYCJlhGvC",
+	"p0Kqrcfplt1wig8efRU7t9eKpmxBFRNmc8OvZ4ykNM8Bh998+YQY+zZJpTDs2pDuzJiFPjk6Wi6X/eWX",
+	"fammR69fHcFLh+6lo95JQNouu2JqNRT233JiAUNNOuvZ3V2yhSFANdS4WajICKPpzL7KjSbasIU+IEs2",
+	"nkl5SewZM230UKRUKc40oWRkyt2M8Ls+ecPNDIbkYkqkIN0Xr7/7+eK/iWbGcDHVPb++A03wU8L1UNTo",
+	"Vy+oPSViZlz7mfvkhSCUaD4VNE8IhS2Wh14HlaGXTA8FNwnsCwY3bIH/gBEsFPRMLgUxkuRcXGr7Dx6m",
+	"SWcsK3J2oMnLX15bAndQG4olbNAO5N6xWMbTGULP8PTyQLvl+HFPybCjCkGEXA47sEguCqZhujNyRfOC",
+	"WQhQmEVIu58rpjSX4nAwIBUoVzAzIRT5k2KpnM+ZyBC5NV3poehmMtVHcmxBSsc852bVn2e9LehcmWUr",
+	"Z2rAaW2oYXGUDpgM7yDOTSXTcHprSNR1uwsny02vv3XJOHHDir8+fhxZ8nvLsvRCCs3grvmWZq8Qyexf",
+	"gENInnSxyHkKcD1aKDnO2fyL37Td2LuWTO4lfoWTboIGWJU78yua84z8dP7iOelKRWYyzzTJqKHukrFn",
+	"DU8BX3r9zvuk80SKSc7TD77udEbF1JJbnvPMnyQio5aFSi3dpIUClIUDgtV+L9WYZxkTH3q5Zy+fwfU9",
+	"CyRDM6JTuWCnbiuaCMYyuE6yORf2bVjyc2m+l4XIPuSKn0uii3QWYAkL8e9/wHWcCWKv4McPH/2JuMFh",
+	"Ka+l/JmqKftYxCKvHDVo/rvlsXNuYF2/CFqYmVT8d/ZBz+usMDMmjBsfVijCtTNmVNnlyksmiFQBFbkm",
+	"c641F9OELJW0d6Uiil3JS5a53SyUTJnWdJx/cFC7O7fGmk7JiCkllR4Ry3813ndjmpEJZ7ld9HvPhYGr",
+	"nr185iT3hbKyl+HIbVPFqGHZBTU1aTSjhh0aDgLlGsNOrEgbk1zXpdWkk1NtLgq9fXhR5DlCFeXVjemE",
+	"E3k3HlgZkV/Hr7lLtjrQTkNIZ1TR1Ooy/dh23Dnfao3AvuznTFjZ/dcOMC6QxmnWeRu7qEs5/VdUEpz8",
+	"jkOF3SXVI1oDaW3t5SRy/BtLjV0WnvoTGABQNcu4BRLNX1awYEJzzZI1xPBQr0rRg8EOXejWgKjBYNeO",
+	"AA1pnr+YdE5+3U5hDv3fJ+v4fxlTZx0Cke40u7z41z/+2Ttx0qkUKUuINiAUSZGvrNhH7U02i6DW2t7s",
+	"VJtbehs29TNHkae+QLrgF5dsBf/mhs31LmYStupnokrR1cZqwrhRKIMWd7ak3OxEmzroXlJ1GXSeQhie",
+	"BzUBGFVmFZ0R/qBHxGovV0yTrtX83GvLmWXOc24My3pDIRUZWTKUhRmRBdXavi6sNlV/0wrvc6tTWVXH",
+	"DQXSLc6RWb0gd9onqB+KCrK0qolVKKiBw0WRvH4CbrG1A9iTKuonkXSCfL5VJXdMx4qZMAgCYddnTwtU",
+	"rOHEG072qRRsz4P9Hkwq4WhRW1BMF7kZnRJaao/ESHv/rEMRX91vz80b+J7yfN8NUJ6H5Qu5TIJWo5hR",
+	"Ky6mbbYBl+5d7eI5u96Xvl4VaF0TVrEGNO6iQjLKWE5Xo15CUqpgO2QEaDba3AS82h6PboSvzbt+ZcF9",
+	"w21rOnfGAzqlXJDa3kmXXeOiOM3JmKaXcjKpM4lTS+upLITRoF4Yw+YLcwcQulO8OF/QpdgTQs+EZsqQ",
+	"UTrjeaaYGIHQu9hkx2CHIlIwtOmwOShiwWK6AQo/YOsLCFb/xH5ldzSn18/wq+PBwLLKO+CFa1dZWGH8",
+	"KlvBR5s2a7GqaPCka2U8AhauiZWvwNBxfTiVh25IK9L3X9HlX6wWMGV27G8Vo5doLF2DmRSapYXhV+xi",
+	"QnleKPx9U0S2dHxhtQbm5M/6Il8smEgQhQPVw9tkTldkKk/JjOaTQ1l/TRVCWAaAb3JNpvyKCVIswEqb",
+	"Sw0YfzNJ1051S2HZDqEjUhe3egyoaQhXgnPV1tqsbCxoodkFMIR9CBc+y+IyoF+HNnRlBb4FEw6CYgpa",
+	"LxWkMu0pefni/DXp9/tH9rabs4pMOJYyZ7Qy460g6IZQjDo9c/cXgGIWXOqK5nsBqPblxZxe3+jmqEM3",
+	"zaVmGdjXteNIlqufIowt19LIm5Bn1XEfkf4CXg1CnUN2VQjQ8rz6gRN1EOk6SSd8GdFFko6ZKaZnMs9i",
+	"xLrGdcp3N6AbBVodQz1kkjivqNLZOpPwBBRwt4pS67gRY4mObb0s9hU+LE3MqMjQJ5JylRbcBCpBK/ck",
+	"l0vwfyiZ9+f2xqVjbUUqsEtocsnQ8s8VMt7NC2eNkNspeCXOvd2wCNX4SZWAYSZkOW5bDt/Qw4BEnJ2S",
+	"YWeghx2CSgd+1CdPnYvyeNaPE9itF/6GWuiyiUSnmbNmIJ7LiZVfYENud6ckk8U4ZxkZr9AaZLGJZfhB",
+	"ud5Hut9M1rdes0URgK42ZInrN0tmadrOVwHbIzRf1iiuPtSTkjCIJwzSTaUQLAXbHhrAEuIUI52QR9fX",
+	"PVT6ADKVu+SUDIgplABlT04mlfMbWBSc02vndh0MUE4JjthB1BG7SVVFfvk9zz3Wtqeq74D9AXkQzQwR",
+	"VCm51M6JnuNmT62GmjOqrZ7KEmK1Yprno4Q4p5xlS5u0RPM8IvmkdhDHdr1DnSJMwZjJ0E0mpJWV52Mu",
+	"nAvI+WaRkuOXWzBWefJdO1N8DOq2Qum9URTZ4M5+bCSJ5sHxeftxHe23c5EnnUu2umgyPf4kx5osZ1Kj",
+	"AUkbqoxzyHDj8Kx9aEHS+VvBCtZ2YfZGKSKC1RMqUpafgFhohYSEsGsgLDFNCLVUysW0T0AvO3Fcw6qR",
+	"9qscsaqV4P+THJ/jEt7DxrzcH7FERamn4vbbw1A5CTS3bW0V6nyfdMBNgYACJoBkH+NlcwkhJs6s9Js9",
+	"XvCDg/cePdub7GNnFEdVjnDrf9sIFG83WVfLqJjGBFdAQfeUdKk7R6/0WlK37zORUft3OOXgNZz3+lH5",
+	"eh6lub/UQKPYnHJxCnKd09CNBCiVIhxALsY8NrQ63KCbOQafp2wsC5GyG6nKFT8pWBUyNxgQbirznC40",
+	"I1wYCcoyGL1A2EThYMFExsV0KLqerEDhRhkhzSmfs6x3ghfxFGyc9jujCReLwqByXugZ/j6m6SUxcihG",
+	"C6a4zEZkouQcrVQ4Yk6N1zhGc3p9Yal2VPFFc1T/4e6b04xBNMPrGcOAEysVg32ThAms0g/WVHfyQhLB",
+	"ln6cruXOpjJVLwngGgq7GG1wJ6cwffViIBTkFcsD0cIQX9wLuxwHqARDTgA/3MtzsMxSWNRvcgyb8b66",
+	"aS7HNCfdnF8yMrpkq1HvhHCR5kXmDLxenOPCgtdIFDvdr5rQBVWmT55L4wyZdoyEjCqhahf2J4ADDLgW",
+	"LkYw+qGXkJEqxAU1I7iR0Q4VMyI7P8Oe7N+Dfy99DQ54LyvxupciDBIlOv9lJArwB0ky9xi95lSTYefR",
+	"YDDXw05Chp0vB+4fx7MvB/NhB1S1azpfWNXVPgUFxhim7ID/b/fXweHjt190h8M+/qv3f3eF/nuh//7/",
+	"/3/673P9d/33+d9nvd4X/xW717+nXAmmdTRk8Q0g6FJW7GNcW35pmKDCJISStNBGzpkC5CKUwGXsbvfR",
+	"xA0+goCpkZKFyC6UHHMxSnyEomMxgUHgbMANURT1QhiQQeJ8uCvLJoZiyfh05kKm4IFF/jldkRm9YnZ1",
+	"dGGluBAdVl7q3pkxFN3Ry19ek6Or4yNYuz56J+icvT/yiz+0izx6d8lW70dWf7D6m3sEAUrkrBbYJQUb",
+	"CneRTJAyYFXDzrBj/1CsT565kKHxCh7DzrRlBMgicB12YL2gSytYgvVuKLiYMQX80fhQtANNCpEzDSxS",
+	"M/dMLgUS2I5YqNr5x31re/nVKqOdu+i5mGsHdPUG6fcl1dqSxAiejwIM0bRBp94KeYgyxtIFyORUG5D4",
+	"4Q+OkQBaKoNgHkmVMfWNx7IR3N87DEKbRK87tbXHKL8CgTa2gzqsLSvj4mKSW6yO8A6DohZsfA5xoBOP",
+	"XweNGJ4QmiqpgwkJQhYdEO0NhpaHQ3u5pXTR26HoHTeCrSIGIVluCzooadtSLTAGvxnA/gPtqQLlCSQM",
+	"YBdA2sglpCRdHwV9vLnynSLmttML+LtBERlLc6piYuWbGYN1epq38oOPIvVRqnIpSBdOnxwSBBQ5RrGo",
+	"PIBNnXELWrxuxAAhly0Nw+7qjV6utal3H35QxzaDSBz1bdtCuAdAVu5mBbNICjKD8ze02E2xyHYF7Ow0",
+	"Bpc4vEM3wf0mTihwn61DrrL56lkmJTJtYyYOF2vKWEdIwTrrYvuPchkjIj2z8iY3hM6lmBJ/fwFBnRA7",
+	"Eqppa+Afr8hCcam4WQGGWu67nEnmwtlWIMVOpDollavdSfJbr3egfrz9uHJUoJPNyYBrW0y2o8GnLnnC",
+	"X/Z49WPkaRAAICzabxriyMs47VyCVzPzL6V00SevCwW+IA42n3L9Hoo5v3IQKcO3YaLK3W6vawtXJwGh",
+	"h0yXX1lpRAoMMU1X8JnlvkRR40ICSdcuyMLswC5LB52QK7LIacp6uFsX4gY5ARBiQ55wU2iyYsbbl6vy",
+	"ScXQ71CmclibFv6kc31o3z+8ogqi5uyHHhGf4wD+z1d2oFc4jkVXq9p855286xYIFrNfvqRm5hk/vJIQ",
+	"1p/2AWxHXx55hIjGpM2dk3GT1WxYDxh4IPwHMVL7wblg1kyDV5TncZb1vWLMoZNjs5t86CaBg02cOJhj",
+	"NqexiJ41+E5bsMLdEVl+9jBVUoHMWvBdZcImOMcFzalVmFtLmnBeu+K3cMimZewvn4Uz2C4gbTuhXXs6",
+	"xzfXd4IzN+3kPAxf2uo2okO8udwCpeSEiqHVCxhJTYL66uGuXf2IpoInUkz4dPNAXXDJxZhqto9y7r/b",
+	"04s6LgMNtho53Ws3JE97rbuImKZohS2huFdcFvpCs1Qxc8GuF1wxHY1p+AVcbCFYwX9K8FOiDc9zCOAD",
+	"dVxJA2A4wFDz3EmRNwzThSmiO9g7uu4m/CfpFCrfzdRdFKx9N6y5XOHaQSV1ZKzjWIk6+7Eyh/5xbubN",
+	"aK0ZWp2YdnG2MPyWhe3P3/7QFGu3EyHAPTS+Km7Xye2cT0EAdOTVXc40Sy/IF8RC4quHIER61+LxV2S8",
+	"Mkz3TsmUCabAnQaUiqr0mgcLQl8r5joc+tezw/+HHv4+OHz8xdHbL755N0gevI/a525Cciriz5wZszg5",
+	"OrIyp0/KJL+8+jkkGuJV8PLF+WtmZeONTTz8umaI/XqX2GAXEcVNRnM7wDq9OFfBxZxPcScN3LX0322f",
+	"370XW8JPchyR9BClYkYXxDUvpZZJYmxxQgboMaAYb2kPJmfgu3XJNGC1mlGU2MHTybJTQkMoIZgOL5mF",
+	"vxX+c4tgdqgD7eMudVy0dE9vqeR6x2acIlw4OkaBujfR1km5s26iGekbQsWqV/OBbmaoxNcSbILoZLtw",
+	"eTysGl1UdZ2XKtSFk5R3bvIm17x3dF005j7UXGEh4ptq55vxLqOus68Bg7D6Vy+qy7CcT/k4jwc4vgHm",
+	"UtPNwcitCnHqnJU0y7nwES9wVu5o6vPeDEtuELebdLwO2gxBzKiu2iLaQstTz61wvxLRcPPsLXDv7Qua",
+	"tohr7xu2JibebK84klwK3O/O93dLueh9uGgA1G4roef31cjpyFtO/48/3WJppIZdBG2tXcDWK9BM59y8",
+	"YpOGoC2HsRBiVrXbaMZIOaXe5lwor6HKB5v0gfFOlTk8h8kUXWrwfCeVeLcxs6y5HLGBkFoJonU4bDJq",
+	"xVQhLuSkkajRPyEFI4opKkgXIn6Pro6PwKrzjmfvj2CQEPbYwKSaye4miTKY6pkVObvwKtrm8v0rFT98",
+	"KE5R8lNK0pzbhWc8a+NJqkxteHoZn9o+8UJG8zJuodfdJJ+qFLdaBzVZ8SUWqOhFI5A240KN2VVrJBRm",
+	"cClIZWEOlGF9oYo6/vsTRDkMBxgKV3nDlR/xVUwS0lDXI0Ro4JCuXAggOvgdobbLUNQ8tmUZD8dM8Tz9",
+	"O9z0yTPjS29wsOy61ARfkAO9uJtawX4FLKB4Sqx2Rbvr9iY6/JJespgks8L8sUsn+kLQDQRBnYRCKf5K",
+	"CEGr+/tqIVfYO2b8RR+wuXKv1CUvf5+XgeeO0XgZyGF3EL837QxoLl0XU6v3ZeTua7Y71GWdBm3mW2rS",
+	"2Z6qvmXFrW0TP8kxxoNFk5W2RzFWjwUm3baJpkC+m62WZTvtKNtW9JQZn0HZSoCweuVm8rQ/5At/kHFZ",
+	"JrxmpKF5g+6LSbYXDn9aiqj+qzDwzm/WVenaAJvL2Fh8Etl0PKm7RKz9sDeiBu4ZNZZVwiK3Glb8e/DN",
+	"ngmP6zpQy9CZG8RbrwXlRcwYeLXEQ/RI195eGK4LJNZDvdI9XXKIjCQ1Oe4GgdqtlCWfi1jqSeuChFIs",
+	"x/C5S7Y6Be9uKkVW3s88Z4QGp63zDnPIYQbHM1zCTpa6QbDhja2PVW1me6kT996+we11tWcfIX+rMnLO",
+	"rpiieUUd0aSLcXhFeskwzKh34q1gLpA2X6FcgWFH7k0obzAU/kg0qUbwcU0yNuZWSITQXprnIf/WFUx0",
+	"QYBW3sLgX2FFpDJGtdzHCN3pUrBDVIks2+udkCm/soLbWJpZJZPVlRm7iX5U3odfR5QlCHy9oevV84CG",
+	"+ylccre8oTwrjLnnFQMBEcyZCgI7nTztiM3HgGcYBE59yDdxJfzsEVQtZfHgpoxlBdYHitv91uBSe73x",
+	"YnnpYgNuJ0k0hi+mhdKyjTUlJnHUx2g431ds4e6bfTI9lJxfxFWw16GmoLQ06nIPgI66gxBnCQaFXkJo",
+	"CDasVCK0p8pEBslJ/c72/K+WGqfn90l0tVB+D5eLqpNdiSX1PjkD3eXELdC+aFk8FfAYag0qlkplF9st",
+	"9US5FGGrMBg3YUcJARXfPoZHg4SwXDNXgA3rS2FJL6NdmE+pWdkvLsYy40yToaXHYafX3wxFCcfTeOiq",
+	"EHue+V73agzOLn/gwCdeeL0QshbyDJ+53cQWfR6sBD7SqBLtFsIROxV/Q9LJMJQIM6k63v6fsyyadPyT",
+	"HL9xMf5rtUZEtkdsDRcRJjfSuTQjZwaoh2iFOIklUwzuoxnLIaAYA1ItMZ/Wbh0cxt12qSzyDFw/ELQK",
+	"35aoiFdfNT7LztWpXeNv44YcdeNoHgsBP0QC0GtARAvuSPDrgirDaR7nLj5ebsa1kWrlL21X0Bi2P5cW",
+	"kN6nBrk6VLn6ht1HZDAY9BKiJdFyzkByg7q3ygcyzumKjJkvRBe/TZZ+5W15PGDWLk0RR00CAGJg+5lR",
+	"zb67NsBQNmHX2p6//Qw3hmlcipVQ9mMlUPWvtq6iAJvF9iXhZ7F1PI+aWn9mxjClE5LxKTc6IQcXBwk5",
+	"6Nv/O7H/d3hwSo4Pjx98vVaYruJIL13ob8t/XvRPDt++GyTHD/4U96fXDJwWNmLlBKc4lPBK32XMr+Da",
+	"tgIqILjasTYtWptixqZbI/wiivkYrthNUWkzs795BTsqt7woTCrn7AyynbOoKHXR2lG2tyF5U2xC49kW",
+	"x/7Lin4VAuEerQNkgAoKyDm1gLfHu+SZSkXTdQnaW4rivtM9EmjKENqI4MmFNtQZLaL2/aLBW2e4yeNf",
+	"4Q/vKglmhRInUyayQlnsPHHVOk+goiZaNnZygxUUZ8RJt57YX712ux6H5AyaETsZZFbtAiOM+wRfvWEE",
+	"gLfdtLXb+Bj9WNLEHkGC9sbT5sLLT3dQASceSKGYYSKeoli9ycNrVpmrBq3oEPrhEoocwbV0h5XC8s5K",
+	"WYYtvoU3KxC+dVSzix4MxWHWszUQA+sLreBEwMPoge0XRljF1c2wpEqATgsuWwrR7d7PXI3DFq+WYny7",
+	"951g3+7lambQvubpu1E11s4jHtSJiZmtmTlyt12CpRu0cSk3CeN07DMSAS4FIwueXnqB2qn5e+bO3S17",
+	"XLM2gifXrtNxFldV2vkKXQ3SzSzFndbXttzw1vV9fpRLqO+DgRCelda5p1V6LtnChMJJwTgt6x7oSheY",
+	"V9+9/u7562cvnvdvz0NjmvwraljIA/dpZlGDAeq3Bxi0VelnU1qI+22Sj4MpNSICwAwRifrPbOUs+C7H",
+	"G99sGTgyLpReuzOgIFT5cpCtbyQ1NN7rypnCWsx7V5ebQhc2bjkJEN3vdgpHFOeIa36D/QzoO1ljdfSt",
+	"i7sBj/SIsFaqBUyeVpvVAbXQgVQPvPGHt54I1MSHytNV8aANN2WWsYwsmHI+rXaTRvUWP2MEpAEptsJ0",
+	"f+NBCy+nZzEVUmnj2CqTcXcN/gbfjJJE03bfVNLVm9Kn3AGF9lqQLQu2c250hQftmxl27iK97qbrQKqk",
+	"iLKfrcGuN4lhhRr7WywAuyNAYQTD08v7aXwADpbS/RYzel8bCLprXwTNJVdVDd36kkM8UJ7LZdRau03s",
+	"aA5gtSv43Qnn8eivfcLkXACb92HA7QmpBkslDatHHHY34t+GAhx5kcC3WADnejutpKnL1FBg+6pPM8It",
+	"fuUC/VVOrxp85sPRfIiZR6aKFlrF2TUCqVPcfne45zHxK9yffPsLPPCsXfd3OfS2Ze1/eXs2V0eLR662",
+	"VkK+ci45uEOdqS8hlPj3pSLd/z2ThcpXPSIVGXb+N0YpQOmler2l/z56RP4b/7eWE/Xoq53hIvtG8ewZ",
+	"IFPhR6XAjqxo/f6yfMrVCxMSrjAIWMWo47JAcKWLXMg5dWWfcn7Fas6q9pwvLM6d5hZO2AZMVeZY7vuX",
+	"1086kYZQz86enxH/RSi49V1hEeroJVV8PZLpq4e7iN1R+bbwjHNIJHzl8nL3RO/KsbYuId2Q2Oi9uz6x",
+	"MZqx2LvLlMWYYonJZPES8MW8MdfrPtsuNWdp01UuabZ3oDz72yb0nzJLNGqFdUyqivJvcnxCjhPyICFf",
+	"/usf/2yjvMZCnO2sSWnMxJWvXQ4ByG8bTyYeKhPr6bL1WsBT3nkpuGGbl3PunPr334mp5WEHlttWqyj3",
+	"8a1vBry/HrVnaOLHAQFGt+8GhLmt/xAGav/+Ul42pfhgZisk1awntnpbcovSq+WCktI5CbNG4VD2+9iv",
+	"DuuZyyQBpVO6sLvTSgSSyxmJVAPE3F0pIuXjW8RPRyKm/7jRz/cQWEy6UBYLQ1jnC7PqtTJp/pEDhPcI",
+	"Lz13EYSNSfIR02owRbczoJdG6YZsSzfbga4H3/nUeuyifaDhV9fYJZCFywjzAXmuCB+qiRBP7OofmhlT",
+	"S66t3vojBLujZR7rCdu3MZ7rDfaUPgR2ZgrFMFYZe6aBFcjU2j6guNUqDdTXgr2o5c2X9sKbJV+3SJDe",
+	"VFaMWVyUUQS7LTitmbHESJJNmrMKryuvnmBaXEIyqN0/oTxPsOtYgoXSXHuDE58VlkAhiwuAT0LKlgf+",
+	"l2qYVIYyVjyUbk8w+eDaVvLZeraYh0Qd2rWF1E+vjiBlHpqjtibaxR5Ze941b6AToIuxdV3Ukcq0j3G1",
+	"yyUPBoMTwq5pavLQJCtykkOxcZR98ou4FBCDW5bBdiH4aHnyiZL2I6gDO6bZhe993QtFbat7OQa2uvZL",
+	"xI2++4IoGzpWfOO7P4FOgc7l3e4LaM3njJTtvoA2eOipVKt2n2APOYuxvlXa7m+wq1pciSv59aYbqNKV",
+	"YB/mv2pg/ZhHgoMeaIxfQ+ZveavwxS3AhCGIIyqi2AIL/pqZksV0Fuqx2NlaJuU7TLuzndRuqWoOOZSC",
+	"hoIhAqgEyh5Sz9xcbUhHGSVz653Cpqsbw4xlD4OF1BYC3bIbvUZ/Vpv9r/uK3KlWwPJ2K2JE65RW+jWt",
+	"sxuezspY4ErTI3/f26veT03cVe4UaMAQH2fcTeligR1TKu7y89ffvbz49sXT/7l4cvYSrNAJmYJM54r0",
+	"cxVGgKheAPBJ2UcH6/KgZbCWwJ1xjOpmkHUW4X1Qs1YKdgox49Vx4Ec5mbgfhRPPvVGtAiya5/bCmExa",
+	"1ugsj+H7cpDyxzMYrvz7hR24PL1I2+ux+3UvwcNdoesX/W9aijJ5CMQwKKJlAa+ZJWug8a7vmA5ghojV",
+	"XkIMuzalqFa+ZK8qC49ajVPoKp507Df7Ac6nR/g/X8MIoHr+3qBK2oVYaY//ziwe4I48i4Lu6CkDEbEb",
+	"qoehH8ahdEoXiWdiyCiwVTw3vaYCCYUIWVIN/eYtS6k232uKJqmTR/dr8mf+LRmvQiCfT8lLC4PFclso",
+	"xe74E8QdB7rqspv4R1CNb91J9o4K+7St0XPDSiS3jIYG4bJ0LaERJgiTa0ULmmB+mzpoXLvGusf1xDFi",
+	"1Kp3d8Vw//g1mnZXSmp28t6wIkuL8iqbCX39lhblzaIZHrm2171YL5xROe0m/IMUlQiiFWYmFddMkxmj",
+	"yowZRUnAiziuyJleiXSmpICyqBYXXevekBcTaUy9d+pNcruMmKSzI03HwuFFqR3v2WcSVFwU70LlIKg2",
+	"I7KafoZ3S4KN+GPq3VB0S62xF+vN81mD2k+DqiBOXL050Hh8fXivFoNyy5Qre5INHh3LG9r7cyzJ7/Tm",
+	"wJBNy6h0q2uQVhzaQmmJNdx00pPG+mrXh+533ddenWtuwt1Uu62sLYQJrrKa30wNmcg8l0sgE3uOB5r8",
+	"JrkA+Q2yoY8Hg0H7UmqlZBNJ5gk1UuJN4564x1g5dCaXkWib+EX7G97ruxbmkttz1qLYb8muy4IysaLV",
+	"3tfonCyaZOgBDQ0nS3BbMdV3NiOYROFEiCqw94N1kweyrFkTh3Vk4QHqpIv/gXAxwLy257B3CayyDTAa",
+	"PBXTM8h9dVXN8HKvxWDghktkqpTAftuiEkFZzafjMaGJlBt9+J+Olz4m72zznTeCwtBYrg4GgdaT6Y7n",
+	"0K5tM7tMyXks9YEqU7bDgMqOm9HtbSXmxr7UhGqLfFC/t4rKoXsb1fEwuYXkwux3gQCsXtrvYmQZZOOG",
+	"DLTmlfqtNK7VyEhVzbLLFIQ/uvju7hIsUViURshlrz24MbU9vgOX9p5KYIDoSEK/jl2EC8cHg5+uFA2o",
+	"R58dzwZRDFpPTsdl+CD/jkMwgEI4tq3ojEcUUQd3YOm++JmFuK2ocgmXcFlGG410UH0TeCZMKy/blgkt",
+	"c9C2TedagPsOnyAfOsTret8FiDEXRsqLnKopS8AtgV6+tovJKZbniqWJv2QqZVZ9YaHOuNetDkK3SLB9",
+	"znmecxfYmPiIoof9R+R/of9kzrMsd12PwLg5VXTuTql+vzi3tnsWkacWjwYtM1YWjx+1fvNxqzfX8Nsu",
+	"BafBIWKoLC+3HDQ2pHRF2v1tKlWZlMWNdlVeG1yS7UvTOvWiLcpRxDio7A0GG9J1bs+qfzM4Pdfdmr2E",
+	"UCfcAk/zhmrX6jVruewbVwcEc5+87PidV/IsXd4lDh07stfop3HmmTXs27xr1pLuo5wEswcRyP5sAxe5",
+	"Jdv4Hk8teCy6m831K77Otggz56JYzw3bbpC44Um5iTbzYZsPaKvq13itYDxqobhZnVtRwIlHjCoUTEA+",
+	"ADMy/hQGsAjfef8ebHYTGWue66oSAKlqpq54yqAyodRmqtj5X3/Go3ddoyHzAIge+KGLoaJew+wPxROo",
+	"4+yL9rvUTJFZ7TDoAqfBhM7T0Kw1FOMHBTgBBRYnHGI7PVkpO+zDQn559TPp2lE97Z8bKjKqMh9gotHq",
+	"7ssUesvNUEB1tbJ0kFNGqGF9cs4YdqVdKGlkKvP+PKuXuAoPhmIooLgEOt5fff+EPH746E/E1XiwwxRz",
+	"gEeXLrDCGpfiyD3+4jctRa9P3ng3DnoVhgI0GORlgpy9fIYWqcR5vI6ujrHXuWAs02Tk7Hu/w9gn5FvA",
+	"ATIsBoMvU/gQ/slch2hXuaJTVqToJJ0rprQr5tE/7g+A+y+YoAveOel82R/0v8RSMTNAvKMZ9Bz5HZqM",
+	"oYBu+QjM/yzrnHR+YMa1JSk9nfDlg8HARcsZF8FYBQt4mjw60539fXAGwO417XPRr9FM5+TXt0lHF/M5",
+	"tTcJyJI+B5prUoAGaOgUnFdhJ7rz1g5ypBjNVlv3+sq+8XG2ClND9vKjwZdb5qtiXPt5fX2WyMTPpYEa",
+	"U6vdoM6ooWOqGVaHpOks9K3H3jR4pTbC/+r4iC74oW+bHD2En7k2Zy+f/Rk7Ct/bOeAUkPUTAQm2GIAe",
+	"mopdyUvoAAcOdi84vE86DwfHTbOEZR/9Iqijaay4/BDPdvtH30s15lnGXAFIFy2w66vyiKvHZrcIjAca",
+	"jnaFb1CKf5sZm2uWXzHd65OzbM4F0alcsMZjtBqTjhzbEzANIFQ7iQ+P8M7zOzwynAgPrbxxXZmoNXQ5",
+	"vpe5sxjGuEcOMQa7T+tbmnkL8IfDpYfHLb54LeXPVpGDDx48aLMux4LhCro9yiIs/YUJhYx9N1nugly4",
+	"DkEBIl+1Q901DgTNNlCOsgr1Jkq/AsqvoHQNtx5Gioggq/iQzOEhrmP7F8+l+V4WIvtoB4qAqRxoa15D",
+	"FZ0zA70Cf33X4RbKVnbxxskTNFTW+UBSoekNPWBr1/O3DkVCu9XGG+oHeOMe76fQC7bxdrKLvDmq3cWt",
+	"gjJstSworqk8zkkul4cWHkrmJQUCeI/eXbLVVvp7Cr//EJpN7KA+fD2r8QpKFjnlgvz5m+ONDtPgVvhM",
+	"q5u0OpdQO2aPc00a5en46d0tmcRI5LVr5nub8/0UTuuFYPsd1BpH3YTaOpn4tsgEDolp1wAzwoovg+QX",
+	"58V75ey9f5t0nO1rzUcYuszbVSWR1vE0m7vq9iQUPQNjA0TwGz5npPvnb457/aE4jzR6JiPsSD0iSi71",
+	"KVblxZ9Izgz+7czwYHkG+8m40KuhsNMr5kJPwLKGJZK5IBbwec5yVN3rhPKyKAnl7uVm38+7lcj8wUnz",
+	"s6h8q3uYGVJA1fqR6+wAZjoXxc31BnEgRbBqrbjtl3W1WXOjOPSjf+k+LSeVltKNQpFb7R9BLlJsyrWB",
+	"+I6wqhLYZZPqdUAfvbP8tIVk9GMIQ2wtHH0WdxrFne1n1CzhNJ7CnWO+b38eZ6m3xvxPR+DZdVRrMk5s",
+	"mvIVl//bJG6cQYmQEFERhI8ROrhHZMqsBFFpdz7CkiD/+sc/Rz7BfOO2ryLN3V/4lR73H/jOvwGmfr7/",
+	"b8e+8JKBULgZFVNWuvBudO3YGQsMLLspGcmmoNZKDnjoqg+9RTPf5tJAKIILACwrL40Vo5cY0ETkgkFb",
+	"jKGAKhVZUcoy5JVdu5X2KzFQMKIfwApEuYS0QQAWxDLOuJjGpHIYjf3B+HuCNRXdfnAzn2/1DQuyhcta",
+	"3YGUq7TgJsCOiozkfGJciZBCQ5OkFApz7Uky0lDDDss6U3dKOU8LqxFXm8WgfFnNAyYpVQqU86VE17yB",
+	"LM2uvbwgPyTPEmjAm9p12skN9CXzvOIwfIQtZlx8udIkpYLoJTeQjuqUWrm0+qzvwLtGNQAMh9JY6uue",
+	"rrm1OmLv3V33ByBS1L8soZb1xf7o193edP2J3I+LnKYutJ5PhaUkPI8Esow9ZckcPLwEOnmE3HmsNefI",
+	"bjtP8L3zGlXkn7C3Xcyj8beCqVVpR/NpZu3w0peviY9VFtFoNVgtqzI+YqVj9B2szyXQNdoIN0J7G9JX",
+	"dL1Qq8/DtLNANatgslyHjy/Xuf926uuAFO0yCAl7xVnGQ7nQpGt5zdj/PYfefO+GnbTQRs6ZGnZOyLCT",
+	"Hv5p2HlP5tSkM6YtAuIozphDDZkziJCmcymmmPSte33yHGKHQmz+xDAF/UYZVekMIjtCbWZnrAQbqLtM",
+	"7A8up+RPJKMr3QQqWMyF31LTqT0cPN5V+nMn8DBHN0APcvPqs5+6gKnappsWjsPd08otTN0qQA5VBNaC",
+	"6Gfh3LSq2tI7UZ/l1hK7W1cSEopaLgLfv4NV+OLRrn2nD9gO9VIXdNq8GOz42XA8Xz6odzgbHD5++8V/",
+	"xdcUGx17BlYHL9tgDSq1yR/tKkVmJbV7kzJ8b9aIfPFCMAe+G0sFH8VCzTXGjiZWGAqZbNXbFBvNv28S",
+	"gB8MjkNZEt+O89THh48u2WqE3LHS1rrrQ1CT0gWUhHKGvaGgOUS8YV5LQh4MBhU2C74ikZFRtZnuCTT5",
+	"Hbka3lQMxWitYfiIaMZEtZJpKC1RaUHu+W7XwZU8eEhmPVjCUIRtQjiuXcslW/lyjPEFJWQ5o4ZhaQzt",
+	"ylD5VQ7FyHcYHjlVGDxkoRVxBVAYGebSDntld/A16AzFb3KckCm/Yi4QB28puz4ILc7ImKaXiV+w65/s",
+	"wRfRGLBX80+Qcbef5lQ5ACyOuPOL15Xy8G1fx7R9JPu712LKNv8f2FZX7ZIdYTdnJTXViMWHV0DluVjb",
+	"fMBWQAxAFPeWb0BPy57Xsb7YwNzuMnBvxy79s8/GyDtg9QhM0KNcQskah6/oSkehEVec6Z+52npcBBsH",
+	"FIo+heG5QEUNcoShEBji5XImc0Zg6H4zn9F7M5o/JNv4FiD44bkGzPsK6+hsISnSlYpUL6xesnGan8nu",
+	"7sgOwwCOB2QwGKCuxwW2irOIaHXOHRSJrf+aSfI1dEioRxuAsmp5t78sdL1gAYoBOLLLOfK2saGAb+wc",
+	"TGRUGCgPNoJqF2FN73j23i1sRDLJtNVsQ36R1baqJaqtdCJFyhLI4AyxP1DmxTjxCKqL+HI53UlOp1OW",
+	"kRHOceGwk2WjU0KJewoiD+FY+MBQyN8RUHsAYoYS9F70+mSEXoVshI98XTv7tXsCBQmHorppn1NwSkZz",
+	"qdiIaLrSJWDhJBWbg38EcoVgNlfRhxvC9VBAFZw+OfN5qxOeG3R3uDKJJ4SmljNXVoQdYd4NO/jysAMm",
+	"CWjOj8La+/dRce0JQMqx0ftgbd8W+WWg9Q/L3XDqJs4GNWBBsoEbxp/pH52JfRQHDCBJ4lmQFfgy0AxM",
+	"OsOinIFhONMWQJQ6zN3BqUIe8Q0YlUsvtuTrW5028i07D2d6KIBxNXAnWAwypz45Q9KqaFpBikbpmWuS",
+	"s4mxGqgFTFdOiLY0SXOIMUTnJYjXTtu1SwI6tkvJLJNp4hJDsZ1NkBtwCaeS3oBNQH2oz1zik+ESg8e7",
+	"v3gixSTnmP78kdw5kPzfzFWaqPsGTManBzUFfqHB4j4F7afYOr/B1+i15X/zYK8gqnCQlcbyGkVKXwIM",
+	"Ja24OXEvHe8nOX72tBNygNbFz/39+n7AJrvmWbMgy3UFf114y+mmUBv6OqBYOxRerqVK8St7Hz0cPHYV",
+	"s4JF0VtzfAmIrTLePWP4FtwOfpTQm/GPHebySfBPPNeqVAKFjA12sAtE1YIzHlUrCm5zej8pq6+18H1/",
+	"9gHdtw/ok2D8saKUu71Hd8PuQ2Hdu+D4dZL40Q99jhWD70MuhlKUr9jkQwvFMO9314ZZkSyaoOGe3VwQ",
+	"vneW/EmY+xCOqENDollTzecu1NqBKx+M6SwjDwYPelXacRVqN7l7pSvR3Qo966WZ18sxx9vlbDY+cr2Y",
+	"6ZwNhet+UQb9Vhvz9FAICv0VcFpvzCv5DCRJgfMiKhBVmorcVzhjpdz1B6ZdN+0ZZHjGvYH46DPt3joc",
+	"USpTa0rTQL2tqFSxhes7eNeaSUlvEW26UpYXG7yN7P9f2GWOykgNbD6OIQMYq0wxOIJ0qSaKpVJlLIMe",
+	"02hjgg9Gp662r68khwHvvhfNJVuY/lCUao0XZF2lPx8WUoqzrkNazBh3Sh4+eIDjuCVCd6GJXekUlbKw",
+	"CxaW4BvcXDK26G9UF0vIEINOV0OBJkRViGEnbiGzr3kl615chDjFR/ARblHsklLtrZZg+PcJjP43ZV2F",
+	"AMuZqxsJuqM9PrDGQZB1gsyAknQmNRMbbKxJkwQSuQ8m5mLFSpa0lasd6DLHBkKwE+J7jiZDUbIjMM5v",
+	"1BywpG45BaiY2kU/QWTUCEUVmftZrCgyFK69eEJyLi5ZRsYrMgJIXMjJqGq4KTlcIyOLcxdViHtmLvbc",
+	"PnAhri28xR33Z37ySfMTbMTizjKpmn4XrvWfICzjWKuDteMv3lt4p8q8d3B1/mg36WcD6a2xskHurYi8",
+	"FiW9zqih0yRgal12bYOdlY4h28yo56EVRQsr6hY7J7a9b994+14tnbipJmPnMzGW1/85lk7wba23ewm9",
+	"V6D8qItHqptwHGLc3ALaHHf/oKLNwTSEZyDZLGfMzCDinCzlJQsh612rylYdWf7fE6mGIqRkgSiDSXYr",
+	"N3KvT878JBAUHPxVzlTjR9KGriC0DULISocg164nDfRj1GVPmqosVb1uYkLTORPZue8b86mHiOJG7Jba",
+	"CWkP7n7maIDEU9/36LOk9klIau68CF2nzzgb2rzhfGe1rfcbvPTvdbv5XnMRGvgRjUn/Obebb73hrGj1",
+	"e+4+3Xn23qhi3zovUtCEmGIJdMyMBQGvavJzWYyQcRvSaO0lg42Yuq6ICITiesMmkZVm3AtqZr0Tlwhj",
+	"mLqieWhm4/qT8AkjGZZ6wJZLcL+t2xlmNLMK0txenFb1ZwqiprnxVQ+7I51LM+qhBWJzQJQrSlPFgXZN",
+	"bhKC1mSWlfsPe8HGDglJZZGj9XNGrxiZsTwbCjvtkvHpzJDuyI58gTGXvT6x568KAT7rA0xFzblgJKeu",
+	"9jj2dC7BAADNhgJObdO6SrrDjh/TDzbs9DAYcgn9kajwIed2mWML8AlTCuJczkpzkGAcTnOzfKTA9vIB",
+	"QsGbJCTBZUUEB8fF3gCy3a9CiHPEAg8pWJ7qhPXvzV9Cuw0va7qGaBTqbnoqXT9hJ3zaR+Ux3z0PAlze",
+	"fvH9FV+5R4SBGbbXTHSN7byhxQfUffwKimsLQ5/ORrifA3MQPPDvShXFpgDOv7o6G/cL+yb7DSzzPyGA",
+	"c89TvOPyfY53mxmL4zlZMOWSphN3T2LFjDJRxt3TxsJkKLpBhwSVvMz25oooZpGGYycg8Gm+VGzC1Il9",
+	"UijxDciiNB+R8loZigeDh5XCgtD5F3Rs9xOsk4vpCV5wlOD+XDMnCrmP6GnUxZzpoUBQkiUV8bvqZRFQ",
+	"fz9Q42buTV+FRX2EooUtyTRaVxU6VjNjzwfr2VmBkWWk23TyvVMrR9hDttg/YzRztXXxfSZSdujjMDZm",
+	"G60N1q9pQetBkO8/51beWSsSxzzKKosQde0PvgtkmDgSTAgXh5McBOKULhLMT+i1vrOOJpQrwbReb5TU",
+	"0KMIOcGMOt66lOqSuAIUYdVhqU4kkkvRJ9+uiC9CwYUdaSggKzeBJsxT5kKwR/CfkSu5MYJXvvGeh1FS",
+	"NhMKxkKoJuTfgOxJ7Q2a0kWwnkCxvWqWZPBlXLKVs7c7zgu76DWJ3d87aLmOUTsL3EMnSBAD96hNs1ml",
+	"Z+9KVS9EvvJNlyh0qFOmLNTdNPFCsQm/3nfm2EhwbnGziSvD5Ttnu0L+7jyizbI/5fjqCsI0CcZniP9y",
+	"Agf2ge2Un4phB8jyQBPPripMAHhQhe0kgTdYKSk4LSH20ye03L1MuJu5tm1CU0GZz+XWb2VLVnKBQSwH",
+	"1fvTmY+OEyscpXThM+rjyBC9Dr2kTwVeimFMQDM3rEuYgstSyLCA3il5OHgIrcR87cdCXAq5FF7+SzbV",
+	"x604cS/c6twtt0lWvWSr/wSFsspvsJ6hC9cKql0pkYvs7vlKtOhdbVHdYWfYqZggLeeBarsULMGnHgUj",
+	"KNr7wM11NlTDdbS+ez2vMsNH0PZuRE+fq/Z+UCo/ZwajcAJJHQRiQeP+AqkpcOd2ipWp9VTfahestF9v",
+	"5ZTEBuI6Lvx+VfNKPnz4MaXfysaaEgwlFwbsYrgpF9nkzV5Yu7/rNlxarsQKDCByzo2BGJVPqkwl9sYP",
+	"m6zsXlZV6e6UQfLeuaFGo85NsayjxUsLA/Sm9e5BjlXUsEOML97qVHgFrSPn9+yJCrNsdy5UHSx/gJ5M",
+	"UXdPvPFVBdytWzIFoOyjJZRyC+KO/qw2NHZpqrllszrQbtCecst53QOlNMkZd0Ejn4743ooG79YLBLWx",
+	"oRY8dya3SpzCCXmHMYmQ2IFSxvsRVC/0lZmQC8CXQ1H5VJ+QX/v9/ttR79RFLEJmnBQpGohRcEEEdfWf",
+	"RjjBCPNQNekCYxoK9xI3sE6dEJrnJGNjbsoKIL0Gb04di+9eYA/jfwRxfX/i+ezwuA2FnrkEaYePVg4C",
+	"ulBswn01GqCAgMHgQGWpFJkvuTYulDaj3Tesb76wXZw5D2/dZ6yem2S7MOMXnJDxCuj0jyDT+EXVojED",
+	"zDaB3VqYOS97Y3y2eN5edAnNSbr2agCfmDZ01Ws6t2appflg7p4gmthuiXX//hLLLgq7W2HFFz2zfNXw",
+	"9JLQVEntvaTYUoC4TZ6G4DeQGtD46fGMimwoYITuyP94Yd8bJaT8wb4w6vXJGfh6KcnkUkAULFjDS28u",
+	"S5kwQzHnWrMMF2aFHRfjibfpgSZG0RSaiBt2bUh3ZMq0iFGPcA0Z/MEbNBR+HSfuN0VTrG6WYLVgmAh8",
+	"pZpQN3rpw3aVNpWUhugFFUORc3GpMQeEdCF8VI4tzOiY59ysXIZ+uFOGnSahqkJkn3wiiNvKRxDf9mQj",
+	"n2W3OwhWqbYCvaFwcHSjjPwdjQz/AmV5q326DjTyLrnES3GNK2Hq17JHnN2WlCV/Qk1zTBe2r0PfQix0",
+	"m3Md7Cpr81medepq614b+BBGW/k4+iWtlU2EyJ6sIvlJ5UovWsYDsSSqEDjpFcOepRgS77vHcbuvS74Y",
+	"YbmRULPRFyty+W1lu3BkqVA0XArDRcH0UNgVQ69UFZjsGnOFNlnQNMzV37cjQFXiWHWAQnw0BvfhKwNY",
+	"SGAXuM8J0neSIB1kDCGXCZGF0TxDk0eqpNjFbMqM53hmfZmF+e0K3ZD/PqmYuKPP+Zif8zHvNB+zWlEf",
+	"LI2hkPzWJE2L9XojQXObS9DZhVzspO9lhvXknSU+dLRwERm/MyV17yRURSDjVVmpOM2pxjiNBVNWxeA5",
+	"86lxXJGsQL5AQtj9BTXkEDUC+OME9Qjf89zekZX08khZRIjltwqOL41ftgPBsslZr09eMZoNBSTCLZg6",
+	"dPYtJfO8WLgAzpg+RuhiwUTmTMDU28VwO2URIZAzlDTMHx0sLKRGamiKBSDP6VTXUhHHK2dl84NjmTEa",
+	"VnCJZjqAvP03OXxMcqmdcggCS7kqjI05rcHeQsJtneK0U0Xn9u2vwwlbTMhkMc6hr57LgXjYf0T+l8cM",
+	"qOlIrmhesD75gV+xoVgr8zgCt+gIKyU5YWiEso9DK65Da9IHD2foYXV/PxoMvM1cn5IxW0mRJVa+igk7",
+	"P1R8th++Be/NG+aupQzLJZlQBd31yu6Bx7OkCqReUxwxgrT1Ip46umvq8bnkmZlh8BUiarmgOSwoZxbT",
+	"jnXjgvDwbrKg+87ZRjxpUliZ4qzMsnTs8LbJlh8nhNcHgiSEKSUVulKgLb6LaSiD6w40Vh8r2+ljGAim",
+	"77oOs5tBOHZClhaKmxXQ2phRxVTn5Ne39hSRdzbF6TvOisHy9t8au2pkMi1A8+vOjFmcHB3lMqX5TGpz",
+	"8vXg6wEpRMYUGc3pJeQJjwADC5V3TjpHIOC5Zb6L9i1LQHlMrBa1YKlJXAWg0A4GUsLA2ezwGHJFN4nk",
+	"rFrV5dTd1Jos7aqqFVKqQ/nrOU5y1ZvsEC4MJjIgPp0Qh08aC8n5K+VAV2vtVmeCG7+BtN1N6nuc4wlA",
+	"xrUbtrrm0Al9c7CXTHGZ8dRlzFu9wWoHNZvEWhvu2DAQjrWZaxPLsUnKDLwE71QsDdxDrK5nHlZZfWze",
+	"J5Ws4Sk1LssOIHnoyL5S8a8yYs3ZFeHjjOYGlkozDvFtdtyzl89crkGZsOEvMQ1oe33oTgaYnt1dcwck",
+	"K/AzqBRwbqjIqMrIG/cxwTfHTJ+QkRvxEDDPFIqNvJv66jgZkS+GYkw1++ph98e/nD05PP/x7MGjr7rg",
+	"D+QZ+YIMO/1hh3wBDEAbOl9UfhvLbNXrlTYYTFRifsTDjKUyYxlZUBXEyZK7jJYzzdKLf/3jnyPXr//U",
+	"FzOg7geipAHwDEXooLSgKTvUVveDNthhWy43D+xFLk7LSiGhfRLXhAnLDftD4cTrFYofh3CRHVp5rgIv",
+	"noFxqhD8bwUDaciJdjHxQxXClY3empv0y8ZgCWH9ad+Sz8XDB1Be9+LLC/fs4vji0WSQPqCPy5wlzCas",
+	"3PlhtVtDh3dmLv0i+LUTGnVZSNs3clxSDYBm2SlR7DeWQhQDviYliCwgTAq53LnSgEhbF9y2BcSmHiMV",
+	"mUuLCWuIYtF9WAwGX6aInfBvNqog0M6lh1f3gvXb+6sl/pGaY9mpMRejUYTCmwnzn11q7YNYQsem8gZZ",
+	"g2itLROH8MIH7cZedqdVVgL6oB6KWbXzglWfGFbRd3FkaaW8e8myqnXqjXTBoYQDkYPU9nhz1a+wT5tP",
+	"nYQikYfgWxuRLiWPBl+6AKTaEyMlBsxWZLp1aKxc/RmfrE6B7UpXFNO3cCOpFIKloDNbBuZrGQaW4hrJ",
+	"4SqsLiEnk35nTVJ7u+ECherYE4xySsjLF+evWea115Jt//LqZ+d1qxRtiXcceP/+/wQAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

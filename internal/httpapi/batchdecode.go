@@ -157,6 +157,8 @@ func (d *batchDecoder) job(j *JobInsert) bool {
 			ok = d.text(value, &j.ConcurrencyKey)
 		case "idempotency_key":
 			ok = d.text(value, &j.IdempotencyKey)
+		case "fairness_key":
+			ok = d.text(value, &j.FairnessKey)
 		case "delay":
 			ok = d.text(value, &j.Delay)
 		case "priority":

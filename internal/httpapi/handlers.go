@@ -65,7 +65,8 @@ func parseDuration(field, s string, fields *[]engine.FieldError) (time.Duration,
 // (named under prefix).
 func newJob(in *JobInsert, prefix string, fields *[]engine.FieldError) engine.NewJob {
 	j := engine.NewJob{Handler: in.Handler, Key: in.Key, Priority: in.Priority, RunAt: in.RunAt,
-		ConcurrencyKey: in.ConcurrencyKey, MaxAttempts: in.MaxAttempts, IdempotencyKey: in.IdempotencyKey}
+		ConcurrencyKey: in.ConcurrencyKey, MaxAttempts: in.MaxAttempts, IdempotencyKey: in.IdempotencyKey,
+		FairnessKey: in.FairnessKey}
 	if in.Queue != nil {
 		j.Queue = *in.Queue
 	}
@@ -532,6 +533,9 @@ func (s *Server) PutQueue(ctx context.Context, req PutQueueRequestObject) (PutQu
 	set := engine.QueueSettings{Paused: req.Body.Paused, MaxInFlight: req.Body.MaxInFlight, Batch: req.Body.Batch}
 	if req.Body.StepBodies != nil {
 		set.StepBodies = (*string)(req.Body.StepBodies)
+	}
+	if req.Body.Fairness != nil {
+		set.Fairness = (*string)(req.Body.Fairness)
 	}
 	if req.Body.Retention != nil {
 		var fields []engine.FieldError

@@ -121,6 +121,10 @@ func appendJob(b []byte, times *timeMemo, j *Job, deduplicated *bool, debounced 
 	b = nullTime(b, times, `,"eligible_at":`, j.EligibleAt)
 	b = append(b, `,"error":`...)
 	b = jsonappend.Raw(b, j.Error)
+	if j.FairnessKey != nil {
+		b = append(b, `,"fairness_key":`...)
+		b = jsonappend.String(b, *j.FairnessKey)
+	}
 	b = nullTime(b, times, `,"finished_at":`, j.FinishedAt)
 	b = append(b, `,"handler":`...)
 	b = jsonappend.String(b, j.Handler)

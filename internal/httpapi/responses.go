@@ -20,6 +20,7 @@ func jobBody(j *engine.Job) Job {
 		LeaseExpiresAt: j.LeaseExpiresAt, LeaseOwner: j.LeaseOwner, AttemptedAt: j.AttemptedAt,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: j.FinishedAt,
 		ScheduleName: j.ScheduleName, ScheduleTick: j.ScheduleTick, DebounceKey: j.DebounceKey, RerunOf: j.RerunOf,
+		FairnessKey: j.FairnessKey,
 	}
 	out.EligibleAt = j.EligibleAt
 	if j.TraceContext != nil {
@@ -106,8 +107,8 @@ func queueBody(q engine.Queue) Queue {
 	out := Queue{Name: q.Name, Paused: q.Paused, MaxInFlight: q.MaxInFlight, Batch: q.Batch,
 		Counts: QueueCounts{Runnable: c.Runnable, Executing: c.Executing, Awaiting: c.Awaiting, Done: c.Done,
 			Failed: c.Failed, Cancelled: c.Cancelled},
-		StepBodies: StepBodiesSetting(q.StepBodies), OldestRunnableAt: q.OldestRunnableAt, CreatedAt: q.CreatedAt,
-		UpdatedAt: q.UpdatedAt}
+		StepBodies: StepBodiesSetting(q.StepBodies), Fairness: FairnessSetting(q.Fairness),
+		OldestRunnableAt: q.OldestRunnableAt, CreatedAt: q.CreatedAt, UpdatedAt: q.UpdatedAt}
 	if q.Retention != nil {
 		r := q.Retention.String()
 		out.Retention = &r

@@ -850,7 +850,7 @@ func citusJob(r dbcitus.Job) Job {
 		CancelRequested: r.CancelRequested, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
 		LateSignals: r.LateSignals, CancelledWhile: r.CancelledWhile, ScheduleName: r.ScheduleName,
 		ScheduleTick: r.ScheduleTick, ExtraRateLimits: r.ExtraRateLimits, DebounceKey: r.DebounceKey,
-		DebounceDeadline: r.DebounceDeadline, TraceContext: r.TraceContext, RerunOf: r.RerunOf})
+		DebounceDeadline: r.DebounceDeadline, TraceContext: r.TraceContext, RerunOf: r.RerunOf, FairnessKey: r.FairnessKey})
 }
 
 // citusSignal delivers a signal at the target's placement: SignalDeliver, then (when

@@ -62,6 +62,8 @@ type ClaimedJob struct {
 	ConsecutiveFailures *int
 	BreakerNextProbeAt  *time.Time
 	HandlerPausedAt     *time.Time
+	// FairnessKey is the job's fairness key (set by JobClaimFair only).
+	FairnessKey *string
 }
 
 // JobClaimBatch claims and leases up to p.Limit runnable steps of one queue in one
@@ -71,7 +73,7 @@ func (db *DB) JobClaimBatch(ctx context.Context, p JobClaimParams) ([]ClaimedJob
 		claimed, _, err := db.citusClaim(ctx, p)
 		return claimed, err
 	}
-	claimed, _, err := db.claim(ctx, dbsqlc.JobClaimBatch, p, false)
+	claimed, _, err := db.claim(ctx, dbsqlc.JobClaimBatch, p, claimBatchColumns)
 	return claimed, err
 }
 
@@ -83,17 +85,26 @@ func (db *DB) JobClaimPlain(ctx context.Context, p JobClaimParams) (claimed []Cl
 		// others: the keyed steps it claimed (their queue needs admission, engine.Claim)
 		return db.citusClaim(ctx, p)
 	}
-	return db.claim(ctx, dbsqlc.JobClaimPlain, p, true)
+	return db.claim(ctx, dbsqlc.JobClaimPlain, p, claimPlainColumns)
 }
 
 // claim runs one of the two claim statements and reads its answer by hand (readClaimed).
-func (db *DB) claim(ctx context.Context, sql string, p JobClaimParams, plain bool) (claimed []ClaimedJob, others int, err error) {
+func (db *DB) claim(ctx context.Context, sql string, p JobClaimParams, columns claimColumns) (claimed []ClaimedJob, others int, err error) {
 	rows, err := db.pool.Query(ctx, sql, claimArgs(p)...)
 	if err != nil {
 		return nil, 0, translate(err)
 	}
-	return readClaimed(rows, p, plain)
+	return readClaimed(rows, p, columns)
 }
+
+// claimColumns says which of the claim statements' answers readClaimed reads.
+type claimColumns int
+
+const (
+	claimBatchColumns claimColumns = iota // JobClaimBatch's
+	claimPlainColumns                     // JobClaimPlain's: no gate_shard, then others
+	claimFairColumns                      // JobClaimFair's: JobClaimBatch's, then fairness_key
+)
 
 // claimArgs are the claim statements' arguments, in their $n order.
 func claimArgs(p JobClaimParams) []any {
@@ -106,7 +117,7 @@ func claimArgs(p JobClaimParams) []any {
 // The generated methods append their rows to a growing slice, which were then copied
 // again: 1.9 kB a claimed step between them. TestClaimReaderAgreesWithSqlc reads one
 // answer both ways and compares them field by field.
-func readClaimed(rows pgx.Rows, p JobClaimParams, plain bool) (claimed []ClaimedJob, others int, err error) {
+func readClaimed(rows pgx.Rows, p JobClaimParams, columns claimColumns) (claimed []ClaimedJob, others int, err error) {
 	defer rows.Close()
 	var c ClaimedJob
 	var n int64
@@ -122,9 +133,12 @@ func readClaimed(rows pgx.Rows, p JobClaimParams, plain bool) (claimed []Claimed
 		seenIntPtr{&c.BackoffBaseMS, &ints[1]}, seenIntPtr{&c.BackoffMaxMS, &ints[2]},
 		seenTextPtr{&c.BreakerState, &texts[3]}, seenIntPtr{&c.ConsecutiveFailures, &ints[3]},
 		&c.BreakerNextProbeAt, &c.HandlerPausedAt, &n}
-	if plain {
+	switch columns {
+	case claimPlainColumns:
 		dest = append(dest[:18], dest[19:]...) // no gate_shard
-	} else {
+	case claimFairColumns:
+		dest[len(dest)-1] = &c.FairnessKey // no others, a fairness key
+	default:
 		dest = dest[:len(dest)-1] // no others
 	}
 	claimed = make([]ClaimedJob, 0, p.Limit)

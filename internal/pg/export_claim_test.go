@@ -49,7 +49,11 @@ func (db *DB) ClaimReadTwice(ctx context.Context, p JobClaimParams, plain bool) 
 	if rows.Err() != nil {
 		return a, rows.Err()
 	}
-	if a.Hand, a.HandOthers, err = readClaimed(kept.replay(), p, plain); err != nil {
+	columns := claimBatchColumns
+	if plain {
+		columns = claimPlainColumns
+	}
+	if a.Hand, a.HandOthers, err = readClaimed(kept.replay(), p, columns); err != nil {
 		return a, err
 	}
 	q := dbsqlc.New(kept)

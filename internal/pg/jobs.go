@@ -66,6 +66,8 @@ type Job struct {
 	TraceContext *string
 	// RerunOf is the job this one reran (POST /v1/jobs/{id}/rerun); nil otherwise.
 	RerunOf *int64
+	// FairnessKey is whose work the job is in a fair queue (nil: none; '' the default key).
+	FairnessKey *string
 }
 
 // RateLimitUse is one rate limit a job draws from: Weight tokens of the bucket of Key
@@ -102,7 +104,7 @@ func jobFromRow(r dbsqlc.Job) Job {
 		AttemptedAt: r.AttemptedAt, CancelRequested: r.CancelRequested, CreatedAt: r.CreatedAt,
 		UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt, ScheduleName: r.ScheduleName, ScheduleTick: r.ScheduleTick,
 		DebounceKey: r.DebounceKey, DebounceDeadline: r.DebounceDeadline, TraceContext: r.TraceContext,
-		RerunOf: r.RerunOf}
+		RerunOf: r.RerunOf, FairnessKey: r.FairnessKey}
 }
 
 // JobInsert is one job to insert. Nil fields take the column or handler default.
@@ -131,6 +133,9 @@ type JobInsert struct {
 	Debounce *Debounce `json:"debounce,omitempty"`
 	// TraceContext is the job's W3C trace context (Job.TraceContext; nil: none).
 	TraceContext *string `json:"trace_context,omitempty"`
+	// FairnessKey is whose work the job is in a fair queue (nil: none, which a fair queue
+	// stores as ''; a spawned child without one inherits its parent's).
+	FairnessKey *string `json:"fairness_key,omitempty"`
 }
 
 // Debounce says how an insert collapses into the pending job of its key: the job runs
@@ -334,7 +339,7 @@ func (db *DB) jobInsertManyWith(ctx context.Context, items []JobInsert, opts Job
 // *InsertRefusedError naming each item's problem, or nil when no item has one (JobInsertProblems).
 func (db *DB) insertRefused(ctx context.Context, p dbsqlc.JobInsertManyParams) error {
 	rows, err := db.q.JobInsertProblems(ctx, dbsqlc.JobInsertProblemsParams{Handlers: p.Handlers,
-		RateLimits: p.RateLimits, RateWeights: p.RateWeights, ExtraRateLimits: p.ExtraRateLimits})
+		RateLimits: p.RateLimits, RateWeights: p.RateWeights, ExtraRateLimits: p.ExtraRateLimits, Queues: p.Queues})
 	if err != nil {
 		return translate(err)
 	}
@@ -359,7 +364,7 @@ func plainBatch(p dbsqlc.JobInsertManyParams) bool {
 // inserted, or none when the batch names an unknown handler (*InsertRefusedError).
 func (db *DB) jobInsertPlain(ctx context.Context, items []JobInsert, p dbsqlc.JobInsertManyParams) ([]JobInserted, error) {
 	rows, err := db.pool.Query(ctx, dbsqlc.JobInsertPlain, p.Handlers, p.Queues, p.Inputs, p.Priorities, p.RunAts,
-		p.DelaysMs, p.MaxAttempts, p.ConcurrencyKeys, p.ParentIds, p.TraceContexts, p.NotifyTag)
+		p.DelaysMs, p.MaxAttempts, p.ConcurrencyKeys, p.ParentIds, p.TraceContexts, p.FairnessKeys, p.NotifyTag)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -432,6 +437,7 @@ func insertArrays(items []JobInsert) dbsqlc.JobInsertManyParams {
 		setOptional(&p.MaxAttempts, n, i, it.MaxAttempts, 0)
 		setOptional(&p.ParentIds, n, i, it.ParentID, 0)
 		setOptional(&p.TraceContexts, n, i, it.TraceContext, "")
+		setOptional(&p.FairnessKeys, n, i, it.FairnessKey, "")
 		setOptional(&p.IdempotencyKeys, n, i, it.IdempotencyKey, "")
 		if len(it.ExtraRateLimits) > 0 {
 			b, _ := json.Marshal(it.ExtraRateLimits) // plain structs: cannot fail
@@ -490,8 +496,8 @@ func storedPart(r *insertManyRow) Job {
 
 // requestedPart fills in the part of an inserted job its request item gave.
 func requestedPart(j *Job, it *JobInsert) {
-	j.Queue, j.Handler, j.ConcurrencyKey, j.RateLimit, j.RateKey, j.ParentID, j.TraceContext = it.Queue, it.Handler,
-		it.ConcurrencyKey, it.RateLimit, it.RateKey, it.ParentID, it.TraceContext
+	j.Queue, j.Handler, j.ConcurrencyKey, j.RateLimit, j.RateKey, j.ParentID, j.TraceContext, j.FairnessKey = it.Queue, it.Handler,
+		it.ConcurrencyKey, it.RateLimit, it.RateKey, it.ParentID, it.TraceContext, it.FairnessKey
 	if len(it.ExtraRateLimits) > 0 {
 		j.ExtraRateLimits = it.ExtraRateLimits
 	}
@@ -545,7 +551,7 @@ func (db *DB) jobInsertMany(ctx context.Context, p dbsqlc.JobInsertManyParams) (
 func insertManyArgs(p dbsqlc.JobInsertManyParams) []any {
 	return []any{p.Queues, p.Handlers, p.Inputs, p.Keys, p.Priorities, p.RunAts, p.DelaysMs, p.ConcurrencyKeys,
 		p.RateLimits, p.RateKeys, p.RateWeights, p.MaxAttempts, p.ParentIds, p.IdempotencyKeys, p.ExtraRateLimits,
-		p.DebounceKeys, p.DebouncePeriodsMs, p.DebounceMaxWaitsMs, p.TraceContexts, p.AsOf, p.IdempotencyWindowMs, p.NotifyTag}
+		p.DebounceKeys, p.DebouncePeriodsMs, p.DebounceMaxWaitsMs, p.TraceContexts, p.FairnessKeys, p.AsOf, p.IdempotencyWindowMs, p.NotifyTag}
 }
 
 // oneOf reads a text column into *dst: one of known when the value is, without

@@ -15,6 +15,7 @@ type Queue struct {
 	Batch                int
 	Retention            *time.Duration // nil: the server default
 	StepBodies           string         // which attempts keep their bodies: "failures", "all" or "off"
+	Fairness             string         // how claims share the queue among fairness keys: FairnessNone or FairnessRoundRobin
 	CreatedAt, UpdatedAt time.Time
 }
 
@@ -29,11 +30,13 @@ type QueueUpsert struct {
 	ClearRetention bool
 	// StepBodies is "failures", "all" or "off" (nil: keep; "failures" for a new queue).
 	StepBodies *string
+	// Fairness is FairnessNone or FairnessRoundRobin (nil: keep; none for a new queue).
+	Fairness *string
 }
 
 func queueFromRow(r dbsqlc.Queue) Queue {
 	q := Queue{Name: r.Name, Paused: r.Paused, MaxInFlight: r.MaxInFlight, Batch: r.Batch,
-		StepBodies: r.StepBodies, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		StepBodies: r.StepBodies, Fairness: r.Fairness, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	if r.Retention.Valid {
 		d := time.Duration(r.Retention.Microseconds)*time.Microsecond +
 			time.Duration(r.Retention.Days)*24*time.Hour + time.Duration(r.Retention.Months)*30*24*time.Hour
@@ -50,7 +53,11 @@ func (db *DB) QueueUpsert(ctx context.Context, p QueueUpsert) (Queue, error) {
 		retentionMS = &ms
 	}
 	q, err := db.q.QueueUpsert(ctx, dbsqlc.QueueUpsertParams{Name: p.Name, Paused: p.Paused, MaxInFlight: p.MaxInFlight,
-		Batch: p.Batch, ClearRetention: p.ClearRetention, RetentionMs: retentionMS, StepBodies: p.StepBodies})
+		Batch: p.Batch, ClearRetention: p.ClearRetention, RetentionMs: retentionMS, StepBodies: p.StepBodies,
+		Fairness: p.Fairness})
+	if err == nil && p.Fairness != nil && *p.Fairness == FairnessRoundRobin {
+		_, err = db.q.JobFairnessKeyBackfill(ctx, p.Name)
+	}
 	return queueFromRow(dbsqlc.Queue(q)), translate(err)
 }
 

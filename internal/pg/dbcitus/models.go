@@ -22,6 +22,15 @@ type ApiKey struct {
 	RevokedAt  *time.Time
 }
 
+type FairnessKey struct {
+	Queue       string
+	Key         string
+	Weight      int
+	MaxInFlight *int
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
 type Gate struct {
 	Key       string
 	Limit     int
@@ -115,6 +124,7 @@ type Job struct {
 	DebounceDeadline *time.Time
 	TraceContext     *string
 	RerunOf          *int64
+	FairnessKey      *string
 	Placement        int
 	OutcomeToken     *string
 	OutcomeStep      *int
@@ -136,6 +146,9 @@ type Queue struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	StepBodies  string
+	Fairness    string
+	FairCursor  *string
+	FairCredit  int
 }
 
 type RateBucket struct {

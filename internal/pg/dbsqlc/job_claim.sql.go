@@ -345,6 +345,324 @@ func (q *Queries) JobClaimBatch(ctx context.Context, arg JobClaimBatchParams) ([
 	return items, nil
 }
 
+const JobClaimFair = `-- name: JobClaimFair :many
+WITH RECURSIVE pos AS (
+    SELECT q.fair_cursor AS cursor, q.fair_credit AS credit
+    FROM queues q WHERE q.name = $1::text
+),
+ring(key, priority, eligible_at, n, wrapped) AS (
+    SELECT s.key, s.priority, s.eligible_at, 1, s.wrapped
+    FROM pos CROSS JOIN LATERAL (
+        SELECT x.key, x.priority, x.eligible_at, x.wrapped FROM (
+            -- each branch one bounded descent (an OR of the two first read the whole
+            -- index from the cursor on: 7 600 buffers)
+            (SELECT j.fairness_key AS key, j.priority, j.eligible_at, false AS wrapped
+             FROM jobs j
+             WHERE j.queue = $1::text AND j.status = 'runnable' AND j.fairness_key IS NOT NULL
+               AND pos.credit > 0 AND j.fairness_key = pos.cursor
+             ORDER BY j.fairness_key, j.priority, j.eligible_at
+             LIMIT 1)
+            UNION ALL
+            (SELECT j.fairness_key AS key, j.priority, j.eligible_at, false AS wrapped
+             FROM jobs j
+             WHERE j.queue = $1::text AND j.status = 'runnable' AND j.fairness_key IS NOT NULL
+               AND j.fairness_key > pos.cursor
+             ORDER BY j.fairness_key, j.priority, j.eligible_at
+             LIMIT 1)
+            UNION ALL
+            (SELECT j.fairness_key, j.priority, j.eligible_at, true
+             FROM jobs j
+             WHERE j.queue = $1::text AND j.status = 'runnable' AND j.fairness_key IS NOT NULL
+             ORDER BY j.fairness_key, j.priority, j.eligible_at
+             LIMIT 1)
+        ) x
+        LIMIT 1
+    ) s
+    UNION ALL
+    SELECT s.key, s.priority, s.eligible_at, r.n + 1, s.wrapped
+    FROM ring r CROSS JOIN pos CROSS JOIN LATERAL (
+        SELECT x.key, x.priority, x.eligible_at, x.wrapped FROM (
+            (SELECT j.fairness_key AS key, j.priority, j.eligible_at, r.wrapped AS wrapped
+             FROM jobs j
+             WHERE j.queue = $1::text AND j.status = 'runnable' AND j.fairness_key IS NOT NULL
+               AND (j.fairness_key, j.priority) > (r.key, r.priority)
+             ORDER BY j.fairness_key, j.priority, j.eligible_at
+             LIMIT 1)
+            UNION ALL
+            (SELECT j.fairness_key, j.priority, j.eligible_at, true
+             FROM jobs j
+             WHERE j.queue = $1::text AND j.status = 'runnable' AND j.fairness_key IS NOT NULL
+               AND NOT r.wrapped
+             ORDER BY j.fairness_key, j.priority, j.eligible_at
+             LIMIT 1)
+        ) x
+        LIMIT 1
+    ) s
+    WHERE r.n < $2::int
+      -- back where the walk began: past the position's key, or at it when it began there
+      AND NOT (s.wrapped AND pos.cursor IS NOT NULL
+               AND (s.key > pos.cursor OR (s.key = pos.cursor AND pos.credit > 0)))
+),
+found AS (
+    SELECT f.key, f.pos, f.due_priority, f.due_priority IS NOT NULL AS due,
+           coalesce(k.weight, 1) AS weight, k.max_in_flight AS cap
+    FROM (SELECT r.key, min(r.n) AS pos,
+                 min(r.priority) FILTER (WHERE r.eligible_at <= now()) AS due_priority
+          FROM ring r GROUP BY r.key) f
+    LEFT JOIN LATERAL (
+        SELECT k.weight, k.max_in_flight FROM fairness_keys k
+        WHERE k.queue = $1::text AND k.key = f.key
+        LIMIT 1) k ON true
+),
+sizes AS (
+    SELECT greatest(1, ceil($2::int / greatest(sum(f.weight), 1)::numeric))::int AS rounds,
+           greatest(sum(f.weight), 1) AS weights
+    FROM found f WHERE f.due
+),
+turns AS (
+    SELECT f.key, f.pos, f.due_priority,
+           least(CASE WHEN f.pos = 1 AND p.credit > 0 AND f.key = p.cursor THEN p.credit
+                      ELSE f.weight * z.rounds END,
+                 greatest(1, ceil($3::int * f.weight / z.weights::numeric))::int
+                   - coalesce((SELECT o.n FROM ROWS FROM (unnest($4::text[]), unnest($5::int[])) AS o(key, n)
+                               WHERE o.key = f.key LIMIT 1), 0),
+                 CASE WHEN f.cap IS NULL THEN 2147483647  -- (never LIMIT NULL: it counts them all)
+                      ELSE f.cap - (SELECT count(*) FROM (
+                          SELECT 1 FROM jobs e
+                          WHERE e.queue = $1::text AND e.fairness_key = f.key
+                            AND e.status = 'executing'
+                          LIMIT f.cap) anywhere) END) AS turn
+    FROM found f CROSS JOIN sizes z CROSS JOIN pos p
+    WHERE f.due
+),
+taken AS (
+    SELECT t.id, t.handler, u.key, u.pos, u.turn, t.concurrency_key,
+           row_number() OVER (PARTITION BY u.key ORDER BY t.eligible_at, t.id) AS nth,
+           row_number() OVER (PARTITION BY t.concurrency_key ORDER BY u.pos, t.eligible_at, t.id) AS key_rank
+    FROM turns u
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.handler, j.priority, j.eligible_at, j.concurrency_key
+        FROM jobs j
+        WHERE j.queue = $1::text AND j.status = 'runnable'
+          AND j.fairness_key = u.key AND j.priority = u.due_priority
+          AND j.eligible_at <= now()
+          -- a concurrency key is exclusive here (K=1, the pick's probe; gates do not apply)
+          AND (j.concurrency_key IS NULL OR (
+                SELECT e.id FROM jobs e
+                WHERE e.concurrency_key = j.concurrency_key
+                  AND e.status = 'executing' AND e.gate_shard IS NULL
+                LIMIT 1) IS NULL)
+        ORDER BY j.eligible_at, j.id
+        LIMIT u.turn
+        FOR UPDATE OF j SKIP LOCKED
+    ) t
+    WHERE u.turn > 0
+),
+ordered AS (
+    SELECT t.id, t.handler, t.key, t.pos, t.turn, t.nth,
+           row_number() OVER (ORDER BY t.pos, t.nth) AS rn,
+           count(*) OVER (PARTITION BY t.key) AS key_rows
+    FROM taken t
+    WHERE t.nth <= t.turn AND (t.concurrency_key IS NULL OR t.key_rank = 1)
+),
+winners AS (
+    SELECT o.id FROM ordered o WHERE o.rn <= $2::int
+),
+moved AS (
+    UPDATE queues q
+    SET fair_cursor = m.key, fair_credit = m.credit
+    FROM (SELECT coalesce(
+                   (SELECT o.key FROM ordered o WHERE o.rn = $2::int + 1),
+                   (SELECT r.key FROM ring r ORDER BY r.n DESC LIMIT 1)) AS key,
+                 coalesce(
+                   (SELECT o.turn - (o.nth - 1) FROM ordered o WHERE o.rn = $2::int + 1),
+                   0) AS credit) m
+    WHERE q.name = $1::text AND m.key IS NOT NULL
+),
+claimed AS (
+    UPDATE jobs j
+    SET status = 'executing',
+        attempt = j.attempt + 1,
+        lease_token = gen_random_uuid(),
+        lease_expires_at = now() + $6::bigint * interval '1 millisecond',
+        lease_owner = $7::text,
+        attempted_at = now(),
+        claim_inbox_seq = least(j.inbox_seq, j.consumed_seq + $8::bigint),
+        gate_shard = NULL,
+        updated_at = now()
+    -- Primary-key lookups of the winners (see JobClaimBatch's claimed).
+    WHERE j.id = ANY (ARRAY(SELECT w.id FROM winners w))
+    RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.input,
+              j.state, j.created_at, j.lease_token, j.lease_expires_at, j.attempted_at, j.wake,
+              j.consumed_seq, j.claim_inbox_seq, j.inbox_seq, j.pending_children, j.gate_shard,
+              coalesce(CASE WHEN j.trace_context IS NOT NULL
+                   THEN floor(extract(epoch FROM j.eligible_at - '1970-01-01 00:00:00+00'::timestamptz) * 1000000)::bigint::text
+                        || ' ' || j.trace_context END,
+                       j.trace_context) AS trace,  -- (coalesce: typed nullable text by sqlc)
+              j.fairness_key
+)
+SELECT c.id, c.queue, c.handler, c.key, c.step, c.attempt, c.max_attempts, c.input,
+       c.state, c.created_at, c.lease_token::uuid AS lease_token, c.lease_expires_at::timestamptz AS lease_expires_at,
+       c.attempted_at::timestamptz AS attempted_at, c.wake,
+       c.consumed_seq, c.claim_inbox_seq, c.inbox_seq, c.pending_children, c.gate_shard, c.trace,
+       h.url, h.secret, h.previous_secret, h.previous_secret_expires_at, h.timeout_ms,
+       h.backoff_base_ms, h.backoff_max_ms,
+       h.breaker_state, h.consecutive_failures, h.breaker_next_probe_at, h.paused_at,
+       c.fairness_key
+FROM claimed c LEFT JOIN handlers h ON h.name = c.handler
+`
+
+type JobClaimFairParams struct {
+	Queue      string
+	MaxRows    int
+	Slots      int
+	OwnKeys    []string
+	OwnCounts  []int
+	LeaseTtlMs int64
+	LeaseOwner string
+	SignalCap  int64
+}
+
+type JobClaimFairRow struct {
+	ID                      int64
+	Queue                   string
+	Handler                 string
+	Key                     *string
+	Step                    int
+	Attempt                 int
+	MaxAttempts             int
+	Input                   json.RawMessage
+	State                   json.RawMessage
+	CreatedAt               time.Time
+	LeaseToken              string
+	LeaseExpiresAt          time.Time
+	AttemptedAt             time.Time
+	Wake                    *string
+	ConsumedSeq             int64
+	ClaimInboxSeq           int64
+	InboxSeq                int64
+	PendingChildren         int
+	GateShard               *int
+	Trace                   *string
+	Url                     *string
+	Secret                  *string
+	PreviousSecret          *string
+	PreviousSecretExpiresAt *time.Time
+	TimeoutMs               *int
+	BackoffBaseMs           *int
+	BackoffMaxMs            *int
+	BreakerState            *string
+	ConsecutiveFailures     *int
+	BreakerNextProbeAt      *time.Time
+	PausedAt                *time.Time
+	FairnessKey             *string
+}
+
+// Claims up to max_rows runnable jobs of a fair queue (fairness 'round_robin',
+// docs/fairness.md) in one statement: its fairness keys take turns, each by its weight.
+// It runs right after `SELECT … FROM queues … FOR UPDATE` of the queue's row in the same
+// implicit transaction (one round trip, pg.JobClaimFair): the fair claims of a queue are
+// serialised, so this statement's snapshot sees every claim before it, which keeps the
+// keys' caps exact and the round robin's position (queues.fair_cursor, fair_credit) one
+// for every server process.
+//
+// The round robin is deficit round robin over the keys with runnable rows, in key order:
+//   - ring: the (key, priority) pairs that have runnable rows, from the position on,
+//     wrapping around once: one descent of jobs_fair_pick per pair (each finds the pair's
+//     earliest row, which says whether the pair has due work). A key with no runnable row
+//     has no entry and is never read. The walk stops after max_rows pairs: a claim reads
+//     O(max_rows) entries to find its keys however many keys there are, and the next
+//     claim goes on from where it stopped.
+//   - Each key's turn is weight x rounds rows, rounds = max_rows / (the weights of the
+//     keys found), rounded up; the key the last claim stopped
+//     in has the turns it had left (fair_credit). Priorities order the rows within a key;
+//     across keys the turns decide (a tenant's priority 0 does not jump the others).
+//   - A turn is cut to the key's share of this process's slots for the queue (slots x
+//     weight / the weights found, at least 1) less its steps this process runs (own_keys
+//     and own_counts: the dispatcher counts them, nothing is read), and to its cap
+//     (fairness_keys.max_in_flight) less its steps executing anywhere, which reads at
+//     most cap jobs_fair_executing entries. A key whose handler is slow
+//     holds its share of the slots, not the slots its finished neighbours leave.
+//   - take: one range scan of jobs_fair_pick per key, in its most urgent pair with due
+//     work (queue, key, priority, eligible_at <= now()), LIMIT the key's turn, FOR UPDATE
+//     SKIP LOCKED: it reads the rows it takes (and the rows other claims hold), never a
+//     row not yet due. A key's less urgent work waits for its next turn.
+//   - The rows are claimed in ring order up to max_rows; the key the batch ends in keeps
+//     the rest of its turn for the next claim (fair_credit), and the position moves on.
+//
+// Admission is the K=1 probe of a row with a concurrency key (one executing job per key:
+// gates do not apply in a fair queue, the keys' caps take their place) and one row per
+// concurrency key in the batch; fair queues take no rate limits (the insert refuses
+// them). The winners are flipped by primary key as in JobClaimPlain.
+// Each key once, with its most urgent pair that has due work (the pair its turn is
+// taken from) and its settings: one probe of fairness_keys_pkey per key (a LATERAL with
+// LIMIT, which the planner cannot turn into a hash of the queue's keys: it did, 10 000
+// rows read a claim).
+// Rounds enough to fill the batch (the last key's turn is cut and carried over).
+// The new position: the key the batch was cut in keeps the rest of its turn; otherwise
+// the walk's last key, its turn over. An empty walk leaves the position as it was.
+func (q *Queries) JobClaimFair(ctx context.Context, arg JobClaimFairParams) ([]JobClaimFairRow, error) {
+	rows, err := q.db.Query(ctx, JobClaimFair,
+		arg.Queue,
+		arg.MaxRows,
+		arg.Slots,
+		arg.OwnKeys,
+		arg.OwnCounts,
+		arg.LeaseTtlMs,
+		arg.LeaseOwner,
+		arg.SignalCap,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobClaimFairRow
+	for rows.Next() {
+		var i JobClaimFairRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Handler,
+			&i.Key,
+			&i.Step,
+			&i.Attempt,
+			&i.MaxAttempts,
+			&i.Input,
+			&i.State,
+			&i.CreatedAt,
+			&i.LeaseToken,
+			&i.LeaseExpiresAt,
+			&i.AttemptedAt,
+			&i.Wake,
+			&i.ConsumedSeq,
+			&i.ClaimInboxSeq,
+			&i.InboxSeq,
+			&i.PendingChildren,
+			&i.GateShard,
+			&i.Trace,
+			&i.Url,
+			&i.Secret,
+			&i.PreviousSecret,
+			&i.PreviousSecretExpiresAt,
+			&i.TimeoutMs,
+			&i.BackoffBaseMs,
+			&i.BackoffMaxMs,
+			&i.BreakerState,
+			&i.ConsecutiveFailures,
+			&i.BreakerNextProbeAt,
+			&i.PausedAt,
+			&i.FairnessKey,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const JobClaimPlain = `-- name: JobClaimPlain :many
 WITH candidates AS (
     SELECT c.id, c.handler, c.concurrency_key, c.priority, c.eligible_at, c.rate_limit, c.rate_key, c.rate_weight, c.extra_rate_limits FROM generate_series(0, 9) AS p(priority)
@@ -543,4 +861,14 @@ func (q *Queries) JobReadyExists(ctx context.Context, queue string) (bool, error
 	var exists bool
 	err := row.Scan(&exists)
 	return exists, err
+}
+
+const QueueLockFair = `-- name: QueueLockFair :exec
+SELECT 1 FROM queues WHERE name = $1::text FOR UPDATE
+`
+
+// Locks a fair queue's row for the JobClaimFair that follows in the same transaction.
+func (q *Queries) QueueLockFair(ctx context.Context, queue string) error {
+	_, err := q.db.Exec(ctx, QueueLockFair, queue)
+	return err
 }

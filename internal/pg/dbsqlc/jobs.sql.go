@@ -164,7 +164,7 @@ func (q *Queries) JobFlowList(ctx context.Context, arg JobFlowListParams) ([]Job
 }
 
 const JobGet = `-- name: JobGet :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of,
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of, j.fairness_key,
        (SELECT count(*) FROM jobs c WHERE c.parent_id = j.id) AS children_total,
        (SELECT count(*) FROM jobs c WHERE c.parent_id = j.id
                                       AND c.status IN ('done', 'failed', 'cancelled')) AS children_finished
@@ -226,6 +226,7 @@ func (q *Queries) JobGet(ctx context.Context, id int64) (JobGetRow, error) {
 		&i.Job.DebounceDeadline,
 		&i.Job.TraceContext,
 		&i.Job.RerunOf,
+		&i.Job.FairnessKey,
 		&i.ChildrenTotal,
 		&i.ChildrenFinished,
 	)
@@ -233,7 +234,7 @@ func (q *Queries) JobGet(ctx context.Context, id int64) (JobGetRow, error) {
 }
 
 const JobGetByIdempotencyKey = `-- name: JobGetByIdempotencyKey :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of, j.fairness_key
 FROM idempotency_keys k
 JOIN jobs j ON j.id = k.job_id
 WHERE k.key = $1::text AND k.expires_at > coalesce($2::timestamptz, now())
@@ -293,12 +294,13 @@ func (q *Queries) JobGetByIdempotencyKey(ctx context.Context, arg JobGetByIdempo
 		&i.DebounceDeadline,
 		&i.TraceContext,
 		&i.RerunOf,
+		&i.FairnessKey,
 	)
 	return i, err
 }
 
 const JobGetLiveByKey = `-- name: JobGetLiveByKey :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of, j.fairness_key
 FROM jobs j
 WHERE j.key = $1::text AND j.status IN ('runnable', 'executing', 'awaiting')
 `
@@ -351,12 +353,13 @@ func (q *Queries) JobGetLiveByKey(ctx context.Context, jobKey string) (Job, erro
 		&i.DebounceDeadline,
 		&i.TraceContext,
 		&i.RerunOf,
+		&i.FairnessKey,
 	)
 	return i, err
 }
 
 const JobGetMany = `-- name: JobGetMany :many
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of FROM jobs j WHERE j.id = ANY ($1::bigint[])
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of, j.fairness_key FROM jobs j WHERE j.id = ANY ($1::bigint[])
 `
 
 // The jobs of ids (jobs_pkey), in no particular order.
@@ -413,6 +416,7 @@ func (q *Queries) JobGetMany(ctx context.Context, ids []int64) ([]Job, error) {
 			&i.DebounceDeadline,
 			&i.TraceContext,
 			&i.RerunOf,
+			&i.FairnessKey,
 		); err != nil {
 			return nil, err
 		}
@@ -452,6 +456,8 @@ WITH req AS (
            nullif(r.idempotency_key, '') AS idempotency_key, nullif(r.extra_rate_limits, '')::jsonb AS extra_rate_limits,
            nullif(r.debounce_key, '') AS debounce_key, r.debounce_period_ms, nullif(r.debounce_max_wait_ms, 0) AS debounce_max_wait_ms,
            nullif(r.trace_context, '') AS trace_context,
+           -- '' (the default key) in a fair queue, where every live job has a key
+           coalesce(nullif(r.fairness_key, ''), CASE WHEN r.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none') THEN '' END) AS fairness_key,
            nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) AS id
     FROM ROWS FROM (unnest($1::text[]), unnest($2::text[]),
                     unnest($3::text[]), unnest($4::text[]),
@@ -462,10 +468,10 @@ WITH req AS (
                     unnest($13::bigint[]), unnest($14::text[]),
                     unnest($15::text[]), unnest($16::text[]),
                     unnest($17::bigint[]), unnest($18::bigint[]),
-                    unnest($19::text[])) WITH ORDINALITY
+                    unnest($19::text[]), unnest($20::text[])) WITH ORDINALITY
          AS r(queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, rate_limit,
               rate_key, rate_weight, max_attempts, parent_id, idempotency_key, extra_rate_limits,
-              debounce_key, debounce_period_ms, debounce_max_wait_ms, trace_context, ord)
+              debounce_key, debounce_period_ms, debounce_max_wait_ms, trace_context, fairness_key, ord)
 ),
 missing AS (
     SELECT 1 FROM req r
@@ -475,6 +481,9 @@ missing AS (
        OR (r.extra_rate_limits IS NOT NULL AND EXISTS (
                SELECT 1 FROM jsonb_to_recordset(r.extra_rate_limits) AS x(name text, weight int)
                WHERE NOT EXISTS (SELECT 1 FROM rate_limits l WHERE l.name = x.name AND l.burst >= x.weight)))
+       -- a fair queue's claim applies no rate limit (docs/fairness.md)
+       OR ((r.rate_limit IS NOT NULL OR r.extra_rate_limits IS NOT NULL)
+           AND r.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none'))
     LIMIT 1
 ),
 new_queues AS (
@@ -486,7 +495,7 @@ new_queues AS (
 claimed AS (
     INSERT INTO idempotency_keys AS k (key, job_id, expires_at)
     SELECT DISTINCT ON (r.idempotency_key) r.idempotency_key, r.id,
-           coalesce($20::timestamptz, now()) + $21::bigint * interval '1 millisecond'
+           coalesce($21::timestamptz, now()) + $22::bigint * interval '1 millisecond'
     FROM req r
     WHERE r.idempotency_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM missing)
       AND (r.key IS NULL OR NOT EXISTS (SELECT 1 FROM jobs j WHERE j.key = r.key
@@ -494,7 +503,7 @@ claimed AS (
     ORDER BY r.idempotency_key, r.ord
     ON CONFLICT (key) DO UPDATE
     SET job_id = excluded.job_id, expires_at = excluded.expires_at, created_at = now()
-    WHERE k.expires_at <= coalesce($20::timestamptz, now())
+    WHERE k.expires_at <= coalesce($21::timestamptz, now())
     RETURNING k.job_id
 ),
 to_insert AS (
@@ -509,27 +518,31 @@ to_insert AS (
            r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1) AS rate_weight, r.extra_rate_limits,
            coalesce(r.max_attempts, h.max_attempts) AS max_attempts, r.parent_id,
            CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END AS lease_owner,
-           r.trace_context
+           r.trace_context, r.fairness_key
     FROM req r JOIN handlers h ON h.name = r.handler
     WHERE NOT EXISTS (SELECT 1 FROM missing) AND r.debounce_key IS NULL
       AND (r.idempotency_key IS NULL OR r.id IN (SELECT c.job_id FROM claimed c))
 ),
 inserted_plain AS (
     INSERT INTO jobs (id, queue, handler, input, key, priority, eligible_at, concurrency_key,
-                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, lease_owner, trace_context)
+                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, lease_owner, trace_context,
+                      fairness_key)
     OVERRIDING SYSTEM VALUE
     SELECT t.id, t.queue, t.handler, t.input, t.key, t.priority, t.eligible_at, t.concurrency_key,
-           t.rate_limit, t.rate_key, t.rate_weight, t.extra_rate_limits, t.max_attempts, t.parent_id, t.lease_owner, t.trace_context
+           t.rate_limit, t.rate_key, t.rate_weight, t.extra_rate_limits, t.max_attempts, t.parent_id, t.lease_owner, t.trace_context,
+           t.fairness_key
     FROM to_insert t
     WHERE t.key IS NULL
     RETURNING id, queue, key, status, priority, eligible_at, input, max_attempts, rate_weight, created_at, lease_owner
 ),
 inserted_keyed AS (
     INSERT INTO jobs (id, queue, handler, input, key, priority, eligible_at, concurrency_key,
-                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, lease_owner, trace_context)
+                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, lease_owner, trace_context,
+                      fairness_key)
     OVERRIDING SYSTEM VALUE
     SELECT t.id, t.queue, t.handler, t.input, t.key, t.priority, t.eligible_at, t.concurrency_key,
-           t.rate_limit, t.rate_key, t.rate_weight, t.extra_rate_limits, t.max_attempts, t.parent_id, t.lease_owner, t.trace_context
+           t.rate_limit, t.rate_key, t.rate_weight, t.extra_rate_limits, t.max_attempts, t.parent_id, t.lease_owner, t.trace_context,
+           t.fairness_key
     FROM to_insert t
     WHERE t.key IS NOT NULL
     ORDER BY t.ord
@@ -545,14 +558,14 @@ inserted AS (
 debounced AS (
     INSERT INTO jobs AS j (id, queue, handler, input, priority, eligible_at, concurrency_key, rate_limit,
                            rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, debounce_key,
-                           debounce_deadline, trace_context)
+                           debounce_deadline, trace_context, fairness_key)
     OVERRIDING SYSTEM VALUE
     SELECT DISTINCT ON (r.debounce_key) r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), coalesce(r.priority, 5),
-           coalesce($20::timestamptz, now()) + r.debounce_period_ms * interval '1 millisecond',
+           coalesce($21::timestamptz, now()) + r.debounce_period_ms * interval '1 millisecond',
            r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1), r.extra_rate_limits,
            coalesce(r.max_attempts, h.max_attempts), r.parent_id, r.debounce_key,
-           coalesce($20::timestamptz, now()) + r.debounce_max_wait_ms * interval '1 millisecond',
-           r.trace_context
+           coalesce($21::timestamptz, now()) + r.debounce_max_wait_ms * interval '1 millisecond',
+           r.trace_context, r.fairness_key
     FROM req r JOIN handlers h ON h.name = r.handler
     WHERE r.debounce_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM missing)
     ORDER BY r.debounce_key, r.ord DESC
@@ -563,7 +576,7 @@ debounced AS (
     RETURNING j.id, j.debounce_key
 ),
 notified AS (
-    SELECT count(pg_notify('gendurable_jobs', q.queue || $22::text)) AS n
+    SELECT count(pg_notify('gendurable_jobs', q.queue || $23::text)) AS n
     FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
 )
 SELECT 'existing'::text AS origin, -1::int AS ord, NULL::text AS idempotency_key, j.id, j.key,
@@ -579,7 +592,7 @@ SELECT 'idempotent', -1, k.key, k.job_id, NULL, NULL, NULL, NULL, NULL, NULL, NU
 FROM (SELECT DISTINCT r.idempotency_key FROM req r WHERE r.idempotency_key IS NOT NULL) ri
 CROSS JOIN LATERAL (SELECT k.key, k.job_id FROM idempotency_keys k
                     WHERE k.key = ri.idempotency_key
-                      AND k.expires_at > coalesce($20::timestamptz, now())
+                      AND k.expires_at > coalesce($21::timestamptz, now())
                     OFFSET 0) k
 UNION ALL
 SELECT 'inserted', r.ord::int, r.idempotency_key, i.id, i.key, NULL, i.status, i.priority, i.eligible_at,
@@ -613,6 +626,7 @@ type JobInsertManyParams struct {
 	DebouncePeriodsMs   []int64
 	DebounceMaxWaitsMs  []int64
 	TraceContexts       []string
+	FairnessKeys        []string
 	AsOf                *time.Time
 	IdempotencyWindowMs int64
 	NotifyTag           string
@@ -713,6 +727,7 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 		arg.DebouncePeriodsMs,
 		arg.DebounceMaxWaitsMs,
 		arg.TraceContexts,
+		arg.FairnessKeys,
 		arg.AsOf,
 		arg.IdempotencyWindowMs,
 		arg.NotifyTag,
@@ -756,6 +771,7 @@ WITH req AS (
            nullif(r.run_at, '0001-01-01 00:00:00+00'::timestamptz) AS run_at, r.delay_ms,
            nullif(r.max_attempts, 0) AS max_attempts, nullif(r.concurrency_key, '') AS concurrency_key,
            nullif(r.parent_id, 0) AS parent_id, nullif(r.trace_context, '') AS trace_context,
+           coalesce(nullif(r.fairness_key, ''), CASE WHEN r.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none') THEN '' END) AS fairness_key,
            nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) AS id
     FROM (SELECT generate_series(0, cardinality($1::text[]) - 1) AS ord,
                  unnest($2::text[]) AS queue, unnest($1::text[]) AS handler,
@@ -764,7 +780,8 @@ WITH req AS (
                  unnest($7::int[]) AS max_attempts,
                  unnest($8::text[]) AS concurrency_key,
                  unnest($9::bigint[]) AS parent_id,
-                 unnest($10::text[]) AS trace_context) r
+                 unnest($10::text[]) AS trace_context,
+                 unnest($11::text[]) AS fairness_key) r
 ),
 batch_handlers AS (
     SELECT h.name, h.max_attempts, h.breaker_state, h.paused_at, h.breaker_next_probe_at
@@ -782,7 +799,7 @@ new_queues AS (
 ),
 inserted AS (
     INSERT INTO jobs (id, queue, handler, input, priority, eligible_at, concurrency_key, max_attempts, parent_id, lease_owner,
-                      trace_context)
+                      trace_context, fairness_key)
     OVERRIDING SYSTEM VALUE
     SELECT r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), coalesce(r.priority, 5),
            CASE WHEN h.breaker_state = 'closed' AND h.paused_at IS NULL
@@ -793,13 +810,13 @@ inserted AS (
                                    ELSE now() + interval '150 seconds' + random() * interval '150 seconds' END) END,
            r.concurrency_key, coalesce(r.max_attempts, h.max_attempts), r.parent_id,
            CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END,
-           r.trace_context
+           r.trace_context, r.fairness_key
     FROM req r JOIN batch_handlers h ON h.name = r.handler
     WHERE NOT EXISTS (SELECT 1 FROM missing)
     RETURNING id, queue, status, priority, eligible_at, input, max_attempts, rate_weight, created_at, lease_owner
 ),
 notified AS (
-    SELECT count(pg_notify('gendurable_jobs', q.queue || $11::text)) AS n
+    SELECT count(pg_notify('gendurable_jobs', q.queue || $12::text)) AS n
     FROM (SELECT DISTINCT queue FROM inserted WHERE eligible_at <= now()) q
 )
 SELECT i.id, i.status, i.priority, i.eligible_at, i.input, i.max_attempts, i.rate_weight,
@@ -818,6 +835,7 @@ type JobInsertPlainParams struct {
 	ConcurrencyKeys []string
 	ParentIds       []int64
 	TraceContexts   []string
+	FairnessKeys    []string
 	NotifyTag       string
 }
 
@@ -864,6 +882,7 @@ func (q *Queries) JobInsertPlain(ctx context.Context, arg JobInsertPlainParams) 
 		arg.ConcurrencyKeys,
 		arg.ParentIds,
 		arg.TraceContexts,
+		arg.FairnessKeys,
 		arg.NotifyTag,
 	)
 	if err != nil {
@@ -897,10 +916,11 @@ func (q *Queries) JobInsertPlain(ctx context.Context, arg JobInsertPlainParams) 
 const JobInsertProblems = `-- name: JobInsertProblems :many
 WITH req AS (
     SELECT r.ord - 1 AS ord, r.handler, nullif(r.rate_limit, '') AS rate_limit, nullif(r.rate_weight, 0) AS rate_weight,
-           nullif(r.extra_rate_limits, '')::jsonb AS extra_rate_limits
+           nullif(r.extra_rate_limits, '')::jsonb AS extra_rate_limits, r.queue
     FROM ROWS FROM (unnest($1::text[]), unnest($2::text[]),
-                    unnest($3::int[]), unnest($4::text[])) WITH ORDINALITY
-         AS r(handler, rate_limit, rate_weight, extra_rate_limits, ord)
+                    unnest($3::int[]), unnest($4::text[]),
+                    unnest($5::text[])) WITH ORDINALITY
+         AS r(handler, rate_limit, rate_weight, extra_rate_limits, queue, ord)
 ),
 extra AS (
     SELECT r.ord, 'rate_limits/' || x.n AS field, x.e ->> 'name' AS name, (x.e ->> 'weight')::int AS weight
@@ -930,6 +950,13 @@ SELECT e.ord, e.field || '/weight', 'weight ' || e.weight || ' can never fit: ra
 FROM extra e
 JOIN rate_limits l ON l.name = e.name
 WHERE l.burst < e.weight
+UNION ALL
+SELECT r.ord, CASE WHEN r.rate_limit IS NOT NULL THEN 'rate_limit' ELSE 'rate_limits' END,
+       'queue "' || r.queue || '" is fair (fairness round_robin): its claims apply no rate limit; '
+       || 'cap the fairness key instead (PUT /v1/queues/' || r.queue || '/fairness-keys/{key})'
+FROM req r
+WHERE (r.rate_limit IS NOT NULL OR r.extra_rate_limits IS NOT NULL)
+  AND r.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none')
 ORDER BY 1, 2
 `
 
@@ -938,6 +965,7 @@ type JobInsertProblemsParams struct {
 	RateLimits      []string
 	RateWeights     []int
 	ExtraRateLimits []string
+	Queues          []string
 }
 
 type JobInsertProblemsRow struct {
@@ -956,6 +984,7 @@ func (q *Queries) JobInsertProblems(ctx context.Context, arg JobInsertProblemsPa
 		arg.RateLimits,
 		arg.RateWeights,
 		arg.ExtraRateLimits,
+		arg.Queues,
 	)
 	if err != nil {
 		return nil, err
@@ -976,7 +1005,7 @@ func (q *Queries) JobInsertProblems(ctx context.Context, arg JobInsertProblemsPa
 }
 
 const JobList = `-- name: JobList :many
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of, j.fairness_key
 FROM jobs j
 WHERE ($1::text IS NULL OR j.queue = $1)
   -- The id bounds are written to be index conditions under a generic plan too (an
@@ -1085,6 +1114,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 			&i.DebounceDeadline,
 			&i.TraceContext,
 			&i.RerunOf,
+			&i.FairnessKey,
 		); err != nil {
 			return nil, err
 		}

@@ -22,6 +22,15 @@ type ApiKey struct {
 	RevokedAt  *time.Time
 }
 
+type FairnessKey struct {
+	Queue       string
+	Key         string
+	Weight      int
+	MaxInFlight *int
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
 type Gate struct {
 	Key       string
 	Limit     int
@@ -114,6 +123,7 @@ type Job struct {
 	DebounceDeadline *time.Time
 	TraceContext     *string
 	RerunOf          *int64
+	FairnessKey      *string
 }
 
 type Queue struct {
@@ -125,6 +135,9 @@ type Queue struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	StepBodies  string
+	Fairness    string
+	FairCursor  *string
+	FairCredit  int
 }
 
 type RateBucket struct {

@@ -12,6 +12,254 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const FairnessKeyDelete = `-- name: FairnessKeyDelete :one
+DELETE FROM fairness_keys WHERE queue = $1::text AND key = $2::text RETURNING key
+`
+
+type FairnessKeyDeleteParams struct {
+	Queue string
+	Key   string
+}
+
+func (q *Queries) FairnessKeyDelete(ctx context.Context, arg FairnessKeyDeleteParams) (string, error) {
+	row := q.db.QueryRow(ctx, FairnessKeyDelete, arg.Queue, arg.Key)
+	var key string
+	err := row.Scan(&key)
+	return key, err
+}
+
+const FairnessKeyList = `-- name: FairnessKeyList :many
+WITH RECURSIVE live(key) AS (
+    (SELECT j.fairness_key FROM jobs j
+     WHERE j.queue = $1::text AND j.status = 'runnable' AND j.fairness_key IS NOT NULL
+       AND $2::text IS NULL AND j.fairness_key >= $3::text
+     ORDER BY j.fairness_key LIMIT 1)
+    UNION ALL
+    (SELECT j.fairness_key FROM jobs j
+     WHERE j.queue = $1::text AND j.status = 'runnable' AND j.fairness_key IS NOT NULL
+       AND j.fairness_key > $2::text
+     ORDER BY j.fairness_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.fairness_key FROM jobs j
+            WHERE j.queue = $1::text AND j.status = 'runnable' AND j.fairness_key IS NOT NULL
+              AND j.fairness_key > w.key
+            ORDER BY j.fairness_key LIMIT 1)
+    FROM live w
+    WHERE w.key IS NOT NULL AND starts_with(w.key, $3::text)
+),
+executing(key) AS (
+    (SELECT j.fairness_key FROM jobs j
+     WHERE j.queue = $1::text AND j.status = 'executing' AND j.fairness_key IS NOT NULL
+       AND $2::text IS NULL AND j.fairness_key >= $3::text
+     ORDER BY j.fairness_key LIMIT 1)
+    UNION ALL
+    (SELECT j.fairness_key FROM jobs j
+     WHERE j.queue = $1::text AND j.status = 'executing' AND j.fairness_key IS NOT NULL
+       AND j.fairness_key > $2::text
+     ORDER BY j.fairness_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.fairness_key FROM jobs j
+            WHERE j.queue = $1::text AND j.status = 'executing' AND j.fairness_key IS NOT NULL
+              AND j.fairness_key > w.key
+            ORDER BY j.fairness_key LIMIT 1)
+    FROM executing w
+    WHERE w.key IS NOT NULL AND starts_with(w.key, $3::text)
+),
+page AS (
+    SELECT DISTINCT k.key FROM (
+        (SELECT l.key FROM live l WHERE l.key IS NOT NULL LIMIT $4::int + 1)
+        UNION ALL
+        (SELECT e.key FROM executing e WHERE e.key IS NOT NULL LIMIT $4::int + 1)
+        UNION ALL
+        (SELECT f.key FROM fairness_keys f
+         WHERE f.queue = $1::text
+           AND CASE WHEN $2::text IS NULL THEN f.key >= $3::text ELSE f.key > $2::text END
+         ORDER BY f.key LIMIT $4::int + 1)
+    ) k
+    WHERE starts_with(k.key, $3::text)
+    ORDER BY k.key
+    LIMIT $4::int + 1
+)
+SELECT p.key::text AS key, coalesce(f.weight, 1)::int AS weight, f.max_in_flight, f.updated_at,
+       (f.key IS NOT NULL)::bool AS declared,
+       (SELECT count(*) FROM jobs j WHERE j.queue = $1::text AND j.status = 'runnable' AND j.fairness_key = p.key)::bigint AS runnable,
+       (SELECT count(*) FROM jobs j WHERE j.queue = $1::text AND j.status = 'executing' AND j.fairness_key = p.key)::bigint AS in_flight
+FROM page p
+LEFT JOIN fairness_keys f ON f.queue = $1::text AND f.key = p.key
+ORDER BY p.key
+`
+
+type FairnessKeyListParams struct {
+	Queue    string
+	After    *string
+	Prefix   string
+	PageSize int
+}
+
+type FairnessKeyListRow struct {
+	Key         string
+	Weight      int
+	MaxInFlight *int
+	UpdatedAt   *time.Time
+	Declared    bool
+	Runnable    int64
+	InFlight    int64
+}
+
+// A page of a queue's fairness keys in key order: after `after` (NULL: from the first),
+// those starting with prefix (” for all). The keys with live work are found as the fair
+// claim finds them, one descent of jobs_fair_pick (runnable) or jobs_fair_executing per
+// key, and the keys with settings from fairness_keys; each comes with its runnable and
+// executing counts (its index entries). Cost: O(page + the page's keys' live jobs).
+func (q *Queries) FairnessKeyList(ctx context.Context, arg FairnessKeyListParams) ([]FairnessKeyListRow, error) {
+	rows, err := q.db.Query(ctx, FairnessKeyList,
+		arg.Queue,
+		arg.After,
+		arg.Prefix,
+		arg.PageSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []FairnessKeyListRow
+	for rows.Next() {
+		var i FairnessKeyListRow
+		if err := rows.Scan(
+			&i.Key,
+			&i.Weight,
+			&i.MaxInFlight,
+			&i.UpdatedAt,
+			&i.Declared,
+			&i.Runnable,
+			&i.InFlight,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const FairnessKeyTop = `-- name: FairnessKeyTop :many
+SELECT r.key::text AS key, coalesce(f.weight, 1)::int AS weight, f.max_in_flight, f.updated_at,
+       (f.key IS NOT NULL)::bool AS declared, r.runnable::bigint AS runnable,
+       (SELECT count(*) FROM jobs j WHERE j.queue = $1::text AND j.status = 'executing' AND j.fairness_key = r.key)::bigint AS in_flight
+FROM (SELECT j.fairness_key AS key, count(*) AS runnable FROM jobs j
+      WHERE j.queue = $1::text AND j.status = 'runnable' AND j.fairness_key IS NOT NULL
+        AND starts_with(j.fairness_key, $2::text)
+      GROUP BY j.fairness_key
+      ORDER BY count(*) DESC, j.fairness_key
+      LIMIT $3::int) r
+LEFT JOIN fairness_keys f ON f.queue = $1::text AND f.key = r.key
+ORDER BY r.runnable DESC, r.key
+`
+
+type FairnessKeyTopParams struct {
+	Queue    string
+	Prefix   string
+	PageSize int
+}
+
+type FairnessKeyTopRow struct {
+	Key         string
+	Weight      int
+	MaxInFlight *int
+	UpdatedAt   *time.Time
+	Declared    bool
+	Runnable    int64
+	InFlight    int64
+}
+
+// A fair queue's keys with the most runnable jobs, with their executing counts: it counts
+// every runnable keyed job of the queue (an index-only scan of jobs_fair_pick), for the
+// dashboard's "top keys". prefix ”: every key.
+func (q *Queries) FairnessKeyTop(ctx context.Context, arg FairnessKeyTopParams) ([]FairnessKeyTopRow, error) {
+	rows, err := q.db.Query(ctx, FairnessKeyTop, arg.Queue, arg.Prefix, arg.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []FairnessKeyTopRow
+	for rows.Next() {
+		var i FairnessKeyTopRow
+		if err := rows.Scan(
+			&i.Key,
+			&i.Weight,
+			&i.MaxInFlight,
+			&i.UpdatedAt,
+			&i.Declared,
+			&i.Runnable,
+			&i.InFlight,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const FairnessKeyUpsert = `-- name: FairnessKeyUpsert :one
+INSERT INTO fairness_keys AS k (queue, key, weight, max_in_flight)
+VALUES ($1::text, $2::text, coalesce($3::int, 1), $4::int)
+ON CONFLICT (queue, key) DO UPDATE
+SET weight = excluded.weight, max_in_flight = excluded.max_in_flight, updated_at = now()
+RETURNING k.queue, k.key, k.weight, k.max_in_flight, k.created_at, k.updated_at
+`
+
+type FairnessKeyUpsertParams struct {
+	Queue       string
+	Key         string
+	Weight      *int
+	MaxInFlight *int
+}
+
+// Sets a fairness key's settings in a queue, all of them (a PUT): weight (NULL: 1) and
+// cap (NULL: none).
+func (q *Queries) FairnessKeyUpsert(ctx context.Context, arg FairnessKeyUpsertParams) (FairnessKey, error) {
+	row := q.db.QueryRow(ctx, FairnessKeyUpsert,
+		arg.Queue,
+		arg.Key,
+		arg.Weight,
+		arg.MaxInFlight,
+	)
+	var i FairnessKey
+	err := row.Scan(
+		&i.Queue,
+		&i.Key,
+		&i.Weight,
+		&i.MaxInFlight,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const JobFairnessKeyBackfill = `-- name: JobFairnessKeyBackfill :execrows
+UPDATE jobs j SET fairness_key = ''
+WHERE j.queue = $1::text AND j.fairness_key IS NULL
+  AND j.status IN ('runnable', 'executing', 'awaiting')
+`
+
+// Gives the live jobs of queue without a fairness key the key ” once the queue is fair
+// (pg.QueueUpsert, after the setting committed: an insert that began before it read
+// the queue as unfair): every live job of a fair queue has a key, as the fair claim
+// reads jobs_fair_pick only. Reads the queue's live jobs once (jobs_pick for the
+// runnable ones).
+func (q *Queries) JobFairnessKeyBackfill(ctx context.Context, queue string) (int64, error) {
+	result, err := q.db.Exec(ctx, JobFairnessKeyBackfill, queue)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const QueueCounts = `-- name: QueueCounts :many
 SELECT j.queue, j.status, count(*) AS n,
        CASE WHEN j.status = 'runnable' THEN min(j.eligible_at) END AS oldest_runnable
@@ -70,7 +318,7 @@ func (q *Queries) QueueEnsureMany(ctx context.Context, names []string) error {
 }
 
 const QueueList = `-- name: QueueList :many
-SELECT q.name, q.paused, q.max_in_flight, q.batch, q.retention, q.created_at, q.updated_at, q.step_bodies FROM queues q ORDER BY q.name
+SELECT q.name, q.paused, q.max_in_flight, q.batch, q.retention, q.created_at, q.updated_at, q.step_bodies, q.fairness, q.fair_cursor, q.fair_credit FROM queues q ORDER BY q.name
 `
 
 // Every queue's settings (the feeders reload these every second).
@@ -92,6 +340,9 @@ func (q *Queries) QueueList(ctx context.Context) ([]Queue, error) {
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.StepBodies,
+			&i.Fairness,
+			&i.FairCursor,
+			&i.FairCredit,
 		); err != nil {
 			return nil, err
 		}
@@ -105,22 +356,24 @@ func (q *Queries) QueueList(ctx context.Context) ([]Queue, error) {
 
 const QueueUpsert = `-- name: QueueUpsert :one
 WITH q AS (
-    INSERT INTO queues AS q (name, paused, max_in_flight, batch, retention, step_bodies)
+    INSERT INTO queues AS q (name, paused, max_in_flight, batch, retention, step_bodies, fairness)
     VALUES ($1::text, coalesce($2::bool, false), coalesce($3::int, 100), coalesce($4::int, 50), $5::bigint * interval '1 millisecond',
-            coalesce($6::text, 'failures'))
+            coalesce($6::text, 'failures'), coalesce($7::text, 'none'))
     ON CONFLICT (name) DO UPDATE
     SET paused = coalesce($2, q.paused),
         max_in_flight = coalesce($3, q.max_in_flight),
         batch = coalesce($4, q.batch),
         step_bodies = coalesce($6, q.step_bodies),
-        retention = CASE WHEN $7::bool THEN NULL ELSE coalesce($5 * interval '1 millisecond', q.retention) END,
+        fairness = coalesce($7, q.fairness),
+        retention = CASE WHEN $8::bool THEN NULL ELSE coalesce($5 * interval '1 millisecond', q.retention) END,
         updated_at = excluded.updated_at
-    RETURNING q.name, q.paused, q.max_in_flight, q.batch, q.retention, q.created_at, q.updated_at, q.step_bodies
+    RETURNING q.name, q.paused, q.max_in_flight, q.batch, q.retention, q.created_at, q.updated_at, q.step_bodies, q.fairness, q.fair_cursor, q.fair_credit
 ),
 notified AS (
     SELECT count(pg_notify('gendurable_jobs', '!settings')) FROM q
 )
-SELECT q.name, q.paused, q.max_in_flight, q.batch, q.retention, q.created_at, q.updated_at, q.step_bodies
+SELECT q.name, q.paused, q.max_in_flight, q.batch, q.retention, q.created_at, q.updated_at, q.step_bodies,
+       q.fairness, q.fair_cursor, q.fair_credit
 FROM q, notified
 `
 
@@ -131,6 +384,7 @@ type QueueUpsertParams struct {
 	Batch          *int
 	RetentionMs    *int64
 	StepBodies     *string
+	Fairness       *string
 	ClearRetention bool
 }
 
@@ -143,6 +397,9 @@ type QueueUpsertRow struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	StepBodies  string
+	Fairness    string
+	FairCursor  *string
+	FairCredit  int
 }
 
 // Creates or changes a queue's settings; NULL parameters keep the current value
@@ -157,6 +414,7 @@ func (q *Queries) QueueUpsert(ctx context.Context, arg QueueUpsertParams) (Queue
 		arg.Batch,
 		arg.RetentionMs,
 		arg.StepBodies,
+		arg.Fairness,
 		arg.ClearRetention,
 	)
 	var i QueueUpsertRow
@@ -169,6 +427,9 @@ func (q *Queries) QueueUpsert(ctx context.Context, arg QueueUpsertParams) (Queue
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.StepBodies,
+		&i.Fairness,
+		&i.FairCursor,
+		&i.FairCredit,
 	)
 	return i, err
 }

@@ -117,7 +117,9 @@ updated AS (
               -- row: 4 ms of a 12 ms statement for 256 `next` outcomes).
               CASE WHEN o.kind = 'spawn' THEN o.children END AS children,
               -- and the parent's trace context, which a child without one of its own continues
-              CASE WHEN o.kind = 'spawn' THEN j.trace_context END AS trace_context
+              CASE WHEN o.kind = 'spawn' THEN j.trace_context END AS trace_context,
+              -- and its fairness key, which a child without one of its own inherits
+              CASE WHEN o.kind = 'spawn' THEN j.fairness_key END AS fairness_key
 ),
 history AS (
     INSERT INTO steps (job_id, queue, handler, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
@@ -133,17 +135,20 @@ history AS (
 ),
 children AS (
     INSERT INTO jobs (queue, handler, input, key, priority, eligible_at, concurrency_key,
-                      rate_limit, rate_key, rate_weight, max_attempts, parent_id, trace_context)
+                      rate_limit, rate_key, rate_weight, max_attempts, parent_id, trace_context, fairness_key)
     SELECT coalesce(c.queue, u.queue), c.handler, coalesce(c.input, '{}'::jsonb), c.key,
            coalesce(c.priority, 5),
            coalesce(c.run_at, now() + coalesce(c.delay_ms, 0) * interval '1 millisecond'),
            c.concurrency_key, c.rate_limit, c.rate_key, coalesce(c.rate_weight, 1),
-           coalesce(c.max_attempts, h.max_attempts, 5), u.id, coalesce(c.trace_context, u.trace_context)
+           coalesce(c.max_attempts, h.max_attempts, 5), u.id, coalesce(c.trace_context, u.trace_context),
+           -- a fair queue's jobs all have a key ('' by default, as an insert gives them)
+           coalesce(c.fairness_key, u.fairness_key,
+                    CASE WHEN coalesce(c.queue, u.queue) IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none') THEN '' END)
     FROM updated u
     CROSS JOIN LATERAL jsonb_to_recordset(u.children) AS c(
         queue text, handler text, input jsonb, key text, priority smallint, run_at timestamptz,
         delay_ms bigint, concurrency_key text, rate_limit text, rate_key text, rate_weight int,
-        max_attempts int, trace_context text)
+        max_attempts int, trace_context text, fairness_key text)
     LEFT JOIN handlers h ON h.name = c.handler
     WHERE u.children IS NOT NULL AND u.status IN ('awaiting', 'runnable')
     RETURNING queue
@@ -303,7 +308,9 @@ updated AS (
               -- row: 4 ms of a 12 ms statement for 256 `next` outcomes).
               CASE WHEN o.kind = 'spawn' THEN o.children END AS children,
               -- and the parent's trace context, which a child without one of its own continues
-              CASE WHEN o.kind = 'spawn' THEN j.trace_context END AS trace_context
+              CASE WHEN o.kind = 'spawn' THEN j.trace_context END AS trace_context,
+              -- and its fairness key, which a child without one of its own inherits
+              CASE WHEN o.kind = 'spawn' THEN j.fairness_key END AS fairness_key
 ),
 history AS (
     INSERT INTO steps (job_id, queue, handler, step, attempt, outcome, http_status, started_at, finished_at, error, bodies)
@@ -330,17 +337,20 @@ credited AS (
 ),
 children AS (
     INSERT INTO jobs (queue, handler, input, key, priority, eligible_at, concurrency_key,
-                      rate_limit, rate_key, rate_weight, max_attempts, parent_id, trace_context)
+                      rate_limit, rate_key, rate_weight, max_attempts, parent_id, trace_context, fairness_key)
     SELECT coalesce(c.queue, u.queue), c.handler, coalesce(c.input, '{}'::jsonb), c.key,
            coalesce(c.priority, 5),
            coalesce(c.run_at, now() + coalesce(c.delay_ms, 0) * interval '1 millisecond'),
            c.concurrency_key, c.rate_limit, c.rate_key, coalesce(c.rate_weight, 1),
-           coalesce(c.max_attempts, h.max_attempts, 5), u.id, coalesce(c.trace_context, u.trace_context)
+           coalesce(c.max_attempts, h.max_attempts, 5), u.id, coalesce(c.trace_context, u.trace_context),
+           -- a fair queue's jobs all have a key ('' by default, as an insert gives them)
+           coalesce(c.fairness_key, u.fairness_key,
+                    CASE WHEN coalesce(c.queue, u.queue) IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none') THEN '' END)
     FROM updated u
     CROSS JOIN LATERAL jsonb_to_recordset(u.children) AS c(
         queue text, handler text, input jsonb, key text, priority smallint, run_at timestamptz,
         delay_ms bigint, concurrency_key text, rate_limit text, rate_key text, rate_weight int,
-        max_attempts int, trace_context text)
+        max_attempts int, trace_context text, fairness_key text)
     LEFT JOIN handlers h ON h.name = c.handler
     WHERE u.children IS NOT NULL AND u.status IN ('awaiting', 'runnable')
     RETURNING queue

@@ -36,6 +36,8 @@ WITH req AS (
            nullif(r.idempotency_key, '') AS idempotency_key, nullif(r.extra_rate_limits, '')::jsonb AS extra_rate_limits,
            nullif(r.debounce_key, '') AS debounce_key, r.debounce_period_ms, nullif(r.debounce_max_wait_ms, 0) AS debounce_max_wait_ms,
            nullif(r.trace_context, '') AS trace_context,
+           -- '' (the default key) in a fair queue, where every live job has a key
+           coalesce(nullif(r.fairness_key, ''), CASE WHEN r.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none') THEN '' END) AS fairness_key,
            nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) AS id
     FROM ROWS FROM (unnest(sqlc.arg(queues)::text[]), unnest(sqlc.arg(handlers)::text[]),
                     unnest(sqlc.arg(inputs)::text[]), unnest(sqlc.arg(keys)::text[]),
@@ -46,10 +48,10 @@ WITH req AS (
                     unnest(sqlc.arg(parent_ids)::bigint[]), unnest(sqlc.arg(idempotency_keys)::text[]),
                     unnest(sqlc.arg(extra_rate_limits)::text[]), unnest(sqlc.arg(debounce_keys)::text[]),
                     unnest(sqlc.arg(debounce_periods_ms)::bigint[]), unnest(sqlc.arg(debounce_max_waits_ms)::bigint[]),
-                    unnest(sqlc.arg(trace_contexts)::text[])) WITH ORDINALITY
+                    unnest(sqlc.arg(trace_contexts)::text[]), unnest(sqlc.arg(fairness_keys)::text[])) WITH ORDINALITY
          AS r(queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, rate_limit,
               rate_key, rate_weight, max_attempts, parent_id, idempotency_key, extra_rate_limits,
-              debounce_key, debounce_period_ms, debounce_max_wait_ms, trace_context, ord)
+              debounce_key, debounce_period_ms, debounce_max_wait_ms, trace_context, fairness_key, ord)
 ),
 missing AS (
     SELECT 1 FROM req r
@@ -59,6 +61,9 @@ missing AS (
        OR (r.extra_rate_limits IS NOT NULL AND EXISTS (
                SELECT 1 FROM jsonb_to_recordset(r.extra_rate_limits) AS x(name text, weight int)
                WHERE NOT EXISTS (SELECT 1 FROM rate_limits l WHERE l.name = x.name AND l.burst >= x.weight)))
+       -- a fair queue's claim applies no rate limit (docs/fairness.md)
+       OR ((r.rate_limit IS NOT NULL OR r.extra_rate_limits IS NOT NULL)
+           AND r.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none'))
     LIMIT 1
 ),
 new_queues AS (
@@ -104,7 +109,7 @@ to_insert AS (
            r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1) AS rate_weight, r.extra_rate_limits,
            coalesce(r.max_attempts, h.max_attempts) AS max_attempts, r.parent_id,
            CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END AS lease_owner,
-           r.trace_context
+           r.trace_context, r.fairness_key
     FROM req r JOIN handlers h ON h.name = r.handler
     WHERE NOT EXISTS (SELECT 1 FROM missing) AND r.debounce_key IS NULL
       AND (r.idempotency_key IS NULL OR r.id IN (SELECT c.job_id FROM claimed c))
@@ -114,10 +119,12 @@ to_insert AS (
 -- 5 000-job batch) and without the sort.
 inserted_plain AS (
     INSERT INTO jobs (id, queue, handler, input, key, priority, eligible_at, concurrency_key,
-                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, lease_owner, trace_context)
+                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, lease_owner, trace_context,
+                      fairness_key)
     OVERRIDING SYSTEM VALUE
     SELECT t.id, t.queue, t.handler, t.input, t.key, t.priority, t.eligible_at, t.concurrency_key,
-           t.rate_limit, t.rate_key, t.rate_weight, t.extra_rate_limits, t.max_attempts, t.parent_id, t.lease_owner, t.trace_context
+           t.rate_limit, t.rate_key, t.rate_weight, t.extra_rate_limits, t.max_attempts, t.parent_id, t.lease_owner, t.trace_context,
+           t.fairness_key
     FROM to_insert t
     WHERE t.key IS NULL
     RETURNING id, queue, key, status, priority, eligible_at, input, max_attempts, rate_weight, created_at, lease_owner
@@ -125,10 +132,12 @@ inserted_plain AS (
 -- Keyed items in request order, so that the first item of a key wins it.
 inserted_keyed AS (
     INSERT INTO jobs (id, queue, handler, input, key, priority, eligible_at, concurrency_key,
-                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, lease_owner, trace_context)
+                      rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, lease_owner, trace_context,
+                      fairness_key)
     OVERRIDING SYSTEM VALUE
     SELECT t.id, t.queue, t.handler, t.input, t.key, t.priority, t.eligible_at, t.concurrency_key,
-           t.rate_limit, t.rate_key, t.rate_weight, t.extra_rate_limits, t.max_attempts, t.parent_id, t.lease_owner, t.trace_context
+           t.rate_limit, t.rate_key, t.rate_weight, t.extra_rate_limits, t.max_attempts, t.parent_id, t.lease_owner, t.trace_context,
+           t.fairness_key
     FROM to_insert t
     WHERE t.key IS NOT NULL
     ORDER BY t.ord
@@ -150,14 +159,14 @@ inserted AS (
 debounced AS (
     INSERT INTO jobs AS j (id, queue, handler, input, priority, eligible_at, concurrency_key, rate_limit,
                            rate_key, rate_weight, extra_rate_limits, max_attempts, parent_id, debounce_key,
-                           debounce_deadline, trace_context)
+                           debounce_deadline, trace_context, fairness_key)
     OVERRIDING SYSTEM VALUE
     SELECT DISTINCT ON (r.debounce_key) r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), coalesce(r.priority, 5),
            coalesce(sqlc.narg(as_of)::timestamptz, now()) + r.debounce_period_ms * interval '1 millisecond',
            r.concurrency_key, r.rate_limit, r.rate_key, coalesce(r.rate_weight, 1), r.extra_rate_limits,
            coalesce(r.max_attempts, h.max_attempts), r.parent_id, r.debounce_key,
            coalesce(sqlc.narg(as_of)::timestamptz, now()) + r.debounce_max_wait_ms * interval '1 millisecond',
-           r.trace_context
+           r.trace_context, r.fairness_key
     FROM req r JOIN handlers h ON h.name = r.handler
     WHERE r.debounce_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM missing)
     ORDER BY r.debounce_key, r.ord DESC
@@ -229,6 +238,7 @@ WITH req AS (
            nullif(r.run_at, '0001-01-01 00:00:00+00'::timestamptz) AS run_at, r.delay_ms,
            nullif(r.max_attempts, 0) AS max_attempts, nullif(r.concurrency_key, '') AS concurrency_key,
            nullif(r.parent_id, 0) AS parent_id, nullif(r.trace_context, '') AS trace_context,
+           coalesce(nullif(r.fairness_key, ''), CASE WHEN r.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none') THEN '' END) AS fairness_key,
            nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) AS id
     FROM (SELECT generate_series(0, cardinality(sqlc.arg(handlers)::text[]) - 1) AS ord,
                  unnest(sqlc.arg(queues)::text[]) AS queue, unnest(sqlc.arg(handlers)::text[]) AS handler,
@@ -237,7 +247,8 @@ WITH req AS (
                  unnest(sqlc.arg(max_attempts)::int[]) AS max_attempts,
                  unnest(sqlc.arg(concurrency_keys)::text[]) AS concurrency_key,
                  unnest(sqlc.arg(parent_ids)::bigint[]) AS parent_id,
-                 unnest(sqlc.arg(trace_contexts)::text[]) AS trace_context) r
+                 unnest(sqlc.arg(trace_contexts)::text[]) AS trace_context,
+                 unnest(sqlc.arg(fairness_keys)::text[]) AS fairness_key) r
 ),
 batch_handlers AS (
     SELECT h.name, h.max_attempts, h.breaker_state, h.paused_at, h.breaker_next_probe_at
@@ -255,7 +266,7 @@ new_queues AS (
 ),
 inserted AS (
     INSERT INTO jobs (id, queue, handler, input, priority, eligible_at, concurrency_key, max_attempts, parent_id, lease_owner,
-                      trace_context)
+                      trace_context, fairness_key)
     OVERRIDING SYSTEM VALUE
     SELECT r.id, r.queue, r.handler, coalesce(r.input, '{}'::jsonb), coalesce(r.priority, 5),
            CASE WHEN h.breaker_state = 'closed' AND h.paused_at IS NULL
@@ -266,7 +277,7 @@ inserted AS (
                                    ELSE now() + interval '150 seconds' + random() * interval '150 seconds' END) END,
            r.concurrency_key, coalesce(r.max_attempts, h.max_attempts), r.parent_id,
            CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END,
-           r.trace_context
+           r.trace_context, r.fairness_key
     FROM req r JOIN batch_handlers h ON h.name = r.handler
     WHERE NOT EXISTS (SELECT 1 FROM missing)
     RETURNING id, queue, status, priority, eligible_at, input, max_attempts, rate_weight, created_at, lease_owner
@@ -292,10 +303,11 @@ SELECT j.* FROM jobs j WHERE j.id = ANY (sqlc.arg(ids)::bigint[]);
 -- (N counting the first as 0).
 WITH req AS (
     SELECT r.ord - 1 AS ord, r.handler, nullif(r.rate_limit, '') AS rate_limit, nullif(r.rate_weight, 0) AS rate_weight,
-           nullif(r.extra_rate_limits, '')::jsonb AS extra_rate_limits
+           nullif(r.extra_rate_limits, '')::jsonb AS extra_rate_limits, r.queue
     FROM ROWS FROM (unnest(sqlc.arg(handlers)::text[]), unnest(sqlc.arg(rate_limits)::text[]),
-                    unnest(sqlc.arg(rate_weights)::int[]), unnest(sqlc.arg(extra_rate_limits)::text[])) WITH ORDINALITY
-         AS r(handler, rate_limit, rate_weight, extra_rate_limits, ord)
+                    unnest(sqlc.arg(rate_weights)::int[]), unnest(sqlc.arg(extra_rate_limits)::text[]),
+                    unnest(sqlc.arg(queues)::text[])) WITH ORDINALITY
+         AS r(handler, rate_limit, rate_weight, extra_rate_limits, queue, ord)
 ),
 extra AS (
     SELECT r.ord, 'rate_limits/' || x.n AS field, x.e ->> 'name' AS name, (x.e ->> 'weight')::int AS weight
@@ -325,6 +337,13 @@ SELECT e.ord, e.field || '/weight', 'weight ' || e.weight || ' can never fit: ra
 FROM extra e
 JOIN rate_limits l ON l.name = e.name
 WHERE l.burst < e.weight
+UNION ALL
+SELECT r.ord, CASE WHEN r.rate_limit IS NOT NULL THEN 'rate_limit' ELSE 'rate_limits' END,
+       'queue "' || r.queue || '" is fair (fairness round_robin): its claims apply no rate limit; '
+       || 'cap the fairness key instead (PUT /v1/queues/' || r.queue || '/fairness-keys/{key})'
+FROM req r
+WHERE (r.rate_limit IS NOT NULL OR r.extra_rate_limits IS NOT NULL)
+  AND r.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none')
 ORDER BY 1, 2;
 
 -- name: JobGet :one

@@ -93,30 +93,48 @@ func (e BreakerState) Valid() bool {
 	}
 }
 
+// Defines values for FairnessSetting.
+const (
+	FairnessNone       FairnessSetting = "none"
+	FairnessRoundRobin FairnessSetting = "round_robin"
+)
+
+// Valid indicates whether the value is a known member of the FairnessSetting enum.
+func (e FairnessSetting) Valid() bool {
+	switch e {
+	case FairnessNone:
+		return true
+	case FairnessRoundRobin:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobStatus.
 const (
-	Awaiting  JobStatus = "awaiting"
-	Cancelled JobStatus = "cancelled"
-	Done      JobStatus = "done"
-	Executing JobStatus = "executing"
-	Failed    JobStatus = "failed"
-	Runnable  JobStatus = "runnable"
+	JobStatusAwaiting  JobStatus = "awaiting"
+	JobStatusCancelled JobStatus = "cancelled"
+	JobStatusDone      JobStatus = "done"
+	JobStatusExecuting JobStatus = "executing"
+	JobStatusFailed    JobStatus = "failed"
+	JobStatusRunnable  JobStatus = "runnable"
 )
 
 // Valid indicates whether the value is a known member of the JobStatus enum.
 func (e JobStatus) Valid() bool {
 	switch e {
-	case Awaiting:
+	case JobStatusAwaiting:
 		return true
-	case Cancelled:
+	case JobStatusCancelled:
 		return true
-	case Done:
+	case JobStatusDone:
 		return true
-	case Executing:
+	case JobStatusExecuting:
 		return true
-	case Failed:
+	case JobStatusFailed:
 		return true
-	case Runnable:
+	case JobStatusRunnable:
 		return true
 	default:
 		return false
@@ -210,6 +228,24 @@ func (e StepBodyFormat) Valid() bool {
 	case StepBodyJSON:
 		return true
 	case StepBodyText:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListFairnessKeysParamsOrder.
+const (
+	ListFairnessKeysParamsOrderKey      ListFairnessKeysParamsOrder = "key"
+	ListFairnessKeysParamsOrderRunnable ListFairnessKeysParamsOrder = "runnable"
+)
+
+// Valid indicates whether the value is a known member of the ListFairnessKeysParamsOrder enum.
+func (e ListFairnessKeysParamsOrder) Valid() bool {
+	switch e {
+	case ListFairnessKeysParamsOrderKey:
+		return true
+	case ListFairnessKeysParamsOrderRunnable:
 		return true
 	default:
 		return false
@@ -448,6 +484,51 @@ type Debounce struct {
 // Example: 30s
 type Duration = string
 
+// FairnessKey Whose work the job is (a tenant, a customer): in a queue whose `fairness` is
+// `round_robin`, the keys with runnable work take turns in every claim, each by its
+// weight, and each key may have a cap on its steps executing at once
+// (`PUT /v1/queues/{name}/fairness-keys/{key}`; docs/fairness.md). A job without one
+// counts for the key "" there. Ignored by the claims of other queues. A spawned child
+// inherits its parent's unless it sets its own.
+type FairnessKey = string
+
+// FairnessKeyList defines model for FairnessKeyList.
+type FairnessKeyList struct {
+	Keys []FairnessKeySettings `json:"keys"`
+
+	// NextAfter Pass as `after` for the next page (null - this was the last, or the list is sorted by `order=runnable`).
+	NextAfter *string `json:"next_after"`
+}
+
+// FairnessKeyPut defines model for FairnessKeyPut.
+type FairnessKeyPut struct {
+	// MaxInFlight At most this many of the key's steps executing at once, across every server (null or absent - no cap).
+	MaxInFlight *int `json:"max_in_flight,omitempty"`
+
+	// Weight The key's turns in each round of the queue's claims while other keys have work too (default 1).
+	Weight *int `json:"weight,omitempty"`
+}
+
+// FairnessKeySettings defines model for FairnessKeySettings.
+type FairnessKeySettings struct {
+	// Declared Whether the key has settings of its own (false - weight 1 and no cap).
+	Declared bool `json:"declared"`
+
+	// InFlight The key's steps executing now.
+	InFlight    int64  `json:"in_flight"`
+	Key         string `json:"key"`
+	MaxInFlight *int   `json:"max_in_flight"`
+	Queue       string `json:"queue"`
+
+	// Runnable The key's runnable jobs (due or delayed).
+	Runnable  int64      `json:"runnable"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	Weight    int        `json:"weight"`
+}
+
+// FairnessSetting How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a concurrency key or a rate limit (its keys' caps take their place), and is not offered on Citus yet (docs/fairness.md).
+type FairnessSetting string
+
 // FieldError defines model for FieldError.
 type FieldError struct {
 	// Field Path of the field, e.g. jobs/3/priority.
@@ -568,10 +649,13 @@ type Job struct {
 	EligibleAt *time.Time `json:"eligible_at"`
 
 	// Error Any JSON value, or null.
-	Error      NullableJSON `json:"error"`
-	FinishedAt *time.Time   `json:"finished_at"`
-	Handler    string       `json:"handler"`
-	Id         int64        `json:"id"`
+	Error NullableJSON `json:"error"`
+
+	// FairnessKey The job's fairness key (absent when none).
+	FairnessKey *string    `json:"fairness_key,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	Handler     string     `json:"handler"`
+	Id          int64      `json:"id"`
 
 	// Input Any JSON value, or null.
 	Input           NullableJSON `json:"input"`
@@ -653,10 +737,13 @@ type JobDetail struct {
 	EligibleAt *time.Time `json:"eligible_at"`
 
 	// Error Any JSON value, or null.
-	Error      NullableJSON `json:"error"`
-	FinishedAt *time.Time   `json:"finished_at"`
-	Handler    string       `json:"handler"`
-	Id         int64        `json:"id"`
+	Error NullableJSON `json:"error"`
+
+	// FairnessKey The job's fairness key (absent when none).
+	FairnessKey *string    `json:"fairness_key,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	Handler     string     `json:"handler"`
+	Id          int64      `json:"id"`
 
 	// Input Any JSON value, or null.
 	Input           NullableJSON `json:"input"`
@@ -728,6 +815,14 @@ type JobInsert struct {
 	// Example: 30s
 	Delay *Duration `json:"delay,omitempty"`
 
+	// FairnessKey Whose work the job is (a tenant, a customer): in a queue whose `fairness` is
+	// `round_robin`, the keys with runnable work take turns in every claim, each by its
+	// weight, and each key may have a cap on its steps executing at once
+	// (`PUT /v1/queues/{name}/fairness-keys/{key}`; docs/fairness.md). A job without one
+	// counts for the key "" there. Ignored by the claims of other queues. A spawned child
+	// inherits its parent's unless it sets its own.
+	FairnessKey *FairnessKey `json:"fairness_key,omitempty"`
+
 	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Handler Name `json:"handler"`
 
@@ -778,10 +873,13 @@ type JobInserted struct {
 	EligibleAt *time.Time `json:"eligible_at"`
 
 	// Error Any JSON value, or null.
-	Error      NullableJSON `json:"error"`
-	FinishedAt *time.Time   `json:"finished_at"`
-	Handler    string       `json:"handler"`
-	Id         int64        `json:"id"`
+	Error NullableJSON `json:"error"`
+
+	// FairnessKey The job's fairness key (absent when none).
+	FairnessKey *string    `json:"fairness_key,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	Handler     string     `json:"handler"`
+	Id          int64      `json:"id"`
 
 	// Input Any JSON value, or null.
 	Input           NullableJSON `json:"input"`
@@ -914,13 +1012,16 @@ type Problem struct {
 
 // Queue defines model for Queue.
 type Queue struct {
-	Batch            int         `json:"batch"`
-	Counts           QueueCounts `json:"counts"`
-	CreatedAt        time.Time   `json:"created_at"`
-	MaxInFlight      int         `json:"max_in_flight"`
-	Name             string      `json:"name"`
-	OldestRunnableAt *time.Time  `json:"oldest_runnable_at"`
-	Paused           bool        `json:"paused"`
+	Batch     int         `json:"batch"`
+	Counts    QueueCounts `json:"counts"`
+	CreatedAt time.Time   `json:"created_at"`
+
+	// Fairness How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a concurrency key or a rate limit (its keys' caps take their place), and is not offered on Citus yet (docs/fairness.md).
+	Fairness         FairnessSetting `json:"fairness"`
+	MaxInFlight      int             `json:"max_in_flight"`
+	Name             string          `json:"name"`
+	OldestRunnableAt *time.Time      `json:"oldest_runnable_at"`
+	Paused           bool            `json:"paused"`
 
 	// Retention The queue's retention of finished jobs (null = server default).
 	Retention *string `json:"retention,omitempty"`
@@ -949,6 +1050,9 @@ type QueueList struct {
 type QueuePut struct {
 	// Batch Rows one pick claims at most.
 	Batch *int `json:"batch,omitempty"`
+
+	// Fairness How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a concurrency key or a rate limit (its keys' caps take their place), and is not offered on Citus yet (docs/fairness.md).
+	Fairness *FairnessSetting `json:"fairness,omitempty"`
 
 	// MaxInFlight Steps one server process runs at once.
 	MaxInFlight *int  `json:"max_in_flight,omitempty"`
@@ -1132,6 +1236,14 @@ type SpawnChild struct {
 	//
 	// Example: 30s
 	Delay *Duration `json:"delay,omitempty"`
+
+	// FairnessKey Whose work the job is (a tenant, a customer): in a queue whose `fairness` is
+	// `round_robin`, the keys with runnable work take turns in every claim, each by its
+	// weight, and each key may have a cap on its steps executing at once
+	// (`PUT /v1/queues/{name}/fairness-keys/{key}`; docs/fairness.md). A job without one
+	// counts for the key "" there. Ignored by the claims of other queues. A spawned child
+	// inherits its parent's unless it sets its own.
+	FairnessKey *FairnessKey `json:"fairness_key,omitempty"`
 
 	// Handler Letters, digits, '_', '.', ':', '-'; 1-128 characters.
 	Handler Name `json:"handler"`
@@ -1433,6 +1545,20 @@ type PutQueueParams struct {
 	Prefer *Prefer `json:"Prefer,omitempty"`
 }
 
+// ListFairnessKeysParams defines parameters for ListFairnessKeys.
+type ListFairnessKeysParams struct {
+	// After The last key of the previous page.
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Prefix Only keys that start with this.
+	Prefix *string                      `form:"prefix,omitempty" json:"prefix,omitempty"`
+	Order  *ListFairnessKeysParamsOrder `form:"order,omitempty" json:"order,omitempty"`
+	Limit  *int                         `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListFairnessKeysParamsOrder defines parameters for ListFairnessKeys.
+type ListFairnessKeysParamsOrder string
+
 // GetQueueThroughputParams defines parameters for GetQueueThroughput.
 type GetQueueThroughputParams struct {
 	Minutes *int `form:"minutes,omitempty" json:"minutes,omitempty"`
@@ -1539,6 +1665,9 @@ type SendSignalJSONRequestBody = SignalSend
 
 // PutQueueJSONRequestBody defines body for PutQueue for application/json ContentType.
 type PutQueueJSONRequestBody = QueuePut
+
+// PutFairnessKeyJSONRequestBody defines body for PutFairnessKey for application/json ContentType.
+type PutFairnessKeyJSONRequestBody = FairnessKeyPut
 
 // PutRateLimitJSONRequestBody defines body for PutRateLimit for application/json ContentType.
 type PutRateLimitJSONRequestBody = RateLimitPut
@@ -2043,6 +2172,41 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/queues/{name} (the `PutQueue` operationId).
 	PutQueue(ctx context.Context, name Name, params *PutQueueParams, body PutQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListFairnessKeys The queue's fairness keys with work or settings, with their runnable and executing counts.
+	//
+	// Every key that has live work in the queue or settings of its own. By default in key
+	// order, a page after `after`; with `order=runnable`, the keys with the most runnable
+	// jobs first (one page: it counts every runnable keyed job of the queue).
+	//
+	// Corresponds with GET /v1/queues/{name}/fairness-keys (the `ListFairnessKeys` operationId).
+	ListFairnessKeys(ctx context.Context, name Name, params *ListFairnessKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteFairnessKey Drop a key's settings (weight 1, no cap again).
+	//
+	// Corresponds with DELETE /v1/queues/{name}/fairness-keys/{key} (the `DeleteFairnessKey` operationId).
+	DeleteFairnessKey(ctx context.Context, name Name, key string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetFairnessKey One fairness key of a queue, with its settings and counts.
+	//
+	// Answers any key (weight 1 and no cap when it has no settings); 404 only for an unknown queue.
+	//
+	// Corresponds with GET /v1/queues/{name}/fairness-keys/{key} (the `GetFairnessKey` operationId).
+	GetFairnessKey(ctx context.Context, name Name, key string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutFairnessKeyWithBody Set a fairness key's weight and cap in a queue.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/queues/{name}/fairness-keys/{key} (the `PutFairnessKey` operationId).
+	PutFairnessKeyWithBody(ctx context.Context, name Name, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutFairnessKey Set a fairness key's weight and cap in a queue.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/queues/{name}/fairness-keys/{key} (the `PutFairnessKey` operationId).
+	PutFairnessKey(ctx context.Context, name Name, key string, body PutFairnessKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetQueueThroughput Steps finished per minute on the queue (getStepStats has latency and any bucket).
 	//
@@ -3069,6 +3233,91 @@ func (c *APIClient) PutQueueWithBody(ctx context.Context, name Name, params *Put
 // Corresponds with PUT /v1/queues/{name} (the `PutQueue` operationId).
 func (c *APIClient) PutQueue(ctx context.Context, name Name, params *PutQueueParams, body PutQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutQueueRequest(c.Server, name, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListFairnessKeys The queue's fairness keys with work or settings, with their runnable and executing counts.
+//
+// Every key that has live work in the queue or settings of its own. By default in key
+// order, a page after `after`; with `order=runnable`, the keys with the most runnable
+// jobs first (one page: it counts every runnable keyed job of the queue).
+//
+// Corresponds with GET /v1/queues/{name}/fairness-keys (the `ListFairnessKeys` operationId).
+func (c *APIClient) ListFairnessKeys(ctx context.Context, name Name, params *ListFairnessKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListFairnessKeysRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteFairnessKey Drop a key's settings (weight 1, no cap again).
+//
+// Corresponds with DELETE /v1/queues/{name}/fairness-keys/{key} (the `DeleteFairnessKey` operationId).
+func (c *APIClient) DeleteFairnessKey(ctx context.Context, name Name, key string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteFairnessKeyRequest(c.Server, name, key)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetFairnessKey One fairness key of a queue, with its settings and counts.
+//
+// Answers any key (weight 1 and no cap when it has no settings); 404 only for an unknown queue.
+//
+// Corresponds with GET /v1/queues/{name}/fairness-keys/{key} (the `GetFairnessKey` operationId).
+func (c *APIClient) GetFairnessKey(ctx context.Context, name Name, key string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetFairnessKeyRequest(c.Server, name, key)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutFairnessKeyWithBody Set a fairness key's weight and cap in a queue.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/queues/{name}/fairness-keys/{key} (the `PutFairnessKey` operationId).
+func (c *APIClient) PutFairnessKeyWithBody(ctx context.Context, name Name, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutFairnessKeyRequestWithBody(c.Server, name, key, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutFairnessKey Set a fairness key's weight and cap in a queue.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/queues/{name}/fairness-keys/{key} (the `PutFairnessKey` operationId).
+func (c *APIClient) PutFairnessKey(ctx context.Context, name Name, key string, body PutFairnessKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutFairnessKeyRequest(c.Server, name, key, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4984,6 +5233,239 @@ func NewPutQueueRequestWithBody(server string, name Name, params *PutQueueParams
 	return req, nil
 }
 
+// NewListFairnessKeysRequest constructs an http.Request for the ListFairnessKeys method
+func NewListFairnessKeysRequest(server string, name Name, params *ListFairnessKeysParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/queues/%s/fairness-keys", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Prefix != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "prefix", *params.Prefix, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Order != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "order", *params.Order, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteFairnessKeyRequest constructs an http.Request for the DeleteFairnessKey method
+func NewDeleteFairnessKeyRequest(server string, name Name, key string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "key", key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/queues/%s/fairness-keys/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetFairnessKeyRequest constructs an http.Request for the GetFairnessKey method
+func NewGetFairnessKeyRequest(server string, name Name, key string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "key", key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/queues/%s/fairness-keys/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutFairnessKeyRequest calls the generic PutFairnessKey builder with application/json body
+func NewPutFairnessKeyRequest(server string, name Name, key string, body PutFairnessKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutFairnessKeyRequestWithBody(server, name, key, "application/json", bodyReader)
+}
+
+// NewPutFairnessKeyRequestWithBody constructs an http.Request for the PutFairnessKey method, with any body, and a specified content type
+func NewPutFairnessKeyRequestWithBody(server string, name Name, key string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "key", key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/queues/%s/fairness-keys/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetQueueThroughputRequest constructs an http.Request for the GetQueueThroughput method
 func NewGetQueueThroughputRequest(server string, name Name, params *GetQueueThroughputParams) (*http.Request, error) {
 	var err error
@@ -6077,6 +6559,47 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/queues/{name} (the `PutQueue` operationId).
 	PutQueueWithResponse(ctx context.Context, name Name, params *PutQueueParams, body PutQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*PutQueueResponse, error)
+
+	// ListFairnessKeysWithResponse The queue's fairness keys with work or settings, with their runnable and executing counts.
+	//
+	// Every key that has live work in the queue or settings of its own. By default in key
+	// order, a page after `after`; with `order=runnable`, the keys with the most runnable
+	// jobs first (one page: it counts every runnable keyed job of the queue).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/queues/{name}/fairness-keys (the `ListFairnessKeys` operationId).
+	ListFairnessKeysWithResponse(ctx context.Context, name Name, params *ListFairnessKeysParams, reqEditors ...RequestEditorFn) (*ListFairnessKeysResponse, error)
+
+	// DeleteFairnessKeyWithResponse Drop a key's settings (weight 1, no cap again).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/queues/{name}/fairness-keys/{key} (the `DeleteFairnessKey` operationId).
+	DeleteFairnessKeyWithResponse(ctx context.Context, name Name, key string, reqEditors ...RequestEditorFn) (*DeleteFairnessKeyResponse, error)
+
+	// GetFairnessKeyWithResponse One fairness key of a queue, with its settings and counts.
+	//
+	// Answers any key (weight 1 and no cap when it has no settings); 404 only for an unknown queue.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/queues/{name}/fairness-keys/{key} (the `GetFairnessKey` operationId).
+	GetFairnessKeyWithResponse(ctx context.Context, name Name, key string, reqEditors ...RequestEditorFn) (*GetFairnessKeyResponse, error)
+
+	// PutFairnessKeyWithBodyWithResponse Set a fairness key's weight and cap in a queue.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/queues/{name}/fairness-keys/{key} (the `PutFairnessKey` operationId).
+	PutFairnessKeyWithBodyWithResponse(ctx context.Context, name Name, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutFairnessKeyResponse, error)
+
+	// PutFairnessKeyWithResponse Set a fairness key's weight and cap in a queue.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/queues/{name}/fairness-keys/{key} (the `PutFairnessKey` operationId).
+	PutFairnessKeyWithResponse(ctx context.Context, name Name, key string, body PutFairnessKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*PutFairnessKeyResponse, error)
 
 	// GetQueueThroughputWithResponse Steps finished per minute on the queue (getStepStats has latency and any bucket).
 	//
@@ -7642,6 +8165,170 @@ func (r PutQueueResponse) ContentType() string {
 	return ""
 }
 
+type ListFairnessKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FairnessKeyList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r ListFairnessKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListFairnessKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListFairnessKeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteFairnessKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteFairnessKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteFairnessKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteFairnessKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetFairnessKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FairnessKeySettings
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r GetFairnessKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetFairnessKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetFairnessKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutFairnessKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FairnessKeySettings
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// Status returns HTTPResponse.Status
+func (r PutFairnessKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutFairnessKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutFairnessKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetQueueThroughputResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8873,6 +9560,77 @@ func (c *ClientWithResponses) PutQueueWithResponse(ctx context.Context, name Nam
 		return nil, err
 	}
 	return ParsePutQueueResponse(rsp)
+}
+
+// ListFairnessKeysWithResponse The queue's fairness keys with work or settings, with their runnable and executing counts.
+//
+// Every key that has live work in the queue or settings of its own. By default in key
+// order, a page after `after`; with `order=runnable`, the keys with the most runnable
+// jobs first (one page: it counts every runnable keyed job of the queue).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/queues/{name}/fairness-keys (the `ListFairnessKeys` operationId).
+func (c *ClientWithResponses) ListFairnessKeysWithResponse(ctx context.Context, name Name, params *ListFairnessKeysParams, reqEditors ...RequestEditorFn) (*ListFairnessKeysResponse, error) {
+	rsp, err := c.ListFairnessKeys(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListFairnessKeysResponse(rsp)
+}
+
+// DeleteFairnessKeyWithResponse Drop a key's settings (weight 1, no cap again).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/queues/{name}/fairness-keys/{key} (the `DeleteFairnessKey` operationId).
+func (c *ClientWithResponses) DeleteFairnessKeyWithResponse(ctx context.Context, name Name, key string, reqEditors ...RequestEditorFn) (*DeleteFairnessKeyResponse, error) {
+	rsp, err := c.DeleteFairnessKey(ctx, name, key, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteFairnessKeyResponse(rsp)
+}
+
+// GetFairnessKeyWithResponse One fairness key of a queue, with its settings and counts.
+//
+// Answers any key (weight 1 and no cap when it has no settings); 404 only for an unknown queue.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/queues/{name}/fairness-keys/{key} (the `GetFairnessKey` operationId).
+func (c *ClientWithResponses) GetFairnessKeyWithResponse(ctx context.Context, name Name, key string, reqEditors ...RequestEditorFn) (*GetFairnessKeyResponse, error) {
+	rsp, err := c.GetFairnessKey(ctx, name, key, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetFairnessKeyResponse(rsp)
+}
+
+// PutFairnessKeyWithBodyWithResponse Set a fairness key's weight and cap in a queue.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/queues/{name}/fairness-keys/{key} (the `PutFairnessKey` operationId).
+func (c *ClientWithResponses) PutFairnessKeyWithBodyWithResponse(ctx context.Context, name Name, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutFairnessKeyResponse, error) {
+	rsp, err := c.PutFairnessKeyWithBody(ctx, name, key, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutFairnessKeyResponse(rsp)
+}
+
+// PutFairnessKeyWithResponse Set a fairness key's weight and cap in a queue.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/queues/{name}/fairness-keys/{key} (the `PutFairnessKey` operationId).
+func (c *ClientWithResponses) PutFairnessKeyWithResponse(ctx context.Context, name Name, key string, body PutFairnessKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*PutFairnessKeyResponse, error) {
+	rsp, err := c.PutFairnessKey(ctx, name, key, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutFairnessKeyResponse(rsp)
 }
 
 // GetQueueThroughputWithResponse Steps finished per minute on the queue (getStepStats has latency and any bucket).
@@ -11191,6 +11949,253 @@ func ParsePutQueueResponse(rsp *http.Response) (*PutQueueResponse, error) {
 			headers.PreferenceApplied = &value
 		}
 		response.Headers204 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListFairnessKeysResponse parses an HTTP response from a ListFairnessKeysWithResponse call
+func ParseListFairnessKeysResponse(rsp *http.Response) (*ListFairnessKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListFairnessKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FairnessKeyList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteFairnessKeyResponse parses an HTTP response from a DeleteFairnessKeyWithResponse call
+func ParseDeleteFairnessKeyResponse(rsp *http.Response) (*DeleteFairnessKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteFairnessKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetFairnessKeyResponse parses an HTTP response from a GetFairnessKeyWithResponse call
+func ParseGetFairnessKeyResponse(rsp *http.Response) (*GetFairnessKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetFairnessKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FairnessKeySettings
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutFairnessKeyResponse parses an HTTP response from a PutFairnessKeyWithResponse call
+func ParsePutFairnessKeyResponse(rsp *http.Response) (*PutFairnessKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutFairnessKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FairnessKeySettings
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
 	}
 
 	return response, nil
