@@ -518,6 +518,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/queues/{name}/fairness-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The queue's fairness keys with work or settings, with their runnable and executing counts.
+         * @description Every key that has live work in the queue or settings of its own. By default in key
+         *     order, a page after `after`; with `order=runnable`, the keys with the most runnable
+         *     jobs first (one page: it counts every runnable keyed job of the queue).
+         */
+        get: operations["listFairnessKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/queues/{name}/fairness-keys/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["Name"];
+                /** @description The fairness key ("" cannot be named in a path; it has weight 1 and no cap). */
+                key: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * One fairness key of a queue, with its settings and counts.
+         * @description Answers any key (weight 1 and no cap when it has no settings); 404 only for an unknown queue.
+         */
+        get: operations["getFairnessKey"];
+        /** Set a fairness key's weight and cap in a queue. */
+        put: operations["putFairnessKey"];
+        post?: never;
+        /** Drop a key's settings (weight 1, no cap again). */
+        delete: operations["deleteFairnessKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/gates": {
         parameters: {
             query?: never;
@@ -819,7 +869,17 @@ export interface components {
             /** @description As the Idempotency-Key header (for batch items); the header wins on POST /v1/jobs. */
             idempotency_key?: string;
             debounce?: components["schemas"]["Debounce"];
+            fairness_key?: components["schemas"]["FairnessKey"];
         };
+        /**
+         * @description Whose work the job is (a tenant, a customer): in a queue whose `fairness` is
+         *     `round_robin`, the keys with runnable work take turns in every claim, each by its
+         *     weight, and each key may have a cap on its steps executing at once
+         *     (`PUT /v1/queues/{name}/fairness-keys/{key}`; docs/fairness.md). A job without one
+         *     counts for the key "" there. Ignored by the claims of other queues. A spawned child
+         *     inherits its parent's unless it sets its own.
+         */
+        FairnessKey: string;
         /**
          * @description Inserts with the same debounce key collapse into one job while it is pending
          *     (runnable and never claimed): each gives it its input and pushes it back to
@@ -906,6 +966,8 @@ export interface components {
              * @description The job this one reran (POST /v1/jobs/{id}/rerun; absent when none).
              */
             rerun_of?: number;
+            /** @description The job's fairness key (absent when none). */
+            fairness_key?: string;
         };
         JobReplay: {
             /** @description The step to run again from (0 for the first), at most the step the job ended at. */
@@ -1162,6 +1224,7 @@ export interface components {
             delay?: components["schemas"]["Duration"];
             concurrency_key?: string;
             max_attempts?: number;
+            fairness_key?: components["schemas"]["FairnessKey"];
         };
         /** @description Finish the job with `result`; a parent is told. */
         AnswerDone: {
@@ -1321,7 +1384,14 @@ export interface components {
             /** @description How long this queue's finished jobs are kept; "0s" returns to the server's GENDURABLE_RETENTION. */
             retention?: components["schemas"]["Duration"];
             step_bodies?: components["schemas"]["StepBodiesSetting"];
+            fairness?: components["schemas"]["FairnessSetting"];
         };
+        /**
+         * @description How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a concurrency key or a rate limit (its keys' caps take their place), and is not offered on Citus yet (docs/fairness.md).
+         * @default none
+         * @enum {string}
+         */
+        FairnessSetting: "none" | "round_robin";
         /**
          * @description Which attempts keep their request and response bodies in the step history (capped at GENDURABLE_STEP_BODY_CAP each, gone with their history partition): failures keeps every attempt that did not end in next, await, spawn or done; all keeps every one; off keeps none.
          * @default failures
@@ -1348,6 +1418,7 @@ export interface components {
             max_in_flight: number;
             batch: number;
             step_bodies: components["schemas"]["StepBodiesSetting"];
+            fairness: components["schemas"]["FairnessSetting"];
             counts: components["schemas"]["QueueCounts"];
             /** @description The queue's retention of finished jobs (null = server default). */
             retention?: string | null;
@@ -1360,6 +1431,37 @@ export interface components {
         };
         QueueList: {
             queues: components["schemas"]["Queue"][];
+        };
+        FairnessKeyPut: {
+            /** @description The key's turns in each round of the queue's claims while other keys have work too (default 1). */
+            weight?: number;
+            /** @description At most this many of the key's steps executing at once, across every server (null or absent - no cap). */
+            max_in_flight?: number | null;
+        };
+        FairnessKeySettings: {
+            queue: string;
+            key: string;
+            weight: number;
+            max_in_flight: number | null;
+            /**
+             * Format: int64
+             * @description The key's runnable jobs (due or delayed).
+             */
+            runnable: number;
+            /**
+             * Format: int64
+             * @description The key's steps executing now.
+             */
+            in_flight: number;
+            /** @description Whether the key has settings of its own (false - weight 1 and no cap). */
+            declared: boolean;
+            /** Format: date-time */
+            updated_at?: string | null;
+        };
+        FairnessKeyList: {
+            keys: components["schemas"]["FairnessKeySettings"][];
+            /** @description Pass as `after` for the next page (null - this was the last, or the list is sorted by `order=runnable`). */
+            next_after: string | null;
         };
         GatePut: {
             limit: number;
@@ -2593,6 +2695,130 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    listFairnessKeys: {
+        parameters: {
+            query?: {
+                /** @description The last key of the previous page. */
+                after?: string;
+                /** @description Only keys that start with this. */
+                prefix?: string;
+                order?: "key" | "runnable";
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                name: components["parameters"]["Name"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FairnessKeyList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    getFairnessKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["Name"];
+                /** @description The fairness key ("" cannot be named in a path; it has weight 1 and no cap). */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FairnessKeySettings"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    putFairnessKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["Name"];
+                /** @description The fairness key ("" cannot be named in a path; it has weight 1 and no cap). */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FairnessKeyPut"];
+            };
+        };
+        responses: {
+            /** @description The key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FairnessKeySettings"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    deleteFairnessKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["Name"];
+                /** @description The fairness key ("" cannot be named in a path; it has weight 1 and no cap). */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             422: components["responses"]["Unprocessable"];
             default: components["responses"]["Problem"];
         };
