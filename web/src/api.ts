@@ -25,6 +25,8 @@ export type JobStatus = S['JobStatus'];
 export type Throughput = S['Throughput'];
 export type StepStats = S['StepStats'];
 export type Schedule = S['Schedule'];
+export type FairnessKey = S['FairnessKeySettings'];
+export type FairnessSetting = S['FairnessSetting'];
 
 const TOKEN_KEY = 'gendurable.token';
 

@@ -49,7 +49,7 @@ function App() {
   else if (named?.[1] === 'handlers') page = <Handler key={named[2]} name={decodeURIComponent(named[2])} />;
   else if (named?.[1] === 'schedules') page = <ScheduleDetail key={named[2]} name={decodeURIComponent(named[2])} />;
   else if (route.path === '/schedules') page = <Schedules />;
-  else if (route.path === '/queues') page = <Queues selected={route.query.queue} />;
+  else if (route.path === '/queues') page = <Queues selected={route.query.queue} fkey={route.query.fkey} forder={route.query.forder} />;
   else if (route.path === '/handlers') page = <Handlers />;
   else if (route.path === '/flow') page = <Flow />;
   else page = <Runs q={route.query} />;

@@ -75,11 +75,13 @@ class Child:
     delay: Duration = None
     concurrency_key: Optional[str] = None
     max_attempts: Optional[int] = None
+    fairness_key: Optional[str] = None  # the parent's unless set
 
     def to_json(self) -> dict[str, Any]:
         return _fields(handler=self.handler, input=self.input, queue=self.queue, key=self.key,
                        priority=self.priority, delay=go_duration(self.delay),
-                       concurrency_key=self.concurrency_key, max_attempts=self.max_attempts)
+                       concurrency_key=self.concurrency_key, max_attempts=self.max_attempts,
+                       fairness_key=self.fairness_key)
 
 
 @dataclass

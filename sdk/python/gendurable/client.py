@@ -81,7 +81,8 @@ class Client:
         """Inserts one job; options are the other fields of ``JobInsert`` (``queue``, ``key``,
         ``priority``, ``run_at``, ``delay``, ``concurrency_key``, ``rate_limit``,
         ``rate_limits`` (a list of ``{"name", "key", "weight"}``), ``debounce``
-        (``{"key", "period", "max_wait"}``), ``idempotency_key``, ``max_attempts``, …). A
+        (``{"key", "period", "max_wait"}``), ``idempotency_key``, ``max_attempts``,
+        ``fairness_key`` (whose work it is, for a queue with ``fairness="round_robin"``), …). A
         key a live job holds answers that job with ``deduplicated: True``; an insert
         collapsed into a pending debounced job answers it with ``debounced: True``."""
         return self.request("POST", "/v1/jobs", _without_none(handler=handler, input=input, **options))
@@ -196,10 +197,12 @@ class Client:
                             _without_none(secret=secret, overlap=answers.go_duration(overlap)))
 
     def put_queue(self, name: str, *, paused: Optional[bool] = None, max_in_flight: Optional[int] = None,
-                  batch: Optional[int] = None, retention: answers.Duration = None) -> dict:
-        """Creates a queue or changes its settings (pause and resume with ``paused``)."""
+                  batch: Optional[int] = None, retention: answers.Duration = None,
+                  fairness: Optional[str] = None) -> dict:
+        """Creates a queue or changes its settings (pause and resume with ``paused``; ``fairness``
+        ``"round_robin"`` gives the jobs' fairness keys turns by weight, ``"none"`` turns it off)."""
         body = _without_none(paused=paused, max_in_flight=max_in_flight, batch=batch,
-                             retention=answers.go_duration(retention))
+                             retention=answers.go_duration(retention), fairness=fairness)
         return self.request("PUT", f"/v1/queues/{_q(name)}", body)
 
     def get_queue(self, name: str) -> dict:

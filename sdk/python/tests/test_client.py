@@ -105,6 +105,15 @@ class CallsTest(unittest.TestCase):
         self.assertEqual(self.c.retry_job(victim)["status"], "runnable")
         self.assertEqual(self.c.list_jobs(queue=q, status="cancelled")["jobs"], [])
 
+    def test_a_fair_queue_keeps_each_jobs_fairness_key(self):
+        handler, q = self.parked("fair")
+        self.assertEqual(self.c.get_queue(q)["fairness"], "none")
+        self.assertEqual(self.c.put_queue(q, fairness="round_robin")["fairness"], "round_robin")
+        one = self.c.insert_job(handler, queue=q, fairness_key="acme")
+        many = self.c.insert_jobs([{"handler": handler, "queue": q, "fairness_key": "globex"}])
+        self.assertEqual(self.c.get_job(one["id"])["fairness_key"], "acme")
+        self.assertEqual(self.c.get_job(many[0]["id"])["fairness_key"], "globex")
+
     def test_signals_wait_in_the_inbox(self):
         handler, q = self.parked("inboxed")
         job = self.c.insert_job(handler, queue=q, key=support.unique("k"))

@@ -133,7 +133,7 @@ class StepsTest(unittest.TestCase):
 
         @self.steps.handler("h", step=3)
         def third(step):
-            return Spawn(children=[Child("email", input={"to": "x"}, delay="1s"), {"handler": "sms"}])
+            return Spawn(children=[Child("email", input={"to": "x"}, delay="1s", fairness_key="acme"), {"handler": "sms"}])
 
     def handle(self, body: bytes, headers=None):
         resp = self.steps.handle(headers if headers is not None else signed(body), body)
@@ -174,8 +174,8 @@ class StepsTest(unittest.TestCase):
     def test_a_step_route_wins_over_the_catch_all(self):
         status, answer = self.handle(step_body(step=3))
         self.assertEqual(status, 200)
-        self.assertEqual(answer, {"spawn": {"children": [{"handler": "email", "input": {"to": "x"}, "delay": "1s"},
-                                                        {"handler": "sms"}]}})
+        email = {"handler": "email", "input": {"to": "x"}, "delay": "1s", "fairness_key": "acme"}
+        self.assertEqual(answer, {"spawn": {"children": [email, {"handler": "sms"}]}})
         self.assertEqual(self.seen, [])
 
     def test_refusals(self):

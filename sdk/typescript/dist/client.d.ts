@@ -89,7 +89,7 @@ export declare class Client {
     deleteHandler(name: string): Promise<void>;
     /** rotateHandlerSecret replaces the signing secret; the old one keeps signing during `overlap`. */
     rotateHandlerSecret(name: string, rotation?: SecretRotation): Promise<HandlerConfig>;
-    /** putQueue creates a queue or changes its settings (pause, in-flight cap, batch, retention). */
+    /** putQueue creates a queue or changes its settings (pause, in-flight cap, batch, retention, fairness). */
     putQueue(name: string, settings: QueuePut): Promise<Queue>;
     getQueue(name: string): Promise<Queue>;
     listQueues(): Promise<Queue[]>;

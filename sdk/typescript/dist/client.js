@@ -136,7 +136,7 @@ export class Client {
         return this.request("POST", `/v1/handlers/${encodeURIComponent(name)}/rotate-secret`, rotation);
     }
     // Queues.
-    /** putQueue creates a queue or changes its settings (pause, in-flight cap, batch, retention). */
+    /** putQueue creates a queue or changes its settings (pause, in-flight cap, batch, retention, fairness). */
     putQueue(name, settings) {
         return this.request("PUT", `/v1/queues/${encodeURIComponent(name)}`, settings);
     }

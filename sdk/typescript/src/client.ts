@@ -192,7 +192,7 @@ export class Client {
 
   // Queues.
 
-  /** putQueue creates a queue or changes its settings (pause, in-flight cap, batch, retention). */
+  /** putQueue creates a queue or changes its settings (pause, in-flight cap, batch, retention, fairness). */
   putQueue(name: string, settings: QueuePut): Promise<Queue> {
     return this.request("PUT", `/v1/queues/${encodeURIComponent(name)}`, settings);
   }

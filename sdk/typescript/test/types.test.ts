@@ -19,6 +19,12 @@ const answers: Schemas["StepAnswer"][] = [
 // Defaults (priority, rate-limit key and weight, gate shards) do not make fields required.
 const insert: Schemas["JobInsert"] = { handler: "onboard", rate_limit: { name: "mail" } };
 const gate: Schemas["GatePut"] = { limit: 3 };
+// Fair share: a job's fairness key, a queue's fairness, a key's weight and cap.
+const fair: Schemas["JobInsert"] = { handler: "onboard", queue: "tenants", fairness_key: "acme" };
+const fairQueue: Schemas["QueuePut"] = { fairness: "round_robin" };
+const weighted: Schemas["FairnessKeyPut"] = { weight: 3, max_in_flight: null };
+// @ts-expect-error fairness is none or round_robin
+const unfair: Schemas["QueuePut"] = { fairness: "weighted" };
 
 // @ts-expect-error a misspelt field of done
 const misspelt: Schemas["AnswerDone"] = { reslt: 1 };
@@ -32,5 +38,8 @@ test("the generated types hold the values above", () => {
   assert.equal(answers.length, 6);
   assert.equal(insert.priority, undefined);
   assert.equal(gate.shards, undefined);
-  assert.ok(misspelt && childless && wake);
+  assert.ok(misspelt && childless && wake && unfair);
+  assert.equal(fair.fairness_key, "acme");
+  assert.equal(fairQueue.fairness, "round_robin");
+  assert.equal(weighted.weight, 3);
 });

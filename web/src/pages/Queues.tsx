@@ -1,8 +1,9 @@
 import { useState } from 'preact/hooks';
-import { api, must, type Queue, type StepBodiesSetting } from '../api';
+import { api, must, type FairnessSetting, type Queue, type StepBodiesSetting } from '../api';
 import { StepCharts } from '../charts';
 import { Empty, Notice, PollError, ago, useNotice, usePoll } from '../ui';
 import { navigate } from '../router';
+import { FairnessKeys, type KeyOrder } from './FairnessKeys';
 
 const COUNTS = ['runnable', 'executing', 'awaiting', 'done', 'failed', 'cancelled'] as const;
 
@@ -11,6 +12,12 @@ const BODIES: Record<StepBodiesSetting, string> = {
   failures: 'the request and response bodies of failed attempts',
   all: 'the request and response bodies of every attempt',
   off: 'no request or response bodies',
+};
+
+/** FAIRNESS says how each fairness setting shares a queue's claims. */
+const FAIRNESS: Record<FairnessSetting, string> = {
+  none: 'take runnable jobs by priority and age, whoever they are for',
+  round_robin: 'give the fairness keys with runnable work turns by their weights',
 };
 
 /**
@@ -24,10 +31,11 @@ function OldestRunnable({ at }: { at?: string | null }) {
 }
 
 /**
- * Queues shows each queue's counts, lag and throughput, and pauses or resumes it. The queue
+ * Queues shows each queue's counts, lag and throughput, pauses or resumes it and sets its
+ * fairness; under the selected one, a fair queue's keys (see FairnessKeys). The queue
  * whose chart is shown is in the URL (#/queues?queue=payments), the first one when none is.
  */
-export function Queues({ selected: chosen }: { selected?: string }) {
+export function Queues({ selected: chosen, fkey = '', forder }: { selected?: string; fkey?: string; forder?: string }) {
   const [queues, setQueues] = useState<Queue[] | null>(null);
   const { notice, ok, fail } = useNotice();
   const { error, refresh } = usePoll(
@@ -58,6 +66,22 @@ export function Queues({ selected: chosen }: { selected?: string }) {
     }
   };
 
+  const setFairness = async (q: Queue, fairness: FairnessSetting) => {
+    if (fairness === 'round_robin' &&
+      !confirm(`Turn on fair share for ${q.name}? Its claims will give each fairness key turns by weight, and it will refuse jobs with a concurrency key or a rate limit.`)) {
+      setQueues(queues && [...queues]); // puts the select back
+      return;
+    }
+    try {
+      await must(api.PUT('/v1/queues/{name}', { params: { path: { name: q.name } }, body: { fairness } }));
+      ok(`Queue ${q.name}'s claims ${FAIRNESS[fairness]}.`);
+      await refresh();
+    } catch (e) {
+      fail(e);
+    }
+  };
+
+  const current = queues?.find((q) => q.name === selected);
   if (queues && queues.length === 0 && !error) {
     return <Empty title="No queues yet">A queue appears with its first job.</Empty>;
   }
@@ -77,6 +101,7 @@ export function Queues({ selected: chosen }: { selected?: string }) {
               <th class="num">In flight cap</th>
               <th class="num">Batch</th>
               <th title="Which attempts keep their request and response bodies in the timeline">Step bodies</th>
+              <th title="How the queue's claims share it among fairness keys">Fairness</th>
               <th></th>
             </tr>
           </thead>
@@ -113,6 +138,18 @@ export function Queues({ selected: chosen }: { selected?: string }) {
                   </select>
                 </td>
                 <td>
+                  <select
+                    aria-label={`Fairness of ${q.name}`}
+                    data-testid="fairness"
+                    title={`Its claims ${FAIRNESS[q.fairness]}`}
+                    value={q.fairness}
+                    onChange={(e) => setFairness(q, (e.target as HTMLSelectElement).value as FairnessSetting)}
+                  >
+                    <option value="none">none</option>
+                    <option value="round_robin">round robin</option>
+                  </select>
+                </td>
+                <td>
                   <button onClick={() => toggle(q)}>{q.paused ? 'Resume' : 'Pause'}</button>
                 </td>
               </tr>
@@ -120,6 +157,15 @@ export function Queues({ selected: chosen }: { selected?: string }) {
           </tbody>
         </table>
       </div>
+      {current?.fairness === 'round_robin' && (
+        <FairnessKeys key={current.name} queue={current.name} prefix={fkey} order={forder === 'key' ? 'key' : ('runnable' as KeyOrder)} />
+      )}
+      {current && current.fairness !== 'round_robin' && (
+        <p class="muted" data-testid="fairness-off">
+          Fair share is off for {current.name}: its claims {FAIRNESS.none}. Set its fairness to round robin to give each
+          tenant's fairness key turns by weight, with a cap per key if you want one.
+        </p>
+      )}
       {selected && <StepCharts key={selected} queue={selected} />}
     </section>
   );

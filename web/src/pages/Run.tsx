@@ -269,6 +269,13 @@ export function Run({ id }: { id: number }) {
           </Fact>
         )}
         {job.concurrency_key && <Fact label="Concurrency key">{job.concurrency_key}</Fact>}
+        {job.fairness_key !== undefined && (
+          <Fact label="Fairness key" title="Whose work this is: in a fair queue its key's weight and cap share the claims">
+            <a data-testid="fairness-key" href={`#/queues?${new URLSearchParams({ queue: job.queue, fkey: job.fairness_key, forder: 'key' })}`}>
+              {job.fairness_key === '' ? '(no key)' : job.fairness_key}
+            </a>
+          </Fact>
+        )}
         {job.rate_limits && job.rate_limits.length > 0 && (
           <Fact label="Rate limits">
             <span data-testid="rate-limits">
