@@ -22,12 +22,12 @@ type feeder struct {
 	// A fair queue's steps in flight per fairness key (what its claims' shares are cut by).
 	fairMu       sync.Mutex
 	fairInFlight map[string]int
-	gauge    prometheus.Gauge // gendurable_in_flight_steps{queue}
-	wakeCh   chan struct{}    // new work may be ready (NOTIFY, a runnable outcome)
-	slotCh   chan struct{}    // a step finished and freed its slot
-	ctx      context.Context
-	cancel   context.CancelFunc
-	done     chan struct{}
+	gauge        prometheus.Gauge // gendurable_in_flight_steps{queue}
+	wakeCh       chan struct{}    // new work may be ready (NOTIFY, a runnable outcome)
+	slotCh       chan struct{}    // a step finished and freed its slot
+	ctx          context.Context
+	cancel       context.CancelFunc
+	done         chan struct{}
 }
 
 func newFeeder(d *Dispatcher, q engine.Queue) *feeder {
