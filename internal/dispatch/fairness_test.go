@@ -40,29 +40,33 @@ func newTenantLoad(held ...string) *tenantLoad {
 	return l
 }
 
-func (l *tenantLoad) respond(w http.ResponseWriter, req *webhook.StepRequest) {
-	var in struct {
-		Key string `json:"key"`
+// respond is the tenants' handler: it counts each key's steps in flight, holds a key's
+// steps while the test holds it, and takes a little time over each step.
+func (l *tenantLoad) respond() func(http.ResponseWriter, *webhook.StepRequest) {
+	return func(w http.ResponseWriter, req *webhook.StepRequest) {
+		var in struct {
+			Key string `json:"key"`
+		}
+		_ = json.Unmarshal(req.Job.Input, &in)
+		l.mu.Lock()
+		l.inFlight[in.Key]++
+		l.most[in.Key] = max(l.most[in.Key], l.inFlight[in.Key])
+		if in.Key == l.during {
+			l.mostWhile = max(l.mostWhile, l.inFlight[l.watched])
+		}
+		l.cond.Broadcast()
+		for l.held[in.Key] {
+			l.cond.Wait()
+		}
+		l.mu.Unlock()
+		time.Sleep(2 * time.Millisecond) // a step takes a little time: claims overlap calls
+		l.mu.Lock()
+		l.inFlight[in.Key]--
+		l.done[in.Key]++
+		l.cond.Broadcast()
+		l.mu.Unlock()
+		answer(w, webhook.Response{Done: &webhook.Done{}})
 	}
-	_ = json.Unmarshal(req.Job.Input, &in)
-	l.mu.Lock()
-	l.inFlight[in.Key]++
-	l.most[in.Key] = max(l.most[in.Key], l.inFlight[in.Key])
-	if in.Key == l.during {
-		l.mostWhile = max(l.mostWhile, l.inFlight[l.watched])
-	}
-	l.cond.Broadcast()
-	for l.held[in.Key] {
-		l.cond.Wait()
-	}
-	l.mu.Unlock()
-	time.Sleep(2 * time.Millisecond) // a step takes a little time: claims overlap calls
-	l.mu.Lock()
-	l.inFlight[in.Key]--
-	l.done[in.Key]++
-	l.cond.Broadcast()
-	l.mu.Unlock()
-	answer(w, webhook.Response{Done: &webhook.Done{}})
 }
 
 // waitFor waits until cond holds (under the lock) or the deadline passes.
@@ -123,7 +127,7 @@ func fairHarness(t *testing.T, load *tenantLoad, maxInFlight, processes int) (*h
 		engines = append(engines, eng)
 	}
 	h := &harness{db: first, eng: engines[0], dbURL: url}
-	h.handler(t, "tenant", newReceiver(t, load.respond).URL, 3)
+	h.handler(t, "tenant", newReceiver(t, load.respond()).URL, 3)
 	return h, engines
 }
 

@@ -14,7 +14,7 @@ var batchBodies = []string{
 	`{"jobs":[{"handler":"h"}]}`,
 	` { "jobs" : [ { "handler" : "h" , "input" : [1, "x", {"a": null}] } , {"handler": "g", "queue": "q2", "input": 5} ] } `,
 	`{"jobs": [{"handler": "h", "queue": "q", "input": "text", "key": "k1", "concurrency_key": "c", "idempotency_key": "i",
-	  "delay": "1m30s", "priority": 0, "max_attempts": 7, "run_at": "2026-12-01T10:00:00.5+01:00",
+	  "fairness_key": "tenant-1", "delay": "1m30s", "priority": 0, "max_attempts": 7, "run_at": "2026-12-01T10:00:00.5+01:00",
 	  "rate_limit": {"name": "r", "key": "k", "weight": 2}, "debounce": {"key": "d", "period": "1s", "max_wait": "5s"}},
 	  {"handler": "h", "rate_limits": [{"name": "a"}, {"name": "b", "weight": 3}], "priority": -1, "max_attempts": 12345}]}`,
 	`{"jobs": []}`,

@@ -122,11 +122,15 @@ func parseStatement(sql string) (parsedStatement, error) {
 	}
 	rest = strings.TrimPrefix(rest, "RECURSIVE ")
 	for {
-		name, _, ok := strings.Cut(rest, " AS (")
-		if !ok || strings.ContainsAny(name, " (),") {
-			return p, fmt.Errorf("expected `name AS (` at %.40q", rest)
+		head, _, ok := strings.Cut(rest, " AS (")
+		name := head
+		if columns, listed := strings.CutSuffix(head, ")"); listed { // name(column, …)
+			name, _, _ = strings.Cut(columns, "(")
 		}
-		open := len(name) + len(" AS ")
+		if !ok || name == "" || strings.ContainsAny(name, " (),") {
+			return p, fmt.Errorf("expected `name AS (` or `name(columns) AS (` at %.40q", rest)
+		}
+		open := len(head) + len(" AS ")
 		end := closingParen(rest, open)
 		if end < 0 {
 			return p, fmt.Errorf("CTE %s is not closed", name)

@@ -106,20 +106,20 @@ func TestBatchInsertStaysLinearUnderAPlanMadeWhileEmpty(t *testing.T) {
 		return strings.Join([]string{f("'q'", "text", n), f("'h'", "text", n), f("'{}'", "jsonb", n), f("''", "text", n),
 			f("-1", "int", n), f("'0001-01-01 00:00:00+00'", "timestamptz", n), f("0", "bigint", n), f("''", "text", n),
 			f("''", "text", n), f("''", "text", n), f("0", "int", n), f("0", "int", n), f("0", "bigint", n), f("''", "text", n),
-			f("NULL", "jsonb", n), f("''", "text", n), f("0", "bigint", n), f("0", "bigint", n), "NULL", "NULL", "86400000", "''"}, ", ")
+			f("NULL", "jsonb", n), f("''", "text", n), f("0", "bigint", n), f("0", "bigint", n), "NULL", "NULL", "NULL", "86400000", "''"}, ", ")
 	}
 	// The plain statement as the server sends it: the optional columns as NULL arrays.
 	plain := func(n int) string {
 		return strings.Join([]string{f("'h'", "text", n), f("'q'", "text", n), f("'{}'", "jsonb", n),
-			"NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "''"}, ", ")
+			"NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "''"}, ", ")
 	}
 	for _, c := range []struct {
 		statement, types string
 		args             func(n int) string
 	}{
 		{"JobInsertMany", "text[], text[], jsonb[], text[], int[], timestamptz[], bigint[], text[], text[], text[], int[], int[], " +
-			"bigint[], text[], jsonb[], text[], bigint[], bigint[], text[], timestamptz, bigint, text", general},
-		{"JobInsertPlain", "text[], text[], jsonb[], int[], timestamptz[], bigint[], int[], text[], bigint[], text[], text", plain},
+			"bigint[], text[], jsonb[], text[], bigint[], bigint[], text[], text[], timestamptz, bigint, text", general},
+		{"JobInsertPlain", "text[], text[], jsonb[], int[], timestamptz[], bigint[], int[], text[], bigint[], text[], text[], text", plain},
 	} {
 		t.Run(c.statement, func(t *testing.T) {
 			t.Parallel()
