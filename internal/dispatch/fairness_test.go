@@ -29,6 +29,8 @@ type tenantLoad struct {
 	// seen, for each call of key `during`, the most steps of key `watched` in flight
 	watched, during string
 	mostWhile       int
+	// calls the dispatcher gave up on while they were held (a test fails on any)
+	abandoned int
 }
 
 func newTenantLoad(held ...string) *tenantLoad {
@@ -55,8 +57,20 @@ func (l *tenantLoad) respond() func(http.ResponseWriter, *webhook.StepRequest) {
 			l.mostWhile = max(l.mostWhile, l.inFlight[l.watched])
 		}
 		l.cond.Broadcast()
-		for l.held[in.Key] {
+		// A held call waits for its release, or for the dispatcher to give up on it (a
+		// call it abandoned must not count as in flight, nor keep the server from closing).
+		ctx := reqContext(w)
+		stop := context.AfterFunc(ctx, func() { l.mu.Lock(); l.cond.Broadcast(); l.mu.Unlock() })
+		defer stop()
+		for l.held[in.Key] && ctx.Err() == nil {
 			l.cond.Wait()
+		}
+		if ctx.Err() != nil {
+			l.inFlight[in.Key]--
+			l.abandoned++
+			l.cond.Broadcast()
+			l.mu.Unlock()
+			return
 		}
 		l.mu.Unlock()
 		time.Sleep(2 * time.Millisecond) // a step takes a little time: claims overlap calls
@@ -79,15 +93,24 @@ func (l *tenantLoad) waitFor(t *testing.T, what string, timeout time.Duration, c
 	defer l.mu.Unlock()
 	for !cond() {
 		if time.Since(start) > timeout {
-			t.Fatalf("waited %v for %s: in flight %v, done %v", timeout, what, l.inFlight, l.done)
+			t.Fatalf("waited %v for %s: in flight %v, done %v, calls given up %d", timeout, what, l.inFlight, l.done, l.abandoned)
 		}
 		l.cond.Wait()
 	}
 }
 
+// release lets key's held calls go.
 func (l *tenantLoad) release(key string) {
 	l.mu.Lock()
 	l.held[key] = false
+	l.cond.Broadcast()
+	l.mu.Unlock()
+}
+
+// releaseAll lets every held call go.
+func (l *tenantLoad) releaseAll() {
+	l.mu.Lock()
+	clear(l.held)
 	l.cond.Broadcast()
 	l.mu.Unlock()
 }
@@ -127,7 +150,14 @@ func fairHarness(t *testing.T, load *tenantLoad, maxInFlight, processes int) (*h
 		engines = append(engines, eng)
 	}
 	h := &harness{db: first, eng: engines[0], dbURL: url}
-	h.handler(t, "tenant", newReceiver(t, load.respond()).URL, 3)
+	// The calls of a held key wait for the test: a call timeout far past the test's own.
+	timeout := int((10 * time.Minute).Milliseconds())
+	if _, err := first.HandlerUpsert(context.Background(), pg.HandlerUpsert{Name: "tenant",
+		URL: newReceiver(t, load.respond()).URL, Secret: ptr(testSecret), TimeoutMS: &timeout}); err != nil {
+		t.Fatal(err)
+	}
+	// Cleanups run last first: the held calls are let go before the receiver closes.
+	t.Cleanup(load.releaseAll)
 	return h, engines
 }
 
@@ -177,4 +207,9 @@ func TestFairQueueKeepsASlowKeyToItsShare(t *testing.T) {
 	load.waitFor(t, "the slow key to fill every slot", 30*time.Second, func() bool { return load.inFlight["slow"] == 10 })
 	load.release("slow")
 	load.waitFor(t, "the slow key's jobs to finish", 60*time.Second, func() bool { return load.done["slow"] == 40 })
+	load.mu.Lock()
+	defer load.mu.Unlock()
+	if load.abandoned > 0 {
+		t.Fatalf("the dispatcher gave up on %d held calls: the counts above are not the slots'", load.abandoned)
+	}
 }

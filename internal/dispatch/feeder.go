@@ -103,8 +103,16 @@ func (f *feeder) loop() {
 		want := min(free, s.Batch)
 		// Under a backlog, wait for a worthwhile number of free slots rather than
 		// claiming one row per finished step: fewer, fuller picks.
-		if want <= 0 || (backlog && want < claimThreshold(s) && f.inFlight.Load() > 0) {
+		if want <= 0 {
 			f.waitFor(f.slotCh, d.cfg.PollMax)
+			continue
+		}
+		if backlog && want < claimThreshold(s) && f.inFlight.Load() > 0 {
+			if !f.waitFor(f.slotCh, d.cfg.PollMax) {
+				// No step ended for a while: the steps in flight are slow ones, and the
+				// slots that are free would sit idle behind them. Claim them.
+				backlog = false
+			}
 			continue
 		}
 		started := time.Now()
@@ -168,8 +176,9 @@ func (f *feeder) loop() {
 	}
 }
 
-// waitFor blocks until ch (or also) fires, timeout passes or the feeder stops.
-func (f *feeder) waitFor(ch <-chan struct{}, timeout time.Duration, also ...<-chan struct{}) {
+// waitFor blocks until ch (or also) fires, timeout passes or the feeder stops, and
+// says whether a channel fired.
+func (f *feeder) waitFor(ch <-chan struct{}, timeout time.Duration, also ...<-chan struct{}) bool {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	var other <-chan struct{}
@@ -180,8 +189,11 @@ func (f *feeder) waitFor(ch <-chan struct{}, timeout time.Duration, also ...<-ch
 	case <-ch:
 	case <-other:
 	case <-t.C:
+		return false
 	case <-f.ctx.Done():
+		return false
 	}
+	return true
 }
 
 // launch starts one claimed step.

@@ -398,7 +398,7 @@ ring(key, priority, eligible_at, n, wrapped) AS (
         ) x
         LIMIT 1
     ) s
-    WHERE r.n < $2::int
+    WHERE r.n < greatest($2::int, (SELECT q.batch FROM queues q WHERE q.name = $1::text))
       -- back where the walk began: past the position's key, or at it when it began there
       AND NOT (s.wrapped AND pos.cursor IS NOT NULL
                AND (s.key > pos.cursor OR (s.key = pos.cursor AND pos.credit > 0)))
@@ -435,11 +435,18 @@ turns AS (
     FROM found f CROSS JOIN sizes z CROSS JOIN pos p
     WHERE f.due
 ),
+reached AS (
+    SELECT u.key, u.pos, u.due_priority, u.turn
+    FROM (SELECT t.key, t.pos, t.due_priority, t.turn,
+                 sum(greatest(t.turn, 0)) OVER (ORDER BY t.pos) - greatest(t.turn, 0) AS before
+          FROM turns t) u
+    WHERE u.turn > 0 AND u.before < $2::int
+),
 taken AS (
     SELECT t.id, t.handler, u.key, u.pos, u.turn, t.concurrency_key,
            row_number() OVER (PARTITION BY u.key ORDER BY t.eligible_at, t.id) AS nth,
            row_number() OVER (PARTITION BY t.concurrency_key ORDER BY u.pos, t.eligible_at, t.id) AS key_rank
-    FROM turns u
+    FROM reached u
     CROSS JOIN LATERAL (
         SELECT j.id, j.handler, j.priority, j.eligible_at, j.concurrency_key
         FROM jobs j
@@ -456,7 +463,6 @@ taken AS (
         LIMIT u.turn
         FOR UPDATE OF j SKIP LOCKED
     ) t
-    WHERE u.turn > 0
 ),
 ordered AS (
     SELECT t.id, t.handler, t.key, t.pos, t.turn, t.nth,
@@ -473,6 +479,7 @@ moved AS (
     SET fair_cursor = m.key, fair_credit = m.credit
     FROM (SELECT coalesce(
                    (SELECT o.key FROM ordered o WHERE o.rn = $2::int + 1),
+                   (SELECT r.key FROM reached r ORDER BY r.pos DESC LIMIT 1),
                    (SELECT r.key FROM ring r ORDER BY r.n DESC LIMIT 1)) AS key,
                  coalesce(
                    (SELECT o.turn - (o.nth - 1) FROM ordered o WHERE o.rn = $2::int + 1),
@@ -570,9 +577,12 @@ type JobClaimFairRow struct {
 //   - ring: the (key, priority) pairs that have runnable rows, from the position on,
 //     wrapping around once: one descent of jobs_fair_pick per pair (each finds the pair's
 //     earliest row, which says whether the pair has due work). A key with no runnable row
-//     has no entry and is never read. The walk stops after max_rows pairs: a claim reads
-//     O(max_rows) entries to find its keys however many keys there are, and the next
-//     claim goes on from where it stopped.
+//     has no entry and is never read. The walk stops after the queue's batch pairs (or
+//     max_rows, when more): a claim reads O(batch) entries to find its keys however many
+//     keys there are, and the next claim goes on from where it stopped. The walk is the
+//     queue's batch even when the claim asks for fewer rows (a few freed slots): the
+//     keys' shares are counted over the keys it finds, and a short walk would find one
+//     key and give it every slot.
 //   - Each key's turn is weight x rounds rows, rounds = max_rows / (the weights of the
 //     keys found), rounded up; the key the last claim stopped
 //     in has the turns it had left (fair_credit). Priorities order the rows within a key;
@@ -583,7 +593,8 @@ type JobClaimFairRow struct {
 //     (fairness_keys.max_in_flight) less its steps executing anywhere, which reads at
 //     most cap jobs_fair_executing entries. A key whose handler is slow
 //     holds its share of the slots, not the slots its finished neighbours leave.
-//   - take: one range scan of jobs_fair_pick per key, in its most urgent pair with due
+//   - take: one range scan of jobs_fair_pick per key that the batch reaches (the turns
+//     before it sum to less than max_rows), in its most urgent pair with due
 //     work (queue, key, priority, eligible_at <= now()), LIMIT the key's turn, FOR UPDATE
 //     SKIP LOCKED: it reads the rows it takes (and the rows other claims hold), never a
 //     row not yet due. A key's less urgent work waits for its next turn.
@@ -599,8 +610,11 @@ type JobClaimFairRow struct {
 // LIMIT, which the planner cannot turn into a hash of the queue's keys: it did, 10 000
 // rows read a claim).
 // Rounds enough to fill the batch (the last key's turn is cut and carried over).
+// The keys the batch reaches: those whose turns before them sum to less than max_rows.
 // The new position: the key the batch was cut in keeps the rest of its turn; otherwise
-// the walk's last key, its turn over. An empty walk leaves the position as it was.
+// the last key the batch reached, its turn over (the keys after it have theirs next);
+// when no key could take a row (all at their shares or caps), the walk's last key. An
+// empty walk leaves the position as it was.
 func (q *Queries) JobClaimFair(ctx context.Context, arg JobClaimFairParams) ([]JobClaimFairRow, error) {
 	rows, err := q.db.Query(ctx, JobClaimFair,
 		arg.Queue,
