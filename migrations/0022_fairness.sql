@@ -14,6 +14,6 @@
 --    share by one range scan per pair that stops at its first row not yet due.
 --  * jobs_fair_executing (queue, fairness_key), executing rows: a key's steps in flight,
 --    counted up to its cap (the per-key max_in_flight) by the claim, and by the API.
--- Each statement of fair share is a migration of its own (0022-0029): Citus forwards a
+-- Each statement of fair share is a migration of its own (0022-0026): Citus forwards a
 -- statement's DDL to its workers with the migration's text, which must be one command.
 ALTER TABLE jobs ADD COLUMN fairness_key text;

@@ -3,10 +3,14 @@ package pg_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gendurable/gendurable/internal/pg"
 	"github.com/gendurable/gendurable/internal/pg/pgtest"
@@ -222,5 +226,67 @@ func TestFairPickReadsOnlyWhatItTakes(t *testing.T) {
 				t.Errorf("%s plan, queue %s: a sequential scan:\n%s", mode, queue, raw)
 			}
 		}
+	}
+}
+
+// gendurable_enqueue takes a fairness_key as POST /v1/jobs does: kept as given, ” in a
+// fair queue when none is given (so the fair claim takes the job), no key elsewhere for
+// ”; a key over 512 bytes and a rate limit in a fair queue are refused, writing nothing.
+func TestSQLEnqueueFairnessKey(t *testing.T) {
+	pgtest.SkipOnCitus(t, "fair share is not offered on Citus yet (gendurable_enqueue there knows no fairness_key)")
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	fairQueue(t, db, "fair")
+	if _, err := db.RateLimitUpsert(ctx, "tight", 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	enqueue := func(options string) (int64, error) {
+		return db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}', $1::jsonb)`, options)
+	}
+	for _, c := range []struct {
+		options string
+		want    *string // the job's fairness_key
+	}{
+		{`{"queue": "fair", "fairness_key": "tenant-1"}`, str("tenant-1")},
+		{`{"queue": "fair"}`, str("")},
+		{`{"queue": "fair", "fairness_key": ""}`, str("")},
+		{`{"queue": "plain", "fairness_key": "tenant-1"}`, str("tenant-1")},
+		{`{"queue": "plain", "fairness_key": ""}`, nil},
+		{`{"queue": "plain"}`, nil},
+	} {
+		id, err := enqueue(c.options)
+		if err != nil {
+			t.Fatalf("%s: %v", c.options, err)
+		}
+		j, err := db.JobGet(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (j.FairnessKey == nil) != (c.want == nil) || c.want != nil && *j.FairnessKey != *c.want {
+			t.Fatalf("%s: the job's fairness_key is %v, want %v", c.options, j.FairnessKey, c.want)
+		}
+	}
+	if got := claimedKeys(t, db, "fair", 10, 10, "p1"); !maps.Equal(got, map[string]int{"": 2, "tenant-1": 1}) {
+		t.Fatalf("the fair claim took %v; want the three jobs enqueued by SQL", got)
+	}
+	before, err := db.QueryInt(ctx, `SELECT count(*) FROM jobs`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ options, field, message string }{
+		{`{"queue": "fair", "fairness_key": "` + strings.Repeat("k", 513) + `"}`, "fairness_key", "must be at most 512 bytes"},
+		{`{"queue": "fair", "fairness_key": 7}`, "fairness_key", "must be a string"},
+		{`{"queue": "fair", "rate_limit": {"name": "tight"}}`, "rate_limit", `queue "fair" is fair`},
+		{`{"queue": "fair", "rate_limits": [{"name": "tight"}]}`, "rate_limits", "cap the fairness key instead"},
+	} {
+		_, err := enqueue(c.options)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "22023" || pgErr.ColumnName != c.field || !strings.Contains(pgErr.Message, c.message) {
+			t.Errorf("%.60s: got %v; want 22023 on %s containing %q", c.options, err, c.field, c.message)
+		}
+	}
+	if after, err := db.QueryInt(ctx, `SELECT count(*) FROM jobs`); err != nil || after != before {
+		t.Fatalf("refused calls wrote %d jobs (%v)", after-before, err)
 	}
 }
