@@ -32,7 +32,7 @@ test: ## Run every test with the race detector (starts a throwaway PostgreSQL un
 # at a time. Skipped with a message where Citus is not installed
 # (../shared/citus/install.sh on the development machines; .ci/run installs it).
 CITUS_SDK_TESTS      := TestQuickstart|TestApprovalFlow|TestAsynchronousStep|TestTypeScriptSDK|TestPythonSDK
-CITUS_FAULT_TESTS    := TestCitusWorkerDownDuringADrain|TestCitusCoordinatorRestartDuringADrain|TestCitusWorkerAddedAndShardsRebalancedDuringADrain
+CITUS_FAULT_TESTS    := TestCitusWorkerDownDuringADrain|TestCitusWorkerHungDuringADrain|TestCitusCoordinatorRestartDuringADrain|TestCitusWorkerAddedAndShardsRebalancedDuringADrain
 CITUS_SERVER_TESTS   := TestQuickstartAgainstTheBinaries|TestCoreFlowThroughPgBouncer|TestAScheduleFiresOncePerTickAcrossThreeServers|TestDebounceThroughTheServer|TestBreakerProbesOncePerIntervalAcrossThreeServers
 
 .PHONY: test-citus

@@ -569,6 +569,51 @@ func TestCitusWorkerDownDuringADrain(t *testing.T) {
 	t.Logf("logged: %s", d.log)
 }
 
+// A worker that stops answering without closing its connections (frozen with SIGSTOP,
+// as a hung host or a network partition that sends no reset would be) in the middle of a
+// drain: a statement on its shards waits until its deadline (pg.Options.ShardTimeout),
+// then its worker's circuit passes its shards over, and the jobs on the other worker's
+// shards go on to the end while it stays frozen. Thawed, it is probed again, and every
+// job finishes: nothing lost, no outcome applied twice.
+func TestCitusWorkerHungDuringADrain(t *testing.T) {
+	t.Parallel()
+	const jobs = 1200
+	d := newFaultDrain(t, jobs, pgtest.OwnCitusOptions{})
+	const hung = 2 // the worker frozen; worker 1 stays up
+	live := d.placementsOn(d.own.Port(1))
+	liveJobs := d.jobsOn(d.own.Port(1))
+	if liveJobs == 0 || liveJobs == jobs {
+		t.Fatalf("%d of %d jobs on worker 1: the jobs are not spread over both workers", liveJobs, jobs)
+	}
+	started := time.Now()
+	d.start(t, 8*time.Second)
+	d.waitCount(t, nil, outcomesApplied, jobs/2, time.Minute, "the drain under way")
+	if err := d.own.FreezeNode(hung); err != nil {
+		t.Fatal(err)
+	}
+	frozen, thawed := time.Now(), false
+	t.Cleanup(func() { // before the cluster stops (cleanups run last first)
+		if !thawed {
+			_ = d.own.ThawNode(hung)
+		}
+	})
+	// Counted on the live worker's shards only: a count on every shard would wait too.
+	atFreeze := d.mustCount(t, live, outcomesApplied)
+	d.waitCount(t, live, jobsDone, liveJobs, 2*time.Minute, "the live worker's jobs finishing while the other is frozen")
+	liveDoneAfter := time.Since(frozen)
+	duringFreeze := d.mustCount(t, live, outcomesApplied) - atFreeze
+	thawed = true
+	if err := d.own.ThawNode(hung); err != nil {
+		t.Fatal(err)
+	}
+	frozenFor := time.Since(frozen)
+	f := d.check(t, 2*time.Minute)
+	t.Logf("worker %d frozen after %.1fs of drain: worker 1's %d jobs all done %.1fs later (%d outcomes applied there meanwhile); thawed after %.1fs; %s; all done %.1fs after the start",
+		hung, frozen.Sub(started).Seconds(), liveJobs, liveDoneAfter.Seconds(), duringFreeze, frozenFor.Seconds(), f,
+		time.Since(started).Seconds())
+	t.Logf("logged: %s", d.log)
+}
+
 // joinIDs is "1, 2, 3".
 func joinIDs(ids []int64) string {
 	s := make([]string, len(ids))

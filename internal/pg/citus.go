@@ -38,6 +38,9 @@ type citusLayout struct {
 type citusShard struct {
 	ID         int64
 	Placements []int
+	// Group is the group id (pg_dist_placement.groupid) of the worker that holds it: the
+	// circuit it is passed over by when that worker does not answer (citus_circuit.go).
+	Group int32
 }
 
 // layoutMaxAge is how long a read layout is trusted before it is read again: a shard
@@ -90,6 +93,27 @@ func (db *DB) layout(ctx context.Context) (*citusLayout, error) {
 		}
 		shards[i].Placements = append(shards[i].Placements, int(r.Placement))
 		shardOf[r.Placement] = i
+	}
+	ids := make([]int64, len(shards))
+	for i, sh := range shards {
+		ids[i] = sh.ID
+	}
+	// Metadata of the coordinator, read by hand: sqlc knows no Citus catalog.
+	groups, err := db.pool.Query(ctx, `SELECT shardid, groupid FROM pg_dist_placement WHERE shardid = ANY ($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("pg: read the citus layout's workers: %w", translate(err))
+	}
+	for groups.Next() {
+		var id int64
+		var group int32
+		if err := groups.Scan(&id, &group); err != nil {
+			groups.Close()
+			return nil, translate(err)
+		}
+		shards[index[id]].Group = group
+	}
+	if groups.Close(); groups.Err() != nil {
+		return nil, fmt.Errorf("pg: read the citus layout's workers: %w", translate(groups.Err()))
 	}
 	l.mu.Lock()
 	l.shards, l.shardOf, l.legacyMaxID, l.loadedAt = shards, shardOf, rows[0].LegacyMaxID, time.Now()
@@ -146,6 +170,13 @@ func (l *citusLayout) shardIndex(p int) int {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return int(l.shardOf[p])
+}
+
+// shardGroup is the worker group of shard i (i taken mod the shard count).
+func (l *citusLayout) shardGroup(i int) int32 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.shards[i%len(l.shards)].Group
 }
 
 // shardIDAt is the id of shard i (i taken mod the shard count).

@@ -187,6 +187,47 @@ func (c *CitusCluster) StopNodeImmediately(i int) {
 	n.removeSocketDir()
 }
 
+// FreezeNode stops every process of node i (SIGSTOP): its connections stay open and
+// nothing answers on them, as with a hung host or a network partition that sends no
+// reset. ThawNode lets it go on. The postmaster is stopped first, so that no new backend
+// starts unfrozen.
+func (c *CitusCluster) FreezeNode(i int) error { return c.signalNode(i, syscall.SIGSTOP) }
+
+// ThawNode lets the processes of node i, frozen by FreezeNode, go on (SIGCONT).
+func (c *CitusCluster) ThawNode(i int) error { return c.signalNode(i, syscall.SIGCONT) }
+
+// signalNode sends sig to node i's postmaster, then to each of its children.
+func (c *CitusCluster) signalNode(i int, sig syscall.Signal) error {
+	n := c.Nodes[i]
+	if n.cmd == nil || n.cmd.Process == nil {
+		return fmt.Errorf("pg: node %d is not running", i)
+	}
+	postmaster := n.cmd.Process.Pid
+	if err := syscall.Kill(postmaster, sig); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces, so read after its last ')'.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(postmaster) {
+			_ = syscall.Kill(pid, sig) // a backend that has just exited is no matter
+		}
+	}
+	return nil
+}
+
 // Port is node i's port (the coordinator's is Port(0)): the nodeport of its rows in
 // Citus's metadata (pg_dist_node, citus_shards).
 func (c *CitusCluster) Port(i int) int { return c.opts.BasePort + i }

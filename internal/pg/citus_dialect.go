@@ -83,52 +83,51 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 		args.Placements, args.MaxRows = l.shardPlacements(shard), p.Limit-len(claimed)
 		// Read by hand: the handler's columns are NULL for a job whose handler is not
 		// registered (a LEFT JOIN that sqlc reads as NOT NULL).
-		rows, err := db.pool.Query(ctx, dbcitus.JobClaim, args.Nonce, args.LeaseTtlMs, args.LeaseOwner, args.SignalCap,
-			args.Placements, args.Queue, args.MaxRows)
+		var got []ClaimedJob
+		gotKeyed := 0
+		err := db.onShard(ctx, l, shard, func(ctx context.Context) error {
+			rows, err := db.pool.Query(ctx, dbcitus.JobClaim, args.Nonce, args.LeaseTtlMs, args.LeaseOwner, args.SignalCap,
+				args.Placements, args.Queue, args.MaxRows)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var c ClaimedJob
+				var isKeyed, isRated bool
+				if err := rows.Scan(&c.ID, &c.Queue, &c.Handler, &c.Key, &c.Step, &c.Attempt, &c.MaxAttempts, &c.Input,
+					&c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt, &c.ClaimedAt, &c.Wake, &c.ConsumedSeq,
+					&c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.Trace, &c.HandlerURL, &c.Secret, &c.PreviousSecret,
+					&c.PreviousSecretExpiresAt, &c.TimeoutMS, &c.BackoffBaseMS, &c.BackoffMaxMS, &c.BreakerState,
+					&c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt, &isKeyed, &isRated); err != nil {
+					return err
+				}
+				got = append(got, c)
+				if isKeyed {
+					gotKeyed++
+				}
+				if isRated {
+					db.warmth.rated(p.Queue, l.shardIDAt(shard), tried)
+				}
+			}
+			return rows.Err()
+		})
 		if err != nil {
 			if ctx.Err() != nil {
 				return claimed, keyed, translate(err)
 			}
+			// The statement failed, timed out, or was not sent (its worker's circuit is
+			// open): its rows are not leased, or (its answer lost after the commit) are
+			// left to lease expiry, never run without their lease.
 			failed = cmp.Or(failed, translate(err))
 			db.warmth.chill(p.Queue, l.shardIDAt(shard), tried, versions[k])
 			continue
 		}
-		got, gotKeyed := len(claimed), keyed
-		for rows.Next() {
-			var c ClaimedJob
-			var isKeyed, isRated bool
-			if err := rows.Scan(&c.ID, &c.Queue, &c.Handler, &c.Key, &c.Step, &c.Attempt, &c.MaxAttempts, &c.Input,
-				&c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt, &c.ClaimedAt, &c.Wake, &c.ConsumedSeq,
-				&c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.Trace, &c.HandlerURL, &c.Secret, &c.PreviousSecret,
-				&c.PreviousSecretExpiresAt, &c.TimeoutMS, &c.BackoffBaseMS, &c.BackoffMaxMS, &c.BreakerState,
-				&c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt, &isKeyed, &isRated); err != nil {
-				rows.Close()
-				return claimed, keyed, translate(err)
-			}
-			claimed = append(claimed, c)
-			if isKeyed {
-				keyed++
-			}
-			if isRated {
-				db.warmth.rated(p.Queue, l.shardIDAt(shard), tried)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			if ctx.Err() != nil {
-				return claimed, keyed, translate(err)
-			}
-			// The statement failed: its rows are not leased, or (its answer lost after the
-			// commit) are left to lease expiry, never run without their lease.
-			claimed, keyed = claimed[:got], gotKeyed
-			failed = cmp.Or(failed, translate(err))
-			db.warmth.chill(p.Queue, l.shardIDAt(shard), tried, versions[k])
-			continue
-		}
-		if len(claimed) > got {
+		claimed, keyed = append(claimed, got...), keyed+gotKeyed
+		if len(got) > 0 {
 			last = shard
 		}
-		if len(claimed)-got < int(args.MaxRows) {
+		if len(got) < int(args.MaxRows) {
 			db.warmth.chill(p.Queue, l.shardIDAt(shard), tried, versions[k]) // nothing more to claim there now
 		}
 	}
@@ -197,6 +196,10 @@ func (db *DB) citusReadyExists(ctx context.Context, queue string) (bool, error) 
 	if db.warmth.visitedNone(queue) || db.warmth.ratedWithin(queue, time.Now()) {
 		return true, nil
 	}
+	// A fan-out waits on every worker: one that does not answer must not hold the claim
+	// (which then visits the shards, passing over that worker's: citus_circuit.go).
+	ctx, cancel := context.WithTimeout(ctx, db.shardTimeout)
+	defer cancel()
 	ok, err := dbcitus.New(db.pool).JobReadyExists(ctx, queue)
 	return ok, translate(err)
 }
@@ -242,8 +245,14 @@ func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queu
 		for k, i := range g {
 			part[k] = recs[i]
 		}
-		placements := l.shardPlacements(l.shardIndex(l.PlacementOfID(part[0].ID)))
-		got, woken, err := db.citusApplyShard(ctx, placements, part, queues)
+		shard := l.shardIndex(l.PlacementOfID(part[0].ID))
+		placements := l.shardPlacements(shard)
+		var got []OutcomeApplied
+		var woken []string
+		err := db.onShard(ctx, l, shard, func(ctx context.Context) (err error) {
+			got, woken, err = db.citusApplyShard(ctx, placements, part, queues)
+			return err
+		})
 		if err != nil {
 			failed = cmp.Or(failed, err)
 			continue
@@ -596,7 +605,7 @@ func (db *DB) citusNotify(ctx context.Context, wakes []citusWake) error {
 // first error is answered once every shard was tried (a heartbeat that stopped there
 // extended no lease on the shards after it, and every step of the process ran again once
 // its lease expired: TestCitusAWorkerDownStopsOnlyItsShards).
-func (db *DB) citusLeases(ctx context.Context, leases []Lease, fn func(placements []int, part []Lease) error) error {
+func (db *DB) citusLeases(ctx context.Context, leases []Lease, fn func(ctx context.Context, placements []int, part []Lease) error) error {
 	groups, l, err := db.citusByShard(ctx, len(leases), func(i int) int64 { return leases[i].JobID })
 	if err != nil {
 		return err
@@ -607,7 +616,10 @@ func (db *DB) citusLeases(ctx context.Context, leases []Lease, fn func(placement
 		for k, i := range g {
 			part[k] = leases[i]
 		}
-		failed = cmp.Or(failed, fn(l.shardPlacements(l.shardIndex(l.PlacementOfID(part[0].JobID))), part))
+		shard := l.shardIndex(l.PlacementOfID(part[0].JobID))
+		failed = cmp.Or(failed, db.onShard(ctx, l, shard, func(ctx context.Context) error {
+			return fn(ctx, l.shardPlacements(shard), part)
+		}))
 	}
 	return failed
 }
@@ -615,7 +627,7 @@ func (db *DB) citusLeases(ctx context.Context, leases []Lease, fn func(placement
 // citusExtendLeases is LeaseExtendMany, a router statement per shard.
 func (db *DB) citusExtendLeases(ctx context.Context, leases []Lease, ttl time.Duration) ([]LeaseExtended, error) {
 	var out []LeaseExtended
-	err := db.citusLeases(ctx, leases, func(placements []int, part []Lease) error {
+	err := db.citusLeases(ctx, leases, func(ctx context.Context, placements []int, part []Lease) error {
 		ids, tokens := leaseArrays(part)
 		rows, err := dbcitus.New(db.pool).LeaseExtendMany(ctx, dbcitus.LeaseExtendManyParams{Placements: placements,
 			Ids: ids, Tokens: tokens, LeaseTtlMs: ttl.Milliseconds()})
@@ -631,7 +643,7 @@ func (db *DB) citusExtendLeases(ctx context.Context, leases []Lease, ttl time.Du
 func (db *DB) citusReleaseLeases(ctx context.Context, leases []Lease) ([]int64, error) {
 	var out []int64
 	var wake []citusWake
-	err := db.citusLeases(ctx, leases, func(placements []int, part []Lease) error {
+	err := db.citusLeases(ctx, leases, func(ctx context.Context, placements []int, part []Lease) error {
 		ids, tokens := leaseArrays(part)
 		rows, err := dbcitus.New(db.pool).LeaseReleaseMany(ctx, dbcitus.LeaseReleaseManyParams{Placements: placements,
 			Ids: ids, Tokens: tokens})
@@ -647,7 +659,7 @@ func (db *DB) citusReleaseLeases(ctx context.Context, leases []Lease) ([]int64, 
 // citusGetBackoffs is LeaseGetBackoffs, a router statement per shard.
 func (db *DB) citusGetBackoffs(ctx context.Context, leases []Lease) ([]LeaseBackoff, error) {
 	var out []LeaseBackoff
-	err := db.citusLeases(ctx, leases, func(placements []int, part []Lease) error {
+	err := db.citusLeases(ctx, leases, func(ctx context.Context, placements []int, part []Lease) error {
 		ids, tokens := leaseArrays(part)
 		rows, err := dbcitus.New(db.pool).LeaseGetBackoffs(ctx, dbcitus.LeaseGetBackoffsParams{Placements: placements,
 			Ids: ids, Tokens: tokens})
@@ -672,8 +684,12 @@ func (db *DB) citusListExpiredLeases(ctx context.Context, limit int, asOf *time.
 	var out []ExpiredLease
 	var failed error
 	for i := 0; i < l.shardCount() && len(out) < limit; i++ {
-		rows, err := dbcitus.New(db.pool).JobListExpiredLeases(ctx, dbcitus.JobListExpiredLeasesParams{
-			Placements: l.shardPlacements(i), AsOf: asOf, MaxRows: limit - len(out)})
+		var rows []dbcitus.JobListExpiredLeasesRow
+		err := db.onShard(ctx, l, i, func(ctx context.Context) (err error) {
+			rows, err = dbcitus.New(db.pool).JobListExpiredLeases(ctx, dbcitus.JobListExpiredLeasesParams{
+				Placements: l.shardPlacements(i), AsOf: asOf, MaxRows: limit - len(out)})
+			return err
+		})
 		if err != nil {
 			if ctx.Err() != nil {
 				return out, translate(err)
@@ -703,7 +719,7 @@ func (db *DB) citusReapExpiredLeases(ctx context.Context, reaps []LeaseReap, asO
 	}
 	var out []Reaped
 	var wake []citusWake
-	err := db.citusLeases(ctx, leases, func(placements []int, part []Lease) error {
+	err := db.citusLeases(ctx, leases, func(ctx context.Context, placements []int, part []Lease) error {
 		ids, tokens := leaseArrays(part)
 		ds := make([]int64, len(part))
 		labels, kinds, empty := make([]string, len(part)), make([]string, len(part)), make([]string, len(part))
@@ -765,8 +781,12 @@ func (db *DB) citusWakeExpiredAwaits(ctx context.Context, limit int, asOf *time.
 	n := 0
 	for i := 0; i < l.shardCount() && n < limit && ctx.Err() == nil; i++ {
 		placements := l.shardPlacements(i)
-		rows, err := dbcitus.New(db.pool).JobWakeExpiredAwaits(ctx, dbcitus.JobWakeExpiredAwaitsParams{
-			Placements: placements, AsOf: asOf, MaxRows: limit - n})
+		var rows []dbcitus.JobWakeExpiredAwaitsRow
+		err := db.onShard(ctx, l, i, func(ctx context.Context) (err error) {
+			rows, err = dbcitus.New(db.pool).JobWakeExpiredAwaits(ctx, dbcitus.JobWakeExpiredAwaitsParams{
+				Placements: placements, AsOf: asOf, MaxRows: limit - n})
+			return err
+		})
 		if err != nil {
 			failed = cmp.Or(failed, translate(err))
 			continue

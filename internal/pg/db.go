@@ -5,6 +5,7 @@
 package pg
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -37,6 +38,10 @@ type DB struct {
 	// knownQueues holds the queues this process has made sure exist (Citus inserts: the
 	// queues table is a reference table, written on every node).
 	knownQueues sync.Map
+	// shardTimeout and circuits bound a Citus statement on one shard, and pass over a
+	// worker that does not answer (citus_circuit.go).
+	shardTimeout time.Duration
+	circuits     workerCircuits
 }
 
 // Pooler names what the database URL reaches: PostgreSQL itself, or a connection pooler
@@ -82,6 +87,10 @@ type Options struct {
 	// advisory lock (default: the URL given to Open). At most two connections, named
 	// gendurable-direct in pg_stat_activity.
 	DirectURL string
+	// ShardTimeout is the deadline of a statement on one shard of a Citus cluster: a
+	// worker that does not answer within it is passed over for a while (default
+	// DefaultShardTimeout; plain PostgreSQL has no shards and ignores it).
+	ShardTimeout time.Duration
 }
 
 // Open connects to url (and to opts.DirectURL) and checks the connections.
@@ -97,7 +106,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pg: connect: %w", err)
 	}
-	db := &DB{pool: pool, session: pool, q: dbsqlc.New(pool)}
+	db := &DB{pool: pool, session: pool, q: dbsqlc.New(pool), shardTimeout: cmp.Or(opts.ShardTimeout, DefaultShardTimeout)}
 	if opts.DirectURL != "" {
 		dcfg, err := poolConfig(opts.DirectURL, PoolerNone, opts)
 		if err != nil {
