@@ -42,6 +42,7 @@ type config struct {
 	MaxBodyBytes         int64
 	StepBodyCap          int
 	DBMaxConns           int
+	CitusShardTimeout    time.Duration
 	LogLevel             slog.Level
 	Tracing              tracingConfig
 	// TraceURL is the dashboard's link to a trace: a URL with {trace_id} in it
@@ -154,6 +155,7 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	c.MaxBodyBytes = int64(integer("GENDURABLE_MAX_BODY_BYTES", 1<<20))
 	c.DBMaxConns = integer("GENDURABLE_DB_MAX_CONNS", 20)
+	c.CitusShardTimeout = duration("GENDURABLE_CITUS_SHARD_TIMEOUT", pg.DefaultShardTimeout.String())
 	c.StepBodyCap = integer("GENDURABLE_STEP_BODY_CAP", 8<<10)
 	queues := env("GENDURABLE_QUEUES", "")
 	cidrs := env("GENDURABLE_WEBHOOK_ALLOW_CIDRS", "")

@@ -71,7 +71,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		dbURL = dev.cluster.URL("gendurable")
 	}
 	db, err := pg.Open(ctx, dbURL, pg.Options{MaxConns: int32(cfg.DBMaxConns), Pooler: cfg.DBPooler,
-		DirectURL: cfg.DirectDatabaseURL})
+		DirectURL: cfg.DirectDatabaseURL, ShardTimeout: cfg.CitusShardTimeout})
 	if err != nil {
 		return err
 	}
