@@ -35,37 +35,37 @@ func TestLatencyBucketIsWithinItsError(t *testing.T) {
 }
 
 // historyClasses counts the history rows of a queue by the charts' outcome classes, as
-// the history itself says: failed is an answer that asked for no retry, or the last
-// attempt of a job that failed or was cancelled. (Two plain reads put together here: on
+// the history itself says: failed is an answer that asked for no retry, or the attempt a
+// failed or cancelled job ended on (the job keeps its step and attempt). (Two plain reads put together here: on
 // Citus a join of steps and jobs off their distribution column is refused.)
 func historyClasses(t *testing.T, db *pg.DB, queue string) (ok, failed, done, total int64) {
 	t.Helper()
 	ctx := context.Background()
-	rows, err := db.QueryStrings(ctx, `SELECT job_id::text, id::text, outcome FROM steps WHERE queue = $1 ORDER BY job_id, id`, queue)
+	rows, err := db.QueryStrings(ctx, `SELECT job_id::text, step::text, attempt::text, outcome FROM steps WHERE queue = $1`, queue)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ended, err := db.QueryStrings(ctx, `SELECT id::text FROM jobs WHERE queue = $1 AND status IN ('failed', 'cancelled')`, queue)
+	// An ended job keeps the step and attempt it ended on: that attempt ended it.
+	ended, err := db.QueryStrings(ctx, `SELECT id::text, step::text, attempt::text FROM jobs WHERE queue = $1 AND status IN ('failed', 'cancelled')`, queue)
 	if err != nil {
 		t.Fatal(err)
 	}
-	isEnded := map[string]bool{}
+	endedOn := map[[3]string]bool{}
 	for _, r := range ended {
-		isEnded[r[0]] = true
+		endedOn[[3]string(r)] = true
 	}
-	for i, r := range rows {
-		last := i == len(rows)-1 || rows[i+1][0] != r[0]
+	for _, r := range rows {
 		total++
-		switch r[2] {
+		switch r[3] {
 		case "next", "await", "spawn", "done":
 			ok++
-			if r[2] == "done" {
+			if r[3] == "done" {
 				done++
 			}
 		case "fail", "request_too_large", "bad_secret":
 			failed++
 		default:
-			if last && isEnded[r[0]] {
+			if endedOn[[3]string{r[0], r[1], r[2]}] {
 				failed++
 			}
 		}
