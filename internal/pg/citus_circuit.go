@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // A worker that stops answering without closing its connections (a hung host, a network
@@ -16,8 +13,10 @@ import (
 // coordinator waits on the worker, and the server on the coordinator. So each statement
 // the server sends to one shard (a claim, an outcome batch, a heartbeat, the reaper's) has
 // a deadline, ShardTimeout, and a circuit per worker stops sending to a worker that
-// failed so: after a statement on one of its shards timed out or lost its connection, its
-// shards are passed over for a while (1 s, doubling up to 30 s while it keeps failing).
+// failed so: after a statement on one of its shards timed out, its shards are passed over
+// for a while (1 s, doubling up to 30 s while it keeps failing). A worker that is down
+// fails each statement at once (the coordinator's connection is refused): that opens no
+// circuit, and its shards are tried again as soon as it is back.
 // When that time is up, one statement probes it (the others keep passing it over); its
 // success closes the circuit. A claim then takes its steps from the other workers'
 // shards, and a stalled statement costs at most ShardTimeout once per probe.
@@ -97,8 +96,8 @@ func (c *workerCircuits) probeEnded(group int32) {
 }
 
 // onShard runs fn, a statement on shard (an index of l), under the shard's deadline and
-// its worker's circuit: ErrWorkerUnavailable when the circuit is open; a timeout or a
-// lost connection opens it, any answer closes it. ctx's own end is fn's error as it is.
+// its worker's circuit: ErrWorkerUnavailable when the circuit is open; a timeout opens
+// it, any answer closes it. ctx's own end is fn's error as it is.
 func (db *DB) onShard(ctx context.Context, l *citusLayout, shard int, fn func(ctx context.Context) error) error {
 	group := l.shardGroup(shard)
 	if !db.circuits.allow(group, time.Now()) {
@@ -110,21 +109,11 @@ func (db *DB) onShard(ctx context.Context, l *citusLayout, shard int, fn func(ct
 	switch {
 	case ctx.Err() != nil:
 		db.circuits.probeEnded(group) // not the worker's doing
-	case err != nil && (sctx.Err() != nil || workerUnreachable(err)):
+	case err != nil && sctx.Err() != nil:
 		db.circuits.failed(group, time.Now())
-		if sctx.Err() != nil {
-			return fmt.Errorf("pg: shard %d did not answer within %s: %w", l.shardIDAt(shard), db.shardTimeout, err)
-		}
+		return fmt.Errorf("pg: shard %d did not answer within %s: %w", l.shardIDAt(shard), db.shardTimeout, err)
 	default:
 		db.circuits.answered(group)
 	}
 	return err
-}
-
-// workerUnreachable reports whether err is the coordinator's report of a lost or refused
-// connection to a worker (a connection exception, SQLSTATE class 08). The driver's own
-// connection errors are the coordinator's, not a worker's, and open no circuit.
-func workerUnreachable(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "08")
 }
