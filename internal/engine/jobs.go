@@ -117,6 +117,7 @@ type JobDetail struct {
 type JobFilter struct {
 	Queue, Status, Handler, Key *string
 	Schedule                    *string // the jobs the schedule of this name made
+	FairnessKey                 *string // the jobs of this fairness key ("" is the default key)
 	Before                      *int64
 	// CreatedAfter (inclusive) and CreatedBefore (exclusive, default now) are the time
 	// window; a search by payload needs one of at most MaxSearchWindow.
@@ -167,7 +168,7 @@ func (e *Engine) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 		return nil, err
 	}
 	p := pg.JobListParams{Queue: f.Queue, Status: f.Status, Handler: f.Handler, Key: f.Key, Schedule: f.Schedule,
-		Before: f.Before, CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
+		FairnessKey: f.FairnessKey, Before: f.Before, CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
 		InputContains: f.InputContains, ResultContains: f.ResultContains, Limit: f.Limit}
 	if f.CreatedAfter != nil {
 		id, err := e.db.JobIDAt(ctx, f.CreatedAfter.Add(-searchSlack))

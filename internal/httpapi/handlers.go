@@ -199,7 +199,8 @@ func (s *Server) ListJobs(ctx context.Context, req ListJobsRequestObject) (ListJ
 		status = &st
 	}
 	f := engine.JobFilter{Queue: p.Queue, Status: status, Handler: p.Handler, Key: p.Key,
-		Schedule: p.Schedule, Before: parseCursor(p.Cursor), CreatedAfter: p.CreatedAfter, CreatedBefore: p.CreatedBefore, Limit: limit}
+		Schedule: p.Schedule, FairnessKey: p.FairnessKey, Before: parseCursor(p.Cursor), CreatedAfter: p.CreatedAfter,
+		CreatedBefore: p.CreatedBefore, Limit: limit}
 	if p.InputContains != nil {
 		f.InputContains = json.RawMessage(*p.InputContains)
 	}

@@ -18,7 +18,7 @@ import (
 
 // tables are the tables a refused request must leave alone.
 var tables = []string{"jobs", "signals", "steps", "handlers", "queues", "rate_limits", "rate_buckets", "gates",
-	"gate_slots", "api_keys"}
+	"gate_slots", "api_keys", "fairness_keys"}
 
 // rowCounts counts the rows of every table.
 func (a *api) rowCounts() map[string]int64 {

@@ -129,7 +129,7 @@ func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
 		bound     *regexp.Regexp // in the plan of the task shown
 	}{
 		{"JobReadyExists", dbcitus.JobReadyExists, []any{"default"}, regexp.MustCompile(`Limit|Result`)},
-		{"JobList", dbsqlc.JobList, []any{"default", nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, limit}, regexp.MustCompile(`->\s+Limit`)},
+		{"JobList", dbsqlc.JobList, []any{"default", nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, limit}, regexp.MustCompile(`->\s+Limit`)},
 		{"QueueCounts", dbsqlc.QueueCounts, []any{"default"}, regexp.MustCompile(`Aggregate`)},
 	}
 	for _, f := range fanOuts {

@@ -716,6 +716,7 @@ func (db *DB) JobGet(ctx context.Context, id int64) (JobDetail, error) {
 type JobListParams struct {
 	Queue, Status, Handler, Key *string
 	Schedule                    *string // the jobs of the schedule of this name
+	FairnessKey                 *string // the jobs of this fairness key
 	ParentID                    *int64
 	Before                      *int64
 	// MinID is the least id listed (the start of a search's window, from JobIDAt).
@@ -732,7 +733,8 @@ type JobListParams struct {
 func (db *DB) JobList(ctx context.Context, p JobListParams) ([]Job, error) {
 	js, err := db.q.JobList(ctx, dbsqlc.JobListParams{Queue: p.Queue, Status: p.Status, Handler: p.Handler, JobKey: p.Key,
 		BeforeID: p.Before, ParentID: p.ParentID, ScheduleName: p.Schedule, MinID: p.MinID, CreatedAfter: p.CreatedAfter,
-		CreatedBefore: p.CreatedBefore, InputContains: p.InputContains, ResultContains: p.ResultContains, MaxRows: p.Limit})
+		CreatedBefore: p.CreatedBefore, InputContains: p.InputContains, ResultContains: p.ResultContains, FairnessKey: p.FairnessKey,
+		MaxRows: p.Limit})
 	return convertAll(js, jobFromRow), translate(err)
 }
 

@@ -1021,8 +1021,9 @@ WHERE ($1::text IS NULL OR j.queue = $1)
   AND ($10::text IS NULL OR j.key = $10)
   AND ($11::bigint IS NULL OR j.parent_id = $11)
   AND ($12::text IS NULL OR j.schedule_name = $12)
+  AND ($13::text IS NULL OR j.fairness_key = $13)
 ORDER BY j.id DESC
-LIMIT $13::int
+LIMIT $14::int
 `
 
 type JobListParams struct {
@@ -1038,6 +1039,7 @@ type JobListParams struct {
 	JobKey         *string
 	ParentID       *int64
 	ScheduleName   *string
+	FairnessKey    *string
 	MaxRows        int
 }
 
@@ -1061,6 +1063,7 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]Job, error)
 		arg.JobKey,
 		arg.ParentID,
 		arg.ScheduleName,
+		arg.FairnessKey,
 		arg.MaxRows,
 	)
 	if err != nil {

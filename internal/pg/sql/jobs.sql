@@ -378,6 +378,7 @@ WHERE (sqlc.narg(queue)::text IS NULL OR j.queue = sqlc.narg(queue))
   AND (sqlc.narg(job_key)::text IS NULL OR j.key = sqlc.narg(job_key))
   AND (sqlc.narg(parent_id)::bigint IS NULL OR j.parent_id = sqlc.narg(parent_id))
   AND (sqlc.narg(schedule_name)::text IS NULL OR j.schedule_name = sqlc.narg(schedule_name))
+  AND (sqlc.narg(fairness_key)::text IS NULL OR j.fairness_key = sqlc.narg(fairness_key))
 ORDER BY j.id DESC
 LIMIT sqlc.arg(max_rows)::int;
 

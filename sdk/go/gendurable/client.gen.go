@@ -1453,6 +1453,9 @@ type ListJobsParams struct {
 	// Schedule The jobs the schedule of this name made.
 	Schedule *Name `form:"schedule,omitempty" json:"schedule,omitempty"`
 
+	// FairnessKey The jobs of this fairness key (docs/fairness.md); empty for the default key of a fair queue.
+	FairnessKey *string `form:"fairness_key,omitempty" json:"fairness_key,omitempty"`
+
 	// InputContains JSON the job's input contains (jsonb containment: {"customer": "c-7"} matches an input with that member among others). Needs created_after: a search reads the jobs of a time window of at most 7 days.
 	InputContains *string `form:"input_contains,omitempty" json:"input_contains,omitempty"`
 
@@ -4200,6 +4203,18 @@ func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, e
 		if params.Schedule != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "schedule", *params.Schedule, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.FairnessKey != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "fairness_key", *params.FairnessKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
