@@ -1844,6 +1844,8 @@ export interface operations {
                 key?: string;
                 /** @description The jobs the schedule of this name made. */
                 schedule?: components["schemas"]["Name"];
+                /** @description The jobs of this fairness key (docs/fairness.md); empty for the default key of a fair queue. */
+                fairness_key?: string;
                 /** @description JSON the job's input contains (jsonb containment: {"customer": "c-7"} matches an input with that member among others). Needs created_after: a search reads the jobs of a time window of at most 7 days. */
                 input_contains?: string;
                 /** @description JSON the job's result contains, as input_contains; needs created_after. */
