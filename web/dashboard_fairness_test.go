@@ -207,4 +207,20 @@ func TestDashboardShowsAndSetsFairnessKeys(t *testing.T) {
 	); err != nil {
 		t.Fatalf("a run's fairness key: %v\nthe page: %s", err, textOf(ctx, t, "main"))
 	}
+
+	// A key links to its runs: globex's 3, then (from the runs page's own field) the one
+	// run that names no key.
+	runs := `document.querySelectorAll('table[data-testid=runs] tbody tr[data-job]')`
+	if err := chromedp.Run(ctx,
+		chromedp.Click(`//tr[@data-fkey="globex"]//a`),
+		waitJS(`location.hash.startsWith('#/runs') && location.hash.includes('fairness_key=globex')`),
+		waitJS(runs+`.length === 3`),
+		waitJS(`document.querySelector('input[data-testid=fairness-key-filter]').value === 'globex'`),
+		chromedp.Evaluate(`document.querySelector('input[data-testid=fairness-key-filter]').value = ''`, nil), // the default key
+		chromedp.Click(`form[aria-label="Filter runs"] button[type=submit]`),
+		waitJS(`location.hash.includes('fairness_key=') && !location.hash.includes('fairness_key=globex')`),
+		waitJS(runs+`.length === 1`),
+	); err != nil {
+		t.Fatalf("a key's runs: %v\nthe page: %s", err, textOf(ctx, t, "main"))
+	}
 }

@@ -22,9 +22,11 @@ export function useRoute(): Route {
   return route;
 }
 
-export function navigate(path: string, query: Record<string, string | undefined> = {}) {
+export function navigate(path: string, query: Record<string, string | undefined> = {}, keepEmpty: string[] = []) {
   const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(query)) if (v) q.set(k, v);
+  // An empty value is no filter, and is left out; except for the names in keepEmpty,
+  // where "" is a value (the default fairness key).
+  for (const [k, v] of Object.entries(query)) if (v || (v === '' && keepEmpty.includes(k))) q.set(k, v);
   const s = q.toString();
   location.hash = s ? `${path}?${s}` : path;
 }

@@ -168,7 +168,11 @@ export function FairnessKeys({ queue, prefix, order }: { queue: string; prefix: 
               <tbody>
                 {keys.map((k) => (
                   <tr key={k.key} data-fkey={k.key}>
-                    <td class="ellipsis">{keyName(k.key)}</td>
+                    <td class="ellipsis">
+                      <a href={`#/runs?${new URLSearchParams({ queue, fairness_key: k.key })}`} title={`The runs of ${k.key === '' ? 'the jobs without a key' : k.key} in ${queue}`}>
+                        {keyName(k.key)}
+                      </a>
+                    </td>
                     <td class="num" data-testid="fkey-runnable">{k.runnable}</td>
                     <td class="num" data-testid="fkey-in-flight">
                       {k.in_flight}

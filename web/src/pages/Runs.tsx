@@ -12,6 +12,8 @@ export interface RunsQuery {
   status?: string;
   handler?: string;
   key?: string;
+  /** fairness_key: the runs of one fairness key ("" the default key of a fair queue). */
+  fairness_key?: string;
   /** contains: JSON the input contains; within: the window searched (1h, 24h, 7d). */
   contains?: string;
   within?: string;
@@ -74,6 +76,7 @@ export function Runs({ q }: { q: RunsQuery }) {
             status: (q.status || undefined) as JobStatus | undefined,
             handler: q.handler || undefined,
             key: q.key || undefined,
+            fairness_key: q.fairness_key ?? undefined,
             input_contains: q.contains || undefined,
             created_after: q.contains ? new Date(Date.now() - (WINDOWS[q.within ?? '24h'] ?? WINDOWS['24h'])).toISOString() : undefined,
             cursor: q.cursor || undefined,
@@ -123,10 +126,12 @@ export function Runs({ q }: { q: RunsQuery }) {
       status: String(f.get('status') || ''),
       handler: String(f.get('handler') || ''),
       key: String(f.get('key') || ''),
+      // kept while its field is shown ("" is a key too: the default one)
+      ...(f.has('fairness_key') ? { fairness_key: String(f.get('fairness_key')) } : {}),
       contains: String(f.get('contains') || '').trim(),
       // The window only means something with a search: no search, no within in the URL.
       within: String(f.get('contains') || '').trim() ? String(f.get('within') || '') : '',
-    });
+    }, ['fairness_key']);
   };
   const toggle = (jobs: Job[], on: boolean) => {
     const next = new Map(selected);
@@ -143,12 +148,12 @@ export function Runs({ q }: { q: RunsQuery }) {
   const older = () => {
     if (!next) return;
     setHistory([...history, q.cursor ?? '']);
-    navigate('/runs', { ...q, cursor: next });
+    navigate('/runs', { ...q, cursor: next }, ['fairness_key']);
   };
   const newer = () => {
     const prev = history[history.length - 1];
     setHistory(history.slice(0, -1));
-    navigate('/runs', { ...q, cursor: prev || undefined });
+    navigate('/runs', { ...q, cursor: prev || undefined }, ['fairness_key']);
   };
 
   return (
@@ -178,6 +183,12 @@ export function Runs({ q }: { q: RunsQuery }) {
         <label>
           Key <input name="key" defaultValue={q.key} placeholder="any" />
         </label>
+        {q.fairness_key !== undefined && (
+          <label>
+            Fairness key{' '}
+            <input name="fairness_key" defaultValue={q.fairness_key} placeholder="(no key)" data-testid="fairness-key-filter" size={10} />
+          </label>
+        )}
         <label>
           Input contains{' '}
           <input name="contains" defaultValue={q.contains} placeholder='{"customer": "c-7"}' size={18} title="JSON the input contains (JSON containment)" />
@@ -193,7 +204,7 @@ export function Runs({ q }: { q: RunsQuery }) {
           </select>
         </label>
         <button type="submit">Filter</button>
-        {(q.queue || q.status || q.handler || q.key || q.contains) && (
+        {(q.queue || q.status || q.handler || q.key || q.contains || q.fairness_key !== undefined) && (
           <a href="#/runs" class="clear">
             clear filters
           </a>
