@@ -109,5 +109,9 @@ func TestFairShareIsRefusedOnCitus(t *testing.T) {
 	a.expectRefusals([]refusal{
 		{"a fair queue", "PUT", "/v1/queues/mail", `{"fairness": "round_robin"}`, 422, "fairness"},
 		{"a job with a fairness key", "POST", "/v1/jobs", `{"handler": "h", "fairness_key": "acme"}`, 422, "fairness_key"},
+		{"a key's settings", "PUT", "/v1/queues/default/fairness-keys/acme", `{"weight": 2}`, 422, "fairness"},
+		{"a key", "GET", "/v1/queues/default/fairness-keys/acme", "", 422, "fairness"},
+		{"the keys", "GET", "/v1/queues/default/fairness-keys", "", 422, "fairness"},
+		{"a key dropped", "DELETE", "/v1/queues/default/fairness-keys/acme", "", 422, "fairness"},
 	})
 }
