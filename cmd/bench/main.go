@@ -19,6 +19,7 @@
 //	go run ./cmd/bench -json bench.json        # also write the results as JSON
 //	go run ./cmd/bench -processes 1,2,3        # only the drains by 1, 2 and 3 server processes
 //	go run ./cmd/bench -processes 1,2,3 -pace 2000  # the same, jobs arriving at 2 000/s per process
+//	go run ./cmd/bench -processes 2,3 -spread  # the same backlogs, each process on a queue of its own
 //	go run ./cmd/bench -citus                  # then the drains on Citus beside plain PostgreSQL (make bench-citus)
 package main
 
@@ -81,6 +82,7 @@ type options struct {
 	analyze       bool
 	keepBulk      bool
 	processes     []int
+	spread        bool
 	pace          float64
 	paceFor       time.Duration
 	paceBatch     int
@@ -174,6 +176,8 @@ func main() {
 		return nil
 	})
 	flag.Float64Var(&o.pace, "pace", 0, "with -processes: jobs arrive during each drain through the servers' batch API at this many a second for each process, for -pace-for (0: each drain is a backlog inserted beforehand)")
+	flag.BoolVar(&o.spread, "spread", false, "with -processes: each process drains a queue of its own (GENDURABLE_QUEUES), the backlog split evenly among them: "+
+		"the claims never meet, the bound of what spreading one queue's claims apart (per-process shards) could give (docs/scaling.md)")
 	flag.DurationVar(&o.paceFor, "pace-for", 10*time.Second, "with -pace: how long the jobs arrive")
 	flag.IntVar(&o.paceBatch, "pace-batch", 100, "with -pace: jobs per insert call")
 	flag.BoolVar(&o.citus, "citus", false, "then start a Citus coordinator and -citus-workers workers on this host and run -citus-pairs alternating pairs "+
@@ -196,6 +200,10 @@ func main() {
 			fmt.Fprintln(os.Stderr, "bench: -citus runs after gendurable's plain pairs: left out with -only river and -processes")
 			o.citus = false
 		}
+	}
+	if o.spread && (len(o.processes) == 0 || o.pace > 0) {
+		fmt.Fprintln(os.Stderr, "bench: -spread splits the backlog of -processes drains (without -pace)")
+		os.Exit(2)
 	}
 	switch o.only {
 	case "":
@@ -562,11 +570,12 @@ func fiveStepDrain(ctx context.Context, o options, m *meter, db *pg.DB, api stri
 
 // startServer starts one server process on the bench's database, serving its API on
 // apiAddr and pprof on pprofAddr.
-func startServer(o options, apiAddr, pprofAddr string) (*exec.Cmd, error) {
+func startServer(o options, apiAddr, pprofAddr string, env ...string) (*exec.Cmd, error) {
 	srv := exec.Command(o.server)
 	srv.Env = append(os.Environ(), "DATABASE_URL="+o.databaseURL, "GENDURABLE_ADDR="+apiAddr, "GENDURABLE_PPROF_ADDR="+pprofAddr,
 		"GENDURABLE_ALLOW_PRIVATE_WEBHOOKS=true", "GENDURABLE_LOG_LEVEL=warn",
 		"GENDURABLE_OUTCOME_BATCH="+strconv.Itoa(o.outcomeBatch))
+	srv.Env = append(srv.Env, env...)
 	srv.Stderr = os.Stderr
 	return srv, srv.Start()
 }

@@ -18,8 +18,10 @@ import (
 // ProcessesDrain is one drain of the -processes mode: the same one-step drain run by
 // n server processes sharing the one PostgreSQL and the queue.
 type ProcessesDrain struct {
-	Processes int   `json:"processes"`
-	Drain     Drain `json:"drain"`
+	Processes int `json:"processes"`
+	// Spread: each process drained a queue of its own (-spread).
+	Spread bool  `json:"spread,omitempty"`
+	Drain  Drain `json:"drain"`
 	// ClaimCalls and ClaimRows are the claims' calls and rows in pg_stat_statements
 	// (JobClaimPlain and JobClaimBatch).
 	ClaimCalls int64 `json:"claim_calls"`
@@ -111,9 +113,23 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 	}()
 	var apis, pprofAddrs []string
 	var pids []int
-	for range n {
+	// The drain's queue; with -spread, one for each process (queue-1, queue-2, ...), each
+	// served by its process alone and holding its share of the backlog.
+	queue := fmt.Sprintf("processes-%d-%d", row, n)
+	queues := []string{queue}
+	if o.spread {
+		queues = nil
+		for k := range n {
+			queues = append(queues, fmt.Sprintf("%s-%d", queue, k+1))
+		}
+	}
+	for k := range n {
+		var env []string
+		if o.spread {
+			env = append(env, "GENDURABLE_QUEUES="+queues[k])
+		}
 		apiAddr, pprofAddr := freeAddr(), freeAddr()
-		srv, err := startServer(o, apiAddr, pprofAddr)
+		srv, err := startServer(o, apiAddr, pprofAddr, env...)
 		if err != nil {
 			return ProcessesDrain{}, err
 		}
@@ -131,18 +147,20 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 	if err := putHandler(api, recvAddr); err != nil {
 		return ProcessesDrain{}, err
 	}
-	queue := fmt.Sprintf("processes-%d-%d", row, n)
 	jobs := o.jobs
 	if o.pace > 0 { // jobs arrive during the drain, at pace a second for each process
 		jobs = int(float64(n) * o.pace * o.paceFor.Seconds())
 	}
-	if err := call(api, "PUT", "/v1/queues/"+queue, fmt.Sprintf(`{"paused": %t, "max_in_flight": %d, "batch": %d}`,
-		o.pace == 0, o.maxInFlight, o.batch)); err != nil {
-		return ProcessesDrain{}, err
-	}
-	if o.pace == 0 {
-		if _, err := bulkInsert(api, "bench", queue, jobs, 1, 1, o.insertBatch); err != nil {
+	for k, q := range queues {
+		if err := call(api, "PUT", "/v1/queues/"+q, fmt.Sprintf(`{"paused": %t, "max_in_flight": %d, "batch": %d}`,
+			o.pace == 0, o.maxInFlight, o.batch)); err != nil {
 			return ProcessesDrain{}, err
+		}
+		if o.pace == 0 { // the backlog, split evenly among the queues
+			share := jobs/len(queues) + min(1, max(0, jobs%len(queues)-k))
+			if _, err := bulkInsert(api, "bench", q, share, 1, 1, o.insertBatch); err != nil {
+				return ProcessesDrain{}, err
+			}
 		}
 	}
 	if err := vacuumAnalyze(ctx, o, db, "jobs"); err != nil {
@@ -178,7 +196,12 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 				go func() { arrivals <- arrive(apis, queue, jobs, float64(n)*o.pace, o.paceBatch) }()
 				return nil
 			}
-			return resumeQueue(api, queue)
+			for _, q := range queues {
+				if err := resumeQueue(api, q); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 		// The receiver's count first (no statement), then one probe that every outcome
 		// is written: the poll reads no jobs_pick entry.
@@ -199,7 +222,7 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 				return false, err
 			}
 			left, err := db.QueryInt(ctx, `-- probe
-				SELECT count(*) FROM jobs WHERE status = 'executing' AND queue = $1`, queue)
+				SELECT count(*) FROM jobs WHERE status = 'executing' AND queue = ANY($1)`, queues)
 			if left == 0 && err == nil {
 				sampler.stop()
 			}
@@ -212,7 +235,7 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 		return ProcessesDrain{}, err
 	}
 	if done, err := db.QueryInt(ctx, `-- probe
-		SELECT count(*) FROM jobs WHERE queue = $1 AND status = 'done'`, queue); err != nil {
+		SELECT count(*) FROM jobs WHERE queue = ANY($1) AND status = 'done'`, queues); err != nil {
 		return ProcessesDrain{}, err
 	} else if done != int64(jobs) {
 		return ProcessesDrain{}, fmt.Errorf("%s: %d of %d jobs done", queue, done, jobs)
@@ -222,7 +245,7 @@ func drainProcesses(ctx context.Context, o options, m *meter, db, lockDB *pg.DB,
 	if err != nil {
 		return ProcessesDrain{}, err
 	}
-	r := ProcessesDrain{Processes: n, Drain: d, PickEntries: read1 - read0, PickFetched: fetched1 - fetched0}
+	r := ProcessesDrain{Processes: n, Spread: o.spread, Drain: d, PickEntries: read1 - read0, PickFetched: fetched1 - fetched0}
 	for _, st := range d.Statements {
 		switch st.Name {
 		case "JobClaimBatch", "JobClaimPlain":
@@ -357,6 +380,9 @@ func maxMean(v []int64) (int64, float64) {
 // printProcesses prints the -processes table, one row per count of server processes.
 func printProcesses(out io.Writer, rows []ProcessesDrain, o options) {
 	drain := fmt.Sprintf("a %d-job one-step drain each (a backlog inserted through one server beforehand", o.jobs)
+	if o.spread {
+		drain = fmt.Sprintf("a %d-job one-step drain each, split evenly among the processes' queues, each process serving its own (a backlog inserted through one server beforehand", o.jobs)
+	}
 	if o.pace > 0 {
 		drain = fmt.Sprintf("one-step jobs arriving at %g a second for each process for %s (%d a call, to the servers in turn", o.pace, o.paceFor, o.paceBatch)
 	}
