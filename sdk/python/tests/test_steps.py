@@ -171,6 +171,70 @@ class StepsTest(unittest.TestCase):
             self.assertEqual(self.handle(body, headers)[0], 200)
         self.assertEqual([s.traceparent for s in self.seen], [tp])
 
+    def test_a_traced_step_runs_in_a_span_of_the_opentelemetry_api(self):
+        # The opentelemetry package cannot be installed here (no package index), so this
+        # stands in a module with the calls of the opentelemetry-api 1.x trace API that
+        # _traced makes (TraceState.from_header, SpanContext, NonRecordingSpan,
+        # set_span_in_context, get_tracer().start_as_current_span, SpanKind, TraceFlags),
+        # and checks what the step handler asks of it: a SERVER span named after the
+        # handler, child of the request's traceparent (remote, its flags and tracestate),
+        # with the job's attributes, current while the step function runs.
+        import types
+
+        started, inside = [], []
+
+        class SpanContext:
+            def __init__(self, trace_id, span_id, is_remote, trace_flags, trace_state):
+                self.trace_id, self.span_id, self.is_remote = trace_id, span_id, is_remote
+                self.trace_flags, self.trace_state = trace_flags, trace_state
+
+        class TraceState(dict):
+            @classmethod
+            def from_header(cls, headers):
+                return cls(kv.split("=", 1) for h in headers for kv in h.split(","))
+
+        class Tracer:
+            def start_as_current_span(self, name, context=None, kind=None, attributes=None):
+                started.append({"name": name, "parent": context["span"].context, "kind": kind, "attributes": attributes})
+
+                class Current:
+                    def __enter__(self):
+                        trace.current = name
+
+                    def __exit__(self, *exc):
+                        trace.current = None
+                return Current()
+
+        trace = types.ModuleType("opentelemetry.trace")
+        trace.current = None
+        trace.SpanContext, trace.TraceState = SpanContext, TraceState
+        trace.TraceFlags = int
+        trace.SpanKind = types.SimpleNamespace(SERVER="server", CLIENT="client", INTERNAL="internal")
+        trace.NonRecordingSpan = lambda ctx: types.SimpleNamespace(context=ctx)
+        trace.set_span_in_context = lambda span: {"span": span}
+        trace.get_tracer = lambda name: Tracer()
+        otel = types.ModuleType("opentelemetry")
+        otel.trace = trace
+
+        steps = Steps(support.SECRET)
+        steps.register("h", lambda step: inside.append(trace.current) or Done())
+        tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        body = step_body()
+        headers = dict(signed(body))
+        headers.update({"traceparent": tp, "tracestate": "vendor=abc"})
+        with unittest.mock.patch.dict(sys.modules, {"opentelemetry": otel, "opentelemetry.trace": trace}):
+            self.assertEqual(steps.handle(headers, body).status, 200)
+            self.assertEqual(steps.handle(signed(body), body).status, 200)  # no traceparent: no span
+        self.assertEqual(inside, ["step h", None])
+        self.assertEqual(len(started), 1, started)
+        span = started[0]
+        parent = span["parent"]
+        self.assertEqual((span["name"], span["kind"]), ("step h", "server"))
+        self.assertEqual((parent.trace_id, parent.span_id, parent.is_remote, parent.trace_flags, dict(parent.trace_state)),
+                         (0x4bf92f3577b34da6a3ce929d0e0e4736, 0x00f067aa0ba902b7, True, 1, {"vendor": "abc"}))
+        self.assertEqual(span["attributes"], {"gendurable.job.id": 42, "gendurable.handler": "h",
+                                              "gendurable.step": 0, "gendurable.attempt": 1})
+
     def test_a_step_route_wins_over_the_catch_all(self):
         status, answer = self.handle(step_body(step=3))
         self.assertEqual(status, 200)
