@@ -40,6 +40,7 @@ type config struct {
 	OutcomeWorkers       int
 	OutcomeBusyLinger    time.Duration
 	MaxBodyBytes         int64
+	RequestTimeout       time.Duration
 	StepBodyCap          int
 	DBMaxConns           int
 	CitusShardTimeout    time.Duration
@@ -154,6 +155,7 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		c.OutcomeBusyLinger = duration("GENDURABLE_OUTCOME_BUSY_LINGER", v)
 	}
 	c.MaxBodyBytes = int64(integer("GENDURABLE_MAX_BODY_BYTES", 1<<20))
+	c.RequestTimeout = duration("GENDURABLE_REQUEST_TIMEOUT", httpapi.DefaultRequestTimeout.String())
 	c.DBMaxConns = integer("GENDURABLE_DB_MAX_CONNS", 20)
 	c.CitusShardTimeout = duration("GENDURABLE_CITUS_SHARD_TIMEOUT", pg.DefaultShardTimeout.String())
 	c.StepBodyCap = integer("GENDURABLE_STEP_BODY_CAP", 8<<10)
@@ -223,7 +225,7 @@ func (c config) engineConfig() engine.Config {
 }
 
 func (c config) apiConfig() httpapi.Config {
-	return httpapi.Config{MaxBodyBytes: c.MaxBodyBytes, APIToken: c.APIToken}
+	return httpapi.Config{MaxBodyBytes: c.MaxBodyBytes, APIToken: c.APIToken, RequestTimeout: c.RequestTimeout}
 }
 
 func (c config) dispatchConfig() dispatch.Config {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/gendurable/gendurable/internal/dispatch"
 	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/internal/httpapi"
 	"github.com/gendurable/gendurable/internal/pg"
 	"github.com/gendurable/gendurable/internal/pg/pgtest"
 	"github.com/gendurable/gendurable/webhook"
@@ -599,6 +602,24 @@ func TestCitusWorkerHungDuringADrain(t *testing.T) {
 	})
 	// Counted on the live worker's shards only: a count on every shard would wait too.
 	atFreeze := d.mustCount(t, live, outcomesApplied)
+	// The API meanwhile: a list (every shard) answers a 503 problem at its deadline, a
+	// job on the live worker answers at once.
+	api := d.apiServer(t, 3*time.Second)
+	var liveJob int64
+	for _, id := range d.jobIDs() {
+		if d.nodeOf[id%pg.Placements] == d.own.Port(1) {
+			liveJob = id
+			break
+		}
+	}
+	listWhileHung, listTook := api.get(t, "/v1/jobs?limit=10")
+	jobWhileHung, jobTook := api.get(t, fmt.Sprintf("/v1/jobs/%d", liveJob))
+	if listWhileHung != http.StatusServiceUnavailable || listTook > 20*time.Second {
+		t.Errorf("GET /v1/jobs with a worker hung: %d after %v; want 503 at the 3 s deadline", listWhileHung, listTook)
+	}
+	if jobWhileHung != http.StatusOK {
+		t.Errorf("GET of job %d on the live worker with the other hung: %d after %v; want 200", liveJob, jobWhileHung, jobTook)
+	}
 	d.waitCount(t, live, jobsDone, liveJobs, 2*time.Minute, "the live worker's jobs finishing while the other is frozen")
 	liveDoneAfter := time.Since(frozen)
 	duringFreeze := d.mustCount(t, live, outcomesApplied) - atFreeze
@@ -608,10 +629,43 @@ func TestCitusWorkerHungDuringADrain(t *testing.T) {
 	}
 	frozenFor := time.Since(frozen)
 	f := d.check(t, 2*time.Minute)
+	if status, took := api.get(t, "/v1/jobs?limit=10"); status != http.StatusOK {
+		t.Errorf("GET /v1/jobs after the thaw: %d after %v", status, took)
+	}
+	t.Logf("API while worker %d was hung: the list answered %d after %.1fs, job %d on the live worker %d after %.3fs",
+		hung, listWhileHung, listTook.Seconds(), liveJob, jobWhileHung, jobTook.Seconds())
 	t.Logf("worker %d frozen after %.1fs of drain: worker 1's %d jobs all done %.1fs later (%d outcomes applied there meanwhile); thawed after %.1fs; %s; all done %.1fs after the start",
 		hung, frozen.Sub(started).Seconds(), liveJobs, liveDoneAfter.Seconds(), duringFreeze, frozenFor.Seconds(), f,
 		time.Since(started).Seconds())
 	t.Logf("logged: %s", d.log)
+}
+
+// faultAPI is the REST API on the drain's engine.
+type faultAPI struct{ url string }
+
+// apiServer serves the REST API on the drain's engine, its calls cut at deadline.
+func (d *faultDrain) apiServer(t *testing.T, deadline time.Duration) faultAPI {
+	t.Helper()
+	h, err := httpapi.New(d.eng, httpapi.Config{RequestTimeout: deadline}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return faultAPI{url: srv.URL}
+}
+
+// get answers the status of a GET and how long it took.
+func (a faultAPI) get(t *testing.T, path string) (int, time.Duration) {
+	t.Helper()
+	began := time.Now()
+	resp, err := http.Get(a.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, time.Since(began)
 }
 
 // joinIDs is "1, 2, 3".

@@ -25,7 +25,9 @@ type api struct {
 	t   *testing.T
 	url string
 	db  *pg.DB
-	eng *engine.Engine
+	// dbURL is the test's database, for a connection of its own.
+	dbURL string
+	eng   *engine.Engine
 	// token is sent as a bearer token when set.
 	token string
 }
@@ -38,7 +40,8 @@ func newAPI(t *testing.T, cfg httpapi.Config) *api {
 // newAPIWith is newAPI on a database opened with opts (a statement counter, say).
 func newAPIWith(t *testing.T, cfg httpapi.Config, opts pg.Options) *api {
 	t.Helper()
-	db := pgtest.Open(t, pgtest.NewDatabase(t), opts)
+	dbURL := pgtest.NewDatabase(t)
+	db := pgtest.Open(t, dbURL, opts)
 	eng, err := engine.New(db, engine.Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +55,7 @@ func newAPIWith(t *testing.T, cfg httpapi.Config, opts pg.Options) *api {
 	}
 	srv := httptest.NewServer(conformance(t, h))
 	t.Cleanup(srv.Close)
-	return &api{t: t, url: srv.URL, db: db, eng: eng, token: cfg.APIToken}
+	return &api{t: t, url: srv.URL, db: db, dbURL: dbURL, eng: eng, token: cfg.APIToken}
 }
 
 type reply struct {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -51,6 +52,14 @@ func (m errorMapper) write(w http.ResponseWriter, r *http.Request, err error) {
 			"the step's lease token is not the job's current one (the step was taken back, finished or re-claimed); nothing was changed", nil)
 	case errors.Is(err, engine.ErrConflict):
 		writeProblem(w, http.StatusConflict, "conflict", "Conflict with the current state", err.Error(), nil)
+	case errors.Is(r.Context().Err(), context.DeadlineExceeded):
+		// The call's deadline (Config.RequestTimeout) passed while the database had not
+		// answered: a lock held long, or on Citus a worker that does not answer.
+		m.log.Error("request timed out", "request_id", RequestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, http.StatusServiceUnavailable, "timeout", "The database did not answer in time",
+			"the call was cancelled at its deadline (GENDURABLE_REQUEST_TIMEOUT); a change it asked for was not made unless "+
+				"it had committed: read the resource, or send it again (with an Idempotency-Key for an insert)", nil)
 	case errors.Is(err, errAuthUnavailable):
 		m.log.Error("cannot check an API key", "request_id", RequestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", "1")

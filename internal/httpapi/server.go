@@ -37,6 +37,11 @@ type Config struct {
 	Metrics http.Handler
 	// Dashboard serves / (nil: not served).
 	Dashboard http.Handler
+	// RequestTimeout bounds the time an API call may wait for the database (default
+	// DefaultRequestTimeout): past it the call's statement is cancelled and the client
+	// gets a 503 problem, rather than a request that hangs on a lock or on a Citus
+	// worker that does not answer.
+	RequestTimeout time.Duration
 	// TracerProvider, when set, makes a server span of every request (tracing.go); nil
 	// (the default) makes none, and an insert's traceparent header is kept as it came.
 	TracerProvider trace.TracerProvider
@@ -59,6 +64,8 @@ func (c Config) Validate() error {
 		"must not be negative (0: the default, 1 MiB)")
 	v.Check(c.MaxBatchBodyBytes >= 0, "MaxBatchBodyBytes", "", c.MaxBatchBodyBytes,
 		"must not be negative (0: the default, 32 MiB)")
+	v.Check(c.RequestTimeout >= 0, "RequestTimeout", "GENDURABLE_REQUEST_TIMEOUT", c.RequestTimeout,
+		"must not be negative (0: the default, 30s)")
 	return v.Err()
 }
 
@@ -76,6 +83,9 @@ func New(eng *engine.Engine, cfg Config, log *slog.Logger) (http.Handler, error)
 	}
 	if cfg.Guard == nil {
 		cfg.Guard = &netguard.Guard{AllowPrivate: true}
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -106,7 +116,7 @@ func New(eng *engine.Engine, cfg Config, log *slog.Logger) (http.Handler, error)
 		ResponseErrorHandlerFunc: errs.write,
 	})
 	r.Group(func(r chi.Router) {
-		r.Use(s.auth.middleware, v.middleware)
+		r.Use(requestDeadline(cfg.RequestTimeout), s.auth.middleware, v.middleware)
 		HandlerWithOptions(strict, ChiServerOptions{BaseRouter: r,
 			ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 				writeProblem(w, http.StatusBadRequest, "malformed", "The request could not be read", err.Error(), nil)
@@ -127,6 +137,21 @@ func New(eng *engine.Engine, cfg Config, log *slog.Logger) (http.Handler, error)
 	r.NotFound(v.unrouted)
 	r.MethodNotAllowed(v.unrouted)
 	return r, nil
+}
+
+// DefaultRequestTimeout is how long an API call may take when Config.RequestTimeout is 0.
+const DefaultRequestTimeout = 30 * time.Second
+
+// requestDeadline gives every API call a deadline: a statement still running at it is
+// cancelled, and errorMapper answers 503 (errDeadline).
+func requestDeadline(d time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), d)
+			defer cancel()
+			next.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
 }
 
 type ctxKey int

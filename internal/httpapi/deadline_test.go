@@ -1,0 +1,68 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gendurable/gendurable/internal/httpapi"
+)
+
+// An API call that waits on the database past its deadline (here a row lock another
+// transaction holds) is cancelled there and answers 503 with a problem, writing nothing;
+// the calls that do not wait answer meanwhile, and the same call succeeds once the lock
+// is gone.
+func TestACallPastItsDeadlineAnswers503AndWritesNothing(t *testing.T) {
+	t.Parallel()
+	const deadline = 2 * time.Second
+	a := newAPI(t, httpapi.Config{RequestTimeout: deadline})
+	a.registerHandler("h")
+	r := a.do("POST", "/v1/jobs", `{"handler": "h"}`)
+	if r.status != 201 {
+		t.Fatalf("insert: %d %s", r.status, r.body)
+	}
+	id := int64(r.json(t)["id"].(float64))
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, a.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	before := a.snapshot()
+	began := time.Now()
+	r = a.do("POST", fmt.Sprintf("/v1/jobs/%d/cancel", id), "")
+	took := time.Since(began)
+	if r.status != 503 || r.header.Get("Content-Type") != "application/problem+json" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("cancel of a locked job: %d %v %s; want a 503 problem with Retry-After", r.status, r.header, r.body)
+	}
+	if p := r.json(t); p["type"] != "urn:gendurable:problem:timeout" {
+		t.Fatalf("problem %s", r.body)
+	}
+	if took < deadline {
+		t.Fatalf("answered 503 after %v, before the %v deadline", took, deadline)
+	}
+	t.Logf("the cancel answered 503 after %v (deadline %v)", took, deadline)
+	if r := a.do("GET", fmt.Sprintf("/v1/jobs/%d", id), ""); r.status != 200 {
+		t.Fatalf("a read while the row is locked: %d %s", r.status, r.body)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := a.snapshot(); after != before {
+		t.Fatalf("the timed-out cancel wrote: %s -> %s", before, after)
+	}
+	if r := a.do("POST", fmt.Sprintf("/v1/jobs/%d/cancel", id), ""); r.status != 200 {
+		t.Fatalf("cancel once the lock is gone: %d %s", r.status, r.body)
+	}
+}
