@@ -103,7 +103,7 @@ func TestDashboardShowsAndSetsFairnessKeys(t *testing.T) {
 	); err != nil {
 		t.Fatalf("the counts once the queue runs: %v\nthe page: %s", err, textOf(ctx, t, "main"))
 	}
-	screenshot(t, ctx, "fairness-keys.png", false)
+	screenshot(t, ctx, "fairness-keys.png", true)
 
 	// Every key in key order, a page at a time: "" (the jobs without one), the three
 	// tenants, zz-00…zz-20; then zz-21…zz-27.
