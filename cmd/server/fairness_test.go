@@ -24,21 +24,24 @@ type tenantCalls struct {
 	most     map[string]int
 }
 
-func (c *tenantCalls) step(_ context.Context, req *webhook.StepRequest) webhook.Response {
-	var in struct {
-		Key string `json:"key"`
+// step is the webhook's handler (a function literal: it takes its time over a step).
+func (c *tenantCalls) step() func(context.Context, *webhook.StepRequest) webhook.Response {
+	return func(_ context.Context, req *webhook.StepRequest) webhook.Response {
+		var in struct {
+			Key string `json:"key"`
+		}
+		_ = json.Unmarshal(req.Job.Input, &in)
+		c.mu.Lock()
+		c.order = append(c.order, in.Key)
+		c.inFlight[in.Key]++
+		c.most[in.Key] = max(c.most[in.Key], c.inFlight[in.Key])
+		c.mu.Unlock()
+		time.Sleep(2 * time.Millisecond) // a little work, so that steps overlap
+		c.mu.Lock()
+		c.inFlight[in.Key]--
+		c.mu.Unlock()
+		return webhook.Response{Done: &webhook.Done{}}
 	}
-	_ = json.Unmarshal(req.Job.Input, &in)
-	c.mu.Lock()
-	c.order = append(c.order, in.Key)
-	c.inFlight[in.Key]++
-	c.most[in.Key] = max(c.most[in.Key], c.inFlight[in.Key])
-	c.mu.Unlock()
-	time.Sleep(2 * time.Millisecond) // a little work, so that steps overlap
-	c.mu.Lock()
-	c.inFlight[in.Key]--
-	c.mu.Unlock()
-	return webhook.Response{Done: &webhook.Done{}}
 }
 
 // sharesOfFirst answers how many of the first n steps of keys a and b were a's and b's.
@@ -70,7 +73,7 @@ func TestFairShareAcrossThreeServers(t *testing.T) {
 	dbURL := pgtest.NewDatabase(t)
 	const secret = "whsec_ZmFpci1zaGFyZS1hY3Jvc3MtdGhyZWUtc2VydmVycw=="
 	calls := &tenantCalls{inFlight: map[string]int{}, most: map[string]int{}}
-	hook := httptest.NewServer(webhook.Handler(secret, calls.step))
+	hook := httptest.NewServer(webhook.Handler(secret, calls.step()))
 	t.Cleanup(hook.Close)
 
 	var bases []string
