@@ -570,6 +570,10 @@ func workerStatementName(q string) string {
 		return "JobWakeExpiredAwaits"
 	case pre("select x.id, x.lease_token"):
 		return "JobListExpiredLeases"
+	case pre("select placement from public.jobs") && has("lease_expires_at"):
+		return "JobExpiredLeasePlacements (the reaper's probe)"
+	case pre("select placement from public.jobs") && has("'awaiting'"):
+		return "JobDueAwaitPlacements (the reaper's probe)"
 	case pre("with e as") && has("update public.jobs"):
 		return "JobReapExpiredLeases"
 	case has("update public.jobs", "lease_expires_at") && !has("o.kind"):

@@ -78,6 +78,14 @@ func (c *workerCircuits) failed(group int32, now time.Time) {
 	s.probing = false
 }
 
+// anyOpen reports whether some worker failed a moment ago: its circuit is open, or a
+// statement is probing it.
+func (c *workerCircuits) anyOpen() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.state) > 0
+}
+
 // answered closes group's circuit: a statement there came back.
 func (c *workerCircuits) answered(group int32) {
 	c.mu.Lock()

@@ -672,18 +672,62 @@ func (db *DB) citusGetBackoffs(ctx context.Context, leases []Lease) ([]LeaseBack
 	return out, err
 }
 
-// citusListExpiredLeases is JobListExpiredLeases on each shard in turn until limit rows.
-// A shard whose statement fails (its worker is down) is passed over, as in citusClaim: the
-// leases that expired on the others are taken back meanwhile; it fails only when the
-// others had none.
+// citusReaperShards answers the shards (indexes of l) a reaper statement visits: those
+// holding a placement that probe, a fan-out statement, answered, in the order of l. A
+// sweep of a cluster with nothing to reap is then one statement on the coordinator (its
+// tasks one descent of a partial index on each shard), where one statement per shard
+// cost 64 statements a second on the coordinator per server process. Every shard, in
+// turn, when the probe fails or a worker's circuit is open: a fan-out waits on every
+// worker, and the statements per shard pass over the shards of the one that does not
+// answer.
+func (db *DB) citusReaperShards(ctx context.Context, l *citusLayout, probe func(ctx context.Context) ([]int, error)) []int {
+	every := func() []int {
+		all := make([]int, l.shardCount())
+		for i := range all {
+			all[i] = i
+		}
+		return all
+	}
+	if db.circuits.anyOpen() {
+		return every()
+	}
+	pctx, cancel := context.WithTimeout(ctx, db.shardTimeout)
+	defer cancel()
+	placements, err := probe(pctx)
+	if err != nil {
+		return every()
+	}
+	seen := make([]bool, l.shardCount())
+	for _, p := range placements {
+		seen[l.shardIndex(p)] = true
+	}
+	var shards []int
+	for i, due := range seen {
+		if due {
+			shards = append(shards, i)
+		}
+	}
+	return shards
+}
+
+// citusListExpiredLeases is JobListExpiredLeases on each shard that holds an expired
+// lease (citusReaperShards) until limit rows. A shard whose statement fails (its worker
+// is down) is passed over, as in citusClaim: the leases that expired on the others are
+// taken back meanwhile; it fails only when the others had none.
 func (db *DB) citusListExpiredLeases(ctx context.Context, limit int, asOf *time.Time) ([]ExpiredLease, error) {
 	l, err := db.layout(ctx)
 	if err != nil {
 		return nil, err
 	}
+	shards := db.citusReaperShards(ctx, l, func(ctx context.Context) ([]int, error) {
+		return dbcitus.New(db.pool).JobExpiredLeasePlacements(ctx, dbcitus.JobExpiredLeasePlacementsParams{AsOf: asOf, MaxRows: limit})
+	})
 	var out []ExpiredLease
 	var failed error
-	for i := 0; i < l.shardCount() && len(out) < limit; i++ {
+	for _, i := range shards {
+		if len(out) >= limit {
+			break
+		}
 		var rows []dbcitus.JobListExpiredLeasesRow
 		err := db.onShard(ctx, l, i, func(ctx context.Context) (err error) {
 			rows, err = dbcitus.New(db.pool).JobListExpiredLeases(ctx, dbcitus.JobListExpiredLeasesParams{
@@ -768,18 +812,25 @@ func (db *DB) citusReapExpiredLeases(ctx context.Context, reaps []LeaseReap, asO
 	return out, cmp.Or(err, db.citusNotify(ctx, wake)) // what the live shards did is notified
 }
 
-// citusWakeExpiredAwaits is JobWakeExpiredAwaits on each shard until limit rows. A shard
-// whose statement fails (its worker is down) is passed over, as in citusClaim, and its
-// error answered once the others' awaits are woken and notified.
+// citusWakeExpiredAwaits is JobWakeExpiredAwaits on each shard that holds an await past
+// its deadline (citusReaperShards) until limit rows. A shard whose statement fails (its
+// worker is down) is passed over, as in citusClaim, and its error answered once the
+// others' awaits are woken and notified.
 func (db *DB) citusWakeExpiredAwaits(ctx context.Context, limit int, asOf *time.Time) (int, error) {
 	l, err := db.layout(ctx)
 	if err != nil {
 		return 0, err
 	}
+	shards := db.citusReaperShards(ctx, l, func(ctx context.Context) ([]int, error) {
+		return dbcitus.New(db.pool).JobDueAwaitPlacements(ctx, dbcitus.JobDueAwaitPlacementsParams{AsOf: asOf, MaxRows: limit})
+	})
 	var wake []citusWake
 	var failed error
 	n := 0
-	for i := 0; i < l.shardCount() && n < limit && ctx.Err() == nil; i++ {
+	for _, i := range shards {
+		if n >= limit || ctx.Err() != nil {
+			break
+		}
 		placements := l.shardPlacements(i)
 		var rows []dbcitus.JobWakeExpiredAwaitsRow
 		err := db.onShard(ctx, l, i, func(ctx context.Context) (err error) {

@@ -19,7 +19,8 @@ import (
 // 1"), under custom and generic plans (Citus prunes a parameter's shard at execution).
 // The few that may not are listed with what bounds them: the batch insert (evaluated on
 // the coordinator, each row copied to its shard, bounded by the batch), and the fan-outs
-// (the ready probe, a page of the jobs list, the queue counts), each task bounded.
+// (the ready probe, a page of the jobs list, the queue counts, the reaper's probes), each
+// task bounded.
 func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
@@ -121,7 +122,8 @@ func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
 	// The fan-outs, one task per shard, and what bounds each task: the ready probe stops
 	// at its first due entry; a page of the jobs list takes at most its limit from each
 	// shard (the LIMIT pushed into every task, the coordinator merging them newest first);
-	// the queue counts are grouped on each shard (a row per status comes back from each).
+	// the queue counts are grouped on each shard (a row per status comes back from each);
+	// the reaper's probes take at most a sweep's batch from each shard.
 	limit := 50
 	fanOuts := []struct {
 		name, sql string
@@ -131,6 +133,9 @@ func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
 		{"JobReadyExists", dbcitus.JobReadyExists, []any{"default"}, regexp.MustCompile(`Limit|Result`)},
 		{"JobList", dbsqlc.JobList, []any{"default", nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, limit}, regexp.MustCompile(`->\s+Limit`)},
 		{"QueueCounts", dbsqlc.QueueCounts, []any{"default"}, regexp.MustCompile(`Aggregate`)},
+		// the reaper's probes: each task stops at the sweep's batch
+		{"JobExpiredLeasePlacements", dbcitus.JobExpiredLeasePlacements, []any{none, 100}, regexp.MustCompile(`->\s+Limit`)},
+		{"JobDueAwaitPlacements", dbcitus.JobDueAwaitPlacements, []any{none, 100}, regexp.MustCompile(`->\s+Limit`)},
 	}
 	for _, f := range fanOuts {
 		plan, err := explain(f.sql, f.args)

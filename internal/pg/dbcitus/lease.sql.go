@@ -10,6 +10,75 @@ import (
 	"time"
 )
 
+const JobDueAwaitPlacements = `-- name: JobDueAwaitPlacements :many
+SELECT placement FROM jobs
+WHERE status = 'awaiting' AND eligible_at <= coalesce($1::timestamptz, now())
+LIMIT $2::int
+`
+
+type JobDueAwaitPlacementsParams struct {
+	AsOf    *time.Time
+	MaxRows int
+}
+
+// Where awaits are past their deadline: the placements of up to max_rows of them, from
+// every shard at once (a fan-out like JobExpiredLeasePlacements, on jobs_await_deadline).
+func (q *Queries) JobDueAwaitPlacements(ctx context.Context, arg JobDueAwaitPlacementsParams) ([]int, error) {
+	rows, err := q.db.Query(ctx, JobDueAwaitPlacements, arg.AsOf, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int
+	for rows.Next() {
+		var placement int
+		if err := rows.Scan(&placement); err != nil {
+			return nil, err
+		}
+		items = append(items, placement)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const JobExpiredLeasePlacements = `-- name: JobExpiredLeasePlacements :many
+SELECT placement FROM jobs
+WHERE status = 'executing' AND lease_expires_at < coalesce($1::timestamptz, now())
+LIMIT $2::int
+`
+
+type JobExpiredLeasePlacementsParams struct {
+	AsOf    *time.Time
+	MaxRows int
+}
+
+// Where the reaper has leases to take back: the placements of up to max_rows expired
+// leases, from every shard at once (a fan-out; each shard's task one descent of jobs_lease
+// that stops at max_rows). The reaper then lists and reaps on those shards only
+// (citusReaperShards), so a sweep that finds nothing is this statement, not one on each
+// shard.
+func (q *Queries) JobExpiredLeasePlacements(ctx context.Context, arg JobExpiredLeasePlacementsParams) ([]int, error) {
+	rows, err := q.db.Query(ctx, JobExpiredLeasePlacements, arg.AsOf, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int
+	for rows.Next() {
+		var placement int
+		if err := rows.Scan(&placement); err != nil {
+			return nil, err
+		}
+		items = append(items, placement)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const JobListExpiredLeases = `-- name: JobListExpiredLeases :many
 SELECT x.id, x.lease_token::uuid AS lease_token, x.attempt, h.backoff_base_ms, h.backoff_max_ms
 FROM (SELECT j.id, j.lease_token, j.attempt, j.handler, j.lease_expires_at
@@ -36,8 +105,8 @@ type JobListExpiredLeasesRow struct {
 	BackoffMaxMs  *int
 }
 
-// JobListExpiredLeases (sql/job_lease.sql) on one shard: the reaper sweeps the shards in
-// turn, each a router statement.
+// JobListExpiredLeases (sql/job_lease.sql) on one shard: the reaper visits the shards
+// JobExpiredLeasePlacements named (or all of them in turn), each a router statement.
 func (q *Queries) JobListExpiredLeases(ctx context.Context, arg JobListExpiredLeasesParams) ([]JobListExpiredLeasesRow, error) {
 	rows, err := q.db.Query(ctx, JobListExpiredLeases, arg.Placements, arg.AsOf, arg.MaxRows)
 	if err != nil {

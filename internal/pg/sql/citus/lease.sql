@@ -59,9 +59,26 @@ JOIN ROWS FROM (unnest(sqlc.arg(ids)::bigint[]), unnest(sqlc.arg(tokens)::uuid[]
 LEFT JOIN handlers h ON h.name = j.handler
 WHERE j.placement = ANY (sqlc.arg(placements)::int[]) AND j.id = ANY (sqlc.arg(ids)::bigint[]);
 
+-- name: JobExpiredLeasePlacements :many
+-- Where the reaper has leases to take back: the placements of up to max_rows expired
+-- leases, from every shard at once (a fan-out; each shard's task one descent of jobs_lease
+-- that stops at max_rows). The reaper then lists and reaps on those shards only
+-- (citusReaperShards), so a sweep that finds nothing is this statement, not one on each
+-- shard.
+SELECT placement FROM jobs
+WHERE status = 'executing' AND lease_expires_at < coalesce(sqlc.narg(as_of)::timestamptz, now())
+LIMIT sqlc.arg(max_rows)::int;
+
+-- name: JobDueAwaitPlacements :many
+-- Where awaits are past their deadline: the placements of up to max_rows of them, from
+-- every shard at once (a fan-out like JobExpiredLeasePlacements, on jobs_await_deadline).
+SELECT placement FROM jobs
+WHERE status = 'awaiting' AND eligible_at <= coalesce(sqlc.narg(as_of)::timestamptz, now())
+LIMIT sqlc.arg(max_rows)::int;
+
 -- name: JobListExpiredLeases :many
--- JobListExpiredLeases (sql/job_lease.sql) on one shard: the reaper sweeps the shards in
--- turn, each a router statement.
+-- JobListExpiredLeases (sql/job_lease.sql) on one shard: the reaper visits the shards
+-- JobExpiredLeasePlacements named (or all of them in turn), each a router statement.
 SELECT x.id, x.lease_token::uuid AS lease_token, x.attempt, h.backoff_base_ms, h.backoff_max_ms
 FROM (SELECT j.id, j.lease_token, j.attempt, j.handler, j.lease_expires_at
       FROM jobs j
