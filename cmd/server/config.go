@@ -44,6 +44,7 @@ type config struct {
 	StepBodyCap          int
 	DBMaxConns           int
 	CitusShardTimeout    time.Duration
+	CitusRoute           pg.CitusRoute
 	LogLevel             slog.Level
 	Tracing              tracingConfig
 	// TraceURL is the dashboard's link to a trace: a URL with {trace_id} in it
@@ -159,6 +160,7 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	c.DBMaxConns = integer("GENDURABLE_DB_MAX_CONNS", 20)
 	c.CitusShardTimeout = duration("GENDURABLE_CITUS_SHARD_TIMEOUT", pg.DefaultShardTimeout.String())
 	c.StepBodyCap = integer("GENDURABLE_STEP_BODY_CAP", 8<<10)
+	citusRoute := env("GENDURABLE_CITUS_ROUTE", "auto")
 	queues := env("GENDURABLE_QUEUES", "")
 	cidrs := env("GENDURABLE_WEBHOOK_ALLOW_CIDRS", "")
 	level := env("GENDURABLE_LOG_LEVEL", "info")
@@ -201,6 +203,9 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	var err error
 	if c.DBPooler, err = pg.ParsePooler(pooler); err != nil {
 		errs = append(errs, fmt.Errorf("GENDURABLE_DB_POOLER=%q is not none or transaction", pooler))
+	}
+	if c.CitusRoute, err = pg.ParseCitusRoute(citusRoute); err != nil {
+		errs = append(errs, fmt.Errorf("GENDURABLE_CITUS_ROUTE=%q is not auto, workers or coordinator", citusRoute))
 	}
 	if c.DBPooler == pg.PoolerTransaction && c.DirectDatabaseURL == "" && (c.Migrate || c.Dispatch) {
 		errs = append(errs, errors.New("GENDURABLE_DB_POOLER=transaction needs GENDURABLE_DIRECT_DATABASE_URL, "+

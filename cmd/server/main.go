@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -71,7 +72,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 		dbURL = dev.cluster.URL("gendurable")
 	}
 	db, err := pg.Open(ctx, dbURL, pg.Options{MaxConns: int32(cfg.DBMaxConns), Pooler: cfg.DBPooler,
-		DirectURL: cfg.DirectDatabaseURL, ShardTimeout: cfg.CitusShardTimeout})
+		DirectURL: cfg.DirectDatabaseURL, ShardTimeout: cfg.CitusShardTimeout, CitusRoute: cfg.CitusRoute})
 	if err != nil {
 		return err
 	}
@@ -90,6 +91,14 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	if err := db.CheckStatements(ctx); err != nil {
 		return fmt.Errorf("the database schema does not match this build (run migrations): %w", err)
+	}
+	if db.Citus() {
+		reached, workers, err := db.CitusWorkersReached(ctx)
+		if err != nil {
+			return err
+		}
+		log.Info("citus: the tables are distributed; a shard's statements go to its worker directly where reached",
+			"workers", workers, "reached", reached, "route", cmp.Or(string(cfg.CitusRoute), "auto"))
 	}
 
 	tp, err := newTracerProvider(ctx, cfg.Tracing)

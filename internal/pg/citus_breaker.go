@@ -8,6 +8,7 @@ import (
 
 	"github.com/gendurable/gendurable/internal/pg/dbcitus"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // The circuit breaker on Citus (sql/citus/breaker.sql): the handlers' statements in the
@@ -118,13 +119,13 @@ func (db *DB) citusParkMany(ctx context.Context, parks []Park) ([]int64, error) 
 		leases[i], at[k.ID] = Lease{JobID: k.ID, Token: k.Token}, k.At
 	}
 	var parked []int64
-	err := db.citusLeases(ctx, leases, func(ctx context.Context, placements []int, part []Lease) error {
+	err := db.citusLeases(ctx, leases, func(ctx context.Context, q *pgxpool.Pool, placements []int, part []Lease) error {
 		p := dbcitus.LeaseParkManyParams{Placements: placements, Ids: make([]int64, len(part)),
 			Tokens: make([]string, len(part)), EligibleAts: make([]time.Time, len(part))}
 		for i, l := range part {
 			p.Ids[i], p.Tokens[i], p.EligibleAts[i] = l.JobID, l.Token, at[l.JobID]
 		}
-		ids, err := dbcitus.New(db.pool).LeaseParkMany(ctx, p)
+		ids, err := dbcitus.New(q).LeaseParkMany(ctx, p)
 		parked = append(parked, ids...)
 		return translate(err)
 	})

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // A worker that stops answering without closing its connections (a hung host, a network
@@ -103,17 +105,18 @@ func (c *workerCircuits) probeEnded(group int32) {
 	}
 }
 
-// onShard runs fn, a statement on shard (an index of l), under the shard's deadline and
+// onShard runs fn, a statement on shard (an index of l) sent on q (the pool of the
+// shard's worker, or the coordinator's: citus_direct.go), under the shard's deadline and
 // its worker's circuit: ErrWorkerUnavailable when the circuit is open; a timeout opens
 // it, any answer closes it. ctx's own end is fn's error as it is.
-func (db *DB) onShard(ctx context.Context, l *citusLayout, shard int, fn func(ctx context.Context) error) error {
+func (db *DB) onShard(ctx context.Context, l *citusLayout, shard int, fn func(ctx context.Context, q *pgxpool.Pool) error) error {
 	group := l.shardGroup(shard)
 	if !db.circuits.allow(group, time.Now()) {
 		return fmt.Errorf("%w (shard %d)", ErrWorkerUnavailable, l.shardIDAt(shard))
 	}
 	sctx, cancel := context.WithTimeout(ctx, db.shardTimeout)
 	defer cancel()
-	err := fn(sctx)
+	err := fn(sctx, db.shardPool(l, shard))
 	switch {
 	case ctx.Err() != nil:
 		db.circuits.probeEnded(group) // not the worker's doing

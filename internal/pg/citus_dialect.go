@@ -16,6 +16,7 @@ import (
 	"github.com/gendurable/gendurable/internal/pg/dbcitus"
 	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // The Citus dialect (docs/citus.md): what each DB method runs when the database is on a
@@ -85,8 +86,8 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 		// registered (a LEFT JOIN that sqlc reads as NOT NULL).
 		var got []ClaimedJob
 		gotKeyed := 0
-		err := db.onShard(ctx, l, shard, func(ctx context.Context) error {
-			rows, err := db.pool.Query(ctx, dbcitus.JobClaim, args.Nonce, args.LeaseTtlMs, args.LeaseOwner, args.SignalCap,
+		err := db.onShard(ctx, l, shard, func(ctx context.Context, q *pgxpool.Pool) error {
+			rows, err := q.Query(ctx, dbcitus.JobClaim, args.Nonce, args.LeaseTtlMs, args.LeaseOwner, args.SignalCap,
 				args.Placements, args.Queue, args.MaxRows)
 			if err != nil {
 				return err
@@ -249,8 +250,8 @@ func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queu
 		placements := l.shardPlacements(shard)
 		var got []OutcomeApplied
 		var woken []string
-		err := db.onShard(ctx, l, shard, func(ctx context.Context) (err error) {
-			got, woken, err = db.citusApplyShard(ctx, placements, part, queues)
+		err := db.onShard(ctx, l, shard, func(ctx context.Context, q *pgxpool.Pool) (err error) {
+			got, woken, err = db.citusApplyShard(ctx, q, placements, part, queues)
 			return err
 		})
 		if err != nil {
@@ -291,7 +292,9 @@ func citusRefusedSpawn(recs []OutcomeRecord) error {
 }
 
 // citusApplyShard writes the outcomes of one shard (placements) in one transaction.
-func (db *DB) citusApplyShard(ctx context.Context, placements []int, recs []OutcomeRecord, queues []string) (
+// q is the pool of the shard's worker (or the coordinator's); with queues to create (a
+// reference table, written on every node) the coordinator's.
+func (db *DB) citusApplyShard(ctx context.Context, q *pgxpool.Pool, placements []int, recs []OutcomeRecord, queues []string) (
 	applied []OutcomeApplied, woken []string, err error) {
 	plain := plainOutcomes(recs)
 	children, childQueues, err := db.citusChildren(ctx, placements, recs)
@@ -302,7 +305,7 @@ func (db *DB) citusApplyShard(ctx context.Context, placements []int, recs []Outc
 	// explicit one instead, rolled back when nothing applied.
 	var send interface {
 		SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
-	} = db.pool
+	} = q
 	var tx pgx.Tx
 	if len(queues) > 0 {
 		if tx, err = db.pool.Begin(ctx); err != nil {
@@ -605,7 +608,7 @@ func (db *DB) citusNotify(ctx context.Context, wakes []citusWake) error {
 // first error is answered once every shard was tried (a heartbeat that stopped there
 // extended no lease on the shards after it, and every step of the process ran again once
 // its lease expired: TestCitusAWorkerDownStopsOnlyItsShards).
-func (db *DB) citusLeases(ctx context.Context, leases []Lease, fn func(ctx context.Context, placements []int, part []Lease) error) error {
+func (db *DB) citusLeases(ctx context.Context, leases []Lease, fn func(ctx context.Context, q *pgxpool.Pool, placements []int, part []Lease) error) error {
 	groups, l, err := db.citusByShard(ctx, len(leases), func(i int) int64 { return leases[i].JobID })
 	if err != nil {
 		return err
@@ -617,8 +620,8 @@ func (db *DB) citusLeases(ctx context.Context, leases []Lease, fn func(ctx conte
 			part[k] = leases[i]
 		}
 		shard := l.shardIndex(l.PlacementOfID(part[0].JobID))
-		failed = cmp.Or(failed, db.onShard(ctx, l, shard, func(ctx context.Context) error {
-			return fn(ctx, l.shardPlacements(shard), part)
+		failed = cmp.Or(failed, db.onShard(ctx, l, shard, func(ctx context.Context, q *pgxpool.Pool) error {
+			return fn(ctx, q, l.shardPlacements(shard), part)
 		}))
 	}
 	return failed
@@ -627,9 +630,9 @@ func (db *DB) citusLeases(ctx context.Context, leases []Lease, fn func(ctx conte
 // citusExtendLeases is LeaseExtendMany, a router statement per shard.
 func (db *DB) citusExtendLeases(ctx context.Context, leases []Lease, ttl time.Duration) ([]LeaseExtended, error) {
 	var out []LeaseExtended
-	err := db.citusLeases(ctx, leases, func(ctx context.Context, placements []int, part []Lease) error {
+	err := db.citusLeases(ctx, leases, func(ctx context.Context, q *pgxpool.Pool, placements []int, part []Lease) error {
 		ids, tokens := leaseArrays(part)
-		rows, err := dbcitus.New(db.pool).LeaseExtendMany(ctx, dbcitus.LeaseExtendManyParams{Placements: placements,
+		rows, err := dbcitus.New(q).LeaseExtendMany(ctx, dbcitus.LeaseExtendManyParams{Placements: placements,
 			Ids: ids, Tokens: tokens, LeaseTtlMs: ttl.Milliseconds()})
 		for _, r := range rows {
 			out = append(out, LeaseExtended{JobID: r.ID, ExpiresAt: *r.ExpiresAt})
@@ -643,9 +646,9 @@ func (db *DB) citusExtendLeases(ctx context.Context, leases []Lease, ttl time.Du
 func (db *DB) citusReleaseLeases(ctx context.Context, leases []Lease) ([]int64, error) {
 	var out []int64
 	var wake []citusWake
-	err := db.citusLeases(ctx, leases, func(ctx context.Context, placements []int, part []Lease) error {
+	err := db.citusLeases(ctx, leases, func(ctx context.Context, q *pgxpool.Pool, placements []int, part []Lease) error {
 		ids, tokens := leaseArrays(part)
-		rows, err := dbcitus.New(db.pool).LeaseReleaseMany(ctx, dbcitus.LeaseReleaseManyParams{Placements: placements,
+		rows, err := dbcitus.New(q).LeaseReleaseMany(ctx, dbcitus.LeaseReleaseManyParams{Placements: placements,
 			Ids: ids, Tokens: tokens})
 		for _, r := range rows {
 			out = append(out, r.ID)
@@ -659,9 +662,9 @@ func (db *DB) citusReleaseLeases(ctx context.Context, leases []Lease) ([]int64, 
 // citusGetBackoffs is LeaseGetBackoffs, a router statement per shard.
 func (db *DB) citusGetBackoffs(ctx context.Context, leases []Lease) ([]LeaseBackoff, error) {
 	var out []LeaseBackoff
-	err := db.citusLeases(ctx, leases, func(ctx context.Context, placements []int, part []Lease) error {
+	err := db.citusLeases(ctx, leases, func(ctx context.Context, q *pgxpool.Pool, placements []int, part []Lease) error {
 		ids, tokens := leaseArrays(part)
-		rows, err := dbcitus.New(db.pool).LeaseGetBackoffs(ctx, dbcitus.LeaseGetBackoffsParams{Placements: placements,
+		rows, err := dbcitus.New(q).LeaseGetBackoffs(ctx, dbcitus.LeaseGetBackoffsParams{Placements: placements,
 			Ids: ids, Tokens: tokens})
 		for _, r := range rows {
 			out = append(out, LeaseBackoff{Lease: Lease{JobID: r.ID, Token: r.LeaseToken}, Attempt: r.Attempt,
@@ -729,8 +732,8 @@ func (db *DB) citusListExpiredLeases(ctx context.Context, limit int, asOf *time.
 			break
 		}
 		var rows []dbcitus.JobListExpiredLeasesRow
-		err := db.onShard(ctx, l, i, func(ctx context.Context) (err error) {
-			rows, err = dbcitus.New(db.pool).JobListExpiredLeases(ctx, dbcitus.JobListExpiredLeasesParams{
+		err := db.onShard(ctx, l, i, func(ctx context.Context, q *pgxpool.Pool) (err error) {
+			rows, err = dbcitus.New(q).JobListExpiredLeases(ctx, dbcitus.JobListExpiredLeasesParams{
 				Placements: l.shardPlacements(i), AsOf: asOf, MaxRows: limit - len(out)})
 			return err
 		})
@@ -763,7 +766,7 @@ func (db *DB) citusReapExpiredLeases(ctx context.Context, reaps []LeaseReap, asO
 	}
 	var out []Reaped
 	var wake []citusWake
-	err := db.citusLeases(ctx, leases, func(ctx context.Context, placements []int, part []Lease) error {
+	err := db.citusLeases(ctx, leases, func(ctx context.Context, q *pgxpool.Pool, placements []int, part []Lease) error {
 		ids, tokens := leaseArrays(part)
 		ds := make([]int64, len(part))
 		labels, kinds, empty := make([]string, len(part)), make([]string, len(part)), make([]string, len(part))
@@ -776,7 +779,7 @@ func (db *DB) citusReapExpiredLeases(ctx context.Context, reaps []LeaseReap, asO
 		b.Queue(citusWithPlacements(dbcitus.StepInsertApplied, 8, placements), ids, tokens, kinds, labels,
 			make([]int, len(part)), empty, empty)
 		b.Queue("COMMIT")
-		br := db.pool.SendBatch(ctx, b)
+		br := q.SendBatch(ctx, b)
 		defer br.Close() //nolint:errcheck
 		if _, err := br.Exec(); err != nil {
 			return translate(err)
@@ -833,8 +836,8 @@ func (db *DB) citusWakeExpiredAwaits(ctx context.Context, limit int, asOf *time.
 		}
 		placements := l.shardPlacements(i)
 		var rows []dbcitus.JobWakeExpiredAwaitsRow
-		err := db.onShard(ctx, l, i, func(ctx context.Context) (err error) {
-			rows, err = dbcitus.New(db.pool).JobWakeExpiredAwaits(ctx, dbcitus.JobWakeExpiredAwaitsParams{
+		err := db.onShard(ctx, l, i, func(ctx context.Context, q *pgxpool.Pool) (err error) {
+			rows, err = dbcitus.New(q).JobWakeExpiredAwaits(ctx, dbcitus.JobWakeExpiredAwaitsParams{
 				Placements: placements, AsOf: asOf, MaxRows: limit - n})
 			return err
 		})

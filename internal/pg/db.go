@@ -42,6 +42,9 @@ type DB struct {
 	// worker that does not answer (citus_circuit.go).
 	shardTimeout time.Duration
 	circuits     workerCircuits
+	// workers are the pools on the Citus workers that a shard's statements go to
+	// (citus_direct.go).
+	workers citusWorkerPools
 }
 
 // Pooler names what the database URL reaches: PostgreSQL itself, or a connection pooler
@@ -91,6 +94,10 @@ type Options struct {
 	// worker that does not answer within it is passed over for a while (default
 	// DefaultShardTimeout; plain PostgreSQL has no shards and ignores it).
 	ShardTimeout time.Duration
+	// CitusRoute says where a Citus cluster's statements on one shard go (default
+	// CitusRouteAuto: to the worker that holds the shard, unless Pooler is
+	// PoolerTransaction); plain PostgreSQL ignores it.
+	CitusRoute CitusRoute
 }
 
 // Open connects to url (and to opts.DirectURL) and checks the connections.
@@ -152,6 +159,9 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		}
 		db.pool, db.q = pool, dbsqlc.New(pool)
 	}
+	if db.citus != nil && (opts.CitusRoute == CitusRouteWorkers || opts.CitusRoute == CitusRouteAuto && opts.Pooler != PoolerTransaction) {
+		db.workers.config = db.pool.Config()
+	}
 	return db, nil
 }
 
@@ -203,6 +213,7 @@ func poolConfig(url string, pooler Pooler, opts Options) (*pgxpool.Config, error
 
 // Close closes every connection.
 func (db *DB) Close() {
+	db.closeWorkerPools()
 	if db.session != db.pool {
 		db.session.Close()
 	}

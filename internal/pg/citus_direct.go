@@ -1,0 +1,212 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Statements on one shard go to the worker that holds it (docs/citus.md, "Routed to the
+// workers"). Citus keeps its metadata on every node (since Citus 11 a worker plans and runs
+// a distributed statement as the coordinator would), so a claim, an outcome batch, a
+// heartbeat or a reap of one shard, sent to the worker of that shard, is planned there and
+// run on the local shard, with no coordinator in the step path: the coordinator's CPU a
+// step was its largest cost (planning each router statement, then a round trip to the
+// worker). What stays on the coordinator: the API's statements, the inserts (their ids
+// come from the coordinator's sequence), a spawn's child ids, the fan-out probes, writes of
+// reference tables (a queue created with an outcome), LISTEN and the NOTIFYs.
+//
+// A worker is reached with the coordinator URL's settings and credentials, at the host
+// and port its pg_dist_node row names. A worker that cannot be reached so (not listening
+// there, refused, not yet in sync) is served through the coordinator, and tried again when
+// the layout is next read (a minute). A shard that moved since is still served where its
+// statement lands: every node routes it on.
+
+// CitusRoute says where a Citus cluster's statements on one shard are sent.
+type CitusRoute string
+
+const (
+	// CitusRouteAuto is CitusRouteWorkers, or CitusRouteCoordinator behind a
+	// transaction-mode pooler (which the worker connections would go around).
+	CitusRouteAuto CitusRoute = ""
+	// CitusRouteWorkers sends them to the worker that holds the shard.
+	CitusRouteWorkers CitusRoute = "workers"
+	// CitusRouteCoordinator sends every statement to the coordinator.
+	CitusRouteCoordinator CitusRoute = "coordinator"
+)
+
+// ParseCitusRoute reads a CitusRoute's name ("" and "auto" are CitusRouteAuto).
+func ParseCitusRoute(s string) (CitusRoute, error) {
+	switch r := CitusRoute(s); r {
+	case "", "auto":
+		return CitusRouteAuto, nil
+	case CitusRouteWorkers, CitusRouteCoordinator:
+		return r, nil
+	}
+	return "", fmt.Errorf("pg: citus route %q is not auto, workers or coordinator", s)
+}
+
+// citusWorkerPools are the pools on the workers, by group (pg_dist_node.groupid).
+type citusWorkerPools struct {
+	mu sync.RWMutex
+	// config is the coordinator pool's configuration, copied for each worker; nil when
+	// statements go to the coordinator only.
+	config  *pgxpool.Config
+	byGroup map[int32]*citusWorkerPool
+}
+
+type citusWorkerPool struct {
+	addr string // host:port, from pg_dist_node
+	pool *pgxpool.Pool
+}
+
+// workerPingTimeout bounds the check of a worker's new pool.
+const workerPingTimeout = 2 * time.Second
+
+// citusWorkerNode is a worker's row of pg_dist_node.
+type citusWorkerNode struct {
+	group int32
+	addr  string
+}
+
+// shardPool answers the pool that reaches shard i's worker, or the coordinator's.
+func (db *DB) shardPool(l *citusLayout, i int) *pgxpool.Pool {
+	group := l.shardGroup(i)
+	w := &db.workers
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if p := w.byGroup[group]; p != nil {
+		return p.pool
+	}
+	return db.pool
+}
+
+// refreshWorkerPools opens a pool on each worker of nodes that has none (or moved), and
+// closes those of workers no longer there. Called when the layout is read.
+func (db *DB) refreshWorkerPools(ctx context.Context) error {
+	w := &db.workers
+	if w.config == nil {
+		return nil
+	}
+	// Metadata of the coordinator, read by hand: sqlc knows no Citus catalog.
+	rows, err := db.pool.Query(ctx, `SELECT groupid, nodename, nodeport FROM pg_dist_node
+		WHERE noderole = 'primary' AND isactive AND hasmetadata AND metadatasynced AND groupid > 0`)
+	if err != nil {
+		return fmt.Errorf("pg: read the citus workers: %w", translate(err))
+	}
+	var nodes []citusWorkerNode
+	for rows.Next() {
+		var n citusWorkerNode
+		var host string
+		var port int32
+		if err := rows.Scan(&n.group, &host, &port); err != nil {
+			rows.Close()
+			return translate(err)
+		}
+		n.addr = net.JoinHostPort(host, strconv.Itoa(int(port)))
+		nodes = append(nodes, n)
+	}
+	if rows.Close(); rows.Err() != nil {
+		return fmt.Errorf("pg: read the citus workers: %w", translate(rows.Err()))
+	}
+	w.mu.RLock()
+	keep := map[int32]*citusWorkerPool{}
+	var open []citusWorkerNode
+	for _, n := range nodes {
+		if p := w.byGroup[n.group]; p != nil && p.addr == n.addr {
+			keep[n.group] = p
+		} else {
+			open = append(open, n)
+		}
+	}
+	w.mu.RUnlock()
+	for _, n := range open {
+		if p := db.openWorkerPool(ctx, n); p != nil {
+			keep[n.group] = p
+		}
+	}
+	w.mu.Lock()
+	old := w.byGroup
+	w.byGroup = keep
+	w.mu.Unlock()
+	for g, p := range old {
+		if keep[g] != p {
+			go p.pool.Close() // waits for the statements still running on it
+		}
+	}
+	return nil
+}
+
+// openWorkerPool opens and checks a pool on worker n; nil when it does not answer (its
+// shards' statements then go through the coordinator).
+func (db *DB) openWorkerPool(ctx context.Context, n citusWorkerNode) *citusWorkerPool {
+	cfg := db.workers.config.Copy()
+	host, port, err := net.SplitHostPort(n.addr)
+	if err != nil {
+		return nil
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil
+	}
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
+	if cfg.ConnConfig.TLSConfig != nil {
+		cfg.ConnConfig.TLSConfig = cfg.ConnConfig.TLSConfig.Clone()
+		cfg.ConnConfig.TLSConfig.ServerName = host
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, workerPingTimeout)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil
+	}
+	return &citusWorkerPool{addr: n.addr, pool: pool}
+}
+
+// CitusWorkersReached answers how many workers this process sends their shards'
+// statements to directly, of how many hold shards (0 of 0 on plain PostgreSQL), reading
+// the layout first when it was never read.
+func (db *DB) CitusWorkersReached(ctx context.Context) (reached, workers int, err error) {
+	if db.citus == nil {
+		return 0, 0, nil
+	}
+	l, err := db.layout(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	groups := map[int32]bool{}
+	for i := range l.shardCount() {
+		if g := l.shardGroup(i); g > 0 {
+			groups[g] = true
+		}
+	}
+	db.workers.mu.RLock()
+	defer db.workers.mu.RUnlock()
+	for g := range groups {
+		if db.workers.byGroup[g] != nil {
+			reached++
+		}
+	}
+	return reached, len(groups), nil
+}
+
+// closeWorkerPools closes every worker pool.
+func (db *DB) closeWorkerPools() {
+	w := &db.workers
+	w.mu.Lock()
+	old := w.byGroup
+	w.byGroup = nil
+	w.mu.Unlock()
+	for _, p := range old {
+		p.pool.Close()
+	}
+}
