@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -163,7 +164,7 @@ func runCitus(ctx context.Context, o options, plain nodesSide) (*CitusReport, er
 	co := o
 	co.databaseURL = c.URL(citusDatabase)
 	apiAddr, pprofAddr := freeAddr(), freeAddr()
-	srv, err := startServer(co, apiAddr, pprofAddr) // migrates: distributes the tables
+	srv, err := startServer(co, apiAddr, pprofAddr, "GENDURABLE_CITUS_ROUTE="+o.citusRoute) // migrates: distributes the tables
 	if err != nil {
 		return nil, err
 	}
@@ -490,8 +491,10 @@ func nodeStatements(ctx context.Context, n *dbNode, worker bool) ([]StatementSta
 	by := map[string]*StatementStat{}
 	for _, r := range rows {
 		name := r[0]
-		if worker {
+		if worker && !nameRe.MatchString(name) {
 			name = workerStatementName(name)
+		} else if worker {
+			name = directPrefix + name // the server's own, sent to the worker of its shard
 		} else if len(name) > 60 {
 			name = name[:60]
 		}
@@ -523,6 +526,14 @@ func nodeStatements(ctx context.Context, n *dbNode, worker bool) ([]StatementSta
 	sort.Slice(out, func(i, j int) bool { return out[i].Calls > out[j].Calls })
 	return out, nil
 }
+
+// nameRe matches the name of one of gendurable's statements, as nodeStatements reads it.
+var nameRe = regexp.MustCompile(`^[A-Z]\w+$`)
+
+// directPrefix marks, on a worker, a statement the server sent there itself (a shard's
+// statement routed to its worker: internal/pg/citus_direct.go), not a task of the
+// coordinator's.
+const directPrefix = "server → "
 
 // workerStatementName names a task a Citus worker ran (the text, shard numbers taken out)
 // by the statement of internal/pg/sql/citus it comes from, when its deparsed text says
@@ -603,18 +614,30 @@ func transactionControl(name string) bool {
 // the UPDATE. On a worker: every statement, COMMIT included, but the BEGIN that Citus
 // sends in one string with assign_distributed_transaction_id. On plain PostgreSQL: every
 // statement (the server sends no batch there).
+//
+// A worker also gets the statements the server routes to it (directPrefix), pipelined
+// as on the coordinator: their BEGIN reads as workerBegin, and the COMMIT of each of
+// the server's batches (an outcome's, a reap's) is taken off the COMMITs.
 func roundTrips(stmts []StatementStat, coordinator bool) int64 {
-	var n int64
+	var n, batches int64
 	for _, st := range stmts {
+		name, direct := strings.CutPrefix(st.Name, directPrefix)
 		switch {
 		case st.Name == workerBegin:
-		case coordinator && citusPipelined[st.Name]:
+		case (coordinator || direct) && citusPipelined[name]:
 		default:
 			n += st.Calls
 		}
+		if direct && citusBatchLead[name] {
+			batches += st.Calls
+		}
 	}
-	return n
+	return n - batches
 }
+
+// citusBatchLead are the statements that lead a pgx batch of the Citus dialect (BEGIN,
+// the statement, what is pipelined behind it, COMMIT).
+var citusBatchLead = map[string]bool{"JobApplyPlainOutcomes": true, "JobApplyOutcomes": true, "JobReapExpiredLeases": true}
 
 // citusPipelined are the statements the Citus dialect sends only behind another in a pgx
 // batch (internal/pg/citus_dialect.go): they share its round trip.

@@ -149,9 +149,9 @@ func printCitus(out io.Writer, r *CitusReport, cmp Comparison, o options) {
 	}
 	row("round trips: server → PostgreSQL / coordinator", 3, node(0, trips))
 	for i := 1; i < nodes; i++ {
-		row(fmt.Sprintf("round trips: coordinator → worker %d", i), 3, node(i, trips))
+		row(fmt.Sprintf("round trips: to worker %d (from the server and the coordinator)", i), 3, node(i, trips))
 	}
-	row("round trips: coordinator → workers", 3, sum(1, trips))
+	row("round trips: to the workers", 3, sum(1, trips))
 	row("statement exec µs: PostgreSQL / coordinator", 1, node(0, func(n NodeCost) float64 { return n.ExecMicros }))
 	row("statement exec µs: workers", 1, sum(1, func(n NodeCost) float64 { return n.ExecMicros }))
 	row("statement plan µs: PostgreSQL / coordinator", 1, node(0, func(n NodeCost) float64 { return n.PlanMicros }))
