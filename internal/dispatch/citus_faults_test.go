@@ -46,7 +46,9 @@ const faultSteps = 3
 // faultDrain is a drain of faultSteps-step jobs on a test's own Citus cluster.
 type faultDrain struct {
 	own *pgtest.OwnCitus
-	db  *pg.DB         // the test's own pool: inserts, settings and what it watches
+	// route is where the dispatchers send a shard's statements (the default: its worker).
+	route pg.CitusRoute
+	db    *pg.DB         // the test's own pool: inserts, settings and what it watches
 	eng *engine.Engine // on db: inserts
 	rcv *receiver
 	log *logTally
@@ -201,7 +203,7 @@ func (d *faultDrain) readLayout(t *testing.T) {
 func (d *faultDrain) start(t *testing.T, ttl time.Duration) {
 	t.Helper()
 	for i := range 2 {
-		db := pgtest.Open(t, d.own.URL, pg.Options{MaxConns: 10})
+		db := pgtest.Open(t, d.own.URL, pg.Options{MaxConns: 10, CitusRoute: d.route})
 		eng, err := engine.New(db, engine.Config{LeaseTTL: ttl, Owner: fmt.Sprintf("dispatcher-%d", i)}, d.log.logger())
 		if err != nil {
 			t.Fatal(err)
@@ -678,18 +680,38 @@ func joinIDs(ids []int64) string {
 }
 
 // The coordinator stopped as a crash would (immediate shutdown, then crash recovery) in
-// the middle of a drain, with steps in flight: every connection of the dispatchers, their
-// LISTEN and the reaper's dies with it. The coordinator stays down until the dispatchers
-// have given up writing the outcomes of the steps in flight, then restarts. They
-// reconnect and carry on: steps finish after the restart, every job finishes, nothing
-// lost, no outcome applied twice. Each step whose outcome was given up ended by lease
-// expiry and was delivered again (at-least-once); a claim whose answer was lost with the
+// the middle of a drain, with steps in flight: every connection of the dispatchers to it,
+// their LISTEN and the reaper's dies with it. Then it restarts; the dispatchers reconnect
+// and carry on: every job finishes, nothing lost, no outcome applied twice.
+//
+// Routed to the workers (the default), the step path does not go through the coordinator:
+// the outcomes of the steps in flight are written on their workers while it is down, and
+// the drain goes on there (claims and outcomes), read from a worker meanwhile.
+//
+// Routed through the coordinator, the outcomes of the steps in flight cannot be written:
+// it stays down until the dispatchers have given them up. Each such step ends by lease
+// expiry and is delivered again (at-least-once); a claim whose answer was lost with the
 // coordinator was never delivered, and its lease expired too.
 func TestCitusCoordinatorRestartDuringADrain(t *testing.T) {
 	t.Parallel()
+	for _, route := range []pg.CitusRoute{pg.CitusRouteWorkers, pg.CitusRouteCoordinator} {
+		t.Run(string(route), func(t *testing.T) { coordinatorRestartDuringADrain(t, route) })
+	}
+}
+
+func coordinatorRestartDuringADrain(t *testing.T, route pg.CitusRoute) {
 	const jobs = 1200
 	ctx := context.Background()
 	d := newFaultDrain(t, jobs, pgtest.OwnCitusOptions{})
+	d.route = route
+	// What the test reads while the coordinator is down: a worker plans a statement on
+	// every shard as the coordinator would.
+	worker := pgtest.Open(t, d.own.Nodes[1].TCPURL(d.own.Database), pg.Options{MaxConns: 2, CitusRoute: pg.CitusRouteCoordinator})
+	appliedOnWorkers := func() (int64, error) {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return worker.QueryInt(c, `SELECT count(*) FROM `+outcomesApplied)
+	}
 	started := time.Now()
 	d.start(t, 10*time.Second)
 	d.waitCount(t, nil, outcomesApplied, jobs/2, time.Minute, "the drain under way")
@@ -700,14 +722,52 @@ func TestCitusCoordinatorRestartDuringADrain(t *testing.T) {
 	stopped := time.Now()
 	d.releaseSteps() // their outcomes meet the coordinator down
 	held := d.heldSteps()
-	dispatch.WaitUntil(t, 30*time.Second, "the outcomes of the steps in flight given up", func() bool {
-		for _, j := range held {
-			if !d.log.gaveUp(j.ID) {
+	duringDown := ""
+	if route == pg.CitusRouteCoordinator {
+		dispatch.WaitUntil(t, 30*time.Second, "the outcomes of the steps in flight given up", func() bool {
+			for _, j := range held {
+				if !d.log.gaveUp(j.ID) {
+					return false
+				}
+			}
+			return true
+		})
+	} else {
+		ids := make([]int64, len(held))
+		for i, j := range held {
+			ids[i] = j.ID
+		}
+		dispatch.WaitUntil(t, 30*time.Second, "the outcomes of the steps in flight written on their workers, the coordinator down", func() bool {
+			rows, err := worker.QueryStrings(ctx, `SELECT job_id, step, attempt FROM steps
+				WHERE job_id = ANY($1) AND outcome IN ('next', 'done')`, ids)
+			if err != nil {
 				return false
 			}
+			applied := map[[3]string]bool{}
+			for _, r := range rows {
+				applied[[3]string(r)] = true
+			}
+			for _, j := range held {
+				if !applied[[3]string{strconv.FormatInt(j.ID, 10), strconv.Itoa(j.Step), strconv.Itoa(j.Attempt)}] {
+					return false
+				}
+			}
+			return true
+		})
+		n0, err := appliedOnWorkers()
+		if err != nil {
+			t.Fatal(err)
 		}
-		return true
-	})
+		dispatch.WaitUntil(t, 30*time.Second, "the drain to go on with the coordinator down", func() bool {
+			n, err := appliedOnWorkers()
+			return err == nil && n >= n0+200
+		})
+		n1, err := appliedOnWorkers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		duringDown = fmt.Sprintf("%d outcomes applied on the workers while it was down (%d of them the held steps'); ", n1-int64(before), len(held))
+	}
 	if err := d.own.RestartNode(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -715,7 +775,8 @@ func TestCitusCoordinatorRestartDuringADrain(t *testing.T) {
 	downFor := restarted.Sub(stopped)
 	// The dispatchers carry on: a few hundred more steps finish (the test's own pool
 	// reconnects too; a count on a connection that died with the coordinator is retried).
-	d.waitCount(t, nil, outcomesApplied, before+300, 30*time.Second, "steps finishing after the restart")
+	now := d.waitCount(t, nil, outcomesApplied, 0, 30*time.Second, "the coordinator back")
+	d.waitCount(t, nil, outcomesApplied, min(now+300, jobs*faultSteps), 30*time.Second, "steps finishing after the restart")
 	resumed := time.Since(restarted)
 	f := d.check(t, time.Minute)
 	expired, err := d.db.QueryStrings(ctx, `SELECT job_id, step, attempt FROM steps WHERE outcome = 'lease_expired'`)
@@ -727,12 +788,17 @@ func TestCitusCoordinatorRestartDuringADrain(t *testing.T) {
 		ended[[3]string(r)] = true
 	}
 	for _, j := range held {
-		if !ended[[3]string{strconv.FormatInt(j.ID, 10), strconv.Itoa(j.Step), strconv.Itoa(j.Attempt)}] {
+		byExpiry := ended[[3]string{strconv.FormatInt(j.ID, 10), strconv.Itoa(j.Step), strconv.Itoa(j.Attempt)}]
+		switch {
+		case route == pg.CitusRouteCoordinator && !byExpiry:
 			t.Errorf("job %d step %d attempt %d, whose outcome was given up: not ended by lease expiry", j.ID, j.Step, j.Attempt)
+		case route != pg.CitusRouteCoordinator && (byExpiry || d.log.gaveUp(j.ID)):
+			t.Errorf("job %d step %d attempt %d: its outcome was written with the coordinator down, yet it ended by lease expiry (%v) or was given up (%v)",
+				j.ID, j.Step, j.Attempt, byExpiry, d.log.gaveUp(j.ID))
 		}
 	}
-	t.Logf("coordinator stopped after %.1fs of drain (%d outcomes applied) with %d steps held in flight, down %.1fs (until their outcomes were given up; restart with crash recovery); 300 more outcomes applied %.1fs after the restart; %s; all done %.1fs after the start",
-		stopped.Sub(started).Seconds(), before, len(held), downFor.Seconds(), resumed.Seconds(), f, time.Since(started).Seconds())
+	t.Logf("route %s: coordinator stopped after %.1fs of drain (%d outcomes applied) with %d steps held in flight, down %.1fs; %s300 more outcomes applied %.1fs after the restart; %s; all done %.1fs after the start",
+		route, stopped.Sub(started).Seconds(), before, len(held), downFor.Seconds(), duringDown, resumed.Seconds(), f, time.Since(started).Seconds())
 	t.Logf("logged: %s", d.log)
 }
 

@@ -47,6 +47,9 @@ type citusShard struct {
 // split makes new shards, whose placements the dispatcher then claims from.
 const layoutMaxAge = time.Minute
 
+// layoutRetry is how soon a layout that could not be read again is tried again.
+const layoutRetry = 5 * time.Second
+
 // Citus reports whether the database is on a Citus coordinator (the citus extension
 // exists): the server then runs the Citus dialect of its statements.
 func (db *DB) Citus() bool { return db.citus != nil }
@@ -65,16 +68,25 @@ func (db *DB) detectCitus(ctx context.Context) error {
 }
 
 // layout answers the Citus layout, read from the coordinator when it was never read or
-// is older than layoutMaxAge.
+// is older than layoutMaxAge. A layout that cannot be read again (the coordinator down)
+// is answered as it was, and read again layoutRetry later: the statements of a shard go
+// on reaching the workers (citus_direct.go), which route one whose shard has moved.
 func (db *DB) layout(ctx context.Context) (*citusLayout, error) {
 	l := db.citus
 	l.mu.RLock()
-	fresh := !l.loadedAt.IsZero() && time.Since(l.loadedAt) < layoutMaxAge
+	read := !l.loadedAt.IsZero()
+	fresh := read && time.Since(l.loadedAt) < layoutMaxAge
 	l.mu.RUnlock()
 	if fresh {
 		return l, nil
 	}
 	rows, err := dbcitus.New(db.pool).CitusLayout(ctx)
+	if err != nil && read && ctx.Err() == nil {
+		l.mu.Lock()
+		l.loadedAt = time.Now().Add(layoutRetry - layoutMaxAge)
+		l.mu.Unlock()
+		return l, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pg: read the citus layout (are the tables distributed? the server's migrations do it): %w", translate(err))
 	}
