@@ -49,11 +49,11 @@ type faultDrain struct {
 	// route is where the dispatchers send a shard's statements (the default: its worker).
 	route pg.CitusRoute
 	db    *pg.DB         // the test's own pool: inserts, settings and what it watches
-	eng *engine.Engine // on db: inserts
-	rcv *receiver
-	log *logTally
-	mu  sync.Mutex
-	ids []int64 // the jobs inserted
+	eng   *engine.Engine // on db: inserts
+	rcv   *receiver
+	log   *logTally
+	mu    sync.Mutex
+	ids   []int64 // the jobs inserted
 	// nodeOf is the port of the worker that holds each placement's shard, read at the start.
 	nodeOf [pg.Placements]int
 	// hold is the webhook's gate: the steps of the jobs that on accepts wait in it until
