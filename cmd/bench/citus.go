@@ -477,14 +477,18 @@ func nodesCPU(s nodesSide, exclude []map[int]bool) nodesCPUSnapshot {
 // "-- name:" comment of gendurable's SQL on the node the server talks to; on a Citus
 // worker, where the coordinator sends each task as SQL it deparsed (comments gone, the
 // shard's table names in it), by workerStatementName. The bench's own statements and
-// the queue's resume (an upsert of a reference table) are left out.
+// the queue's resume (an upsert of a reference table) are left out. On a worker only
+// top-level statements count: a statement the server routed there runs its shard's task
+// by Citus's local execution, which pg_stat_statements (track = all) would count again
+// as a nested statement, its time and WAL with it.
 func nodeStatements(ctx context.Context, n *dbNode, worker bool) ([]StatementStat, error) {
 	rows, err := n.db.QueryStrings(ctx, `-- probe
 		SELECT coalesce(substring(query FROM '-- name: (\w+)'), regexp_replace(regexp_replace(query, '_[0-9]{6,}', '', 'g'), '\s+', ' ', 'g')),
 		       sum(calls)::bigint, sum(rows)::bigint, sum(total_exec_time)::float8, sum(total_plan_time)::float8, sum(wal_bytes)::bigint, sum(wal_records)::bigint
 		FROM pg_stat_statements
 		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) AND query NOT LIKE '-- probe%'
-		GROUP BY 1`, n.database)
+		  AND (toplevel OR NOT $2)
+		GROUP BY 1`, n.database, worker)
 	if err != nil {
 		return nil, err
 	}
@@ -583,7 +587,7 @@ func workerStatementName(q string) string {
 		return "JobListExpiredLeases"
 	case pre("select placement from public.jobs") && has("lease_expires_at"):
 		return "JobExpiredLeasePlacements (the reaper's probe)"
-	case pre("select placement from public.jobs") && has("'awaiting'"):
+	case pre("select placement from public.jobs") && has("eligible_at"):
 		return "JobDueAwaitPlacements (the reaper's probe)"
 	case pre("with e as") && has("update public.jobs"):
 		return "JobReapExpiredLeases"
