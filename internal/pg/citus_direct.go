@@ -53,7 +53,10 @@ func ParseCitusRoute(s string) (CitusRoute, error) {
 
 // citusWorkerPools are the pools on the workers, by group (pg_dist_node.groupid).
 type citusWorkerPools struct {
-	mu sync.RWMutex
+	// refresh serialises refreshWorkerPools: the claims of several queues may read an
+	// expired layout at once, and each would open the pools again and close the others'.
+	refresh sync.Mutex
+	mu      sync.RWMutex
 	// config is the coordinator pool's configuration, copied for each worker; nil when
 	// statements go to the coordinator only.
 	config  *pgxpool.Config
@@ -93,6 +96,8 @@ func (db *DB) refreshWorkerPools(ctx context.Context) error {
 	if w.config == nil {
 		return nil
 	}
+	w.refresh.Lock()
+	defer w.refresh.Unlock()
 	// Metadata of the coordinator, read by hand: sqlc knows no Citus catalog.
 	rows, err := db.pool.Query(ctx, `SELECT groupid, nodename, nodeport FROM pg_dist_node
 		WHERE noderole = 'primary' AND isactive AND hasmetadata AND metadatasynced AND groupid > 0`)
