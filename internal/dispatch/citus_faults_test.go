@@ -508,15 +508,21 @@ func TestCitusWorkerDownDuringADrain(t *testing.T) {
 	started := time.Now()
 	d.start(t, ttl)
 	d.waitCount(t, nil, outcomesApplied, jobs/2, time.Minute, "the drain under way")
-	// Steps in flight when the worker stops: all of its own from now on, and 4 of the
-	// live worker's, held in the webhook.
-	onDown, onLive, slow := d.onWorker(d.own.Port(down)), d.onWorker(d.own.Port(1)), 0
+	// Steps in flight when the worker stops: up to 24 of its own from now on, and 4 of the
+	// live worker's, held in the webhook. (Holding every one of its steps filled both
+	// dispatchers' 64 slots now and then before 4 of the live worker's came: a process's
+	// claims stay on the shards that last had work.)
+	onDown, onLive, slow, downHeld := d.onWorker(d.own.Port(down)), d.onWorker(d.own.Port(1)), 0, 0
 	d.holdSteps(func(job int64) bool {
-		if onLive(job) && slow < 4 {
+		switch {
+		case onLive(job) && slow < 4:
 			slow++
 			return true
+		case onDown(job) && downHeld < 24:
+			downHeld++
+			return true
 		}
-		return onDown(job)
+		return false
 	})
 	heldOn := func(on func(int64) bool) (ids []int64) {
 		for _, j := range d.heldSteps() {
