@@ -127,9 +127,7 @@ func (db *DB) layout(ctx context.Context) (*citusLayout, error) {
 	if groups.Close(); groups.Err() != nil {
 		return nil, fmt.Errorf("pg: read the citus layout's workers: %w", translate(groups.Err()))
 	}
-	if err := db.refreshWorkerPools(ctx); err != nil {
-		return nil, err
-	}
+	db.refreshWorkerPools(ctx)
 	l.mu.Lock()
 	l.shards, l.shardOf, l.legacyMaxID, l.loadedAt = shards, shardOf, rows[0].LegacyMaxID, time.Now()
 	l.mu.Unlock()

@@ -3,8 +3,6 @@ package pg
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -64,7 +62,7 @@ type citusWorkerPools struct {
 }
 
 type citusWorkerPool struct {
-	addr string // host:port, from pg_dist_node
+	node citusWorkerNode
 	pool *pgxpool.Pool
 }
 
@@ -74,7 +72,8 @@ const workerPingTimeout = 2 * time.Second
 // citusWorkerNode is a worker's row of pg_dist_node.
 type citusWorkerNode struct {
 	group int32
-	addr  string
+	host  string
+	port  uint16
 }
 
 // shardPool answers the pool that reaches shard i's worker, or the coordinator's.
@@ -90,11 +89,13 @@ func (db *DB) shardPool(l *citusLayout, i int) *pgxpool.Pool {
 }
 
 // refreshWorkerPools opens a pool on each worker of nodes that has none (or moved), and
-// closes those of workers no longer there. Called when the layout is read.
-func (db *DB) refreshWorkerPools(ctx context.Context) error {
+// closes those of workers no longer there. Called when the layout is read. When the
+// workers cannot be read, the pools stay as they are (a worker without one is served
+// through the coordinator).
+func (db *DB) refreshWorkerPools(ctx context.Context) {
 	w := &db.workers
 	if w.config == nil {
-		return nil
+		return
 	}
 	w.refresh.Lock()
 	defer w.refresh.Unlock()
@@ -102,28 +103,27 @@ func (db *DB) refreshWorkerPools(ctx context.Context) error {
 	rows, err := db.pool.Query(ctx, `SELECT groupid, nodename, nodeport FROM pg_dist_node
 		WHERE noderole = 'primary' AND isactive AND hasmetadata AND metadatasynced AND groupid > 0`)
 	if err != nil {
-		return fmt.Errorf("pg: read the citus workers: %w", translate(err))
+		return
 	}
 	var nodes []citusWorkerNode
 	for rows.Next() {
 		var n citusWorkerNode
-		var host string
 		var port int32
-		if err := rows.Scan(&n.group, &host, &port); err != nil {
+		if err := rows.Scan(&n.group, &n.host, &port); err != nil {
 			rows.Close()
-			return translate(err)
+			return
 		}
-		n.addr = net.JoinHostPort(host, strconv.Itoa(int(port)))
+		n.port = uint16(port)
 		nodes = append(nodes, n)
 	}
 	if rows.Close(); rows.Err() != nil {
-		return fmt.Errorf("pg: read the citus workers: %w", translate(rows.Err()))
+		return
 	}
 	w.mu.RLock()
 	keep := map[int32]*citusWorkerPool{}
 	var open []citusWorkerNode
 	for _, n := range nodes {
-		if p := w.byGroup[n.group]; p != nil && p.addr == n.addr {
+		if p := w.byGroup[n.group]; p != nil && p.node == n {
 			keep[n.group] = p
 		} else {
 			open = append(open, n)
@@ -144,25 +144,16 @@ func (db *DB) refreshWorkerPools(ctx context.Context) error {
 			go p.pool.Close() // waits for the statements still running on it
 		}
 	}
-	return nil
 }
 
 // openWorkerPool opens and checks a pool on worker n; nil when it does not answer (its
 // shards' statements then go through the coordinator).
 func (db *DB) openWorkerPool(ctx context.Context, n citusWorkerNode) *citusWorkerPool {
 	cfg := db.workers.config.Copy()
-	host, port, err := net.SplitHostPort(n.addr)
-	if err != nil {
-		return nil
-	}
-	p, err := strconv.ParseUint(port, 10, 16)
-	if err != nil {
-		return nil
-	}
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = n.host, n.port, nil
 	if cfg.ConnConfig.TLSConfig != nil {
 		cfg.ConnConfig.TLSConfig = cfg.ConnConfig.TLSConfig.Clone()
-		cfg.ConnConfig.TLSConfig.ServerName = host
+		cfg.ConnConfig.TLSConfig.ServerName = n.host
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -174,7 +165,7 @@ func (db *DB) openWorkerPool(ctx context.Context, n citusWorkerNode) *citusWorke
 		pool.Close()
 		return nil
 	}
-	return &citusWorkerPool{addr: n.addr, pool: pool}
+	return &citusWorkerPool{node: n, pool: pool}
 }
 
 // CitusWorkersReached answers how many workers this process sends their shards'
