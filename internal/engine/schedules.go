@@ -311,9 +311,15 @@ func (e *Engine) NewScheduler(cfg SchedulerConfig) *Scheduler {
 	return s
 }
 
-// RunDue fires every tick due at the scheduler's clock, batch by batch. For each due
-// schedule only the most recent tick at or before now runs (the ticks missed during a
-// downtime are not replayed), and its next tick is the first after now.
+// ScheduleCatchUp is how late a schedule's tick may be and still fire. A pass that comes
+// less than this after a due tick (a stalled process, a busy machine, a database
+// failover) fires each tick it missed, in order; one that comes later (a downtime) fires
+// only the most recent tick and replays none of the others. Quartz's misfire threshold,
+// with the same default.
+const ScheduleCatchUp = time.Minute
+
+// RunDue fires every tick due at the scheduler's clock, batch by batch, until no
+// schedule is due (tickToFire says which ticks run after a late pass).
 func (s *Scheduler) RunDue(ctx context.Context) (SchedulerStats, error) {
 	var st SchedulerStats
 	for {
@@ -336,10 +342,22 @@ func (s *Scheduler) RunDue(ctx context.Context) (SchedulerStats, error) {
 			}
 			st.Next = earliest(st.Next, next)
 		}
-		if fired < s.cfg.Batch {
+		// A batch that was all due, or a tick fired behind whose next is due too (the
+		// catch-up): pass again at once. Each fire moves its schedule's next_run_at
+		// forward (here or in the process that won it), so this ends.
+		if fired < s.cfg.Batch && (st.Next.IsZero() || st.Next.After(now)) {
 			return st, nil
 		}
 	}
+}
+
+// tickToFire is the tick a pass at now fires for a schedule due at due: due itself when
+// it is less than ScheduleCatchUp old, else the most recent tick at or before now.
+func tickToFire(spec ScheduleSpec, due, now time.Time) time.Time {
+	if now.Sub(due) < ScheduleCatchUp {
+		return due
+	}
+	return spec.Latest(due, now)
 }
 
 // fire fires one due schedule and returns its next tick (zero when it has none).
@@ -349,8 +367,8 @@ func (s *Scheduler) fire(ctx context.Context, d pg.ScheduleDue, now time.Time, s
 		s.log.Error("schedule cannot be parsed; not fired", "schedule", d.Name, "err", err)
 		return time.Time{}, nil
 	}
-	tick := spec.Latest(d.NextRunAt, now)
-	next := spec.Next(now)
+	tick := tickToFire(spec, d.NextRunAt, now)
+	next := spec.Next(tick)
 	if next.IsZero() {
 		next = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -134,6 +135,56 @@ func TestScheduleFiresOneJobPerTickAcrossEngines(t *testing.T) {
 		if tick := start.Add(time.Duration(i) * 10 * time.Second); !seen[tick] {
 			t.Errorf("no job for tick %s", tick)
 		}
+	}
+}
+
+// A pass that comes less than ScheduleCatchUp after a due tick (a stalled process, a busy
+// machine) fires each tick it missed, in order, in that one pass; one that comes later
+// fires only the most recent tick.
+func TestScheduleCatchesUpTicksMissedByALatePass(t *testing.T) {
+	t.Parallel()
+	te := newTestEngine(t, engine.Config{})
+	ctx := context.Background()
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start
+	s := te.NewScheduler(engine.SchedulerConfig{Now: func() time.Time { return now }})
+	if _, err := te.SetSchedule(ctx, "every10s", engine.ScheduleSettings{Cron: "*/10 * * * * *", Handler: "h"}, start); err != nil {
+		t.Fatal(err)
+	}
+	run := func(at time.Time) engine.SchedulerStats {
+		t.Helper()
+		now = at
+		st, err := s.RunDue(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	ticksOf := func() []time.Time {
+		t.Helper()
+		jobs, err := te.ListJobs(ctx, engine.JobFilter{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ticks []time.Time
+		for _, j := range jobs {
+			ticks = append(ticks, j.ScheduleTick.UTC())
+		}
+		slices.SortFunc(ticks, time.Time.Compare)
+		return ticks
+	}
+	// Due at :10; the pass comes at :45, 35 s late: :10, :20, :30 and :40 each make a job.
+	if st := run(start.Add(45 * time.Second)); st.Fired != 4 || !st.Next.Equal(start.Add(50*time.Second)) {
+		t.Fatalf("a pass 35 s late: %+v, want 4 fired and the next tick at :50", st)
+	}
+	// Due at :50; the pass comes 5 minutes later: only 05:50 runs.
+	if st := run(start.Add(5*time.Minute + 55*time.Second)); st.Fired != 1 || !st.Next.Equal(start.Add(6*time.Minute)) {
+		t.Fatalf("a pass 5 minutes late: %+v, want 1 fired and the next tick at 06:00", st)
+	}
+	want := []time.Time{start.Add(10 * time.Second), start.Add(20 * time.Second), start.Add(30 * time.Second),
+		start.Add(40 * time.Second), start.Add(5*time.Minute + 50*time.Second)}
+	if got := ticksOf(); !slices.EqualFunc(got, want, time.Time.Equal) {
+		t.Fatalf("ticks with a job: %v, want %v", got, want)
 	}
 }
 
