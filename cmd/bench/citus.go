@@ -646,7 +646,7 @@ var citusBatchLead = map[string]bool{"JobApplyPlainOutcomes": true, "JobApplyOut
 // citusPipelined are the statements the Citus dialect sends only behind another in a pgx
 // batch (internal/pg/citus_dialect.go): they share its round trip.
 var citusPipelined = map[string]bool{"BEGIN": true, "COMMIT": true, "StepInsertApplied": true, "JobInsertChildren": true,
-	"QueueEnsureMany": true}
+	"QueueEnsureMany": true, "CitusShardGuard": true}
 
 // jobsByNode is where a drained queue's jobs lived: jobs by worker, and the number of
 // shards that held them.

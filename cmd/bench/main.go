@@ -185,7 +185,7 @@ func main() {
 		"of one-step drains (plain PostgreSQL, Citus) and a five-step drain of each, with CPU, WAL and statements per node (make bench-citus)")
 	flag.IntVar(&o.citusPairs, "citus-pairs", 3, "with -citus: alternating pairs of -jobs one-step drains (plain PostgreSQL, then Citus)")
 	flag.IntVar(&o.citusWorkers, "citus-workers", 2, "with -citus: Citus workers")
-	flag.StringVar(&o.citusRoute, "citus-route", "auto", "with -citus: the Citus server's GENDURABLE_CITUS_ROUTE (auto: a shard's statements go to its worker; coordinator: all through the coordinator)")
+	flag.StringVar(&o.citusRoute, "citus-route", "auto", "with -citus: the Citus server's GENDURABLE_CITUS_ROUTE (auto and shards: a shard's statements go to its worker, on the shard's own tables; workers: to its worker, on the distributed tables; coordinator: all through the coordinator)")
 	flag.DurationVar(&o.citusIdle, "citus-idle", 10*time.Second, "with -citus: a window of this length with one empty queue served on Citus, for what idling costs each node (0 skips)")
 	flag.IntVar(&o.citusInsertBatch, "citus-insert-batch", 500, "with -citus: jobs per insert call on Citus (each call goes to the server's next shard, so -jobs / this many shards hold a drain)")
 	flag.BoolVar(&o.fairness, "fairness", true, "run the fair share part: a tenant's backlog beside other tenants' few jobs, fairness off and on, weights 3:1, and its cost (docs/fairness.md)")

@@ -41,6 +41,9 @@ type citusShard struct {
 	// Group is the group id (pg_dist_placement.groupid) of the worker that holds it: the
 	// circuit it is passed over by when that worker does not answer (citus_circuit.go).
 	Group int32
+	// Tables names its tables on its worker (CitusRouteShards); nil: its statements name
+	// the distributed tables.
+	Tables shardTableNames
 }
 
 // layoutMaxAge is how long a read layout is trusted before it is read again: a shard
@@ -127,6 +130,15 @@ func (db *DB) layout(ctx context.Context) (*citusLayout, error) {
 	if groups.Close(); groups.Err() != nil {
 		return nil, fmt.Errorf("pg: read the citus layout's workers: %w", translate(groups.Err()))
 	}
+	if db.workers.shardTables {
+		// Without the names (a catalog that cannot be read), the statements go on the
+		// distributed tables, through Citus on the worker.
+		if names, err := readShardTables(ctx, db.pool, ids); err == nil {
+			for i := range shards {
+				shards[i].Tables = names[shards[i].ID]
+			}
+		}
+	}
 	db.refreshWorkerPools(ctx)
 	l.mu.Lock()
 	l.shards, l.shardOf, l.legacyMaxID, l.loadedAt = shards, shardOf, rows[0].LegacyMaxID, time.Now()
@@ -190,6 +202,23 @@ func (l *citusLayout) shardGroup(i int) int32 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.shards[i%len(l.shards)].Group
+}
+
+// shardTableNames answers shard i's table names on its worker (i taken mod the shard
+// count); nil when they are not known.
+func (l *citusLayout) shardTableNames(i int) shardTableNames {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.shards[i%len(l.shards)].Tables
+}
+
+// expire makes the next statement read the layout again (a shard moved).
+func (l *citusLayout) expire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.loadedAt.IsZero() {
+		l.loadedAt = time.Now().Add(-layoutMaxAge)
+	}
 }
 
 // shardIDAt is the id of shard i (i taken mod the shard count).

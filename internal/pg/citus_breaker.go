@@ -8,7 +8,6 @@ import (
 
 	"github.com/gendurable/gendurable/internal/pg/dbcitus"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // The circuit breaker on Citus (sql/citus/breaker.sql): the handlers' statements in the
@@ -119,7 +118,7 @@ func (db *DB) citusParkMany(ctx context.Context, parks []Park) ([]int64, error) 
 		leases[i], at[k.ID] = Lease{JobID: k.ID, Token: k.Token}, k.At
 	}
 	var parked []int64
-	err := db.citusLeases(ctx, leases, func(ctx context.Context, q *pgxpool.Pool, placements []int, part []Lease) error {
+	err := db.citusLeases(ctx, leases, func(ctx context.Context, q shardQuerier, placements []int, part []Lease) error {
 		p := dbcitus.LeaseParkManyParams{Placements: placements, Ids: make([]int64, len(part)),
 			Tokens: make([]string, len(part)), EligibleAts: make([]time.Time, len(part))}
 		for i, l := range part {

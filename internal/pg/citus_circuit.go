@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // A worker that stops answering without closing its connections (a hung host, a network
@@ -109,14 +107,23 @@ func (c *workerCircuits) probeEnded(group int32) {
 // shard's worker, or the coordinator's: citus_direct.go), under the shard's deadline and
 // its worker's circuit: ErrWorkerUnavailable when the circuit is open; a timeout opens
 // it, any answer closes it. ctx's own end is fn's error as it is.
-func (db *DB) onShard(ctx context.Context, l *citusLayout, shard int, fn func(ctx context.Context, q *pgxpool.Pool) error) error {
+func (db *DB) onShard(ctx context.Context, l *citusLayout, shard int, fn func(ctx context.Context, q shardQuerier) error) error {
 	group := l.shardGroup(shard)
 	if !db.circuits.allow(group, time.Now()) {
 		return fmt.Errorf("%w (shard %d)", ErrWorkerUnavailable, l.shardIDAt(shard))
 	}
 	sctx, cancel := context.WithTimeout(ctx, db.shardTimeout)
 	defer cancel()
-	err := fn(sctx, db.shardPool(l, shard))
+	q := db.shardQuerier(l, shard)
+	err := fn(sctx, q)
+	if _, onTables := q.(shardTables); onTables && shardElsewhere(err) {
+		// The shard moved (or split) since the layout was read: its guard refused before
+		// anything was written. Through the coordinator, which routes the statements to
+		// wherever the shard is now; the layout is read again at the next statement.
+		l.expire()
+		db.shardsMovedAway.Add(1)
+		err = fn(sctx, db.pool)
+	}
 	switch {
 	case ctx.Err() != nil:
 		db.circuits.probeEnded(group) // not the worker's doing

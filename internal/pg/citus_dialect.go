@@ -16,7 +16,6 @@ import (
 	"github.com/gendurable/gendurable/internal/pg/dbcitus"
 	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // The Citus dialect (docs/citus.md): what each DB method runs when the database is on a
@@ -86,7 +85,7 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 		// registered (a LEFT JOIN that sqlc reads as NOT NULL).
 		var got []ClaimedJob
 		gotKeyed := 0
-		err := db.onShard(ctx, l, shard, func(ctx context.Context, q *pgxpool.Pool) error {
+		err := db.onShard(ctx, l, shard, func(ctx context.Context, q shardQuerier) error {
 			rows, err := q.Query(ctx, dbcitus.JobClaim, args.Nonce, args.LeaseTtlMs, args.LeaseOwner, args.SignalCap,
 				args.Placements, args.Queue, args.MaxRows)
 			if err != nil {
@@ -250,7 +249,7 @@ func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queu
 		placements := l.shardPlacements(shard)
 		var got []OutcomeApplied
 		var woken []string
-		err := db.onShard(ctx, l, shard, func(ctx context.Context, q *pgxpool.Pool) (err error) {
+		err := db.onShard(ctx, l, shard, func(ctx context.Context, q shardQuerier) (err error) {
 			got, woken, err = db.citusApplyShard(ctx, q, placements, part, queues)
 			return err
 		})
@@ -294,7 +293,7 @@ func citusRefusedSpawn(recs []OutcomeRecord) error {
 // citusApplyShard writes the outcomes of one shard (placements) in one transaction.
 // q is the pool of the shard's worker (or the coordinator's); with queues to create (a
 // reference table, written on every node) the coordinator's.
-func (db *DB) citusApplyShard(ctx context.Context, q *pgxpool.Pool, placements []int, recs []OutcomeRecord, queues []string) (
+func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []int, recs []OutcomeRecord, queues []string) (
 	applied []OutcomeApplied, woken []string, err error) {
 	plain := plainOutcomes(recs)
 	children, childQueues, err := db.citusChildren(ctx, placements, recs)
@@ -608,7 +607,7 @@ func (db *DB) citusNotify(ctx context.Context, wakes []citusWake) error {
 // first error is answered once every shard was tried (a heartbeat that stopped there
 // extended no lease on the shards after it, and every step of the process ran again once
 // its lease expired: TestCitusAWorkerDownStopsOnlyItsShards).
-func (db *DB) citusLeases(ctx context.Context, leases []Lease, fn func(ctx context.Context, q *pgxpool.Pool, placements []int, part []Lease) error) error {
+func (db *DB) citusLeases(ctx context.Context, leases []Lease, fn func(ctx context.Context, q shardQuerier, placements []int, part []Lease) error) error {
 	groups, l, err := db.citusByShard(ctx, len(leases), func(i int) int64 { return leases[i].JobID })
 	if err != nil {
 		return err
@@ -620,7 +619,7 @@ func (db *DB) citusLeases(ctx context.Context, leases []Lease, fn func(ctx conte
 			part[k] = leases[i]
 		}
 		shard := l.shardIndex(l.PlacementOfID(part[0].JobID))
-		failed = cmp.Or(failed, db.onShard(ctx, l, shard, func(ctx context.Context, q *pgxpool.Pool) error {
+		failed = cmp.Or(failed, db.onShard(ctx, l, shard, func(ctx context.Context, q shardQuerier) error {
 			return fn(ctx, q, l.shardPlacements(shard), part)
 		}))
 	}
@@ -630,7 +629,7 @@ func (db *DB) citusLeases(ctx context.Context, leases []Lease, fn func(ctx conte
 // citusExtendLeases is LeaseExtendMany, a router statement per shard.
 func (db *DB) citusExtendLeases(ctx context.Context, leases []Lease, ttl time.Duration) ([]LeaseExtended, error) {
 	var out []LeaseExtended
-	err := db.citusLeases(ctx, leases, func(ctx context.Context, q *pgxpool.Pool, placements []int, part []Lease) error {
+	err := db.citusLeases(ctx, leases, func(ctx context.Context, q shardQuerier, placements []int, part []Lease) error {
 		ids, tokens := leaseArrays(part)
 		rows, err := dbcitus.New(q).LeaseExtendMany(ctx, dbcitus.LeaseExtendManyParams{Placements: placements,
 			Ids: ids, Tokens: tokens, LeaseTtlMs: ttl.Milliseconds()})
@@ -646,7 +645,7 @@ func (db *DB) citusExtendLeases(ctx context.Context, leases []Lease, ttl time.Du
 func (db *DB) citusReleaseLeases(ctx context.Context, leases []Lease) ([]int64, error) {
 	var out []int64
 	var wake []citusWake
-	err := db.citusLeases(ctx, leases, func(ctx context.Context, q *pgxpool.Pool, placements []int, part []Lease) error {
+	err := db.citusLeases(ctx, leases, func(ctx context.Context, q shardQuerier, placements []int, part []Lease) error {
 		ids, tokens := leaseArrays(part)
 		rows, err := dbcitus.New(q).LeaseReleaseMany(ctx, dbcitus.LeaseReleaseManyParams{Placements: placements,
 			Ids: ids, Tokens: tokens})
@@ -662,7 +661,7 @@ func (db *DB) citusReleaseLeases(ctx context.Context, leases []Lease) ([]int64, 
 // citusGetBackoffs is LeaseGetBackoffs, a router statement per shard.
 func (db *DB) citusGetBackoffs(ctx context.Context, leases []Lease) ([]LeaseBackoff, error) {
 	var out []LeaseBackoff
-	err := db.citusLeases(ctx, leases, func(ctx context.Context, q *pgxpool.Pool, placements []int, part []Lease) error {
+	err := db.citusLeases(ctx, leases, func(ctx context.Context, q shardQuerier, placements []int, part []Lease) error {
 		ids, tokens := leaseArrays(part)
 		rows, err := dbcitus.New(q).LeaseGetBackoffs(ctx, dbcitus.LeaseGetBackoffsParams{Placements: placements,
 			Ids: ids, Tokens: tokens})
@@ -732,7 +731,7 @@ func (db *DB) citusListExpiredLeases(ctx context.Context, limit int, asOf *time.
 			break
 		}
 		var rows []dbcitus.JobListExpiredLeasesRow
-		err := db.onShard(ctx, l, i, func(ctx context.Context, q *pgxpool.Pool) (err error) {
+		err := db.onShard(ctx, l, i, func(ctx context.Context, q shardQuerier) (err error) {
 			rows, err = dbcitus.New(q).JobListExpiredLeases(ctx, dbcitus.JobListExpiredLeasesParams{
 				Placements: l.shardPlacements(i), AsOf: asOf, MaxRows: limit - len(out)})
 			return err
@@ -766,7 +765,7 @@ func (db *DB) citusReapExpiredLeases(ctx context.Context, reaps []LeaseReap, asO
 	}
 	var out []Reaped
 	var wake []citusWake
-	err := db.citusLeases(ctx, leases, func(ctx context.Context, q *pgxpool.Pool, placements []int, part []Lease) error {
+	err := db.citusLeases(ctx, leases, func(ctx context.Context, q shardQuerier, placements []int, part []Lease) error {
 		ids, tokens := leaseArrays(part)
 		ds := make([]int64, len(part))
 		labels, kinds, empty := make([]string, len(part)), make([]string, len(part)), make([]string, len(part))
@@ -836,7 +835,7 @@ func (db *DB) citusWakeExpiredAwaits(ctx context.Context, limit int, asOf *time.
 		}
 		placements := l.shardPlacements(i)
 		var rows []dbcitus.JobWakeExpiredAwaitsRow
-		err := db.onShard(ctx, l, i, func(ctx context.Context, q *pgxpool.Pool) (err error) {
+		err := db.onShard(ctx, l, i, func(ctx context.Context, q shardQuerier) (err error) {
 			rows, err = dbcitus.New(q).JobWakeExpiredAwaits(ctx, dbcitus.JobWakeExpiredAwaitsParams{
 				Placements: placements, AsOf: asOf, MaxRows: limit - n})
 			return err

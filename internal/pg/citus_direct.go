@@ -3,6 +3,7 @@ package pg
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -29,10 +30,14 @@ import (
 type CitusRoute string
 
 const (
-	// CitusRouteAuto is CitusRouteWorkers, or CitusRouteCoordinator behind a
+	// CitusRouteAuto is CitusRouteShards, or CitusRouteCoordinator behind a
 	// transaction-mode pooler (which the worker connections would go around).
 	CitusRouteAuto CitusRoute = ""
-	// CitusRouteWorkers sends them to the worker that holds the shard.
+	// CitusRouteShards sends them to the worker that holds the shard, on the shard's own
+	// tables (citus_shard_tables.go): PostgreSQL plans and runs them, not Citus.
+	CitusRouteShards CitusRoute = "shards"
+	// CitusRouteWorkers sends them to the worker that holds the shard, on the distributed
+	// tables: Citus plans them there and runs them on the local shard.
 	CitusRouteWorkers CitusRoute = "workers"
 	// CitusRouteCoordinator sends every statement to the coordinator.
 	CitusRouteCoordinator CitusRoute = "coordinator"
@@ -43,10 +48,10 @@ func ParseCitusRoute(s string) (CitusRoute, error) {
 	switch r := CitusRoute(s); r {
 	case "", "auto":
 		return CitusRouteAuto, nil
-	case CitusRouteWorkers, CitusRouteCoordinator:
+	case CitusRouteShards, CitusRouteWorkers, CitusRouteCoordinator:
 		return r, nil
 	}
-	return "", fmt.Errorf("pg: citus route %q is not auto, workers or coordinator", s)
+	return "", fmt.Errorf("pg: citus route %q is not auto, shards, workers or coordinator", s)
 }
 
 // citusWorkerPools are the pools on the workers, by group (pg_dist_node.groupid).
@@ -59,6 +64,8 @@ type citusWorkerPools struct {
 	// statements go to the coordinator only.
 	config  *pgxpool.Config
 	byGroup map[int32]*citusWorkerPool
+	// shardTables: the statements name the shard's own tables (CitusRouteShards).
+	shardTables bool
 }
 
 type citusWorkerPool struct {
@@ -76,16 +83,22 @@ type citusWorkerNode struct {
 	port  uint16
 }
 
-// shardPool answers the pool that reaches shard i's worker, or the coordinator's.
-func (db *DB) shardPool(l *citusLayout, i int) *pgxpool.Pool {
+// shardQuerier answers what runs shard i's statements: its worker's pool on the shard's
+// own tables (CitusRouteShards, when the layout has their names), its worker's pool on
+// the distributed tables (CitusRouteWorkers), or the coordinator's.
+func (db *DB) shardQuerier(l *citusLayout, i int) shardQuerier {
 	group := l.shardGroup(i)
 	w := &db.workers
 	w.mu.RLock()
 	defer w.mu.RUnlock()
-	if p := w.byGroup[group]; p != nil {
-		return p.pool
+	p := w.byGroup[group]
+	if p == nil {
+		return db.pool
 	}
-	return db.pool
+	if names := l.shardTableNames(i); w.shardTables && names != nil {
+		return shardTables{pool: p.pool, shard: l.shardIDAt(i), names: names}
+	}
+	return p.pool
 }
 
 // refreshWorkerPools opens a pool on each worker of nodes that has none (or moved), and
@@ -151,6 +164,12 @@ func (db *DB) refreshWorkerPools(ctx context.Context) {
 func (db *DB) openWorkerPool(ctx context.Context, n citusWorkerNode) *citusWorkerPool {
 	cfg := db.workers.config.Copy()
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = n.host, n.port, nil
+	if db.workers.shardTables {
+		// Plain PostgreSQL statements on the shard's tables: generic plans, as on a plain
+		// primary (the coordinator's pool plans each execution: Citus prunes there).
+		cfg.ConnConfig.RuntimeParams = maps.Clone(cfg.ConnConfig.RuntimeParams)
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
 	if cfg.ConnConfig.TLSConfig != nil {
 		cfg.ConnConfig.TLSConfig = cfg.ConnConfig.TLSConfig.Clone()
 		cfg.ConnConfig.TLSConfig.ServerName = n.host

@@ -12,14 +12,16 @@ import (
 // A shard's statements (claims, outcomes, heartbeats) go to the worker that holds it, past
 // the coordinator: the server keeps a pool on each worker (CitusWorkersReached), and the
 // workers see its connections (application_name gendurable; the coordinator's own are
-// citus_internal). With CitusRouteCoordinator every statement goes to the coordinator,
-// and the same steps run.
+// citus_internal). By default they name the shard's own tables (CitusRouteShards); with
+// CitusRouteWorkers the distributed tables, planned by Citus on the worker; with
+// CitusRouteCoordinator every statement goes to the coordinator. The same steps run.
 func TestCitusShardStatementsGoToTheirWorker(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
 	direct := pgtest.Open(t, url, pg.Options{})
+	viaWorkers := pgtest.Open(t, url, pg.Options{CitusRoute: pg.CitusRouteWorkers})
 	viaCoordinator := pgtest.Open(t, url, pg.Options{CitusRoute: pg.CitusRouteCoordinator})
 	if _, err := direct.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://example.test/", NewSecret: "whsec_x"}); err != nil {
 		t.Fatal(err)
@@ -67,9 +69,14 @@ func TestCitusShardStatementsGoToTheirWorker(t *testing.T) {
 		}
 	}
 
-	drain(direct)
-	if reached, workers, err := direct.CitusWorkersReached(ctx); err != nil || reached != 2 || workers != 2 {
-		t.Fatalf("routed to workers: %d of %d reached (%v), want 2 of 2", reached, workers, err)
+	for route, db := range map[string]*pg.DB{"shard tables": direct, "worker": viaWorkers} {
+		drain(db)
+		if reached, workers, err := db.CitusWorkersReached(ctx); err != nil || reached != 2 || workers != 2 {
+			t.Fatalf("routed to workers (%s): %d of %d reached (%v), want 2 of 2", route, reached, workers, err)
+		}
+		if kind, err := db.CitusShardQuerier(ctx, 0); err != nil || kind != route {
+			t.Fatalf("shard 0's statements run on %q (%v), want %q", kind, err, route)
+		}
 	}
 	for _, node := range []int{1, 2} {
 		if n := serverConnsOn(node); n == 0 {
@@ -78,10 +85,13 @@ func TestCitusShardStatementsGoToTheirWorker(t *testing.T) {
 	}
 
 	drain(viaCoordinator)
+	if kind, err := viaCoordinator.CitusShardQuerier(ctx, 0); err != nil || kind != "coordinator" {
+		t.Fatalf("shard 0's statements run on %q (%v), want the coordinator", kind, err)
+	}
 	if reached, workers, err := viaCoordinator.CitusWorkersReached(ctx); err != nil || reached != 0 || workers != 2 {
 		t.Fatalf("routed through the coordinator: %d of %d reached (%v), want 0 of 2", reached, workers, err)
 	}
-	if done, err := direct.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE status = 'done'`); err != nil || done != 128 {
-		t.Fatalf("%d jobs done (%v), want 128", done, err)
+	if done, err := direct.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE status = 'done'`); err != nil || done != 192 {
+		t.Fatalf("%d jobs done (%v), want 192", done, err)
 	}
 }

@@ -35,6 +35,9 @@ type DB struct {
 	claimCursor citusClaimCursor
 	// warmth is which shards each queue's Citus claims pass over (citusWarmth).
 	warmth citusWarmth
+	// shardsMovedAway counts the statements on a shard's tables refused because the shard
+	// had moved, and run through the coordinator instead (onShard).
+	shardsMovedAway atomic.Int64
 	// knownQueues holds the queues this process has made sure exist (Citus inserts: the
 	// queues table is a reference table, written on every node).
 	knownQueues sync.Map
@@ -159,8 +162,10 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		}
 		db.pool, db.q = pool, dbsqlc.New(pool)
 	}
-	if db.citus != nil && (opts.CitusRoute == CitusRouteWorkers || opts.CitusRoute == CitusRouteAuto && opts.Pooler != PoolerTransaction) {
+	auto := opts.CitusRoute == CitusRouteAuto && opts.Pooler != PoolerTransaction
+	if db.citus != nil && (auto || opts.CitusRoute == CitusRouteShards || opts.CitusRoute == CitusRouteWorkers) {
 		db.workers.config = db.pool.Config()
+		db.workers.shardTables = auto || opts.CitusRoute == CitusRouteShards
 	}
 	return db, nil
 }

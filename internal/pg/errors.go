@@ -61,8 +61,9 @@ func translate(err error) error {
 			// A history row routed to steps_default while the history keeper attached the
 			// partition for its time (a server's first minutes on a new database): the
 			// same statement again routes it to that partition.
-			if pgErr.Code == "23514" && (pgErr.TableName == "steps_default" ||
-				strings.Contains(pgErr.Message, `relation "steps_default" violates partition constraint`)) {
+			// On Citus the relation is a shard's (steps_default_102040).
+			if pgErr.Code == "23514" && (citusShardIndex.ReplaceAllString(pgErr.TableName, "") == "steps_default" ||
+				stepsDefaultViolated.MatchString(pgErr.Message)) {
 				return fmt.Errorf("%w: %w", ErrRetryable, pgErr)
 			}
 			return fmt.Errorf("%w: %w", ErrInvalid, pgErr)
@@ -88,6 +89,10 @@ func uniqueValue(e *pgconn.PgError) (string, bool) {
 	}
 	return value, true
 }
+
+// stepsDefaultViolated is the message of a history row refused by steps_default (or a
+// shard of it) when a partition for its time was attached meanwhile.
+var stepsDefaultViolated = regexp.MustCompile(`relation "steps_default(_[0-9]{6,})?" violates partition constraint`)
 
 // citusShardIndex is the shard id that Citus appends to an index's name on a worker
 // (jobs_live_key_102008): a constraint reported from a shard is named without it.

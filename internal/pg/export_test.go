@@ -3,6 +3,9 @@ package pg
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // OutcomeArgs are the arguments of JobApplyOutcomes for recs, for tests that EXPLAIN it.
@@ -75,3 +78,70 @@ func CitusShardPlacements(ctx context.Context, db *DB, i int) ([]int, error) {
 
 // CitusWithPlacements is citusWithPlacements.
 var CitusWithPlacements = citusWithPlacements
+
+// RewriteTables is rewriteTables.
+func RewriteTables(sql string, names map[string]string) string { return rewriteTables(sql, names) }
+
+// CitusShardQuerier names what runs shard i's statements: "shard tables", "worker" (the
+// distributed tables on the shard's worker) or "coordinator".
+func (db *DB) CitusShardQuerier(ctx context.Context, i int) (string, error) {
+	l, err := db.layout(ctx)
+	if err != nil {
+		return "", err
+	}
+	switch q := db.shardQuerier(l, i).(type) {
+	case shardTables:
+		return "shard tables", nil
+	case *pgxpool.Pool:
+		if q == db.pool {
+			return "coordinator", nil
+		}
+		return "worker", nil
+	default:
+		return fmt.Sprintf("%T", q), nil
+	}
+}
+
+// CitusShardTableNames answers shard i's table names on its worker (nil: not read).
+func (db *DB) CitusShardTableNames(ctx context.Context, i int) (map[string]string, error) {
+	l, err := db.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return l.shardTableNames(i), nil
+}
+
+// QueryShardStrings runs sql on shard i as the server runs its statements there (on the
+// shard's tables, guarded, with CitusRouteShards) and answers its rows as text.
+func (db *DB) QueryShardStrings(ctx context.Context, i int, sql string, args ...any) ([][]string, error) {
+	l, err := db.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]string
+	err = db.onShard(ctx, l, i, func(ctx context.Context, q shardQuerier) error {
+		out = nil
+		rows, err := q.Query(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				return err
+			}
+			row := make([]string, len(vals))
+			for k, v := range vals {
+				row[k] = fmt.Sprint(v)
+			}
+			out = append(out, row)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// CitusShardsMovedAway counts the statements on a shard's tables refused because the
+// shard had moved (and run through the coordinator instead).
+func (db *DB) CitusShardsMovedAway() int64 { return db.shardsMovedAway.Load() }
