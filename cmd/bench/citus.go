@@ -187,6 +187,14 @@ func runCitus(ctx context.Context, o options, plain nodesSide) (*CitusReport, er
 		rep.ShardCount = int(n)
 	}
 
+	// One drain first, not measured: the plain server is warm from the pairs beside River,
+	// and a new backend on a Citus node loads Citus's metadata at its first statements
+	// (~6 ms each, measured), which the Citus server's new connections would otherwise
+	// put on its first drain (0.15-0.51x in the first pair of three runs, against
+	// 0.46-0.68x in the others).
+	if _, err := nodesDrain(ctx, o, cs, "citus-warmup", 0, o.jobs, 1, o.citusInsertBatch); err != nil {
+		return rep, fmt.Errorf("the Citus warm-up drain: %w", err)
+	}
 	for pair := 1; pair <= o.citusPairs; pair++ {
 		d, err := nodesDrain(ctx, o, plain, fmt.Sprintf("postgresql-%d", pair), pair, o.jobs, 1, o.insertBatch)
 		if err != nil {
@@ -484,7 +492,7 @@ func nodesCPU(s nodesSide, exclude []map[int]bool) nodesCPUSnapshot {
 func nodeStatements(ctx context.Context, n *dbNode, worker bool) ([]StatementStat, error) {
 	rows, err := n.db.QueryStrings(ctx, `-- probe
 		SELECT coalesce(substring(query FROM '-- name: (\w+)'), regexp_replace(regexp_replace(query, '_[0-9]{6,}', '', 'g'), '\s+', ' ', 'g')),
-		       sum(calls)::bigint, sum(rows)::bigint, sum(total_exec_time)::float8, sum(total_plan_time)::float8, sum(wal_bytes)::bigint, sum(wal_records)::bigint
+		       sum(calls)::bigint, sum(rows)::bigint, sum(total_exec_time)::float8, sum(total_plan_time)::float8, sum(wal_bytes)::bigint, sum(wal_records)::bigint, sum(plans)::bigint
 		FROM pg_stat_statements
 		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) AND query NOT LIKE '-- probe%'
 		  AND (toplevel OR NOT $2)
@@ -520,6 +528,8 @@ func nodeStatements(ctx context.Context, n *dbNode, worker bool) ([]StatementSta
 		st.Rows += nrows
 		st.ExecMS += exec
 		st.PlanMS += plan
+		plans, _ := strconv.ParseInt(r[7], 10, 64)
+		st.Plans += plans
 		st.WALBytes += walBytes
 		st.WALRecords += walRecords
 	}

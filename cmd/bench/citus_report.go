@@ -16,7 +16,7 @@ func printCitus(out io.Writer, r *CitusReport, cmp Comparison, o options) {
 		return
 	}
 	fmt.Fprintf(out, "\nCitus %s — a coordinator and %d workers on this host (%d shards of jobs), %d alternating pairs of a %d-job one-step drain "+
-		"(plain PostgreSQL on the first server, then Citus on a second server; Citus jobs inserted %d a call, each call on the next shard), "+
+		"(plain PostgreSQL on the first server, then Citus on a second server after one unmeasured drain that warms its connections; Citus jobs inserted %d a call, each call on the next shard), "+
 		"then a %d-job five-step drain of each; max_in_flight %d batch %d, outcome batch %d\n\n",
 		r.Version, r.Workers, r.ShardCount, o.citusPairs, o.jobs, r.InsertBatch, o.fiveStepJobs, o.maxInFlight, o.batch, o.outcomeBatch)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -202,7 +202,7 @@ func printCitus(out io.Writer, r *CitusReport, cmp Comparison, o options) {
 			}
 			fmt.Fprintf(out, "\ntop statements, %s, %s (pg_stat_statements summed over %d drain(s), %d steps)\n", c.name, ns[0].Node, len(c.drains), steps)
 			w = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(w, "statement\tcalls\trows/call\tcalls/step\texec µs/step\tplan µs/step\tWAL B/step\t")
+			fmt.Fprintln(w, "statement\tcalls\tplans\trows/call\tcalls/step\texec µs/step\tplan µs/step\tWAL B/step\t")
 			for k, st := range mergeNodeStatements(ns) {
 				if k == 2*topStatements {
 					break
@@ -211,7 +211,7 @@ func printCitus(out io.Writer, r *CitusReport, cmp Comparison, o options) {
 				if st.Calls > 0 {
 					rowsPerCall = float64(st.Rows) / float64(st.Calls)
 				}
-				fmt.Fprintf(w, "%s\t%d\t%.1f\t%.4f\t%.1f\t%.1f\t%.0f\t\n", strings.TrimSpace(st.Name), st.Calls, rowsPerCall,
+				fmt.Fprintf(w, "%s\t%d\t%d\t%.1f\t%.4f\t%.1f\t%.1f\t%.0f\t\n", strings.TrimSpace(st.Name), st.Calls, st.Plans, rowsPerCall,
 					float64(st.Calls)/float64(steps), st.ExecMS*1000/float64(steps), st.PlanMS*1000/float64(steps), float64(st.WALBytes)/float64(steps))
 			}
 			_ = w.Flush()
@@ -250,6 +250,7 @@ func mergeNodeStatements(ns []NodeCost) []StatementStat {
 			t.Rows += st.Rows
 			t.ExecMS += st.ExecMS
 			t.PlanMS += st.PlanMS
+			t.Plans += st.Plans
 			t.WALBytes += st.WALBytes
 			t.WALRecords += st.WALRecords
 		}

@@ -20,6 +20,7 @@ type StatementStat struct {
 	Rows       int64   `json:"rows"`
 	ExecMS     float64 `json:"exec_ms"`
 	PlanMS     float64 `json:"plan_ms"`
+	Plans      int64   `json:"plans"` // times planned (a prepared statement's cached plan is not)
 	WALBytes   int64   `json:"wal_bytes"`
 	WALRecords int64   `json:"wal_records"`
 }
@@ -194,7 +195,7 @@ func machineSwitches() int64 {
 func (m *meter) statements(ctx context.Context, database string) ([]StatementStat, error) {
 	rows, err := m.db.QueryStrings(ctx, `-- probe
 		SELECT coalesce(substring(query FROM '-- name: (\w+)'), left(regexp_replace(query, '\s+', ' ', 'g'), 40)),
-		       sum(calls)::bigint, sum(rows)::bigint, sum(total_exec_time)::float8, sum(total_plan_time)::float8, sum(wal_bytes)::bigint, sum(wal_records)::bigint
+		       sum(calls)::bigint, sum(rows)::bigint, sum(total_exec_time)::float8, sum(total_plan_time)::float8, sum(wal_bytes)::bigint, sum(wal_records)::bigint, sum(plans)::bigint
 		FROM pg_stat_statements
 		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) AND query NOT LIKE '-- probe%'
 		GROUP BY 1`, database)
@@ -208,6 +209,7 @@ func (m *meter) statements(ctx context.Context, database string) ([]StatementSta
 		st.Rows, _ = strconv.ParseInt(r[2], 10, 64)
 		st.ExecMS, _ = strconv.ParseFloat(r[3], 64)
 		st.PlanMS, _ = strconv.ParseFloat(r[4], 64)
+		st.Plans, _ = strconv.ParseInt(r[7], 10, 64)
 		st.WALBytes, _ = strconv.ParseInt(r[5], 10, 64)
 		st.WALRecords, _ = strconv.ParseInt(r[6], 10, 64)
 		out = append(out, st)
@@ -230,6 +232,7 @@ func mergeStatements(drains []Drain) []StatementStat {
 			t.Rows += st.Rows
 			t.ExecMS += st.ExecMS
 			t.PlanMS += st.PlanMS
+			t.Plans += st.Plans
 			t.WALBytes += st.WALBytes
 			t.WALRecords += st.WALRecords
 		}

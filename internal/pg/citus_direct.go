@@ -71,6 +71,57 @@ type citusWorkerPools struct {
 type citusWorkerPool struct {
 	node citusWorkerNode
 	pool *pgxpool.Pool
+	// byShard are the pools of each shard's statements on its own tables, by shard id
+	// (CitusRouteShards), opened at first use: a statement prepared on a connection is
+	// planned once there, and each shard's statements name its own tables, so a
+	// connection serves one shard (its dozen statements prepared once) instead of every
+	// shard of the worker (each statement prepared, planned and kept once per shard:
+	// a claim's generic plan is ~0.7 MB and ~1.6 ms of planning).
+	mu      sync.Mutex
+	byShard map[int64]*pgxpool.Pool
+	closed  bool
+}
+
+// shardPoolConns caps a shard's pool: a claim, an outcome batch and a heartbeat or a
+// reap of one shard at once (more wait their turn, each a few milliseconds).
+const shardPoolConns = 3
+
+// shardPoolIdle is how long a shard's idle connection is kept (a shard moved away, or
+// idle, gives its connections back).
+const shardPoolIdle = time.Minute
+
+// forShard answers shard id's pool, opened at first use with the worker pool's settings
+// (nil when the worker pool is closed or cannot make one: the caller uses the worker pool).
+func (w *citusWorkerPool) forShard(id int64) *pgxpool.Pool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p := w.byShard[id]; p != nil || w.closed {
+		return p
+	}
+	cfg := w.pool.Config()
+	cfg.MaxConns, cfg.MinConns, cfg.MaxConnIdleTime = min(cfg.MaxConns, shardPoolConns), 0, shardPoolIdle
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg) // connects on first use
+	if err != nil {
+		return nil
+	}
+	if w.byShard == nil {
+		w.byShard = map[int64]*pgxpool.Pool{}
+	}
+	w.byShard[id] = p
+	return p
+}
+
+// close closes the worker's pools, waiting for the statements still running on them.
+func (w *citusWorkerPool) close() {
+	w.mu.Lock()
+	w.closed = true
+	shards := w.byShard
+	w.byShard = nil
+	w.mu.Unlock()
+	for _, p := range shards {
+		p.Close()
+	}
+	w.pool.Close()
 }
 
 // workerPingTimeout bounds the check of a worker's new pool.
@@ -96,7 +147,10 @@ func (db *DB) shardQuerier(l *citusLayout, i int) shardQuerier {
 		return db.pool
 	}
 	if names := l.shardTableNames(i); w.shardTables && names != nil {
-		return shardTables{pool: p.pool, shard: l.shardIDAt(i), names: names}
+		id := l.shardIDAt(i)
+		if sp := p.forShard(id); sp != nil {
+			return shardTables{pool: sp, shard: id, names: names}
+		}
 	}
 	return p.pool
 }
@@ -154,7 +208,7 @@ func (db *DB) refreshWorkerPools(ctx context.Context) {
 	w.mu.Unlock()
 	for g, p := range old {
 		if keep[g] != p {
-			go p.pool.Close() // waits for the statements still running on it
+			go p.close() // waits for the statements still running on it
 		}
 	}
 }
@@ -222,6 +276,6 @@ func (db *DB) closeWorkerPools() {
 	w.byGroup = nil
 	w.mu.Unlock()
 	for _, p := range old {
-		p.pool.Close()
+		p.close()
 	}
 }
