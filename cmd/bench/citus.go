@@ -207,12 +207,12 @@ func runCitus(ctx context.Context, o options, plain nodesSide) (*CitusReport, er
 		rep.Citus = append(rep.Citus, d)
 	}
 	if o.fiveStepJobs > 0 {
-		p5, err := nodesDrain(ctx, o, plain, "postgresql-5", 0, o.fiveStepJobs, 5, 10000)
+		p5, err := nodesDrain(ctx, o, plain, "postgresql-five-step", 0, o.fiveStepJobs, 5, 10000)
 		if err != nil {
 			return rep, fmt.Errorf("the PostgreSQL five-step drain: %w", err)
 		}
 		rep.Plain5 = &p5
-		c5, err := nodesDrain(ctx, o, cs, "citus-5", 0, o.fiveStepJobs, 5, o.citusInsertBatch)
+		c5, err := nodesDrain(ctx, o, cs, "citus-five-step", 0, o.fiveStepJobs, 5, o.citusInsertBatch)
 		if err != nil {
 			return rep, fmt.Errorf("the Citus five-step drain: %w", err)
 		}
