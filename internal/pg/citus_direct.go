@@ -30,11 +30,13 @@ import (
 type CitusRoute string
 
 const (
-	// CitusRouteAuto is CitusRouteShards, or CitusRouteCoordinator behind a
+	// CitusRouteAuto is CitusRouteWorkers, or CitusRouteCoordinator behind a
 	// transaction-mode pooler (which the worker connections would go around).
 	CitusRouteAuto CitusRoute = ""
 	// CitusRouteShards sends them to the worker that holds the shard, on the shard's own
-	// tables (citus_shard_tables.go): PostgreSQL plans and runs them, not Citus.
+	// tables (citus_shard_tables.go): PostgreSQL plans and runs them, not Citus. Not the
+	// default: a process's first pass over the shards opens a backend per shard on each
+	// worker (docs/citus.md, "On the shard's own tables").
 	CitusRouteShards CitusRoute = "shards"
 	// CitusRouteWorkers sends them to the worker that holds the shard, on the distributed
 	// tables: Citus plans them there and runs them on the local shard.

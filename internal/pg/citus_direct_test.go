@@ -12,16 +12,16 @@ import (
 // A shard's statements (claims, outcomes, heartbeats) go to the worker that holds it, past
 // the coordinator: the server keeps a pool on each worker (CitusWorkersReached), and the
 // workers see its connections (application_name gendurable; the coordinator's own are
-// citus_internal). By default they name the shard's own tables (CitusRouteShards); with
-// CitusRouteWorkers the distributed tables, planned by Citus on the worker; with
+// citus_internal). By default (CitusRouteWorkers) they name the distributed tables,
+// planned by Citus on the worker; with CitusRouteShards the shard's own tables; with
 // CitusRouteCoordinator every statement goes to the coordinator. The same steps run.
 func TestCitusShardStatementsGoToTheirWorker(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
-	direct := pgtest.Open(t, url, pg.Options{})
-	viaWorkers := pgtest.Open(t, url, pg.Options{CitusRoute: pg.CitusRouteWorkers})
+	direct := pgtest.Open(t, url, pg.Options{CitusRoute: pg.CitusRouteShards})
+	viaWorkers := pgtest.Open(t, url, pg.Options{})
 	viaCoordinator := pgtest.Open(t, url, pg.Options{CitusRoute: pg.CitusRouteCoordinator})
 	if _, err := direct.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://example.test/", NewSecret: "whsec_x"}); err != nil {
 		t.Fatal(err)

@@ -165,7 +165,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	auto := opts.CitusRoute == CitusRouteAuto && opts.Pooler != PoolerTransaction
 	if db.citus != nil && (auto || opts.CitusRoute == CitusRouteShards || opts.CitusRoute == CitusRouteWorkers) {
 		db.workers.config = db.pool.Config()
-		db.workers.shardTables = auto || opts.CitusRoute == CitusRouteShards
+		db.workers.shardTables = opts.CitusRoute == CitusRouteShards
 	}
 	return db, nil
 }
