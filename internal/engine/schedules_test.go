@@ -138,20 +138,17 @@ func TestScheduleFiresOneJobPerTickAcrossEngines(t *testing.T) {
 	}
 }
 
-// A pass that comes less than ScheduleCatchUp after a due tick (a stalled process, a busy
-// machine) fires each tick it missed, in order, in that one pass; one that comes later
-// fires only the most recent tick.
-func TestScheduleCatchesUpTicksMissedByALatePass(t *testing.T) {
-	t.Parallel()
-	te := newTestEngine(t, engine.Config{})
+// scheduleRunner sets schedule name at start and answers a pass of a scheduler whose
+// clock reads the time it is given.
+func scheduleRunner(t *testing.T, te testEngine, name string, settings engine.ScheduleSettings, start time.Time) func(at time.Time) engine.SchedulerStats {
+	t.Helper()
 	ctx := context.Background()
-	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := start
 	s := te.NewScheduler(engine.SchedulerConfig{Now: func() time.Time { return now }})
-	if _, err := te.SetSchedule(ctx, "every10s", engine.ScheduleSettings{Cron: "*/10 * * * * *", Handler: "h"}, start); err != nil {
+	if _, err := te.SetSchedule(ctx, name, settings, start); err != nil {
 		t.Fatal(err)
 	}
-	run := func(at time.Time) engine.SchedulerStats {
+	return func(at time.Time) engine.SchedulerStats {
 		t.Helper()
 		now = at
 		st, err := s.RunDue(ctx)
@@ -160,6 +157,17 @@ func TestScheduleCatchesUpTicksMissedByALatePass(t *testing.T) {
 		}
 		return st
 	}
+}
+
+// A pass that comes less than ScheduleCatchUp after a due tick (a stalled process, a busy
+// machine) fires each tick it missed, in order, in that one pass; one that comes later
+// fires only the most recent tick.
+func TestScheduleCatchesUpTicksMissedByALatePass(t *testing.T) {
+	t.Parallel()
+	te := newTestEngine(t, engine.Config{})
+	ctx := context.Background()
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	run := scheduleRunner(t, te, "every10s", engine.ScheduleSettings{Cron: "*/10 * * * * *", Handler: "h"}, start)
 	ticksOf := func() []time.Time {
 		t.Helper()
 		jobs, err := te.ListJobs(ctx, engine.JobFilter{Limit: 100})
@@ -195,20 +203,7 @@ func TestScheduleSkipOverlapAndDowntime(t *testing.T) {
 	te := newTestEngine(t, engine.Config{})
 	ctx := context.Background()
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := start
-	s := te.NewScheduler(engine.SchedulerConfig{Now: func() time.Time { return now }})
-	if _, err := te.SetSchedule(ctx, "minutely", engine.ScheduleSettings{Cron: "* * * * *", Handler: "h", Overlap: "skip"}, start); err != nil {
-		t.Fatal(err)
-	}
-	run := func(at time.Time) engine.SchedulerStats {
-		t.Helper()
-		now = at
-		st, err := s.RunDue(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	run := scheduleRunner(t, te, "minutely", engine.ScheduleSettings{Cron: "* * * * *", Handler: "h", Overlap: "skip"}, start)
 	if st := run(start.Add(time.Minute)); st.Fired != 1 || !st.Next.Equal(start.Add(2*time.Minute)) {
 		t.Fatalf("first tick: %+v", st)
 	}
@@ -218,7 +213,8 @@ func TestScheduleSkipOverlapAndDowntime(t *testing.T) {
 	step := te.claim(t)
 	te.apply(t, step, engine.Outcome{Kind: pg.KindDone, Label: "done"})
 	// Down for an hour and a half: one job, for the most recent tick.
-	st := run(start.Add(92*time.Minute + 30*time.Second))
+	back := start.Add(92*time.Minute + 30*time.Second)
+	st := run(back)
 	if st.Fired != 1 || !st.Next.Equal(start.Add(93*time.Minute)) {
 		t.Fatalf("after downtime: %+v", st)
 	}
@@ -236,7 +232,7 @@ func TestScheduleSkipOverlapAndDowntime(t *testing.T) {
 	if jobs, _ := te.ListJobs(ctx, engine.JobFilter{Limit: 100}); len(jobs) != 2 {
 		t.Fatalf("%d jobs, want 2 (missed ticks are not replayed)", len(jobs))
 	}
-	if _, err := te.SetSchedule(ctx, "minutely", engine.ScheduleSettings{Cron: "* * * * *", Handler: "h", Paused: true}, now); err != nil {
+	if _, err := te.SetSchedule(ctx, "minutely", engine.ScheduleSettings{Cron: "* * * * *", Handler: "h", Paused: true}, back); err != nil {
 		t.Fatal(err)
 	}
 	if st := run(start.Add(200 * time.Minute)); st.Fired+st.Skipped != 0 || !st.Next.IsZero() {

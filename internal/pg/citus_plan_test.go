@@ -35,29 +35,10 @@ func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, tokens := []int64{int64(1024 + p)}, []string{"00000000-0000-0000-0000-000000000000"}
-	texts := func(s ...string) []string { return s }
-	ints := func(v ...int) []int { return v }
+	ids := []int64{int64(1024 + p)}
 	var none *time.Time
-	router := []struct {
-		name string
-		sql  string
-		args []any
-	}{
-		{"JobClaim", dbcitus.JobClaim, []any{"nonce", int64(30000), "owner", int64(100), placements, "default", 50}},
-		{"JobApplyPlainOutcomes", dbcitus.JobApplyPlainOutcomes, []any{ids, tokens, texts("done"), texts("done"), ints(1), ints(200),
-			texts(""), []int64{0}, texts(""), placements}},
-		{"JobApplyOutcomes", dbcitus.JobApplyOutcomes, []any{`[{"id": 1, "token": "00000000-0000-0000-0000-000000000000", "kind": "await", "label": "await"}]`, placements}},
-		{"StepInsertApplied", pg.CitusWithPlacements(dbcitus.StepInsertApplied, 8, placements), []any{ids, tokens, texts("done"),
-			texts("done"), ints(200), texts(""), texts("")}},
-		{"JobInsertChildren", pg.CitusWithPlacements(dbcitus.JobInsertChildren, 14, placements), []any{ids, tokens, []int64{5},
-			texts("default"), texts("h"), texts(""), texts(""), ints(-1), []time.Time{{}}, []int64{0}, texts(""), ints(0), texts("")}},
-		{"LeaseExtendMany", dbcitus.LeaseExtendMany, []any{placements, ids, tokens, int64(30000)}},
-		{"LeaseReleaseMany", dbcitus.LeaseReleaseMany, []any{placements, ids, tokens}},
-		{"LeaseGetBackoffs", dbcitus.LeaseGetBackoffs, []any{ids, tokens, placements}},
-		{"JobListExpiredLeases", dbcitus.JobListExpiredLeases, []any{placements, none, 100}},
-		{"JobReapExpiredLeases", dbcitus.JobReapExpiredLeases, []any{ids, tokens, []int64{1000}, placements, none}},
-		{"JobWakeExpiredAwaits", dbcitus.JobWakeExpiredAwaits, []any{placements, none, 100}},
+	// The statements of one shard (the step path), then the API's by id and the bulk ones.
+	router := append(citusShardStatements(placements), []citusStatement{
 		{"SignalDeliver", dbcitus.SignalDeliver, []any{p, ids[0], nil, "go", nil}},
 		{"SignalDeliver by key", dbcitus.SignalDeliver, []any{pg.PlacementOfKey("user-7"), nil, "user-7", "go", nil}},
 		{"SignalInsert", dbcitus.SignalInsert, []any{ids[0], int64(1), "go", nil, p, nil}},
@@ -70,9 +51,9 @@ func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
 		{"JobCancel", dbcitus.JobCancel, []any{p, ids[0]}},
 		{"JobRetry", dbcitus.JobRetry, []any{p, ids[0]}},
 		// bulk by filter: one router statement per shard, sent in turn (citusBulk)
-		{"JobCancelMany", dbcitus.JobCancelMany, []any{100, placements, nil, texts("default")[0], nil, none, none, nil}},
-		{"JobRetryMany", dbcitus.JobRetryMany, []any{placements, nil, texts("default")[0], nil, none, none, nil, 100}},
-	}
+		{"JobCancelMany", dbcitus.JobCancelMany, []any{100, placements, nil, "default", nil, none, none, nil}},
+		{"JobRetryMany", dbcitus.JobRetryMany, []any{placements, nil, "default", nil, none, none, nil, 100}},
+	}...)
 	tasks := regexp.MustCompile(`Task Count: (\d+)`)
 	explain := func(sql string, args []any) (string, error) {
 		rows, err := db.QueryStrings(ctx, "EXPLAIN "+sql, args...)

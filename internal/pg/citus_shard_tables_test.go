@@ -65,31 +65,7 @@ func TestCitusShardStatementsRunOnTheShardTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, tokens := []int64{int64(1024 + placements[0])}, []string{"00000000-0000-0000-0000-000000000000"}
-	texts := func(s ...string) []string { return s }
-	ints := func(v ...int) []int { return v }
-	var none *time.Time
-	statements := []struct {
-		name string
-		sql  string
-		args []any
-	}{
-		{"JobClaim", dbcitus.JobClaim, []any{"nonce", int64(30000), "owner", int64(100), placements, "default", 50}},
-		{"JobApplyPlainOutcomes", dbcitus.JobApplyPlainOutcomes, []any{ids, tokens, texts("done"), texts("done"), ints(1), ints(200),
-			texts(""), []int64{0}, texts(""), placements}},
-		{"JobApplyOutcomes", dbcitus.JobApplyOutcomes, []any{`[{"id": 1, "token": "00000000-0000-0000-0000-000000000000", "kind": "await", "label": "await"}]`, placements}},
-		{"StepInsertApplied", pg.CitusWithPlacements(dbcitus.StepInsertApplied, 8, placements), []any{ids, tokens, texts("done"),
-			texts("done"), ints(200), texts(""), texts("")}},
-		{"JobInsertChildren", pg.CitusWithPlacements(dbcitus.JobInsertChildren, 14, placements), []any{ids, tokens, []int64{5},
-			texts("default"), texts("h"), texts(""), texts(""), ints(-1), []time.Time{{}}, []int64{0}, texts(""), ints(0), texts("")}},
-		{"LeaseExtendMany", dbcitus.LeaseExtendMany, []any{placements, ids, tokens, int64(30000)}},
-		{"LeaseReleaseMany", dbcitus.LeaseReleaseMany, []any{placements, ids, tokens}},
-		{"LeaseGetBackoffs", dbcitus.LeaseGetBackoffs, []any{ids, tokens, placements}},
-		{"LeaseParkMany", dbcitus.LeaseParkMany, []any{placements, ids, tokens, []time.Time{{}}}},
-		{"JobListExpiredLeases", dbcitus.JobListExpiredLeases, []any{placements, none, 100}},
-		{"JobReapExpiredLeases", dbcitus.JobReapExpiredLeases, []any{ids, tokens, []int64{1000}, placements, none}},
-		{"JobWakeExpiredAwaits", dbcitus.JobWakeExpiredAwaits, []any{placements, none, 100}},
-	}
+	statements := citusShardStatements(placements)
 	relation := regexp.MustCompile(`\bon ([a-z_]+_\d{6,})\b`) // a shard's relation: its name, then the shard id
 	written := regexp.MustCompile(`(?i)\b(?:insert\s+into|update|delete\s+from)\s+([a-z_]+_\d{6,})\b`)
 	for _, s := range statements {
@@ -176,5 +152,39 @@ func TestCitusShardMovedAwayIsServedWhereItIsNow(t *testing.T) {
 	rows, err := db.QueryShardStrings(ctx, 0, `SELECT inet_server_port()::text, count(*)::text FROM jobs WHERE status = 'executing'`)
 	if err != nil || len(rows) != 1 || rows[0][0] != to || rows[0][1] != "2" {
 		t.Fatalf("on shard 0's tables after the move: %v (%v), want port %s and the 2 claimed jobs", rows, err, to)
+	}
+}
+
+// citusStatement is a statement of the Citus dialect with arguments for EXPLAIN.
+type citusStatement struct {
+	name string
+	sql  string
+	args []any
+}
+
+// citusShardStatements are the statements the server runs on one shard (placements, the
+// shard's): the step path's claim, outcomes, leases, parks and reaps, with arguments for
+// EXPLAIN (a job id at the shard's first placement).
+func citusShardStatements(placements []int) []citusStatement {
+	ids, tokens := []int64{int64(1024 + placements[0])}, []string{"00000000-0000-0000-0000-000000000000"}
+	texts := func(s ...string) []string { return s }
+	ints := func(v ...int) []int { return v }
+	var none *time.Time
+	return []citusStatement{
+		{"JobClaim", dbcitus.JobClaim, []any{"nonce", int64(30000), "owner", int64(100), placements, "default", 50}},
+		{"JobApplyPlainOutcomes", dbcitus.JobApplyPlainOutcomes, []any{ids, tokens, texts("done"), texts("done"), ints(1), ints(200),
+			texts(""), []int64{0}, texts(""), placements}},
+		{"JobApplyOutcomes", dbcitus.JobApplyOutcomes, []any{`[{"id": 1, "token": "00000000-0000-0000-0000-000000000000", "kind": "await", "label": "await"}]`, placements}},
+		{"StepInsertApplied", pg.CitusWithPlacements(dbcitus.StepInsertApplied, 8, placements), []any{ids, tokens, texts("done"),
+			texts("done"), ints(200), texts(""), texts("")}},
+		{"JobInsertChildren", pg.CitusWithPlacements(dbcitus.JobInsertChildren, 14, placements), []any{ids, tokens, []int64{5},
+			texts("default"), texts("h"), texts(""), texts(""), ints(-1), []time.Time{{}}, []int64{0}, texts(""), ints(0), texts("")}},
+		{"LeaseExtendMany", dbcitus.LeaseExtendMany, []any{placements, ids, tokens, int64(30000)}},
+		{"LeaseReleaseMany", dbcitus.LeaseReleaseMany, []any{placements, ids, tokens}},
+		{"LeaseGetBackoffs", dbcitus.LeaseGetBackoffs, []any{ids, tokens, placements}},
+		{"JobListExpiredLeases", dbcitus.JobListExpiredLeases, []any{placements, none, 100}},
+		{"JobReapExpiredLeases", dbcitus.JobReapExpiredLeases, []any{ids, tokens, []int64{1000}, placements, none}},
+		{"JobWakeExpiredAwaits", dbcitus.JobWakeExpiredAwaits, []any{placements, none, 100}},
+		{"LeaseParkMany", dbcitus.LeaseParkMany, []any{placements, ids, tokens, []time.Time{{}}}},
 	}
 }
