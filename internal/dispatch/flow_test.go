@@ -327,6 +327,43 @@ func TestConcurrencyKeyRunsOneAtATime(t *testing.T) {
 	_ = ctx
 }
 
+// Jobs with a key and a concurrency key: each key has one live job (a repeat answers it),
+// each concurrency key runs one step at a time, and a key is free again once its job is
+// done. On Citus the job lives at its concurrency key's placement and its key is displaced
+// (docs/citus.md, "Displaced keys").
+func TestKeyedJobsWithConcurrencyKeys(t *testing.T) {
+	t.Parallel()
+	h, engB := twoEngines(t)
+	c := newConcurrency()
+	rcv := keyedReceiver(t, c, 2*time.Millisecond)
+	h.handler(t, "h", rcv.URL, 3)
+	jobs := make([]engine.NewJob, 20)
+	for i := range jobs {
+		ck := []string{"a", "b"}[i%2]
+		jobs[i] = engine.NewJob{Handler: "h", Key: ptr(fmt.Sprintf("order-%d", i)), ConcurrencyKey: &ck, Input: []byte(`"` + ck + `"`)}
+	}
+	first := h.insert(t, jobs...)
+	again := h.insert(t, jobs...)
+	for i := range first {
+		if first[i].Deduplicated || !again[i].Deduplicated || again[i].ID != first[i].ID {
+			t.Fatalf("job %d: inserted %d (deduplicated %v), again %d (deduplicated %v): want one job per key",
+				i, first[i].ID, first[i].Deduplicated, again[i].ID, again[i].Deduplicated)
+		}
+	}
+	startDispatcher(t, h.eng, dispatch.Config{PollMin: 2 * time.Millisecond, PollMax: 20 * time.Millisecond})
+	startDispatcher(t, engB, dispatch.Config{PollMin: 2 * time.Millisecond, PollMax: 20 * time.Millisecond})
+	waitDone(t, h.db, 20, citusSlower(30*time.Second))
+	if c.max(`"a"`) != 1 || c.max(`"b"`) != 1 {
+		t.Fatalf("a concurrency key ran %d / %d steps at once, want 1", c.max(`"a"`), c.max(`"b"`))
+	}
+	// Done, the keys are free: the same inserts make new jobs.
+	for i, j := range h.insert(t, jobs[:2]...) {
+		if j.Deduplicated || j.ID == first[i].ID {
+			t.Fatalf("an insert of a finished job's key answered %d (deduplicated %v), want a new job", j.ID, j.Deduplicated)
+		}
+	}
+}
+
 // With 1 000 low-priority jobs queued, an urgent insert is claimed by the next pick.
 func TestUrgentJobJumpsTheQueue(t *testing.T) {
 	t.Parallel()

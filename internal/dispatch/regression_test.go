@@ -14,7 +14,6 @@ import (
 
 	"github.com/gendurable/gendurable/internal/dispatch"
 	"github.com/gendurable/gendurable/internal/engine"
-	"github.com/gendurable/gendurable/internal/pg/pgtest"
 	"github.com/gendurable/gendurable/webhook"
 )
 
@@ -188,7 +187,6 @@ func TestListenConnectionLossIsReportedAndReconnected(t *testing.T) {
 // executing and its outcome statements ran until the completer gave up.)
 func TestSpawnOfAHeldKeyFailsItsAttemptsAndNothingElse(t *testing.T) {
 	t.Parallel()
-	pgtest.SkipOnCitus(t, "on Citus a spawned child may not name a key at all (docs/citus.md, \"Guarantees\"): the answer fails its attempt saying so")
 	h := newHarness(t, 30*time.Second)
 	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
 		if req.Job.Handler == "spawner" {

@@ -268,9 +268,10 @@ func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queu
 	return applied, cmp.Or(failed, db.citusNotify(ctx, wake))
 }
 
-// citusRefusedSpawn refuses a spawn whose child names a key or a concurrency key: a child
-// lives at its parent's placement, where neither would be checked across the cluster
-// (docs/citus.md, "Guarantees").
+// citusRefusedSpawn refuses a spawn whose child names a concurrency key or a rate limit:
+// a child lives at its parent's placement, where neither would be checked across the
+// cluster (docs/citus.md, "Guarantees"). A child's key is held from the key's placement
+// when it is elsewhere (a displaced key: citusApplyShard).
 func citusRefusedSpawn(recs []OutcomeRecord) error {
 	for _, r := range recs {
 		if r.Kind != KindSpawn || len(r.Children) == 0 {
@@ -281,8 +282,8 @@ func citusRefusedSpawn(recs []OutcomeRecord) error {
 			return fmt.Errorf("%w: the children of job %d: %w", ErrInvalid, r.ID, err)
 		}
 		for _, c := range children {
-			if c.Key != nil || c.ConcurrencyKey != nil || c.RateLimit != nil || len(c.ExtraRateLimits) > 0 {
-				return fmt.Errorf("%w: on Citus a spawned child cannot have a key, a concurrency key or a rate limit yet "+
+			if c.ConcurrencyKey != nil || c.RateLimit != nil || len(c.ExtraRateLimits) > 0 {
+				return fmt.Errorf("%w: on Citus a spawned child cannot have a concurrency key or a rate limit yet "+
 					"(it lives at its parent's placement, where they would not be checked across the cluster: docs/citus.md)", ErrInvalid)
 			}
 		}
@@ -292,7 +293,11 @@ func citusRefusedSpawn(recs []OutcomeRecord) error {
 
 // citusApplyShard writes the outcomes of one shard (placements) in one transaction.
 // q is the pool of the shard's worker (or the coordinator's); with queues to create (a
-// reference table, written on every node) the coordinator's.
+// reference table, written on every node) or children with keys, the coordinator's. A
+// child's key is checked as an insert's is (citusKeysHeld: the key's lock, then its
+// holders): a key held by a live job, or named twice, refuses the spawn (ErrConflict, as
+// the unique index does on plain PostgreSQL); a key away from the child's placement (its
+// parent's) is named its key's holder (citus_keys.go).
 func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []int, recs []OutcomeRecord, queues []string) (
 	applied []OutcomeApplied, woken []string, err error) {
 	plain := plainOutcomes(recs)
@@ -306,12 +311,19 @@ func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []
 		SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
 	} = q
 	var tx pgx.Tx
-	if len(queues) > 0 {
+	keyed := children != nil && slices.ContainsFunc(children.Keys, func(k string) bool { return k != "" })
+	if len(queues) > 0 || keyed {
 		if tx, err = db.pool.Begin(ctx); err != nil {
 			return nil, nil, translate(err)
 		}
 		defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 		send = tx
+	}
+	var holders citusChildKeyHolders
+	if keyed {
+		if holders, err = db.citusChildKeys(ctx, tx, children); err != nil {
+			return nil, nil, err
+		}
 	}
 	b := &pgx.Batch{}
 	if tx == nil {
@@ -415,11 +427,59 @@ func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []
 		if len(applied) == 0 {
 			return nil, nil, translate(tx.Rollback(ctx))
 		}
+		// A holder row of a child that was not made (its spawn was stale) names no job,
+		// and so holds nothing.
+		if err := citusPutKeyHolders(ctx, dbcitus.New(tx), holders.keys, holders.ids); err != nil {
+			return nil, nil, translate(err)
+		}
 		if err := tx.Commit(ctx); err != nil {
 			return nil, nil, translate(err)
 		}
 	}
 	return applied, woken, nil
+}
+
+// citusChildKeyHolders are the displaced keys of a batch's children, and the ids of the
+// children that hold them.
+type citusChildKeyHolders struct {
+	keys []string
+	ids  []int64
+}
+
+// citusChildKeys takes the locks of the children's keys in tx and reads their holders: a
+// key held by a live job, or named by two children, refuses the spawn with ErrConflict.
+// It answers the keys that live away from their placement (the child's is its
+// parent's), with the ids the children will have (seq * 1024 + that placement).
+func (db *DB) citusChildKeys(ctx context.Context, tx pgx.Tx, c *citusSpawnChildren) (citusChildKeyHolders, error) {
+	var out citusChildKeyHolders
+	l, err := db.layout(ctx)
+	if err != nil {
+		return out, err
+	}
+	var keys []string
+	for _, k := range c.Keys {
+		if k != "" {
+			keys = append(keys, k)
+		}
+	}
+	held, err := db.citusKeysHeld(ctx, tx, l, keys)
+	if err != nil {
+		return out, translate(err)
+	}
+	seen := make(map[string]bool, len(keys))
+	for i, k := range c.Keys {
+		if k == "" {
+			continue
+		}
+		if _, ok := held[k]; ok || seen[k] {
+			return out, fmt.Errorf("%w: a live job holds the key %q", ErrConflict, k)
+		}
+		seen[k] = true
+		if at := l.PlacementOfID(c.ParentIds[i]); at != PlacementOfKey(k) {
+			out.keys, out.ids = append(out.keys, k), append(out.ids, c.Seqs[i]*Placements+int64(at))
+		}
+	}
+	return out, nil
 }
 
 // citusSpawnChildren is JobInsertChildren's arrays.
@@ -454,7 +514,7 @@ func (db *DB) citusChildren(ctx context.Context, placements []int, recs []Outcom
 			c.Queues = append(c.Queues, ch.Queue)
 			c.Handlers = append(c.Handlers, ch.Handler)
 			c.Inputs = append(c.Inputs, string(ch.Input))
-			c.Keys = append(c.Keys, "")
+			c.Keys = append(c.Keys, valueOr(ch.Key, ""))
 			c.ConcurrencyKeys = append(c.ConcurrencyKeys, "")
 			c.TraceContexts = append(c.TraceContexts, valueOr(ch.TraceContext, ""))
 			c.Priorities = append(c.Priorities, valueOr(ch.Priority, -1))

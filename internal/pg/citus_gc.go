@@ -40,7 +40,8 @@ func (db *DB) citusGCSelect(ctx context.Context, retention time.Duration, limit 
 }
 
 // citusGCDelete is JobGCDelete on Citus: per shard of the ids, one transaction (the
-// inboxes, then the jobs), then the jobs' idempotency keys wherever they live.
+// inboxes, then the jobs), then the jobs' idempotency keys and key holder rows wherever
+// they live.
 func (db *DB) citusGCDelete(ctx context.Context, ids []int64) (int, error) {
 	groups, l, err := db.citusByShard(ctx, len(ids), func(i int) int64 { return ids[i] })
 	if err != nil {
@@ -67,7 +68,11 @@ func (db *DB) citusGCDelete(ctx context.Context, ids []int64) (int, error) {
 		}
 	}
 	if len(deleted) > 0 {
-		if err := dbcitus.New(db.pool).JobGCDeleteIdempotencyKeys(ctx, deleted); err != nil {
+		q := dbcitus.New(db.pool)
+		if err := q.JobGCDeleteIdempotencyKeys(ctx, deleted); err != nil {
+			return len(deleted), translate(err)
+		}
+		if err := q.JobGCDeleteKeyHolders(ctx, deleted); err != nil {
 			return len(deleted), translate(err)
 		}
 	}

@@ -20,10 +20,10 @@ func citusUnsupported(it *JobInsert) (field, why string) {
 	switch {
 	case len(it.ExtraRateLimits) > 0:
 		return "rate_limits", "on Citus a job draws from one rate limit: it lives at its bucket's placement, where the claim debits it"
-	case it.RateLimit != nil && (it.Key != nil || it.ParentID != nil || it.Debounce != nil || it.ConcurrencyKey != nil):
-		return "rate_limit", "on Citus a rate-limited job lives at its bucket's placement: not with a key, a parent, a debounce key or a concurrency key"
-	case it.ConcurrencyKey != nil && (it.Key != nil || it.ParentID != nil || it.Debounce != nil):
-		return "concurrency_key", "on Citus a concurrency key is exact only for a job it places: not with a key, a parent or a debounce key"
+	case it.RateLimit != nil && (it.ParentID != nil || it.Debounce != nil || it.ConcurrencyKey != nil):
+		return "rate_limit", "on Citus a rate-limited job lives at its bucket's placement: not with a parent, a debounce key or a concurrency key"
+	case it.ConcurrencyKey != nil && (it.ParentID != nil || it.Debounce != nil):
+		return "concurrency_key", "on Citus a concurrency key is exact only for a job it places: not with a parent or a debounce key"
 	case it.Debounce != nil && it.ParentID != nil:
 		return "debounce", "on Citus a debounced job lives at its debounce key's placement: not with a parent"
 	}
@@ -38,13 +38,14 @@ func RateBucketPlacement(name, key string) int {
 }
 
 // citusPlacement is where item it lives (docs/citus.md, "Placement"): its parent's, its
-// key's, its debounce key's, its concurrency key's, its rate-limit bucket's, its
+// key's (unless it has a concurrency key or a rate limit: the key is displaced,
+// citus_keys.go), its debounce key's, its concurrency key's, its rate-limit bucket's, its
 // idempotency key's, or next (the batch's shard).
 func citusPlacement(l *citusLayout, it *JobInsert, next int) int {
 	switch {
 	case it.ParentID != nil:
 		return l.PlacementOfID(*it.ParentID)
-	case it.Key != nil:
+	case it.Key != nil && it.ConcurrencyKey == nil && it.RateLimit == nil:
 		return PlacementOfKey(*it.Key)
 	case it.Debounce != nil:
 		return PlacementOfKey(it.Debounce.Key)
@@ -152,9 +153,26 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 	var woken []citusWake
 	answerByID := map[int]int64{} // item → the id of the job it answers, read in full at the end
 	keyed := false
+	var keys []string
 	for i := range items {
-		keyed = keyed || items[i].IdempotencyKey != nil || items[i].Debounce != nil
+		it := &items[i]
+		keyed = keyed || it.IdempotencyKey != nil || it.Debounce != nil || displacedKey(it, placements[i])
 		toInsert[i] = true
+		if it.Key != nil && it.Debounce == nil {
+			keys = append(keys, *it.Key)
+		}
+	}
+	// The live holders of the batch's keys, their locks held to the commit: an item whose
+	// key is held answers its holder (below and in citusClaimIdempotencyKeys).
+	var held map[string]int64
+	if len(keys) > 0 {
+		l, err := db.layout(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if held, err = db.citusKeysHeld(ctx, tx, l, keys); err != nil {
+			return nil, nil, err
+		}
 	}
 	if keyed {
 		var err error
@@ -165,7 +183,7 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := db.citusClaimIdempotencyKeys(ctx, tx, items, placements, ids, opts, toInsert, answerByID); err != nil {
+		if err := db.citusClaimIdempotencyKeys(ctx, tx, items, placements, ids, held, opts, toInsert, answerByID); err != nil {
 			return nil, nil, err
 		}
 		// A debounced job waits a period: nothing to wake.
@@ -178,6 +196,32 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		DelaysMs: make([]int64, 0, n), ConcurrencyKeys: make([]string, 0, n), MaxAttempts: make([]int, 0, n),
 		ParentIds: make([]int64, 0, n), ScheduleNames: make([]string, 0, n), ScheduleTicks: make([]time.Time, 0, n),
 		Ids: make([]int64, 0, n), TraceContexts: make([]string, 0, n)}
+	// An item whose key is held answers the holder; of the items of one free key, the
+	// first is inserted and the others answer it (answerByID -1 - first), as one unique
+	// index does on plain PostgreSQL. An item with an idempotency key that repeats an
+	// earlier item's key had its idempotency key claimed for its own id, which is not
+	// inserted: the batch fails as retryable (errCitusInsertRaced), as it did before keys
+	// could be displaced. (An item whose key is held claimed nothing: it answers the
+	// holder, citusClaimIdempotencyKeys.)
+	firstOfKey := map[string]int{}
+	for i := range items {
+		it := &items[i]
+		if !toInsert[i] || it.Key == nil {
+			continue
+		}
+		h, isHeld := held[*it.Key]
+		f, repeated := firstOfKey[*it.Key]
+		switch {
+		case (isHeld || repeated) && it.IdempotencyKey != nil:
+			return nil, nil, errCitusInsertRaced
+		case isHeld:
+			toInsert[i], answerByID[i] = false, h
+		case repeated:
+			toInsert[i], answerByID[i] = false, int64(-1-f)
+		default:
+			firstOfKey[*it.Key] = i
+		}
+	}
 	var order []int // the items of p, in request order
 	for i := range items {
 		if !toInsert[i] {
@@ -209,7 +253,18 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		if err != nil {
 			return nil, nil, err
 		}
-		for _, i := range citusMatchInserted(items, order, p.Placements, ids, rows) {
+		inserted := citusMatchInserted(items, order, p.Placements, ids, rows)
+		var displacedKeys []string
+		var displacedIDs []int64
+		for _, i := range inserted {
+			if it := &items[i.item]; displacedKey(it, placements[i.item]) {
+				displacedKeys, displacedIDs = append(displacedKeys, *it.Key), append(displacedIDs, rows[i.row].ID)
+			}
+		}
+		if err := citusPutKeyHolders(ctx, q, displacedKeys, displacedIDs); err != nil {
+			return nil, nil, err
+		}
+		for _, i := range inserted {
 			r := &rows[i.row]
 			j := Job{ID: r.ID, Queue: r.Queue, Handler: r.Handler, Status: r.Status, Priority: r.Priority,
 				EligibleAt: finiteTime(r.EligibleAt), Input: r.Input, MaxAttempts: r.MaxAttempts, Key: r.Key,
@@ -225,6 +280,12 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		if id < 0 {
 			first := int(-1 - id)
 			if !done[first] {
+				// Left out by the insert: an unknown handler (the batch is refused), or a
+				// key taken by a concurrent insert.
+				problems, err := db.insertProblems(ctx, items)
+				if err != nil || len(problems) > 0 {
+					return nil, nil, cmp.Or(err, error(&InsertRefusedError{Problems: problems}))
+				}
 				return nil, nil, errCitusInsertRaced
 			}
 			answerByID[i] = out[first].ID
@@ -244,14 +305,14 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		}
 		it := &items[i]
 		if it.Key != nil {
-			h, err := q.JobGetLiveByKey(ctx, dbcitus.JobGetLiveByKeyParams{Placement: PlacementOfKey(*it.Key), JobKey: *it.Key})
+			h, err := db.citusLiveByKey(ctx, q, *it.Key)
 			if err == nil {
 				if it.IdempotencyKey != nil && toInsert[i] && keyed {
 					// Its idempotency key was claimed for a job that a concurrent insert
 					// of the key kept out: run again, to answer the holder.
 					return nil, nil, errCitusInsertRaced
 				}
-				out[i], done[i] = JobInserted{Job: citusJob(h), Deduplicated: true}, true
+				out[i], done[i] = JobInserted{Job: h, Deduplicated: true}, true
 				continue
 			}
 		}
@@ -385,7 +446,7 @@ func (db *DB) citusHandlerMaxAttempts(ctx context.Context, q *dbcitus.Queries, i
 // An item whose live key is held claims nothing and answers that job, as on plain
 // PostgreSQL.
 func (db *DB) citusClaimIdempotencyKeys(ctx context.Context, tx pgx.Tx, items []JobInsert, placements []int, ids []int64,
-	opts JobInsertOptions, toInsert []bool, answerByID map[int]int64) error {
+	held map[string]int64, opts JobInsertOptions, toInsert []bool, answerByID map[int]int64) error {
 	q := dbcitus.New(tx)
 	first := map[string]int{}
 	var claims []int
@@ -401,8 +462,8 @@ func (db *DB) citusClaimIdempotencyKeys(ctx context.Context, tx pgx.Tx, items []
 		}
 		first[*it.IdempotencyKey] = i
 		if it.Key != nil {
-			if h, err := q.JobGetLiveByKey(ctx, dbcitus.JobGetLiveByKeyParams{Placement: PlacementOfKey(*it.Key), JobKey: *it.Key}); err == nil {
-				toInsert[i], answerByID[i] = false, h.ID
+			if h, ok := held[*it.Key]; ok {
+				toInsert[i], answerByID[i] = false, h
 				continue
 			}
 		}
@@ -414,13 +475,13 @@ func (db *DB) citusClaimIdempotencyKeys(ctx context.Context, tx pgx.Tx, items []
 		return nil
 	}
 	results := tx.SendBatch(ctx, batch)
-	var held []int
+	var taken []int // items whose idempotency key another job holds
 	for _, i := range claims {
 		var id int64
 		err := results.QueryRow().Scan(&id)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
-			held = append(held, i)
+			taken = append(taken, i)
 		case err != nil:
 			_ = results.Close()
 			return err
@@ -429,7 +490,7 @@ func (db *DB) citusClaimIdempotencyKeys(ctx context.Context, tx pgx.Tx, items []
 	if err := results.Close(); err != nil {
 		return err
 	}
-	for _, i := range held {
+	for _, i := range taken {
 		key := *items[i].IdempotencyKey
 		id, err := q.IdempotencyHolder(ctx, dbcitus.IdempotencyHolderParams{Placement: PlacementOfKey(key), IdempotencyKey: key, AsOf: opts.AsOf})
 		if errors.Is(err, pgx.ErrNoRows) {

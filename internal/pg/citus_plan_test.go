@@ -52,7 +52,13 @@ func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
 		{"JobRetry", dbcitus.JobRetry, []any{p, ids[0]}},
 		// bulk by filter: one router statement per shard, sent in turn (citusBulk)
 		{"JobCancelMany", dbcitus.JobCancelMany, []any{100, placements, nil, "default", nil, none, none, nil}},
-		{"JobRetryMany", dbcitus.JobRetryMany, []any{placements, nil, "default", nil, none, none, nil, 100}},
+		{"JobRetryManyKeys", dbcitus.JobRetryManyKeys, []any{placements, nil, "default", nil, none, none, nil, 100}},
+		{"JobRetryMany", dbcitus.JobRetryMany, []any{placements, nil, "default", nil, none, none, nil, []string{"user-7"}, []int{p}, 100}},
+		// a key's two holders, at the key's placement, and the job a holder row names
+		{"KeysLive", dbcitus.KeysLive, []any{[]int{pg.PlacementOfKey("user-7")}, []string{"user-7"}}},
+		{"KeyHoldersGet", dbcitus.KeyHoldersGet, []any{[]int{pg.PlacementOfKey("user-7")}, []string{"user-7"}}},
+		{"JobsLiveByID", dbcitus.JobsLiveByID, []any{[]int{p}, ids}},
+		{"JobKey", dbcitus.JobKey, []any{p, ids[0]}},
 	}...)
 	tasks := regexp.MustCompile(`Task Count: (\d+)`)
 	explain := func(sql string, args []any) (string, error) {

@@ -107,7 +107,6 @@ func TestCitusRateLimitsRefusedWhereTheyCannotHold(t *testing.T) {
 		field string
 	}{
 		{"two limits", pg.JobInsert{Handler: "h", RateLimit: ptr("api"), ExtraRateLimits: []pg.RateLimitUse{{Name: "api", Key: "x", Weight: 1}}}, "rate_limits"},
-		{"a key", pg.JobInsert{Handler: "h", RateLimit: ptr("api"), Key: ptr("k")}, "rate_limit"},
 		{"a concurrency key", pg.JobInsert{Handler: "h", RateLimit: ptr("api"), ConcurrencyKey: ptr("k")}, "rate_limit"},
 		{"an unknown limit", pg.JobInsert{Handler: "h", RateLimit: ptr("nope")}, "rate_limit/name"},
 		{"a weight above the burst", pg.JobInsert{Handler: "h", RateLimit: ptr("api"), RateWeight: ptr(3)}, "rate_limit/weight"},

@@ -5,6 +5,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gendurable/gendurable/internal/pg/dbcitus"
 	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 )
@@ -46,11 +48,39 @@ func (db *DB) JobCancelMany(ctx context.Context, f JobFilter, limit int) (BulkCh
 // JobRetryMany retries up to limit failed or cancelled jobs matching f in one statement.
 func (db *DB) JobRetryMany(ctx context.Context, f JobFilter, limit int) (BulkChanged, error) {
 	if db.citus != nil {
-		return db.citusBulk(ctx, limit, func(q *dbcitus.Queries, placements []int, rows int) (bulkPart, error) {
-			r, err := q.JobRetryMany(ctx, dbcitus.JobRetryManyParams{MaxRows: rows, Placements: placements,
-				Statuses: f.Statuses, Queue: f.Queue, Handler: f.Handler, CreatedAfter: f.CreatedAfter,
-				CreatedBefore: f.CreatedBefore, KeyPrefix: f.KeyPrefix})
-			return bulkPart{changed: int(r.Changed), more: r.More, woken: r.Woken}, err
+		l, err := db.layout(ctx)
+		if err != nil {
+			return BulkChanged{}, err
+		}
+		// On each shard, in one transaction: the candidates' keys, their locks and their
+		// holders anywhere (citusKeysHeld), then the retry of the jobs whose keys are free.
+		return db.citusBulk(ctx, limit, func(_ *dbcitus.Queries, placements []int, rows int) (part bulkPart, err error) {
+			err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+				q := dbcitus.New(tx)
+				keys, err := q.JobRetryManyKeys(ctx, dbcitus.JobRetryManyKeysParams{MaxRows: rows, Placements: placements,
+					Statuses: f.Statuses, Queue: f.Queue, Handler: f.Handler, CreatedAfter: f.CreatedAfter,
+					CreatedBefore: f.CreatedBefore, KeyPrefix: f.KeyPrefix})
+				if err != nil {
+					return err
+				}
+				held, err := db.citusKeysHeld(ctx, tx, l, keys)
+				if err != nil {
+					return err
+				}
+				var free []string
+				var at []int
+				for _, k := range keys {
+					if _, ok := held[k]; !ok {
+						free, at = append(free, k), append(at, PlacementOfKey(k))
+					}
+				}
+				r, err := q.JobRetryMany(ctx, dbcitus.JobRetryManyParams{MaxRows: rows, Placements: placements,
+					Statuses: f.Statuses, Queue: f.Queue, Handler: f.Handler, CreatedAfter: f.CreatedAfter,
+					CreatedBefore: f.CreatedBefore, KeyPrefix: f.KeyPrefix, FreeKeys: free, FreePlacements: at})
+				part = bulkPart{changed: int(r.Changed), more: r.More, woken: r.Woken}
+				return err
+			})
+			return part, err
 		})
 	}
 	r, err := db.q.JobRetryMany(ctx, dbsqlc.JobRetryManyParams{MaxRows: limit, Statuses: f.Statuses,

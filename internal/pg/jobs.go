@@ -683,8 +683,8 @@ func (db *DB) jobsByID(ctx context.Context, liveIDs, idempotentIDs map[string]in
 // JobGetLiveByKey returns the live job holding key (jobs_live_key).
 func (db *DB) JobGetLiveByKey(ctx context.Context, key string) (Job, error) {
 	if db.citus != nil {
-		j, err := dbcitus.New(db.pool).JobGetLiveByKey(ctx, dbcitus.JobGetLiveByKeyParams{Placement: PlacementOfKey(key), JobKey: key})
-		return citusJob(j), translate(err)
+		j, err := db.citusLiveByKey(ctx, dbcitus.New(db.pool), key)
+		return j, translate(err)
 	}
 	j, err := db.q.JobGetLiveByKey(ctx, key)
 	return jobFromRow(j), translate(err)

@@ -19,8 +19,11 @@ func (db *DB) JobReplay(ctx context.Context, id int64, fromStep int, state json.
 		if err != nil {
 			return err
 		}
-		r, err := dbcitus.New(db.pool).JobReplay(ctx, dbcitus.JobReplayParams{Placement: placement, ID: id,
-			FromStep: fromStep, State: state})
+		var r dbcitus.JobReplayRow
+		err = db.citusRevive(ctx, id, placement, func(q *dbcitus.Queries) (int64, error) {
+			r, err = q.JobReplay(ctx, dbcitus.JobReplayParams{Placement: placement, ID: id, FromStep: fromStep, State: state})
+			return id, err
+		})
 		if err != nil {
 			return translate(err)
 		}
@@ -45,7 +48,11 @@ func (db *DB) JobRerun(ctx context.Context, id int64, input json.RawMessage) (in
 		if err != nil {
 			return 0, translate(err)
 		}
-		r, err := q.JobRerun(ctx, dbcitus.JobRerunParams{NewID: ids[0], Input: input, Placement: placement, ID: id})
+		var r dbcitus.JobRerunRow
+		err = db.citusRevive(ctx, id, placement, func(q *dbcitus.Queries) (int64, error) {
+			r, err = q.JobRerun(ctx, dbcitus.JobRerunParams{NewID: ids[0], Input: input, Placement: placement, ID: id})
+			return ids[0], err
+		})
 		if err != nil {
 			return 0, translate(err)
 		}

@@ -1,7 +1,9 @@
 package pg
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg/dbcitus"
@@ -23,7 +25,17 @@ type SignalDelivered struct {
 // if it has none.
 func (db *DB) SignalDeliver(ctx context.Context, id *int64, key *string, name string, payload []byte, traceContext *string) (SignalDelivered, error) {
 	if db.citus != nil {
-		return db.citusSignal(ctx, id, key, name, payload, traceContext)
+		d, err := db.citusSignal(ctx, id, key, name, payload, traceContext)
+		if key != nil && errors.Is(err, ErrNotFound) {
+			// No live job has the key at its placement: the job its holder row names,
+			// when the key is displaced (citus_keys.go), by id.
+			holder, found, herr := db.citusDisplacedHolder(ctx, dbcitus.New(db.pool), *key)
+			if herr != nil || !found {
+				return d, cmp.Or(herr, err)
+			}
+			return db.citusSignal(ctx, &holder, nil, name, payload, traceContext)
+		}
+		return d, err
 	}
 	d, err := db.q.SignalDeliver(ctx, dbsqlc.SignalDeliverParams{JobID: id, JobKey: key, Name: name, Payload: payload,
 		TraceContext: traceContext})
@@ -123,7 +135,11 @@ func (db *DB) JobRetry(ctx context.Context, id int64) error {
 		if err != nil {
 			return err
 		}
-		r, err := dbcitus.New(db.pool).JobRetry(ctx, dbcitus.JobRetryParams{Placement: placement, ID: id})
+		var r dbcitus.JobRetryRow
+		err = db.citusRevive(ctx, id, placement, func(q *dbcitus.Queries) (int64, error) {
+			r, err = q.JobRetry(ctx, dbcitus.JobRetryParams{Placement: placement, ID: id})
+			return id, err
+		})
 		if err != nil {
 			return translate(err)
 		}

@@ -126,16 +126,19 @@ WITH candidates AS (
       AND ($5::timestamptz IS NULL OR j.created_at >= $5::timestamptz)
       AND ($6::timestamptz IS NULL OR j.created_at < $6::timestamptz)
       AND ($7::text IS NULL OR starts_with(j.key, $7::text))
+      AND (j.key IS NULL OR EXISTS (
+          SELECT 1 FROM ROWS FROM (unnest($8::text[]), unnest($9::int[])) AS f(key, placement)
+          WHERE f.key = j.key AND f.placement = j.placement))
       AND NOT EXISTS (SELECT 1 FROM jobs l
                       WHERE l.placement = ANY ($1::int[])
                         AND l.key = j.key AND l.status IN ('runnable', 'executing', 'awaiting'))
     ORDER BY j.id
-    LIMIT $8::int + 1
+    LIMIT $10::int + 1
 ),
 picked AS (
     SELECT r.id FROM (
         SELECT c.id, c.key, row_number() OVER (PARTITION BY c.key ORDER BY c.id DESC) AS nth
-        FROM (SELECT c.id, c.key FROM candidates c ORDER BY c.id LIMIT $8::int) c
+        FROM (SELECT c.id, c.key FROM candidates c ORDER BY c.id LIMIT $10::int) c
     ) r
     WHERE r.key IS NULL OR r.nth = 1
 ),
@@ -194,14 +197,16 @@ SELECT (SELECT count(*) FROM candidates) > (SELECT count(*) FROM retried) AS mor
 `
 
 type JobRetryManyParams struct {
-	Placements    []int
-	Statuses      []string
-	Queue         *string
-	Handler       *string
-	CreatedAfter  *time.Time
-	CreatedBefore *time.Time
-	KeyPrefix     *string
-	MaxRows       int
+	Placements     []int
+	Statuses       []string
+	Queue          *string
+	Handler        *string
+	CreatedAfter   *time.Time
+	CreatedBefore  *time.Time
+	KeyPrefix      *string
+	FreeKeys       []string
+	FreePlacements []int
+	MaxRows        int
 }
 
 type JobRetryManyRow struct {
@@ -211,9 +216,11 @@ type JobRetryManyRow struct {
 }
 
 // JobRetryMany (sql/job_bulk.sql) on the shard whose placements are `placements`, a router
-// statement sent shard after shard as JobCancelMany. A live key's holder lives at the
-// key's placement, on the shard of every job of the key, so the check that no live job
-// holds a candidate's key is exact there. The clock is read in `target`, the wake-up is
+// statement sent shard after shard as JobCancelMany. A keyed candidate is taken only when
+// its key is among free_keys at its own placement (free_placements): the caller holds
+// those keys' locks and found no live holder of them anywhere (a job whose key is
+// displaced, at another placement, is left to a retry by id, which names it the key's
+// holder: docs/citus.md, "Displaced keys"). The clock is read in `target`, the wake-up is
 // the caller's.
 func (q *Queries) JobRetryMany(ctx context.Context, arg JobRetryManyParams) (JobRetryManyRow, error) {
 	row := q.db.QueryRow(ctx, JobRetryMany,
@@ -224,9 +231,70 @@ func (q *Queries) JobRetryMany(ctx context.Context, arg JobRetryManyParams) (Job
 		arg.CreatedAfter,
 		arg.CreatedBefore,
 		arg.KeyPrefix,
+		arg.FreeKeys,
+		arg.FreePlacements,
 		arg.MaxRows,
 	)
 	var i JobRetryManyRow
 	err := row.Scan(&i.More, &i.Changed, &i.Woken)
 	return i, err
+}
+
+const JobRetryManyKeys = `-- name: JobRetryManyKeys :many
+SELECT DISTINCT c.key::text AS key FROM (
+    SELECT j.key FROM jobs j
+    WHERE j.placement = ANY ($1::int[])
+      AND j.status IN ('failed', 'cancelled')
+      AND ($2::text[] IS NULL OR j.status = ANY ($2::text[]))
+      AND ($3::text IS NULL OR j.queue = $3::text)
+      AND ($4::text IS NULL OR j.handler = $4::text)
+      AND ($5::timestamptz IS NULL OR j.created_at >= $5::timestamptz)
+      AND ($6::timestamptz IS NULL OR j.created_at < $6::timestamptz)
+      AND ($7::text IS NULL OR starts_with(j.key, $7::text))
+    ORDER BY j.id
+    LIMIT $8::int + 1) c
+WHERE c.key IS NOT NULL
+`
+
+type JobRetryManyKeysParams struct {
+	Placements    []int
+	Statuses      []string
+	Queue         *string
+	Handler       *string
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
+	KeyPrefix     *string
+	MaxRows       int
+}
+
+// The keys of the jobs JobRetryMany would take on the shard whose placements are
+// `placements` (its candidates, before the check of their keys' holders): the caller
+// takes their locks and reads their holders (citusKeysHeld), and passes the free ones.
+func (q *Queries) JobRetryManyKeys(ctx context.Context, arg JobRetryManyKeysParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, JobRetryManyKeys,
+		arg.Placements,
+		arg.Statuses,
+		arg.Queue,
+		arg.Handler,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
+		arg.KeyPrefix,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var key string
+		if err := rows.Scan(&key); err != nil {
+			return nil, err
+		}
+		items = append(items, key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -52,6 +52,18 @@ func (q *Queries) JobGCDeleteJobs(ctx context.Context, arg JobGCDeleteJobsParams
 	return items, nil
 }
 
+const JobGCDeleteKeyHolders = `-- name: JobGCDeleteKeyHolders :exec
+DELETE FROM key_holders WHERE job_id = ANY ($1::bigint[])
+`
+
+// The holder rows that name the jobs GC deletes (displaced keys: docs/citus.md), wherever
+// they live: a fan-out, one key_holders_job probe per id on each shard. A row re-pointed
+// to another job meanwhile is kept.
+func (q *Queries) JobGCDeleteKeyHolders(ctx context.Context, ids []int64) error {
+	_, err := q.db.Exec(ctx, JobGCDeleteKeyHolders, ids)
+	return err
+}
+
 const JobGCDeleteSignals = `-- name: JobGCDeleteSignals :exec
 DELETE FROM signals WHERE placement = ANY ($1::int[]) AND job_id = ANY ($2::bigint[])
 `

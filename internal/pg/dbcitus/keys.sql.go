@@ -129,3 +129,168 @@ func (q *Queries) JobDebounceUpsert(ctx context.Context, arg JobDebounceUpsertPa
 	err := row.Scan(&id)
 	return id, err
 }
+
+const JobKey = `-- name: JobKey :one
+SELECT j.key FROM jobs j WHERE j.placement = $1::int AND j.id = $2::bigint
+`
+
+type JobKeyParams struct {
+	Placement int
+	ID        int64
+}
+
+// The key of job id at its placement (a router read; NULL: none).
+func (q *Queries) JobKey(ctx context.Context, arg JobKeyParams) (*string, error) {
+	row := q.db.QueryRow(ctx, JobKey, arg.Placement, arg.ID)
+	var key *string
+	err := row.Scan(&key)
+	return key, err
+}
+
+const JobsLiveByID = `-- name: JobsLiveByID :many
+SELECT j.id, j.key::text AS key FROM jobs j
+WHERE j.placement = ANY ($1::int[]) AND j.id = ANY ($2::bigint[])
+  AND j.key IS NOT NULL AND j.status IN ('runnable', 'executing', 'awaiting')
+`
+
+type JobsLiveByIDParams struct {
+	Placements []int
+	Ids        []int64
+}
+
+type JobsLiveByIDRow struct {
+	ID  int64
+	Key string
+}
+
+// Which of the jobs ids (at their placements, id mod 1024) are live, with their keys.
+func (q *Queries) JobsLiveByID(ctx context.Context, arg JobsLiveByIDParams) ([]JobsLiveByIDRow, error) {
+	rows, err := q.db.Query(ctx, JobsLiveByID, arg.Placements, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobsLiveByIDRow
+	for rows.Next() {
+		var i JobsLiveByIDRow
+		if err := rows.Scan(&i.ID, &i.Key); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const KeyHoldersGet = `-- name: KeyHoldersGet :many
+SELECT h.placement, h.key, h.job_id FROM key_holders h
+WHERE h.placement = ANY ($1::int[]) AND h.key = ANY ($2::text[])
+`
+
+type KeyHoldersGetParams struct {
+	Placements []int
+	Keys       []string
+}
+
+// The holder rows of keys at the placements given (each key's own), filtered by the
+// caller to the pairs asked for.
+func (q *Queries) KeyHoldersGet(ctx context.Context, arg KeyHoldersGetParams) ([]KeyHolder, error) {
+	rows, err := q.db.Query(ctx, KeyHoldersGet, arg.Placements, arg.Keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []KeyHolder
+	for rows.Next() {
+		var i KeyHolder
+		if err := rows.Scan(&i.Placement, &i.Key, &i.JobID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const KeyHoldersPut = `-- name: KeyHoldersPut :exec
+INSERT INTO key_holders AS h (placement, key, job_id)
+SELECT k.placement, k.key, k.job_id
+FROM ROWS FROM (unnest($1::int[]), unnest($2::text[]), unnest($3::bigint[]))
+     AS k(placement, key, job_id)
+ON CONFLICT (key, placement) DO UPDATE SET job_id = excluded.job_id
+`
+
+type KeyHoldersPutParams struct {
+	Placements []int
+	Keys       []string
+	JobIds     []int64
+}
+
+// Names job_ids as the holders of keys at the keys' placements (the caller holds the
+// keys' locks and found no live holder).
+func (q *Queries) KeyHoldersPut(ctx context.Context, arg KeyHoldersPutParams) error {
+	_, err := q.db.Exec(ctx, KeyHoldersPut, arg.Placements, arg.Keys, arg.JobIds)
+	return err
+}
+
+const KeysLive = `-- name: KeysLive :many
+SELECT j.placement, j.key::text AS key, j.id FROM jobs j
+WHERE j.placement = ANY ($1::int[]) AND j.key = ANY ($2::text[])
+  AND j.status IN ('runnable', 'executing', 'awaiting')
+`
+
+type KeysLiveParams struct {
+	Placements []int
+	Keys       []string
+}
+
+type KeysLiveRow struct {
+	Placement int
+	Key       string
+	ID        int64
+}
+
+// The live jobs with one of keys at the placements given (each key's own): a read of the
+// shards of those placements, filtered by the caller to the pairs asked for.
+func (q *Queries) KeysLive(ctx context.Context, arg KeysLiveParams) ([]KeysLiveRow, error) {
+	rows, err := q.db.Query(ctx, KeysLive, arg.Placements, arg.Keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []KeysLiveRow
+	for rows.Next() {
+		var i KeysLiveRow
+		if err := rows.Scan(&i.Placement, &i.Key, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const KeysLock = `-- name: KeysLock :exec
+
+SELECT count(pg_advisory_xact_lock(1734634361, l.id))
+FROM (SELECT DISTINCT hashtext(k) AS id FROM unnest($1::text[]) AS k ORDER BY 1) l
+`
+
+// Displaced keys (docs/citus.md, "Displaced keys"; migrations/citus/0029): a job with a
+// key and a concurrency key or a rate limit lives where those place it, and key_holders,
+// at its key's placement, names it. Each insert and revival of a keyed job takes its
+// keys' locks (KeysLock) and then reads both holders of each key (KeysLive, KeyHoldersGet,
+// JobsLiveByID for the jobs the holder rows name).
+// Takes the transaction lock of each key on the coordinator (where every insert and
+// revival of a keyed job runs), in one order so that two batches never wait on each
+// other; gendurable_enqueue takes the same (1734634361 is 'gdky').
+func (q *Queries) KeysLock(ctx context.Context, keys []string) error {
+	_, err := q.db.Exec(ctx, KeysLock, keys)
+	return err
+}

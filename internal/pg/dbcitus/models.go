@@ -131,6 +131,12 @@ type Job struct {
 	OutcomeAttempt   *int
 }
 
+type KeyHolder struct {
+	Placement int
+	Key       string
+	JobID     int64
+}
+
 type PlacementLayout struct {
 	Singleton   bool
 	Placements  int

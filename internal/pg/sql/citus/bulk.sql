@@ -69,11 +69,31 @@ SELECT (SELECT count(*) FROM candidates) > sqlc.arg(max_rows)::int AS more,
        (SELECT count(*) FROM updated) AS changed,
        (SELECT array_agg(DISTINCT j.queue) FROM joined j WHERE j.status = 'runnable')::text[] AS woken;
 
+-- name: JobRetryManyKeys :many
+-- The keys of the jobs JobRetryMany would take on the shard whose placements are
+-- `placements` (its candidates, before the check of their keys' holders): the caller
+-- takes their locks and reads their holders (citusKeysHeld), and passes the free ones.
+SELECT DISTINCT c.key::text AS key FROM (
+    SELECT j.key FROM jobs j
+    WHERE j.placement = ANY (sqlc.arg(placements)::int[])
+      AND j.status IN ('failed', 'cancelled')
+      AND (sqlc.narg(statuses)::text[] IS NULL OR j.status = ANY (sqlc.narg(statuses)::text[]))
+      AND (sqlc.narg(queue)::text IS NULL OR j.queue = sqlc.narg(queue)::text)
+      AND (sqlc.narg(handler)::text IS NULL OR j.handler = sqlc.narg(handler)::text)
+      AND (sqlc.narg(created_after)::timestamptz IS NULL OR j.created_at >= sqlc.narg(created_after)::timestamptz)
+      AND (sqlc.narg(created_before)::timestamptz IS NULL OR j.created_at < sqlc.narg(created_before)::timestamptz)
+      AND (sqlc.narg(key_prefix)::text IS NULL OR starts_with(j.key, sqlc.narg(key_prefix)::text))
+    ORDER BY j.id
+    LIMIT sqlc.arg(max_rows)::int + 1) c
+WHERE c.key IS NOT NULL;
+
 -- name: JobRetryMany :one
 -- JobRetryMany (sql/job_bulk.sql) on the shard whose placements are `placements`, a router
--- statement sent shard after shard as JobCancelMany. A live key's holder lives at the
--- key's placement, on the shard of every job of the key, so the check that no live job
--- holds a candidate's key is exact there. The clock is read in `target`, the wake-up is
+-- statement sent shard after shard as JobCancelMany. A keyed candidate is taken only when
+-- its key is among free_keys at its own placement (free_placements): the caller holds
+-- those keys' locks and found no live holder of them anywhere (a job whose key is
+-- displaced, at another placement, is left to a retry by id, which names it the key's
+-- holder: docs/citus.md, "Displaced keys"). The clock is read in `target`, the wake-up is
 -- the caller's.
 WITH candidates AS (
     SELECT j.id, j.key FROM jobs j
@@ -85,6 +105,9 @@ WITH candidates AS (
       AND (sqlc.narg(created_after)::timestamptz IS NULL OR j.created_at >= sqlc.narg(created_after)::timestamptz)
       AND (sqlc.narg(created_before)::timestamptz IS NULL OR j.created_at < sqlc.narg(created_before)::timestamptz)
       AND (sqlc.narg(key_prefix)::text IS NULL OR starts_with(j.key, sqlc.narg(key_prefix)::text))
+      AND (j.key IS NULL OR EXISTS (
+          SELECT 1 FROM ROWS FROM (unnest(sqlc.arg(free_keys)::text[]), unnest(sqlc.arg(free_placements)::int[])) AS f(key, placement)
+          WHERE f.key = j.key AND f.placement = j.placement))
       AND NOT EXISTS (SELECT 1 FROM jobs l
                       WHERE l.placement = ANY (sqlc.arg(placements)::int[])
                         AND l.key = j.key AND l.status IN ('runnable', 'executing', 'awaiting'))

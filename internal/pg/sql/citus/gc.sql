@@ -35,6 +35,12 @@ DELETE FROM signals WHERE placement = ANY (sqlc.arg(placements)::int[]) AND job_
 -- The (expired) idempotency keys of the jobs GC deletes, wherever they live: a fan-out.
 DELETE FROM idempotency_keys WHERE job_id = ANY (sqlc.arg(ids)::bigint[]);
 
+-- name: JobGCDeleteKeyHolders :exec
+-- The holder rows that name the jobs GC deletes (displaced keys: docs/citus.md), wherever
+-- they live: a fan-out, one key_holders_job probe per id on each shard. A row re-pointed
+-- to another job meanwhile is kept.
+DELETE FROM key_holders WHERE job_id = ANY (sqlc.arg(ids)::bigint[]);
+
 -- name: JobGCDeleteJobs :many
 -- The finished jobs of one shard that GC deletes (their history goes a partition at a time).
 DELETE FROM jobs

@@ -44,3 +44,48 @@ DO UPDATE SET input = excluded.input, trace_context = excluded.trace_context,
               eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),
               updated_at = excluded.updated_at
 RETURNING j.id;
+
+-- Displaced keys (docs/citus.md, "Displaced keys"; migrations/citus/0029): a job with a
+-- key and a concurrency key or a rate limit lives where those place it, and key_holders,
+-- at its key's placement, names it. Each insert and revival of a keyed job takes its
+-- keys' locks (KeysLock) and then reads both holders of each key (KeysLive, KeyHoldersGet,
+-- JobsLiveByID for the jobs the holder rows name).
+
+-- name: KeysLock :exec
+-- Takes the transaction lock of each key on the coordinator (where every insert and
+-- revival of a keyed job runs), in one order so that two batches never wait on each
+-- other; gendurable_enqueue takes the same (1734634361 is 'gdky').
+SELECT count(pg_advisory_xact_lock(1734634361, l.id))
+FROM (SELECT DISTINCT hashtext(k) AS id FROM unnest(sqlc.arg(keys)::text[]) AS k ORDER BY 1) l;
+
+-- name: KeysLive :many
+-- The live jobs with one of keys at the placements given (each key's own): a read of the
+-- shards of those placements, filtered by the caller to the pairs asked for.
+SELECT j.placement, j.key::text AS key, j.id FROM jobs j
+WHERE j.placement = ANY (sqlc.arg(placements)::int[]) AND j.key = ANY (sqlc.arg(keys)::text[])
+  AND j.status IN ('runnable', 'executing', 'awaiting');
+
+-- name: KeyHoldersGet :many
+-- The holder rows of keys at the placements given (each key's own), filtered by the
+-- caller to the pairs asked for.
+SELECT h.placement, h.key, h.job_id FROM key_holders h
+WHERE h.placement = ANY (sqlc.arg(placements)::int[]) AND h.key = ANY (sqlc.arg(keys)::text[]);
+
+-- name: JobsLiveByID :many
+-- Which of the jobs ids (at their placements, id mod 1024) are live, with their keys.
+SELECT j.id, j.key::text AS key FROM jobs j
+WHERE j.placement = ANY (sqlc.arg(placements)::int[]) AND j.id = ANY (sqlc.arg(ids)::bigint[])
+  AND j.key IS NOT NULL AND j.status IN ('runnable', 'executing', 'awaiting');
+
+-- name: KeyHoldersPut :exec
+-- Names job_ids as the holders of keys at the keys' placements (the caller holds the
+-- keys' locks and found no live holder).
+INSERT INTO key_holders AS h (placement, key, job_id)
+SELECT k.placement, k.key, k.job_id
+FROM ROWS FROM (unnest(sqlc.arg(placements)::int[]), unnest(sqlc.arg(keys)::text[]), unnest(sqlc.arg(job_ids)::bigint[]))
+     AS k(placement, key, job_id)
+ON CONFLICT (key, placement) DO UPDATE SET job_id = excluded.job_id;
+
+-- name: JobKey :one
+-- The key of job id at its placement (a router read; NULL: none).
+SELECT j.key FROM jobs j WHERE j.placement = sqlc.arg(placement)::int AND j.id = sqlc.arg(id)::bigint;
