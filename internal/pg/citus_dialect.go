@@ -462,6 +462,14 @@ func (db *DB) citusChildKeys(ctx context.Context, tx pgx.Tx, c *citusSpawnChildr
 			keys = append(keys, k)
 		}
 	}
+	// A key's lock held long (a caller's open transaction around gendurable_enqueue)
+	// must not keep the outcome past the shard's deadline, which would open the worker's
+	// circuit: the wait is cut at half of it, and the outcome is written again later
+	// (lock_not_available is ErrRetryable).
+	if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`,
+		fmt.Sprintf("%dms", max(db.shardTimeout.Milliseconds()/2, 1))); err != nil {
+		return out, translate(err)
+	}
 	held, err := db.citusKeysHeld(ctx, tx, l, keys)
 	if err != nil {
 		return out, translate(err)

@@ -108,16 +108,8 @@ func (db *DB) citusInsert(ctx context.Context, items []JobInsert, opts JobInsert
 		var out []JobInserted
 		var woken []citusWake
 		err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-			if len(queues) > 0 {
-				// A reference table: a write goes to every node (a two-phase commit), so
-				// only for queues new to this process; in the transaction, so that a
-				// refused insert (an unknown handler) leaves no queue behind.
-				if err := dbsqlc.New(tx).QueueEnsureMany(ctx, queues); err != nil {
-					return err
-				}
-			}
 			var err error
-			out, woken, err = db.citusInsertTx(ctx, tx, items, placements, opts)
+			out, woken, err = db.citusInsertTx(ctx, tx, items, placements, queues, opts)
 			return err
 		})
 		if errors.Is(err, errCitusInsertRaced) && attempt < 3 {
@@ -142,7 +134,7 @@ func (db *DB) citusInsert(ctx context.Context, items []JobInsert, opts JobInsert
 // the ids are drawn first (JobIDsDraw), each idempotency key is claimed for its first
 // item's id and each debounce key upserts its job (sql/citus/keys.sql, router statements
 // sent together), and JobInsert takes the items that are still to insert.
-func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, placements []int,
+func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, placements []int, queues []string,
 	opts JobInsertOptions) ([]JobInserted, []citusWake, error) {
 	q := dbcitus.New(tx)
 	n := len(items)
@@ -171,6 +163,15 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 			return nil, nil, err
 		}
 		if held, err = db.citusKeysHeld(ctx, tx, l, keys); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(queues) > 0 {
+		// A reference table: a write goes to every node (a two-phase commit), so only for
+		// queues new to this process; in the transaction, so that a refused insert (an
+		// unknown handler) leaves no queue behind; after the keys' locks, which every
+		// writer of keyed jobs takes before anything else.
+		if err := dbsqlc.New(tx).QueueEnsureMany(ctx, queues); err != nil {
 			return nil, nil, err
 		}
 	}

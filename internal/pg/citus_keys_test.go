@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -221,6 +222,56 @@ func TestCitusRateLimitedJobWithAKey(t *testing.T) {
 	for i, j := range again {
 		if j.ID != first[0].ID || !j.Deduplicated {
 			t.Fatalf("insert %d of the held key: job %d, want the holder %d", i, j.ID, first[0].ID)
+		}
+	}
+}
+
+// A bulk retry by filter walks a shard's failed and cancelled jobs a window at a time:
+// jobs whose key a live job holds are not in the window, so five cancelled jobs of a key
+// (one of them retried, holding it again) do not keep the job of another key of the same
+// shard from its turn.
+func TestCitusBulkRetryPassesOverHeldKeys(t *testing.T) {
+	t.Parallel()
+	citusOnly(t)
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
+		t.Fatal(err)
+	}
+	shard, err := pg.CitusShardPlacements(ctx, db, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string // two keys of shard 0
+	for i := 0; len(keys) < 2; i++ {
+		k := fmt.Sprintf("bulk-%d", i)
+		if slices.Contains(shard, pg.PlacementOfKey(k)) {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range []string{keys[0], keys[0], keys[0], keys[0], keys[0], keys[1]} {
+		out, err := db.JobInsertMany(ctx, []pg.JobInsert{{Handler: "h", Queue: "bulk", Key: &k}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := db.JobCancel(ctx, out[0].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queue := "bulk"
+	for range 4 {
+		r, err := db.JobRetryMany(ctx, pg.JobFilter{Queue: &queue}, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Changed == 0 {
+			break
+		}
+	}
+	for i, k := range keys {
+		n, err := db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE key = $1 AND status = 'runnable'`, k)
+		if err != nil || n != 1 {
+			t.Fatalf("key %d (%s): %d runnable jobs after the bulk retries (%v), want 1", i, k, n, err)
 		}
 	}
 }

@@ -67,7 +67,7 @@ func translate(err error) error {
 				return fmt.Errorf("%w: %w", ErrRetryable, pgErr)
 			}
 			return fmt.Errorf("%w: %w", ErrInvalid, pgErr)
-		case "40P01", "40001": // deadlock_detected, serialization_failure
+		case "40P01", "40001", "55P03": // deadlock_detected, serialization_failure, lock_not_available
 			return fmt.Errorf("%w: %w", ErrRetryable, pgErr)
 		}
 	}

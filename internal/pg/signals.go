@@ -33,7 +33,12 @@ func (db *DB) SignalDeliver(ctx context.Context, id *int64, key *string, name st
 			if herr != nil || !found {
 				return d, cmp.Or(herr, err)
 			}
-			return db.citusSignal(ctx, &holder, nil, name, payload, traceContext)
+			d, err = db.citusSignal(ctx, &holder, nil, name, payload, traceContext)
+			if err == nil && d.SignalID == nil {
+				// The holder finished in between: no live job holds the key.
+				return SignalDelivered{}, ErrNotFound
+			}
+			return d, err
 		}
 		return d, err
 	}

@@ -33,6 +33,7 @@ LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     at integer := gendurable_placement_of_key(job_key);
     holder bigint;
+    holder_at integer;
 BEGIN
     SELECT j.id INTO holder FROM jobs j
     WHERE j.placement = at AND j.key = job_key AND j.status IN ('runnable', 'executing', 'awaiting');
@@ -43,15 +44,19 @@ BEGIN
     IF holder IS NULL THEN
         RETURN NULL;
     END IF;
+    holder_at := holder % 1024; -- a holder row names a job made after 0029: never a legacy id
     SELECT j.id INTO holder FROM jobs j
-    WHERE j.placement = holder % 1024 AND j.id = holder AND j.key = job_key
+    WHERE j.placement = holder_at AND j.id = holder AND j.key = job_key
       AND j.status IN ('runnable', 'executing', 'awaiting');
     RETURN holder;
 END
 $$;
 
 -- gendurable_enqueue of citus/0018, with displaced keys: a key beside a concurrency key
--- or a rate limit is no longer refused.
+-- or a rate limit is no longer refused. A keyed call takes the key's lock before it
+-- writes anything, answers the key's live holder, and writes a holder row for the job it
+-- makes, wherever it lives (a REPEATABLE READ caller that missed a concurrent holder then
+-- fails with a serialization failure, as on plain PostgreSQL).
 CREATE OR REPLACE FUNCTION gendurable_enqueue(handler text, input jsonb DEFAULT '{}', options jsonb DEFAULT '{}')
 RETURNS bigint LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -185,6 +190,16 @@ BEGIN
                           WHEN rate_name IS NOT NULL
                           THEN gendurable_placement_of_key('rate_limit ' || rate_name || ' ' || coalesce(rate_key, ''))
                           ELSE floor(random() * 1024)::integer END;
+    IF job_key IS NOT NULL AND job_debounce_key IS NULL THEN
+        -- The key's lock, held to the caller's commit, taken before anything is written
+        -- (as the server takes it): every keyed insert and revival takes it, so the
+        -- check below stays true until this job is committed.
+        PERFORM pg_advisory_xact_lock(1734634361, hashtext(job_key));
+        job_id := gendurable_key_holder(job_key);
+        IF job_id IS NOT NULL THEN
+            RETURN job_id;
+        END IF;
+    END IF;
     -- The bucket is minted with the job (a claim cannot insert on Citus), full: the claim
     -- reads updated_at '-infinity' as a bucket holding its burst.
     IF rate_name IS NOT NULL THEN
@@ -220,25 +235,10 @@ BEGIN
         RETURN job_id;
     END IF;
     job_eligible_at := coalesce(job_run_at, clock_timestamp() + coalesce(job_delay_ms, 0) * interval '1 millisecond');
-    IF job_key IS NOT NULL THEN
-        -- The key's lock, held to the caller's commit: every keyed insert and revival
-        -- takes it, so the check below stays true until this job is committed.
-        PERFORM pg_advisory_xact_lock(1734634361, hashtext(job_key));
-        job_id := gendurable_key_holder(job_key);
-        IF job_id IS NOT NULL THEN
-            RETURN job_id;
-        END IF;
-        IF job_placement <> gendurable_placement_of_key(job_key) THEN
-            job_id := nextval('jobs_id_seq') * 1024 + job_placement;
-            INSERT INTO key_holders (placement, key, job_id)
-            VALUES (gendurable_placement_of_key(job_key), job_key, job_id)
-            ON CONFLICT (key, placement) DO UPDATE SET job_id = excluded.job_id;
-        END IF;
-    END IF;
     LOOP
         INSERT INTO jobs (id, placement, queue, handler, input, key, priority, eligible_at, concurrency_key,
                           rate_limit, rate_key, rate_weight, extra_rate_limits, max_attempts, trace_context)
-        VALUES (coalesce(job_id, nextval('jobs_id_seq') * 1024 + job_placement), job_placement, job_queue, job_handler, coalesce(gendurable_enqueue.input, '{}'::jsonb), job_key,
+        VALUES (nextval('jobs_id_seq') * 1024 + job_placement, job_placement, job_queue, job_handler, coalesce(gendurable_enqueue.input, '{}'::jsonb), job_key,
                 coalesce(job_priority, 5), job_eligible_at, job_concurrency_key,
                 rate_name, rate_key, coalesce(rate_weight, 1), extra_limits,
                 coalesce(job_max_attempts, handler_max_attempts), job_trace_context)
@@ -246,6 +246,16 @@ BEGIN
         DO NOTHING
         RETURNING id INTO job_id;
         IF job_id IS NOT NULL THEN
+            IF job_key IS NOT NULL THEN
+                -- The key's holder row names the job, wherever it lives: a caller in a
+                -- REPEATABLE READ transaction whose snapshot missed a job that took the
+                -- key meanwhile fails here with a serialization failure (its upsert meets
+                -- the row that job's insert wrote), as the unique index makes it fail on
+                -- plain PostgreSQL.
+                INSERT INTO key_holders (placement, key, job_id)
+                VALUES (gendurable_placement_of_key(job_key), job_key, job_id)
+                ON CONFLICT (key, placement) DO UPDATE SET job_id = excluded.job_id;
+            END IF;
             -- Held by PostgreSQL until the caller commits, dropped if it rolls back.
             IF job_eligible_at <= clock_timestamp() THEN
                 PERFORM pg_notify('gendurable_jobs', job_queue || ' @' || job_placement);

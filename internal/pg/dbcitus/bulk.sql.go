@@ -218,10 +218,11 @@ type JobRetryManyRow struct {
 // JobRetryMany (sql/job_bulk.sql) on the shard whose placements are `placements`, a router
 // statement sent shard after shard as JobCancelMany. A keyed candidate is taken only when
 // its key is among free_keys at its own placement (free_placements): the caller holds
-// those keys' locks and found no live holder of them anywhere (a job whose key is
-// displaced, at another placement, is left to a retry by id, which names it the key's
-// holder: docs/citus.md, "Displaced keys"). The clock is read in `target`, the wake-up is
-// the caller's.
+// those keys' locks and found no live holder of them anywhere. A job whose key is
+// displaced, at another placement, is not a candidate here nor in JobRetryManyKeys (so it
+// does not fill the window): a retry by id takes it and names it the key's holder
+// (docs/citus.md, "Displaced keys"). The clock is read in `target`, the wake-up is the
+// caller's.
 func (q *Queries) JobRetryMany(ctx context.Context, arg JobRetryManyParams) (JobRetryManyRow, error) {
 	row := q.db.QueryRow(ctx, JobRetryMany,
 		arg.Placements,
@@ -251,6 +252,10 @@ SELECT DISTINCT c.key::text AS key FROM (
       AND ($5::timestamptz IS NULL OR j.created_at >= $5::timestamptz)
       AND ($6::timestamptz IS NULL OR j.created_at < $6::timestamptz)
       AND ($7::text IS NULL OR starts_with(j.key, $7::text))
+      AND (j.key IS NULL OR j.placement = gendurable_placement_of_key(j.key))
+      AND NOT EXISTS (SELECT 1 FROM jobs l
+                      WHERE l.placement = ANY ($1::int[])
+                        AND l.key = j.key AND l.status IN ('runnable', 'executing', 'awaiting'))
     ORDER BY j.id
     LIMIT $8::int + 1) c
 WHERE c.key IS NOT NULL
@@ -268,8 +273,9 @@ type JobRetryManyKeysParams struct {
 }
 
 // The keys of the jobs JobRetryMany would take on the shard whose placements are
-// `placements` (its candidates, before the check of their keys' holders): the caller
-// takes their locks and reads their holders (citusKeysHeld), and passes the free ones.
+// `placements` (its candidates, with the same filters, before the check of their keys'
+// holders elsewhere): the caller takes their locks and reads their holders
+// (citusKeysHeld), and passes the free ones.
 func (q *Queries) JobRetryManyKeys(ctx context.Context, arg JobRetryManyKeysParams) ([]string, error) {
 	rows, err := q.db.Query(ctx, JobRetryManyKeys,
 		arg.Placements,

@@ -71,8 +71,9 @@ SELECT (SELECT count(*) FROM candidates) > sqlc.arg(max_rows)::int AS more,
 
 -- name: JobRetryManyKeys :many
 -- The keys of the jobs JobRetryMany would take on the shard whose placements are
--- `placements` (its candidates, before the check of their keys' holders): the caller
--- takes their locks and reads their holders (citusKeysHeld), and passes the free ones.
+-- `placements` (its candidates, with the same filters, before the check of their keys'
+-- holders elsewhere): the caller takes their locks and reads their holders
+-- (citusKeysHeld), and passes the free ones.
 SELECT DISTINCT c.key::text AS key FROM (
     SELECT j.key FROM jobs j
     WHERE j.placement = ANY (sqlc.arg(placements)::int[])
@@ -83,6 +84,10 @@ SELECT DISTINCT c.key::text AS key FROM (
       AND (sqlc.narg(created_after)::timestamptz IS NULL OR j.created_at >= sqlc.narg(created_after)::timestamptz)
       AND (sqlc.narg(created_before)::timestamptz IS NULL OR j.created_at < sqlc.narg(created_before)::timestamptz)
       AND (sqlc.narg(key_prefix)::text IS NULL OR starts_with(j.key, sqlc.narg(key_prefix)::text))
+      AND (j.key IS NULL OR j.placement = gendurable_placement_of_key(j.key))
+      AND NOT EXISTS (SELECT 1 FROM jobs l
+                      WHERE l.placement = ANY (sqlc.arg(placements)::int[])
+                        AND l.key = j.key AND l.status IN ('runnable', 'executing', 'awaiting'))
     ORDER BY j.id
     LIMIT sqlc.arg(max_rows)::int + 1) c
 WHERE c.key IS NOT NULL;
@@ -91,10 +96,11 @@ WHERE c.key IS NOT NULL;
 -- JobRetryMany (sql/job_bulk.sql) on the shard whose placements are `placements`, a router
 -- statement sent shard after shard as JobCancelMany. A keyed candidate is taken only when
 -- its key is among free_keys at its own placement (free_placements): the caller holds
--- those keys' locks and found no live holder of them anywhere (a job whose key is
--- displaced, at another placement, is left to a retry by id, which names it the key's
--- holder: docs/citus.md, "Displaced keys"). The clock is read in `target`, the wake-up is
--- the caller's.
+-- those keys' locks and found no live holder of them anywhere. A job whose key is
+-- displaced, at another placement, is not a candidate here nor in JobRetryManyKeys (so it
+-- does not fill the window): a retry by id takes it and names it the key's holder
+-- (docs/citus.md, "Displaced keys"). The clock is read in `target`, the wake-up is the
+-- caller's.
 WITH candidates AS (
     SELECT j.id, j.key FROM jobs j
     WHERE j.placement = ANY (sqlc.arg(placements)::int[])
