@@ -178,7 +178,10 @@ func (db *DB) citusRevive(ctx context.Context, id int64, placement int,
 		if err != nil {
 			return err
 		}
-		if _, ok := held[*key]; ok { // a finished job is never its key's live holder
+		if h, ok := held[*key]; ok && h != id {
+			// Another live job holds the key. (A live job holding its own key is not
+			// finished: the statement below changes nothing, ErrNotFound, as on plain
+			// PostgreSQL.)
 			return fmt.Errorf("%w: a live job holds the key %q", ErrConflict, *key)
 		}
 		holder, err := revive(q)

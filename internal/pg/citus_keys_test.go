@@ -109,6 +109,9 @@ func TestCitusDisplacedKeyHasOneLiveHolder(t *testing.T) {
 	if j, err := db.JobGetLiveByKey(ctx, key); err != nil || j.ID != a {
 		t.Fatalf("the key's live job after the retry: %d %v, want %d", j.ID, err, a)
 	}
+	if err := db.JobRetry(ctx, a); !errors.Is(err, pg.ErrNotFound) {
+		t.Fatalf("a retry of the live displaced job: %v, want ErrNotFound (nothing to retry), as on plain PostgreSQL", err)
+	}
 	if err := db.JobRetry(ctx, b); !errors.Is(err, pg.ErrConflict) {
 		t.Fatalf("a retry of %d while the displaced %d holds the key: %v, want ErrConflict", b, a, err)
 	}
