@@ -66,7 +66,6 @@ func (c *tenantCalls) sharesOfFirst(n int, a, b string) (na, nb int) {
 // while both have work, whichever process claims them, and a key capped at 2 never has
 // more than 2 steps executing across the three.
 func TestFairShareAcrossThreeServers(t *testing.T) {
-	pgtest.SkipOnCitus(t, "fair share is not offered on Citus yet (docs/fairness.md)")
 	t.Parallel()
 	const servers, heavy, light, capped = 3, 600, 200, 60
 	bin := build(t, t.TempDir(), "./cmd/server")

@@ -137,7 +137,6 @@ func fairJobs(key string, n int) []engine.NewJob {
 // slots a process, and the engines of n server processes on one database.
 func fairHarness(t *testing.T, load *tenantLoad, maxInFlight, processes int) (*harness, []*engine.Engine) {
 	t.Helper()
-	pgtest.SkipOnCitus(t, "fair share is not offered on Citus yet")
 	url := pgtest.NewDatabase(t)
 	db := pgtest.Open(t, url, pg.Options{MaxConns: 20})
 	rr := pg.FairnessRoundRobin

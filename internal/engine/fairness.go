@@ -42,9 +42,6 @@ func (e *Engine) ClaimFair(ctx context.Context, queue string, limit, slots int, 
 // SetFairnessKey sets a key's weight (nil: 1) and cap (nil: none) in a queue, all of
 // them, and answers the key with its counts. A *ValidationError for values out of range.
 func (e *Engine) SetFairnessKey(ctx context.Context, queue, key string, weight, maxInFlight *int) (FairnessKey, error) {
-	if err := e.fairShareOffered(); err != nil {
-		return FairnessKey{}, err
-	}
 	v := &validator{}
 	v.name("name", queue)
 	if key == "" || len(key) > 512 {
@@ -68,9 +65,6 @@ func (e *Engine) SetFairnessKey(ctx context.Context, queue, key string, weight, 
 // GetFairnessKey answers one key of a queue (weight 1 and no cap when it has no settings
 // of its own); ErrNotFound only for an unknown queue.
 func (e *Engine) GetFairnessKey(ctx context.Context, queue, key string) (FairnessKey, error) {
-	if err := e.fairShareOffered(); err != nil {
-		return FairnessKey{}, err
-	}
 	if err := e.queueExists(ctx, queue); err != nil {
 		return FairnessKey{}, err
 	}
@@ -79,9 +73,6 @@ func (e *Engine) GetFairnessKey(ctx context.Context, queue, key string) (Fairnes
 
 // DeleteFairnessKey drops a key's settings; ErrNotFound when it has none.
 func (e *Engine) DeleteFairnessKey(ctx context.Context, queue, key string) error {
-	if err := e.fairShareOffered(); err != nil {
-		return err
-	}
 	return e.db.FairnessKeyDelete(ctx, queue, key)
 }
 
@@ -91,9 +82,6 @@ type FairnessKeyPage = pg.FairnessKeyListParams
 // ListFairnessKeys lists a page of a queue's keys with live work or settings, with their
 // counts (next is the cursor of the next page, nil at the end or when sorted by runnable).
 func (e *Engine) ListFairnessKeys(ctx context.Context, p FairnessKeyPage) (keys []FairnessKey, next *string, err error) {
-	if err := e.fairShareOffered(); err != nil {
-		return nil, nil, err
-	}
 	if err := e.queueExists(ctx, p.Queue); err != nil {
 		return nil, nil, err
 	}
@@ -108,18 +96,6 @@ func (e *Engine) ListFairnessKeys(ctx context.Context, p FairnessKeyPage) (keys 
 		next = &keys[len(keys)-1].Key
 	}
 	return keys, next, nil
-}
-
-// fairShareOffered is nil where fair share runs, and on Citus, where it is not offered
-// yet (docs/fairness.md), a *ValidationError naming the queue's fairness setting: the
-// keys' statements read live counts across shards, and no job there has a key.
-func (e *Engine) fairShareOffered() error {
-	if !e.db.Citus() {
-		return nil
-	}
-	v := &validator{}
-	v.add("fairness", "fair share is not offered on Citus yet (docs/fairness.md)")
-	return v.err()
 }
 
 // queueExists is nil for a queue that exists, else ErrNotFound.

@@ -215,9 +215,6 @@ func (e *Engine) insertJobs(ctx context.Context, jobs []NewJob, batch bool) ([]p
 	for i := range jobs {
 		v.index = i
 		items[i] = jobs[i].toInsert(v)
-		if items[i].FairnessKey != nil && e.db.Citus() {
-			v.add("fairness_key", "fair share is not offered on Citus yet (docs/fairness.md)")
-		}
 	}
 	v.within = ""
 	if err := v.err(); err != nil {

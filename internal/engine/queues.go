@@ -150,8 +150,6 @@ func (e *Engine) storeQueue(ctx context.Context, name string, s QueueSettings) (
 		switch {
 		case *f != FairnessNone && *f != FairnessRoundRobin:
 			v.add("fairness", "must be one of none, round_robin, got %q", *f)
-		case *f == FairnessRoundRobin && e.db.Citus():
-			v.add("fairness", "fair share is not offered on Citus yet (docs/fairness.md)")
 		}
 	}
 	if err := v.err(); err != nil {

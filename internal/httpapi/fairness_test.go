@@ -13,7 +13,6 @@ import (
 // fairness keys by insert and batch, a key's weight and cap set, read, listed (paged, by
 // prefix, top keys by runnable work) and dropped, and the jobs listed by key.
 func TestFairShareThroughTheAPI(t *testing.T) {
-	pgtest.SkipOnCitus(t, "fair share is not offered on Citus yet: the API refuses it there (TestFairShareIsRefusedOnCitus)")
 	t.Parallel()
 	a := newAPI(t, httpapi.Config{})
 	a.registerHandler("h")
@@ -98,20 +97,25 @@ func TestFairShareThroughTheAPI(t *testing.T) {
 	})
 }
 
-// On Citus the API refuses fair share with a problem naming the field, and writes nothing.
-func TestFairShareIsRefusedOnCitus(t *testing.T) {
+// On Citus a fairness key places its jobs (docs/citus.md, "Fair share"): beside what
+// places a job elsewhere (a concurrency key, a rate limit, a debounce key) it is refused
+// with a problem naming the field, and nothing is written.
+func TestFairnessKeyOnCitusRefusesWhatPlacesElsewhere(t *testing.T) {
 	if !pgtest.Citus() {
-		t.Skip("Citus only (make test-citus): on plain PostgreSQL fair share is offered")
+		t.Skip("Citus only (make test-citus): on plain PostgreSQL these combinations are taken")
 	}
 	t.Parallel()
 	a := newAPI(t, httpapi.Config{})
 	a.registerHandler("h")
+	if r := a.do("PUT", "/v1/rate-limits/slow", `{"rate": 1, "burst": 1}`); r.status != 200 {
+		t.Fatalf("rate limit: %d %s", r.status, r.body)
+	}
 	a.expectRefusals([]refusal{
-		{"a fair queue", "PUT", "/v1/queues/mail", `{"fairness": "round_robin"}`, 422, "fairness"},
-		{"a job with a fairness key", "POST", "/v1/jobs", `{"handler": "h", "fairness_key": "acme"}`, 422, "fairness_key"},
-		{"a key's settings", "PUT", "/v1/queues/default/fairness-keys/acme", `{"weight": 2}`, 422, "fairness"},
-		{"a key", "GET", "/v1/queues/default/fairness-keys/acme", "", 422, "fairness"},
-		{"the keys", "GET", "/v1/queues/default/fairness-keys", "", 422, "fairness"},
-		{"a key dropped", "DELETE", "/v1/queues/default/fairness-keys/acme", "", 422, "fairness"},
+		{"a fairness key and a concurrency key", "POST", "/v1/jobs",
+			`{"handler": "h", "fairness_key": "acme", "concurrency_key": "k"}`, 422, "fairness_key"},
+		{"a fairness key and a rate limit", "POST", "/v1/jobs",
+			`{"handler": "h", "fairness_key": "acme", "rate_limit": {"name": "slow"}}`, 422, "fairness_key"},
+		{"a fairness key and a debounce key", "POST", "/v1/jobs",
+			`{"handler": "h", "fairness_key": "acme", "debounce": {"key": "d", "period": "1s"}}`, 422, "fairness_key"},
 	})
 }

@@ -227,11 +227,11 @@ func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queu
 	if err := checkRetryDelays(recs); err != nil {
 		return nil, err
 	}
-	if err := citusRefusedSpawn(recs); err != nil {
-		return nil, err
-	}
 	groups, l, err := db.citusByShard(ctx, len(recs), func(i int) int64 { return recs[i].ID })
 	if err != nil {
+		return nil, err
+	}
+	if err := citusRefusedSpawn(l, recs); err != nil {
 		return nil, err
 	}
 	if recs, err = db.citusKeptBodies(ctx, l, recs); err != nil {
@@ -268,11 +268,12 @@ func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queu
 	return applied, cmp.Or(failed, db.citusNotify(ctx, wake))
 }
 
-// citusRefusedSpawn refuses a spawn whose child names a concurrency key or a rate limit:
-// a child lives at its parent's placement, where neither would be checked across the
-// cluster (docs/citus.md, "Guarantees"). A child's key is held from the key's placement
-// when it is elsewhere (a displaced key: citusApplyShard).
-func citusRefusedSpawn(recs []OutcomeRecord) error {
+// citusRefusedSpawn refuses a spawn whose child names a concurrency key or a rate limit,
+// or a fairness key that places its jobs elsewhere: a child lives at its parent's
+// placement, where none of them would be checked across the cluster (docs/citus.md,
+// "Guarantees"). A child's key is held from the key's placement when it is elsewhere (a
+// displaced key: citusApplyShard).
+func citusRefusedSpawn(l *citusLayout, recs []OutcomeRecord) error {
 	for _, r := range recs {
 		if r.Kind != KindSpawn || len(r.Children) == 0 {
 			continue
@@ -285,6 +286,11 @@ func citusRefusedSpawn(recs []OutcomeRecord) error {
 			if c.ConcurrencyKey != nil || c.RateLimit != nil || len(c.ExtraRateLimits) > 0 {
 				return fmt.Errorf("%w: on Citus a spawned child cannot have a concurrency key or a rate limit yet "+
 					"(it lives at its parent's placement, where they would not be checked across the cluster: docs/citus.md)", ErrInvalid)
+			}
+			if placedByFairnessKey(&c) && FairnessPlacement(*c.FairnessKey) != l.PlacementOfID(r.ID) {
+				return fmt.Errorf("%w: on Citus a spawned child lives at its parent's placement: its fairness key %q "+
+					"places its jobs elsewhere, where its cap counts them (give the child its parent's key, or none "+
+					"to inherit it: docs/citus.md)", ErrInvalid, *c.FairnessKey)
 			}
 		}
 	}
@@ -354,9 +360,9 @@ func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []
 		h.HttpStatuses, h.Errors, h.Bodies)
 	if children != nil {
 		c := children
-		b.Queue(citusWithPlacements(dbcitus.JobInsertChildren, 14, placements), c.ParentIds, c.ParentTokens, c.Seqs,
+		b.Queue(citusWithPlacements(dbcitus.JobInsertChildren, 16, placements), c.ParentIds, c.ParentTokens, c.Seqs,
 			c.Queues, c.Handlers, c.Inputs, c.Keys, c.Priorities, c.RunAts, c.DelaysMs, c.ConcurrencyKeys, c.MaxAttempts,
-			c.TraceContexts)
+			c.TraceContexts, c.FairnessKeys, c.FairDefaults)
 	}
 	if tx == nil {
 		b.Queue("COMMIT")
@@ -496,7 +502,9 @@ type citusSpawnChildren struct {
 	ParentTokens                                    []string
 	Seqs                                            []int64
 	Queues, Handlers, Inputs, Keys, ConcurrencyKeys []string
-	TraceContexts                                   []string // "" for none: the parent's
+	TraceContexts                                   []string  // "" for none: the parent's
+	FairnessKeys                                    []*string // nil for none: the parent's
+	FairDefaults                                    []*string // "" when the child names a fair queue
 	Priorities, MaxAttempts                         []int
 	RunAts                                          []time.Time
 	DelaysMs                                        []int64
@@ -525,6 +533,7 @@ func (db *DB) citusChildren(ctx context.Context, placements []int, recs []Outcom
 			c.Keys = append(c.Keys, valueOr(ch.Key, ""))
 			c.ConcurrencyKeys = append(c.ConcurrencyKeys, "")
 			c.TraceContexts = append(c.TraceContexts, valueOr(ch.TraceContext, ""))
+			c.FairnessKeys = append(c.FairnessKeys, ch.FairnessKey)
 			c.Priorities = append(c.Priorities, valueOr(ch.Priority, -1))
 			c.MaxAttempts = append(c.MaxAttempts, valueOr(ch.MaxAttempts, 0))
 			c.RunAts = append(c.RunAts, valueOr(ch.RunAt, time.Time{}))
@@ -545,6 +554,21 @@ func (db *DB) citusChildren(ctx context.Context, placements []int, recs []Outcom
 	handlers, err := dbcitus.New(db.pool).HandlerMaxAttempts(ctx, c.Handlers)
 	if err != nil {
 		return nil, nil, translate(err)
+	}
+	c.FairDefaults = make([]*string, len(c.Queues))
+	if len(queues) > 0 {
+		// A child that names a fair queue and has no fairness key, nor a parent with one,
+		// gets the default key "" (its parent's queue, when it names none, is fair only
+		// if the parent has a key, which it then inherits).
+		fair, err := dbcitus.New(db.pool).QueuesFair(ctx, queues)
+		if err != nil {
+			return nil, nil, translate(err)
+		}
+		for i, q := range c.Queues {
+			if slices.Contains(fair, q) {
+				c.FairDefaults[i] = new(string)
+			}
+		}
 	}
 	for i, name := range c.Handlers {
 		if c.MaxAttempts[i] > 0 {

@@ -26,8 +26,24 @@ func citusUnsupported(it *JobInsert) (field, why string) {
 		return "concurrency_key", "on Citus a concurrency key is exact only for a job it places: not with a parent or a debounce key"
 	case it.Debounce != nil && it.ParentID != nil:
 		return "debounce", "on Citus a debounced job lives at its debounce key's placement: not with a parent"
+	case placedByFairnessKey(it) && (it.RateLimit != nil || it.ConcurrencyKey != nil || it.Debounce != nil):
+		return "fairness_key", "on Citus a fairness key places its jobs, where its cap counts them: " +
+			"not with a rate limit, a concurrency key or a debounce key"
 	}
 	return "", ""
+}
+
+// FairnessPlacement is where the jobs of fairness key key live on Citus (docs/citus.md,
+// "Fair share"): on one shard, where a claim counts the key's executing steps against its
+// cap. gendurable_enqueue computes the same in SQL (migrations/citus/0030).
+func FairnessPlacement(key string) int {
+	return PlacementOfKey("fairness " + key)
+}
+
+// placedByFairnessKey reports whether item it has a fairness key that places it: any but
+// the default key "", whose jobs spread as unkeyed ones do (it takes no cap).
+func placedByFairnessKey(it *JobInsert) bool {
+	return it.FairnessKey != nil && *it.FairnessKey != ""
 }
 
 // RateBucketPlacement is where the bucket of rate limit name for key lives on Citus, and
@@ -38,13 +54,15 @@ func RateBucketPlacement(name, key string) int {
 }
 
 // citusPlacement is where item it lives (docs/citus.md, "Placement"): its parent's, its
-// key's (unless it has a concurrency key or a rate limit: the key is displaced,
-// citus_keys.go), its debounce key's, its concurrency key's, its rate-limit bucket's, its
-// idempotency key's, or next (the batch's shard).
+// fairness key's, its key's (unless it has a fairness key, a concurrency key or a rate
+// limit: the key is displaced, citus_keys.go), its debounce key's, its concurrency key's,
+// its rate-limit bucket's, its idempotency key's, or next (the batch's shard).
 func citusPlacement(l *citusLayout, it *JobInsert, next int) int {
 	switch {
 	case it.ParentID != nil:
 		return l.PlacementOfID(*it.ParentID)
+	case placedByFairnessKey(it):
+		return FairnessPlacement(*it.FairnessKey)
 	case it.Key != nil && it.ConcurrencyKey == nil && it.RateLimit == nil:
 		return PlacementOfKey(*it.Key)
 	case it.Debounce != nil:
@@ -196,7 +214,7 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		Inputs: make([]string, 0, n), Keys: make([]string, 0, n), Priorities: make([]int, 0, n), RunAts: make([]time.Time, 0, n),
 		DelaysMs: make([]int64, 0, n), ConcurrencyKeys: make([]string, 0, n), MaxAttempts: make([]int, 0, n),
 		ParentIds: make([]int64, 0, n), ScheduleNames: make([]string, 0, n), ScheduleTicks: make([]time.Time, 0, n),
-		Ids: make([]int64, 0, n), TraceContexts: make([]string, 0, n)}
+		Ids: make([]int64, 0, n), TraceContexts: make([]string, 0, n), FairnessKeys: make([]string, 0, n)}
 	// An item whose key is held answers the holder; of the items of one free key, the
 	// first is inserted and the others answer it (answerByID -1 - first), as one unique
 	// index does on plain PostgreSQL. An item with an idempotency key that repeats an
@@ -237,6 +255,7 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		p.RunAts, p.DelaysMs = append(p.RunAts, valueOr(it.RunAt, time.Time{})), append(p.DelaysMs, valueOr(it.DelayMS, 0))
 		p.ParentIds = append(p.ParentIds, valueOr(it.ParentID, 0))
 		p.TraceContexts = append(p.TraceContexts, valueOr(it.TraceContext, ""))
+		p.FairnessKeys = append(p.FairnessKeys, valueOr(it.FairnessKey, ""))
 		p.ScheduleNames, p.ScheduleTicks = append(p.ScheduleNames, ""), append(p.ScheduleTicks, time.Time{})
 		p.RateLimits, p.RateKeys = append(p.RateLimits, valueOr(it.RateLimit, "")), append(p.RateKeys, valueOr(it.RateKey, ""))
 		p.RateWeights = append(p.RateWeights, valueOr(it.RateWeight, 0))
@@ -577,7 +596,7 @@ func (db *DB) citusJobByID(ctx context.Context, q *dbcitus.Queries, id int64) (J
 func (db *DB) insertProblems(ctx context.Context, items []JobInsert) ([]InsertProblem, error) {
 	p := insertArrays(items)
 	rows, err := db.q.JobInsertProblems(ctx, dbsqlc.JobInsertProblemsParams{Handlers: p.Handlers,
-		RateLimits: p.RateLimits, RateWeights: p.RateWeights, ExtraRateLimits: p.ExtraRateLimits})
+		RateLimits: p.RateLimits, RateWeights: p.RateWeights, ExtraRateLimits: p.ExtraRateLimits, Queues: p.Queues})
 	if err != nil {
 		return nil, translate(err)
 	}

@@ -35,6 +35,9 @@ type DB struct {
 	claimCursor citusClaimCursor
 	// warmth is which shards each queue's Citus claims pass over (citusWarmth).
 	warmth citusWarmth
+	// fairShards is what each shard held at the last fair claim of each fair queue on
+	// Citus, which the next claims are split by (citusFairShards).
+	fairShards citusFairShards
 	// shardsMovedAway counts the statements on a shard's tables refused because the shard
 	// had moved, and run through the coordinator instead (onShard).
 	shardsMovedAway atomic.Int64

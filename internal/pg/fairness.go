@@ -2,7 +2,6 @@ package pg
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,9 +14,6 @@ const (
 	FairnessNone       = "none"
 	FairnessRoundRobin = "round_robin"
 )
-
-// ErrFairnessOnCitus: fair share is not built on Citus yet (docs/fairness.md).
-var ErrFairnessOnCitus = fmt.Errorf("%w: fair share is not offered on Citus yet (docs/fairness.md)", ErrInvalid)
 
 // FairClaimParams says what one fair claim claims: JobClaimParams and the claiming
 // process's slots for the queue, which each key's share of them is cut from.
@@ -34,10 +30,11 @@ type FairClaimParams struct {
 // taking turns by weight within their shares and caps (JobClaimFair in
 // sql/job_claim.sql). The queue's row is locked first, in the same implicit transaction
 // and round trip (a pipelined batch of two statements), so that the fair claims of a
-// queue are serialised: each sees the claims before it, which keeps the caps exact.
+// queue are serialised: each sees the claims before it, which keeps the caps exact. On
+// Citus, per shard and queue (citusClaimFair).
 func (db *DB) JobClaimFair(ctx context.Context, p FairClaimParams) ([]ClaimedJob, error) {
 	if db.citus != nil {
-		return nil, ErrFairnessOnCitus
+		return db.citusClaimFair(ctx, p)
 	}
 	b := db.pool.SendBatch(ctx, fairClaimBatch(p))
 	defer func() { _ = b.Close() }()
@@ -94,13 +91,13 @@ func (db *DB) FairnessKeyPut(ctx context.Context, queue, key string, weight, max
 // FairnessKeyGet returns one key of a queue with its counts (any key: one without
 // settings has weight 1 and no cap).
 func (db *DB) FairnessKeyGet(ctx context.Context, queue, key string) (FairnessKey, error) {
-	rows, err := db.q.FairnessKeyList(ctx, dbsqlc.FairnessKeyListParams{Queue: queue, Prefix: key, PageSize: 1})
+	keys, _, err := db.FairnessKeyList(ctx, FairnessKeyListParams{Queue: queue, Prefix: key, Limit: 1})
 	if err != nil {
-		return FairnessKey{}, translate(err)
+		return FairnessKey{}, err
 	}
-	for _, r := range rows {
-		if r.Key == key {
-			return fairnessKeyOf(queue, r), nil
+	for _, k := range keys {
+		if k.Key == key {
+			return k, nil
 		}
 	}
 	return FairnessKey{Queue: queue, Key: key, Weight: 1}, nil
@@ -126,6 +123,9 @@ type FairnessKeyListParams struct {
 // FairnessKeyList lists a page of a queue's keys that have live work or settings, with
 // their counts; more reports whether a next page exists (key order only).
 func (db *DB) FairnessKeyList(ctx context.Context, p FairnessKeyListParams) (keys []FairnessKey, more bool, err error) {
+	if db.citus != nil {
+		return db.citusFairnessKeyList(ctx, p)
+	}
 	if p.ByRunnable {
 		rows, err := db.q.FairnessKeyTop(ctx, dbsqlc.FairnessKeyTopParams{Queue: p.Queue, Prefix: p.Prefix, PageSize: p.Limit})
 		if err != nil {

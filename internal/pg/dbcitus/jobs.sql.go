@@ -225,7 +225,7 @@ func (q *Queries) JobGetLiveByKey(ctx context.Context, arg JobGetLiveByKeyParams
 const JobInsert = `-- name: JobInsert :many
 INSERT INTO jobs (id, placement, queue, handler, input, key, priority, eligible_at, concurrency_key,
                   max_attempts, parent_id, lease_owner, schedule_name, schedule_tick, rate_limit, rate_key, rate_weight,
-                  trace_context)
+                  trace_context, fairness_key)
 SELECT coalesce(nullif(r.id, 0), nextval('jobs_id_seq') * 1024 + r.placement), r.placement, r.queue, r.handler,
        coalesce(nullif(r.input, '')::jsonb, '{}'::jsonb), nullif(r.key, ''), coalesce(nullif(r.priority, -1), 5)::smallint,
        CASE WHEN r.parked IS NULL
@@ -234,8 +234,10 @@ SELECT coalesce(nullif(r.id, 0), nextval('jobs_id_seq') * 1024 + r.placement), r
                           r.parked_until) END,
        nullif(r.concurrency_key, ''), coalesce(nullif(r.max_attempts, 0), r.handler_max_attempts), nullif(r.parent_id, 0),
        r.parked, nullif(r.schedule_name, ''), nullif(r.schedule_tick, '0001-01-01 00:00:00+00'::timestamptz),
-       nullif(r.rate_limit, ''), nullif(r.rate_key, ''), coalesce(nullif(r.rate_weight, 0), 1), nullif(r.trace_context, '')
-FROM (SELECT a.placement, a.queue, a.handler, a.input, a.key, a.priority, a.run_at, a.delay_ms, a.concurrency_key, a.max_attempts, a.parent_id, a.schedule_name, a.schedule_tick, a.id, a.rate_limit, a.rate_key, a.rate_weight, a.trace_context, a.ord,
+       nullif(r.rate_limit, ''), nullif(r.rate_key, ''), coalesce(nullif(r.rate_weight, 0), 1), nullif(r.trace_context, ''),
+       -- '' (the default key) in a fair queue, where every live job has a key
+       coalesce(nullif(r.fairness_key, ''), CASE WHEN r.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none') THEN '' END)
+FROM (SELECT a.placement, a.queue, a.handler, a.input, a.key, a.priority, a.run_at, a.delay_ms, a.concurrency_key, a.max_attempts, a.parent_id, a.schedule_name, a.schedule_tick, a.id, a.rate_limit, a.rate_key, a.rate_weight, a.trace_context, a.fairness_key, a.ord,
              (SELECT h.max_attempts FROM handlers h WHERE h.name = a.handler) AS handler_max_attempts,
              (SELECT CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END
               FROM handlers h WHERE h.name = a.handler) AS parked,
@@ -252,10 +254,11 @@ FROM (SELECT a.placement, a.queue, a.handler, a.input, a.key, a.priority, a.run_
                       unnest($11::bigint[]), unnest($12::text[]),
                       unnest($13::timestamptz[]), unnest($14::bigint[]),
                       unnest($15::text[]), unnest($16::text[]),
-                      unnest($17::int[]), unnest($18::text[]))
+                      unnest($17::int[]), unnest($18::text[]),
+                      unnest($19::text[]))
            WITH ORDINALITY
            AS a(placement, queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, max_attempts, parent_id,
-                schedule_name, schedule_tick, id, rate_limit, rate_key, rate_weight, trace_context, ord)
+                schedule_name, schedule_tick, id, rate_limit, rate_key, rate_weight, trace_context, fairness_key, ord)
       ORDER BY a.ord) r
 WHERE r.handler_max_attempts IS NOT NULL
 ON CONFLICT DO NOTHING
@@ -281,6 +284,7 @@ type JobInsertParams struct {
 	RateKeys        []string
 	RateWeights     []int
 	TraceContexts   []string
+	FairnessKeys    []string
 }
 
 type JobInsertRow struct {
@@ -332,6 +336,7 @@ func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) ([]JobInse
 		arg.RateKeys,
 		arg.RateWeights,
 		arg.TraceContexts,
+		arg.FairnessKeys,
 	)
 	if err != nil {
 		return nil, err

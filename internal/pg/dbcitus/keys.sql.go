@@ -75,13 +75,15 @@ func (q *Queries) IdempotencyHolder(ctx context.Context, arg IdempotencyHolderPa
 
 const JobDebounceUpsert = `-- name: JobDebounceUpsert :one
 INSERT INTO jobs AS j (id, placement, queue, handler, input, priority, eligible_at, max_attempts,
-                       debounce_key, debounce_deadline, updated_at, trace_context)
+                       debounce_key, debounce_deadline, updated_at, trace_context, fairness_key)
 VALUES ($1::bigint, $2::int, $3::text, $4::text,
         $5::jsonb, $6::smallint,
         coalesce($7::timestamptz, now()) + $8::bigint * interval '1 millisecond',
         $9::int, $10::text,
         coalesce($7::timestamptz, now()) + nullif($11::bigint, 0) * interval '1 millisecond',
-        now(), $12::text)
+        now(), $12::text,
+        -- a debounced job has no fairness key of its own on Citus: '' in a fair queue
+        (SELECT '' FROM queues q WHERE q.name = $3::text AND q.fairness <> 'none'))
 ON CONFLICT (debounce_key, placement) WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL
 DO UPDATE SET input = excluded.input, trace_context = excluded.trace_context,
               eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),

@@ -22,6 +22,13 @@ type ApiKey struct {
 	RevokedAt  *time.Time
 }
 
+type FairPosition struct {
+	Placement int
+	Queue     string
+	Cursor    *string
+	Credit    int
+}
+
 type FairnessKey struct {
 	Queue       string
 	Key         string

@@ -404,23 +404,28 @@ func (q *Queries) JobIDsDraw(ctx context.Context, n int) ([]int64, error) {
 
 const JobInsertChildren = `-- name: JobInsertChildren :exec
 INSERT INTO jobs (id, placement, queue, handler, input, key, priority, eligible_at, concurrency_key,
-                  max_attempts, parent_id, trace_context)
+                  max_attempts, parent_id, trace_context, fairness_key)
 SELECT c.seq * 1024 + p.placement, p.placement, coalesce(nullif(c.queue, ''), p.queue), c.handler,
        coalesce(nullif(c.input, '')::jsonb, '{}'::jsonb), nullif(c.key, ''), coalesce(nullif(c.priority, -1), 5)::smallint,
        coalesce(nullif(c.run_at, '0001-01-01 00:00:00+00'::timestamptz), now() + c.delay_ms * interval '1 millisecond'),
        nullif(c.concurrency_key, ''), c.max_attempts, p.id,
        -- a child continues the trace of the step that spawned it, else its parent's
-       coalesce(nullif(c.trace_context, ''), p.trace_context)
+       coalesce(nullif(c.trace_context, ''), p.trace_context),
+       -- its own fairness key (which places it with its parent: citusRefusedSpawn), else its
+       -- parent's, else '' when it names a fair queue (fair_default, the caller's: a
+       -- subquery on queues here broke Citus's deparsing), where every live job has one
+       coalesce(c.fairness_key, p.fairness_key, c.fair_default)
 FROM jobs p
 JOIN ROWS FROM (unnest($1::bigint[]), unnest($2::text[]), unnest($3::bigint[]),
                 unnest($4::text[]), unnest($5::text[]), unnest($6::text[]),
                 unnest($7::text[]), unnest($8::int[]), unnest($9::timestamptz[]),
                 unnest($10::bigint[]), unnest($11::text[]), unnest($12::int[]),
-                unnest($13::text[]))
+                unnest($13::text[]), unnest($14::text[]),
+                unnest($15::text[]))
      AS c(parent_id, parent_token, seq, queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, max_attempts,
-          trace_context)
+          trace_context, fairness_key, fair_default)
   ON p.id = c.parent_id AND p.outcome_token = c.parent_token::uuid
-WHERE p.placement = ANY ($14::int[])
+WHERE p.placement = ANY ($16::int[])
   AND p.id = ANY ($1::bigint[])
   AND p.status IN ('awaiting', 'runnable')
   AND age(p.xmin) = 0
@@ -440,6 +445,8 @@ type JobInsertChildrenParams struct {
 	ConcurrencyKeys []string
 	MaxAttempts     []int
 	TraceContexts   []string
+	FairnessKeys    []string
+	FairDefaults    []string
 	Placements      []int
 }
 
@@ -471,6 +478,8 @@ func (q *Queries) JobInsertChildren(ctx context.Context, arg JobInsertChildrenPa
 		arg.ConcurrencyKeys,
 		arg.MaxAttempts,
 		arg.TraceContexts,
+		arg.FairnessKeys,
+		arg.FairDefaults,
 		arg.Placements,
 	)
 	return err

@@ -67,9 +67,10 @@ func (q *Queries) JobReplay(ctx context.Context, arg JobReplayParams) (int64, er
 const JobRerun = `-- name: JobRerun :one
 WITH inserted AS (
     INSERT INTO jobs (queue, handler, priority, input, max_attempts, key, concurrency_key,
-                      rate_limit, rate_key, rate_weight, extra_rate_limits, rerun_of)
+                      rate_limit, rate_key, rate_weight, extra_rate_limits, rerun_of, fairness_key)
     SELECT o.queue, o.handler, o.priority, coalesce($1::jsonb, o.input), o.max_attempts,
-           o.key, o.concurrency_key, o.rate_limit, o.rate_key, o.rate_weight, o.extra_rate_limits, o.id
+           o.key, o.concurrency_key, o.rate_limit, o.rate_key, o.rate_weight, o.extra_rate_limits, o.id,
+           coalesce(o.fairness_key, CASE WHEN o.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none') THEN '' END)
     FROM jobs o
     WHERE o.id = $2::bigint AND o.status IN ('done', 'failed', 'cancelled')
     RETURNING jobs.id, jobs.queue
@@ -87,7 +88,8 @@ type JobRerunParams struct {
 
 // Inserts a new job that runs finished job id (done, failed or cancelled) again from its
 // first step, with input input (the old job's when NULL), linked by rerun_of: the same
-// handler, queue, priority, attempts, key, concurrency key and rate limits; not its parent
+// handler, queue, priority, attempts, key, concurrency key, rate limits and fairness key
+// (” in a queue made fair since: every live job of a fair queue has one); not its parent
 // (a rerun is a job of its own), schedule, debounce or idempotency key. No row when the
 // job is live; a live job holding its key makes it fail (jobs_live_key: 409).
 // Index use: jobs_pkey for the old job; the insert's own index entries. Not on a hot path.

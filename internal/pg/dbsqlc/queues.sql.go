@@ -206,10 +206,10 @@ func (q *Queries) FairnessKeyTop(ctx context.Context, arg FairnessKeyTopParams) 
 }
 
 const FairnessKeyUpsert = `-- name: FairnessKeyUpsert :one
-INSERT INTO fairness_keys AS k (queue, key, weight, max_in_flight)
-VALUES ($1::text, $2::text, coalesce($3::int, 1), $4::int)
+INSERT INTO fairness_keys AS k (queue, key, weight, max_in_flight, updated_at)
+VALUES ($1::text, $2::text, coalesce($3::int, 1), $4::int, now())
 ON CONFLICT (queue, key) DO UPDATE
-SET weight = excluded.weight, max_in_flight = excluded.max_in_flight, updated_at = now()
+SET weight = excluded.weight, max_in_flight = excluded.max_in_flight, updated_at = excluded.updated_at
 RETURNING k.queue, k.key, k.weight, k.max_in_flight, k.created_at, k.updated_at
 `
 
@@ -221,7 +221,8 @@ type FairnessKeyUpsertParams struct {
 }
 
 // Sets a fairness key's settings in a queue, all of them (a PUT): weight (NULL: 1) and
-// cap (NULL: none).
+// cap (NULL: none). (The clock is read in VALUES: Citus refuses a function that is not
+// immutable in DO UPDATE SET.)
 func (q *Queries) FairnessKeyUpsert(ctx context.Context, arg FairnessKeyUpsertParams) (FairnessKey, error) {
 	row := q.db.QueryRow(ctx, FairnessKeyUpsert,
 		arg.Queue,

@@ -58,11 +58,12 @@ ON CONFLICT (name) DO NOTHING;
 
 -- name: FairnessKeyUpsert :one
 -- Sets a fairness key's settings in a queue, all of them (a PUT): weight (NULL: 1) and
--- cap (NULL: none).
-INSERT INTO fairness_keys AS k (queue, key, weight, max_in_flight)
-VALUES (sqlc.arg(queue)::text, sqlc.arg(key)::text, coalesce(sqlc.narg(weight)::int, 1), sqlc.narg(max_in_flight)::int)
+-- cap (NULL: none). (The clock is read in VALUES: Citus refuses a function that is not
+-- immutable in DO UPDATE SET.)
+INSERT INTO fairness_keys AS k (queue, key, weight, max_in_flight, updated_at)
+VALUES (sqlc.arg(queue)::text, sqlc.arg(key)::text, coalesce(sqlc.narg(weight)::int, 1), sqlc.narg(max_in_flight)::int, now())
 ON CONFLICT (queue, key) DO UPDATE
-SET weight = excluded.weight, max_in_flight = excluded.max_in_flight, updated_at = now()
+SET weight = excluded.weight, max_in_flight = excluded.max_in_flight, updated_at = excluded.updated_at
 RETURNING k.*;
 
 -- name: FairnessKeyDelete :one

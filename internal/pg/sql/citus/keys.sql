@@ -32,13 +32,15 @@ WHERE k.placement = sqlc.arg(placement)::int AND k.key = sqlc.arg(idempotency_ke
 -- concurrent inserts of a key make one job. The id is drawn by the caller: the answer's
 -- id is that id when this statement made the job. Index use: jobs_debounce.
 INSERT INTO jobs AS j (id, placement, queue, handler, input, priority, eligible_at, max_attempts,
-                       debounce_key, debounce_deadline, updated_at, trace_context)
+                       debounce_key, debounce_deadline, updated_at, trace_context, fairness_key)
 VALUES (sqlc.arg(id)::bigint, sqlc.arg(placement)::int, sqlc.arg(queue)::text, sqlc.arg(handler)::text,
         sqlc.arg(input)::jsonb, sqlc.arg(priority)::smallint,
         coalesce(sqlc.narg(as_of)::timestamptz, now()) + sqlc.arg(period_ms)::bigint * interval '1 millisecond',
         sqlc.arg(max_attempts)::int, sqlc.arg(debounce_key)::text,
         coalesce(sqlc.narg(as_of)::timestamptz, now()) + nullif(sqlc.arg(max_wait_ms)::bigint, 0) * interval '1 millisecond',
-        now(), sqlc.narg(trace_context)::text)
+        now(), sqlc.narg(trace_context)::text,
+        -- a debounced job has no fairness key of its own on Citus: '' in a fair queue
+        (SELECT '' FROM queues q WHERE q.name = sqlc.arg(queue)::text AND q.fairness <> 'none'))
 ON CONFLICT (debounce_key, placement) WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL
 DO UPDATE SET input = excluded.input, trace_context = excluded.trace_context,
               eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),

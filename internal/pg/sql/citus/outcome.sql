@@ -259,21 +259,26 @@ WHERE j.placement = ANY (sqlc.arg(placements)::int[])
 -- a join to handlers made Citus send the statement to every shard.
 -- Index use: jobs_pkey per parent.
 INSERT INTO jobs (id, placement, queue, handler, input, key, priority, eligible_at, concurrency_key,
-                  max_attempts, parent_id, trace_context)
+                  max_attempts, parent_id, trace_context, fairness_key)
 SELECT c.seq * 1024 + p.placement, p.placement, coalesce(nullif(c.queue, ''), p.queue), c.handler,
        coalesce(nullif(c.input, '')::jsonb, '{}'::jsonb), nullif(c.key, ''), coalesce(nullif(c.priority, -1), 5)::smallint,
        coalesce(nullif(c.run_at, '0001-01-01 00:00:00+00'::timestamptz), now() + c.delay_ms * interval '1 millisecond'),
        nullif(c.concurrency_key, ''), c.max_attempts, p.id,
        -- a child continues the trace of the step that spawned it, else its parent's
-       coalesce(nullif(c.trace_context, ''), p.trace_context)
+       coalesce(nullif(c.trace_context, ''), p.trace_context),
+       -- its own fairness key (which places it with its parent: citusRefusedSpawn), else its
+       -- parent's, else '' when it names a fair queue (fair_default, the caller's: a
+       -- subquery on queues here broke Citus's deparsing), where every live job has one
+       coalesce(c.fairness_key, p.fairness_key, c.fair_default)
 FROM jobs p
 JOIN ROWS FROM (unnest(sqlc.arg(parent_ids)::bigint[]), unnest(sqlc.arg(parent_tokens)::text[]), unnest(sqlc.arg(seqs)::bigint[]),
                 unnest(sqlc.arg(queues)::text[]), unnest(sqlc.arg(handlers)::text[]), unnest(sqlc.arg(inputs)::text[]),
                 unnest(sqlc.arg(keys)::text[]), unnest(sqlc.arg(priorities)::int[]), unnest(sqlc.arg(run_ats)::timestamptz[]),
                 unnest(sqlc.arg(delays_ms)::bigint[]), unnest(sqlc.arg(concurrency_keys)::text[]), unnest(sqlc.arg(max_attempts)::int[]),
-                unnest(sqlc.arg(trace_contexts)::text[]))
+                unnest(sqlc.arg(trace_contexts)::text[]), unnest(sqlc.arg(fairness_keys)::text[]),
+                unnest(sqlc.arg(fair_defaults)::text[]))
      AS c(parent_id, parent_token, seq, queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, max_attempts,
-          trace_context)
+          trace_context, fairness_key, fair_default)
   ON p.id = c.parent_id AND p.outcome_token = c.parent_token::uuid
 WHERE p.placement = ANY (sqlc.arg(placements)::int[])
   AND p.id = ANY (sqlc.arg(parent_ids)::bigint[])
