@@ -123,6 +123,10 @@ func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
 		// the reaper's probes: each task stops at the sweep's batch
 		{"JobExpiredLeasePlacements", dbcitus.JobExpiredLeasePlacements, []any{none, 100}, regexp.MustCompile(`->\s+Limit`)},
 		{"JobDueAwaitPlacements", dbcitus.JobDueAwaitPlacements, []any{none, 100}, regexp.MustCompile(`->\s+Limit`)},
+		// a page of a fair queue's keys (the dashboard): each task counts the queue's live
+		// keyed jobs by key, an aggregate over index entries, merged on the coordinator
+		{"FairnessKeyList", dbcitus.FairnessKeyList, []any{"default", "", nil, limit}, regexp.MustCompile(`Aggregate`)},
+		{"FairnessKeyTop", dbcitus.FairnessKeyTop, []any{"default", "", limit}, regexp.MustCompile(`Aggregate`)},
 	}
 	for _, f := range fanOuts {
 		plan, err := explain(f.sql, f.args)

@@ -177,8 +177,9 @@ func citusShardStatements(placements []int) []citusStatement {
 		{"JobApplyOutcomes", dbcitus.JobApplyOutcomes, []any{`[{"id": 1, "token": "00000000-0000-0000-0000-000000000000", "kind": "await", "label": "await"}]`, placements}},
 		{"StepInsertApplied", pg.CitusWithPlacements(dbcitus.StepInsertApplied, 8, placements), []any{ids, tokens, texts("done"),
 			texts("done"), ints(200), texts(""), texts("")}},
-		{"JobInsertChildren", pg.CitusWithPlacements(dbcitus.JobInsertChildren, 14, placements), []any{ids, tokens, []int64{5},
-			texts("default"), texts("h"), texts(""), texts(""), ints(-1), []time.Time{{}}, []int64{0}, texts(""), ints(0), texts("")}},
+		{"JobInsertChildren", pg.CitusWithPlacements(dbcitus.JobInsertChildren, 16, placements), []any{ids, tokens, []int64{5},
+			texts("default"), texts("h"), texts(""), texts(""), ints(-1), []time.Time{{}}, []int64{0}, texts(""), ints(0), texts(""),
+			[]*string{nil}, []*string{nil}}},
 		{"LeaseExtendMany", dbcitus.LeaseExtendMany, []any{placements, ids, tokens, int64(30000)}},
 		{"LeaseReleaseMany", dbcitus.LeaseReleaseMany, []any{placements, ids, tokens}},
 		{"LeaseGetBackoffs", dbcitus.LeaseGetBackoffs, []any{ids, tokens, placements}},
@@ -186,5 +187,9 @@ func citusShardStatements(placements []int) []citusStatement {
 		{"JobReapExpiredLeases", dbcitus.JobReapExpiredLeases, []any{ids, tokens, []int64{1000}, placements, none}},
 		{"JobWakeExpiredAwaits", dbcitus.JobWakeExpiredAwaits, []any{placements, none, 100}},
 		{"LeaseParkMany", dbcitus.LeaseParkMany, []any{placements, ids, tokens, []time.Time{{}}}},
+		// a fair queue's claim: its position's lock, then the claim (citusClaimFair)
+		{"FairPositionLock", dbcitus.FairPositionLock, []any{placements[0], "default"}},
+		{"JobClaimFair", dbcitus.JobClaimFair, []any{"nonce", int64(30000), "owner", int64(100), placements, "default", 50,
+			texts("acme"), 10, ints(2)}},
 	}
 }
