@@ -80,6 +80,9 @@ type CitusReport struct {
 	// reaper's sweeps and Citus's own daemons), then one empty queue served.
 	Paused *IdleCost `json:"citus_paused,omitempty"`
 	Idle   *IdleCost `json:"citus_idle,omitempty"`
+	// Fairness is the fair share part (-fairness) run on the Citus side: each tenant's
+	// jobs on its fairness key's shard (docs/citus.md, "Fair share").
+	Fairness *FairnessReport `json:"fairness,omitempty"`
 }
 
 // IdleCost is what the Citus side costs with nothing to run, per second of a -citus-idle
@@ -217,6 +220,11 @@ func runCitus(ctx context.Context, o options, plain nodesSide) (*CitusReport, er
 			return rep, fmt.Errorf("the Citus five-step drain: %w", err)
 		}
 		rep.Citus5 = &c5
+	}
+	if o.fairness {
+		if rep.Fairness, err = runFairness(ctx, o, coord, cs.api); err != nil {
+			return rep, fmt.Errorf("the fair share part on Citus: %w", err)
+		}
 	}
 	if o.citusIdle > 0 {
 		if rep.Paused, err = idleCost(ctx, cs, "", o.citusIdle); err != nil {

@@ -217,6 +217,9 @@ func printCitus(out io.Writer, r *CitusReport, cmp Comparison, o options) {
 			_ = w.Flush()
 		}
 	}
+	if r.Fairness != nil {
+		printFairness(out, r.Fairness, ", on Citus")
+	}
 }
 
 // jobsWhere says where a Citus drain's jobs lived: jobs by worker, and the shards.

@@ -274,8 +274,8 @@ func quantile(sorted []float64, q float64) float64 {
 	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
 }
 
-func printFairness(out io.Writer, r *FairnessReport) {
-	fmt.Fprintf(out, "\n## Fair share across tenants (docs/fairness.md)\n\n")
+func printFairness(out io.Writer, r *FairnessReport, where string) {
+	fmt.Fprintf(out, "\n## Fair share across tenants%s (docs/fairness.md)\n\n", where)
 	fmt.Fprintf(out, "Tenant A inserts %d one-step jobs; a second after its queue starts, %d tenants insert %d each.\n\n",
 		r.Backlog, r.Tenants, r.PerTenant)
 	fmt.Fprintln(out, "| fairness | others insert→done p50 s | p99 s | last s | A's steps/s meanwhile | A done by then |")

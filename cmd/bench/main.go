@@ -530,7 +530,7 @@ func run(o options) error {
 	}
 	printComparison(os.Stdout, cmp, o)
 	if fairness != nil {
-		printFairness(os.Stdout, fairness)
+		printFairness(os.Stdout, fairness, "")
 	}
 	if citus != nil {
 		printCitus(os.Stdout, citus, cmp, o)
