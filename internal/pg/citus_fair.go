@@ -131,6 +131,9 @@ func (db *DB) citusClaimFair(ctx context.Context, p FairClaimParams) ([]ClaimedJ
 			return err
 		})
 		if err != nil {
+			if ctx.Err() != nil { // not the shard's doing
+				return false
+			}
 			failed = cmp.Or(failed, translate(err))
 			db.warmth.chill(p.Queue, l.shardIDAt(shard), tried, versions[k])
 			return false

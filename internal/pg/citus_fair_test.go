@@ -159,3 +159,28 @@ func TestCitusFairCapHoldsUnderConcurrentClaims(t *testing.T) {
 		}
 	}
 }
+
+// gendurable_enqueue refuses to run on a worker node, where a key's lock would exclude
+// nobody (the inserts of keyed jobs take it on the coordinator), and writes nothing.
+func TestCitusSQLEnqueueRefusedOnAWorker(t *testing.T) {
+	citusOnly(t)
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	fairQueue(t, db, "fair")
+	on, err := db.QueryShardStrings(ctx, 0, `SELECT citus_is_coordinator()::text`)
+	if err != nil || len(on) != 1 || on[0][0] != "false" {
+		t.Fatalf("shard 0's statements run where citus_is_coordinator() is %v (%v); want a worker", on, err)
+	}
+	_, err = db.QueryShardStrings(ctx, 0, `SELECT gendurable_enqueue('h', '{}', '{"key": "order-1"}')::text`)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "0A000" || !strings.Contains(pgErr.Message, "coordinator") {
+		t.Fatalf("gendurable_enqueue on a worker: %v; want 0A000 naming the coordinator", err)
+	}
+	if n, err := db.QueryInt(ctx, `SELECT count(*) FROM jobs`); err != nil || n != 0 {
+		t.Fatalf("the refused call wrote %d jobs (%v)", n, err)
+	}
+	if _, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}', '{"key": "order-1"}')`); err != nil {
+		t.Fatalf("gendurable_enqueue on the coordinator: %v", err)
+	}
+}

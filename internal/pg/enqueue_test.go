@@ -363,3 +363,39 @@ func valueOrZero(n *pgconn.Notification) pgconn.Notification {
 	}
 	return *n
 }
+
+// A caller in a REPEATABLE READ transaction whose snapshot predates a job that took a key
+// fails with a serialization failure when it enqueues the key, rather than making a second
+// live job of it: on plain PostgreSQL the unique index meets the row its snapshot missed;
+// on Citus the same for a key at its own placement, and for a displaced key (beside a
+// concurrency key) the key's holder row (migrations/citus/0029).
+func TestSQLEnqueueUnderRepeatableReadMeetsTheKeysLaterHolder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := enqueueDB(t)
+	for _, c := range []struct{ key, options string }{
+		{"order-1", `{"key": "order-1"}`},
+		{"order-2", `{"key": "order-2", "concurrency_key": "user-2"}`},
+	} {
+		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `SELECT count(*) FROM jobs`); err != nil { // the snapshot
+			t.Fatal(err)
+		}
+		if _, err := db.JobInsertMany(ctx, []pg.JobInsert{{Queue: "default", Handler: "h", Key: &c.key}}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = tx.Exec(ctx, `SELECT gendurable_enqueue('h', '{}', $1::jsonb)`, c.options)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "40001" {
+			t.Errorf("%s: enqueued in a snapshot that missed the key's holder: %v; want a serialization failure (40001)", c.options, err)
+		}
+		_ = tx.Rollback(ctx)
+		live, err := db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE key = $1 AND status IN ('runnable', 'executing', 'awaiting')`, c.key)
+		if err != nil || live != 1 {
+			t.Fatalf("%s: %d live jobs of the key (%v), want 1", c.options, live, err)
+		}
+	}
+}

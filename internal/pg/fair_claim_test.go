@@ -291,3 +291,27 @@ func TestSQLEnqueueFairnessKey(t *testing.T) {
 		t.Fatalf("refused calls wrote %d jobs (%v)", after-before, err)
 	}
 }
+
+// Turning a queue fair gives its live jobs without a key the default key "", so the fair
+// claim takes them (it reads only keyed jobs). On Citus they stay where they were.
+func TestFairClaimTakesTheJobsOfBeforeTheQueueWasFair(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://example.test/", NewSecret: "whsec_x"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // three batches: on Citus, three shards
+		insertFor(t, db, "late", nil, 2)
+	}
+	insertFor(t, db, "late", str("acme"), 2)
+	fairQueue(t, db, "late")
+	keyless, err := db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE queue = 'late' AND fairness_key IS NULL`)
+	if err != nil || keyless != 0 {
+		t.Fatalf("%d live jobs of the queue made fair have no key (%v)", keyless, err)
+	}
+	db.WarmShards("late")
+	if got := claimedKeys(t, db, "late", 20, 20, "p1"); !maps.Equal(got, map[string]int{"": 6, "acme": 2}) {
+		t.Fatalf("the fair claim took %v; want the 6 jobs of before with the default key and acme's 2", got)
+	}
+}

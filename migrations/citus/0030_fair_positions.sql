@@ -11,7 +11,8 @@
 --
 -- gendurable_enqueue takes the fairness_key option here too (0027 on plain PostgreSQL):
 -- the function of citus/0029 with the key validated, '' by default in a fair queue, and the
--- key placing the job.
+-- key placing the job. It refuses to run on a worker node, where a key's lock would
+-- exclude nobody.
 
 -- The function below is created after the table is distributed, in one transaction: its
 -- shards must be made over one connection per node.
@@ -65,6 +66,13 @@ DECLARE
     job_fairness_key text;
     job_queue_fair boolean;
 BEGIN
+    -- On a worker (Citus copies the function to every node) the key's lock would exclude
+    -- nobody: the inserts and revivals of keyed jobs take it on the coordinator.
+    IF NOT citus_is_coordinator() THEN
+        RAISE EXCEPTION 'gendurable_enqueue runs on the Citus coordinator, not on a worker node'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'connect to the coordinator (docs/sql-enqueue.md): a job''s key is locked there';
+    END IF;
     IF jsonb_typeof(opts) <> 'object' THEN
         PERFORM gendurable_enqueue_refuse('options', format('must be a JSON object, got %s', opts));
     END IF;
