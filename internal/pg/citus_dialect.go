@@ -454,8 +454,8 @@ type citusChildKeyHolders struct {
 
 // citusChildKeys takes the locks of the children's keys in tx and reads their holders: a
 // key held by a live job, or named by two children, refuses the spawn with ErrConflict.
-// It answers the keys that live away from their placement (the child's is its
-// parent's), with the ids the children will have (seq * 1024 + that placement).
+// It answers the children's keys with the ids the children will have (seq * 1024 + their
+// parent's placement), each named its key's holder (every keyed job is: citusInsertTx).
 func (db *DB) citusChildKeys(ctx context.Context, tx pgx.Tx, c *citusSpawnChildren) (citusChildKeyHolders, error) {
 	var out citusChildKeyHolders
 	l, err := db.layout(ctx)
@@ -489,9 +489,8 @@ func (db *DB) citusChildKeys(ctx context.Context, tx pgx.Tx, c *citusSpawnChildr
 			return out, fmt.Errorf("%w: a live job holds the key %q", ErrConflict, k)
 		}
 		seen[k] = true
-		if at := l.PlacementOfID(c.ParentIds[i]); at != PlacementOfKey(k) {
-			out.keys, out.ids = append(out.keys, k), append(out.ids, c.Seqs[i]*Placements+int64(at))
-		}
+		at := l.PlacementOfID(c.ParentIds[i])
+		out.keys, out.ids = append(out.keys, k), append(out.ids, c.Seqs[i]*Placements+int64(at))
 	}
 	return out, nil
 }
@@ -565,9 +564,7 @@ func (db *DB) citusChildren(ctx context.Context, placements []int, recs []Outcom
 			return nil, nil, translate(err)
 		}
 		for i, q := range c.Queues {
-			if slices.Contains(fair, q) {
-				c.FairDefaults[i] = new(string)
-			}
+			c.FairDefaults[i] = fairnessDefault(fair, q)
 		}
 	}
 	for i, name := range c.Handlers {

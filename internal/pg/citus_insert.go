@@ -274,14 +274,18 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 			return nil, nil, err
 		}
 		inserted := citusMatchInserted(items, order, p.Placements, ids, rows)
-		var displacedKeys []string
-		var displacedIDs []int64
+		// Every keyed job is named its key's holder, displaced or not: a caller of
+		// gendurable_enqueue in a REPEATABLE READ transaction whose snapshot missed this
+		// job then meets the row's new version, a serialization failure, wherever its own
+		// job lives (TestSQLEnqueueUnderRepeatableReadMeetsTheKeysLaterHolder).
+		var heldKeys []string
+		var holderIDs []int64
 		for _, i := range inserted {
-			if it := &items[i.item]; displacedKey(it, placements[i.item]) {
-				displacedKeys, displacedIDs = append(displacedKeys, *it.Key), append(displacedIDs, rows[i.row].ID)
+			if it := &items[i.item]; it.Key != nil && it.Debounce == nil {
+				heldKeys, holderIDs = append(heldKeys, *it.Key), append(holderIDs, rows[i.row].ID)
 			}
 		}
-		if err := citusPutKeyHolders(ctx, q, displacedKeys, displacedIDs); err != nil {
+		if err := citusPutKeyHolders(ctx, q, heldKeys, holderIDs); err != nil {
 			return nil, nil, err
 		}
 		for _, i := range inserted {
@@ -546,6 +550,15 @@ func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 	if len(keys) == 0 {
 		return nil
 	}
+	// A fair queue's jobs all have a fairness key: a debounced one gets the default key.
+	var queues []string
+	for _, key := range keys {
+		queues = append(queues, items[last[key]].Queue)
+	}
+	fair, err := dbcitus.New(tx).QueuesFair(ctx, queues)
+	if err != nil {
+		return err
+	}
 	batch := &pgx.Batch{}
 	for _, key := range keys {
 		it, f := &items[last[key]], firstOf[key]
@@ -555,7 +568,7 @@ func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		}
 		batch.Queue(dbcitus.JobDebounceUpsert, ids[f], placements[f], it.Queue, it.Handler, input, valueOr(it.Priority, 5),
 			opts.AsOf, it.Debounce.Period.Milliseconds(), valueOr(it.MaxAttempts, maxAttempts[it.Handler]), key,
-			it.Debounce.MaxWait.Milliseconds(), it.TraceContext)
+			it.Debounce.MaxWait.Milliseconds(), it.TraceContext, fairnessDefault(fair, it.Queue))
 	}
 	results := tx.SendBatch(ctx, batch)
 	jobOf := map[string]int64{}
@@ -655,4 +668,13 @@ func (db *DB) citusScheduleFire(ctx context.Context, f ScheduleFire) (ScheduleFi
 		return fired, nil
 	}
 	return fired, db.citusNotify(ctx, []citusWake{{queue: queue, placement: PlacementOfKey(f.Name)}})
+}
+
+// fairnessDefault is the fairness key of a job of queue that has none: "" when queue is
+// among the fair ones, else none.
+func fairnessDefault(fair []string, queue string) *string {
+	if slices.Contains(fair, queue) {
+		return new(string)
+	}
+	return nil
 }

@@ -75,7 +75,8 @@ func (db *DB) citusKeysHeld(ctx context.Context, tx pgx.Tx, l *citusLayout, keys
 			}
 			if pass == 0 {
 				held[key] = id
-			} else if _, live := held[key]; !live {
+			} else if _, live := held[key]; !live && l.PlacementOfID(id) != placement {
+				// (a row naming a job at the key's placement: the first read covered it)
 				holders = append(holders, id)
 				holderKey[id] = key
 			}
@@ -155,7 +156,8 @@ func (db *DB) citusDisplacedHolder(ctx context.Context, q *dbcitus.Queries, key 
 
 // citusRevive runs revive, which makes job id (at placement) live again, in a transaction
 // that first takes its key's lock and checks that no other live job holds the key
-// (ErrConflict otherwise); a job whose key is displaced is named its key's holder. The
+// (ErrConflict otherwise); the job is named its key's holder (every write that makes a
+// keyed job live writes the row: see citusInsertTx). The
 // job's key is read first (nil: no key, nothing to check). revive returns the job that
 // now holds the key (id, or the new job of a rerun).
 func (db *DB) citusRevive(ctx context.Context, id int64, placement int,
@@ -185,7 +187,7 @@ func (db *DB) citusRevive(ctx context.Context, id int64, placement int,
 			return fmt.Errorf("%w: a live job holds the key %q", ErrConflict, *key)
 		}
 		holder, err := revive(q)
-		if err != nil || placement == PlacementOfKey(*key) {
+		if err != nil {
 			return err
 		}
 		return citusPutKeyHolders(ctx, q, []string{*key}, []int64{holder})

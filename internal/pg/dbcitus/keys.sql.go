@@ -82,8 +82,9 @@ VALUES ($1::bigint, $2::int, $3::text, $4::text,
         $9::int, $10::text,
         coalesce($7::timestamptz, now()) + nullif($11::bigint, 0) * interval '1 millisecond',
         now(), $12::text,
-        -- a debounced job has no fairness key of its own on Citus: '' in a fair queue
-        (SELECT '' FROM queues q WHERE q.name = $3::text AND q.fairness <> 'none'))
+        -- a debounced job has no fairness key of its own on Citus: '' in a fair queue (the
+        -- caller's: Citus refuses a subquery in an INSERT)
+        $13::text)
 ON CONFLICT (debounce_key, placement) WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL
 DO UPDATE SET input = excluded.input, trace_context = excluded.trace_context,
               eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),
@@ -104,6 +105,7 @@ type JobDebounceUpsertParams struct {
 	DebounceKey  string
 	MaxWaitMs    int64
 	TraceContext *string
+	FairnessKey  *string
 }
 
 // JobInsertMany's debounced insert (sql/jobs.sql) for one debounce key at its placement:
@@ -126,6 +128,7 @@ func (q *Queries) JobDebounceUpsert(ctx context.Context, arg JobDebounceUpsertPa
 		arg.DebounceKey,
 		arg.MaxWaitMs,
 		arg.TraceContext,
+		arg.FairnessKey,
 	)
 	var id int64
 	err := row.Scan(&id)

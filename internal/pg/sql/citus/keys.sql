@@ -39,8 +39,9 @@ VALUES (sqlc.arg(id)::bigint, sqlc.arg(placement)::int, sqlc.arg(queue)::text, s
         sqlc.arg(max_attempts)::int, sqlc.arg(debounce_key)::text,
         coalesce(sqlc.narg(as_of)::timestamptz, now()) + nullif(sqlc.arg(max_wait_ms)::bigint, 0) * interval '1 millisecond',
         now(), sqlc.narg(trace_context)::text,
-        -- a debounced job has no fairness key of its own on Citus: '' in a fair queue
-        (SELECT '' FROM queues q WHERE q.name = sqlc.arg(queue)::text AND q.fairness <> 'none'))
+        -- a debounced job has no fairness key of its own on Citus: '' in a fair queue (the
+        -- caller's: Citus refuses a subquery in an INSERT)
+        sqlc.narg(fairness_key)::text)
 ON CONFLICT (debounce_key, placement) WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL
 DO UPDATE SET input = excluded.input, trace_context = excluded.trace_context,
               eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),
