@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,8 +20,8 @@ import (
 // claimed shard after shard, as every queue is, and on each shard its fairness keys take
 // turns from that shard's position. A fairness key places its jobs (FairnessPlacement),
 // so the key's cap counts its executing steps on one shard. Across shards a claim is
-// shared out by the weights of the keys each shard held at its last claim, and the next
-// claim starts at the shard after the last one that gave rows. A key's share of the
+// shared out by the weights of the keys each shard held at its last claim, in a round
+// that goes on where the last claim stopped. A key's share of the
 // process's slots counts the keys it runs steps of on other shards.
 
 // citusFairShards is the round robin of each fair queue's claims over the shards on
@@ -110,6 +111,22 @@ func (db *DB) citusClaimFair(ctx context.Context, p FairClaimParams) ([]ClaimedJ
 			return nil, nil
 		}
 	}
+	// The shards in ring order from the one whose turn it is: a shard whose cold mark
+	// expired takes its turn where it stands, not after every warm shard (where a batch
+	// the warm shards fill would never reach it, and its keys would wait as long as the
+	// others have work).
+	order := make([]int, len(visit))
+	for k := range order {
+		order[k] = k
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Compare((visit[a]-cursor+n)%n, (visit[b]-cursor+n)%n)
+	})
+	ringVisit, ringVersions := make([]int, len(visit)), make([]uint64, len(visit))
+	for k, i := range order {
+		ringVisit[k], ringVersions[k] = visit[i], versions[i]
+	}
+	visit, versions = ringVisit, ringVersions
 	nonce := make([]byte, 16)
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, err

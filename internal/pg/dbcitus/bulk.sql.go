@@ -153,7 +153,9 @@ target AS (
                (SELECT count(*) FROM jobs c
                 WHERE c.placement = ANY ($1::int[]) AND c.parent_id = j.id
                   AND (c.status IN ('runnable', 'executing', 'awaiting') OR c.id IN (SELECT p.id FROM picked p)))
-           END AS live_children
+           END AS live_children,
+           -- the default key for a job of a queue made fair since it ran (JobRetry)
+           (SELECT '' FROM queues q WHERE q.name = j.queue AND q.fairness <> 'none') AS fair_default
     FROM jobs j JOIN picked p ON p.id = j.id
     WHERE j.placement = ANY ($1::int[]) AND j.status IN ('failed', 'cancelled')
     ORDER BY j.id
@@ -177,6 +179,7 @@ retried AS (
         error = CASE WHEN t.cancelled_while IN ('awaiting_signal', 'awaiting_children') THEN NULL
                      ELSE j.error END,
         attempt = 0, finished_at = NULL, cancel_requested = false, cancelled_while = NULL,
+        fairness_key = coalesce(j.fairness_key, t.fair_default),
         updated_at = t.now
     FROM target t
     WHERE j.placement = ANY ($1::int[]) AND j.id = t.id

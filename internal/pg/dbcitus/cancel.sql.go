@@ -93,9 +93,13 @@ WITH target AS (
                (SELECT count(*) FROM jobs c
                 WHERE c.placement = $1::int AND c.parent_id = j.id
                   AND c.status IN ('runnable', 'executing', 'awaiting'))
-           END AS live_children
+           END AS live_children,
+           -- the default key for a job of a queue made fair since it last ran (every live
+           -- job of a fair queue has one: the fair claim reads only keyed jobs)
+           (SELECT '' FROM queues q WHERE q.name = j.queue AND q.fairness <> 'none') AS fair_default
     FROM jobs j
-    WHERE j.placement = $1::int AND j.id = $2::bigint AND j.status IN ('failed', 'cancelled')
+    WHERE j.placement = $1::int AND j.id = $2::bigint
+ AND j.status IN ('failed', 'cancelled')
     FOR UPDATE
 ),
 retried AS (
@@ -116,6 +120,7 @@ retried AS (
         error = CASE WHEN t.cancelled_while IN ('awaiting_signal', 'awaiting_children') THEN NULL
                      ELSE j.error END,
         attempt = 0, finished_at = NULL, cancel_requested = false, cancelled_while = NULL,
+        fairness_key = coalesce(j.fairness_key, t.fair_default),
         updated_at = t.now
     FROM target t
     WHERE j.placement = $1::int AND j.id = t.id

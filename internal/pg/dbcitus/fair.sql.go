@@ -29,8 +29,8 @@ type FairPositionLockParams struct {
 // (FairnessPlacement), so a key's cap counts its executing steps on one shard, exactly.
 // Locks the position of queue on the shard whose first placement is placement, making it
 // when it is new (an upsert's conflict locks the row it meets): the fair claims of a
-// (shard, queue) are serialised, so the JobClaimFair that follows in the same implicit
-// transaction sees every claim before it (the keys' caps exact, one position for every
+// (shard, queue) are serialised, so the JobClaimFair that follows in the same transaction
+// (an explicit block: citusClaimFairShard) sees every claim before it (the keys' caps exact, one position for every
 // server process). The update's WHERE false writes no new row version: ON CONFLICT DO
 // UPDATE locks the row it meets whether or not it updates it. A router statement.
 // Index use: fair_positions_pkey.

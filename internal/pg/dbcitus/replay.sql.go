@@ -12,7 +12,9 @@ import (
 
 const JobReplay = `-- name: JobReplay :one
 WITH target AS (
-    SELECT j.id, now() AS now
+    SELECT j.id, now() AS now,
+           -- the default key for a job of a queue made fair since it ran (JobRetry)
+           (SELECT '' FROM queues q WHERE q.name = j.queue AND q.fairness <> 'none') AS fair_default
     FROM jobs j
     WHERE j.placement = $1::int AND j.id = $2::bigint
       AND j.status IN ('done', 'failed', 'cancelled')
@@ -27,7 +29,8 @@ replayed AS (
     SET status = 'runnable', eligible_at = t.now, step = $3::int, attempt = 0,
         state = $4::jsonb, result = NULL, error = NULL, wake = NULL, awaiting = NULL,
         pending_children = 0, late_signals = NULL, cancel_requested = false, cancelled_while = NULL,
-        debounce_key = NULL, debounce_deadline = NULL, finished_at = NULL, updated_at = t.now
+        debounce_key = NULL, debounce_deadline = NULL, finished_at = NULL, updated_at = t.now,
+        fairness_key = coalesce(j.fairness_key, t.fair_default)
     FROM target t
     WHERE j.placement = $1::int AND j.id = t.id
     RETURNING j.id, j.queue, j.parent_id, t.now

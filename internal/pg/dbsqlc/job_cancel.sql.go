@@ -98,9 +98,13 @@ WITH target AS (
            CASE WHEN j.status = 'cancelled' AND j.cancelled_while = 'awaiting_children' THEN
                (SELECT count(*) FROM jobs c
                 WHERE c.parent_id = j.id AND c.status IN ('runnable', 'executing', 'awaiting'))
-           END AS live_children
+           END AS live_children,
+           -- the default key for a job of a queue made fair since it last ran (every live
+           -- job of a fair queue has one: the fair claim reads only keyed jobs)
+           (SELECT '' FROM queues q WHERE q.name = j.queue AND q.fairness <> 'none') AS fair_default
     FROM jobs j
-    WHERE j.id = $1::bigint AND j.status IN ('failed', 'cancelled')
+    WHERE j.id = $1::bigint
+ AND j.status IN ('failed', 'cancelled')
     FOR UPDATE
 ),
 retried AS (
@@ -121,6 +125,7 @@ retried AS (
         error = CASE WHEN t.cancelled_while IN ('awaiting_signal', 'awaiting_children') THEN NULL
                      ELSE j.error END,
         attempt = 0, finished_at = NULL, cancel_requested = false, cancelled_while = NULL,
+        fairness_key = coalesce(j.fairness_key, t.fair_default),
         updated_at = now()
     FROM target t
     WHERE j.id = t.id

@@ -12,7 +12,9 @@ import (
 
 const JobReplay = `-- name: JobReplay :one
 WITH target AS (
-    SELECT j.id
+    SELECT j.id,
+           -- the default key for a job of a queue made fair since it ran (JobRetry)
+           (SELECT '' FROM queues q WHERE q.name = j.queue AND q.fairness <> 'none') AS fair_default
     FROM jobs j
     WHERE j.id = $1::bigint AND j.status IN ('done', 'failed', 'cancelled')
       AND $2::int BETWEEN 0 AND j.step
@@ -25,7 +27,8 @@ replayed AS (
     SET status = 'runnable', eligible_at = now(), step = $2::int, attempt = 0,
         state = $3::jsonb, result = NULL, error = NULL, wake = NULL, awaiting = NULL,
         pending_children = 0, late_signals = NULL, cancel_requested = false, cancelled_while = NULL,
-        debounce_key = NULL, debounce_deadline = NULL, finished_at = NULL, updated_at = now()
+        debounce_key = NULL, debounce_deadline = NULL, finished_at = NULL, updated_at = now(),
+        fairness_key = coalesce(j.fairness_key, t.fair_default)
     FROM target t
     WHERE j.id = t.id
     RETURNING j.id, j.queue, j.parent_id

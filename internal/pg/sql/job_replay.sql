@@ -9,7 +9,9 @@
 -- replayed child of a parent still waiting for its children counts as pending again.
 -- Index use: jobs_pkey; jobs_parent for the live-children check. Not on a hot path.
 WITH target AS (
-    SELECT j.id
+    SELECT j.id,
+           -- the default key for a job of a queue made fair since it ran (JobRetry)
+           (SELECT '' FROM queues q WHERE q.name = j.queue AND q.fairness <> 'none') AS fair_default
     FROM jobs j
     WHERE j.id = sqlc.arg(id)::bigint AND j.status IN ('done', 'failed', 'cancelled')
       AND sqlc.arg(from_step)::int BETWEEN 0 AND j.step
@@ -22,7 +24,8 @@ replayed AS (
     SET status = 'runnable', eligible_at = now(), step = sqlc.arg(from_step)::int, attempt = 0,
         state = sqlc.narg(state)::jsonb, result = NULL, error = NULL, wake = NULL, awaiting = NULL,
         pending_children = 0, late_signals = NULL, cancel_requested = false, cancelled_while = NULL,
-        debounce_key = NULL, debounce_deadline = NULL, finished_at = NULL, updated_at = now()
+        debounce_key = NULL, debounce_deadline = NULL, finished_at = NULL, updated_at = now(),
+        fairness_key = coalesce(j.fairness_key, t.fair_default)
     FROM target t
     WHERE j.id = t.id
     RETURNING j.id, j.queue, j.parent_id

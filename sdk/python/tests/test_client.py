@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import unittest
 import urllib.request
 
@@ -109,14 +108,6 @@ class CallsTest(unittest.TestCase):
     def test_a_fair_queue_keeps_each_jobs_fairness_key(self):
         handler, q = self.parked("fair")
         self.assertEqual(self.c.get_queue(q)["fairness"], "none")
-        if os.environ.get("GENDURABLE_TEST_ON_CITUS"):
-            # Fair share is not offered on Citus yet: a 422 naming the field, nothing set.
-            with self.assertRaises(ProblemError) as cm:
-                self.c.put_queue(q, fairness="round_robin")
-            self.assertEqual(cm.exception.status, 422)
-            self.assertIn("fairness", str(cm.exception))
-            self.assertEqual(self.c.get_queue(q)["fairness"], "none")
-            return
         self.assertEqual(self.c.put_queue(q, fairness="round_robin")["fairness"], "round_robin")
         one = self.c.insert_job(handler, queue=q, fairness_key="acme")
         many = self.c.insert_jobs([{"handler": handler, "queue": q, "fairness_key": "globex"}])
