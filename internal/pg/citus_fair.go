@@ -21,8 +21,8 @@ import (
 // turns from that shard's position. A fairness key places its jobs (FairnessPlacement),
 // so the key's cap counts its executing steps on one shard. Across shards a claim is
 // shared out by the weights of the keys each shard held at its last claim, in a round
-// that goes on where the last claim stopped. A key's share of the
-// process's slots counts the keys it runs steps of on other shards.
+// that goes on where the last claim stopped. A key's share of the process's slots counts
+// the keys with work on other shards.
 
 // citusFairShards is the round robin of each fair queue's claims over the shards on
 // Citus: what each shard held at its last claim that took rows (the weights of its keys
@@ -55,6 +55,20 @@ func (f *citusFairShards) round(queue string) *citusFairRound {
 		f.queues[queue] = r
 	}
 	return r
+}
+
+// elsewhere answers what the shards other than shard held at their last claims: the
+// weights of their keys, the default key aside, and whether the default key had work on
+// any of them. A key's share of the slots is counted against these beside the keys found
+// on shard.
+func (r *citusFairRound) elsewhere(shard int) (weights int, defaultKey bool) {
+	for s, f := range r.found {
+		if s != shard {
+			weights += f.weights
+			defaultKey = defaultKey || f.defaultKey
+		}
+	}
+	return weights, defaultKey
 }
 
 // weights answers each shard's weight in queue's round: the weights of the keys last
@@ -143,8 +157,12 @@ func (db *DB) citusClaimFair(ctx context.Context, p FairClaimParams) ([]ClaimedJ
 		tried := time.Now()
 		var got []ClaimedJob
 		var found citusFairShard
+		db.fairShards.mu.Lock()
+		elsewhere, defaultElsewhere := db.fairShards.round(p.Queue).elsewhere(shard)
+		db.fairShards.mu.Unlock()
 		err := db.onShard(ctx, l, shard, func(ctx context.Context, q shardQuerier) (err error) {
-			got, found, err = citusClaimFairShard(ctx, q, l.shardPlacements(shard), p, want, own, hex.EncodeToString(nonce))
+			got, found, err = citusClaimFairShard(ctx, q, l.shardPlacements(shard), p, want, own, elsewhere,
+				defaultElsewhere, hex.EncodeToString(nonce))
 			return err
 		})
 		if err != nil {
@@ -247,7 +265,7 @@ func (db *DB) citusClaimFair(ctx context.Context, p FairClaimParams) ([]ClaimedJ
 // position and the claim in one transaction, one round trip. It
 // answers the rows and what the shard holds (when it answered rows).
 func citusClaimFairShard(ctx context.Context, q shardQuerier, placements []int, p FairClaimParams, want int,
-	own map[string]int, nonce string) (got []ClaimedJob, found citusFairShard, err error) {
+	own map[string]int, elsewhere int, defaultElsewhere bool, nonce string) (got []ClaimedJob, found citusFairShard, err error) {
 	keys, counts := make([]string, 0, len(own)), make([]int, 0, len(own))
 	for k, v := range own {
 		keys, counts = append(keys, k), append(counts, v)
@@ -259,7 +277,7 @@ func citusClaimFairShard(ctx context.Context, q shardQuerier, placements []int, 
 	b.Queue(dbcitus.FairPositionLock, placements[0], p.Queue)
 	// (in dbcitus.JobClaimFairParams' order)
 	b.Queue(dbcitus.JobClaimFair, nonce, p.LeaseTTL.Milliseconds(), p.Owner, int64(p.SignalCap), placements, p.Queue,
-		want, keys, p.Slots, counts)
+		want, keys, elsewhere, defaultElsewhere, p.Slots, counts)
 	b.Queue("COMMIT")
 	br := q.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()

@@ -190,6 +190,6 @@ func citusShardStatements(placements []int) []citusStatement {
 		// a fair queue's claim: its position's lock, then the claim (citusClaimFair)
 		{"FairPositionLock", dbcitus.FairPositionLock, []any{placements[0], "default"}},
 		{"JobClaimFair", dbcitus.JobClaimFair, []any{"nonce", int64(30000), "owner", int64(100), placements, "default", 50,
-			texts("acme"), 10, ints(2)}},
+			texts("acme"), 2, true, 10, ints(2)}},
 	}
 }

@@ -280,7 +280,10 @@ elsewhere AS (
 ),
 sizes AS (
     SELECT greatest(1, ceil($7::int / greatest(sum(f.weight), 1)::numeric))::int AS rounds,
-           greatest(sum(f.weight) + (SELECT e.weights FROM elsewhere e), 1) AS weights
+           greatest(sum(f.weight) + greatest((SELECT e.weights FROM elsewhere e),
+                                             $9::int
+                                             + CASE WHEN $10::bool AND NOT bool_or(f.key = '') THEN 1 ELSE 0 END),
+                    1) AS weights
     FROM found f WHERE f.due
 ),
 turns AS (
@@ -291,8 +294,8 @@ turns AS (
            least(CASE WHEN f.pos = 1 AND p.credit > 0 AND f.key = p.cursor
                        AND EXISTS (SELECT 1 FROM found o WHERE o.due AND o.key <> f.key) THEN p.credit
                       ELSE f.weight * z.rounds END,
-                 greatest(1, ceil($9::int * f.weight / z.weights::numeric))::int
-                   - coalesce((SELECT o.n FROM ROWS FROM (unnest($8::text[]), unnest($10::int[])) AS o(key, n)
+                 greatest(1, ceil($11::int * f.weight / z.weights::numeric))::int
+                   - coalesce((SELECT o.n FROM ROWS FROM (unnest($8::text[]), unnest($12::int[])) AS o(key, n)
                                WHERE o.key = f.key LIMIT 1), 0),
                  CASE WHEN f.cap IS NULL THEN 2147483647
                       ELSE f.cap - (SELECT count(*) FROM (
@@ -391,16 +394,18 @@ RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.
 `
 
 type JobClaimFairParams struct {
-	Nonce      string
-	LeaseTtlMs int64
-	LeaseOwner string
-	SignalCap  int64
-	Placements []int
-	Queue      string
-	MaxRows    int
-	OwnKeys    []string
-	Slots      int
-	OwnCounts  []int
+	Nonce        string
+	LeaseTtlMs   int64
+	LeaseOwner   string
+	SignalCap    int64
+	Placements   []int
+	Queue        string
+	MaxRows      int
+	OwnKeys      []string
+	OtherWeights int
+	OtherDefault bool
+	Slots        int
+	OwnCounts    []int
 }
 
 type JobClaimFairRow struct {
@@ -444,10 +449,11 @@ type JobClaimFairRow struct {
 // the plain JobClaimFair (sql/job_claim.sql) with every read of jobs on the shard, the
 // position in fair_positions, and two differences Citus asks for:
 //   - a key's share of this process's slots is counted over the weights of the keys found
-//     here and of the keys this process runs steps of that were not found here (own_keys:
-//     keys placed on other shards). A shard holding one key alone would otherwise give it
-//     every slot, and a slow key on its shard would hold the slots the others' fast steps
-//     leave.
+//     here and of the keys with work on other shards: those this process runs steps of that
+//     were not found here (own_keys), or the weights the other shards held at their last
+//     claims (other_weights), whichever is more. A shard holding one key alone would
+//     otherwise give it every slot, and a slow key on its shard would hold the slots the
+//     others' fast steps leave.
 //   - the lease token is md5(nonce || id) and the UPDATE of jobs is the top-level statement
 //     (Citus routes no volatile function in a modifying CTE: citus JobClaim).
 //   - the key the last claim stopped in takes the rest of its turn only when another key
@@ -460,6 +466,11 @@ type JobClaimFairRow struct {
 // jobs_fair_executing per capped key, fair_positions_pkey, jobs_pkey per winner.
 // The weights of the keys this process runs steps of that this shard's walk did not find
 // (their work is on other shards): they count in every key's share of the slots.
+// The keys' shares of the slots are counted over the weights found here and those with
+// work elsewhere: the keys this process runs on other shards, or the weights the other
+// shards held at their last claims (the caller's other_weights, the default key aside,
+// and other_default: whether it had work there, counted once, unless found here),
+// whichever is more.
 func (q *Queries) JobClaimFair(ctx context.Context, arg JobClaimFairParams) ([]JobClaimFairRow, error) {
 	rows, err := q.db.Query(ctx, JobClaimFair,
 		arg.Nonce,
@@ -470,6 +481,8 @@ func (q *Queries) JobClaimFair(ctx context.Context, arg JobClaimFairParams) ([]J
 		arg.Queue,
 		arg.MaxRows,
 		arg.OwnKeys,
+		arg.OtherWeights,
+		arg.OtherDefault,
 		arg.Slots,
 		arg.OwnCounts,
 	)

@@ -21,10 +21,11 @@ ON CONFLICT (placement, queue) DO UPDATE SET credit = f.credit WHERE false;
 -- the plain JobClaimFair (sql/job_claim.sql) with every read of jobs on the shard, the
 -- position in fair_positions, and two differences Citus asks for:
 --  * a key's share of this process's slots is counted over the weights of the keys found
---    here and of the keys this process runs steps of that were not found here (own_keys:
---    keys placed on other shards). A shard holding one key alone would otherwise give it
---    every slot, and a slow key on its shard would hold the slots the others' fast steps
---    leave.
+--    here and of the keys with work on other shards: those this process runs steps of that
+--    were not found here (own_keys), or the weights the other shards held at their last
+--    claims (other_weights), whichever is more. A shard holding one key alone would
+--    otherwise give it every slot, and a slow key on its shard would hold the slots the
+--    others' fast steps leave.
 --  * the lease token is md5(nonce || id) and the UPDATE of jobs is the top-level statement
 --    (Citus routes no volatile function in a modifying CTE: citus JobClaim).
 --  * the key the last claim stopped in takes the rest of its turn only when another key
@@ -116,9 +117,17 @@ elsewhere AS (
         LIMIT 1) k ON true
     WHERE NOT EXISTS (SELECT 1 FROM found f WHERE f.key = o.key AND f.due)
 ),
+-- The keys' shares of the slots are counted over the weights found here and those with
+-- work elsewhere: the keys this process runs on other shards, or the weights the other
+-- shards held at their last claims (the caller's other_weights, the default key aside,
+-- and other_default: whether it had work there, counted once, unless found here),
+-- whichever is more.
 sizes AS (
     SELECT greatest(1, ceil(sqlc.arg(max_rows)::int / greatest(sum(f.weight), 1)::numeric))::int AS rounds,
-           greatest(sum(f.weight) + (SELECT e.weights FROM elsewhere e), 1) AS weights
+           greatest(sum(f.weight) + greatest((SELECT e.weights FROM elsewhere e),
+                                             sqlc.arg(other_weights)::int
+                                             + CASE WHEN sqlc.arg(other_default)::bool AND NOT bool_or(f.key = '') THEN 1 ELSE 0 END),
+                    1) AS weights
     FROM found f WHERE f.due
 ),
 turns AS (
