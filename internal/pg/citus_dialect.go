@@ -48,7 +48,6 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 	if err != nil {
 		return nil, 0, err
 	}
-	n := l.shardCount()
 	db.claimCursor.mu.Lock()
 	if db.claimCursor.start == nil {
 		db.claimCursor.start = map[string]int{}
@@ -61,19 +60,9 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 	}
 	args := dbcitus.JobClaimParams{Nonce: hex.EncodeToString(nonce), LeaseTtlMs: p.LeaseTTL.Milliseconds(),
 		LeaseOwner: p.Owner, SignalCap: int64(p.SignalCap), Queue: p.Queue}
-	visit, versions, onlyExpired := db.citusShardsToVisit(l, p.Queue, start, n)
-	db.warmth.setVisitedNone(p.Queue, len(visit) == 0)
+	visit, versions := db.citusShardsToClaim(ctx, l, p.Queue, start)
 	if len(visit) == 0 {
-		return nil, 0, nil // every shard came back short a moment ago, and nothing warmed it
-	}
-	if onlyExpired {
-		probed := time.Now()
-		if ready, err := db.citusReadyExists(ctx, p.Queue); err == nil && !ready {
-			for k, shard := range visit {
-				db.warmth.chill(p.Queue, l.shardIDAt(shard), probed, versions[k])
-			}
-			return nil, 0, nil
-		}
+		return nil, 0, nil
 	}
 	last := start
 	var failed error // the first shard's failure
@@ -140,6 +129,27 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 		return nil, 0, failed
 	}
 	return claimed, keyed, nil
+}
+
+// citusShardsToClaim answers the shards a claim of queue visits from start, with their
+// warmth versions (citusShardsToVisit): none when every shard came back short a moment
+// ago and nothing warmed it, or when only shards whose cold marks expired are left and
+// one fan-out probe (citusReadyExists) says the queue has no due work (they are chilled
+// again).
+func (db *DB) citusShardsToClaim(ctx context.Context, l *citusLayout, queue string, start int) (visit []int, versions []uint64) {
+	visit, versions, onlyExpired := db.citusShardsToVisit(l, queue, start, l.shardCount())
+	db.warmth.setVisitedNone(queue, len(visit) == 0)
+	if len(visit) == 0 || !onlyExpired {
+		return visit, versions
+	}
+	probed := time.Now()
+	if ready, err := db.citusReadyExists(ctx, queue); err == nil && !ready {
+		for k, shard := range visit {
+			db.warmth.chill(queue, l.shardIDAt(shard), probed, versions[k])
+		}
+		return nil, nil
+	}
+	return visit, versions
 }
 
 // citusExpiredPerClaim is how many shards whose cold marks expired a claim that also has
@@ -550,32 +560,24 @@ func (db *DB) citusChildren(ctx context.Context, placements []int, recs []Outcom
 		return nil, nil, translate(err)
 	}
 	c.Seqs = seqs
-	handlers, err := dbcitus.New(db.pool).HandlerMaxAttempts(ctx, c.Handlers)
+	// A child that names a fair queue and has no fairness key, nor a parent with one, gets
+	// the default key "" (its parent's queue, when it names none, is fair only if the
+	// parent has a key, which it then inherits).
+	handlers, fair, err := citusInsertDefaults(ctx, dbcitus.New(db.pool), c.Handlers, queues)
 	if err != nil {
 		return nil, nil, translate(err)
 	}
 	c.FairDefaults = make([]*string, len(c.Queues))
-	if len(queues) > 0 {
-		// A child that names a fair queue and has no fairness key, nor a parent with one,
-		// gets the default key "" (its parent's queue, when it names none, is fair only
-		// if the parent has a key, which it then inherits).
-		fair, err := dbcitus.New(db.pool).QueuesFair(ctx, queues)
-		if err != nil {
-			return nil, nil, translate(err)
-		}
-		for i, q := range c.Queues {
-			c.FairDefaults[i] = fairnessDefault(fair, q)
-		}
+	for i, q := range c.Queues {
+		c.FairDefaults[i] = fairnessDefault(fair, q)
 	}
 	for i, name := range c.Handlers {
 		if c.MaxAttempts[i] > 0 {
 			continue
 		}
 		c.MaxAttempts[i] = 5 // an unregistered handler: the column's default, as the plain statement
-		for _, h := range handlers {
-			if h.Name == name {
-				c.MaxAttempts[i] = h.MaxAttempts
-			}
+		if m, ok := handlers[name]; ok {
+			c.MaxAttempts[i] = m
 		}
 	}
 	return &c, queues, nil

@@ -111,19 +111,9 @@ func (db *DB) citusClaimFair(ctx context.Context, p FairClaimParams) ([]ClaimedJ
 	r := db.fairShards.round(p.Queue)
 	cursor, credit := r.cursor%n, r.credit
 	db.fairShards.mu.Unlock()
-	visit, versions, onlyExpired := db.citusShardsToVisit(l, p.Queue, cursor, n)
-	db.warmth.setVisitedNone(p.Queue, len(visit) == 0)
+	visit, versions := db.citusShardsToClaim(ctx, l, p.Queue, cursor)
 	if len(visit) == 0 {
 		return nil, nil
-	}
-	if onlyExpired {
-		probed := time.Now()
-		if ready, err := db.citusReadyExists(ctx, p.Queue); err == nil && !ready {
-			for k, shard := range visit {
-				db.warmth.chill(p.Queue, l.shardIDAt(shard), probed, versions[k])
-			}
-			return nil, nil
-		}
 	}
 	// The shards in ring order from the one whose turn it is: a shard whose cold mark
 	// expired takes its turn where it stands, not after every warm shard (where a batch

@@ -198,7 +198,7 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		if ids, err = db.citusDrawIDs(ctx, q, placements); err != nil {
 			return nil, nil, err
 		}
-		maxAttempts, err := db.citusHandlerMaxAttempts(ctx, q, items)
+		maxAttempts, fair, err := citusDebounceDefaults(ctx, q, items)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -206,7 +206,7 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 			return nil, nil, err
 		}
 		// A debounced job waits a period: nothing to wake.
-		if err := db.citusDebounce(ctx, tx, items, placements, ids, maxAttempts, opts, toInsert, answerByID); err != nil {
+		if err := db.citusDebounce(ctx, tx, items, placements, ids, maxAttempts, fair, opts, toInsert, answerByID); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -428,39 +428,41 @@ func (db *DB) citusDrawIDs(ctx context.Context, q *dbcitus.Queries, placements [
 	return ids, nil
 }
 
-// citusHandlerMaxAttempts reads the max_attempts of the debounced items' handlers (a
-// reference table, on the coordinator); nothing when no item is debounced. An unknown
-// handler is left out: JobInsert or the check after it refuses the batch.
-func (db *DB) citusHandlerMaxAttempts(ctx context.Context, q *dbcitus.Queries, items []JobInsert) (map[string]int, error) {
-	var names []string
+// citusDebounceDefaults reads what the debounced items take when they do not say (one
+// statement on the coordinator, nothing when no item is debounced): their handlers'
+// max_attempts (an unknown handler is left out: JobInsert or the check after it refuses
+// the batch) and which of their queues are fair.
+func citusDebounceDefaults(ctx context.Context, q *dbcitus.Queries, items []JobInsert) (maxAttempts map[string]int,
+	fair []string, err error) {
+	var names, queues []string
 	for i := range items {
-		if items[i].Debounce != nil && !slices.Contains(names, items[i].Handler) {
-			names = append(names, items[i].Handler)
+		if items[i].Debounce != nil {
+			names, queues = append(names, items[i].Handler), append(queues, items[i].Queue)
 		}
 	}
 	if len(names) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	rows, err := q.HandlerMaxAttempts(ctx, names)
+	return citusInsertDefaults(ctx, q, names, queues)
+}
+
+// citusInsertDefaults reads the max_attempts of handlers and which of queues are fair
+// (InsertDefaults, one statement on the coordinator).
+func citusInsertDefaults(ctx context.Context, q *dbcitus.Queries, handlers, queues []string) (maxAttempts map[string]int,
+	fair []string, err error) {
+	rows, err := q.InsertDefaults(ctx, dbcitus.InsertDefaultsParams{Handlers: handlers, Queues: queues})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make(map[string]int, len(rows))
+	maxAttempts = make(map[string]int, len(rows))
 	for _, r := range rows {
-		out[r.Name] = r.MaxAttempts
-	}
-	for _, name := range names {
-		if _, ok := out[name]; !ok {
-			problems, err := db.insertProblems(ctx, items)
-			if err != nil {
-				return nil, err
-			}
-			if len(problems) > 0 {
-				return nil, &InsertRefusedError{Problems: problems}
-			}
+		if r.Kind == "fair" {
+			fair = append(fair, r.Name)
+		} else {
+			maxAttempts[r.Name] = r.MaxAttempts
 		}
 	}
-	return out, nil
+	return maxAttempts, fair, nil
 }
 
 // citusClaimIdempotencyKeys claims the idempotency key of each item that names one, for
@@ -530,10 +532,11 @@ func (db *DB) citusClaimIdempotencyKeys(ctx context.Context, tx pgx.Tx, items []
 
 // citusDebounce upserts the job of each debounce key of the batch (JobDebounceUpsert at
 // the key's placement, with the last item of the key: its input, the first item's id), the
-// upserts sent together. Every item of a key answers its job (answerByID). Nothing is
-// woken: a debounced job waits a period.
+// upserts sent together; a job of a fair queue (among fair) gets the default fairness
+// key. Every item of a key answers its job (answerByID). Nothing is woken: a debounced
+// job waits a period.
 func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, placements []int, ids []int64,
-	maxAttempts map[string]int, opts JobInsertOptions, toInsert []bool, answerByID map[int]int64) error {
+	maxAttempts map[string]int, fair []string, opts JobInsertOptions, toInsert []bool, answerByID map[int]int64) error {
 	last := map[string]int{}
 	firstOf := map[string]int{}
 	var keys []string
@@ -549,15 +552,6 @@ func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 	}
 	if len(keys) == 0 {
 		return nil
-	}
-	// A fair queue's jobs all have a fairness key: a debounced one gets the default key.
-	var queues []string
-	for _, key := range keys {
-		queues = append(queues, items[last[key]].Queue)
-	}
-	fair, err := dbcitus.New(tx).QueuesFair(ctx, queues)
-	if err != nil {
-		return err
 	}
 	batch := &pgx.Batch{}
 	for _, key := range keys {

@@ -197,6 +197,47 @@ func (q *Queries) FairnessKeyTop(ctx context.Context, arg FairnessKeyTopParams) 
 	return items, nil
 }
 
+const InsertDefaults = `-- name: InsertDefaults :many
+SELECT 'handler'::text AS kind, h.name, h.max_attempts FROM handlers h WHERE h.name = ANY ($1::text[])
+UNION ALL
+SELECT 'fair', q.name, 0 FROM queues q WHERE q.name = ANY ($2::text[]) AND q.fairness <> 'none'
+`
+
+type InsertDefaultsParams struct {
+	Handlers []string
+	Queues   []string
+}
+
+type InsertDefaultsRow struct {
+	Kind        string
+	Name        string
+	MaxAttempts int
+}
+
+// What the jobs a spawn or a debounced insert makes take when they do not say: the
+// max_attempts of handlers (kind 'handler'), and which of queues are fair (kind 'fair':
+// their jobs without a fairness key get the default key ”). One read of two reference
+// tables, local to the coordinator.
+func (q *Queries) InsertDefaults(ctx context.Context, arg InsertDefaultsParams) ([]InsertDefaultsRow, error) {
+	rows, err := q.db.Query(ctx, InsertDefaults, arg.Handlers, arg.Queues)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []InsertDefaultsRow
+	for rows.Next() {
+		var i InsertDefaultsRow
+		if err := rows.Scan(&i.Kind, &i.Name, &i.MaxAttempts); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const JobClaimFair = `-- name: JobClaimFair :many
 WITH RECURSIVE pos AS (
     SELECT f.cursor, f.credit
@@ -531,32 +572,6 @@ func (q *Queries) JobClaimFair(ctx context.Context, arg JobClaimFairParams) ([]J
 			return nil, err
 		}
 		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const QueuesFair = `-- name: QueuesFair :many
-SELECT q.name FROM queues q WHERE q.name = ANY ($1::text[]) AND q.fairness <> 'none'
-`
-
-// Which of queues are fair (the spawned children that name one and have no fairness key
-// get the default key ”). queues is a reference table: local to the coordinator.
-func (q *Queries) QueuesFair(ctx context.Context, queues []string) ([]string, error) {
-	rows, err := q.db.Query(ctx, QueuesFair, queues)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, err
-		}
-		items = append(items, name)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -298,7 +298,11 @@ FROM top t
 LEFT JOIN fairness_keys f ON f.queue = sqlc.arg(queue)::text AND f.key = t.key
 ORDER BY t.runnable DESC, t.key;
 
--- name: QueuesFair :many
--- Which of queues are fair (the spawned children that name one and have no fairness key
--- get the default key ''). queues is a reference table: local to the coordinator.
-SELECT q.name FROM queues q WHERE q.name = ANY (sqlc.arg(queues)::text[]) AND q.fairness <> 'none';
+-- name: InsertDefaults :many
+-- What the jobs a spawn or a debounced insert makes take when they do not say: the
+-- max_attempts of handlers (kind 'handler'), and which of queues are fair (kind 'fair':
+-- their jobs without a fairness key get the default key ''). One read of two reference
+-- tables, local to the coordinator.
+SELECT 'handler'::text AS kind, h.name, h.max_attempts FROM handlers h WHERE h.name = ANY (sqlc.arg(handlers)::text[])
+UNION ALL
+SELECT 'fair', q.name, 0 FROM queues q WHERE q.name = ANY (sqlc.arg(queues)::text[]) AND q.fairness <> 'none';
