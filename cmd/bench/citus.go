@@ -83,6 +83,10 @@ type CitusReport struct {
 	// Fairness is the fair share part (-fairness) run on the Citus side: each tenant's
 	// jobs on its fairness key's shard (docs/citus.md, "Fair share").
 	Fairness *FairnessReport `json:"fairness,omitempty"`
+	// Shared are the shared-limit drains (-citus-shared-jobs), and ShardTransactions the
+	// writes on one shard and on two workers (-citus-shard-transactions): citus_shared.go.
+	Shared            []SharedLimitDrains    `json:"shared_limits,omitempty"`
+	ShardTransactions []ShardTransactionCost `json:"shard_transactions,omitempty"`
 }
 
 // IdleCost is what the Citus side costs with nothing to run, per second of a -citus-idle
@@ -221,6 +225,16 @@ func runCitus(ctx context.Context, o options, plain nodesSide) (*CitusReport, er
 		}
 		rep.Citus5 = &c5
 	}
+	if o.citusSharedJobs > 0 {
+		if rep.Shared, err = sharedLimits(ctx, o, plain, cs, o.citusSharedJobs); err != nil {
+			return rep, fmt.Errorf("the shared-limit drains: %w", err)
+		}
+	}
+	if o.citusShardTransactions > 0 {
+		if rep.ShardTransactions, err = shardTransactions(ctx, cs, c.URL(citusDatabase), o.citusShardTransactions); err != nil {
+			return rep, fmt.Errorf("the two-shard transactions: %w", err)
+		}
+	}
 	if o.fairness {
 		if rep.Fairness, err = runFairness(ctx, o, coord, cs.api); err != nil {
 			return rep, fmt.Errorf("the fair share part on Citus: %w", err)
@@ -329,10 +343,15 @@ func openNode(ctx context.Context, name, url string, create bool) (*dbNode, erro
 // then drains the queue and measures it; the queue is paused again after (an idle queue
 // on Citus polls every shard once a second).
 func nodesDrain(ctx context.Context, o options, s nodesSide, queue string, pair, jobs, steps, perCall int) (NodesDrain, error) {
+	return nodesDrainWith(ctx, o, s, queue, pair, jobs, steps, perCall, "")
+}
+
+// nodesDrainWith is nodesDrain with extra fields in every job (bulkInsertWith).
+func nodesDrainWith(ctx context.Context, o options, s nodesSide, queue string, pair, jobs, steps, perCall int, extra string) (NodesDrain, error) {
 	if err := call(s.api, "PUT", "/v1/queues/"+queue, fmt.Sprintf(`{"paused": true, "max_in_flight": %d, "batch": %d}`, o.maxInFlight, o.batch)); err != nil {
 		return NodesDrain{}, err
 	}
-	if _, err := bulkInsert(s.api, "bench", queue, jobs, steps, 1, perCall); err != nil {
+	if _, err := bulkInsertWith(s.api, "bench", queue, jobs, steps, 1, perCall, extra); err != nil {
 		return NodesDrain{}, err
 	}
 	coord := s.nodes[0].db

@@ -217,6 +217,7 @@ func printCitus(out io.Writer, r *CitusReport, cmp Comparison, o options) {
 			_ = w.Flush()
 		}
 	}
+	printSharedLimits(out, r)
 	if r.Fairness != nil {
 		printFairness(out, r.Fairness, ", on Citus")
 	}

@@ -93,6 +93,10 @@ type options struct {
 	citusRoute       string
 	citusInsertBatch int
 	citusIdle        time.Duration
+	// citusSharedJobs and citusShardTransactions size what a shared limit costs on Citus
+	// (citus_shared.go).
+	citusSharedJobs        int
+	citusShardTransactions int
 }
 
 // Result is one scenario's figures.
@@ -187,6 +191,8 @@ func main() {
 	flag.IntVar(&o.citusWorkers, "citus-workers", 2, "with -citus: Citus workers")
 	flag.StringVar(&o.citusRoute, "citus-route", "auto", "with -citus: the Citus server's GENDURABLE_CITUS_ROUTE (auto and shards: a shard's statements go to its worker, on the shard's own tables; workers: to its worker, on the distributed tables; coordinator: all through the coordinator)")
 	flag.DurationVar(&o.citusIdle, "citus-idle", 10*time.Second, "with -citus: a window of this length with one empty queue served on Citus, for what idling costs each node (0 skips)")
+	flag.IntVar(&o.citusSharedJobs, "citus-shared-jobs", 10000, "with -citus: jobs in each shared-limit drain (every job names one rate limit, then one gated key; 0 skips)")
+	flag.IntVar(&o.citusShardTransactions, "citus-shard-transactions", 2000, "with -citus: write transactions of each kind, on one shard and on two workers (0 skips)")
 	flag.IntVar(&o.citusInsertBatch, "citus-insert-batch", 500, "with -citus: jobs per insert call on Citus (each call goes to the server's next shard, so -jobs / this many shards hold a drain)")
 	flag.BoolVar(&o.fairness, "fairness", true, "run the fair share part: a tenant's backlog beside other tenants' few jobs, fairness off and on, weights 3:1, and its cost (docs/fairness.md)")
 	flag.IntVar(&o.fairBacklog, "fairness-backlog", 100000, "with -fairness: tenant A's backlog")
@@ -770,6 +776,15 @@ func request(api, method, path, body, prefer string) ([]byte, error) {
 // bulkInsert inserts n jobs through POST /v1/jobs/batch, per jobs per request, from
 // `clients` concurrent clients (a bulk loader's usual shape), and times each request.
 func bulkInsert(api, handler, queue string, n, steps, clients, per int) (Result, error) {
+	return bulkInsertWith(api, handler, queue, n, steps, clients, per, "")
+}
+
+// bulkInsertWith is bulkInsert with extra fields in every job (a JSON object's members,
+// from its first comma: `,"rate_limit":{"name":"x"}`); "{n}" in extra is the job's number
+// in the run (`,"concurrency_key":"c{n}"`: a key per job).
+func bulkInsertWith(api, handler, queue string, n, steps, clients, per int, extra string) (Result, error) {
+	numbered := strings.Contains(extra, "{n}")
+	made := 0
 	body := func(k int) string {
 		var b bytes.Buffer
 		b.WriteString(`{"jobs":[`)
@@ -777,7 +792,12 @@ func bulkInsert(api, handler, queue string, n, steps, clients, per int) (Result,
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			fmt.Fprintf(&b, `{"handler":%q,"queue":%q,"input":{"steps":%d}}`, handler, queue, steps)
+			e := extra
+			if numbered {
+				e = strings.ReplaceAll(extra, "{n}", strconv.Itoa(made))
+				made++
+			}
+			fmt.Fprintf(&b, `{"handler":%q,"queue":%q,"input":{"steps":%d}%s}`, handler, queue, steps, e)
 		}
 		b.WriteString(`]}`)
 		return b.String()
@@ -785,7 +805,7 @@ func bulkInsert(api, handler, queue string, n, steps, clients, per int) (Result,
 	full := body(per)
 	requests := make(chan string, n/per+1)
 	for done := 0; done < n; done += per {
-		if k := min(per, n-done); k == per {
+		if k := min(per, n-done); k == per && !numbered {
 			requests <- full
 		} else {
 			requests <- body(k)

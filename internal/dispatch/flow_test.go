@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -294,6 +295,54 @@ func TestRateLimitSpacesGrants(t *testing.T) {
 		t.Fatalf("100 grants at 20/s spanned %.2fs (drain %s), want ≈ 4.95s", span, took)
 	}
 	t.Logf("rate 20/s, burst 1: 100 jobs drained in %s", took.Round(10*time.Millisecond))
+}
+
+// A rate limit shared by jobs that their concurrency keys spread (on Citus over the
+// shards, the bucket on one of them: a remote bucket that each claimer debits before the
+// call, docs/citus.md "Rate limits") binds them all: 40 jobs at 20/s, burst 1, across two
+// engines, take at least 39/20 s from the first call to the last (less what one call's
+// dispatch may lag its debit), and every job runs once, on its first attempt (a step its
+// bucket could not pay for is given back uncounted).
+func TestRateLimitSharedAcrossConcurrencyKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h, engB := twoEngines(t)
+	var mu sync.Mutex
+	var calls []time.Time
+	rcv := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
+		mu.Lock()
+		calls = append(calls, time.Now())
+		mu.Unlock()
+		answer(w, webhook.Response{Done: &webhook.Done{}})
+	})
+	h.handler(t, "h", rcv.URL, 3)
+	if _, err := h.eng.SetRateLimit(ctx, "shared", 20, 1); err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]engine.NewJob, 40)
+	for i := range jobs {
+		jobs[i] = engine.NewJob{Handler: "h", ConcurrencyKey: ptr(fmt.Sprintf("customer-%d", i)),
+			RateLimit: &engine.RateLimitRef{Name: "shared"}}
+	}
+	h.insert(t, jobs...)
+	cfg := dispatch.Config{PollMin: 10 * time.Millisecond, PollMax: 200 * time.Millisecond, QueueRefresh: 50 * time.Millisecond}
+	startDispatcher(t, h.eng, cfg)
+	startDispatcher(t, engB, cfg)
+	waitDone(t, h.db, 40, citusSlower(30*time.Second))
+	rows, err := h.db.QueryStrings(ctx, `SELECT count(*) FILTER (WHERE attempt = 1), count(*) FROM jobs`)
+	if err != nil || rows[0][0] != "40" || rows[0][1] != "40" {
+		t.Fatalf("jobs done on their first attempt, of all: %v %v, want 40 of 40", rows, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 40 {
+		t.Fatalf("%d calls, want 40 (one per job)", len(calls))
+	}
+	slices.SortFunc(calls, func(a, b time.Time) int { return a.Compare(b) })
+	t.Logf("40 calls at 20/s, burst 1, over %d concurrency keys: first to last %s", len(calls), calls[len(calls)-1].Sub(calls[0]).Round(time.Millisecond))
+	if span := calls[len(calls)-1].Sub(calls[0]); span < 1450*time.Millisecond {
+		t.Fatalf("40 calls at 20/s, burst 1, spanned %s: the shared bucket did not bind (want ≥ 1.95 s less a call's lag)", span)
+	}
 }
 
 // K=1: 50 jobs on one concurrency key never overlap (across two engines); two keys run

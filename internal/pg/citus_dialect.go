@@ -65,7 +65,8 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 		return nil, 0, nil
 	}
 	last := start
-	var failed error // the first shard's failure
+	var failed error               // the first shard's failure
+	var draws map[int64]remoteDraw // the claimed steps whose buckets live on other shards
 	for k := 0; k < len(visit) && len(claimed) < p.Limit; k++ {
 		shard := visit[k]
 		tried := time.Now()
@@ -84,12 +85,23 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 			for rows.Next() {
 				var c ClaimedJob
 				var isKeyed, isRated bool
+				var ratePlacement *int
+				var rateLimit *string
+				var rateKey string
+				var rateWeight int
 				if err := rows.Scan(&c.ID, &c.Queue, &c.Handler, &c.Key, &c.Step, &c.Attempt, &c.MaxAttempts, &c.Input,
 					&c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt, &c.ClaimedAt, &c.Wake, &c.ConsumedSeq,
 					&c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.Trace, &c.HandlerURL, &c.Secret, &c.PreviousSecret,
 					&c.PreviousSecretExpiresAt, &c.TimeoutMS, &c.BackoffBaseMS, &c.BackoffMaxMS, &c.BreakerState,
-					&c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt, &isKeyed, &isRated); err != nil {
+					&c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt, &isKeyed, &isRated,
+					&ratePlacement, &rateLimit, &rateKey, &rateWeight); err != nil {
 					return err
+				}
+				if ratePlacement != nil && rateLimit != nil {
+					if draws == nil {
+						draws = map[int64]remoteDraw{}
+					}
+					draws[c.ID] = remoteDraw{remoteBucket{*ratePlacement, *rateLimit, rateKey}, rateWeight}
 				}
 				got = append(got, c)
 				if isKeyed {
@@ -128,6 +140,7 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 	if len(claimed) == 0 && failed != nil {
 		return nil, 0, failed
 	}
+	claimed, keyed = db.citusTakeRemoteBuckets(ctx, l, p.Queue, claimed, draws, keyed)
 	return claimed, keyed, nil
 }
 

@@ -17,11 +17,11 @@ import (
 // citusUnsupported names what an item asks for that gendurable does not run on Citus yet
 // (docs/citus.md, "Guarantees"): the field and why, or "" when the item can be inserted.
 func citusUnsupported(it *JobInsert) (field, why string) {
+	// (A rate limit beside a debounce key or a concurrency key runs: the job lives where
+	// they place it, and its bucket is remote, citus_remote_buckets.go.)
 	switch {
 	case len(it.ExtraRateLimits) > 0:
 		return "rate_limits", "on Citus a job draws from one rate limit: it lives at its bucket's placement, where the claim debits it"
-	case it.RateLimit != nil && (it.ParentID != nil || it.Debounce != nil || it.ConcurrencyKey != nil):
-		return "rate_limit", "on Citus a rate-limited job lives at its bucket's placement: not with a parent, a debounce key or a concurrency key"
 	case it.ConcurrencyKey != nil && (it.ParentID != nil || it.Debounce != nil):
 		return "concurrency_key", "on Citus a concurrency key is exact only for a job it places: not with a parent or a debounce key"
 	case it.Debounce != nil && it.ParentID != nil:
@@ -51,6 +51,19 @@ func placedByFairnessKey(it *JobInsert) bool {
 // the string is one per bucket; gendurable_placement_of_key computes the same in SQL.
 func RateBucketPlacement(name, key string) int {
 	return PlacementOfKey("rate_limit " + name + " " + key)
+}
+
+// citusRatePlacement is where the bucket of item it lives when the item lives elsewhere
+// (placement: something placed it before its rate limit could), or -1: no rate limit, or
+// its bucket is at its own placement (citus_remote_buckets.go).
+func citusRatePlacement(it *JobInsert, placement int) int {
+	if it.RateLimit == nil {
+		return -1
+	}
+	if b := RateBucketPlacement(*it.RateLimit, valueOr(it.RateKey, "")); b != placement {
+		return b
+	}
+	return -1
 }
 
 // citusPlacement is where item it lives (docs/citus.md, "Placement"): its parent's, its
@@ -259,6 +272,7 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		p.ScheduleNames, p.ScheduleTicks = append(p.ScheduleNames, ""), append(p.ScheduleTicks, time.Time{})
 		p.RateLimits, p.RateKeys = append(p.RateLimits, valueOr(it.RateLimit, "")), append(p.RateKeys, valueOr(it.RateKey, ""))
 		p.RateWeights = append(p.RateWeights, valueOr(it.RateWeight, 0))
+		p.RatePlacements = append(p.RatePlacements, citusRatePlacement(it, placements[i]))
 		if ids != nil {
 			p.Ids = append(p.Ids, ids[i])
 		} else {
@@ -266,7 +280,7 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		}
 	}
 	if len(order) > 0 {
-		if err := citusMintBuckets(ctx, q, items, order, placements); err != nil {
+		if err := citusMintBuckets(ctx, q, items, order); err != nil {
 			return nil, nil, err
 		}
 		rows, err := q.JobInsert(ctx, p)
@@ -358,9 +372,10 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 	return out, woken, nil
 }
 
-// citusMintBuckets mints the buckets that the items of order draw from, at their
-// placements (RateBucketMint), before the jobs that name them are written.
-func citusMintBuckets(ctx context.Context, q *dbcitus.Queries, items []JobInsert, order []int, placements []int) error {
+// citusMintBuckets mints the buckets that the items of order draw from, each at its own
+// placement (RateBucketMint; the item's, unless something else placed the item and the
+// bucket is remote: citusRatePlacement), before the jobs that name them are written.
+func citusMintBuckets(ctx context.Context, q *dbcitus.Queries, items []JobInsert, order []int) error {
 	var m dbcitus.RateBucketMintParams
 	seen := map[[2]string]bool{}
 	for _, i := range order {
@@ -373,7 +388,7 @@ func citusMintBuckets(ctx context.Context, q *dbcitus.Queries, items []JobInsert
 			continue
 		}
 		seen[b] = true
-		m.Names, m.Keys, m.Placements = append(m.Names, b[0]), append(m.Keys, b[1]), append(m.Placements, placements[i])
+		m.Names, m.Keys, m.Placements = append(m.Names, b[0]), append(m.Keys, b[1]), append(m.Placements, RateBucketPlacement(b[0], b[1]))
 	}
 	if len(m.Names) == 0 {
 		return nil
@@ -553,6 +568,15 @@ func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 	if len(keys) == 0 {
 		return nil
 	}
+	// Their buckets, as an insert's (a debounced job's bucket is remote unless it shares
+	// the debounce key's placement, where the claim then reads it).
+	var rated []int
+	for _, key := range keys {
+		rated = append(rated, last[key])
+	}
+	if err := citusMintBuckets(ctx, dbcitus.New(tx), items, rated); err != nil {
+		return err
+	}
 	batch := &pgx.Batch{}
 	for _, key := range keys {
 		it, f := &items[last[key]], firstOf[key]
@@ -562,7 +586,9 @@ func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		}
 		batch.Queue(dbcitus.JobDebounceUpsert, ids[f], placements[f], it.Queue, it.Handler, input, valueOr(it.Priority, 5),
 			opts.AsOf, it.Debounce.Period.Milliseconds(), valueOr(it.MaxAttempts, maxAttempts[it.Handler]), key,
-			it.Debounce.MaxWait.Milliseconds(), it.TraceContext, fairnessDefault(fair, it.Queue))
+			it.Debounce.MaxWait.Milliseconds(), it.TraceContext, fairnessDefault(fair, it.Queue),
+			it.RateLimit, it.RateKey, max(valueOr(it.RateWeight, 1), 1),
+			citusDebounceRatePlacement(it, placements[f]))
 	}
 	results := tx.SendBatch(ctx, batch)
 	jobOf := map[string]int64{}
@@ -581,6 +607,15 @@ func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		if d := items[i].Debounce; d != nil {
 			answerByID[i] = jobOf[d.Key]
 		}
+	}
+	return nil
+}
+
+// citusDebounceRatePlacement is JobDebounceUpsert's rate_placement for item it at
+// placement: NULL when its bucket is its own placement's (or it has no rate limit).
+func citusDebounceRatePlacement(it *JobInsert, placement int) *int {
+	if b := citusRatePlacement(it, placement); b >= 0 {
+		return &b
 	}
 	return nil
 }

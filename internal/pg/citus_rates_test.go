@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,7 +109,6 @@ func TestCitusRateLimitsRefusedWhereTheyCannotHold(t *testing.T) {
 		field string
 	}{
 		{"two limits", pg.JobInsert{Handler: "h", RateLimit: ptr("api"), ExtraRateLimits: []pg.RateLimitUse{{Name: "api", Key: "x", Weight: 1}}}, "rate_limits"},
-		{"a concurrency key", pg.JobInsert{Handler: "h", RateLimit: ptr("api"), ConcurrencyKey: ptr("k")}, "rate_limit"},
 		{"an unknown limit", pg.JobInsert{Handler: "h", RateLimit: ptr("nope")}, "rate_limit/name"},
 		{"a weight above the burst", pg.JobInsert{Handler: "h", RateLimit: ptr("api"), RateWeight: ptr(3)}, "rate_limit/weight"},
 	}
@@ -121,6 +122,102 @@ func TestCitusRateLimitsRefusedWhereTheyCannotHold(t *testing.T) {
 	n, err := db.QueryInt(ctx, `SELECT (SELECT count(*) FROM jobs) + (SELECT count(*) FROM rate_buckets)`)
 	if err != nil || n != 0 {
 		t.Fatalf("jobs and buckets after the refusals: %d %v, want none", n, err)
+	}
+}
+
+// A rate-limited job that its concurrency key places elsewhere keeps its bucket at the
+// bucket's placement (a remote bucket, docs/citus.md "Rate limits"): the claims on the
+// jobs' shards lease them, and the bucket, debited on its own shard before each call,
+// pays for exactly its burst however many claimers; the steps it cannot pay for are given
+// back, their attempts uncounted, to be asked again later. A debounced job's bucket too.
+func TestCitusRemoteBucketPaysExactlyItsBurstAcrossShards(t *testing.T) {
+	t.Parallel()
+	citusOnly(t)
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.RateLimitUpsert(ctx, "api", 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	var items []pg.JobInsert
+	for i := range 60 {
+		items = append(items, pg.JobInsert{Queue: "q", Handler: "h", ConcurrencyKey: ptr(fmt.Sprintf("customer-%d", i)),
+			RateLimit: ptr("api")})
+	}
+	if _, err := db.JobInsertMany(ctx, items); err != nil {
+		t.Fatalf("a rate limit beside a concurrency key: %v", err)
+	}
+	bucket := pg.RateBucketPlacement("api", "")
+	rows, err := db.QueryStrings(ctx, `SELECT count(DISTINCT get_shard_id_for_distribution_column('jobs', placement)),
+		count(*) FILTER (WHERE placement <> $1 AND rate_placement IS DISTINCT FROM $1),
+		count(*) FILTER (WHERE placement = $1 AND rate_placement IS NOT NULL)
+		FROM jobs`, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows[0][0] == "1" || rows[0][1] != "0" || rows[0][2] != "0" {
+		t.Fatalf("jobs (shards, away from the bucket without naming it, at it naming it) = %v, want many shards, 0, 0", rows[0])
+	}
+	var wg sync.WaitGroup
+	var granted atomic.Int64
+	for range 8 {
+		wg.Go(func() {
+			for empty := 0; empty < 3; {
+				claimed, err := db.JobClaimBatch(ctx, pg.JobClaimParams{Queue: "q", Limit: 10, LeaseTTL: time.Minute, Owner: "t", SignalCap: 10})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				granted.Add(int64(len(claimed)))
+				if len(claimed) == 0 {
+					empty++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if granted.Load() != 5 {
+		t.Fatalf("granted %d steps, want exactly the burst, 5 (rate 0)", granted.Load())
+	}
+	rows, err = db.QueryStrings(ctx, `SELECT
+		(SELECT count(*) FROM jobs WHERE status = 'executing'),
+		(SELECT count(*) FROM jobs WHERE status = 'runnable' AND attempt = 0 AND eligible_at > now() + interval '2 seconds'),
+		(SELECT string_agg(tokens::text, ',') FROM rate_buckets)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(rows[0]) != "[5 55 0]" {
+		t.Fatalf("(executing, given back uncounted to wait, bucket tokens) = %v, want [5 55 0]", rows[0])
+	}
+
+	// A debounced job lives at its debounce key's placement; its bucket is minted by the
+	// insert and debited by its claimer.
+	if _, err := db.RateLimitUpsert(ctx, "fast", 1000, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.JobInsertMany(ctx, []pg.JobInsert{{Queue: "d", Handler: "h", RateLimit: ptr("fast"), RateKey: ptr("acme"),
+		Debounce: &pg.Debounce{Key: "sync-acme", Period: time.Millisecond}}}); err != nil {
+		t.Fatalf("a rate limit beside a debounce key: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		claimed, err := db.JobClaimBatch(ctx, pg.JobClaimParams{Queue: "d", Limit: 10, LeaseTTL: time.Minute, Owner: "t", SignalCap: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(claimed) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the debounced rate-limited job was never claimed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tokens, err := db.QueryStrings(ctx, `SELECT placement::text, (tokens < 10)::text FROM rate_buckets WHERE name = 'fast'`)
+	if err != nil || fmt.Sprint(tokens) != fmt.Sprintf("[[%d true]]", pg.RateBucketPlacement("fast", "acme")) {
+		t.Fatalf("the debounced job's bucket: %v %v, want debited at its own placement", tokens, err)
 	}
 }
 

@@ -182,6 +182,9 @@ func citusShardStatements(placements []int) []citusStatement {
 			[]*string{nil}, []*string{nil}}},
 		{"LeaseExtendMany", dbcitus.LeaseExtendMany, []any{placements, ids, tokens, int64(30000)}},
 		{"LeaseReleaseMany", dbcitus.LeaseReleaseMany, []any{placements, ids, tokens}},
+		// a remote bucket's debit, and the leases it could not pay for (citusTakeRemoteBuckets)
+		{"RateBucketTake", dbcitus.RateBucketTake, []any{placements[0], "api", "", ints(1, 2)}},
+		{"LeaseReleaseUntil", dbcitus.LeaseReleaseUntil, []any{placements, ids, tokens, []int64{1000}}},
 		{"LeaseGetBackoffs", dbcitus.LeaseGetBackoffs, []any{ids, tokens, placements}},
 		{"JobListExpiredLeases", dbcitus.JobListExpiredLeases, []any{placements, none, 100}},
 		{"JobReapExpiredLeases", dbcitus.JobReapExpiredLeases, []any{ids, tokens, []int64{1000}, placements, none}},

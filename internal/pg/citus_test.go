@@ -127,6 +127,18 @@ func TestCitusSQLEnqueuePlacesTheJob(t *testing.T) {
 		pg.RateBucketPlacement("api", "c7")); err != nil || n != 1 {
 		t.Fatalf("the bucket minted by the enqueue: %d %v", n, err)
 	}
+	// Beside a concurrency key, the job lives at the concurrency key's placement and names
+	// its bucket's (a remote bucket), minted there.
+	keyed, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}', '{"concurrency_key": "acct-9", "rate_limit": {"name": "api", "key": "c8"}}')`)
+	if err != nil || keyed%pg.Placements != int64(pg.PlacementOfKey("acct-9")) {
+		t.Fatalf("a rate limit beside a concurrency key: %d %v, want the job at the concurrency key's placement %d", keyed, err,
+			pg.PlacementOfKey("acct-9"))
+	}
+	if n, err := db.QueryInt(ctx, `SELECT (SELECT count(*) FROM jobs j WHERE j.id = $1 AND j.rate_placement = $2)
+		+ (SELECT count(*) FROM rate_buckets b WHERE b.name = 'api' AND b.key = 'c8' AND b.placement = $2)`,
+		keyed, pg.RateBucketPlacement("api", "c8")); err != nil || n != 2 {
+		t.Fatalf("the job names its bucket's placement, where the bucket is minted: %d %v", n, err)
+	}
 	if _, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}', '{"rate_limits": [{"name": "api"}, {"name": "api", "key": "x"}]}')`); err == nil ||
 		!strings.Contains(err.Error(), "rate_limits") {
 		t.Fatalf("two rate limits on Citus: %v, want a refusal naming rate_limits", err)

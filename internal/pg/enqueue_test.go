@@ -39,7 +39,6 @@ func enqueueDB(t *testing.T) (*pg.DB, *pgx.Conn) {
 // The options land in the job's columns as POST /v1/jobs would put them there.
 func TestSQLEnqueueWritesTheOptions(t *testing.T) {
 	t.Parallel()
-	pgtest.SkipOnCitus(t, "it enqueues with rate limits, which gendurable_enqueue refuses on Citus (TestCitusSQLEnqueuePlacesTheJob)")
 	ctx := context.Background()
 	db, conn := enqueueDB(t)
 	var id int64
@@ -266,7 +265,7 @@ func TestSQLEnqueueRefusesBadOptions(t *testing.T) {
 // extra_rate_limits, as POST /v1/jobs does.
 func TestSQLEnqueueSeveralRateLimits(t *testing.T) {
 	t.Parallel()
-	pgtest.SkipOnCitus(t, "it enqueues with rate limits, which gendurable_enqueue refuses on Citus (TestCitusSQLEnqueuePlacesTheJob)")
+	pgtest.SkipOnCitus(t, "it enqueues with several rate limits, which gendurable_enqueue refuses on Citus (TestCitusSQLEnqueuePlacesTheJob)")
 	ctx := context.Background()
 	db, conn := enqueueDB(t)
 	if _, err := db.RateLimitUpsert(ctx, "daily", 0, 100); err != nil {

@@ -13,10 +13,10 @@ import (
 
 const JobClaim = `-- name: JobClaim :many
 WITH candidates AS (
-    SELECT c.id, c.placement, c.handler, c.concurrency_key, c.priority, c.eligible_at, c.rate_limit, c.rate_key, c.rate_weight FROM generate_series(0, 9) AS p(priority)
+    SELECT c.id, c.placement, c.handler, c.concurrency_key, c.priority, c.eligible_at, c.rate_limit, c.rate_key, c.rate_weight, c.rate_placement FROM generate_series(0, 9) AS p(priority)
     CROSS JOIN LATERAL (
         SELECT j.id, j.placement, j.handler, j.concurrency_key, j.priority, j.eligible_at,
-               j.rate_limit, coalesce(j.rate_key, '') AS rate_key, j.rate_weight
+               j.rate_limit, coalesce(j.rate_key, '') AS rate_key, j.rate_weight, j.rate_placement
         FROM jobs j
         WHERE j.placement = ANY ($5::int[])
           AND j.queue = $6::text
@@ -44,7 +44,7 @@ WITH candidates AS (
 ),
 ranked AS (
     SELECT c.id, c.placement, c.handler, c.concurrency_key, c.priority, c.eligible_at, c.rate_limit, c.rate_key,
-           c.rate_weight, g."limit" AS gate_limit,
+           c.rate_weight, c.rate_placement, g."limit" AS gate_limit,
            row_number() OVER (PARTITION BY c.concurrency_key ORDER BY c.priority, c.eligible_at, c.id) AS key_rank,
            count(*) OVER (PARTITION BY c.concurrency_key) AS key_rows
     FROM candidates c
@@ -65,7 +65,8 @@ free_slots AS (
     ) f
 ),
 gate_pass AS (
-    SELECT r.id, r.placement, r.handler, f.slot, r.priority, r.eligible_at, r.rate_limit, r.rate_key, r.rate_weight
+    SELECT r.id, r.placement, r.handler, f.slot, r.priority, r.eligible_at, r.rate_limit, r.rate_key, r.rate_weight,
+           r.rate_placement
     FROM ranked r
     LEFT JOIN free_slots f ON f.concurrency_key = r.concurrency_key AND f.slot_rank = r.key_rank
     WHERE r.concurrency_key IS NULL
@@ -78,7 +79,7 @@ buckets_locked AS (
     WHERE b.placement = ANY ($5::int[])
       AND EXISTS (SELECT 1 FROM gate_pass p WHERE p.rate_limit IS NOT NULL)  -- one-time filter: skipped when unused
       AND (b.name, b.key, b.placement) IN (SELECT p.rate_limit, p.rate_key, p.placement FROM gate_pass p
-                                           WHERE p.rate_limit IS NOT NULL)
+                                           WHERE p.rate_limit IS NOT NULL AND p.rate_placement IS NULL)
     ORDER BY b.name, b.key
     FOR UPDATE OF b
 ),
@@ -96,12 +97,12 @@ bucket_fits AS (
                    OVER (PARTITION BY p.rate_limit, p.rate_key ORDER BY p.priority, p.eligible_at, p.id) <= b.tokens AS fits
     FROM gate_pass p
     JOIN buckets_now b ON b.name = p.rate_limit AND b.key = p.rate_key
-    WHERE p.rate_limit IS NOT NULL
+    WHERE p.rate_limit IS NOT NULL AND p.rate_placement IS NULL
 ),
 winners AS (
     SELECT p.id, p.handler, p.slot
     FROM gate_pass p
-    WHERE p.rate_limit IS NULL OR p.id IN (SELECT f.id FROM bucket_fits f WHERE f.fits)
+    WHERE p.rate_limit IS NULL OR p.rate_placement IS NOT NULL OR p.id IN (SELECT f.id FROM bucket_fits f WHERE f.fits)
 ),
 buckets_debited AS (
     UPDATE rate_buckets b
@@ -142,7 +143,9 @@ RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.
           -- probes for rows the K=1 guard, a gate or a bucket held back)
           j.concurrency_key IS NOT NULL OR j.rate_limit IS NOT NULL AS keyed,
           -- a rate-limited step: its shard is claimed again while its bucket refills (citusWarmth)
-          j.rate_limit IS NOT NULL AS rated
+          j.rate_limit IS NOT NULL AS rated,
+          -- a remote bucket (placement, name, key) and the step's weight, to debit before the call
+          j.rate_placement, j.rate_limit, coalesce(j.rate_key, '')::text AS rate_key, j.rate_weight
 `
 
 type JobClaimParams struct {
@@ -188,6 +191,10 @@ type JobClaimRow struct {
 	PausedAt                *time.Time
 	Keyed                   *bool
 	Rated                   interface{}
+	RatePlacement           *int
+	RateLimit               *string
+	RateKey                 string
+	RateWeight              int
 }
 
 // The claim on Citus (docs/citus.md): JobClaimPlain's descent of jobs_pick per priority,
@@ -214,6 +221,10 @@ type JobClaimRow struct {
 //     its tokens (a row heavier than the bucket holds is passed over and weighs nothing),
 //     the winners' weights debited in this statement. A bucket is minted at insert with
 //     updated_at '-infinity', read here as full (no INSERT can be routed in a CTE).
+//     A row whose bucket is remote (rate_placement: its parent, debounce key or concurrency
+//     key placed it elsewhere) passes here as an unlimited row does: the claimer debits
+//     its bucket on the bucket's shard before its webhook is called, and gives back the
+//     leases the bucket cannot pay for (citusTakeRemoteBuckets).
 //
 // Index use: jobs_pick per priority, jobs_concurrency_exclusive or jobs_gate_slot per keyed
 // row, rate_buckets_pkey per bucket, jobs_pkey per winner, handlers, gates and rate_limits
@@ -269,6 +280,10 @@ func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimR
 			&i.PausedAt,
 			&i.Keyed,
 			&i.Rated,
+			&i.RatePlacement,
+			&i.RateLimit,
+			&i.RateKey,
+			&i.RateWeight,
 		); err != nil {
 			return nil, err
 		}

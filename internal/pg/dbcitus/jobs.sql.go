@@ -76,7 +76,7 @@ func (q *Queries) ChildLoadForJoin(ctx context.Context, arg ChildLoadForJoinPara
 }
 
 const JobGet = `-- name: JobGet :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of, j.fairness_key, j.placement, j.outcome_token, j.outcome_step, j.outcome_attempt,
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of, j.fairness_key, j.placement, j.outcome_token, j.outcome_step, j.outcome_attempt, j.rate_placement,
        (SELECT count(*) FROM jobs c WHERE c.placement = $1::int AND c.parent_id = j.id) AS children_total,
        (SELECT count(*) FROM jobs c WHERE c.placement = $1::int AND c.parent_id = j.id
                                       AND c.status IN ('done', 'failed', 'cancelled')) AS children_finished
@@ -148,6 +148,7 @@ func (q *Queries) JobGet(ctx context.Context, arg JobGetParams) (JobGetRow, erro
 		&i.Job.OutcomeToken,
 		&i.Job.OutcomeStep,
 		&i.Job.OutcomeAttempt,
+		&i.Job.RatePlacement,
 		&i.ChildrenTotal,
 		&i.ChildrenFinished,
 	)
@@ -155,7 +156,7 @@ func (q *Queries) JobGet(ctx context.Context, arg JobGetParams) (JobGetRow, erro
 }
 
 const JobGetLiveByKey = `-- name: JobGetLiveByKey :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of, j.fairness_key, j.placement, j.outcome_token, j.outcome_step, j.outcome_attempt FROM jobs j
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of, j.fairness_key, j.placement, j.outcome_token, j.outcome_step, j.outcome_attempt, j.rate_placement FROM jobs j
 WHERE j.placement = $1::int AND j.key = $2::text
   AND j.status IN ('runnable', 'executing', 'awaiting')
 `
@@ -218,6 +219,7 @@ func (q *Queries) JobGetLiveByKey(ctx context.Context, arg JobGetLiveByKeyParams
 		&i.OutcomeToken,
 		&i.OutcomeStep,
 		&i.OutcomeAttempt,
+		&i.RatePlacement,
 	)
 	return i, err
 }
@@ -225,7 +227,7 @@ func (q *Queries) JobGetLiveByKey(ctx context.Context, arg JobGetLiveByKeyParams
 const JobInsert = `-- name: JobInsert :many
 INSERT INTO jobs (id, placement, queue, handler, input, key, priority, eligible_at, concurrency_key,
                   max_attempts, parent_id, lease_owner, schedule_name, schedule_tick, rate_limit, rate_key, rate_weight,
-                  trace_context, fairness_key)
+                  trace_context, fairness_key, rate_placement)
 SELECT coalesce(nullif(r.id, 0), nextval('jobs_id_seq') * 1024 + r.placement), r.placement, r.queue, r.handler,
        coalesce(nullif(r.input, '')::jsonb, '{}'::jsonb), nullif(r.key, ''), coalesce(nullif(r.priority, -1), 5)::smallint,
        CASE WHEN r.parked IS NULL
@@ -236,8 +238,10 @@ SELECT coalesce(nullif(r.id, 0), nextval('jobs_id_seq') * 1024 + r.placement), r
        r.parked, nullif(r.schedule_name, ''), nullif(r.schedule_tick, '0001-01-01 00:00:00+00'::timestamptz),
        nullif(r.rate_limit, ''), nullif(r.rate_key, ''), coalesce(nullif(r.rate_weight, 0), 1), nullif(r.trace_context, ''),
        -- '' (the default key) in a fair queue, where every live job has a key
-       coalesce(nullif(r.fairness_key, ''), CASE WHEN r.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none') THEN '' END)
-FROM (SELECT a.placement, a.queue, a.handler, a.input, a.key, a.priority, a.run_at, a.delay_ms, a.concurrency_key, a.max_attempts, a.parent_id, a.schedule_name, a.schedule_tick, a.id, a.rate_limit, a.rate_key, a.rate_weight, a.trace_context, a.fairness_key, a.ord,
+       coalesce(nullif(r.fairness_key, ''), CASE WHEN r.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none') THEN '' END),
+       -- the bucket's placement when it is not the job's (-1: the job's own)
+       nullif(r.rate_placement, -1)
+FROM (SELECT a.placement, a.queue, a.handler, a.input, a.key, a.priority, a.run_at, a.delay_ms, a.concurrency_key, a.max_attempts, a.parent_id, a.schedule_name, a.schedule_tick, a.id, a.rate_limit, a.rate_key, a.rate_weight, a.trace_context, a.fairness_key, a.rate_placement, a.ord,
              (SELECT h.max_attempts FROM handlers h WHERE h.name = a.handler) AS handler_max_attempts,
              (SELECT CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END
               FROM handlers h WHERE h.name = a.handler) AS parked,
@@ -255,10 +259,11 @@ FROM (SELECT a.placement, a.queue, a.handler, a.input, a.key, a.priority, a.run_
                       unnest($13::timestamptz[]), unnest($14::bigint[]),
                       unnest($15::text[]), unnest($16::text[]),
                       unnest($17::int[]), unnest($18::text[]),
-                      unnest($19::text[]))
+                      unnest($19::text[]), unnest($20::int[]))
            WITH ORDINALITY
            AS a(placement, queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, max_attempts, parent_id,
-                schedule_name, schedule_tick, id, rate_limit, rate_key, rate_weight, trace_context, fairness_key, ord)
+                schedule_name, schedule_tick, id, rate_limit, rate_key, rate_weight, trace_context, fairness_key,
+                rate_placement, ord)
       ORDER BY a.ord) r
 WHERE r.handler_max_attempts IS NOT NULL
 ON CONFLICT DO NOTHING
@@ -285,6 +290,7 @@ type JobInsertParams struct {
 	RateWeights     []int
 	TraceContexts   []string
 	FairnessKeys    []string
+	RatePlacements  []int
 }
 
 type JobInsertRow struct {
@@ -337,6 +343,7 @@ func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) ([]JobInse
 		arg.RateWeights,
 		arg.TraceContexts,
 		arg.FairnessKeys,
+		arg.RatePlacements,
 	)
 	if err != nil {
 		return nil, err

@@ -477,3 +477,64 @@ func (q *Queries) LeaseReleaseMany(ctx context.Context, arg LeaseReleaseManyPara
 	}
 	return items, nil
 }
+
+const LeaseReleaseUntil = `-- name: LeaseReleaseUntil :many
+WITH l AS (
+    SELECT l.id, l.token, now() + l.delay_ms * interval '1 millisecond' AS run_at
+    FROM ROWS FROM (unnest($2::bigint[]), unnest($3::uuid[]),
+                    unnest($4::bigint[])) AS l(id, token, delay_ms)
+)
+UPDATE jobs j
+SET status = 'runnable',
+    attempt = greatest(j.attempt - 1, 0),
+    eligible_at = l.run_at,
+    lease_token = NULL,
+    lease_expires_at = NULL,
+    lease_owner = NULL,
+    gate_shard = NULL,
+    late_signals = NULL,
+    updated_at = now()
+FROM l
+WHERE j.placement = ANY ($1::int[])
+  AND j.id = l.id
+  AND j.lease_token = l.token
+  AND j.id = ANY ($2::bigint[])
+RETURNING j.id
+`
+
+type LeaseReleaseUntilParams struct {
+	Placements []int
+	Ids        []int64
+	Tokens     []string
+	DelaysMs   []int64
+}
+
+// LeaseReleaseMany for steps whose remote bucket could not pay for them
+// (citusTakeRemoteBuckets): given back before their webhook was called, the attempt
+// uncounted, each runnable again when its bucket will hold its tokens (delays_ms).
+// The run times are read in the CTE: an UPDATE's SET on Citus may not call a STABLE
+// function on a column (as in JobReapExpiredLeases).
+func (q *Queries) LeaseReleaseUntil(ctx context.Context, arg LeaseReleaseUntilParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, LeaseReleaseUntil,
+		arg.Placements,
+		arg.Ids,
+		arg.Tokens,
+		arg.DelaysMs,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

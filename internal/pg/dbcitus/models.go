@@ -136,6 +136,7 @@ type Job struct {
 	OutcomeToken     *string
 	OutcomeStep      *int
 	OutcomeAttempt   *int
+	RatePlacement    *int
 }
 
 type KeyHolder struct {

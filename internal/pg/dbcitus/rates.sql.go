@@ -65,6 +65,78 @@ func (q *Queries) RateBucketMint(ctx context.Context, arg RateBucketMintParams) 
 	return err
 }
 
+const RateBucketTake = `-- name: RateBucketTake :one
+WITH locked AS (
+    SELECT b.name, b.tokens, b.updated_at
+    FROM rate_buckets b
+    WHERE b.placement = $1::int AND b.name = $2::text AND b.key = $3::text
+    FOR UPDATE OF b
+),
+fits AS (
+    SELECT w.ord, w.weight, h.tokens, h.rate, h.burst,
+           w.weight <= h.tokens
+             AND sum(CASE WHEN w.weight <= h.tokens THEN w.weight ELSE 0 END) OVER (ORDER BY w.ord) <= h.tokens AS fits
+    FROM (SELECT CASE WHEN l.updated_at = '-infinity' THEN r.burst
+                      ELSE least(r.burst, l.tokens + r.rate * greatest(extract(epoch FROM now() - l.updated_at), 0)) END AS tokens,
+                 r.rate, r.burst
+          FROM locked l JOIN rate_limits r ON r.name = l.name) h
+    CROSS JOIN unnest($4::int[]) WITH ORDINALITY AS w(weight, ord)
+),
+taken AS (
+    SELECT min(f.tokens) - coalesce(sum(f.weight) FILTER (WHERE f.fits), 0) AS tokens, min(f.rate) AS rate,
+           min(f.burst) AS burst, array_agg(f.fits ORDER BY f.ord) AS fits
+    FROM fits f
+)
+UPDATE rate_buckets b
+SET tokens = t.tokens, updated_at = now()
+FROM taken t
+WHERE b.placement = $1::int AND b.name = $2::text AND b.key = $3::text
+  AND t.fits IS NOT NULL
+RETURNING t.fits::bool[] AS fits, t.tokens::float8 AS tokens, t.rate::float8 AS rate, t.burst::float8 AS burst
+`
+
+type RateBucketTakeParams struct {
+	Placement int
+	Name      string
+	Key       string
+	Weights   []int
+}
+
+type RateBucketTakeRow struct {
+	Fits   []bool
+	Tokens float64
+	Rate   float64
+	Burst  float64
+}
+
+// A remote bucket's debit (citusTakeRemoteBuckets; migrations/citus/0031): the steps that
+// claims on other shards leased, whose bucket lives here, in pick order with their weights,
+// admitted while their summed weights fit the bucket's tokens (refilled from the clock; a
+// step heavier than the bucket holds is passed over and weighs nothing), as the claim
+// admits the rows of a bucket on its own shard, and the winners' weights debited. One
+// router statement on the bucket's shard, the bucket locked while it is read (a take or a
+// claim that debited it meanwhile is waited for and read after). No row when the bucket is
+// missing (never minted here, or its limit deleted).
+// Index use: rate_buckets_pkey, rate_limits_pkey.
+// (each CTE read once, and the lock taken without a join, as in JobClaim: else Citus plans
+// the CTEs as subplans, each a round trip of its own)
+func (q *Queries) RateBucketTake(ctx context.Context, arg RateBucketTakeParams) (RateBucketTakeRow, error) {
+	row := q.db.QueryRow(ctx, RateBucketTake,
+		arg.Placement,
+		arg.Name,
+		arg.Key,
+		arg.Weights,
+	)
+	var i RateBucketTakeRow
+	err := row.Scan(
+		&i.Fits,
+		&i.Tokens,
+		&i.Rate,
+		&i.Burst,
+	)
+	return i, err
+}
+
 const RateBucketsCap = `-- name: RateBucketsCap :exec
 UPDATE rate_buckets b SET tokens = $1::float8
 WHERE b.name = $2::text AND b.tokens > $1::float8
@@ -87,6 +159,7 @@ INSERT INTO rate_buckets (name, key, placement, tokens, updated_at)
 SELECT DISTINCT j.rate_limit, coalesce(j.rate_key, ''), j.placement, 0::float8, '-infinity'::timestamptz
 FROM jobs j
 WHERE j.rate_limit = $1::text AND j.status IN ('runnable', 'executing', 'awaiting')
+  AND j.rate_placement IS NULL  -- a remote bucket is minted when a take finds it missing
 ON CONFLICT (name, key, placement) DO NOTHING
 `
 

@@ -74,12 +74,13 @@ func (q *Queries) JobReplay(ctx context.Context, arg JobReplayParams) (JobReplay
 const JobRerun = `-- name: JobRerun :one
 INSERT INTO jobs AS n (id, placement, queue, handler, priority, eligible_at, input, max_attempts, key,
                   concurrency_key, rate_limit, rate_key, rate_weight, extra_rate_limits, rerun_of,
-                  created_at, updated_at, fairness_key)
+                  created_at, updated_at, fairness_key, rate_placement)
 SELECT $1::bigint, o.placement, o.queue, o.handler, o.priority, now(),
        coalesce($2::jsonb, o.input), o.max_attempts, o.key, o.concurrency_key,
        o.rate_limit, o.rate_key, o.rate_weight, o.extra_rate_limits, o.id, now(), now(),
        -- ('' in a queue made fair since, as JobRerun: every live job of a fair queue has one)
-       coalesce(o.fairness_key, CASE WHEN o.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none') THEN '' END)
+       coalesce(o.fairness_key, CASE WHEN o.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none') THEN '' END),
+       o.rate_placement
 FROM jobs o
 WHERE o.placement = $3::int AND o.id = $4::bigint
   AND o.status IN ('done', 'failed', 'cancelled')

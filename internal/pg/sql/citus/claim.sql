@@ -23,6 +23,10 @@
 --   its tokens (a row heavier than the bucket holds is passed over and weighs nothing),
 --   the winners' weights debited in this statement. A bucket is minted at insert with
 --   updated_at '-infinity', read here as full (no INSERT can be routed in a CTE).
+--   A row whose bucket is remote (rate_placement: its parent, debounce key or concurrency
+--   key placed it elsewhere) passes here as an unlimited row does: the claimer debits
+--   its bucket on the bucket's shard before its webhook is called, and gives back the
+--   leases the bucket cannot pay for (citusTakeRemoteBuckets).
 -- Index use: jobs_pick per priority, jobs_concurrency_exclusive or jobs_gate_slot per keyed
 -- row, rate_buckets_pkey per bucket, jobs_pkey per winner, handlers, gates and rate_limits
 -- (reference tables, local to the worker).
@@ -30,7 +34,7 @@ WITH candidates AS (
     SELECT c.* FROM generate_series(0, 9) AS p(priority)
     CROSS JOIN LATERAL (
         SELECT j.id, j.placement, j.handler, j.concurrency_key, j.priority, j.eligible_at,
-               j.rate_limit, coalesce(j.rate_key, '') AS rate_key, j.rate_weight
+               j.rate_limit, coalesce(j.rate_key, '') AS rate_key, j.rate_weight, j.rate_placement
         FROM jobs j
         WHERE j.placement = ANY (sqlc.arg(placements)::int[])
           AND j.queue = sqlc.arg(queue)::text
@@ -58,7 +62,7 @@ WITH candidates AS (
 ),
 ranked AS (
     SELECT c.id, c.placement, c.handler, c.concurrency_key, c.priority, c.eligible_at, c.rate_limit, c.rate_key,
-           c.rate_weight, g."limit" AS gate_limit,
+           c.rate_weight, c.rate_placement, g."limit" AS gate_limit,
            row_number() OVER (PARTITION BY c.concurrency_key ORDER BY c.priority, c.eligible_at, c.id) AS key_rank,
            count(*) OVER (PARTITION BY c.concurrency_key) AS key_rows
     FROM candidates c
@@ -80,7 +84,8 @@ free_slots AS (
     ) f
 ),
 gate_pass AS (
-    SELECT r.id, r.placement, r.handler, f.slot, r.priority, r.eligible_at, r.rate_limit, r.rate_key, r.rate_weight
+    SELECT r.id, r.placement, r.handler, f.slot, r.priority, r.eligible_at, r.rate_limit, r.rate_key, r.rate_weight,
+           r.rate_placement
     FROM ranked r
     LEFT JOIN free_slots f ON f.concurrency_key = r.concurrency_key AND f.slot_rank = r.key_rank
     WHERE r.concurrency_key IS NULL
@@ -93,7 +98,7 @@ buckets_locked AS (
     WHERE b.placement = ANY (sqlc.arg(placements)::int[])
       AND EXISTS (SELECT 1 FROM gate_pass p WHERE p.rate_limit IS NOT NULL)  -- one-time filter: skipped when unused
       AND (b.name, b.key, b.placement) IN (SELECT p.rate_limit, p.rate_key, p.placement FROM gate_pass p
-                                           WHERE p.rate_limit IS NOT NULL)
+                                           WHERE p.rate_limit IS NOT NULL AND p.rate_placement IS NULL)
     ORDER BY b.name, b.key
     FOR UPDATE OF b
 ),
@@ -111,12 +116,12 @@ bucket_fits AS (
                    OVER (PARTITION BY p.rate_limit, p.rate_key ORDER BY p.priority, p.eligible_at, p.id) <= b.tokens AS fits
     FROM gate_pass p
     JOIN buckets_now b ON b.name = p.rate_limit AND b.key = p.rate_key
-    WHERE p.rate_limit IS NOT NULL
+    WHERE p.rate_limit IS NOT NULL AND p.rate_placement IS NULL
 ),
 winners AS (
     SELECT p.id, p.handler, p.slot
     FROM gate_pass p
-    WHERE p.rate_limit IS NULL OR p.id IN (SELECT f.id FROM bucket_fits f WHERE f.fits)
+    WHERE p.rate_limit IS NULL OR p.rate_placement IS NOT NULL OR p.id IN (SELECT f.id FROM bucket_fits f WHERE f.fits)
 ),
 buckets_debited AS (
     UPDATE rate_buckets b
@@ -157,7 +162,9 @@ RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.
           -- probes for rows the K=1 guard, a gate or a bucket held back)
           j.concurrency_key IS NOT NULL OR j.rate_limit IS NOT NULL AS keyed,
           -- a rate-limited step: its shard is claimed again while its bucket refills (citusWarmth)
-          j.rate_limit IS NOT NULL AS rated;
+          j.rate_limit IS NOT NULL AS rated,
+          -- a remote bucket (placement, name, key) and the step's weight, to debit before the call
+          j.rate_placement, j.rate_limit, coalesce(j.rate_key, '')::text AS rate_key, j.rate_weight;
 
 -- name: JobReadyExists :one
 -- Whether queue has a due runnable job on any shard: one statement that Citus runs on

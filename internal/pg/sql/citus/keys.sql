@@ -32,7 +32,8 @@ WHERE k.placement = sqlc.arg(placement)::int AND k.key = sqlc.arg(idempotency_ke
 -- concurrent inserts of a key make one job. The id is drawn by the caller: the answer's
 -- id is that id when this statement made the job. Index use: jobs_debounce.
 INSERT INTO jobs AS j (id, placement, queue, handler, input, priority, eligible_at, max_attempts,
-                       debounce_key, debounce_deadline, updated_at, trace_context, fairness_key)
+                       debounce_key, debounce_deadline, updated_at, trace_context, fairness_key,
+                       rate_limit, rate_key, rate_weight, rate_placement)
 VALUES (sqlc.arg(id)::bigint, sqlc.arg(placement)::int, sqlc.arg(queue)::text, sqlc.arg(handler)::text,
         sqlc.arg(input)::jsonb, sqlc.arg(priority)::smallint,
         coalesce(sqlc.narg(as_of)::timestamptz, now()) + sqlc.arg(period_ms)::bigint * interval '1 millisecond',
@@ -41,7 +42,9 @@ VALUES (sqlc.arg(id)::bigint, sqlc.arg(placement)::int, sqlc.arg(queue)::text, s
         now(), sqlc.narg(trace_context)::text,
         -- a debounced job has no fairness key of its own on Citus: '' in a fair queue (the
         -- caller's: Citus refuses a subquery in an INSERT)
-        sqlc.narg(fairness_key)::text)
+        sqlc.narg(fairness_key)::text,
+        -- a rate limit: its bucket lives elsewhere (rate_placement), debited before each call
+        sqlc.narg(rate_limit)::text, sqlc.narg(rate_key)::text, sqlc.arg(rate_weight)::int, sqlc.narg(rate_placement)::int)
 ON CONFLICT (debounce_key, placement) WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL
 DO UPDATE SET input = excluded.input, trace_context = excluded.trace_context,
               eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),

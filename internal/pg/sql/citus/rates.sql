@@ -29,6 +29,7 @@ INSERT INTO rate_buckets (name, key, placement, tokens, updated_at)
 SELECT DISTINCT j.rate_limit, coalesce(j.rate_key, ''), j.placement, 0::float8, '-infinity'::timestamptz
 FROM jobs j
 WHERE j.rate_limit = sqlc.arg(name)::text AND j.status IN ('runnable', 'executing', 'awaiting')
+  AND j.rate_placement IS NULL  -- a remote bucket is minted when a take finds it missing
 ON CONFLICT (name, key, placement) DO NOTHING;
 
 -- name: RateLimitList :many
@@ -45,3 +46,43 @@ SELECT b.name, count(*) AS buckets
 FROM rate_buckets b
 WHERE sqlc.narg(name)::text IS NULL OR b.name = sqlc.narg(name)
 GROUP BY b.name;
+
+-- name: RateBucketTake :one
+-- A remote bucket's debit (citusTakeRemoteBuckets; migrations/citus/0031): the steps that
+-- claims on other shards leased, whose bucket lives here, in pick order with their weights,
+-- admitted while their summed weights fit the bucket's tokens (refilled from the clock; a
+-- step heavier than the bucket holds is passed over and weighs nothing), as the claim
+-- admits the rows of a bucket on its own shard, and the winners' weights debited. One
+-- router statement on the bucket's shard, the bucket locked while it is read (a take or a
+-- claim that debited it meanwhile is waited for and read after). No row when the bucket is
+-- missing (never minted here, or its limit deleted).
+-- Index use: rate_buckets_pkey, rate_limits_pkey.
+WITH locked AS (
+    SELECT b.name, b.tokens, b.updated_at
+    FROM rate_buckets b
+    WHERE b.placement = sqlc.arg(placement)::int AND b.name = sqlc.arg(name)::text AND b.key = sqlc.arg(key)::text
+    FOR UPDATE OF b
+),
+-- (each CTE read once, and the lock taken without a join, as in JobClaim: else Citus plans
+-- the CTEs as subplans, each a round trip of its own)
+fits AS (
+    SELECT w.ord, w.weight, h.tokens, h.rate, h.burst,
+           w.weight <= h.tokens
+             AND sum(CASE WHEN w.weight <= h.tokens THEN w.weight ELSE 0 END) OVER (ORDER BY w.ord) <= h.tokens AS fits
+    FROM (SELECT CASE WHEN l.updated_at = '-infinity' THEN r.burst
+                      ELSE least(r.burst, l.tokens + r.rate * greatest(extract(epoch FROM now() - l.updated_at), 0)) END AS tokens,
+                 r.rate, r.burst
+          FROM locked l JOIN rate_limits r ON r.name = l.name) h
+    CROSS JOIN unnest(sqlc.arg(weights)::int[]) WITH ORDINALITY AS w(weight, ord)
+),
+taken AS (
+    SELECT min(f.tokens) - coalesce(sum(f.weight) FILTER (WHERE f.fits), 0) AS tokens, min(f.rate) AS rate,
+           min(f.burst) AS burst, array_agg(f.fits ORDER BY f.ord) AS fits
+    FROM fits f
+)
+UPDATE rate_buckets b
+SET tokens = t.tokens, updated_at = now()
+FROM taken t
+WHERE b.placement = sqlc.arg(placement)::int AND b.name = sqlc.arg(name)::text AND b.key = sqlc.arg(key)::text
+  AND t.fits IS NOT NULL
+RETURNING t.fits::bool[] AS fits, t.tokens::float8 AS tokens, t.rate::float8 AS rate, t.burst::float8 AS burst;

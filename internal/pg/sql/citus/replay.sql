@@ -41,12 +41,13 @@ SELECT r.id, r.queue FROM replayed r;
 -- in the SELECT, and the wake-up is the caller's.
 INSERT INTO jobs AS n (id, placement, queue, handler, priority, eligible_at, input, max_attempts, key,
                   concurrency_key, rate_limit, rate_key, rate_weight, extra_rate_limits, rerun_of,
-                  created_at, updated_at, fairness_key)
+                  created_at, updated_at, fairness_key, rate_placement)
 SELECT sqlc.arg(new_id)::bigint, o.placement, o.queue, o.handler, o.priority, now(),
        coalesce(sqlc.narg(input)::jsonb, o.input), o.max_attempts, o.key, o.concurrency_key,
        o.rate_limit, o.rate_key, o.rate_weight, o.extra_rate_limits, o.id, now(), now(),
        -- ('' in a queue made fair since, as JobRerun: every live job of a fair queue has one)
-       coalesce(o.fairness_key, CASE WHEN o.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none') THEN '' END)
+       coalesce(o.fairness_key, CASE WHEN o.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none') THEN '' END),
+       o.rate_placement
 FROM jobs o
 WHERE o.placement = sqlc.arg(placement)::int AND o.id = sqlc.arg(id)::bigint
   AND o.status IN ('done', 'failed', 'cancelled')
