@@ -66,7 +66,7 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 	}
 	last := start
 	var failed error               // the first shard's failure
-	var draws map[int64]remoteDraw // the claimed steps whose buckets live on other shards
+	var draws map[int64][]remoteDraw // the claimed steps whose claimer debits their buckets
 	for k := 0; k < len(visit) && len(claimed) < p.Limit; k++ {
 		shard := visit[k]
 		tried := time.Now()
@@ -89,19 +89,24 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 				var rateLimit *string
 				var rateKey string
 				var rateWeight int
+				var extraRateLimits []byte
 				if err := rows.Scan(&c.ID, &c.Queue, &c.Handler, &c.Key, &c.Step, &c.Attempt, &c.MaxAttempts, &c.Input,
 					&c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt, &c.ClaimedAt, &c.Wake, &c.ConsumedSeq,
 					&c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.Trace, &c.HandlerURL, &c.Secret, &c.PreviousSecret,
 					&c.PreviousSecretExpiresAt, &c.TimeoutMS, &c.BackoffBaseMS, &c.BackoffMaxMS, &c.BreakerState,
 					&c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt, &isKeyed, &isRated,
-					&ratePlacement, &rateLimit, &rateKey, &rateWeight); err != nil {
+					&ratePlacement, &rateLimit, &rateKey, &rateWeight, &extraRateLimits); err != nil {
 					return err
 				}
 				if ratePlacement != nil && rateLimit != nil {
 					if draws == nil {
-						draws = map[int64]remoteDraw{}
+						draws = map[int64][]remoteDraw{}
 					}
-					draws[c.ID] = remoteDraw{remoteBucket{*ratePlacement, *rateLimit, rateKey}, rateWeight}
+					d := []remoteDraw{{remoteBucket{*ratePlacement, *rateLimit, rateKey}, rateWeight}}
+					for _, x := range decodeRateLimits(extraRateLimits) {
+						d = append(d, remoteDraw{remoteBucket{RateBucketPlacement(x.Name, x.Key), x.Name, x.Key}, max(x.Weight, 1)})
+					}
+					draws[c.ID] = d
 				}
 				got = append(got, c)
 				if isKeyed {

@@ -18,10 +18,9 @@ import (
 // (docs/citus.md, "Guarantees"): the field and why, or "" when the item can be inserted.
 func citusUnsupported(it *JobInsert) (field, why string) {
 	// (A rate limit beside a debounce key or a concurrency key runs: the job lives where
-	// they place it, and its bucket is remote, citus_remote_buckets.go.)
+	// they place it, and its bucket is remote; so do several rate limits, all remote:
+	// citus_remote_buckets.go.)
 	switch {
-	case len(it.ExtraRateLimits) > 0:
-		return "rate_limits", "on Citus a job draws from one rate limit: it lives at its bucket's placement, where the claim debits it"
 	case it.ConcurrencyKey != nil && (it.ParentID != nil || it.Debounce != nil):
 		return "concurrency_key", "on Citus a concurrency key is exact only for a job it places: not with a parent or a debounce key"
 	case it.Debounce != nil && it.ParentID != nil:
@@ -53,17 +52,28 @@ func RateBucketPlacement(name, key string) int {
 	return PlacementOfKey("rate_limit " + name + " " + key)
 }
 
-// citusRatePlacement is where the bucket of item it lives when the item lives elsewhere
-// (placement: something placed it before its rate limit could), or -1: no rate limit, or
-// its bucket is at its own placement (citus_remote_buckets.go).
+// citusRatePlacement is where the bucket of item it lives when its claimer debits it
+// (citus_remote_buckets.go): when the item lives elsewhere (placement: something placed it
+// before its rate limit could), and whenever it names several limits (all of them paid
+// by its claimer, or none); -1: no rate limit, or one whose bucket is at the item's own
+// placement, debited by the claim.
 func citusRatePlacement(it *JobInsert, placement int) int {
 	if it.RateLimit == nil {
 		return -1
 	}
-	if b := RateBucketPlacement(*it.RateLimit, valueOr(it.RateKey, "")); b != placement {
+	if b := RateBucketPlacement(*it.RateLimit, valueOr(it.RateKey, "")); b != placement || len(it.ExtraRateLimits) > 0 {
 		return b
 	}
 	return -1
+}
+
+// citusExtraRateLimits is item it's extra_rate_limits ("": none).
+func citusExtraRateLimits(it *JobInsert) string {
+	if len(it.ExtraRateLimits) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(it.ExtraRateLimits) // plain structs: cannot fail
+	return string(b)
 }
 
 // citusPlacement is where item it lives (docs/citus.md, "Placement"): its parent's, its
@@ -273,6 +283,7 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		p.RateLimits, p.RateKeys = append(p.RateLimits, valueOr(it.RateLimit, "")), append(p.RateKeys, valueOr(it.RateKey, ""))
 		p.RateWeights = append(p.RateWeights, valueOr(it.RateWeight, 0))
 		p.RatePlacements = append(p.RatePlacements, citusRatePlacement(it, placements[i]))
+		p.ExtraRateLimits = append(p.ExtraRateLimits, citusExtraRateLimits(it))
 		if ids != nil {
 			p.Ids = append(p.Ids, ids[i])
 		} else {
@@ -383,12 +394,17 @@ func citusMintBuckets(ctx context.Context, q *dbcitus.Queries, items []JobInsert
 		if it.RateLimit == nil {
 			continue
 		}
-		b := [2]string{*it.RateLimit, valueOr(it.RateKey, "")}
-		if seen[b] {
-			continue
+		buckets := [][2]string{{*it.RateLimit, valueOr(it.RateKey, "")}}
+		for _, x := range it.ExtraRateLimits {
+			buckets = append(buckets, [2]string{x.Name, x.Key})
 		}
-		seen[b] = true
-		m.Names, m.Keys, m.Placements = append(m.Names, b[0]), append(m.Keys, b[1]), append(m.Placements, RateBucketPlacement(b[0], b[1]))
+		for _, b := range buckets {
+			if seen[b] {
+				continue
+			}
+			seen[b] = true
+			m.Names, m.Keys, m.Placements = append(m.Names, b[0]), append(m.Keys, b[1]), append(m.Placements, RateBucketPlacement(b[0], b[1]))
+		}
 	}
 	if len(m.Names) == 0 {
 		return nil
@@ -588,7 +604,7 @@ func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 			opts.AsOf, it.Debounce.Period.Milliseconds(), valueOr(it.MaxAttempts, maxAttempts[it.Handler]), key,
 			it.Debounce.MaxWait.Milliseconds(), it.TraceContext, fairnessDefault(fair, it.Queue),
 			it.RateLimit, it.RateKey, max(valueOr(it.RateWeight, 1), 1),
-			citusDebounceRatePlacement(it, placements[f]))
+			citusDebounceRatePlacement(it, placements[f]), nonEmptyJSON(citusExtraRateLimits(it)))
 	}
 	results := tx.SendBatch(ctx, batch)
 	jobOf := map[string]int64{}
@@ -618,6 +634,14 @@ func citusDebounceRatePlacement(it *JobInsert, placement int) *int {
 		return &b
 	}
 	return nil
+}
+
+// nonEmptyJSON is s as a nullable JSON value: nil for "".
+func nonEmptyJSON(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
 }
 
 // citusJobByID reads job id at its placement (JobGet, a router statement).

@@ -90,8 +90,8 @@ func TestCitusRateLimitedJobsLiveAtTheirBucket(t *testing.T) {
 	}
 }
 
-// What Citus cannot keep exact for a rate-limited job is refused, naming the field, and
-// nothing is written.
+// A rate limit that cannot be met is refused on Citus as on plain PostgreSQL, naming the
+// field, and nothing is written.
 func TestCitusRateLimitsRefusedWhereTheyCannotHold(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
@@ -108,7 +108,6 @@ func TestCitusRateLimitsRefusedWhereTheyCannotHold(t *testing.T) {
 		item  pg.JobInsert
 		field string
 	}{
-		{"two limits", pg.JobInsert{Handler: "h", RateLimit: ptr("api"), ExtraRateLimits: []pg.RateLimitUse{{Name: "api", Key: "x", Weight: 1}}}, "rate_limits"},
 		{"an unknown limit", pg.JobInsert{Handler: "h", RateLimit: ptr("nope")}, "rate_limit/name"},
 		{"a weight above the burst", pg.JobInsert{Handler: "h", RateLimit: ptr("api"), RateWeight: ptr(3)}, "rate_limit/weight"},
 	}
@@ -218,6 +217,48 @@ func TestCitusRemoteBucketPaysExactlyItsBurstAcrossShards(t *testing.T) {
 	tokens, err := db.QueryStrings(ctx, `SELECT placement::text, (tokens < 10)::text FROM rate_buckets WHERE name = 'fast'`)
 	if err != nil || fmt.Sprint(tokens) != fmt.Sprintf("[[%d true]]", pg.RateBucketPlacement("fast", "acme")) {
 		t.Fatalf("the debounced job's bucket: %v %v, want debited at its own placement", tokens, err)
+	}
+}
+
+// A job naming several rate limits on Citus has all its buckets debited by its claimer, or
+// none: a bucket that pays for a step another of its buckets refuses gets its tokens back.
+func TestCitusSeveralRateLimitsPayAllOrNone(t *testing.T) {
+	t.Parallel()
+	citusOnly(t)
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
+		t.Fatal(err)
+	}
+	for name, burst := range map[string]float64{"api": 3, "email": 1} {
+		if _, err := db.RateLimitUpsert(ctx, name, 0, burst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	both := pg.JobInsert{Queue: "q", Handler: "h", RateLimit: ptr("api"), RateKey: ptr("c7"),
+		ExtraRateLimits: []pg.RateLimitUse{{Name: "email", Key: "c7", Weight: 1}}}
+	inserted, err := db.JobInsertMany(ctx, []pg.JobInsert{both, both})
+	if err != nil {
+		t.Fatalf("two rate limits on one job: %v", err)
+	}
+	var claimed []pg.ClaimedJob
+	for range 3 {
+		got, err := db.JobClaimBatch(ctx, pg.JobClaimParams{Queue: "q", Limit: 10, LeaseTTL: time.Minute, Owner: "t", SignalCap: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed = append(claimed, got...)
+	}
+	if len(claimed) != 1 || claimed[0].ID != inserted[0].ID {
+		t.Fatalf("claimed %d steps, want only the first job's (email holds one token)", len(claimed))
+	}
+	rows, err := db.QueryStrings(ctx, `SELECT name, tokens::text FROM rate_buckets ORDER BY name`)
+	if err != nil || fmt.Sprint(rows) != "[[api 2] [email 0]]" {
+		t.Fatalf("buckets after one grant: %v %v, want api 2 (the denied job's debit given back) and email 0", rows, err)
+	}
+	second, err := db.JobGet(ctx, inserted[1].ID)
+	if err != nil || second.Status != "runnable" || second.Attempt != 0 {
+		t.Fatalf("the denied job: %+v %v, want runnable, no attempt counted", second, err)
 	}
 }
 

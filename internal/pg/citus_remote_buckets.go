@@ -21,8 +21,10 @@ import (
 // bucket on the bucket's shard (RateBucketTake: one router statement per bucket, the
 // claim's steps of that bucket in pick order) and gives back the leases it could not pay
 // for (LeaseReleaseUntil: the attempt uncounted, the step runnable again when its bucket
-// will hold its tokens). A bucket is never overspent: each debit locks it, as the claims
-// of its own shard do. A step whose bucket was debited and whose claimer then died before
+// will hold its tokens). A job naming several rate limits has all its buckets debited so
+// (rate_placement names the first), all of them or none: a bucket that paid for a step
+// another bucket refused gets it back (RateBucketRefund). A bucket is never overspent:
+// each debit locks it, as the claims of its own shard do. A step whose bucket was debited and whose claimer then died before
 // calling it has spent tokens for nothing (a bucket errs on the side of fewer calls).
 
 // remoteDraw is what a claimed step owes a bucket on another shard.
@@ -43,37 +45,55 @@ type remoteBucket struct {
 // bucket asked again.
 const remoteBucketRecheck = 10 * time.Second
 
-// citusTakeRemoteBuckets debits the remote buckets of the claimed steps that draw from one
-// (draws, by job id) and answers the steps they paid for, in claim order; the others are
-// given back. keyed is lowered by the steps given back (each was keyed: it has a rate
-// limit).
+// citusTakeRemoteBuckets debits the buckets of the claimed steps whose claimer pays them
+// (draws, by job id: each step's buckets) and answers the steps every one of their buckets
+// paid for, in claim order; the others are given back. The buckets are taken one after
+// the other, each for the steps no bucket before it refused; a step that a later bucket
+// refuses gets back what the earlier ones debited for it (RateBucketRefund), so a step
+// runs only when all of its buckets pay, as on plain PostgreSQL. (Between a debit and its
+// refund, another claimer may find that bucket short: it then admits less, never more.)
+// keyed is lowered by the steps given back (each was keyed: it has a rate limit).
 func (db *DB) citusTakeRemoteBuckets(ctx context.Context, l *citusLayout, queue string, claimed []ClaimedJob,
-	draws map[int64]remoteDraw, keyed int) ([]ClaimedJob, int) {
+	draws map[int64][]remoteDraw, keyed int) ([]ClaimedJob, int) {
 	if len(draws) == 0 {
 		return claimed, keyed
 	}
 	var order []remoteBucket
 	steps := map[remoteBucket][]int{} // indexes into claimed, in claim order
 	for i, c := range claimed {
-		d, ok := draws[c.ID]
-		if !ok {
-			continue
+		for _, d := range draws[c.ID] {
+			if _, seen := steps[d.bucket]; !seen {
+				order = append(order, d.bucket)
+			}
+			steps[d.bucket] = append(steps[d.bucket], i)
 		}
-		if _, seen := steps[d.bucket]; !seen {
-			order = append(order, d.bucket)
-		}
-		steps[d.bucket] = append(steps[d.bucket], i)
 	}
-	waits := map[int]time.Duration{} // the steps given back (indexes into claimed), each until its tokens are there
+	waits := map[int]time.Duration{}              // the steps given back (indexes into claimed), each until its tokens are there
+	paid := map[int][]remoteDraw{}                // what each step's buckets debited so far
+	weightOf := func(i int, b remoteBucket) int { // step i's weight in bucket b
+		for _, d := range draws[claimed[i].ID] {
+			if d.bucket == b {
+				return d.weight
+			}
+		}
+		return 1
+	}
 	for _, b := range order {
-		idx := steps[b]
-		weights := make([]int, len(idx))
-		for k, i := range idx {
-			weights[k] = draws[claimed[i].ID].weight
+		var idx []int
+		var weights []int
+		for _, i := range steps[b] {
+			if _, refused := waits[i]; !refused {
+				idx, weights = append(idx, i), append(weights, weightOf(i, b))
+			}
+		}
+		if len(idx) == 0 {
+			continue
 		}
 		fits, wait := db.citusTakeBucket(ctx, l, b, weights)
 		for k, i := range idx {
-			if !fits[k] {
+			if fits[k] {
+				paid[i] = append(paid[i], remoteDraw{b, weights[k]})
+			} else {
 				waits[i] = wait[k]
 			}
 		}
@@ -81,6 +101,7 @@ func (db *DB) citusTakeRemoteBuckets(ctx context.Context, l *citusLayout, queue 
 	if len(waits) == 0 {
 		return claimed, keyed
 	}
+	db.citusRefundBuckets(ctx, l, waits, paid)
 	db.citusReleaseUntil(ctx, l, queue, claimed, waits)
 	kept := make([]ClaimedJob, 0, len(claimed)-len(waits))
 	for i, c := range claimed {
@@ -89,6 +110,28 @@ func (db *DB) citusTakeRemoteBuckets(ctx context.Context, l *citusLayout, queue 
 		}
 	}
 	return kept, keyed - len(waits)
+}
+
+// citusRefundBuckets gives back to each bucket what it debited for the steps given back
+// (waits) that it paid for: one statement per bucket. A refund that fails leaves the
+// tokens spent (fewer calls, never more).
+func (db *DB) citusRefundBuckets(ctx context.Context, l *citusLayout, waits map[int]time.Duration, paid map[int][]remoteDraw) {
+	owed := map[remoteBucket]int{}
+	var order []remoteBucket
+	for i := range waits {
+		for _, d := range paid[i] {
+			if _, seen := owed[d.bucket]; !seen {
+				order = append(order, d.bucket)
+			}
+			owed[d.bucket] += d.weight
+		}
+	}
+	for _, b := range order {
+		_ = db.onShard(ctx, l, l.shardIndex(b.placement), func(ctx context.Context, q shardQuerier) error {
+			return dbcitus.New(q).RateBucketRefund(ctx, dbcitus.RateBucketRefundParams{Placement: b.placement, Name: b.name,
+				Key: b.key, Tokens: float64(owed[b])})
+		})
+	}
 }
 
 // citusTakeBucket debits bucket b for steps of weights (in pick order) and answers which it

@@ -184,6 +184,7 @@ func citusShardStatements(placements []int) []citusStatement {
 		{"LeaseReleaseMany", dbcitus.LeaseReleaseMany, []any{placements, ids, tokens}},
 		// a remote bucket's debit, and the leases it could not pay for (citusTakeRemoteBuckets)
 		{"RateBucketTake", dbcitus.RateBucketTake, []any{placements[0], "api", "", ints(1, 2)}},
+		{"RateBucketRefund", dbcitus.RateBucketRefund, []any{2.0, placements[0], "api", ""}},
 		{"LeaseReleaseUntil", dbcitus.LeaseReleaseUntil, []any{placements, ids, tokens, []int64{1000}}},
 		{"LeaseGetBackoffs", dbcitus.LeaseGetBackoffs, []any{ids, tokens, placements}},
 		{"JobListExpiredLeases", dbcitus.JobListExpiredLeases, []any{placements, none, 100}},

@@ -89,8 +89,8 @@ func TestCitusPlacementOfKeyInSQL(t *testing.T) {
 }
 
 // gendurable_enqueue on Citus writes each job at the placement of its key (so that the
-// server finds it by key) and its id carries the placement; what Citus cannot keep exact
-// is refused with the field named.
+// server finds it by key) and its id carries the placement; a rate limit the job does not
+// live with is named (rate_placement).
 func TestCitusSQLEnqueuePlacesTheJob(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
@@ -139,8 +139,14 @@ func TestCitusSQLEnqueuePlacesTheJob(t *testing.T) {
 		keyed, pg.RateBucketPlacement("api", "c8")); err != nil || n != 2 {
 		t.Fatalf("the job names its bucket's placement, where the bucket is minted: %d %v", n, err)
 	}
-	if _, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}', '{"rate_limits": [{"name": "api"}, {"name": "api", "key": "x"}]}')`); err == nil ||
-		!strings.Contains(err.Error(), "rate_limits") {
-		t.Fatalf("two rate limits on Citus: %v, want a refusal naming rate_limits", err)
+	// Two rate limits: the job at its first bucket's placement, naming it (its claimer
+	// debits both buckets, or neither).
+	two, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}', '{"rate_limits": [{"name": "api", "key": "y"}, {"name": "api", "key": "x"}]}')`)
+	if err != nil || two%pg.Placements != int64(pg.RateBucketPlacement("api", "y")) {
+		t.Fatalf("two rate limits: %d %v, want the job at its first bucket's placement %d", two, err, pg.RateBucketPlacement("api", "y"))
+	}
+	if n, err := db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE id = $1 AND rate_placement = $2 AND extra_rate_limits IS NOT NULL`,
+		two, pg.RateBucketPlacement("api", "y")); err != nil || n != 1 {
+		t.Fatalf("the job with two limits names its first bucket's placement: %d %v", n, err)
 	}
 }

@@ -7,7 +7,10 @@
 -- the bucket's placement (NULL: the job's own). The claim on the job's shard leases it
 -- without reading the bucket; before its webhook is called, the claimer debits the bucket
 -- on its own shard (RateBucketTake, one router statement per bucket) and gives back the
--- leases the bucket cannot pay for, runnable when their tokens will be there.
+-- leases the bucket cannot pay for, runnable when their tokens will be there. A job naming
+-- several rate limits has all its buckets debited so by its claimer (all of them, or none:
+-- RateBucketRefund), rate_placement naming the first.
+--
 -- The function below is replaced after the table is altered, in one transaction: the
 -- shards must be altered over one connection per node.
 SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
@@ -15,8 +18,9 @@ SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
 ALTER TABLE jobs ADD COLUMN rate_placement integer;
 
 -- gendurable_enqueue follows the same rule (the function of citus/0030, a rate limit now
--- accepted beside a debounce key or a concurrency key): the job at their placement, its
--- bucket minted at its own and named by rate_placement.
+-- accepted beside a debounce key or a concurrency key, and several rate limits): the job at
+-- their placement, its first bucket minted at its own and named by rate_placement (the
+-- others are minted by the first claimer that finds them missing).
 CREATE OR REPLACE FUNCTION gendurable_enqueue(handler text, input jsonb DEFAULT '{}', options jsonb DEFAULT '{}')
 RETURNS bigint LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -144,10 +148,6 @@ BEGIN
     -- On Citus (docs/citus.md): a job lives at the placement of what places it, its key,
     -- debounce key or concurrency key (gendurable_placement_of_key, as the server's
     -- PlacementOfKey), else at a random one; what Citus cannot keep exact is refused.
-    IF jsonb_array_length(limits) > 1 THEN
-        PERFORM gendurable_enqueue_refuse('rate_limits',
-            'on Citus a job draws from one rate limit: it lives at its bucket''s placement, where the claim debits it');
-    END IF;
     -- In a fair queue every live job has a fairness key ('' when none is given) and none
     -- has a rate limit (POST /v1/jobs refuses them alike; docs/fairness.md); elsewhere ''
     -- is no key. A new queue is not fair.
@@ -187,8 +187,12 @@ BEGIN
                           THEN gendurable_placement_of_key('rate_limit ' || rate_name || ' ' || coalesce(rate_key, ''))
                           ELSE floor(random() * 1024)::integer END;
     IF rate_name IS NOT NULL THEN
-        job_rate_placement := nullif(gendurable_placement_of_key('rate_limit ' || rate_name || ' ' || coalesce(rate_key, '')),
-                                     job_placement);
+        job_rate_placement := gendurable_placement_of_key('rate_limit ' || rate_name || ' ' || coalesce(rate_key, ''));
+        -- (its own placement's bucket is debited by the claim, unless it names several:
+        -- then its claimer debits them all, or none)
+        IF job_rate_placement = job_placement AND extra_limits IS NULL THEN
+            job_rate_placement := NULL;
+        END IF;
     END IF;
     IF job_key IS NOT NULL AND job_debounce_key IS NULL THEN
         -- The key's lock, held to the caller's commit, taken before anything is written

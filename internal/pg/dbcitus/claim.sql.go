@@ -145,7 +145,9 @@ RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.
           -- a rate-limited step: its shard is claimed again while its bucket refills (citusWarmth)
           j.rate_limit IS NOT NULL AS rated,
           -- a remote bucket (placement, name, key) and the step's weight, to debit before the call
-          j.rate_placement, j.rate_limit, coalesce(j.rate_key, '')::text AS rate_key, j.rate_weight
+          j.rate_placement, j.rate_limit, coalesce(j.rate_key, '')::text AS rate_key, j.rate_weight,
+          -- and its other buckets (a job naming several: every one of them remote)
+          j.extra_rate_limits
 `
 
 type JobClaimParams struct {
@@ -195,6 +197,7 @@ type JobClaimRow struct {
 	RateLimit               *string
 	RateKey                 string
 	RateWeight              int
+	ExtraRateLimits         json.RawMessage
 }
 
 // The claim on Citus (docs/citus.md): JobClaimPlain's descent of jobs_pick per priority,
@@ -284,6 +287,7 @@ func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimR
 			&i.RateLimit,
 			&i.RateKey,
 			&i.RateWeight,
+			&i.ExtraRateLimits,
 		); err != nil {
 			return nil, err
 		}

@@ -227,7 +227,7 @@ func (q *Queries) JobGetLiveByKey(ctx context.Context, arg JobGetLiveByKeyParams
 const JobInsert = `-- name: JobInsert :many
 INSERT INTO jobs (id, placement, queue, handler, input, key, priority, eligible_at, concurrency_key,
                   max_attempts, parent_id, lease_owner, schedule_name, schedule_tick, rate_limit, rate_key, rate_weight,
-                  trace_context, fairness_key, rate_placement)
+                  trace_context, fairness_key, rate_placement, extra_rate_limits)
 SELECT coalesce(nullif(r.id, 0), nextval('jobs_id_seq') * 1024 + r.placement), r.placement, r.queue, r.handler,
        coalesce(nullif(r.input, '')::jsonb, '{}'::jsonb), nullif(r.key, ''), coalesce(nullif(r.priority, -1), 5)::smallint,
        CASE WHEN r.parked IS NULL
@@ -240,8 +240,8 @@ SELECT coalesce(nullif(r.id, 0), nextval('jobs_id_seq') * 1024 + r.placement), r
        -- '' (the default key) in a fair queue, where every live job has a key
        coalesce(nullif(r.fairness_key, ''), CASE WHEN r.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none') THEN '' END),
        -- the bucket's placement when it is not the job's (-1: the job's own)
-       nullif(r.rate_placement, -1)
-FROM (SELECT a.placement, a.queue, a.handler, a.input, a.key, a.priority, a.run_at, a.delay_ms, a.concurrency_key, a.max_attempts, a.parent_id, a.schedule_name, a.schedule_tick, a.id, a.rate_limit, a.rate_key, a.rate_weight, a.trace_context, a.fairness_key, a.rate_placement, a.ord,
+       nullif(r.rate_placement, -1), nullif(r.extra_rate_limits, '')::jsonb
+FROM (SELECT a.placement, a.queue, a.handler, a.input, a.key, a.priority, a.run_at, a.delay_ms, a.concurrency_key, a.max_attempts, a.parent_id, a.schedule_name, a.schedule_tick, a.id, a.rate_limit, a.rate_key, a.rate_weight, a.trace_context, a.fairness_key, a.rate_placement, a.extra_rate_limits, a.ord,
              (SELECT h.max_attempts FROM handlers h WHERE h.name = a.handler) AS handler_max_attempts,
              (SELECT CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END
               FROM handlers h WHERE h.name = a.handler) AS parked,
@@ -259,11 +259,12 @@ FROM (SELECT a.placement, a.queue, a.handler, a.input, a.key, a.priority, a.run_
                       unnest($13::timestamptz[]), unnest($14::bigint[]),
                       unnest($15::text[]), unnest($16::text[]),
                       unnest($17::int[]), unnest($18::text[]),
-                      unnest($19::text[]), unnest($20::int[]))
+                      unnest($19::text[]), unnest($20::int[]),
+                      unnest($21::text[]))
            WITH ORDINALITY
            AS a(placement, queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, max_attempts, parent_id,
                 schedule_name, schedule_tick, id, rate_limit, rate_key, rate_weight, trace_context, fairness_key,
-                rate_placement, ord)
+                rate_placement, extra_rate_limits, ord)
       ORDER BY a.ord) r
 WHERE r.handler_max_attempts IS NOT NULL
 ON CONFLICT DO NOTHING
@@ -291,6 +292,7 @@ type JobInsertParams struct {
 	TraceContexts   []string
 	FairnessKeys    []string
 	RatePlacements  []int
+	ExtraRateLimits []string
 }
 
 type JobInsertRow struct {
@@ -344,6 +346,7 @@ func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) ([]JobInse
 		arg.TraceContexts,
 		arg.FairnessKeys,
 		arg.RatePlacements,
+		arg.ExtraRateLimits,
 	)
 	if err != nil {
 		return nil, err

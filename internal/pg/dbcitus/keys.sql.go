@@ -76,7 +76,7 @@ func (q *Queries) IdempotencyHolder(ctx context.Context, arg IdempotencyHolderPa
 const JobDebounceUpsert = `-- name: JobDebounceUpsert :one
 INSERT INTO jobs AS j (id, placement, queue, handler, input, priority, eligible_at, max_attempts,
                        debounce_key, debounce_deadline, updated_at, trace_context, fairness_key,
-                       rate_limit, rate_key, rate_weight, rate_placement)
+                       rate_limit, rate_key, rate_weight, rate_placement, extra_rate_limits)
 VALUES ($1::bigint, $2::int, $3::text, $4::text,
         $5::jsonb, $6::smallint,
         coalesce($7::timestamptz, now()) + $8::bigint * interval '1 millisecond',
@@ -87,7 +87,8 @@ VALUES ($1::bigint, $2::int, $3::text, $4::text,
         -- caller's: Citus refuses a subquery in an INSERT)
         $13::text,
         -- a rate limit: its bucket lives elsewhere (rate_placement), debited before each call
-        $14::text, $15::text, $16::int, $17::int)
+        $14::text, $15::text, $16::int, $17::int,
+        $18::jsonb)
 ON CONFLICT (debounce_key, placement) WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL
 DO UPDATE SET input = excluded.input, trace_context = excluded.trace_context,
               eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),
@@ -96,23 +97,24 @@ RETURNING j.id
 `
 
 type JobDebounceUpsertParams struct {
-	ID            int64
-	Placement     int
-	Queue         string
-	Handler       string
-	Input         json.RawMessage
-	Priority      int
-	AsOf          *time.Time
-	PeriodMs      int64
-	MaxAttempts   int
-	DebounceKey   string
-	MaxWaitMs     int64
-	TraceContext  *string
-	FairnessKey   *string
-	RateLimit     *string
-	RateKey       *string
-	RateWeight    int
-	RatePlacement *int
+	ID              int64
+	Placement       int
+	Queue           string
+	Handler         string
+	Input           json.RawMessage
+	Priority        int
+	AsOf            *time.Time
+	PeriodMs        int64
+	MaxAttempts     int
+	DebounceKey     string
+	MaxWaitMs       int64
+	TraceContext    *string
+	FairnessKey     *string
+	RateLimit       *string
+	RateKey         *string
+	RateWeight      int
+	RatePlacement   *int
+	ExtraRateLimits json.RawMessage
 }
 
 // JobInsertMany's debounced insert (sql/jobs.sql) for one debounce key at its placement:
@@ -140,6 +142,7 @@ func (q *Queries) JobDebounceUpsert(ctx context.Context, arg JobDebounceUpsertPa
 		arg.RateKey,
 		arg.RateWeight,
 		arg.RatePlacement,
+		arg.ExtraRateLimits,
 	)
 	var id int64
 	err := row.Scan(&id)

@@ -65,6 +65,35 @@ func (q *Queries) RateBucketMint(ctx context.Context, arg RateBucketMintParams) 
 	return err
 }
 
+const RateBucketRefund = `-- name: RateBucketRefund :exec
+UPDATE rate_buckets b
+SET tokens = least(r.burst, b.tokens + $1::float8)
+FROM rate_limits r
+WHERE b.placement = $2::int AND b.name = $3::text AND b.key = $4::text
+  AND r.name = b.name
+`
+
+type RateBucketRefundParams struct {
+	Tokens    float64
+	Placement int
+	Name      string
+	Key       string
+}
+
+// Gives back to a bucket the tokens RateBucketTake debited for steps that another bucket
+// of theirs could not pay for (a job naming several limits runs only when all of them
+// pay: citusTakeRemoteBuckets), never past the burst. The refill clock is left as the
+// debit set it. One router statement on the bucket's shard.
+func (q *Queries) RateBucketRefund(ctx context.Context, arg RateBucketRefundParams) error {
+	_, err := q.db.Exec(ctx, RateBucketRefund,
+		arg.Tokens,
+		arg.Placement,
+		arg.Name,
+		arg.Key,
+	)
+	return err
+}
+
 const RateBucketTake = `-- name: RateBucketTake :one
 WITH locked AS (
     SELECT b.name, b.tokens, b.updated_at

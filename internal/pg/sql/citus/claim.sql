@@ -164,7 +164,9 @@ RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.
           -- a rate-limited step: its shard is claimed again while its bucket refills (citusWarmth)
           j.rate_limit IS NOT NULL AS rated,
           -- a remote bucket (placement, name, key) and the step's weight, to debit before the call
-          j.rate_placement, j.rate_limit, coalesce(j.rate_key, '')::text AS rate_key, j.rate_weight;
+          j.rate_placement, j.rate_limit, coalesce(j.rate_key, '')::text AS rate_key, j.rate_weight,
+          -- and its other buckets (a job naming several: every one of them remote)
+          j.extra_rate_limits;
 
 -- name: JobReadyExists :one
 -- Whether queue has a due runnable job on any shard: one statement that Citus runs on

@@ -14,7 +14,7 @@
 -- none: an item whose idempotency key was claimed for that id first).
 INSERT INTO jobs (id, placement, queue, handler, input, key, priority, eligible_at, concurrency_key,
                   max_attempts, parent_id, lease_owner, schedule_name, schedule_tick, rate_limit, rate_key, rate_weight,
-                  trace_context, fairness_key, rate_placement)
+                  trace_context, fairness_key, rate_placement, extra_rate_limits)
 SELECT coalesce(nullif(r.id, 0), nextval('jobs_id_seq') * 1024 + r.placement), r.placement, r.queue, r.handler,
        coalesce(nullif(r.input, '')::jsonb, '{}'::jsonb), nullif(r.key, ''), coalesce(nullif(r.priority, -1), 5)::smallint,
        CASE WHEN r.parked IS NULL
@@ -27,7 +27,7 @@ SELECT coalesce(nullif(r.id, 0), nextval('jobs_id_seq') * 1024 + r.placement), r
        -- '' (the default key) in a fair queue, where every live job has a key
        coalesce(nullif(r.fairness_key, ''), CASE WHEN r.queue IN (SELECT q.name FROM queues q WHERE q.fairness <> 'none') THEN '' END),
        -- the bucket's placement when it is not the job's (-1: the job's own)
-       nullif(r.rate_placement, -1)
+       nullif(r.rate_placement, -1), nullif(r.extra_rate_limits, '')::jsonb
 FROM (SELECT a.*,
              (SELECT h.max_attempts FROM handlers h WHERE h.name = a.handler) AS handler_max_attempts,
              (SELECT CASE WHEN h.breaker_state <> 'closed' OR h.paused_at IS NOT NULL THEN 'breaker:' || h.name END
@@ -46,11 +46,12 @@ FROM (SELECT a.*,
                       unnest(sqlc.arg(schedule_ticks)::timestamptz[]), unnest(sqlc.arg(ids)::bigint[]),
                       unnest(sqlc.arg(rate_limits)::text[]), unnest(sqlc.arg(rate_keys)::text[]),
                       unnest(sqlc.arg(rate_weights)::int[]), unnest(sqlc.arg(trace_contexts)::text[]),
-                      unnest(sqlc.arg(fairness_keys)::text[]), unnest(sqlc.arg(rate_placements)::int[]))
+                      unnest(sqlc.arg(fairness_keys)::text[]), unnest(sqlc.arg(rate_placements)::int[]),
+                      unnest(sqlc.arg(extra_rate_limits)::text[]))
            WITH ORDINALITY
            AS a(placement, queue, handler, input, key, priority, run_at, delay_ms, concurrency_key, max_attempts, parent_id,
                 schedule_name, schedule_tick, id, rate_limit, rate_key, rate_weight, trace_context, fairness_key,
-                rate_placement, ord)
+                rate_placement, extra_rate_limits, ord)
       ORDER BY a.ord) r
 WHERE r.handler_max_attempts IS NOT NULL
 ON CONFLICT DO NOTHING

@@ -33,7 +33,7 @@ WHERE k.placement = sqlc.arg(placement)::int AND k.key = sqlc.arg(idempotency_ke
 -- id is that id when this statement made the job. Index use: jobs_debounce.
 INSERT INTO jobs AS j (id, placement, queue, handler, input, priority, eligible_at, max_attempts,
                        debounce_key, debounce_deadline, updated_at, trace_context, fairness_key,
-                       rate_limit, rate_key, rate_weight, rate_placement)
+                       rate_limit, rate_key, rate_weight, rate_placement, extra_rate_limits)
 VALUES (sqlc.arg(id)::bigint, sqlc.arg(placement)::int, sqlc.arg(queue)::text, sqlc.arg(handler)::text,
         sqlc.arg(input)::jsonb, sqlc.arg(priority)::smallint,
         coalesce(sqlc.narg(as_of)::timestamptz, now()) + sqlc.arg(period_ms)::bigint * interval '1 millisecond',
@@ -44,7 +44,8 @@ VALUES (sqlc.arg(id)::bigint, sqlc.arg(placement)::int, sqlc.arg(queue)::text, s
         -- caller's: Citus refuses a subquery in an INSERT)
         sqlc.narg(fairness_key)::text,
         -- a rate limit: its bucket lives elsewhere (rate_placement), debited before each call
-        sqlc.narg(rate_limit)::text, sqlc.narg(rate_key)::text, sqlc.arg(rate_weight)::int, sqlc.narg(rate_placement)::int)
+        sqlc.narg(rate_limit)::text, sqlc.narg(rate_key)::text, sqlc.arg(rate_weight)::int, sqlc.narg(rate_placement)::int,
+        sqlc.narg(extra_rate_limits)::jsonb)
 ON CONFLICT (debounce_key, placement) WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL
 DO UPDATE SET input = excluded.input, trace_context = excluded.trace_context,
               eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),

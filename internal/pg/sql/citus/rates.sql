@@ -86,3 +86,14 @@ FROM taken t
 WHERE b.placement = sqlc.arg(placement)::int AND b.name = sqlc.arg(name)::text AND b.key = sqlc.arg(key)::text
   AND t.fits IS NOT NULL
 RETURNING t.fits::bool[] AS fits, t.tokens::float8 AS tokens, t.rate::float8 AS rate, t.burst::float8 AS burst;
+
+-- name: RateBucketRefund :exec
+-- Gives back to a bucket the tokens RateBucketTake debited for steps that another bucket
+-- of theirs could not pay for (a job naming several limits runs only when all of them
+-- pay: citusTakeRemoteBuckets), never past the burst. The refill clock is left as the
+-- debit set it. One router statement on the bucket's shard.
+UPDATE rate_buckets b
+SET tokens = least(r.burst, b.tokens + sqlc.arg(tokens)::float8)
+FROM rate_limits r
+WHERE b.placement = sqlc.arg(placement)::int AND b.name = sqlc.arg(name)::text AND b.key = sqlc.arg(key)::text
+  AND r.name = b.name;
