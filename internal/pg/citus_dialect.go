@@ -65,7 +65,7 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 		return nil, 0, nil
 	}
 	last := start
-	var failed error               // the first shard's failure
+	var failed error                 // the first shard's failure
 	var draws map[int64][]remoteDraw // the claimed steps whose claimer debits their buckets
 	for k := 0; k < len(visit) && len(claimed) < p.Limit; k++ {
 		shard := visit[k]
