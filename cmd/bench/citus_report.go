@@ -13,6 +13,10 @@ import (
 // medians over the drains; then each node's busiest statements.
 func printCitus(out io.Writer, r *CitusReport, cmp Comparison, o options) {
 	if len(r.Plain) == 0 && len(r.Citus) == 0 {
+		printSharedLimits(out, r)
+		if r.Fairness != nil {
+			printFairness(out, r.Fairness, ", on Citus")
+		}
 		return
 	}
 	fmt.Fprintf(out, "\nCitus %s — a coordinator and %d workers on this host (%d shards of jobs), %d alternating pairs of a %d-job one-step drain "+

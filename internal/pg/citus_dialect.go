@@ -757,7 +757,7 @@ func (db *DB) citusReleaseLeases(ctx context.Context, leases []Lease) ([]int64, 
 	err := db.citusLeases(ctx, leases, func(ctx context.Context, q shardQuerier, placements []int, part []Lease) error {
 		ids, tokens := leaseArrays(part)
 		rows, err := dbcitus.New(q).LeaseReleaseMany(ctx, dbcitus.LeaseReleaseManyParams{Placements: placements,
-			Ids: ids, Tokens: tokens})
+			Ids: ids, Tokens: tokens, DelaysMs: make([]int64, len(ids))}) // runnable at once
 		for _, r := range rows {
 			out = append(out, r.ID)
 			wake = append(wake, citusWake{queue: r.Queue, placement: placements[0]})

@@ -93,12 +93,8 @@ func (r *citusFairRound) weights(shards []int) []float64 {
 	return out
 }
 
-// citusFairParallel is how many shards' fair claims a process sends at once.
-const citusFairParallel = 8
-
 // citusClaimFair is JobClaimFair on Citus: per shard visited, one round trip of two router
-// statements in one transaction (FairPositionLock, then JobClaimFair), the shards of a
-// wave at once (up to citusFairParallel). The shards
+// statements in one transaction (FairPositionLock, then JobClaimFair). The shards
 // take turns as a shard's keys do within it (deficit round robin, as on plain PostgreSQL):
 // each shard's turn is the weights of the keys it held at its last claim times the rounds
 // that fill the batch, from the shard whose turn it is; the shard the batch ends in keeps
@@ -145,76 +141,45 @@ func (db *DB) citusClaimFair(ctx context.Context, p FairClaimParams) ([]ClaimedJ
 	}
 	var claimed []ClaimedJob
 	var failed error
-	// claimWave claims, on several shards at once, up to want[i] rows on visit[ks[i]] each:
-	// the shards hold different keys (a key lives on one shard), so their claims share
-	// nothing but the process's counts of its keys in flight and the weights last found on
-	// the others, both as they stood before the wave. The rows are appended in ring order;
-	// full[i] reports whether the i-th shard gave all it was asked.
-	claimWave := func(ks, want []int) (full []bool) {
-		type answer struct {
-			got   []ClaimedJob
-			found citusFairShard
-			err   error
-			tried time.Time
-		}
-		answers := make([]answer, len(ks))
-		elsewhere := make([]int, len(ks))
-		defaultElsewhere := make([]bool, len(ks))
+	// claim claims up to want rows on visit[k]; full reports whether it gave them all.
+	claim := func(k, want int) (full bool) {
+		shard := visit[k]
+		tried := time.Now()
+		var got []ClaimedJob
+		var found citusFairShard
 		db.fairShards.mu.Lock()
-		for i, k := range ks {
-			elsewhere[i], defaultElsewhere[i] = db.fairShards.round(p.Queue).elsewhere(visit[k])
-		}
+		elsewhere, defaultElsewhere := db.fairShards.round(p.Queue).elsewhere(shard)
 		db.fairShards.mu.Unlock()
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, citusFairParallel)
-		for i, k := range ks {
-			wg.Go(func() {
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				a := &answers[i]
-				a.tried = time.Now()
-				a.err = db.onShard(ctx, l, visit[k], func(ctx context.Context, q shardQuerier) (err error) {
-					a.got, a.found, err = citusClaimFairShard(ctx, q, l.shardPlacements(visit[k]), p, want[i], own, elsewhere[i],
-						defaultElsewhere[i], hex.EncodeToString(nonce))
-					return err
-				})
-			})
-		}
-		wg.Wait()
-		full = make([]bool, len(ks))
-		for i, k := range ks {
-			a := &answers[i]
-			shard := visit[k]
-			if a.err != nil {
-				if ctx.Err() == nil { // else not the shard's doing
-					failed = cmp.Or(failed, translate(a.err))
-					db.warmth.chill(p.Queue, l.shardIDAt(shard), a.tried, versions[k])
-				}
-				continue
+		err := db.onShard(ctx, l, shard, func(ctx context.Context, q shardQuerier) (err error) {
+			got, found, err = citusClaimFairShard(ctx, q, l.shardPlacements(shard), p, want, own, elsewhere,
+				defaultElsewhere, hex.EncodeToString(nonce))
+			return err
+		})
+		if err != nil {
+			if ctx.Err() != nil { // not the shard's doing
+				return false
 			}
-			claimed = append(claimed, a.got...)
-			db.fairShards.mu.Lock()
-			db.fairShards.round(p.Queue).found[shard] = a.found // (nothing found when it gave nothing)
-			db.fairShards.mu.Unlock()
-			if len(a.got) == 0 {
-				// Nothing to claim there now: its keys are out of due work, or at their
-				// shares or caps until a step of theirs ends (an outcome warms the shard
-				// again). A shard that gave fewer rows than asked is not passed over: its
-				// keys' turns within it may have been cut short (the rest of a turn carried
-				// over).
-				db.warmth.chill(p.Queue, l.shardIDAt(shard), a.tried, versions[k])
-			}
-			full[i] = len(a.got) == want[i]
+			failed = cmp.Or(failed, translate(err))
+			db.warmth.chill(p.Queue, l.shardIDAt(shard), tried, versions[k])
+			return false
 		}
-		// (after the wave: own is read by the wave's claims)
-		for _, a := range answers {
-			for _, c := range a.got {
-				if c.FairnessKey != nil {
-					own[*c.FairnessKey]++
-				}
+		claimed = append(claimed, got...)
+		for _, c := range got {
+			if c.FairnessKey != nil {
+				own[*c.FairnessKey]++
 			}
 		}
-		return full
+		db.fairShards.mu.Lock()
+		db.fairShards.round(p.Queue).found[shard] = found // (nothing found when it gave nothing)
+		db.fairShards.mu.Unlock()
+		if len(got) == 0 {
+			// Nothing to claim there now: its keys are out of due work, or at their shares
+			// or caps until a step of theirs ends (an outcome warms the shard again). A
+			// shard that gave fewer rows than asked is not passed over: its keys' turns
+			// within it may have been cut short (the rest of a turn carried over).
+			db.warmth.chill(p.Queue, l.shardIDAt(shard), tried, versions[k])
+		}
+		return len(got) == want
 	}
 
 	db.fairShards.mu.Lock()
@@ -227,40 +192,28 @@ func (db *DB) citusClaimFair(ctx context.Context, p FairClaimParams) ([]ClaimedJ
 	rounds := math.Ceil(float64(p.Limit) / math.Max(total, 1))
 	nextCursor, nextCredit := cursor, credit
 	var gaveAll []int // the shards that gave their whole turns
-	// In waves: from the next shard of the round, the shards whose turns fill what the
-	// batch still wants if each gives its whole turn, claimed at once; then, if some gave
-	// less, the next wave from the shard after the last, with what is still wanted. The
-	// shard a batch ends in keeps the rest of its turn for the next claim.
-	for k := 0; k < len(visit) && ctx.Err() == nil; {
+	for k, shard := range visit {
 		remaining := p.Limit - len(claimed)
-		if remaining <= 0 {
+		if remaining <= 0 || ctx.Err() != nil {
 			break
 		}
-		var ks, want, turns []int
-		for budget := remaining; k < len(visit) && budget > 0; k++ {
-			turn := max(1, int(math.Round(weights[k]*rounds)))
-			if k == 0 && visit[k] == cursor && credit > 0 {
-				turn = credit
-			}
-			w := min(turn, budget)
-			ks, want, turns = append(ks, k), append(want, w), append(turns, turn)
-			budget -= w
+		turn := max(1, int(math.Round(weights[k]*rounds)))
+		if k == 0 && shard == cursor && credit > 0 {
+			turn = credit
 		}
-		full := claimWave(ks, want)
-		for i, kk := range ks {
-			shard := visit[kk]
-			if full[i] && want[i] < turns[i] { // the batch ended in this shard's turn: it keeps the rest
-				nextCursor, nextCredit = shard, turns[i]-want[i]
-				continue
-			}
-			nextCursor, nextCredit = (shard+1)%n, 0
-			if full[i] {
-				gaveAll = append(gaveAll, kk)
-			}
+		want := min(turn, remaining)
+		full := claim(k, want)
+		if full && want < turn { // the batch ends in this shard's turn: it keeps the rest
+			nextCursor, nextCredit = shard, turn-want
+			break
+		}
+		nextCursor, nextCredit = (shard+1)%n, 0
+		if full {
+			gaveAll = append(gaveAll, k)
 		}
 	}
 	// What the batch still wants, split among the shards that gave their whole turns by
-	// the weights they hold now (their claims above found them out), claimed at once.
+	// the weights they hold now (their claims above found them out).
 	if remaining := p.Limit - len(claimed); remaining > 0 && len(gaveAll) > 0 && ctx.Err() == nil {
 		shards := make([]int, len(gaveAll))
 		for i, k := range gaveAll {
@@ -273,9 +226,8 @@ func (db *DB) citusClaimFair(ctx context.Context, p FairClaimParams) ([]ClaimedJ
 		for _, w := range now {
 			sum += w
 		}
-		var ks, want []int
 		for i, k := range gaveAll {
-			if remaining <= 0 {
+			if remaining = p.Limit - len(claimed); remaining <= 0 || ctx.Err() != nil {
 				break
 			}
 			part := float64(remaining) / float64(len(gaveAll)-i) // (evenly when none holds a weight)
@@ -283,11 +235,8 @@ func (db *DB) citusClaimFair(ctx context.Context, p FairClaimParams) ([]ClaimedJ
 				part = float64(remaining) * now[i] / sum
 				sum -= now[i]
 			}
-			w := min(remaining, max(1, int(math.Ceil(part))))
-			ks, want = append(ks, k), append(want, w)
-			remaining -= w
+			claim(k, min(remaining, max(1, int(math.Ceil(part)))))
 		}
-		claimWave(ks, want)
 	}
 	db.fairShards.mu.Lock()
 	r = db.fairShards.round(p.Queue)

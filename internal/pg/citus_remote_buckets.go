@@ -20,8 +20,8 @@ import (
 // reading the bucket; then, before the step's webhook is called, the claimer debits the
 // bucket on the bucket's shard (RateBucketTake: one router statement per bucket, the
 // claim's steps of that bucket in pick order) and gives back the leases it could not pay
-// for (LeaseReleaseUntil: the attempt uncounted, the step runnable again when its bucket
-// will hold its tokens). A job naming several rate limits has all its buckets debited so
+// for (LeaseReleaseMany with delays: the attempt uncounted, the step runnable again when
+// its bucket will hold its tokens). A job naming several rate limits has all its buckets debited so
 // (rate_placement names the first), all of them or none: a bucket that paid for a step
 // another bucket refused gets it back (RateBucketRefund). A bucket is never overspent:
 // each debit locks it, as the claims of its own shard do. A step whose bucket was debited and whose claimer then died before
@@ -198,7 +198,7 @@ func (db *DB) citusReleaseUntil(ctx context.Context, l *citusLayout, queue strin
 	}
 	now := time.Now()
 	for shard, idx := range byShard {
-		p := dbcitus.LeaseReleaseUntilParams{Placements: l.shardPlacements(shard)}
+		p := dbcitus.LeaseReleaseManyParams{Placements: l.shardPlacements(shard)}
 		soonest := time.Duration(math.MaxInt64)
 		for _, i := range idx {
 			p.Ids = append(p.Ids, claimed[i].ID)
@@ -207,7 +207,7 @@ func (db *DB) citusReleaseUntil(ctx context.Context, l *citusLayout, queue strin
 			soonest = min(soonest, waits[i])
 		}
 		err := db.onShard(ctx, l, shard, func(ctx context.Context, q shardQuerier) error {
-			_, err := dbcitus.New(q).LeaseReleaseUntil(ctx, p)
+			_, err := dbcitus.New(q).LeaseReleaseMany(ctx, p)
 			return err
 		})
 		if err != nil {

@@ -181,11 +181,10 @@ func citusShardStatements(placements []int) []citusStatement {
 			texts("default"), texts("h"), texts(""), texts(""), ints(-1), []time.Time{{}}, []int64{0}, texts(""), ints(0), texts(""),
 			[]*string{nil}, []*string{nil}}},
 		{"LeaseExtendMany", dbcitus.LeaseExtendMany, []any{placements, ids, tokens, int64(30000)}},
-		{"LeaseReleaseMany", dbcitus.LeaseReleaseMany, []any{placements, ids, tokens}},
-		// a remote bucket's debit, and the leases it could not pay for (citusTakeRemoteBuckets)
+		{"LeaseReleaseMany", dbcitus.LeaseReleaseMany, []any{placements, ids, tokens, []int64{1000}}},
+		// a remote bucket's debit, and its refund (citusTakeRemoteBuckets)
 		{"RateBucketTake", dbcitus.RateBucketTake, []any{placements[0], "api", "", ints(1, 2)}},
 		{"RateBucketRefund", dbcitus.RateBucketRefund, []any{2.0, placements[0], "api", ""}},
-		{"LeaseReleaseUntil", dbcitus.LeaseReleaseUntil, []any{placements, ids, tokens, []int64{1000}}},
 		{"LeaseGetBackoffs", dbcitus.LeaseGetBackoffs, []any{ids, tokens, placements}},
 		{"JobListExpiredLeases", dbcitus.JobListExpiredLeases, []any{placements, none, 100}},
 		{"JobReapExpiredLeases", dbcitus.JobReapExpiredLeases, []any{ids, tokens, []int64{1000}, placements, none}},

@@ -423,63 +423,6 @@ func (q *Queries) LeaseGetBackoffs(ctx context.Context, arg LeaseGetBackoffsPara
 
 const LeaseReleaseMany = `-- name: LeaseReleaseMany :many
 WITH l AS (
-    SELECT id, token FROM ROWS FROM (unnest($2::bigint[]), unnest($3::uuid[])) AS l(id, token)
-)
-UPDATE jobs j
-SET status = 'runnable',
-    attempt = greatest(j.attempt - 1, 0),
-    eligible_at = now(),
-    lease_token = NULL,
-    lease_expires_at = NULL,
-    lease_owner = NULL,
-    gate_shard = NULL,
-    late_signals = NULL,
-    updated_at = now()
-FROM l
-WHERE j.placement = ANY ($1::int[])
-  AND j.id = l.id
-  AND j.lease_token = l.token
-  AND j.id = ANY ($2::bigint[])
-RETURNING j.id, j.queue
-`
-
-type LeaseReleaseManyParams struct {
-	Placements []int
-	Ids        []int64
-	Tokens     []string
-}
-
-type LeaseReleaseManyRow struct {
-	ID    int64
-	Queue string
-}
-
-// LeaseReleaseMany (sql/job_lease.sql) for the leases of one shard: the claimed steps
-// given back before their webhook was called, runnable at once. The caller wakes the
-// queues it answers (pg_notify on the coordinator). No gate slot to return: on Citus a
-// slot is held by the executing row itself (jobs_gate_slot).
-func (q *Queries) LeaseReleaseMany(ctx context.Context, arg LeaseReleaseManyParams) ([]LeaseReleaseManyRow, error) {
-	rows, err := q.db.Query(ctx, LeaseReleaseMany, arg.Placements, arg.Ids, arg.Tokens)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []LeaseReleaseManyRow
-	for rows.Next() {
-		var i LeaseReleaseManyRow
-		if err := rows.Scan(&i.ID, &i.Queue); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const LeaseReleaseUntil = `-- name: LeaseReleaseUntil :many
-WITH l AS (
     SELECT l.id, l.token, now() + l.delay_ms * interval '1 millisecond' AS run_at
     FROM ROWS FROM (unnest($2::bigint[]), unnest($3::uuid[]),
                     unnest($4::bigint[])) AS l(id, token, delay_ms)
@@ -499,23 +442,31 @@ WHERE j.placement = ANY ($1::int[])
   AND j.id = l.id
   AND j.lease_token = l.token
   AND j.id = ANY ($2::bigint[])
-RETURNING j.id
+RETURNING j.id, j.queue
 `
 
-type LeaseReleaseUntilParams struct {
+type LeaseReleaseManyParams struct {
 	Placements []int
 	Ids        []int64
 	Tokens     []string
 	DelaysMs   []int64
 }
 
-// LeaseReleaseMany for steps whose remote bucket could not pay for them
-// (citusTakeRemoteBuckets): given back before their webhook was called, the attempt
-// uncounted, each runnable again when its bucket will hold its tokens (delays_ms).
-// The run times are read in the CTE: an UPDATE's SET on Citus may not call a STABLE
-// function on a column (as in JobReapExpiredLeases).
-func (q *Queries) LeaseReleaseUntil(ctx context.Context, arg LeaseReleaseUntilParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, LeaseReleaseUntil,
+type LeaseReleaseManyRow struct {
+	ID    int64
+	Queue string
+}
+
+// LeaseReleaseMany (sql/job_lease.sql) for the leases of one shard: the claimed steps
+// given back before their webhook was called, the attempt uncounted, each runnable again
+// after its delay (delays_ms: 0 at once; a step whose remote bucket could not pay for it,
+// when its tokens will be there: citusTakeRemoteBuckets). The caller wakes the queues it
+// answers (pg_notify on the coordinator). No gate slot to return: on Citus a slot is held
+// by the executing row itself (jobs_gate_slot). The run times are read in the CTE: an
+// UPDATE's SET on Citus may not call a STABLE function on a column (as in
+// JobReapExpiredLeases).
+func (q *Queries) LeaseReleaseMany(ctx context.Context, arg LeaseReleaseManyParams) ([]LeaseReleaseManyRow, error) {
+	rows, err := q.db.Query(ctx, LeaseReleaseMany,
 		arg.Placements,
 		arg.Ids,
 		arg.Tokens,
@@ -525,13 +476,13 @@ func (q *Queries) LeaseReleaseUntil(ctx context.Context, arg LeaseReleaseUntilPa
 		return nil, err
 	}
 	defer rows.Close()
-	var items []int64
+	var items []LeaseReleaseManyRow
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var i LeaseReleaseManyRow
+		if err := rows.Scan(&i.ID, &i.Queue); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

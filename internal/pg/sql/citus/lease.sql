@@ -27,16 +27,22 @@ WHERE h.expires_at IS NOT NULL;
 
 -- name: LeaseReleaseMany :many
 -- LeaseReleaseMany (sql/job_lease.sql) for the leases of one shard: the claimed steps
--- given back before their webhook was called, runnable at once. The caller wakes the
--- queues it answers (pg_notify on the coordinator). No gate slot to return: on Citus a
--- slot is held by the executing row itself (jobs_gate_slot).
+-- given back before their webhook was called, the attempt uncounted, each runnable again
+-- after its delay (delays_ms: 0 at once; a step whose remote bucket could not pay for it,
+-- when its tokens will be there: citusTakeRemoteBuckets). The caller wakes the queues it
+-- answers (pg_notify on the coordinator). No gate slot to return: on Citus a slot is held
+-- by the executing row itself (jobs_gate_slot). The run times are read in the CTE: an
+-- UPDATE's SET on Citus may not call a STABLE function on a column (as in
+-- JobReapExpiredLeases).
 WITH l AS (
-    SELECT * FROM ROWS FROM (unnest(sqlc.arg(ids)::bigint[]), unnest(sqlc.arg(tokens)::uuid[])) AS l(id, token)
+    SELECT l.id, l.token, now() + l.delay_ms * interval '1 millisecond' AS run_at
+    FROM ROWS FROM (unnest(sqlc.arg(ids)::bigint[]), unnest(sqlc.arg(tokens)::uuid[]),
+                    unnest(sqlc.arg(delays_ms)::bigint[])) AS l(id, token, delay_ms)
 )
 UPDATE jobs j
 SET status = 'runnable',
     attempt = greatest(j.attempt - 1, 0),
-    eligible_at = now(),
+    eligible_at = l.run_at,
     lease_token = NULL,
     lease_expires_at = NULL,
     lease_owner = NULL,
@@ -174,31 +180,3 @@ WHERE j.placement = ANY (sqlc.arg(placements)::int[])
   AND j.id = due.id AND j.status = 'awaiting'
   AND j.id = ANY (ARRAY(SELECT d2.id FROM due d2))
 RETURNING j.id, j.queue;
-
--- name: LeaseReleaseUntil :many
--- LeaseReleaseMany for steps whose remote bucket could not pay for them
--- (citusTakeRemoteBuckets): given back before their webhook was called, the attempt
--- uncounted, each runnable again when its bucket will hold its tokens (delays_ms).
--- The run times are read in the CTE: an UPDATE's SET on Citus may not call a STABLE
--- function on a column (as in JobReapExpiredLeases).
-WITH l AS (
-    SELECT l.id, l.token, now() + l.delay_ms * interval '1 millisecond' AS run_at
-    FROM ROWS FROM (unnest(sqlc.arg(ids)::bigint[]), unnest(sqlc.arg(tokens)::uuid[]),
-                    unnest(sqlc.arg(delays_ms)::bigint[])) AS l(id, token, delay_ms)
-)
-UPDATE jobs j
-SET status = 'runnable',
-    attempt = greatest(j.attempt - 1, 0),
-    eligible_at = l.run_at,
-    lease_token = NULL,
-    lease_expires_at = NULL,
-    lease_owner = NULL,
-    gate_shard = NULL,
-    late_signals = NULL,
-    updated_at = now()
-FROM l
-WHERE j.placement = ANY (sqlc.arg(placements)::int[])
-  AND j.id = l.id
-  AND j.lease_token = l.token
-  AND j.id = ANY (sqlc.arg(ids)::bigint[])
-RETURNING j.id;
