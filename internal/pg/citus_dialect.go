@@ -84,7 +84,7 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 			defer rows.Close()
 			for rows.Next() {
 				var c ClaimedJob
-				var isKeyed, isRated bool
+				var isKeyed bool
 				var ratePlacement *int
 				var rateLimit *string
 				var rateKey string
@@ -94,7 +94,7 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 					&c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt, &c.ClaimedAt, &c.Wake, &c.ConsumedSeq,
 					&c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.Trace, &c.HandlerURL, &c.Secret, &c.PreviousSecret,
 					&c.PreviousSecretExpiresAt, &c.TimeoutMS, &c.BackoffBaseMS, &c.BackoffMaxMS, &c.BreakerState,
-					&c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt, &isKeyed, &isRated,
+					&c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt, &isKeyed,
 					&ratePlacement, &rateLimit, &rateKey, &rateWeight, &extraRateLimits); err != nil {
 					return err
 				}
@@ -112,7 +112,7 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 				if isKeyed {
 					gotKeyed++
 				}
-				if isRated {
+				if rateLimit != nil {
 					db.warmth.rated(p.Queue, l.shardIDAt(shard), tried)
 				}
 			}

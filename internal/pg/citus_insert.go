@@ -67,15 +67,6 @@ func citusRatePlacement(it *JobInsert, placement int) int {
 	return -1
 }
 
-// citusExtraRateLimits is item it's extra_rate_limits ("": none).
-func citusExtraRateLimits(it *JobInsert) string {
-	if len(it.ExtraRateLimits) == 0 {
-		return ""
-	}
-	b, _ := json.Marshal(it.ExtraRateLimits) // plain structs: cannot fail
-	return string(b)
-}
-
 // citusPlacement is where item it lives (docs/citus.md, "Placement"): its parent's, its
 // fairness key's, its key's (unless it has a fairness key, a concurrency key or a rate
 // limit: the key is displaced, citus_keys.go), its debounce key's, its concurrency key's,
@@ -283,7 +274,7 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		p.RateLimits, p.RateKeys = append(p.RateLimits, valueOr(it.RateLimit, "")), append(p.RateKeys, valueOr(it.RateKey, ""))
 		p.RateWeights = append(p.RateWeights, valueOr(it.RateWeight, 0))
 		p.RatePlacements = append(p.RatePlacements, citusRatePlacement(it, placements[i]))
-		p.ExtraRateLimits = append(p.ExtraRateLimits, citusExtraRateLimits(it))
+		p.ExtraRateLimits = append(p.ExtraRateLimits, extraRateLimitsJSON(it))
 		if ids != nil {
 			p.Ids = append(p.Ids, ids[i])
 		} else {
@@ -604,7 +595,7 @@ func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 			opts.AsOf, it.Debounce.Period.Milliseconds(), valueOr(it.MaxAttempts, maxAttempts[it.Handler]), key,
 			it.Debounce.MaxWait.Milliseconds(), it.TraceContext, fairnessDefault(fair, it.Queue),
 			it.RateLimit, it.RateKey, max(valueOr(it.RateWeight, 1), 1),
-			citusDebounceRatePlacement(it, placements[f]), nonEmptyJSON(citusExtraRateLimits(it)))
+			citusRatePlacement(it, placements[f]), extraRateLimitsJSON(it))
 	}
 	results := tx.SendBatch(ctx, batch)
 	jobOf := map[string]int64{}
@@ -625,23 +616,6 @@ func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		}
 	}
 	return nil
-}
-
-// citusDebounceRatePlacement is JobDebounceUpsert's rate_placement for item it at
-// placement: NULL when its bucket is its own placement's (or it has no rate limit).
-func citusDebounceRatePlacement(it *JobInsert, placement int) *int {
-	if b := citusRatePlacement(it, placement); b >= 0 {
-		return &b
-	}
-	return nil
-}
-
-// nonEmptyJSON is s as a nullable JSON value: nil for "".
-func nonEmptyJSON(s string) json.RawMessage {
-	if s == "" {
-		return nil
-	}
-	return json.RawMessage(s)
 }
 
 // citusJobByID reads job id at its placement (JobGet, a router statement).

@@ -58,32 +58,25 @@ func (db *DB) citusTakeRemoteBuckets(ctx context.Context, l *citusLayout, queue 
 	if len(draws) == 0 {
 		return claimed, keyed
 	}
+	type stepDraw struct{ step, weight int } // an index into claimed, and its weight in a bucket
 	var order []remoteBucket
-	steps := map[remoteBucket][]int{} // indexes into claimed, in claim order
+	steps := map[remoteBucket][]stepDraw{} // in claim order
 	for i, c := range claimed {
 		for _, d := range draws[c.ID] {
 			if _, seen := steps[d.bucket]; !seen {
 				order = append(order, d.bucket)
 			}
-			steps[d.bucket] = append(steps[d.bucket], i)
+			steps[d.bucket] = append(steps[d.bucket], stepDraw{i, d.weight})
 		}
 	}
-	waits := map[int]time.Duration{}              // the steps given back (indexes into claimed), each until its tokens are there
-	paid := map[int][]remoteDraw{}                // what each step's buckets debited so far
-	weightOf := func(i int, b remoteBucket) int { // step i's weight in bucket b
-		for _, d := range draws[claimed[i].ID] {
-			if d.bucket == b {
-				return d.weight
-			}
-		}
-		return 1
-	}
+	waits := map[int]time.Duration{} // the steps given back (indexes into claimed), each until its tokens are there
+	paid := map[int][]remoteDraw{}   // what each step's buckets debited so far
 	for _, b := range order {
 		var idx []int
 		var weights []int
-		for _, i := range steps[b] {
-			if _, refused := waits[i]; !refused {
-				idx, weights = append(idx, i), append(weights, weightOf(i, b))
+		for _, d := range steps[b] {
+			if _, refused := waits[d.step]; !refused {
+				idx, weights = append(idx, d.step), append(weights, d.weight)
 			}
 		}
 		if len(idx) == 0 {

@@ -439,9 +439,7 @@ func insertArrays(items []JobInsert) dbsqlc.JobInsertManyParams {
 		setOptional(&p.TraceContexts, n, i, it.TraceContext, "")
 		setOptional(&p.FairnessKeys, n, i, it.FairnessKey, "")
 		setOptional(&p.IdempotencyKeys, n, i, it.IdempotencyKey, "")
-		if len(it.ExtraRateLimits) > 0 {
-			b, _ := json.Marshal(it.ExtraRateLimits) // plain structs: cannot fail
-			extra := string(b)
+		if extra := extraRateLimitsJSON(it); extra != "" {
 			setOptional(&p.ExtraRateLimits, n, i, &extra, "")
 		}
 		if d := it.Debounce; d != nil {
@@ -457,6 +455,15 @@ func insertArrays(items []JobInsert) dbsqlc.JobInsertManyParams {
 // setOptional sets item i's element of an optional column to *v, making the column (its
 // earlier items absent) at the first item that sets it; a nil v leaves an unmade column
 // nil and writes absent into a made one.
+// extraRateLimitsJSON is item it's extra_rate_limits as the statements take it ("": none).
+func extraRateLimitsJSON(it *JobInsert) string {
+	if len(it.ExtraRateLimits) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(it.ExtraRateLimits) // plain structs: cannot fail
+	return string(b)
+}
+
 func setOptional[V any](col *[]V, n, i int, v *V, absent V) {
 	switch {
 	case v != nil && *col == nil:

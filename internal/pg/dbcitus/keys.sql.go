@@ -86,9 +86,10 @@ VALUES ($1::bigint, $2::int, $3::text, $4::text,
         -- a debounced job has no fairness key of its own on Citus: '' in a fair queue (the
         -- caller's: Citus refuses a subquery in an INSERT)
         $13::text,
-        -- a rate limit: its bucket lives elsewhere (rate_placement), debited before each call
-        $14::text, $15::text, $16::int, $17::int,
-        $18::jsonb)
+        -- a rate limit: its claimer debits its buckets when rate_placement names the first
+        -- (-1: the claim does, at the job's own placement), as JobInsert
+        $14::text, $15::text, $16::int,
+        nullif($17::int, -1), nullif($18::text, '')::jsonb)
 ON CONFLICT (debounce_key, placement) WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL
 DO UPDATE SET input = excluded.input, trace_context = excluded.trace_context,
               eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),
@@ -113,8 +114,8 @@ type JobDebounceUpsertParams struct {
 	RateLimit       *string
 	RateKey         *string
 	RateWeight      int
-	RatePlacement   *int
-	ExtraRateLimits json.RawMessage
+	RatePlacement   int
+	ExtraRateLimits string
 }
 
 // JobInsertMany's debounced insert (sql/jobs.sql) for one debounce key at its placement:

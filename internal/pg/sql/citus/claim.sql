@@ -161,9 +161,9 @@ RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.
           -- a keyed or rate-limited step: its queue needs admission (the engine then
           -- probes for rows the K=1 guard, a gate or a bucket held back)
           j.concurrency_key IS NOT NULL OR j.rate_limit IS NOT NULL AS keyed,
-          -- a rate-limited step: its shard is claimed again while its bucket refills (citusWarmth)
-          j.rate_limit IS NOT NULL AS rated,
-          -- a remote bucket (placement, name, key) and the step's weight, to debit before the call
+          -- its rate limit (a rate-limited step: its shard is claimed again while its bucket
+          -- refills, citusWarmth), and when rate_placement names its bucket, the claimer
+          -- debits it before the call (citusTakeRemoteBuckets)
           j.rate_placement, j.rate_limit, coalesce(j.rate_key, '')::text AS rate_key, j.rate_weight,
           -- and its other buckets (a job naming several: every one of them remote)
           j.extra_rate_limits;

@@ -43,9 +43,10 @@ VALUES (sqlc.arg(id)::bigint, sqlc.arg(placement)::int, sqlc.arg(queue)::text, s
         -- a debounced job has no fairness key of its own on Citus: '' in a fair queue (the
         -- caller's: Citus refuses a subquery in an INSERT)
         sqlc.narg(fairness_key)::text,
-        -- a rate limit: its bucket lives elsewhere (rate_placement), debited before each call
-        sqlc.narg(rate_limit)::text, sqlc.narg(rate_key)::text, sqlc.arg(rate_weight)::int, sqlc.narg(rate_placement)::int,
-        sqlc.narg(extra_rate_limits)::jsonb)
+        -- a rate limit: its claimer debits its buckets when rate_placement names the first
+        -- (-1: the claim does, at the job's own placement), as JobInsert
+        sqlc.narg(rate_limit)::text, sqlc.narg(rate_key)::text, sqlc.arg(rate_weight)::int,
+        nullif(sqlc.arg(rate_placement)::int, -1), nullif(sqlc.arg(extra_rate_limits)::text, '')::jsonb)
 ON CONFLICT (debounce_key, placement) WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL
 DO UPDATE SET input = excluded.input, trace_context = excluded.trace_context,
               eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),
