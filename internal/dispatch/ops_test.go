@@ -116,10 +116,19 @@ func TestGCKeepsWhatIsStillNeeded(t *testing.T) {
 	h := newHarness(t, 30*time.Second)
 	h.handler(t, "h", "http://127.0.0.1:1/", 3)
 	ids := map[string]int64{}
-	for _, name := range []string{"done", "failed", "cancelled", "live", "parent", "child", "kept"} {
+	for _, name := range []string{"done", "failed", "cancelled", "live", "parent", "child", "kept", "debounced"} {
 		q := "default"
 		if name == "kept" {
 			q = "archive"
+		}
+		if name == "debounced" { // a debounced job with a concurrency key (on Citus its debounce key's holder row names it)
+			got, err := h.db.JobInsertMany(ctx, []pg.JobInsert{{Handler: "h", Queue: q, ConcurrencyKey: ptr("tenant-1"),
+				Debounce: &pg.Debounce{Key: "sync-1", Period: time.Hour}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[name] = got[0].ID
+			continue
 		}
 		if name == "child" { // a child of parent (on Citus it lives at its parent's placement)
 			got, err := h.db.JobInsertMany(ctx, []pg.JobInsert{{Handler: "h", Queue: q, ParentID: ptr(ids["parent"])}})
@@ -134,7 +143,8 @@ func TestGCKeepsWhatIsStillNeeded(t *testing.T) {
 	if _, err := h.db.QueueUpsert(ctx, pg.QueueUpsert{Name: "archive", Retention: ptr(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	for name, status := range map[string]string{"done": "done", "failed": "failed", "cancelled": "cancelled", "child": "done", "kept": "done"} {
+	for name, status := range map[string]string{"done": "done", "failed": "failed", "cancelled": "cancelled", "child": "done", "kept": "done",
+		"debounced": "done"} {
 		if _, err := h.db.Exec(ctx, `UPDATE jobs SET status = $2, finished_at = now() - interval '10 seconds' WHERE id = $1`, ids[name], status); err != nil {
 			t.Fatal(err)
 		}
@@ -157,13 +167,18 @@ func TestGCKeepsWhatIsStillNeeded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if pgtest.Citus() {
+		if n, err := h.db.QueryInt(ctx, `SELECT count(*) FROM debounce_holders WHERE job_id = $1`, ids["debounced"]); err != nil || n != 1 {
+			t.Fatalf("the debounced job away from its debounce key has %d holder rows (%v), want 1", n, err)
+		}
+	}
 	gc := h.eng.NewGC(engine.GCConfig{Retention: time.Second})
 	n, err := gc.Sweep(ctx)
-	if err != nil || n != 3 {
-		t.Fatalf("GC deleted %d (%v), want the 3 finished jobs past retention", n, err)
+	if err != nil || n != 4 {
+		t.Fatalf("GC deleted %d (%v), want the 4 finished jobs past retention", n, err)
 	}
 	for name, want := range map[string]bool{"done": false, "failed": false, "cancelled": false, "live": true,
-		"parent": true, "child": true, "kept": true} {
+		"parent": true, "child": true, "kept": true, "debounced": false} {
 		_, err := h.db.JobGet(ctx, ids[name])
 		if exists := err == nil; exists != want {
 			t.Errorf("%s: exists=%v after GC, want %v", name, exists, want)
@@ -178,6 +193,11 @@ func TestGCKeepsWhatIsStillNeeded(t *testing.T) {
 	}
 	if n, _ := h.db.QueryInt(ctx, `SELECT count(*) FROM signals`); n != 0 {
 		t.Fatalf("%d signals of deleted jobs left", n)
+	}
+	if pgtest.Citus() {
+		if n, err := h.db.QueryInt(ctx, `SELECT count(*) FROM debounce_holders`); err != nil || n != 0 {
+			t.Fatalf("%d holder rows of deleted debounced jobs left (%v)", n, err)
+		}
 	}
 	// Once the parent finishes, its child goes too.
 	if _, err := h.db.Exec(ctx, `UPDATE jobs SET status = 'done', finished_at = now() - interval '10 seconds' WHERE id = $1`, ids["parent"]); err != nil {

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/gendurable/gendurable/internal/pg/pgtest"
 )
 
 // debounceClock is the time the engine's debounced inserts count from, set by the test.
@@ -288,4 +291,107 @@ func TestDebounceInsertsRacingClaims(t *testing.T) {
 			answered.Load(), made.Load(), jobs, pending)
 	}
 	t.Logf("400 debounced inserts racing a claimer: %d jobs made, %d claimed meanwhile", jobs, n)
+}
+
+// A debounce key beside a concurrency key: the inserts of one debounce key collapse into
+// its one pending job whatever concurrency key each names (or none), and that job keeps
+// the concurrency key of the insert that made it. On Citus the job lives at its
+// concurrency key's placement, away from its debounce key's, and the key's holder row
+// finds it (docs/citus.md, "Displaced keys").
+func TestDebounceBesideAConcurrencyKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := &debounceClock{}
+	te := newTestEngine(t, engine.Config{IdempotencyClock: clock.get})
+	t0 := time.Now().Add(-2 * time.Hour).Truncate(time.Millisecond)
+	clock.set(t0)
+	insert := func(concurrencyKey string, input string) engine.JobInserted {
+		t.Helper()
+		j := engine.NewJob{Handler: "h", Input: json.RawMessage(input), Debounce: debounced("sync-acme", 5*time.Second, 0)}
+		if concurrencyKey != "" {
+			j.ConcurrencyKey = &concurrencyKey
+		}
+		got, err := te.InsertJob(ctx, j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	first := insert("acme", `{"n": 1}`)
+	if first.Debounced || first.ConcurrencyKey == nil || *first.ConcurrencyKey != "acme" {
+		t.Fatalf("first insert: debounced %v, concurrency key %v; want a new job of acme", first.Debounced, first.ConcurrencyKey)
+	}
+	if pgtest.Citus() && first.ID%pg.Placements != int64(pg.PlacementOfKey("acme")) {
+		t.Fatalf("job %d lives at %d, want its concurrency key's placement %d", first.ID, first.ID%pg.Placements, pg.PlacementOfKey("acme"))
+	}
+	for i, ck := range []string{"", "other", "acme", ""} {
+		got := insert(ck, fmt.Sprintf(`{"n": %d}`, i+2))
+		if !got.Debounced || got.ID != first.ID {
+			t.Fatalf("insert %d (concurrency key %q): debounced %v, job %d; want the pending job %d", i+2, ck, got.Debounced, got.ID, first.ID)
+		}
+	}
+	// Claimed: the key is free, and an insert without a concurrency key makes the next
+	// job (at the debounce key's own placement on Citus), which a later insert with one
+	// then finds.
+	steps, _, err := te.Claim(ctx, "default", 10)
+	if err != nil || len(steps) != 1 || steps[0].ID != first.ID || string(steps[0].Input) != `{"n": 5}` {
+		t.Fatalf("claimed %+v (%v); want job %d with the latest input", steps, err, first.ID)
+	}
+	second := insert("", `{"n": 6}`)
+	if second.Debounced || second.ID == first.ID || second.ConcurrencyKey != nil {
+		t.Fatalf("insert after the claim: %+v; want a new job without a concurrency key", second)
+	}
+	if again := insert("acme", `{"n": 7}`); !again.Debounced || again.ID != second.ID {
+		t.Fatalf("insert with acme after the claim: debounced %v, job %d; want the pending job %d", again.Debounced, again.ID, second.ID)
+	}
+	if n, err := te.db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE debounce_key = 'sync-acme'`); err != nil || n != 2 {
+		t.Fatalf("%d jobs hold sync-acme (%v), want 2", n, err)
+	}
+}
+
+// Concurrent debounced inserts of one key, each naming one of three concurrency keys or
+// none, make exactly one job, which every insert answers.
+func TestDebounceBesideConcurrencyKeysConcurrentInsertsMakeOneJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	te := newTestEngine(t, engine.Config{})
+	concurrencyKeys := []string{"", "tenant-a", "tenant-b", "tenant-c"}
+	const inserts = 48
+	var wg sync.WaitGroup
+	var made atomic.Int64
+	ids := make([]int64, inserts)
+	start := make(chan struct{})
+	for g := range inserts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			j := engine.NewJob{Handler: "h", Debounce: debounced("hot", time.Hour, 0)}
+			if ck := concurrencyKeys[g%len(concurrencyKeys)]; ck != "" {
+				j.ConcurrencyKey = &ck
+			}
+			got, err := te.InsertJob(ctx, j)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids[g] = got.ID
+			if !got.Debounced {
+				made.Add(1)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if n, err := te.db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE debounce_key = 'hot'`); err != nil || n != 1 {
+		t.Fatalf("%d jobs hold the key (%v), want 1", n, err)
+	}
+	if made.Load() != 1 {
+		t.Fatalf("%d inserts answered debounced: false, want exactly 1", made.Load())
+	}
+	for g, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("insert %d answered job %d, insert 0 job %d", g, id, ids[0])
+		}
+	}
 }

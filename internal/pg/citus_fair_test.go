@@ -18,8 +18,9 @@ import (
 // On Citus a fairness key places its jobs (docs/citus.md, "Fair share"): through the API
 // and through gendurable_enqueue, every job of a key lives at FairnessPlacement(key), a
 // key beside it is displaced (held from its own placement, one live job per key), and the
-// default key "" places nothing (its jobs spread over the shards as unkeyed jobs do). A fairness key beside
-// what places a job elsewhere is refused, writing nothing.
+// default key "" places nothing (its jobs spread over the shards as unkeyed jobs do). So
+// is a debounce key beside it. A fairness key beside what places a job elsewhere (a
+// concurrency key, a rate limit) is refused, writing nothing.
 func TestCitusFairnessKeyPlacesItsJobs(t *testing.T) {
 	citusOnly(t)
 	t.Parallel()
@@ -62,6 +63,29 @@ func TestCitusFairnessKeyPlacesItsJobs(t *testing.T) {
 		t.Fatalf("the live job of key order-1: %v (%v)", live.ID, err)
 	}
 
+	// A debounce key beside a fairness key: displaced too, the key's one pending job found
+	// at the fairness key's placement, through the API and SQL alike.
+	debounced := []pg.JobInsert{{Queue: "fair", Handler: "h", FairnessKey: str("acme"),
+		Debounce: &pg.Debounce{Key: "sync-acme", Period: time.Hour}}}
+	made, err := db.JobInsertMany(ctx, debounced)
+	if err != nil || made[0].Debounced {
+		t.Fatalf("a debounced job of acme: %+v (%v)", made, err)
+	}
+	if got := int(made[0].ID % pg.Placements); got != pg.FairnessPlacement("acme") {
+		t.Fatalf("a debounced job of acme lives at %d, want the fairness key's %d", got, pg.FairnessPlacement("acme"))
+	}
+	if again, err := db.JobInsertMany(ctx, debounced); err != nil || !again[0].Debounced || again[0].ID != made[0].ID {
+		t.Fatalf("the same debounce key again: %+v (%v); want job %d", again, err, made[0].ID)
+	}
+	if id, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}',
+		'{"queue": "fair", "fairness_key": "acme", "debounce": {"key": "sync-acme", "period": "1h"}}')`); err != nil || id != made[0].ID {
+		t.Fatalf("gendurable_enqueue of the same debounce key: job %d (%v), want %d", id, err, made[0].ID)
+	}
+	if again, err := db.JobInsertMany(ctx, []pg.JobInsert{{Queue: "fair", Handler: "h",
+		Debounce: &pg.Debounce{Key: "sync-acme", Period: time.Hour}}}); err != nil || again[0].ID != made[0].ID {
+		t.Fatalf("the debounce key without a fairness key: %+v (%v); want job %d", again, err, made[0].ID)
+	}
+
 	// Refused beside what places a job elsewhere, through the API and SQL alike.
 	if _, err := db.RateLimitUpsert(ctx, "slow", 1, 1); err != nil {
 		t.Fatal(err)
@@ -73,7 +97,6 @@ func TestCitusFairnessKeyPlacesItsJobs(t *testing.T) {
 	for name, it := range map[string]pg.JobInsert{
 		"concurrency key": {Queue: "plain", Handler: "h", FairnessKey: str("acme"), ConcurrencyKey: str("k")},
 		"rate limit":      {Queue: "plain", Handler: "h", FairnessKey: str("acme"), RateLimit: str("slow")},
-		"debounce key":    {Queue: "plain", Handler: "h", FairnessKey: str("acme"), Debounce: &pg.Debounce{Key: "d", Period: time.Second}},
 	} {
 		_, err := db.JobInsertMany(ctx, []pg.JobInsert{it})
 		var refused *pg.InsertRefusedError
@@ -84,7 +107,6 @@ func TestCitusFairnessKeyPlacesItsJobs(t *testing.T) {
 	for _, options := range []string{
 		`{"fairness_key": "acme", "concurrency_key": "k"}`,
 		`{"fairness_key": "acme", "rate_limit": {"name": "slow"}}`,
-		`{"fairness_key": "acme", "debounce": {"key": "d", "period": "1s"}}`,
 	} {
 		_, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}', $1::jsonb)`, options)
 		var pgErr *pgconn.PgError

@@ -75,6 +75,9 @@ func (db *DB) citusGCDelete(ctx context.Context, ids []int64) (int, error) {
 		if err := q.JobGCDeleteKeyHolders(ctx, deleted); err != nil {
 			return len(deleted), translate(err)
 		}
+		if err := q.JobGCDeleteDebounceHolders(ctx, deleted); err != nil {
+			return len(deleted), translate(err)
+		}
 	}
 	return len(deleted), nil
 }

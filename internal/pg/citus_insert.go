@@ -19,15 +19,16 @@ import (
 func citusUnsupported(it *JobInsert) (field, why string) {
 	// (A rate limit beside a debounce key or a concurrency key runs: the job lives where
 	// they place it, and its bucket is remote; so do several rate limits, all remote:
-	// citus_remote_buckets.go.)
+	// citus_remote_buckets.go. A debounce key beside a fairness key or a concurrency key
+	// runs displaced: citusDebounce.)
 	switch {
-	case it.ConcurrencyKey != nil && (it.ParentID != nil || it.Debounce != nil):
-		return "concurrency_key", "on Citus a concurrency key is exact only for a job it places: not with a parent or a debounce key"
+	case it.ConcurrencyKey != nil && it.ParentID != nil:
+		return "concurrency_key", "on Citus a concurrency key is exact only for a job it places: not with a parent"
 	case it.Debounce != nil && it.ParentID != nil:
 		return "debounce", "on Citus a debounced job lives at its debounce key's placement: not with a parent"
-	case placedByFairnessKey(it) && (it.RateLimit != nil || it.ConcurrencyKey != nil || it.Debounce != nil):
+	case placedByFairnessKey(it) && (it.RateLimit != nil || it.ConcurrencyKey != nil):
 		return "fairness_key", "on Citus a fairness key places its jobs, where its cap counts them: " +
-			"not with a rate limit, a concurrency key or a debounce key"
+			"not with a rate limit or a concurrency key"
 	}
 	return "", ""
 }
@@ -69,8 +70,9 @@ func citusRatePlacement(it *JobInsert, placement int) int {
 
 // citusPlacement is where item it lives (docs/citus.md, "Placement"): its parent's, its
 // fairness key's, its key's (unless it has a fairness key, a concurrency key or a rate
-// limit: the key is displaced, citus_keys.go), its debounce key's, its concurrency key's,
-// its rate-limit bucket's, its idempotency key's, or next (the batch's shard).
+// limit: the key is displaced, citus_keys.go), its concurrency key's, its debounce key's
+// (displaced by the two before: citusDebounce), its rate-limit bucket's, its idempotency
+// key's, or next (the batch's shard).
 func citusPlacement(l *citusLayout, it *JobInsert, next int) int {
 	switch {
 	case it.ParentID != nil:
@@ -79,10 +81,10 @@ func citusPlacement(l *citusLayout, it *JobInsert, next int) int {
 		return FairnessPlacement(*it.FairnessKey)
 	case it.Key != nil && it.ConcurrencyKey == nil && it.RateLimit == nil:
 		return PlacementOfKey(*it.Key)
-	case it.Debounce != nil:
-		return PlacementOfKey(it.Debounce.Key)
 	case it.ConcurrencyKey != nil:
 		return PlacementOfKey(*it.ConcurrencyKey)
+	case it.Debounce != nil:
+		return PlacementOfKey(it.Debounce.Key)
 	case it.RateLimit != nil:
 		return RateBucketPlacement(*it.RateLimit, valueOr(it.RateKey, ""))
 	case it.IdempotencyKey != nil:
@@ -175,7 +177,8 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 	toInsert := make([]bool, n)
 	var ids []int64
 	var woken []citusWake
-	answerByID := map[int]int64{} // item → the id of the job it answers, read in full at the end
+	answerByID := map[int]int64{}    // item → the id of the job it answers, read in full at the end
+	madeByDebounce := map[int]bool{} // debounced items that made the job they answer
 	keyed := false
 	var keys []string
 	for i := range items {
@@ -220,7 +223,7 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 			return nil, nil, err
 		}
 		// A debounced job waits a period: nothing to wake.
-		if err := db.citusDebounce(ctx, tx, items, placements, ids, maxAttempts, fair, opts, toInsert, answerByID); err != nil {
+		if err := db.citusDebounce(ctx, tx, items, placements, ids, maxAttempts, fair, opts, toInsert, answerByID, madeByDebounce); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -366,10 +369,8 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		return nil, nil, fmt.Errorf("pg: item %d neither inserted nor found holding its key", i)
 	}
 	// The first item of a debounce key that made its job is the one that made it.
-	for i, it := range items {
-		if it.Debounce != nil && out[i].ID == ids[i] {
-			out[i].Debounced = false
-		}
+	for i := range madeByDebounce {
+		out[i].Debounced = false
 	}
 	return out, woken, nil
 }
@@ -552,13 +553,23 @@ func (db *DB) citusClaimIdempotencyKeys(ctx context.Context, tx pgx.Tx, items []
 	return nil
 }
 
-// citusDebounce upserts the job of each debounce key of the batch (JobDebounceUpsert at
-// the key's placement, with the last item of the key: its input, the first item's id), the
-// upserts sent together; a job of a fair queue (among fair) gets the default fairness
-// key. Every item of a key answers its job (answerByID). Nothing is woken: a debounced
-// job waits a period.
+// citusDebounce gives each debounce key of the batch its job, with the last item of the
+// key (its input, its id and placement, which its own keys decided), and answers every
+// item of the key with that job (answerByID); made names the items whose job this insert
+// made (the first of their key). A job of a fair queue without a fairness key gets the
+// default one (among fair). Nothing is woken: a debounced job waits a period.
+//
+// A debounce key's one pending job lives at the key's placement unless the job's fairness
+// key or concurrency key placed it elsewhere (displaced: docs/citus.md, "Displaced
+// keys"), where debounce_holders, at the key's placement, names it. So every debounced
+// insert takes its keys' locks and reads their holder rows (one round trip), then, when
+// a row names a job or a job would be displaced, the keys' pending jobs (one more); a
+// pending job found elsewhere than at the insert's own placement is given the insert
+// (JobDebounceHit), and the other keys upsert their job (JobDebounceUpsert, which finds
+// a pending job at the insert's placement) and, displaced, write its holder row.
 func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, placements []int, ids []int64,
-	maxAttempts map[string]int, fair []string, opts JobInsertOptions, toInsert []bool, answerByID map[int]int64) error {
+	maxAttempts map[string]int, fair []string, opts JobInsertOptions, toInsert []bool, answerByID map[int]int64,
+	made map[int]bool) error {
 	last := map[string]int{}
 	firstOf := map[string]int{}
 	var keys []string
@@ -575,40 +586,90 @@ func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 	if len(keys) == 0 {
 		return nil
 	}
-	// Their buckets, as an insert's (a debounced job's bucket is remote unless it shares
-	// the debounce key's placement, where the claim then reads it).
-	var rated []int
-	for _, key := range keys {
-		rated = append(rated, last[key])
-	}
-	if err := citusMintBuckets(ctx, dbcitus.New(tx), items, rated); err != nil {
+	pending, err := db.citusDebouncePending(ctx, tx, keys, func(key string) int { return placements[last[key]] })
+	if err != nil {
 		return err
 	}
-	batch := &pgx.Batch{}
-	for _, key := range keys {
-		it, f := &items[last[key]], firstOf[key]
-		input := it.Input
-		if len(input) == 0 {
-			input = json.RawMessage(`{}`)
-		}
-		batch.Queue(dbcitus.JobDebounceUpsert, ids[f], placements[f], it.Queue, it.Handler, input, valueOr(it.Priority, 5),
-			opts.AsOf, it.Debounce.Period.Milliseconds(), valueOr(it.MaxAttempts, maxAttempts[it.Handler]), key,
-			it.Debounce.MaxWait.Milliseconds(), it.TraceContext, fairnessDefault(fair, it.Queue),
-			it.RateLimit, it.RateKey, max(valueOr(it.RateWeight, 1), 1),
-			citusRatePlacement(it, placements[f]), extraRateLimitsJSON(it))
-	}
-	results := tx.SendBatch(ctx, batch)
 	jobOf := map[string]int64{}
-	for _, key := range keys {
-		var id int64
-		if err := results.QueryRow().Scan(&id); err != nil {
-			_ = results.Close()
+	if len(pending) > 0 {
+		batch := &pgx.Batch{}
+		var hit []string
+		for _, key := range keys {
+			if job, ok := pending[key]; ok {
+				it := &items[last[key]]
+				batch.Queue(dbcitus.JobDebounceHit, debounceInput(it), it.TraceContext, job.placement, opts.AsOf,
+					it.Debounce.Period.Milliseconds(), job.id)
+				hit = append(hit, key)
+			}
+		}
+		results := tx.SendBatch(ctx, batch)
+		for _, key := range hit {
+			var id int64
+			switch err := results.QueryRow().Scan(&id); {
+			case err == nil:
+				jobOf[key] = id
+			case !errors.Is(err, pgx.ErrNoRows): // (no row: claimed meanwhile, the key is free)
+				_ = results.Close()
+				return err
+			}
+		}
+		if err := results.Close(); err != nil {
 			return err
 		}
-		jobOf[key] = id
 	}
-	if err := results.Close(); err != nil {
-		return err
+	// The other keys make their jobs (or meet a pending one at their own placement), and
+	// their buckets are minted first, as an insert's (a debounced job's bucket is remote
+	// unless it shares the job's placement, where the claim then reads it).
+	var upsert []string
+	var rated []int
+	for _, key := range keys {
+		if _, ok := jobOf[key]; !ok {
+			upsert, rated = append(upsert, key), append(rated, last[key])
+		}
+	}
+	if len(upsert) > 0 {
+		if err := citusMintBuckets(ctx, dbcitus.New(tx), items, rated); err != nil {
+			return err
+		}
+		batch := &pgx.Batch{}
+		for _, key := range upsert {
+			src := last[key]
+			it := &items[src]
+			fairnessKey := it.FairnessKey
+			if fairnessKey == nil {
+				fairnessKey = fairnessDefault(fair, it.Queue)
+			}
+			batch.Queue(dbcitus.JobDebounceUpsert, ids[src], placements[src], it.Queue, it.Handler, debounceInput(it),
+				valueOr(it.Priority, 5), opts.AsOf, it.Debounce.Period.Milliseconds(),
+				valueOr(it.MaxAttempts, maxAttempts[it.Handler]), key, it.Debounce.MaxWait.Milliseconds(), it.TraceContext,
+				fairnessKey, it.RateLimit, it.RateKey, max(valueOr(it.RateWeight, 1), 1),
+				citusRatePlacement(it, placements[src]), extraRateLimitsJSON(it), it.ConcurrencyKey)
+		}
+		results := tx.SendBatch(ctx, batch)
+		var holders dbcitus.DebounceHoldersPutParams
+		for _, key := range upsert {
+			var id int64
+			if err := results.QueryRow().Scan(&id); err != nil {
+				_ = results.Close()
+				return err
+			}
+			jobOf[key] = id
+			if id == ids[last[key]] {
+				made[firstOf[key]] = true
+			}
+			if at := PlacementOfKey(key); placements[last[key]] != at {
+				holders.Placements, holders.Keys, holders.JobIds = append(holders.Placements, at), append(holders.Keys, key),
+					append(holders.JobIds, id)
+			}
+		}
+		if err := results.Close(); err != nil {
+			return err
+		}
+		if len(holders.Keys) > 0 {
+			if err := dbcitus.New(tx).DebounceHoldersPut(ctx, holders); err != nil {
+				return err
+			}
+		}
 	}
 	for i := range items {
 		if d := items[i].Debounce; d != nil {
@@ -616,6 +677,88 @@ func (db *DB) citusDebounce(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 		}
 	}
 	return nil
+}
+
+// debounceInput is the input a debounced item gives its job ({} when it gives none).
+func debounceInput(it *JobInsert) json.RawMessage {
+	if len(it.Input) == 0 {
+		return json.RawMessage(`{}`)
+	}
+	return it.Input
+}
+
+// citusPendingJob is where a debounce key's pending job lives.
+type citusPendingJob struct {
+	placement int
+	id        int64
+}
+
+// citusDebouncePending takes the locks of debounce keys (in tx, on the coordinator, held
+// to its end) and answers the pending job of each key that has one where the insert's own
+// upsert (at placementOf(key)) would not find it: at the key's placement when the insert's
+// job would live elsewhere, or the job the key's holder row names. One round trip (the
+// locks and the holder rows), and one more when a row names a job or a key is displaced.
+func (db *DB) citusDebouncePending(ctx context.Context, tx pgx.Tx, keys []string,
+	placementOf func(key string) int) (map[string]citusPendingJob, error) {
+	at := make([]int, len(keys))
+	for i, k := range keys {
+		at[i] = PlacementOfKey(k)
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(dbcitus.DebounceKeysLock, keys)
+	batch.Queue(dbcitus.DebounceHoldersGet, at, keys)
+	results := tx.SendBatch(ctx, batch)
+	if _, err := results.Exec(); err != nil {
+		_ = results.Close()
+		return nil, err
+	}
+	rows, err := results.Query()
+	if err != nil {
+		_ = results.Close()
+		return nil, err
+	}
+	holderOf, err := pgx.CollectRows(rows, pgx.RowToStructByPos[dbcitus.DebounceHolder])
+	if err != nil {
+		_ = results.Close()
+		return nil, err
+	}
+	if err := results.Close(); err != nil {
+		return nil, err
+	}
+	l, err := db.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Where to look: each displaced key's own placement, and the placement of each job a
+	// holder row names (only a key's own placement answers for it).
+	named := map[string]int64{}
+	var look dbcitus.DebouncePendingParams
+	for i, k := range keys {
+		if placementOf(k) != at[i] {
+			look.Placements, look.Keys = append(look.Placements, at[i]), append(look.Keys, k)
+		}
+	}
+	for _, h := range holderOf {
+		if h.Placement == PlacementOfKey(h.DebounceKey) {
+			named[h.DebounceKey] = h.JobID
+			look.Placements, look.Keys = append(look.Placements, l.PlacementOfID(h.JobID)), append(look.Keys, h.DebounceKey)
+		}
+	}
+	pending := map[string]citusPendingJob{}
+	if len(look.Keys) == 0 {
+		return pending, nil
+	}
+	found, err := dbcitus.New(tx).DebouncePending(ctx, look)
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range found {
+		atKey := j.Placement == PlacementOfKey(j.DebounceKey)
+		if (atKey || named[j.DebounceKey] == j.ID) && j.Placement != placementOf(j.DebounceKey) {
+			pending[j.DebounceKey] = citusPendingJob{placement: j.Placement, id: j.ID}
+		}
+	}
+	return pending, nil
 }
 
 // citusJobByID reads job id at its placement (JobGet, a router statement).

@@ -59,6 +59,11 @@ func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
 		{"KeyHoldersGet", dbcitus.KeyHoldersGet, []any{[]int{pg.PlacementOfKey("user-7")}, []string{"user-7"}}},
 		{"JobsLiveByID", dbcitus.JobsLiveByID, []any{[]int{p}, ids}},
 		{"JobKey", dbcitus.JobKey, []any{p, ids[0]}},
+		// a debounce key's holder row, its pending job at one placement, and the insert
+		// given to it (displaced debounce keys)
+		{"DebounceHoldersGet", dbcitus.DebounceHoldersGet, []any{[]int{pg.PlacementOfKey("sync-7")}, []string{"sync-7"}}},
+		{"DebouncePending", dbcitus.DebouncePending, []any{[]int{p}, []string{"sync-7"}}},
+		{"JobDebounceHit", dbcitus.JobDebounceHit, []any{[]byte(`{}`), nil, p, none, int64(1000), ids[0]}},
 	}...)
 	tasks := regexp.MustCompile(`Task Count: (\d+)`)
 	explain := func(sql string, args []any) (string, error) {

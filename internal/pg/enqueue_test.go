@@ -341,6 +341,66 @@ func TestSQLEnqueueDebounce(t *testing.T) {
 	}
 }
 
+// A debounce key beside a concurrency key, through gendurable_enqueue and the API in
+// turn: one pending job per debounce key, whichever of the two made it and whatever
+// concurrency key each call names (on Citus the job lives at its concurrency key's
+// placement, and the debounce key's holder row finds it). Once the job is claimed, the
+// next call makes a new one.
+func TestSQLEnqueueDebounceBesideAConcurrencyKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := enqueueDB(t)
+	enqueue := func(options string) int64 {
+		t.Helper()
+		var id int64
+		if err := conn.QueryRow(ctx, `SELECT gendurable_enqueue('h', '{}', $1::jsonb)`, options).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	api := func(concurrencyKey *string) pg.JobInserted {
+		t.Helper()
+		got, err := db.JobInsertMany(ctx, []pg.JobInsert{{Queue: "default", Handler: "h", ConcurrencyKey: concurrencyKey,
+			Debounce: &pg.Debounce{Key: "sync-7", Period: time.Hour}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got[0]
+	}
+	ck := "tenant-7"
+	first := enqueue(`{"concurrency_key": "tenant-7", "debounce": {"key": "sync-7", "period": "1h"}}`)
+	if pgtest.Citus() && first%pg.Placements != int64(pg.PlacementOfKey(ck)) {
+		t.Fatalf("job %d lives at %d, want its concurrency key's placement %d", first, first%pg.Placements, pg.PlacementOfKey(ck))
+	}
+	if got := api(nil); !got.Debounced || got.ID != first {
+		t.Fatalf("the API without a concurrency key: debounced %v, job %d; want %d", got.Debounced, got.ID, first)
+	}
+	if got := enqueue(`{"debounce": {"key": "sync-7", "period": "1h"}}`); got != first {
+		t.Fatalf("gendurable_enqueue without a concurrency key: job %d, want %d", got, first)
+	}
+	if got := api(&ck); !got.Debounced || got.ID != first {
+		t.Fatalf("the API with the concurrency key: debounced %v, job %d; want %d", got.Debounced, got.ID, first)
+	}
+	// As a claim would: attempted, the job no longer holds the debounce key.
+	if _, err := db.Exec(ctx, `UPDATE jobs SET status = 'executing', attempted_at = now(),
+		lease_token = '00000000-0000-0000-0000-000000000001', lease_expires_at = now() + interval '1 hour' WHERE id = $1`, first); err != nil {
+		t.Fatal(err)
+	}
+	second := enqueue(`{"debounce": {"key": "sync-7", "period": "1h"}}`)
+	if second == first {
+		t.Fatal("a call after the claim answered the claimed job")
+	}
+	if got := api(&ck); !got.Debounced || got.ID != second {
+		t.Fatalf("the API with the concurrency key after the claim: debounced %v, job %d; want %d", got.Debounced, got.ID, second)
+	}
+	if got := enqueue(`{"concurrency_key": "tenant-7", "debounce": {"key": "sync-7", "period": "1h"}}`); got != second {
+		t.Fatalf("gendurable_enqueue with the concurrency key after the claim: job %d, want %d", got, second)
+	}
+	if n, err := db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE debounce_key = 'sync-7'`); err != nil || n != 2 {
+		t.Fatalf("%d jobs hold sync-7 (%v), want 2", n, err)
+	}
+}
+
 // Durations read as Go reads them.
 func TestSQLEnqueueDurations(t *testing.T) {
 	t.Parallel()

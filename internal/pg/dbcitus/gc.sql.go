@@ -9,6 +9,17 @@ import (
 	"context"
 )
 
+const JobGCDeleteDebounceHolders = `-- name: JobGCDeleteDebounceHolders :exec
+DELETE FROM debounce_holders WHERE job_id = ANY ($1::bigint[])
+`
+
+// The holder rows that name the jobs GC deletes (displaced debounce keys), wherever they
+// live: a fan-out, one debounce_holders_job probe per id on each shard.
+func (q *Queries) JobGCDeleteDebounceHolders(ctx context.Context, ids []int64) error {
+	_, err := q.db.Exec(ctx, JobGCDeleteDebounceHolders, ids)
+	return err
+}
+
 const JobGCDeleteIdempotencyKeys = `-- name: JobGCDeleteIdempotencyKeys :exec
 DELETE FROM idempotency_keys WHERE job_id = ANY ($1::bigint[])
 `

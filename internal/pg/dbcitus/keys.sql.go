@@ -11,6 +11,120 @@ import (
 	"time"
 )
 
+const DebounceHoldersGet = `-- name: DebounceHoldersGet :many
+SELECT h.placement, h.debounce_key, h.job_id FROM debounce_holders h
+WHERE h.placement = ANY ($1::int[]) AND h.debounce_key = ANY ($2::text[])
+`
+
+type DebounceHoldersGetParams struct {
+	Placements []int
+	Keys       []string
+}
+
+// The holder rows of debounce keys at the placements given (each key's own), filtered by
+// the caller to the pairs asked for.
+func (q *Queries) DebounceHoldersGet(ctx context.Context, arg DebounceHoldersGetParams) ([]DebounceHolder, error) {
+	rows, err := q.db.Query(ctx, DebounceHoldersGet, arg.Placements, arg.Keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DebounceHolder
+	for rows.Next() {
+		var i DebounceHolder
+		if err := rows.Scan(&i.Placement, &i.DebounceKey, &i.JobID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const DebounceHoldersPut = `-- name: DebounceHoldersPut :exec
+INSERT INTO debounce_holders AS h (placement, debounce_key, job_id)
+SELECT k.placement, k.debounce_key, k.job_id
+FROM ROWS FROM (unnest($1::int[]), unnest($2::text[]), unnest($3::bigint[]))
+     AS k(placement, debounce_key, job_id)
+ON CONFLICT (debounce_key, placement) DO UPDATE SET job_id = excluded.job_id
+`
+
+type DebounceHoldersPutParams struct {
+	Placements []int
+	Keys       []string
+	JobIds     []int64
+}
+
+// Names job_ids as the pending jobs of debounce keys at the keys' placements (the caller
+// holds the keys' locks and found no pending job).
+func (q *Queries) DebounceHoldersPut(ctx context.Context, arg DebounceHoldersPutParams) error {
+	_, err := q.db.Exec(ctx, DebounceHoldersPut, arg.Placements, arg.Keys, arg.JobIds)
+	return err
+}
+
+const DebounceKeysLock = `-- name: DebounceKeysLock :exec
+
+SELECT count(pg_advisory_xact_lock(1734632546, l.id))
+FROM (SELECT DISTINCT hashtext(k) AS id FROM unnest($1::text[]) AS k ORDER BY 1) l
+`
+
+// Displaced debounce keys (docs/citus.md, "Displaced keys"; migrations/citus/0032): a
+// debounced job that its fairness key or its concurrency key places lives there, and
+// debounce_holders, at its debounce key's placement, names it. Every debounced insert
+// takes its debounce keys' locks (DebounceKeysLock), reads their holder rows
+// (DebounceHoldersGet) and, when a row names a job or the insert's job would live
+// elsewhere, the keys' pending jobs (DebouncePending); a pending job found is given the
+// insert (JobDebounceHit), else JobDebounceUpsert makes the job (and DebounceHoldersPut
+// its holder row when it is displaced).
+// Takes the transaction lock of each debounce key on the coordinator (where every
+// debounced insert runs), in one order; gendurable_enqueue takes the same (1734632546 is
+// 'gddb').
+func (q *Queries) DebounceKeysLock(ctx context.Context, keys []string) error {
+	_, err := q.db.Exec(ctx, DebounceKeysLock, keys)
+	return err
+}
+
+const DebouncePending = `-- name: DebouncePending :many
+SELECT j.placement, j.debounce_key::text AS debounce_key, j.id FROM jobs j
+WHERE j.placement = ANY ($1::int[]) AND j.debounce_key = ANY ($2::text[])
+  AND j.status = 'runnable' AND j.attempted_at IS NULL
+`
+
+type DebouncePendingParams struct {
+	Placements []int
+	Keys       []string
+}
+
+type DebouncePendingRow struct {
+	Placement   int
+	DebounceKey string
+	ID          int64
+}
+
+// The runnable, never-claimed jobs with one of keys at the placements given (each key's
+// own, and where its holder rows point), filtered by the caller. Index use: jobs_debounce.
+func (q *Queries) DebouncePending(ctx context.Context, arg DebouncePendingParams) ([]DebouncePendingRow, error) {
+	rows, err := q.db.Query(ctx, DebouncePending, arg.Placements, arg.Keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DebouncePendingRow
+	for rows.Next() {
+		var i DebouncePendingRow
+		if err := rows.Scan(&i.Placement, &i.DebounceKey, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const IdempotencyClaim = `-- name: IdempotencyClaim :one
 
 INSERT INTO idempotency_keys AS k (key, placement, job_id, expires_at, created_at)
@@ -73,23 +187,72 @@ func (q *Queries) IdempotencyHolder(ctx context.Context, arg IdempotencyHolderPa
 	return job_id, err
 }
 
+const JobDebounceHit = `-- name: JobDebounceHit :one
+WITH target AS (
+    SELECT j.id, coalesce($4::timestamptz, now()) AS now,
+           least(coalesce($4::timestamptz, now()) + $5::bigint * interval '1 millisecond',
+                 coalesce(j.debounce_deadline,
+                          coalesce($4::timestamptz, now()) + $5::bigint * interval '1 millisecond'))
+               AS eligible_at
+    FROM jobs j
+    WHERE j.placement = $3::int AND j.id = $6::bigint
+      AND j.status = 'runnable' AND j.attempted_at IS NULL
+    FOR UPDATE
+)
+UPDATE jobs j
+SET input = $1::jsonb, trace_context = $2::text, eligible_at = t.eligible_at,
+    updated_at = t.now
+FROM target t
+WHERE j.placement = $3::int AND j.id = t.id
+RETURNING j.id
+`
+
+type JobDebounceHitParams struct {
+	Input        json.RawMessage
+	TraceContext *string
+	Placement    int
+	AsOf         *time.Time
+	PeriodMs     int64
+	ID           int64
+}
+
+// Gives the pending job id of a debounce key a debounced insert (the caller holds the
+// key's lock): the insert's input, eligible a period from as_of (default now()), never
+// past its deadline, as JobDebounceUpsert's conflict does. No row when the job was
+// claimed meanwhile (the key is then free). The clock is read in target: Citus refuses
+// a stable function beside a column in SET.
+func (q *Queries) JobDebounceHit(ctx context.Context, arg JobDebounceHitParams) (int64, error) {
+	row := q.db.QueryRow(ctx, JobDebounceHit,
+		arg.Input,
+		arg.TraceContext,
+		arg.Placement,
+		arg.AsOf,
+		arg.PeriodMs,
+		arg.ID,
+	)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
+}
+
 const JobDebounceUpsert = `-- name: JobDebounceUpsert :one
 INSERT INTO jobs AS j (id, placement, queue, handler, input, priority, eligible_at, max_attempts,
                        debounce_key, debounce_deadline, updated_at, trace_context, fairness_key,
-                       rate_limit, rate_key, rate_weight, rate_placement, extra_rate_limits)
+                       rate_limit, rate_key, rate_weight, rate_placement, extra_rate_limits, concurrency_key)
 VALUES ($1::bigint, $2::int, $3::text, $4::text,
         $5::jsonb, $6::smallint,
         coalesce($7::timestamptz, now()) + $8::bigint * interval '1 millisecond',
         $9::int, $10::text,
         coalesce($7::timestamptz, now()) + nullif($11::bigint, 0) * interval '1 millisecond',
         now(), $12::text,
-        -- a debounced job has no fairness key of its own on Citus: '' in a fair queue (the
-        -- caller's: Citus refuses a subquery in an INSERT)
+        -- its own, or '' in a fair queue (the caller's: Citus refuses a subquery in an INSERT)
         $13::text,
         -- a rate limit: its claimer debits its buckets when rate_placement names the first
         -- (-1: the claim does, at the job's own placement), as JobInsert
         $14::text, $15::text, $16::int,
-        nullif($17::int, -1), nullif($18::text, '')::jsonb)
+        nullif($17::int, -1), nullif($18::text, '')::jsonb,
+        -- a concurrency key places the job (its debounce key is then displaced)
+        $19::text)
 ON CONFLICT (debounce_key, placement) WHERE debounce_key IS NOT NULL AND status = 'runnable' AND attempted_at IS NULL
 DO UPDATE SET input = excluded.input, trace_context = excluded.trace_context,
               eligible_at = least(excluded.eligible_at, coalesce(j.debounce_deadline, excluded.eligible_at)),
@@ -116,9 +279,12 @@ type JobDebounceUpsertParams struct {
 	RateWeight      int
 	RatePlacement   int
 	ExtraRateLimits string
+	ConcurrencyKey  *string
 }
 
-// JobInsertMany's debounced insert (sql/jobs.sql) for one debounce key at its placement:
+// JobInsertMany's debounced insert (sql/jobs.sql) for one debounce key at its job's
+// placement (the debounce key's, or its fairness or concurrency key's: then the caller
+// found no pending job of the key elsewhere, DebouncePending, and writes the holder row):
 // a new job eligible a period from as_of (default now()) with a deadline max_wait from
 // then (NULL: none), or the runnable, never-claimed job of the key given this input and
 // pushed to a period from now, never past its deadline. jobs_debounce is the arbiter, so
@@ -144,6 +310,7 @@ func (q *Queries) JobDebounceUpsert(ctx context.Context, arg JobDebounceUpsertPa
 		arg.RateWeight,
 		arg.RatePlacement,
 		arg.ExtraRateLimits,
+		arg.ConcurrencyKey,
 	)
 	var id int64
 	err := row.Scan(&id)

@@ -22,6 +22,12 @@ type ApiKey struct {
 	RevokedAt  *time.Time
 }
 
+type DebounceHolder struct {
+	Placement   int
+	DebounceKey string
+	JobID       int64
+}
+
 type FairPosition struct {
 	Placement int
 	Queue     string

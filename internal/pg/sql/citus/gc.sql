@@ -41,6 +41,11 @@ DELETE FROM idempotency_keys WHERE job_id = ANY (sqlc.arg(ids)::bigint[]);
 -- to another job meanwhile is kept.
 DELETE FROM key_holders WHERE job_id = ANY (sqlc.arg(ids)::bigint[]);
 
+-- name: JobGCDeleteDebounceHolders :exec
+-- The holder rows that name the jobs GC deletes (displaced debounce keys), wherever they
+-- live: a fan-out, one debounce_holders_job probe per id on each shard.
+DELETE FROM debounce_holders WHERE job_id = ANY (sqlc.arg(ids)::bigint[]);
+
 -- name: JobGCDeleteJobs :many
 -- The finished jobs of one shard that GC deletes (their history goes a partition at a time).
 DELETE FROM jobs
