@@ -278,3 +278,94 @@ func TestCitusBulkRetryPassesOverHeldKeys(t *testing.T) {
 		}
 	}
 }
+
+// A bulk retry by filter takes jobs whose keys are displaced, and names each retried
+// keyed job its key's holder, so that the key's next insert answers it; and a shard's
+// window full of jobs whose key a displaced job elsewhere holds does not keep another key
+// of the shard from its turn.
+func TestCitusBulkRetryTakesDisplacedKeys(t *testing.T) {
+	t.Parallel()
+	citusOnly(t)
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
+		t.Fatal(err)
+	}
+	shard, err := pg.CitusShardPlacements(ctx, db, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string // two keys of shard 0
+	for i := 0; len(keys) < 2; i++ {
+		if k := fmt.Sprintf("bulk-%d", i); slices.Contains(shard, pg.PlacementOfKey(k)) {
+			keys = append(keys, k)
+		}
+	}
+	var elsewhere []string // concurrency keys that place their jobs away from shard 0
+	for i := 0; len(elsewhere) < 2; i++ {
+		if k := fmt.Sprintf("customer-%d", i); !slices.Contains(shard, pg.PlacementOfKey(k)) {
+			elsewhere = append(elsewhere, k)
+		}
+	}
+	insert := func(it pg.JobInsert) int64 {
+		t.Helper()
+		it.Handler, it.Queue = "h", "bulk"
+		out, err := db.JobInsertMany(ctx, []pg.JobInsert{it})
+		if err != nil || out[0].Deduplicated {
+			t.Fatalf("insert %+v: %+v (%v), want a new job", it, out, err)
+		}
+		return out[0].ID
+	}
+	cancel := func(id int64) {
+		t.Helper()
+		if _, _, err := db.JobCancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A cancelled job whose key is displaced.
+	displaced := insert(pg.JobInsert{Key: ptr("order-1"), ConcurrencyKey: &elsewhere[0]})
+	cancel(displaced)
+	// Five cancelled jobs of keys[0] on shard 0, then a live job of that key elsewhere.
+	for range 5 {
+		cancel(insert(pg.JobInsert{Key: &keys[0]}))
+	}
+	holder := insert(pg.JobInsert{Key: &keys[0], ConcurrencyKey: &elsewhere[1]})
+	// And a cancelled job of keys[1], after them on shard 0.
+	other := insert(pg.JobInsert{Key: &keys[1]})
+	cancel(other)
+
+	queue := "bulk"
+	retried := 0
+	for range 20 {
+		r, err := db.JobRetryMany(ctx, pg.JobFilter{Queue: &queue}, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		retried += r.Changed
+		if !r.More && r.Changed == 0 {
+			break
+		}
+	}
+	if retried != 2 {
+		t.Fatalf("the bulk retries retried %d jobs, want 2: the displaced one and the other key's", retried)
+	}
+	for key, want := range map[string]int64{"order-1": displaced, keys[0]: holder, keys[1]: other} {
+		j, err := db.JobGetLiveByKey(ctx, key)
+		if err != nil || j.ID != want {
+			t.Fatalf("the live job of %s: %d (%v), want %d", key, j.ID, err, want)
+		}
+		n, err := db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE key = $1 AND status IN ('runnable', 'executing', 'awaiting')`, key)
+		if err != nil || n != 1 {
+			t.Fatalf("%d live jobs of %s (%v), want 1", n, key, err)
+		}
+	}
+	// The retried displaced job holds its key: the key's next insert, and one through
+	// gendurable_enqueue, answer it.
+	again, err := db.JobInsertMany(ctx, []pg.JobInsert{{Handler: "h", Queue: "bulk", Key: ptr("order-1")}})
+	if err != nil || !again[0].Deduplicated || again[0].ID != displaced {
+		t.Fatalf("an insert of order-1 after the bulk retry: %+v (%v), want the retried job %d", again, err, displaced)
+	}
+	if id, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}', '{"queue": "bulk", "key": "order-1"}')`); err != nil || id != displaced {
+		t.Fatalf("gendurable_enqueue of order-1 after the bulk retry: %d (%v), want %d", id, err, displaced)
+	}
+}

@@ -45,6 +45,10 @@ func (db *DB) JobCancelMany(ctx context.Context, f JobFilter, limit int) (BulkCh
 	return BulkChanged{Changed: int(r.Changed), More: r.More}, translate(err)
 }
 
+// retryManyKeyPasses bounds the reads of a shard's candidate keys in a bulk retry on
+// Citus, each leaving out the keys the one before found held elsewhere.
+const retryManyKeyPasses = 4
+
 // JobRetryMany retries up to limit failed or cancelled jobs matching f in one statement.
 func (db *DB) JobRetryMany(ctx context.Context, f JobFilter, limit int) (BulkChanged, error) {
 	if db.citus != nil {
@@ -53,32 +57,47 @@ func (db *DB) JobRetryMany(ctx context.Context, f JobFilter, limit int) (BulkCha
 			return BulkChanged{}, err
 		}
 		// On each shard, in one transaction: the candidates' keys, their locks and their
-		// holders anywhere (citusKeysHeld), then the retry of the jobs whose keys are free.
+		// holders anywhere (citusKeysHeld), asked again without the keys found held until
+		// the window's keys are free; then the retry of the jobs whose keys are free, and
+		// their holder rows (each retried keyed job holds its key, wherever it lives).
 		return db.citusBulk(ctx, limit, func(_ *dbcitus.Queries, placements []int, rows int) (part bulkPart, err error) {
 			err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 				q := dbcitus.New(tx)
-				keys, err := q.JobRetryManyKeys(ctx, dbcitus.JobRetryManyKeysParams{MaxRows: rows, Placements: placements,
-					Statuses: f.Statuses, Queue: f.Queue, Handler: f.Handler, CreatedAfter: f.CreatedAfter,
-					CreatedBefore: f.CreatedBefore, KeyPrefix: f.KeyPrefix})
-				if err != nil {
-					return err
-				}
-				held, err := db.citusKeysHeld(ctx, tx, l, keys)
-				if err != nil {
-					return err
-				}
-				var free []string
-				var at []int
-				for _, k := range keys {
-					if _, ok := held[k]; !ok {
-						free, at = append(free, k), append(at, PlacementOfKey(k))
+				var free, held []string
+				for pass := 0; ; pass++ {
+					keys, err := q.JobRetryManyKeys(ctx, dbcitus.JobRetryManyKeysParams{MaxRows: rows, Placements: placements,
+						Statuses: f.Statuses, Queue: f.Queue, Handler: f.Handler, CreatedAfter: f.CreatedAfter,
+						CreatedBefore: f.CreatedBefore, KeyPrefix: f.KeyPrefix, HeldKeys: held})
+					if err != nil {
+						return err
+					}
+					found, err := db.citusKeysHeld(ctx, tx, l, keys)
+					if err != nil {
+						return err
+					}
+					free = free[:0]
+					for _, k := range keys {
+						if _, ok := found[k]; ok {
+							held = append(held, k)
+						} else {
+							free = append(free, k)
+						}
+					}
+					// Each pass leaves out at least one more held key; a window still holding
+					// held keys after a few passes retries what it found free, and the next
+					// batch goes on past them (More).
+					if len(found) == 0 || pass == retryManyKeyPasses-1 {
+						break
 					}
 				}
 				r, err := q.JobRetryMany(ctx, dbcitus.JobRetryManyParams{MaxRows: rows, Placements: placements,
 					Statuses: f.Statuses, Queue: f.Queue, Handler: f.Handler, CreatedAfter: f.CreatedAfter,
-					CreatedBefore: f.CreatedBefore, KeyPrefix: f.KeyPrefix, FreeKeys: free, FreePlacements: at})
+					CreatedBefore: f.CreatedBefore, KeyPrefix: f.KeyPrefix, FreeKeys: free, HeldKeys: held})
+				if err != nil {
+					return err
+				}
 				part = bulkPart{changed: int(r.Changed), more: r.More, woken: r.Woken}
-				return err
+				return citusPutKeyHolders(ctx, q, r.RetriedKeys, r.RetriedIds)
 			})
 			return part, err
 		})

@@ -126,9 +126,7 @@ WITH candidates AS (
       AND ($5::timestamptz IS NULL OR j.created_at >= $5::timestamptz)
       AND ($6::timestamptz IS NULL OR j.created_at < $6::timestamptz)
       AND ($7::text IS NULL OR starts_with(j.key, $7::text))
-      AND (j.key IS NULL OR EXISTS (
-          SELECT 1 FROM ROWS FROM (unnest($8::text[]), unnest($9::int[])) AS f(key, placement)
-          WHERE f.key = j.key AND f.placement = j.placement))
+      AND (j.key IS NULL OR (j.key = ANY ($8::text[]) AND j.key <> ALL (coalesce($9::text[], '{}'))))
       AND NOT EXISTS (SELECT 1 FROM jobs l
                       WHERE l.placement = ANY ($1::int[])
                         AND l.key = j.key AND l.status IN ('runnable', 'executing', 'awaiting'))
@@ -183,7 +181,7 @@ retried AS (
         updated_at = t.now
     FROM target t
     WHERE j.placement = ANY ($1::int[]) AND j.id = t.id
-    RETURNING j.id, j.queue, j.parent_id, j.status, t.now
+    RETURNING j.id, j.key, j.queue, j.parent_id, j.status, t.now
 ),
 parent AS (
     UPDATE jobs p
@@ -196,35 +194,39 @@ parent AS (
 )
 SELECT (SELECT count(*) FROM candidates) > (SELECT count(*) FROM retried) AS more,
        (SELECT count(*) FROM retried) AS changed,
-       (SELECT array_agg(DISTINCT r.queue) FROM retried r WHERE r.status = 'runnable')::text[] AS woken
+       (SELECT array_agg(DISTINCT r.queue) FROM retried r WHERE r.status = 'runnable')::text[] AS woken,
+       (SELECT array_agg(r.key ORDER BY r.id) FROM retried r WHERE r.key IS NOT NULL)::text[] AS retried_keys,
+       (SELECT array_agg(r.id ORDER BY r.id) FROM retried r WHERE r.key IS NOT NULL)::bigint[] AS retried_ids
 `
 
 type JobRetryManyParams struct {
-	Placements     []int
-	Statuses       []string
-	Queue          *string
-	Handler        *string
-	CreatedAfter   *time.Time
-	CreatedBefore  *time.Time
-	KeyPrefix      *string
-	FreeKeys       []string
-	FreePlacements []int
-	MaxRows        int
+	Placements    []int
+	Statuses      []string
+	Queue         *string
+	Handler       *string
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
+	KeyPrefix     *string
+	FreeKeys      []string
+	HeldKeys      []string
+	MaxRows       int
 }
 
 type JobRetryManyRow struct {
-	More    bool
-	Changed int64
-	Woken   []string
+	More        bool
+	Changed     int64
+	Woken       []string
+	RetriedKeys []string
+	RetriedIds  []int64
 }
 
 // JobRetryMany (sql/job_bulk.sql) on the shard whose placements are `placements`, a router
 // statement sent shard after shard as JobCancelMany. A keyed candidate is taken only when
-// its key is among free_keys at its own placement (free_placements): the caller holds
-// those keys' locks and found no live holder of them anywhere. A job whose key is
-// displaced, at another placement, is not a candidate here nor in JobRetryManyKeys (so it
-// does not fill the window): a retry by id takes it and names it the key's holder
-// (docs/citus.md, "Displaced keys"). The clock is read in `target`, the wake-up is the
+// its key is among free_keys: the caller holds those keys' locks and found no live holder
+// of them anywhere (at the key's placement, or named by its holder row: docs/citus.md,
+// "Displaced keys"); a job of a key among held_keys is not a candidate (so it does not
+// fill the window). It answers the keys and ids of the keyed jobs it retried, which the
+// caller names their keys' holders. The clock is read in `target`, the wake-up is the
 // caller's.
 func (q *Queries) JobRetryMany(ctx context.Context, arg JobRetryManyParams) (JobRetryManyRow, error) {
 	row := q.db.QueryRow(ctx, JobRetryMany,
@@ -236,11 +238,17 @@ func (q *Queries) JobRetryMany(ctx context.Context, arg JobRetryManyParams) (Job
 		arg.CreatedBefore,
 		arg.KeyPrefix,
 		arg.FreeKeys,
-		arg.FreePlacements,
+		arg.HeldKeys,
 		arg.MaxRows,
 	)
 	var i JobRetryManyRow
-	err := row.Scan(&i.More, &i.Changed, &i.Woken)
+	err := row.Scan(
+		&i.More,
+		&i.Changed,
+		&i.Woken,
+		&i.RetriedKeys,
+		&i.RetriedIds,
+	)
 	return i, err
 }
 
@@ -255,12 +263,12 @@ SELECT DISTINCT c.key::text AS key FROM (
       AND ($5::timestamptz IS NULL OR j.created_at >= $5::timestamptz)
       AND ($6::timestamptz IS NULL OR j.created_at < $6::timestamptz)
       AND ($7::text IS NULL OR starts_with(j.key, $7::text))
-      AND (j.key IS NULL OR j.placement = gendurable_placement_of_key(j.key))
+      AND (j.key IS NULL OR j.key <> ALL (coalesce($8::text[], '{}')))
       AND NOT EXISTS (SELECT 1 FROM jobs l
                       WHERE l.placement = ANY ($1::int[])
                         AND l.key = j.key AND l.status IN ('runnable', 'executing', 'awaiting'))
     ORDER BY j.id
-    LIMIT $8::int + 1) c
+    LIMIT $9::int + 1) c
 WHERE c.key IS NOT NULL
 `
 
@@ -272,13 +280,17 @@ type JobRetryManyKeysParams struct {
 	CreatedAfter  *time.Time
 	CreatedBefore *time.Time
 	KeyPrefix     *string
+	HeldKeys      []string
 	MaxRows       int
 }
 
 // The keys of the jobs JobRetryMany would take on the shard whose placements are
 // `placements` (its candidates, with the same filters, before the check of their keys'
-// holders elsewhere): the caller takes their locks and reads their holders
-// (citusKeysHeld), and passes the free ones.
+// holders elsewhere), less held_keys (found held by the caller already): the caller takes
+// their locks and reads their holders (citusKeysHeld), and asks again without those held
+// until the window's keys are free; it passes the free ones and the held ones to
+// JobRetryMany. A job whose key is displaced (it lives away from its key's placement) is a
+// candidate like any other.
 func (q *Queries) JobRetryManyKeys(ctx context.Context, arg JobRetryManyKeysParams) ([]string, error) {
 	rows, err := q.db.Query(ctx, JobRetryManyKeys,
 		arg.Placements,
@@ -288,6 +300,7 @@ func (q *Queries) JobRetryManyKeys(ctx context.Context, arg JobRetryManyKeysPara
 		arg.CreatedAfter,
 		arg.CreatedBefore,
 		arg.KeyPrefix,
+		arg.HeldKeys,
 		arg.MaxRows,
 	)
 	if err != nil {

@@ -72,8 +72,11 @@ SELECT (SELECT count(*) FROM candidates) > sqlc.arg(max_rows)::int AS more,
 -- name: JobRetryManyKeys :many
 -- The keys of the jobs JobRetryMany would take on the shard whose placements are
 -- `placements` (its candidates, with the same filters, before the check of their keys'
--- holders elsewhere): the caller takes their locks and reads their holders
--- (citusKeysHeld), and passes the free ones.
+-- holders elsewhere), less held_keys (found held by the caller already): the caller takes
+-- their locks and reads their holders (citusKeysHeld), and asks again without those held
+-- until the window's keys are free; it passes the free ones and the held ones to
+-- JobRetryMany. A job whose key is displaced (it lives away from its key's placement) is a
+-- candidate like any other.
 SELECT DISTINCT c.key::text AS key FROM (
     SELECT j.key FROM jobs j
     WHERE j.placement = ANY (sqlc.arg(placements)::int[])
@@ -84,7 +87,7 @@ SELECT DISTINCT c.key::text AS key FROM (
       AND (sqlc.narg(created_after)::timestamptz IS NULL OR j.created_at >= sqlc.narg(created_after)::timestamptz)
       AND (sqlc.narg(created_before)::timestamptz IS NULL OR j.created_at < sqlc.narg(created_before)::timestamptz)
       AND (sqlc.narg(key_prefix)::text IS NULL OR starts_with(j.key, sqlc.narg(key_prefix)::text))
-      AND (j.key IS NULL OR j.placement = gendurable_placement_of_key(j.key))
+      AND (j.key IS NULL OR j.key <> ALL (coalesce(sqlc.arg(held_keys)::text[], '{}')))
       AND NOT EXISTS (SELECT 1 FROM jobs l
                       WHERE l.placement = ANY (sqlc.arg(placements)::int[])
                         AND l.key = j.key AND l.status IN ('runnable', 'executing', 'awaiting'))
@@ -95,11 +98,11 @@ WHERE c.key IS NOT NULL;
 -- name: JobRetryMany :one
 -- JobRetryMany (sql/job_bulk.sql) on the shard whose placements are `placements`, a router
 -- statement sent shard after shard as JobCancelMany. A keyed candidate is taken only when
--- its key is among free_keys at its own placement (free_placements): the caller holds
--- those keys' locks and found no live holder of them anywhere. A job whose key is
--- displaced, at another placement, is not a candidate here nor in JobRetryManyKeys (so it
--- does not fill the window): a retry by id takes it and names it the key's holder
--- (docs/citus.md, "Displaced keys"). The clock is read in `target`, the wake-up is the
+-- its key is among free_keys: the caller holds those keys' locks and found no live holder
+-- of them anywhere (at the key's placement, or named by its holder row: docs/citus.md,
+-- "Displaced keys"); a job of a key among held_keys is not a candidate (so it does not
+-- fill the window). It answers the keys and ids of the keyed jobs it retried, which the
+-- caller names their keys' holders. The clock is read in `target`, the wake-up is the
 -- caller's.
 WITH candidates AS (
     SELECT j.id, j.key FROM jobs j
@@ -111,9 +114,7 @@ WITH candidates AS (
       AND (sqlc.narg(created_after)::timestamptz IS NULL OR j.created_at >= sqlc.narg(created_after)::timestamptz)
       AND (sqlc.narg(created_before)::timestamptz IS NULL OR j.created_at < sqlc.narg(created_before)::timestamptz)
       AND (sqlc.narg(key_prefix)::text IS NULL OR starts_with(j.key, sqlc.narg(key_prefix)::text))
-      AND (j.key IS NULL OR EXISTS (
-          SELECT 1 FROM ROWS FROM (unnest(sqlc.arg(free_keys)::text[]), unnest(sqlc.arg(free_placements)::int[])) AS f(key, placement)
-          WHERE f.key = j.key AND f.placement = j.placement))
+      AND (j.key IS NULL OR (j.key = ANY (sqlc.arg(free_keys)::text[]) AND j.key <> ALL (coalesce(sqlc.arg(held_keys)::text[], '{}'))))
       AND NOT EXISTS (SELECT 1 FROM jobs l
                       WHERE l.placement = ANY (sqlc.arg(placements)::int[])
                         AND l.key = j.key AND l.status IN ('runnable', 'executing', 'awaiting'))
@@ -168,7 +169,7 @@ retried AS (
         updated_at = t.now
     FROM target t
     WHERE j.placement = ANY (sqlc.arg(placements)::int[]) AND j.id = t.id
-    RETURNING j.id, j.queue, j.parent_id, j.status, t.now
+    RETURNING j.id, j.key, j.queue, j.parent_id, j.status, t.now
 ),
 parent AS (
     UPDATE jobs p
@@ -181,4 +182,6 @@ parent AS (
 )
 SELECT (SELECT count(*) FROM candidates) > (SELECT count(*) FROM retried) AS more,
        (SELECT count(*) FROM retried) AS changed,
-       (SELECT array_agg(DISTINCT r.queue) FROM retried r WHERE r.status = 'runnable')::text[] AS woken;
+       (SELECT array_agg(DISTINCT r.queue) FROM retried r WHERE r.status = 'runnable')::text[] AS woken,
+       (SELECT array_agg(r.key ORDER BY r.id) FROM retried r WHERE r.key IS NOT NULL)::text[] AS retried_keys,
+       (SELECT array_agg(r.id ORDER BY r.id) FROM retried r WHERE r.key IS NOT NULL)::bigint[] AS retried_ids;
