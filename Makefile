@@ -27,7 +27,7 @@ test: ## Run every test with the race detector (starts a throwaway PostgreSQL un
 # start: docs/citus.md): the Citus-only tests, every test of the engine, of the REST API
 # and of the dispatcher with real webhooks (those that cannot run on Citus skip
 # themselves, saying why), the README quickstart, the core flow through PgBouncer and the SDKs' flows against the
-# server binary; then the faults and growth of a cluster (a worker down, the coordinator
+# server binary, and every dashboard test in headless Chromium; then the faults and growth of a cluster (a worker down, the coordinator
 # restarted, a worker added and the shards rebalanced), each on a cluster of its own, one
 # at a time. Skipped with a message where Citus is not installed
 # (../shared/citus/install.sh on the development machines; .ci/run installs it).
@@ -47,7 +47,8 @@ test-citus: ## Run the Citus suite (TEST_CITUS=1: a coordinator and two workers 
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 20m -parallel 3 -skip '$(CITUS_FAULT_TESTS)' ./internal/dispatch/; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 10m -parallel 1 -run '$(CITUS_FAULT_TESTS)' ./internal/dispatch/; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -parallel 2 -run '$(CITUS_SERVER_TESTS)' ./cmd/server/; \
-	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -run '$(CITUS_SDK_TESTS)' ./sdk/go/gendurable/ ./sdk/typescript/ ./sdk/python/
+	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -run '$(CITUS_SDK_TESTS)' ./sdk/go/gendurable/ ./sdk/typescript/ ./sdk/python/; \
+	TEST_CITUS=1 $(GO) test -count=1 -timeout 20m ./web/
 
 # The examples in the runtimes their READMEs name, with the READMEs' commands
 # (examples/examples_test.go): a copy of what a clone holds, npm install there (wrangler
