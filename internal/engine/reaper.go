@@ -22,14 +22,17 @@ type ReaperConfig struct {
 
 // ReaperStats counts what one sweep did.
 type ReaperStats struct {
-	Reaped      int // expired leases taken back
-	AwaitsWoken int // awaits past their deadline made runnable
+	Reaped      int  // expired leases taken back
+	AwaitsWoken int  // awaits past their deadline made runnable
+	Passed      bool // another process's reaper has the turn (Citus: pg.DB.ReaperTurn)
 }
 
 // Reaper takes back steps whose lease expired (their process died or hung) and wakes
 // awaits whose deadline passed. Several reapers (one per server process) share the work
 // safely: every sweep is ordered and SKIP LOCKED, and its cost is proportional to the
-// rows it finds, not to the table.
+// rows it finds, not to the table. On Citus, where a sweep starts with fan-outs to every
+// shard, one process sweeps at a time (pg.DB.ReaperTurn): the turn is held for three
+// intervals from each sweep, so a process that dies hands it on within three intervals.
 type Reaper struct {
 	engine *Engine
 	cfg    ReaperConfig
@@ -59,9 +62,18 @@ func (e *Engine) NewReaper(cfg ReaperConfig) *Reaper {
 	return &Reaper{engine: e, cfg: cfg, log: e.log.With("service", "reaper")}
 }
 
-// Sweep runs one pass: expired leases, then expired awaits, each batch-bounded.
+// Sweep runs one pass: expired leases, then expired awaits, each batch-bounded; or none,
+// when another process's reaper has the turn (Passed).
 func (r *Reaper) Sweep(ctx context.Context) (ReaperStats, error) {
 	var st ReaperStats
+	turn, err := r.engine.db.ReaperTurn(ctx, r.engine.cfg.Owner, 3*r.cfg.Interval)
+	if err != nil {
+		return st, err
+	}
+	if !turn {
+		st.Passed = true
+		return st, nil
+	}
 	var asOf *time.Time
 	if r.cfg.Now != nil {
 		asOf = ptr(r.cfg.Now())

@@ -2,8 +2,12 @@ package pg
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gendurable/gendurable/internal/pg/dbcitus"
 	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 )
 
@@ -72,4 +76,20 @@ func (db *DB) JobWakeExpiredAwaits(ctx context.Context, limit int, asOf *time.Ti
 	}
 	ids, err := db.q.JobWakeExpiredAwaits(ctx, dbsqlc.JobWakeExpiredAwaitsParams{MaxRows: limit, AsOf: asOf})
 	return len(ids), translate(err)
+}
+
+// ReaperTurn reports whether the reaper of process owner may sweep now. On plain
+// PostgreSQL every reaper sweeps, and it asks nothing. On Citus, where a sweep starts with
+// two fan-outs to every shard, one process sweeps at a time: it takes the turn (or renews
+// it) for hold, and the others pass until its turn lapses (migrations/citus/0033; one
+// statement on the coordinator).
+func (db *DB) ReaperTurn(ctx context.Context, owner string, hold time.Duration) (bool, error) {
+	if db.citus == nil {
+		return true, nil
+	}
+	_, err := dbcitus.New(db.pool).ReaperTurnTake(ctx, dbcitus.ReaperTurnTakeParams{Owner: owner, HoldMs: hold.Milliseconds()})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, translate(err)
 }

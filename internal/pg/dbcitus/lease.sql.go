@@ -489,3 +489,26 @@ func (q *Queries) LeaseReleaseMany(ctx context.Context, arg LeaseReleaseManyPara
 	}
 	return items, nil
 }
+
+const ReaperTurnTake = `-- name: ReaperTurnTake :one
+INSERT INTO reaper_turn AS t (singleton, owner, until)
+VALUES (true, $1::text, now() + $2::bigint * interval '1 millisecond')
+ON CONFLICT (singleton) DO UPDATE SET owner = excluded.owner, until = excluded.until
+WHERE t.owner = excluded.owner OR t.until < now()
+RETURNING t.owner
+`
+
+type ReaperTurnTakeParams struct {
+	Owner  string
+	HoldMs int64
+}
+
+// The reaper's turn (migrations/citus/0033, a table of the coordinator): taken by owner
+// when nobody holds it or its holder's turn lapsed, renewed when owner holds it, for
+// hold_ms from now. No row: another process holds it.
+func (q *Queries) ReaperTurnTake(ctx context.Context, arg ReaperTurnTakeParams) (string, error) {
+	row := q.db.QueryRow(ctx, ReaperTurnTake, arg.Owner, arg.HoldMs)
+	var owner string
+	err := row.Scan(&owner)
+	return owner, err
+}

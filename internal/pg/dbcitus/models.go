@@ -187,6 +187,12 @@ type RateLimit struct {
 	UpdatedAt time.Time
 }
 
+type ReaperTurn struct {
+	Singleton bool
+	Owner     string
+	Until     time.Time
+}
+
 type Schedule struct {
 	Name         string
 	Cron         string

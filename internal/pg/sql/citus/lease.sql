@@ -180,3 +180,13 @@ WHERE j.placement = ANY (sqlc.arg(placements)::int[])
   AND j.id = due.id AND j.status = 'awaiting'
   AND j.id = ANY (ARRAY(SELECT d2.id FROM due d2))
 RETURNING j.id, j.queue;
+
+-- name: ReaperTurnTake :one
+-- The reaper's turn (migrations/citus/0033, a table of the coordinator): taken by owner
+-- when nobody holds it or its holder's turn lapsed, renewed when owner holds it, for
+-- hold_ms from now. No row: another process holds it.
+INSERT INTO reaper_turn AS t (singleton, owner, until)
+VALUES (true, sqlc.arg(owner)::text, now() + sqlc.arg(hold_ms)::bigint * interval '1 millisecond')
+ON CONFLICT (singleton) DO UPDATE SET owner = excluded.owner, until = excluded.until
+WHERE t.owner = excluded.owner OR t.until < now()
+RETURNING t.owner;
