@@ -162,19 +162,28 @@ func TestDebounceCollapsesWithinABatch(t *testing.T) {
 // is told it made it.
 func TestDebounceConcurrentInsertsMakeOneJob(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	te := newTestEngine(t, engine.Config{})
+	insertAtOnceMakesOneJob(t, te, 32, func(int) engine.NewJob {
+		return engine.NewJob{Handler: "h", Input: json.RawMessage(`{"g": 1}`), Debounce: debounced("hot", time.Hour, 0)}
+	})
+}
+
+// insertAtOnceMakesOneJob runs n inserts of debounce key "hot" at once (job(g) is the
+// g-th) and fails t unless they made one job, which every insert answers and exactly one
+// was told it made.
+func insertAtOnceMakesOneJob(t *testing.T, te testEngine, n int, job func(g int) engine.NewJob) {
+	t.Helper()
+	ctx := context.Background()
 	var wg sync.WaitGroup
 	var made atomic.Int64
-	ids := make([]int64, 32)
+	ids := make([]int64, n)
 	start := make(chan struct{})
-	for g := range 32 {
+	for g := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			got, err := te.InsertJob(ctx, engine.NewJob{Handler: "h", Input: json.RawMessage(`{"g": 1}`),
-				Debounce: debounced("hot", time.Hour, 0)})
+			got, err := te.InsertJob(ctx, job(g))
 			if err != nil {
 				t.Error(err)
 				return
@@ -195,7 +204,7 @@ func TestDebounceConcurrentInsertsMakeOneJob(t *testing.T) {
 	}
 	for g, id := range ids {
 		if id != ids[0] {
-			t.Fatalf("goroutine %d answered job %d, goroutine 0 job %d", g, id, ids[0])
+			t.Fatalf("insert %d answered job %d, insert 0 job %d", g, id, ids[0])
 		}
 	}
 }
@@ -353,45 +362,13 @@ func TestDebounceBesideAConcurrencyKey(t *testing.T) {
 // none, make exactly one job, which every insert answers.
 func TestDebounceBesideConcurrencyKeysConcurrentInsertsMakeOneJob(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	te := newTestEngine(t, engine.Config{})
 	concurrencyKeys := []string{"", "tenant-a", "tenant-b", "tenant-c"}
-	const inserts = 48
-	var wg sync.WaitGroup
-	var made atomic.Int64
-	ids := make([]int64, inserts)
-	start := make(chan struct{})
-	for g := range inserts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			j := engine.NewJob{Handler: "h", Debounce: debounced("hot", time.Hour, 0)}
-			if ck := concurrencyKeys[g%len(concurrencyKeys)]; ck != "" {
-				j.ConcurrencyKey = &ck
-			}
-			got, err := te.InsertJob(ctx, j)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			ids[g] = got.ID
-			if !got.Debounced {
-				made.Add(1)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if n, err := te.db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE debounce_key = 'hot'`); err != nil || n != 1 {
-		t.Fatalf("%d jobs hold the key (%v), want 1", n, err)
-	}
-	if made.Load() != 1 {
-		t.Fatalf("%d inserts answered debounced: false, want exactly 1", made.Load())
-	}
-	for g, id := range ids {
-		if id != ids[0] {
-			t.Fatalf("insert %d answered job %d, insert 0 job %d", g, id, ids[0])
+	insertAtOnceMakesOneJob(t, te, 48, func(g int) engine.NewJob {
+		j := engine.NewJob{Handler: "h", Debounce: debounced("hot", time.Hour, 0)}
+		if ck := concurrencyKeys[g%len(concurrencyKeys)]; ck != "" {
+			j.ConcurrencyKey = &ck
 		}
-	}
+		return j
+	})
 }

@@ -241,17 +241,7 @@ func TestCitusBulkRetryPassesOverHeldKeys(t *testing.T) {
 	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
 		t.Fatal(err)
 	}
-	shard, err := pg.CitusShardPlacements(ctx, db, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string // two keys of shard 0
-	for i := 0; len(keys) < 2; i++ {
-		k := fmt.Sprintf("bulk-%d", i)
-		if slices.Contains(shard, pg.PlacementOfKey(k)) {
-			keys = append(keys, k)
-		}
-	}
+	keys, _ := keysOfShard0(t, db)
 	for _, k := range []string{keys[0], keys[0], keys[0], keys[0], keys[0], keys[1]} {
 		out, err := db.JobInsertMany(ctx, []pg.JobInsert{{Handler: "h", Queue: "bulk", Key: &k}})
 		if err != nil {
@@ -291,22 +281,7 @@ func TestCitusBulkRetryTakesDisplacedKeys(t *testing.T) {
 	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
 		t.Fatal(err)
 	}
-	shard, err := pg.CitusShardPlacements(ctx, db, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string // two keys of shard 0
-	for i := 0; len(keys) < 2; i++ {
-		if k := fmt.Sprintf("bulk-%d", i); slices.Contains(shard, pg.PlacementOfKey(k)) {
-			keys = append(keys, k)
-		}
-	}
-	var elsewhere []string // concurrency keys that place their jobs away from shard 0
-	for i := 0; len(elsewhere) < 2; i++ {
-		if k := fmt.Sprintf("customer-%d", i); !slices.Contains(shard, pg.PlacementOfKey(k)) {
-			elsewhere = append(elsewhere, k)
-		}
-	}
+	keys, elsewhere := keysOfShard0(t, db)
 	insert := func(it pg.JobInsert) int64 {
 		t.Helper()
 		it.Handler, it.Queue = "h", "bulk"
@@ -368,4 +343,25 @@ func TestCitusBulkRetryTakesDisplacedKeys(t *testing.T) {
 	if id, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}', '{"queue": "bulk", "key": "order-1"}')`); err != nil || id != displaced {
 		t.Fatalf("gendurable_enqueue of order-1 after the bulk retry: %d (%v), want %d", id, err, displaced)
 	}
+}
+
+// keysOfShard0 names two keys ("bulk-N") whose placements are on the first shard, and two
+// ("customer-N") whose placements are not.
+func keysOfShard0(t *testing.T, db *pg.DB) (on, off []string) {
+	t.Helper()
+	shard, err := pg.CitusShardPlacements(context.Background(), db, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; len(on) < 2; i++ {
+		if k := fmt.Sprintf("bulk-%d", i); slices.Contains(shard, pg.PlacementOfKey(k)) {
+			on = append(on, k)
+		}
+	}
+	for i := 0; len(off) < 2; i++ {
+		if k := fmt.Sprintf("customer-%d", i); !slices.Contains(shard, pg.PlacementOfKey(k)) {
+			off = append(off, k)
+		}
+	}
+	return on, off
 }
