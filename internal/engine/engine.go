@@ -5,6 +5,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
@@ -85,10 +86,13 @@ func (c *Config) applyDefaults() {
 
 // Engine applies gendurable's state changes to one database.
 type Engine struct {
-	db      *pg.DB
-	cfg     Config
-	log     *slog.Logger
-	metrics *Metrics
+	db  *pg.DB
+	cfg Config
+	log *slog.Logger
+	// reaperTurnOwner names this process when its reaper asks for the turn: Owner when
+	// it was set, else host:pid.
+	reaperTurnOwner string
+	metrics         *Metrics
 	// knownQueues holds the queue names this process has seen exist (string → struct{}),
 	// so a spawn into a queue nothing has created yet costs one statement the first time.
 	knownQueues sync.Map
@@ -139,11 +143,14 @@ func New(db *pg.DB, cfg Config, log *slog.Logger) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// The reaper's turn (pg.DB.ReaperTurn) is the process's: the engines of one process
+	// (tests, the bench) share it, unless their owners are named.
+	turnOwner := cmp.Or(cfg.Owner, processName())
 	cfg.applyDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Engine{db: db, cfg: cfg, log: log}, nil
+	return &Engine{db: db, cfg: cfg, log: log, reaperTurnOwner: turnOwner}, nil
 }
 
 // Config returns the engine's effective settings.

@@ -7,11 +7,16 @@ import (
 	"os"
 )
 
-// defaultOwner names this process for lease_owner: host:pid:random, unique even when
+// defaultOwner names this engine for lease_owner: host:pid:random, unique even when
 // several engines share one process (tests, the bench).
 func defaultOwner() string {
-	host, _ := os.Hostname()
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
-	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
+	return processName() + ":" + hex.EncodeToString(b)
+}
+
+// processName names this process: host:pid.
+func processName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
 }

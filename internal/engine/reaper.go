@@ -31,8 +31,9 @@ type ReaperStats struct {
 // awaits whose deadline passed. Several reapers (one per server process) share the work
 // safely: every sweep is ordered and SKIP LOCKED, and its cost is proportional to the
 // rows it finds, not to the table. On Citus, where a sweep starts with fan-outs to every
-// shard, one process sweeps at a time (pg.DB.ReaperTurn): the turn is held for three
-// intervals from each sweep, so a process that dies hands it on within three intervals.
+// shard, one process sweeps at a time (pg.DB.ReaperTurn; the engines of one process share
+// its turn, unless their owners are named): the turn is held for three intervals from
+// each sweep, so a process that dies hands it on within three intervals.
 type Reaper struct {
 	engine *Engine
 	cfg    ReaperConfig
@@ -66,7 +67,7 @@ func (e *Engine) NewReaper(cfg ReaperConfig) *Reaper {
 // when another process's reaper has the turn (Passed).
 func (r *Reaper) Sweep(ctx context.Context) (ReaperStats, error) {
 	var st ReaperStats
-	turn, err := r.engine.db.ReaperTurn(ctx, r.engine.cfg.Owner, 3*r.cfg.Interval)
+	turn, err := r.engine.db.ReaperTurn(ctx, r.engine.reaperTurnOwner, 3*r.cfg.Interval)
 	if err != nil {
 		return st, err
 	}
