@@ -705,7 +705,7 @@ func (db *DB) citusDebouncePending(ctx context.Context, tx pgx.Tx, keys []string
 		at[i] = PlacementOfKey(k)
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(dbcitus.DebounceKeysLock, keys)
+	batch.Queue(dbcitus.KeysLock, lockDebounceKeys, keys)
 	batch.Queue(dbcitus.DebounceHoldersGet, at, keys)
 	results := tx.SendBatch(ctx, batch)
 	if _, err := results.Exec(); err != nil {

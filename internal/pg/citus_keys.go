@@ -24,6 +24,12 @@ import (
 // transaction lock on the coordinator first (KeysLock), where they all run, and then reads
 // both holders (citusKeysHeld). Two of them never take one key at once.
 
+// The kinds of KeysLock (sql/citus/keys.sql): a job's key, and a debounce key.
+const (
+	lockKeys         = 1734634361 // 'gdky'
+	lockDebounceKeys = 1734632546 // 'gddb'
+)
+
 // displacedKey reports whether item it, placed at placement, has a key that lives away
 // from the key's placement (a key beside a concurrency key or a rate limit).
 func displacedKey(it *JobInsert, placement int) bool {
@@ -45,7 +51,7 @@ func (db *DB) citusKeysHeld(ctx context.Context, tx pgx.Tx, l *citusLayout, keys
 		placements[i] = PlacementOfKey(k)
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(dbcitus.KeysLock, keys)
+	batch.Queue(dbcitus.KeysLock, lockKeys, keys)
 	batch.Queue(dbcitus.KeysLive, placements, keys)
 	batch.Queue(dbcitus.KeyHoldersGet, placements, keys)
 	results := tx.SendBatch(ctx, batch)

@@ -92,7 +92,7 @@ func (db *DB) JobRetryMany(ctx context.Context, f JobFilter, limit int) (BulkCha
 				}
 				r, err := q.JobRetryMany(ctx, dbcitus.JobRetryManyParams{MaxRows: rows, Placements: placements,
 					Statuses: f.Statuses, Queue: f.Queue, Handler: f.Handler, CreatedAfter: f.CreatedAfter,
-					CreatedBefore: f.CreatedBefore, KeyPrefix: f.KeyPrefix, FreeKeys: free, HeldKeys: held})
+					CreatedBefore: f.CreatedBefore, KeyPrefix: f.KeyPrefix, FreeKeys: free})
 				if err != nil {
 					return err
 				}

@@ -126,17 +126,17 @@ WITH candidates AS (
       AND ($5::timestamptz IS NULL OR j.created_at >= $5::timestamptz)
       AND ($6::timestamptz IS NULL OR j.created_at < $6::timestamptz)
       AND ($7::text IS NULL OR starts_with(j.key, $7::text))
-      AND (j.key IS NULL OR (j.key = ANY ($8::text[]) AND j.key <> ALL (coalesce($9::text[], '{}'))))
+      AND (j.key IS NULL OR j.key = ANY ($8::text[]))
       AND NOT EXISTS (SELECT 1 FROM jobs l
                       WHERE l.placement = ANY ($1::int[])
                         AND l.key = j.key AND l.status IN ('runnable', 'executing', 'awaiting'))
     ORDER BY j.id
-    LIMIT $10::int + 1
+    LIMIT $9::int + 1
 ),
 picked AS (
     SELECT r.id FROM (
         SELECT c.id, c.key, row_number() OVER (PARTITION BY c.key ORDER BY c.id DESC) AS nth
-        FROM (SELECT c.id, c.key FROM candidates c ORDER BY c.id LIMIT $10::int) c
+        FROM (SELECT c.id, c.key FROM candidates c ORDER BY c.id LIMIT $9::int) c
     ) r
     WHERE r.key IS NULL OR r.nth = 1
 ),
@@ -208,7 +208,6 @@ type JobRetryManyParams struct {
 	CreatedBefore *time.Time
 	KeyPrefix     *string
 	FreeKeys      []string
-	HeldKeys      []string
 	MaxRows       int
 }
 
@@ -224,8 +223,8 @@ type JobRetryManyRow struct {
 // statement sent shard after shard as JobCancelMany. A keyed candidate is taken only when
 // its key is among free_keys: the caller holds those keys' locks and found no live holder
 // of them anywhere (at the key's placement, or named by its holder row: docs/citus.md,
-// "Displaced keys"); a job of a key among held_keys is not a candidate (so it does not
-// fill the window). It answers the keys and ids of the keyed jobs it retried, which the
+// "Displaced keys"); a job of any other key is not a candidate (so a key held elsewhere
+// does not fill the window). It answers the keys and ids of the keyed jobs it retried, which the
 // caller names their keys' holders. The clock is read in `target`, the wake-up is the
 // caller's.
 func (q *Queries) JobRetryMany(ctx context.Context, arg JobRetryManyParams) (JobRetryManyRow, error) {
@@ -238,7 +237,6 @@ func (q *Queries) JobRetryMany(ctx context.Context, arg JobRetryManyParams) (Job
 		arg.CreatedBefore,
 		arg.KeyPrefix,
 		arg.FreeKeys,
-		arg.HeldKeys,
 		arg.MaxRows,
 	)
 	var i JobRetryManyRow
@@ -288,8 +286,7 @@ type JobRetryManyKeysParams struct {
 // `placements` (its candidates, with the same filters, before the check of their keys'
 // holders elsewhere), less held_keys (found held by the caller already): the caller takes
 // their locks and reads their holders (citusKeysHeld), and asks again without those held
-// until the window's keys are free; it passes the free ones and the held ones to
-// JobRetryMany. A job whose key is displaced (it lives away from its key's placement) is a
+// until the window's keys are free; it passes the free ones to JobRetryMany. A job whose key is displaced (it lives away from its key's placement) is a
 // candidate like any other.
 func (q *Queries) JobRetryManyKeys(ctx context.Context, arg JobRetryManyKeysParams) ([]string, error) {
 	rows, err := q.db.Query(ctx, JobRetryManyKeys,

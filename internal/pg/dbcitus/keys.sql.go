@@ -12,6 +12,7 @@ import (
 )
 
 const DebounceHoldersGet = `-- name: DebounceHoldersGet :many
+
 SELECT h.placement, h.debounce_key, h.job_id FROM debounce_holders h
 WHERE h.placement = ANY ($1::int[]) AND h.debounce_key = ANY ($2::text[])
 `
@@ -21,6 +22,14 @@ type DebounceHoldersGetParams struct {
 	Keys       []string
 }
 
+// Displaced debounce keys (docs/citus.md, "Displaced keys"; migrations/citus/0032): a
+// debounced job that its fairness key or its concurrency key places lives there, and
+// debounce_holders, at its debounce key's placement, names it. Every debounced insert
+// takes its debounce keys' locks (KeysLock), reads their holder rows
+// (DebounceHoldersGet) and, when a row names a job or the insert's job would live
+// elsewhere, the keys' pending jobs (DebouncePending); a pending job found is given the
+// insert (JobDebounceHit), else JobDebounceUpsert makes the job (and DebounceHoldersPut
+// its holder row when it is displaced).
 // The holder rows of debounce keys at the placements given (each key's own), filtered by
 // the caller to the pairs asked for.
 func (q *Queries) DebounceHoldersGet(ctx context.Context, arg DebounceHoldersGetParams) ([]DebounceHolder, error) {
@@ -61,28 +70,6 @@ type DebounceHoldersPutParams struct {
 // holds the keys' locks and found no pending job).
 func (q *Queries) DebounceHoldersPut(ctx context.Context, arg DebounceHoldersPutParams) error {
 	_, err := q.db.Exec(ctx, DebounceHoldersPut, arg.Placements, arg.Keys, arg.JobIds)
-	return err
-}
-
-const DebounceKeysLock = `-- name: DebounceKeysLock :exec
-
-SELECT count(pg_advisory_xact_lock(1734632546, l.id))
-FROM (SELECT DISTINCT hashtext(k) AS id FROM unnest($1::text[]) AS k ORDER BY 1) l
-`
-
-// Displaced debounce keys (docs/citus.md, "Displaced keys"; migrations/citus/0032): a
-// debounced job that its fairness key or its concurrency key places lives there, and
-// debounce_holders, at its debounce key's placement, names it. Every debounced insert
-// takes its debounce keys' locks (DebounceKeysLock), reads their holder rows
-// (DebounceHoldersGet) and, when a row names a job or the insert's job would live
-// elsewhere, the keys' pending jobs (DebouncePending); a pending job found is given the
-// insert (JobDebounceHit), else JobDebounceUpsert makes the job (and DebounceHoldersPut
-// its holder row when it is displaced).
-// Takes the transaction lock of each debounce key on the coordinator (where every
-// debounced insert runs), in one order; gendurable_enqueue takes the same (1734632546 is
-// 'gddb').
-func (q *Queries) DebounceKeysLock(ctx context.Context, keys []string) error {
-	_, err := q.db.Exec(ctx, DebounceKeysLock, keys)
 	return err
 }
 
@@ -465,19 +452,25 @@ func (q *Queries) KeysLive(ctx context.Context, arg KeysLiveParams) ([]KeysLiveR
 
 const KeysLock = `-- name: KeysLock :exec
 
-SELECT count(pg_advisory_xact_lock(1734634361, l.id))
-FROM (SELECT DISTINCT hashtext(k) AS id FROM unnest($1::text[]) AS k ORDER BY 1) l
+SELECT count(pg_advisory_xact_lock($1::int, l.id))
+FROM (SELECT DISTINCT hashtext(k) AS id FROM unnest($2::text[]) AS k ORDER BY 1) l
 `
+
+type KeysLockParams struct {
+	Kind int
+	Keys []string
+}
 
 // Displaced keys (docs/citus.md, "Displaced keys"; migrations/citus/0029): a job with a
 // key and a concurrency key or a rate limit lives where those place it, and key_holders,
 // at its key's placement, names it. Each insert and revival of a keyed job takes its
 // keys' locks (KeysLock) and then reads both holders of each key (KeysLive, KeyHoldersGet,
 // JobsLiveByID for the jobs the holder rows name).
-// Takes the transaction lock of each key on the coordinator (where every insert and
-// revival of a keyed job runs), in one order so that two batches never wait on each
-// other; gendurable_enqueue takes the same (1734634361 is 'gdky').
-func (q *Queries) KeysLock(ctx context.Context, keys []string) error {
-	_, err := q.db.Exec(ctx, KeysLock, keys)
+// Takes the transaction lock of each key of one kind on the coordinator (where every
+// insert and revival of a keyed job runs), in one order so that two batches never wait
+// on each other; gendurable_enqueue takes the same. The kinds: keys (lockKeys,
+// 1734634361 is 'gdky') and debounce keys (lockDebounceKeys, 1734632546 is 'gddb').
+func (q *Queries) KeysLock(ctx context.Context, arg KeysLockParams) error {
+	_, err := q.db.Exec(ctx, KeysLock, arg.Kind, arg.Keys)
 	return err
 }

@@ -74,8 +74,7 @@ SELECT (SELECT count(*) FROM candidates) > sqlc.arg(max_rows)::int AS more,
 -- `placements` (its candidates, with the same filters, before the check of their keys'
 -- holders elsewhere), less held_keys (found held by the caller already): the caller takes
 -- their locks and reads their holders (citusKeysHeld), and asks again without those held
--- until the window's keys are free; it passes the free ones and the held ones to
--- JobRetryMany. A job whose key is displaced (it lives away from its key's placement) is a
+-- until the window's keys are free; it passes the free ones to JobRetryMany. A job whose key is displaced (it lives away from its key's placement) is a
 -- candidate like any other.
 SELECT DISTINCT c.key::text AS key FROM (
     SELECT j.key FROM jobs j
@@ -100,8 +99,8 @@ WHERE c.key IS NOT NULL;
 -- statement sent shard after shard as JobCancelMany. A keyed candidate is taken only when
 -- its key is among free_keys: the caller holds those keys' locks and found no live holder
 -- of them anywhere (at the key's placement, or named by its holder row: docs/citus.md,
--- "Displaced keys"); a job of a key among held_keys is not a candidate (so it does not
--- fill the window). It answers the keys and ids of the keyed jobs it retried, which the
+-- "Displaced keys"); a job of any other key is not a candidate (so a key held elsewhere
+-- does not fill the window). It answers the keys and ids of the keyed jobs it retried, which the
 -- caller names their keys' holders. The clock is read in `target`, the wake-up is the
 -- caller's.
 WITH candidates AS (
@@ -114,7 +113,7 @@ WITH candidates AS (
       AND (sqlc.narg(created_after)::timestamptz IS NULL OR j.created_at >= sqlc.narg(created_after)::timestamptz)
       AND (sqlc.narg(created_before)::timestamptz IS NULL OR j.created_at < sqlc.narg(created_before)::timestamptz)
       AND (sqlc.narg(key_prefix)::text IS NULL OR starts_with(j.key, sqlc.narg(key_prefix)::text))
-      AND (j.key IS NULL OR (j.key = ANY (sqlc.arg(free_keys)::text[]) AND j.key <> ALL (coalesce(sqlc.arg(held_keys)::text[], '{}'))))
+      AND (j.key IS NULL OR j.key = ANY (sqlc.arg(free_keys)::text[]))
       AND NOT EXISTS (SELECT 1 FROM jobs l
                       WHERE l.placement = ANY (sqlc.arg(placements)::int[])
                         AND l.key = j.key AND l.status IN ('runnable', 'executing', 'awaiting'))

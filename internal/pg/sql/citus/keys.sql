@@ -63,10 +63,11 @@ RETURNING j.id;
 -- JobsLiveByID for the jobs the holder rows name).
 
 -- name: KeysLock :exec
--- Takes the transaction lock of each key on the coordinator (where every insert and
--- revival of a keyed job runs), in one order so that two batches never wait on each
--- other; gendurable_enqueue takes the same (1734634361 is 'gdky').
-SELECT count(pg_advisory_xact_lock(1734634361, l.id))
+-- Takes the transaction lock of each key of one kind on the coordinator (where every
+-- insert and revival of a keyed job runs), in one order so that two batches never wait
+-- on each other; gendurable_enqueue takes the same. The kinds: keys (lockKeys,
+-- 1734634361 is 'gdky') and debounce keys (lockDebounceKeys, 1734632546 is 'gddb').
+SELECT count(pg_advisory_xact_lock(sqlc.arg(kind)::int, l.id))
 FROM (SELECT DISTINCT hashtext(k) AS id FROM unnest(sqlc.arg(keys)::text[]) AS k ORDER BY 1) l;
 
 -- name: KeysLive :many
@@ -104,18 +105,11 @@ SELECT j.key FROM jobs j WHERE j.placement = sqlc.arg(placement)::int AND j.id =
 -- Displaced debounce keys (docs/citus.md, "Displaced keys"; migrations/citus/0032): a
 -- debounced job that its fairness key or its concurrency key places lives there, and
 -- debounce_holders, at its debounce key's placement, names it. Every debounced insert
--- takes its debounce keys' locks (DebounceKeysLock), reads their holder rows
+-- takes its debounce keys' locks (KeysLock), reads their holder rows
 -- (DebounceHoldersGet) and, when a row names a job or the insert's job would live
 -- elsewhere, the keys' pending jobs (DebouncePending); a pending job found is given the
 -- insert (JobDebounceHit), else JobDebounceUpsert makes the job (and DebounceHoldersPut
 -- its holder row when it is displaced).
-
--- name: DebounceKeysLock :exec
--- Takes the transaction lock of each debounce key on the coordinator (where every
--- debounced insert runs), in one order; gendurable_enqueue takes the same (1734632546 is
--- 'gddb').
-SELECT count(pg_advisory_xact_lock(1734632546, l.id))
-FROM (SELECT DISTINCT hashtext(k) AS id FROM unnest(sqlc.arg(keys)::text[]) AS k ORDER BY 1) l;
 
 -- name: DebounceHoldersGet :many
 -- The holder rows of debounce keys at the placements given (each key's own), filtered by
