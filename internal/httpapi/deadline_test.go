@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gendurable/gendurable/internal/httpapi"
+	"github.com/gendurable/gendurable/internal/pg/pgtest"
 )
 
 // An API call that waits on the database past its deadline (here a row lock another
@@ -55,6 +56,12 @@ func TestACallPastItsDeadlineAnswers503AndWritesNothing(t *testing.T) {
 		t.Fatalf("answered 503 after %v, before the %v deadline", took, deadline)
 	}
 	t.Logf("the cancel answered 503 after %v (deadline %v)", took, deadline)
+	// The statement was cancelled in the database before the 503 was answered. pgx's
+	// default sent the cancel from a goroutine after answering: on a busy machine it
+	// landed after the rollback below, and the "timed-out" cancel committed (CI, stop 40).
+	if n := lockWaiters(t, conn); n != 0 {
+		t.Fatalf("%d statements still wait on a lock after the 503", n)
+	}
 	if r := a.do("GET", fmt.Sprintf("/v1/jobs/%d", id), ""); r.status != 200 {
 		t.Fatalf("a read while the row is locked: %d %s", r.status, r.body)
 	}
@@ -67,4 +74,20 @@ func TestACallPastItsDeadlineAnswers503AndWritesNothing(t *testing.T) {
 	if r := a.do("POST", fmt.Sprintf("/v1/jobs/%d/cancel", id), ""); r.status != 200 {
 		t.Fatalf("cancel once the lock is gone: %d %s", r.status, r.body)
 	}
+}
+
+// lockWaiters counts the statements of the cluster that wait on a lock, asked on conn
+// (whose own transaction holds one): on Citus the wait is on a worker.
+func lockWaiters(t *testing.T, conn *pgx.Conn) int {
+	t.Helper()
+	view := "pg_stat_activity"
+	if pgtest.Citus() {
+		view = "citus_stat_activity"
+	}
+	var n int
+	if err := conn.QueryRow(context.Background(),
+		`SELECT count(*) FROM `+view+` WHERE wait_event_type = 'Lock'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -262,6 +262,106 @@ func TestCitusSeveralRateLimitsPayAllOrNone(t *testing.T) {
 	}
 }
 
+// A PUT of a rate limit wakes the steps its remote buckets gave back (migrations/citus/0034):
+// they are runnable at once, where before they waited for the time the old limit gave (a
+// minute at rate 0). A step a run_at delays, or that waits on another limit, is left alone.
+func TestCitusRateLimitPutWakesTheStepsItsBucketsGaveBack(t *testing.T) {
+	t.Parallel()
+	citusOnly(t)
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
+		t.Fatal(err)
+	}
+	for name, burst := range map[string]float64{"api": 1, "email": 1, "free": 100} {
+		if _, err := db.RateLimitUpsert(ctx, name, 0, burst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Concurrency keys away from api's bucket: each job's bucket is remote.
+	var keys []string
+	for i := 0; len(keys) < 4; i++ {
+		if k := fmt.Sprintf("customer-%d", i); pg.PlacementOfKey(k) != pg.RateBucketPlacement("api", "") {
+			keys = append(keys, k)
+		}
+	}
+	var items []pg.JobInsert
+	for _, k := range keys[:3] {
+		items = append(items, pg.JobInsert{Queue: "q", Handler: "h", ConcurrencyKey: ptr(k), RateLimit: ptr("api")})
+	}
+	twoLimits := pg.JobInsert{Queue: "q", Handler: "h", RateLimit: ptr("free"), RateKey: ptr("c7"),
+		ExtraRateLimits: []pg.RateLimitUse{{Name: "email", Key: "c7", Weight: 1}}}
+	later := time.Now().Add(time.Hour)
+	items = append(items, twoLimits, twoLimits,
+		pg.JobInsert{Queue: "q", Handler: "h", ConcurrencyKey: ptr(keys[3]), RateLimit: ptr("api"), RunAt: &later})
+	inserted, err := db.JobInsertMany(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimUntilEmpty := func() (granted int) {
+		for empty := 0; empty < 3; {
+			claimed, err := db.JobClaimBatch(ctx, pg.JobClaimParams{Queue: "q", Limit: 10, LeaseTTL: time.Minute, Owner: "t", SignalCap: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if granted += len(claimed); len(claimed) == 0 {
+				empty++
+			}
+		}
+		return granted
+	}
+	if n := claimUntilEmpty(); n != 2 {
+		t.Fatalf("granted %d steps, want 2: one of api's burst, one of email's", n)
+	}
+	waiting := func(ids ...int64) string {
+		t.Helper()
+		rows, err := db.QueryStrings(ctx, `SELECT
+			count(*) FILTER (WHERE rate_waited_until = eligible_at AND eligible_at > now() + interval '30 seconds'),
+			count(*) FILTER (WHERE eligible_at <= now() AND rate_waited_until IS NOT NULL)
+			FROM jobs WHERE status = 'runnable' AND attempt = 0 AND id = ANY($1)`, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(rows[0])
+	}
+	apiJobs := []int64{inserted[0].ID, inserted[1].ID, inserted[2].ID}
+	emailJobs := []int64{inserted[3].ID, inserted[4].ID}
+	if got := waiting(apiJobs...); got != "[2 0]" {
+		t.Fatalf("api's jobs (given back for a minute, runnable now) = %s, want [2 0]", got)
+	}
+	if got := waiting(emailJobs...); got != "[1 0]" {
+		t.Fatalf("email's jobs (given back for a minute, runnable now) = %s, want [1 0]", got)
+	}
+
+	if _, err := db.RateLimitUpsert(ctx, "api", 1000, 5); err != nil {
+		t.Fatal(err)
+	}
+	if got := waiting(apiJobs...); got != "[0 2]" {
+		t.Fatalf("api's jobs after its PUT = %s, want [0 2]: both given back runnable now", got)
+	}
+	if got := waiting(emailJobs...); got != "[1 0]" {
+		t.Fatalf("email's jobs after api's PUT = %s, want [1 0]: still waiting on email", got)
+	}
+	delayed, err := db.JobGet(ctx, inserted[5].ID)
+	if err != nil || !delayed.EligibleAt.After(time.Now().Add(50*time.Minute)) {
+		t.Fatalf("the job its run_at delays: %+v %v; want it left an hour out", delayed, err)
+	}
+	if _, err := db.RateLimitUpsert(ctx, "email", 1000, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := waiting(emailJobs...); got != "[0 1]" {
+		t.Fatalf("email's jobs after its PUT = %s, want [0 1]: woken through its second limit", got)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	granted := 0
+	for granted < 3 && time.Now().Before(deadline) {
+		granted += claimUntilEmpty()
+	}
+	if granted != 3 {
+		t.Fatalf("granted %d steps after the PUTs, want the 3 woken", granted)
+	}
+}
+
 // placementKey is the placement of job id, as text.
 func placementKey(id int64) string { return fmt.Sprint(id % pg.Placements) }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gendurable/gendurable/internal/pg/dbcitus"
 )
@@ -39,10 +40,13 @@ type remoteBucket struct {
 	name, key string
 }
 
-// remoteBucketRecheck is how long a step waits when its bucket cannot say when it will
-// hold the step's tokens: a limit of rate 0, a step heavier than the burst, a limit
-// deleted, or the bucket's shard not answering. The step is then claimed again and its
-// bucket asked again.
+// remoteBucketIdle is how long a step waits when its bucket will not hold its tokens
+// until its limit is changed: a limit of rate 0, a step heavier than the burst, a limit
+// deleted. A PUT of the limit wakes it before that (RateWaitsWake); past it, the step is
+// claimed again and its bucket asked again (tokens a refund gave back).
+const remoteBucketIdle = time.Minute
+
+// remoteBucketRecheck is how long a step waits when its bucket's shard did not answer.
 const remoteBucketRecheck = 10 * time.Second
 
 // citusTakeRemoteBuckets debits the buckets of the claimed steps whose claimer pays them
@@ -155,10 +159,14 @@ func (db *DB) citusTakeBucket(ctx context.Context, l *citusLayout, b remoteBucke
 	}
 	fits, wait = make([]bool, len(weights)), make([]time.Duration, len(weights))
 	if err != nil {
-		// Not debited (no limit of that name, or the bucket's shard did not answer): its
-		// steps wait and ask again.
+		// Not debited: no limit of that name (the mint's foreign key), until a PUT puts it
+		// back; or the bucket's shard did not answer. Its steps wait and ask again.
+		again := remoteBucketRecheck
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "23503" {
+			again = remoteBucketIdle
+		}
 		for k := range wait {
-			wait[k] = remoteBucketRecheck
+			wait[k] = again
 		}
 		return fits, wait
 	}
@@ -171,7 +179,7 @@ func (db *DB) citusTakeBucket(ctx context.Context, l *citusLayout, b remoteBucke
 		owed += float64(w)
 		switch {
 		case row.Rate <= 0 || float64(w) > row.Burst:
-			wait[k] = remoteBucketRecheck
+			wait[k] = remoteBucketIdle
 		default:
 			secs := math.Max((owed-row.Tokens)/row.Rate, 0.001)
 			wait[k] = time.Duration(math.Min(secs, 3600) * float64(time.Second))

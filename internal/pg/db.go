@@ -15,6 +15,8 @@ import (
 
 	"github.com/gendurable/gendurable/internal/pg/dbsqlc"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -126,7 +128,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 			pool.Close()
 			return nil, fmt.Errorf("direct url: %w", err)
 		}
-		dcfg.MaxConns = 3 // the dispatcher's and the scheduler's LISTEN, and a migration run
+		dcfg.MaxConns = 1 // a migration run (each LISTEN opens its own connection, listenConn)
 		dcfg.ConnConfig.RuntimeParams["application_name"] = "gendurable-direct"
 		if db.session, err = pgxpool.NewWithConfig(ctx, dcfg); err != nil {
 			pool.Close()
@@ -173,6 +175,20 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	return db, nil
 }
 
+// cancelGrace is how long a statement whose context ended may take to answer the cancel
+// request before its connection is closed: a server that does not answer (a network
+// partition) holds up the caller (a shutdown, a 503) by no more than this.
+const cancelGrace = time.Second
+
+// cancelInTheDatabase makes a statement whose context ends (an API call's deadline, a
+// shutdown) end in the database before the call returns: a cancel request, then the
+// statement's own answer, within cancelGrace. pgx's default closes the socket at once and
+// sends the cancel afterwards from a goroutine, so a statement waiting on a lock could
+// still commit after its caller had been told it failed (an API call's 503 that wrote).
+func cancelInTheDatabase(c *pgconn.PgConn) ctxwatch.Handler {
+	return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
+}
+
 // poolConfig is the pool configuration for url when it reaches pooler.
 func poolConfig(url string, pooler Pooler, opts Options) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(url)
@@ -184,6 +200,7 @@ func poolConfig(url string, pooler Pooler, opts Options) (*pgxpool.Config, error
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "gendurable"
 	cfg.AfterConnect = registerJSONB
+	cfg.ConnConfig.BuildContextWatcherHandler = cancelInTheDatabase
 	switch pooler {
 	case "", PoolerNone:
 		// No JIT: on a large jobs table the planner's estimates cross jit_above_cost and every

@@ -4,6 +4,10 @@ import (
 	"context"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
 
 // JobsChannel is the NOTIFY channel that carries a queue name when new work is ready
@@ -65,12 +69,10 @@ func (db *DB) Listen(ctx context.Context, channel string, fn func(payload string
 
 // listenOnce listens until the connection fails; listened reports whether LISTEN took.
 func (db *DB) listenOnce(ctx context.Context, channel string, fn func(string)) (listened bool, err error) {
-	conn, err := db.session.Acquire(ctx)
+	pc, err := db.listenConn(ctx)
 	if err != nil {
 		return false, err
 	}
-	// The connection carries session state (LISTEN): never hand it back to the pool.
-	pc := conn.Hijack()
 	defer pc.Close(context.Background())
 	if _, err := pc.Exec(ctx, "LISTEN "+QuoteIdent(channel)); err != nil {
 		return false, err
@@ -90,4 +92,17 @@ func (db *DB) listenOnce(ctx context.Context, channel string, fn func(string)) (
 		}
 		fn(n.Payload)
 	}
+}
+
+// listenConn opens a connection of its own for LISTEN: it carries session state, so it
+// never goes back to a pool. Where the pool's connections cancel a statement in the
+// database when its context ends (cancelInTheDatabase), this one only closes its socket:
+// WaitForNotification runs no statement, the cancel request would find nothing to stop,
+// and the wait would last until cancelGrace, holding up every shutdown.
+func (db *DB) listenConn(ctx context.Context) (*pgx.Conn, error) {
+	cfg := db.session.Config().ConnConfig.Copy()
+	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+	}
+	return pgx.ConnectConfig(ctx, cfg)
 }

@@ -24,7 +24,9 @@ type RateLimit struct {
 func (db *DB) RateLimitUpsert(ctx context.Context, name string, rate, burst float64) (RateLimit, error) {
 	if db.citus != nil {
 		// sql/citus/rates.sql: the limit, its buckets capped at the burst, the buckets of
-		// its live jobs minted again where missing; one transaction.
+		// its live jobs minted again where missing, the steps its remote buckets gave back
+		// made runnable now; one transaction, then their queues woken.
+		var woken []dbcitus.RateWaitsWakeRow
 		err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 			q := dbcitus.New(tx)
 			if err := q.RateLimitPut(ctx, dbcitus.RateLimitPutParams{Name: name, Rate: rate, Burst: burst}); err != nil {
@@ -33,10 +35,22 @@ func (db *DB) RateLimitUpsert(ctx context.Context, name string, rate, burst floa
 			if err := q.RateBucketsCap(ctx, dbcitus.RateBucketsCapParams{Burst: burst, Name: name}); err != nil {
 				return err
 			}
-			return q.RateBucketsRemint(ctx, name)
+			if err := q.RateBucketsRemint(ctx, name); err != nil {
+				return err
+			}
+			var err error
+			woken, err = q.RateWaitsWake(ctx, name)
+			return err
 		})
 		if err != nil {
 			return RateLimit{}, translate(err)
+		}
+		wake := make([]citusWake, len(woken))
+		for i, w := range woken {
+			wake[i] = citusWake{queue: w.Queue, placement: int(w.Placement)}
+		}
+		if err := db.citusNotify(ctx, wake); err != nil {
+			return RateLimit{}, err
 		}
 		return db.RateLimitGet(ctx, name)
 	}

@@ -76,7 +76,7 @@ func (q *Queries) ChildLoadForJoin(ctx context.Context, arg ChildLoadForJoinPara
 }
 
 const JobGet = `-- name: JobGet :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of, j.fairness_key, j.placement, j.outcome_token, j.outcome_step, j.outcome_attempt, j.rate_placement,
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of, j.fairness_key, j.placement, j.outcome_token, j.outcome_step, j.outcome_attempt, j.rate_placement, j.rate_waited_until,
        (SELECT count(*) FROM jobs c WHERE c.placement = $1::int AND c.parent_id = j.id) AS children_total,
        (SELECT count(*) FROM jobs c WHERE c.placement = $1::int AND c.parent_id = j.id
                                       AND c.status IN ('done', 'failed', 'cancelled')) AS children_finished
@@ -149,6 +149,7 @@ func (q *Queries) JobGet(ctx context.Context, arg JobGetParams) (JobGetRow, erro
 		&i.Job.OutcomeStep,
 		&i.Job.OutcomeAttempt,
 		&i.Job.RatePlacement,
+		&i.Job.RateWaitedUntil,
 		&i.ChildrenTotal,
 		&i.ChildrenFinished,
 	)
@@ -156,7 +157,7 @@ func (q *Queries) JobGet(ctx context.Context, arg JobGetParams) (JobGetRow, erro
 }
 
 const JobGetLiveByKey = `-- name: JobGetLiveByKey :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of, j.fairness_key, j.placement, j.outcome_token, j.outcome_step, j.outcome_attempt, j.rate_placement FROM jobs j
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of, j.fairness_key, j.placement, j.outcome_token, j.outcome_step, j.outcome_attempt, j.rate_placement, j.rate_waited_until FROM jobs j
 WHERE j.placement = $1::int AND j.key = $2::text
   AND j.status IN ('runnable', 'executing', 'awaiting')
 `
@@ -220,6 +221,7 @@ func (q *Queries) JobGetLiveByKey(ctx context.Context, arg JobGetLiveByKeyParams
 		&i.OutcomeStep,
 		&i.OutcomeAttempt,
 		&i.RatePlacement,
+		&i.RateWaitedUntil,
 	)
 	return i, err
 }

@@ -423,7 +423,7 @@ func (q *Queries) LeaseGetBackoffs(ctx context.Context, arg LeaseGetBackoffsPara
 
 const LeaseReleaseMany = `-- name: LeaseReleaseMany :many
 WITH l AS (
-    SELECT l.id, l.token, now() + l.delay_ms * interval '1 millisecond' AS run_at
+    SELECT l.id, l.token, l.delay_ms, now() + l.delay_ms * interval '1 millisecond' AS run_at
     FROM ROWS FROM (unnest($2::bigint[]), unnest($3::uuid[]),
                     unnest($4::bigint[])) AS l(id, token, delay_ms)
 )
@@ -431,6 +431,7 @@ UPDATE jobs j
 SET status = 'runnable',
     attempt = greatest(j.attempt - 1, 0),
     eligible_at = l.run_at,
+    rate_waited_until = CASE WHEN l.delay_ms > 0 THEN l.run_at END,
     lease_token = NULL,
     lease_expires_at = NULL,
     lease_owner = NULL,
@@ -460,7 +461,9 @@ type LeaseReleaseManyRow struct {
 // LeaseReleaseMany (sql/job_lease.sql) for the leases of one shard: the claimed steps
 // given back before their webhook was called, the attempt uncounted, each runnable again
 // after its delay (delays_ms: 0 at once; a step whose remote bucket could not pay for it,
-// when its tokens will be there: citusTakeRemoteBuckets). The caller wakes the queues it
+// when its tokens will be there: citusTakeRemoteBuckets). A delayed step is marked as
+// waiting on its bucket (rate_waited_until, migrations/citus/0034), so that a PUT of its
+// rate limit wakes it (RateWaitsWake). The caller wakes the queues it
 // answers (pg_notify on the coordinator). No gate slot to return: on Citus a slot is held
 // by the executing row itself (jobs_gate_slot). The run times are read in the CTE: an
 // UPDATE's SET on Citus may not call a STABLE function on a column (as in

@@ -143,6 +143,7 @@ type Job struct {
 	OutcomeStep      *int
 	OutcomeAttempt   *int
 	RatePlacement    *int
+	RateWaitedUntil  *time.Time
 }
 
 type KeyHolder struct {

@@ -252,3 +252,46 @@ func (q *Queries) RateLimitPut(ctx context.Context, arg RateLimitPutParams) erro
 	_, err := q.db.Exec(ctx, RateLimitPut, arg.Name, arg.Rate, arg.Burst)
 	return err
 }
+
+const RateWaitsWake = `-- name: RateWaitsWake :many
+UPDATE jobs j
+SET eligible_at = now(), updated_at = now()
+WHERE j.rate_waited_until IS NOT NULL
+  AND j.status = 'runnable'
+  AND j.eligible_at = j.rate_waited_until
+  AND j.eligible_at > now()
+  AND (j.rate_limit = $1::text
+       OR j.extra_rate_limits @> jsonb_build_array(jsonb_build_object('name', $1::text)))
+RETURNING j.queue, j.placement
+`
+
+type RateWaitsWakeRow struct {
+	Queue     string
+	Placement int
+}
+
+// The fourth: the steps that a remote bucket of the limit gave back (LeaseReleaseMany with
+// a delay; migrations/citus/0034), runnable now, so that a rate or burst raised is used at
+// once and a limit put back is waited on no longer. A step still runnable at exactly the
+// run time it was given back with waits on its bucket; one whose run time something set
+// since (a retry's backoff) or that a run_at delays is left alone. Every shard at once,
+// through jobs_rate_waits; the caller wakes the queues answered.
+func (q *Queries) RateWaitsWake(ctx context.Context, name string) ([]RateWaitsWakeRow, error) {
+	rows, err := q.db.Query(ctx, RateWaitsWake, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RateWaitsWakeRow
+	for rows.Next() {
+		var i RateWaitsWakeRow
+		if err := rows.Scan(&i.Queue, &i.Placement); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -32,6 +32,23 @@ WHERE j.rate_limit = sqlc.arg(name)::text AND j.status IN ('runnable', 'executin
   AND j.rate_placement IS NULL  -- a remote bucket is minted when a take finds it missing
 ON CONFLICT (name, key, placement) DO NOTHING;
 
+-- name: RateWaitsWake :many
+-- The fourth: the steps that a remote bucket of the limit gave back (LeaseReleaseMany with
+-- a delay; migrations/citus/0034), runnable now, so that a rate or burst raised is used at
+-- once and a limit put back is waited on no longer. A step still runnable at exactly the
+-- run time it was given back with waits on its bucket; one whose run time something set
+-- since (a retry's backoff) or that a run_at delays is left alone. Every shard at once,
+-- through jobs_rate_waits; the caller wakes the queues answered.
+UPDATE jobs j
+SET eligible_at = now(), updated_at = now()
+WHERE j.rate_waited_until IS NOT NULL
+  AND j.status = 'runnable'
+  AND j.eligible_at = j.rate_waited_until
+  AND j.eligible_at > now()
+  AND (j.rate_limit = sqlc.arg(name)::text
+       OR j.extra_rate_limits @> jsonb_build_array(jsonb_build_object('name', sqlc.arg(name)::text)))
+RETURNING j.queue, j.placement;
+
 -- name: RateLimitList :many
 -- RateLimitList (sql/rate_limits.sql) on Citus, without the bucket counts (a count on
 -- every shard: RateBucketCounts).
