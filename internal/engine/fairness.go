@@ -39,6 +39,11 @@ func (e *Engine) ClaimFair(ctx context.Context, queue string, limit, slots int, 
 	return e.withWhatTheyAreShown(ctx, claimed)
 }
 
+// FairClaimVisitsShards reports whether a fair claim is a round trip per shard holding
+// the queue's keys (on Citus), not one statement: a claim for a step or two then costs as
+// much as one for a batch, so the dispatcher waits for a batch's worth of free slots.
+func (e *Engine) FairClaimVisitsShards() bool { return e.db.Citus() }
+
 // SetFairnessKey sets a key's weight (nil: 1) and cap (nil: none) in a queue, all of
 // them, and answers the key with its counts. A *ValidationError for values out of range.
 func (e *Engine) SetFairnessKey(ctx context.Context, queue, key string, weight, maxInFlight *int) (FairnessKey, error) {

@@ -103,6 +103,11 @@ func (c *workerCircuits) probeEnded(group int32) {
 	}
 }
 
+// shardsAtOnce bounds the shards one call visits at once (a fair claim's wave): each
+// holds a connection, of its shard's pool or of the coordinator's when statements go
+// through it.
+const shardsAtOnce = 8
+
 // onShard runs fn, a statement on shard (an index of l) sent on q (the pool of the
 // shard's worker, or the coordinator's: citus_direct.go), under the shard's deadline and
 // its worker's circuit: ErrWorkerUnavailable when the circuit is open; a timeout opens

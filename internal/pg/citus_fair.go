@@ -94,7 +94,8 @@ func (r *citusFairRound) weights(shards []int) []float64 {
 }
 
 // citusClaimFair is JobClaimFair on Citus: per shard visited, one round trip of two router
-// statements in one transaction (FairPositionLock, then JobClaimFair). The shards
+// statements in one transaction (FairPositionLock, then JobClaimFair), the shards of a
+// wave visited at once. The shards
 // take turns as a shard's keys do within it (deficit round robin, as on plain PostgreSQL):
 // each shard's turn is the weights of the keys it held at its last claim times the rounds
 // that fill the batch, from the shard whose turn it is; the shard the batch ends in keeps
@@ -141,45 +142,70 @@ func (db *DB) citusClaimFair(ctx context.Context, p FairClaimParams) ([]ClaimedJ
 	}
 	var claimed []ClaimedJob
 	var failed error
-	// claim claims up to want rows on visit[k]; full reports whether it gave them all.
-	claim := func(k, want int) (full bool) {
-		shard := visit[k]
-		tried := time.Now()
-		var got []ClaimedJob
-		var found citusFairShard
-		db.fairShards.mu.Lock()
-		elsewhere, defaultElsewhere := db.fairShards.round(p.Queue).elsewhere(shard)
-		db.fairShards.mu.Unlock()
-		err := db.onShard(ctx, l, shard, func(ctx context.Context, q shardQuerier) (err error) {
-			got, found, err = citusClaimFairShard(ctx, q, l.shardPlacements(shard), p, want, own, elsewhere,
-				defaultElsewhere, hex.EncodeToString(nonce))
-			return err
-		})
-		if err != nil {
-			if ctx.Err() != nil { // not the shard's doing
-				return false
+	// claimWave claims up to each visit's want rows on its shard, the shards at once (each
+	// a transaction of its own, on its own connection), then takes their answers in ring
+	// order; full reports, for each, whether it gave all it was asked. The shards hold
+	// different keys, so what one claims does not change what another may: their claims
+	// read the process's keys in flight as they were before the wave.
+	type fairVisit struct{ k, want int }
+	type fairAnswer struct {
+		got   []ClaimedJob
+		found citusFairShard
+		tried time.Time
+		err   error
+	}
+	claimWave := func(wave []fairVisit) (full []bool) {
+		answers := make([]fairAnswer, len(wave))
+		var wg sync.WaitGroup
+		at := make(chan struct{}, shardsAtOnce)
+		for i, v := range wave {
+			shard := visit[v.k]
+			db.fairShards.mu.Lock()
+			elsewhere, defaultElsewhere := db.fairShards.round(p.Queue).elsewhere(shard)
+			db.fairShards.mu.Unlock()
+			at <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-at }()
+				a := &answers[i]
+				a.tried = time.Now()
+				a.err = db.onShard(ctx, l, shard, func(ctx context.Context, q shardQuerier) (err error) {
+					a.got, a.found, err = citusClaimFairShard(ctx, q, l.shardPlacements(shard), p, v.want, own, elsewhere,
+						defaultElsewhere, hex.EncodeToString(nonce))
+					return err
+				})
+			})
+		}
+		wg.Wait()
+		full = make([]bool, len(wave))
+		for i, v := range wave {
+			a, shard := answers[i], visit[v.k]
+			if a.err != nil {
+				if ctx.Err() == nil { // (else not the shard's doing)
+					failed = cmp.Or(failed, translate(a.err))
+					db.warmth.chill(p.Queue, l.shardIDAt(shard), a.tried, versions[v.k])
+				}
+				continue
 			}
-			failed = cmp.Or(failed, translate(err))
-			db.warmth.chill(p.Queue, l.shardIDAt(shard), tried, versions[k])
-			return false
-		}
-		claimed = append(claimed, got...)
-		for _, c := range got {
-			if c.FairnessKey != nil {
-				own[*c.FairnessKey]++
+			claimed = append(claimed, a.got...)
+			for _, c := range a.got {
+				if c.FairnessKey != nil {
+					own[*c.FairnessKey]++
+				}
 			}
+			db.fairShards.mu.Lock()
+			db.fairShards.round(p.Queue).found[shard] = a.found // (nothing found when it gave nothing)
+			db.fairShards.mu.Unlock()
+			if len(a.got) == 0 {
+				// Nothing to claim there now: its keys are out of due work, or at their
+				// shares or caps until a step of theirs ends (an outcome warms the shard
+				// again). A shard that gave fewer rows than asked is not passed over: its
+				// keys' turns within it may have been cut short (the rest of a turn
+				// carried over).
+				db.warmth.chill(p.Queue, l.shardIDAt(shard), a.tried, versions[v.k])
+			}
+			full[i] = len(a.got) == v.want
 		}
-		db.fairShards.mu.Lock()
-		db.fairShards.round(p.Queue).found[shard] = found // (nothing found when it gave nothing)
-		db.fairShards.mu.Unlock()
-		if len(got) == 0 {
-			// Nothing to claim there now: its keys are out of due work, or at their shares
-			// or caps until a step of theirs ends (an outcome warms the shard again). A
-			// shard that gave fewer rows than asked is not passed over: its keys' turns
-			// within it may have been cut short (the rest of a turn carried over).
-			db.warmth.chill(p.Queue, l.shardIDAt(shard), tried, versions[k])
-		}
-		return len(got) == want
+		return full
 	}
 
 	db.fairShards.mu.Lock()
@@ -192,28 +218,38 @@ func (db *DB) citusClaimFair(ctx context.Context, p FairClaimParams) ([]ClaimedJ
 	rounds := math.Ceil(float64(p.Limit) / math.Max(total, 1))
 	nextCursor, nextCredit := cursor, credit
 	var gaveAll []int // the shards that gave their whole turns
-	for k, shard := range visit {
-		remaining := p.Limit - len(claimed)
-		if remaining <= 0 || ctx.Err() != nil {
+	// The shards' turns in ring order, in waves: a wave is the shards whose turns fill
+	// what the batch still wants, claimed at once; a shard that gave less than its turn
+	// leaves the rest to the next wave, from the shard after the last one visited.
+	for next := 0; next < len(visit) && p.Limit-len(claimed) > 0 && ctx.Err() == nil; {
+		var wave []fairVisit
+		var turns []int
+		for left := p.Limit - len(claimed); next < len(visit) && left > 0; next++ {
+			turn := max(1, int(math.Round(weights[next]*rounds)))
+			if next == 0 && visit[0] == cursor && credit > 0 {
+				turn = credit
+			}
+			want := min(turn, left)
+			wave, turns = append(wave, fairVisit{next, want}), append(turns, turn)
+			left -= want
+		}
+		full := claimWave(wave)
+		for i, v := range wave {
+			shard := visit[v.k]
+			nextCursor, nextCredit = (shard+1)%n, 0
+			if full[i] && v.want < turns[i] { // the batch ended in this shard's turn: it keeps the rest
+				nextCursor, nextCredit = shard, turns[i]-v.want
+			}
+			if full[i] {
+				gaveAll = append(gaveAll, v.k)
+			}
+		}
+		if last := len(wave) - 1; full[last] && wave[last].want < turns[last] {
 			break
-		}
-		turn := max(1, int(math.Round(weights[k]*rounds)))
-		if k == 0 && shard == cursor && credit > 0 {
-			turn = credit
-		}
-		want := min(turn, remaining)
-		full := claim(k, want)
-		if full && want < turn { // the batch ends in this shard's turn: it keeps the rest
-			nextCursor, nextCredit = shard, turn-want
-			break
-		}
-		nextCursor, nextCredit = (shard+1)%n, 0
-		if full {
-			gaveAll = append(gaveAll, k)
 		}
 	}
 	// What the batch still wants, split among the shards that gave their whole turns by
-	// the weights they hold now (their claims above found them out).
+	// the weights they hold now (their claims above found them out), claimed at once.
 	if remaining := p.Limit - len(claimed); remaining > 0 && len(gaveAll) > 0 && ctx.Err() == nil {
 		shards := make([]int, len(gaveAll))
 		for i, k := range gaveAll {
@@ -226,8 +262,9 @@ func (db *DB) citusClaimFair(ctx context.Context, p FairClaimParams) ([]ClaimedJ
 		for _, w := range now {
 			sum += w
 		}
+		var wave []fairVisit
 		for i, k := range gaveAll {
-			if remaining = p.Limit - len(claimed); remaining <= 0 || ctx.Err() != nil {
+			if remaining <= 0 {
 				break
 			}
 			part := float64(remaining) / float64(len(gaveAll)-i) // (evenly when none holds a weight)
@@ -235,8 +272,11 @@ func (db *DB) citusClaimFair(ctx context.Context, p FairClaimParams) ([]ClaimedJ
 				part = float64(remaining) * now[i] / sum
 				sum -= now[i]
 			}
-			claim(k, min(remaining, max(1, int(math.Ceil(part)))))
+			want := min(remaining, max(1, int(math.Ceil(part))))
+			wave = append(wave, fairVisit{k, want})
+			remaining -= want
 		}
+		claimWave(wave)
 	}
 	db.fairShards.mu.Lock()
 	r = db.fairShards.round(p.Queue)
