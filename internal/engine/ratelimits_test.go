@@ -37,7 +37,7 @@ func claimAll(t *testing.T, te testEngine) []engine.Step {
 // from neither; a bucket the job was denied in keeps its tokens for other jobs.
 func TestJobWithTwoRateLimitsRunsOnlyWhenBothHaveTokens(t *testing.T) {
 	t.Parallel()
-	pgtest.SkipOnCitus(t, "it claims again at once a step its buckets denied, which Citus gives back to wait for its tokens (10 s at rate 0: docs/citus.md, \"Remote buckets\"); TestMultiBucketConservationAcrossEngines holds the rule there")
+	pgtest.SkipOnCitus(t, "it claims again at once a step its buckets denied, which Citus gives back to wait for its tokens (a minute at rate 0, or until a PUT of its limit: docs/citus.md, \"Remote buckets\"); TestMultiBucketConservationAcrossEngines holds the rule there")
 	ctx := context.Background()
 	te := newTestEngine(t, engine.Config{})
 	// Rate 0: nothing refills while the test runs, so every token count is exact.
@@ -106,7 +106,7 @@ func TestJobWithTwoRateLimitsRunsOnlyWhenBothHaveTokens(t *testing.T) {
 // never make it over-debit, and the next pick admits what fits.
 func TestMultiBucketAdmissionRule(t *testing.T) {
 	t.Parallel()
-	pgtest.SkipOnCitus(t, "it claims again at once a step its buckets denied, which Citus gives back to wait for its tokens (10 s at rate 0: docs/citus.md, \"Remote buckets\"); TestMultiBucketConservationAcrossEngines holds the rule there")
+	pgtest.SkipOnCitus(t, "it claims again at once a step its buckets denied, which Citus gives back to wait for its tokens (a minute at rate 0, or until a PUT of its limit: docs/citus.md, \"Remote buckets\"); TestMultiBucketConservationAcrossEngines holds the rule there")
 	ctx := context.Background()
 	te := newTestEngine(t, engine.Config{})
 	for _, name := range []string{"x", "y", "z", "closed"} {
