@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/gendurable/gendurable/internal/pg"
-	"github.com/gendurable/gendurable/internal/pg/pgtest"
 )
 
 // Bulk cancel and retry by filter on Citus: a router statement per shard, in turn, each
@@ -14,11 +13,8 @@ import (
 func TestCitusBulkCancelAndRetryByFilter(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
-	db := pgtest.NewDB(t)
+	db := citusDBWithHandler(t)
 	ctx := context.Background()
-	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
-		t.Fatal(err)
-	}
 	for range 10 { // each call lands on the process's next shard
 		items := make([]pg.JobInsert, 10)
 		for i := range items {

@@ -20,11 +20,8 @@ import (
 func TestCitusDisplacedKeyHasOneLiveHolder(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
-	db := pgtest.NewDB(t)
+	db := citusDBWithHandler(t)
 	ctx := context.Background()
-	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
-		t.Fatal(err)
-	}
 	key := "order-1"
 	if pg.PlacementOfKey(key) == pg.PlacementOfKey("customer-9") {
 		t.Fatal("the test's keys share a placement: nothing would be displaced")
@@ -202,11 +199,8 @@ func TestCitusDisplacedKeysUnderConcurrentInserts(t *testing.T) {
 func TestCitusRateLimitedJobWithAKey(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
-	db := pgtest.NewDB(t)
+	db := citusDBWithHandler(t)
 	ctx := context.Background()
-	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := db.RateLimitUpsert(ctx, "api", 1, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -236,11 +230,8 @@ func TestCitusRateLimitedJobWithAKey(t *testing.T) {
 func TestCitusBulkRetryPassesOverHeldKeys(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
-	db := pgtest.NewDB(t)
+	db := citusDBWithHandler(t)
 	ctx := context.Background()
-	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
-		t.Fatal(err)
-	}
 	keys, _ := keysOfShard0(t, db)
 	for _, k := range []string{keys[0], keys[0], keys[0], keys[0], keys[0], keys[1]} {
 		out, err := db.JobInsertMany(ctx, []pg.JobInsert{{Handler: "h", Queue: "bulk", Key: &k}})
@@ -276,11 +267,8 @@ func TestCitusBulkRetryPassesOverHeldKeys(t *testing.T) {
 func TestCitusBulkRetryTakesDisplacedKeys(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
-	db := pgtest.NewDB(t)
+	db := citusDBWithHandler(t)
 	ctx := context.Background()
-	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
-		t.Fatal(err)
-	}
 	keys, elsewhere := keysOfShard0(t, db)
 	insert := func(it pg.JobInsert) int64 {
 		t.Helper()

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gendurable/gendurable/internal/pg"
-	"github.com/gendurable/gendurable/internal/pg/pgtest"
 )
 
 // On Citus a rate-limited job lives at its bucket's placement, where the bucket is minted
@@ -19,11 +18,8 @@ import (
 func TestCitusRateLimitedJobsLiveAtTheirBucket(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
-	db := pgtest.NewDB(t)
+	db := citusDBWithHandler(t)
 	ctx := context.Background()
-	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := db.RateLimitUpsert(ctx, "api", 0, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -95,11 +91,8 @@ func TestCitusRateLimitedJobsLiveAtTheirBucket(t *testing.T) {
 func TestCitusRateLimitsRefusedWhereTheyCannotHold(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
-	db := pgtest.NewDB(t)
+	db := citusDBWithHandler(t)
 	ctx := context.Background()
-	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := db.RateLimitUpsert(ctx, "api", 1, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -132,11 +125,8 @@ func TestCitusRateLimitsRefusedWhereTheyCannotHold(t *testing.T) {
 func TestCitusRemoteBucketPaysExactlyItsBurstAcrossShards(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
-	db := pgtest.NewDB(t)
+	db := citusDBWithHandler(t)
 	ctx := context.Background()
-	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := db.RateLimitUpsert(ctx, "api", 0, 5); err != nil {
 		t.Fatal(err)
 	}
@@ -225,11 +215,8 @@ func TestCitusRemoteBucketPaysExactlyItsBurstAcrossShards(t *testing.T) {
 func TestCitusSeveralRateLimitsPayAllOrNone(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
-	db := pgtest.NewDB(t)
+	db := citusDBWithHandler(t)
 	ctx := context.Background()
-	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
-		t.Fatal(err)
-	}
 	for name, burst := range map[string]float64{"api": 3, "email": 1} {
 		if _, err := db.RateLimitUpsert(ctx, name, 0, burst); err != nil {
 			t.Fatal(err)
@@ -268,11 +255,8 @@ func TestCitusSeveralRateLimitsPayAllOrNone(t *testing.T) {
 func TestCitusRateLimitPutWakesTheStepsItsBucketsGaveBack(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
-	db := pgtest.NewDB(t)
+	db := citusDBWithHandler(t)
 	ctx := context.Background()
-	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
-		t.Fatal(err)
-	}
 	for name, burst := range map[string]float64{"api": 1, "email": 1, "free": 100} {
 		if _, err := db.RateLimitUpsert(ctx, name, 0, burst); err != nil {
 			t.Fatal(err)

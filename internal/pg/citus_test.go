@@ -18,6 +18,17 @@ func citusOnly(t *testing.T) {
 	}
 }
 
+// citusDBWithHandler is a database of its own on the Citus cluster with handler "h"
+// registered (its URL is never called: these tests claim and write, they do not dispatch).
+func citusDBWithHandler(t *testing.T) *pg.DB {
+	t.Helper()
+	db := pgtest.NewDB(t)
+	if _, err := db.HandlerUpsert(context.Background(), pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
 // The migrations distribute the schema on a Citus coordinator: the job tables hashed by
 // placement and colocated, the small tables copied to every node (docs/citus.md).
 func TestCitusMigrationsDistributeTheSchema(t *testing.T) {
@@ -94,11 +105,8 @@ func TestCitusPlacementOfKeyInSQL(t *testing.T) {
 func TestCitusSQLEnqueuePlacesTheJob(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
-	db := pgtest.NewDB(t)
+	db := citusDBWithHandler(t)
 	ctx := context.Background()
-	if _, err := db.HandlerUpsert(ctx, pg.HandlerUpsert{Name: "h", URL: "http://127.0.0.1:1/"}); err != nil {
-		t.Fatal(err)
-	}
 	id, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{"n": 1}', '{"key": "user-7"}')`)
 	if err != nil {
 		t.Fatal(err)
