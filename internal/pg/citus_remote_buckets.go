@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gendurable/gendurable/internal/pg/dbcitus"
 )
@@ -159,10 +158,10 @@ func (db *DB) citusTakeBucket(ctx context.Context, l *citusLayout, b remoteBucke
 	}
 	fits, wait = make([]bool, len(weights)), make([]time.Duration, len(weights))
 	if err != nil {
-		// Not debited: no limit of that name (the mint's foreign key), until a PUT puts it
-		// back; or the bucket's shard did not answer. Its steps wait and ask again.
+		// Not debited: no limit of that name (the mint's foreign key, ErrInvalid), until a
+		// PUT puts it back; or the bucket's shard did not answer. Its steps wait and ask again.
 		again := remoteBucketRecheck
-		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "23503" {
+		if errors.Is(translate(err), ErrInvalid) {
 			again = remoteBucketIdle
 		}
 		for k := range wait {
