@@ -152,11 +152,14 @@ func TestBreakerParksADeadHandlerWhileAHealthyOneFlows(t *testing.T) {
 		}
 	}
 	// Parking used no attempt: the dead jobs' attempts are the calls made. Probes go on
-	// meanwhile: counted between two reads of the calls, with one probe that may be
-	// claimed (its attempt used) and not yet arrived.
+	// meanwhile, counted between two reads of the calls. A step claimed and not yet
+	// parked or called holds an attempt for the moment (executing): the settled jobs'
+	// attempts are at most the calls, all of them at least the calls read before (a CI
+	// run read 25 attempts for 23 calls, a claim of two dead steps not yet parked).
 	attempts := h.count(t, `SELECT coalesce(sum(attempt), 0) FROM jobs WHERE handler = 'dead'`)
-	if callsAfter := len(dead.requests()); attempts < int64(len(reqs)) || attempts > int64(callsAfter)+1 {
-		t.Fatalf("dead jobs used %d attempts for %d-%d calls", attempts, len(reqs), callsAfter)
+	settled := h.count(t, `SELECT coalesce(sum(attempt), 0) FROM jobs WHERE handler = 'dead' AND status <> 'executing'`)
+	if callsAfter := len(dead.requests()); attempts < int64(len(reqs)) || settled > int64(callsAfter) {
+		t.Fatalf("dead jobs used %d attempts (%d settled) for %d-%d calls", attempts, settled, len(reqs), callsAfter)
 	}
 	parked := testutil.ToFloat64(metrics.BreakerParked.WithLabelValues("dead"))
 	intervals := elapsed.Seconds() / interval.Seconds()
