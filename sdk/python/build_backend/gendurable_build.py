@@ -17,6 +17,7 @@ description, readme, requires-python, dependencies). Archive timestamps are fixe
 
 import base64
 import hashlib
+import gzip
 import io
 import os
 import re
@@ -212,7 +213,11 @@ def build_sdist(sdist_directory, config_settings=None):
     entries += [(p, _read(os.path.join(ROOT, p))) for p in SDIST_EXTRA]
     entries.append(("PKG-INFO", _metadata()))
     filename = base + ".tar.gz"
-    with tarfile.open(os.path.join(sdist_directory, filename), "w:gz", format=tarfile.PAX_FORMAT) as tar:
+    # tarfile's "w:gz" stamps the gzip header with the time of the build; the header's mtime
+    # is set here, like every member's, so two builds a second apart are the same bytes.
+    with open(os.path.join(sdist_directory, filename), "wb") as raw, \
+            gzip.GzipFile(base + ".tar", "wb", fileobj=raw, mtime=_epoch()) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path, data in sorted(entries):
             ti = tarfile.TarInfo(base + "/" + path)
             ti.size, ti.mtime, ti.mode = len(data), _epoch(), 0o644

@@ -48,6 +48,15 @@ class BuildBackendTest(unittest.TestCase):
                 with open(os.path.join(a, x), "rb") as f1, open(os.path.join(b, y), "rb") as f2:
                     self.assertEqual(f1.read(), f2.read(), x)
 
+    def test_the_sdists_gzip_header_carries_the_source_date_not_the_clock(self):
+        # Two builds within one second match whatever the header holds; the header itself
+        # must carry the build's fixed date, or builds a second apart differ.
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, backend.build_sdist(d)), "rb") as f:
+                header = f.read(10)
+            self.assertEqual(header[:2], b"\x1f\x8b")
+            self.assertEqual(int.from_bytes(header[4:8], "little"), backend._epoch())
+
     def test_fallback_reader_reads_what_tomllib_reads(self):
         with open(os.path.join(backend.ROOT, "pyproject.toml"), encoding="utf-8") as f:
             text = f.read()
