@@ -16,7 +16,7 @@ import (
 // its parent's, whatever queue it names; a child of a parent without one that names a
 // fair queue gets the default key "" (so the fair claim takes it); a rerun keeps the
 // job's key. On Citus the children live with their parent, where the key places it, and
-// a child whose own key would place it elsewhere is refused, writing nothing.
+// a child whose own key places it elsewhere lives there, joining its parent from there.
 func TestSpawnedChildrenKeepTheirFamilysFairnessKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -97,15 +97,52 @@ func TestSpawnedChildrenKeepTheirFamilysFairnessKey(t *testing.T) {
 	if i < 0 {
 		t.Fatalf("the fair claim did not take the second parent: %d steps", len(steps))
 	}
-	// The database refuses the spawn: the step fails as a bad answer, saying why
-	// (TestAnAnswerTheDatabaseRefusesFailsOnlyItsStep), and no child is made.
+	// The child lives where its key places it, a remote child (docs/citus.md, "A child away
+	// from its parent"): the fair claim takes it there, and its end joins its parent.
 	te.apply(t, steps[i], engine.Outcome{Kind: pg.KindSpawn, Label: "spawn",
 		Children: []pg.JobInsert{{Handler: "h", FairnessKey: &other}}})
-	if kids := childrenOf(t, te, second); len(kids) != 0 {
+	away := childrenOf(t, te, second)
+	if len(away) != 1 || int(away[0]%pg.Placements) != pg.FairnessPlacement(other) {
+		t.Fatalf("the spawn of a child of key %q made %v, want one child at placement %d", other, away, pg.FairnessPlacement(other))
+	}
+	if j := te.job(t, away[0]); j.FairnessKey == nil || *j.FairnessKey != other || j.Queue != "fair" {
+		t.Fatalf("the remote child: queue %s, fairness key %v", j.Queue, j.FairnessKey)
+	}
+	for range 3 {
+		if _, err := te.NewReaper(engine.ReaperConfig{}).Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		steps, err = te.ClaimFair(ctx, "fair", 10, 10, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range steps {
+			te.apply(t, st, engine.Outcome{Kind: pg.KindDone, Label: "done"})
+		}
+		if j := te.job(t, second); j.Status == "done" {
+			break
+		}
+	}
+	if j := te.job(t, second); j.Status != "done" {
+		t.Fatalf("the parent of the remote child is %s, %d children pending", j.Status, j.PendingChildren)
+	}
+
+	// A child with a fairness key and a concurrency key is refused, as an insert with both
+	// is on Citus: each places its jobs. The step fails as a bad answer, saying why
+	// (TestAnAnswerTheDatabaseRefusesFailsOnlyItsStep), and no child is made.
+	third := te.insert(t, engine.NewJob{Queue: "fair", FairnessKey: &acme})
+	steps, err = te.ClaimFair(ctx, "fair", 10, 10, nil)
+	if err != nil || len(steps) != 1 || steps[0].ID != third {
+		t.Fatalf("the fair claim of the third parent: %d steps, %v", len(steps), err)
+	}
+	ck := "ck"
+	te.apply(t, steps[0], engine.Outcome{Kind: pg.KindSpawn, Label: "spawn",
+		Children: []pg.JobInsert{{Handler: "h", FairnessKey: &other, ConcurrencyKey: &ck}}})
+	if kids := childrenOf(t, te, third); len(kids) != 0 {
 		t.Fatalf("the refused spawn made %d children", len(kids))
 	}
-	if j := te.job(t, second); !strings.Contains(string(j.Error), "places its jobs elsewhere") {
-		t.Fatalf("the refused spawn's step: status %s, error %v", j.Status, j.Error)
+	if j := te.job(t, third); !strings.Contains(string(j.Error), "cannot have both a fairness key") {
+		t.Fatalf("the refused spawn's step: status %s, error %s", j.Status, j.Error)
 	}
 }
 

@@ -22,9 +22,12 @@ type ReaperConfig struct {
 
 // ReaperStats counts what one sweep did.
 type ReaperStats struct {
-	Reaped      int  // expired leases taken back
-	AwaitsWoken int  // awaits past their deadline made runnable
-	Passed      bool // another process's reaper has the turn (Citus: pg.DB.ReaperTurn)
+	Reaped      int // expired leases taken back
+	AwaitsWoken int // awaits past their deadline made runnable
+	// RemoteChildren counts what was carried between a family's shards on Citus: a remote
+	// child's end or revival to its parent, a cancel to the child (pg.DB.RemoteChildrenSweep).
+	RemoteChildren int
+	Passed         bool // another process's reaper has the turn (Citus: pg.DB.ReaperTurn)
 }
 
 // Reaper takes back steps whose lease expired (their process died or hung) and wakes
@@ -94,6 +97,10 @@ func (r *Reaper) Sweep(ctx context.Context) (ReaperStats, error) {
 	if r.engine.metrics != nil {
 		r.engine.metrics.AwaitTimeouts.Add(float64(st.AwaitsWoken))
 	}
+	if err != nil {
+		return st, err
+	}
+	st.RemoteChildren, err = r.engine.db.RemoteChildrenSweep(ctx, r.cfg.Batch)
 	return st, err
 }
 
@@ -128,6 +135,6 @@ func (r *Reaper) Start(ctx context.Context) {
 		if r.OnSweep != nil {
 			r.OnSweep(st, err)
 		}
-		return err == nil && (st.Reaped == r.cfg.Batch || st.AwaitsWoken == r.cfg.Batch)
+		return err == nil && (st.Reaped == r.cfg.Batch || st.AwaitsWoken == r.cfg.Batch || st.RemoteChildren >= r.cfg.Batch)
 	})
 }

@@ -259,7 +259,7 @@ func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queu
 	if err != nil {
 		return nil, err
 	}
-	if err := citusRefusedSpawn(l, recs); err != nil {
+	if err := citusRefusedSpawn(recs); err != nil {
 		return nil, err
 	}
 	if recs, err = db.citusKeptBodies(ctx, l, recs); err != nil {
@@ -277,8 +277,9 @@ func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queu
 		placements := l.shardPlacements(shard)
 		var got []OutcomeApplied
 		var woken []string
+		var remoteWakes []citusWake
 		err := db.onShard(ctx, l, shard, func(ctx context.Context, q shardQuerier) (err error) {
-			got, woken, err = db.citusApplyShard(ctx, q, placements, part, queues)
+			got, woken, remoteWakes, err = db.citusApplyShard(ctx, q, placements, part, queues)
 			return err
 		})
 		if err != nil {
@@ -292,16 +293,17 @@ func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queu
 		}
 		applied = append(applied, got...)
 		wake = append(wake, citusWakes(woken, placements[0])...)
+		wake = append(wake, remoteWakes...)
 	}
 	return applied, cmp.Or(failed, db.citusNotify(ctx, wake))
 }
 
-// citusRefusedSpawn refuses a spawn whose child names a concurrency key or a rate limit,
-// or a fairness key that places its jobs elsewhere: a child lives at its parent's
-// placement, where none of them would be checked across the cluster (docs/citus.md,
-// "Guarantees"). A child's key is held from the key's placement when it is elsewhere (a
-// displaced key: citusApplyShard).
-func citusRefusedSpawn(l *citusLayout, recs []OutcomeRecord) error {
+// citusRefusedSpawn refuses a spawn whose child names a rate limit, or a fairness key beside
+// a concurrency key (each places its jobs, and a job lives at one placement: docs/citus.md,
+// "Guarantees"). A child whose own concurrency key or fairness key places it away from its
+// parent lives there, a remote child (citus_family.go); a child's key is held from the
+// key's placement when it is elsewhere (a displaced key: citusApplyShard).
+func citusRefusedSpawn(recs []OutcomeRecord) error {
 	for _, r := range recs {
 		if r.Kind != KindSpawn || len(r.Children) == 0 {
 			continue
@@ -311,14 +313,14 @@ func citusRefusedSpawn(l *citusLayout, recs []OutcomeRecord) error {
 			return fmt.Errorf("%w: the children of job %d: %w", ErrInvalid, r.ID, err)
 		}
 		for _, c := range children {
-			if c.ConcurrencyKey != nil || c.RateLimit != nil || len(c.ExtraRateLimits) > 0 {
-				return fmt.Errorf("%w: on Citus a spawned child cannot have a concurrency key or a rate limit yet "+
-					"(it lives at its parent's placement, where they would not be checked across the cluster: docs/citus.md)", ErrInvalid)
+			if c.RateLimit != nil || len(c.ExtraRateLimits) > 0 {
+				return fmt.Errorf("%w: on Citus a spawned child cannot have a rate limit yet "+
+					"(its bucket would not be checked across the cluster: docs/citus.md)", ErrInvalid)
 			}
-			if placedByFairnessKey(&c) && FairnessPlacement(*c.FairnessKey) != l.PlacementOfID(r.ID) {
-				return fmt.Errorf("%w: on Citus a spawned child lives at its parent's placement: its fairness key %q "+
-					"places its jobs elsewhere, where its cap counts them (give the child its parent's key, or none "+
-					"to inherit it: docs/citus.md)", ErrInvalid, *c.FairnessKey)
+			if placedByFairnessKey(&c) && c.ConcurrencyKey != nil {
+				return fmt.Errorf("%w: on Citus a fairness key places its jobs, where its cap counts them: "+
+					"a spawned child cannot have both a fairness key (%q) and a concurrency key (docs/citus.md)",
+					ErrInvalid, *c.FairnessKey)
 			}
 		}
 	}
@@ -333,11 +335,11 @@ func citusRefusedSpawn(l *citusLayout, recs []OutcomeRecord) error {
 // the unique index does on plain PostgreSQL); a key away from the child's placement (its
 // parent's) is named its key's holder (citus_keys.go).
 func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []int, recs []OutcomeRecord, queues []string) (
-	applied []OutcomeApplied, woken []string, err error) {
+	applied []OutcomeApplied, woken []string, remoteWakes []citusWake, err error) {
 	plain := plainOutcomes(recs)
-	children, childQueues, err := db.citusChildren(ctx, placements, recs)
+	children, remote, childQueues, err := db.citusChildren(ctx, placements[0], recs)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// One round trip: a pgx batch is one implicit transaction. With queues to create, an
 	// explicit one instead, rolled back when nothing applied.
@@ -345,18 +347,20 @@ func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []
 		SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
 	} = q
 	var tx pgx.Tx
-	keyed := children != nil && slices.ContainsFunc(children.Keys, func(k string) bool { return k != "" })
-	if len(queues) > 0 || keyed {
+	keyed := children.keyed() || remote.keyed()
+	// A remote child is made at its own placement after the spawn's outcome is read, in
+	// the same transaction: the coordinator's.
+	if len(queues) > 0 || keyed || remote != nil {
 		if tx, err = db.pool.Begin(ctx); err != nil {
-			return nil, nil, translate(err)
+			return nil, nil, nil, translate(err)
 		}
 		defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 		send = tx
 	}
 	var holders citusChildKeyHolders
 	if keyed {
-		if holders, err = db.citusChildKeys(ctx, tx, children); err != nil {
-			return nil, nil, err
+		if holders, err = db.citusChildKeys(ctx, tx, children, remote); err != nil {
+			return nil, nil, nil, err
 		}
 	}
 	b := &pgx.Batch{}
@@ -376,13 +380,13 @@ func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []
 	} else {
 		doc, err := json.Marshal(recs)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		b.Queue(dbcitus.JobApplyOutcomes, doc, placements)
 	}
 	h, err := historyArrays(recs)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	b.Queue(citusWithPlacements(dbcitus.StepInsertApplied, 8, placements), h.Ids, h.Tokens, h.Kinds, h.Labels,
 		h.HttpStatuses, h.Errors, h.Bodies)
@@ -392,6 +396,9 @@ func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []
 			c.Queues, c.Handlers, c.Inputs, c.Keys, c.Priorities, c.RunAts, c.DelaysMs, c.ConcurrencyKeys, c.MaxAttempts,
 			c.TraceContexts, c.FairnessKeys, c.FairDefaults)
 	}
+	if remote != nil {
+		queueRemoteChildStubs(b, placements, remote)
+	}
 	if tx == nil {
 		b.Queue("COMMIT")
 	}
@@ -399,17 +406,17 @@ func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []
 	defer br.Close() //nolint:errcheck // the error is Exec's or Query's, read below
 	if tx == nil {
 		if _, err := br.Exec(); err != nil { // BEGIN
-			return nil, nil, translate(err)
+			return nil, nil, nil, translate(err)
 		}
 	}
 	if len(queues) > 0 {
 		if _, err := br.Exec(); err != nil {
-			return nil, nil, translate(err)
+			return nil, nil, nil, translate(err)
 		}
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, nil, translate(err)
+		return nil, nil, nil, translate(err)
 	}
 	var statuses, qs, handlers, labels []*string
 	for rows.Next() {
@@ -430,47 +437,58 @@ func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []
 		}
 		if err != nil {
 			rows.Close()
-			return nil, nil, translate(err)
+			return nil, nil, nil, translate(err)
 		}
 		applied = append(applied, a)
 		woken = w // the same on every row
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, nil, translate(err)
+		return nil, nil, nil, translate(err)
 	}
 	if _, err := br.Exec(); err != nil { // the history
-		return nil, nil, translate(err)
+		return nil, nil, nil, translate(err)
 	}
 	if children != nil {
 		if _, err := br.Exec(); err != nil {
-			return nil, nil, translate(err)
+			return nil, nil, nil, translate(err)
 		}
 		woken = append(woken, childQueues...)
 	}
+	var made []dbcitus.RemoteChildStubsMadeRow
+	if remote != nil {
+		if made, err = readRemoteChildStubs(br); err != nil {
+			return nil, nil, nil, translate(err)
+		}
+	}
 	if tx == nil {
 		if _, err := br.Exec(); err != nil { // COMMIT
-			return nil, nil, translate(err)
+			return nil, nil, nil, translate(err)
 		}
 	}
 	if tx != nil {
 		// The queues must not outlive a refused outcome.
 		if err := br.Close(); err != nil {
-			return nil, nil, translate(err)
+			return nil, nil, nil, translate(err)
 		}
 		if len(applied) == 0 {
-			return nil, nil, translate(tx.Rollback(ctx))
+			return nil, nil, nil, translate(tx.Rollback(ctx))
 		}
 		// A holder row of a child that was not made (its spawn was stale) names no job,
 		// and so holds nothing.
+		if remote != nil {
+			if remoteWakes, err = insertRemoteChildren(ctx, tx, remote, made); err != nil {
+				return nil, nil, nil, translate(err)
+			}
+		}
 		if err := citusPutKeyHolders(ctx, dbcitus.New(tx), holders.keys, holders.ids); err != nil {
-			return nil, nil, translate(err)
+			return nil, nil, nil, translate(err)
 		}
 		if err := tx.Commit(ctx); err != nil {
-			return nil, nil, translate(err)
+			return nil, nil, nil, translate(err)
 		}
 	}
-	return applied, woken, nil
+	return applied, woken, remoteWakes, nil
 }
 
 // citusChildKeyHolders are the displaced keys of a batch's children, and the ids of the
@@ -483,17 +501,23 @@ type citusChildKeyHolders struct {
 // citusChildKeys takes the locks of the children's keys in tx and reads their holders: a
 // key held by a live job, or named by two children, refuses the spawn with ErrConflict.
 // It answers the children's keys with the ids the children will have (seq * 1024 + their
-// parent's placement), each named its key's holder (every keyed job is: citusInsertTx).
-func (db *DB) citusChildKeys(ctx context.Context, tx pgx.Tx, c *citusSpawnChildren) (citusChildKeyHolders, error) {
+// placement: their parent's, or a remote child's own), each named its key's holder (every
+// keyed job is: citusInsertTx).
+func (db *DB) citusChildKeys(ctx context.Context, tx pgx.Tx, sets ...*citusSpawnChildren) (citusChildKeyHolders, error) {
 	var out citusChildKeyHolders
 	l, err := db.layout(ctx)
 	if err != nil {
 		return out, err
 	}
 	var keys []string
-	for _, k := range c.Keys {
-		if k != "" {
-			keys = append(keys, k)
+	for _, c := range sets {
+		if c == nil {
+			continue
+		}
+		for _, k := range c.Keys {
+			if k != "" {
+				keys = append(keys, k)
+			}
 		}
 	}
 	// A key's lock held long (a caller's open transaction around gendurable_enqueue)
@@ -509,16 +533,20 @@ func (db *DB) citusChildKeys(ctx context.Context, tx pgx.Tx, c *citusSpawnChildr
 		return out, translate(err)
 	}
 	seen := make(map[string]bool, len(keys))
-	for i, k := range c.Keys {
-		if k == "" {
+	for _, c := range sets {
+		if c == nil {
 			continue
 		}
-		if _, ok := held[k]; ok || seen[k] {
-			return out, fmt.Errorf("%w: a live job holds the key %q", ErrConflict, k)
+		for i, k := range c.Keys {
+			if k == "" {
+				continue
+			}
+			if _, ok := held[k]; ok || seen[k] {
+				return out, fmt.Errorf("%w: a live job holds the key %q", ErrConflict, k)
+			}
+			seen[k] = true
+			out.keys, out.ids = append(out.keys, k), append(out.ids, c.Seqs[i]*Placements+int64(c.At[i]))
 		}
-		seen[k] = true
-		at := l.PlacementOfID(c.ParentIds[i])
-		out.keys, out.ids = append(out.keys, k), append(out.ids, c.Seqs[i]*Placements+int64(at))
 	}
 	return out, nil
 }
@@ -535,13 +563,23 @@ type citusSpawnChildren struct {
 	Priorities, MaxAttempts                         []int
 	RunAts                                          []time.Time
 	DelaysMs                                        []int64
+	At                                              []int // each child's placement: its parent's, or a remote child's own
 }
 
-// citusChildren lays out the children of the spawns among recs for JobInsertChildren,
-// with their ids drawn from the coordinator's sequence (one statement, only when a spawn
-// is there); nil when there is none. childQueues are their queues (to wake).
-func (db *DB) citusChildren(ctx context.Context, placements []int, recs []OutcomeRecord) (*citusSpawnChildren, []string, error) {
-	var c citusSpawnChildren
+// keyed reports whether a child of c has a key.
+func (c *citusSpawnChildren) keyed() bool {
+	return c != nil && slices.ContainsFunc(c.Keys, func(k string) bool { return k != "" })
+}
+
+// citusChildren lays out the children of the spawns among recs: those that live at their
+// parent's placement (parentAt's shard: the batch's) for JobInsertChildren, and the remote
+// ones, whose own concurrency key or fairness key places them elsewhere
+// (citusChildPlacement), for RemoteChildStubsInsert and JobInsertRemoteChildren; nil when
+// there is none. Their ids are drawn from the coordinator's sequence (one statement, only
+// when a spawn is there). childQueues are the queues the children name (to wake).
+func (db *DB) citusChildren(ctx context.Context, parentAt int, recs []OutcomeRecord) (
+	local, remote *citusSpawnChildren, childQueues []string, err error) {
+	var sets [2]citusSpawnChildren // local, remote
 	var queues []string
 	for _, r := range recs {
 		if r.Kind != KindSpawn || len(r.Children) == 0 {
@@ -549,16 +587,22 @@ func (db *DB) citusChildren(ctx context.Context, placements []int, recs []Outcom
 		}
 		var children []JobInsert
 		if err := json.Unmarshal(r.Children, &children); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		for _, ch := range children {
+			at := citusChildPlacement(parentAt, &ch)
+			c := &sets[0]
+			if at != parentAt {
+				c = &sets[1]
+			}
+			c.At = append(c.At, at)
 			c.ParentIds = append(c.ParentIds, r.ID)
 			c.ParentTokens = append(c.ParentTokens, r.Token)
 			c.Queues = append(c.Queues, ch.Queue)
 			c.Handlers = append(c.Handlers, ch.Handler)
 			c.Inputs = append(c.Inputs, string(ch.Input))
 			c.Keys = append(c.Keys, valueOr(ch.Key, ""))
-			c.ConcurrencyKeys = append(c.ConcurrencyKeys, "")
+			c.ConcurrencyKeys = append(c.ConcurrencyKeys, valueOr(ch.ConcurrencyKey, ""))
 			c.TraceContexts = append(c.TraceContexts, valueOr(ch.TraceContext, ""))
 			c.FairnessKeys = append(c.FairnessKeys, ch.FairnessKey)
 			c.Priorities = append(c.Priorities, valueOr(ch.Priority, -1))
@@ -570,35 +614,49 @@ func (db *DB) citusChildren(ctx context.Context, placements []int, recs []Outcom
 			}
 		}
 	}
-	if len(c.ParentIds) == 0 {
-		return nil, nil, nil
+	n := len(sets[0].ParentIds) + len(sets[1].ParentIds)
+	if n == 0 {
+		return nil, nil, nil, nil
 	}
-	seqs, err := dbcitus.New(db.pool).JobIDsDraw(ctx, len(c.ParentIds))
+	seqs, err := dbcitus.New(db.pool).JobIDsDraw(ctx, n)
 	if err != nil {
-		return nil, nil, translate(err)
+		return nil, nil, nil, translate(err)
 	}
-	c.Seqs = seqs
 	// A child that names a fair queue and has no fairness key, nor a parent with one, gets
 	// the default key "" (its parent's queue, when it names none, is fair only if the
 	// parent has a key, which it then inherits).
-	handlers, fair, err := citusInsertDefaults(ctx, dbcitus.New(db.pool), c.Handlers, queues)
+	var handlerNames []string
+	for k := range sets {
+		handlerNames = append(handlerNames, sets[k].Handlers...)
+	}
+	handlers, fair, err := citusInsertDefaults(ctx, dbcitus.New(db.pool), handlerNames, queues)
 	if err != nil {
-		return nil, nil, translate(err)
+		return nil, nil, nil, translate(err)
 	}
-	c.FairDefaults = make([]*string, len(c.Queues))
-	for i, q := range c.Queues {
-		c.FairDefaults[i] = fairnessDefault(fair, q)
-	}
-	for i, name := range c.Handlers {
-		if c.MaxAttempts[i] > 0 {
-			continue
+	for k := range sets {
+		c := &sets[k]
+		c.Seqs, seqs = seqs[:len(c.ParentIds)], seqs[len(c.ParentIds):]
+		c.FairDefaults = make([]*string, len(c.Queues))
+		for i, q := range c.Queues {
+			c.FairDefaults[i] = fairnessDefault(fair, q)
 		}
-		c.MaxAttempts[i] = 5 // an unregistered handler: the column's default, as the plain statement
-		if m, ok := handlers[name]; ok {
-			c.MaxAttempts[i] = m
+		for i, name := range c.Handlers {
+			if c.MaxAttempts[i] > 0 {
+				continue
+			}
+			c.MaxAttempts[i] = 5 // an unregistered handler: the column's default, as the plain statement
+			if m, ok := handlers[name]; ok {
+				c.MaxAttempts[i] = m
+			}
 		}
 	}
-	return &c, queues, nil
+	if len(sets[0].ParentIds) > 0 {
+		local = &sets[0]
+	}
+	if len(sets[1].ParentIds) > 0 {
+		remote = &sets[1]
+	}
+	return local, remote, queues, nil
 }
 
 // valueOr is *p, or or when p is nil.

@@ -59,6 +59,10 @@ func (db *DB) citusGCDelete(ctx context.Context, ids []int64) (int, error) {
 			if err := q.JobGCDeleteSignals(ctx, dbcitus.JobGCDeleteSignalsParams{Placements: placements, Ids: part}); err != nil {
 				return err
 			}
+			// The stubs of the remote children of the parents it deletes (citus_family.go).
+			if err := q.JobGCDeleteRemoteChildren(ctx, dbcitus.JobGCDeleteRemoteChildrenParams{Placements: placements, Ids: part}); err != nil {
+				return err
+			}
 			gone, err := q.JobGCDeleteJobs(ctx, dbcitus.JobGCDeleteJobsParams{Placements: placements, Ids: part})
 			deleted = append(deleted, gone...)
 			return err

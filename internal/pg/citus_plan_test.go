@@ -19,8 +19,10 @@ import (
 // 1"), under custom and generic plans (Citus prunes a parameter's shard at execution).
 // The few that may not are listed with what bounds them: the batch insert (evaluated on
 // the coordinator, each row copied to its shard, bounded by the batch), and the fan-outs
-// (the ready probe, a page of the jobs list, the queue counts, the reaper's probes), each
-// task bounded.
+// (the ready probe, a page of the jobs list, the queue counts, the reaper's probes, the
+// probes of what a family spread over shards owes), each task bounded. A spawn's remote
+// children (JobInsertRemoteChildren) are inserted as the batch insert is, through the
+// coordinator, bounded by the spawn.
 func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
 	t.Parallel()
 	citusOnly(t)
@@ -64,6 +66,16 @@ func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
 		{"DebounceHoldersGet", dbcitus.DebounceHoldersGet, []any{[]int{pg.PlacementOfKey("sync-7")}, []string{"sync-7"}}},
 		{"DebouncePending", dbcitus.DebouncePending, []any{[]int{p}, []string{"sync-7"}}},
 		{"JobDebounceHit", dbcitus.JobDebounceHit, []any{[]byte(`{}`), nil, p, none, int64(1000), ids[0]}},
+		// a child away from its parent: its stub at the parent's shard, and the reaper's
+		// turn carrying its end, its revival and a cancel between the two shards
+		{"RemoteChildStubsInsert", pg.CitusWithPlacements(dbcitus.RemoteChildStubsInsert, 6, placements),
+			[]any{ids, []string{"00000000-0000-0000-0000-000000000001"}, []int64{2048 + 7}, []string{"h"}, []string{""}}},
+		{"RemoteChildStubsMade", pg.CitusWithPlacements(dbcitus.RemoteChildStubsMade, 2, placements), []any{[]int64{2048 + 7}}},
+		{"RemoteChildTurnsTake", dbcitus.RemoteChildTurnsTake, []any{placements, 100}},
+		{"RemoteChildrenEnd", dbcitus.RemoteChildrenEnd, []any{ids, []int64{2048 + 7}, []string{"done"}, []string{"{}"}, []string{""}, placements}},
+		{"RemoteChildrenRelive", dbcitus.RemoteChildrenRelive, []any{ids, []int64{2048 + 7}, placements}},
+		{"RemoteChildCancelsTake", dbcitus.RemoteChildCancelsTake, []any{placements, 100}},
+		{"JobReplay", dbcitus.JobReplay, []any{p, ids[0], 0, nil}},
 	}...)
 	tasks := regexp.MustCompile(`Task Count: (\d+)`)
 	explain := func(sql string, args []any) (string, error) {
@@ -128,6 +140,8 @@ func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
 		// the reaper's probes: each task stops at the sweep's batch
 		{"JobExpiredLeasePlacements", dbcitus.JobExpiredLeasePlacements, []any{none, 100}, regexp.MustCompile(`->\s+Limit`)},
 		{"JobDueAwaitPlacements", dbcitus.JobDueAwaitPlacements, []any{none, 100}, regexp.MustCompile(`->\s+Limit`)},
+		{"RemoteChildWorkPlacements", dbcitus.RemoteChildWorkPlacements, []any{100}, regexp.MustCompile(`->\s+Limit`)},
+		{"RemoteChildCancelPlacements", dbcitus.RemoteChildCancelPlacements, []any{100}, regexp.MustCompile(`->\s+Limit`)},
 		// a page of a fair queue's keys (the dashboard): each task counts the queue's live
 		// keyed jobs by key, an aggregate over index entries, merged on the coordinator
 		{"FairnessKeyList", dbcitus.FairnessKeyList, []any{"default", "", nil, limit}, regexp.MustCompile(`Aggregate`)},

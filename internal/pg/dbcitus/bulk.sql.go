@@ -71,8 +71,15 @@ joined AS (
       AND p.id = d.parent_id AND p.pending_children > 0
       AND p.id NOT IN (SELECT u.id FROM updated u)
     RETURNING p.queue, p.status
+),
+remote_cancels AS (
+    UPDATE remote_children r
+    SET cancel_requested = true
+    FROM updated u
+    WHERE r.placement = ANY ($2::int[]) AND r.parent_id = u.id AND r.status = 'runnable'
+    RETURNING r.child_id
 )
-SELECT (SELECT count(*) FROM candidates) > $1::int AS more,
+SELECT (SELECT count(*) FROM candidates) > $1::int AS more, (SELECT count(*) FROM remote_cancels) AS remote_cancels,
        (SELECT count(*) FROM updated) AS changed,
        (SELECT array_agg(DISTINCT j.queue) FROM joined j WHERE j.status = 'runnable')::text[] AS woken
 `
@@ -89,9 +96,10 @@ type JobCancelManyParams struct {
 }
 
 type JobCancelManyRow struct {
-	More    bool
-	Changed int64
-	Woken   []string
+	More          bool
+	RemoteCancels int64
+	Changed       int64
+	Woken         []string
 }
 
 // JobCancelMany (sql/job_bulk.sql) on the shard whose placements are `placements`: a router
@@ -99,6 +107,8 @@ type JobCancelManyRow struct {
 // job_bulk.go). A family lives on one shard, so the trees' recursion and the parent join
 // stay on it. The clock is read in `locked` (an UPDATE's SET on Citus may not call now()
 // inside CASE), and the wake-up is the caller's (`woken`, NOTIFY on the coordinator).
+// The live remote children of the cancelled jobs: their stubs are marked, and the reaper's
+// turn cancels each child where it lives (JobCancel in cancel.sql).
 func (q *Queries) JobCancelMany(ctx context.Context, arg JobCancelManyParams) (JobCancelManyRow, error) {
 	row := q.db.QueryRow(ctx, JobCancelMany,
 		arg.MaxRows,
@@ -111,7 +121,12 @@ func (q *Queries) JobCancelMany(ctx context.Context, arg JobCancelManyParams) (J
 		arg.KeyPrefix,
 	)
 	var i JobCancelManyRow
-	err := row.Scan(&i.More, &i.Changed, &i.Woken)
+	err := row.Scan(
+		&i.More,
+		&i.RemoteCancels,
+		&i.Changed,
+		&i.Woken,
+	)
 	return i, err
 }
 
@@ -151,6 +166,8 @@ target AS (
                (SELECT count(*) FROM jobs c
                 WHERE c.placement = ANY ($1::int[]) AND c.parent_id = j.id
                   AND (c.status IN ('runnable', 'executing', 'awaiting') OR c.id IN (SELECT p.id FROM picked p)))
+               + (SELECT count(*) FROM remote_children r  -- its remote children's stubs
+                  WHERE r.placement = ANY ($1::int[]) AND r.parent_id = j.id AND r.status = 'runnable')
            END AS live_children,
            -- the default key for a job of a queue made fair since it ran (JobRetry)
            (SELECT '' FROM queues q WHERE q.name = j.queue AND q.fairness <> 'none') AS fair_default
@@ -178,6 +195,8 @@ retried AS (
                      ELSE j.error END,
         attempt = 0, finished_at = NULL, cancel_requested = false, cancelled_while = NULL,
         fairness_key = coalesce(j.fairness_key, t.fair_default),
+        -- a remote child whose end its parent counted: the reaper's turn counts it again
+        parent_join = CASE WHEN j.parent_join = 'joined' THEN 'relive' ELSE j.parent_join END,
         updated_at = t.now
     FROM target t
     WHERE j.placement = ANY ($1::int[]) AND j.id = t.id

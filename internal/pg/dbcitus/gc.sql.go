@@ -127,6 +127,8 @@ WHERE j.placement = ANY ($1::int[])
                                     coalesce((SELECT min(q.retention) FROM queues q), $2 * interval '1 millisecond'))
   AND j.finished_at < now() - coalesce((SELECT q.retention FROM queues q WHERE q.name = j.queue),
                                        $2 * interval '1 millisecond')
+  -- a remote child (docs/citus.md) is kept until its end has reached its parent
+  AND (j.parent_join IS NULL OR j.parent_join = 'joined')
   AND (j.parent_id IS NULL
        OR coalesce((SELECT p.status FROM jobs p
                     WHERE p.placement = ANY ($1::int[]) AND p.placement = j.placement AND p.id = j.parent_id),

@@ -15,13 +15,24 @@ import (
 
 const ChildLoadForJoin = `-- name: ChildLoadForJoin :many
 SELECT p.id::bigint AS parent_id, c.id, c.handler, c.key, c.status, c.result, c.error,
-       (SELECT count(*) FROM jobs n WHERE n.placement = ANY ($1::int[]) AND n.parent_id = p.id) AS total
+       (SELECT count(*) FROM jobs n WHERE n.placement = ANY ($1::int[]) AND n.parent_id = p.id)
+       + (SELECT count(*) FROM remote_children n WHERE n.placement = ANY ($1::int[]) AND n.parent_id = p.id)
+         AS total
 FROM unnest($2::bigint[]) AS p(id)
 CROSS JOIN LATERAL (
-    SELECT c.id, c.handler, c.key, c.status, c.result, c.error
-    FROM jobs c
-    WHERE c.placement = ANY ($1::int[]) AND c.parent_id = p.id
-    ORDER BY c.id
+    SELECT u.id, u.handler, u.key, u.status, u.result, u.error
+    FROM ((SELECT c.id, c.handler, c.key, c.status, c.result, c.error
+           FROM jobs c
+           WHERE c.placement = ANY ($1::int[]) AND c.parent_id = p.id
+           ORDER BY c.id
+           LIMIT $3::int)
+          UNION ALL
+          (SELECT r.child_id, r.handler, r.key, r.status, r.result, r.error
+           FROM remote_children r
+           WHERE r.placement = ANY ($1::int[]) AND r.parent_id = p.id
+           ORDER BY r.child_id
+           LIMIT $3::int)) u
+    ORDER BY u.id
     LIMIT $3::int
 ) c
 ORDER BY p.id, c.id
@@ -41,11 +52,12 @@ type ChildLoadForJoinRow struct {
 	Status   string
 	Result   json.RawMessage
 	Error    json.RawMessage
-	Total    int64
+	Total    int32
 }
 
 // ChildLoadForJoin (sql/jobs.sql) for the parents of one shard: children live at their
-// parent's placement.
+// parent's placement, and a remote child (docs/citus.md, "A child away from its parent")
+// is read from its stub there, which holds its end once joined.
 func (q *Queries) ChildLoadForJoin(ctx context.Context, arg ChildLoadForJoinParams) ([]ChildLoadForJoinRow, error) {
 	rows, err := q.db.Query(ctx, ChildLoadForJoin, arg.Placements, arg.ParentIds, arg.PerParent)
 	if err != nil {
@@ -76,10 +88,15 @@ func (q *Queries) ChildLoadForJoin(ctx context.Context, arg ChildLoadForJoinPara
 }
 
 const JobGet = `-- name: JobGet :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of, j.fairness_key, j.placement, j.outcome_token, j.outcome_step, j.outcome_attempt, j.rate_placement, j.rate_waited_until,
-       (SELECT count(*) FROM jobs c WHERE c.placement = $1::int AND c.parent_id = j.id) AS children_total,
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of, j.fairness_key, j.placement, j.outcome_token, j.outcome_step, j.outcome_attempt, j.rate_placement, j.rate_waited_until, j.parent_join,
+       (SELECT count(*) FROM jobs c WHERE c.placement = $1::int AND c.parent_id = j.id)
+       + (SELECT count(*) FROM remote_children r WHERE r.placement = $1::int AND r.parent_id = j.id)
+         AS children_total,
        (SELECT count(*) FROM jobs c WHERE c.placement = $1::int AND c.parent_id = j.id
-                                      AND c.status IN ('done', 'failed', 'cancelled')) AS children_finished
+                                      AND c.status IN ('done', 'failed', 'cancelled'))
+       + (SELECT count(*) FROM remote_children r WHERE r.placement = $1::int AND r.parent_id = j.id
+                                                  AND r.status IN ('done', 'failed', 'cancelled'))
+         AS children_finished
 FROM jobs j
 WHERE j.placement = $1::int AND j.id = $2::bigint
 `
@@ -91,8 +108,8 @@ type JobGetParams struct {
 
 type JobGetRow struct {
 	Job              Job
-	ChildrenTotal    int64
-	ChildrenFinished int64
+	ChildrenTotal    int32
+	ChildrenFinished int32
 }
 
 // JobGet (sql/jobs.sql) at the job's placement: a router statement.
@@ -150,6 +167,7 @@ func (q *Queries) JobGet(ctx context.Context, arg JobGetParams) (JobGetRow, erro
 		&i.Job.OutcomeAttempt,
 		&i.Job.RatePlacement,
 		&i.Job.RateWaitedUntil,
+		&i.Job.ParentJoin,
 		&i.ChildrenTotal,
 		&i.ChildrenFinished,
 	)
@@ -157,7 +175,7 @@ func (q *Queries) JobGet(ctx context.Context, arg JobGetParams) (JobGetRow, erro
 }
 
 const JobGetLiveByKey = `-- name: JobGetLiveByKey :one
-SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of, j.fairness_key, j.placement, j.outcome_token, j.outcome_step, j.outcome_attempt, j.rate_placement, j.rate_waited_until FROM jobs j
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.eligible_at, j.input, j.state, j.result, j.error, j.step, j.attempt, j.max_attempts, j.key, j.concurrency_key, j.rate_limit, j.rate_key, j.rate_weight, j.parent_id, j.pending_children, j.awaiting, j.wake, j.inbox_seq, j.consumed_seq, j.claim_inbox_seq, j.lease_token, j.lease_expires_at, j.lease_owner, j.attempted_at, j.gate_shard, j.cancel_requested, j.created_at, j.updated_at, j.finished_at, j.late_signals, j.cancelled_while, j.schedule_name, j.schedule_tick, j.extra_rate_limits, j.debounce_key, j.debounce_deadline, j.trace_context, j.rerun_of, j.fairness_key, j.placement, j.outcome_token, j.outcome_step, j.outcome_attempt, j.rate_placement, j.rate_waited_until, j.parent_join FROM jobs j
 WHERE j.placement = $1::int AND j.key = $2::text
   AND j.status IN ('runnable', 'executing', 'awaiting')
 `
@@ -222,6 +240,7 @@ func (q *Queries) JobGetLiveByKey(ctx context.Context, arg JobGetLiveByKeyParams
 		&i.OutcomeAttempt,
 		&i.RatePlacement,
 		&i.RateWaitedUntil,
+		&i.ParentJoin,
 	)
 	return i, err
 }

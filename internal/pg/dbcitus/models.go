@@ -144,6 +144,7 @@ type Job struct {
 	OutcomeAttempt   *int
 	RatePlacement    *int
 	RateWaitedUntil  *time.Time
+	ParentJoin       *string
 }
 
 type KeyHolder struct {
@@ -192,6 +193,18 @@ type ReaperTurn struct {
 	Singleton bool
 	Owner     string
 	Until     time.Time
+}
+
+type RemoteChild struct {
+	Placement       int
+	ParentID        int64
+	ChildID         int64
+	Handler         string
+	Key             *string
+	Status          string
+	Result          json.RawMessage
+	Error           json.RawMessage
+	CancelRequested bool
 }
 
 type Schedule struct {

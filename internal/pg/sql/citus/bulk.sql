@@ -64,8 +64,17 @@ joined AS (
       AND p.id = d.parent_id AND p.pending_children > 0
       AND p.id NOT IN (SELECT u.id FROM updated u)
     RETURNING p.queue, p.status
+),
+-- The live remote children of the cancelled jobs: their stubs are marked, and the reaper's
+-- turn cancels each child where it lives (JobCancel in cancel.sql).
+remote_cancels AS (
+    UPDATE remote_children r
+    SET cancel_requested = true
+    FROM updated u
+    WHERE r.placement = ANY (sqlc.arg(placements)::int[]) AND r.parent_id = u.id AND r.status = 'runnable'
+    RETURNING r.child_id
 )
-SELECT (SELECT count(*) FROM candidates) > sqlc.arg(max_rows)::int AS more,
+SELECT (SELECT count(*) FROM candidates) > sqlc.arg(max_rows)::int AS more, (SELECT count(*) FROM remote_cancels) AS remote_cancels,
        (SELECT count(*) FROM updated) AS changed,
        (SELECT array_agg(DISTINCT j.queue) FROM joined j WHERE j.status = 'runnable')::text[] AS woken;
 
@@ -138,6 +147,8 @@ target AS (
                (SELECT count(*) FROM jobs c
                 WHERE c.placement = ANY (sqlc.arg(placements)::int[]) AND c.parent_id = j.id
                   AND (c.status IN ('runnable', 'executing', 'awaiting') OR c.id IN (SELECT p.id FROM picked p)))
+               + (SELECT count(*) FROM remote_children r  -- its remote children's stubs
+                  WHERE r.placement = ANY (sqlc.arg(placements)::int[]) AND r.parent_id = j.id AND r.status = 'runnable')
            END AS live_children,
            -- the default key for a job of a queue made fair since it ran (JobRetry)
            (SELECT '' FROM queues q WHERE q.name = j.queue AND q.fairness <> 'none') AS fair_default
@@ -165,6 +176,8 @@ retried AS (
                      ELSE j.error END,
         attempt = 0, finished_at = NULL, cancel_requested = false, cancelled_while = NULL,
         fairness_key = coalesce(j.fairness_key, t.fair_default),
+        -- a remote child whose end its parent counted: the reaper's turn counts it again
+        parent_join = CASE WHEN j.parent_join = 'joined' THEN 'relive' ELSE j.parent_join END,
         updated_at = t.now
     FROM target t
     WHERE j.placement = ANY (sqlc.arg(placements)::int[]) AND j.id = t.id

@@ -47,8 +47,18 @@ joined AS (
       AND p.id = d.parent_id AND p.pending_children > 0
       AND p.id NOT IN (SELECT u.id FROM updated u)
     RETURNING p.queue, p.status
+),
+-- The live remote children of the cancelled jobs (docs/citus.md, "A child away from its
+-- parent"): their stubs are marked here, and the reaper's turn cancels each child where it
+-- lives (RemoteChildCancelsTake).
+remote_cancels AS (
+    UPDATE remote_children r
+    SET cancel_requested = true
+    FROM updated u
+    WHERE r.placement = sqlc.arg(placement)::int AND r.parent_id = u.id AND r.status = 'runnable'
+    RETURNING r.child_id
 )
-SELECT (SELECT count(*) FROM locked) AS found,
+SELECT (SELECT count(*) FROM locked) AS found, (SELECT count(*) FROM remote_cancels) AS remote_cancels,
        (SELECT count(*) FROM updated) AS changed,
        (SELECT array_agg(DISTINCT j.queue) FROM joined j WHERE j.status = 'runnable')::text[] AS woken;
 
@@ -65,6 +75,8 @@ WITH target AS (
                (SELECT count(*) FROM jobs c
                 WHERE c.placement = sqlc.arg(placement)::int AND c.parent_id = j.id
                   AND c.status IN ('runnable', 'executing', 'awaiting'))
+               + (SELECT count(*) FROM remote_children r  -- its remote children's stubs
+                  WHERE r.placement = sqlc.arg(placement)::int AND r.parent_id = j.id AND r.status = 'runnable')
            END AS live_children,
            -- the default key for a job of a queue made fair since it last ran (every live
            -- job of a fair queue has one: the fair claim reads only keyed jobs)
@@ -93,6 +105,8 @@ retried AS (
                      ELSE j.error END,
         attempt = 0, finished_at = NULL, cancel_requested = false, cancelled_while = NULL,
         fairness_key = coalesce(j.fairness_key, t.fair_default),
+        -- a remote child whose end its parent counted: the reaper's turn counts it again
+        parent_join = CASE WHEN j.parent_join = 'joined' THEN 'relive' ELSE j.parent_join END,
         updated_at = t.now
     FROM target t
     WHERE j.placement = sqlc.arg(placement)::int AND j.id = t.id

@@ -14,6 +14,8 @@ WHERE j.placement = ANY (sqlc.arg(placements)::int[])
                                     coalesce((SELECT min(q.retention) FROM queues q), sqlc.arg(retention_ms) * interval '1 millisecond'))
   AND j.finished_at < now() - coalesce((SELECT q.retention FROM queues q WHERE q.name = j.queue),
                                        sqlc.arg(retention_ms) * interval '1 millisecond')
+  -- a remote child (docs/citus.md) is kept until its end has reached its parent
+  AND (j.parent_join IS NULL OR j.parent_join = 'joined')
   AND (j.parent_id IS NULL
        OR coalesce((SELECT p.status FROM jobs p
                     WHERE p.placement = ANY (sqlc.arg(placements)::int[]) AND p.placement = j.placement AND p.id = j.parent_id),

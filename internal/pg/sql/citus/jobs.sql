@@ -60,9 +60,14 @@ RETURNING id, placement, queue, handler, key, status, priority, eligible_at, inp
 -- name: JobGet :one
 -- JobGet (sql/jobs.sql) at the job's placement: a router statement.
 SELECT sqlc.embed(j),
-       (SELECT count(*) FROM jobs c WHERE c.placement = sqlc.arg(placement)::int AND c.parent_id = j.id) AS children_total,
+       (SELECT count(*) FROM jobs c WHERE c.placement = sqlc.arg(placement)::int AND c.parent_id = j.id)
+       + (SELECT count(*) FROM remote_children r WHERE r.placement = sqlc.arg(placement)::int AND r.parent_id = j.id)
+         AS children_total,
        (SELECT count(*) FROM jobs c WHERE c.placement = sqlc.arg(placement)::int AND c.parent_id = j.id
-                                      AND c.status IN ('done', 'failed', 'cancelled')) AS children_finished
+                                      AND c.status IN ('done', 'failed', 'cancelled'))
+       + (SELECT count(*) FROM remote_children r WHERE r.placement = sqlc.arg(placement)::int AND r.parent_id = j.id
+                                                  AND r.status IN ('done', 'failed', 'cancelled'))
+         AS children_finished
 FROM jobs j
 WHERE j.placement = sqlc.arg(placement)::int AND j.id = sqlc.arg(id)::bigint;
 
@@ -74,15 +79,27 @@ WHERE j.placement = sqlc.arg(placement)::int AND j.key = sqlc.arg(job_key)::text
 
 -- name: ChildLoadForJoin :many
 -- ChildLoadForJoin (sql/jobs.sql) for the parents of one shard: children live at their
--- parent's placement.
+-- parent's placement, and a remote child (docs/citus.md, "A child away from its parent")
+-- is read from its stub there, which holds its end once joined.
 SELECT p.id::bigint AS parent_id, c.id, c.handler, c.key, c.status, c.result, c.error,
-       (SELECT count(*) FROM jobs n WHERE n.placement = ANY (sqlc.arg(placements)::int[]) AND n.parent_id = p.id) AS total
+       (SELECT count(*) FROM jobs n WHERE n.placement = ANY (sqlc.arg(placements)::int[]) AND n.parent_id = p.id)
+       + (SELECT count(*) FROM remote_children n WHERE n.placement = ANY (sqlc.arg(placements)::int[]) AND n.parent_id = p.id)
+         AS total
 FROM unnest(sqlc.arg(parent_ids)::bigint[]) AS p(id)
 CROSS JOIN LATERAL (
-    SELECT c.id, c.handler, c.key, c.status, c.result, c.error
-    FROM jobs c
-    WHERE c.placement = ANY (sqlc.arg(placements)::int[]) AND c.parent_id = p.id
-    ORDER BY c.id
+    SELECT u.id, u.handler, u.key, u.status, u.result, u.error
+    FROM ((SELECT c.id, c.handler, c.key, c.status, c.result, c.error
+           FROM jobs c
+           WHERE c.placement = ANY (sqlc.arg(placements)::int[]) AND c.parent_id = p.id
+           ORDER BY c.id
+           LIMIT sqlc.arg(per_parent)::int)
+          UNION ALL
+          (SELECT r.child_id, r.handler, r.key, r.status, r.result, r.error
+           FROM remote_children r
+           WHERE r.placement = ANY (sqlc.arg(placements)::int[]) AND r.parent_id = p.id
+           ORDER BY r.child_id
+           LIMIT sqlc.arg(per_parent)::int)) u
+    ORDER BY u.id
     LIMIT sqlc.arg(per_parent)::int
 ) c
 ORDER BY p.id, c.id;

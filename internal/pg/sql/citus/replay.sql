@@ -13,6 +13,8 @@ WITH target AS (
       AND NOT EXISTS (SELECT 1 FROM jobs c
                       WHERE c.placement = sqlc.arg(placement)::int AND c.parent_id = j.id
                         AND c.status IN ('runnable', 'executing', 'awaiting'))
+      AND NOT EXISTS (SELECT 1 FROM remote_children r  -- a remote child not ended (or not joined yet)
+                      WHERE r.placement = sqlc.arg(placement)::int AND r.parent_id = j.id AND r.status = 'runnable')
     FOR UPDATE
 ),
 replayed AS (
@@ -21,7 +23,9 @@ replayed AS (
         state = sqlc.narg(state)::jsonb, result = NULL, error = NULL, wake = NULL, awaiting = NULL,
         pending_children = 0, late_signals = NULL, cancel_requested = false, cancelled_while = NULL,
         debounce_key = NULL, debounce_deadline = NULL, finished_at = NULL, updated_at = t.now,
-        fairness_key = coalesce(j.fairness_key, t.fair_default)
+        fairness_key = coalesce(j.fairness_key, t.fair_default),
+        -- a remote child whose end its parent counted: the reaper's turn counts it again
+        parent_join = CASE WHEN j.parent_join = 'joined' THEN 'relive' ELSE j.parent_join END
     FROM target t
     WHERE j.placement = sqlc.arg(placement)::int AND j.id = t.id
     RETURNING j.id, j.queue, j.parent_id, t.now

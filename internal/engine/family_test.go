@@ -1,0 +1,198 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/gendurable/gendurable/internal/engine"
+	"github.com/gendurable/gendurable/internal/pg"
+	"github.com/gendurable/gendurable/internal/pg/pgtest"
+)
+
+// A spawned child with a concurrency key of its own is a child like any other: its end
+// joins its parent, which is shown every child's end, and its key keeps K=1 with the key's
+// other jobs, whoever spawned them. On Citus such a child lives at its key's placement,
+// away from its parent (docs/citus.md, "A child away from its parent"), and the reaper's
+// turn carries its end to the parent: here a sweep follows every batch of outcomes, as the
+// reaper runs one a second.
+func TestChildrenWithConcurrencyKeysOfTheirOwnJoinTheirParents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	te := newTestEngine(t, engine.Config{})
+	ka, kb := "k-a", "k-b"
+	p1, p2 := te.insert(t, engine.NewJob{}), te.insert(t, engine.NewJob{})
+	parents, _, err := te.Claim(ctx, "default", 10)
+	if err != nil || len(parents) != 2 {
+		t.Fatalf("claimed %d parents (%v)", len(parents), err)
+	}
+	for _, st := range parents {
+		children := []pg.JobInsert{{Handler: "h", ConcurrencyKey: &ka, Input: json.RawMessage(`"a of p2"`)}}
+		if st.ID == p1 {
+			children = []pg.JobInsert{
+				{Handler: "h", ConcurrencyKey: &ka, Input: json.RawMessage(`"a of p1"`)},
+				{Handler: "h", ConcurrencyKey: &kb, Input: json.RawMessage(`"b of p1"`)},
+				{Handler: "h", Input: json.RawMessage(`"plain of p1"`)}}
+		}
+		te.apply(t, st, engine.Outcome{Kind: pg.KindSpawn, Label: "spawn", Children: children})
+	}
+	kids := map[int64][]int64{p1: childrenOf(t, te, p1), p2: childrenOf(t, te, p2)}
+	if len(kids[p1]) != 3 || len(kids[p2]) != 1 {
+		t.Fatalf("children: %d of p1, %d of p2; want 3 and 1", len(kids[p1]), len(kids[p2]))
+	}
+	if pgtest.Citus() {
+		for _, c := range append(slices.Clone(kids[p1]), kids[p2]...) {
+			j := te.job(t, c)
+			want := int(*j.ParentID % pg.Placements) // its parent's placement
+			if j.ConcurrencyKey != nil {
+				want = pg.PlacementOfKey(*j.ConcurrencyKey)
+			}
+			if got := int(c % pg.Placements); got != want {
+				t.Errorf("child %d (concurrency key %v) lives at placement %d, want %d", c, j.ConcurrencyKey, got, want)
+			}
+		}
+	}
+	if j := te.job(t, p1); j.ChildrenTotal != 3 || j.ChildrenFinished != 0 || j.PendingChildren != 3 {
+		t.Fatalf("p1 after its spawn: %d children, %d finished, %d pending", j.ChildrenTotal, j.ChildrenFinished, j.PendingChildren)
+	}
+
+	sweep := func() {
+		t.Helper()
+		if _, err := te.NewReaper(engine.ReaperConfig{}).Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	joins := map[int64]engine.Step{}
+	for round := 0; len(joins) < 2; round++ {
+		if round == 10 {
+			t.Fatalf("after %d rounds only %d parents ran after their children", round, len(joins))
+		}
+		steps, _, err := te.Claim(ctx, "default", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		executingA := 0
+		for _, st := range steps {
+			if st.ID == p1 || st.ID == p2 {
+				joins[st.ID] = st
+				te.apply(t, st, engine.Outcome{Kind: pg.KindDone, Label: "done"})
+				continue
+			}
+			if j := te.job(t, st.ID); j.ConcurrencyKey != nil && *j.ConcurrencyKey == ka {
+				executingA++
+			}
+			te.apply(t, st, engine.Outcome{Kind: pg.KindDone, Label: "done", Result: json.RawMessage(fmt.Sprintf(`{"child": %d}`, st.ID))})
+		}
+		if executingA > 1 {
+			t.Fatalf("round %d claimed %d steps of concurrency key %q at once", round, executingA, ka)
+		}
+		sweep()
+	}
+	for parent, st := range joins {
+		if st.Wake == nil || *st.Wake != "children" {
+			t.Errorf("parent %d ran with wake %v, want children", parent, st.Wake)
+		}
+		var shown []int64
+		for _, c := range st.Children {
+			shown = append(shown, c.ID)
+			if c.Status != "done" || string(c.Result) != fmt.Sprintf(`{"child": %d}`, c.ID) {
+				t.Errorf("parent %d was shown child %d as %s with result %s", parent, c.ID, c.Status, c.Result)
+			}
+		}
+		if !slices.Equal(shown, kids[parent]) {
+			t.Errorf("parent %d was shown children %v, want %v", parent, shown, kids[parent])
+		}
+	}
+	if j := te.job(t, p1); j.ChildrenTotal != 3 || j.ChildrenFinished != 3 {
+		t.Fatalf("p1 at its end: %d children, %d finished", j.ChildrenTotal, j.ChildrenFinished)
+	}
+	page, err := te.Children(ctx, p1, nil, 10)
+	if err != nil || len(page) != 3 {
+		t.Fatalf("the children page of p1: %d jobs, %v", len(page), err)
+	}
+}
+
+// A cancel of a parent reaches its children wherever they live, and a retry of a child
+// whose end its parent counted makes the parent wait for it again. On Citus both cross from
+// one shard to another through the reaper's turn.
+func TestARemoteChildIsCancelledWithItsParentAndCountedAgainWhenRetried(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	te := newTestEngine(t, engine.Config{})
+	sweep := func() {
+		t.Helper()
+		if _, err := te.NewReaper(engine.ReaperConfig{}).Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kc, kd := "k-c", "k-d"
+	one := 1
+
+	// The cancel: the parent waits for a child of its own key and one without.
+	parent := te.insert(t, engine.NewJob{})
+	te.apply(t, te.claim(t), engine.Outcome{Kind: pg.KindSpawn, Label: "spawn", Children: []pg.JobInsert{
+		{Handler: "h", ConcurrencyKey: &kc}, {Handler: "h"}}})
+	if err := te.Cancel(ctx, parent); err != nil {
+		t.Fatal(err)
+	}
+	sweep()
+	for _, c := range childrenOf(t, te, parent) {
+		if j := te.job(t, c); j.Status != "cancelled" {
+			t.Errorf("child %d (concurrency key %v) is %s after its parent's cancel", c, j.ConcurrencyKey, j.Status)
+		}
+	}
+	if j := te.job(t, parent); j.Status != "cancelled" || j.ChildrenFinished != 2 || j.ChildrenTotal != 2 {
+		t.Fatalf("the cancelled parent: %s, %d of %d children finished", j.Status, j.ChildrenFinished, j.ChildrenTotal)
+	}
+	if steps, _, err := te.Claim(ctx, "default", 10); err != nil || len(steps) != 0 {
+		t.Fatalf("a cancelled family left %d steps to claim (%v)", len(steps), err)
+	}
+
+	// The retry: a child of its own key fails, its parent counts it, then it is retried.
+	parent = te.insert(t, engine.NewJob{})
+	te.apply(t, te.claim(t), engine.Outcome{Kind: pg.KindSpawn, Label: "spawn", Children: []pg.JobInsert{
+		{Handler: "h", ConcurrencyKey: &kd, MaxAttempts: &one}, {Handler: "h"}}})
+	steps, _, err := te.Claim(ctx, "default", 10)
+	if err != nil || len(steps) != 2 {
+		t.Fatalf("claimed %d children (%v)", len(steps), err)
+	}
+	keyed := slices.IndexFunc(steps, func(st engine.Step) bool { return te.job(t, st.ID).ConcurrencyKey != nil })
+	failed, other := steps[keyed], steps[1-keyed]
+	te.apply(t, failed, engine.Outcome{Kind: pg.KindFail, Label: "fail", Error: json.RawMessage(`{"message": "no"}`)})
+	sweep()
+	if j := te.job(t, parent); j.Status != "awaiting" || j.PendingChildren != 1 {
+		t.Fatalf("after the keyed child failed: parent %s, %d pending", j.Status, j.PendingChildren)
+	}
+	if err := te.Retry(ctx, failed.ID); err != nil {
+		t.Fatal(err)
+	}
+	sweep()
+	if j := te.job(t, parent); j.Status != "awaiting" || j.PendingChildren != 2 {
+		t.Fatalf("after the keyed child was retried: parent %s, %d pending, want awaiting with 2", j.Status, j.PendingChildren)
+	}
+	te.apply(t, other, engine.Outcome{Kind: pg.KindDone, Label: "done"})
+	sweep()
+	if j := te.job(t, parent); j.Status != "awaiting" || j.PendingChildren != 1 {
+		t.Fatalf("with the retried child still to run: parent %s, %d pending", j.Status, j.PendingChildren)
+	}
+	again := te.claim(t)
+	if again.ID != failed.ID {
+		t.Fatalf("claimed %d, want the retried child %d", again.ID, failed.ID)
+	}
+	te.apply(t, again, engine.Outcome{Kind: pg.KindDone, Label: "done", Result: json.RawMessage(`{"second": true}`)})
+	sweep()
+	join := te.claim(t)
+	if join.ID != parent || len(join.Children) != 2 {
+		t.Fatalf("claimed %d with %d children, want the parent %d with 2", join.ID, len(join.Children), parent)
+	}
+	for _, c := range join.Children {
+		if c.Status != "done" {
+			t.Errorf("the parent was shown child %d as %s", c.ID, c.Status)
+		}
+		if c.ID == failed.ID && string(c.Result) != `{"second": true}` {
+			t.Errorf("the parent was shown the retried child's result %s", c.Result)
+		}
+	}
+}

@@ -1,0 +1,292 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gendurable/gendurable/internal/pg/dbcitus"
+)
+
+// A child away from its parent on Citus (docs/citus.md, "A child away from its parent";
+// migrations/citus/0036). A spawned child lives at its parent's placement, so that a
+// family's statements stay on one shard, unless its own concurrency key or fairness key
+// places it elsewhere: K=1 and a key's cap are exact only where every job of the key
+// lives. Such a remote child lives at its key's placement, and its parent keeps a stub of
+// it at the parent's placement (remote_children), which the family's statements there
+// read as a child: the join's children, the counts, the live children a retry or a replay
+// checks.
+//
+//   - The spawn writes the stubs with the parent's outcome, then the children at their
+//     placements, in one transaction on the coordinator (citusApplyShard).
+//   - A remote child's end does not join its parent in the statement that ends it (the
+//     parent is on another shard): the child keeps parent_join = 'pending', and the
+//     reaper's turn carries its end to the stub and the parent (RemoteChildrenSweep), the
+//     child's mark and the parent's count in one transaction, so an end is joined once.
+//   - A retry or replay of a joined remote child marks it 'relive', and the sweep makes its
+//     stub live again and its waiting parent count it, as JobRetry does at one placement.
+//   - A cancel that reaches a stub marks it, and the sweep cancels the child where it
+//     lives (JobCancel there, which cascades to the child's own family).
+
+// citusChildPlacement is where child ch of a parent at parentAt lives: where its own
+// concurrency key or fairness key places it (citusPlacement), else its parent's.
+func citusChildPlacement(parentAt int, ch *JobInsert) int {
+	switch {
+	case ch.ConcurrencyKey != nil:
+		return PlacementOfKey(*ch.ConcurrencyKey)
+	case placedByFairnessKey(ch):
+		return FairnessPlacement(*ch.FairnessKey)
+	}
+	return parentAt
+}
+
+// queueRemoteChildStubs queues the stubs of remote's children at their parents' shard
+// (placements) and the read of those made, after the spawns' outcome in the same
+// transaction: RemoteChildStubsInsert makes a stub only for a spawn that parked its job.
+func queueRemoteChildStubs(b *pgx.Batch, placements []int, remote *citusSpawnChildren) {
+	ids := remote.ids()
+	b.Queue(citusWithPlacements(dbcitus.RemoteChildStubsInsert, 6, placements), remote.ParentIds, remote.ParentTokens,
+		ids, remote.Handlers, remote.Keys)
+	b.Queue(citusWithPlacements(dbcitus.RemoteChildStubsMade, 2, placements), ids)
+}
+
+// readRemoteChildStubs reads the answers of what queueRemoteChildStubs queued.
+func readRemoteChildStubs(br pgx.BatchResults) ([]dbcitus.RemoteChildStubsMadeRow, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (r dbcitus.RemoteChildStubsMadeRow, err error) {
+		err = row.Scan(&r.ChildID, &r.Queue, &r.TraceContext, &r.FairnessKey)
+		return r, err
+	})
+}
+
+// ids answers the ids c's children get: seq * 1024 + their placement.
+func (c *citusSpawnChildren) ids() []int64 {
+	ids := make([]int64, len(c.Seqs))
+	for i, seq := range c.Seqs {
+		ids[i] = seq*Placements + int64(c.At[i])
+	}
+	return ids
+}
+
+// insertRemoteChildren makes the remote children whose stubs were made (made: a spawn that
+// was fenced off or cancelled makes none), each at its placement, with what it takes from
+// its parent: the queue it names or its parent's, its trace context or its parent's, its
+// fairness key or its parent's or the fair queue's default. It answers their wake-ups. A
+// child with a concurrency key would take its parent's fairness key away from the key's
+// placement, where its cap counts it: that spawn is refused (ErrInvalid), as an insert
+// with both is.
+func insertRemoteChildren(ctx context.Context, tx pgx.Tx, remote *citusSpawnChildren,
+	made []dbcitus.RemoteChildStubsMadeRow) ([]citusWake, error) {
+	parents := make(map[int64]dbcitus.RemoteChildStubsMadeRow, len(made))
+	for _, m := range made {
+		parents[m.ChildID] = m
+	}
+	var p dbcitus.JobInsertRemoteChildrenParams
+	var fairnessKeys []*string
+	var wakes []citusWake
+	for i, id := range remote.ids() {
+		m, ok := parents[id]
+		if !ok {
+			continue
+		}
+		fairnessKey := remote.FairnessKeys[i]
+		if fairnessKey == nil {
+			fairnessKey = cmpOrNil(m.FairnessKey, remote.FairDefaults[i])
+		}
+		if remote.ConcurrencyKeys[i] != "" && fairnessKey != nil && *fairnessKey != "" {
+			return nil, fmt.Errorf("%w: on Citus a spawned child with a concurrency key cannot take its parent's "+
+				"fairness key %q: a fairness key places its jobs, where its cap counts them (give the child "+
+				"\"fairness_key\": \"\", the default key: docs/citus.md)", ErrInvalid, *fairnessKey)
+		}
+		queue := remote.Queues[i]
+		if queue == "" {
+			queue = m.Queue
+		}
+		trace := remote.TraceContexts[i]
+		if trace == "" {
+			trace = valueOr(m.TraceContext, "")
+		}
+		p.Ids, p.Placements, p.ParentIds = append(p.Ids, id), append(p.Placements, remote.At[i]), append(p.ParentIds, remote.ParentIds[i])
+		p.Queues, p.Handlers, p.Inputs = append(p.Queues, queue), append(p.Handlers, remote.Handlers[i]), append(p.Inputs, remote.Inputs[i])
+		p.Keys, p.Priorities, p.RunAts = append(p.Keys, remote.Keys[i]), append(p.Priorities, remote.Priorities[i]), append(p.RunAts, remote.RunAts[i])
+		p.DelaysMs, p.ConcurrencyKeys = append(p.DelaysMs, remote.DelaysMs[i]), append(p.ConcurrencyKeys, remote.ConcurrencyKeys[i])
+		p.MaxAttempts, p.TraceContexts = append(p.MaxAttempts, remote.MaxAttempts[i]), append(p.TraceContexts, trace)
+		fairnessKeys = append(fairnessKeys, fairnessKey)
+		wakes = append(wakes, citusWake{queue: queue, placement: remote.At[i]})
+	}
+	if len(p.Ids) == 0 {
+		return nil, nil
+	}
+	// The fairness keys go as an array with NULLs (no key), which the generated method's
+	// []string cannot carry.
+	_, err := tx.Exec(ctx, dbcitus.JobInsertRemoteChildren, p.Ids, p.Placements, p.ParentIds, p.Queues, p.Handlers,
+		p.Inputs, p.Keys, p.Priorities, p.RunAts, p.DelaysMs, p.ConcurrencyKeys, p.MaxAttempts, p.TraceContexts, fairnessKeys)
+	return wakes, err
+}
+
+// cmpOrNil is the first of a and b that is not nil.
+func cmpOrNil(a, b *string) *string {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// RemoteChildrenSweep carries what a family spread over shards owes across them (Citus
+// only; nothing on plain PostgreSQL, where a family lives in one database): the cancels
+// that reached a remote child's stub, to the child; then the ends of remote children, and
+// their revivals, to their stubs and parents. Each shard's share is one transaction on the
+// coordinator, the child's side and the parent's together. It answers how many it carried.
+// One fan-out probe (two statements, one round trip) when nothing is owed.
+func (db *DB) RemoteChildrenSweep(ctx context.Context, limit int) (int, error) {
+	if db.citus == nil {
+		return 0, nil
+	}
+	l, err := db.layout(ctx)
+	if err != nil {
+		return 0, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(dbcitus.RemoteChildWorkPlacements, limit)
+	b.Queue(dbcitus.RemoteChildCancelPlacements, limit)
+	br := db.pool.SendBatch(ctx, b)
+	scanInts := func() ([]int, error) {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, pgx.RowTo[int])
+	}
+	work, err := scanInts()
+	var cancels []int
+	if err == nil {
+		cancels, err = scanInts()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, translate(err)
+	}
+	shardsOf := func(placements []int) []int {
+		var shards []int
+		for _, p := range placements {
+			shards = append(shards, l.shardIndex(p))
+		}
+		slices.Sort(shards)
+		return slices.Compact(shards)
+	}
+	carried := 0
+	var wakes []citusWake
+	workShards := shardsOf(work)
+	for _, shard := range shardsOf(cancels) {
+		n, at, w, err := db.remoteChildCancels(ctx, l, shard, limit)
+		if err != nil {
+			return carried, err
+		}
+		carried += n
+		wakes = append(wakes, w...)
+		workShards = append(workShards, shardsOf(at)...) // the cancelled children's ends, joined below
+	}
+	slices.Sort(workShards)
+	for _, shard := range slices.Compact(workShards) {
+		n, w, err := db.remoteChildTurns(ctx, l, shard, limit)
+		if err != nil {
+			return carried, err
+		}
+		carried += n
+		wakes = append(wakes, w...)
+	}
+	return carried, db.citusNotify(ctx, wakes)
+}
+
+// remoteChildCancels cancels, where they live, the remote children whose stubs on shard a
+// cancel reached (RemoteChildCancelsTake), in one transaction: n of them, at their
+// placements, and the wake-ups of the parents their cancels woke there.
+func (db *DB) remoteChildCancels(ctx context.Context, l *citusLayout, shard, limit int) (n int, at []int, wakes []citusWake, err error) {
+	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		q := dbcitus.New(tx)
+		children, err := q.RemoteChildCancelsTake(ctx, dbcitus.RemoteChildCancelsTakeParams{
+			Placements: l.shardPlacements(shard), MaxRows: limit})
+		if err != nil {
+			return err
+		}
+		for _, id := range children {
+			placement := l.PlacementOfID(id)
+			r, err := q.JobCancel(ctx, dbcitus.JobCancelParams{Placement: placement, ID: id})
+			if err != nil {
+				return err
+			}
+			at = append(at, placement)
+			wakes = append(wakes, citusWakes(r.Woken, placement)...)
+		}
+		n = len(children)
+		return nil
+	})
+	return n, at, wakes, translate(err)
+}
+
+// remoteChildTurns carries the ends and revivals of up to limit remote children of shard
+// to their parents (RemoteChildTurnsTake, then RemoteChildrenRelive and RemoteChildrenEnd
+// at each parent's shard), in one transaction. It answers how many, and the wake-ups of the
+// parents it woke.
+func (db *DB) remoteChildTurns(ctx context.Context, l *citusLayout, shard, limit int) (n int, wakes []citusWake, err error) {
+	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		q := dbcitus.New(tx)
+		turns, err := q.RemoteChildTurnsTake(ctx, dbcitus.RemoteChildTurnsTakeParams{
+			Placements: l.shardPlacements(shard), MaxRows: limit})
+		if err != nil {
+			return err
+		}
+		n = len(turns)
+		ends := map[int]*dbcitus.RemoteChildrenEndParams{}
+		relives := map[int]*dbcitus.RemoteChildrenReliveParams{}
+		var parentShards []int
+		for _, t := range turns {
+			if t.ParentID == nil {
+				continue // its parent is gone (GC): nothing waits for it
+			}
+			ps := l.shardIndex(l.PlacementOfID(*t.ParentID))
+			if ends[ps] == nil {
+				ends[ps], relives[ps] = &dbcitus.RemoteChildrenEndParams{}, &dbcitus.RemoteChildrenReliveParams{}
+				parentShards = append(parentShards, ps)
+			}
+			if t.Was == "relive" {
+				r := relives[ps]
+				r.ParentIds, r.ChildIds = append(r.ParentIds, *t.ParentID), append(r.ChildIds, t.ID)
+				continue
+			}
+			e := ends[ps]
+			e.ParentIds, e.ChildIds, e.Statuses = append(e.ParentIds, *t.ParentID), append(e.ChildIds, t.ID), append(e.Statuses, t.Status)
+			e.Results, e.Errors = append(e.Results, string(t.Result)), append(e.Errors, string(t.Error))
+		}
+		slices.Sort(parentShards)
+		for _, ps := range parentShards {
+			placements := l.shardPlacements(ps)
+			if r := relives[ps]; len(r.ChildIds) > 0 {
+				r.Placements = placements
+				if err := q.RemoteChildrenRelive(ctx, *r); err != nil {
+					return err
+				}
+			}
+			if e := ends[ps]; len(e.ChildIds) > 0 {
+				e.Placements = placements
+				got, err := q.RemoteChildrenEnd(ctx, *e)
+				if err != nil {
+					return err
+				}
+				wakes = append(wakes, citusWakes(got.Woken, placements[0])...)
+			}
+		}
+		return nil
+	})
+	return n, wakes, translate(err)
+}
