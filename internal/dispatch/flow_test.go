@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -374,6 +375,69 @@ func TestConcurrencyKeyRunsOneAtATime(t *testing.T) {
 		t.Fatalf("keys a and b never ran side by side (peak %d)", c.mostAll)
 	}
 	_ = ctx
+}
+
+// K=1 holds for the children of many parents: 12 parents each spawn two children of key
+// "a", two of key "b" and one without, run by two engines (as two server processes); no
+// key ever runs two steps at once, and every parent's next step is shown its five
+// children done. On Citus a child of a key lives at the key's placement, away from its
+// parent (docs/citus.md, "A child away from its parent"), and the reaper's turn carries
+// its end to its parent.
+func TestSpawnedChildrenKeepTheirConcurrencyKeysAcrossParents(t *testing.T) {
+	t.Parallel()
+	h, engB := twoEngines(t)
+	c := newConcurrency()
+	kids := keyedReceiver(t, c, 5*time.Millisecond)
+	h.handler(t, "h", kids.URL, 3)
+	var mu sync.Mutex
+	joined := map[int64]int{} // parent: children shown done at its join
+	parents := newReceiver(t, func(w http.ResponseWriter, req *webhook.StepRequest) {
+		if req.Job.Step == 0 {
+			answer(w, webhook.Response{Spawn: &webhook.Spawn{Children: []webhook.ChildSpec{
+				{Handler: "h", ConcurrencyKey: "a", Input: json.RawMessage(`"a"`)},
+				{Handler: "h", ConcurrencyKey: "b", Input: json.RawMessage(`"b"`)},
+				{Handler: "h", ConcurrencyKey: "a", Input: json.RawMessage(`"a"`)},
+				{Handler: "h", ConcurrencyKey: "b", Input: json.RawMessage(`"b"`)},
+				{Handler: "h", Input: json.RawMessage(`"none"`)}}}})
+			return
+		}
+		done := 0
+		for _, ch := range req.Children {
+			if ch.Status == "done" {
+				done++
+			}
+		}
+		mu.Lock()
+		joined[req.Job.ID] = done
+		mu.Unlock()
+		answer(w, webhook.Response{Done: &webhook.Done{}})
+	})
+	h.handler(t, "parent", parents.URL, 3)
+	jobs := make([]engine.NewJob, 12)
+	for i := range jobs {
+		jobs[i] = engine.NewJob{Handler: "parent"}
+	}
+	h.insert(t, jobs...)
+	for _, eng := range []*engine.Engine{h.eng, engB} {
+		r := eng.NewReaper(engine.ReaperConfig{Interval: 100 * time.Millisecond})
+		r.Start(context.Background())
+		t.Cleanup(r.Stop)
+		startDispatcher(t, eng, dispatch.Config{PollMin: 2 * time.Millisecond, PollMax: 20 * time.Millisecond})
+	}
+	waitDone(t, h.db, 12*6, citusSlower(30*time.Second))
+	if c.max(`"a"`) != 1 || c.max(`"b"`) != 1 {
+		t.Fatalf("a key ran %d / %d steps at once, want 1", c.max(`"a"`), c.max(`"b"`))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(joined) != 12 {
+		t.Fatalf("%d parents ran after their children, want 12", len(joined))
+	}
+	for parent, done := range joined {
+		if done != 5 {
+			t.Errorf("parent %d was shown %d children done, want 5", parent, done)
+		}
+	}
 }
 
 // Jobs with a key and a concurrency key: each key has one live job (a repeat answers it),
