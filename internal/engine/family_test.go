@@ -196,3 +196,28 @@ func TestARemoteChildIsCancelledWithItsParentAndCountedAgainWhenRetried(t *testi
 		}
 	}
 }
+
+// A spawned child's key is held wherever the child lives: at its parent's placement, or at
+// its own concurrency key's. On Citus both are away from the key's own placement, where a
+// holder row names the child (docs/citus.md, "Displaced keys"); the parent here is placed by
+// a key of its own, not at the first placement of its shard.
+func TestSpawnedChildrenHoldTheirKeysWhereverTheyLive(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	te := newTestEngine(t, engine.Config{})
+	pk, ka, kb, ck := "parent-key-7", "child-key-a", "child-key-b", "ck-1"
+	parent := te.insert(t, engine.NewJob{Key: &pk})
+	te.apply(t, te.claim(t), engine.Outcome{Kind: pg.KindSpawn, Label: "spawn", Children: []pg.JobInsert{
+		{Handler: "h", Key: &ka}, {Handler: "h", Key: &kb, ConcurrencyKey: &ck}}})
+	kids := childrenOf(t, te, parent)
+	if len(kids) != 2 {
+		t.Fatalf("%d children, want 2", len(kids))
+	}
+	for _, k := range []string{ka, kb} {
+		got, err := te.InsertJob(ctx, engine.NewJob{Handler: "h", Key: &k})
+		if err != nil || !got.Deduplicated || !slices.Contains(kids, got.ID) {
+			t.Fatalf("an insert of key %q answered job %d (deduplicated %v, %v), want the child holding it (%v)",
+				k, got.ID, got.Deduplicated, err, kids)
+		}
+	}
+}

@@ -337,7 +337,7 @@ func citusRefusedSpawn(recs []OutcomeRecord) error {
 func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []int, recs []OutcomeRecord, queues []string) (
 	applied []OutcomeApplied, woken []string, remoteWakes []citusWake, err error) {
 	plain := plainOutcomes(recs)
-	children, remote, childQueues, err := db.citusChildren(ctx, placements[0], recs)
+	children, remote, childQueues, err := db.citusChildren(ctx, recs)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -572,13 +572,20 @@ func (c *citusSpawnChildren) keyed() bool {
 }
 
 // citusChildren lays out the children of the spawns among recs: those that live at their
-// parent's placement (parentAt's shard: the batch's) for JobInsertChildren, and the remote
+// parent's placement for JobInsertChildren, and the remote
 // ones, whose own concurrency key or fairness key places them elsewhere
 // (citusChildPlacement), for RemoteChildStubsInsert and JobInsertRemoteChildren; nil when
 // there is none. Their ids are drawn from the coordinator's sequence (one statement, only
 // when a spawn is there). childQueues are the queues the children name (to wake).
-func (db *DB) citusChildren(ctx context.Context, parentAt int, recs []OutcomeRecord) (
+func (db *DB) citusChildren(ctx context.Context, recs []OutcomeRecord) (
 	local, remote *citusSpawnChildren, childQueues []string, err error) {
+	if !slices.ContainsFunc(recs, func(r OutcomeRecord) bool { return r.Kind == KindSpawn && len(r.Children) > 0 }) {
+		return nil, nil, nil, nil
+	}
+	l, err := db.layout(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	var sets [2]citusSpawnChildren // local, remote
 	var queues []string
 	for _, r := range recs {
@@ -589,6 +596,7 @@ func (db *DB) citusChildren(ctx context.Context, parentAt int, recs []OutcomeRec
 		if err := json.Unmarshal(r.Children, &children); err != nil {
 			return nil, nil, nil, err
 		}
+		parentAt := l.PlacementOfID(r.ID)
 		for _, ch := range children {
 			at := citusChildPlacement(parentAt, &ch)
 			c := &sets[0]
