@@ -364,6 +364,11 @@ func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []
 		}
 	}
 	b := &pgx.Batch{}
+	if remote != nil {
+		// The remote children's insert copies rows to several shards: over the transaction's
+		// one connection per worker, not a new one per shard (citus_family.go).
+		b.Queue(citusSequentialModify)
+	}
 	if tx == nil {
 		// An explicit block: Citus runs the statements of a pipeline without one each in
 		// its own transaction on the worker (the job's new status was seen committed
@@ -404,6 +409,11 @@ func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []
 	}
 	br := send.SendBatch(ctx, b)
 	defer br.Close() //nolint:errcheck // the error is Exec's or Query's, read below
+	if remote != nil {
+		if _, err := br.Exec(); err != nil { // citusSequentialModify
+			return nil, nil, nil, translate(err)
+		}
+	}
 	if tx == nil {
 		if _, err := br.Exec(); err != nil { // BEGIN
 			return nil, nil, nil, translate(err)

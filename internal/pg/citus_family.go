@@ -30,6 +30,11 @@ import (
 //   - A cancel that reaches a stub marks it, and the sweep cancels the child where it
 //     lives (JobCancel there, which cascades to the child's own family).
 
+// citusSequentialModify makes Citus write the shards a statement of the transaction reaches
+// over one connection per worker, the connections the transaction's router statements
+// opened, where a multi-shard insert opens one per shard in parallel.
+const citusSequentialModify = `SET LOCAL citus.multi_shard_modify_mode TO 'sequential'`
+
 // citusChildPlacement is where child ch of a parent at parentAt lives: where its own
 // concurrency key or fairness key places it (citusPlacement), else its parent's.
 func citusChildPlacement(parentAt int, ch *JobInsert) int {
@@ -197,8 +202,8 @@ func (db *DB) RemoteChildrenSweep(ctx context.Context, limit int) (int, error) {
 		workShards = append(workShards, shardsOf(at)...) // the cancelled children's ends, joined below
 	}
 	slices.Sort(workShards)
-	for _, shard := range slices.Compact(workShards) {
-		n, w, err := db.remoteChildTurns(ctx, l, shard, limit)
+	if workShards = slices.Compact(workShards); len(workShards) > 0 {
+		n, w, err := db.remoteChildTurns(ctx, l, workShards, limit)
 		if err != nil {
 			return carried, err
 		}
@@ -234,17 +239,25 @@ func (db *DB) remoteChildCancels(ctx context.Context, l *citusLayout, shard, lim
 	return n, at, wakes, translate(err)
 }
 
-// remoteChildTurns carries the ends and revivals of up to limit remote children of shard
-// to their parents (RemoteChildTurnsTake, then RemoteChildrenRelive and RemoteChildrenEnd
-// at each parent's shard), in one transaction. It answers how many, and the wake-ups of the
-// parents it woke.
-func (db *DB) remoteChildTurns(ctx context.Context, l *citusLayout, shard, limit int) (n int, wakes []citusWake, err error) {
+// remoteChildTurns carries the ends and revivals of up to about limit remote children of
+// shards to their parents (RemoteChildTurnsTake on each shard, then RemoteChildrenRelive and
+// RemoteChildrenEnd at each parent's shard), in one transaction: the children of one parent
+// on several shards make one update of it, and the transaction one commit. It answers how
+// many, and the wake-ups of the parents it woke.
+func (db *DB) remoteChildTurns(ctx context.Context, l *citusLayout, shards []int, limit int) (n int, wakes []citusWake, err error) {
 	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		q := dbcitus.New(tx)
-		turns, err := q.RemoteChildTurnsTake(ctx, dbcitus.RemoteChildTurnsTakeParams{
-			Placements: l.shardPlacements(shard), MaxRows: limit})
-		if err != nil {
-			return err
+		var turns []dbcitus.RemoteChildTurnsTakeRow
+		for _, shard := range shards {
+			if len(turns) >= limit {
+				break
+			}
+			got, err := q.RemoteChildTurnsTake(ctx, dbcitus.RemoteChildTurnsTakeParams{
+				Placements: l.shardPlacements(shard), MaxRows: limit - len(turns)})
+			if err != nil {
+				return err
+			}
+			turns = append(turns, got...)
 		}
 		n = len(turns)
 		ends := map[int]*dbcitus.RemoteChildrenEndParams{}
