@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/gendurable/gendurable/internal/engine"
 	"github.com/gendurable/gendurable/internal/pg"
@@ -195,6 +196,27 @@ func TestARemoteChildIsCancelledWithItsParentAndCountedAgainWhenRetried(t *testi
 			t.Errorf("the parent was shown the retried child's result %s", c.Result)
 		}
 	}
+
+	// A cancel between a child's retry and the sweep that counts it again: the cancel found
+	// the child ended, and the child, live again, is cancelled all the same.
+	ke, hour := "k-e", time.Hour.Milliseconds()
+	parent = te.insert(t, engine.NewJob{})
+	te.apply(t, te.claim(t), engine.Outcome{Kind: pg.KindSpawn, Label: "spawn", Children: []pg.JobInsert{
+		{Handler: "h", ConcurrencyKey: &ke, MaxAttempts: &one}, {Handler: "h", DelayMS: &hour}}})
+	child := te.claim(t)
+	te.apply(t, child, engine.Outcome{Kind: pg.KindFail, Label: "fail", Error: json.RawMessage(`{"message": "no"}`)})
+	sweep()
+	if err := te.Retry(ctx, child.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := te.Cancel(ctx, parent); err != nil {
+		t.Fatal(err)
+	}
+	sweep()
+	sweep()
+	if j := te.job(t, child.ID); j.Status != "cancelled" {
+		t.Fatalf("the child retried before its parent's cancel is %s, want cancelled", j.Status)
+	}
 }
 
 // A spawned child's key is held wherever the child lives: at its parent's placement, or at
@@ -219,5 +241,63 @@ func TestSpawnedChildrenHoldTheirKeysWhereverTheyLive(t *testing.T) {
 			t.Fatalf("an insert of key %q answered job %d (deduplicated %v, %v), want the child holding it (%v)",
 				k, got.ID, got.Deduplicated, err, kids)
 		}
+	}
+}
+
+// A remote child whose key places it on its parent's shard, at another placement, is
+// still joined once: the statements of one shard that end a child and join its parent
+// leave a remote child to the reaper's turn, and the join reads it from its stub alone.
+// (Before, its end was counted by its outcome's statement and again by the sweep, which
+// woke its parent while a sibling still ran.)
+func TestARemoteChildOnItsParentsShardIsJoinedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	te := newTestEngine(t, engine.Config{})
+	parent := te.insert(t, engine.NewJob{})
+	key := "same-shard-0"
+	if pgtest.Citus() {
+		shardOf := func(placement int) int {
+			t.Helper()
+			id, err := te.db.QueryInt(ctx, `SELECT get_shard_id_for_distribution_column('jobs', $1::int)`, placement)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int(id)
+		}
+		at := int(parent % pg.Placements)
+		for i := 0; ; i++ {
+			key = fmt.Sprintf("same-shard-%d", i)
+			if p := pg.PlacementOfKey(key); p != at && shardOf(p) == shardOf(at) {
+				break
+			}
+		}
+	}
+	te.apply(t, te.claim(t), engine.Outcome{Kind: pg.KindSpawn, Label: "spawn", Children: []pg.JobInsert{
+		{Handler: "h", ConcurrencyKey: &key}, {Handler: "h"}}})
+	sweep := func() {
+		t.Helper()
+		if _, err := te.NewReaper(engine.ReaperConfig{}).Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps, _, err := te.Claim(ctx, "default", 10)
+	if err != nil || len(steps) != 2 {
+		t.Fatalf("claimed %d children (%v)", len(steps), err)
+	}
+	keyed := slices.IndexFunc(steps, func(st engine.Step) bool { return te.job(t, st.ID).ConcurrencyKey != nil })
+	te.apply(t, steps[keyed], engine.Outcome{Kind: pg.KindDone, Label: "done"})
+	sweep()
+	sweep()
+	if j := te.job(t, parent); j.Status != "awaiting" || j.PendingChildren != 1 {
+		t.Fatalf("after the keyed child's end: parent %s with %d pending, want awaiting with 1", j.Status, j.PendingChildren)
+	}
+	te.apply(t, steps[1-keyed], engine.Outcome{Kind: pg.KindDone, Label: "done"})
+	sweep()
+	join := te.claim(t)
+	if join.ID != parent || len(join.Children) != 2 || join.ChildrenMore != 0 {
+		t.Fatalf("claimed %d with %d children (%d more), want the parent %d with 2", join.ID, len(join.Children), join.ChildrenMore, parent)
+	}
+	if join.Children[0].ID == join.Children[1].ID {
+		t.Fatalf("the join was shown child %d twice", join.Children[0].ID)
 	}
 }

@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -151,6 +152,11 @@ func cmpOrNil(a, b *string) *string {
 // their revivals, to their stubs and parents. Each shard's share is one transaction on the
 // coordinator, the child's side and the parent's together. It answers how many it carried.
 // One fan-out probe (two statements, one round trip) when nothing is owed.
+//
+// A worker that does not answer must not hold up the rest: the probe and each transaction
+// have the shard deadline; when the probe fails, every shard is visited; a shard whose
+// transaction fails is passed over, and so are the other shards of its worker for this
+// sweep, which answers the first error after doing what it could.
 func (db *DB) RemoteChildrenSweep(ctx context.Context, limit int) (int, error) {
 	if db.citus == nil {
 		return 0, nil
@@ -159,58 +165,88 @@ func (db *DB) RemoteChildrenSweep(ctx context.Context, limit int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	workShards, cancelShards, probeErr := db.remoteChildShards(ctx, l, limit)
+	carried := 0
+	var wakes []citusWake
+	var failed error
+	down := map[int32]bool{} // the workers of the shards that failed
+	visit := func(shard int, fn func(ctx context.Context) error) {
+		if down[l.shardGroup(shard)] {
+			return
+		}
+		sctx, cancel := context.WithTimeout(ctx, db.shardTimeout)
+		defer cancel()
+		if err := fn(sctx); err != nil {
+			down[l.shardGroup(shard)] = true
+			if failed == nil {
+				failed = fmt.Errorf("pg: carrying remote children on shard %d: %w", l.shardIDAt(shard), err)
+			}
+		}
+	}
+	for _, shard := range cancelShards {
+		visit(shard, func(ctx context.Context) error {
+			n, at, w, err := db.remoteChildCancels(ctx, l, shard, limit)
+			carried += n
+			wakes = append(wakes, w...)
+			for _, p := range at { // the cancelled children's ends, joined below
+				workShards = append(workShards, l.shardIndex(p))
+			}
+			return err
+		})
+	}
+	slices.Sort(workShards)
+	for _, shard := range slices.Compact(workShards) {
+		visit(shard, func(ctx context.Context) error {
+			n, w, err := db.remoteChildTurns(ctx, l, shard, limit)
+			carried += n
+			wakes = append(wakes, w...)
+			return err
+		})
+	}
+	if err := db.citusNotify(ctx, wakes); err != nil && failed == nil {
+		failed = err
+	}
+	return carried, cmp.Or(failed, probeErr)
+}
+
+// remoteChildShards answers the shards (indexes of l) with remote children to carry and
+// those with stubs whose cancel is to reach their children: one round trip of two fan-out
+// probes, with the shard deadline. When the probe fails, every shard, and its error.
+func (db *DB) remoteChildShards(ctx context.Context, l *citusLayout, limit int) (work, cancels []int, err error) {
+	pctx, cancel := context.WithTimeout(ctx, db.shardTimeout)
+	defer cancel()
 	b := &pgx.Batch{}
 	b.Queue(dbcitus.RemoteChildWorkPlacements, limit)
 	b.Queue(dbcitus.RemoteChildCancelPlacements, limit)
-	br := db.pool.SendBatch(ctx, b)
-	scanInts := func() ([]int, error) {
+	br := db.pool.SendBatch(pctx, b)
+	scan := func() ([]int, error) {
 		rows, err := br.Query()
 		if err != nil {
 			return nil, err
 		}
-		return pgx.CollectRows(rows, pgx.RowTo[int])
-	}
-	work, err := scanInts()
-	var cancels []int
-	if err == nil {
-		cancels, err = scanInts()
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return 0, translate(err)
-	}
-	shardsOf := func(placements []int) []int {
+		placements, err := pgx.CollectRows(rows, pgx.RowTo[int])
 		var shards []int
 		for _, p := range placements {
 			shards = append(shards, l.shardIndex(p))
 		}
 		slices.Sort(shards)
-		return slices.Compact(shards)
+		return slices.Compact(shards), err
 	}
-	carried := 0
-	var wakes []citusWake
-	workShards := shardsOf(work)
-	for _, shard := range shardsOf(cancels) {
-		n, at, w, err := db.remoteChildCancels(ctx, l, shard, limit)
-		if err != nil {
-			return carried, err
+	work, err = scan()
+	if err == nil {
+		cancels, err = scan()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		every := make([]int, l.shardCount())
+		for i := range every {
+			every[i] = i
 		}
-		carried += n
-		wakes = append(wakes, w...)
-		workShards = append(workShards, shardsOf(at)...) // the cancelled children's ends, joined below
+		return every, every, fmt.Errorf("pg: the probe of remote children: %w", translate(err))
 	}
-	slices.Sort(workShards)
-	if workShards = slices.Compact(workShards); len(workShards) > 0 {
-		n, w, err := db.remoteChildTurns(ctx, l, workShards, limit)
-		if err != nil {
-			return carried, err
-		}
-		carried += n
-		wakes = append(wakes, w...)
-	}
-	return carried, db.citusNotify(ctx, wakes)
+	return work, cancels, nil
 }
 
 // remoteChildCancels cancels, where they live, the remote children whose stubs on shard a
@@ -236,28 +272,23 @@ func (db *DB) remoteChildCancels(ctx context.Context, l *citusLayout, shard, lim
 		n = len(children)
 		return nil
 	})
-	return n, at, wakes, translate(err)
+	if err != nil {
+		return 0, nil, nil, translate(err)
+	}
+	return n, at, wakes, nil
 }
 
-// remoteChildTurns carries the ends and revivals of up to about limit remote children of
-// shards to their parents (RemoteChildTurnsTake on each shard, then RemoteChildrenRelive and
-// RemoteChildrenEnd at each parent's shard), in one transaction: the children of one parent
-// on several shards make one update of it, and the transaction one commit. It answers how
-// many, and the wake-ups of the parents it woke.
-func (db *DB) remoteChildTurns(ctx context.Context, l *citusLayout, shards []int, limit int) (n int, wakes []citusWake, err error) {
+// remoteChildTurns carries the ends and revivals of up to limit remote children of shard
+// to their parents (RemoteChildTurnsTake, then RemoteChildrenRelive and RemoteChildrenEnd
+// at each parent's shard), in one transaction: the children of one parent there make one
+// update of it. It answers how many, and the wake-ups of the parents it woke.
+func (db *DB) remoteChildTurns(ctx context.Context, l *citusLayout, shard, limit int) (n int, wakes []citusWake, err error) {
 	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		q := dbcitus.New(tx)
-		var turns []dbcitus.RemoteChildTurnsTakeRow
-		for _, shard := range shards {
-			if len(turns) >= limit {
-				break
-			}
-			got, err := q.RemoteChildTurnsTake(ctx, dbcitus.RemoteChildTurnsTakeParams{
-				Placements: l.shardPlacements(shard), MaxRows: limit - len(turns)})
-			if err != nil {
-				return err
-			}
-			turns = append(turns, got...)
+		turns, err := q.RemoteChildTurnsTake(ctx, dbcitus.RemoteChildTurnsTakeParams{
+			Placements: l.shardPlacements(shard), MaxRows: limit})
+		if err != nil {
+			return err
 		}
 		n = len(turns)
 		ends := map[int]*dbcitus.RemoteChildrenEndParams{}
@@ -301,5 +332,8 @@ func (db *DB) remoteChildTurns(ctx context.Context, l *citusLayout, shards []int
 		}
 		return nil
 	})
-	return n, wakes, translate(err)
+	if err != nil {
+		return 0, nil, translate(err)
+	}
+	return n, wakes, nil
 }

@@ -52,7 +52,7 @@ updated AS (
     WHERE j.placement = ANY ($2::int[])
       AND j.id = l.id AND j.status IN ('runnable', 'executing', 'awaiting')
       AND NOT (j.status = 'executing' AND j.cancel_requested)
-    RETURNING j.id, j.status, j.parent_id, l.now
+    RETURNING j.id, j.status, j.parent_id, j.parent_join, l.now
 ),
 joined AS (
     UPDATE jobs p
@@ -65,7 +65,9 @@ joined AS (
                            ELSE p.eligible_at END,
         updated_at = d.now
     FROM (SELECT parent_id, count(*) AS n, min(now) AS now FROM updated
-          WHERE parent_id IS NOT NULL AND status IN ('done', 'failed', 'cancelled')
+          -- a remote child (parent_join set) joins its parent through the reaper's turn,
+          -- also when its placement is on its parent's shard (docs/citus.md)
+          WHERE parent_id IS NOT NULL AND parent_join IS NULL AND status IN ('done', 'failed', 'cancelled')
           GROUP BY parent_id ORDER BY parent_id) d
     WHERE p.placement = ANY ($2::int[])
       AND p.id = d.parent_id AND p.pending_children > 0
@@ -165,6 +167,7 @@ target AS (
            CASE WHEN j.status = 'cancelled' AND j.cancelled_while = 'awaiting_children' THEN
                (SELECT count(*) FROM jobs c
                 WHERE c.placement = ANY ($1::int[]) AND c.parent_id = j.id
+                  AND c.parent_join IS NULL  -- a remote child on this shard is counted by its stub
                   AND (c.status IN ('runnable', 'executing', 'awaiting') OR c.id IN (SELECT p.id FROM picked p)))
                + (SELECT count(*) FROM remote_children r  -- its remote children's stubs
                   WHERE r.placement = ANY ($1::int[]) AND r.parent_id = j.id AND r.status = 'runnable')
@@ -200,13 +203,14 @@ retried AS (
         updated_at = t.now
     FROM target t
     WHERE j.placement = ANY ($1::int[]) AND j.id = t.id
-    RETURNING j.id, j.key, j.queue, j.parent_id, j.status, t.now
+    RETURNING j.id, j.key, j.queue, j.parent_id, j.parent_join, j.status, t.now
 ),
 parent AS (
     UPDATE jobs p
     SET pending_children = p.pending_children + d.n, updated_at = d.now
     FROM (SELECT r.parent_id, count(*) AS n, min(r.now) AS now FROM retried r
-          WHERE r.parent_id IS NOT NULL GROUP BY r.parent_id ORDER BY r.parent_id) d
+          -- a remote child is counted again by the reaper's turn (parent_join 'relive')
+          WHERE r.parent_id IS NOT NULL AND r.parent_join IS NULL GROUP BY r.parent_id ORDER BY r.parent_id) d
     WHERE p.placement = ANY ($1::int[])
       AND p.id = d.parent_id AND p.status = 'awaiting' AND p.pending_children > 0
       AND p.id NOT IN (SELECT r.id FROM retried r)

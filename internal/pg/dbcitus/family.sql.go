@@ -419,9 +419,12 @@ WITH e AS (
 ),
 stubs AS (
     UPDATE remote_children r
-    SET status = 'runnable', result = NULL, error = NULL
-    FROM e
-    WHERE r.placement = ANY ($1::int[]) AND r.parent_id = e.parent_id AND r.child_id = e.child_id
+    SET status = 'runnable', result = NULL, error = NULL,
+        cancel_requested = r.cancel_requested OR p.cancel_requested OR p.status = 'cancelled'
+    FROM e JOIN jobs p ON p.id = e.parent_id
+    WHERE r.placement = ANY ($1::int[]) AND p.placement = ANY ($1::int[])
+      AND p.placement = r.placement
+      AND r.parent_id = e.parent_id AND r.child_id = e.child_id
     RETURNING r.child_id
 )
 UPDATE jobs p
@@ -441,6 +444,8 @@ type RemoteChildrenReliveParams struct {
 // their parents' shard: each stub is live again, and a parent still waiting for its
 // children counts it again, as JobRetry does for a child at its parent's placement.
 // A router statement.
+// A child revived under a parent that a cancel reached meanwhile is cancelled in turn (the
+// cancel marked only the live stubs): its stub is marked for the next sweep.
 func (q *Queries) RemoteChildrenRelive(ctx context.Context, arg RemoteChildrenReliveParams) error {
 	_, err := q.db.Exec(ctx, RemoteChildrenRelive, arg.Placements, arg.ParentIds, arg.ChildIds)
 	return err

@@ -15,7 +15,8 @@ import (
 
 const ChildLoadForJoin = `-- name: ChildLoadForJoin :many
 SELECT p.id::bigint AS parent_id, c.id, c.handler, c.key, c.status, c.result, c.error,
-       (SELECT count(*) FROM jobs n WHERE n.placement = ANY ($1::int[]) AND n.parent_id = p.id)
+       (SELECT count(*) FROM jobs n WHERE n.placement = ANY ($1::int[]) AND n.parent_id = p.id
+                                      AND n.parent_join IS NULL)
        + (SELECT count(*) FROM remote_children n WHERE n.placement = ANY ($1::int[]) AND n.parent_id = p.id)
          AS total
 FROM unnest($2::bigint[]) AS p(id)
@@ -24,6 +25,7 @@ CROSS JOIN LATERAL (
     FROM ((SELECT c.id, c.handler, c.key, c.status, c.result, c.error
            FROM jobs c
            WHERE c.placement = ANY ($1::int[]) AND c.parent_id = p.id
+             AND c.parent_join IS NULL  -- a remote child on this shard is read from its stub
            ORDER BY c.id
            LIMIT $3::int)
           UNION ALL

@@ -166,7 +166,7 @@ updated AS (
         outcome_token = b.token, outcome_step = j.step, outcome_attempt = j.attempt
     FROM before b
     WHERE j.placement = ANY ($4::int[]) AND j.id = b.id
-    RETURNING j.id, j.status, j.queue, j.handler, j.parent_id, j.attempted_at, b.token, b.now
+    RETURNING j.id, j.status, j.queue, j.handler, j.parent_id, j.parent_join, j.attempted_at, b.token, b.now
 ),
 joined AS (
     UPDATE jobs p
@@ -182,7 +182,9 @@ joined AS (
         -- which join the rows this transaction wrote, must not take a stale record of it.
         outcome_token = NULL
     FROM (SELECT parent_id, count(*) AS n, min(now) AS now FROM updated
-          WHERE parent_id IS NOT NULL AND status IN ('done', 'failed', 'cancelled')
+          -- a remote child (parent_join set) joins its parent through the reaper's turn,
+          -- also when its placement is on its parent's shard (docs/citus.md)
+          WHERE parent_id IS NOT NULL AND parent_join IS NULL AND status IN ('done', 'failed', 'cancelled')
           GROUP BY parent_id ORDER BY parent_id) d
     WHERE p.placement = ANY ($4::int[])
       AND p.id = d.parent_id AND p.pending_children > 0

@@ -28,7 +28,7 @@ updated AS (
         updated_at = l.now
     FROM locked l
     WHERE j.placement = sqlc.arg(placement)::int AND j.id = l.id AND j.status IN ('runnable', 'executing', 'awaiting')
-    RETURNING j.id, j.status, j.parent_id, l.now
+    RETURNING j.id, j.status, j.parent_id, j.parent_join, l.now
 ),
 joined AS (
     UPDATE jobs p
@@ -41,7 +41,9 @@ joined AS (
                            ELSE p.eligible_at END,
         updated_at = d.now
     FROM (SELECT parent_id, count(*) AS n, min(now) AS now FROM updated
-          WHERE parent_id IS NOT NULL AND status IN ('done', 'failed', 'cancelled')
+          -- a remote child (parent_join set) joins its parent through the reaper's turn,
+          -- also when its placement is on its parent's shard (docs/citus.md)
+          WHERE parent_id IS NOT NULL AND parent_join IS NULL AND status IN ('done', 'failed', 'cancelled')
           GROUP BY parent_id ORDER BY parent_id) d
     WHERE p.placement = sqlc.arg(placement)::int
       AND p.id = d.parent_id AND p.pending_children > 0

@@ -137,11 +137,16 @@ WITH e AS (
     SELECT e.parent_id, e.child_id, now() AS now
     FROM ROWS FROM (unnest(sqlc.arg(parent_ids)::bigint[]), unnest(sqlc.arg(child_ids)::bigint[])) AS e(parent_id, child_id)
 ),
+-- A child revived under a parent that a cancel reached meanwhile is cancelled in turn (the
+-- cancel marked only the live stubs): its stub is marked for the next sweep.
 stubs AS (
     UPDATE remote_children r
-    SET status = 'runnable', result = NULL, error = NULL
-    FROM e
-    WHERE r.placement = ANY (sqlc.arg(placements)::int[]) AND r.parent_id = e.parent_id AND r.child_id = e.child_id
+    SET status = 'runnable', result = NULL, error = NULL,
+        cancel_requested = r.cancel_requested OR p.cancel_requested OR p.status = 'cancelled'
+    FROM e JOIN jobs p ON p.id = e.parent_id
+    WHERE r.placement = ANY (sqlc.arg(placements)::int[]) AND p.placement = ANY (sqlc.arg(placements)::int[])
+      AND p.placement = r.placement
+      AND r.parent_id = e.parent_id AND r.child_id = e.child_id
     RETURNING r.child_id
 )
 UPDATE jobs p

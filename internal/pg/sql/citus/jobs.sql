@@ -82,7 +82,8 @@ WHERE j.placement = sqlc.arg(placement)::int AND j.key = sqlc.arg(job_key)::text
 -- parent's placement, and a remote child (docs/citus.md, "A child away from its parent")
 -- is read from its stub there, which holds its end once joined.
 SELECT p.id::bigint AS parent_id, c.id, c.handler, c.key, c.status, c.result, c.error,
-       (SELECT count(*) FROM jobs n WHERE n.placement = ANY (sqlc.arg(placements)::int[]) AND n.parent_id = p.id)
+       (SELECT count(*) FROM jobs n WHERE n.placement = ANY (sqlc.arg(placements)::int[]) AND n.parent_id = p.id
+                                      AND n.parent_join IS NULL)
        + (SELECT count(*) FROM remote_children n WHERE n.placement = ANY (sqlc.arg(placements)::int[]) AND n.parent_id = p.id)
          AS total
 FROM unnest(sqlc.arg(parent_ids)::bigint[]) AS p(id)
@@ -91,6 +92,7 @@ CROSS JOIN LATERAL (
     FROM ((SELECT c.id, c.handler, c.key, c.status, c.result, c.error
            FROM jobs c
            WHERE c.placement = ANY (sqlc.arg(placements)::int[]) AND c.parent_id = p.id
+             AND c.parent_join IS NULL  -- a remote child on this shard is read from its stub
            ORDER BY c.id
            LIMIT sqlc.arg(per_parent)::int)
           UNION ALL
