@@ -301,3 +301,24 @@ func TestARemoteChildOnItsParentsShardIsJoinedOnce(t *testing.T) {
 		t.Fatalf("the join was shown child %d twice", join.Children[0].ID)
 	}
 }
+
+// The outcome that ends a remote child carries its end to its parent at once: the parent
+// runs after its last child without waiting for the reaper's turn (which carries the ends
+// of the other paths: a cancel, an expired lease).
+func TestAParentRunsRightAfterItsLastRemoteChildsOutcome(t *testing.T) {
+	t.Parallel()
+	te := newTestEngine(t, engine.Config{})
+	parent := te.insert(t, engine.NewJob{})
+	ck := "k-now"
+	te.apply(t, te.claim(t), engine.Outcome{Kind: pg.KindSpawn, Label: "spawn", Children: []pg.JobInsert{
+		{Handler: "h", ConcurrencyKey: &ck}}})
+	te.apply(t, te.claim(t), engine.Outcome{Kind: pg.KindDone, Label: "done", Result: json.RawMessage(`{"now": true}`)})
+	if j := te.job(t, parent); j.Status != "runnable" || wakeOf(j) != "children" || j.ChildrenFinished != 1 {
+		t.Fatalf("right after its remote child's outcome the parent is %s (wake %q, %d children finished), want runnable",
+			j.Status, wakeOf(j), j.ChildrenFinished)
+	}
+	join := te.claim(t)
+	if join.ID != parent || len(join.Children) != 1 || string(join.Children[0].Result) != `{"now": true}` {
+		t.Fatalf("claimed %d with children %+v, want the parent with its child's result", join.ID, join.Children)
+	}
+}

@@ -278,8 +278,9 @@ func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queu
 		var got []OutcomeApplied
 		var woken []string
 		var remoteWakes []citusWake
+		var remoteEnds bool
 		err := db.onShard(ctx, l, shard, func(ctx context.Context, q shardQuerier) (err error) {
-			got, woken, remoteWakes, err = db.citusApplyShard(ctx, q, placements, part, queues)
+			got, woken, remoteWakes, remoteEnds, err = db.citusApplyShard(ctx, q, placements, part, queues)
 			return err
 		})
 		if err != nil {
@@ -294,6 +295,9 @@ func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queu
 		applied = append(applied, got...)
 		wake = append(wake, citusWakes(woken, placements[0])...)
 		wake = append(wake, remoteWakes...)
+		if remoteEnds {
+			wake = append(wake, db.remoteChildEndsNow(ctx, l, shard)...)
+		}
 	}
 	return applied, cmp.Or(failed, db.citusNotify(ctx, wake))
 }
@@ -335,11 +339,11 @@ func citusRefusedSpawn(recs []OutcomeRecord) error {
 // the unique index does on plain PostgreSQL); a key away from the child's placement (its
 // parent's) is named its key's holder (citus_keys.go).
 func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []int, recs []OutcomeRecord, queues []string) (
-	applied []OutcomeApplied, woken []string, remoteWakes []citusWake, err error) {
+	applied []OutcomeApplied, woken []string, remoteWakes []citusWake, remoteEnds bool, err error) {
 	plain := plainOutcomes(recs)
 	children, remote, childQueues, err := db.citusChildren(ctx, recs)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, false, err
 	}
 	// One round trip: a pgx batch is one implicit transaction. With queues to create, an
 	// explicit one instead, rolled back when nothing applied.
@@ -352,7 +356,7 @@ func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []
 	// the same transaction: the coordinator's.
 	if len(queues) > 0 || keyed || remote != nil {
 		if tx, err = db.pool.Begin(ctx); err != nil {
-			return nil, nil, nil, translate(err)
+			return nil, nil, nil, false, translate(err)
 		}
 		defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 		send = tx
@@ -360,7 +364,7 @@ func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []
 	var holders citusChildKeyHolders
 	if keyed {
 		if holders, err = db.citusChildKeys(ctx, tx, children, remote); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, false, err
 		}
 	}
 	b := &pgx.Batch{}
@@ -385,13 +389,13 @@ func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []
 	} else {
 		doc, err := json.Marshal(recs)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, false, err
 		}
 		b.Queue(dbcitus.JobApplyOutcomes, doc, placements)
 	}
 	h, err := historyArrays(recs)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, false, err
 	}
 	b.Queue(citusWithPlacements(dbcitus.StepInsertApplied, 8, placements), h.Ids, h.Tokens, h.Kinds, h.Labels,
 		h.HttpStatuses, h.Errors, h.Bodies)
@@ -411,31 +415,32 @@ func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []
 	defer br.Close() //nolint:errcheck // the error is Exec's or Query's, read below
 	if remote != nil {
 		if _, err := br.Exec(); err != nil { // citusSequentialModify
-			return nil, nil, nil, translate(err)
+			return nil, nil, nil, false, translate(err)
 		}
 	}
 	if tx == nil {
 		if _, err := br.Exec(); err != nil { // BEGIN
-			return nil, nil, nil, translate(err)
+			return nil, nil, nil, false, translate(err)
 		}
 	}
 	if len(queues) > 0 {
 		if _, err := br.Exec(); err != nil {
-			return nil, nil, nil, translate(err)
+			return nil, nil, nil, false, translate(err)
 		}
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, nil, nil, translate(err)
+		return nil, nil, nil, false, translate(err)
 	}
 	var statuses, qs, handlers, labels []*string
 	for rows.Next() {
 		var a OutcomeApplied
 		var w []string
+		var remoteEnd bool
 		if plain {
 			var ord int64
 			err = rows.Scan(&a.ID, &ord, seenText{&a.Status, &statuses}, seenText{&a.Queue, &qs}, &a.Ready,
-				seenText{&a.Handler, &handlers}, seenText{&a.Label, &labels}, &a.StartedAt, &a.FinishedAt, &w)
+				seenText{&a.Handler, &handlers}, seenText{&a.Label, &labels}, &a.StartedAt, &a.FinishedAt, &w, &remoteEnd)
 			if err == nil && (ord < 1 || ord > int64(len(recs))) {
 				err = fmt.Errorf("pg: JobApplyPlainOutcomes answered outcome %d of %d", ord, len(recs))
 			}
@@ -443,62 +448,63 @@ func (db *DB) citusApplyShard(ctx context.Context, q shardQuerier, placements []
 				a.Token = recs[ord-1].Token
 			}
 		} else {
-			err = rows.Scan(&a.ID, &a.Token, &a.Status, &a.Queue, &a.Ready, &a.Handler, &a.Label, &a.StartedAt, &a.FinishedAt, &w)
+			err = rows.Scan(&a.ID, &a.Token, &a.Status, &a.Queue, &a.Ready, &a.Handler, &a.Label, &a.StartedAt, &a.FinishedAt, &w, &remoteEnd)
 		}
 		if err != nil {
 			rows.Close()
-			return nil, nil, nil, translate(err)
+			return nil, nil, nil, false, translate(err)
 		}
 		applied = append(applied, a)
+		remoteEnds = remoteEnds || remoteEnd
 		woken = w // the same on every row
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, nil, nil, translate(err)
+		return nil, nil, nil, false, translate(err)
 	}
 	if _, err := br.Exec(); err != nil { // the history
-		return nil, nil, nil, translate(err)
+		return nil, nil, nil, false, translate(err)
 	}
 	if children != nil {
 		if _, err := br.Exec(); err != nil {
-			return nil, nil, nil, translate(err)
+			return nil, nil, nil, false, translate(err)
 		}
 		woken = append(woken, childQueues...)
 	}
 	var made []dbcitus.RemoteChildStubsMadeRow
 	if remote != nil {
 		if made, err = readRemoteChildStubs(br); err != nil {
-			return nil, nil, nil, translate(err)
+			return nil, nil, nil, false, translate(err)
 		}
 	}
 	if tx == nil {
 		if _, err := br.Exec(); err != nil { // COMMIT
-			return nil, nil, nil, translate(err)
+			return nil, nil, nil, false, translate(err)
 		}
 	}
 	if tx != nil {
 		// The queues must not outlive a refused outcome.
 		if err := br.Close(); err != nil {
-			return nil, nil, nil, translate(err)
+			return nil, nil, nil, false, translate(err)
 		}
 		if len(applied) == 0 {
-			return nil, nil, nil, translate(tx.Rollback(ctx))
+			return nil, nil, nil, false, translate(tx.Rollback(ctx))
 		}
 		// A holder row of a child that was not made (its spawn was stale) names no job,
 		// and so holds nothing.
 		if remote != nil {
 			if remoteWakes, err = insertRemoteChildren(ctx, tx, remote, made); err != nil {
-				return nil, nil, nil, translate(err)
+				return nil, nil, nil, false, translate(err)
 			}
 		}
 		if err := citusPutKeyHolders(ctx, dbcitus.New(tx), holders.keys, holders.ids); err != nil {
-			return nil, nil, nil, translate(err)
+			return nil, nil, nil, false, translate(err)
 		}
 		if err := tx.Commit(ctx); err != nil {
-			return nil, nil, nil, translate(err)
+			return nil, nil, nil, false, translate(err)
 		}
 	}
-	return applied, woken, remoteWakes, nil
+	return applied, woken, remoteWakes, remoteEnds, nil
 }
 
 // citusChildKeyHolders are the displaced keys of a batch's children, and the ids of the

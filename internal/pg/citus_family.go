@@ -249,6 +249,25 @@ func (db *DB) remoteChildShards(ctx context.Context, l *citusLayout, limit int) 
 	return work, cancels, nil
 }
 
+// remoteChildEndsNow carries at once to their parents the ends of the remote children that
+// an outcome batch on shard just ended (the statement answers remote_end), so that a
+// parent runs after its last child without waiting for the reaper's turn. Best effort: on
+// failure the reaper's turn carries them, as it does the ends of every other path (a
+// cancel, the reaper's own).
+func (db *DB) remoteChildEndsNow(ctx context.Context, l *citusLayout, shard int) []citusWake {
+	sctx, cancel := context.WithTimeout(ctx, db.shardTimeout)
+	defer cancel()
+	_, wakes, err := db.remoteChildTurns(sctx, l, shard, remoteChildEndsNowLimit)
+	if err != nil {
+		return nil
+	}
+	return wakes
+}
+
+// remoteChildEndsNowLimit bounds what remoteChildEndsNow takes: the ends of one outcome
+// batch, and any the reaper's turn has not carried yet.
+const remoteChildEndsNowLimit = 1000
+
 // remoteChildCancels cancels, where they live, the remote children whose stubs on shard a
 // cancel reached (RemoteChildCancelsTake), in one transaction: n of them, at their
 // placements, and the wake-ups of the parents their cancels woke there.

@@ -160,7 +160,9 @@ joined AS (
 )
 SELECT u.id, u.token, u.status, u.queue, coalesce(u.status = 'runnable' AND u.eligible_at <= u.now, false)::bool AS ready,
        u.handler, u.label, coalesce(u.attempted_at, u.now)::timestamptz AS started_at, u.now::timestamptz AS finished_at,
-       w.woken::text[] AS woken
+       w.woken::text[] AS woken,
+       -- a remote child's end, which the caller carries to its parent next (citus_family.go)
+       coalesce(u.parent_join = 'pending' AND u.status IN ('done', 'failed', 'cancelled'), false)::bool AS remote_end
 FROM updated u
 CROSS JOIN (SELECT array_agg(DISTINCT j.queue) AS woken FROM joined j WHERE j.status = 'runnable') w
 `
@@ -181,6 +183,7 @@ type JobApplyOutcomesRow struct {
 	StartedAt  time.Time
 	FinishedAt time.Time
 	Woken      []string
+	RemoteEnd  bool
 }
 
 // JobApplyOutcomes (sql/job_outcome.sql) on Citus, for the outcomes of one shard
@@ -214,6 +217,7 @@ func (q *Queries) JobApplyOutcomes(ctx context.Context, arg JobApplyOutcomesPara
 			&i.StartedAt,
 			&i.FinishedAt,
 			&i.Woken,
+			&i.RemoteEnd,
 		); err != nil {
 			return nil, err
 		}
@@ -302,7 +306,9 @@ joined AS (
 )
 SELECT u.id, u.ord::bigint AS ord, u.status, u.queue, coalesce(u.status = 'runnable' AND u.eligible_at <= u.now, false)::bool AS ready,
        u.handler, u.label, coalesce(u.attempted_at, u.now)::timestamptz AS started_at, u.now::timestamptz AS finished_at,
-       w.woken::text[] AS woken
+       w.woken::text[] AS woken,
+       -- a remote child's end, which the caller carries to its parent next (citus_family.go)
+       coalesce(u.parent_join = 'pending' AND u.status IN ('done', 'failed', 'cancelled'), false)::bool AS remote_end
 FROM updated u
 CROSS JOIN (SELECT array_agg(DISTINCT j.queue) AS woken FROM joined j WHERE j.status = 'runnable') w
 `
@@ -331,6 +337,7 @@ type JobApplyPlainOutcomesRow struct {
 	StartedAt  time.Time
 	FinishedAt time.Time
 	Woken      []string
+	RemoteEnd  bool
 }
 
 // JobApplyPlainOutcomes (sql/job_outcome.sql) on Citus, for the `next` and `done`
@@ -368,6 +375,7 @@ func (q *Queries) JobApplyPlainOutcomes(ctx context.Context, arg JobApplyPlainOu
 			&i.StartedAt,
 			&i.FinishedAt,
 			&i.Woken,
+			&i.RemoteEnd,
 		); err != nil {
 			return nil, err
 		}

@@ -127,7 +127,9 @@ joined AS (
 )
 SELECT u.id, u.token, u.status, u.queue, coalesce(u.status = 'runnable' AND u.eligible_at <= u.now, false)::bool AS ready,
        u.handler, u.label, coalesce(u.attempted_at, u.now)::timestamptz AS started_at, u.now::timestamptz AS finished_at,
-       w.woken::text[] AS woken
+       w.woken::text[] AS woken,
+       -- a remote child's end, which the caller carries to its parent next (citus_family.go)
+       coalesce(u.parent_join = 'pending' AND u.status IN ('done', 'failed', 'cancelled'), false)::bool AS remote_end
 FROM updated u
 CROSS JOIN (SELECT array_agg(DISTINCT j.queue) AS woken FROM joined j WHERE j.status = 'runnable') w;
 
@@ -212,7 +214,9 @@ joined AS (
 )
 SELECT u.id, u.ord::bigint AS ord, u.status, u.queue, coalesce(u.status = 'runnable' AND u.eligible_at <= u.now, false)::bool AS ready,
        u.handler, u.label, coalesce(u.attempted_at, u.now)::timestamptz AS started_at, u.now::timestamptz AS finished_at,
-       w.woken::text[] AS woken
+       w.woken::text[] AS woken,
+       -- a remote child's end, which the caller carries to its parent next (citus_family.go)
+       coalesce(u.parent_join = 'pending' AND u.status IN ('done', 'failed', 'cancelled'), false)::bool AS remote_end
 FROM updated u
 CROSS JOIN (SELECT array_agg(DISTINCT j.queue) AS woken FROM joined j WHERE j.status = 'runnable') w;
 
