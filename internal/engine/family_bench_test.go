@@ -17,7 +17,8 @@ import (
 // at their parent's placement, joined by the outcome statement itself. "remote": each child
 // with a concurrency key of its own; on Citus (TEST_CITUS=1) they live at their keys'
 // placements (docs/citus.md, "A child away from its parent"): the spawn is a transaction on
-// two or more shards, and the join is one reaper sweep after the outcomes. On plain
+// two or more shards, and each outcome batch that ends a remote child carries its end to the
+// parent in a transaction of its own (a reaper sweep, should the parent still wait). On plain
 // PostgreSQL the two are the same family. Run the two alternately: the machine is shared.
 func BenchmarkSpawnAndJoin(b *testing.B) {
 	for _, remote := range []bool{false, true} {
