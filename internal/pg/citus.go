@@ -183,6 +183,15 @@ func (l *citusLayout) shardCount() int {
 	return len(l.shards)
 }
 
+// allShards answers the index of every shard, in order.
+func (l *citusLayout) allShards() []int {
+	all := make([]int, l.shardCount())
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}
+
 // shardPlacements answers shard i's placements (i taken mod the shard count).
 func (l *citusLayout) shardPlacements(i int) []int {
 	l.mu.RLock()

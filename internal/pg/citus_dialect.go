@@ -874,21 +874,14 @@ func (db *DB) citusGetBackoffs(ctx context.Context, leases []Lease) ([]LeaseBack
 // worker, and the statements per shard pass over the shards of the one that does not
 // answer.
 func (db *DB) citusReaperShards(ctx context.Context, l *citusLayout, probe func(ctx context.Context) ([]int, error)) []int {
-	every := func() []int {
-		all := make([]int, l.shardCount())
-		for i := range all {
-			all[i] = i
-		}
-		return all
-	}
 	if db.circuits.anyOpen() {
-		return every()
+		return l.allShards()
 	}
 	pctx, cancel := context.WithTimeout(ctx, db.shardTimeout)
 	defer cancel()
 	placements, err := probe(pctx)
 	if err != nil {
-		return every()
+		return l.allShards()
 	}
 	seen := make([]bool, l.shardCount())
 	for _, p := range placements {

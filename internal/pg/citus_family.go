@@ -105,7 +105,7 @@ func insertRemoteChildren(ctx context.Context, tx pgx.Tx, remote *citusSpawnChil
 		}
 		fairnessKey := remote.FairnessKeys[i]
 		if fairnessKey == nil {
-			fairnessKey = cmpOrNil(m.FairnessKey, remote.FairDefaults[i])
+			fairnessKey = cmp.Or(m.FairnessKey, remote.FairDefaults[i])
 		}
 		if remote.ConcurrencyKeys[i] != "" && fairnessKey != nil && *fairnessKey != "" {
 			return nil, fmt.Errorf("%w: on Citus a spawned child with a concurrency key cannot take its parent's "+
@@ -136,14 +136,6 @@ func insertRemoteChildren(ctx context.Context, tx pgx.Tx, remote *citusSpawnChil
 	_, err := tx.Exec(ctx, dbcitus.JobInsertRemoteChildren, p.Ids, p.Placements, p.ParentIds, p.Queues, p.Handlers,
 		p.Inputs, p.Keys, p.Priorities, p.RunAts, p.DelaysMs, p.ConcurrencyKeys, p.MaxAttempts, p.TraceContexts, fairnessKeys)
 	return wakes, err
-}
-
-// cmpOrNil is the first of a and b that is not nil.
-func cmpOrNil(a, b *string) *string {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // RemoteChildrenSweep carries what a family spread over shards owes across them (Citus
@@ -240,11 +232,7 @@ func (db *DB) remoteChildShards(ctx context.Context, l *citusLayout, limit int) 
 		err = cerr
 	}
 	if err != nil {
-		every := make([]int, l.shardCount())
-		for i := range every {
-			every[i] = i
-		}
-		return every, every, fmt.Errorf("pg: the probe of remote children: %w", translate(err))
+		return l.allShards(), l.allShards(), fmt.Errorf("pg: the probe of remote children: %w", translate(err))
 	}
 	return work, cancels, nil
 }
@@ -342,11 +330,11 @@ func (db *DB) remoteChildTurns(ctx context.Context, l *citusLayout, shard, limit
 			}
 			if e := ends[ps]; len(e.ChildIds) > 0 {
 				e.Placements = placements
-				got, err := q.RemoteChildrenEnd(ctx, *e)
+				woken, err := q.RemoteChildrenEnd(ctx, *e)
 				if err != nil {
 					return err
 				}
-				wakes = append(wakes, citusWakes(got.Woken, placements[0])...)
+				wakes = append(wakes, citusWakes(woken, placements[0])...)
 			}
 		}
 		return nil

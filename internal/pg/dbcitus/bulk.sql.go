@@ -79,9 +79,8 @@ remote_cancels AS (
     SET cancel_requested = true
     FROM updated u
     WHERE r.placement = ANY ($2::int[]) AND r.parent_id = u.id AND r.status = 'runnable'
-    RETURNING r.child_id
 )
-SELECT (SELECT count(*) FROM candidates) > $1::int AS more, (SELECT count(*) FROM remote_cancels) AS remote_cancels,
+SELECT (SELECT count(*) FROM candidates) > $1::int AS more,
        (SELECT count(*) FROM updated) AS changed,
        (SELECT array_agg(DISTINCT j.queue) FROM joined j WHERE j.status = 'runnable')::text[] AS woken
 `
@@ -98,10 +97,9 @@ type JobCancelManyParams struct {
 }
 
 type JobCancelManyRow struct {
-	More          bool
-	RemoteCancels int64
-	Changed       int64
-	Woken         []string
+	More    bool
+	Changed int64
+	Woken   []string
 }
 
 // JobCancelMany (sql/job_bulk.sql) on the shard whose placements are `placements`: a router
@@ -123,12 +121,7 @@ func (q *Queries) JobCancelMany(ctx context.Context, arg JobCancelManyParams) (J
 		arg.KeyPrefix,
 	)
 	var i JobCancelManyRow
-	err := row.Scan(
-		&i.More,
-		&i.RemoteCancels,
-		&i.Changed,
-		&i.Woken,
-	)
+	err := row.Scan(&i.More, &i.Changed, &i.Woken)
 	return i, err
 }
 

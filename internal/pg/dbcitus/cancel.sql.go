@@ -62,9 +62,8 @@ remote_cancels AS (
     SET cancel_requested = true
     FROM updated u
     WHERE r.placement = $1::int AND r.parent_id = u.id AND r.status = 'runnable'
-    RETURNING r.child_id
 )
-SELECT (SELECT count(*) FROM locked) AS found, (SELECT count(*) FROM remote_cancels) AS remote_cancels,
+SELECT (SELECT count(*) FROM locked) AS found,
        (SELECT count(*) FROM updated) AS changed,
        (SELECT array_agg(DISTINCT j.queue) FROM joined j WHERE j.status = 'runnable')::text[] AS woken
 `
@@ -75,10 +74,9 @@ type JobCancelParams struct {
 }
 
 type JobCancelRow struct {
-	Found         int64
-	RemoteCancels int64
-	Changed       int64
-	Woken         []string
+	Found   int64
+	Changed int64
+	Woken   []string
 }
 
 // JobCancel (sql/job_cancel.sql) at the job's placement: its family lives there, so the
@@ -91,12 +89,7 @@ type JobCancelRow struct {
 func (q *Queries) JobCancel(ctx context.Context, arg JobCancelParams) (JobCancelRow, error) {
 	row := q.db.QueryRow(ctx, JobCancel, arg.Placement, arg.ID)
 	var i JobCancelRow
-	err := row.Scan(
-		&i.Found,
-		&i.RemoteCancels,
-		&i.Changed,
-		&i.Woken,
-	)
+	err := row.Scan(&i.Found, &i.Changed, &i.Woken)
 	return i, err
 }
 

@@ -359,7 +359,6 @@ stubs AS (
     SET status = e.status, result = e.result, error = e.error
     FROM e
     WHERE r.placement = ANY ($6::int[]) AND r.parent_id = e.parent_id AND r.child_id = e.child_id
-    RETURNING r.child_id
 ),
 joined AS (
     UPDATE jobs p
@@ -376,8 +375,7 @@ joined AS (
       AND p.id = d.parent_id AND p.pending_children > 0
     RETURNING p.queue, p.status
 )
-SELECT (SELECT count(*) FROM stubs) AS stubs,
-       (SELECT array_agg(DISTINCT j.queue) FROM joined j WHERE j.status = 'runnable')::text[] AS woken
+SELECT (SELECT array_agg(DISTINCT j.queue) FROM joined j WHERE j.status = 'runnable')::text[] AS woken
 `
 
 type RemoteChildrenEndParams struct {
@@ -389,16 +387,11 @@ type RemoteChildrenEndParams struct {
 	Placements []int
 }
 
-type RemoteChildrenEndRow struct {
-	Stubs int64
-	Woken []string
-}
-
 // The ends of remote children at their parents' shard (placements): each stub takes its
 // child's end, and each parent counts one child fewer, woken when none is left, as the
 // outcome's join does for a child at its parent's placement. A router statement.
 // Index use: remote_children_pkey per child, jobs_pkey per parent.
-func (q *Queries) RemoteChildrenEnd(ctx context.Context, arg RemoteChildrenEndParams) (RemoteChildrenEndRow, error) {
+func (q *Queries) RemoteChildrenEnd(ctx context.Context, arg RemoteChildrenEndParams) ([]string, error) {
 	row := q.db.QueryRow(ctx, RemoteChildrenEnd,
 		arg.ParentIds,
 		arg.ChildIds,
@@ -407,9 +400,9 @@ func (q *Queries) RemoteChildrenEnd(ctx context.Context, arg RemoteChildrenEndPa
 		arg.Errors,
 		arg.Placements,
 	)
-	var i RemoteChildrenEndRow
-	err := row.Scan(&i.Stubs, &i.Woken)
-	return i, err
+	var woken []string
+	err := row.Scan(&woken)
+	return woken, err
 }
 
 const RemoteChildrenRelive = `-- name: RemoteChildrenRelive :exec
@@ -425,7 +418,6 @@ stubs AS (
     WHERE r.placement = ANY ($1::int[]) AND p.placement = ANY ($1::int[])
       AND p.placement = r.placement
       AND r.parent_id = e.parent_id AND r.child_id = e.child_id
-    RETURNING r.child_id
 )
 UPDATE jobs p
 SET pending_children = p.pending_children + d.n, updated_at = d.now

@@ -74,9 +74,8 @@ remote_cancels AS (
     SET cancel_requested = true
     FROM updated u
     WHERE r.placement = ANY (sqlc.arg(placements)::int[]) AND r.parent_id = u.id AND r.status = 'runnable'
-    RETURNING r.child_id
 )
-SELECT (SELECT count(*) FROM candidates) > sqlc.arg(max_rows)::int AS more, (SELECT count(*) FROM remote_cancels) AS remote_cancels,
+SELECT (SELECT count(*) FROM candidates) > sqlc.arg(max_rows)::int AS more,
        (SELECT count(*) FROM updated) AS changed,
        (SELECT array_agg(DISTINCT j.queue) FROM joined j WHERE j.status = 'runnable')::text[] AS woken;
 

@@ -58,9 +58,8 @@ remote_cancels AS (
     SET cancel_requested = true
     FROM updated u
     WHERE r.placement = sqlc.arg(placement)::int AND r.parent_id = u.id AND r.status = 'runnable'
-    RETURNING r.child_id
 )
-SELECT (SELECT count(*) FROM locked) AS found, (SELECT count(*) FROM remote_cancels) AS remote_cancels,
+SELECT (SELECT count(*) FROM locked) AS found,
        (SELECT count(*) FROM updated) AS changed,
        (SELECT array_agg(DISTINCT j.queue) FROM joined j WHERE j.status = 'runnable')::text[] AS woken;
 

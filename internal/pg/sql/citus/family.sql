@@ -108,7 +108,6 @@ stubs AS (
     SET status = e.status, result = e.result, error = e.error
     FROM e
     WHERE r.placement = ANY (sqlc.arg(placements)::int[]) AND r.parent_id = e.parent_id AND r.child_id = e.child_id
-    RETURNING r.child_id
 ),
 joined AS (
     UPDATE jobs p
@@ -125,8 +124,7 @@ joined AS (
       AND p.id = d.parent_id AND p.pending_children > 0
     RETURNING p.queue, p.status
 )
-SELECT (SELECT count(*) FROM stubs) AS stubs,
-       (SELECT array_agg(DISTINCT j.queue) FROM joined j WHERE j.status = 'runnable')::text[] AS woken;
+SELECT (SELECT array_agg(DISTINCT j.queue) FROM joined j WHERE j.status = 'runnable')::text[] AS woken;
 
 -- name: RemoteChildrenRelive :exec
 -- The revivals of remote children (a retry or replay of a child whose end was joined) at
@@ -147,7 +145,6 @@ stubs AS (
     WHERE r.placement = ANY (sqlc.arg(placements)::int[]) AND p.placement = ANY (sqlc.arg(placements)::int[])
       AND p.placement = r.placement
       AND r.parent_id = e.parent_id AND r.child_id = e.child_id
-    RETURNING r.child_id
 )
 UPDATE jobs p
 SET pending_children = p.pending_children + d.n, updated_at = d.now
