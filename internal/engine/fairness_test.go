@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/gendurable/gendurable/internal/engine"
@@ -16,7 +15,8 @@ import (
 // its parent's, whatever queue it names; a child of a parent without one that names a
 // fair queue gets the default key "" (so the fair claim takes it); a rerun keeps the
 // job's key. On Citus the children live with their parent, where the key places it, and
-// a child whose own key places it elsewhere lives there, joining its parent from there.
+// a child whose own key places it elsewhere lives there, joining its parent from there;
+// so does a child with a concurrency key, which places it before a fairness key does.
 func TestSpawnedChildrenKeepTheirFamilysFairnessKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -127,22 +127,50 @@ func TestSpawnedChildrenKeepTheirFamilysFairnessKey(t *testing.T) {
 		t.Fatalf("the parent of the remote child is %s, %d children pending", j.Status, j.PendingChildren)
 	}
 
-	// A child with a fairness key and a concurrency key is refused, as an insert with both
-	// is on Citus: each places its jobs. The step fails as a bad answer, saying why
-	// (TestAnAnswerTheDatabaseRefusesFailsOnlyItsStep), and no child is made.
+	// A child with a concurrency key lives at that key's placement (where K=1 is exact),
+	// with its fairness key, its own or its parent's: that shard's fair claim takes it, and
+	// its end joins its parent.
 	third := te.insert(t, engine.NewJob{Queue: "fair", FairnessKey: &acme})
 	steps, err = te.ClaimFair(ctx, "fair", 10, 10, nil)
 	if err != nil || len(steps) != 1 || steps[0].ID != third {
 		t.Fatalf("the fair claim of the third parent: %d steps, %v", len(steps), err)
 	}
-	ck := "ck"
-	te.apply(t, steps[0], engine.Outcome{Kind: pg.KindSpawn, Label: "spawn",
-		Children: []pg.JobInsert{{Handler: "h", FairnessKey: &other, ConcurrencyKey: &ck}}})
-	if kids := childrenOf(t, te, third); len(kids) != 0 {
-		t.Fatalf("the refused spawn made %d children", len(kids))
+	own, inherited := "ck-own", "ck-inherited"
+	te.apply(t, steps[0], engine.Outcome{Kind: pg.KindSpawn, Label: "spawn", Children: []pg.JobInsert{
+		{Handler: "h", FairnessKey: &other, ConcurrencyKey: &own},
+		{Handler: "h", ConcurrencyKey: &inherited}}})
+	keyed := childrenOf(t, te, third)
+	if len(keyed) != 2 {
+		t.Fatalf("the spawn of two children with concurrency keys made %v", keyed)
 	}
-	if j := te.job(t, third); !strings.Contains(string(j.Error), "cannot have both a fairness key") {
-		t.Fatalf("the refused spawn's step: status %s, error %s", j.Status, j.Error)
+	for _, c := range keyed {
+		j := te.job(t, c)
+		wantKey, wantAt := other, pg.PlacementOfKey(own)
+		if *j.ConcurrencyKey == inherited {
+			wantKey, wantAt = acme, pg.PlacementOfKey(inherited)
+		}
+		if j.FairnessKey == nil || *j.FairnessKey != wantKey || int(c%pg.Placements) != wantAt {
+			t.Fatalf("the child of concurrency key %s: fairness key %v at placement %d, want %q at %d",
+				*j.ConcurrencyKey, j.FairnessKey, c%pg.Placements, wantKey, wantAt)
+		}
+	}
+	for range 5 {
+		if _, err := te.NewReaper(engine.ReaperConfig{}).Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		steps, err = te.ClaimFair(ctx, "fair", 10, 10, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range steps {
+			te.apply(t, st, engine.Outcome{Kind: pg.KindDone, Label: "done"})
+		}
+		if j := te.job(t, third); j.Status == "done" {
+			break
+		}
+	}
+	if j := te.job(t, third); j.Status != "done" {
+		t.Fatalf("the parent of the children with concurrency keys is %s, %d children pending", j.Status, j.PendingChildren)
 	}
 }
 

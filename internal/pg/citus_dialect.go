@@ -302,11 +302,11 @@ func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queu
 	return applied, cmp.Or(failed, db.citusNotify(ctx, wake))
 }
 
-// citusRefusedSpawn refuses a spawn whose child names a rate limit, or a fairness key beside
-// a concurrency key (each places its jobs, and a job lives at one placement: docs/citus.md,
+// citusRefusedSpawn refuses a spawn whose child names a rate limit (docs/citus.md,
 // "Guarantees"). A child whose own concurrency key or fairness key places it away from its
-// parent lives there, a remote child (citus_family.go); a child's key is held from the
-// key's placement when it is elsewhere (a displaced key: citusApplyShard).
+// parent lives there, a remote child (citus_family.go; a concurrency key places it before
+// a fairness key, its own or its parent's); a child's key is held from the key's placement
+// when it is elsewhere (a displaced key: citusApplyShard).
 func citusRefusedSpawn(recs []OutcomeRecord) error {
 	for _, r := range recs {
 		if r.Kind != KindSpawn || len(r.Children) == 0 {
@@ -320,11 +320,6 @@ func citusRefusedSpawn(recs []OutcomeRecord) error {
 			if c.RateLimit != nil || len(c.ExtraRateLimits) > 0 {
 				return fmt.Errorf("%w: on Citus a spawned child cannot have a rate limit yet "+
 					"(its bucket would not be checked across the cluster: docs/citus.md)", ErrInvalid)
-			}
-			if placedByFairnessKey(&c) && c.ConcurrencyKey != nil {
-				return fmt.Errorf("%w: on Citus a fairness key places its jobs, where its cap counts them: "+
-					"a spawned child cannot have both a fairness key (%q) and a concurrency key (docs/citus.md)",
-					ErrInvalid, *c.FairnessKey)
 			}
 		}
 	}

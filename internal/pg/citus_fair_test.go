@@ -19,8 +19,9 @@ import (
 // and through gendurable_enqueue, every job of a key lives at FairnessPlacement(key), a
 // key beside it is displaced (held from its own placement, one live job per key), and the
 // default key "" places nothing (its jobs spread over the shards as unkeyed jobs do). So
-// is a debounce key beside it. A fairness key beside what places a job elsewhere (a
-// concurrency key, a rate limit) is refused, writing nothing.
+// is a debounce key beside it. A concurrency key places its job before a fairness key
+// does (K=1 is exact only where every job of the key lives), and a rate limit beside a
+// fairness key is a remote bucket, through the API and SQL alike.
 func TestCitusFairnessKeyPlacesItsJobs(t *testing.T) {
 	citusOnly(t)
 	t.Parallel()
@@ -86,37 +87,158 @@ func TestCitusFairnessKeyPlacesItsJobs(t *testing.T) {
 		t.Fatalf("the debounce key without a fairness key: %+v (%v); want job %d", again, err, made[0].ID)
 	}
 
-	// Refused beside what places a job elsewhere, through the API and SQL alike.
+	// Beside a concurrency key, the job lives at the concurrency key's placement; beside a
+	// rate limit, at the fairness key's, its bucket remote (rate_placement names it).
 	if _, err := db.RateLimitUpsert(ctx, "slow", 1, 1); err != nil {
 		t.Fatal(err)
 	}
-	before, err := db.QueryInt(ctx, `SELECT count(*) FROM jobs`)
+	beside := []pg.JobInsert{
+		{Queue: "plain", Handler: "h", FairnessKey: str("acme"), ConcurrencyKey: str("k")},
+		{Queue: "plain", Handler: "h", FairnessKey: str("acme"), RateLimit: str("slow")},
+	}
+	inserted, err := db.JobInsertMany(ctx, beside)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, it := range map[string]pg.JobInsert{
-		"concurrency key": {Queue: "plain", Handler: "h", FairnessKey: str("acme"), ConcurrencyKey: str("k")},
-		"rate limit":      {Queue: "plain", Handler: "h", FairnessKey: str("acme"), RateLimit: str("slow")},
-	} {
-		_, err := db.JobInsertMany(ctx, []pg.JobInsert{it})
-		var refused *pg.InsertRefusedError
-		if !errors.As(err, &refused) || len(refused.Problems) != 1 || refused.Problems[0].Field != "fairness_key" {
-			t.Errorf("a fairness key with a %s: %v; want a refusal naming fairness_key", name, err)
-		}
+	var ids []int64
+	for _, it := range inserted {
+		ids = append(ids, it.ID)
 	}
 	for _, options := range []string{
-		`{"fairness_key": "acme", "concurrency_key": "k"}`,
-		`{"fairness_key": "acme", "rate_limit": {"name": "slow"}}`,
+		`{"queue": "plain", "fairness_key": "acme", "concurrency_key": "k"}`,
+		`{"queue": "plain", "fairness_key": "acme", "rate_limit": {"name": "slow"}}`,
 	} {
-		_, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}', $1::jsonb)`, options)
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || pgErr.Code != "22023" || pgErr.ColumnName != "fairness_key" ||
-			!strings.Contains(pgErr.Message, "places its jobs") {
-			t.Errorf("gendurable_enqueue %s: %v; want 22023 on fairness_key", options, err)
+		id, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}', $1::jsonb)`, options)
+		if err != nil {
+			t.Fatalf("gendurable_enqueue %s: %v", options, err)
+		}
+		ids = append(ids, id)
+	}
+	bucket := pg.RateBucketPlacement("slow", "")
+	for n, id := range ids {
+		concurrencyKeyed := n%2 == 0
+		wantAt, wantBucket := pg.PlacementOfKey("k"), "none"
+		if !concurrencyKeyed {
+			wantAt, wantBucket = pg.FairnessPlacement("acme"), strconv.Itoa(bucket)
+			if bucket == wantAt {
+				wantBucket = "none" // the bucket at the job's own placement: its claim debits it
+			}
+		}
+		row, err := db.QueryStrings(ctx, `SELECT placement::text, coalesce(rate_placement::text, 'none'), fairness_key
+			FROM jobs WHERE id = $1`, id)
+		if err != nil || len(row) != 1 || row[0][0] != strconv.Itoa(wantAt) || row[0][1] != wantBucket || row[0][2] != "acme" {
+			t.Fatalf("job %d (concurrency key: %v): placement, bucket and key %v (%v); want %d, %s, acme",
+				id, concurrencyKeyed, row, err, wantAt, wantBucket)
 		}
 	}
-	if after, err := db.QueryInt(ctx, `SELECT count(*) FROM jobs`); err != nil || after != before {
-		t.Fatalf("the refused inserts wrote %d jobs (%v)", after-before, err)
+	// In a fair queue a rate limit is refused, as on plain PostgreSQL: its claims apply none.
+	_, err = db.JobInsertMany(ctx, []pg.JobInsert{{Queue: "fair", Handler: "h", FairnessKey: str("acme"), RateLimit: str("slow")}})
+	var refused *pg.InsertRefusedError
+	if !errors.As(err, &refused) || len(refused.Problems) != 1 || refused.Problems[0].Field != "rate_limit" {
+		t.Fatalf("a rate limit in a fair queue: %v; want a refusal naming rate_limit", err)
+	}
+	_, err = db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}', '{"queue": "fair", "fairness_key": "acme", "rate_limit": {"name": "slow"}}')`)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "22023" || pgErr.ColumnName != "rate_limit" {
+		t.Fatalf("gendurable_enqueue of a rate limit in a fair queue: %v; want 22023 on rate_limit", err)
+	}
+}
+
+// A fair queue's jobs of one fairness key with concurrency keys live at their concurrency
+// keys' placements, on several shards (docs/citus.md, "Fair share"): each shard's fair
+// claim takes them in the key's turns, K=1 holds for every concurrency key, and the key's
+// cap counts its steps on each shard. Claims by three processes at once, each claimed
+// step then done, until the queue is drained: nothing is left, no concurrency key ever
+// had two steps executing, and no shard more than the cap of the key's.
+func TestCitusFairnessKeyBesideConcurrencyKeysDrains(t *testing.T) {
+	citusOnly(t)
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	db := pgtest.Open(t, url, pg.Options{})
+	fairQueue(t, db, "fair")
+	const capOfAcme = 2
+	if _, err := db.FairnessKeyPut(ctx, "fair", "acme", nil, ptr(capOfAcme)); err != nil {
+		t.Fatal(err)
+	}
+	var jobs []pg.JobInsert
+	concurrencyKeys := map[int]bool{}
+	for i := range 60 {
+		it := pg.JobInsert{Queue: "fair", Handler: "h", FairnessKey: str("acme")}
+		if i%3 != 0 {
+			it.ConcurrencyKey = str("account-" + strconv.Itoa(i%7))
+			concurrencyKeys[pg.PlacementOfKey(*it.ConcurrencyKey)] = true
+		}
+		if i%4 == 0 {
+			it.FairnessKey = str("other")
+		}
+		jobs = append(jobs, it)
+	}
+	if _, err := db.JobInsertMany(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	if placements, err := db.QueryInt(ctx, `SELECT count(DISTINCT placement) FROM jobs WHERE fairness_key = 'acme'`); err != nil || placements < 3 {
+		t.Fatalf("the jobs of acme live at %d placements (%v); want its own and its concurrency keys'", placements, err)
+	}
+
+	const processes = 3
+	dbs := make([]*pg.DB, processes)
+	for i := range dbs {
+		dbs[i] = pgtest.Open(t, url, pg.Options{MaxConns: 4})
+	}
+	ok := 200
+	for round := 0; ; round++ {
+		if round == 200 {
+			t.Fatal("the queue did not drain in 200 rounds of claims")
+		}
+		var wg sync.WaitGroup
+		claimed := make([][]pg.ClaimedJob, processes)
+		errs := make([]error, processes)
+		for i, pdb := range dbs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pdb.WarmShards("fair")
+				claimed[i], errs[i] = pdb.JobClaimFair(ctx, pg.FairClaimParams{Slots: 1000, JobClaimParams: pg.JobClaimParams{
+					Queue: "fair", Limit: 8, LeaseTTL: time.Minute, Owner: "p" + strconv.Itoa(i), SignalCap: 100}})
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		// What runs at once after the claims: one step per concurrency key, and no more
+		// than the cap of acme's on any shard.
+		twice, err := db.QueryStrings(ctx, `SELECT concurrency_key, count(*)::text FROM jobs
+			WHERE status = 'executing' AND concurrency_key IS NOT NULL GROUP BY 1 HAVING count(*) > 1`)
+		if err != nil || len(twice) > 0 {
+			t.Fatalf("round %d: concurrency keys with several steps executing: %v (%v)", round, twice, err)
+		}
+		overCap, err := db.QueryStrings(ctx, `SELECT placement::text, count(*)::text FROM jobs
+			WHERE status = 'executing' AND fairness_key = 'acme' GROUP BY 1 HAVING count(*) > $1`, capOfAcme)
+		if err != nil || len(overCap) > 0 {
+			t.Fatalf("round %d: placements with acme over its cap of %d: %v (%v)", round, capOfAcme, overCap, err)
+		}
+		var outcomes []pg.OutcomeRecord
+		for _, cs := range claimed {
+			for _, c := range cs {
+				outcomes = append(outcomes, pg.OutcomeRecord{ID: c.ID, Token: c.LeaseToken, Kind: pg.KindDone,
+					Label: "done", Attempt: c.Attempt, HTTPStatus: &ok})
+			}
+		}
+		if len(outcomes) > 0 {
+			if _, err := db.JobApplyOutcomes(ctx, outcomes, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		left, err := db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE status <> 'done'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			t.Logf("60 jobs of 2 fairness keys over %d concurrency-key placements drained in %d rounds", len(concurrencyKeys), round+1)
+			return
+		}
 	}
 }
 

@@ -86,9 +86,9 @@ func (c *citusSpawnChildren) ids() []int64 {
 // was fenced off or cancelled makes none), each at its placement, with what it takes from
 // its parent: the queue it names or its parent's, its trace context or its parent's, its
 // fairness key or its parent's or the fair queue's default. It answers their wake-ups. A
-// child with a concurrency key would take its parent's fairness key away from the key's
-// placement, where its cap counts it: that spawn is refused (ErrInvalid), as an insert
-// with both is.
+// child placed by its concurrency key keeps its fairness key, its own or its parent's,
+// away from that key's placement: its shard's fair claim counts it against the key's cap
+// there, as an insert with both is counted.
 func insertRemoteChildren(ctx context.Context, tx pgx.Tx, remote *citusSpawnChildren,
 	made []dbcitus.RemoteChildStubsMadeRow) ([]citusWake, error) {
 	parents := make(map[int64]dbcitus.RemoteChildStubsMadeRow, len(made))
@@ -106,11 +106,6 @@ func insertRemoteChildren(ctx context.Context, tx pgx.Tx, remote *citusSpawnChil
 		fairnessKey := remote.FairnessKeys[i]
 		if fairnessKey == nil {
 			fairnessKey = cmp.Or(m.FairnessKey, remote.FairDefaults[i])
-		}
-		if remote.ConcurrencyKeys[i] != "" && fairnessKey != nil && *fairnessKey != "" {
-			return nil, fmt.Errorf("%w: on Citus a spawned child with a concurrency key cannot take its parent's "+
-				"fairness key %q: a fairness key places its jobs, where its cap counts them (give the child "+
-				"\"fairness_key\": \"\", the default key: docs/citus.md)", ErrInvalid, *fairnessKey)
 		}
 		queue := remote.Queues[i]
 		if queue == "" {

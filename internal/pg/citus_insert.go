@@ -17,18 +17,16 @@ import (
 // citusUnsupported names what an item asks for that gendurable does not run on Citus yet
 // (docs/citus.md, "Guarantees"): the field and why, or "" when the item can be inserted.
 func citusUnsupported(it *JobInsert) (field, why string) {
-	// (A rate limit beside a debounce key or a concurrency key runs: the job lives where
-	// they place it, and its bucket is remote; so do several rate limits, all remote:
-	// citus_remote_buckets.go. A debounce key beside a fairness key or a concurrency key
-	// runs displaced: citusDebounce.)
+	// (A rate limit beside a fairness key, a debounce key or a concurrency key runs: the
+	// job lives where they place it, and its bucket is remote; so do several rate limits,
+	// all remote: citus_remote_buckets.go. A debounce key beside a fairness key or a
+	// concurrency key runs displaced: citusDebounce. A fairness key beside a concurrency
+	// key runs where the concurrency key places it: citusPlacement.)
 	switch {
 	case it.ConcurrencyKey != nil && it.ParentID != nil:
 		return "concurrency_key", "on Citus a concurrency key is exact only for a job it places: not with a parent"
 	case it.Debounce != nil && it.ParentID != nil:
 		return "debounce", "on Citus a debounced job lives at its debounce key's placement: not with a parent"
-	case placedByFairnessKey(it) && (it.RateLimit != nil || it.ConcurrencyKey != nil):
-		return "fairness_key", "on Citus a fairness key places its jobs, where its cap counts them: " +
-			"not with a rate limit or a concurrency key"
 	}
 	return "", ""
 }
@@ -69,20 +67,22 @@ func citusRatePlacement(it *JobInsert, placement int) int {
 }
 
 // citusPlacement is where item it lives (docs/citus.md, "Placement"): its parent's, its
-// fairness key's, its key's (unless it has a fairness key, a concurrency key or a rate
-// limit: the key is displaced, citus_keys.go), its concurrency key's, its debounce key's
-// (displaced by the two before: citusDebounce), its rate-limit bucket's, its idempotency
-// key's, or next (the batch's shard).
+// concurrency key's (K=1 is exact only where every job of the key lives), its fairness
+// key's (where the key's cap counts its steps; a job a concurrency key placed elsewhere
+// counts against the cap on its own shard), its key's (unless something above or a rate
+// limit places it: the key is displaced, citus_keys.go), its debounce key's (displaced by
+// the concurrency key and the fairness key: citusDebounce), its rate-limit bucket's, its
+// idempotency key's, or next (the batch's shard).
 func citusPlacement(l *citusLayout, it *JobInsert, next int) int {
 	switch {
 	case it.ParentID != nil:
 		return l.PlacementOfID(*it.ParentID)
-	case placedByFairnessKey(it):
-		return FairnessPlacement(*it.FairnessKey)
-	case it.Key != nil && it.ConcurrencyKey == nil && it.RateLimit == nil:
-		return PlacementOfKey(*it.Key)
 	case it.ConcurrencyKey != nil:
 		return PlacementOfKey(*it.ConcurrencyKey)
+	case placedByFairnessKey(it):
+		return FairnessPlacement(*it.FairnessKey)
+	case it.Key != nil && it.RateLimit == nil:
+		return PlacementOfKey(*it.Key)
 	case it.Debounce != nil:
 		return PlacementOfKey(it.Debounce.Key)
 	case it.RateLimit != nil:

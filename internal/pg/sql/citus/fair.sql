@@ -30,11 +30,12 @@ ON CONFLICT (placement, queue) DO UPDATE SET credit = f.credit WHERE false;
 --    (Citus routes no volatile function in a modifying CTE: citus JobClaim).
 --  * the key the last claim stopped in takes the rest of its turn only when another key
 --    on the shard has due work: alone, it takes a whole turn.
--- Admission is the K=1 probe on the shard for a concurrency key; a fair queue's jobs with
--- a fairness key of their own have none (the insert refuses it on Citus), the default
--- key's may. Index use: jobs_fair_pick per (key, priority) pair and per key taken,
--- fairness_keys_pkey per key (a reference table, local), at most cap entries of
--- jobs_fair_executing per capped key, fair_positions_pkey, jobs_pkey per winner.
+-- Admission is the K=1 probe on the shard for a concurrency key: a job with a concurrency
+-- key lives at that key's placement, with its fairness key, so a key's jobs may be on
+-- several shards, each claim counting the key's steps on its own shard against the cap.
+-- Index use: jobs_fair_pick per (key, priority) pair and per key taken, fairness_keys_pkey
+-- per key (a reference table, local), at most cap entries of jobs_fair_executing per
+-- capped key, fair_positions_pkey, jobs_pkey per winner.
 WITH RECURSIVE pos AS (
     SELECT f.cursor, f.credit
     FROM fair_positions f
