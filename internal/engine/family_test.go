@@ -117,17 +117,13 @@ func TestChildrenWithConcurrencyKeysOfTheirOwnJoinTheirParents(t *testing.T) {
 
 // A cancel of a parent reaches its children wherever they live, and a retry of a child
 // whose end its parent counted makes the parent wait for it again. On Citus both cross from
-// one shard to another through the reaper's turn.
+// one shard to another before the call answers: no reaper sweep runs in this test until
+// the last part, where a remote child's lease expires and the reaper's own sweep carries
+// the end it made to the parent.
 func TestARemoteChildIsCancelledWithItsParentAndCountedAgainWhenRetried(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	te := newTestEngine(t, engine.Config{})
-	sweep := func() {
-		t.Helper()
-		if _, err := te.NewReaper(engine.ReaperConfig{}).Sweep(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
 	kc, kd := "k-c", "k-d"
 	one := 1
 
@@ -138,10 +134,9 @@ func TestARemoteChildIsCancelledWithItsParentAndCountedAgainWhenRetried(t *testi
 	if err := te.Cancel(ctx, parent); err != nil {
 		t.Fatal(err)
 	}
-	sweep()
 	for _, c := range childrenOf(t, te, parent) {
 		if j := te.job(t, c); j.Status != "cancelled" {
-			t.Errorf("child %d (concurrency key %v) is %s after its parent's cancel", c, j.ConcurrencyKey, j.Status)
+			t.Errorf("child %d (concurrency key %v) is %s right after its parent's cancel", c, j.ConcurrencyKey, j.Status)
 		}
 	}
 	if j := te.job(t, parent); j.Status != "cancelled" || j.ChildrenFinished != 2 || j.ChildrenTotal != 2 {
@@ -162,19 +157,16 @@ func TestARemoteChildIsCancelledWithItsParentAndCountedAgainWhenRetried(t *testi
 	keyed := slices.IndexFunc(steps, func(st engine.Step) bool { return te.job(t, st.ID).ConcurrencyKey != nil })
 	failed, other := steps[keyed], steps[1-keyed]
 	te.apply(t, failed, engine.Outcome{Kind: pg.KindFail, Label: "fail", Error: json.RawMessage(`{"message": "no"}`)})
-	sweep()
 	if j := te.job(t, parent); j.Status != "awaiting" || j.PendingChildren != 1 {
 		t.Fatalf("after the keyed child failed: parent %s, %d pending", j.Status, j.PendingChildren)
 	}
 	if err := te.Retry(ctx, failed.ID); err != nil {
 		t.Fatal(err)
 	}
-	sweep()
 	if j := te.job(t, parent); j.Status != "awaiting" || j.PendingChildren != 2 {
-		t.Fatalf("after the keyed child was retried: parent %s, %d pending, want awaiting with 2", j.Status, j.PendingChildren)
+		t.Fatalf("right after the keyed child was retried: parent %s, %d pending, want awaiting with 2", j.Status, j.PendingChildren)
 	}
 	te.apply(t, other, engine.Outcome{Kind: pg.KindDone, Label: "done"})
-	sweep()
 	if j := te.job(t, parent); j.Status != "awaiting" || j.PendingChildren != 1 {
 		t.Fatalf("with the retried child still to run: parent %s, %d pending", j.Status, j.PendingChildren)
 	}
@@ -183,7 +175,6 @@ func TestARemoteChildIsCancelledWithItsParentAndCountedAgainWhenRetried(t *testi
 		t.Fatalf("claimed %d, want the retried child %d", again.ID, failed.ID)
 	}
 	te.apply(t, again, engine.Outcome{Kind: pg.KindDone, Label: "done", Result: json.RawMessage(`{"second": true}`)})
-	sweep()
 	join := te.claim(t)
 	if join.ID != parent || len(join.Children) != 2 {
 		t.Fatalf("claimed %d with %d children, want the parent %d with 2", join.ID, len(join.Children), parent)
@@ -196,26 +187,70 @@ func TestARemoteChildIsCancelledWithItsParentAndCountedAgainWhenRetried(t *testi
 			t.Errorf("the parent was shown the retried child's result %s", c.Result)
 		}
 	}
+	te.apply(t, join, engine.Outcome{Kind: pg.KindDone, Label: "done"})
 
-	// A cancel between a child's retry and the sweep that counts it again: the cancel found
-	// the child ended, and the child, live again, is cancelled all the same.
+	// A cancel right after a child's retry: the child, live again, is cancelled.
 	ke, hour := "k-e", time.Hour.Milliseconds()
 	parent = te.insert(t, engine.NewJob{})
 	te.apply(t, te.claim(t), engine.Outcome{Kind: pg.KindSpawn, Label: "spawn", Children: []pg.JobInsert{
 		{Handler: "h", ConcurrencyKey: &ke, MaxAttempts: &one}, {Handler: "h", DelayMS: &hour}}})
 	child := te.claim(t)
 	te.apply(t, child, engine.Outcome{Kind: pg.KindFail, Label: "fail", Error: json.RawMessage(`{"message": "no"}`)})
-	sweep()
 	if err := te.Retry(ctx, child.ID); err != nil {
 		t.Fatal(err)
 	}
 	if err := te.Cancel(ctx, parent); err != nil {
 		t.Fatal(err)
 	}
-	sweep()
-	sweep()
 	if j := te.job(t, child.ID); j.Status != "cancelled" {
 		t.Fatalf("the child retried before its parent's cancel is %s, want cancelled", j.Status)
+	}
+	if j := te.job(t, parent); j.ChildrenFinished != 2 || j.ChildrenTotal != 2 {
+		t.Fatalf("the cancelled parent: %d of %d children finished, want 2 of 2", j.ChildrenFinished, j.ChildrenTotal)
+	}
+
+	// A bulk cancel and a bulk retry by filter: each carries what it owes across shards
+	// before it answers (the remote child's end to its parent's stub, then its revival).
+	kb, bulkQueue := "k-b", "family-bulk"
+	parent = te.insert(t, engine.NewJob{Queue: bulkQueue})
+	spawn, _, err := te.Claim(ctx, bulkQueue, 1)
+	if err != nil || len(spawn) != 1 {
+		t.Fatalf("the claim of the bulk family's parent: %d steps (%v)", len(spawn), err)
+	}
+	te.apply(t, spawn[0], engine.Outcome{Kind: pg.KindSpawn, Label: "spawn", Children: []pg.JobInsert{
+		{Handler: "h", ConcurrencyKey: &kb}}})
+	if r, err := te.CancelJobs(ctx, engine.BulkFilter{Queue: &bulkQueue}, 0); err != nil || r.Changed != 2 {
+		t.Fatalf("the bulk cancel: %+v (%v), want 2 changed", r, err)
+	}
+	if j := te.job(t, parent); j.Status != "cancelled" || j.ChildrenFinished != 1 || j.ChildrenTotal != 1 {
+		t.Fatalf("right after the bulk cancel: parent %s with %d of %d children finished, want cancelled with 1 of 1",
+			j.Status, j.ChildrenFinished, j.ChildrenTotal)
+	}
+	if r, err := te.RetryJobs(ctx, engine.BulkFilter{Queue: &bulkQueue}, 0); err != nil || r.Changed != 2 {
+		t.Fatalf("the bulk retry: %+v (%v), want 2 changed", r, err)
+	}
+	if j := te.job(t, parent); j.ChildrenFinished != 0 || j.ChildrenTotal != 1 {
+		t.Fatalf("right after the bulk retry: parent %s with %d of %d children finished, want 0 of 1",
+			j.Status, j.ChildrenFinished, j.ChildrenTotal)
+	}
+
+	// An end no call carries: a remote child whose process died. The reaper takes its
+	// expired lease back (its one attempt spent: failed), and the same sweep carries the
+	// end to its parent.
+	kf := "k-f"
+	parent = te.insert(t, engine.NewJob{})
+	te.apply(t, te.claim(t), engine.Outcome{Kind: pg.KindSpawn, Label: "spawn", Children: []pg.JobInsert{
+		{Handler: "h", ConcurrencyKey: &kf, MaxAttempts: &one}}})
+	lost := te.claim(t)
+	ahead := te.NewReaper(engine.ReaperConfig{Now: func() time.Time { return time.Now().Add(2 * time.Hour) }})
+	if _, err := ahead.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if j := te.job(t, lost.ID); j.Status != "failed" {
+		t.Fatalf("the child whose lease expired is %s, want failed", j.Status)
+	}
+	if j := te.job(t, parent); j.Status != "runnable" || j.PendingChildren != 0 {
+		t.Fatalf("after the reaper's sweep: parent %s with %d pending, want runnable with 0", j.Status, j.PendingChildren)
 	}
 }
 

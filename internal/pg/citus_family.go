@@ -23,13 +23,19 @@ import (
 //   - The spawn writes the stubs with the parent's outcome, then the children at their
 //     placements, in one transaction on the coordinator (citusApplyShard).
 //   - A remote child's end does not join its parent in the statement that ends it (the
-//     parent is on another shard): the child keeps parent_join = 'pending', and the
-//     reaper's turn carries its end to the stub and the parent (RemoteChildrenSweep), the
-//     child's mark and the parent's count in one transaction, so an end is joined once.
-//   - A retry or replay of a joined remote child marks it 'relive', and the sweep makes its
-//     stub live again and its waiting parent count it, as JobRetry does at one placement.
-//   - A cancel that reaches a stub marks it, and the sweep cancels the child where it
+//     parent is on another shard): the child keeps parent_join = 'pending', and its end is
+//     carried to the stub and the parent in a transaction of its own, the child's mark and
+//     the parent's count together, so an end is joined once.
+//   - A retry or replay of a joined remote child marks it 'relive', and the carry makes
+//     its stub live again and its waiting parent count it, as JobRetry does at one
+//     placement.
+//   - A cancel that reaches a stub marks it, and the carry cancels the child where it
 //     lives (JobCancel there, which cascades to the child's own family).
+//
+// The process whose statement owes the carry makes it at once: an outcome batch
+// (remoteChildEndsNow), a cancel, retry or replay by id (carryRemoteChildrenNow), a bulk
+// action (citusBulk). The reaper's turn (RemoteChildrenSweep) carries what they could not
+// and the ends of its own expired leases.
 
 // citusSequentialModify makes Citus write the shards a statement of the transaction reaches
 // over one connection per worker, the connections the transaction's router statements
@@ -153,6 +159,28 @@ func (db *DB) RemoteChildrenSweep(ctx context.Context, limit int) (int, error) {
 		return 0, err
 	}
 	workShards, cancelShards, probeErr := db.remoteChildShards(ctx, l, limit)
+	carried, err := db.carryRemoteChildren(ctx, l, cancelShards, workShards, limit)
+	return carried, cmp.Or(err, probeErr)
+}
+
+// carryRemoteChildrenNow carries at once what a cancel, a retry or a replay at placement
+// owes across shards (its statement said so), so that a remote child is cancelled, or its
+// parent counts it again, without waiting for the reaper's turn: the stubs a cancel marked
+// there, then the ends and revivals of the remote children there and of those it
+// cancelled. Best effort, as remoteChildEndsNow: what fails here the reaper's turn carries.
+func (db *DB) carryRemoteChildrenNow(ctx context.Context, placement int) {
+	l, err := db.layout(ctx)
+	if err != nil {
+		return
+	}
+	shard := []int{l.shardIndex(placement)}
+	_, _ = db.carryRemoteChildren(ctx, l, shard, shard, remoteChildEndsNowLimit)
+}
+
+// carryRemoteChildren is RemoteChildrenSweep's work on the shards (indexes of l) that the
+// probe named: the cancels of cancelShards' stubs, then the turns of workShards and of the
+// shards of the children cancelled, and the wake-ups.
+func (db *DB) carryRemoteChildren(ctx context.Context, l *citusLayout, cancelShards, workShards []int, limit int) (int, error) {
 	carried := 0
 	var wakes []citusWake
 	var failed error
@@ -193,7 +221,7 @@ func (db *DB) RemoteChildrenSweep(ctx context.Context, limit int) (int, error) {
 	if err := db.citusNotify(ctx, wakes); err != nil && failed == nil {
 		failed = err
 	}
-	return carried, cmp.Or(failed, probeErr)
+	return carried, failed
 }
 
 // remoteChildShards answers the shards (indexes of l) with remote children to carry and
@@ -235,8 +263,7 @@ func (db *DB) remoteChildShards(ctx context.Context, l *citusLayout, limit int) 
 // remoteChildEndsNow carries at once to their parents the ends of the remote children that
 // an outcome batch on shard just ended (the statement answers remote_end), so that a
 // parent runs after its last child without waiting for the reaper's turn. Best effort: on
-// failure the reaper's turn carries them, as it does the ends of every other path (a
-// cancel, the reaper's own).
+// failure the reaper's turn carries them, as it does the ends of its own expired leases.
 func (db *DB) remoteChildEndsNow(ctx context.Context, l *citusLayout, shard int) []citusWake {
 	sctx, cancel := context.WithTimeout(ctx, db.shardTimeout)
 	defer cancel()

@@ -123,6 +123,7 @@ type bulkPart struct {
 // go in id order; across shards, in shard order. More is set when a shard had more, or
 // the limit stopped the walk before the last shard. A shard whose statement fails stops
 // the walk: what the shards before it did is kept, and the caller's next batch goes on.
+// What a family spread over shards is owed goes across them before it answers.
 func (db *DB) citusBulk(ctx context.Context, limit int, run func(q *dbcitus.Queries, placements []int, rows int) (bulkPart, error)) (BulkChanged, error) {
 	l, err := db.layout(ctx)
 	if err != nil {
@@ -145,6 +146,12 @@ func (db *DB) citusBulk(ctx context.Context, limit int, run func(q *dbcitus.Quer
 		out.Changed += part.changed
 		out.More = out.More || part.more
 		wake = append(wake, citusWakes(part.woken, placements[0])...)
+	}
+	if out.Changed > 0 {
+		// What it owes the families spread over shards (stubs it marked for cancel, remote
+		// children it ended or revived), carried at once by one sweep: a fan-out probe, and
+		// the shards it names. Best effort: what fails here the reaper's turn carries.
+		_, _ = db.RemoteChildrenSweep(ctx, remoteChildEndsNowLimit)
 	}
 	return out, db.citusNotify(ctx, wake)
 }

@@ -27,6 +27,9 @@ func (db *DB) JobReplay(ctx context.Context, id int64, fromStep int, state json.
 		if err != nil {
 			return translate(err)
 		}
+		if r.Relive {
+			db.carryRemoteChildrenNow(ctx, placement)
+		}
 		return db.citusNotify(ctx, []citusWake{{queue: r.Queue, placement: placement}})
 	}
 	_, err := db.q.JobReplay(ctx, dbsqlc.JobReplayParams{ID: id, FromStep: fromStep, State: state})

@@ -126,6 +126,9 @@ func (db *DB) JobCancel(ctx context.Context, id int64) (found bool, changed int,
 		if err != nil {
 			return false, 0, translate(err)
 		}
+		if r.RemoteWork > 0 {
+			db.carryRemoteChildrenNow(ctx, placement)
+		}
 		return r.Found > 0, int(r.Changed), db.citusNotify(ctx, citusWakes(r.Woken, int(placement)))
 	}
 	r, err := db.q.JobCancel(ctx, id)
@@ -147,6 +150,9 @@ func (db *DB) JobRetry(ctx context.Context, id int64) error {
 		})
 		if err != nil {
 			return translate(err)
+		}
+		if r.Relive {
+			db.carryRemoteChildrenNow(ctx, placement)
 		}
 		if r.Status == "runnable" {
 			return db.citusNotify(ctx, []citusWake{{queue: r.Queue, placement: int(placement)}})

@@ -62,10 +62,15 @@ remote_cancels AS (
     SET cancel_requested = true
     FROM updated u
     WHERE r.placement = $1::int AND r.parent_id = u.id AND r.status = 'runnable'
+    RETURNING r.child_id
 )
 SELECT (SELECT count(*) FROM locked) AS found,
        (SELECT count(*) FROM updated) AS changed,
-       (SELECT array_agg(DISTINCT j.queue) FROM joined j WHERE j.status = 'runnable')::text[] AS woken
+       (SELECT array_agg(DISTINCT j.queue) FROM joined j WHERE j.status = 'runnable')::text[] AS woken,
+       -- what the caller carries across shards at once: the stubs marked, and the ends of
+       -- the remote children cancelled here (their parents elsewhere)
+       (SELECT count(*) FROM remote_cancels)
+       + (SELECT count(*) FROM updated u WHERE u.parent_join = 'pending' AND u.status = 'cancelled') AS remote_work
 `
 
 type JobCancelParams struct {
@@ -74,9 +79,10 @@ type JobCancelParams struct {
 }
 
 type JobCancelRow struct {
-	Found   int64
-	Changed int64
-	Woken   []string
+	Found      int64
+	Changed    int64
+	Woken      []string
+	RemoteWork int32
 }
 
 // JobCancel (sql/job_cancel.sql) at the job's placement: its family lives there, so the
@@ -84,12 +90,17 @@ type JobCancelRow struct {
 // is read in `locked` (an UPDATE's SET on Citus may not call now() inside CASE) and the
 // wake-up is the caller's (`woken`, NOTIFY on the coordinator).
 // The live remote children of the cancelled jobs (docs/citus.md, "A child away from its
-// parent"): their stubs are marked here, and the reaper's turn cancels each child where it
-// lives (RemoteChildCancelsTake).
+// parent"): their stubs are marked here, and the caller (else the reaper's turn) cancels
+// each child where it lives (RemoteChildCancelsTake).
 func (q *Queries) JobCancel(ctx context.Context, arg JobCancelParams) (JobCancelRow, error) {
 	row := q.db.QueryRow(ctx, JobCancel, arg.Placement, arg.ID)
 	var i JobCancelRow
-	err := row.Scan(&i.Found, &i.Changed, &i.Woken)
+	err := row.Scan(
+		&i.Found,
+		&i.Changed,
+		&i.Woken,
+		&i.RemoteWork,
+	)
 	return i, err
 }
 
@@ -134,12 +145,12 @@ retried AS (
                      ELSE j.error END,
         attempt = 0, finished_at = NULL, cancel_requested = false, cancelled_while = NULL,
         fairness_key = coalesce(j.fairness_key, t.fair_default),
-        -- a remote child whose end its parent counted: the reaper's turn counts it again
+        -- a remote child whose end its parent counted: counted again across shards
         parent_join = CASE WHEN j.parent_join = 'joined' THEN 'relive' ELSE j.parent_join END,
         updated_at = t.now
     FROM target t
     WHERE j.placement = $1::int AND j.id = t.id
-    RETURNING j.id, j.queue, j.parent_id, j.status, t.now
+    RETURNING j.id, j.queue, j.parent_id, j.status, j.parent_join, t.now
 ),
 parent AS (
     UPDATE jobs p
@@ -147,7 +158,7 @@ parent AS (
     FROM retried r
     WHERE p.placement = $1::int AND p.id = r.parent_id AND p.status = 'awaiting' AND p.pending_children > 0
 )
-SELECT r.id, r.queue, r.status FROM retried r
+SELECT r.id, r.queue, r.status, coalesce(r.parent_join = 'relive', false)::bool AS relive FROM retried r
 `
 
 type JobRetryParams struct {
@@ -159,13 +170,20 @@ type JobRetryRow struct {
 	ID     int64
 	Queue  string
 	Status string
+	Relive bool
 }
 
 // JobRetry (sql/job_cancel.sql) at the job's placement, a router statement; the clock is
 // read in `target`, and the wake-up is the caller's.
+// relive: a remote child to count again, which the caller (else the reaper's turn) carries
 func (q *Queries) JobRetry(ctx context.Context, arg JobRetryParams) (JobRetryRow, error) {
 	row := q.db.QueryRow(ctx, JobRetry, arg.Placement, arg.ID)
 	var i JobRetryRow
-	err := row.Scan(&i.ID, &i.Queue, &i.Status)
+	err := row.Scan(
+		&i.ID,
+		&i.Queue,
+		&i.Status,
+		&i.Relive,
+	)
 	return i, err
 }

@@ -33,11 +33,11 @@ replayed AS (
         pending_children = 0, late_signals = NULL, cancel_requested = false, cancelled_while = NULL,
         debounce_key = NULL, debounce_deadline = NULL, finished_at = NULL, updated_at = t.now,
         fairness_key = coalesce(j.fairness_key, t.fair_default),
-        -- a remote child whose end its parent counted: the reaper's turn counts it again
+        -- a remote child whose end its parent counted: counted again across shards
         parent_join = CASE WHEN j.parent_join = 'joined' THEN 'relive' ELSE j.parent_join END
     FROM target t
     WHERE j.placement = $1::int AND j.id = t.id
-    RETURNING j.id, j.queue, j.parent_id, t.now
+    RETURNING j.id, j.queue, j.parent_id, j.parent_join, t.now
 ),
 parent AS (
     UPDATE jobs p
@@ -45,7 +45,7 @@ parent AS (
     FROM replayed r
     WHERE p.placement = $1::int AND p.id = r.parent_id AND p.status = 'awaiting' AND p.pending_children > 0
 )
-SELECT r.id, r.queue FROM replayed r
+SELECT r.id, r.queue, coalesce(r.parent_join = 'relive', false)::bool AS relive FROM replayed r
 `
 
 type JobReplayParams struct {
@@ -56,13 +56,15 @@ type JobReplayParams struct {
 }
 
 type JobReplayRow struct {
-	ID    int64
-	Queue string
+	ID     int64
+	Queue  string
+	Relive bool
 }
 
 // JobReplay (sql/job_replay.sql) at the job's placement, a router statement (the job, its
 // children and its parent share the placement); the clock is read in `target`, and the
 // wake-up is the caller's.
+// relive: a remote child to count again, which the caller (else the reaper's turn) carries
 func (q *Queries) JobReplay(ctx context.Context, arg JobReplayParams) (JobReplayRow, error) {
 	row := q.db.QueryRow(ctx, JobReplay,
 		arg.Placement,
@@ -71,7 +73,7 @@ func (q *Queries) JobReplay(ctx context.Context, arg JobReplayParams) (JobReplay
 		arg.State,
 	)
 	var i JobReplayRow
-	err := row.Scan(&i.ID, &i.Queue)
+	err := row.Scan(&i.ID, &i.Queue, &i.Relive)
 	return i, err
 }
 

@@ -51,17 +51,22 @@ joined AS (
     RETURNING p.queue, p.status
 ),
 -- The live remote children of the cancelled jobs (docs/citus.md, "A child away from its
--- parent"): their stubs are marked here, and the reaper's turn cancels each child where it
--- lives (RemoteChildCancelsTake).
+-- parent"): their stubs are marked here, and the caller (else the reaper's turn) cancels
+-- each child where it lives (RemoteChildCancelsTake).
 remote_cancels AS (
     UPDATE remote_children r
     SET cancel_requested = true
     FROM updated u
     WHERE r.placement = sqlc.arg(placement)::int AND r.parent_id = u.id AND r.status = 'runnable'
+    RETURNING r.child_id
 )
 SELECT (SELECT count(*) FROM locked) AS found,
        (SELECT count(*) FROM updated) AS changed,
-       (SELECT array_agg(DISTINCT j.queue) FROM joined j WHERE j.status = 'runnable')::text[] AS woken;
+       (SELECT array_agg(DISTINCT j.queue) FROM joined j WHERE j.status = 'runnable')::text[] AS woken,
+       -- what the caller carries across shards at once: the stubs marked, and the ends of
+       -- the remote children cancelled here (their parents elsewhere)
+       (SELECT count(*) FROM remote_cancels)
+       + (SELECT count(*) FROM updated u WHERE u.parent_join = 'pending' AND u.status = 'cancelled') AS remote_work;
 
 -- name: JobRetry :one
 -- JobRetry (sql/job_cancel.sql) at the job's placement, a router statement; the clock is
@@ -106,12 +111,12 @@ retried AS (
                      ELSE j.error END,
         attempt = 0, finished_at = NULL, cancel_requested = false, cancelled_while = NULL,
         fairness_key = coalesce(j.fairness_key, t.fair_default),
-        -- a remote child whose end its parent counted: the reaper's turn counts it again
+        -- a remote child whose end its parent counted: counted again across shards
         parent_join = CASE WHEN j.parent_join = 'joined' THEN 'relive' ELSE j.parent_join END,
         updated_at = t.now
     FROM target t
     WHERE j.placement = sqlc.arg(placement)::int AND j.id = t.id
-    RETURNING j.id, j.queue, j.parent_id, j.status, t.now
+    RETURNING j.id, j.queue, j.parent_id, j.status, j.parent_join, t.now
 ),
 parent AS (
     UPDATE jobs p
@@ -119,4 +124,5 @@ parent AS (
     FROM retried r
     WHERE p.placement = sqlc.arg(placement)::int AND p.id = r.parent_id AND p.status = 'awaiting' AND p.pending_children > 0
 )
-SELECT r.id, r.queue, r.status FROM retried r;
+-- relive: a remote child to count again, which the caller (else the reaper's turn) carries
+SELECT r.id, r.queue, r.status, coalesce(r.parent_join = 'relive', false)::bool AS relive FROM retried r;

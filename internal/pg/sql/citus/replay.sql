@@ -24,11 +24,11 @@ replayed AS (
         pending_children = 0, late_signals = NULL, cancel_requested = false, cancelled_while = NULL,
         debounce_key = NULL, debounce_deadline = NULL, finished_at = NULL, updated_at = t.now,
         fairness_key = coalesce(j.fairness_key, t.fair_default),
-        -- a remote child whose end its parent counted: the reaper's turn counts it again
+        -- a remote child whose end its parent counted: counted again across shards
         parent_join = CASE WHEN j.parent_join = 'joined' THEN 'relive' ELSE j.parent_join END
     FROM target t
     WHERE j.placement = sqlc.arg(placement)::int AND j.id = t.id
-    RETURNING j.id, j.queue, j.parent_id, t.now
+    RETURNING j.id, j.queue, j.parent_id, j.parent_join, t.now
 ),
 parent AS (
     UPDATE jobs p
@@ -36,7 +36,8 @@ parent AS (
     FROM replayed r
     WHERE p.placement = sqlc.arg(placement)::int AND p.id = r.parent_id AND p.status = 'awaiting' AND p.pending_children > 0
 )
-SELECT r.id, r.queue FROM replayed r;
+-- relive: a remote child to count again, which the caller (else the reaper's turn) carries
+SELECT r.id, r.queue, coalesce(r.parent_join = 'relive', false)::bool AS relive FROM replayed r;
 
 -- name: JobRerun :one
 -- JobRerun (sql/job_replay.sql) at the old job's placement, a router INSERT ... SELECT:
