@@ -357,3 +357,61 @@ func TestAParentRunsRightAfterItsLastRemoteChildsOutcome(t *testing.T) {
 		t.Fatalf("claimed %d with children %+v, want the parent with its child's result", join.ID, join.Children)
 	}
 }
+
+// GC keeps a child while its parent lives, wherever the child lives, and deletes the
+// whole family once the parent is finished. On Citus a remote child is kept until GC
+// deletes its parent (and the parent's stub of it) and releases it, in one transaction;
+// the next sweep deletes it on its own shard.
+func TestGCKeepsARemoteChildWhileItsParentLives(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	te := newTestEngine(t, engine.Config{})
+	key, hour := "k-gc", time.Hour.Milliseconds()
+	parent := te.insert(t, engine.NewJob{})
+	te.apply(t, te.claim(t), engine.Outcome{Kind: pg.KindSpawn, Label: "spawn", Children: []pg.JobInsert{
+		{Handler: "h", ConcurrencyKey: &key}, {Handler: "h", DelayMS: &hour}}})
+	keyed := te.claim(t)
+	te.apply(t, keyed, engine.Outcome{Kind: pg.KindDone, Label: "done"})
+	family := append(childrenOf(t, te, parent), parent)
+	gc := te.NewGC(engine.GCConfig{Retention: time.Nanosecond})
+	collect := func() {
+		t.Helper()
+		for range 5 {
+			n, err := gc.Sweep(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				return
+			}
+		}
+	}
+	left := func() int64 {
+		t.Helper()
+		n, err := te.db.QueryInt(ctx, `SELECT count(*) FROM jobs WHERE id = ANY ($1)`, family)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	collect()
+	if n := left(); n != 3 {
+		t.Fatalf("GC with the parent awaiting its delayed child left %d of the family's 3 jobs, want all", n)
+	}
+	if j := te.job(t, keyed.ID); j.Status != "done" {
+		t.Fatalf("the finished child whose parent lives is %s", j.Status)
+	}
+	if err := te.Cancel(ctx, parent); err != nil {
+		t.Fatal(err)
+	}
+	collect()
+	if n := left(); n != 0 {
+		t.Fatalf("GC after the parent's cancel left %d of the family's 3 jobs, want none", n)
+	}
+	if pgtest.Citus() {
+		if n, err := te.db.QueryInt(ctx, `SELECT count(*) FROM remote_children WHERE parent_id = $1`, parent); err != nil || n != 0 {
+			t.Fatalf("%d stubs of the deleted parent are left (%v)", n, err)
+		}
+	}
+}

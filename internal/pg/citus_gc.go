@@ -40,8 +40,9 @@ func (db *DB) citusGCSelect(ctx context.Context, retention time.Duration, limit 
 }
 
 // citusGCDelete is JobGCDelete on Citus: per shard of the ids, one transaction (the
-// inboxes, then the jobs), then the jobs' idempotency keys and key holder rows wherever
-// they live.
+// inboxes, the jobs, then the stubs of the parents deleted and the release of their remote
+// children, which GC then deletes on their own shards), then the jobs' idempotency keys and
+// key holder rows wherever they live.
 func (db *DB) citusGCDelete(ctx context.Context, ids []int64) (int, error) {
 	groups, l, err := db.citusByShard(ctx, len(ids), func(i int) int64 { return ids[i] })
 	if err != nil {
@@ -59,13 +60,28 @@ func (db *DB) citusGCDelete(ctx context.Context, ids []int64) (int, error) {
 			if err := q.JobGCDeleteSignals(ctx, dbcitus.JobGCDeleteSignalsParams{Placements: placements, Ids: part}); err != nil {
 				return err
 			}
-			// The stubs of the remote children of the parents it deletes (citus_family.go).
-			if err := q.JobGCDeleteRemoteChildren(ctx, dbcitus.JobGCDeleteRemoteChildrenParams{Placements: placements, Ids: part}); err != nil {
+			gone, err := q.JobGCDeleteJobs(ctx, dbcitus.JobGCDeleteJobsParams{Placements: placements, Ids: part})
+			if err != nil {
 				return err
 			}
-			gone, err := q.JobGCDeleteJobs(ctx, dbcitus.JobGCDeleteJobsParams{Placements: placements, Ids: part})
+			// The stubs of the remote children of the parents it deleted, and the children
+			// released where they live (citus_family.go), in the same transaction.
+			children, err := q.JobGCDeleteRemoteChildren(ctx, dbcitus.JobGCDeleteRemoteChildrenParams{Placements: placements, Ids: gone})
+			if err != nil {
+				return err
+			}
+			if len(children) > 0 {
+				at := make([]int, len(children))
+				for i, id := range children {
+					at[i] = l.PlacementOfID(id)
+				}
+				slices.Sort(at)
+				if err := q.RemoteChildrenRelease(ctx, dbcitus.RemoteChildrenReleaseParams{Placements: slices.Compact(at), Ids: children}); err != nil {
+					return err
+				}
+			}
 			deleted = append(deleted, gone...)
-			return err
+			return nil
 		})
 		if err != nil {
 			return len(deleted), translate(err)

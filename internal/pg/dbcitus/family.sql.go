@@ -11,9 +11,10 @@ import (
 	"time"
 )
 
-const JobGCDeleteRemoteChildren = `-- name: JobGCDeleteRemoteChildren :exec
+const JobGCDeleteRemoteChildren = `-- name: JobGCDeleteRemoteChildren :many
 DELETE FROM remote_children
 WHERE placement = ANY ($1::int[]) AND parent_id = ANY ($2::bigint[])
+RETURNING child_id
 `
 
 type JobGCDeleteRemoteChildrenParams struct {
@@ -21,10 +22,26 @@ type JobGCDeleteRemoteChildrenParams struct {
 	Ids        []int64
 }
 
-// The stubs of the parents of one shard that GC deletes.
-func (q *Queries) JobGCDeleteRemoteChildren(ctx context.Context, arg JobGCDeleteRemoteChildrenParams) error {
-	_, err := q.db.Exec(ctx, JobGCDeleteRemoteChildren, arg.Placements, arg.Ids)
-	return err
+// The stubs of the parents of one shard that GC deleted, and their children's ids, which
+// the same transaction releases (RemoteChildrenRelease).
+func (q *Queries) JobGCDeleteRemoteChildren(ctx context.Context, arg JobGCDeleteRemoteChildrenParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, JobGCDeleteRemoteChildren, arg.Placements, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var child_id int64
+		if err := rows.Scan(&child_id); err != nil {
+			return nil, err
+		}
+		items = append(items, child_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const JobInsertRemoteChildren = `-- name: JobInsertRemoteChildren :exec
@@ -403,6 +420,26 @@ func (q *Queries) RemoteChildrenEnd(ctx context.Context, arg RemoteChildrenEndPa
 	var woken []string
 	err := row.Scan(&woken)
 	return woken, err
+}
+
+const RemoteChildrenRelease = `-- name: RemoteChildrenRelease :exec
+UPDATE jobs j
+SET parent_join = NULL
+WHERE j.placement = ANY ($1::int[]) AND j.id = ANY ($2::bigint[])
+  AND j.parent_join IS NOT NULL
+`
+
+type RemoteChildrenReleaseParams struct {
+	Placements []int
+	Ids        []int64
+}
+
+// The remote children of parents GC deleted, at their placements: each becomes a child of a
+// gone parent, as it would be on plain PostgreSQL (its end joins nothing, and GC deletes it
+// once its own retention has passed). Routed to the children's shards only.
+func (q *Queries) RemoteChildrenRelease(ctx context.Context, arg RemoteChildrenReleaseParams) error {
+	_, err := q.db.Exec(ctx, RemoteChildrenRelease, arg.Placements, arg.Ids)
+	return err
 }
 
 const RemoteChildrenRelive = `-- name: RemoteChildrenRelive :exec

@@ -170,7 +170,18 @@ FROM t
 WHERE r.placement = ANY (sqlc.arg(placements)::int[]) AND r.parent_id = t.parent_id AND r.child_id = t.child_id
 RETURNING r.child_id;
 
--- name: JobGCDeleteRemoteChildren :exec
--- The stubs of the parents of one shard that GC deletes.
+-- name: JobGCDeleteRemoteChildren :many
+-- The stubs of the parents of one shard that GC deleted, and their children's ids, which
+-- the same transaction releases (RemoteChildrenRelease).
 DELETE FROM remote_children
-WHERE placement = ANY (sqlc.arg(placements)::int[]) AND parent_id = ANY (sqlc.arg(ids)::bigint[]);
+WHERE placement = ANY (sqlc.arg(placements)::int[]) AND parent_id = ANY (sqlc.arg(ids)::bigint[])
+RETURNING child_id;
+
+-- name: RemoteChildrenRelease :exec
+-- The remote children of parents GC deleted, at their placements: each becomes a child of a
+-- gone parent, as it would be on plain PostgreSQL (its end joins nothing, and GC deletes it
+-- once its own retention has passed). Routed to the children's shards only.
+UPDATE jobs j
+SET parent_join = NULL
+WHERE j.placement = ANY (sqlc.arg(placements)::int[]) AND j.id = ANY (sqlc.arg(ids)::bigint[])
+  AND j.parent_join IS NOT NULL;

@@ -4,7 +4,9 @@
 
 -- name: JobGCSelect :many
 -- JobGCSelect (sql/job_gc.sql) on the shard of placements: a child is kept while its
--- parent, on the same shard, is live. The idempotency keys are checked by
+-- parent, on the same shard, is live; a remote child (docs/citus.md, "A child away from its
+-- parent"), whose parent is on another shard, is kept until GC deletes its parent and
+-- releases it (RemoteChildrenRelease). The idempotency keys are checked by
 -- JobGCIdempotencyHeld. Index use: jobs_gc range scan on finished_at.
 SELECT j.id
 FROM jobs j
@@ -14,8 +16,7 @@ WHERE j.placement = ANY (sqlc.arg(placements)::int[])
                                     coalesce((SELECT min(q.retention) FROM queues q), sqlc.arg(retention_ms) * interval '1 millisecond'))
   AND j.finished_at < now() - coalesce((SELECT q.retention FROM queues q WHERE q.name = j.queue),
                                        sqlc.arg(retention_ms) * interval '1 millisecond')
-  -- a remote child (docs/citus.md) is kept until its end has reached its parent
-  AND (j.parent_join IS NULL OR j.parent_join = 'joined')
+  AND j.parent_join IS NULL
   AND (j.parent_id IS NULL
        OR coalesce((SELECT p.status FROM jobs p
                     WHERE p.placement = ANY (sqlc.arg(placements)::int[]) AND p.placement = j.placement AND p.id = j.parent_id),
