@@ -41,7 +41,7 @@ test-citus: ## Run the Citus suite (TEST_CITUS=1: a coordinator and two workers 
 		if [ -n "$$CI" ] && [ -z "$$GENDURABLE_CITUS_OPTIONAL" ]; then echo "test-citus: Citus is not installed"; exit 1; fi; \
 		echo "test-citus: skipped, Citus is not installed (docs/citus.md)"; exit 0; fi; \
 	set -e; \
-	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -run 'TestCitus|TestBreaker|TestInsertParksTheJobsOfAnOpenBreaker|TestSQLEnqueue|TestOutcomeWrittenAgainChangesNothing|TestFairClaimHoldsCapsAndShares|TestFairClaimTakesTheJobsOfBefore' ./internal/pg/; \
+	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m -run 'TestCitus|TestBreaker|TestInsertParksTheJobsOfAnOpenBreaker|TestSQLEnqueue|TestOutcomeWrittenAgainChangesNothing|TestFairClaimHoldsCapsAndShares|TestFairClaimTakesTheJobsOfBefore|TestASpreadFairnessKey' ./internal/pg/; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 20m -parallel 4 ./internal/engine/; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 15m ./internal/httpapi/; \
 	TEST_CITUS=1 $(GO) test -count=1 -timeout 20m -parallel 3 -skip '$(CITUS_FAULT_TESTS)' ./internal/dispatch/; \

@@ -109,9 +109,7 @@ func TestSpawnedChildrenKeepTheirFamilysFairnessKey(t *testing.T) {
 		t.Fatalf("the remote child: queue %s, fairness key %v", j.Queue, j.FairnessKey)
 	}
 	for range 3 {
-		if _, err := te.NewReaper(engine.ReaperConfig{}).Sweep(ctx); err != nil {
-			t.Fatal(err)
-		}
+		reaperSweep(t, te)
 		steps, err = te.ClaimFair(ctx, "fair", 10, 10, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -155,9 +153,7 @@ func TestSpawnedChildrenKeepTheirFamilysFairnessKey(t *testing.T) {
 		}
 	}
 	for range 5 {
-		if _, err := te.NewReaper(engine.ReaperConfig{}).Sweep(ctx); err != nil {
-			t.Fatal(err)
-		}
+		reaperSweep(t, te)
 		steps, err = te.ClaimFair(ctx, "fair", 10, 10, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -59,12 +59,6 @@ func TestChildrenWithConcurrencyKeysOfTheirOwnJoinTheirParents(t *testing.T) {
 		t.Fatalf("p1 after its spawn: %d children, %d finished, %d pending", j.ChildrenTotal, j.ChildrenFinished, j.PendingChildren)
 	}
 
-	sweep := func() {
-		t.Helper()
-		if _, err := te.NewReaper(engine.ReaperConfig{}).Sweep(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
 	joins := map[int64]engine.Step{}
 	for round := 0; len(joins) < 2; round++ {
 		if round == 10 {
@@ -89,7 +83,7 @@ func TestChildrenWithConcurrencyKeysOfTheirOwnJoinTheirParents(t *testing.T) {
 		if executingA > 1 {
 			t.Fatalf("round %d claimed %d steps of concurrency key %q at once", round, executingA, ka)
 		}
-		sweep()
+		reaperSweep(t, te)
 	}
 	for parent, st := range joins {
 		if st.Wake == nil || *st.Wake != "children" {
@@ -309,25 +303,19 @@ func TestARemoteChildOnItsParentsShardIsJoinedOnce(t *testing.T) {
 	}
 	te.apply(t, te.claim(t), engine.Outcome{Kind: pg.KindSpawn, Label: "spawn", Children: []pg.JobInsert{
 		{Handler: "h", ConcurrencyKey: &key}, {Handler: "h"}}})
-	sweep := func() {
-		t.Helper()
-		if _, err := te.NewReaper(engine.ReaperConfig{}).Sweep(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
 	steps, _, err := te.Claim(ctx, "default", 10)
 	if err != nil || len(steps) != 2 {
 		t.Fatalf("claimed %d children (%v)", len(steps), err)
 	}
 	keyed := slices.IndexFunc(steps, func(st engine.Step) bool { return te.job(t, st.ID).ConcurrencyKey != nil })
 	te.apply(t, steps[keyed], engine.Outcome{Kind: pg.KindDone, Label: "done"})
-	sweep()
-	sweep()
+	reaperSweep(t, te)
+	reaperSweep(t, te)
 	if j := te.job(t, parent); j.Status != "awaiting" || j.PendingChildren != 1 {
 		t.Fatalf("after the keyed child's end: parent %s with %d pending, want awaiting with 1", j.Status, j.PendingChildren)
 	}
 	te.apply(t, steps[1-keyed], engine.Outcome{Kind: pg.KindDone, Label: "done"})
-	sweep()
+	reaperSweep(t, te)
 	join := te.claim(t)
 	if join.ID != parent || len(join.Children) != 2 || join.ChildrenMore != 0 {
 		t.Fatalf("claimed %d with %d children (%d more), want the parent %d with 2", join.ID, len(join.Children), join.ChildrenMore, parent)
@@ -413,5 +401,14 @@ func TestGCKeepsARemoteChildWhileItsParentLives(t *testing.T) {
 		if n, err := te.db.QueryInt(ctx, `SELECT count(*) FROM remote_children WHERE parent_id = $1`, parent); err != nil || n != 0 {
 			t.Fatalf("%d stubs of the deleted parent are left (%v)", n, err)
 		}
+	}
+}
+
+// reaperSweep runs one sweep of a reaper with the defaults: on Citus its turn also carries
+// what a family spread over shards owes (pg.DB.RemoteChildrenSweep).
+func reaperSweep(t *testing.T, te testEngine) {
+	t.Helper()
+	if _, err := te.NewReaper(engine.ReaperConfig{}).Sweep(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -64,6 +64,7 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 	if len(visit) == 0 {
 		return nil, 0, nil
 	}
+	db.urgency.order(p.Queue, l, visit, versions) // urgent work first, across shards
 	last := start
 	var failed error                 // the first shard's failure
 	var draws map[int64][]remoteDraw // the claimed steps whose claimer debits their buckets
@@ -74,7 +75,7 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 		// Read by hand: the handler's columns are NULL for a job whose handler is not
 		// registered (a LEFT JOIN that sqlc reads as NOT NULL).
 		var got []ClaimedJob
-		gotKeyed := 0
+		gotKeyed, worst := 0, 0 // worst: the worst priority taken
 		err := db.onShard(ctx, l, shard, func(ctx context.Context, q shardQuerier) error {
 			rows, err := q.Query(ctx, dbcitus.JobClaim, args.Nonce, args.LeaseTtlMs, args.LeaseOwner, args.SignalCap,
 				args.Placements, args.Queue, args.MaxRows)
@@ -90,14 +91,16 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 				var rateKey string
 				var rateWeight int
 				var extraRateLimits []byte
+				var priority int
 				if err := rows.Scan(&c.ID, &c.Queue, &c.Handler, &c.Key, &c.Step, &c.Attempt, &c.MaxAttempts, &c.Input,
 					&c.State, &c.CreatedAt, &c.LeaseToken, &c.LeaseExpiresAt, &c.ClaimedAt, &c.Wake, &c.ConsumedSeq,
 					&c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.Trace, &c.HandlerURL, &c.Secret, &c.PreviousSecret,
 					&c.PreviousSecretExpiresAt, &c.TimeoutMS, &c.BackoffBaseMS, &c.BackoffMaxMS, &c.BreakerState,
 					&c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt, &isKeyed,
-					&ratePlacement, &rateLimit, &rateKey, &rateWeight, &extraRateLimits); err != nil {
+					&ratePlacement, &rateLimit, &rateKey, &rateWeight, &extraRateLimits, &priority); err != nil {
 					return err
 				}
+				worst = max(worst, priority)
 				if ratePlacement != nil && rateLimit != nil {
 					if draws == nil {
 						draws = map[int64][]remoteDraw{}
@@ -133,9 +136,11 @@ func (db *DB) citusClaim(ctx context.Context, p JobClaimParams) (claimed []Claim
 		if len(got) > 0 {
 			last = shard
 		}
-		if len(got) < int(args.MaxRows) {
+		full := len(got) == int(args.MaxRows)
+		if !full {
 			db.warmth.chill(p.Queue, l.shardIDAt(shard), tried, versions[k]) // nothing more to claim there now
 		}
+		db.urgency.claimed(p.Queue, l.shardIDAt(shard), full, worst, db.warmth.version(l.shardIDAt(shard)) != versions[k])
 	}
 	if last != start {
 		db.claimCursor.mu.Lock()
@@ -290,7 +295,7 @@ func (db *DB) citusApplyOutcomes(ctx context.Context, recs []OutcomeRecord, queu
 		if len(got) > 0 {
 			// A next step runnable now, a K=1 key or a gate slot given back: this
 			// process's claims visit the shard again (citusWarmth).
-			db.warmPlacements("", placements[:1])
+			db.warmPlacements("", defaultPriority, placements[:1])
 		}
 		applied = append(applied, got...)
 		wake = append(wake, citusWakes(woken, placements[0])...)
@@ -736,10 +741,13 @@ func historyArrays(recs []OutcomeRecord) (dbcitus.StepInsertAppliedParams, error
 }
 
 // citusWake says that queue got runnable work at placement (-1: anywhere), to be claimed
-// by the process tag names (notifyTag; "": any).
+// by the process tag names (notifyTag; "": any); an insert's says its job's priority
+// (nil: not said), which the claims put first across shards when better than the default
+// (citusUrgency).
 type citusWake struct {
 	queue, tag string
 	placement  int
+	priority   *int
 }
 
 // citusWakes are the wake-ups of queues, all for work at placement.
@@ -763,16 +771,21 @@ func (db *DB) citusNotify(ctx context.Context, wakes []citusWake) error {
 	var order []notice
 	placements := map[notice][]int{}
 	anywhere := map[notice]bool{}
+	best := map[notice]int{} // the best priority a wake-up of the notice said
 	for _, w := range wakes {
 		n := notice{w.queue, w.tag}
 		if _, seen := placements[n]; !seen && !anywhere[n] {
 			order = append(order, n)
 			placements[n] = nil
+			best[n] = defaultPriority
 		}
 		if w.placement < 0 {
 			anywhere[n] = true
 		} else {
 			placements[n] = append(placements[n], w.placement)
+			if w.priority != nil {
+				best[n] = min(best[n], *w.priority)
+			}
 		}
 	}
 	payloads := make([]string, 0, len(order))
@@ -782,8 +795,8 @@ func (db *DB) citusNotify(ctx context.Context, wakes []citusWake) error {
 			payloads = append(payloads, n.queue+n.tag)
 			continue
 		}
-		db.warmPlacements(n.queue, placements[n])
-		payloads = append(payloads, db.citus.workPayload(n.queue, n.tag, placements[n]))
+		db.warmPlacements(n.queue, best[n], placements[n])
+		payloads = append(payloads, db.citus.workPayload(n.queue, n.tag, placements[n])+urgentSuffix(best[n]))
 	}
 	return translate(dbcitus.New(db.pool).WorkNotify(ctx, payloads))
 }

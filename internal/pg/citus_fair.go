@@ -42,6 +42,10 @@ type citusFairRound struct {
 type citusFairShard struct {
 	weights    int
 	defaultKey bool
+	// homeWeights: the weights of the keys found there whose placement is on the shard
+	// (the others are jobs their concurrency keys placed there, counted at their keys' own
+	// shards in the shares of the slots).
+	homeWeights int
 }
 
 // round answers queue's round, made when new; the caller holds f.mu.
@@ -58,13 +62,15 @@ func (f *citusFairShards) round(queue string) *citusFairRound {
 }
 
 // elsewhere answers what the shards other than shard held at their last claims: the
-// weights of their keys, the default key aside, and whether the default key had work on
-// any of them. A key's share of the slots is counted against these beside the keys found
-// on shard.
+// weights of their keys, the default key aside, each key counted at its own shard only,
+// and whether the default key had work on any of them. A key's share of the slots is
+// counted against these beside the keys found on shard (so a key whose jobs concurrency
+// keys spread over many shards weighs once there, not once a shard; on a shard that holds
+// such jobs it can weigh twice: found there, and at its own shard).
 func (r *citusFairRound) elsewhere(shard int) (weights int, defaultKey bool) {
 	for s, f := range r.found {
 		if s != shard {
-			weights += f.weights
+			weights += f.homeWeights
 			defaultKey = defaultKey || f.defaultKey
 		}
 	}
@@ -328,7 +334,7 @@ func citusClaimFairShard(ctx context.Context, q shardQuerier, placements []int, 
 			&c.ClaimInboxSeq, &c.InboxSeq, &c.PendingChildren, &c.Trace, &c.HandlerURL, &c.Secret, &c.PreviousSecret,
 			&c.PreviousSecretExpiresAt, &c.TimeoutMS, &c.BackoffBaseMS, &c.BackoffMaxMS, &c.BreakerState,
 			&c.ConsecutiveFailures, &c.BreakerNextProbeAt, &c.HandlerPausedAt, &c.FairnessKey, &found.weights,
-			&found.defaultKey); err != nil {
+			&found.defaultKey, &found.homeWeights); err != nil {
 			return nil, found, err
 		}
 		got = append(got, c)

@@ -3,6 +3,7 @@ package pg_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -214,10 +215,10 @@ func TestCitusFairnessKeyBesideConcurrencyKeysDrains(t *testing.T) {
 		if err != nil || len(twice) > 0 {
 			t.Fatalf("round %d: concurrency keys with several steps executing: %v (%v)", round, twice, err)
 		}
-		overCap, err := db.QueryStrings(ctx, `SELECT placement::text, count(*)::text FROM jobs
-			WHERE status = 'executing' AND fairness_key = 'acme' GROUP BY 1 HAVING count(*) > $1`, capOfAcme)
+		overCap, err := db.QueryStrings(ctx, `SELECT get_shard_id_for_distribution_column('jobs', placement)::text, count(*)::text
+			FROM jobs WHERE status = 'executing' AND fairness_key = 'acme' GROUP BY 1 HAVING count(*) > $1`, capOfAcme)
 		if err != nil || len(overCap) > 0 {
-			t.Fatalf("round %d: placements with acme over its cap of %d: %v (%v)", round, capOfAcme, overCap, err)
+			t.Fatalf("round %d: shards with acme over its cap of %d: %v (%v)", round, capOfAcme, overCap, err)
 		}
 		var outcomes []pg.OutcomeRecord
 		for _, cs := range claimed {
@@ -326,5 +327,52 @@ func TestCitusSQLEnqueueRefusedOnAWorker(t *testing.T) {
 	}
 	if _, err := db.QueryInt(ctx, `SELECT gendurable_enqueue('h', '{}', '{"key": "order-1"}')`); err != nil {
 		t.Fatalf("gendurable_enqueue on the coordinator: %v", err)
+	}
+}
+
+// A key whose jobs concurrency keys spread over many shards weighs once in the other keys'
+// shares of a process's slots, not once a shard (docs/citus.md, "Fair share"). With 100
+// slots, a tenant on 24 accounts (a concurrency key each, over many shards on Citus) runs
+// one step of each account, and a tenant on its own shard runs its half of the slots, as
+// on plain PostgreSQL. Counted once a shard, the spread tenant ran 16 of its 24.
+func TestASpreadFairnessKeyKeepsTheSharesOfTheSlots(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	fairQueue(t, db, "fair")
+	var jobs []pg.JobInsert
+	for i := range 72 {
+		jobs = append(jobs, pg.JobInsert{Queue: "fair", Handler: "h", FairnessKey: str("acme"),
+			ConcurrencyKey: str("account-" + strconv.Itoa(i%24))})
+	}
+	if _, err := db.JobInsertMany(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	insertFor(t, db, "fair", str("other"), 72)
+	if pgtest.Citus() {
+		shards, err := db.QueryInt(ctx, `SELECT count(DISTINCT get_shard_id_for_distribution_column('jobs', placement))
+			FROM jobs WHERE fairness_key = 'acme'`)
+		if err != nil || shards < 8 {
+			t.Fatalf("acme's jobs are on %d shards (%v), want them spread", shards, err)
+		}
+	}
+
+	const slots = 100
+	own := map[string]int{}
+	for round, idle := 0, 0; idle < 3; round++ {
+		if round == 40 {
+			t.Fatalf("the claims did not settle in 40 rounds: %v in flight", own)
+		}
+		got := claimedKeysOwning(t, db, "fair", slots-own["acme"]-own["other"], slots, "p", maps.Clone(own))
+		if len(got) == 0 {
+			idle++
+		}
+		for k, n := range got {
+			own[k] += n
+		}
+	}
+	t.Logf("in flight with %d slots: %v", slots, own)
+	if own["acme"] != 24 || own["other"] < 45 || own["other"] > 50 {
+		t.Fatalf("in flight with %d slots: %v; want acme's 24 accounts one step each, other its half of the slots", slots, own)
 	}
 }

@@ -279,27 +279,31 @@ func (db *DB) remoteChildEndsNow(ctx context.Context, l *citusLayout, shard int)
 const remoteChildEndsNowLimit = 1000
 
 // remoteChildCancels cancels, where they live, the remote children whose stubs on shard a
-// cancel reached (RemoteChildCancelsTake), in one transaction: n of them, at their
-// placements, and the wake-ups of the parents their cancels woke there.
+// cancel reached (RemoteChildCancelsList, then JobCancel at each child's placement, then
+// RemoteChildCancelsClear: the child locked before its stub), in one transaction: n of
+// them, at their placements, and the wake-ups of the parents their cancels woke there.
 func (db *DB) remoteChildCancels(ctx context.Context, l *citusLayout, shard, limit int) (n int, at []int, wakes []citusWake, err error) {
 	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		q := dbcitus.New(tx)
-		children, err := q.RemoteChildCancelsTake(ctx, dbcitus.RemoteChildCancelsTakeParams{
-			Placements: l.shardPlacements(shard), MaxRows: limit})
-		if err != nil {
+		placements := l.shardPlacements(shard)
+		stubs, err := q.RemoteChildCancelsList(ctx, dbcitus.RemoteChildCancelsListParams{Placements: placements, MaxRows: limit})
+		if err != nil || len(stubs) == 0 {
 			return err
 		}
-		for _, id := range children {
-			placement := l.PlacementOfID(id)
-			r, err := q.JobCancel(ctx, dbcitus.JobCancelParams{Placement: placement, ID: id})
+		var clear dbcitus.RemoteChildCancelsClearParams
+		for _, s := range stubs {
+			placement := l.PlacementOfID(s.ChildID)
+			r, err := q.JobCancel(ctx, dbcitus.JobCancelParams{Placement: placement, ID: s.ChildID})
 			if err != nil {
 				return err
 			}
 			at = append(at, placement)
 			wakes = append(wakes, citusWakes(r.Woken, placement)...)
+			clear.ParentIds, clear.ChildIds = append(clear.ParentIds, s.ParentID), append(clear.ChildIds, s.ChildID)
 		}
-		n = len(children)
-		return nil
+		clear.Placements = placements
+		n = len(stubs)
+		return q.RemoteChildCancelsClear(ctx, clear)
 	})
 	if err != nil {
 		return 0, nil, nil, translate(err)

@@ -314,7 +314,7 @@ func (db *DB) citusInsertTx(ctx context.Context, tx pgx.Tx, items []JobInsert, p
 				RateWeight: r.RateWeight, LeaseOwner: r.LeaseOwner, CreatedAt: r.CreatedAt, UpdatedAt: r.CreatedAt}
 			requestedPart(&j, &items[i.item])
 			out[i.item], done[i.item] = JobInserted{Job: j}, true
-			woken = append(woken, citusWake{queue: r.Queue, placement: int(r.Placement)})
+			woken = append(woken, citusWake{queue: r.Queue, placement: int(r.Placement), priority: &r.Priority})
 		}
 	}
 	// An item with an idempotency key that a later item of the batch repeats: the later

@@ -74,7 +74,8 @@ func TestCitusHotStatementsAreRouterQueries(t *testing.T) {
 		{"RemoteChildTurnsTake", dbcitus.RemoteChildTurnsTake, []any{placements, 100}},
 		{"RemoteChildrenEnd", dbcitus.RemoteChildrenEnd, []any{ids, []int64{2048 + 7}, []string{"done"}, []string{"{}"}, []string{""}, placements}},
 		{"RemoteChildrenRelive", dbcitus.RemoteChildrenRelive, []any{ids, []int64{2048 + 7}, placements}},
-		{"RemoteChildCancelsTake", dbcitus.RemoteChildCancelsTake, []any{placements, 100}},
+		{"RemoteChildCancelsList", dbcitus.RemoteChildCancelsList, []any{placements, 100}},
+		{"RemoteChildCancelsClear", dbcitus.RemoteChildCancelsClear, []any{placements, ids, []int64{2048 + 7}}},
 		{"JobReplay", dbcitus.JobReplay, []any{p, ids[0], 0, nil}},
 	}...)
 	tasks := regexp.MustCompile(`Task Count: (\d+)`)

@@ -191,7 +191,9 @@ func (l *citusLayout) workPayload(queue, tag string, placements []int) string {
 }
 
 // warmFromNotice warms what a JobsChannel payload names and answers the payload without
-// its shard list (what WorkNotice reads). "" (a reconnect) warms everything.
+// its shard list (what WorkNotice reads). "" (a reconnect) warms everything. A priority
+// after the list (" !0") marks the shards named for the claims to visit first
+// (citusUrgency).
 func (db *DB) warmFromNotice(payload string) string {
 	if payload == "" {
 		db.warmth.warm("")
@@ -203,6 +205,15 @@ func (db *DB) warmFromNotice(payload string) string {
 		db.warmth.warm(queue)
 		return payload
 	}
+	priority := defaultPriority
+	if l, said, urgent := strings.Cut(list, " !"); urgent {
+		p, err := strconv.Atoi(said)
+		if err != nil || p < 0 {
+			db.warmth.warm(queue) // not ours to read: every shard
+			return rest
+		}
+		list, priority = l, p
+	}
 	var placements []int
 	for f := range strings.SplitSeq(list, ",") {
 		p, err := strconv.Atoi(f)
@@ -212,12 +223,13 @@ func (db *DB) warmFromNotice(payload string) string {
 		}
 		placements = append(placements, p)
 	}
-	db.warmPlacements(queue, placements)
+	db.warmPlacements(queue, priority, placements)
 	return rest
 }
 
-// warmPlacements warms, for queue ("": every queue), the shards that hold placements.
-func (db *DB) warmPlacements(queue string, placements []int) {
+// warmPlacements warms, for queue ("": every queue), the shards that hold placements, and
+// marks them for the claims to visit first when priority is better than the default.
+func (db *DB) warmPlacements(queue string, priority int, placements []int) {
 	shards := make([]int64, 0, len(placements))
 	for _, p := range placements {
 		id, ok := db.citus.shardID(p)
@@ -227,4 +239,5 @@ func (db *DB) warmPlacements(queue string, placements []int) {
 		shards = append(shards, id)
 	}
 	db.warmth.warm(queue, shards...)
+	db.urgency.note(queue, shards, priority)
 }

@@ -37,6 +37,8 @@ type DB struct {
 	claimCursor citusClaimCursor
 	// warmth is which shards each queue's Citus claims pass over (citusWarmth).
 	warmth citusWarmth
+	// urgency is which shards each queue's Citus claims visit first (citusUrgency).
+	urgency citusUrgency
 	// fairShards is what each shard held at the last fair claim of each fair queue on
 	// Citus, which the next claims are split by (citusFairShards).
 	fairShards citusFairShards

@@ -147,7 +147,10 @@ RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.
           -- debits it before the call (citusTakeRemoteBuckets)
           j.rate_placement, j.rate_limit, coalesce(j.rate_key, '')::text AS rate_key, j.rate_weight,
           -- and its other buckets (a job naming several: every one of them remote)
-          j.extra_rate_limits
+          j.extra_rate_limits,
+          -- (the claimer visits first the shards with work better than the default
+          -- priority: the worst it took here says what may be left, citusUrgency)
+          j.priority
 `
 
 type JobClaimParams struct {
@@ -197,6 +200,7 @@ type JobClaimRow struct {
 	RateKey                 string
 	RateWeight              int
 	ExtraRateLimits         json.RawMessage
+	Priority                int
 }
 
 // The claim on Citus (docs/citus.md): JobClaimPlain's descent of jobs_pick per priority,
@@ -286,6 +290,7 @@ func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimR
 			&i.RateKey,
 			&i.RateWeight,
 			&i.ExtraRateLimits,
+			&i.Priority,
 		); err != nil {
 			return nil, err
 		}

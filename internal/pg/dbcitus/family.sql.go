@@ -128,43 +128,65 @@ func (q *Queries) RemoteChildCancelPlacements(ctx context.Context, maxRows int) 
 	return items, nil
 }
 
-const RemoteChildCancelsTake = `-- name: RemoteChildCancelsTake :many
-WITH t AS (
-    SELECT r.parent_id, r.child_id
-    FROM remote_children r
-    WHERE r.placement = ANY ($1::int[]) AND r.cancel_requested
-    ORDER BY r.child_id
-    LIMIT $2::int
-    FOR UPDATE SKIP LOCKED
-)
+const RemoteChildCancelsClear = `-- name: RemoteChildCancelsClear :exec
 UPDATE remote_children r
 SET cancel_requested = false
-FROM t
-WHERE r.placement = ANY ($1::int[]) AND r.parent_id = t.parent_id AND r.child_id = t.child_id
-RETURNING r.child_id
+FROM ROWS FROM (unnest($2::bigint[]), unnest($3::bigint[])) AS c(parent_id, child_id)
+WHERE r.placement = ANY ($1::int[]) AND r.parent_id = c.parent_id AND r.child_id = c.child_id
+  AND r.cancel_requested
 `
 
-type RemoteChildCancelsTakeParams struct {
+type RemoteChildCancelsClearParams struct {
+	Placements []int
+	ParentIds  []int64
+	ChildIds   []int64
+}
+
+// The marks of the stubs whose children RemoteChildCancelsList's caller cancelled. A
+// router statement.
+func (q *Queries) RemoteChildCancelsClear(ctx context.Context, arg RemoteChildCancelsClearParams) error {
+	_, err := q.db.Exec(ctx, RemoteChildCancelsClear, arg.Placements, arg.ParentIds, arg.ChildIds)
+	return err
+}
+
+const RemoteChildCancelsList = `-- name: RemoteChildCancelsList :many
+SELECT r.parent_id, r.child_id
+FROM remote_children r
+WHERE r.placement = ANY ($1::int[]) AND r.cancel_requested
+ORDER BY r.child_id
+LIMIT $2::int
+`
+
+type RemoteChildCancelsListParams struct {
 	Placements []int
 	MaxRows    int
 }
 
-// Up to max_rows stubs of one shard that a cancel of their parent's family reached, taken
-// in the sweep's transaction; the caller cancels each child where it lives (JobCancel
-// there) in the same transaction. A router statement. Index use: remote_children_cancels.
-func (q *Queries) RemoteChildCancelsTake(ctx context.Context, arg RemoteChildCancelsTakeParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, RemoteChildCancelsTake, arg.Placements, arg.MaxRows)
+type RemoteChildCancelsListRow struct {
+	ParentID int64
+	ChildID  int64
+}
+
+// Up to max_rows stubs of one shard that a cancel of their parent's family reached, read
+// without a lock: the caller cancels each child where it lives (JobCancel there, which
+// locks the child), then clears the stubs' marks (RemoteChildCancelsClear), in one
+// transaction. The child is locked before its stub, as a carry of its end locks them
+// (RemoteChildTurnsTake, then RemoteChildrenEnd), so the two never wait on each other in
+// a cycle; two carriers that read the same stub both cancel the child, the second
+// changing nothing. A router statement. Index use: remote_children_cancels.
+func (q *Queries) RemoteChildCancelsList(ctx context.Context, arg RemoteChildCancelsListParams) ([]RemoteChildCancelsListRow, error) {
+	rows, err := q.db.Query(ctx, RemoteChildCancelsList, arg.Placements, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []int64
+	var items []RemoteChildCancelsListRow
 	for rows.Next() {
-		var child_id int64
-		if err := rows.Scan(&child_id); err != nil {
+		var i RemoteChildCancelsListRow
+		if err := rows.Scan(&i.ParentID, &i.ChildID); err != nil {
 			return nil, err
 		}
-		items = append(items, child_id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -166,7 +166,10 @@ RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.
           -- debits it before the call (citusTakeRemoteBuckets)
           j.rate_placement, j.rate_limit, coalesce(j.rate_key, '')::text AS rate_key, j.rate_weight,
           -- and its other buckets (a job naming several: every one of them remote)
-          j.extra_rate_limits;
+          j.extra_rate_limits,
+          -- (the claimer visits first the shards with work better than the default
+          -- priority: the worst it took here says what may be left, citusUrgency)
+          j.priority;
 
 -- name: JobReadyExists :one
 -- Whether queue has a due runnable job on any shard: one statement that Citus runs on

@@ -233,9 +233,15 @@ RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.
           j.fairness_key,
           -- what this shard holds, for the split of the next claims among the shards
           -- (citusClaimFair): the weights of its keys with due work, the default key aside
-          -- (its jobs spread over every shard), and whether the default key has due work here
+          -- (its jobs spread over every shard), and whether the default key has due work here;
+          -- and the weights of those whose placement (FairnessPlacement) is on this shard: a
+          -- key whose jobs concurrency keys placed on other shards too counts once in the
+          -- other shards' shares of the slots, at its own shard
           (SELECT coalesce(sum(f.weight), 0) FROM found f WHERE f.due AND f.key <> '')::int AS shard_weights,
-          EXISTS (SELECT 1 FROM found f WHERE f.due AND f.key = '') AS shard_has_default_key;
+          EXISTS (SELECT 1 FROM found f WHERE f.due AND f.key = '') AS shard_has_default_key,
+          (SELECT coalesce(sum(f.weight), 0) FROM found f
+           WHERE f.due AND f.key <> ''
+             AND gendurable_placement_of_key('fairness ' || f.key) = ANY (sqlc.arg(placements)::int[]))::int AS shard_home_weights;
 
 -- name: FairnessKeyList :many
 -- FairnessKeyList (sql/queues.sql) on Citus: a page of a queue's fairness keys in key

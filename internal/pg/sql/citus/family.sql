@@ -152,23 +152,28 @@ FROM (SELECT e.parent_id, count(*) AS n, min(e.now) AS now FROM e GROUP BY e.par
 WHERE p.placement = ANY (sqlc.arg(placements)::int[])
   AND p.id = d.parent_id AND p.status = 'awaiting' AND p.pending_children > 0;
 
--- name: RemoteChildCancelsTake :many
--- Up to max_rows stubs of one shard that a cancel of their parent's family reached, taken
--- in the sweep's transaction; the caller cancels each child where it lives (JobCancel
--- there) in the same transaction. A router statement. Index use: remote_children_cancels.
-WITH t AS (
-    SELECT r.parent_id, r.child_id
-    FROM remote_children r
-    WHERE r.placement = ANY (sqlc.arg(placements)::int[]) AND r.cancel_requested
-    ORDER BY r.child_id
-    LIMIT sqlc.arg(max_rows)::int
-    FOR UPDATE SKIP LOCKED
-)
+-- name: RemoteChildCancelsList :many
+-- Up to max_rows stubs of one shard that a cancel of their parent's family reached, read
+-- without a lock: the caller cancels each child where it lives (JobCancel there, which
+-- locks the child), then clears the stubs' marks (RemoteChildCancelsClear), in one
+-- transaction. The child is locked before its stub, as a carry of its end locks them
+-- (RemoteChildTurnsTake, then RemoteChildrenEnd), so the two never wait on each other in
+-- a cycle; two carriers that read the same stub both cancel the child, the second
+-- changing nothing. A router statement. Index use: remote_children_cancels.
+SELECT r.parent_id, r.child_id
+FROM remote_children r
+WHERE r.placement = ANY (sqlc.arg(placements)::int[]) AND r.cancel_requested
+ORDER BY r.child_id
+LIMIT sqlc.arg(max_rows)::int;
+
+-- name: RemoteChildCancelsClear :exec
+-- The marks of the stubs whose children RemoteChildCancelsList's caller cancelled. A
+-- router statement.
 UPDATE remote_children r
 SET cancel_requested = false
-FROM t
-WHERE r.placement = ANY (sqlc.arg(placements)::int[]) AND r.parent_id = t.parent_id AND r.child_id = t.child_id
-RETURNING r.child_id;
+FROM ROWS FROM (unnest(sqlc.arg(parent_ids)::bigint[]), unnest(sqlc.arg(child_ids)::bigint[])) AS c(parent_id, child_id)
+WHERE r.placement = ANY (sqlc.arg(placements)::int[]) AND r.parent_id = c.parent_id AND r.child_id = c.child_id
+  AND r.cancel_requested;
 
 -- name: JobGCDeleteRemoteChildren :many
 -- The stubs of the parents of one shard that GC deleted, and their children's ids, which
