@@ -347,9 +347,9 @@ func TestAParentRunsRightAfterItsLastRemoteChildsOutcome(t *testing.T) {
 }
 
 // GC keeps a child while its parent lives, wherever the child lives, and deletes the
-// whole family once the parent is finished. On Citus a remote child is kept until GC
-// deletes its parent (and the parent's stub of it) and releases it, in one transaction;
-// the next sweep deletes it on its own shard.
+// whole family once the parent is finished. On Citus a remote child's shard asks its
+// parent's whether the parent lives (JobGCParents); a remote child whose parent is gone
+// (deleted by an older GC) is deleted too.
 func TestGCKeepsARemoteChildWhileItsParentLives(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -401,6 +401,21 @@ func TestGCKeepsARemoteChildWhileItsParentLives(t *testing.T) {
 		if n, err := te.db.QueryInt(ctx, `SELECT count(*) FROM remote_children WHERE parent_id = $1`, parent); err != nil || n != 0 {
 			t.Fatalf("%d stubs of the deleted parent are left (%v)", n, err)
 		}
+	}
+
+	// A child whose parent is gone, deleted without it: GC deletes it.
+	parent = te.insert(t, engine.NewJob{})
+	te.apply(t, te.claim(t), engine.Outcome{Kind: pg.KindSpawn, Label: "spawn", Children: []pg.JobInsert{
+		{Handler: "h", ConcurrencyKey: &key}}})
+	te.apply(t, te.claim(t), engine.Outcome{Kind: pg.KindDone, Label: "done"})
+	family = append(childrenOf(t, te, parent), parent)
+	te.apply(t, te.claim(t), engine.Outcome{Kind: pg.KindDone, Label: "done"}) // the parent, after its child
+	if _, err := te.db.QueryInt(ctx, `WITH d AS (DELETE FROM jobs WHERE id = $1 RETURNING 1) SELECT count(*) FROM d`, parent); err != nil {
+		t.Fatal(err)
+	}
+	collect()
+	if n := left(); n != 0 {
+		t.Fatalf("GC left %d jobs of a family whose parent was deleted before its child", n)
 	}
 }
 

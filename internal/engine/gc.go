@@ -77,6 +77,6 @@ func (g *GC) Start(ctx context.Context) {
 		if g.OnSweep != nil {
 			g.OnSweep(n, err)
 		}
-		return err == nil && n == g.cfg.Batch
+		return err == nil && n >= g.cfg.Batch
 	})
 }

@@ -19,7 +19,8 @@ import (
 // Fair share on Citus (docs/citus.md, "Fair share"; sql/citus/fair.sql): a fair queue is
 // claimed shard after shard, as every queue is, and on each shard its fairness keys take
 // turns from that shard's position. A fairness key places its jobs (FairnessPlacement),
-// so the key's cap counts its executing steps on one shard. Across shards a claim is
+// so the key's cap counts its executing steps on one shard (per shard for its jobs that
+// concurrency keys placed elsewhere). Across shards a claim is
 // shared out by the weights of the keys each shard held at its last claim, in a round
 // that goes on where the last claim stopped. A key's share of the process's slots counts
 // the keys with work on other shards.

@@ -21,13 +21,31 @@ func (db *DB) citusGCSelect(ctx context.Context, retention time.Duration, limit 
 	}
 	q := dbcitus.New(db.pool)
 	var ids []int64
+	// The remote children, whose parents are on other shards, up to limit of them: those
+	// kept (a live parent) do not count against the others' batch, so that a shard of them
+	// does not hold back the rest.
+	var remote []dbcitus.JobGCSelectRow
 	for shard := 0; shard < l.shardCount() && len(ids) < limit; shard++ {
 		got, err := q.JobGCSelect(ctx, dbcitus.JobGCSelectParams{Placements: l.shardPlacements(shard),
 			RetentionMs: retention.Milliseconds(), MaxRows: limit - len(ids)})
 		if err != nil {
 			return nil, translate(err)
 		}
-		ids = append(ids, got...)
+		for _, r := range got {
+			switch {
+			case r.RemoteParentID == 0:
+				ids = append(ids, r.ID)
+			case len(remote) < limit:
+				remote = append(remote, r)
+			}
+		}
+	}
+	if len(remote) > 0 {
+		collectable, err := db.citusGCRemoteChildren(ctx, q, l, remote)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, collectable...)
 	}
 	if len(ids) == 0 {
 		return nil, nil
@@ -39,10 +57,39 @@ func (db *DB) citusGCSelect(ctx context.Context, retention time.Duration, limit 
 	return slices.DeleteFunc(ids, func(id int64) bool { return slices.Contains(held, id) }), nil
 }
 
+// citusGCRemoteChildren answers which of the remote children GC found past their retention
+// it may delete, by their parents (JobGCParents, one statement on the parents' shards), as
+// plain PostgreSQL keeps a child while its parent is live: those whose parent is gone, and
+// those whose parent is finished and counted their ends (joined). A child whose end is still
+// to be carried to a parent that exists waits for the carry.
+func (db *DB) citusGCRemoteChildren(ctx context.Context, q *dbcitus.Queries, l *citusLayout, remote []dbcitus.JobGCSelectRow) ([]int64, error) {
+	parents := make([]int64, len(remote))
+	at := make([]int, len(remote))
+	for i, r := range remote {
+		parents[i], at[i] = r.RemoteParentID, l.PlacementOfID(r.RemoteParentID)
+	}
+	slices.Sort(at)
+	found, err := q.JobGCParents(ctx, dbcitus.JobGCParentsParams{Placements: slices.Compact(at), Ids: parents})
+	if err != nil {
+		return nil, translate(err)
+	}
+	live := make(map[int64]bool, len(found))
+	for _, p := range found {
+		live[p.ID] = p.Live
+	}
+	var ids []int64
+	for _, r := range remote {
+		isLive, exists := live[r.RemoteParentID]
+		if !exists || (!isLive && r.ParentJoin != nil && *r.ParentJoin == "joined") {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids, nil
+}
+
 // citusGCDelete is JobGCDelete on Citus: per shard of the ids, one transaction (the
-// inboxes, the jobs, then the stubs of the parents deleted and the release of their remote
-// children, which GC then deletes on their own shards), then the jobs' idempotency keys and
-// key holder rows wherever they live.
+// inboxes, the jobs, then the stubs of the parents deleted), then the jobs' idempotency
+// keys and key holder rows wherever they live.
 func (db *DB) citusGCDelete(ctx context.Context, ids []int64) (int, error) {
 	groups, l, err := db.citusByShard(ctx, len(ids), func(i int) int64 { return ids[i] })
 	if err != nil {
@@ -64,24 +111,9 @@ func (db *DB) citusGCDelete(ctx context.Context, ids []int64) (int, error) {
 			if err != nil {
 				return err
 			}
-			// The stubs of the remote children of the parents it deleted, and the children
-			// released where they live (citus_family.go), in the same transaction.
-			children, err := q.JobGCDeleteRemoteChildren(ctx, dbcitus.JobGCDeleteRemoteChildrenParams{Placements: placements, Ids: gone})
-			if err != nil {
-				return err
-			}
-			if len(children) > 0 {
-				at := make([]int, len(children))
-				for i, id := range children {
-					at[i] = l.PlacementOfID(id)
-				}
-				slices.Sort(at)
-				if err := q.RemoteChildrenRelease(ctx, dbcitus.RemoteChildrenReleaseParams{Placements: slices.Compact(at), Ids: children}); err != nil {
-					return err
-				}
-			}
+			// The stubs of the remote children of the parents it deleted (citus_family.go).
 			deleted = append(deleted, gone...)
-			return nil
+			return q.JobGCDeleteRemoteChildren(ctx, dbcitus.JobGCDeleteRemoteChildrenParams{Placements: placements, Ids: gone})
 		})
 		if err != nil {
 			return len(deleted), translate(err)

@@ -65,7 +65,7 @@ joined AS (
                            ELSE p.eligible_at END,
         updated_at = d.now
     FROM (SELECT parent_id, count(*) AS n, min(now) AS now FROM updated
-          -- a remote child (parent_join set) joins its parent through the reaper's turn,
+          -- a remote child (parent_join set) joins its parent through a carry of its own,
           -- also when its placement is on its parent's shard (docs/citus.md)
           WHERE parent_id IS NOT NULL AND parent_join IS NULL AND status IN ('done', 'failed', 'cancelled')
           GROUP BY parent_id ORDER BY parent_id) d
@@ -191,7 +191,7 @@ retried AS (
                      ELSE j.error END,
         attempt = 0, finished_at = NULL, cancel_requested = false, cancelled_while = NULL,
         fairness_key = coalesce(j.fairness_key, t.fair_default),
-        -- a remote child whose end its parent counted: the reaper's turn counts it again
+        -- a remote child whose end its parent counted: counted again across shards
         parent_join = CASE WHEN j.parent_join = 'joined' THEN 'relive' ELSE j.parent_join END,
         updated_at = t.now
     FROM target t
@@ -202,7 +202,7 @@ parent AS (
     UPDATE jobs p
     SET pending_children = p.pending_children + d.n, updated_at = d.now
     FROM (SELECT r.parent_id, count(*) AS n, min(r.now) AS now FROM retried r
-          -- a remote child is counted again by the reaper's turn (parent_join 'relive')
+          -- a remote child is counted again across shards (parent_join 'relive')
           WHERE r.parent_id IS NOT NULL AND r.parent_join IS NULL GROUP BY r.parent_id ORDER BY r.parent_id) d
     WHERE p.placement = ANY ($1::int[])
       AND p.id = d.parent_id AND p.status = 'awaiting' AND p.pending_children > 0

@@ -227,7 +227,7 @@ type JobClaimRow struct {
 //     its tokens (a row heavier than the bucket holds is passed over and weighs nothing),
 //     the winners' weights debited in this statement. A bucket is minted at insert with
 //     updated_at '-infinity', read here as full (no INSERT can be routed in a CTE).
-//     A row whose bucket is remote (rate_placement: its parent, debounce key or concurrency
+//     A row whose bucket is remote (rate_placement: its parent, fairness key, debounce key or concurrency
 //     key placed it elsewhere) passes here as an unlimited row does: the claimer debits
 //     its bucket on the bucket's shard before its webhook is called, and gives back the
 //     leases the bucket cannot pay for (citusTakeRemoteBuckets).

@@ -26,7 +26,9 @@ type FairPositionLockParams struct {
 // claimed one shard at a time, as every queue is, and each shard's claim is the plain
 // JobClaimFair's deficit round robin over the fairness keys with runnable work on that
 // shard, from the shard's own position (fair_positions). A fairness key places its jobs
-// (FairnessPlacement), so a key's cap counts its executing steps on one shard, exactly.
+// (FairnessPlacement), so a key's cap counts its executing steps on one shard, exactly,
+// unless concurrency keys placed some of them on other shards: the cap then counts per
+// shard.
 // Locks the position of queue on the shard whose first placement is placement, making it
 // when it is new (an upsert's conflict locks the row it meets): the fair claims of a
 // (shard, queue) are serialised, so the JobClaimFair that follows in the same transaction
@@ -89,7 +91,7 @@ type FairnessKeyListRow struct {
 
 // FairnessKeyList (sql/queues.sql) on Citus: a page of a queue's fairness keys in key
 // order, after `after` (NULL: from the first), those starting with prefix. A key's jobs
-// are on its shard, the default key's on any, so the keys with live work are counted on
+// are on its shard (or its concurrency keys'), the default key's on any, so the keys with live work are counted on
 // every shard at once (one fan-out aggregate, each shard an index-only scan of
 // jobs_fair_pick and jobs_fair_executing over the queue's live keyed jobs from `after`
 // on), and merged on the coordinator with the keys that have settings (a reference table).

@@ -11,10 +11,9 @@ import (
 	"time"
 )
 
-const JobGCDeleteRemoteChildren = `-- name: JobGCDeleteRemoteChildren :many
+const JobGCDeleteRemoteChildren = `-- name: JobGCDeleteRemoteChildren :exec
 DELETE FROM remote_children
 WHERE placement = ANY ($1::int[]) AND parent_id = ANY ($2::bigint[])
-RETURNING child_id
 `
 
 type JobGCDeleteRemoteChildrenParams struct {
@@ -22,26 +21,10 @@ type JobGCDeleteRemoteChildrenParams struct {
 	Ids        []int64
 }
 
-// The stubs of the parents of one shard that GC deleted, and their children's ids, which
-// the same transaction releases (RemoteChildrenRelease).
-func (q *Queries) JobGCDeleteRemoteChildren(ctx context.Context, arg JobGCDeleteRemoteChildrenParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, JobGCDeleteRemoteChildren, arg.Placements, arg.Ids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []int64
-	for rows.Next() {
-		var child_id int64
-		if err := rows.Scan(&child_id); err != nil {
-			return nil, err
-		}
-		items = append(items, child_id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+// The stubs of the parents of one shard that GC deleted.
+func (q *Queries) JobGCDeleteRemoteChildren(ctx context.Context, arg JobGCDeleteRemoteChildrenParams) error {
+	_, err := q.db.Exec(ctx, JobGCDeleteRemoteChildren, arg.Placements, arg.Ids)
+	return err
 }
 
 const JobInsertRemoteChildren = `-- name: JobInsertRemoteChildren :exec
@@ -222,9 +205,10 @@ type RemoteChildStubsInsertParams struct {
 // migrations/citus/0036): a spawned child whose own concurrency key or fairness key places
 // it elsewhere lives there, and its parent keeps a stub of it (remote_children, at the
 // parent's placement). The spawn writes the stub with the parent's outcome and the child
-// at its own placement in the same transaction; the reaper's turn carries each remote
-// child's end to its stub and its parent (and a retry's or replay's revival, and a
-// cancel's cascade the other way), the child and its parent in one transaction.
+// at its own placement in the same transaction; a carry takes each remote child's end to
+// its stub and its parent (and a retry's or replay's revival, and a cancel's cascade the
+// other way), the child and its parent in one transaction: right after the statement that
+// owes it, by its process (citus_family.go), else by the reaper's turn.
 // The stubs of a spawn's remote children, at the parent's placement, for the spawns the
 // statement before it in the same transaction applied (JobApplyOutcomes): each joins its
 // parent by id and by the lease token the spawn consumed, in the row version this
@@ -442,26 +426,6 @@ func (q *Queries) RemoteChildrenEnd(ctx context.Context, arg RemoteChildrenEndPa
 	var woken []string
 	err := row.Scan(&woken)
 	return woken, err
-}
-
-const RemoteChildrenRelease = `-- name: RemoteChildrenRelease :exec
-UPDATE jobs j
-SET parent_join = NULL
-WHERE j.placement = ANY ($1::int[]) AND j.id = ANY ($2::bigint[])
-  AND j.parent_join IS NOT NULL
-`
-
-type RemoteChildrenReleaseParams struct {
-	Placements []int
-	Ids        []int64
-}
-
-// The remote children of parents GC deleted, at their placements: each becomes a child of a
-// gone parent, as it would be on plain PostgreSQL (its end joins nothing, and GC deletes it
-// once its own retention has passed). Routed to the children's shards only.
-func (q *Queries) RemoteChildrenRelease(ctx context.Context, arg RemoteChildrenReleaseParams) error {
-	_, err := q.db.Exec(ctx, RemoteChildrenRelease, arg.Placements, arg.Ids)
-	return err
 }
 
 const RemoteChildrenRelive = `-- name: RemoteChildrenRelive :exec

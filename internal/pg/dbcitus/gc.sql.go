@@ -117,23 +117,65 @@ func (q *Queries) JobGCIdempotencyHeld(ctx context.Context, ids []int64) ([]int6
 	return items, nil
 }
 
+const JobGCParents = `-- name: JobGCParents :many
+SELECT j.id, j.status IN ('runnable', 'executing', 'awaiting') AS live
+FROM jobs j
+WHERE j.placement = ANY ($1::int[]) AND j.id = ANY ($2::bigint[])
+`
+
+type JobGCParentsParams struct {
+	Placements []int
+	Ids        []int64
+}
+
+type JobGCParentsRow struct {
+	ID   int64
+	Live bool
+}
+
+// The parents among ids that exist, at their placements (a statement on their shards
+// only), and whether each is live: JobGCSelect's remote children are kept while theirs is.
+func (q *Queries) JobGCParents(ctx context.Context, arg JobGCParentsParams) ([]JobGCParentsRow, error) {
+	rows, err := q.db.Query(ctx, JobGCParents, arg.Placements, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobGCParentsRow
+	for rows.Next() {
+		var i JobGCParentsRow
+		if err := rows.Scan(&i.ID, &i.Live); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const JobGCSelect = `-- name: JobGCSelect :many
 
-SELECT j.id
-FROM jobs j
-WHERE j.placement = ANY ($1::int[])
-  AND j.status IN ('done', 'failed', 'cancelled')
-  AND j.finished_at < now() - least($2::bigint * interval '1 millisecond',
-                                    coalesce((SELECT min(q.retention) FROM queues q), $2 * interval '1 millisecond'))
-  AND j.finished_at < now() - coalesce((SELECT q.retention FROM queues q WHERE q.name = j.queue),
-                                       $2 * interval '1 millisecond')
-  AND j.parent_join IS NULL
-  AND (j.parent_id IS NULL
-       OR coalesce((SELECT p.status FROM jobs p
-                    WHERE p.placement = ANY ($1::int[]) AND p.placement = j.placement AND p.id = j.parent_id),
-                   'gone') NOT IN ('runnable', 'executing', 'awaiting'))
-ORDER BY j.finished_at
-LIMIT $3::int
+SELECT c.id, c.remote_parent_id, c.parent_join
+FROM (VALUES (false), (true)) AS k(remote)
+CROSS JOIN LATERAL (
+    SELECT j.id, coalesce(CASE WHEN k.remote THEN j.parent_id END, 0)::bigint AS remote_parent_id, j.parent_join
+    FROM jobs j
+    WHERE j.placement = ANY ($1::int[])
+      AND j.status IN ('done', 'failed', 'cancelled')
+      AND j.finished_at < now() - least($2::bigint * interval '1 millisecond',
+                                        coalesce((SELECT min(q.retention) FROM queues q), $2 * interval '1 millisecond'))
+      AND j.finished_at < now() - coalesce((SELECT q.retention FROM queues q WHERE q.name = j.queue),
+                                           $2 * interval '1 millisecond')
+      AND (j.parent_join IS NOT NULL) = k.remote
+      AND (k.remote OR j.parent_id IS NULL
+           OR coalesce((SELECT p.status FROM jobs p
+                        WHERE p.placement = ANY ($1::int[]) AND p.placement = j.placement AND p.id = j.parent_id),
+                       'gone') NOT IN ('runnable', 'executing', 'awaiting'))
+    ORDER BY j.finished_at
+    LIMIT $3::int
+) c
 `
 
 type JobGCSelectParams struct {
@@ -142,27 +184,37 @@ type JobGCSelectParams struct {
 	MaxRows     int
 }
 
+type JobGCSelectRow struct {
+	ID             int64
+	RemoteParentID int64
+	ParentJoin     *string
+}
+
 // GC on Citus (sql/job_gc.sql): per shard, in turn, each a router statement; the
 // idempotency keys, which live at their own key's placement (docs/citus.md), are checked
 // and deleted on every shard at once (a fan-out, once per batch of the sweep).
-// JobGCSelect (sql/job_gc.sql) on the shard of placements: a child is kept while its
-// parent, on the same shard, is live; a remote child (docs/citus.md, "A child away from its
-// parent"), whose parent is on another shard, is kept until GC deletes its parent and
-// releases it (RemoteChildrenRelease). The idempotency keys are checked by
-// JobGCIdempotencyHeld. Index use: jobs_gc range scan on finished_at.
-func (q *Queries) JobGCSelect(ctx context.Context, arg JobGCSelectParams) ([]int64, error) {
+// JobGCSelect (sql/job_gc.sql) on the shard of placements: up to max_rows jobs, of which a
+// child is taken only when its parent, on the same shard, is not live; and apart, up to
+// max_rows remote children (docs/citus.md, "A child away from its parent"), whose parents
+// are on other shards, each with its parent's id (remote_parent_id; 0 for the others) and
+// parent_join: the caller asks their parents' shards (JobGCParents) and keeps those whose
+// parent is live, or exists and has not counted their end yet. Apart, so that remote
+// children kept for a long-lived parent never fill the batch of the others. The
+// idempotency keys are checked by JobGCIdempotencyHeld. Index use: jobs_gc range scan on
+// finished_at, twice.
+func (q *Queries) JobGCSelect(ctx context.Context, arg JobGCSelectParams) ([]JobGCSelectRow, error) {
 	rows, err := q.db.Query(ctx, JobGCSelect, arg.Placements, arg.RetentionMs, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []int64
+	var items []JobGCSelectRow
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var i JobGCSelectRow
+		if err := rows.Scan(&i.ID, &i.RemoteParentID, &i.ParentJoin); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -526,7 +526,7 @@ type FairnessKeySettings struct {
 	Weight    int        `json:"weight"`
 }
 
-// FairnessSetting How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a rate limit (its keys' caps take their place), and a concurrency key in it is exclusive (K=1). On Citus a fairness key places its jobs on one shard, and is refused beside a concurrency key (docs/fairness.md, docs/citus.md).
+// FairnessSetting How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a rate limit (its keys' caps take their place), and a concurrency key in it is exclusive (K=1). On Citus a fairness key places its jobs on one shard, unless a concurrency key places a job first (docs/fairness.md, docs/citus.md).
 type FairnessSetting string
 
 // FieldError defines model for FieldError.
@@ -1016,7 +1016,7 @@ type Queue struct {
 	Counts    QueueCounts `json:"counts"`
 	CreatedAt time.Time   `json:"created_at"`
 
-	// Fairness How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a rate limit (its keys' caps take their place), and a concurrency key in it is exclusive (K=1). On Citus a fairness key places its jobs on one shard, and is refused beside a concurrency key (docs/fairness.md, docs/citus.md).
+	// Fairness How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a rate limit (its keys' caps take their place), and a concurrency key in it is exclusive (K=1). On Citus a fairness key places its jobs on one shard, unless a concurrency key places a job first (docs/fairness.md, docs/citus.md).
 	Fairness         FairnessSetting `json:"fairness"`
 	MaxInFlight      int             `json:"max_in_flight"`
 	Name             string          `json:"name"`
@@ -1051,7 +1051,7 @@ type QueuePut struct {
 	// Batch Rows one pick claims at most.
 	Batch *int `json:"batch,omitempty"`
 
-	// Fairness How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a rate limit (its keys' caps take their place), and a concurrency key in it is exclusive (K=1). On Citus a fairness key places its jobs on one shard, and is refused beside a concurrency key (docs/fairness.md, docs/citus.md).
+	// Fairness How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a rate limit (its keys' caps take their place), and a concurrency key in it is exclusive (K=1). On Citus a fairness key places its jobs on one shard, unless a concurrency key places a job first (docs/fairness.md, docs/citus.md).
 	Fairness *FairnessSetting `json:"fairness,omitempty"`
 
 	// MaxInFlight Steps one server process runs at once.

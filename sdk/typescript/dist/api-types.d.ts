@@ -1441,7 +1441,7 @@ export interface components {
             fairness?: components["schemas"]["FairnessSetting"];
         };
         /**
-         * @description How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a rate limit (its keys' caps take their place), and a concurrency key in it is exclusive (K=1). On Citus a fairness key places its jobs on one shard, and is refused beside a concurrency key (docs/fairness.md, docs/citus.md).
+         * @description How the queue's claims share it among fairness keys: none takes runnable jobs by priority and age whoever they are for; round_robin gives the keys with runnable work turns by their weights, priority and age ordering the work within each key, and holds each key to its share of a server's slots and to its cap. Turning it on gives the queue's live jobs without a key the key "". A fair queue refuses jobs with a rate limit (its keys' caps take their place), and a concurrency key in it is exclusive (K=1). On Citus a fairness key places its jobs on one shard, unless a concurrency key places a job first (docs/fairness.md, docs/citus.md).
          * @default none
          * @enum {string}
          */

@@ -41,7 +41,7 @@ joined AS (
                            ELSE p.eligible_at END,
         updated_at = d.now
     FROM (SELECT parent_id, count(*) AS n, min(now) AS now FROM updated
-          -- a remote child (parent_join set) joins its parent through the reaper's turn,
+          -- a remote child (parent_join set) joins its parent through a carry of its own,
           -- also when its placement is on its parent's shard (docs/citus.md)
           WHERE parent_id IS NOT NULL AND parent_join IS NULL AND status IN ('done', 'failed', 'cancelled')
           GROUP BY parent_id ORDER BY parent_id) d

@@ -2,7 +2,9 @@
 -- claimed one shard at a time, as every queue is, and each shard's claim is the plain
 -- JobClaimFair's deficit round robin over the fairness keys with runnable work on that
 -- shard, from the shard's own position (fair_positions). A fairness key places its jobs
--- (FairnessPlacement), so a key's cap counts its executing steps on one shard, exactly.
+-- (FairnessPlacement), so a key's cap counts its executing steps on one shard, exactly,
+-- unless concurrency keys placed some of them on other shards: the cap then counts per
+-- shard.
 
 -- name: FairPositionLock :exec
 -- Locks the position of queue on the shard whose first placement is placement, making it
@@ -246,7 +248,7 @@ RETURNING j.id, j.queue, j.handler, j.key, j.step, j.attempt, j.max_attempts, j.
 -- name: FairnessKeyList :many
 -- FairnessKeyList (sql/queues.sql) on Citus: a page of a queue's fairness keys in key
 -- order, after `after` (NULL: from the first), those starting with prefix. A key's jobs
--- are on its shard, the default key's on any, so the keys with live work are counted on
+-- are on its shard (or its concurrency keys'), the default key's on any, so the keys with live work are counted on
 -- every shard at once (one fan-out aggregate, each shard an index-only scan of
 -- jobs_fair_pick and jobs_fair_executing over the queue's live keyed jobs from `after`
 -- on), and merged on the coordinator with the keys that have settings (a reference table).

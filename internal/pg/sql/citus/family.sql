@@ -2,9 +2,10 @@
 -- migrations/citus/0036): a spawned child whose own concurrency key or fairness key places
 -- it elsewhere lives there, and its parent keeps a stub of it (remote_children, at the
 -- parent's placement). The spawn writes the stub with the parent's outcome and the child
--- at its own placement in the same transaction; the reaper's turn carries each remote
--- child's end to its stub and its parent (and a retry's or replay's revival, and a
--- cancel's cascade the other way), the child and its parent in one transaction.
+-- at its own placement in the same transaction; a carry takes each remote child's end to
+-- its stub and its parent (and a retry's or replay's revival, and a cancel's cascade the
+-- other way), the child and its parent in one transaction: right after the statement that
+-- owes it, by its process (citus_family.go), else by the reaper's turn.
 
 -- name: RemoteChildStubsInsert :exec
 -- The stubs of a spawn's remote children, at the parent's placement, for the spawns the
@@ -175,18 +176,7 @@ FROM ROWS FROM (unnest(sqlc.arg(parent_ids)::bigint[]), unnest(sqlc.arg(child_id
 WHERE r.placement = ANY (sqlc.arg(placements)::int[]) AND r.parent_id = c.parent_id AND r.child_id = c.child_id
   AND r.cancel_requested;
 
--- name: JobGCDeleteRemoteChildren :many
--- The stubs of the parents of one shard that GC deleted, and their children's ids, which
--- the same transaction releases (RemoteChildrenRelease).
+-- name: JobGCDeleteRemoteChildren :exec
+-- The stubs of the parents of one shard that GC deleted.
 DELETE FROM remote_children
-WHERE placement = ANY (sqlc.arg(placements)::int[]) AND parent_id = ANY (sqlc.arg(ids)::bigint[])
-RETURNING child_id;
-
--- name: RemoteChildrenRelease :exec
--- The remote children of parents GC deleted, at their placements: each becomes a child of a
--- gone parent, as it would be on plain PostgreSQL (its end joins nothing, and GC deletes it
--- once its own retention has passed). Routed to the children's shards only.
-UPDATE jobs j
-SET parent_join = NULL
-WHERE j.placement = ANY (sqlc.arg(placements)::int[]) AND j.id = ANY (sqlc.arg(ids)::bigint[])
-  AND j.parent_join IS NOT NULL;
+WHERE placement = ANY (sqlc.arg(placements)::int[]) AND parent_id = ANY (sqlc.arg(ids)::bigint[]);

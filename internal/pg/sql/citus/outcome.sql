@@ -116,7 +116,7 @@ joined AS (
         -- which join the rows this transaction wrote, must not take a stale record of it.
         outcome_token = NULL
     FROM (SELECT parent_id, count(*) AS n, min(now) AS now FROM updated
-          -- a remote child (parent_join set) joins its parent through the reaper's turn,
+          -- a remote child (parent_join set) joins its parent through a carry of its own,
           -- also when its placement is on its parent's shard (docs/citus.md)
           WHERE parent_id IS NOT NULL AND parent_join IS NULL AND status IN ('done', 'failed', 'cancelled')
           GROUP BY parent_id ORDER BY parent_id) d
@@ -203,7 +203,7 @@ joined AS (
         -- which join the rows this transaction wrote, must not take a stale record of it.
         outcome_token = NULL
     FROM (SELECT parent_id, count(*) AS n, min(now) AS now FROM updated
-          -- a remote child (parent_join set) joins its parent through the reaper's turn,
+          -- a remote child (parent_join set) joins its parent through a carry of its own,
           -- also when its placement is on its parent's shard (docs/citus.md)
           WHERE parent_id IS NOT NULL AND parent_join IS NULL AND status IN ('done', 'failed', 'cancelled')
           GROUP BY parent_id ORDER BY parent_id) d
