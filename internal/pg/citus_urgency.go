@@ -64,12 +64,13 @@ func (u *citusUrgency) claimed(queue string, shard int64, full bool, worst int, 
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	m := u.best[queue]
-	if m == nil && !(full && worst < defaultPriority) {
+	urgentLeft := full && worst < defaultPriority // what is left there may be that urgent
+	if m == nil && !urgentLeft {
 		return
 	}
 	known, ok := m[shard]
 	switch {
-	case full && worst < defaultPriority && (!raced || !ok || worst < known):
+	case urgentLeft && (!raced || !ok || worst < known):
 		if m == nil {
 			m = map[int64]int{}
 			u.best[queue] = m
