@@ -237,6 +237,24 @@ func (d *Dispatcher) parkUntil(b engine.BreakerProbe, now time.Time, reserve boo
 	return at
 }
 
+// wakeParked wakes the steps handler's breaker parked, now that it closed: a step whose
+// wake is lost waits for its ParkFor (minutes), so the wake has a deadline of its own
+// (not what recording the probe left of one) and is tried twice; on Citus it is one
+// statement on every shard, which a busy cluster can hold past a few seconds.
+func (d *Dispatcher) wakeParked(handler string) (int64, error) {
+	var err error
+	for range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var woken int64
+		woken, err = d.eng.WakeParked(ctx, handler)
+		cancel()
+		if err == nil {
+			return woken, nil
+		}
+	}
+	return 0, err
+}
+
 // recordProbe records the outcome of the probe this step carried (if it carried one):
 // answered is false for a call abandoned without an answer (shutdown, lease lost), whose
 // probe is given up and sent again after its deadline. Any answer that is not a breaker
@@ -256,7 +274,7 @@ func (d *Dispatcher) recordProbe(st *engine.Step, v breakerVerdict, answered boo
 	case err != nil:
 		d.log.Warn("recording a circuit breaker probe failed", "handler", st.Handler, "err", err)
 	case state == engine.BreakerClosed:
-		woken, err := d.eng.WakeParked(ctx, st.Handler)
+		woken, err := d.wakeParked(st.Handler)
 		if err != nil {
 			d.log.Warn("waking the steps a circuit breaker parked failed; they come back within ParkFor",
 				"handler", st.Handler, "err", err)
