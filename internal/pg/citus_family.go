@@ -166,15 +166,20 @@ func (db *DB) RemoteChildrenSweep(ctx context.Context, limit int) (int, error) {
 // carryRemoteChildrenNow carries at once what a cancel, a retry or a replay at placement
 // owes across shards (its statement said so), so that a remote child is cancelled, or its
 // parent counts it again, without waiting for the reaper's turn: the stubs a cancel marked
-// there, then the ends and revivals of the remote children there and of those it
-// cancelled. Best effort, as remoteChildEndsNow: what fails here the reaper's turn carries.
-func (db *DB) carryRemoteChildrenNow(ctx context.Context, placement int) {
+// there (cancels: a retry or a replay marks none), then the ends and revivals of the
+// remote children there and of those it cancelled. Best effort, as remoteChildEndsNow:
+// what fails here the reaper's turn carries.
+func (db *DB) carryRemoteChildrenNow(ctx context.Context, placement int, cancels bool) {
 	l, err := db.layout(ctx)
 	if err != nil {
 		return
 	}
 	shard := []int{l.shardIndex(placement)}
-	_, _ = db.carryRemoteChildren(ctx, l, shard, shard, remoteChildEndsNowLimit)
+	var cancelShards []int
+	if cancels {
+		cancelShards = shard
+	}
+	_, _ = db.carryRemoteChildren(ctx, l, cancelShards, shard, remoteChildEndsNowLimit)
 }
 
 // carryRemoteChildren is RemoteChildrenSweep's work on the shards (indexes of l) that the

@@ -112,8 +112,11 @@ func (db *DB) citusGCDelete(ctx context.Context, ids []int64) (int, error) {
 				return err
 			}
 			// The stubs of the remote children of the parents it deleted (citus_family.go).
-			deleted = append(deleted, gone...)
-			return q.JobGCDeleteRemoteChildren(ctx, dbcitus.JobGCDeleteRemoteChildrenParams{Placements: placements, Ids: gone})
+			if err := q.JobGCDeleteRemoteChildren(ctx, dbcitus.JobGCDeleteRemoteChildrenParams{Placements: placements, Ids: gone}); err != nil {
+				return err
+			}
+			deleted = append(deleted, gone...) // (only once its transaction may commit)
+			return nil
 		})
 		if err != nil {
 			return len(deleted), translate(err)

@@ -28,7 +28,7 @@ func (db *DB) JobReplay(ctx context.Context, id int64, fromStep int, state json.
 			return translate(err)
 		}
 		if r.Relive {
-			db.carryRemoteChildrenNow(ctx, placement)
+			db.carryRemoteChildrenNow(ctx, placement, false)
 		}
 		return db.citusNotify(ctx, []citusWake{{queue: r.Queue, placement: placement}})
 	}

@@ -127,7 +127,7 @@ func (db *DB) JobCancel(ctx context.Context, id int64) (found bool, changed int,
 			return false, 0, translate(err)
 		}
 		if r.RemoteWork > 0 {
-			db.carryRemoteChildrenNow(ctx, placement)
+			db.carryRemoteChildrenNow(ctx, placement, true)
 		}
 		return r.Found > 0, int(r.Changed), db.citusNotify(ctx, citusWakes(r.Woken, int(placement)))
 	}
@@ -152,7 +152,7 @@ func (db *DB) JobRetry(ctx context.Context, id int64) error {
 			return translate(err)
 		}
 		if r.Relive {
-			db.carryRemoteChildrenNow(ctx, placement)
+			db.carryRemoteChildrenNow(ctx, placement, false)
 		}
 		if r.Status == "runnable" {
 			return db.citusNotify(ctx, []citusWake{{queue: r.Queue, placement: int(placement)}})
